@@ -1,0 +1,127 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/metasched/metasched/switching"
+	"github.com/metasched/metasched/switching/papers"
+)
+
+func newPolicyPapersCmd(e *env) *cobra.Command {
+	var output string
+	var tolerance float64
+	cmd := &cobra.Command{
+		Use:   "papers",
+		Short: "Solve the papers' example models and print the solved tables beside the printed ones",
+		Long: `Solve the models of Palmer and Mitrani's Tables 1 and 2 and Fisher et al.'s
+Table I (discounted criterion, α = 0.95, Λ = 1, rates as printed, no price on
+blocked arrivals: the papers' model) and print each solved table beside the
+printed one. Cells where they differ are marked with '*'.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			return policyPapers(cmd.Context(), e, output, tolerance)
+		},
+	}
+	cmd.Flags().StringVar(&output, "output", "table", "table or json")
+	cmd.Flags().Float64Var(&tolerance, "tolerance", 1e-9, "value-iteration tolerance (sup-norm)")
+	return cmd
+}
+
+type paperReport struct {
+	Name      string  `json:"name"`
+	Source    string  `json:"source"`
+	Title     string  `json:"title"`
+	View      string  `json:"view"`
+	Sweeps    int     `json:"sweeps"`
+	Converged bool    `json:"converged"`
+	Cells     int     `json:"cells"`
+	Different int     `json:"different"`
+	Paper     [][]int `json:"paper"`
+	Solved    [][]int `json:"solved"`
+	Note      string  `json:"note"`
+}
+
+func policyPapers(ctx context.Context, e *env, output string, tolerance float64) error {
+	var reps []paperReport
+	for _, ref := range papers.References() {
+		m := ref.Model()
+		sol, err := switching.Solve(ctx, m, switching.SolveOptions{
+			Criterion: switching.Discounted, Tolerance: tolerance, Now: time.Now,
+		})
+		if err != nil {
+			if errors.Is(err, switching.ErrCanceled) {
+				return fmt.Errorf("interrupted: %w", context.Canceled)
+			}
+			return fmt.Errorf("%s: %w", ref.Name, err)
+		}
+		v, err := switching.ParseView(m, ref.View)
+		if err != nil {
+			return fmt.Errorf("%s: view: %w", ref.Name, err)
+		}
+		solved := newViewReport(v, sol.Table).Actions
+		cmp, err := papers.Compare(ref, solved)
+		if err != nil {
+			return err
+		}
+		rep := paperReport{Name: ref.Name, Source: ref.Source, Title: ref.Title, View: ref.View,
+			Sweeps: sol.Sweeps, Converged: sol.Converged, Cells: cmp.Cells, Different: cmp.Different,
+			Paper: ref.Table, Solved: solved, Note: ref.Note}
+		reps = append(reps, rep)
+		if output == "table" {
+			printPaper(e.stdout, rep, cmp)
+		}
+	}
+	if output == "json" {
+		return writeJSON(e.stdout, reps)
+	}
+	return nil
+}
+
+func printPaper(w io.Writer, r paperReport, c papers.Comparison) {
+	fmt.Fprintf(w, "== %s: %s\n", r.Source, r.Title)
+	fmt.Fprintf(w, "view %s; solved: discounted (α = 0.95), Λ = 1, converged after %d sweeps\n", r.View, r.Sweeps)
+	var paper, solved strings.Builder
+	v := strings.Fields(r.View)
+	rows, cols := "", ""
+	for _, f := range v {
+		if k, val, _ := strings.Cut(f, "="); k == "rows" {
+			rows = val
+		} else if k == "cols" {
+			cols = val
+		}
+	}
+	printGrid(&paper, rows, cols, r.Paper, nil)
+	printGrid(&solved, rows, cols, r.Solved, c.Differ)
+	pl := strings.Split(strings.TrimRight(paper.String(), "\n"), "\n")
+	sl := strings.Split(strings.TrimRight(solved.String(), "\n"), "\n")
+	width := 0
+	for _, l := range pl {
+		width = max(width, len([]rune(l)))
+	}
+	fmt.Fprintf(w, "%-*s    %s\n", width, "printed in the paper", "solved here (* = differs)")
+	for i := range max(len(pl), len(sl)) {
+		a, b := "", ""
+		if i < len(pl) {
+			a = pl[i]
+		}
+		if i < len(sl) {
+			b = sl[i]
+		}
+		fmt.Fprintf(w, "%s%s    %s\n", a, strings.Repeat(" ", width-len([]rune(a))), b)
+	}
+	if r.Different == 0 {
+		fmt.Fprintf(w, "result: identical in all %d cells. %s\n\n", r.Cells, r.Note)
+	} else {
+		fmt.Fprintf(w, "result: %d of %d cells differ. %s\n\n", r.Different, r.Cells, r.Note)
+	}
+}

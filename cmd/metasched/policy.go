@@ -1,0 +1,359 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/metasched/metasched/switching"
+)
+
+func newPolicyCmd(e *env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "policy",
+		Short: "Compute and inspect pool-switching policies",
+		Args:  noArgs,
+		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+	}
+	cmd.AddCommand(newPolicySolveCmd(e), newPolicyPapersCmd(e))
+	return cmd
+}
+
+type solveFlags struct {
+	model     string
+	criterion string
+	method    string
+	horizon   int
+	tolerance float64
+	maxSweeps int
+	maxStates int
+	workers   int
+	start     string
+	view      string
+	save      string
+	output    string
+	boundary  bool
+}
+
+func newPolicySolveCmd(e *env) *cobra.Command {
+	var f solveFlags
+	cmd := &cobra.Command{
+		Use:   "solve --model FILE",
+		Short: "Compute the optimal switching policy of a model",
+		Long: `Compute the optimal switching policy of a model file (see DESIGN.md, "Switching
+model") and print a 2-D view of it like the papers' tables.
+
+The average criterion (the default) minimizes the long-run average cost per unit
+time: what a running system measures. The discounted criterion is the papers'
+(α = the model's discount per uniformized step); it is myopic when switches are
+slow relative to the event rate, and then may never switch at all.
+
+A view picks the slice to print, e.g. --view "k=1,1,1 m=0 j1=0 rows=j2 cols=j3
+size=10": k servers per pool (summing to N), m=0 (no switches in flight), fixed
+queue lengths for the other pools (default 0), the queues on the rows and
+columns, and how many lengths to show (at most J).`,
+		Example: `  metasched policy solve --model examples/palmer-table2.yaml --criterion discounted
+  metasched policy solve --model examples/fisher-fig4-n5.yaml --output json
+  metasched policy solve --model examples/fisher-table1.yaml --criterion discounted \
+      --view "k=1,1,1 m=0 j1=0 rows=j2 cols=j3 size=10" --save table.policy`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return policySolve(cmd.Context(), e, f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.model, "model", "", "model file (YAML or JSON), required")
+	fl.StringVar(&f.criterion, "criterion", "average", "average or discounted")
+	fl.StringVar(&f.method, "method", "value", "value (value iteration) or policy (policy improvement)")
+	fl.IntVar(&f.horizon, "horizon", 0, "run this many sweeps of the finite-horizon recurrence instead (discounted)")
+	fl.Float64Var(&f.tolerance, "tolerance", 1e-6, "stop when the sup-norm (discounted) or span (average) of V_n − V_{n−1} is below this")
+	fl.IntVar(&f.maxSweeps, "max-sweeps", 100_000, "give up (converged: false) after this many sweeps")
+	fl.IntVar(&f.maxStates, "max-states", 100_000_000, fmt.Sprintf("refuse models with more states (%d bytes each)", switching.BytesPerState))
+	fl.IntVar(&f.workers, "workers", 0, "sweep goroutines (0: one per CPU)")
+	fl.StringVar(&f.start, "start", "heuristic", "first policy of policy improvement: heuristic (K=5) or cmu")
+	fl.StringVar(&f.view, "view", "", `2-D slice to print, e.g. "k=1,1 m=0 rows=j1 cols=j2 size=11"`)
+	fl.StringVar(&f.save, "save", "", "save the policy table to this file")
+	fl.StringVar(&f.output, "output", "table", "table or json")
+	fl.BoolVar(&f.boundary, "boundary", true, "compute the long-run fraction of time at the truncation and the mean holding cost of the policy")
+	return cmd
+}
+
+func loadModel(path string) (*switching.Model, error) {
+	if path == "" {
+		return nil, usagef("--model: required")
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("--model: %w", err)}
+	}
+	m, err := switching.ParseModel(path, data)
+	if err != nil {
+		return nil, usageError{err}
+	}
+	return m, nil
+}
+
+func checkOutput(o string) error {
+	if o != "table" && o != "json" {
+		return usagef("--output: must be table or json, got %q", o)
+	}
+	return nil
+}
+
+func policySolve(ctx context.Context, e *env, f solveFlags) error {
+	if err := checkOutput(f.output); err != nil {
+		return err
+	}
+	m, err := loadModel(f.model)
+	if err != nil {
+		return err
+	}
+	view := switching.DefaultView(m)
+	if f.view != "" {
+		if view, err = switching.ParseView(m, f.view); err != nil {
+			return usagef("--view: %w", err)
+		}
+	}
+	if f.maxSweeps < 1 {
+		return usagef("--max-sweeps: must be at least 1")
+	}
+	opts := switching.SolveOptions{
+		Criterion: switching.Criterion(f.criterion),
+		Method:    switching.Method(f.method),
+		Horizon:   f.horizon,
+		Tolerance: f.tolerance,
+		MaxSweeps: f.maxSweeps,
+		MaxStates: f.maxStates,
+		Workers:   f.workers,
+		Start:     f.start,
+		Boundary:  f.boundary,
+		Now:       time.Now,
+	}
+	if f.horizon > 0 && opts.Criterion == switching.Average && f.criterion == "average" {
+		opts.Criterion = switching.Discounted // a horizon runs the papers' recurrence
+	}
+	var bar *progressBar
+	if e.tty {
+		bar = &progressBar{w: e.stderr}
+		opts.Progress = bar.update
+	}
+	sol, err := switching.Solve(ctx, m, opts)
+	if bar != nil {
+		bar.done()
+	}
+	if err != nil {
+		switch {
+		case errors.Is(err, switching.ErrCanceled):
+			return fmt.Errorf("interrupted: %w", context.Canceled)
+		case errors.Is(err, switching.ErrTooLarge):
+			return usagef("%s: %w (raise --max-states if the machine has the memory)", f.model, err)
+		}
+		return usageError{err}
+	}
+	if f.save != "" {
+		if err := saveTable(f.save, sol.Table); err != nil {
+			return err
+		}
+	}
+	rep := newSolveReport(f.model, m, sol, view)
+	if f.output == "json" {
+		return writeJSON(e.stdout, rep)
+	}
+	rep.print(e.stdout, m)
+	if f.save != "" {
+		fmt.Fprintf(e.stdout, "\nsaved the policy table to %s\n", f.save)
+	}
+	return nil
+}
+
+func saveTable(path string, t *switching.Table) error {
+	out, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("--save: %w", err)
+	}
+	if err := switching.WriteTable(out, t); err != nil {
+		out.Close()
+		return fmt.Errorf("--save %s: %w", path, err)
+	}
+	if err := out.Close(); err != nil {
+		return fmt.Errorf("--save %s: %w", path, err)
+	}
+	return nil
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// solveReport is the JSON output of policy solve.
+type solveReport struct {
+	Model          string                `json:"model"`
+	Criterion      switching.Criterion   `json:"criterion"`
+	Method         switching.Method      `json:"method"`
+	Horizon        int                   `json:"horizon,omitempty"`
+	Discount       *float64              `json:"discount,omitempty"`
+	Uniformization float64               `json:"uniformization"`
+	States         int                   `json:"states"`
+	Configurations int                   `json:"configurations"`
+	QueueStates    int                   `json:"queue_states"`
+	MemoryBytes    int                   `json:"memory_bytes"`
+	Sweeps         int                   `json:"sweeps"`
+	Improvements   int                   `json:"improvements,omitempty"`
+	Seconds        float64               `json:"seconds"`
+	SecondsPerSwp  float64               `json:"seconds_per_sweep"`
+	Converged      bool                  `json:"converged"`
+	Residual       float64               `json:"residual"`
+	Tolerance      float64               `json:"tolerance"`
+	AverageCost    *float64              `json:"average_cost"`
+	Stationary     *switching.Stationary `json:"stationary,omitempty"`
+	Actions        []actionLegend        `json:"actions"`
+	View           viewReport            `json:"view"`
+}
+
+type actionLegend struct {
+	Action int    `json:"action"`
+	From   string `json:"from"`
+	To     string `json:"to"`
+}
+
+type viewReport struct {
+	Spec    string         `json:"spec"`
+	K       []int          `json:"k"`
+	Rows    string         `json:"rows"`
+	Cols    string         `json:"cols"`
+	Fixed   map[string]int `json:"fixed"`
+	Size    int            `json:"size"`
+	Actions [][]int        `json:"actions"`
+}
+
+func newSolveReport(path string, m *switching.Model, sol *switching.Solution, v switching.View) *solveReport {
+	s := sol.Table.Space
+	r := &solveReport{
+		Model: path, Criterion: sol.Criterion, Method: sol.Method, Horizon: sol.Horizon,
+		Uniformization: m.Lambda(),
+		States:         s.States, Configurations: s.Configs, QueueStates: s.B,
+		MemoryBytes: s.States * switching.BytesPerState,
+		Sweeps:      sol.Sweeps, Improvements: sol.Improvements, Seconds: sol.Seconds,
+		Converged: sol.Converged, Residual: sol.Residual, Tolerance: 0,
+		Stationary: sol.Stationary,
+		View:       newViewReport(v, sol.Table),
+	}
+	if sol.Sweeps > 0 {
+		r.SecondsPerSwp = sol.Seconds / float64(sol.Sweeps)
+	}
+	if sol.Criterion == switching.Discounted {
+		d := m.Discount
+		r.Discount = &d
+	}
+	if !math.IsNaN(sol.AverageCost) {
+		c := sol.AverageCost
+		r.AverageCost = &c
+	}
+	for i, p := range switching.Pairs(m.NumPools()) {
+		r.Actions = append(r.Actions, actionLegend{i + 1, m.Pools[p.From].Name, m.Pools[p.To].Name})
+	}
+	return r
+}
+
+func newViewReport(v switching.View, p switching.Policy) viewReport {
+	r := viewReport{Spec: v.String(), K: v.K, Rows: fmt.Sprintf("j%d", v.Rows+1), Cols: fmt.Sprintf("j%d", v.Cols+1),
+		Fixed: map[string]int{}, Size: v.Size}
+	for i, n := range v.Fixed {
+		r.Fixed[fmt.Sprintf("j%d", i+1)] = n
+	}
+	for _, row := range v.Slice(p) {
+		out := make([]int, len(row))
+		for c, a := range row {
+			out[c] = int(a)
+		}
+		r.Actions = append(r.Actions, out)
+	}
+	return r
+}
+
+func (r *solveReport) print(w io.Writer, m *switching.Model) {
+	names := make([]string, m.NumPools())
+	for i, p := range m.Pools {
+		names[i] = p.Name
+	}
+	fmt.Fprintf(w, "model:     %s: %d pools (%s), N = %d servers, J = %d, Λ = %g\n",
+		r.Model, m.NumPools(), strings.Join(names, ", "), m.Servers, m.QueueLimit, r.Uniformization)
+	fmt.Fprintf(w, "states:    %d (%d configurations × %d queue states), %s\n",
+		r.States, r.Configurations, r.QueueStates, switching.FormatBytes(uint64(r.MemoryBytes)))
+	crit := string(r.Criterion)
+	if r.Discount != nil {
+		crit += fmt.Sprintf(" (α = %g)", *r.Discount)
+	}
+	method := map[switching.Method]string{switching.ValueIteration: "value iteration", switching.PolicyIteration: "policy improvement"}[r.Method]
+	switch {
+	case r.Horizon > 0:
+		fmt.Fprintf(w, "solve:     %s, finite horizon of %d steps, %.3g s\n", crit, r.Horizon, r.Seconds)
+	case r.Converged:
+		fmt.Fprintf(w, "solve:     %s criterion, %s: converged after %d sweeps", crit, method, r.Sweeps)
+		if r.Improvements > 0 {
+			fmt.Fprintf(w, " and %d improvements", r.Improvements)
+		}
+		fmt.Fprintf(w, ", %.3g s (residual %.3g)\n", r.Seconds, r.Residual)
+	default:
+		fmt.Fprintf(w, "solve:     %s criterion, %s: NOT CONVERGED after %d sweeps, %.3g s (residual %.3g): the policy below is the last iterate\n",
+			crit, method, r.Sweeps, r.Seconds, r.Residual)
+	}
+	if r.AverageCost != nil {
+		fmt.Fprintf(w, "cost:      %.6g per time unit in the long run (holding and blocking)\n", *r.AverageCost)
+	}
+	if st := r.Stationary; st != nil {
+		conv := ""
+		if !st.Converged {
+			conv = fmt.Sprintf(" (NOT CONVERGED after %d sweeps)", st.Sweeps)
+		}
+		fmt.Fprintf(w, "long run:  from the empty system at the static allocation: mean holding cost %.6g, a queue at the truncation %.3g%% of the time%s\n",
+			st.HoldingCost, 100*st.BoundaryFraction, conv)
+	}
+	legend := []string{"0 = do nothing"}
+	for _, a := range r.Actions {
+		legend = append(legend, fmt.Sprintf("%d = %s→%s", a.Action, a.From, a.To))
+	}
+	fmt.Fprintf(w, "actions:   %s\n", strings.Join(legend, ", "))
+	fmt.Fprintf(w, "view:      %s\n\n", r.View.Spec)
+	printGrid(w, r.View.Rows, r.View.Cols, r.View.Actions, nil)
+}
+
+// printGrid prints a policy slice like the papers' tables. With mark
+// non-nil, a cell where mark is true is flagged with '*'.
+func printGrid(w io.Writer, rows, cols string, actions [][]int, mark [][]bool) {
+	width := 2
+	for _, row := range actions {
+		for _, a := range row {
+			width = max(width, len(fmt.Sprint(a))+1)
+		}
+	}
+	fmt.Fprintf(w, "%6s  %s\n", "", cols)
+	fmt.Fprintf(w, "%6s ", rows)
+	for c := range len(actions[0]) {
+		fmt.Fprintf(w, "%*d ", width, c)
+	}
+	fmt.Fprintln(w)
+	for r, row := range actions {
+		fmt.Fprintf(w, "%6d ", r)
+		for c, a := range row {
+			cell := fmt.Sprint(a)
+			if mark != nil && mark[r][c] {
+				cell += "*"
+			} else if mark != nil {
+				cell += " "
+			}
+			fmt.Fprintf(w, "%*s ", width, cell)
+		}
+		fmt.Fprintln(w)
+	}
+}

@@ -1,0 +1,198 @@
+package switching
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+)
+
+// Pool is one job type and the pool of servers dedicated to it.
+type Pool struct {
+	Name        string  // unique, [a-z0-9-]+
+	ArrivalRate float64 // λ_i, jobs per time unit
+	ServiceRate float64 // µ_i, completions per time unit per busy server
+	HoldingCost float64 // c_i, cost per job per time unit in the system
+}
+
+// Uniformization modes of Model.UniformizationMode.
+const (
+	UniformizationAuto  = "auto"  // Σλ + N·max(max µ, max ζ)
+	UniformizationPaper = "paper" // Σλ + N·max µ + N·max ζ (the papers' eq. 1)
+	UniformizationFixed = "fixed" // the number in Model.Uniformization
+)
+
+// Model is the M-pool switching model of Fisher et al. and Palmer–Mitrani,
+// with the engineering choices of DESIGN.md: a uniformization constant that
+// may be derived from the rates, switch rates per pair (0: the pair cannot
+// switch), and a price on arrivals blocked by the truncation.
+//
+// A Model is plain data; ParseModel builds one from YAML and Validate checks
+// one built in code. Derived quantities (Lambda, BlockingCost) are computed
+// from the current rates, so a copy with other arrival rates stays
+// consistent.
+type Model struct {
+	Servers    int     // N
+	QueueLimit int     // J: queue lengths 0 ≤ j_i < J
+	Discount   float64 // α, used by the discounted criterion only
+
+	// UniformizationMode is one of the Uniformization* constants;
+	// Uniformization holds the number when the mode is UniformizationFixed.
+	UniformizationMode string
+	Uniformization     float64
+
+	Pools []Pool
+
+	// SwitchRates[a][b] is ζ_ab, the rate at which a server in transit from
+	// pool a to pool b arrives; 0 means a and b cannot switch. The diagonal is 0.
+	// With InstantSwitches the rates only say which pairs may switch (> 0).
+	SwitchRates [][]float64
+	// SwitchCosts[a][b] is c_ab, the lump cost of starting a switch a→b.
+	SwitchCosts [][]float64
+	// InstantSwitches: a switch takes no time (Palmer–Mitrani Table 1).
+	InstantSwitches bool
+
+	// BlockingAuto prices a blocked arrival of type i at c_i·J/µ_i; otherwise
+	// BlockingCosts[i] is the price (0 everywhere gives the papers' model).
+	BlockingAuto  bool
+	BlockingCosts []float64
+}
+
+// NumPools returns M.
+func (m *Model) NumPools() int { return len(m.Pools) }
+
+// BlockingCost returns the price of one arrival of type i blocked at the
+// truncation j_i = J−1.
+func (m *Model) BlockingCost(i int) float64 {
+	if m.BlockingAuto {
+		p := m.Pools[i]
+		return p.HoldingCost * float64(m.QueueLimit) / p.ServiceRate
+	}
+	return m.BlockingCosts[i]
+}
+
+// CanSwitch reports whether a server may be switched from pool a to pool b.
+func (m *Model) CanSwitch(a, b int) bool {
+	return a != b && m.SwitchRates[a][b] > 0
+}
+
+// MaxRate returns the largest total transition rate out of any state of the
+// truncated model under any action: the smallest admissible Λ. Each server
+// adds the rate of what it does (serve a job, at most J−1 per pool, or travel
+// between pools), so the maximum fills servers greedily by rate.
+func (m *Model) MaxRate() float64 {
+	if m.QueueLimit < 2 {
+		return 0 // queues are always empty: nothing can happen
+	}
+	total := 0.0
+	type activity struct {
+		rate float64
+		cap  int // servers it can occupy; -1: unlimited
+	}
+	var acts []activity
+	for _, p := range m.Pools {
+		total += p.ArrivalRate
+		acts = append(acts, activity{p.ServiceRate, m.QueueLimit - 1})
+	}
+	if !m.InstantSwitches {
+		acts = append(acts, activity{m.maxSwitchRate(), -1})
+	}
+	slices.SortStableFunc(acts, func(x, y activity) int { return cmp.Compare(y.rate, x.rate) })
+	left := m.Servers
+	for _, a := range acts {
+		n := left
+		if a.cap >= 0 {
+			n = min(n, a.cap)
+		}
+		total += float64(n) * a.rate
+		left -= n
+	}
+	return total
+}
+
+func (m *Model) maxSwitchRate() float64 {
+	z := 0.0
+	if m.InstantSwitches {
+		return 0
+	}
+	for a := range m.SwitchRates {
+		for b := range m.SwitchRates[a] {
+			if a != b {
+				z = max(z, m.SwitchRates[a][b])
+			}
+		}
+	}
+	return z
+}
+
+// Lambda returns the uniformization constant Λ in force.
+func (m *Model) Lambda() float64 {
+	if m.UniformizationMode == UniformizationFixed {
+		return m.Uniformization
+	}
+	sum, maxMu := 0.0, 0.0
+	for _, p := range m.Pools {
+		sum += p.ArrivalRate
+		maxMu = max(maxMu, p.ServiceRate)
+	}
+	n := float64(m.Servers)
+	if m.UniformizationMode == UniformizationPaper {
+		return sum + n*(maxMu+m.maxSwitchRate())
+	}
+	return sum + n*max(maxMu, m.maxSwitchRate())
+}
+
+// Pair is a possible switch of one server from pool From to pool To (0-based).
+type Pair struct{ From, To int }
+
+// Pairs lists the M(M−1) switches in the papers' action order:
+// (1,2),(2,1),(1,3),(3,1),(2,3),(3,2),(1,4),(4,1),(2,4),… (1-based in the
+// papers). Action d > 0 is Pairs(M)[d−1].
+func Pairs(m int) []Pair {
+	ps := make([]Pair, 0, m*(m-1))
+	for b := 1; b < m; b++ {
+		for a := 0; a < b; a++ {
+			ps = append(ps, Pair{a, b}, Pair{b, a})
+		}
+	}
+	return ps
+}
+
+// ActionOf returns the action number that switches a server from pool a to
+// pool b (0-based pools, a ≠ b).
+func ActionOf(a, b int) Action {
+	lo, hi := min(a, b), max(a, b)
+	d := hi*(hi-1) + 2*lo + 1 // pairs before column hi, then (lo,hi),(hi,lo)
+	if a > b {
+		d++
+	}
+	return Action(d)
+}
+
+// Action is a decision: 0 does nothing, d > 0 starts the switch Pairs(M)[d−1].
+type Action int
+
+// NoAction does nothing.
+const NoAction Action = 0
+
+// Pair returns the switch started by a non-zero action.
+func (a Action) Pair(m int) Pair {
+	if a <= 0 || int(a) > m*(m-1) {
+		panic(fmt.Sprintf("switching: action %d out of range for %d pools", a, m))
+	}
+	return Pairs(m)[a-1]
+}
+
+// State is the state S = (j, k, m) of the system: queue lengths (including
+// the jobs in service), servers in place at each pool, and servers in
+// transit between pools (Transit[a][b] servers on their way from a to b).
+type State struct {
+	Jobs    []int
+	Servers []int
+	Transit [][]int
+}
+
+// Policy decides what to do in a state. Implementations must be
+// deterministic and must not keep the state's slices.
+type Policy interface {
+	Decide(s State) Action
+}

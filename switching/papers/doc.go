@@ -1,0 +1,16 @@
+// Package papers holds the optimal-policy tables printed in the papers this
+// project implements, with the models that produce them, so that a solver's
+// result can be set beside the printed numbers (metasched policy papers).
+//
+// What the project's solver finds, with an independent check:
+//   - Palmer and Mitrani, Table 2 (N = 2, switching takes time): reproduced
+//     exactly by the infinite-horizon discounted model, α = 0.95, Λ = 1, J = 30,
+//     no price on blocked arrivals.
+//   - Palmer and Mitrani, Table 1 (zero switching times, switching cost 10):
+//     differs from the converged infinite-horizon policy in a few cells; the
+//     printed table was probably not fully converged. The converged policy is
+//     taken as the truth.
+//   - Fisher et al., Table I (N = 3, M = 3): far from the optimal policy of
+//     the model as written in the text under the printed parameters. The
+//     model is not tuned to match it.
+package papers

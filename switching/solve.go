@@ -1,0 +1,367 @@
+package switching
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// Criterion is what an optimal policy minimizes.
+type Criterion string
+
+const (
+	// Average minimizes the long-run average cost per unit time: what a
+	// running system and the simulator measure. The default.
+	Average Criterion = "average"
+	// Discounted minimizes the expected total cost discounted by α per
+	// uniformized step: the papers' criterion. It is myopic when switches
+	// are slow relative to the event rate (see the package doc).
+	Discounted Criterion = "discounted"
+)
+
+// Method is how the optimal policy is computed.
+type Method string
+
+const (
+	// ValueIteration repeats V ← T V (relative to a reference state for the
+	// average criterion) until the change is below the tolerance.
+	ValueIteration Method = "value"
+	// PolicyIteration is Howard's algorithm: evaluate a policy by the
+	// iterative scheme of the papers' eq. (7), improve it, repeat until no
+	// state changes its action.
+	PolicyIteration Method = "policy"
+)
+
+// ErrCanceled is returned (wrapped, with ctx's error) when a solve stops
+// because its context ended.
+var ErrCanceled = errors.New("solve canceled")
+
+// SolveOptions tune a solve. The zero value solves the average criterion by
+// value iteration to a tolerance of 1e-6 with at most 100,000 sweeps.
+type SolveOptions struct {
+	Criterion Criterion // default Average
+	Method    Method    // default ValueIteration
+	// Horizon > 0 runs that many sweeps of the finite-horizon recurrence
+	// from V_0 = 0 with the model's discount (criterion discounted, method
+	// value) and returns the decisions with Horizon steps to go.
+	Horizon   int
+	Tolerance float64 // default 1e-6: sup-norm (discounted) or span (average) of V_n − V_{n−1}
+	MaxSweeps int     // default 100,000; an unconverged solve returns Converged false
+	MaxStates int     // refuse larger spaces (ErrTooLarge); 0: no limit
+	Workers   int     // sweeps run on this many goroutines; 0: GOMAXPROCS
+	// Start is the first policy of policy iteration: "heuristic" (Fisher's
+	// rule with K = 5, the default) or "cmu".
+	Start string
+	// Boundary computes the stationary distribution of the solved policy
+	// from the empty system at the static allocation, and from it the
+	// fraction of time some queue sits at the truncation J−1 and the mean
+	// holding cost.
+	Boundary bool
+	// Now, when set, times the sweeps (Solution.Seconds). The core keeps no
+	// clock of its own.
+	Now func() time.Time
+	// Progress, when set, is called after every sweep from the solving
+	// goroutine.
+	Progress func(Progress)
+}
+
+// Progress reports a solve's advance.
+type Progress struct {
+	Phase     string // "value", "evaluate", "improve", "horizon", "stationary"
+	Sweep     int    // sweeps so far in this phase
+	Residual  float64
+	Tolerance float64
+	Horizon   int // > 0 for the finite-horizon phase: the number of sweeps to run
+}
+
+// Solution is a solved policy with the figures of its solve.
+type Solution struct {
+	Table     *Table
+	Criterion Criterion
+	Method    Method
+	Horizon   int
+
+	Sweeps       int     // value-iteration or policy-evaluation sweeps
+	Improvements int     // policy-iteration improvement steps
+	Seconds      float64 // time spent in sweeps (needs SolveOptions.Now)
+	Converged    bool
+	Residual     float64 // the last sup-norm or span of V_n − V_{n−1}
+	// AverageCost is the long-run average cost per unit time (gain·Λ) of
+	// the average criterion; NaN otherwise.
+	AverageCost float64
+	// Values are V at the end (relative to the reference state for the
+	// average criterion), indexed like the space.
+	Values []float64
+
+	Stationary *Stationary // with SolveOptions.Boundary
+}
+
+func (o *SolveOptions) defaults() error {
+	if o.Criterion == "" {
+		o.Criterion = Average
+	}
+	if o.Method == "" {
+		o.Method = ValueIteration
+	}
+	if o.Tolerance == 0 {
+		o.Tolerance = 1e-6
+	}
+	if o.MaxSweeps == 0 {
+		o.MaxSweeps = 100_000
+	}
+	if o.Start == "" {
+		o.Start = "heuristic"
+	}
+	switch {
+	case o.Criterion != Average && o.Criterion != Discounted:
+		return fmt.Errorf("criterion %q: must be %q or %q", o.Criterion, Average, Discounted)
+	case o.Method != ValueIteration && o.Method != PolicyIteration:
+		return fmt.Errorf("method %q: must be %q or %q", o.Method, ValueIteration, PolicyIteration)
+	case !(o.Tolerance > 0) || math.IsInf(o.Tolerance, 0):
+		return fmt.Errorf("tolerance %g: must be > 0", o.Tolerance)
+	case o.MaxSweeps < 0:
+		return fmt.Errorf("max sweeps %d: must be > 0", o.MaxSweeps)
+	case o.Horizon < 0:
+		return fmt.Errorf("horizon %d: must be > 0", o.Horizon)
+	case o.Horizon > 0 && o.Method != ValueIteration:
+		return errors.New("horizon: finite horizons are solved by value iteration only")
+	case o.Horizon > 0 && o.Criterion != Discounted:
+		return errors.New("horizon: the finite-horizon recurrence uses the discounted criterion")
+	case o.Start != "heuristic" && o.Start != "cmu":
+		return fmt.Errorf("start %q: must be heuristic or cmu", o.Start)
+	}
+	return nil
+}
+
+// MaxPools is the largest number of pools a policy table can hold (action
+// numbers are stored in one byte).
+const MaxPools = 11
+
+// Solve computes an optimal switching policy of a valid model.
+//
+// One sweep costs O(S·(M² + M)) for S states; memory is BytesPerState·S.
+// Discounted value iteration converges geometrically at rate α per sweep;
+// relative value iteration (average) at the rate the uniformized chain mixes,
+// which can be very slow when rates differ by orders of magnitude.
+func Solve(ctx context.Context, m *Model, opts SolveOptions) (*Solution, error) {
+	if err := opts.defaults(); err != nil {
+		return nil, err
+	}
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	if m.NumPools() > MaxPools {
+		return nil, fmt.Errorf("pools: %d pools, a policy table holds at most %d", m.NumPools(), MaxPools)
+	}
+	s, err := NewSpace(m, opts.MaxStates)
+	if err != nil {
+		return nil, err
+	}
+	alpha := m.Discount
+	if opts.Criterion == Average {
+		alpha = 1
+	}
+	e := newEngine(m, s, alpha, opts.Workers)
+	sol := &Solution{
+		Criterion: opts.Criterion, Method: opts.Method, Horizon: opts.Horizon,
+		AverageCost: math.NaN(),
+		Table:       &Table{Model: m, Space: s, Criterion: opts.Criterion, Horizon: opts.Horizon, Actions: make([]int8, s.States)},
+	}
+	var start time.Time
+	if opts.Now != nil {
+		start = opts.Now()
+	}
+	V := make([]float64, s.States)
+	U := make([]float64, s.States)
+	scratch := make([][]float64, e.workers)
+	for w := range scratch {
+		scratch[w] = make([]float64, s.B)
+	}
+	ref := referenceState(m, s)
+	switch {
+	case opts.Horizon > 0:
+		err = solveHorizon(ctx, e, V, U, scratch, opts, sol)
+	case opts.Method == ValueIteration:
+		err = solveValue(ctx, e, V, U, scratch, ref, opts, sol)
+	default:
+		err = solvePolicy(ctx, m, e, V, U, ref, opts, sol)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if opts.Now != nil {
+		sol.Seconds = opts.Now().Sub(start).Seconds()
+	}
+	sol.Values = V
+	if opts.Boundary {
+		U = nil // the stationary solve needs two vectors of its own
+		st, err := stationary(ctx, m, e, sol.Table.Actions, opts)
+		if err != nil {
+			return nil, err
+		}
+		sol.Stationary = st
+	}
+	return sol, nil
+}
+
+// referenceState is the state the relative values are taken against: the
+// static allocation, nobody in transit, empty queues.
+func referenceState(m *Model, s *Space) int {
+	st := State{Jobs: make([]int, s.M), Servers: StaticAllocation(m)}
+	idx, ok := s.Index(st)
+	if !ok {
+		return 0
+	}
+	return idx
+}
+
+func canceled(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%w: %w", ErrCanceled, err)
+	}
+	return nil
+}
+
+func solveHorizon(ctx context.Context, e *engine, V, U []float64, scratch [][]float64, opts SolveOptions, sol *Solution) error {
+	for n := 1; n <= opts.Horizon; n++ {
+		if err := canceled(ctx); err != nil {
+			return err
+		}
+		e.expect(U, V)
+		if n == opts.Horizon {
+			e.decide(sol.Table.Actions, U, nil)
+		}
+		st := e.improve(V, U, 0, scratch)
+		sol.Sweeps = n
+		sol.Residual = max(math.Abs(st.lo), math.Abs(st.hi))
+		if opts.Progress != nil {
+			opts.Progress(Progress{Phase: "horizon", Sweep: n, Residual: sol.Residual, Tolerance: opts.Tolerance, Horizon: opts.Horizon})
+		}
+	}
+	sol.Converged = true
+	return nil
+}
+
+// residual is the stopping measure of a sweep: the sup-norm of the change
+// for the discounted criterion, its span for the average one.
+func residual(c Criterion, st sweepStats) float64 {
+	if c == Average {
+		return st.hi - st.lo
+	}
+	return max(math.Abs(st.lo), math.Abs(st.hi))
+}
+
+func solveValue(ctx context.Context, e *engine, V, U []float64, scratch [][]float64, ref int, opts SolveOptions, sol *Solution) error {
+	for n := 1; n <= opts.MaxSweeps; n++ {
+		if err := canceled(ctx); err != nil {
+			return err
+		}
+		e.expect(U, V)
+		offset := 0.0
+		if opts.Criterion == Average {
+			offset = e.valueAt(U, ref)
+		}
+		st := e.improve(V, U, offset, scratch)
+		sol.Sweeps = n
+		sol.Residual = residual(opts.Criterion, st)
+		if opts.Criterion == Average {
+			sol.AverageCost = (st.lo + st.hi) / 2 * e.lambda()
+		}
+		if opts.Progress != nil {
+			opts.Progress(Progress{Phase: "value", Sweep: n, Residual: sol.Residual, Tolerance: opts.Tolerance})
+		}
+		if sol.Residual < opts.Tolerance {
+			sol.Converged = true
+			break
+		}
+	}
+	// The policy is greedy with respect to the final values.
+	e.expect(U, V)
+	e.decide(sol.Table.Actions, U, nil)
+	return nil
+}
+
+func (e *engine) lambda() float64 { return e.lam }
+
+func solvePolicy(ctx context.Context, m *Model, e *engine, V, U []float64, ref int, opts SolveOptions, sol *Solution) error {
+	pol := sol.Table.Actions
+	var start Policy
+	if opts.Start == "cmu" {
+		start = NewCMu(m)
+	} else {
+		h, err := NewHeuristic(m, 5)
+		if err != nil {
+			return err
+		}
+		start = h
+	}
+	fillPolicy(e.s, start, pol)
+	for {
+		// Evaluate the policy: V ← h + c(f) + α P_f V (relative for average).
+		converged := false
+		for n := 1; sol.Sweeps < opts.MaxSweeps; n++ {
+			if err := canceled(ctx); err != nil {
+				return err
+			}
+			e.expect(U, V)
+			offset := 0.0
+			if opts.Criterion == Average {
+				offset = e.evalAt(U, pol, ref)
+			}
+			st := e.evaluate(V, U, pol, offset)
+			sol.Sweeps++
+			sol.Residual = residual(opts.Criterion, st)
+			if opts.Criterion == Average {
+				sol.AverageCost = (st.lo + st.hi) / 2 * e.lambda()
+			}
+			if opts.Progress != nil {
+				opts.Progress(Progress{Phase: "evaluate", Sweep: n, Residual: sol.Residual, Tolerance: opts.Tolerance})
+			}
+			if sol.Residual < opts.Tolerance {
+				converged = true
+				break
+			}
+		}
+		e.expect(U, V)
+		if !converged {
+			e.decide(pol, U, nil)
+			return nil
+		}
+		sol.Improvements++
+		changed := e.decide(pol, U, pol)
+		if opts.Progress != nil {
+			opts.Progress(Progress{Phase: "improve", Sweep: sol.Improvements, Residual: float64(changed), Tolerance: 0})
+		}
+		if changed == 0 {
+			sol.Converged = true
+			// Report the policy by the same tie rule as value iteration.
+			e.decide(pol, U, nil)
+			return nil
+		}
+	}
+}
+
+// fillPolicy writes p's decision for every state of s.
+func fillPolicy(s *Space, p Policy, pol []int8) {
+	st := State{Jobs: make([]int, s.M), Servers: make([]int, s.M), Transit: make([][]int, s.M)}
+	for a := range st.Transit {
+		st.Transit[a] = make([]int, s.M)
+	}
+	for c := range s.Configs {
+		x := s.config(c)
+		for i := range s.M {
+			st.Servers[i] = int(x[i])
+		}
+		for t, p := range s.transit {
+			st.Transit[p.From][p.To] = int(x[s.M+t])
+		}
+		for j := range s.B {
+			for i := range s.M {
+				st.Jobs[i] = j / s.stride[i] % s.J
+			}
+			pol[c*s.B+j] = int8(p.Decide(st))
+		}
+	}
+}

@@ -1,0 +1,360 @@
+package switching
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/bits"
+)
+
+// ErrTooLarge is returned when a model's state space is over the limit given
+// to NewSpace. Its message carries the number of states and the memory a
+// solve would need.
+var ErrTooLarge = errors.New("state space too large")
+
+// BytesPerState is the memory a solve needs per state: two float64 vectors
+// (values and expectations) and one byte of policy.
+const BytesPerState = 8 + 8 + 1
+
+// Space is the indexed state space of a model, with every configuration's
+// successors precomputed.
+//
+// A configuration is a vector x = (k_1..k_M, m_ab for each transit pair) of
+// servers in place and in transit, Σx = N. Transit pairs are the pairs of
+// Pairs(M) that can switch (ζ_ab > 0); with instant switches there are none.
+// Configurations are numbered in lexicographic order of x (ranked in O(D) by
+// binomial counting, no map). A state is (configuration c, queue vector j)
+// with index c·B + Σ j_i·J^(M−1−i), B = J^M: the queue vectors of one
+// configuration are one contiguous block, so a sweep streams through memory,
+// and pool M's queue is the fastest-varying index.
+type Space struct {
+	M, N, J int
+	B       int // J^M states per configuration
+	Configs int // number of configurations
+	States  int // Configs·B
+
+	stride []int // stride of j_i inside a block: J^(M−1−i)
+
+	transit   []Pair  // transit pairs, in paper order
+	transitOf [][]int // transitOf[a][b]: index of (a,b) in x, or −1
+	dims      int     // len(x) = M + len(transit)
+	binom     [][]uint64
+	x         []int8 // Configs·dims configuration vectors
+
+	// Actions available in each configuration, in increasing action order:
+	// actions[actStart[c]:actStart[c+1]].
+	actStart []int32
+	actions  []configAction
+	// Switch completions out of each configuration.
+	compStart []int32
+	comps     []completion
+	// Inverse lists, for the stationary distribution: the configurations
+	// that reach c by an action, and by a completion.
+	invActStart  []int32
+	invActs      []configAction // target holds the source configuration
+	invCompStart []int32
+	invComps     []completion // target holds the source configuration
+}
+
+type configAction struct {
+	d      Action
+	target int32 // configuration after the action
+	cost   float64
+}
+
+type completion struct {
+	target int32   // configuration after the completion
+	rate   float64 // ζ_ab·m_ab (not divided by Λ)
+}
+
+// CountStates returns the number of configurations and states of the model
+// without building anything; ok is false when the count overflows 64 bits.
+func CountStates(m *Model) (configs, states uint64, ok bool) {
+	d := m.NumPools() + len(transitPairs(m))
+	configs, ok = binomial(uint64(m.Servers+d-1), uint64(d-1))
+	if !ok {
+		return 0, 0, false
+	}
+	block := uint64(1)
+	for range m.NumPools() {
+		hi, lo := bits.Mul64(block, uint64(m.QueueLimit))
+		if hi != 0 {
+			return configs, 0, false
+		}
+		block = lo
+	}
+	hi, states := bits.Mul64(configs, block)
+	return configs, states, hi == 0
+}
+
+// binomial returns C(n, k), and false on overflow.
+func binomial(n, k uint64) (uint64, bool) {
+	if k > n {
+		return 0, true
+	}
+	k = min(k, n-k)
+	r := uint64(1)
+	for i := uint64(1); i <= k; i++ {
+		// r·(n−k+i)/i is exact at every step (r is C(n−k+i−1, i−1)).
+		hi, lo := bits.Mul64(r, n-k+i)
+		if hi >= i {
+			return 0, false
+		}
+		q, _ := bits.Div64(hi, lo, i)
+		r = q
+	}
+	return r, true
+}
+
+func transitPairs(m *Model) []Pair {
+	if m.InstantSwitches {
+		return nil
+	}
+	var ps []Pair
+	for _, p := range Pairs(m.NumPools()) {
+		if m.CanSwitch(p.From, p.To) {
+			ps = append(ps, p)
+		}
+	}
+	return ps
+}
+
+// NewSpace indexes the state space of a valid model. maxStates > 0 refuses,
+// before allocating, a space of more states than that (ErrTooLarge).
+func NewSpace(m *Model, maxStates int) (*Space, error) {
+	configs, states, ok := CountStates(m)
+	if !ok || configs > math.MaxInt32 || states > math.MaxInt64/BytesPerState {
+		return nil, fmt.Errorf("%w: more than 2^59 states", ErrTooLarge)
+	}
+	if maxStates > 0 && states > uint64(maxStates) {
+		return nil, fmt.Errorf("%w: %d states (%d configurations × %d queue states) need %s, over the limit of %d states (%s)",
+			ErrTooLarge, states, configs, states/configs, FormatBytes(states*BytesPerState),
+			maxStates, FormatBytes(uint64(maxStates)*BytesPerState))
+	}
+	M := m.NumPools()
+	s := &Space{M: M, N: m.Servers, J: m.QueueLimit, Configs: int(configs)}
+	s.B = int(states / configs)
+	s.States = int(states)
+	s.stride = make([]int, M)
+	st := 1
+	for i := M - 1; i >= 0; i-- {
+		s.stride[i] = st
+		st *= s.J
+	}
+	s.transit = transitPairs(m)
+	s.dims = M + len(s.transit)
+	s.transitOf = make([][]int, M)
+	for a := range s.transitOf {
+		s.transitOf[a] = make([]int, M)
+		for b := range s.transitOf[a] {
+			s.transitOf[a][b] = -1
+		}
+	}
+	for t, p := range s.transit {
+		s.transitOf[p.From][p.To] = M + t
+	}
+	s.binom = make([][]uint64, s.N+s.dims+1)
+	for n := range s.binom {
+		s.binom[n] = make([]uint64, s.dims+1)
+		for k := 0; k <= s.dims && k <= n; k++ {
+			s.binom[n][k], _ = binomial(uint64(n), uint64(k))
+		}
+	}
+	s.enumerate()
+	s.successors(m)
+	return s, nil
+}
+
+// FormatBytes prints a byte count in binary units.
+func FormatBytes(b uint64) string {
+	switch {
+	case b >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(b)/(1<<30))
+	case b >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20))
+	case b >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(b)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", b)
+}
+
+// enumerate lists the configurations in lexicographic order.
+func (s *Space) enumerate() {
+	s.x = make([]int8, 0, s.Configs*s.dims)
+	cur := make([]int8, s.dims)
+	var rec func(i, left int)
+	rec = func(i, left int) {
+		if i == s.dims-1 {
+			cur[i] = int8(left)
+			s.x = append(s.x, cur...)
+			return
+		}
+		for v := 0; v <= left; v++ {
+			cur[i] = int8(v)
+			rec(i+1, left-v)
+		}
+	}
+	rec(0, s.N)
+}
+
+// compositions returns the number of ways to write n as an ordered sum of
+// parts non-negative integers.
+func (s *Space) compositions(n, parts int) uint64 {
+	if parts == 0 {
+		if n == 0 {
+			return 1
+		}
+		return 0
+	}
+	return s.binom[n+parts-1][parts-1]
+}
+
+// rank returns the index of configuration vector x.
+func (s *Space) rank(x []int8) int {
+	r := uint64(0)
+	left := s.N
+	for i := 0; i < s.dims-1; i++ {
+		for v := 0; v < int(x[i]); v++ {
+			r += s.compositions(left-v, s.dims-i-1)
+		}
+		left -= int(x[i])
+	}
+	return int(r)
+}
+
+func (s *Space) config(c int) []int8 { return s.x[c*s.dims : (c+1)*s.dims] }
+
+func (s *Space) successors(m *Model) {
+	pairs := Pairs(s.M)
+	s.actStart = make([]int32, s.Configs+1)
+	s.compStart = make([]int32, s.Configs+1)
+	y := make([]int8, s.dims)
+	for c := range s.Configs {
+		x := s.config(c)
+		for i, p := range pairs {
+			if x[p.From] == 0 || !m.CanSwitch(p.From, p.To) {
+				continue
+			}
+			copy(y, x)
+			y[p.From]--
+			if m.InstantSwitches {
+				y[p.To]++
+			} else {
+				y[s.transitOf[p.From][p.To]]++
+			}
+			s.actions = append(s.actions, configAction{Action(i + 1), int32(s.rank(y)), m.SwitchCosts[p.From][p.To]})
+		}
+		s.actStart[c+1] = int32(len(s.actions))
+		for t, p := range s.transit {
+			n := x[s.M+t]
+			if n == 0 {
+				continue
+			}
+			copy(y, x)
+			y[s.M+t]--
+			y[p.To]++
+			s.comps = append(s.comps, completion{int32(s.rank(y)), m.SwitchRates[p.From][p.To] * float64(n)})
+		}
+		s.compStart[c+1] = int32(len(s.comps))
+	}
+	// Inverse lists, grouped by target, sources in increasing order.
+	s.invActStart, s.invActs = invert(s.Configs, s.actStart, func(i int) (int32, configAction) {
+		return s.actions[i].target, s.actions[i]
+	})
+	s.invCompStart, s.invComps = invert(s.Configs, s.compStart, func(i int) (int32, completion) {
+		return s.comps[i].target, s.comps[i]
+	})
+}
+
+// invert turns per-source successor lists into per-target predecessor lists;
+// the returned items carry the source configuration in their target field.
+func invert[T configAction | completion](n int, start []int32, at func(i int) (int32, T)) ([]int32, []T) {
+	count := make([]int32, n+1)
+	for i := range int(start[n]) {
+		t, _ := at(i)
+		count[t+1]++
+	}
+	for c := range n {
+		count[c+1] += count[c]
+	}
+	out := make([]T, start[n])
+	fill := append([]int32(nil), count[:n]...)
+	for src := range n {
+		for i := start[src]; i < start[src+1]; i++ {
+			t, item := at(int(i))
+			switch v := any(&item).(type) {
+			case *configAction:
+				v.target = int32(src)
+			case *completion:
+				v.target = int32(src)
+			}
+			out[fill[t]] = item
+			fill[t]++
+		}
+	}
+	return count, out
+}
+
+// Transit returns the pairs that have servers in transit in this space, in
+// paper order.
+func (s *Space) Transit() []Pair { return s.transit }
+
+// Index returns the state index of s, with queue lengths clamped to J−1;
+// ok is false when the configuration is not one of this space (wrong number
+// of pools or servers, or servers in transit on a pair that cannot switch).
+func (s *Space) Index(st State) (int, bool) {
+	if len(st.Jobs) != s.M || len(st.Servers) != s.M {
+		return 0, false
+	}
+	var buf [128]int8
+	x := buf[:0]
+	if s.dims <= len(buf) {
+		x = buf[:s.dims]
+	} else {
+		x = make([]int8, s.dims)
+	}
+	total := 0
+	for i, k := range st.Servers {
+		if k < 0 {
+			return 0, false
+		}
+		x[i] = int8(k)
+		total += k
+	}
+	for a := range st.Transit {
+		for b, n := range st.Transit[a] {
+			if n == 0 {
+				continue
+			}
+			if n < 0 || a >= s.M || b >= s.M || s.transitOf[a][b] < 0 {
+				return 0, false
+			}
+			x[s.transitOf[a][b]] = int8(n)
+			total += n
+		}
+	}
+	if total != s.N {
+		return 0, false
+	}
+	j := 0
+	for i, q := range st.Jobs {
+		j += min(max(q, 0), s.J-1) * s.stride[i]
+	}
+	return s.rank(x)*s.B + j, true
+}
+
+// State returns the state with index idx.
+func (s *Space) State(idx int) State {
+	c, j := idx/s.B, idx%s.B
+	x := s.config(c)
+	st := State{Jobs: make([]int, s.M), Servers: make([]int, s.M), Transit: make([][]int, s.M)}
+	for i := range s.M {
+		st.Jobs[i] = j / s.stride[i] % s.J
+		st.Servers[i] = int(x[i])
+		st.Transit[i] = make([]int, s.M)
+	}
+	for t, p := range s.transit {
+		st.Transit[p.From][p.To] = int(x[s.M+t])
+	}
+	return st
+}

@@ -1,0 +1,186 @@
+package switching
+
+import (
+	"context"
+	"math"
+)
+
+// Stationary describes the long-run behaviour of the truncated chain under
+// a policy table, started from the empty system at the static allocation.
+type Stationary struct {
+	// BoundaryFraction is the fraction of time some queue sits at the
+	// truncation J−1, where arrivals are blocked. A large value means the
+	// truncation shapes the policy: raise queue_limit.
+	BoundaryFraction float64 `json:"boundary_fraction"`
+	// PoolBoundary is the same per pool.
+	PoolBoundary []float64 `json:"pool_boundary_fraction"`
+	// HoldingCost is the long-run mean of Σ c_i j_i, comparable with a
+	// simulation's mean cost.
+	HoldingCost float64 `json:"holding_cost"`
+	// Sweeps, Converged and Residual (the L1 change of the distribution in
+	// the last sweep) describe the power iteration.
+	Sweeps    int     `json:"sweeps"`
+	Converged bool    `json:"converged"`
+	Residual  float64 `json:"residual"`
+}
+
+// stationary runs the power iteration π ← π P_f on the uniformized chain of
+// policy pol from the reference state, until the L1 change of π is below
+// the tolerance (or the sweep cap). Each sweep pulls: first the mass that
+// each post-action state receives (the state itself if it does nothing, and
+// the configurations whose action leads to it), then the mass each state
+// receives by one transition from the post-action states.
+func stationary(ctx context.Context, m *Model, e *engine, pol []int8, opts SolveOptions) (*Stationary, error) {
+	s := e.s
+	pi := make([]float64, s.States)
+	rho := make([]float64, s.States)
+	pi[referenceState(m, s)] = 1
+	diffs := make([]float64, s.Configs)
+	scratch := make([][]float64, e.workers)
+	for w := range scratch {
+		scratch[w] = make([]float64, s.B)
+	}
+	out := &Stationary{}
+	for n := 1; n <= opts.MaxSweeps; n++ {
+		if err := canceled(ctx); err != nil {
+			return nil, err
+		}
+		e.parallel(func(_, c0, c1 int) {
+			for c := c0; c < c1; c++ {
+				e.postActionBlock(rho, pi, pol, c)
+			}
+		})
+		e.parallel(func(w, c0, c1 int) {
+			for c := c0; c < c1; c++ {
+				diffs[c] = e.transitionBlock(pi, rho, c, scratch[w])
+			}
+		})
+		diff := 0.0 // summed in configuration order: the same for any number of workers
+		for _, d := range diffs {
+			diff += d
+		}
+		out.Sweeps, out.Residual = n, diff
+		if opts.Progress != nil {
+			opts.Progress(Progress{Phase: "stationary", Sweep: n, Residual: diff, Tolerance: opts.Tolerance})
+		}
+		if diff < opts.Tolerance {
+			out.Converged = true
+			break
+		}
+	}
+	out.PoolBoundary = make([]float64, s.M)
+	total := 0.0
+	for idx, p := range pi {
+		j := idx % s.B
+		total += p
+		out.HoldingCost += p * e.hold[j]
+		if e.edge[j] {
+			out.BoundaryFraction += p
+			for i := range s.M {
+				if j/s.stride[i]%s.J == s.J-1 {
+					out.PoolBoundary[i] += p
+				}
+			}
+		}
+	}
+	if total > 0 && math.Abs(total-1) > 1e-12 {
+		out.HoldingCost /= total
+		out.BoundaryFraction /= total
+		for i := range out.PoolBoundary {
+			out.PoolBoundary[i] /= total
+		}
+	}
+	return out, nil
+}
+
+// postActionBlock sets rho over configuration c: the mass of the states
+// that do nothing, plus that of the states of other configurations whose
+// action leads here.
+func (e *engine) postActionBlock(rho, pi []float64, pol []int8, c int) {
+	s := e.s
+	B := s.B
+	base := c * B
+	r, p, f := rho[base:base+B], pi[base:base+B], pol[base:base+B]
+	for x := range r {
+		if f[x] == 0 {
+			r[x] = p[x]
+		} else {
+			r[x] = 0
+		}
+	}
+	for _, a := range s.invActs[s.invActStart[c]:s.invActStart[c+1]] {
+		src := int(a.target) * B
+		ps, fs := pi[src:src+B], pol[src:src+B]
+		d := int8(a.d)
+		for x := range r {
+			if fs[x] == d {
+				r[x] += ps[x]
+			}
+		}
+	}
+}
+
+// transitionBlock sets pi over configuration c to the mass arriving by one
+// uniformized step from rho, and returns the L1 change.
+func (e *engine) transitionBlock(pi, rho []float64, c int, out []float64) float64 {
+	s := e.s
+	B, J := s.B, s.J
+	base := c * B
+	r := rho[base : base+B]
+	copy(out, r)
+	// Switch completions: out of c, and into c from the configurations
+	// whose completion leads here.
+	for i := s.compStart[c]; i < s.compStart[c+1]; i++ {
+		z := e.comp[i]
+		for x := range out {
+			out[x] -= z * r[x]
+		}
+	}
+	for _, in := range s.invComps[s.invCompStart[c]:s.invCompStart[c+1]] {
+		z := in.rate / e.lam
+		src := int(in.target) * B
+		rs := rho[src : src+B]
+		for x := range out {
+			out[x] += z * rs[x]
+		}
+	}
+	x := s.config(c)
+	for i := range s.M {
+		st := s.stride[i]
+		span := J * st
+		a := e.arr[i]
+		k := int(x[i])
+		for hi := 0; hi < B; hi += span {
+			n := (J - 1) * st
+			if a != 0 {
+				// Arrivals leave j_i < J−1 and enter j_i ≥ 1.
+				lo, up := out[hi:hi+n], out[hi+st:hi+st+n]
+				from := r[hi : hi+n]
+				for y := range lo {
+					lo[y] -= a * from[y]
+					up[y] += a * from[y]
+				}
+			}
+			if k == 0 {
+				continue
+			}
+			// Departures leave j_i = q ≥ 1 at µ min(q, k) and enter q−1.
+			for q := 1; q < J; q++ {
+				d := e.mu[i] * float64(min(q, k))
+				lo := hi + q*st
+				from, dst, src := r[lo:lo+st], out[lo-st:lo], out[lo:lo+st]
+				for y := range from {
+					src[y] -= d * from[y]
+					dst[y] += d * from[y]
+				}
+			}
+		}
+	}
+	p := pi[base : base+B]
+	diff := 0.0
+	for y := range p {
+		diff += math.Abs(out[y] - p[y])
+		p[y] = out[y]
+	}
+	return diff
+}
