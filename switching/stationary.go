@@ -17,6 +17,10 @@ type Stationary struct {
 	// HoldingCost is the long-run mean of Σ c_i j_i, comparable with a
 	// simulation's mean cost.
 	HoldingCost float64 `json:"holding_cost"`
+	// Cost is the long-run cost per unit time the solver minimizes: the
+	// holding cost, the price of blocked arrivals and the switching costs. For an average-cost
+	// optimal policy it equals the solve's average cost.
+	Cost float64 `json:"cost"`
 	// Sweeps, Converged and Residual (the L1 change of the distribution in
 	// the last sweep) describe the power iteration.
 	Sweeps    int     `json:"sweeps"`
@@ -74,6 +78,7 @@ func stationary(ctx context.Context, m *Model, e *engine, pol []int8, opts Solve
 		j := idx % s.B
 		total += p
 		out.HoldingCost += p * e.hold[j]
+		out.Cost += p * (e.h[j] + e.actionCost(idx/s.B, Action(pol[idx]))) * e.lam
 		if e.edge[j] {
 			out.BoundaryFraction += p
 			for i := range s.M {
@@ -85,6 +90,7 @@ func stationary(ctx context.Context, m *Model, e *engine, pol []int8, opts Solve
 	}
 	if total > 0 && math.Abs(total-1) > 1e-12 {
 		out.HoldingCost /= total
+		out.Cost /= total
 		out.BoundaryFraction /= total
 		for i := range out.PoolBoundary {
 			out.PoolBoundary[i] /= total
@@ -183,4 +189,18 @@ func (e *engine) transitionBlock(pi, rho []float64, c int, out []float64) float6
 		p[y] = out[y]
 	}
 	return diff
+}
+
+// actionCost returns c(d) in configuration c.
+func (e *engine) actionCost(c int, d Action) float64 {
+	if d == NoAction {
+		return 0
+	}
+	s := e.s
+	for _, a := range s.actions[s.actStart[c]:s.actStart[c+1]] {
+		if a.d == d {
+			return a.cost
+		}
+	}
+	return 0
 }

@@ -66,6 +66,9 @@ columns, and how many lengths to show (at most J).`,
       --view "k=1,1,1 m=0 j1=0 rows=j2 cols=j3 size=10" --save table.policy`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if f.horizon > 0 && !cmd.Flags().Changed("criterion") {
+				f.criterion = string(switching.Discounted) // a horizon runs the papers' recurrence
+			}
 			return policySolve(cmd.Context(), e, f)
 		},
 	}
@@ -137,9 +140,6 @@ func policySolve(ctx context.Context, e *env, f solveFlags) error {
 		Boundary:  f.boundary,
 		Now:       time.Now,
 	}
-	if f.horizon > 0 && opts.Criterion == switching.Average && f.criterion == "average" {
-		opts.Criterion = switching.Discounted // a horizon runs the papers' recurrence
-	}
 	var bar *progressBar
 	if e.tty {
 		bar = &progressBar{w: e.stderr}
@@ -163,7 +163,7 @@ func policySolve(ctx context.Context, e *env, f solveFlags) error {
 			return err
 		}
 	}
-	rep := newSolveReport(f.model, m, sol, view)
+	rep := newSolveReport(f.model, m, sol, view, f.tolerance)
 	if f.output == "json" {
 		return writeJSON(e.stdout, rep)
 	}
@@ -236,7 +236,7 @@ type viewReport struct {
 	Actions [][]int        `json:"actions"`
 }
 
-func newSolveReport(path string, m *switching.Model, sol *switching.Solution, v switching.View) *solveReport {
+func newSolveReport(path string, m *switching.Model, sol *switching.Solution, v switching.View, tolerance float64) *solveReport {
 	s := sol.Table.Space
 	r := &solveReport{
 		Model: path, Criterion: sol.Criterion, Method: sol.Method, Horizon: sol.Horizon,
@@ -244,7 +244,7 @@ func newSolveReport(path string, m *switching.Model, sol *switching.Solution, v 
 		States:         s.States, Configurations: s.Configs, QueueStates: s.B,
 		MemoryBytes: s.States * switching.BytesPerState,
 		Sweeps:      sol.Sweeps, Improvements: sol.Improvements, Seconds: sol.Seconds,
-		Converged: sol.Converged, Residual: sol.Residual, Tolerance: 0,
+		Converged: sol.Converged, Residual: sol.Residual, Tolerance: tolerance,
 		Stationary: sol.Stationary,
 		View:       newViewReport(v, sol.Table),
 	}
@@ -337,22 +337,24 @@ func printGrid(w io.Writer, rows, cols string, actions [][]int, mark [][]bool) {
 			width = max(width, len(fmt.Sprint(a))+1)
 		}
 	}
+	pad := ""
+	if mark != nil {
+		pad = " " // room for the mark after each cell
+	}
 	fmt.Fprintf(w, "%6s  %s\n", "", cols)
 	fmt.Fprintf(w, "%6s ", rows)
 	for c := range len(actions[0]) {
-		fmt.Fprintf(w, "%*d ", width, c)
+		fmt.Fprintf(w, "%*d%s ", width, c, pad)
 	}
 	fmt.Fprintln(w)
 	for r, row := range actions {
 		fmt.Fprintf(w, "%6d ", r)
 		for c, a := range row {
-			cell := fmt.Sprint(a)
+			flag := pad
 			if mark != nil && mark[r][c] {
-				cell += "*"
-			} else if mark != nil {
-				cell += " "
+				flag = "*"
 			}
-			fmt.Fprintf(w, "%*s ", width, cell)
+			fmt.Fprintf(w, "%*d%s ", width, a, flag)
 		}
 		fmt.Fprintln(w)
 	}

@@ -1,0 +1,224 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/metasched/metasched/switching"
+	"github.com/metasched/metasched/switching/papers"
+)
+
+// runCmd runs the command line as a user would and returns its exit code
+// and output.
+func runCmd(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func writeFile(t *testing.T, name, text string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+const example = "../../examples/"
+
+func TestPolicySolveTable2JSON(t *testing.T) {
+	code, out, errOut := runCmd(t, "policy", "solve", "--model", example+"palmer-table2.yaml", "--criterion", "discounted", "--output", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var got struct {
+		Criterion      string   `json:"criterion"`
+		States         int      `json:"states"`
+		Configurations int      `json:"configurations"`
+		Sweeps         int      `json:"sweeps"`
+		Seconds        float64  `json:"seconds"`
+		Converged      bool     `json:"converged"`
+		Residual       float64  `json:"residual"`
+		AverageCost    *float64 `json:"average_cost"`
+		View           struct {
+			K       []int          `json:"k"`
+			Rows    string         `json:"rows"`
+			Cols    string         `json:"cols"`
+			Fixed   map[string]int `json:"fixed"`
+			Size    int            `json:"size"`
+			Actions [][]int        `json:"actions"`
+		} `json:"view"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("output is not JSON: %v\n%s", err, out)
+	}
+	if got.Criterion != "discounted" || got.States != 9000 || got.Configurations != 10 || !got.Converged ||
+		got.Sweeps < 100 || got.Seconds <= 0 || got.Residual >= 1e-6 || got.AverageCost != nil {
+		t.Errorf("unexpected figures: %+v", got)
+	}
+	if got.View.Rows != "j1" || got.View.Cols != "j2" || got.View.Size != 11 || !cmp.Equal(got.View.K, []int{1, 1}) || len(got.View.Fixed) != 0 {
+		t.Errorf("view = %+v", got.View)
+	}
+	want := papers.References()[1]
+	if want.Name != "palmer-table2" {
+		t.Fatal("reference order changed")
+	}
+	if diff := cmp.Diff(want.Table, got.View.Actions); diff != "" {
+		t.Errorf("Palmer–Mitrani Table 2 not reproduced (-paper +solved):\n%s", diff)
+	}
+}
+
+func TestPolicySolveTableOutput(t *testing.T) {
+	code, out, errOut := runCmd(t, "policy", "solve", "--model", example+"fisher-table1.yaml", "--criterion", "discounted",
+		"--view", "k=1,1,1 m=0 j1=0 rows=j2 cols=j3 size=10")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{
+		"3 pools (type1, type2, type3), N = 3 servers, J = 15",
+		"discounted (α = 0.95) criterion, value iteration: converged after",
+		"1 = type1→type2, 2 = type2→type1, 3 = type1→type3",
+		"view:      k=1,1,1 m=0 j1=0 rows=j2 cols=j3 size=10",
+		"j3", "j2",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestPolicySolveSaveAndLoad(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "t2.policy")
+	code, _, errOut := runCmd(t, "policy", "solve", "--model", example+"palmer-table2.yaml", "--criterion", "discounted", "--save", path)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	tab, err := switching.ReadTable(f, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, _ := switching.ParseView(tab.Model, "k=1,1 rows=j1 cols=j2 size=11")
+	got := newViewReport(v, tab).Actions
+	if diff := cmp.Diff(papers.References()[1].Table, got); diff != "" {
+		t.Errorf("loaded table differs from the paper (-paper +loaded):\n%s", diff)
+	}
+}
+
+func TestPolicySolveBadInput(t *testing.T) {
+	good := "servers: 2\nqueue_limit: 5\npools:\n  - {name: a, arrival_rate: 0.1, service_rate: 1, holding_cost: 1}\n  - {name: b, arrival_rate: 0.1, service_rate: 1, holding_cost: 2}\nswitch_rate: 0.5\n"
+	goodPath := writeFile(t, "good.yaml", good)
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no model", []string{"policy", "solve"}, "--model: required"},
+		{"missing file", []string{"policy", "solve", "--model", "/nonexistent/model.yaml"}, "no such file"},
+		{"bad field", []string{"policy", "solve", "--model", writeFile(t, "model.yaml", strings.Replace(good, "service_rate: 1,", "service_rate: 0,", 1))},
+			"model.yaml: pools[0].service_rate: must be > 0"},
+		{"unknown field", []string{"policy", "solve", "--model", writeFile(t, "model.yaml", good+"colour: red\n")}, "model.yaml: colour: unknown field"},
+		{"small Λ", []string{"policy", "solve", "--model", writeFile(t, "model.yaml", good+"uniformization: 0.5\n")},
+			"uniformization: 0.5 is smaller than the largest total transition rate 2.2"},
+		{"bad criterion", []string{"policy", "solve", "--model", goodPath, "--criterion", "best"}, `criterion "best"`},
+		{"bad method", []string{"policy", "solve", "--model", goodPath, "--method", "guess"}, `method "guess"`},
+		{"bad output", []string{"policy", "solve", "--model", goodPath, "--output", "xml"}, "--output: must be table or json"},
+		{"bad flag", []string{"policy", "solve", "--model", goodPath, "--frobnicate"}, "unknown flag: --frobnicate"},
+		{"bad tolerance", []string{"policy", "solve", "--model", goodPath, "--tolerance", "x"}, "invalid argument"},
+		{"stray argument", []string{"policy", "solve", "--model", goodPath, "extra"}, `unexpected argument "extra"`},
+		{"view k sum", []string{"policy", "solve", "--model", goodPath, "--view", "k=2,1"}, "--view: k: must sum to N = 2, got 3"},
+		{"view k count", []string{"policy", "solve", "--model", goodPath, "--view", "k=2"}, "--view: k: want 2 numbers (one per pool), got 1"},
+		{"view m", []string{"policy", "solve", "--model", goodPath, "--view", "m=1"}, "--view: m: only m=0"},
+		{"view rows", []string{"policy", "solve", "--model", goodPath, "--view", "rows=j3"}, `--view: rows: "j3" is not a queue: want j1 to j2`},
+		{"view same axes", []string{"policy", "solve", "--model", goodPath, "--view", "rows=j1 cols=j1"}, "--view: rows and cols: must be two different queues"},
+		{"view size", []string{"policy", "solve", "--model", goodPath, "--view", "size=6"}, "--view: size: must be a whole number from 1 to J = 5"},
+		{"view junk", []string{"policy", "solve", "--model", goodPath, "--view", "colour=red"}, `--view: "colour": unknown key`},
+		{"view no value", []string{"policy", "solve", "--model", goodPath, "--view", "k"}, `--view: "k": want key=value`},
+		{"too large", []string{"policy", "solve", "--model", example + "fisher-fig4-n6.yaml", "--max-states", "1000"},
+			"10135125 states (3003 configurations × 3375 queue states) need 164.3 MiB, over the limit of 1000 states"},
+		{"horizon with average", []string{"policy", "solve", "--model", goodPath, "--horizon", "3", "--criterion", "average"}, "horizon: the finite-horizon recurrence uses the discounted criterion"},
+		{"unknown command", []string{"policy", "dissolve"}, `unexpected argument "dissolve"`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, errOut := runCmd(t, tc.args...)
+			if code != 2 {
+				t.Errorf("exit %d, want 2; stderr: %s", code, errOut)
+			}
+			if !strings.Contains(errOut, tc.want) {
+				t.Errorf("stderr %q lacks %q", errOut, tc.want)
+			}
+			if out != "" {
+				t.Errorf("stdout not empty on error: %q", out)
+			}
+		})
+	}
+}
+
+func TestPolicySolveHorizon(t *testing.T) {
+	code, out, errOut := runCmd(t, "policy", "solve", "--model", example+"palmer-table2.yaml", "--horizon", "5", "--output", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var got struct {
+		Criterion string `json:"criterion"`
+		Horizon   int    `json:"horizon"`
+		Sweeps    int    `json:"sweeps"`
+	}
+	json.Unmarshal([]byte(out), &got)
+	if got.Criterion != "discounted" || got.Horizon != 5 || got.Sweeps != 5 {
+		t.Errorf("got %+v, want discounted, horizon 5, 5 sweeps", got)
+	}
+}
+
+func TestPolicyPapers(t *testing.T) {
+	code, out, errOut := runCmd(t, "policy", "papers", "--output", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var got []paperReport
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3 {
+		t.Fatalf("%d tables, want 3", len(got))
+	}
+	for _, r := range got {
+		if !r.Converged || r.Cells == 0 {
+			t.Errorf("%s: converged %v, %d cells", r.Name, r.Converged, r.Cells)
+		}
+	}
+	if got[1].Name != "palmer-table2" || got[1].Different != 0 {
+		t.Errorf("Palmer–Mitrani Table 2: %d cells differ, want 0", got[1].Different)
+	}
+	code, text, _ := runCmd(t, "policy", "papers")
+	if code != 0 || !strings.Contains(text, "result: identical in all 121 cells") || !strings.Contains(text, "printed in the paper") {
+		t.Errorf("table output:\n%s", text)
+	}
+}
+
+func TestVersionAndHelp(t *testing.T) {
+	code, out, _ := runCmd(t, "version")
+	if code != 0 || !strings.HasPrefix(out, "metasched ") {
+		t.Errorf("version: exit %d, %q", code, out)
+	}
+	for _, args := range [][]string{{"--help"}, {"policy", "--help"}, {"policy", "solve", "--help"}, {"policy", "papers", "--help"}} {
+		code, out, _ := runCmd(t, args...)
+		if code != 0 || !strings.Contains(out, "Usage:") {
+			t.Errorf("%v: exit %d\n%s", args, code, out)
+		}
+	}
+}

@@ -1,0 +1,398 @@
+package switching
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"math"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+)
+
+// reference is a deliberately naive Bellman operator, written from the
+// papers' equations state by state (decode the state, list the actions,
+// apply one, list the transitions of the post-action state): the engine's
+// block kernels must agree with it.
+type reference struct {
+	m     *Model
+	s     *Space
+	alpha float64
+}
+
+// post returns the state after action d, or false when d is not available.
+func (r reference) post(st State, d Action) (State, bool) {
+	if d == NoAction {
+		return st, true
+	}
+	p := d.Pair(r.m.NumPools())
+	if st.Servers[p.From] == 0 || !r.m.CanSwitch(p.From, p.To) {
+		return State{}, false
+	}
+	n := State{Jobs: append([]int(nil), st.Jobs...), Servers: append([]int(nil), st.Servers...), Transit: make([][]int, len(st.Transit))}
+	for a := range st.Transit {
+		n.Transit[a] = append([]int(nil), st.Transit[a]...)
+	}
+	n.Servers[p.From]--
+	if r.m.InstantSwitches {
+		n.Servers[p.To]++
+	} else {
+		n.Transit[p.From][p.To]++
+	}
+	return n, true
+}
+
+// expect returns Σ q(S,S') V(S') from post-action state st.
+func (r reference) expect(st State, V []float64) float64 {
+	m, lam, J := r.m, r.m.Lambda(), r.m.QueueLimit
+	idx := func(s State) int {
+		i, ok := r.s.Index(s)
+		if !ok {
+			panic("state outside the space")
+		}
+		return i
+	}
+	self := idx(st)
+	total, sum := 0.0, 0.0
+	move := func(rate float64, change func(*State)) {
+		if rate == 0 {
+			return
+		}
+		n := State{Jobs: append([]int(nil), st.Jobs...), Servers: append([]int(nil), st.Servers...), Transit: make([][]int, len(st.Transit))}
+		for a := range st.Transit {
+			n.Transit[a] = append([]int(nil), st.Transit[a]...)
+		}
+		change(&n)
+		total += rate
+		sum += rate / lam * V[idx(n)]
+	}
+	for i, p := range m.Pools {
+		if st.Jobs[i] < J-1 {
+			move(p.ArrivalRate, func(n *State) { n.Jobs[i]++ })
+		}
+		move(p.ServiceRate*float64(min(st.Jobs[i], st.Servers[i])), func(n *State) { n.Jobs[i]-- })
+	}
+	for a := range st.Transit {
+		for b, k := range st.Transit[a] {
+			if k > 0 {
+				move(m.SwitchRates[a][b]*float64(k), func(n *State) { n.Transit[a][b]--; n.Servers[b]++ })
+			}
+		}
+	}
+	return sum + (1-total/lam)*V[self]
+}
+
+// cost returns h(S)/Λ.
+func (r reference) cost(st State) float64 {
+	h := 0.0
+	for i, p := range r.m.Pools {
+		h += p.HoldingCost * float64(st.Jobs[i])
+		if st.Jobs[i] == r.m.QueueLimit-1 {
+			h += p.ArrivalRate * r.m.BlockingCost(i)
+		}
+	}
+	return h / r.m.Lambda()
+}
+
+// sweep returns T V and the tie-rule decisions.
+func (r reference) sweep(V []float64) ([]float64, []int8) {
+	out := make([]float64, len(V))
+	pol := make([]int8, len(V))
+	M := r.m.NumPools()
+	for idx := range V {
+		st := r.s.State(idx)
+		q := []float64{}
+		acts := []Action{}
+		for d := Action(0); int(d) <= M*(M-1); d++ {
+			n, ok := r.post(st, d)
+			if !ok {
+				continue
+			}
+			c := 0.0
+			if d != NoAction {
+				p := d.Pair(M)
+				c = r.m.SwitchCosts[p.From][p.To]
+			}
+			q = append(q, c+r.alpha*r.expect(n, V))
+			acts = append(acts, d)
+		}
+		best := math.Inf(1)
+		for _, v := range q {
+			best = min(best, v)
+		}
+		for i, v := range q {
+			if v <= best+1e-9*max(1, math.Abs(best)) {
+				pol[idx] = int8(acts[i])
+				break
+			}
+		}
+		out[idx] = r.cost(st) + best
+	}
+	return out, pol
+}
+
+// engineModels are small models that exercise every transition kind.
+func engineModels() map[string]*Model {
+	twoPool := policyModel(2, []float64{0.3, 0.4}, []float64{0.5, 0.7}, []float64{1, 2}, 0.2)
+	twoPool.QueueLimit = 6
+	twoPool.BlockingAuto = true
+
+	three := policyModel(3, []float64{0.5, 0.2, 0.3}, []float64{1, 0.6, 0.8}, []float64{2, 1, 1.5}, 0.3)
+	three.QueueLimit = 4
+	three.SwitchRates[2][0] = 0 // a pair that cannot switch
+	three.SwitchRates[0][1] = 0.7
+	three.SwitchCosts[1][2] = 0.5
+	three.BlockingCosts = []float64{1, 0, 3}
+
+	instant := policyModel(3, []float64{0.2, 0.3}, []float64{0.4, 0.5}, []float64{1, 3}, 1)
+	instant.QueueLimit = 7
+	instant.InstantSwitches = true
+	instant.SwitchCosts = [][]float64{{0, 2}, {1, 0}}
+	instant.UniformizationMode = UniformizationFixed
+	instant.Uniformization = 2.5
+
+	paper := policyModel(2, []float64{0.5, 0.1, 0.2}, []float64{0.9, 0.4, 0.5}, []float64{1, 1, 2}, 0.25)
+	paper.QueueLimit = 3
+	paper.UniformizationMode = UniformizationPaper
+	return map[string]*Model{"two pools": twoPool, "three pools": three, "instant": instant, "paper Λ": paper}
+}
+
+func TestEngineMatchesReference(t *testing.T) {
+	for name, m := range engineModels() {
+		for _, alpha := range []float64{0.9, 1} {
+			s, err := NewSpace(m, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, workers := range []int{1, 2} {
+				e := newEngine(m, s, alpha, workers)
+				ref := reference{m, s, alpha}
+				V := make([]float64, s.States)
+				want := make([]float64, s.States)
+				U := make([]float64, s.States)
+				scratch := [][]float64{make([]float64, s.B), make([]float64, s.B)}
+				pol := make([]int8, s.States)
+				var wantPol []int8
+				for sweep := range 25 {
+					want, wantPol = ref.sweep(want)
+					e.expect(U, V)
+					e.decide(pol, U, nil)
+					e.improve(V, U, 0, scratch)
+					if diff := cmp.Diff(want, V, cmpopts.EquateApprox(1e-12, 1e-12)); diff != "" {
+						t.Fatalf("%s α=%g workers=%d sweep %d: values differ (-reference +engine):\n%s", name, alpha, workers, sweep, diff)
+					}
+					if diff := cmp.Diff(wantPol, pol); diff != "" {
+						t.Fatalf("%s α=%g workers=%d sweep %d: decisions differ (-reference +engine):\n%s", name, alpha, workers, sweep, diff)
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestSpaceIndexing(t *testing.T) {
+	for name, m := range engineModels() {
+		s, err := NewSpace(m, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		configs, states, ok := CountStates(m)
+		if !ok || int(configs) != s.Configs || int(states) != s.States {
+			t.Errorf("%s: CountStates = %d, %d; space has %d, %d", name, configs, states, s.Configs, s.States)
+		}
+		for c := range s.Configs {
+			if r := s.rank(s.config(c)); r != c {
+				t.Fatalf("%s: rank of configuration %d is %d", name, c, r)
+			}
+		}
+		for idx := range s.States {
+			got, ok := s.Index(s.State(idx))
+			if !ok || got != idx {
+				t.Fatalf("%s: Index(State(%d)) = %d, %v", name, idx, got, ok)
+			}
+		}
+	}
+	// The papers' count: C(N + M² − 1, M² − 1)·J^M when every pair can switch.
+	m := policyModel(6, []float64{1, 1, 1}, []float64{1, 1, 1}, []float64{2, 1, 1}, 0.1)
+	m.QueueLimit = 15
+	configs, states, _ := CountStates(m)
+	if configs != 3003 || states != 3003*3375 {
+		t.Errorf("M=3 N=6 J=15: %d configurations, %d states; want 3003 and 10135125", configs, states)
+	}
+}
+
+func TestSpaceTooLarge(t *testing.T) {
+	m := policyModel(6, []float64{1, 1, 1}, []float64{1, 1, 1}, []float64{2, 1, 1}, 0.1)
+	m.QueueLimit = 15
+	_, err := NewSpace(m, 1_000_000)
+	if !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("err = %v, want ErrTooLarge", err)
+	}
+	for _, want := range []string{"10135125 states", "3003 configurations", "164.3 MiB", "limit of 1000000 states"} {
+		if !bytes.Contains([]byte(err.Error()), []byte(want)) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+	huge := policyModel(200, make([]float64, 10), []float64{1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, make([]float64, 10), 0.1)
+	huge.QueueLimit = 1000
+	if _, err := NewSpace(huge, 0); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("overflowing space: err = %v, want ErrTooLarge", err)
+	}
+}
+
+// smallModels are models on which value and policy iteration must agree.
+func smallModels() map[string]*Model {
+	ms := engineModels()
+	t2 := policyModel(2, []float64{0.047, 0.047}, []float64{0.113, 0.113}, []float64{1, 2}, 0.113)
+	t2.QueueLimit = 12
+	t2.UniformizationMode, t2.Uniformization = UniformizationFixed, 1
+	ms["table 2, J=12"] = t2
+	return ms
+}
+
+func TestValueAndPolicyIterationAgree(t *testing.T) {
+	ctx := context.Background()
+	for name, m := range smallModels() {
+		for _, crit := range []Criterion{Discounted, Average} {
+			for _, start := range []string{"heuristic", "cmu"} {
+				vi, err := Solve(ctx, m, SolveOptions{Criterion: crit, Tolerance: 1e-11})
+				if err != nil {
+					t.Fatal(err)
+				}
+				pi, err := Solve(ctx, m, SolveOptions{Criterion: crit, Method: PolicyIteration, Tolerance: 1e-11, Start: start})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !vi.Converged || !pi.Converged {
+					t.Fatalf("%s %s: converged vi=%v pi=%v", name, crit, vi.Converged, pi.Converged)
+				}
+				if diff := cmp.Diff(vi.Table.Actions, pi.Table.Actions); diff != "" {
+					t.Errorf("%s %s start %s: value and policy iteration differ (-value +policy):\n%s", name, crit, start, diff)
+				}
+				if crit == Average && math.Abs(vi.AverageCost-pi.AverageCost) > 1e-8*max(1, vi.AverageCost) {
+					t.Errorf("%s: average cost %g by value iteration, %g by policy iteration", name, vi.AverageCost, pi.AverageCost)
+				}
+				if pi.Improvements < 1 {
+					t.Errorf("%s: policy iteration made no improvement step", name)
+				}
+			}
+		}
+	}
+}
+
+// The long-run cost of the average-optimal policy, measured on its
+// stationary distribution, is the gain relative value iteration reports.
+func TestAverageCostMatchesStationary(t *testing.T) {
+	for name, m := range engineModels() {
+		sol, err := Solve(context.Background(), m, SolveOptions{Tolerance: 1e-12, Boundary: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := sol.Stationary
+		if !st.Converged {
+			t.Fatalf("%s: stationary distribution did not converge", name)
+		}
+		if math.Abs(st.Cost-sol.AverageCost) > 1e-6*max(1, sol.AverageCost) {
+			t.Errorf("%s: gain·Λ = %.9g, stationary cost = %.9g", name, sol.AverageCost, st.Cost)
+		}
+		if st.BoundaryFraction <= 0 || st.BoundaryFraction >= 1 {
+			t.Errorf("%s: boundary fraction %g", name, st.BoundaryFraction)
+		}
+	}
+}
+
+func TestSolveDeterministicAcrossWorkers(t *testing.T) {
+	m := engineModels()["three pools"]
+	one, err := Solve(context.Background(), m, SolveOptions{Workers: 1, Boundary: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	two, err := Solve(context.Background(), m, SolveOptions{Workers: 2, Boundary: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(one, two, cmpopts.IgnoreFields(Solution{}, "Table")); diff != "" {
+		t.Errorf("1 and 2 workers differ:\n%s", diff)
+	}
+	if diff := cmp.Diff(one.Table.Actions, two.Table.Actions); diff != "" {
+		t.Errorf("1 and 2 workers decide differently:\n%s", diff)
+	}
+}
+
+func TestFiniteHorizon(t *testing.T) {
+	m := engineModels()["two pools"]
+	s, _ := NewSpace(m, 0)
+	ref := reference{m, s, m.Discount}
+	V := make([]float64, s.States)
+	var pol []int8
+	for range 7 {
+		V, pol = ref.sweep(V)
+	}
+	sol, err := Solve(context.Background(), m, SolveOptions{Criterion: Discounted, Horizon: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sol.Sweeps != 7 || !sol.Converged {
+		t.Errorf("sweeps %d converged %v, want 7 true", sol.Sweeps, sol.Converged)
+	}
+	if diff := cmp.Diff(V, sol.Values, cmpopts.EquateApprox(1e-12, 1e-12)); diff != "" {
+		t.Errorf("V_7 differs (-reference +solve):\n%s", diff)
+	}
+	if diff := cmp.Diff(pol, sol.Table.Actions); diff != "" {
+		t.Errorf("decisions with 7 steps to go differ (-reference +solve):\n%s", diff)
+	}
+}
+
+func TestSolveOptionsErrors(t *testing.T) {
+	m := engineModels()["two pools"]
+	for _, tc := range []struct {
+		opts SolveOptions
+		want string
+	}{
+		{SolveOptions{Criterion: "fast"}, `criterion "fast": must be "average" or "discounted"`},
+		{SolveOptions{Method: "magic"}, `method "magic": must be "value" or "policy"`},
+		{SolveOptions{Tolerance: -1}, "tolerance -1: must be > 0"},
+		{SolveOptions{Horizon: 3}, "horizon: the finite-horizon recurrence uses the discounted criterion"},
+		{SolveOptions{Horizon: 3, Criterion: Discounted, Method: PolicyIteration}, "horizon: finite horizons are solved by value iteration only"},
+		{SolveOptions{Method: PolicyIteration, Start: "random"}, `start "random": must be heuristic or cmu`},
+	} {
+		_, err := Solve(context.Background(), m, tc.opts)
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("%+v: err = %v, want %q", tc.opts, err, tc.want)
+		}
+	}
+	bad := *m
+	bad.Servers = 0
+	if _, err := Solve(context.Background(), &bad, SolveOptions{}); err == nil {
+		t.Error("invalid model solved")
+	}
+}
+
+func TestSolveCanceled(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	m := engineModels()["two pools"]
+	calls := 0
+	_, err := Solve(ctx, m, SolveOptions{Tolerance: 1e-300, Progress: func(Progress) {
+		if calls++; calls == 3 {
+			cancel()
+		}
+	}})
+	if !errors.Is(err, ErrCanceled) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want ErrCanceled wrapping context.Canceled", err)
+	}
+	if calls != 3 {
+		t.Errorf("%d sweeps ran, want 3 (the cancel is seen before the next sweep)", calls)
+	}
+}
+
+func TestUnconvergedIsReported(t *testing.T) {
+	m := engineModels()["two pools"]
+	sol, err := Solve(context.Background(), m, SolveOptions{Criterion: Discounted, MaxSweeps: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sol.Converged || sol.Sweeps != 5 || sol.Residual < 1e-6 {
+		t.Errorf("converged %v after %d sweeps, residual %g; want false, 5, > tolerance", sol.Converged, sol.Sweeps, sol.Residual)
+	}
+}
