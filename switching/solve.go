@@ -297,7 +297,9 @@ func solvePolicy(ctx context.Context, m *Model, e *engine, V, U []float64, ref i
 		}
 		start = h
 	}
-	fillPolicy(e.s, start, pol)
+	if err := fillPolicy(e.s, start, pol); err != nil {
+		return err
+	}
 	for {
 		// Evaluate the policy: V ← h + c(f) + α P_f V (relative for average).
 		converged := false
@@ -343,8 +345,9 @@ func solvePolicy(ctx context.Context, m *Model, e *engine, V, U []float64, ref i
 	}
 }
 
-// fillPolicy writes p's decision for every state of s.
-func fillPolicy(s *Space, p Policy, pol []int8) {
+// fillPolicy writes p's decision for every state of s, and fails when p
+// decides an action that is not available in its state.
+func fillPolicy(s *Space, p Policy, pol []int8) error {
 	st := State{Jobs: make([]int, s.M), Servers: make([]int, s.M), Transit: make([][]int, s.M)}
 	for a := range st.Transit {
 		st.Transit[a] = make([]int, s.M)
@@ -357,11 +360,45 @@ func fillPolicy(s *Space, p Policy, pol []int8) {
 		for t, p := range s.transit {
 			st.Transit[p.From][p.To] = int(x[s.M+t])
 		}
+		var ok [256]bool
+		ok[0] = true
+		for _, a := range s.actions[s.actStart[c]:s.actStart[c+1]] {
+			ok[a.d] = true
+		}
 		for j := range s.B {
 			for i := range s.M {
 				st.Jobs[i] = j / s.stride[i] % s.J
 			}
-			pol[c*s.B+j] = int8(p.Decide(st))
+			d := p.Decide(st)
+			if d < 0 || int(d) >= len(ok) || !ok[d] {
+				return fmt.Errorf("policy decided action %d, not available in state %v", d, st)
+			}
+			pol[c*s.B+j] = int8(d)
 		}
 	}
+	return nil
+}
+
+// EvaluatePolicy returns the long-run behaviour of any policy on the
+// truncated model: its stationary distribution from the empty system at the
+// static allocation, by power iteration (SolveOptions.Tolerance,
+// MaxSweeps, MaxStates, Workers and Progress apply). The optimal policy of
+// the average criterion has the least Cost of all.
+func EvaluatePolicy(ctx context.Context, m *Model, p Policy, opts SolveOptions) (*Stationary, error) {
+	if err := opts.defaults(); err != nil {
+		return nil, err
+	}
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	s, err := NewSpace(m, opts.MaxStates)
+	if err != nil {
+		return nil, err
+	}
+	e := newEngine(m, s, 1, opts.Workers)
+	pol := make([]int8, s.States)
+	if err := fillPolicy(s, p, pol); err != nil {
+		return nil, err
+	}
+	return stationary(ctx, m, e, pol, opts)
 }

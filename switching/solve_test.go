@@ -396,3 +396,88 @@ func TestUnconvergedIsReported(t *testing.T) {
 		t.Errorf("converged %v after %d sweeps, residual %g; want false, 5, > tolerance", sol.Converged, sol.Sweeps, sol.Residual)
 	}
 }
+
+// On the truncated chain the average-optimal policy costs no more than any
+// other policy, and the simple policies are worse on models that reward
+// switching.
+func TestOptimalBeatsOtherPolicies(t *testing.T) {
+	ctx := context.Background()
+	for name, m := range engineModels() {
+		sol, err := Solve(ctx, m, SolveOptions{Tolerance: 1e-12, Boundary: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, _ := NewHeuristic(m, 5)
+		h1, _ := NewHeuristic(m, 1)
+		for pname, p := range map[string]Policy{"heuristic K=5": h, "heuristic K=1": h1, "static": NewStatic(m), "cmu": NewCMu(m)} {
+			st, err := EvaluatePolicy(ctx, m, p, SolveOptions{Tolerance: 1e-12})
+			if err != nil {
+				t.Fatalf("%s %s: %v", name, pname, err)
+			}
+			if st.Cost < sol.Stationary.Cost-1e-9 {
+				t.Errorf("%s: %s costs %.9g, less than the optimum %.9g", name, pname, st.Cost, sol.Stationary.Cost)
+			}
+		}
+	}
+}
+
+// fig4 is Fisher et al.'s Figure 4 setting at total load 3.4: N = 4, M = 3,
+// µ = 1, ζ = 0.1, c = (2, 1, 1), J = 15, Λ auto = 7.4, blocking auto.
+func fig4() *Model {
+	l := 3.4 / 3
+	m := policyModel(4, []float64{l, l, l}, []float64{1, 1, 1}, []float64{2, 1, 1}, 0.1)
+	m.QueueLimit = 15
+	m.BlockingAuto = true
+	return m
+}
+
+// The discounted criterion is myopic: in the Figure 4 setting of the papers'
+// model (blocked arrivals free) its optimal policy starts no switch from the
+// static allocation (2,1,1), whatever the queues, so a system started there
+// never switches: it is the static policy. (With blocking_cost auto it
+// switches only when a queue is at the truncation, in 29 of the 3375 states.)
+func TestDiscountedPolicyNeverSwitchesInFig4(t *testing.T) {
+	if testing.Short() {
+		t.Skip("1.7 M states")
+	}
+	m := fig4()
+	m.BlockingAuto = false
+	if diff := cmp.Diff([]int{2, 1, 1}, StaticAllocation(m)); diff != "" {
+		t.Fatalf("static allocation (-want +got):\n%s", diff)
+	}
+	sol, err := Solve(context.Background(), m, SolveOptions{Criterion: Discounted, Boundary: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sol.Converged {
+		t.Fatal("not converged")
+	}
+	s := sol.Table.Space
+	base, _ := s.Index(State{Jobs: []int{0, 0, 0}, Servers: []int{2, 1, 1}})
+	for idx := base; idx < base+s.B; idx++ {
+		if a := sol.Table.Actions[idx]; a != 0 {
+			t.Fatalf("state %v: the discounted policy switches (action %d)", s.State(idx), a)
+		}
+	}
+	static, err := EvaluatePolicy(context.Background(), m, NewStatic(m), SolveOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if math.Abs(static.Cost-sol.Stationary.Cost) > 1e-9*static.Cost {
+		t.Errorf("discounted policy costs %g in the long run, the static policy %g: want equal", sol.Stationary.Cost, static.Cost)
+	}
+	// The average-cost policy of the same model does switch.
+	avg, err := Solve(context.Background(), fig4(), SolveOptions{MaxSweeps: 200})
+	if err != nil {
+		t.Fatal(err)
+	}
+	switches := 0
+	for _, a := range avg.Table.Actions {
+		if a != 0 {
+			switches++
+		}
+	}
+	if switches == 0 {
+		t.Error("the average-cost policy never switches either")
+	}
+}
