@@ -1,0 +1,52 @@
+package switching
+
+import (
+	"context"
+	"testing"
+)
+
+// fig4N is Fisher et al.'s Figure 4 rates scaled to N servers: M = 3, µ = 1,
+// ζ = 0.1, c = (2, 1, 1), equal λ, total load 0.8·N, J = 15.
+func fig4N(n int) *Model {
+	l := 0.8 * float64(n) / 3
+	m := policyModel(n, []float64{l, l, l}, []float64{1, 1, 1}, []float64{2, 1, 1}, 0.1)
+	m.QueueLimit = 15
+	m.BlockingAuto = true
+	return m
+}
+
+// BenchmarkSweep times one value-iteration sweep (both passes) at N = 5:
+// 4,343,625 states.
+func BenchmarkSweep(b *testing.B) {
+	m := fig4N(5)
+	s, err := NewSpace(m, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	e := newEngine(m, s, m.Discount, 0)
+	V := make([]float64, s.States)
+	U := make([]float64, s.States)
+	scratch := make([][]float64, e.workers)
+	for w := range scratch {
+		scratch[w] = make([]float64, s.B)
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		e.expect(U, V)
+		e.improve(V, U, 0, scratch)
+	}
+	b.ReportMetric(float64(s.States)*float64(b.N)/b.Elapsed().Seconds()/1e6, "Mstates/s")
+}
+
+// BenchmarkSolveTable2 times a whole discounted solve of Palmer–Mitrani's
+// Table 2 model (9,000 states).
+func BenchmarkSolveTable2(b *testing.B) {
+	m := policyModel(2, []float64{0.047, 0.047}, []float64{0.113, 0.113}, []float64{1, 2}, 0.113)
+	m.QueueLimit = 30
+	m.UniformizationMode, m.Uniformization = UniformizationFixed, 1
+	for b.Loop() {
+		if _, err := Solve(context.Background(), m, SolveOptions{Criterion: Discounted}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,93 @@
+package switching
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestTableRoundTrip(t *testing.T) {
+	for name, m := range engineModels() {
+		sol, err := Solve(context.Background(), m, SolveOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var buf bytes.Buffer
+		if err := WriteTable(&buf, sol.Table); err != nil {
+			t.Fatal(err)
+		}
+		got, err := ReadTable(bytes.NewReader(buf.Bytes()), 0)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if diff := cmp.Diff(sol.Table.Actions, got.Actions); diff != "" {
+			t.Errorf("%s: actions differ after a round trip:\n%s", name, diff)
+		}
+		if got.Criterion != Average || got.Space.States != sol.Table.Space.States {
+			t.Errorf("%s: criterion %q, %d states", name, got.Criterion, got.Space.States)
+		}
+		// Decisions agree state by state through the Policy interface too.
+		for idx := range got.Space.States {
+			st := got.Space.State(idx)
+			if a, b := got.Decide(st), sol.Table.Decide(st); a != b {
+				t.Fatalf("%s: state %v: loaded %d, solved %d", name, st, a, b)
+			}
+		}
+	}
+}
+
+// gz compresses a table file body.
+func gz(body string) []byte {
+	var buf bytes.Buffer
+	w := gzip.NewWriter(&buf)
+	w.Write([]byte(body))
+	w.Close()
+	return buf.Bytes()
+}
+
+func TestReadTableErrors(t *testing.T) {
+	m := engineModels()["two pools"]
+	sol, err := Solve(context.Background(), m, SolveOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var good bytes.Buffer
+	WriteTable(&good, sol.Table)
+	zr, _ := gzip.NewReader(bytes.NewReader(good.Bytes()))
+	var plain bytes.Buffer
+	plain.ReadFrom(zr)
+	body := plain.String()
+	header := body[:strings.Index(body[len(tableMagic):], "\n")+len(tableMagic)+1]
+	actions := body[len(header):]
+
+	badAction := []byte(actions)
+	// Configuration 0 is (k1, k2, m12, m21) = (0, 0, 0, 2): pool 1 has no
+	// server, so switching 1→2 (action 1) is not available there.
+	badAction[0] = 1
+	for _, tc := range []struct {
+		name string
+		data []byte
+		want string
+	}{
+		{"not gzip", []byte("hello"), "not a valid policy table"},
+		{"no magic", gz("something else\n"), "missing header"},
+		{"bad header", gz(tableMagic + "{not json\n"), "header"},
+		{"bad model", gz(tableMagic + `{"criterion":"average","states":1,"model":{"servers":0}}` + "\n"), "table model: servers: must be"},
+		{"short", gz(header + actions[:10]), "actions"},
+		{"trailing", gz(header + actions + "x"), "trailing data"},
+		{"unavailable action", gz(header + string(badAction)), "action 1 is not available in state 0"},
+	} {
+		_, err := ReadTable(bytes.NewReader(tc.data), 0)
+		if !errors.Is(err, ErrBadTable) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err = %v, want ErrBadTable with %q", tc.name, err, tc.want)
+		}
+	}
+	if _, err := ReadTable(bytes.NewReader(good.Bytes()), 10); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("over the state limit: err = %v, want ErrTooLarge", err)
+	}
+}
