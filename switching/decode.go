@@ -73,10 +73,10 @@ func ParseModel(file string, data []byte) (*Model, error) {
 	// instant_switches is bad: that was reported).
 	rates, required := [][]float64(nil), !d.Failed("instant_switches")
 	if m.InstantSwitches {
-		rates, required = pairMatrix(np, defaultInstantRate), false
+		rates, required = PairMatrix(np, defaultInstantRate), false
 	}
 	m.SwitchRates = decodePairs(top, "switch_rate", "switch_rates", np, mustBePositive, rates, required)
-	m.SwitchCosts = decodePairs(top, "switch_cost", "switch_costs", np, mustBeNonnegative, pairMatrix(np, 0), false)
+	m.SwitchCosts = decodePairs(top, "switch_cost", "switch_costs", np, mustBeNonnegative, PairMatrix(np, 0), false)
 
 	if v, ok := top.Get("blocking_cost", false); ok {
 		decodeBlocking(v, m)
@@ -147,7 +147,7 @@ func decodePairs(top *yamlx.Map, one, all string, np int, rule func(float64) str
 			if msg := rule(x); msg != "" {
 				v1.Errorf("%s", msg)
 			} else {
-				return pairMatrix(np, x)
+				return PairMatrix(np, x)
 			}
 		}
 	case hasM:
@@ -157,7 +157,7 @@ func decodePairs(top *yamlx.Map, one, all string, np int, rule func(float64) str
 		top.Errorf(one, "missing required field: give %s or %s", one, all)
 	}
 	if def == nil {
-		def = pairMatrix(np, 0) // a placeholder: an error was reported
+		def = PairMatrix(np, 0) // a placeholder: an error was reported
 	}
 	return def
 }
@@ -194,8 +194,9 @@ func decodeBlocking(v yamlx.Value, m *Model) {
 	}
 }
 
-// pairMatrix returns an n×n matrix with x off the diagonal and 0 on it.
-func pairMatrix(n int, x float64) [][]float64 {
+// PairMatrix returns an n×n matrix with x off the diagonal and 0 on it:
+// the same switch rate or cost for every pair.
+func PairMatrix(n int, x float64) [][]float64 {
 	a := make([][]float64, n)
 	for i := range a {
 		a[i] = make([]float64, n)

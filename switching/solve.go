@@ -253,37 +253,47 @@ func residual(c Criterion, st sweepStats) float64 {
 	return max(math.Abs(st.lo), math.Abs(st.hi))
 }
 
-func solveValue(ctx context.Context, e *engine, V, U []float64, scratch [][]float64, ref int, opts SolveOptions, sol *Solution) error {
-	for n := 1; n <= opts.MaxSweeps; n++ {
+// iterate runs sweeps until the residual is below the tolerance or the
+// sweep cap is reached; step performs one sweep and returns the change.
+func iterate(ctx context.Context, e *engine, opts SolveOptions, sol *Solution, phase string, step func() sweepStats) (bool, error) {
+	for n := 1; sol.Sweeps < opts.MaxSweeps; n++ {
 		if err := canceled(ctx); err != nil {
-			return err
+			return false, err
 		}
+		st := step()
+		sol.Sweeps++
+		sol.Residual = residual(opts.Criterion, st)
+		if opts.Criterion == Average {
+			sol.AverageCost = (st.lo + st.hi) / 2 * e.lam
+		}
+		if opts.Progress != nil {
+			opts.Progress(Progress{Phase: phase, Sweep: n, Residual: sol.Residual, Tolerance: opts.Tolerance})
+		}
+		if sol.Residual < opts.Tolerance {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+func solveValue(ctx context.Context, e *engine, V, U []float64, scratch [][]float64, ref int, opts SolveOptions, sol *Solution) error {
+	converged, err := iterate(ctx, e, opts, sol, "value", func() sweepStats {
 		e.expect(U, V)
 		offset := 0.0
 		if opts.Criterion == Average {
 			offset = e.valueAt(U, ref)
 		}
-		st := e.improve(V, U, offset, scratch)
-		sol.Sweeps = n
-		sol.Residual = residual(opts.Criterion, st)
-		if opts.Criterion == Average {
-			sol.AverageCost = (st.lo + st.hi) / 2 * e.lambda()
-		}
-		if opts.Progress != nil {
-			opts.Progress(Progress{Phase: "value", Sweep: n, Residual: sol.Residual, Tolerance: opts.Tolerance})
-		}
-		if sol.Residual < opts.Tolerance {
-			sol.Converged = true
-			break
-		}
+		return e.improve(V, U, offset, scratch)
+	})
+	if err != nil {
+		return err
 	}
+	sol.Converged = converged
 	// The policy is greedy with respect to the final values.
 	e.expect(U, V)
 	e.decide(sol.Table.Actions, U, nil)
 	return nil
 }
-
-func (e *engine) lambda() float64 { return e.lam }
 
 func solvePolicy(ctx context.Context, m *Model, e *engine, V, U []float64, ref int, opts SolveOptions, sol *Solution) error {
 	pol := sol.Table.Actions
@@ -302,29 +312,16 @@ func solvePolicy(ctx context.Context, m *Model, e *engine, V, U []float64, ref i
 	}
 	for {
 		// Evaluate the policy: V ← h + c(f) + α P_f V (relative for average).
-		converged := false
-		for n := 1; sol.Sweeps < opts.MaxSweeps; n++ {
-			if err := canceled(ctx); err != nil {
-				return err
-			}
+		converged, err := iterate(ctx, e, opts, sol, "evaluate", func() sweepStats {
 			e.expect(U, V)
 			offset := 0.0
 			if opts.Criterion == Average {
 				offset = e.evalAt(U, pol, ref)
 			}
-			st := e.evaluate(V, U, pol, offset)
-			sol.Sweeps++
-			sol.Residual = residual(opts.Criterion, st)
-			if opts.Criterion == Average {
-				sol.AverageCost = (st.lo + st.hi) / 2 * e.lambda()
-			}
-			if opts.Progress != nil {
-				opts.Progress(Progress{Phase: "evaluate", Sweep: n, Residual: sol.Residual, Tolerance: opts.Tolerance})
-			}
-			if sol.Residual < opts.Tolerance {
-				converged = true
-				break
-			}
+			return e.evaluate(V, U, pol, offset)
+		})
+		if err != nil {
+			return err
 		}
 		e.expect(U, V)
 		if !converged {
@@ -334,7 +331,7 @@ func solvePolicy(ctx context.Context, m *Model, e *engine, V, U []float64, ref i
 		sol.Improvements++
 		changed := e.decide(pol, U, pol)
 		if opts.Progress != nil {
-			opts.Progress(Progress{Phase: "improve", Sweep: sol.Improvements, Residual: float64(changed), Tolerance: 0})
+			opts.Progress(Progress{Phase: "improve", Sweep: sol.Improvements, Residual: float64(changed)})
 		}
 		if changed == 0 {
 			sol.Converged = true

@@ -40,28 +40,11 @@ func TestPolicySolveTable2JSON(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	var got struct {
-		Criterion      string   `json:"criterion"`
-		States         int      `json:"states"`
-		Configurations int      `json:"configurations"`
-		Sweeps         int      `json:"sweeps"`
-		Seconds        float64  `json:"seconds"`
-		Converged      bool     `json:"converged"`
-		Residual       float64  `json:"residual"`
-		AverageCost    *float64 `json:"average_cost"`
-		View           struct {
-			K       []int          `json:"k"`
-			Rows    string         `json:"rows"`
-			Cols    string         `json:"cols"`
-			Fixed   map[string]int `json:"fixed"`
-			Size    int            `json:"size"`
-			Actions [][]int        `json:"actions"`
-		} `json:"view"`
-	}
+	var got solveReport
 	if err := json.Unmarshal([]byte(out), &got); err != nil {
 		t.Fatalf("output is not JSON: %v\n%s", err, out)
 	}
-	if got.Criterion != "discounted" || got.States != 9000 || got.Configurations != 10 || !got.Converged ||
+	if got.Criterion != switching.Discounted || got.States != 9000 || got.Configurations != 10 || !got.Converged ||
 		got.Sweeps < 100 || got.Seconds <= 0 || got.Residual >= 1e-6 || got.AverageCost != nil {
 		t.Errorf("unexpected figures: %+v", got)
 	}

@@ -27,26 +27,12 @@ func twoPools(lambda, mu float64) []switching.Pool {
 	}
 }
 
-// matrix returns an m×m matrix with v off the diagonal.
-func matrix(m int, v float64) [][]float64 {
-	out := make([][]float64, m)
-	for a := range out {
-		out[a] = make([]float64, m)
-		for b := range out[a] {
-			if a != b {
-				out[a][b] = v
-			}
-		}
-	}
-	return out
-}
-
 func papersModel(n, j int, pools []switching.Pool, zeta, cost float64, instant bool) *switching.Model {
 	m := len(pools)
 	return &switching.Model{
 		Servers: n, QueueLimit: j, Discount: 0.95,
 		UniformizationMode: switching.UniformizationFixed, Uniformization: 1,
-		Pools: pools, SwitchRates: matrix(m, zeta), SwitchCosts: matrix(m, cost),
+		Pools: pools, SwitchRates: switching.PairMatrix(m, zeta), SwitchCosts: switching.PairMatrix(m, cost),
 		InstantSwitches: instant, BlockingCosts: make([]float64, m),
 	}
 }
