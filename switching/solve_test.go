@@ -234,7 +234,7 @@ func TestSpaceTooLarge(t *testing.T) {
 			t.Errorf("error %q does not say %q", err, want)
 		}
 	}
-	huge := policyModel(200, make([]float64, 10), []float64{1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, make([]float64, 10), 0.1)
+	huge := policyModel(120, make([]float64, 10), []float64{1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, make([]float64, 10), 0.1)
 	huge.QueueLimit = 1000
 	if _, err := NewSpace(huge, 0); !errors.Is(err, ErrTooLarge) {
 		t.Errorf("overflowing space: err = %v, want ErrTooLarge", err)
@@ -479,5 +479,17 @@ func TestDiscountedPolicyNeverSwitchesInFig4(t *testing.T) {
 	}
 	if switches == 0 {
 		t.Error("the average-cost policy never switches either")
+	}
+}
+
+func TestTooManyServers(t *testing.T) {
+	m := policyModel(200, []float64{1, 1}, []float64{1, 1}, []float64{1, 1}, 1)
+	m.QueueLimit = 3
+	if _, err := NewSpace(m, 0); err == nil || err.Error() != "servers: 200 servers, a policy table holds at most 127" {
+		t.Errorf("err = %v", err)
+	}
+	s, _ := NewSpace(engineModels()["two pools"], 0)
+	if _, ok := s.Index(policyState([]int{0, 0}, []int{300, -298})); ok {
+		t.Error("a state with 300 servers at a pool was indexed")
 	}
 }

@@ -12,6 +12,10 @@ import (
 // solve would need.
 var ErrTooLarge = errors.New("state space too large")
 
+// MaxServers is the largest N a state space holds (configurations are
+// stored one byte per entry).
+const MaxServers = 127
+
 // BytesPerState is the memory a solve needs per state: two float64 vectors
 // (values and expectations) and one byte of policy.
 const BytesPerState = 8 + 8 + 1
@@ -122,6 +126,9 @@ func transitPairs(m *Model) []Pair {
 // NewSpace indexes the state space of a valid model. maxStates > 0 refuses,
 // before allocating, a space of more states than that (ErrTooLarge).
 func NewSpace(m *Model, maxStates int) (*Space, error) {
+	if m.Servers > MaxServers {
+		return nil, fmt.Errorf("servers: %d servers, a policy table holds at most %d", m.Servers, MaxServers)
+	}
 	configs, states, ok := CountStates(m)
 	if !ok || configs > math.MaxInt32 || states > math.MaxInt64/BytesPerState {
 		return nil, fmt.Errorf("%w: more than 2^59 states", ErrTooLarge)
@@ -315,7 +322,7 @@ func (s *Space) Index(st State) (int, bool) {
 	}
 	total := 0
 	for i, k := range st.Servers {
-		if k < 0 {
+		if k < 0 || k > s.N {
 			return 0, false
 		}
 		x[i] = int8(k)
@@ -326,7 +333,7 @@ func (s *Space) Index(st State) (int, bool) {
 			if n == 0 {
 				continue
 			}
-			if n < 0 || a >= s.M || b >= s.M || s.transitOf[a][b] < 0 {
+			if n < 0 || n > s.N || a >= s.M || b >= s.M || s.transitOf[a][b] < 0 {
 				return 0, false
 			}
 			x[s.transitOf[a][b]] = int8(n)
