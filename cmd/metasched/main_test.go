@@ -184,6 +184,9 @@ func TestPolicyPapers(t *testing.T) {
 			t.Errorf("%s: converged %v, %d cells", r.Name, r.Converged, r.Cells)
 		}
 	}
+	if got[0].Name != "palmer-table1" || got[0].Different != 7 || got[0].HorizonDifferent == nil || *got[0].HorizonDifferent != 0 {
+		t.Errorf("Palmer–Mitrani Table 1: %+v, want 7 cells different, 0 with a horizon of 20", got[0])
+	}
 	if got[1].Name != "palmer-table2" || got[1].Different != 0 {
 		t.Errorf("Palmer–Mitrani Table 2: %d cells differ, want 0", got[1].Different)
 	}

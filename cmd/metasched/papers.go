@@ -49,6 +49,10 @@ type paperReport struct {
 	Paper     [][]int `json:"paper"`
 	Solved    [][]int `json:"solved"`
 	Note      string  `json:"note"`
+	// HorizonDifferent counts the cells where the finite-horizon policy
+	// with Horizon steps to go differs from the printed table.
+	Horizon          int  `json:"horizon,omitempty"`
+	HorizonDifferent *int `json:"horizon_different,omitempty"`
 }
 
 func policyPapers(ctx context.Context, e *env, output string, tolerance float64) error {
@@ -76,6 +80,17 @@ func policyPapers(ctx context.Context, e *env, output string, tolerance float64)
 		rep := paperReport{Name: ref.Name, Source: ref.Source, Title: ref.Title, View: ref.View,
 			Sweeps: sol.Sweeps, Converged: sol.Converged, Cells: cmp.Cells, Different: cmp.Different,
 			Paper: ref.Table, Solved: solved, Note: ref.Note}
+		if ref.Horizon > 0 {
+			fin, err := switching.Solve(ctx, m, switching.SolveOptions{Criterion: switching.Discounted, Horizon: ref.Horizon})
+			if err != nil {
+				return fmt.Errorf("%s: horizon %d: %w", ref.Name, ref.Horizon, err)
+			}
+			fc, err := papers.Compare(ref, newViewReport(v, fin.Table).Actions)
+			if err != nil {
+				return err
+			}
+			rep.Horizon, rep.HorizonDifferent = ref.Horizon, &fc.Different
+		}
 		reps = append(reps, rep)
 		if output == "table" {
 			printPaper(e.stdout, rep, cmp)
@@ -120,8 +135,12 @@ func printPaper(w io.Writer, r paperReport, c papers.Comparison) {
 		fmt.Fprintf(w, "%s%s    %s\n", a, strings.Repeat(" ", width-len([]rune(a))), b)
 	}
 	if r.Different == 0 {
-		fmt.Fprintf(w, "result: identical in all %d cells. %s\n\n", r.Cells, r.Note)
+		fmt.Fprintf(w, "result: identical in all %d cells.", r.Cells)
 	} else {
-		fmt.Fprintf(w, "result: %d of %d cells differ. %s\n\n", r.Different, r.Cells, r.Note)
+		fmt.Fprintf(w, "result: %d of %d cells differ.", r.Different, r.Cells)
 	}
+	if r.HorizonDifferent != nil {
+		fmt.Fprintf(w, " The finite-horizon policy with %d steps to go differs in %d cells.", r.Horizon, *r.HorizonDifferent)
+	}
+	fmt.Fprintf(w, " Note: %s.\n\n", r.Note)
 }

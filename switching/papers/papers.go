@@ -18,6 +18,9 @@ type Reference struct {
 	View  string  // the slice the table shows, in switching.ParseView syntax
 	Table [][]int // the printed actions, rows by columns
 	Note  string  // what a converged solve gives beside it
+	// Horizon > 0: the finite-horizon policy with this many steps to go
+	// reproduces the printed table (the printed table was not converged).
+	Horizon int
 }
 
 func twoPools(lambda, mu float64) []switching.Pool {
@@ -87,7 +90,8 @@ func References() []Reference {
 				row(11, 2, 0, 0, 0, 0, 1),
 				row(11, 2, 0, 0, 0, 0, 1),
 			},
-			Note: "the printed table matches a short finite-horizon run rather than the converged infinite-horizon policy; the converged policy is taken as the truth",
+			Note:    "the printed table is the finite-horizon policy with 20 steps to go (19 gives it too), not the converged infinite-horizon policy; the converged policy is taken as the truth",
+			Horizon: 20,
 		},
 		{
 			Name: "palmer-table2", Source: "Palmer and Mitrani, Table 2",

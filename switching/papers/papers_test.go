@@ -101,3 +101,26 @@ func TestCompareShape(t *testing.T) {
 		t.Errorf("identical tables: %+v, %v", c, err)
 	}
 }
+
+// Palmer and Mitrani's Table 1 is the finite-horizon policy with 20 steps
+// to go.
+func TestPalmerTable1IsAFiniteHorizon(t *testing.T) {
+	ref := References()[0]
+	m := ref.Model()
+	for _, n := range []int{19, ref.Horizon} {
+		sol, err := switching.Solve(context.Background(), m, switching.SolveOptions{Criterion: switching.Discounted, Horizon: n})
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, _ := switching.ParseView(m, ref.View)
+		got := make([][]int, v.Size)
+		for r, row := range v.Slice(sol.Table) {
+			for _, a := range row {
+				got[r] = append(got[r], int(a))
+			}
+		}
+		if diff := cmp.Diff(ref.Table, got); diff != "" {
+			t.Errorf("horizon %d (-printed +solved):\n%s", n, diff)
+		}
+	}
+}
