@@ -341,21 +341,24 @@ func printGrid(w io.Writer, rows, cols string, actions [][]int, mark [][]bool) {
 	if mark != nil {
 		pad = " " // room for the mark after each cell
 	}
-	fmt.Fprintf(w, "%6s  %s\n", "", cols)
-	fmt.Fprintf(w, "%6s ", rows)
-	for c := range len(actions[0]) {
-		fmt.Fprintf(w, "%*d%s ", width, c, pad)
+	line := func(label string, cells []string) {
+		fmt.Fprintln(w, strings.TrimRight(label+" "+strings.Join(cells, " "), " "))
 	}
-	fmt.Fprintln(w)
+	fmt.Fprintf(w, "%6s  %s\n", "", cols)
+	head := make([]string, len(actions[0]))
+	for c := range head {
+		head[c] = fmt.Sprintf("%*d%s", width, c, pad)
+	}
+	line(fmt.Sprintf("%6s", rows), head)
 	for r, row := range actions {
-		fmt.Fprintf(w, "%6d ", r)
+		cells := make([]string, len(row))
 		for c, a := range row {
 			flag := pad
 			if mark != nil && mark[r][c] {
 				flag = "*"
 			}
-			fmt.Fprintf(w, "%*d%s ", width, a, flag)
+			cells[c] = fmt.Sprintf("%*d%s", width, a, flag)
 		}
-		fmt.Fprintln(w)
+		line(fmt.Sprintf("%6d", r), cells)
 	}
 }
