@@ -133,6 +133,10 @@ func TestPolicySolveBadInput(t *testing.T) {
 		{"too large", []string{"policy", "solve", "--model", example + "fisher-fig4-n6.yaml", "--max-states", "1000"},
 			"10135125 states (3003 configurations × 3375 queue states) need 164.3 MiB, over the limit of 1000 states"},
 		{"horizon with average", []string{"policy", "solve", "--model", goodPath, "--horizon", "3", "--criterion", "average"}, "horizon: the finite-horizon recurrence uses the discounted criterion"},
+		{"max sweeps", []string{"policy", "solve", "--model", goodPath, "--max-sweeps", "0"}, "--max-sweeps: must be at least 1, got 0"},
+		{"max states", []string{"policy", "solve", "--model", goodPath, "--max-states", "-5"}, "--max-states: must be at least 1, got -5"},
+		{"workers", []string{"policy", "solve", "--model", goodPath, "--workers", "-1"}, "--workers: must be 0 (one per CPU) or more, got -1"},
+		{"horizon", []string{"policy", "solve", "--model", goodPath, "--horizon", "-2"}, "--horizon: must be 0 (infinite) or more, got -2"},
 		{"unknown command", []string{"policy", "dissolve"}, `unexpected argument "dissolve"`},
 	}
 	for _, tc := range tests {

@@ -125,8 +125,15 @@ func policySolve(ctx context.Context, e *env, f solveFlags) error {
 			return usagef("--view: %w", err)
 		}
 	}
-	if f.maxSweeps < 1 {
-		return usagef("--max-sweeps: must be at least 1")
+	switch {
+	case f.maxSweeps < 1:
+		return usagef("--max-sweeps: must be at least 1, got %d", f.maxSweeps)
+	case f.maxStates < 1:
+		return usagef("--max-states: must be at least 1, got %d", f.maxStates)
+	case f.workers < 0:
+		return usagef("--workers: must be 0 (one per CPU) or more, got %d", f.workers)
+	case f.horizon < 0:
+		return usagef("--horizon: must be 0 (infinite) or more, got %d", f.horizon)
 	}
 	opts := switching.SolveOptions{
 		Criterion: switching.Criterion(f.criterion),
