@@ -193,7 +193,7 @@ func (e *engine) improveBlock(V, U []float64, c int, offset float64, best []floa
 	B := s.B
 	base := c * B
 	copy(best, U[base:base+B])
-	for _, a := range s.actions[s.actStart[c]:s.actStart[c+1]] {
+	for _, a := range s.acts(c) {
 		t := int(a.target) * B
 		ut := U[t : t+B]
 		for x, q := range ut {
@@ -219,7 +219,7 @@ func (e *engine) valueAt(U []float64, idx int) float64 {
 	s := e.s
 	c, j := idx/s.B, idx%s.B
 	best := U[idx]
-	for _, a := range s.actions[s.actStart[c]:s.actStart[c+1]] {
+	for _, a := range s.acts(c) {
 		best = min(best, a.cost+U[int(a.target)*s.B+j])
 	}
 	return e.h[j] + best
@@ -240,7 +240,7 @@ func (e *engine) decide(pol []int8, U []float64, keep []int8) int {
 		s := e.s
 		B := s.B
 		for c := c0; c < c1; c++ {
-			acts := s.actions[s.actStart[c]:s.actStart[c+1]]
+			acts := s.acts(c)
 			base := c * B
 			for j := range B {
 				idx := base + j
@@ -287,10 +287,8 @@ func (e *engine) actionValue(U []float64, c, j int, d Action) float64 {
 	if d == NoAction {
 		return U[c*s.B+j]
 	}
-	for _, a := range s.actions[s.actStart[c]:s.actStart[c+1]] {
-		if a.d == d {
-			return a.cost + U[int(a.target)*s.B+j]
-		}
+	if a, ok := s.find(c, d); ok {
+		return a.cost + U[int(a.target)*s.B+j]
 	}
 	return math.Inf(1)
 }
@@ -310,7 +308,7 @@ func (e *engine) evaluate(V, U []float64, pol []int8, offset float64) sweepStats
 		lo, hi := math.Inf(1), math.Inf(-1)
 		for c := c0; c < c1; c++ {
 			target[0], cost[0] = int32(c), 0
-			for _, a := range s.actions[s.actStart[c]:s.actStart[c+1]] {
+			for _, a := range s.acts(c) {
 				target[a.d], cost[a.d] = a.target, a.cost
 			}
 			base := c * B

@@ -196,7 +196,6 @@ func Solve(ctx context.Context, m *Model, opts SolveOptions) (*Solution, error) 
 	}
 	sol.Values = V
 	if opts.Boundary {
-		U = nil // the stationary solve needs two vectors of its own
 		st, err := stationary(ctx, m, e, sol.Table.Actions, opts)
 		if err != nil {
 			return nil, err
@@ -357,11 +356,7 @@ func fillPolicy(s *Space, p Policy, pol []int8) error {
 		for t, p := range s.transit {
 			st.Transit[p.From][p.To] = int(x[s.M+t])
 		}
-		var ok [256]bool
-		ok[0] = true
-		for _, a := range s.actions[s.actStart[c]:s.actStart[c+1]] {
-			ok[a.d] = true
-		}
+		ok := s.available(c)
 		for j := range s.B {
 			for i := range s.M {
 				st.Jobs[i] = j / s.stride[i] % s.J

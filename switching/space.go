@@ -264,42 +264,71 @@ func (s *Space) successors(m *Model) {
 		}
 		s.compStart[c+1] = int32(len(s.comps))
 	}
-	// Inverse lists, grouped by target, sources in increasing order.
-	s.invActStart, s.invActs = invert(s.Configs, s.actStart, func(i int) (int32, configAction) {
-		return s.actions[i].target, s.actions[i]
-	})
-	s.invCompStart, s.invComps = invert(s.Configs, s.compStart, func(i int) (int32, completion) {
-		return s.comps[i].target, s.comps[i]
-	})
+	// Inverse lists, grouped by target, sources in increasing order; each
+	// item keeps its action or rate and holds its source configuration.
+	var src, entry []int32
+	s.invActStart, src, entry = invert(s.Configs, s.actStart, func(i int) int32 { return s.actions[i].target })
+	s.invActs = make([]configAction, len(entry))
+	for k, i := range entry {
+		s.invActs[k] = s.actions[i]
+		s.invActs[k].target = src[k]
+	}
+	s.invCompStart, src, entry = invert(s.Configs, s.compStart, func(i int) int32 { return s.comps[i].target })
+	s.invComps = make([]completion, len(entry))
+	for k, i := range entry {
+		s.invComps[k] = s.comps[i]
+		s.invComps[k].target = src[k]
+	}
 }
 
-// invert turns per-source successor lists into per-target predecessor lists;
-// the returned items carry the source configuration in their target field.
-func invert[T configAction | completion](n int, start []int32, at func(i int) (int32, T)) ([]int32, []T) {
-	count := make([]int32, n+1)
+// invert turns per-source successor lists (entries start[c]:start[c+1] of
+// configuration c, leading to target(i)) into per-target lists: for target
+// t, entries invStart[t]:invStart[t+1] of src (the source configuration) and
+// entry (the index of the successor entry), sources in increasing order.
+func invert(n int, start []int32, target func(i int) int32) (invStart, src, entry []int32) {
+	invStart = make([]int32, n+1)
 	for i := range int(start[n]) {
-		t, _ := at(i)
-		count[t+1]++
+		invStart[target(i)+1]++
 	}
 	for c := range n {
-		count[c+1] += count[c]
+		invStart[c+1] += invStart[c]
 	}
-	out := make([]T, start[n])
-	fill := append([]int32(nil), count[:n]...)
-	for src := range n {
-		for i := start[src]; i < start[src+1]; i++ {
-			t, item := at(int(i))
-			switch v := any(&item).(type) {
-			case *configAction:
-				v.target = int32(src)
-			case *completion:
-				v.target = int32(src)
-			}
-			out[fill[t]] = item
+	src = make([]int32, start[n])
+	entry = make([]int32, start[n])
+	fill := append([]int32(nil), invStart[:n]...)
+	for c := range n {
+		for i := start[c]; i < start[c+1]; i++ {
+			t := target(int(i))
+			src[fill[t]], entry[fill[t]] = int32(c), i
 			fill[t]++
 		}
 	}
-	return count, out
+	return invStart, src, entry
+}
+
+// acts returns the actions available in configuration c, in increasing
+// action order.
+func (s *Space) acts(c int) []configAction { return s.actions[s.actStart[c]:s.actStart[c+1]] }
+
+// available returns which action numbers configuration c allows (doing
+// nothing always).
+func (s *Space) available(c int) [256]bool {
+	var ok [256]bool
+	ok[0] = true
+	for _, a := range s.acts(c) {
+		ok[a.d] = true
+	}
+	return ok
+}
+
+// find returns action d of configuration c, false when it is not available.
+func (s *Space) find(c int, d Action) (configAction, bool) {
+	for _, a := range s.acts(c) {
+		if a.d == d {
+			return a, true
+		}
+	}
+	return configAction{}, false
 }
 
 // Transit returns the pairs that have servers in transit in this space, in

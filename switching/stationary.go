@@ -78,7 +78,7 @@ func stationary(ctx context.Context, m *Model, e *engine, pol []int8, opts Solve
 		j := idx % s.B
 		total += p
 		out.HoldingCost += p * e.hold[j]
-		out.Cost += p * (e.h[j] + e.actionCost(idx/s.B, Action(pol[idx]))) * e.lam
+		out.Cost += p * (e.h[j] + actionCost(s, idx/s.B, Action(pol[idx]))) * e.lam
 		if e.edge[j] {
 			out.BoundaryFraction += p
 			for i := range s.M {
@@ -191,16 +191,8 @@ func (e *engine) transitionBlock(pi, rho []float64, c int, out []float64) float6
 	return diff
 }
 
-// actionCost returns c(d) in configuration c.
-func (e *engine) actionCost(c int, d Action) float64 {
-	if d == NoAction {
-		return 0
-	}
-	s := e.s
-	for _, a := range s.actions[s.actStart[c]:s.actStart[c+1]] {
-		if a.d == d {
-			return a.cost
-		}
-	}
-	return 0
+// actionCost returns c(d) in configuration c (0 for doing nothing).
+func actionCost(s *Space, c int, d Action) float64 {
+	a, _ := s.find(c, d)
+	return a.cost
 }

@@ -115,11 +115,7 @@ func ReadTable(r io.Reader, maxStates int) (*Table, error) {
 		if _, err := io.ReadFull(br, buf); err != nil {
 			return nil, fmt.Errorf("%w: actions: %w", ErrBadTable, err)
 		}
-		var ok [256]bool
-		ok[0] = true
-		for _, a := range s.actions[s.actStart[c]:s.actStart[c+1]] {
-			ok[a.d] = true
-		}
+		ok := s.available(c)
 		for j, b := range buf {
 			if !ok[b] {
 				return nil, fmt.Errorf("%w: action %d is not available in state %d", ErrBadTable, b, c*s.B+j)

@@ -53,6 +53,8 @@ type paperReport struct {
 	// with Horizon steps to go differs from the printed table.
 	Horizon          int  `json:"horizon,omitempty"`
 	HorizonDifferent *int `json:"horizon_different,omitempty"`
+
+	rows, cols string // the queues on the view's axes, "j1"…
 }
 
 func policyPapers(ctx context.Context, e *env, output string, tolerance float64) error {
@@ -72,14 +74,15 @@ func policyPapers(ctx context.Context, e *env, output string, tolerance float64)
 		if err != nil {
 			return fmt.Errorf("%s: view: %w", ref.Name, err)
 		}
-		solved := newViewReport(v, sol.Table).Actions
+		vr := newViewReport(v, sol.Table)
+		solved := vr.Actions
 		cmp, err := papers.Compare(ref, solved)
 		if err != nil {
 			return err
 		}
 		rep := paperReport{Name: ref.Name, Source: ref.Source, Title: ref.Title, View: ref.View,
 			Sweeps: sol.Sweeps, Converged: sol.Converged, Cells: cmp.Cells, Different: cmp.Different,
-			Paper: ref.Table, Solved: solved, Note: ref.Note}
+			Paper: ref.Table, Solved: solved, Note: ref.Note, rows: vr.Rows, cols: vr.Cols}
 		if ref.Horizon > 0 {
 			fin, err := switching.Solve(ctx, m, switching.SolveOptions{Criterion: switching.Discounted, Horizon: ref.Horizon})
 			if err != nil {
@@ -106,17 +109,8 @@ func printPaper(w io.Writer, r paperReport, c papers.Comparison) {
 	fmt.Fprintf(w, "== %s: %s\n", r.Source, r.Title)
 	fmt.Fprintf(w, "view %s; solved: discounted (α = 0.95), Λ = 1, converged after %d sweeps\n", r.View, r.Sweeps)
 	var paper, solved strings.Builder
-	v := strings.Fields(r.View)
-	rows, cols := "", ""
-	for _, f := range v {
-		if k, val, _ := strings.Cut(f, "="); k == "rows" {
-			rows = val
-		} else if k == "cols" {
-			cols = val
-		}
-	}
-	printGrid(&paper, rows, cols, r.Paper, nil)
-	printGrid(&solved, rows, cols, r.Solved, c.Differ)
+	printGrid(&paper, r.rows, r.cols, r.Paper, nil)
+	printGrid(&solved, r.rows, r.cols, r.Solved, c.Differ)
 	pl := strings.Split(strings.TrimRight(paper.String(), "\n"), "\n")
 	sl := strings.Split(strings.TrimRight(solved.String(), "\n"), "\n")
 	width := 0
