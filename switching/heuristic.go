@@ -22,31 +22,51 @@ var ErrBadK = errors.New("heuristic constant K must be positive and finite")
 // (H(a,b) = c_b j_b − K c_a j_a with instant switches) and starts the switch
 // with the largest H if that H is positive. k counts servers in place
 // (State.Servers), not those in transit. H is often exactly 0 in real
-// arithmetic, so comparisons allow a tolerance of 1e-9·(1+|best|): a later pair
-// replaces the best so far only if it beats it by more than that (the first
-// pair in paper order wins ties), and the best starts a switch only if it
-// exceeds that tolerance.
+// arithmetic, so comparisons allow a tolerance tol = 1e-9·(1+|best|), best
+// the largest H: no switch starts unless best > tol, and among the pairs
+// with H ≥ best − tol the first in paper order wins.
 //
 // The rates are copied at construction: a Heuristic for other arrival rates
 // (a demand phase) is a new Heuristic. Decide takes O(M²) time and does not
-// allocate; a Heuristic is immutable and safe for concurrent use.
+// allocate for M ≤ 4; a
+// Heuristic is immutable and safe for concurrent use.
 type Heuristic struct {
-	k       float64
-	instant bool
-	pairs   []heuristicPair // the pairs that can switch, in paper order
+	k     float64
+	pools []heuristicPool
+	pairs []heuristicPair // the pairs that can switch, in paper order
+	// uniform: every pair that can switch has the same ζ (or switches are
+	// instant), whose inverse is invZeta (0 when instant); then H(a,b) =
+	// x_b − y_a with one term per pool.
+	uniform bool
+	invZeta float64
 }
 
-// heuristicPair is one switch a→b that may be started, with the constants
-// of H(a,b) precomputed so that Decide reads one record per pair.
+// heuristicPool holds one pool's constants. H(a,b) splits into a term of
+// the destination b and a term of the source a,
+//
+//	H(a,b) = (c_b j_b + gain_b/ζ_ab) − (K c_a j_a + loss_a/ζ_ab),
+//	gain_b = c_b (λ_b − µ_b min(k_b, j_b)),
+//	loss_a = K c_a (λ_a − µ_a min(k_a−1, j_a)),
+//
+// so Decide computes a few numbers per pool and one or two operations per
+// pair.
+type heuristicPool struct {
+	c, kc     float64 // c_i, K·c_i
+	cl, kcl   float64 // c_i λ_i, K c_i λ_i
+	cmu, kcmu float64 // c_i µ_i, K c_i µ_i
+}
+
+// heuristicPair is one switch a→b that may be started.
 type heuristicPair struct {
 	from, to int
 	action   Action
-	// H(a,b) = cb·(j_b + (λ_b − µ_b min(k_b, j_b))·invZeta)
-	//        − kca·(j_a + (λ_a − µ_a min(k_a−1, j_a))·invZeta)
-	cb, lambdaB, muB  float64 // c_b, λ_b, µ_b
-	kca, lambdaA, muA float64 // K·c_a, λ_a, µ_a
-	invZeta           float64 // 1/ζ_ab; 0 with instant switches
+	invZeta  float64 // 1/ζ_ab; 0 with instant switches
 }
+
+// heuristicStack is the largest number of pools whose per-pool terms Decide
+// keeps in fixed arrays (a power of two: indices are masked with it − 1);
+// larger models allocate.
+const heuristicStack = 4
 
 var _ Policy = (*Heuristic)(nil)
 
@@ -72,21 +92,30 @@ func NewHeuristic(m *Model, k float64) (*Heuristic, error) {
 			return nil, fmt.Errorf("new heuristic: row %d of switch rates has %d entries for %d pools", a+1, len(row), n)
 		}
 	}
-	h := &Heuristic{k: k, instant: m.InstantSwitches}
+	h := &Heuristic{k: k, uniform: true}
+	for _, p := range m.Pools {
+		c := p.HoldingCost
+		h.pools = append(h.pools, heuristicPool{
+			c: c, kc: k * c,
+			cl: c * p.ArrivalRate, kcl: k * c * p.ArrivalRate,
+			cmu: c * p.ServiceRate, kcmu: k * c * p.ServiceRate,
+		})
+	}
 	for d, p := range Pairs(n) {
 		if !m.CanSwitch(p.From, p.To) {
 			continue
 		}
-		a, b := m.Pools[p.From], m.Pools[p.To]
-		hp := heuristicPair{
-			from: p.From, to: p.To, action: Action(d + 1),
-			cb: b.HoldingCost, lambdaB: b.ArrivalRate, muB: b.ServiceRate,
-			kca: k * a.HoldingCost, lambdaA: a.ArrivalRate, muA: a.ServiceRate,
-		}
-		if !h.instant {
+		hp := heuristicPair{from: p.From, to: p.To, action: Action(d + 1)}
+		if !m.InstantSwitches {
 			hp.invZeta = 1 / m.SwitchRates[p.From][p.To]
 		}
+		if len(h.pairs) > 0 && hp.invZeta != h.pairs[0].invZeta {
+			h.uniform = false
+		}
 		h.pairs = append(h.pairs, hp)
+	}
+	if len(h.pairs) > 0 {
+		h.invZeta = h.pairs[0].invZeta
 	}
 	return h, nil
 }
@@ -97,29 +126,88 @@ func (h *Heuristic) K() float64 { return h.k }
 // Decide returns the switch with the largest positive H(a,b), or NoAction.
 // The state must have the model's number of pools.
 func (h *Heuristic) Decide(s State) Action {
-	jobs, servers := s.Jobs, s.Servers
-	best, bestAction := 0.0, NoAction
-	found := false
-	for i := range h.pairs {
-		p := &h.pairs[i]
-		ka := servers[p.from]
-		if ka <= 0 {
-			continue
+	np := len(h.pools)
+	if np > heuristicStack || !h.uniform {
+		return h.decideGeneral(s)
+	}
+	const mask = heuristicStack - 1
+	// x[b] and y[a] are the destination and source terms of H(a,b) =
+	// x[b] − y[a]; y[a] = +Inf when pool a has no server in place, which
+	// rules it out as a source.
+	var x, y [heuristicStack]float64
+	jobs, servers := s.Jobs[:np], s.Servers[:np]
+	xmax, ymin := math.Inf(-1), math.Inf(1)
+	for i := range np {
+		p := &h.pools[i]
+		j, k := jobs[i], servers[i]
+		fj := float64(j)
+		xi := p.c*fj + (p.cl-p.cmu*float64(min(k, j)))*h.invZeta
+		yi := p.kc*fj + (p.kcl-p.kcmu*float64(min(k-1, j)))*h.invZeta
+		if k <= 0 {
+			yi = math.Inf(1)
 		}
-		ja, jb, kb := jobs[p.from], jobs[p.to], servers[p.to]
-		var v float64
-		if h.instant {
-			v = p.cb*float64(jb) - p.kca*float64(ja)
-		} else {
-			v = p.cb*(float64(jb)+(p.lambdaB-p.muB*float64(min(kb, jb)))*p.invZeta) -
-				p.kca*(float64(ja)+(p.lambdaA-p.muA*float64(min(ka-1, ja)))*p.invZeta)
+		x[i], y[i] = xi, yi
+		if xi > xmax {
+			xmax = xi
 		}
-		if !found || v > best+heuristicTol*(1+math.Abs(best)) {
-			best, bestAction, found = v, p.action, true
+		if yi < ymin {
+			ymin = yi
 		}
 	}
-	if !found || !(best > heuristicTol*(1+math.Abs(best))) {
+	// Every H(a,b) ≤ max x − min y: when that is not positive, no switch
+	// is worth starting, and the pairs need not be looked at (the common
+	// case under a large K).
+	if !(xmax-ymin > 0) {
 		return NoAction
 	}
-	return bestAction
+	var hv [heuristicStack * (heuristicStack - 1)]float64
+	best := math.Inf(-1)
+	for i := range h.pairs {
+		p := &h.pairs[i]
+		v := x[p.to&mask] - y[p.from&mask]
+		hv[i] = v
+		if v > best { // no NaN: x is finite, y finite or +Inf
+			best = v
+		}
+	}
+	return h.first(hv[:len(h.pairs)], best)
+}
+
+// first returns the action of the first pair whose H is within the
+// tolerance of the largest, best, if best is positive beyond the tolerance.
+func (h *Heuristic) first(hv []float64, best float64) Action {
+	tol := heuristicTol * (1 + math.Abs(best))
+	if !(best > tol) {
+		return NoAction
+	}
+	for i, v := range hv {
+		if v >= best-tol {
+			return h.pairs[i].action
+		}
+	}
+	return NoAction
+}
+
+// decideGeneral is Decide for switch rates that differ between pairs or
+// more than heuristicStack pools; it allocates only for the latter.
+func (h *Heuristic) decideGeneral(s State) Action {
+	var buf [heuristicStack * (heuristicStack - 1)]float64
+	hv := buf[:0]
+	if len(h.pairs) > len(buf) {
+		hv = make([]float64, 0, len(h.pairs))
+	}
+	best := math.Inf(-1)
+	for i := range h.pairs {
+		p := &h.pairs[i]
+		v := math.Inf(-1)
+		if ka := s.Servers[p.from]; ka > 0 {
+			a, b := &h.pools[p.from], &h.pools[p.to]
+			ja, jb, kb := s.Jobs[p.from], s.Jobs[p.to], s.Servers[p.to]
+			v = b.c*float64(jb) - a.kc*float64(ja) +
+				((b.cl-b.cmu*float64(min(kb, jb)))-(a.kcl-a.kcmu*float64(min(ka-1, ja))))*p.invZeta
+		}
+		hv = append(hv, v)
+		best = max(best, v)
+	}
+	return h.first(hv, best)
 }

@@ -3,6 +3,7 @@ package switching
 import (
 	"errors"
 	"math"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -318,5 +319,93 @@ func BenchmarkHeuristicDecide(b *testing.B) {
 	for b.Loop() {
 		h.Decide(states[i&3])
 		i++
+	}
+}
+
+// heuristicReference is the rule written straight from the formula: H for
+// every pair in paper order, no switch unless the largest H exceeds
+// 1e-9·(1+|max|), and the first pair within that tolerance of the largest.
+func heuristicReference(m *Model, k float64, s State) Action {
+	best := math.Inf(-1)
+	hv := map[Action]float64{}
+	for d, p := range Pairs(m.NumPools()) {
+		a, b := p.From, p.To
+		if !m.CanSwitch(a, b) || s.Servers[a] <= 0 {
+			continue
+		}
+		pa, pb := m.Pools[a], m.Pools[b]
+		ja, jb, ka, kb := float64(s.Jobs[a]), float64(s.Jobs[b]), s.Servers[a], s.Servers[b]
+		var v float64
+		if m.InstantSwitches {
+			v = pb.HoldingCost*jb - k*pa.HoldingCost*ja
+		} else {
+			z := m.SwitchRates[a][b]
+			v = pb.HoldingCost*(jb+(pb.ArrivalRate-pb.ServiceRate*math.Min(float64(kb), jb))/z) -
+				k*pa.HoldingCost*(ja+(pa.ArrivalRate-pa.ServiceRate*math.Min(float64(ka-1), ja))/z)
+		}
+		hv[Action(d+1)] = v
+		best = math.Max(best, v)
+	}
+	tol := 1e-9 * (1 + math.Abs(best))
+	if !(best > tol) {
+		return NoAction
+	}
+	for d := Action(1); int(d) <= len(Pairs(m.NumPools())); d++ {
+		if v, ok := hv[d]; ok && v >= best-tol {
+			return d
+		}
+	}
+	return NoAction
+}
+
+// TestHeuristicMatchesReference checks Decide (its fast path for uniform ζ
+// and M ≤ 4, and the general one) against the formula on random models and
+// states, including symmetric pools where H is 0 in real arithmetic.
+func TestHeuristicMatchesReference(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for trial := range 400 {
+		np := 2 + trial%5 // 2..6 pools: both paths
+		n := 1 + rng.IntN(6)
+		lambda, mu, c := make([]float64, np), make([]float64, np), make([]float64, np)
+		for i := range np {
+			lambda[i], mu[i], c[i] = float64(rng.IntN(4))/2, 0.5+float64(rng.IntN(3))/2, float64(1+rng.IntN(2))
+		}
+		m := policyModel(n, lambda, mu, c, 0.1)
+		switch trial % 4 {
+		case 1: // per-pair rates, one pair forbidden
+			for a := range np {
+				for b := range np {
+					if a != b {
+						m.SwitchRates[a][b] = 0.05 + 0.05*float64(rng.IntN(3))
+					}
+				}
+			}
+			m.SwitchRates[0][1] = 0
+		case 2:
+			m.InstantSwitches = true
+		}
+		k := []float64{1, 5, 0.5}[trial%3]
+		h, err := NewHeuristic(m, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 50 {
+			jobs, servers := make([]int, np), make([]int, np)
+			left := n
+			for i := range np {
+				jobs[i] = rng.IntN(6)
+				if i == np-1 {
+					servers[i] = left
+				} else {
+					servers[i] = rng.IntN(left + 1)
+				}
+				left -= servers[i]
+			}
+			s := policyState(jobs, servers)
+			if got, want := h.Decide(s), heuristicReference(m, k, s); got != want {
+				t.Fatalf("trial %d (M=%d, K=%g, mode %d): Decide(jobs %v, servers %v) = %d, want %d",
+					trial, np, k, trial%4, jobs, servers, got, want)
+			}
+		}
 	}
 }
