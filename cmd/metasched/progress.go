@@ -17,12 +17,22 @@ type progressBar struct {
 	drawn bool
 }
 
-func (p *progressBar) update(pr switching.Progress) {
+// show draws the bar at fraction frac ∈ [0, 1] with a label.
+func (p *progressBar) show(frac float64, label string) {
 	now := time.Now()
 	if now.Sub(p.last) < 100*time.Millisecond {
 		return
 	}
 	p.last = now
+	frac = min(max(frac, 0), 1)
+	const width = 24
+	n := int(frac * width)
+	fmt.Fprintf(p.w, "\r\033[K[%s%s] %s", strings.Repeat("#", n), strings.Repeat("-", width-n), label)
+	p.drawn = true
+}
+
+// update shows a solve's progress.
+func (p *progressBar) update(pr switching.Progress) {
 	frac := 0.0
 	label := fmt.Sprintf("%-10s sweep %6d  residual %.3g", pr.Phase, pr.Sweep, pr.Residual)
 	switch {
@@ -37,11 +47,7 @@ func (p *progressBar) update(pr switching.Progress) {
 		frac = math.Log(pr.Residual) / math.Log(pr.Tolerance)
 		label += fmt.Sprintf(" → %.0e", pr.Tolerance)
 	}
-	frac = min(max(frac, 0), 1)
-	const width = 24
-	n := int(frac * width)
-	fmt.Fprintf(p.w, "\r\033[K[%s%s] %s", strings.Repeat("#", n), strings.Repeat("-", width-n), label)
-	p.drawn = true
+	p.show(frac, label)
 }
 
 func (p *progressBar) done() {

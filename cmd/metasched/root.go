@@ -70,12 +70,14 @@ func newRoot(e *env) *cobra.Command {
 job a virtual cluster of VMs, and moves servers between pools dedicated to job
 types with an optimal or heuristic switching policy.
 
-Built today: policy solve and policy papers (the pool-switching engine).`,
+Built today: policy solve and policy papers (the pool-switching engine),
+simulate policies and simulate experiment (the policy simulator and the papers'
+figures).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newVersionCmd(e), newPolicyCmd(e))
+	root.AddCommand(newVersionCmd(e), newPolicyCmd(e), newSimulateCmd(e))
 	// Unknown subcommands and stray arguments are usage errors.
 	root.Args = cobra.NoArgs
 	root.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }

@@ -1,0 +1,597 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/metasched/metasched/switching"
+	"github.com/metasched/metasched/switching/experiment"
+	"github.com/metasched/metasched/switching/sim"
+)
+
+func newSimulateCmd(e *env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "simulate",
+		Short: "Simulate switching policies and reproduce the papers' experiments",
+		Args:  noArgs,
+		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+	}
+	cmd.AddCommand(newSimulatePoliciesCmd(e), newSimulateExperimentCmd(e))
+	return cmd
+}
+
+// simFlags are the flags shared by simulate policies and experiment.
+type simFlags struct {
+	completions int64
+	warmup      float64
+	seed        uint64
+	maxStates   int
+	maxSweeps   int
+	workers     int
+	output      string
+}
+
+func (f *simFlags) register(cmd *cobra.Command, maxSweeps int, sweepsHelp string) {
+	fl := cmd.Flags()
+	fl.Int64Var(&f.completions, "completions", 200_000, "job completions measured per simulation (the papers: 200,000)")
+	fl.Float64Var(&f.warmup, "warmup", 0.1, "simulate this fraction of --completions first and discard it")
+	fl.Uint64Var(&f.seed, "seed", 1, "random seed: the same seed gives the same numbers")
+	fl.IntVar(&f.maxStates, "max-states", 100_000_000, "refuse optimal policies with more states")
+	fl.IntVar(&f.maxSweeps, "max-sweeps", maxSweeps, sweepsHelp)
+	fl.IntVar(&f.workers, "workers", 0, "solve goroutines (0: one per CPU); a simulation runs on one")
+	fl.StringVar(&f.output, "output", "table", "table or json")
+}
+
+func (f *simFlags) check() error {
+	switch {
+	case f.completions < sim.Batches:
+		return usagef("--completions: must be at least %d (one per batch of the confidence interval), got %d", sim.Batches, f.completions)
+	case !(f.warmup >= 0) || math.IsInf(f.warmup, 1):
+		return usagef("--warmup: must be a fraction >= 0, got %g", f.warmup)
+	case f.maxStates < 1:
+		return usagef("--max-states: must be at least 1, got %d", f.maxStates)
+	case f.maxSweeps < 1:
+		return usagef("--max-sweeps: must be at least 1, got %d", f.maxSweeps)
+	case f.workers < 0:
+		return usagef("--workers: must be 0 (one per CPU) or more, got %d", f.workers)
+	}
+	return checkOutput(f.output)
+}
+
+func (f *simFlags) solveOptions() experiment.SolveOptions {
+	return experiment.SolveOptions{MaxStates: f.maxStates, MaxSweeps: f.maxSweeps, Workers: f.workers, Now: time.Now}
+}
+
+type policiesFlags struct {
+	simFlags
+	model     string
+	policy    string
+	k         float64
+	criterion string
+	table     string
+	phases    string
+}
+
+func newSimulatePoliciesCmd(e *env) *cobra.Command {
+	var f policiesFlags
+	cmd := &cobra.Command{
+		Use:   "policies --model FILE --policy NAME",
+		Short: "Simulate one switching policy on a model and measure its mean holding cost",
+		Long: `Simulate the M-pool system of a model file exactly (Poisson arrivals, exponential
+service and switching, preempt-resume; queues are not truncated) under one policy,
+and report the time-average holding cost Σ c_i j_i with a 95% batch-means interval.
+
+Policies: optimal (solved here on the model, --criterion average by default, or
+loaded with --table), heuristic (Fisher et al.'s rule with constant --K), static
+(the papers' proportional rounding), best-static (the fixed allocation with the
+lowest exact M/M/k cost: the best a policy that never switches can do) and cmu.
+Flags that do not apply to a policy are accepted and ignored.
+
+--phases high=X,low=Y,mean=Z runs demand phases: in phase p (cycling from pool
+1) pool p arrives at rate X and the others at Y, phases last an exponential time
+of mean Z. The heuristic, static and best-static policies use the phase's rates;
+the optimal policy is one table per phase.`,
+		Example: `  metasched simulate policies --model examples/fisher-fig4-load3.4.yaml --policy heuristic --K 5
+  metasched simulate policies --model examples/fisher-fig4-load3.4.yaml --policy optimal --output json
+  metasched simulate policies --model examples/palmer-fig2-n4.yaml --policy static --phases high=2.97,low=0.0297,mean=100`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return simulatePolicies(cmd.Context(), e, f) },
+	}
+	f.register(cmd, 100_000, "give up solving the optimal policy after this many sweeps (it is then simulated anyway, and reported as not converged)")
+	fl := cmd.Flags()
+	fl.StringVar(&f.model, "model", "", "model file (YAML or JSON), required")
+	fl.StringVar(&f.policy, "policy", "", "optimal, heuristic, static, best-static or cmu, required")
+	fl.Float64Var(&f.k, "K", 5, "constant K of the heuristic")
+	fl.StringVar(&f.criterion, "criterion", "average", "criterion the optimal policy is solved for: average or discounted")
+	fl.StringVar(&f.table, "table", "", "optimal policy table saved by policy solve --save, instead of solving")
+	fl.StringVar(&f.phases, "phases", "", "demand phases high=X,low=Y,mean=Z")
+	return cmd
+}
+
+// parsePhases reads "high=X,low=Y,mean=Z".
+func parsePhases(s string) (*sim.Phases, error) {
+	if s == "" {
+		return nil, nil
+	}
+	ph := &sim.Phases{}
+	seen := map[string]bool{}
+	for part := range strings.SplitSeq(s, ",") {
+		key, val, ok := strings.Cut(strings.TrimSpace(part), "=")
+		if !ok {
+			return nil, usagef("--phases: %q: want key=value (high, low, mean)", part)
+		}
+		x, err := strconv.ParseFloat(val, 64)
+		if err != nil {
+			return nil, usagef("--phases: %s: %q is not a number", key, val)
+		}
+		switch key {
+		case "high":
+			ph.High = x
+		case "low":
+			ph.Low = x
+		case "mean":
+			ph.Mean = x
+		default:
+			return nil, usagef("--phases: unknown key %q: want high, low and mean", key)
+		}
+		if seen[key] {
+			return nil, usagef("--phases: %s given twice", key)
+		}
+		seen[key] = true
+	}
+	for _, k := range []string{"high", "low", "mean"} {
+		if !seen[k] {
+			return nil, usagef("--phases: %s missing: want high=X,low=Y,mean=Z", k)
+		}
+	}
+	if err := ph.Validate(); err != nil {
+		return nil, usagef("--%w", err)
+	}
+	return ph, nil
+}
+
+// policyReport is the JSON output of simulate policies.
+type policyReport struct {
+	Policy            string             `json:"policy"`
+	K                 *float64           `json:"K,omitempty"`
+	Criterion         string             `json:"criterion,omitempty"`
+	Model             string             `json:"model"`
+	Seed              uint64             `json:"seed"`
+	Phases            *phasesReport      `json:"phases,omitempty"`
+	MeanCost          float64            `json:"mean_cost"`
+	CI95              [2]float64         `json:"ci95"`
+	Completions       int64              `json:"completions"`
+	WarmupCompletions int64              `json:"warmup_completions"`
+	Events            int64              `json:"events"`
+	Switches          int64              `json:"switches"`
+	PhaseChanges      int64              `json:"phase_changes,omitempty"`
+	Time              float64            `json:"time"`
+	MeanJobs          map[string]float64 `json:"mean_jobs"`
+	MeanServers       map[string]float64 `json:"mean_servers"`
+	TransitFraction   float64            `json:"transit_fraction"`
+	SwitchCostRate    float64            `json:"switch_cost_rate"`
+	BoundaryFraction  *float64           `json:"boundary_fraction,omitempty"`
+	QueueLimit        int                `json:"queue_limit,omitempty"`
+	Allocation        [][]int            `json:"allocation,omitempty"`
+	Solves            []solveSummary     `json:"solves,omitempty"`
+	Seconds           float64            `json:"seconds"`
+	EventsPerSecond   float64            `json:"events_per_second"`
+	pools             []string
+}
+
+type phasesReport struct {
+	High float64 `json:"high"`
+	Low  float64 `json:"low"`
+	Mean float64 `json:"mean"`
+}
+
+type solveSummary struct {
+	Criterion   switching.Criterion `json:"criterion"`
+	States      int                 `json:"states"`
+	Sweeps      int                 `json:"sweeps"`
+	Converged   bool                `json:"converged"`
+	Residual    float64             `json:"residual"`
+	Seconds     float64             `json:"seconds"`
+	AverageCost *float64            `json:"average_cost,omitempty"`
+}
+
+func simulatePolicies(ctx context.Context, e *env, f policiesFlags) error {
+	if err := f.check(); err != nil {
+		return err
+	}
+	m, err := loadModel(f.model)
+	if err != nil {
+		return err
+	}
+	ph, err := parsePhases(f.phases)
+	if err != nil {
+		return err
+	}
+	spec := experiment.Spec{Kind: f.policy, K: f.k, Criterion: switching.Criterion(f.criterion)}
+	switch f.policy {
+	case "":
+		return usagef("--policy: required: one of %s", strings.Join(experiment.Kinds, ", "))
+	case experiment.Heuristic:
+		if !(f.k > 0) || math.IsInf(f.k, 0) {
+			return usagef("--K: must be a positive number, got %g", f.k)
+		}
+	case experiment.Optimal:
+		if spec.Criterion != switching.Average && spec.Criterion != switching.Discounted {
+			return usagef("--criterion: must be average or discounted, got %q", f.criterion)
+		}
+	case experiment.Static, experiment.BestStatic, experiment.CMu:
+	default:
+		return usagef("--policy: %q: must be one of %s", f.policy, strings.Join(experiment.Kinds, ", "))
+	}
+	var table *switching.Table
+	if f.table != "" {
+		if f.policy != experiment.Optimal {
+			return usagef("--table: a policy table is the optimal policy; use it with --policy optimal")
+		}
+		if table, err = loadTable(f.table, m, f.maxStates); err != nil {
+			return err
+		}
+		spec.Criterion = table.Criterion
+	}
+
+	var bar *progressBar
+	if e.tty {
+		bar = &progressBar{w: e.stderr}
+	}
+	so := f.solveOptions()
+	if bar != nil {
+		so.Progress = bar.update
+	}
+	b, err := experiment.Build(ctx, spec, m, ph, table, so)
+	if bar != nil {
+		bar.done()
+	}
+	switch {
+	case errors.Is(err, switching.ErrCanceled):
+		return fmt.Errorf("interrupted: %w", context.Canceled)
+	case errors.Is(err, experiment.ErrNotConverged):
+		fmt.Fprintf(e.stderr, "metasched: warning: %v; simulating the policy of the last sweep (raise --max-sweeps)\n", err)
+	case errors.Is(err, switching.ErrTooLarge):
+		return usagef("%s: %w (raise --max-states if the machine has the memory)", f.model, err)
+	case err != nil:
+		return usageError{fmt.Errorf("--policy %s: %w", f.policy, err)}
+	}
+
+	cfg := sim.Config{
+		Model: m, Policies: b.Policies, Phases: ph, Completions: f.completions, Warmup: f.warmup,
+		Seed: f.seed, QueueLimit: b.QueueLimit, Now: time.Now,
+	}
+	if bar != nil {
+		cfg.Progress = func(p sim.Progress) {
+			bar.show(float64(p.Completions)/float64(p.Target), fmt.Sprintf("simulate %s: %d/%d completions", spec.Name(), p.Completions, p.Target))
+		}
+	}
+	res, err := sim.Run(ctx, cfg)
+	if bar != nil {
+		bar.done()
+	}
+	if err != nil {
+		if errors.Is(err, sim.ErrCanceled) {
+			return fmt.Errorf("interrupted: %w", context.Canceled)
+		}
+		return err
+	}
+	rep := newPolicyReport(f, spec, m, ph, b, res)
+	if f.output == "json" {
+		return writeJSON(e.stdout, rep)
+	}
+	rep.print(e.stdout)
+	return nil
+}
+
+func loadTable(path string, m *switching.Model, maxStates int) (*switching.Table, error) {
+	in, err := os.Open(path)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("--table: %w", err)}
+	}
+	defer in.Close()
+	t, err := switching.ReadTable(in, maxStates)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("--table %s: %w", path, err)}
+	}
+	if t.Model.NumPools() != m.NumPools() || t.Model.Servers != m.Servers {
+		return nil, usagef("--table %s: solved for %d servers and %d pools, the model has %d and %d",
+			path, t.Model.Servers, t.Model.NumPools(), m.Servers, m.NumPools())
+	}
+	for i := range m.Pools {
+		if t.Model.Pools[i].Name != m.Pools[i].Name {
+			return nil, usagef("--table %s: pool %d is %q in the table, %q in the model", path, i+1, t.Model.Pools[i].Name, m.Pools[i].Name)
+		}
+	}
+	return t, nil
+}
+
+func newPolicyReport(f policiesFlags, spec experiment.Spec, m *switching.Model, ph *sim.Phases, b *experiment.Built, r *sim.Result) *policyReport {
+	rep := &policyReport{
+		Policy: f.policy, Model: f.model, Seed: f.seed,
+		MeanCost: r.MeanCost, CI95: r.CI95, Completions: r.Completions, WarmupCompletions: r.WarmupCompletions,
+		Events: r.Events, Switches: r.Switches, PhaseChanges: r.PhaseChanges, Time: r.Time,
+		MeanJobs: map[string]float64{}, MeanServers: map[string]float64{},
+		TransitFraction: r.TransitFraction, SwitchCostRate: r.SwitchCostRate,
+		QueueLimit: b.QueueLimit, Allocation: b.Targets, Seconds: r.Seconds,
+	}
+	if r.Seconds > 0 {
+		rep.EventsPerSecond = float64(r.Events) / r.Seconds
+	}
+	if spec.Kind == experiment.Heuristic {
+		rep.K = &spec.K
+	}
+	if spec.Kind == experiment.Optimal {
+		rep.Criterion = string(spec.Criterion)
+	}
+	if ph != nil {
+		rep.Phases = &phasesReport{ph.High, ph.Low, ph.Mean}
+	}
+	for i, p := range m.Pools {
+		rep.pools = append(rep.pools, p.Name)
+		rep.MeanJobs[p.Name] = r.MeanJobs[i]
+		rep.MeanServers[p.Name] = r.MeanServers[i]
+	}
+	if !math.IsNaN(r.BoundaryFraction) {
+		rep.BoundaryFraction = &r.BoundaryFraction
+	}
+	for _, s := range b.Solves {
+		sum := solveSummary{Criterion: s.Criterion, States: s.Table.Space.States, Sweeps: s.Sweeps,
+			Converged: s.Converged, Residual: s.Residual, Seconds: s.Seconds}
+		if !math.IsNaN(s.AverageCost) {
+			sum.AverageCost = &s.AverageCost
+		}
+		rep.Solves = append(rep.Solves, sum)
+	}
+	return rep
+}
+
+func (r *policyReport) print(w io.Writer) {
+	name := r.Policy
+	if r.K != nil {
+		name += fmt.Sprintf(" (K = %g)", *r.K)
+	}
+	if r.Criterion != "" {
+		name += fmt.Sprintf(" (%s criterion)", r.Criterion)
+	}
+	fmt.Fprintf(w, "policy        %s\n", name)
+	fmt.Fprintf(w, "model         %s\n", r.Model)
+	if r.Phases != nil {
+		fmt.Fprintf(w, "phases        high %g, low %g, mean length %g (%d changes measured)\n", r.Phases.High, r.Phases.Low, r.Phases.Mean, r.PhaseChanges)
+	}
+	for i, s := range r.Solves {
+		conv := "converged"
+		if !s.Converged {
+			conv = fmt.Sprintf("NOT converged (residual %.3g)", s.Residual)
+		}
+		label := "solve"
+		if len(r.Solves) > 1 {
+			label = fmt.Sprintf("solve ph. %d", i+1)
+		}
+		fmt.Fprintf(w, "%-13s %s criterion, %d states, %d sweeps, %s\n", label, s.Criterion, s.States, s.Sweeps, conv)
+	}
+	for i, a := range r.Allocation {
+		label := "allocation"
+		if len(r.Allocation) > 1 {
+			label = fmt.Sprintf("alloc. ph. %d", i+1)
+		}
+		fmt.Fprintf(w, "%-13s %v\n", label, a)
+	}
+	half := (r.CI95[1] - r.CI95[0]) / 2
+	fmt.Fprintf(w, "mean cost     %.6g ± %.3g  (95%% interval %.6g to %.6g)\n", r.MeanCost, half, r.CI95[0], r.CI95[1])
+	fmt.Fprintf(w, "mean jobs    ")
+	for _, p := range r.pools {
+		fmt.Fprintf(w, " %s %.4g", p, r.MeanJobs[p])
+	}
+	fmt.Fprintf(w, "\nmean servers ")
+	for _, p := range r.pools {
+		fmt.Fprintf(w, " %s %.3g", p, r.MeanServers[p])
+	}
+	fmt.Fprintf(w, "\nswitches      %d started; servers in transit %.1f%% of the time\n", r.Switches, 100*r.TransitFraction)
+	if r.SwitchCostRate > 0 {
+		fmt.Fprintf(w, "switch costs  %.4g per unit time (not in the mean cost)\n", r.SwitchCostRate)
+	}
+	if r.BoundaryFraction != nil {
+		fmt.Fprintf(w, "boundary      a queue sat at the table's limit J−1 = %d for %.2f%% of the time\n", r.QueueLimit-1, 100**r.BoundaryFraction)
+	}
+	fmt.Fprintf(w, "run           %d completions measured after %d warm-up, %d events, %.4g time units\n",
+		r.Completions, r.WarmupCompletions, r.Events, r.Time)
+	fmt.Fprintf(w, "speed         %.3f s, %.1f M events/s\n", r.Seconds, r.EventsPerSecond/1e6)
+}
+
+type experimentFlags struct {
+	simFlags
+	out      string
+	policies string
+	x        string
+}
+
+func newSimulateExperimentCmd(e *env) *cobra.Command {
+	var f experimentFlags
+	cmd := &cobra.Command{
+		Use:   "experiment NAME --out DIR",
+		Short: "Reproduce one of the papers' figures: every policy over the figure's x-axis",
+		Long: `Run one of the papers' experiments: simulate every policy at every point of the
+figure's x-axis, write NAME.csv, NAME.svg and NAME.png to --out, and print the
+table. Experiments: ` + strings.Join(experiment.Names(), ", ") + `.
+
+Optimal policies are solved at every point (and per demand phase): the average
+criterion on the model with blocking priced, and the papers' discounted policy on
+their model (their Λ, no blocking price). A solve that does not converge within
+--max-sweeps is reported, not simulated. Ctrl-C stops the run and writes the
+rows finished so far.`,
+		Example: `  metasched simulate experiment fisher-fig4 --out results
+  metasched simulate experiment palmer-fig2 --out results --completions 50000
+  metasched simulate experiment fisher-fig3 --out results --policies "heuristic K=5,static,best-static"`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return usagef("%s: want one experiment name: %s", cmd.CommandPath(), strings.Join(experiment.Names(), ", "))
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return simulateExperiment(cmd.Context(), e, args[0], f, cmd.Flags().Changed("max-sweeps"))
+		},
+	}
+	f.register(cmd, 20_000, "give up an optimal policy's solve after this many sweeps (default: the experiment's, 20,000; 2,000 for fisher-fig3)")
+	fl := cmd.Flags()
+	fl.StringVar(&f.out, "out", "", "directory for NAME.csv, NAME.svg and NAME.png, required")
+	fl.StringVar(&f.policies, "policies", "", `comma-separated subset of the policies, by their names in the table (e.g. "heuristic K=5,static")`)
+	fl.StringVar(&f.x, "x", "", "comma-separated subset of the x-axis")
+	return cmd
+}
+
+func simulateExperiment(ctx context.Context, e *env, name string, f experimentFlags, sweepsSet bool) error {
+	if err := f.check(); err != nil {
+		return err
+	}
+	ex, err := experiment.Lookup(name)
+	if err != nil {
+		return usageError{err}
+	}
+	if f.out == "" {
+		return usagef("--out: required: the directory for %s.csv, .svg and .png", name)
+	}
+	opts := experiment.Options{Completions: f.completions, Warmup: f.warmup, Seed: f.seed, Solve: f.solveOptions(), Now: time.Now}
+	if !sweepsSet {
+		opts.Solve.MaxSweeps = 0 // the experiment's own cap
+	}
+	if f.policies != "" {
+		for p := range strings.SplitSeq(f.policies, ",") {
+			opts.Policies = append(opts.Policies, strings.TrimSpace(p))
+		}
+		if _, err := ex.Selected(opts.Policies); err != nil {
+			return usagef("--policies: %w", err)
+		}
+	}
+	if f.x != "" {
+		for s := range strings.SplitSeq(f.x, ",") {
+			x, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+			if err != nil {
+				return usagef("--x: %q is not a number", s)
+			}
+			opts.X = append(opts.X, x)
+		}
+	}
+	if err := os.MkdirAll(f.out, 0o755); err != nil {
+		return usageError{fmt.Errorf("--out: %w", err)}
+	}
+	var bar *progressBar
+	if e.tty {
+		bar = &progressBar{w: e.stderr}
+		opts.Progress = func(p experiment.Progress) {
+			bar.show((float64(p.Step-1)+p.Fraction)/float64(p.Steps),
+				fmt.Sprintf("%d/%d  x=%g  %s: %s", p.Step, p.Steps, p.X, p.Policy, p.Stage))
+		}
+	}
+	rows, runErr := ex.Run(ctx, opts)
+	if bar != nil {
+		bar.done()
+	}
+	if runErr != nil && len(rows) == 0 {
+		if ctx.Err() != nil {
+			return fmt.Errorf("interrupted: %w", context.Canceled)
+		}
+		return runErr
+	}
+	files, err := writeExperiment(f.out, ex, rows)
+	if err != nil {
+		return err
+	}
+	if f.output == "json" {
+		if err := writeJSON(e.stdout, experimentReport(ex, rows, files)); err != nil {
+			return err
+		}
+	} else {
+		experiment.WriteTable(e.stdout, ex, rows)
+		fmt.Fprintf(e.stdout, "\nwrote %s\n", strings.Join(files, ", "))
+	}
+	if runErr != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("interrupted after %d rows (written): %w", len(rows), context.Canceled)
+		}
+		return fmt.Errorf("stopped after %d rows (written): %w", len(rows), runErr)
+	}
+	return nil
+}
+
+func writeExperiment(dir string, ex *experiment.Experiment, rows []experiment.Row) ([]string, error) {
+	var files []string
+	write := func(ext string, fn func(io.Writer) error) error {
+		path := filepath.Join(dir, ex.Name+"."+ext)
+		out, err := os.Create(path)
+		if err != nil {
+			return err
+		}
+		if err := fn(out); err != nil {
+			out.Close()
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		if err := out.Close(); err != nil {
+			return err
+		}
+		files = append(files, path)
+		return nil
+	}
+	if err := write("csv", func(w io.Writer) error { return experiment.WriteCSV(w, ex, rows) }); err != nil {
+		return nil, err
+	}
+	for _, format := range []string{"svg", "png"} {
+		if err := write(format, func(w io.Writer) error { return experiment.WritePlot(w, ex, rows, format) }); err != nil {
+			return nil, err
+		}
+	}
+	return files, nil
+}
+
+type experimentRow struct {
+	X                float64     `json:"x"`
+	Policy           string      `json:"policy"`
+	MeanCost         *float64    `json:"mean_cost"`
+	CI95             *[2]float64 `json:"ci95"`
+	Completions      int64       `json:"completions"`
+	Events           int64       `json:"events"`
+	Switches         int64       `json:"switches"`
+	TransitFraction  float64     `json:"transit_fraction"`
+	BoundaryFraction *float64    `json:"boundary_fraction,omitempty"`
+	Seconds          float64     `json:"seconds"`
+	SolveSeconds     float64     `json:"solve_seconds,omitempty"`
+	SolveSweeps      int         `json:"solve_sweeps,omitempty"`
+	Converged        bool        `json:"converged"`
+	Note             string      `json:"note,omitempty"`
+}
+
+func experimentReport(ex *experiment.Experiment, rows []experiment.Row, files []string) any {
+	out := struct {
+		Experiment string          `json:"experiment"`
+		Title      string          `json:"title"`
+		Source     string          `json:"source"`
+		XLabel     string          `json:"x_label"`
+		Claim      string          `json:"claim"`
+		Files      []string        `json:"files"`
+		Rows       []experimentRow `json:"rows"`
+	}{ex.Name, ex.Title, ex.Source, ex.XLabel, ex.Claim, files, nil}
+	for _, r := range rows {
+		jr := experimentRow{X: r.X, Policy: r.Policy, Completions: r.Completions, Events: r.Events, Switches: r.Switches,
+			TransitFraction: r.TransitFraction, Seconds: r.Seconds, SolveSeconds: r.SolveSeconds,
+			SolveSweeps: r.SolveSweeps, Converged: r.Converged, Note: r.Note}
+		if !math.IsNaN(r.MeanCost) {
+			jr.MeanCost, jr.CI95 = &r.MeanCost, &r.CI95
+		}
+		if !math.IsNaN(r.BoundaryFraction) {
+			jr.BoundaryFraction = &r.BoundaryFraction
+		}
+		out.Rows = append(out.Rows, jr)
+	}
+	return out
+}

@@ -1,0 +1,235 @@
+// Package experiment runs switching policies through the simulator the way
+// the papers compare them: the policies a user can name (optimal, heuristic,
+// static, best-static, cµ) built for every demand phase, and the papers'
+// figures as experiments over an x-axis, with their results as rows, CSV
+// and plots.
+package experiment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/metasched/metasched/switching"
+	"github.com/metasched/metasched/switching/sim"
+)
+
+// Kinds of policy.
+const (
+	Optimal    = "optimal"
+	Heuristic  = "heuristic"
+	Static     = "static"
+	BestStatic = "best-static"
+	CMu        = "cmu"
+)
+
+// Kinds lists the policy kinds a user can name.
+var Kinds = []string{Optimal, Heuristic, Static, BestStatic, CMu}
+
+// Spec names a policy and its parameters.
+type Spec struct {
+	Kind string
+	K    float64 // heuristic constant
+	// Criterion of an optimal policy: average (the default) or discounted.
+	Criterion switching.Criterion
+	// Papers: solve the discounted policy on the papers' model instead of
+	// the given one: no blocking price, and the uniformization constant of
+	// the papers (Uniformization, or the model's Λ if 0).
+	Papers bool
+	// Uniformization is the papers' Λ as a function of the phase model;
+	// nil uses the "paper" mode (Fisher et al.'s eq. 1).
+	Uniformization func(m *switching.Model) float64
+	// Label names the policy in tables and plots; empty: Name().
+	Label string
+}
+
+// Name is the policy's label: "heuristic K=5", "optimal (average)", ….
+func (s Spec) Name() string {
+	if s.Label != "" {
+		return s.Label
+	}
+	switch s.Kind {
+	case Heuristic:
+		return fmt.Sprintf("heuristic K=%g", s.K)
+	case Optimal:
+		c := s.Criterion
+		if c == "" {
+			c = switching.Average
+		}
+		if s.Papers {
+			return fmt.Sprintf("optimal (%s, papers' model)", c)
+		}
+		return fmt.Sprintf("optimal (%s)", c)
+	}
+	return s.Kind
+}
+
+// SolveOptions bound the solves of optimal policies.
+type SolveOptions struct {
+	MaxStates int // refuse larger state spaces; 0: no limit
+	MaxSweeps int // 0: the engine's default
+	Workers   int
+	Tolerance float64
+	Progress  func(switching.Progress)
+	Now       func() time.Time // times the sweeps
+}
+
+// Built is a policy ready to simulate: one switching.Policy per phase, and
+// what building it found out.
+type Built struct {
+	Policies []switching.Policy
+	// Targets are the allocations of static and best-static, per phase.
+	Targets [][]int
+	// Solves are the solves of an optimal policy, per phase.
+	Solves []*switching.Solution
+	// QueueLimit is J of the tables of an optimal policy (0 otherwise): the
+	// simulator reports how long a queue sat at J−1.
+	QueueLimit int
+}
+
+// Converged reports whether every solve converged (true without solves).
+func (b *Built) Converged() bool {
+	for _, s := range b.Solves {
+		if !s.Converged {
+			return false
+		}
+	}
+	return true
+}
+
+// ErrNotConverged is returned by Build for an optimal policy whose solve
+// did not converge within the sweep limit; the Built is returned with it.
+var ErrNotConverged = errors.New("optimal policy: solve did not converge")
+
+// Build makes the policy of spec for model m under the demand phases ph
+// (nil: none): one policy per phase, each built from that phase's rates
+// (the static targets are recomputed per phase, the optimal policy is one
+// table per phase, as the papers do). An optimal policy is solved here; a
+// table given instead replaces the solve (table must match the model and
+// there must be no phases). Errors: ErrNoStableAllocation from best-static,
+// ErrTooLarge from a solve over the state limit, ErrNotConverged (with the
+// Built) when a solve stopped at the sweep limit.
+func Build(ctx context.Context, spec Spec, m *switching.Model, ph *sim.Phases, table *switching.Table, opts SolveOptions) (*Built, error) {
+	models := sim.PhaseModels(m, ph)
+	b := &Built{}
+	if table != nil {
+		if spec.Kind != Optimal {
+			return nil, fmt.Errorf("a policy table is an optimal policy, not %s", spec.Kind)
+		}
+		if ph != nil {
+			return nil, errors.New("a policy table holds one phase's policy: demand phases need one table per phase, solved on the fly")
+		}
+		b.Policies = []switching.Policy{table}
+		b.QueueLimit = table.Space.J
+		return b, nil
+	}
+	var notConverged []string
+	for p, pm := range models {
+		var pol switching.Policy
+		switch spec.Kind {
+		case Heuristic:
+			h, err := switching.NewHeuristic(pm, spec.K)
+			if err != nil {
+				return nil, err
+			}
+			pol = h
+		case Static:
+			st := switching.NewStatic(pm)
+			b.Targets = append(b.Targets, st.Target())
+			pol = st
+		case BestStatic:
+			st, err := switching.NewBestStatic(pm)
+			if err != nil {
+				return nil, phaseErr(ph, p, err)
+			}
+			b.Targets = append(b.Targets, st.Target())
+			pol = st
+		case CMu:
+			pol = switching.NewCMu(pm)
+		case Optimal:
+			sm := pm
+			if spec.Papers {
+				sm = PapersModel(pm, spec.Uniformization)
+			}
+			crit := spec.Criterion
+			if crit == "" {
+				crit = switching.Average
+			}
+			sol, err := switching.Solve(ctx, sm, switching.SolveOptions{
+				Criterion: crit, MaxStates: opts.MaxStates, MaxSweeps: opts.MaxSweeps,
+				Workers: opts.Workers, Tolerance: opts.Tolerance, Progress: opts.Progress, Now: opts.Now,
+			})
+			if err != nil {
+				return nil, phaseErr(ph, p, err)
+			}
+			if !sol.Converged {
+				notConverged = append(notConverged, fmt.Sprintf("%s%d sweeps, residual %.3g",
+					phaseName(ph, p), sol.Sweeps, sol.Residual))
+			}
+			b.Solves = append(b.Solves, sol)
+			b.QueueLimit = sm.QueueLimit
+			pol = sol.Table
+		default:
+			return nil, fmt.Errorf("policy %q: must be one of %s", spec.Kind, strings.Join(Kinds, ", "))
+		}
+		b.Policies = append(b.Policies, pol)
+	}
+	if len(notConverged) > 0 {
+		return b, fmt.Errorf("%w (%s)", ErrNotConverged, strings.Join(notConverged, "; "))
+	}
+	return b, nil
+}
+
+func phaseName(ph *sim.Phases, p int) string {
+	if ph == nil {
+		return ""
+	}
+	return fmt.Sprintf("phase %d: ", p+1)
+}
+
+func phaseErr(ph *sim.Phases, p int, err error) error {
+	if ph == nil {
+		return err
+	}
+	return fmt.Errorf("phase %d: %w", p+1, err)
+}
+
+// PapersModel returns the papers' version of m for their discounted
+// policy: no price on blocked arrivals, and Λ = uniformization(m) (nil:
+// Fisher et al.'s eq. 1, the "paper" mode).
+func PapersModel(m *switching.Model, uniformization func(*switching.Model) float64) *switching.Model {
+	c := *m
+	c.BlockingAuto = false
+	c.BlockingCosts = make([]float64, m.NumPools())
+	if uniformization == nil {
+		c.UniformizationMode = switching.UniformizationPaper
+	} else {
+		c.UniformizationMode = switching.UniformizationFixed
+		c.Uniformization = uniformization(m)
+	}
+	return &c
+}
+
+// PalmerLambda is Palmer–Mitrani's uniformization constant (their eq. 1):
+// Λ = Σλ + N(Σµ + Σζ), every rate counted once per server.
+func PalmerLambda(m *switching.Model) float64 {
+	l := 0.0
+	for _, p := range m.Pools {
+		l += p.ArrivalRate
+	}
+	per := 0.0
+	for a, p := range m.Pools {
+		per += p.ServiceRate
+		for b := range m.Pools {
+			if a != b && !m.InstantSwitches {
+				per += m.SwitchRates[a][b]
+			}
+		}
+	}
+	return l + float64(m.Servers)*per
+}
+
+// unstable reports whether err says no allocation is stable.
+func unstable(err error) bool { return errors.Is(err, switching.ErrNoStableAllocation) }
