@@ -12,8 +12,8 @@ import (
 	"github.com/metasched/metasched/switching"
 )
 
-// Ctrl-C stops a long solve between sweeps: the real binary, a real signal.
-func TestInterruptStopsSolve(t *testing.T) {
+// Ctrl-C stops long solves and simulations: the real binary, a real signal.
+func TestInterrupt(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
@@ -21,27 +21,41 @@ func TestInterruptStopsSolve(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
-	cmd := exec.Command(bin, "policy", "solve", "--model", example+"fisher-fig4-n5.yaml")
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(2 * time.Second) // parsing and the first sweeps
-	cmd.Process.Signal(syscall.SIGINT)
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case <-done:
-	case <-time.After(60 * time.Second):
-		cmd.Process.Kill()
-		t.Fatal("the solve did not stop after SIGINT")
-	}
-	if code := cmd.ProcessState.ExitCode(); code != exitInterrupted {
-		t.Errorf("exit code %d, want %d; stderr: %s", code, exitInterrupted, stderr.String())
-	}
-	if !strings.Contains(stderr.String(), "interrupted") || stdout.Len() != 0 {
-		t.Errorf("stdout %q, stderr %q", stdout.String(), stderr.String())
+	out := t.TempDir()
+	for _, tt := range []struct {
+		name string
+		args []string
+	}{
+		{"solve", []string{"policy", "solve", "--model", example + "fisher-fig4-n5.yaml"}},
+		{"simulate policies", []string{"simulate", "policies", "--model", example + "fisher-fig4-load3.4.yaml",
+			"--policy", "heuristic", "--completions", "100000000000"}},
+		{"simulate experiment", []string{"simulate", "experiment", "palmer-fig3", "--out", out,
+			"--policies", "heuristic K=1", "--completions", "100000000000"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cmd := exec.Command(bin, tt.args...)
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(2 * time.Second) // parsing and the first sweeps or events
+			cmd.Process.Signal(syscall.SIGINT)
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			select {
+			case <-done:
+			case <-time.After(60 * time.Second):
+				cmd.Process.Kill()
+				t.Fatal("did not stop after SIGINT")
+			}
+			if code := cmd.ProcessState.ExitCode(); code != exitInterrupted {
+				t.Errorf("exit code %d, want %d; stderr: %s", code, exitInterrupted, stderr.String())
+			}
+			if !strings.Contains(stderr.String(), "interrupted") || stdout.Len() != 0 {
+				t.Errorf("stdout %q, stderr %q", stdout.String(), stderr.String())
+			}
+		})
 	}
 }
 

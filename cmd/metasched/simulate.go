@@ -367,7 +367,7 @@ func (r *policyReport) print(w io.Writer) {
 	fmt.Fprintf(w, "policy        %s\n", name)
 	fmt.Fprintf(w, "model         %s\n", r.Model)
 	if r.Phases != nil {
-		fmt.Fprintf(w, "phases        high %g, low %g, mean length %g (%d changes measured)\n", r.Phases.High, r.Phases.Low, r.Phases.Mean, r.PhaseChanges)
+		fmt.Fprintf(w, "phases        high %.5g, low %.5g, mean length %.5g (%d changes measured)\n", r.Phases.High, r.Phases.Low, r.Phases.Mean, r.PhaseChanges)
 	}
 	for i, s := range r.Solves {
 		conv := "converged"
@@ -481,6 +481,9 @@ func simulateExperiment(ctx context.Context, e *env, name string, f experimentFl
 				return usagef("--x: %q is not a number", s)
 			}
 			opts.X = append(opts.X, x)
+		}
+		if _, err := ex.Points(opts.X); err != nil {
+			return usagef("--x: %w", err)
 		}
 	}
 	if err := os.MkdirAll(f.out, 0o755); err != nil {

@@ -252,6 +252,20 @@ func (e *Experiment) Selected(names []string) ([]Spec, error) {
 	return out, nil
 }
 
+// Points returns the points of the x-axis to run: xs, if each is on it, or
+// the whole axis for nil.
+func (e *Experiment) Points(xs []float64) ([]float64, error) {
+	if xs == nil {
+		return e.X, nil
+	}
+	for _, x := range xs {
+		if !slices.Contains(e.X, x) {
+			return nil, fmt.Errorf("x = %g: not on the x-axis of %s, %v", x, e.Name, e.X)
+		}
+	}
+	return xs, nil
+}
+
 // Run simulates every selected policy at every selected x. Rows come in
 // x order, then in the experiment's policy order. A policy that cannot be
 // built at some x (no stable static allocation, an average-cost solve that
@@ -262,14 +276,9 @@ func (e *Experiment) Run(ctx context.Context, opts Options) ([]Row, error) {
 	if err != nil {
 		return nil, err
 	}
-	xs := e.X
-	if opts.X != nil {
-		for _, x := range opts.X {
-			if !slices.Contains(e.X, x) {
-				return nil, fmt.Errorf("x = %g: not on the x-axis of %s, %v", x, e.Name, e.X)
-			}
-		}
-		xs = opts.X
+	xs, err := e.Points(opts.X)
+	if err != nil {
+		return nil, err
 	}
 	if opts.Completions == 0 {
 		opts.Completions = 200_000
