@@ -15,6 +15,10 @@ demo: build
 	$(BIN) policy solve --model examples/palmer-table2.yaml --criterion discounted
 	@echo
 	$(BIN) policy papers
+	@echo
+	$(BIN) simulate policies --model examples/fisher-fig4-load3.4.yaml --policy heuristic --K 5
+	@echo
+	$(BIN) simulate policies --model examples/fisher-fig4-load3.4.yaml --policy static
 
 test:
 	@test -z "$$(gofmt -l .)" || { echo "gofmt would change:"; gofmt -l .; exit 1; }

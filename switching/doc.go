@@ -75,7 +75,11 @@
 //
 // Table (a solved or loaded policy), Heuristic (Fisher et al.'s rule with
 // constant K; for M = 2 and K = 1 the Palmer–Mitrani rule, with the
-// inequalities the right way round), Static and CMu all implement Policy.
+// inequalities the right way round), Static, CMu and Never all implement
+// Policy. NewBestStatic moves to the fixed allocation with the lowest exact
+// M/M/k holding cost (BestStaticAllocation, by Erlang C: MeanInSystem): the
+// best a policy that never switches can do. The simulator is the sub-package
+// sim; the papers' figures are experiments in the sub-package experiment.
 // WriteTable and ReadTable save and load tables. The package does no I/O,
 // keeps no clock (SolveOptions.Now is an input) and is deterministic.
 package switching

@@ -5,10 +5,13 @@ import (
 	"context"
 	"encoding/csv"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/metasched/metasched/switching"
 	"github.com/metasched/metasched/switching/sim"
@@ -216,5 +219,28 @@ func TestFisherFig3Findings(t *testing.T) {
 	}
 	if b.MeanCost > 1.5*h.MeanCost || h.MeanCost > 1.5*b.MeanCost {
 		t.Errorf("best-static %.4g is not close to the heuristic %.4g", b.MeanCost, h.MeanCost)
+	}
+}
+
+// TestExamplesAreTheFigures: the bundled example models are the
+// experiments' models at one point of each figure.
+func TestExamplesAreTheFigures(t *testing.T) {
+	for file, want := range map[string]*switching.Model{
+		"fisher-fig4-load3.4.yaml": FisherFig4(3.4),
+		"fisher-fig3-n6.yaml":      FisherFig3(6),
+		"palmer-fig2-n4.yaml":      PalmerModel(4, 3),
+		"palmer-fig3-load3.2.yaml": PalmerModel(4, 3.2),
+	} {
+		data, err := os.ReadFile(filepath.Join("..", "..", "examples", file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := switching.ParseModel(file, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want, got, cmpopts.EquateEmpty(), cmpopts.EquateApprox(1e-15, 0)); diff != "" {
+			t.Errorf("%s is not the experiment's model (-experiment +file):\n%s", file, diff)
+		}
 	}
 }

@@ -45,7 +45,9 @@ type Spec struct {
 	Label string
 }
 
-// Name is the policy's label: "heuristic K=5", "optimal (average)", ….
+// Name is the policy's label: "heuristic K=5", "optimal (average)",
+// "optimal (papers' discounted)", …; it has no comma, so a list of names
+// can be given comma-separated.
 func (s Spec) Name() string {
 	if s.Label != "" {
 		return s.Label
@@ -59,7 +61,7 @@ func (s Spec) Name() string {
 			c = switching.Average
 		}
 		if s.Papers {
-			return fmt.Sprintf("optimal (%s, papers' model)", c)
+			return fmt.Sprintf("optimal (papers' %s)", c)
 		}
 		return fmt.Sprintf("optimal (%s)", c)
 	}
