@@ -411,9 +411,10 @@ func (r *policyReport) print(w io.Writer) {
 
 type experimentFlags struct {
 	simFlags
-	out      string
-	policies string
-	x        string
+	out        string
+	policies   string
+	x          string
+	queueLimit int
 }
 
 func newSimulateExperimentCmd(e *env) *cobra.Command {
@@ -448,6 +449,7 @@ rows finished so far.`,
 	fl.StringVar(&f.out, "out", "", "directory for NAME.csv, NAME.svg and NAME.png, required")
 	fl.StringVar(&f.policies, "policies", "", `comma-separated subset of the policies, by their names in the table (e.g. "heuristic K=5,static")`)
 	fl.StringVar(&f.x, "x", "", "comma-separated subset of the x-axis")
+	fl.IntVar(&f.queueLimit, "queue-limit", 0, "solve the optimal policies with queues truncated at this J (default: the experiment's, 15 for Fisher, 40 for Palmer)")
 	return cmd
 }
 
@@ -462,7 +464,11 @@ func simulateExperiment(ctx context.Context, e *env, name string, f experimentFl
 	if f.out == "" {
 		return usagef("--out: required: the directory for %s.csv, .svg and .png", name)
 	}
-	opts := experiment.Options{Completions: f.completions, Warmup: f.warmup, Seed: f.seed, Solve: f.solveOptions(), Now: time.Now}
+	if f.queueLimit < 0 || f.queueLimit == 1 {
+		return usagef("--queue-limit: must be at least 2, got %d", f.queueLimit)
+	}
+	opts := experiment.Options{Completions: f.completions, Warmup: f.warmup, Seed: f.seed, Solve: f.solveOptions(),
+		QueueLimit: f.queueLimit, Now: time.Now}
 	if !sweepsSet {
 		opts.Solve.MaxSweeps = 0 // the experiment's own cap
 	}

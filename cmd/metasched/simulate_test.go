@@ -158,14 +158,15 @@ func TestSimulateExperiment(t *testing.T) {
 		}
 	}
 	code, out, errOut = runCmd(t, "simulate", "experiment", "palmer-fig2", "--out", dir, "--x", "4",
-		"--policies", "static", "--completions", "2000", "--output", "json")
+		"--policies", "static,optimal (average)", "--completions", "2000", "--output", "json", "--queue-limit", "12")
 	var rep struct {
 		Experiment string
 		Files      []string
 		Rows       []map[string]any
 	}
 	if code != 0 || json.Unmarshal([]byte(out), &rep) != nil || rep.Experiment != "palmer-fig2" || len(rep.Files) != 3 ||
-		len(rep.Rows) != 1 || rep.Rows[0]["mean_cost"] == nil || rep.Rows[0]["policy"] != "static" {
+		len(rep.Rows) != 2 || rep.Rows[0]["mean_cost"] == nil || rep.Rows[0]["policy"] != "static" ||
+		rep.Rows[1]["policy"] != "optimal (average)" || rep.Rows[1]["boundary_fraction"] == nil || rep.Rows[1]["solve_sweeps"] == nil {
 		t.Errorf("json: exit %d, %s %s", code, out, errOut)
 	}
 }
@@ -183,6 +184,7 @@ func TestSimulateExperimentBadInput(t *testing.T) {
 		{[]string{"fisher-fig4", "--out", dir, "--x", "2.7"}, "--x: x = 2.7: not on the x-axis"},
 		{[]string{"fisher-fig4", "--out", dir, "--x", "a"}, `--x: "a" is not a number`},
 		{[]string{"fisher-fig4", "--out", dir, "--completions", "0"}, "--completions: must be at least 20"},
+		{[]string{"fisher-fig4", "--out", dir, "--queue-limit", "1"}, "--queue-limit: must be at least 2, got 1"},
 	} {
 		args := append([]string{"simulate", "experiment"}, tt.args...)
 		code, _, errOut := runCmd(t, args...)

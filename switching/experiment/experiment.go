@@ -195,8 +195,12 @@ type Options struct {
 	X           []float64 // a subset of the x-axis; nil: all of it
 	// Policies selects policies by Spec.Name; nil: all of them.
 	Policies []string
-	Solve    SolveOptions
-	Now      func() time.Time
+	// QueueLimit > 0 replaces the experiment's J, the truncation the
+	// optimal policies are solved on (the simulated queues are never
+	// truncated).
+	QueueLimit int
+	Solve      SolveOptions
+	Now        func() time.Time
 	// Progress is called when a step (one policy at one x) starts and as
 	// its solve or simulation advances.
 	Progress func(Progress)
@@ -293,6 +297,9 @@ func (e *Experiment) Run(ctx context.Context, opts Options) ([]Row, error) {
 	steps, step := len(xs)*len(specs), 0
 	for _, x := range xs {
 		m := e.Model(x)
+		if opts.QueueLimit > 0 {
+			m.QueueLimit = opts.QueueLimit
+		}
 		var ph *sim.Phases
 		if e.Phases != nil {
 			ph = e.Phases(x)
