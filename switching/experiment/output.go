@@ -60,7 +60,7 @@ func Plot(e *Experiment, rows []Row) (*plot.Plot, error) {
 	p := plot.New()
 	p.Title.Text = fmt.Sprintf("%s (%s)", e.Title, e.Source)
 	p.X.Label.Text = e.XLabel
-	p.Y.Label.Text = "mean holding cost Σ c_i j_i"
+	p.Y.Label.Text = "mean holding cost Σ c·j"
 	p.Legend.Top = true
 	p.Legend.Left = true
 	var order []string
@@ -81,9 +81,13 @@ func Plot(e *Experiment, rows []Row) (*plot.Plot, error) {
 			Low: r.MeanCost - max(r.CI95[0], r.MeanCost*1e-3), High: r.CI95[1] - r.MeanCost})
 		lo, hi = min(lo, r.MeanCost), max(hi, r.MeanCost)
 	}
+	// Room above the data for the legend (top left).
 	if hi/lo > 20 {
 		p.Y.Scale = plot.LogScale{}
 		p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+		p.Y.Max = hi * math.Pow(hi/lo, 0.6)
+	} else if hi > lo {
+		p.Y.Max = hi + 0.6*(hi-lo)
 	}
 	for i, name := range order {
 		pts := lines[name]
