@@ -125,14 +125,10 @@ func policySolve(ctx context.Context, e *env, f solveFlags) error {
 			return usagef("--view: %w", err)
 		}
 	}
-	switch {
-	case f.maxSweeps < 1:
-		return usagef("--max-sweeps: must be at least 1, got %d", f.maxSweeps)
-	case f.maxStates < 1:
-		return usagef("--max-states: must be at least 1, got %d", f.maxStates)
-	case f.workers < 0:
-		return usagef("--workers: must be 0 (one per CPU) or more, got %d", f.workers)
-	case f.horizon < 0:
+	if err := checkSolveLimits(f.maxSweeps, f.maxStates, f.workers); err != nil {
+		return err
+	}
+	if f.horizon < 0 {
 		return usagef("--horizon: must be 0 (infinite) or more, got %d", f.horizon)
 	}
 	opts := switching.SolveOptions{
@@ -177,6 +173,20 @@ func policySolve(ctx context.Context, e *env, f solveFlags) error {
 	rep.print(e.stdout, m)
 	if f.save != "" {
 		fmt.Fprintf(e.stdout, "\nsaved the policy table to %s\n", f.save)
+	}
+	return nil
+}
+
+// checkSolveLimits checks the flags that bound a solve, shared by policy
+// solve and simulate.
+func checkSolveLimits(maxSweeps, maxStates, workers int) error {
+	switch {
+	case maxSweeps < 1:
+		return usagef("--max-sweeps: must be at least 1, got %d", maxSweeps)
+	case maxStates < 1:
+		return usagef("--max-states: must be at least 1, got %d", maxStates)
+	case workers < 0:
+		return usagef("--workers: must be 0 (one per CPU) or more, got %d", workers)
 	}
 	return nil
 }

@@ -58,12 +58,9 @@ func (f *simFlags) check() error {
 		return usagef("--completions: must be at least %d (one per batch of the confidence interval), got %d", sim.Batches, f.completions)
 	case !(f.warmup >= 0) || math.IsInf(f.warmup, 1):
 		return usagef("--warmup: must be a fraction >= 0, got %g", f.warmup)
-	case f.maxStates < 1:
-		return usagef("--max-states: must be at least 1, got %d", f.maxStates)
-	case f.maxSweeps < 1:
-		return usagef("--max-sweeps: must be at least 1, got %d", f.maxSweeps)
-	case f.workers < 0:
-		return usagef("--workers: must be 0 (one per CPU) or more, got %d", f.workers)
+	}
+	if err := checkSolveLimits(f.maxSweeps, f.maxStates, f.workers); err != nil {
+		return err
 	}
 	return checkOutput(f.output)
 }

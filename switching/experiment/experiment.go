@@ -46,19 +46,11 @@ func poolModel(n, j int, names []string, lambda, mu, c []float64, zeta float64) 
 		Servers: n, QueueLimit: j, Discount: 0.95,
 		UniformizationMode: switching.UniformizationAuto, BlockingAuto: true,
 	}
-	np := len(names)
-	m.SwitchRates = make([][]float64, np)
-	m.SwitchCosts = make([][]float64, np)
-	for i := range np {
-		m.Pools = append(m.Pools, switching.Pool{Name: names[i], ArrivalRate: lambda[i], ServiceRate: mu[i], HoldingCost: c[i]})
-		m.SwitchRates[i] = make([]float64, np)
-		m.SwitchCosts[i] = make([]float64, np)
-		for b := range np {
-			if b != i {
-				m.SwitchRates[i][b] = zeta
-			}
-		}
+	for i, name := range names {
+		m.Pools = append(m.Pools, switching.Pool{Name: name, ArrivalRate: lambda[i], ServiceRate: mu[i], HoldingCost: c[i]})
 	}
+	m.SwitchRates = switching.PairMatrix(len(names), zeta)
+	m.SwitchCosts = switching.PairMatrix(len(names), 0)
 	return m
 }
 
@@ -356,7 +348,7 @@ func (e *Experiment) runOne(ctx context.Context, x float64, m *switching.Model, 
 		return row, err
 	}
 	if spec.Kind == Static || spec.Kind == BestStatic {
-		row.Note = allocationNote(sim.PhaseModels(m, ph), b.Targets)
+		row.Note = allocationNote(b.Models, b.Targets)
 	}
 	res, err := sim.Run(ctx, sim.Config{
 		Model: m, Policies: b.Policies, Phases: ph,

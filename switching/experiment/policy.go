@@ -82,6 +82,8 @@ type SolveOptions struct {
 // what building it found out.
 type Built struct {
 	Policies []switching.Policy
+	// Models are the phase models the policies were built from.
+	Models []*switching.Model
 	// Targets are the allocations of static and best-static, per phase.
 	Targets [][]int
 	// Solves are the solves of an optimal policy, per phase.
@@ -115,7 +117,7 @@ var ErrNotConverged = errors.New("optimal policy: solve did not converge")
 // Built) when a solve stopped at the sweep limit.
 func Build(ctx context.Context, spec Spec, m *switching.Model, ph *sim.Phases, table *switching.Table, opts SolveOptions) (*Built, error) {
 	models := sim.PhaseModels(m, ph)
-	b := &Built{}
+	b := &Built{Models: models}
 	if table != nil {
 		if spec.Kind != Optimal {
 			return nil, fmt.Errorf("a policy table is an optimal policy, not %s", spec.Kind)

@@ -20,22 +20,9 @@ func fig4(load float64) *switching.Model {
 		},
 		BlockingAuto: true,
 	}
-	m.SwitchRates = matrix(3, 0.1)
-	m.SwitchCosts = matrix(3, 0)
+	m.SwitchRates = switching.PairMatrix(3, 0.1)
+	m.SwitchCosts = switching.PairMatrix(3, 0)
 	return m
-}
-
-func matrix(n int, v float64) [][]float64 {
-	x := make([][]float64, n)
-	for a := range x {
-		x[a] = make([]float64, n)
-		for b := range x[a] {
-			if a != b {
-				x[a][b] = v
-			}
-		}
-	}
-	return x
 }
 
 // BenchmarkHeuristicFig4 runs the heuristic (K = 5) in the Figure 4

@@ -21,8 +21,8 @@ func independent() *switching.Model {
 		{Name: "db", ArrivalRate: 0.9, ServiceRate: 0.5, HoldingCost: 2},
 	}
 	m.Servers = 5
-	m.SwitchRates = matrix(2, 0)
-	m.SwitchCosts = matrix(2, 0)
+	m.SwitchRates = switching.PairMatrix(2, 0)
+	m.SwitchCosts = switching.PairMatrix(2, 0)
 	return m
 }
 
