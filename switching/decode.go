@@ -257,7 +257,7 @@ func (m *Model) validateValues(bad func(path, msg string)) {
 	for i, p := range m.Pools {
 		at := func(f string) string { return fmt.Sprintf("pools[%d].%s", i, f) }
 		switch {
-		case !validPoolName(p.Name):
+		case !yamlx.IsName(p.Name):
 			bad(at("name"), fmt.Sprintf("must match [a-z0-9-]+, got %q", p.Name))
 		case seen[p.Name]:
 			bad(at("name"), fmt.Sprintf("duplicate name %q", p.Name))
@@ -326,18 +326,6 @@ func (m *Model) validateUniformization() string {
 			m.Uniformization, need, need)
 	}
 	return ""
-}
-
-func validPoolName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for _, r := range s {
-		if !('a' <= r && r <= 'z' || '0' <= r && r <= '9' || r == '-') {
-			return false
-		}
-	}
-	return true
 }
 
 // mustBeNonnegative returns the problem with a value that must be a finite number

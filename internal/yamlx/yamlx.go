@@ -287,6 +287,9 @@ func (v Value) IsString() bool {
 // IsSeq reports whether the value is a sequence (list).
 func (v Value) IsSeq() bool { return v.n.Kind == yaml.SequenceNode }
 
+// IsNull reports whether the value is null (written null, ~ or nothing).
+func (v Value) IsNull() bool { return v.n.Kind == yaml.ScalarNode && v.n.ShortTag() == "!!null" }
+
 // IsMap reports whether the value is a mapping.
 func (v Value) IsMap() bool { return v.n.Kind == yaml.MappingNode }
 
@@ -510,4 +513,18 @@ func (m *Map) Seq(key string, required bool) ([]Value, bool) {
 		return v.Seq()
 	}
 	return nil, false
+}
+
+// IsName reports whether s is a name of the input files: one or more of
+// a-z, 0-9 and '-'.
+func IsName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if !('a' <= r && r <= 'z' || '0' <= r && r <= '9' || r == '-') {
+			return false
+		}
+	}
+	return true
 }
