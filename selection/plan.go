@@ -1,0 +1,210 @@
+package selection
+
+import (
+	"fmt"
+	"slices"
+)
+
+// Algorithm names a way to choose a plan.
+type Algorithm string
+
+// The algorithms of `metasched plan --algorithm`.
+const (
+	HillClimb  Algorithm = "hillclimb"
+	Exhaustive Algorithm = "exhaustive"
+	MET        Algorithm = "met"
+	MCT        Algorithm = "mct"
+	OLB        Algorithm = "olb"
+)
+
+// Algorithms lists every algorithm, the default first.
+var Algorithms = []Algorithm{HillClimb, Exhaustive, MET, MCT, OLB}
+
+// ClusterPlan is one cluster's part of a plan and why.
+type ClusterPlan struct {
+	Name   string `json:"name"`
+	Index  int    `json:"-"`
+	Master bool   `json:"master,omitempty"`
+	// Machines counts the workers (the master's machine is not among them).
+	Machines int `json:"machines"`
+	Free     int `json:"free"`
+	// BandwidthMbps is the bandwidth the cluster's workers share with the
+	// master: the LAN for the master's cluster, else the smallest of its
+	// uplink, the widest path and its share of the master's uplink.
+	BandwidthMbps float64 `json:"bandwidth_mbps"`
+	Rate          float64 `json:"rate_tasks_per_s"`
+	Limit         Limit   `json:"limit"`
+	Why           string  `json:"why"`
+}
+
+// Excluded is a cluster left out of a plan and why.
+type Excluded struct {
+	Name   string `json:"name"`
+	Index  int    `json:"-"`
+	Reason string `json:"reason"`
+}
+
+// Plan is the answer to a Problem: the master cluster, the machines used in
+// each cluster, the predicted rate and run time, and an explanation.
+type Plan struct {
+	Algorithm Algorithm `json:"algorithm"`
+	Job       string    `json:"job"`
+	Tasks     int       `json:"tasks"`
+	// Feasible is false when no plan gives the job a single worker; Reason
+	// says why and the other fields are empty.
+	Feasible    bool    `json:"feasible"`
+	Reason      string  `json:"reason,omitempty"`
+	Master      string  `json:"master"`
+	MasterIndex int     `json:"-"`
+	Rate        float64 `json:"rate_tasks_per_s"`
+	Runtime     float64 `json:"runtime_s"`
+	// Machines counts every machine of the plan, the master's included.
+	Machines    int     `json:"machines"`
+	CostPerHour float64 `json:"cost_per_hour"`
+	// Start is when the chosen cluster is ready, for the baselines given
+	// ready times (0 = now).
+	Start float64 `json:"start_s,omitempty"`
+	// Clusters lists the clusters that run part of the job, the master's
+	// first, then in grid order; a cluster given no worker is excluded.
+	Clusters []ClusterPlan `json:"clusters"`
+	Excluded []Excluded    `json:"excluded"`
+	// Zones are the Kruskal zones the hill climbing restarted from.
+	Zones [][]string `json:"zones,omitempty"`
+	// Evaluations counts the plans the algorithm evaluated.
+	Evaluations int `json:"evaluations"`
+}
+
+// Completion returns Start + Runtime.
+func (p *Plan) Completion() float64 { return p.Start + p.Runtime }
+
+// infeasible is the answer when no plan has a worker.
+func (pl *Planner) infeasible(alg Algorithm, reason string) Plan {
+	p := Plan{Algorithm: alg, Job: pl.job.Name, Tasks: pl.job.Tasks, Reason: reason, MasterIndex: -1,
+		Clusters: []ClusterPlan{}, Evaluations: pl.evals}
+	for c := range pl.n {
+		r := pl.why[c]
+		if r == "" {
+			r = "no plan with this cluster gives the job a worker"
+		}
+		p.Excluded = append(p.Excluded, Excluded{Name: pl.g.Cluster(c).Name, Index: c, Reason: r})
+	}
+	return p
+}
+
+// noWorkerReason explains an infeasible problem.
+func (pl *Planner) noWorkerReason() string {
+	if len(pl.cand) == 0 {
+		return "no cluster can take part: each one's machines cannot hold the job's VM or none is free"
+	}
+	return "no cluster can get a worker: the master needs one free machine and every bandwidth is worth less than one worker at the job's efficiency"
+}
+
+// plan turns a candidate into a Plan with its explanation. Clusters not in
+// the candidate are explained by what adding them would do.
+func (pl *Planner) plan(alg Algorithm, c *candidate) Plan {
+	if c.s.machines < 2 || !(c.s.r > 0) {
+		return pl.infeasible(alg, pl.noWorkerReason())
+	}
+	g, j := pl.g, pl.job
+	p := Plan{
+		Algorithm: alg, Job: j.Name, Tasks: j.Tasks, Feasible: true,
+		Master: g.Cluster(c.m).Name, MasterIndex: c.m,
+		Rate: c.s.r, Runtime: float64(j.Tasks) / c.s.r, Machines: c.s.machines, CostPerHour: c.s.cost,
+		Clusters: []ClusterPlan{}, Excluded: []Excluded{}, Evaluations: pl.evals,
+	}
+	in := map[int]part{}
+	for _, pt := range pl.parts(c.m, c.others) {
+		in[pt.c] = pt
+	}
+	// The master's cluster first, then the rest in grid order.
+	order := append([]int{c.m}, c.others...)
+	slices.Sort(order[1:])
+	for _, k := range order {
+		pt := in[k]
+		if k != c.m && pt.n == 0 {
+			continue
+		}
+		p.Clusters = append(p.Clusters, ClusterPlan{
+			Name: g.Cluster(k).Name, Index: k, Master: k == c.m, Machines: pt.n, Free: pl.free[k],
+			BandwidthMbps: pt.b / bytesPerMbps, Rate: pt.rate, Limit: pt.limit, Why: pl.whyPart(c.m, pt),
+		})
+	}
+	for k := range pl.n {
+		pt, ok := in[k]
+		var reason string
+		switch {
+		case pl.why[k] != "":
+			reason = pl.why[k]
+		case ok && (k == c.m || pt.n > 0):
+			continue
+		case ok:
+			reason = "in the set, but " + pl.zeroReason(c.m, pt)
+		default:
+			reason = pl.whyNotAdded(c, k)
+		}
+		p.Excluded = append(p.Excluded, Excluded{Name: g.Cluster(k).Name, Index: k, Reason: reason})
+	}
+	return p
+}
+
+// whyPart explains the number of workers of one cluster of a plan.
+func (pl *Planner) whyPart(m int, pt part) string {
+	g, theta := pl.g, pl.job.Efficiency
+	mb := pt.b / bytesPerMbps
+	if pt.c == m {
+		switch pt.limit {
+		case LimitFree:
+			return fmt.Sprintf("master's cluster: the master takes 1 machine, the other %d free work over the %s LAN",
+				pt.n, mbps(mb))
+		default:
+			return fmt.Sprintf("master's cluster: the master takes 1 machine; %d of the other %d free work, as more on the %s LAN would drop efficiency below %g",
+				pt.n, pl.free[m]-1, mbps(mb), theta)
+		}
+	}
+	master := g.Cluster(m).Name
+	switch pt.limit {
+	case LimitFree:
+		return fmt.Sprintf("all %d free machines work, fed at %s from %s", pt.n, mbps(mb), master)
+	case LimitUplink:
+		return fmt.Sprintf("%d of %d free: its own %s uplink feeds no more at efficiency %g", pt.n, pl.free[pt.c], mbps(mb), theta)
+	case LimitPath:
+		return fmt.Sprintf("%d of %d free: the widest path to %s carries %s, which feeds no more at efficiency %g",
+			pt.n, pl.free[pt.c], master, mbps(mb), theta)
+	default:
+		return fmt.Sprintf("%d of %d free: its share of %s's %s uplink is %s, which feeds no more at efficiency %g",
+			pt.n, pl.free[pt.c], master, mbps(pl.up[m]/bytesPerMbps), mbps(mb), theta)
+	}
+}
+
+// zeroReason explains a worker cluster given no machine.
+func (pl *Planner) zeroReason(m int, pt part) string {
+	what := map[Limit]string{
+		LimitUplink:      "its own uplink",
+		LimitPath:        "the widest path to " + pl.g.Cluster(m).Name,
+		LimitMasterShare: "its share of " + pl.g.Cluster(m).Name + "'s uplink",
+	}[pt.limit]
+	return fmt.Sprintf("%s (%s) is worth less than one machine at efficiency %g", what, mbps(pt.b/bytesPerMbps), pl.job.Efficiency)
+}
+
+// whyNotAdded explains why cluster k is not in the plan of candidate c.
+func (pl *Planner) whyNotAdded(c *candidate, k int) string {
+	others := append(slices.Clone(c.others), k)
+	slices.Sort(others)
+	s := pl.score(c.m, others)
+	row := pl.row(c.m)
+	pt := pl.size(k, c.m, pl.weight(others), row)
+	switch {
+	case pt.n == 0:
+		return "adding it gives it no worker: " + pl.zeroReason(c.m, pt)
+	case cmpScore(s, c.s) < 0 && s.r < c.s.r:
+		return fmt.Sprintf("adding it lowers the rate to %.4g tasks/s: it would take a share of %s's uplink worth more to the clusters in the plan",
+			s.r, pl.g.Cluster(c.m).Name)
+	case cmpScore(s, c.s) < 0:
+		return fmt.Sprintf("adding it does not raise the rate (%.4g tasks/s) and uses %d more machines", s.r, s.machines-c.s.machines)
+	default:
+		return fmt.Sprintf("adding it would raise the rate to %.4g tasks/s, which this algorithm did not find", s.r)
+	}
+}
+
+// mbps formats a bandwidth in Mbit/s.
+func mbps(x float64) string { return fmt.Sprintf("%.4g Mbit/s", x) }
