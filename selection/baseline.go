@@ -104,5 +104,8 @@ func secs(x float64) string {
 	if math.IsInf(x, 0) {
 		return "never"
 	}
+	if x >= 1000 {
+		return fmt.Sprintf("%.0f s", x)
+	}
 	return fmt.Sprintf("%.4g s", x)
 }

@@ -1,0 +1,235 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/metasched/metasched/graph"
+	"github.com/metasched/metasched/selection"
+)
+
+type planFlags struct {
+	job, grid, algorithm, master, output string
+	restarts                             int
+}
+
+func newPlanCmd(e *env) *cobra.Command {
+	var f planFlags
+	cmd := &cobra.Command{
+		Use:   "plan --job FILE --grid FILE",
+		Short: "Choose the clusters and master cluster that run a job fastest, and explain why",
+		Long: `plan chooses where a master-worker job runs on a grid: the master cluster, the
+worker clusters and how many machines of each, so that the job runs fastest
+while every worker stays above the job's efficiency. It prints the plan with
+an explanation: for each cluster used, its bandwidth, its machines and what
+bound them; for each cluster left out, why.
+
+Offline: the grid file says what exists, every machine is free, and the job's
+type is not checked against the daemon's pools.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return planCmd(cmd.Context(), e, f) },
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.job, "job", "", "job file (YAML or JSON)")
+	fl.StringVar(&f.grid, "grid", "", "grid file (YAML or JSON)")
+	fl.StringVar(&f.algorithm, "algorithm", string(selection.HillClimb), "hillclimb, exhaustive, met, mct or olb")
+	fl.IntVar(&f.restarts, "restarts", selection.DefaultRestarts, "hill-climbing restarts: the number of Kruskal zones")
+	fl.StringVar(&f.master, "master", "", "force this master cluster (hillclimb and exhaustive)")
+	fl.StringVar(&f.output, "output", "table", "table or json")
+	return cmd
+}
+
+// loadGrid reads and validates a grid file and builds its graph.
+func loadGrid(path string) (*graph.Graph, error) {
+	if path == "" {
+		return nil, usagef("--grid: required")
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("--grid: %w", err)}
+	}
+	grid, err := graph.ParseGrid(path, data)
+	if err != nil {
+		return nil, usageError{err}
+	}
+	g, err := graph.New(grid)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("%s: %w", path, err)}
+	}
+	return g, nil
+}
+
+// loadJob reads and validates a job file.
+func loadJob(path string) (*selection.Job, error) {
+	if path == "" {
+		return nil, usagef("--job: required")
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("--job: %w", err)}
+	}
+	j, err := selection.ParseJob(path, data)
+	if err != nil {
+		return nil, usageError{err}
+	}
+	return j, nil
+}
+
+// parseAlgorithm checks an algorithm name.
+func parseAlgorithm(flag, s string) (selection.Algorithm, error) {
+	a := selection.Algorithm(s)
+	if !slices.Contains(selection.Algorithms, a) {
+		names := make([]string, len(selection.Algorithms))
+		for i, x := range selection.Algorithms {
+			names[i] = string(x)
+		}
+		return "", usagef("%s: unknown algorithm %q: want one of %s", flag, s, strings.Join(names, ", "))
+	}
+	return a, nil
+}
+
+func planCmd(ctx context.Context, e *env, f planFlags) error {
+	if err := checkOutput(f.output); err != nil {
+		return err
+	}
+	alg, err := parseAlgorithm("--algorithm", f.algorithm)
+	if err != nil {
+		return err
+	}
+	if f.restarts < 1 {
+		return usagef("--restarts: must be >= 1, got %d", f.restarts)
+	}
+	g, err := loadGrid(f.grid)
+	if err != nil {
+		return err
+	}
+	job, err := loadJob(f.job)
+	if err != nil {
+		return err
+	}
+	master := -1
+	if f.master != "" {
+		if alg != selection.HillClimb && alg != selection.Exhaustive {
+			return usagef("--master: the single-cluster baselines (%s) choose their own cluster; use it with hillclimb or exhaustive", alg)
+		}
+		m, ok := g.Grid().Index(f.master)
+		if !ok {
+			return usagef("--master: no cluster %q in %s", f.master, f.grid)
+		}
+		master = m
+	}
+	pl, err := selection.NewPlanner(selection.Problem{Graph: g, Job: job})
+	if err != nil {
+		return usageError{err}
+	}
+	p, err := plan(ctx, pl, alg, selection.Options{Master: master, Restarts: f.restarts})
+	if err != nil {
+		return err
+	}
+	if f.output == "json" {
+		if err := writeJSON(e.stdout, p); err != nil {
+			return err
+		}
+	} else {
+		printPlan(e.stdout, p, job)
+	}
+	if !p.Feasible {
+		return fmt.Errorf("no plan: %s", p.Reason)
+	}
+	return nil
+}
+
+// plan runs one algorithm, and gives every plan the Kruskal zones.
+func plan(ctx context.Context, pl *selection.Planner, alg selection.Algorithm, o selection.Options) (selection.Plan, error) {
+	var (
+		p   selection.Plan
+		err error
+	)
+	switch alg {
+	case selection.HillClimb:
+		p, err = pl.HillClimb(ctx, o)
+	case selection.Exhaustive:
+		p, err = pl.Exhaustive(ctx, o)
+	default:
+		p, err = pl.Baseline(alg, nil)
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return p, err
+		}
+		return p, usageError{err}
+	}
+	if p.Zones == nil {
+		zones, err := pl.Graph().Zones(max(o.Restarts, 1))
+		if err != nil {
+			return p, err
+		}
+		p.Zones = pl.Graph().ZoneNames(zones)
+	}
+	return p, nil
+}
+
+// printPlan writes a plan as a grid user reads it.
+func printPlan(w io.Writer, p selection.Plan, job *selection.Job) {
+	fmt.Fprintf(w, "Job %s: %d tasks of %.3g operations, %.3g bytes to and from the master each, efficiency >= %g\n",
+		job.Name, job.Tasks, job.TaskOps, job.TaskBytes, job.Efficiency)
+	fmt.Fprintf(w, "Algorithm: %s", p.Algorithm)
+	if p.Algorithm == selection.HillClimb {
+		fmt.Fprintf(w, ", %d restarts from the Kruskal zones", len(p.Zones))
+	}
+	fmt.Fprintf(w, " (%d plans evaluated)\n", p.Evaluations)
+	if len(p.Zones) > 0 {
+		zs := make([]string, len(p.Zones))
+		for i, z := range p.Zones {
+			zs[i] = "{" + strings.Join(z, ", ") + "}"
+		}
+		fmt.Fprintf(w, "Zones: %s\n", strings.Join(zs, " "))
+	}
+	fmt.Fprintln(w)
+	if !p.Feasible {
+		fmt.Fprintf(w, "No plan: %s\n", p.Reason)
+	} else {
+		fmt.Fprintf(w, "Master on %s. %d machines (%d workers and the master) process %.4g tasks/s: %d tasks in %s",
+			p.Master, p.Machines, p.Machines-1, p.Rate, p.Tasks, duration(p.Runtime))
+		if p.CostPerHour > 0 {
+			fmt.Fprintf(w, ", %.4g per hour", p.CostPerHour)
+		}
+		fmt.Fprintln(w, ".")
+		fmt.Fprintln(w)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "CLUSTER\tWORKERS\tFREE\tMBIT/S\tTASKS/S\tLIMIT\tWHY")
+		for _, c := range p.Clusters {
+			name := c.Name
+			if c.Master {
+				name += " (master)"
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%.4g\t%.4g\t%s\t%s\n", name, c.Machines, c.Free, c.BandwidthMbps, c.Rate, c.Limit, c.Why)
+		}
+		tw.Flush()
+	}
+	if len(p.Excluded) > 0 {
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "Left out:")
+		for _, x := range p.Excluded {
+			fmt.Fprintf(w, "  %s: %s\n", x.Name, x.Reason)
+		}
+	}
+}
+
+// duration formats seconds for people.
+func duration(s float64) string {
+	switch {
+	case s < 120:
+		return fmt.Sprintf("%.3g s", s)
+	case s < 7200:
+		return fmt.Sprintf("%.1f min (%.0f s)", s/60, s)
+	}
+	return fmt.Sprintf("%.1f h (%.0f s)", s/3600, s)
+}
