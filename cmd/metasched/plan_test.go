@@ -1,0 +1,97 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+const (
+	paperGrid = "../../examples/grid-paper.yaml"
+	renderJob = "../../examples/job-render.yaml"
+)
+
+func TestPlanJSON(t *testing.T) {
+	code, out, errOut := runCmd(t, "plan", "--job", renderJob, "--grid", paperGrid, "--output", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var p struct {
+		Algorithm string     `json:"algorithm"`
+		Master    string     `json:"master"`
+		Rate      float64    `json:"rate_tasks_per_s"`
+		Runtime   float64    `json:"runtime_s"`
+		Machines  int        `json:"machines"`
+		Zones     [][]string `json:"zones"`
+		Clusters  []struct {
+			Name      string  `json:"name"`
+			Machines  int     `json:"machines"`
+			Bandwidth float64 `json:"bandwidth_mbps"`
+			Rate      float64 `json:"rate_tasks_per_s"`
+			Limit     string  `json:"limit"`
+		} `json:"clusters"`
+		Excluded []struct{ Name, Reason string } `json:"excluded"`
+	}
+	if err := json.Unmarshal([]byte(out), &p); err != nil {
+		t.Fatalf("%v in %s", err, out)
+	}
+	if p.Algorithm != "hillclimb" || p.Master != "spain" || p.Machines != 16 || len(p.Clusters) != 3 || len(p.Zones) != 3 ||
+		p.Clusters[0].Name != "spain" || p.Clusters[1].Bandwidth != 8 || p.Clusters[1].Limit != "free" || p.Excluded == nil {
+		t.Errorf("unexpected plan: %+v", p)
+	}
+}
+
+// The paper's point: choosing the master matters.
+func TestPlanMasterMatters(t *testing.T) {
+	_, free, _ := runCmd(t, "plan", "--job", renderJob, "--grid", paperGrid)
+	code, forced, errOut := runCmd(t, "plan", "--job", renderJob, "--grid", paperGrid, "--master", "latam-a", "--algorithm", "exhaustive")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"Master on spain. 16 machines", "in 47.6 min (2857 s)", "latam-a", "fed at 8 Mbit/s from spain"} {
+		if !strings.Contains(free, want) {
+			t.Errorf("free choice: no %q in\n%s", want, free)
+		}
+	}
+	for _, want := range []string{"Master on latam-a. 8 machines", "2.4 h (8571 s)", "Left out:", "spain: adding it lowers the rate"} {
+		if !strings.Contains(forced, want) {
+			t.Errorf("master latam-a: no %q in\n%s", want, forced)
+		}
+	}
+}
+
+func TestPlanBaselines(t *testing.T) {
+	for _, alg := range []string{"met", "mct", "olb"} {
+		code, out, errOut := runCmd(t, "plan", "--job", renderJob, "--grid", paperGrid, "--algorithm", alg)
+		if code != 0 || !strings.Contains(out, "Algorithm: "+alg) {
+			t.Errorf("%s: exit %d: %s%s", alg, code, out, errOut)
+		}
+	}
+}
+
+func TestPlanBadInput(t *testing.T) {
+	bad := writeFile(t, "grid.yaml", "clusters:\n  - {name: a, machines: 0, cores: 1, memory_mib: 1, perf: 1, lan_mbps: 1, uplink_mbps: 1}\n")
+	badJob := writeFile(t, "job.yaml", "name: j\ntype: t\ntasks: 1\ntask_ops: 1\n")
+	huge := writeFile(t, "huge.yaml", "name: j\ntype: t\ntasks: 1\ntask_ops: 1\ntask_bytes: 1\nvm: {vcpus: 64}\n")
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"--job", renderJob}, 2, "--grid: required"},
+		{[]string{"--grid", paperGrid}, 2, "--job: required"},
+		{[]string{"--job", renderJob, "--grid", bad}, 2, "clusters[0].machines: must be an integer >= 1, got 0"},
+		{[]string{"--job", badJob, "--grid", paperGrid}, 2, "task_bytes: missing required field"},
+		{[]string{"--job", renderJob, "--grid", paperGrid, "--algorithm", "best"}, 2, `--algorithm: unknown algorithm "best"`},
+		{[]string{"--job", renderJob, "--grid", paperGrid, "--master", "mars"}, 2, `--master: no cluster "mars"`},
+		{[]string{"--job", renderJob, "--grid", paperGrid, "--master", "spain", "--algorithm", "mct"}, 2, "--master: the single-cluster baselines"},
+		{[]string{"--job", renderJob, "--grid", paperGrid, "--restarts", "0"}, 2, "--restarts: must be >= 1"},
+		{[]string{"--job", renderJob, "--grid", paperGrid, "--output", "xml"}, 2, "--output: must be table or json"},
+		{[]string{"--job", huge, "--grid", paperGrid}, 1, "no plan: no cluster can take part"},
+	} {
+		code, _, errOut := runCmd(t, append([]string{"plan"}, tc.args...)...)
+		if code != tc.code || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want %d and %q", tc.args, code, errOut, tc.code, tc.want)
+		}
+	}
+}

@@ -1,0 +1,73 @@
+package selection
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestParseJob(t *testing.T) {
+	got, err := ParseJob("job.yaml", []byte(`
+name: render-42
+type: render
+tasks: 300
+task_ops: 2.0e12
+task_bytes: 5.0e7
+vm: {vcpus: 2}
+command: ["./master", "--tasks", "300"]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &Job{Name: "render-42", Type: "render", Tasks: 300, TaskOps: 2e12, TaskBytes: 5e7,
+		Efficiency: DefaultEfficiency, VM: VM{VCPUs: 2, MemoryMiB: DefaultMemoryMiB},
+		Command: []string{"./master", "--tasks", "300"}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	if err := got.Validate(); err != nil {
+		t.Errorf("Validate: %v", err)
+	}
+	// JSON is valid YAML: the body of POST /v1/jobs.
+	if _, err := ParseJob("job.json", []byte(`{"name":"a","type":"b","tasks":1,"task_ops":1,"task_bytes":0}`)); err != nil {
+		t.Errorf("JSON: %v", err)
+	}
+}
+
+func TestParseJobErrors(t *testing.T) {
+	const good = "name: j\ntype: t\ntasks: 3\ntask_ops: 1e9\ntask_bytes: 1e6\n"
+	for _, tc := range []struct{ name, text, want string }{
+		{"unknown field", good + "priority: 3\n", "job.yaml: priority: unknown field"},
+		{"missing tasks", "name: j\ntype: t\ntask_ops: 1\ntask_bytes: 1\n", "job.yaml: tasks: missing required field"},
+		{"missing type", "name: j\ntasks: 1\ntask_ops: 1\ntask_bytes: 1\n", "job.yaml: type: missing required field"},
+		{"zero tasks", strings.Replace(good, "tasks: 3", "tasks: 0", 1), "job.yaml: tasks: must be an integer >= 1, got 0"},
+		{"fractional tasks", strings.Replace(good, "tasks: 3", "tasks: 2.5", 1), "job.yaml: tasks: must be an integer"},
+		{"zero ops", strings.Replace(good, "task_ops: 1e9", "task_ops: 0", 1), "job.yaml: task_ops: must be a number > 0"},
+		{"negative bytes", strings.Replace(good, "task_bytes: 1e6", "task_bytes: -1", 1), "job.yaml: task_bytes: must be a number >= 0"},
+		{"efficiency above 1", good + "efficiency: 1.5\n", "job.yaml: efficiency: must be > 0 and <= 1, got 1.5"},
+		{"efficiency zero", good + "efficiency: 0\n", "job.yaml: efficiency: must be > 0 and <= 1, got 0"},
+		{"bad type name", strings.Replace(good, "type: t", "type: Render", 1), `job.yaml: type: must match [a-z0-9-]+ (a job type), got "Render"`},
+		{"bad job name", strings.Replace(good, "name: j", "name: a b", 1), `job.yaml: name: must be 1 to 128 of`},
+		{"vm vcpus", good + "vm: {vcpus: 0}\n", "job.yaml: vm.vcpus: must be an integer >= 1, got 0"},
+		{"vm unknown", good + "vm: {cpus: 2}\n", "job.yaml: vm.cpus: unknown field"},
+		{"empty command", good + "command: ['']\n", "job.yaml: command[0]: must name the program to run"},
+		{"command not strings", good + "command: [1]\n", "job.yaml: command[0]:"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseJob("job.yaml", []byte(tc.text))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v, want it to contain %q", err, tc.want)
+			}
+		})
+	}
+	// Every problem at once, in document order.
+	_, err := ParseJob("job.yaml", []byte("name: j\ntype: T\ntasks: 0\ntask_ops: -1\ntask_bytes: 1\n"))
+	if err == nil || len(strings.Split(err.Error(), "\n")) != 3 {
+		t.Errorf("want 3 problems, got %v", err)
+	}
+	j := &Job{Name: "j", Type: "t", Tasks: 1, TaskOps: 1, Efficiency: 2, VM: VM{1, 1}}
+	if err := j.Validate(); err == nil || !strings.Contains(err.Error(), "efficiency: must be > 0 and <= 1, got 2") {
+		t.Errorf("Validate: %v", err)
+	}
+}

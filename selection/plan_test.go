@@ -1,0 +1,228 @@
+package selection
+
+import (
+	"context"
+	"math"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/metasched/metasched/graph"
+)
+
+// paperPlanner plans the bundled job on the bundled three-cluster grid of
+// the paper's real test (examples/grid-paper.yaml, examples/job-render.yaml),
+// with changes to the job.
+func paperPlanner(t *testing.T, edit func(*Job)) *Planner {
+	t.Helper()
+	read := func(name string) []byte {
+		b, err := os.ReadFile("../examples/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	grid, err := graph.ParseGrid("grid-paper.yaml", read("grid-paper.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := graph.New(grid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	job, err := ParseJob("job-render.yaml", read("job-render.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if edit != nil {
+		edit(job)
+	}
+	pl, err := NewPlanner(Problem{Graph: g, Job: job})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pl
+}
+
+// brief is what the hand computations below check of a cluster's part.
+type briefPart struct {
+	Name     string
+	Machines int
+	Mbps     float64
+	Rate     float64
+	Limit    Limit
+}
+
+func parts(p Plan) []briefPart {
+	var out []briefPart
+	for _, c := range p.Clusters {
+		out = append(out, briefPart{c.Name, c.Machines, c.BandwidthMbps, c.Rate, c.Limit})
+	}
+	return out
+}
+
+var approx = cmpopts.EquateApprox(1e-9, 1e-12)
+
+// The job: T = 300 tasks, Oper = 2e11, Comm = 5e7 bytes, θ = 0.8. Machines
+// per byte/s at efficiency θ: k = Oper/(θ·Comm·perf) = 5e-6 on latam
+// (perf 1e9) and 2.5e-6 on spain (perf 2e9). 1 Mbit/s = 125,000 bytes/s.
+func TestPlanByHand(t *testing.T) {
+	ctx := context.Background()
+	latamA, spain := 0, 2
+
+	t.Run("free choice: master in spain", func(t *testing.T) {
+		// spain: LAN 1.25e8 B/s, ⌊1.25e8·2.5e-6⌋ = 312 ≥ 7 free after the
+		//   master: 7 workers, rate min(7·2e9/2e11, 1.25e8/5e7) = 0.07.
+		// latam-a: share of spain's 1.25e7 B/s uplink 3e9/8e9 → 4.6875e6;
+		//   own uplink 1.25e6; widest path a–b–spain min(20, 8) = 8 Mbit/s
+		//   = 1e6 (the direct link is 6): b = 1e6, ⌊1e6·5e-6⌋ = 5 ≥ 3 free:
+		//   3 workers, rate min(3e9/2e11, 1e6/5e7) = 0.015.
+		// latam-b: b = 1e6 (path 8), ⌊5⌋ = 5 = 5 free: 5 workers, rate
+		//   min(0.025, 0.02) = 0.02.
+		// R = 0.105 tasks/s, 300/0.105 = 2857.14 s, 16 machines.
+		want := []briefPart{
+			{"spain", 7, 1000, 0.07, LimitFree},
+			{"latam-a", 3, 8, 0.015, LimitFree},
+			{"latam-b", 5, 8, 0.02, LimitFree},
+		}
+		for _, search := range []func() (Plan, error){
+			func() (Plan, error) { return paperPlanner(t, nil).HillClimb(ctx, Options{Master: -1}) },
+			func() (Plan, error) { return paperPlanner(t, nil).Exhaustive(ctx, Options{Master: -1}) },
+		} {
+			p, err := search()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(want, parts(p), approx); diff != "" {
+				t.Errorf("%s: parts (-want +got):\n%s", p.Algorithm, diff)
+			}
+			if p.Master != "spain" || p.Machines != 16 || math.Abs(p.Rate-0.105) > 1e-12 || math.Abs(p.Runtime-300/0.105) > 1e-9 {
+				t.Errorf("%s: master %s, %d machines, rate %g, runtime %g; want spain, 16, 0.105, 2857.14", p.Algorithm, p.Master, p.Machines, p.Rate, p.Runtime)
+			}
+			if len(p.Excluded) != 0 {
+				t.Errorf("%s: excluded %v, want none", p.Algorithm, p.Excluded)
+			}
+		}
+	})
+
+	t.Run("master forced on latam-a", func(t *testing.T) {
+		// latam-a: LAN 1.25e7 B/s, ⌊62.5⌋ ≥ 2 free: 2 workers, 0.01.
+		// With latam-b only: share = the whole 1.25e6 uplink of latam-a,
+		//   own uplink 1.25e6, path 20 Mbit/s: b = 1.25e6 (own uplink
+		//   first on a tie), ⌊6.25⌋ ≥ 5: 5 workers, rate min(0.025,
+		//   0.025) = 0.025. R = 0.035, 8571.4 s.
+		// Adding spain (w = 16e9, W = 21e9): latam-b's share falls to
+		//   2.976e5 → 1 worker, 0.005; spain gets 9.524e5 → ⌊2.38⌋ = 2
+		//   workers, min(0.02, 0.019048): R = 0.034048 < 0.035.
+		for _, search := range []func(*Planner) (Plan, error){
+			func(pl *Planner) (Plan, error) { return pl.HillClimb(ctx, Options{Master: latamA}) },
+			func(pl *Planner) (Plan, error) { return pl.Exhaustive(ctx, Options{Master: latamA}) },
+		} {
+			p, err := search(paperPlanner(t, nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := []briefPart{{"latam-a", 2, 100, 0.01, LimitFree}, {"latam-b", 5, 10, 0.025, LimitFree}}
+			if diff := cmp.Diff(want, parts(p), approx); diff != "" {
+				t.Errorf("%s: parts (-want +got):\n%s", p.Algorithm, diff)
+			}
+			if math.Abs(p.Rate-0.035) > 1e-12 || p.Machines != 8 {
+				t.Errorf("%s: rate %g with %d machines, want 0.035 with 8", p.Algorithm, p.Rate, p.Machines)
+			}
+			if len(p.Excluded) != 1 || !strings.Contains(p.Excluded[0].Reason, "lowers the rate to 0.03405") {
+				t.Errorf("%s: excluded %+v, want spain lowering the rate to 0.03405", p.Algorithm, p.Excluded)
+			}
+		}
+	})
+
+	t.Run("a data-free job uses every machine", func(t *testing.T) {
+		// Comm = 0: no bandwidth limit, so the master goes where it costs the
+		// least compute: on a slow latam machine, R = (2·1e9 + 5·1e9 +
+		// 8·2e9)/2e11 = 0.115 (0.11 with the master in spain). latam-a
+		// and latam-b tie in everything but the name.
+		p, err := paperPlanner(t, func(j *Job) { j.TaskBytes = 0 }).Exhaustive(ctx, Options{Master: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Master != "latam-a" || p.Machines != 16 || math.Abs(p.Rate-0.115) > 1e-12 {
+			t.Errorf("master %s, %d machines, rate %g; want latam-a, 16, 0.115", p.Master, p.Machines, p.Rate)
+		}
+	})
+
+	t.Run("efficiency bounds the master's cluster", func(t *testing.T) {
+		// Comm = 5e9: k = 2e11/(0.8·5e9·2e9) = 2.5e-8 on spain; its LAN
+		// feeds ⌊1.25e8·2.5e-8⌋ = ⌊3.125⌋ = 3 workers at θ, rate
+		// min(3·0.01, 1.25e8/5e9) = 0.025.
+		p := paperPlanner(t, func(j *Job) { j.TaskBytes = 5e9 }).Alone(spain)
+		want := []briefPart{{"spain", 3, 1000, 0.025, LimitEfficiency}}
+		if diff := cmp.Diff(want, parts(p), approx); diff != "" {
+			t.Errorf("parts (-want +got):\n%s", diff)
+		}
+	})
+
+	t.Run("clusters that cannot hold the VM", func(t *testing.T) {
+		// 4 vCPUs: the latam machines have 2 cores; spain alone, 0.07.
+		p, err := paperPlanner(t, func(j *Job) { j.VM.VCPUs = 4 }).HillClimb(ctx, Options{Master: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Master != "spain" || math.Abs(p.Rate-0.07) > 1e-12 || len(p.Excluded) != 2 ||
+			!strings.Contains(p.Excluded[0].Reason, "cannot hold the job's VM (4 vCPUs, 2048 MiB; a machine has 2 cores, 4096 MiB)") {
+			t.Errorf("got master %s rate %g excluded %+v", p.Master, p.Rate, p.Excluded)
+		}
+	})
+
+	t.Run("no cluster can run it", func(t *testing.T) {
+		p, err := paperPlanner(t, func(j *Job) { j.VM.VCPUs = 16 }).HillClimb(ctx, Options{Master: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Feasible || !strings.Contains(p.Reason, "no cluster can take part") || len(p.Excluded) != 3 {
+			t.Errorf("got feasible %v reason %q excluded %d", p.Feasible, p.Reason, len(p.Excluded))
+		}
+	})
+}
+
+// Alone: spain 7 workers, 0.07 tasks/s, 4285.7 s; latam-a 2 workers,
+// 0.01, 30000 s; latam-b 4 workers (one is the master), 0.02, 15000 s.
+func TestBaselinesByHand(t *testing.T) {
+	for _, tc := range []struct {
+		alg   Algorithm
+		ready []float64
+		want  string
+		start float64
+	}{
+		{MET, nil, "spain", 0},
+		{MET, []float64{0, 0, 1e6}, "spain", 1e6},             // ignores availability
+		{MCT, nil, "spain", 0},                                // 4285.7 < 15000 < 30000
+		{MCT, []float64{0, 0, 20000}, "latam-b", 0},           // 24285.7 > 15000
+		{OLB, []float64{0, 100, 50}, "latam-a", 0},            // free first, however slow
+		{OLB, []float64{10, 10, 10}, "latam-a", 10},           // ties: grid order
+		{OLB, []float64{100, 100, 5}, "spain", 5},             // free first
+		{MCT, []float64{30000, 30000, 1e9}, "latam-b", 30000}, // 45000 < 60000
+	} {
+		p, err := paperPlanner(t, nil).Baseline(tc.alg, tc.ready)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Master != tc.want || p.Start != tc.start || len(p.Clusters) != 1 || len(p.Excluded) != 2 {
+			t.Errorf("%s ready %v: got %s at %g (%d clusters, excluded %v), want %s at %g",
+				tc.alg, tc.ready, p.Master, p.Start, len(p.Clusters), p.Excluded, tc.want, tc.start)
+		}
+	}
+	pl := paperPlanner(t, nil)
+	for c, want := range []float64{30000, 15000, 300 / 0.07} {
+		if got := pl.Alone(c).Runtime; math.Abs(got-want) > 1e-9 {
+			t.Errorf("alone on %d: runtime %g, want %g", c, got, want)
+		}
+	}
+	if _, err := pl.Baseline("fastest", nil); err == nil {
+		t.Error("unknown baseline: no error")
+	}
+	if _, err := pl.Baseline(MCT, []float64{0}); err == nil {
+		t.Error("ready times of the wrong length: no error")
+	}
+}
