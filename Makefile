@@ -12,6 +12,10 @@ build:
 	$(GO) build -o $(BIN) ./cmd/metasched
 
 demo: build
+	$(BIN) plan --job examples/job-render.yaml --grid examples/grid-paper.yaml
+	@echo
+	$(BIN) plan --job examples/job-render.yaml --grid examples/grid-paper.yaml --master latam-a
+	@echo
 	$(BIN) policy solve --model examples/palmer-table2.yaml --criterion discounted
 	@echo
 	$(BIN) policy papers
@@ -26,4 +30,4 @@ test:
 	$(GO) test -count=1 -timeout 20m ./...
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./switching/...
+	$(GO) test -run '^$$' -bench . -benchmem ./switching/... ./graph ./selection/...
