@@ -70,9 +70,11 @@ func newRoot(e *env) *cobra.Command {
 job a virtual cluster of VMs, and moves servers between pools dedicated to job
 types with an optimal or heuristic switching policy.
 
-Built today: policy solve and policy papers (the pool-switching engine),
-simulate policies and simulate experiment (the policy simulator and the papers'
-figures).`,
+Built today: plan (GramVM's selection of clusters for a job on a grid file),
+policy solve and policy papers (the pool-switching engine), simulate policies
+and simulate experiment (the policy simulator and the papers' figures), and
+simulate selection (a stream of jobs on a grid, hill climbing against the
+single-cluster baselines).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
