@@ -39,7 +39,6 @@ func (pl *Planner) Baseline(alg Algorithm, ready []float64) (Plan, error) {
 	if len(ready) != pl.n {
 		return Plan{}, fmt.Errorf("baseline: ready times given for %d clusters, the grid has %d", len(ready), pl.n)
 	}
-	pl.evals = 0
 	key := func(c int, p Plan) float64 {
 		switch alg {
 		case MET:
@@ -64,7 +63,8 @@ func (pl *Planner) Baseline(alg Algorithm, ready []float64) (Plan, error) {
 		return pl.infeasible(alg, "no cluster can run the job alone: each needs a free machine for the master and one for a worker, with the job's VM"), nil
 	}
 	p := alone[best]
-	p.Algorithm, p.Start, p.Evaluations = alg, ready[best], pl.evals
+	// One plan per cluster (the explanations evaluate more, not counted).
+	p.Algorithm, p.Start, p.Evaluations = alg, ready[best], len(pl.cand)
 	p.Excluded = p.Excluded[:0]
 	name := alone[best].Master
 	for c := range pl.n {

@@ -26,7 +26,7 @@ func newSimulateCmd(e *env) *cobra.Command {
 		Args:  noArgs,
 		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	cmd.AddCommand(newSimulatePoliciesCmd(e), newSimulateExperimentCmd(e))
+	cmd.AddCommand(newSimulatePoliciesCmd(e), newSimulateExperimentCmd(e), newSimulateSelectionCmd(e))
 	return cmd
 }
 
@@ -532,9 +532,16 @@ func simulateExperiment(ctx context.Context, e *env, name string, f experimentFl
 }
 
 func writeExperiment(dir string, ex *experiment.Experiment, rows []experiment.Row) ([]string, error) {
+	return writeFigure(dir, ex.Name,
+		func(w io.Writer) error { return experiment.WriteCSV(w, ex, rows) },
+		func(w io.Writer, format string) error { return experiment.WritePlot(w, ex, rows, format) })
+}
+
+// writeFigure writes DIR/NAME.csv, .svg and .png and returns their paths.
+func writeFigure(dir, name string, csv func(io.Writer) error, plot func(io.Writer, string) error) ([]string, error) {
 	var files []string
 	write := func(ext string, fn func(io.Writer) error) error {
-		path := filepath.Join(dir, ex.Name+"."+ext)
+		path := filepath.Join(dir, name+"."+ext)
 		out, err := os.Create(path)
 		if err != nil {
 			return err
@@ -549,11 +556,11 @@ func writeExperiment(dir string, ex *experiment.Experiment, rows []experiment.Ro
 		files = append(files, path)
 		return nil
 	}
-	if err := write("csv", func(w io.Writer) error { return experiment.WriteCSV(w, ex, rows) }); err != nil {
+	if err := write("csv", csv); err != nil {
 		return nil, err
 	}
 	for _, format := range []string{"svg", "png"} {
-		if err := write(format, func(w io.Writer) error { return experiment.WritePlot(w, ex, rows, format) }); err != nil {
+		if err := write(format, func(w io.Writer) error { return plot(w, format) }); err != nil {
 			return nil, err
 		}
 	}

@@ -3,6 +3,7 @@ package experiment
 import (
 	"encoding/csv"
 	"fmt"
+	"github.com/metasched/metasched/internal/plotx"
 	"io"
 	"math"
 	"strconv"
@@ -121,14 +122,7 @@ func WritePlot(w io.Writer, e *Experiment, rows []Row, format string) error {
 	if err != nil {
 		return err
 	}
-	wt, err := p.WriterTo(8*vg.Inch, 5*vg.Inch, format)
-	if err != nil {
-		return fmt.Errorf("render %s: %w", format, err)
-	}
-	if _, err := wt.WriteTo(w); err != nil {
-		return fmt.Errorf("write %s: %w", format, err)
-	}
-	return nil
+	return plotx.Render(w, p, format)
 }
 
 // WriteTable prints the rows as a table: one line per x, one column per
