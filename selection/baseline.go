@@ -10,8 +10,7 @@ import (
 // baselines see a cluster.
 func (pl *Planner) Alone(c int) Plan {
 	if pl.why[c] != "" {
-		p := pl.infeasible(Algorithm(""), pl.why[c])
-		return p
+		return pl.infeasible(Algorithm(""), pl.why[c])
 	}
 	return pl.plan(Algorithm(""), &candidate{m: c, s: pl.score(c, nil)})
 }

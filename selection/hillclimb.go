@@ -228,19 +228,11 @@ func (h *climb) members(mv move, fn func(c int)) {
 	}
 }
 
-// evalMaster scores a move to another master. O(|S|), and O(n) the first
-// time that master's widest paths are needed.
+// evalMaster scores a move to another master: O(|S|), and O(n) the first
+// time that master's widest paths are needed. Such moves are few (at most
+// 3·listCap per pass of the wider neighbourhood), so the plain sizing does.
 func (h *climb) evalMaster(mv move) score {
-	pl := h.pl
-	pl.evals++
-	m := mv.master
-	row := pl.row(m)
-	W := 0.0
-	h.members(mv, func(c int) { W += pl.w[c] })
-	p := pl.size(m, m, W, row)
-	s := score{r: p.rate, machines: 1 + p.n, cost: pl.cost[m] * float64(1+p.n)}
-	h.members(mv, func(c int) { s = pl.plus(s, pl.size(c, m, W, row)) })
-	return s
+	return h.pl.score(mv.master, h.othersAfter(mv))
 }
 
 // othersAfter returns the worker clusters after mv, sorted by index.
@@ -253,7 +245,7 @@ func (h *climb) othersAfter(mv move) []int {
 
 // cur returns the current plan as a candidate.
 func (h *climb) cur() *candidate {
-	return &candidate{m: h.v.m, others: h.othersAfter(move{master: h.v.m, skip: -1, add: -1}), s: h.s}
+	return &candidate{m: h.v.m, others: slices.Sorted(slices.Values(h.mem)), s: h.s}
 }
 
 // apply makes mv the current plan.
@@ -480,12 +472,7 @@ func (pl *Planner) HillClimb(ctx context.Context, o Options) (Plan, error) {
 	pl.evals = 0
 	var best *candidate
 	for _, z := range zones {
-		head := -1
-		for _, c := range z {
-			if pl.why[c] == "" && (head < 0 || pl.w[c] > pl.w[head]) {
-				head = c
-			}
-		}
+		head := pl.zoneHead(z)
 		if head < 0 {
 			continue // no candidate in this zone
 		}
@@ -562,4 +549,17 @@ func (pl *Planner) masterBounds() []float64 {
 		return 0
 	})
 	return pl.bound
+}
+
+// zoneHead returns the zone's candidate cluster of largest free·perf (the
+// first in grid order on a tie), where a restart begins, or -1 when the
+// zone has no candidate.
+func (pl *Planner) zoneHead(zone []int) int {
+	head := -1
+	for _, c := range zone {
+		if pl.why[c] == "" && (head < 0 || pl.w[c] > pl.w[head]) {
+			head = c
+		}
+	}
+	return head
 }

@@ -98,12 +98,7 @@ func literalHillClimb(t *testing.T, pl *Planner) Plan {
 	}
 	var best *candidate
 	for _, z := range zones {
-		head := -1
-		for _, c := range z {
-			if pl.why[c] == "" && (head < 0 || pl.w[c] > pl.w[head]) {
-				head = c
-			}
-		}
+		head := pl.zoneHead(z)
 		if head < 0 {
 			continue
 		}

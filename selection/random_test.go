@@ -102,10 +102,3 @@ func randomProblem(rng *rand.Rand, n int) Problem {
 	}
 	return Problem{Graph: g, Job: randomJob(rng), Free: free}
 }
-
-func benchProblemT(n int, seed uint64) Problem {
-	rng := rand.New(rand.NewPCG(seed, 0))
-	p := randomProblem(rng, n)
-	p.Free = nil
-	return p
-}
