@@ -1,0 +1,381 @@
+package hypervisorproxy_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/rs/zerolog"
+
+	"github.com/metasched/metasched/graph"
+	hp "github.com/metasched/metasched/hypervisorproxy"
+	"github.com/metasched/metasched/hypervisorproxy/client"
+	"github.com/metasched/metasched/hypervisorproxy/virt"
+)
+
+const testGrid = `
+clusters:
+  - {name: lab, machines: 2, cores: 4, memory_mib: 8192, perf: 1.0e9, lan_mbps: 1000, uplink_mbps: 100}
+  - {name: far, machines: 1, cores: 2, memory_mib: 2048, perf: 1.0e9, lan_mbps: 1000, uplink_mbps: 100}
+links:
+  - {between: [lab, far], mbps: 10}
+`
+
+const testToken = "s3cret-token"
+
+type harness struct {
+	agent  *hp.Agent
+	srv    *httptest.Server
+	client *client.Client
+	dir    string
+}
+
+// startAgent runs an agent for site "lab" of testGrid (two generated
+// test-driver hosts of 4 CPUs and 8 GiB) behind an HTTP test server. extra
+// is appended to the site file.
+func startAgent(t *testing.T, dir, extra string) *harness {
+	t.Helper()
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	write := func(name, data string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("grid.yaml", testGrid)
+	write("token", testToken+"\n")
+	write("site.yaml", "site: lab\ntoken_file: token\ngrid: grid.yaml\npool: render\n"+extra)
+	data, _ := os.ReadFile(filepath.Join(dir, "site.yaml"))
+	site, err := hp.ParseSite(filepath.Join(dir, "site.yaml"), data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := graph.ParseGrid("grid.yaml", []byte(testGrid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel)
+	a, err := hp.New(context.Background(), hp.Config{Site: site, Token: testToken, Grid: g, Connect: virt.Connector(log), Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(a.Handler())
+	h := &harness{agent: a, srv: srv, client: client.New(srv.URL, testToken), dir: dir}
+	t.Cleanup(h.stop)
+	return h
+}
+
+func (h *harness) stop() {
+	h.srv.Close()
+	h.agent.Close()
+}
+
+// hostView is what tests compare of a host.
+type hostView struct {
+	Name, Pool         string
+	State              hp.HostState
+	FreeVCPUs, FreeMiB int
+	VMs                []string
+}
+
+func view(t *testing.T, c *client.Client) []hostView {
+	t.Helper()
+	inv, err := c.Inventory(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []hostView
+	for _, h := range inv.Hosts {
+		v := hostView{Name: h.Name, Pool: h.Pool, State: h.State, FreeVCPUs: h.FreeVCPUs, FreeMiB: h.FreeMemoryMiB, VMs: []string{}}
+		for _, vm := range h.VMs {
+			v.VMs = append(v.VMs, vm.Name)
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+func TestAgentLifecycle(t *testing.T) {
+	ctx := context.Background()
+	h := startAgent(t, "", "")
+	c := h.client
+	if site, err := c.Healthz(ctx); err != nil || site != "lab" {
+		t.Fatalf("healthz = %q, %v", site, err)
+	}
+	inv, err := c.Inventory(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inv.Site != "lab" || len(inv.Hosts) != 2 || inv.Hosts[0].CPUs != 4 || inv.Hosts[0].MemoryMiB != 8192 ||
+		!strings.HasPrefix(inv.Hosts[0].URI, "test:///") {
+		t.Fatalf("inventory = %+v", inv)
+	}
+	empty := []hostView{
+		{Name: "lab-0", Pool: "render", State: hp.HostReady, FreeVCPUs: 4, FreeMiB: 8192, VMs: []string{}},
+		{Name: "lab-1", Pool: "render", State: hp.HostReady, FreeVCPUs: 4, FreeMiB: 8192, VMs: []string{}},
+	}
+	if diff := cmp.Diff(empty, view(t, c)); diff != "" {
+		t.Fatalf("inventory before (-want +got):\n%s", diff)
+	}
+
+	// Placement: the most free vCPUs, ties to the first host.
+	vm1, err := c.Create(ctx, hp.VMSpec{Name: "vm-1", Job: "job-1", VCPUs: 2, MaxVCPUs: 4, MemoryMiB: 1024, MaxMemoryMiB: 2048})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want1 := hp.VM{Name: "vm-1", Host: "lab-0", Pool: "render", Job: "job-1", State: hp.StateRunning, VCPUs: 2, MaxVCPUs: 4,
+		MemoryMiB: 1024, MaxMemoryMiB: 2048, Managed: true}
+	if diff := cmp.Diff(want1, vm1); diff != "" {
+		t.Errorf("create vm-1 (-want +got):\n%s", diff)
+	}
+	vm2, err := c.Create(ctx, hp.VMSpec{Name: "vm-2", Job: "job-1", VCPUs: 1, MemoryMiB: 512})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if vm2.Host != "lab-1" || vm2.MaxVCPUs != 1 || vm2.MaxMemoryMiB != 512 {
+		t.Errorf("vm-2 = %+v, want it on lab-1 with maxima equal to its sizes", vm2)
+	}
+	after := []hostView{
+		{Name: "lab-0", Pool: "render", State: hp.HostReady, FreeVCPUs: 2, FreeMiB: 7168, VMs: []string{"vm-1"}},
+		{Name: "lab-1", Pool: "render", State: hp.HostReady, FreeVCPUs: 3, FreeMiB: 7680, VMs: []string{"vm-2"}},
+	}
+	if diff := cmp.Diff(after, view(t, c)); diff != "" {
+		t.Errorf("inventory after creates (-want +got):\n%s", diff)
+	}
+
+	// Resize within the limits, read back.
+	got, err := c.Resize(ctx, "vm-1", hp.Resize{VCPUs: 4, MemoryMiB: 2048})
+	if err != nil || got.VCPUs != 4 || got.MemoryMiB != 2048 {
+		t.Errorf("resize to 4 vcpus, 2048 MiB = %+v, %v", got, err)
+	}
+	if got, err = c.Resize(ctx, "vm-1", hp.Resize{MemoryMiB: 1536}); err != nil || got.VCPUs != 4 || got.MemoryMiB != 1536 {
+		t.Errorf("shrink memory = %+v, %v", got, err)
+	}
+	// Beyond the maxima: 422, unchanged.
+	if _, err = c.Resize(ctx, "vm-1", hp.Resize{VCPUs: 5}); !errors.Is(err, hp.ErrLimit) {
+		t.Errorf("resize beyond max_vcpus: err = %v, want ErrLimit", err)
+	}
+	if _, err = c.Resize(ctx, "vm-1", hp.Resize{MemoryMiB: 4096}); !errors.Is(err, hp.ErrLimit) {
+		t.Errorf("resize beyond max_memory_mib: err = %v, want ErrLimit", err)
+	}
+	if got, _ = c.VM(ctx, "vm-1"); got.VCPUs != 4 || got.MemoryMiB != 1536 {
+		t.Errorf("after refused resizes vm-1 = %+v", got)
+	}
+
+	// The test driver unplugs vCPUs.
+	if got, err = c.Resize(ctx, "vm-1", hp.Resize{VCPUs: 3}); err != nil || got.VCPUs != 3 {
+		t.Errorf("resize to 3 vcpus = %+v, %v", got, err)
+	}
+	// A move between test hosts is not live; the capacity follows the VM.
+	m, err := c.Migrate(ctx, "vm-2", "lab-0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Live || m.From != "lab-1" || m.To != "lab-0" || m.VM.Host != "lab-0" || m.VM.State != hp.StateRunning {
+		t.Errorf("migration = %+v", m)
+	}
+	// lab-0 is now full on vCPUs: a new VM must go to lab-1, and cannot
+	// move to lab-0.
+	vm3, err := c.Create(ctx, hp.VMSpec{Name: "vm-3", VCPUs: 2, MemoryMiB: 256})
+	if err != nil || vm3.Host != "lab-1" {
+		t.Errorf("vm-3 = %+v, %v; want it on lab-1", vm3, err)
+	}
+	if _, err := c.Migrate(ctx, "vm-3", "lab-0"); !errors.Is(err, hp.ErrCapacity) {
+		t.Errorf("migrate onto a full host: err = %v, want ErrCapacity", err)
+	}
+	for _, n := range []string{"vm-1", "vm-2", "vm-3"} {
+		if err := c.Destroy(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if diff := cmp.Diff(empty, view(t, c)); diff != "" {
+		t.Errorf("inventory after destroys (-want +got):\n%s", diff)
+	}
+}
+
+// Bad requests get a 4xx with a clear message and change nothing.
+func TestAgentBadRequests(t *testing.T) {
+	ctx := context.Background()
+	h := startAgent(t, "", "")
+	if _, err := h.client.Create(ctx, hp.VMSpec{Name: "keep", Job: "j", VCPUs: 1, MaxVCPUs: 2, MemoryMiB: 256}); err != nil {
+		t.Fatal(err)
+	}
+	before := view(t, h.client)
+	for _, tc := range []struct {
+		name, method, path, body, token string
+		status                          int
+		msg                             string
+	}{
+		{"no token", "GET", "/v1/inventory", "", "-", 401, "missing bearer token"},
+		{"wrong token", "GET", "/v1/inventory", "", "nope", 401, "wrong bearer token"},
+		{"wrong token on create", "POST", "/v1/vms", `{"name":"x","vcpus":1,"memory_mib":64}`, "nope", 401, "wrong bearer token"},
+		{"unknown vm", "GET", "/v1/vms/ghost", "", "", 404, `vm "ghost": not found`},
+		{"destroy unknown vm", "DELETE", "/v1/vms/ghost", "", "", 404, "destroy vm ghost: not found"},
+		{"resize unknown vm", "POST", "/v1/vms/ghost/resize", `{"vcpus":2}`, "", 404, "resize vm ghost: not found"},
+		{"negative vcpus", "POST", "/v1/vms", `{"name":"x","vcpus":-1,"memory_mib":64}`, "", 400, "vcpus: must be >= 1, not -1"},
+		{"negative memory", "POST", "/v1/vms", `{"name":"x","vcpus":1,"memory_mib":-5}`, "", 400, "memory_mib: must be >= 1, not -5"},
+		{"negative resize", "POST", "/v1/vms/keep/resize", `{"vcpus":-2}`, "", 400, "vcpus: must be >= 1, not -2"},
+		{"empty resize", "POST", "/v1/vms/keep/resize", `{}`, "", 400, "give at least one"},
+		{"max below current", "POST", "/v1/vms", `{"name":"x","vcpus":4,"max_vcpus":2,"memory_mib":64}`, "", 400, "max_vcpus: must be >= vcpus (4), not 2"},
+		{"bad name", "POST", "/v1/vms", `{"name":"a b","vcpus":1,"memory_mib":64}`, "", 400, "name:"},
+		{"over capacity", "POST", "/v1/vms", `{"name":"big","vcpus":5,"memory_mib":64}`, "", 409, "not enough free capacity for 5 vcpus and 64 MiB: lab-0 has 3 vcpus and 7936 MiB free; lab-1 has 4 vcpus and 8192 MiB free"},
+		{"over capacity on a host", "POST", "/v1/vms", `{"name":"big","host":"lab-1","vcpus":1,"memory_mib":9000}`, "", 409, "lab-1 has 4 vcpus and 8192 MiB free"},
+		{"unknown host", "POST", "/v1/vms", `{"name":"x","host":"lab-9","vcpus":1,"memory_mib":64}`, "", 404, `host "lab-9": not found in site lab`},
+		{"wrong pool", "POST", "/v1/vms", `{"name":"x","host":"lab-1","pool":"batch","vcpus":1,"memory_mib":64}`, "", 400, `host lab-1 is in pool "render", not "batch"`},
+		{"name taken", "POST", "/v1/vms", `{"name":"keep","vcpus":1,"memory_mib":64}`, "", 409, "create vm keep: already exists"},
+		{"resize beyond max", "POST", "/v1/vms/keep/resize", `{"vcpus":3}`, "", 422, "beyond the vm's maximum (max_vcpus 2"},
+		{"migrate to unknown host", "POST", "/v1/vms/keep/migrate", `{"host":"mars-1"}`, "", 404, `host "mars-1": not found in site lab`},
+		{"migrate without host", "POST", "/v1/vms/keep/migrate", `{}`, "", 400, "host: is required"},
+		{"migrate to itself", "POST", "/v1/vms/keep/migrate", `{"host":"lab-0"}`, "", 400, "the vm is on lab-0 already"},
+		{"migrate unknown vm", "POST", "/v1/vms/ghost/migrate", `{"host":"lab-1"}`, "", 404, "migrate vm ghost: not found"},
+		{"unknown field", "POST", "/v1/vms", `{"name":"x","vcpus":1,"memory_mib":64,"gpus":1}`, "", 400, `unknown field "gpus"`},
+		{"wrong type", "POST", "/v1/vms", `{"name":"x","vcpus":"two","memory_mib":64}`, "", 400, "vcpus: must be a int, not a JSON string"},
+		{"not json", "POST", "/v1/vms", `{"name":`, "", 400, "invalid request"},
+		{"empty body", "POST", "/v1/vms", ``, "", 400, "the body is empty"},
+		{"reconfigure unknown host", "POST", "/v1/hosts/lab-7/reconfigure", `{"pool":"batch"}`, "", 404, `reconfigure host "lab-7": not found`},
+		{"reconfigure without pool", "POST", "/v1/hosts/lab-1/reconfigure", `{}`, "", 400, "pool: is required"},
+		{"reconfigure a held host", "POST", "/v1/hosts/lab-0/reconfigure", `{"pool":"batch"}`, "", 409, `jobs not released: keep (job "j")`},
+		{"reconfigure with a stale pool", "POST", "/v1/hosts/lab-1/reconfigure", `{"pool":"batch","expect_pool":"web"}`, "", 409, `the host is in pool "render", not "web"`},
+		{"probe without target", "POST", "/v1/probe", `{}`, "", 400, "target: must be an agent's address"},
+		{"probe too big", "POST", "/v1/probe", `{"target":"http://127.0.0.1:1","bytes":99999999999}`, "", 400, "bytes: must be within"},
+		{"probe bad timeout", "POST", "/v1/probe", `{"target":"http://127.0.0.1:1","timeout":"soon"}`, "", 400, `timeout: must be a duration`},
+		{"unknown route", "GET", "/v1/nothing", "", "", 404, "no route GET /v1/nothing"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, _ := http.NewRequest(tc.method, h.srv.URL+tc.path, strings.NewReader(tc.body))
+			switch tc.token {
+			case "":
+				req.Header.Set("Authorization", "Bearer "+testToken)
+			case "-":
+			default:
+				req.Header.Set("Authorization", "Bearer "+tc.token)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var e hp.APIError
+			json.NewDecoder(resp.Body).Decode(&e)
+			if resp.StatusCode != tc.status || !strings.Contains(e.Error, tc.msg) {
+				t.Errorf("%s %s: %d %q, want %d and a message containing %q", tc.method, tc.path, resp.StatusCode, e.Error, tc.status, tc.msg)
+			}
+		})
+	}
+	if diff := cmp.Diff(before, view(t, h.client)); diff != "" {
+		t.Errorf("bad requests changed the inventory (-before +after):\n%s", diff)
+	}
+}
+
+// Reconfiguring a host for another pool: refused while a job holds it,
+// then the old pool's VMs go, the label changes, and switch_delay passes;
+// the host takes no VM meanwhile.
+func TestAgentReconfigure(t *testing.T) {
+	ctx := context.Background()
+	h := startAgent(t, "", "switch_delay: 300ms\n")
+	c := h.client
+	for _, s := range []hp.VMSpec{
+		{Name: "idle", Host: "lab-0", VCPUs: 1, MemoryMiB: 256},
+		{Name: "busy", Host: "lab-0", Job: "job-9", VCPUs: 1, MemoryMiB: 256},
+		{Name: "other", Host: "lab-1", Job: "job-8", VCPUs: 1, MemoryMiB: 256},
+	} {
+		if _, err := c.Create(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.Reconfigure(ctx, "lab-0", hp.Reconfigure{Pool: "batch", Released: []string{"job-8"}}); !errors.Is(err, hp.ErrBusy) {
+		t.Fatalf("reconfigure with job-9 not released: err = %v, want ErrBusy", err)
+	}
+	var wg sync.WaitGroup
+	var during error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		time.Sleep(100 * time.Millisecond)
+		_, during = c.Create(ctx, hp.VMSpec{Name: "late", Host: "lab-0", VCPUs: 1, MemoryMiB: 64})
+	}()
+	r, err := c.Reconfigure(ctx, "lab-0", hp.Reconfigure{Pool: "batch", ExpectPool: "render", Released: []string{"job-9"}})
+	wg.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(during, hp.ErrBusy) {
+		t.Errorf("create during the switch: err = %v, want ErrBusy", during)
+	}
+	if r.From != "render" || r.Host.Pool != "batch" || r.Host.State != hp.HostReady || r.Seconds < 0.3 ||
+		!cmp.Equal(r.Destroyed, []string{"busy", "idle"}) || len(r.Host.VMs) != 0 {
+		t.Errorf("reconfigured = %+v", r)
+	}
+	want := []hostView{
+		{Name: "lab-0", Pool: "batch", State: hp.HostReady, FreeVCPUs: 4, FreeMiB: 8192, VMs: []string{}},
+		{Name: "lab-1", Pool: "render", State: hp.HostReady, FreeVCPUs: 3, FreeMiB: 7936, VMs: []string{"other"}},
+	}
+	if diff := cmp.Diff(want, view(t, c)); diff != "" {
+		t.Errorf("inventory (-want +got):\n%s", diff)
+	}
+	// A render VM cannot move to the batch host.
+	if _, err := c.Migrate(ctx, "other", "lab-0"); !errors.Is(err, hp.ErrInvalid) {
+		t.Errorf("migrate across pools: err = %v, want ErrInvalid", err)
+	}
+}
+
+// The agent keeps a record of its VMs in data_dir; test hosts keep no
+// state across restarts, so a restarted agent recreates its VMs.
+func TestAgentRestartRestoresVMs(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	h := startAgent(t, dir, "data_dir: state\n")
+	if _, err := h.client.Create(ctx, hp.VMSpec{Name: "keeper", Job: "j", VCPUs: 1, MaxVCPUs: 2, MemoryMiB: 512}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.client.Resize(ctx, "keeper", hp.Resize{VCPUs: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.client.Reconfigure(ctx, "lab-1", hp.Reconfigure{Pool: "batch"}); err != nil {
+		t.Fatal(err)
+	}
+	h.stop()
+
+	h2 := startAgent(t, dir, "data_dir: state\n")
+	got, err := h2.client.VM(ctx, "keeper")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := hp.VM{Name: "keeper", Host: "lab-0", Pool: "render", Job: "j", State: hp.StateRunning, VCPUs: 2, MaxVCPUs: 2, MemoryMiB: 512, MaxMemoryMiB: 512, Managed: true}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("after a restart (-want +got):\n%s", diff)
+	}
+	inv, _ := h2.client.Inventory(ctx)
+	if inv.Hosts[1].Pool != "batch" {
+		t.Errorf("pool of lab-1 after a restart = %q, want batch", inv.Hosts[1].Pool)
+	}
+}
+
+// A probe between two agents on loopback.
+func TestAgentProbeLoopback(t *testing.T) {
+	a := startAgent(t, "", "")
+	b := startAgent(t, "", "")
+	p, err := a.client.Probe(context.Background(), hp.ProbeRequest{Target: b.srv.URL, Bytes: 4 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Bytes <= 3<<20 || p.Bytes > 4<<20 || p.Mbps <= 0 || p.Seconds <= 0 || p.MeasuredAt.IsZero() {
+		t.Errorf("probe = %+v", p)
+	}
+	if _, err := a.client.Probe(context.Background(), hp.ProbeRequest{Target: b.srv.URL, Token: "wrong"}); !errors.Is(err, hp.ErrUnauthorized) {
+		t.Errorf("probe with a wrong token: err = %v, want ErrUnauthorized", err)
+	}
+}
+
+var _ = cmpopts.EquateApprox

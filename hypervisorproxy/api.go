@@ -1,0 +1,165 @@
+package hypervisorproxy
+
+import "time"
+
+// The agent's API types: the JSON bodies of its HTTP API (see server.go for
+// the routes) and the values of its Go methods.
+
+// State is the state of a VM.
+type State string
+
+// VM states.
+const (
+	StateRunning  State = "running"
+	StatePaused   State = "paused"
+	StateShutoff  State = "shutoff"
+	StateCrashed  State = "crashed"
+	StateOther    State = "other"
+	StateMissing  State = "missing" // in the agent's record, not on its host
+	StateBuilding State = "building"
+)
+
+// HostState is the state of a host.
+type HostState string
+
+// Host states.
+const (
+	HostReady       HostState = "ready"
+	HostSwitching   HostState = "switching"   // being reconfigured for another pool
+	HostUnreachable HostState = "unreachable" // its hypervisor cannot be reached
+)
+
+// VMSpec asks for a VM. Host and Pool are optional: without a host the
+// agent picks the host of the pool (any pool when Pool is empty) with the
+// most free vCPUs that fits the VM (ties: the first in the site file);
+// without a pool the VM joins its host's pool. MaxVCPUs and MaxMemoryMiB
+// (0: equal to the current sizes) bound later live resizes.
+type VMSpec struct {
+	Name         string `json:"name"`
+	Host         string `json:"host,omitempty"`
+	Pool         string `json:"pool,omitempty"`
+	Job          string `json:"job,omitempty"`
+	VCPUs        int    `json:"vcpus"`
+	MemoryMiB    int    `json:"memory_mib"`
+	MaxVCPUs     int    `json:"max_vcpus,omitempty"`
+	MaxMemoryMiB int    `json:"max_memory_mib,omitempty"`
+}
+
+// VM is a VM of the site, as its host reports it.
+type VM struct {
+	Name         string `json:"name"`
+	Host         string `json:"host"`
+	Pool         string `json:"pool,omitempty"`
+	Job          string `json:"job,omitempty"`
+	State        State  `json:"state"`
+	VCPUs        int    `json:"vcpus"`
+	MaxVCPUs     int    `json:"max_vcpus"`
+	MemoryMiB    int    `json:"memory_mib"`
+	MaxMemoryMiB int    `json:"max_memory_mib"`
+	// Managed is false for a domain the agent did not create (found on
+	// the host); the agent counts its size but does not touch it.
+	Managed bool `json:"managed"`
+}
+
+// Host is one physical host of the site.
+type Host struct {
+	Name  string    `json:"name"`
+	URI   string    `json:"uri"`
+	Pool  string    `json:"pool,omitempty"`
+	State HostState `json:"state"`
+	Error string    `json:"error,omitempty"` // why it is unreachable
+	Model string    `json:"model,omitempty"`
+	CPUs  int       `json:"cpus"`
+	// MemoryMiB is the host's memory; the Free figures are what the VMs
+	// on it (running or not) leave, counting their current sizes.
+	MemoryMiB     int  `json:"memory_mib"`
+	FreeVCPUs     int  `json:"free_vcpus"`
+	FreeMemoryMiB int  `json:"free_memory_mib"`
+	VMs           []VM `json:"vms"`
+}
+
+// Inventory is the state of the whole site.
+type Inventory struct {
+	Site  string    `json:"site"`
+	At    time.Time `json:"at"`
+	Hosts []Host    `json:"hosts"`
+}
+
+// Resize asks for new current sizes of a VM; a zero field is left as it is.
+type Resize struct {
+	VCPUs     int `json:"vcpus,omitempty"`
+	MemoryMiB int `json:"memory_mib,omitempty"`
+}
+
+// MigrateRequest moves a VM to another host of the site.
+type MigrateRequest struct {
+	Host string `json:"host"`
+}
+
+// Migration is the result of a move.
+type Migration struct {
+	VM   VM     `json:"vm"`
+	From string `json:"from"`
+	To   string `json:"to"`
+	// Live is true for a live migration; false for a cold move (the test
+	// driver: defined on the destination, destroyed on the source).
+	Live       bool    `json:"live"`
+	Seconds    float64 `json:"seconds"`
+	DowntimeMs float64 `json:"downtime_ms,omitempty"`
+	// DataMiB is what the hypervisor transferred, when it says.
+	DataMiB float64 `json:"data_mib,omitempty"`
+	URI     string  `json:"uri,omitempty"` // the tcp://ADDR:PORT used
+}
+
+// Reconfigure asks to move a host to another pool. Released lists the jobs
+// whose VMs the coordinator has released: the host is refused while it runs
+// a VM of any other job. ExpectPool, when set, must be the host's pool now.
+type Reconfigure struct {
+	Pool       string   `json:"pool"`
+	ExpectPool string   `json:"expect_pool,omitempty"`
+	Released   []string `json:"released,omitempty"`
+}
+
+// Reconfigured is the result of a reconfiguration.
+type Reconfigured struct {
+	Host      Host     `json:"host"`
+	From      string   `json:"from"`
+	Destroyed []string `json:"destroyed"` // the old pool's VMs
+	Seconds   float64  `json:"seconds"`
+}
+
+// ProbeRequest asks the agent to measure its throughput to another agent:
+// it sends Bytes (default 8 MiB) to the other agent's probe sink within
+// Timeout (default 30 s). Token is the other agent's token (default: this
+// agent's own).
+type ProbeRequest struct {
+	Target  string `json:"target"`
+	Token   string `json:"token,omitempty"`
+	Bytes   int64  `json:"bytes,omitempty"`
+	Timeout string `json:"timeout,omitempty"`
+}
+
+// Probe is a measured throughput. Seconds runs from the receiver's first
+// byte to its last, so a connection set-up does not count.
+type Probe struct {
+	Target     string    `json:"target"`
+	Bytes      int64     `json:"bytes"`
+	Seconds    float64   `json:"seconds"`
+	Mbps       float64   `json:"mbps"`
+	MeasuredAt time.Time `json:"measured_at"`
+}
+
+// SinkResult is what a probe sink reports to the sender: Bytes arrived in
+// Seconds (the first read's bytes, which arrived before the clock started,
+// are left out of Bytes but counted in TotalBytes).
+type SinkResult struct {
+	Bytes      int64   `json:"bytes"`
+	Seconds    float64 `json:"seconds"`
+	TotalBytes int64   `json:"total_bytes"`
+}
+
+// APIError is the body of every error response.
+type APIError struct {
+	Error string `json:"error"`
+	Code  string `json:"code"`
+}

@@ -1,0 +1,148 @@
+// Package client is the Go client of a site agent's HTTP API (package
+// hypervisorproxy, Agent.Handler). Errors the agent answers with are
+// *hypervisorproxy.RemoteError values that wrap the agent's sentinel
+// errors, so that
+//
+//	c := client.New("http://127.0.0.1:9101", token)
+//	_, err := c.Resize(ctx, "vm-1", hypervisorproxy.Resize{VCPUs: 3})
+//	if errors.Is(err, hypervisorproxy.ErrUnsupported) { ... }
+//
+// works as it would against an in-process agent.
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+
+	hp "github.com/metasched/metasched/hypervisorproxy"
+)
+
+// Client talks to one agent.
+type Client struct {
+	base  string
+	token string
+	http  *http.Client
+}
+
+// New returns a client of the agent at base (http://HOST:PORT) that
+// presents token.
+func New(base, token string) *Client {
+	return &Client{base: strings.TrimRight(base, "/"), token: token, http: &http.Client{}}
+}
+
+// WithHTTPClient returns a copy of c that uses hc.
+func (c *Client) WithHTTPClient(hc *http.Client) *Client {
+	d := *c
+	d.http = hc
+	return &d
+}
+
+// Base returns the agent's address.
+func (c *Client) Base() string { return c.base }
+
+// Healthz checks that the agent answers and returns its site.
+func (c *Client) Healthz(ctx context.Context) (string, error) {
+	var out struct {
+		Site string `json:"site"`
+	}
+	err := c.do(ctx, http.MethodGet, "/healthz", nil, &out)
+	return out.Site, err
+}
+
+// Inventory returns the site's hosts and VMs.
+func (c *Client) Inventory(ctx context.Context) (hp.Inventory, error) {
+	var out hp.Inventory
+	err := c.do(ctx, http.MethodGet, "/v1/inventory", nil, &out)
+	return out, err
+}
+
+// VM returns one managed VM.
+func (c *Client) VM(ctx context.Context, name string) (hp.VM, error) {
+	var out hp.VM
+	err := c.do(ctx, http.MethodGet, "/v1/vms/"+url.PathEscape(name), nil, &out)
+	return out, err
+}
+
+// Create creates and starts a VM.
+func (c *Client) Create(ctx context.Context, spec hp.VMSpec) (hp.VM, error) {
+	var out hp.VM
+	err := c.do(ctx, http.MethodPost, "/v1/vms", spec, &out)
+	return out, err
+}
+
+// Resize changes a VM's vCPUs and memory live.
+func (c *Client) Resize(ctx context.Context, name string, r hp.Resize) (hp.VM, error) {
+	var out hp.VM
+	err := c.do(ctx, http.MethodPost, "/v1/vms/"+url.PathEscape(name)+"/resize", r, &out)
+	return out, err
+}
+
+// Migrate moves a VM to another host of the site.
+func (c *Client) Migrate(ctx context.Context, name, host string) (hp.Migration, error) {
+	var out hp.Migration
+	err := c.do(ctx, http.MethodPost, "/v1/vms/"+url.PathEscape(name)+"/migrate", hp.MigrateRequest{Host: host}, &out)
+	return out, err
+}
+
+// Destroy stops and undefines a VM.
+func (c *Client) Destroy(ctx context.Context, name string) error {
+	return c.do(ctx, http.MethodDelete, "/v1/vms/"+url.PathEscape(name), nil, nil)
+}
+
+// Reconfigure moves a host to another pool.
+func (c *Client) Reconfigure(ctx context.Context, host string, r hp.Reconfigure) (hp.Reconfigured, error) {
+	var out hp.Reconfigured
+	err := c.do(ctx, http.MethodPost, "/v1/hosts/"+url.PathEscape(host)+"/reconfigure", r, &out)
+	return out, err
+}
+
+// Probe asks the agent to measure its throughput to another agent.
+func (c *Client) Probe(ctx context.Context, r hp.ProbeRequest) (hp.Probe, error) {
+	var out hp.Probe
+	err := c.do(ctx, http.MethodPost, "/v1/probe", r, &out)
+	return out, err
+}
+
+func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		data, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(data)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	if resp.StatusCode >= 300 {
+		return fmt.Errorf("%s %s: %w", method, path, hp.DecodeError(resp.StatusCode, data))
+	}
+	if out == nil || resp.StatusCode == http.StatusNoContent {
+		return nil
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return fmt.Errorf("%s %s: the answer: %w", method, path, err)
+	}
+	return nil
+}

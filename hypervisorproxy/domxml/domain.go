@@ -1,0 +1,310 @@
+package domxml
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"unicode"
+	"unicode/utf8"
+)
+
+// MetadataNS is the XML namespace of the <metasched:vm> element that
+// records a VM's job and pool in the domain's <metadata>.
+const MetadataNS = "https://metasched.github.io/xmlns/vm/1"
+
+// Domain types.
+const (
+	TypeTest = "test" // libvirt's test driver
+	TypeQEMU = "qemu" // QEMU with TCG
+)
+
+// DefaultEmulator is the QEMU binary of a qemu domain whose Emulator is empty.
+const DefaultEmulator = "/usr/bin/qemu-system-x86_64"
+
+// HotplugSlots is the number of DIMM slots (<maxMemory slots='16'>) of a
+// qemu domain with memory headroom: it can grow in at most this many steps.
+const HotplugSlots = 16
+
+// Limits checked by Validate.
+const (
+	limitVCPUs      = 4096
+	limitMemoryMiB  = 16 << 20 // 16 TiB
+	minQEMUMiB      = 16       // smallest boot memory of a qemu domain
+	limitNameLen    = 64
+	limitLabelBytes = 256 // job and pool
+	limitPathBytes  = 4096
+)
+
+// Domain is what the agent asks for.
+type Domain struct {
+	Type         string // "test" (libvirt's test driver) or "qemu" (QEMU TCG)
+	Name         string
+	VCPUs        int    // current
+	MaxVCPUs     int    // 0 means VCPUs
+	MemoryMiB    int    // current; for qemu, the boot memory
+	MaxMemoryMiB int    // 0 means MemoryMiB
+	Job, Pool    string // recorded in <metadata>, may be empty
+	Emulator     string // qemu only; "" means /usr/bin/qemu-system-x86_64
+}
+
+// maxVCPUs is MaxVCPUs with its default applied.
+func (d Domain) maxVCPUs() int {
+	if d.MaxVCPUs == 0 {
+		return d.VCPUs
+	}
+	return d.MaxVCPUs
+}
+
+// maxMemoryMiB is MaxMemoryMiB with its default applied.
+func (d Domain) maxMemoryMiB() int {
+	if d.MaxMemoryMiB == 0 {
+		return d.MemoryMiB
+	}
+	return d.MaxMemoryMiB
+}
+
+// Validate reports every problem of d, joined with errors.Join, each one
+// starting with the field's name in the agent's JSON API (type, name, vcpus,
+// max_vcpus, memory_mib, max_memory_mib, job, pool, emulator). It returns
+// nil when d is valid.
+//
+// Names are 1 to 64 characters of A-Z a-z 0-9 . _ -, not starting with '.'
+// or '-'. vCPUs are 1 to 4096 and memory 1 MiB to 16 TiB, with maxima not
+// below the current values. A qemu domain needs at least 16 MiB, and when it
+// has memory headroom both memory_mib and the headroom must be multiples of
+// 2 MiB, the granularity of QEMU's DIMMs. Job and pool are at most 256
+// bytes of UTF-8 without control characters; emulator is an absolute path,
+// for qemu only.
+func (d Domain) Validate() error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
+	}
+
+	qemu := d.Type == TypeQEMU
+	switch d.Type {
+	case TypeTest, TypeQEMU:
+	default:
+		bad("type", "must be %s or %s, not %q", TypeTest, TypeQEMU, d.Type)
+	}
+
+	if msg := checkName(d.Name); msg != "" {
+		bad("name", "%s", msg)
+	}
+
+	// vCPUs.
+	vcpusOK := true
+	switch {
+	case d.VCPUs < 1:
+		bad("vcpus", "must be >= 1")
+		vcpusOK = false
+	case d.VCPUs > limitVCPUs:
+		bad("vcpus", "must be <= %d", limitVCPUs)
+		vcpusOK = false
+	}
+	switch {
+	case d.MaxVCPUs < 0:
+		bad("max_vcpus", "must be >= 0 (0 means vcpus)")
+	case d.MaxVCPUs > limitVCPUs:
+		bad("max_vcpus", "must be <= %d", limitVCPUs)
+	case d.MaxVCPUs > 0 && vcpusOK && d.MaxVCPUs < d.VCPUs:
+		bad("max_vcpus", "must be >= vcpus (%d)", d.VCPUs)
+	}
+
+	// Memory.
+	memOK := true
+	switch {
+	case d.MemoryMiB < 1:
+		bad("memory_mib", "must be >= 1")
+		memOK = false
+	case d.MemoryMiB > limitMemoryMiB:
+		bad("memory_mib", "must be <= %d (16 TiB)", limitMemoryMiB)
+		memOK = false
+	case qemu && d.MemoryMiB < minQEMUMiB:
+		bad("memory_mib", "must be >= %d for type qemu", minQEMUMiB)
+		memOK = false
+	}
+	maxMemOK := false
+	switch {
+	case d.MaxMemoryMiB < 0:
+		bad("max_memory_mib", "must be >= 0 (0 means memory_mib)")
+	case d.MaxMemoryMiB > limitMemoryMiB:
+		bad("max_memory_mib", "must be <= %d (16 TiB)", limitMemoryMiB)
+	case d.MaxMemoryMiB > 0 && memOK && d.MaxMemoryMiB < d.MemoryMiB:
+		bad("max_memory_mib", "must be >= memory_mib (%d)", d.MemoryMiB)
+	default:
+		maxMemOK = true
+	}
+	if qemu && memOK && maxMemOK && d.MaxMemoryMiB > d.MemoryMiB {
+		// The headroom is added as DIMMs, which QEMU sizes in 2 MiB units.
+		if d.MemoryMiB%2 != 0 {
+			bad("memory_mib", "must be a multiple of 2 MiB for type qemu with max_memory_mib > memory_mib, not %d", d.MemoryMiB)
+		}
+		if diff := d.MaxMemoryMiB - d.MemoryMiB; diff%2 != 0 {
+			bad("max_memory_mib", "must exceed memory_mib by a multiple of 2 MiB for type qemu (QEMU's DIMM size granularity), not by %d", diff)
+		}
+	}
+
+	// Metadata.
+	if msg := checkLabel(d.Job, limitLabelBytes); msg != "" {
+		bad("job", "%s", msg)
+	}
+	if msg := checkLabel(d.Pool, limitLabelBytes); msg != "" {
+		bad("pool", "%s", msg)
+	}
+
+	// Emulator.
+	if d.Emulator != "" {
+		switch {
+		case !qemu:
+			if d.Type == TypeTest {
+				bad("emulator", "must be empty for type test")
+			}
+		case d.Emulator[0] != '/':
+			bad("emulator", "must be an absolute path, not %q", d.Emulator)
+		default:
+			if msg := checkLabel(d.Emulator, limitPathBytes); msg != "" {
+				bad("emulator", "%s", msg)
+			}
+		}
+	}
+
+	return errors.Join(errs...)
+}
+
+// checkName returns what is wrong with a domain name, or "".
+func checkName(name string) string {
+	if name == "" {
+		return "must not be empty"
+	}
+	if n := utf8.RuneCountInString(name); n > limitNameLen {
+		return fmt.Sprintf("must be at most %d characters, not %d", limitNameLen, n)
+	}
+	if name[0] == '.' || name[0] == '-' {
+		return fmt.Sprintf("must not start with %q", name[0])
+	}
+	for i, r := range name {
+		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' ||
+			r == '.' || r == '_' || r == '-'
+		if !ok {
+			return fmt.Sprintf("character %q at byte %d is not allowed (use A-Z a-z 0-9 . _ -)", r, i)
+		}
+	}
+	return ""
+}
+
+// checkLabel returns what is wrong with a free-text value stored in the
+// XML (job, pool, emulator), or "".
+func checkLabel(s string, maxBytes int) string {
+	if !utf8.ValidString(s) {
+		return "must be valid UTF-8"
+	}
+	if len(s) > maxBytes {
+		return fmt.Sprintf("must be at most %d bytes, not %d", maxBytes, len(s))
+	}
+	for i, r := range s {
+		// U+FFFE and U+FFFF are not characters in XML 1.0.
+		if unicode.IsControl(r) || r == 0xFFFE || r == 0xFFFF {
+			return fmt.Sprintf("character %U at byte %d is not allowed (no control characters)", r, i)
+		}
+	}
+	return ""
+}
+
+// XML validates d and returns its libvirt domain XML, ending with a
+// newline. The document for each type is described in the package
+// documentation; the golden files under testdata show it in full.
+func (d Domain) XML() (string, error) {
+	if err := d.Validate(); err != nil {
+		return "", err
+	}
+	maxVCPUs, maxMem := d.maxVCPUs(), d.maxMemoryMiB()
+	itoa := strconv.Itoa
+
+	kids := []*elem{textEl("name", nil, d.Name)}
+	if md := metadata(d.Job, d.Pool); md != nil {
+		kids = append(kids, md)
+	}
+
+	switch d.Type {
+	case TypeTest:
+		// The test driver's balloon: <memory> is the maximum.
+		kids = append(kids,
+			textEl("memory", a("unit", "MiB"), itoa(maxMem)),
+			textEl("currentMemory", a("unit", "MiB"), itoa(d.MemoryMiB)),
+			textEl("vcpu", a("placement", "static", "current", itoa(d.VCPUs)), itoa(maxVCPUs)),
+			el("os", nil, textEl("type", a("arch", "x86_64"), "hvm")),
+			el("devices", nil),
+		)
+
+	case TypeQEMU:
+		hotplug := maxMem > d.MemoryMiB
+		if hotplug {
+			kids = append(kids, textEl("maxMemory",
+				a("slots", itoa(HotplugSlots), "unit", "MiB"), itoa(maxMem)))
+		}
+		kids = append(kids,
+			textEl("memory", a("unit", "MiB"), itoa(d.MemoryMiB)),
+			textEl("currentMemory", a("unit", "MiB"), itoa(d.MemoryMiB)),
+			textEl("vcpu", a("placement", "static", "current", itoa(d.VCPUs)), itoa(maxVCPUs)),
+			el("os", nil, textEl("type", a("arch", "x86_64", "machine", "pc"), "hvm")),
+			el("features", nil, el("acpi", nil), el("apic", nil)),
+		)
+		cpu := el("cpu", a("mode", "custom", "match", "exact"),
+			textEl("model", a("fallback", "allow"), "qemu64"))
+		if hotplug {
+			// Memory hot-plug needs a NUMA topology; DIMMs go to cell 0.
+			cpus := "0"
+			if maxVCPUs > 1 {
+				cpus = "0-" + itoa(maxVCPUs-1)
+			}
+			cpu.kids = append(cpu.kids, el("numa", nil,
+				el("cell", a("id", "0", "cpus", cpus, "memory", itoa(d.MemoryMiB), "unit", "MiB"))))
+		}
+		emulator := d.Emulator
+		if emulator == "" {
+			emulator = DefaultEmulator
+		}
+		kids = append(kids,
+			cpu,
+			textEl("on_poweroff", nil, "destroy"),
+			textEl("on_reboot", nil, "restart"),
+			textEl("on_crash", nil, "destroy"),
+			el("devices", nil,
+				textEl("emulator", nil, emulator),
+				el("memballoon", a("model", "virtio"))),
+		)
+	}
+
+	return el("domain", a("type", d.Type), kids...).String(), nil
+}
+
+// metadata returns the <metadata> element recording job and pool, or nil
+// when both are empty. An empty one of the two is left out.
+func metadata(job, pool string) *elem {
+	if job == "" && pool == "" {
+		return nil
+	}
+	as := a("xmlns:metasched", MetadataNS)
+	if job != "" {
+		as = append(as, attr{"job", job})
+	}
+	if pool != "" {
+		as = append(as, attr{"pool", pool})
+	}
+	return el("metadata", nil, el("metasched:vm", as))
+}
+
+// DIMM returns the device XML of one DIMM of sizeMiB MiB on NUMA node node,
+// for DomainAttachDeviceFlags: the way a qemu domain's memory grows live.
+// It does not check its arguments; QEMU refuses sizes that are not positive
+// multiples of 2 MiB, and the domain must have a free slot under
+// <maxMemory> and room below its maximum.
+func DIMM(sizeMiB, node int) string {
+	return el("memory", a("model", "dimm"),
+		el("target", nil,
+			textEl("size", a("unit", "MiB"), strconv.Itoa(sizeMiB)),
+			textEl("node", nil, strconv.Itoa(node)),
+		),
+	).String()
+}

@@ -1,0 +1,75 @@
+package hypervisorproxy
+
+import (
+	"errors"
+	"net/http"
+)
+
+// Sentinel errors. Drivers wrap them (errors.Is works through every
+// layer); the HTTP API maps them to status codes (see Status) and the client
+// maps the codes back, so a caller of the client can test errors.Is(err,
+// ErrNotFound) as it would against an in-process agent.
+var (
+	// ErrInvalid: a request field is missing or out of range.
+	ErrInvalid = errors.New("invalid request")
+	// ErrNotFound: no such VM or host.
+	ErrNotFound = errors.New("not found")
+	// ErrExists: a VM of that name exists already.
+	ErrExists = errors.New("already exists")
+	// ErrCapacity: the host has not enough free vCPUs or memory.
+	ErrCapacity = errors.New("not enough free capacity")
+	// ErrLimit: a resize beyond the VM's maximum vCPUs or memory.
+	ErrLimit = errors.New("beyond the vm's maximum")
+	// ErrUnsupported: the hypervisor cannot do this (vCPU unplug on QEMU,
+	// a balloon change that did not take, migration on the test driver).
+	ErrUnsupported = errors.New("not supported by the hypervisor")
+	// ErrBusy: the VM or host is in the middle of another operation, or a
+	// host runs VMs of a job the coordinator has not released.
+	ErrBusy = errors.New("busy")
+	// ErrConnLost: the connection to a host's hypervisor is lost.
+	ErrConnLost = errors.New("hypervisor connection lost")
+	// ErrAborted: a migration was aborted (progress timeout or cancel); the
+	// VM still runs on its source host.
+	ErrAborted = errors.New("aborted")
+	// ErrUnauthorized: missing or wrong bearer token.
+	ErrUnauthorized = errors.New("unauthorized")
+)
+
+// codes are the machine-readable names of the sentinels in API errors.
+var codes = []struct {
+	err    error
+	code   string
+	status int
+}{
+	{ErrInvalid, "invalid", http.StatusBadRequest},
+	{ErrNotFound, "not_found", http.StatusNotFound},
+	{ErrExists, "exists", http.StatusConflict},
+	{ErrCapacity, "capacity", http.StatusConflict},
+	{ErrLimit, "limit", http.StatusUnprocessableEntity},
+	{ErrUnsupported, "unsupported", http.StatusUnprocessableEntity},
+	{ErrBusy, "busy", http.StatusConflict},
+	{ErrConnLost, "conn_lost", http.StatusBadGateway},
+	{ErrAborted, "aborted", http.StatusGatewayTimeout},
+	{ErrUnauthorized, "unauthorized", http.StatusUnauthorized},
+}
+
+// Status returns the HTTP status and the error code of err: the first
+// sentinel it wraps, else 500 "internal".
+func Status(err error) (int, string) {
+	for _, c := range codes {
+		if errors.Is(err, c.err) {
+			return c.status, c.code
+		}
+	}
+	return http.StatusInternalServerError, "internal"
+}
+
+// Sentinel returns the sentinel error of an API error code, or nil.
+func Sentinel(code string) error {
+	for _, c := range codes {
+		if c.code == code {
+			return c.err
+		}
+	}
+	return nil
+}

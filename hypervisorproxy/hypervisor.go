@@ -1,0 +1,68 @@
+package hypervisorproxy
+
+import (
+	"context"
+	"time"
+)
+
+// Hypervisor is one host's hypervisor, as the agent uses it. The libvirt
+// driver (sub-package virt) implements it over one libvirt connection; tests
+// may use any recording fake. Sizes are current sizes; every method reads
+// its result back from the hypervisor.
+type Hypervisor interface {
+	// Node reports the host's CPUs and memory.
+	Node(ctx context.Context) (Node, error)
+	// Domains lists every VM on the host, in name order.
+	Domains(ctx context.Context) ([]Domain, error)
+	// Create defines and starts a VM.
+	Create(ctx context.Context, spec VMSpec) (Domain, error)
+	// SetVCPUs changes the VM's vCPUs live.
+	SetVCPUs(ctx context.Context, name string, n int) (Domain, error)
+	// SetMemory changes the VM's memory live.
+	SetMemory(ctx context.Context, name string, mib int) (Domain, error)
+	// Migrate moves the VM to dst (a Hypervisor of the same driver).
+	Migrate(ctx context.Context, name string, dst Hypervisor, opt MigrateOptions) (MigrateStats, error)
+	// Destroy stops and undefines the VM.
+	Destroy(ctx context.Context, name string) error
+	// Close releases the connection.
+	Close() error
+}
+
+// Node is a host as its hypervisor reports it.
+type Node struct {
+	CPUs      int
+	MemoryMiB int
+	MHz       int
+	Model     string
+}
+
+// Domain is a VM as its hypervisor reports it.
+type Domain struct {
+	Name         string
+	State        State
+	VCPUs        int
+	MaxVCPUs     int
+	MemoryMiB    int
+	MaxMemoryMiB int
+	Job, Pool    string // from the domain's metadata
+}
+
+// MigrateOptions tune a live migration.
+type MigrateOptions struct {
+	// URI is the destination's migration address, tcp://ADDR:PORT, one
+	// port per migration in flight.
+	URI string
+	// ProgressTimeout aborts a migration that transfers nothing for that
+	// long (0: 60 s).
+	ProgressTimeout time.Duration
+	// BandwidthMiBps caps the migration's bandwidth (0: no cap).
+	BandwidthMiBps uint64
+}
+
+// MigrateStats is what a driver reports of a finished move.
+type MigrateStats struct {
+	Live     bool
+	Duration time.Duration
+	Downtime time.Duration
+	DataMiB  float64
+}

@@ -1,0 +1,76 @@
+package hypervisorproxy
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// record is what the agent knows of its VMs and hosts beyond what the
+// hypervisors report: which VMs it manages (and their specs, so that a
+// file-based test host that lost its state can be given them back) and
+// each host's pool. It is written to DATA_DIR/agent.json after every change
+// when the site has a data_dir.
+type record struct {
+	VMs   []VMSpec          `json:"vms"`   // Host and the current sizes are kept up to date
+	Pools map[string]string `json:"pools"` // host -> pool
+}
+
+const recordFile = "agent.json"
+
+func loadRecord(dir string) (*record, error) {
+	r := &record{Pools: map[string]string{}}
+	if dir == "" {
+		return r, nil
+	}
+	data, err := os.ReadFile(filepath.Join(dir, recordFile))
+	if os.IsNotExist(err) {
+		return r, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the agent's record: %w", err)
+	}
+	if err := json.Unmarshal(data, r); err != nil {
+		return nil, fmt.Errorf("read the agent's record %s: %w", filepath.Join(dir, recordFile), err)
+	}
+	if r.Pools == nil {
+		r.Pools = map[string]string{}
+	}
+	return r, nil
+}
+
+// save writes the record atomically (temporary file, fsync, rename).
+func (r *record) save(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	c := record{VMs: slices.Clone(r.VMs), Pools: r.Pools}
+	slices.SortFunc(c.VMs, func(a, b VMSpec) int { return strings.Compare(a.Name, b.Name) })
+	data, err := json.MarshalIndent(c, "", "  ")
+	if err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, recordFile+".*")
+	if err != nil {
+		return fmt.Errorf("save the agent's record: %w", err)
+	}
+	defer os.Remove(f.Name())
+	if _, err := f.Write(append(data, '\n')); err != nil {
+		f.Close()
+		return fmt.Errorf("save the agent's record: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("save the agent's record: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("save the agent's record: %w", err)
+	}
+	if err := os.Rename(f.Name(), filepath.Join(dir, recordFile)); err != nil {
+		return fmt.Errorf("save the agent's record: %w", err)
+	}
+	return nil
+}

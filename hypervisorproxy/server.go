@@ -1,0 +1,227 @@
+package hypervisorproxy
+
+import (
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Handler returns the agent's HTTP API. Every route but /healthz needs
+// "Authorization: Bearer TOKEN". Bodies are JSON; unknown fields are
+// errors. Errors are {"error": MESSAGE, "code": CODE} with a 4xx status for
+// bad requests (see Status).
+//
+//	GET    /healthz                      no auth: {"site": NAME}
+//	GET    /v1/inventory                 Inventory
+//	GET    /v1/vms/{name}                VM
+//	POST   /v1/vms                       VMSpec → 201 VM
+//	POST   /v1/vms/{name}/resize         Resize → VM
+//	POST   /v1/vms/{name}/migrate        MigrateRequest → Migration
+//	DELETE /v1/vms/{name}                → 204
+//	POST   /v1/hosts/{name}/reconfigure  Reconfigure → Reconfigured
+//	POST   /v1/probe                     ProbeRequest → Probe
+//	PUT    /v1/probe/sink                a probe stream → SinkResult
+func (a *Agent) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"site": a.site.Site})
+	})
+	api := http.NewServeMux()
+	api.HandleFunc("GET /v1/inventory", func(w http.ResponseWriter, r *http.Request) {
+		inv, err := a.Inventory(r.Context())
+		reply(w, http.StatusOK, inv, err)
+	})
+	api.HandleFunc("GET /v1/vms/{name}", func(w http.ResponseWriter, r *http.Request) {
+		v, err := a.VM(r.Context(), r.PathValue("name"))
+		reply(w, http.StatusOK, v, err)
+	})
+	api.HandleFunc("POST /v1/vms", func(w http.ResponseWriter, r *http.Request) {
+		var s VMSpec
+		if !decode(w, r, &s) {
+			return
+		}
+		v, err := a.CreateVM(r.Context(), s)
+		reply(w, http.StatusCreated, v, err)
+	})
+	api.HandleFunc("POST /v1/vms/{name}/resize", func(w http.ResponseWriter, r *http.Request) {
+		var rs Resize
+		if !decode(w, r, &rs) {
+			return
+		}
+		v, err := a.ResizeVM(r.Context(), r.PathValue("name"), rs)
+		reply(w, http.StatusOK, v, err)
+	})
+	api.HandleFunc("POST /v1/vms/{name}/migrate", func(w http.ResponseWriter, r *http.Request) {
+		var m MigrateRequest
+		if !decode(w, r, &m) {
+			return
+		}
+		out, err := a.MigrateVM(r.Context(), r.PathValue("name"), m)
+		reply(w, http.StatusOK, out, err)
+	})
+	api.HandleFunc("DELETE /v1/vms/{name}", func(w http.ResponseWriter, r *http.Request) {
+		err := a.DestroyVM(r.Context(), r.PathValue("name"))
+		reply(w, http.StatusNoContent, nil, err)
+	})
+	api.HandleFunc("POST /v1/hosts/{name}/reconfigure", func(w http.ResponseWriter, r *http.Request) {
+		var rc Reconfigure
+		if !decode(w, r, &rc) {
+			return
+		}
+		out, err := a.ReconfigureHost(r.Context(), r.PathValue("name"), rc)
+		reply(w, http.StatusOK, out, err)
+	})
+	api.HandleFunc("POST /v1/probe", func(w http.ResponseWriter, r *http.Request) {
+		var p ProbeRequest
+		if !decode(w, r, &p) {
+			return
+		}
+		out, err := a.Probe(r.Context(), p)
+		reply(w, http.StatusOK, out, err)
+	})
+	api.HandleFunc("PUT /v1/probe/sink", func(w http.ResponseWriter, r *http.Request) {
+		res, err := sink(r.Body, MaxProbeBytes)
+		reply(w, http.StatusOK, res, err)
+	})
+	api.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no route %s %s", r.Method, r.URL.Path))
+	})
+	mux.Handle("/", a.auth(api))
+	return a.logRequests(mux)
+}
+
+// auth checks the bearer token.
+func (a *Agent) auth(next http.Handler) http.Handler {
+	want := []byte("Bearer " + a.token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got := r.Header.Get("Authorization")
+		switch {
+		case got == "":
+			writeError(w, http.StatusUnauthorized, "unauthorized", "missing bearer token (Authorization: Bearer TOKEN)")
+			return
+		case subtle.ConstantTimeCompare([]byte(got), want) != 1:
+			writeError(w, http.StatusUnauthorized, "unauthorized", "wrong bearer token")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusWriter) WriteHeader(code int) {
+	s.status = code
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (a *Agent) logRequests(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		next.ServeHTTP(sw, r)
+		ev := a.log.Debug()
+		if sw.status >= 400 {
+			ev = a.log.Info()
+		}
+		ev.Str("method", r.Method).Str("path", r.URL.Path).Int("status", sw.status).
+			Float64("duration_ms", float64(time.Since(start).Microseconds())/1000).Msg("request")
+	})
+}
+
+// maxBody bounds JSON request bodies.
+const maxBody = 1 << 20
+
+// decode reads a strict JSON body into v, or writes a 400 and returns false.
+func decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil && dec.More() {
+		err = errors.New("more than one JSON value")
+	}
+	if err == nil {
+		return true
+	}
+	var te *json.UnmarshalTypeError
+	var se *json.SyntaxError
+	var me *http.MaxBytesError
+	msg := err.Error()
+	switch {
+	case errors.As(err, &te):
+		msg = fmt.Sprintf("%s: must be a %s, not a JSON %s", te.Field, te.Type, te.Value)
+	case errors.As(err, &se):
+		msg = fmt.Sprintf("not valid JSON at byte %d: %v", se.Offset, se)
+	case errors.As(err, &me):
+		msg = fmt.Sprintf("the body exceeds %d bytes", me.Limit)
+	case errors.Is(err, io.EOF):
+		msg = "the body is empty: a JSON object is required"
+	case strings.HasPrefix(msg, "json: unknown field "):
+		msg = strings.TrimPrefix(msg, "json: ") + " (not a field of this request)"
+	}
+	writeError(w, http.StatusBadRequest, "invalid", "invalid request: "+msg)
+	return false
+}
+
+func reply(w http.ResponseWriter, status int, v any, err error) {
+	if err != nil {
+		code, name := Status(err)
+		writeError(w, code, name, err.Error())
+		return
+	}
+	if status == http.StatusNoContent {
+		w.WriteHeader(status)
+		return
+	}
+	writeJSON(w, status, v)
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	writeJSON(w, status, APIError{Error: msg, Code: code})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}
+
+// DecodeError turns an agent's error response (status and body) into a
+// *RemoteError that wraps the sentinel of its code; the client uses it.
+func DecodeError(status int, body []byte) error {
+	var e APIError
+	if json.Unmarshal(body, &e) != nil || e.Error == "" {
+		msg := strings.TrimSpace(string(body))
+		if len(msg) > 200 {
+			msg = msg[:200] + "…"
+		}
+		return fmt.Errorf("http %d: %s", status, msg)
+	}
+	if s := Sentinel(e.Code); s != nil {
+		return &RemoteError{Status: status, Code: e.Code, Message: e.Error, sentinel: s}
+	}
+	return &RemoteError{Status: status, Code: e.Code, Message: e.Error}
+}
+
+// RemoteError is an error an agent answered with. errors.Is matches the
+// sentinel of its code.
+type RemoteError struct {
+	Status   int
+	Code     string
+	Message  string
+	sentinel error
+}
+
+func (e *RemoteError) Error() string { return e.Message }
+
+// Unwrap returns the sentinel of the error's code.
+func (e *RemoteError) Unwrap() error { return e.sentinel }

@@ -1,0 +1,275 @@
+package hypervisorproxy
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/metasched/metasched/graph"
+	"github.com/metasched/metasched/internal/yamlx"
+)
+
+// Site is a site file (DESIGN.md, "Hypervisor proxy"): the site this agent
+// serves and its hosts.
+//
+//	site: spain                       # the grid cluster this agent serves
+//	listen: 127.0.0.1:9101
+//	token_file: token                 # bearer token the daemon must present
+//	switch_delay: 0s                  # time a pool reconfiguration takes
+//	hosts:                            # default: generated from the grid's cluster entry
+//	  - {name: spain-0, uri: "qemu+unix:///session?socket=/path/libvirt-sock", pool: render}
+//	migration_ports: 49152-49215      # tcp ports for incoming live migrations
+//
+// and, beyond the design's example: grid (the grid file whose cluster entry
+// generates the hosts when hosts is omitted), pool (the pool of generated
+// hosts), data_dir (where the agent keeps its record of VMs and the host
+// files of generated test hosts; default: a temporary directory, and the
+// record is then lost with the agent), migration_progress_timeout (abort a
+// live migration that moves no data for that long; default 60s) and, per
+// host, migration_address (the address other hosts reach it at for live
+// migrations; default: the host of its URI, or 127.0.0.1).
+// Relative paths are relative to the site file's directory.
+type Site struct {
+	Site                     string
+	Listen                   string
+	TokenFile                string
+	SwitchDelay              time.Duration
+	Grid                     string
+	Pool                     string
+	DataDir                  string
+	Hosts                    []SiteHost
+	MigrationPorts           [2]int
+	MigrationProgressTimeout time.Duration
+}
+
+// SiteHost is one host of a site file.
+type SiteHost struct {
+	Name             string `json:"name"`
+	URI              string `json:"uri"`
+	Pool             string `json:"pool,omitempty"`
+	MigrationAddress string `json:"migration_address,omitempty"`
+}
+
+// Defaults of a site file.
+const (
+	DefaultListen          = "127.0.0.1:9101"
+	DefaultProgressTimeout = 60 * time.Second
+)
+
+// DefaultMigrationPorts are libvirt's own default range.
+var DefaultMigrationPorts = [2]int{49152, 49215}
+
+var (
+	siteFields = []string{"site", "listen", "token_file", "switch_delay", "grid", "pool", "data_dir",
+		"hosts", "migration_ports", "migration_progress_timeout"}
+	siteHostFields = []string{"name", "uri", "pool", "migration_address"}
+)
+
+// ParseSite decodes a site file strictly: unknown fields, wrong types and
+// bad values are errors, every one reported as "FILE: FIELD.PATH: problem".
+// Relative paths are resolved against the file's directory.
+func ParseSite(file string, data []byte) (*Site, error) {
+	d, root, err := yamlx.Parse(file, data)
+	if err != nil {
+		return nil, err
+	}
+	top, ok := root.Map(siteFields...)
+	if !ok {
+		return nil, d.Err()
+	}
+	s := &Site{Listen: DefaultListen, MigrationPorts: DefaultMigrationPorts, MigrationProgressTimeout: DefaultProgressTimeout}
+	dir := filepath.Dir(file)
+	path := func(key string, required bool) string {
+		p, ok := top.Str(key, required)
+		if !ok {
+			return ""
+		}
+		if p == "" {
+			top.Errorf(key, "must not be empty")
+			return ""
+		}
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(dir, p)
+		}
+		return p
+	}
+	duration := func(key string, into *time.Duration) {
+		v, ok := top.Get(key, false)
+		if !ok {
+			return
+		}
+		str, ok := v.Str()
+		if !ok {
+			return
+		}
+		x, err := time.ParseDuration(str)
+		switch {
+		case err != nil:
+			v.Errorf("not a duration like 30s or 2m: %q", str)
+		case x < 0:
+			v.Errorf("must be >= 0")
+		default:
+			*into = x
+		}
+	}
+	if s.Site, ok = top.Str("site", true); ok && !yamlx.IsName(s.Site) {
+		top.Errorf("site", "must be a cluster name (a-z, 0-9, -), not %q", s.Site)
+	}
+	if l, ok := top.Str("listen", false); ok {
+		if _, port, err := net.SplitHostPort(l); err != nil || port == "" {
+			top.Errorf("listen", "must be HOST:PORT, not %q", l)
+		} else {
+			s.Listen = l
+		}
+	}
+	s.TokenFile = path("token_file", true)
+	duration("switch_delay", &s.SwitchDelay)
+	duration("migration_progress_timeout", &s.MigrationProgressTimeout)
+	if s.MigrationProgressTimeout == 0 {
+		top.Errorf("migration_progress_timeout", "must be > 0")
+	}
+	if top.Has("grid") {
+		s.Grid = path("grid", false)
+	}
+	if top.Has("data_dir") {
+		s.DataDir = path("data_dir", false)
+	}
+	if p, ok := top.Str("pool", false); ok {
+		if !yamlx.IsName(p) {
+			top.Errorf("pool", "must be a pool name (a-z, 0-9, -), not %q", p)
+		}
+		s.Pool = p
+	}
+	if v, ok := top.Get("migration_ports", false); ok {
+		if str, ok := v.Str(); ok {
+			if r, err := parsePorts(str); err != nil {
+				v.Errorf("%v", err)
+			} else {
+				s.MigrationPorts = r
+			}
+		}
+	}
+	if vs, ok := top.Seq("hosts", false); ok {
+		if len(vs) == 0 {
+			top.Errorf("hosts", "must list at least one host (or be left out)")
+		}
+		seen := map[string]bool{}
+		for _, v := range vs {
+			m, ok := v.Map(siteHostFields...)
+			if !ok {
+				continue
+			}
+			var h SiteHost
+			if h.Name, ok = m.Str("name", true); ok {
+				if !yamlx.IsName(h.Name) {
+					m.Errorf("name", "must be a host name (a-z, 0-9, -), not %q", h.Name)
+				} else if seen[h.Name] {
+					m.Errorf("name", "host %q is listed twice", h.Name)
+				}
+				seen[h.Name] = true
+			}
+			if h.URI, ok = m.Str("uri", true); ok {
+				if err := checkURI(h.URI); err != nil {
+					m.Errorf("uri", "%v", err)
+				}
+			}
+			if p, ok := m.Str("pool", false); ok {
+				if !yamlx.IsName(p) {
+					m.Errorf("pool", "must be a pool name (a-z, 0-9, -), not %q", p)
+				}
+				h.Pool = p
+			}
+			if a, ok := m.Str("migration_address", false); ok {
+				if net.ParseIP(a) == nil && !yamlx.IsName(strings.ReplaceAll(a, ".", "-")) {
+					m.Errorf("migration_address", "must be an IP address or a host name, not %q", a)
+				}
+				h.MigrationAddress = a
+			}
+			if h.Pool == "" {
+				h.Pool = s.Pool
+			}
+			s.Hosts = append(s.Hosts, h)
+		}
+	} else if !top.Has("hosts") && !top.Has("grid") {
+		top.Errorf("hosts", "is required when there is no grid to generate the hosts from")
+	}
+	if err := d.Err(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// parsePorts parses "FROM-TO" (or one port).
+func parsePorts(s string) ([2]int, error) {
+	lo, hi, found := strings.Cut(s, "-")
+	if !found {
+		hi = lo
+	}
+	a, err1 := strconv.Atoi(strings.TrimSpace(lo))
+	b, err2 := strconv.Atoi(strings.TrimSpace(hi))
+	if err1 != nil || err2 != nil {
+		return [2]int{}, fmt.Errorf("must be a port range FROM-TO like 49152-49215, not %q", s)
+	}
+	if a < 1 || b > 65535 || a > b {
+		return [2]int{}, fmt.Errorf("must be a range of ports within 1-65535 with FROM <= TO, not %q", s)
+	}
+	return [2]int{a, b}, nil
+}
+
+// checkURI accepts libvirt URIs such as test:///default,
+// test:///path/host.xml, qemu:///system, qemu+unix:///session?socket=PATH
+// and qemu+ssh://host/system.
+func checkURI(s string) error {
+	u, err := url.Parse(s)
+	if err != nil || u.Scheme == "" {
+		return fmt.Errorf("must be a libvirt URI like test:///default or qemu+unix:///session?socket=PATH, not %q", s)
+	}
+	driver, _, _ := strings.Cut(u.Scheme, "+")
+	switch driver {
+	case "test", "qemu":
+		return nil
+	}
+	return fmt.Errorf("driver %q of %q is not supported (test or qemu)", driver, s)
+}
+
+// GenerateHosts returns the hosts of the site's cluster entry in the grid:
+// one per machine, named SITE-0, SITE-1, ... For a cluster on the test
+// driver, hostFile(name) must return the path of the host's test-driver
+// file (which the caller writes with the cluster's cores and memory); for
+// a URI template, {i} stands for the machine's number.
+func GenerateHosts(g *graph.Grid, site, pool string, hostFile func(name string) string) ([]SiteHost, *graph.Cluster, error) {
+	var c *graph.Cluster
+	for i := range g.Clusters {
+		if g.Clusters[i].Name == site {
+			c = &g.Clusters[i]
+		}
+	}
+	if c == nil {
+		return nil, nil, fmt.Errorf("site %q: %w: no such cluster in the grid", site, ErrNotFound)
+	}
+	hosts := make([]SiteHost, c.Machines)
+	for i := range hosts {
+		name := fmt.Sprintf("%s-%d", site, i)
+		uri := strings.ReplaceAll(c.Hypervisor, "{i}", strconv.Itoa(i))
+		if c.Hypervisor == "" || c.Hypervisor == graph.HypervisorTest {
+			uri = "test://" + hostFile(name)
+		}
+		hosts[i] = SiteHost{Name: name, URI: uri, Pool: pool}
+	}
+	return hosts, c, nil
+}
+
+// migrationAddress is where other hosts reach h for a live migration.
+func (h SiteHost) migrationAddress() string {
+	if h.MigrationAddress != "" {
+		return h.MigrationAddress
+	}
+	if u, err := url.Parse(h.URI); err == nil && u.Hostname() != "" {
+		return u.Hostname()
+	}
+	return "127.0.0.1"
+}

@@ -1,0 +1,175 @@
+package virt
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"libvirt.org/go/libvirt"
+
+	hp "github.com/metasched/metasched/hypervisorproxy"
+)
+
+// DefaultProgressTimeout aborts a live migration that moved no data for
+// that long.
+const DefaultProgressTimeout = 60 * time.Second
+
+// pollInterval is how often a migration's progress is read.
+const pollInterval = 200 * time.Millisecond
+
+// Migrate moves the VM to dst. Between QEMU hosts it is a live migration
+// (Migrate3, managed by this process, over opt.URI: tcp://ADDR:PORT), the
+// domain persisted on the destination and undefined on the source; it is
+// aborted when ctx is cancelled or no data moved for opt.ProgressTimeout,
+// and the VM then keeps running on the source (ErrAborted). Between test
+// driver hosts, which cannot migrate, the domain is defined and started on
+// dst and then destroyed on the source: the stats say it was not live.
+func (h *Host) Migrate(ctx context.Context, name string, dst hp.Hypervisor, opt hp.MigrateOptions) (hp.MigrateStats, error) {
+	d, ok := dst.(*Host)
+	if !ok {
+		return hp.MigrateStats{}, fmt.Errorf("migrate %s: %w: the destination is not a libvirt host", name, hp.ErrUnsupported)
+	}
+	if d == h {
+		return hp.MigrateStats{}, fmt.Errorf("migrate %s: %w: the destination is the source", name, hp.ErrInvalid)
+	}
+	switch {
+	case h.typ == "test" && d.typ == "test":
+		return h.move(ctx, name, d)
+	case h.typ != d.typ:
+		return hp.MigrateStats{}, fmt.Errorf("migrate %s from %s to %s: %w: %s domains cannot move to a %s host",
+			name, h.uri, d.uri, hp.ErrUnsupported, h.typ, d.typ)
+	}
+	return h.live(ctx, name, d, opt)
+}
+
+// move is the test driver's cold move.
+func (h *Host) move(ctx context.Context, name string, d *Host) (hp.MigrateStats, error) {
+	start := time.Now()
+	_, dom, err := h.lookup(ctx, name)
+	if err != nil {
+		return hp.MigrateStats{}, err
+	}
+	defer dom.Free()
+	xml, err := dom.GetXMLDesc(0) // the live definition: current sizes
+	if err != nil {
+		return hp.MigrateStats{}, wrap(err, "xml of %s", name)
+	}
+	if _, err := d.define(ctx, name, xml); err != nil {
+		return hp.MigrateStats{}, fmt.Errorf("move %s to %s: %w", name, d.uri, err)
+	}
+	if err := h.Destroy(ctx, name); err != nil {
+		// Two copies would be worse than none on the destination.
+		if derr := d.Destroy(context.WithoutCancel(ctx), name); derr != nil {
+			return hp.MigrateStats{}, errors.Join(fmt.Errorf("move %s: %w", name, err), derr)
+		}
+		return hp.MigrateStats{}, fmt.Errorf("move %s: %w", name, err)
+	}
+	return hp.MigrateStats{Live: false, Duration: time.Since(start)}, nil
+}
+
+// live is a QEMU live migration with a progress watch.
+func (h *Host) live(ctx context.Context, name string, d *Host, opt hp.MigrateOptions) (hp.MigrateStats, error) {
+	if opt.URI == "" {
+		return hp.MigrateStats{}, fmt.Errorf("migrate %s: %w: no migration uri (tcp://ADDR:PORT)", name, hp.ErrInvalid)
+	}
+	timeout := opt.ProgressTimeout
+	if timeout <= 0 {
+		timeout = DefaultProgressTimeout
+	}
+	_, dom, err := h.lookup(ctx, name)
+	if err != nil {
+		return hp.MigrateStats{}, err
+	}
+	defer dom.Free()
+	dconn, err := d.connection(ctx)
+	if err != nil {
+		return hp.MigrateStats{}, fmt.Errorf("migrate %s: destination: %w", name, err)
+	}
+	params := &libvirt.DomainMigrateParameters{URISet: true, URI: opt.URI}
+	if opt.BandwidthMiBps > 0 {
+		params.BandwidthSet, params.Bandwidth = true, opt.BandwidthMiBps
+	}
+	flags := libvirt.MIGRATE_LIVE | libvirt.MIGRATE_PERSIST_DEST | libvirt.MIGRATE_UNDEFINE_SOURCE
+
+	type result struct {
+		dom *libvirt.Domain
+		err error
+	}
+	start := time.Now()
+	done := make(chan result, 1)
+	go func() {
+		nd, err := dom.Migrate3(dconn, params, flags)
+		done <- result{nd, err}
+	}()
+	tick := time.NewTicker(pollInterval)
+	defer tick.Stop()
+	watch := progress{timeout: timeout}
+	watch.moved(0, start)
+	var why error
+	for {
+		select {
+		case r := <-done:
+			if r.err != nil {
+				err := wrap(r.err, "migrate %s from %s to %s over %s", name, h.uri, d.uri, opt.URI)
+				if why != nil {
+					err = fmt.Errorf("%w: %w", why, err)
+				}
+				return hp.MigrateStats{}, err
+			}
+			defer r.dom.Free()
+			st := hp.MigrateStats{Live: true, Duration: time.Since(start)}
+			if js, err := r.dom.GetJobStats(libvirt.DOMAIN_JOB_STATS_COMPLETED); err == nil {
+				if js.DowntimeSet {
+					st.Downtime = time.Duration(js.Downtime) * time.Millisecond
+				}
+				if js.DataProcessedSet {
+					st.DataMiB = float64(js.DataProcessed) / (1 << 20)
+				}
+			}
+			return st, nil
+		case <-ctx.Done():
+			if why == nil {
+				why = fmt.Errorf("%w: %w", hp.ErrAborted, ctx.Err())
+				h.abort(dom, name, "cancelled")
+			}
+		case now := <-tick.C:
+			if why != nil {
+				continue
+			}
+			ji, err := dom.GetJobInfo()
+			if err != nil {
+				continue // the job may just have ended
+			}
+			if !ji.DataProcessedSet || watch.moved(ji.DataProcessed, now) {
+				continue
+			}
+			why = fmt.Errorf("%w: no progress for %v", hp.ErrAborted, timeout)
+			h.abort(dom, name, "no progress")
+		}
+	}
+}
+
+func (h *Host) abort(dom *libvirt.Domain, name, reason string) {
+	h.log.Warn().Str("vm", name).Str("reason", reason).Msg("aborting migration")
+	if err := dom.AbortJob(); err != nil {
+		h.log.Warn().Err(err).Str("vm", name).Msg("abort migration")
+	}
+}
+
+// progress tells a stalled migration from a slow one.
+type progress struct {
+	timeout time.Duration
+	last    uint64
+	at      time.Time
+}
+
+// moved records the data processed so far at time now and reports whether
+// the migration still moves: it does while the data grew within timeout.
+func (p *progress) moved(processed uint64, now time.Time) bool {
+	if p.at.IsZero() || processed > p.last {
+		p.last, p.at = processed, now
+		return true
+	}
+	return now.Sub(p.at) <= p.timeout
+}
