@@ -107,9 +107,14 @@ func (h *Host) live(ctx context.Context, name string, d *Host, opt hp.MigrateOpt
 	watch := progress{timeout: timeout}
 	watch.moved(0, start)
 	var why error
+	cancelled := ctx.Done()
 	for {
 		select {
 		case r := <-done:
+			if r.err == nil && why != nil {
+				// Too late to abort: the VM is on the destination now.
+				h.log.Warn().Str("vm", name).Msg("migration finished before the abort took")
+			}
 			if r.err != nil {
 				err := wrap(r.err, "migrate %s from %s to %s over %s", name, h.uri, d.uri, opt.URI)
 				if why != nil {
@@ -128,20 +133,27 @@ func (h *Host) live(ctx context.Context, name string, d *Host, opt hp.MigrateOpt
 				}
 			}
 			return st, nil
-		case <-ctx.Done():
+		case <-cancelled:
+			cancelled = nil // a closed channel is always ready
 			if why == nil {
 				why = fmt.Errorf("%w: %w", hp.ErrAborted, ctx.Err())
 				h.abort(dom, name, "cancelled")
 			}
 		case now := <-tick.C:
 			if why != nil {
+				// The job may not have started when the first abort came.
+				dom.AbortJob()
 				continue
 			}
 			ji, err := dom.GetJobInfo()
 			if err != nil {
 				continue // the job may just have ended
 			}
-			if !ji.DataProcessedSet || watch.moved(ji.DataProcessed, now) {
+			var processed uint64 // nothing while the job sets up
+			if ji.DataProcessedSet {
+				processed = ji.DataProcessed
+			}
+			if watch.moved(processed, now) {
 				continue
 			}
 			why = fmt.Errorf("%w: no progress for %v", hp.ErrAborted, timeout)

@@ -1,0 +1,126 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/metasched/metasched/graph"
+	hp "github.com/metasched/metasched/hypervisorproxy"
+	"github.com/metasched/metasched/hypervisorproxy/virt"
+)
+
+func newAgentCmd(e *env) *cobra.Command {
+	var config, logFormat, logLevel string
+	cmd := &cobra.Command{
+		Use:   "agent --config site.yaml",
+		Short: "Run one site's hypervisor proxy (its hosts over libvirt, an HTTP API)",
+		Long: `agent runs one site's hypervisor proxy: it connects to every host of the site
+over libvirt, and serves an HTTP API (bearer token) to list hosts and VMs,
+create, resize, live-migrate and destroy VMs, reconfigure a host for another
+pool, and measure the bandwidth to another agent.
+
+The site file (see the README) names the site, the listen address, the token
+file and the hosts with their libvirt URIs; without hosts, one file-based
+libvirt test-driver host per machine of the site's cluster in the grid file
+is made, with the cluster's cores and memory. Logs are structured (zerolog)
+on stderr. Ctrl-C stops the agent.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if config == "" {
+				return usagef("--config: required (a site file)")
+			}
+			log, err := newLogger(e.stderr, logFormat, logLevel)
+			if err != nil {
+				return err
+			}
+			site, token, grid, err := loadSite(config)
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			a, err := hp.New(ctx, hp.Config{Site: site, Token: token, Grid: grid,
+				Connect: virt.Connector(log), Logger: log.With().Str("site", site.Site).Logger()})
+			if err != nil {
+				return err
+			}
+			defer a.Close()
+			ln, err := net.Listen("tcp", site.Listen)
+			if err != nil {
+				return fmt.Errorf("%s: listen: %w", config, err)
+			}
+			log.Info().Str("site", site.Site).Str("address", "http://"+ln.Addr().String()).Msg("agent listening")
+			err = a.Serve(ctx, ln)
+			log.Info().Str("site", site.Site).Msg("agent stopped")
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&config, "config", "", "site file (YAML)")
+	cmd.Flags().StringVar(&logFormat, "log-format", "auto", "log format: json, console, or auto (console on a terminal)")
+	cmd.Flags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	return cmd
+}
+
+// loadSite reads a site file, its token file and, when it names one, its
+// grid file.
+func loadSite(path string) (*hp.Site, string, *graph.Grid, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, "", nil, usageError{fmt.Errorf("--config: %w", err)}
+	}
+	site, err := hp.ParseSite(path, data)
+	if err != nil {
+		return nil, "", nil, usageError{err}
+	}
+	tok, err := os.ReadFile(site.TokenFile)
+	if err != nil {
+		return nil, "", nil, usageError{fmt.Errorf("%s: token_file: %w", path, err)}
+	}
+	token := strings.TrimSpace(string(tok))
+	if token == "" {
+		return nil, "", nil, usagef("%s: token_file: %s is empty", path, site.TokenFile)
+	}
+	var grid *graph.Grid
+	if site.Grid != "" {
+		data, err := os.ReadFile(site.Grid)
+		if err != nil {
+			return nil, "", nil, usageError{fmt.Errorf("%s: grid: %w", path, err)}
+		}
+		if grid, err = graph.ParseGrid(site.Grid, data); err != nil {
+			return nil, "", nil, usageError{err}
+		}
+		if len(site.Hosts) == 0 {
+			if _, _, err := hp.GenerateHosts(grid, site.Site, "", func(string) string { return "" }); err != nil {
+				return nil, "", nil, usageError{fmt.Errorf("%s: site: %w", path, err)}
+			}
+		}
+	}
+	return site, token, grid, nil
+}
+
+// newLogger makes the zerolog logger of a long-running command.
+func newLogger(w io.Writer, format, level string) (zerolog.Logger, error) {
+	lvl, err := zerolog.ParseLevel(level)
+	if err != nil || level == "" {
+		return zerolog.Logger{}, usagef("--log-level: must be debug, info, warn or error, not %q", level)
+	}
+	switch format {
+	case "auto":
+		if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+			w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.TimeOnly}
+		}
+	case "console":
+		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.TimeOnly, NoColor: true}
+	case "json":
+	default:
+		return zerolog.Logger{}, usagef("--log-format: must be json, console or auto, not %q", format)
+	}
+	return zerolog.New(w).Level(lvl).With().Timestamp().Logger(), nil
+}
