@@ -215,3 +215,15 @@ func TestOpenErrors(t *testing.T) {
 		t.Errorf("Open with a cancelled ctx: %v", err)
 	}
 }
+
+func benchHost(b *testing.B) string {
+	x, err := domxml.Node{CPUs: 64, MemoryMiB: 1 << 18}.XML()
+	if err != nil {
+		b.Fatal(err)
+	}
+	p := filepath.Join(b.TempDir(), "bench.xml")
+	if err := os.WriteFile(p, []byte(x), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	return "test://" + p
+}

@@ -1,0 +1,116 @@
+package hypervisorproxy_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/metasched/metasched/graph"
+	hp "github.com/metasched/metasched/hypervisorproxy"
+)
+
+func TestParseSite(t *testing.T) {
+	got, err := hp.ParseSite("/etc/ms/site.yaml", []byte(`
+site: spain
+listen: 0.0.0.0:9101
+token_file: token
+switch_delay: 1m30s
+pool: render
+hosts:
+  - {name: spain-0, uri: "qemu+unix:///session?socket=/run/a/libvirt-sock"}
+  - {name: spain-1, uri: "qemu+ssh://node1.example/system", pool: batch}
+  - {name: spain-2, uri: "test:///default", migration_address: 10.0.0.3}
+migration_ports: 50000-50009
+migration_progress_timeout: 2m
+data_dir: /var/lib/ms
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &hp.Site{
+		Site: "spain", Listen: "0.0.0.0:9101", TokenFile: "/etc/ms/token", SwitchDelay: 90 * time.Second,
+		Pool: "render", DataDir: "/var/lib/ms", MigrationPorts: [2]int{50000, 50009}, MigrationProgressTimeout: 2 * time.Minute,
+		Hosts: []hp.SiteHost{
+			{Name: "spain-0", URI: "qemu+unix:///session?socket=/run/a/libvirt-sock", Pool: "render"},
+			{Name: "spain-1", URI: "qemu+ssh://node1.example/system", Pool: "batch"},
+			{Name: "spain-2", URI: "test:///default", Pool: "render", MigrationAddress: "10.0.0.3"},
+		},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	// Defaults.
+	got, err = hp.ParseSite("site.yaml", []byte("site: lab\ntoken_file: /t\ngrid: g.yaml\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = &hp.Site{Site: "lab", Listen: hp.DefaultListen, TokenFile: "/t", Grid: "g.yaml",
+		MigrationPorts: hp.DefaultMigrationPorts, MigrationProgressTimeout: hp.DefaultProgressTimeout}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("defaults (-want +got):\n%s", diff)
+	}
+}
+
+func TestParseSiteErrors(t *testing.T) {
+	const ok = "site: lab\ntoken_file: t\n"
+	host := "hosts:\n  - {name: h-0, uri: \"test:///default\"}\n"
+	for _, tc := range []struct{ name, yaml, want string }{
+		{"no site", "token_file: t\n" + host, "s.yaml: site: missing required field"},
+		{"bad site", "site: Lab\ntoken_file: t\n" + host, `s.yaml: site: must be a cluster name (a-z, 0-9, -), not "Lab"`},
+		{"no token", "site: lab\n" + host, "s.yaml: token_file: missing required field"},
+		{"unknown field", ok + host + "colour: red\n", `s.yaml: colour: unknown field`},
+		{"no hosts and no grid", ok, "s.yaml: hosts: is required when there is no grid"},
+		{"empty hosts", ok + "hosts: []\n", "s.yaml: hosts: must list at least one host"},
+		{"bad listen", ok + host + "listen: localhost\n", `s.yaml: listen: must be HOST:PORT, not "localhost"`},
+		{"listen not a string", ok + host + "listen: 9101\n", `s.yaml: listen: must be a string`},
+		{"bad delay", ok + host + "switch_delay: soon\n", `s.yaml: switch_delay: not a duration like 30s or 2m: "soon"`},
+		{"negative delay", ok + host + "switch_delay: -1s\n", "s.yaml: switch_delay: must be >= 0"},
+		{"zero progress timeout", ok + host + "migration_progress_timeout: 0s\n", "s.yaml: migration_progress_timeout: must be > 0"},
+		{"bad ports", ok + host + "migration_ports: 50-40\n", `s.yaml: migration_ports: must be a range of ports within 1-65535 with FROM <= TO, not "50-40"`},
+		{"ports not numbers", ok + host + "migration_ports: many\n", `migration_ports: must be a port range FROM-TO`},
+		{"host without uri", ok + "hosts:\n  - {name: h-0}\n", "s.yaml: hosts[0].uri: missing required field"},
+		{"bad uri", ok + "hosts:\n  - {name: h-0, uri: \"xen:///\"}\n", `s.yaml: hosts[0].uri: driver "xen" of "xen:///" is not supported (test or qemu)`},
+		{"not a uri", ok + "hosts:\n  - {name: h-0, uri: \"localhost\"}\n", `hosts[0].uri: must be a libvirt URI`},
+		{"twice", ok + "hosts:\n  - {name: h-0, uri: \"test:///default\"}\n  - {name: h-0, uri: \"test:///default\"}\n", `s.yaml: hosts[1].name: host "h-0" is listed twice`},
+		{"bad pool", ok + "hosts:\n  - {name: h-0, uri: \"test:///default\", pool: Big}\n", `hosts[0].pool: must be a pool name`},
+		{"host field", ok + "hosts:\n  - {name: h-0, uri: \"test:///default\", cpus: 4}\n", `hosts[0].cpus: unknown field`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := hp.ParseSite("s.yaml", []byte(tc.yaml))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err = %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestGenerateHosts(t *testing.T) {
+	g, err := graph.ParseGrid("g.yaml", []byte(`
+clusters:
+  - {name: a, machines: 2, cores: 4, memory_mib: 8192, perf: 1.0e9, lan_mbps: 1000, uplink_mbps: 100}
+  - {name: b, machines: 2, cores: 2, memory_mib: 2048, perf: 1.0e9, lan_mbps: 1000, uplink_mbps: 100, hypervisor: "qemu+ssh://b{i}.example/system"}
+links:
+  - {between: [a, b], mbps: 10}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hosts, c, err := hp.GenerateHosts(g, "a", "render", func(n string) string { return "/d/" + n + ".xml" })
+	if err != nil || c.Cores != 4 {
+		t.Fatal(err)
+	}
+	want := []hp.SiteHost{{Name: "a-0", URI: "test:///d/a-0.xml", Pool: "render"}, {Name: "a-1", URI: "test:///d/a-1.xml", Pool: "render"}}
+	if diff := cmp.Diff(want, hosts); diff != "" {
+		t.Errorf("test hosts (-want +got):\n%s", diff)
+	}
+	hosts, _, _ = hp.GenerateHosts(g, "b", "", nil)
+	want = []hp.SiteHost{{Name: "b-0", URI: "qemu+ssh://b0.example/system"}, {Name: "b-1", URI: "qemu+ssh://b1.example/system"}}
+	if diff := cmp.Diff(want, hosts); diff != "" {
+		t.Errorf("uri template (-want +got):\n%s", diff)
+	}
+	if _, _, err := hp.GenerateHosts(g, "c", "", nil); err == nil || !strings.Contains(err.Error(), `site "c"`) {
+		t.Errorf("unknown site: %v", err)
+	}
+}
