@@ -25,7 +25,8 @@ const tinyXML = `<domain type='qemu'><name>tiny</name><memory unit='MiB'>128</me
  <devices><emulator>/usr/bin/qemu-system-x86_64</emulator><memballoon model='virtio'/></devices></domain>
 `
 
-// needDaemons skips the test when daemons cannot be started here.
+// needDaemons fails the test when daemons cannot be started here: the
+// test command installs what they need.
 func needDaemons(t *testing.T) {
 	t.Helper()
 	if err := libvirtdtest.Check(); err != nil {
