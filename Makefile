@@ -1,14 +1,30 @@
 # The two set-up commands of the README:
 #   make demo   builds metasched and runs the main job on the built-in defaults
 #   make test   runs every test
-# Go fetches the modules it needs from the module proxy on the first build.
+# Go fetches the modules it needs from the module proxy on the first build;
+# both commands first install the Debian packages they need when missing
+# (libvirt for the agent, which links libvirt through cgo; libvirtd and QEMU
+# for the tests that run real guests; iproute2 for the network tests).
 
 GO  ?= go
 BIN := bin/metasched
 
-.PHONY: build demo test bench
+DEB_PACKAGES := pkg-config libvirt0 libvirt-dev libvirt-daemon libvirt-daemon-driver-qemu \
+	libvirt-clients qemu-system-x86 iproute2
 
-build:
+.PHONY: deps build demo test bench
+
+deps:
+	@missing=$$(for p in $(DEB_PACKAGES); do \
+		dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "installing Debian packages:" $$missing; \
+		sudo=; [ "$$(id -u)" = 0 ] || sudo=sudo; \
+		$$sudo apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq --no-install-recommends $$missing >/dev/null || exit 1; \
+	fi
+
+build: deps
 	$(GO) build -o $(BIN) ./cmd/metasched
 
 demo: build
@@ -24,10 +40,10 @@ demo: build
 	@echo
 	$(BIN) simulate policies --model examples/fisher-fig4-load3.4.yaml --policy static
 
-test:
+test: deps
 	@test -z "$$(gofmt -l .)" || { echo "gofmt would change:"; gofmt -l .; exit 1; }
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 20m ./...
 
-bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./switching/... ./graph ./selection/...
+bench: deps
+	$(GO) test -run '^$$' -bench . -benchmem ./switching/... ./graph ./selection/... ./hypervisorproxy/...
