@@ -167,7 +167,8 @@ func (h *helper) wait() error {
 	return h.err
 }
 
-// requireNetlab skips the test when pairs cannot be created here.
+// requireNetlab fails the test when pairs cannot be created here: the test
+// command installs iproute2, and CI runs as root.
 func requireNetlab(t *testing.T) {
 	t.Helper()
 	if err := netlab.Check(); err != nil {
