@@ -43,7 +43,7 @@ type harness struct {
 // startAgent runs an agent for site "lab" of testGrid (two generated
 // test-driver hosts of 4 CPUs and 8 GiB) behind an HTTP test server. extra
 // is appended to the site file.
-func startAgent(t *testing.T, dir, extra string) *harness {
+func startAgent(t testing.TB, dir, extra string) *harness {
 	t.Helper()
 	if dir == "" {
 		dir = t.TempDir()
@@ -65,7 +65,10 @@ func startAgent(t *testing.T, dir, extra string) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	log := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel)
+	log := zerolog.Nop() // benchmarks
+	if _, ok := t.(*testing.T); ok {
+		log = zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel)
+	}
 	a, err := hp.New(context.Background(), hp.Config{Site: site, Token: testToken, Grid: g, Connect: virt.Connector(log), Logger: log})
 	if err != nil {
 		t.Fatal(err)
@@ -379,3 +382,25 @@ func TestAgentProbeLoopback(t *testing.T) {
 }
 
 var _ = cmpopts.EquateApprox
+
+// BenchmarkAgentCreateDestroy is one VM created, started and destroyed
+// through the agent's HTTP API on a test-driver host.
+func BenchmarkAgentCreateDestroy(b *testing.B) {
+	c := startAgent(b, "", "").client
+	ctx := context.Background()
+	var create, destroy time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		if _, err := c.Create(ctx, hp.VMSpec{Name: "bench", Host: "lab-0", VCPUs: 2, MemoryMiB: 1024}); err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		if err := c.Destroy(ctx, "bench"); err != nil {
+			b.Fatal(err)
+		}
+		create += t1.Sub(t0)
+		destroy += time.Since(t1)
+	}
+	b.ReportMetric(float64(create.Microseconds())/float64(b.N), "create-µs/op")
+	b.ReportMetric(float64(destroy.Microseconds())/float64(b.N), "destroy-µs/op")
+}

@@ -163,3 +163,20 @@ func TestAgentBadUsage(t *testing.T) {
 		})
 	}
 }
+
+// The example site files stay valid.
+func TestExampleSites(t *testing.T) {
+	files, _ := filepath.Glob(example + "site-*.yaml")
+	if len(files) < 2 {
+		t.Fatalf("example site files: %v", files)
+	}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := hp.ParseSite(f, data); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+}

@@ -1,5 +1,6 @@
-// Command metasched is the metascheduler's one binary: it solves switching
-// policies today, and will plan jobs, run site agents and the daemon.
+// Command metasched is the metascheduler's one binary: it plans jobs on
+// grids, solves and simulates switching policies and runs site agents; it
+// will run the daemon.
 //
 // Exit codes: 0 success, 1 failure, 2 bad usage or bad input, 130
 // interrupted.

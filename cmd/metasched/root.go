@@ -72,9 +72,10 @@ types with an optimal or heuristic switching policy.
 
 Built today: plan (GramVM's selection of clusters for a job on a grid file),
 policy solve and policy papers (the pool-switching engine), simulate policies
-and simulate experiment (the policy simulator and the papers' figures), and
+and simulate experiment (the policy simulator and the papers' figures),
 simulate selection (a stream of jobs on a grid, hill climbing against the
-single-cluster baselines).`,
+single-cluster baselines), and agent (one site's hypervisor proxy over
+libvirt).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
