@@ -4,5 +4,7 @@
 // and asks the switching policy, the two-phase switch coordinator, the
 // dashboard and the Prometheus metrics.
 //
-// Not built yet: see the README for what exists today.
+// Built so far: the configuration file of `metasched serve` (Config,
+// ParseConfig). The daemon itself is not built yet: see the README for what
+// exists today.
 package metasched

@@ -1,0 +1,325 @@
+package metasched
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/metasched/metasched/internal/yamlx"
+)
+
+// Config is the daemon's configuration file (`metasched serve --config`,
+// DESIGN.md "The daemon"):
+//
+//	listen: 127.0.0.1:8080
+//	data_dir: ./metasched-data
+//	grid: grid.yaml
+//	job_types:                      # each job type is a pool
+//	  - {name: render, vm: {vcpus: 2, memory_mib: 2048}, holding_cost: 2}
+//	agents:                         # omitted: in-process agents on the test driver
+//	  - {site: spain, address: http://127.0.0.1:9101, token_file: spain.token}
+//	policy: {name: heuristic, K: 5} # or optimal {table: FILE | solve: true}, static, best-static, none
+//	executor: {name: emulated, time_scale: 0.001}   # or command
+//
+// and beyond the design's example: switch_delay (the in-process agents'
+// pool reconfiguration time, default 0s) and on_agent_loss (what happens
+// to the jobs of an unreachable agent: requeue, the default, or fail).
+// Relative paths are relative to the file's directory.
+type Config struct {
+	Listen      string
+	DataDir     string
+	Grid        string
+	JobTypes    []JobType
+	Agents      []AgentConfig // empty: in-process agents
+	Policy      PolicyConfig
+	Executor    ExecutorConfig
+	SwitchDelay time.Duration
+	OnAgentLoss string
+}
+
+// JobType is a pool: the jobs of one type and the hosts that serve them.
+type JobType struct {
+	Name        string  `json:"name"`
+	VCPUs       int     `json:"vcpus"`
+	MemoryMiB   int     `json:"memory_mib"`
+	HoldingCost float64 `json:"holding_cost"`
+}
+
+// AgentConfig is a remote site agent.
+type AgentConfig struct {
+	Site      string `json:"site"`
+	Address   string `json:"address"`
+	TokenFile string `json:"token_file"`
+}
+
+// PolicyConfig is the switching policy.
+type PolicyConfig struct {
+	Name  string `json:"name"` // heuristic, optimal, static, best-static, none
+	K     int    `json:"K,omitempty"`
+	Table string `json:"table,omitempty"` // optimal: a solved table
+	Solve bool   `json:"solve,omitempty"` // optimal: solve at start
+}
+
+// ExecutorConfig says how jobs run.
+type ExecutorConfig struct {
+	Name      string  `json:"name"` // emulated or command
+	TimeScale float64 `json:"time_scale,omitempty"`
+}
+
+// Defaults of a configuration.
+const (
+	DefaultListen    = "127.0.0.1:8080"
+	DefaultDataDir   = "metasched-data"
+	DefaultK         = 5
+	DefaultTimeScale = 0.001
+	DefaultHolding   = 1.0
+)
+
+// Policies and executors.
+var (
+	Policies    = []string{"heuristic", "optimal", "static", "best-static", "none"}
+	Executors   = []string{"emulated", "command"}
+	AgentLosses = []string{"requeue", "fail"}
+)
+
+var (
+	configFields   = []string{"listen", "data_dir", "grid", "job_types", "agents", "policy", "executor", "switch_delay", "on_agent_loss"}
+	jobTypeFields  = []string{"name", "vm", "holding_cost"}
+	vmFields       = []string{"vcpus", "memory_mib"}
+	agentFields    = []string{"site", "address", "token_file"}
+	policyFields   = []string{"name", "K", "table", "solve"}
+	executorFields = []string{"name", "time_scale"}
+)
+
+// ParseConfig decodes a configuration file strictly: every problem is
+// reported as "FILE: FIELD.PATH: problem", one per line.
+func ParseConfig(file string, data []byte) (*Config, error) {
+	d, root, err := yamlx.Parse(file, data)
+	if err != nil {
+		return nil, err
+	}
+	top, ok := root.Map(configFields...)
+	if !ok {
+		return nil, d.Err()
+	}
+	dir := filepath.Dir(file)
+	abs := func(p string) string {
+		if p == "" || filepath.IsAbs(p) {
+			return p
+		}
+		return filepath.Join(dir, p)
+	}
+	c := &Config{
+		Listen: DefaultListen, DataDir: abs(DefaultDataDir), OnAgentLoss: "requeue",
+		Policy:   PolicyConfig{Name: "heuristic", K: DefaultK},
+		Executor: ExecutorConfig{Name: "emulated", TimeScale: DefaultTimeScale},
+	}
+	if l, ok := top.Str("listen", false); ok {
+		if _, port, err := net.SplitHostPort(l); err != nil || port == "" {
+			top.Errorf("listen", "must be HOST:PORT, not %q", l)
+		} else {
+			c.Listen = l
+		}
+	}
+	if p, ok := top.Str("data_dir", false); ok {
+		if p == "" {
+			top.Errorf("data_dir", "must not be empty")
+		}
+		c.DataDir = abs(p)
+	}
+	if p, ok := top.Str("grid", true); ok {
+		if p == "" {
+			top.Errorf("grid", "must not be empty")
+		}
+		c.Grid = abs(p)
+	}
+	if vs, ok := top.Seq("job_types", true); ok {
+		if len(vs) == 0 {
+			top.Errorf("job_types", "must list at least one job type")
+		}
+		for _, v := range vs {
+			m, ok := v.Map(jobTypeFields...)
+			if !ok {
+				continue
+			}
+			jt := JobType{HoldingCost: DefaultHolding}
+			if jt.Name, ok = m.Str("name", true); ok {
+				switch {
+				case !yamlx.IsName(jt.Name):
+					m.Errorf("name", "must be a name (a-z, 0-9, -), not %q", jt.Name)
+				case slices.ContainsFunc(c.JobTypes, func(o JobType) bool { return o.Name == jt.Name }):
+					m.Errorf("name", "job type %q is listed twice", jt.Name)
+				}
+			}
+			if vm, ok := m.Get("vm", true); ok {
+				if vmm, ok := vm.Map(vmFields...); ok {
+					if jt.VCPUs, ok = vmm.Int("vcpus", true); ok && jt.VCPUs < 1 {
+						vmm.Errorf("vcpus", "must be >= 1, not %d", jt.VCPUs)
+					}
+					if jt.MemoryMiB, ok = vmm.Int("memory_mib", true); ok && jt.MemoryMiB < 1 {
+						vmm.Errorf("memory_mib", "must be >= 1, not %d", jt.MemoryMiB)
+					}
+				}
+			}
+			if h, ok := m.Float("holding_cost", false); ok {
+				if h <= 0 {
+					m.Errorf("holding_cost", "must be > 0, not %g", h)
+				}
+				jt.HoldingCost = h
+			}
+			c.JobTypes = append(c.JobTypes, jt)
+		}
+	}
+	if vs, ok := top.Seq("agents", false); ok {
+		for _, v := range vs {
+			m, ok := v.Map(agentFields...)
+			if !ok {
+				continue
+			}
+			var a AgentConfig
+			if a.Site, ok = m.Str("site", true); ok {
+				switch {
+				case !yamlx.IsName(a.Site):
+					m.Errorf("site", "must be a cluster name (a-z, 0-9, -), not %q", a.Site)
+				case slices.ContainsFunc(c.Agents, func(o AgentConfig) bool { return o.Site == a.Site }):
+					m.Errorf("site", "site %q has two agents", a.Site)
+				}
+			}
+			if a.Address, ok = m.Str("address", true); ok {
+				u, err := url.Parse(a.Address)
+				if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+					m.Errorf("address", "must be an agent's URL like http://10.0.0.2:9101, not %q", a.Address)
+				}
+				a.Address = strings.TrimRight(a.Address, "/")
+			}
+			if p, ok := m.Str("token_file", true); ok {
+				a.TokenFile = abs(p)
+			}
+			c.Agents = append(c.Agents, a)
+		}
+	}
+	if v, ok := top.Get("policy", false); ok {
+		if m, ok := v.Map(policyFields...); ok {
+			parsePolicy(m, &c.Policy, abs)
+		}
+	}
+	if v, ok := top.Get("executor", false); ok {
+		if m, ok := v.Map(executorFields...); ok {
+			if n, ok := m.Get("name", true); ok {
+				if s, ok := n.Keyword(Executors...); ok {
+					c.Executor.Name = s
+				} else {
+					n.Errorf("must be one of %s", strings.Join(Executors, ", "))
+				}
+			}
+			if x, ok := m.Float("time_scale", false); ok {
+				switch {
+				case c.Executor.Name != "emulated":
+					m.Errorf("time_scale", "applies to the emulated executor only")
+				case x <= 0 || x > 1e6:
+					m.Errorf("time_scale", "must be > 0 and <= 1e6, not %g", x)
+				default:
+					c.Executor.TimeScale = x
+				}
+			}
+			if c.Executor.Name != "emulated" {
+				c.Executor.TimeScale = 0
+			}
+		}
+	}
+	if v, ok := top.Get("switch_delay", false); ok {
+		if s, ok := v.Str(); ok {
+			x, err := time.ParseDuration(s)
+			switch {
+			case err != nil:
+				v.Errorf("not a duration like 2s or 1m: %q", s)
+			case x < 0:
+				v.Errorf("must be >= 0")
+			default:
+				c.SwitchDelay = x
+			}
+		}
+	}
+	if v, ok := top.Get("on_agent_loss", false); ok {
+		if s, ok := v.Keyword(AgentLosses...); ok {
+			c.OnAgentLoss = s
+		} else {
+			v.Errorf("must be one of %s", strings.Join(AgentLosses, ", "))
+		}
+	}
+	if err := d.Err(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func parsePolicy(m *yamlx.Map, p *PolicyConfig, abs func(string) string) {
+	n, ok := m.Get("name", true)
+	if !ok {
+		return
+	}
+	name, ok := n.Keyword(Policies...)
+	if !ok {
+		n.Errorf("must be one of %s", strings.Join(Policies, ", "))
+		return
+	}
+	*p = PolicyConfig{Name: name}
+	if k, ok := m.Int("K", false); ok {
+		switch {
+		case name != "heuristic":
+			m.Errorf("K", "applies to the heuristic policy only")
+		case k < 1:
+			m.Errorf("K", "must be >= 1, not %d", k)
+		default:
+			p.K = k
+		}
+	} else if name == "heuristic" {
+		p.K = DefaultK
+	}
+	table, hasTable := m.Str("table", false)
+	solve, hasSolve := m.Bool("solve", false)
+	switch {
+	case name != "optimal" && (hasTable || hasSolve):
+		key := "table"
+		if hasSolve {
+			key = "solve"
+		}
+		m.Errorf(key, "applies to the optimal policy only")
+	case name == "optimal" && hasTable && hasSolve && solve:
+		m.Errorf("solve", "give either table or solve: true, not both")
+	case name == "optimal" && hasTable:
+		if table == "" {
+			m.Errorf("table", "must not be empty")
+		}
+		p.Table = abs(table)
+	case name == "optimal" && solve:
+		p.Solve = true
+	case name == "optimal":
+		m.Errorf("name", "optimal needs table: FILE (a solved policy) or solve: true")
+	}
+}
+
+// Pool returns the job type of that name.
+func (c *Config) Pool(name string) (JobType, bool) {
+	i := slices.IndexFunc(c.JobTypes, func(j JobType) bool { return j.Name == name })
+	if i < 0 {
+		return JobType{}, false
+	}
+	return c.JobTypes[i], true
+}
+
+func (p PolicyConfig) String() string {
+	switch {
+	case p.Name == "heuristic":
+		return fmt.Sprintf("heuristic K=%d", p.K)
+	case p.Name == "optimal" && p.Table != "":
+		return "optimal (table " + filepath.Base(p.Table) + ")"
+	case p.Name == "optimal":
+		return "optimal (solved at start)"
+	}
+	return p.Name
+}

@@ -1,0 +1,88 @@
+package metasched
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestParseConfig(t *testing.T) {
+	got, err := ParseConfig("/etc/ms/serve.yaml", []byte(`
+listen: 0.0.0.0:8080
+data_dir: data
+grid: grid.yaml
+job_types:
+  - {name: render, vm: {vcpus: 2, memory_mib: 2048}, holding_cost: 2}
+  - {name: batch, vm: {vcpus: 1, memory_mib: 512}}
+agents:
+  - {site: spain, address: "http://127.0.0.1:9101/", token_file: spain.token}
+policy: {name: optimal, table: render.policy}
+executor: {name: emulated, time_scale: 0.01}
+switch_delay: 2s
+on_agent_loss: fail
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &Config{
+		Listen: "0.0.0.0:8080", DataDir: "/etc/ms/data", Grid: "/etc/ms/grid.yaml",
+		JobTypes: []JobType{{Name: "render", VCPUs: 2, MemoryMiB: 2048, HoldingCost: 2}, {Name: "batch", VCPUs: 1, MemoryMiB: 512, HoldingCost: 1}},
+		Agents:   []AgentConfig{{Site: "spain", Address: "http://127.0.0.1:9101", TokenFile: "/etc/ms/spain.token"}},
+		Policy:   PolicyConfig{Name: "optimal", Table: "/etc/ms/render.policy"},
+		Executor: ExecutorConfig{Name: "emulated", TimeScale: 0.01}, SwitchDelay: 2 * time.Second, OnAgentLoss: "fail",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	got, err = ParseConfig("serve.yaml", []byte("grid: g.yaml\njob_types: [{name: a, vm: {vcpus: 1, memory_mib: 64}}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = &Config{Listen: DefaultListen, DataDir: DefaultDataDir, Grid: "g.yaml",
+		JobTypes: []JobType{{Name: "a", VCPUs: 1, MemoryMiB: 64, HoldingCost: 1}},
+		Policy:   PolicyConfig{Name: "heuristic", K: 5}, Executor: ExecutorConfig{Name: "emulated", TimeScale: DefaultTimeScale}, OnAgentLoss: "requeue"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("defaults (-want +got):\n%s", diff)
+	}
+	if s := want.Policy.String(); s != "heuristic K=5" {
+		t.Errorf("policy string %q", s)
+	}
+}
+
+func TestParseConfigErrors(t *testing.T) {
+	const base = "grid: g.yaml\njob_types: [{name: a, vm: {vcpus: 1, memory_mib: 64}}]\n"
+	for _, tc := range []struct{ name, yaml, want string }{
+		{"no grid", "job_types: [{name: a, vm: {vcpus: 1, memory_mib: 64}}]\n", "c.yaml: grid: missing required field"},
+		{"no job types", "grid: g.yaml\n", "c.yaml: job_types: missing required field"},
+		{"empty job types", "grid: g.yaml\njob_types: []\n", "job_types: must list at least one job type"},
+		{"unknown field", base + "colour: red\n", "c.yaml: colour: unknown field"},
+		{"bad listen", base + "listen: here\n", `listen: must be HOST:PORT, not "here"`},
+		{"duplicate type", "grid: g.yaml\njob_types: [{name: a, vm: {vcpus: 1, memory_mib: 64}}, {name: a, vm: {vcpus: 1, memory_mib: 64}}]\n", `job_types[1].name: job type "a" is listed twice`},
+		{"zero vcpus", "grid: g.yaml\njob_types: [{name: a, vm: {vcpus: 0, memory_mib: 64}}]\n", "job_types[0].vm.vcpus: must be >= 1, not 0"},
+		{"no vm", "grid: g.yaml\njob_types: [{name: a}]\n", "job_types[0].vm: missing required field"},
+		{"negative holding", "grid: g.yaml\njob_types: [{name: a, vm: {vcpus: 1, memory_mib: 64}, holding_cost: -1}]\n", "job_types[0].holding_cost: must be > 0, not -1"},
+		{"bad agent address", base + "agents: [{site: s, address: 'localhost:9101', token_file: t}]\n", `agents[0].address: must be an agent's URL`},
+		{"agent without token", base + "agents: [{site: s, address: 'http://h:1'}]\n", "agents[0].token_file: missing required field"},
+		{"two agents for a site", base + "agents: [{site: s, address: 'http://h:1', token_file: t}, {site: s, address: 'http://h:2', token_file: t}]\n", `agents[1].site: site "s" has two agents`},
+		{"unknown policy", base + "policy: {name: magic}\n", "policy.name: must be one of heuristic, optimal, static, best-static, none"},
+		{"K on static", base + "policy: {name: static, K: 3}\n", "policy.K: applies to the heuristic policy only"},
+		{"K zero", base + "policy: {name: heuristic, K: 0}\n", "policy.K: must be >= 1, not 0"},
+		{"optimal without table", base + "policy: {name: optimal}\n", "optimal needs table: FILE (a solved policy) or solve: true"},
+		{"optimal with both", base + "policy: {name: optimal, table: t.policy, solve: true}\n", "policy.solve: give either table or solve: true, not both"},
+		{"table on heuristic", base + "policy: {name: heuristic, table: t.policy}\n", "policy.table: applies to the optimal policy only"},
+		{"unknown executor", base + "executor: {name: slurm}\n", "executor.name: must be one of emulated, command"},
+		{"time scale on command", base + "executor: {name: command, time_scale: 2}\n", "executor.time_scale: applies to the emulated executor only"},
+		{"zero time scale", base + "executor: {name: emulated, time_scale: 0}\n", "executor.time_scale: must be > 0"},
+		{"bad switch delay", base + "switch_delay: later\n", `switch_delay: not a duration like 2s or 1m: "later"`},
+		{"bad agent loss", base + "on_agent_loss: panic\n", "on_agent_loss: must be one of requeue, fail"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseConfig("c.yaml", []byte(tc.yaml))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err = %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
