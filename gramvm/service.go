@@ -1,0 +1,194 @@
+package gramvm
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/metasched/metasched/graph"
+	hp "github.com/metasched/metasched/hypervisorproxy"
+	"github.com/metasched/metasched/selection"
+)
+
+// DefaultAlpha is the weight of a new bandwidth measurement in a link's
+// exponentially weighted average.
+const DefaultAlpha = 0.5
+
+// Service plans jobs on the live grid: the grid file's clusters with the
+// free hosts the agents report, and its links with the bandwidths the
+// agents' probes measure. It is safe for concurrent use.
+type Service struct {
+	alpha float64
+
+	mu       sync.Mutex
+	grid     graph.Grid
+	measured map[[2]string]*Link
+}
+
+// Link is a grid link with its configured and measured bandwidth.
+type Link struct {
+	Between        [2]string `json:"between"`
+	ConfiguredMbps float64   `json:"configured_mbps"`
+	MeasuredMbps   float64   `json:"measured_mbps,omitempty"` // 0: never measured
+	MeasuredAt     time.Time `json:"measured_at,omitzero"`
+	Samples        int       `json:"samples,omitempty"`
+}
+
+// New returns a service over a valid grid; alpha (0: DefaultAlpha) weighs
+// new measurements.
+func New(g *graph.Grid, alpha float64) (*Service, error) {
+	if err := g.Validate(); err != nil {
+		return nil, fmt.Errorf("gramvm: %w", err)
+	}
+	if alpha == 0 {
+		alpha = DefaultAlpha
+	}
+	if !(alpha > 0 && alpha <= 1) {
+		return nil, fmt.Errorf("gramvm: alpha must be in (0, 1], not %g", alpha)
+	}
+	s := &Service{alpha: alpha, grid: graph.Grid{Clusters: slices.Clone(g.Clusters), Links: slices.Clone(g.Links)},
+		measured: map[[2]string]*Link{}}
+	return s, nil
+}
+
+func key(a, b string) [2]string {
+	if a > b {
+		a, b = b, a
+	}
+	return [2]string{a, b}
+}
+
+// Observe records a measured bandwidth between two clusters (a probe from
+// one site's agent to the other's) into the link's weighted average.
+func (s *Service) Observe(a, b string, mbps float64, at time.Time) error {
+	if !(mbps >= graph.MinMbps && mbps <= graph.MaxMbps) || math.IsNaN(mbps) {
+		return fmt.Errorf("observe %s-%s: %w: mbps must be within %g and %g, not %g", a, b, hp.ErrInvalid, graph.MinMbps, graph.MaxMbps, mbps)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i := slices.IndexFunc(s.grid.Links, func(l graph.Link) bool { return key(l.Between[0], l.Between[1]) == key(a, b) })
+	if i < 0 {
+		return fmt.Errorf("observe %s-%s: %w: the grid has no such link", a, b, hp.ErrNotFound)
+	}
+	k := key(a, b)
+	m := s.measured[k]
+	if m == nil {
+		m = &Link{Between: k, ConfiguredMbps: s.grid.Links[i].Mbps, MeasuredMbps: mbps}
+		s.measured[k] = m
+	} else {
+		m.MeasuredMbps = s.alpha*mbps + (1-s.alpha)*m.MeasuredMbps
+	}
+	m.MeasuredAt, m.Samples = at, m.Samples+1
+	s.grid.Links[i].Mbps = m.MeasuredMbps
+	return nil
+}
+
+// Links reports every link in grid order, with its measurements.
+func (s *Service) Links() []Link {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Link, len(s.grid.Links))
+	for i, l := range s.grid.Links {
+		if m := s.measured[key(l.Between[0], l.Between[1])]; m != nil {
+			out[i] = *m
+			out[i].Between = l.Between
+			continue
+		}
+		out[i] = Link{Between: l.Between, ConfiguredMbps: l.Mbps}
+	}
+	return out
+}
+
+// FreeHosts lists, per site, the hosts of the pool that are ready and can
+// take one VM of the given shape, in the agents' order.
+func FreeHosts(invs []hp.Inventory, pool string, vm selection.VM) map[string][]string {
+	free := map[string][]string{}
+	for _, inv := range invs {
+		for _, h := range inv.Hosts {
+			if h.State == hp.HostReady && h.Pool == pool && h.FreeVCPUs >= vm.VCPUs && h.FreeMemoryMiB >= vm.MemoryMiB {
+				free[inv.Site] = append(free[inv.Site], h.Name)
+			}
+		}
+	}
+	return free
+}
+
+// HostRef is one host of a placement.
+type HostRef struct {
+	Site string `json:"site"`
+	Host string `json:"host"`
+}
+
+// Placement is a plan and the hosts that carry it out: one VM per machine
+// of the plan.
+type Placement struct {
+	Plan    selection.Plan `json:"plan"`
+	Master  HostRef        `json:"master"`
+	Workers []HostRef      `json:"workers"`
+	// Measured lists the links whose bandwidth in the plan is a measured
+	// one ("a-b: 18.7 Mbit/s measured, 20 configured").
+	Measured []string `json:"measured,omitempty"`
+}
+
+// Plan chooses the clusters of a job among the free hosts (FreeHosts) by
+// hill climbing on the grid with the measured bandwidths, and the hosts of
+// each cluster in the order given. An infeasible plan is a result
+// (Plan.Feasible false), not an error.
+func (s *Service) Plan(ctx context.Context, job *selection.Job, free map[string][]string, opt selection.Options) (Placement, error) {
+	s.mu.Lock()
+	grid := graph.Grid{Clusters: slices.Clone(s.grid.Clusters), Links: slices.Clone(s.grid.Links)}
+	var measured []string
+	for _, l := range s.grid.Links {
+		if m := s.measured[key(l.Between[0], l.Between[1])]; m != nil {
+			measured = append(measured, fmt.Sprintf("%s-%s: %.3g Mbit/s measured, %.3g configured",
+				l.Between[0], l.Between[1], m.MeasuredMbps, m.ConfiguredMbps))
+		}
+	}
+	s.mu.Unlock()
+	g, err := graph.New(&grid)
+	if err != nil {
+		return Placement{}, fmt.Errorf("plan %s: %w", job.Name, err)
+	}
+	counts := make([]int, g.Len())
+	for i := range counts {
+		c := g.Cluster(i)
+		counts[i] = min(len(free[c.Name]), c.Machines)
+	}
+	pl, err := selection.NewPlanner(selection.Problem{Graph: g, Job: job, Free: counts})
+	if err != nil {
+		return Placement{}, fmt.Errorf("plan %s: %w", job.Name, err)
+	}
+	p, err := pl.HillClimb(ctx, opt)
+	if err != nil {
+		return Placement{}, fmt.Errorf("plan %s: %w", job.Name, err)
+	}
+	out := Placement{Plan: p, Measured: measured, Workers: []HostRef{}}
+	if !p.Feasible {
+		return out, nil
+	}
+	for _, cp := range p.Clusters {
+		hosts := free[cp.Name]
+		n := cp.Machines
+		if cp.Master {
+			out.Master = HostRef{Site: cp.Name, Host: hosts[0]}
+			hosts = hosts[1:]
+		}
+		if n > len(hosts) {
+			return Placement{}, fmt.Errorf("plan %s: cluster %s: %d workers planned on %d free hosts", job.Name, cp.Name, n, len(hosts))
+		}
+		for _, h := range hosts[:n] {
+			out.Workers = append(out.Workers, HostRef{Site: cp.Name, Host: h})
+		}
+	}
+	if out.Master.Host == "" { // the master's cluster runs no worker
+		hosts := free[p.Master]
+		if len(hosts) == 0 {
+			return Placement{}, fmt.Errorf("plan %s: master cluster %s has no free host", job.Name, p.Master)
+		}
+		out.Master = HostRef{Site: p.Master, Host: hosts[0]}
+	}
+	return out, nil
+}
