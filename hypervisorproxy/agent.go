@@ -340,6 +340,13 @@ func (a *Agent) usageLocked(st hostState) (vcpus, mib int) {
 	return vcpus, mib
 }
 
+// freeLocked is what a host has left: its CPUs and memory less usageLocked.
+// a.mu must be held.
+func (a *Agent) freeLocked(st hostState) (vcpus, mib int) {
+	usedC, usedM := a.usageLocked(st)
+	return st.h.node.CPUs - usedC, st.h.node.MemoryMiB - usedM
+}
+
 // hostLocked builds the API view of a host. a.mu must be held.
 func (a *Agent) hostLocked(st hostState) Host {
 	h := st.h
@@ -366,8 +373,7 @@ func (a *Agent) hostLocked(st hostState) Host {
 		out.VMs = append(out.VMs, a.vmLocked(v, live))
 	}
 	slices.SortFunc(out.VMs, func(x, y VM) int { return strings.Compare(x.Name, y.Name) })
-	vcpus, mib := a.usageLocked(st)
-	out.FreeVCPUs, out.FreeMemoryMiB = h.node.CPUs-vcpus, h.node.MemoryMiB-mib
+	out.FreeVCPUs, out.FreeMemoryMiB = a.freeLocked(st)
 	return out
 }
 
@@ -553,8 +559,7 @@ func (a *Agent) placeLocked(spec VMSpec, sts []hostState) (hostState, error) {
 			}
 			continue
 		}
-		vcpus, mib := a.usageLocked(st)
-		freeC, freeM := h.node.CPUs-vcpus, h.node.MemoryMiB-mib
+		freeC, freeM := a.freeLocked(st)
 		if spec.VCPUs > freeC || spec.MemoryMiB > freeM {
 			why = append(why, fmt.Sprintf("%s has %d vcpus and %d MiB free", h.cfg.Name, freeC, freeM))
 			continue
@@ -629,15 +634,8 @@ func (a *Agent) ResizeVM(ctx context.Context, name string, r Resize) (VM, error)
 	}
 	sts := a.observe(ctx, h.cfg.Name)
 	a.mu.Lock()
-	usedC, usedM := a.usageLocked(sts[0])
-	freeC, freeM := h.node.CPUs-usedC, h.node.MemoryMiB-usedM
-	growC, growM := max(r.VCPUs-s.VCPUs, 0), max(r.MemoryMiB-s.MemoryMiB, 0)
-	if r.VCPUs == 0 {
-		growC = 0
-	}
-	if r.MemoryMiB == 0 {
-		growM = 0
-	}
+	freeC, freeM := a.freeLocked(sts[0])
+	growC, growM := max(r.VCPUs-s.VCPUs, 0), max(r.MemoryMiB-s.MemoryMiB, 0) // 0 leaves a size as it is
 	if growC > freeC || growM > freeM {
 		a.mu.Unlock()
 		return VM{}, fmt.Errorf("resize vm %s: %w on %s: %d more vcpus and %d MiB asked, %d and %d free",
@@ -730,8 +728,7 @@ func (a *Agent) MigrateVM(ctx context.Context, name string, req MigrateRequest) 
 		cerr = fmt.Errorf("host: %w: %s is in pool %q, the vm in %q", ErrInvalid, dst.cfg.Name, dst.pool, s.Pool)
 	}
 	if cerr == nil {
-		usedC, usedM := a.usageLocked(sts[0])
-		if freeC, freeM := dst.node.CPUs-usedC, dst.node.MemoryMiB-usedM; s.VCPUs > freeC || s.MemoryMiB > freeM {
+		if freeC, freeM := a.freeLocked(sts[0]); s.VCPUs > freeC || s.MemoryMiB > freeM {
 			cerr = fmt.Errorf("%w on %s for %d vcpus and %d MiB: %d and %d free", ErrCapacity, dst.cfg.Name, s.VCPUs, s.MemoryMiB, freeC, freeM)
 		}
 	}
@@ -862,7 +859,6 @@ func (a *Agent) ReconfigureHost(ctx context.Context, name string, r Reconfigure)
 		}
 		a.mu.Lock()
 		if err != nil {
-			v.busy = ""
 			for _, w := range victims {
 				if w.busy == "destroy" {
 					w.busy = ""

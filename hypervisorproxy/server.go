@@ -40,50 +40,25 @@ func (a *Agent) Handler() http.Handler {
 		v, err := a.VM(r.Context(), r.PathValue("name"))
 		reply(w, http.StatusOK, v, err)
 	})
-	api.HandleFunc("POST /v1/vms", func(w http.ResponseWriter, r *http.Request) {
-		var s VMSpec
-		if !decode(w, r, &s) {
-			return
-		}
-		v, err := a.CreateVM(r.Context(), s)
-		reply(w, http.StatusCreated, v, err)
-	})
-	api.HandleFunc("POST /v1/vms/{name}/resize", func(w http.ResponseWriter, r *http.Request) {
-		var rs Resize
-		if !decode(w, r, &rs) {
-			return
-		}
-		v, err := a.ResizeVM(r.Context(), r.PathValue("name"), rs)
-		reply(w, http.StatusOK, v, err)
-	})
-	api.HandleFunc("POST /v1/vms/{name}/migrate", func(w http.ResponseWriter, r *http.Request) {
-		var m MigrateRequest
-		if !decode(w, r, &m) {
-			return
-		}
-		out, err := a.MigrateVM(r.Context(), r.PathValue("name"), m)
-		reply(w, http.StatusOK, out, err)
-	})
+	api.HandleFunc("POST /v1/vms", withBody(http.StatusCreated, func(r *http.Request, s VMSpec) (VM, error) {
+		return a.CreateVM(r.Context(), s)
+	}))
+	api.HandleFunc("POST /v1/vms/{name}/resize", withBody(http.StatusOK, func(r *http.Request, rs Resize) (VM, error) {
+		return a.ResizeVM(r.Context(), r.PathValue("name"), rs)
+	}))
+	api.HandleFunc("POST /v1/vms/{name}/migrate", withBody(http.StatusOK, func(r *http.Request, m MigrateRequest) (Migration, error) {
+		return a.MigrateVM(r.Context(), r.PathValue("name"), m)
+	}))
 	api.HandleFunc("DELETE /v1/vms/{name}", func(w http.ResponseWriter, r *http.Request) {
 		err := a.DestroyVM(r.Context(), r.PathValue("name"))
 		reply(w, http.StatusNoContent, nil, err)
 	})
-	api.HandleFunc("POST /v1/hosts/{name}/reconfigure", func(w http.ResponseWriter, r *http.Request) {
-		var rc Reconfigure
-		if !decode(w, r, &rc) {
-			return
-		}
-		out, err := a.ReconfigureHost(r.Context(), r.PathValue("name"), rc)
-		reply(w, http.StatusOK, out, err)
-	})
-	api.HandleFunc("POST /v1/probe", func(w http.ResponseWriter, r *http.Request) {
-		var p ProbeRequest
-		if !decode(w, r, &p) {
-			return
-		}
-		out, err := a.Probe(r.Context(), p)
-		reply(w, http.StatusOK, out, err)
-	})
+	api.HandleFunc("POST /v1/hosts/{name}/reconfigure", withBody(http.StatusOK, func(r *http.Request, rc Reconfigure) (Reconfigured, error) {
+		return a.ReconfigureHost(r.Context(), r.PathValue("name"), rc)
+	}))
+	api.HandleFunc("POST /v1/probe", withBody(http.StatusOK, func(r *http.Request, p ProbeRequest) (Probe, error) {
+		return a.Probe(r.Context(), p)
+	}))
 	api.HandleFunc("PUT /v1/probe/sink", func(w http.ResponseWriter, r *http.Request) {
 		res, err := sink(r.Body, MaxProbeBytes)
 		reply(w, http.StatusOK, res, err)
@@ -93,6 +68,19 @@ func (a *Agent) Handler() http.Handler {
 	})
 	mux.Handle("/", a.auth(api))
 	return a.logRequests(mux)
+}
+
+// withBody makes a handler that decodes a strict JSON body of type T, calls
+// f and replies with its result (status on success).
+func withBody[T, R any](status int, f func(r *http.Request, in T) (R, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var in T
+		if !decode(w, r, &in) {
+			return
+		}
+		out, err := f(r, in)
+		reply(w, status, out, err)
+	}
 }
 
 // auth checks the bearer token.

@@ -46,7 +46,7 @@ func (h *Host) Migrate(ctx context.Context, name string, dst hp.Hypervisor, opt 
 // move is the test driver's cold move.
 func (h *Host) move(ctx context.Context, name string, d *Host) (hp.MigrateStats, error) {
 	start := time.Now()
-	_, dom, err := h.lookup(ctx, name)
+	dom, err := h.lookup(ctx, name)
 	if err != nil {
 		return hp.MigrateStats{}, err
 	}
@@ -77,7 +77,7 @@ func (h *Host) live(ctx context.Context, name string, d *Host, opt hp.MigrateOpt
 	if timeout <= 0 {
 		timeout = DefaultProgressTimeout
 	}
-	_, dom, err := h.lookup(ctx, name)
+	dom, err := h.lookup(ctx, name)
 	if err != nil {
 		return hp.MigrateStats{}, err
 	}

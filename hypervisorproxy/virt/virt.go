@@ -255,17 +255,31 @@ func state(s libvirt.DomainState) hp.State {
 	return hp.StateOther
 }
 
-// lookup finds a domain by name on a live connection.
-func (h *Host) lookup(ctx context.Context, name string) (*libvirt.Connect, *libvirt.Domain, error) {
+// lookup finds a domain by name on a live connection; the caller frees it.
+func (h *Host) lookup(ctx context.Context, name string) (*libvirt.Domain, error) {
 	conn, err := h.connection(ctx)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	dom, err := conn.LookupDomainByName(name)
 	if err != nil {
-		return nil, nil, wrap(err, "vm %s on %s", name, h.uri)
+		return nil, wrap(err, "vm %s on %s", name, h.uri)
 	}
-	return conn, dom, nil
+	return dom, nil
+}
+
+// lookupDescribed finds a domain and describes it; the caller frees it.
+func (h *Host) lookupDescribed(ctx context.Context, name string) (*libvirt.Domain, hp.Domain, error) {
+	dom, err := h.lookup(ctx, name)
+	if err != nil {
+		return nil, hp.Domain{}, err
+	}
+	d, err := describe(dom)
+	if err != nil {
+		dom.Free()
+		return nil, hp.Domain{}, err
+	}
+	return dom, d, nil
 }
 
 // Create defines the domain (persistent) and starts it. A domain that
@@ -309,15 +323,11 @@ func (h *Host) define(ctx context.Context, name, xml string) (hp.Domain, error) 
 // SetVCPUs hot-plugs or unplugs vCPUs and reads the count back. QEMU
 // cannot unplug the vCPUs of these guests: that is ErrUnsupported.
 func (h *Host) SetVCPUs(ctx context.Context, name string, n int) (hp.Domain, error) {
-	_, dom, err := h.lookup(ctx, name)
+	dom, before, err := h.lookupDescribed(ctx, name)
 	if err != nil {
 		return hp.Domain{}, err
 	}
 	defer dom.Free()
-	before, err := describe(dom)
-	if err != nil {
-		return hp.Domain{}, err
-	}
 	if n < 1 || n > before.MaxVCPUs {
 		return before, fmt.Errorf("set vcpus of %s to %d: %w (max_vcpus %d)", name, n, hp.ErrLimit, before.MaxVCPUs)
 	}
@@ -353,15 +363,11 @@ const memorySettle = 2 * time.Second
 // beyond the present size up to the maximum is hot-plugged as one DIMM
 // (sizes in multiples of 2 MiB).
 func (h *Host) SetMemory(ctx context.Context, name string, mib int) (hp.Domain, error) {
-	_, dom, err := h.lookup(ctx, name)
+	dom, before, err := h.lookupDescribed(ctx, name)
 	if err != nil {
 		return hp.Domain{}, err
 	}
 	defer dom.Free()
-	before, err := describe(dom)
-	if err != nil {
-		return hp.Domain{}, err
-	}
 	if mib < 1 || mib > before.MaxMemoryMiB {
 		return before, fmt.Errorf("set memory of %s to %d MiB: %w (max_memory_mib %d)", name, mib, hp.ErrLimit, before.MaxMemoryMiB)
 	}
@@ -418,7 +424,7 @@ func (h *Host) SetMemory(ctx context.Context, name string, mib int) (hp.Domain, 
 
 // Destroy stops the domain (if it runs) and undefines it.
 func (h *Host) Destroy(ctx context.Context, name string) error {
-	_, dom, err := h.lookup(ctx, name)
+	dom, err := h.lookup(ctx, name)
 	if err != nil {
 		return err
 	}
