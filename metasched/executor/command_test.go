@@ -1,0 +1,432 @@
+package executor_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/metasched/metasched/metasched/executor"
+)
+
+// checkGroupGone fails when a process of the group pgid remains, zombies
+// included.
+func checkGroupGone(t *testing.T, pgid int) {
+	t.Helper()
+	if err := syscall.Kill(-pgid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Fatalf("kill(-%d, 0) = %v after Run returned, want ESRCH: a process of the job's group remains", pgid, err)
+	}
+}
+
+func TestCommandExit(t *testing.T) {
+	t.Parallel()
+	type outcome struct {
+		Result executor.Result
+		Output string
+	}
+	tests := []struct {
+		name   string
+		script string
+		want   outcome
+	}{
+		{"done", `echo out; echo err >&2`,
+			outcome{executor.Result{}, "out\nerr\n"}},
+		{"stdout and stderr interleaved", `echo 1; echo 2 >&2; echo 3; echo 4 >&2; printf 5`,
+			outcome{executor.Result{}, "1\n2\n3\n4\n5"}},
+		{"exit 3", `echo failing >&2; exit 3`,
+			outcome{executor.Result{ExitCode: 3, Reason: "exit status 3"}, "failing\n"}},
+		{"SIGKILL", `kill -KILL $$`,
+			outcome{executor.Result{ExitCode: 128 + 9, Reason: "killed by signal SIGKILL (9)"}, ""}},
+		{"SIGTERM", `echo bye; kill -TERM $$`,
+			outcome{executor.Result{ExitCode: 128 + 15, Reason: "killed by signal SIGTERM (15)"}, "bye\n"}},
+		{"SIGUSR1", `kill -USR1 $$`,
+			outcome{executor.Result{ExitCode: 128 + 10, Reason: "killed by signal SIGUSR1 (10)"}, ""}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			out := newWatchWriter("")
+			ex := executor.NewCommand(testLogger(t), executor.CommandOptions{WorkDir: t.TempDir()})
+			res, err := ex.Run(context.Background(), shRun(t, tt.script, out))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, outcome{res, out.String()}); diff != "" {
+				t.Fatalf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestCommandEnvironment checks what the command sees: the hostfile, the
+// METASCHED_ variables (overriding the daemon's), the daemon's other
+// variables and the working directory.
+func TestCommandEnvironment(t *testing.T) {
+	t.Setenv("METASCHED_JOB_ID", "stale")
+	t.Setenv("METASCHED_EXECUTOR_TEST", "inherited")
+	work := t.TempDir()
+	dir := filepath.Join(t.TempDir(), "runs", "j-000000000042") // created by Run
+	out := newWatchWriter("")
+	r := shRun(t, `printf '%s\n' "$METASCHED_HOSTFILE" "$METASCHED_JOB_ID" "$METASCHED_JOB_NAME" "$METASCHED_TASKS" "$METASCHED_EXECUTOR_TEST"
+pwd -P
+cat "$METASCHED_HOSTFILE"`, out)
+	r.Dir = dir
+
+	res, err := executor.NewCommand(testLogger(t), executor.CommandOptions{WorkDir: work}).Run(context.Background(), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res != (executor.Result{}) {
+		t.Fatalf("result %+v, want done; output %q", res, out.String())
+	}
+	physWork, err := filepath.EvalSymlinks(work)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostfile := filepath.Join(dir, executor.HostfileName)
+	want := strings.Join([]string{hostfile, "j-000000000042", "render-42", "300", "inherited", physWork}, "\n") + "\n" + testHostfile
+	if diff := cmp.Diff(want, out.String()); diff != "" {
+		t.Fatalf("output (-want +got):\n%s", diff)
+	}
+	written, err := os.ReadFile(hostfile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(testHostfile, string(written)); diff != "" {
+		t.Fatalf("hostfile (-want +got):\n%s", diff)
+	}
+}
+
+// TestCommandHostfile checks the hostfile of several virtual clusters, and
+// that a cluster that cannot be written as one stops the run before its
+// command starts.
+func TestCommandHostfile(t *testing.T) {
+	t.Parallel()
+	vms := testVMs()
+	with := func(i int, f func(*executor.VM)) []executor.VM {
+		v := testVMs()
+		f(&v[i])
+		return v
+	}
+	tests := []struct {
+		name    string
+		vms     []executor.VM
+		want    string // the hostfile
+		wantErr string // or the error
+	}{
+		{name: "two sites", vms: vms, want: testHostfile},
+		{name: "master only", vms: vms[:1], want: "render-42-0 slots=2 # site=spain host=spain-1 role=master\n"},
+		{name: "no VMs", wantErr: "job render-42: hostfile: no VMs"},
+		{name: "master not first", vms: []executor.VM{vms[1], vms[0]},
+			wantErr: "job render-42: hostfile: VM 0 (render-42-1): the first VM must be the master"},
+		{name: "two masters", vms: with(2, func(v *executor.VM) { v.Master = true }),
+			wantErr: "job render-42: hostfile: VM 2 (render-42-2): a second master: only the first VM is the master"},
+		{name: "no vCPU", vms: with(1, func(v *executor.VM) { v.VCPUs = 0 }),
+			wantErr: "job render-42: hostfile: VM 1 (render-42-1): vcpus 0: must be at least 1"},
+		{name: "space in a name", vms: with(3, func(v *executor.VM) { v.Name = "render 42" }),
+			wantErr: `job render-42: hostfile: VM 3: name "render 42": must not contain white space, '#' or '='`},
+		{name: "no host", vms: with(1, func(v *executor.VM) { v.Host = "" }),
+			wantErr: "job render-42: hostfile: VM 1: no host"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			work := t.TempDir()
+			r := shRun(t, `cat "$METASCHED_HOSTFILE" > got`, newWatchWriter(""))
+			r.VMs = tt.vms
+			res, err := executor.NewCommand(testLogger(t), executor.CommandOptions{WorkDir: work}).Run(context.Background(), r)
+			got, readErr := os.ReadFile(filepath.Join(work, "got"))
+			if tt.wantErr != "" {
+				if err == nil || err.Error() != tt.wantErr {
+					t.Fatalf("error %v, want %q", err, tt.wantErr)
+				}
+				if readErr == nil {
+					t.Fatal("the command ran")
+				}
+				return
+			}
+			if err != nil || res != (executor.Result{}) {
+				t.Fatalf("Run = %+v, %v; want done", res, err)
+			}
+			if readErr != nil {
+				t.Fatal(readErr)
+			}
+			if diff := cmp.Diff(tt.want, string(got)); diff != "" {
+				t.Fatalf("hostfile (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestCommandCancel cancels running commands and checks that Run returns
+// only once every process of the job's group is gone, with ctx's error.
+func TestCommandCancel(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		script  string // prints pid=$$ then ready
+		grace   time.Duration
+		want    executor.Result
+		atLeast time.Duration // from the cancel to Run's return
+		output  string        // what the script prints after ready
+	}{{
+		name:   "child and grandchild",
+		script: `echo pid=$$; sleep 60 & echo ready; sleep 60; wait`,
+		grace:  executor.DefaultGrace,
+		want:   executor.Result{ExitCode: 128 + 15, Reason: "killed by signal SIGTERM (15)"},
+	}, {
+		name:    "SIGTERM ignored: SIGKILL after the grace period",
+		script:  `trap '' TERM; echo pid=$$; sleep 60 & echo ready; sleep 60; wait`,
+		grace:   300 * time.Millisecond,
+		want:    executor.Result{ExitCode: 128 + 9, Reason: "killed by signal SIGKILL (9)"},
+		atLeast: 300 * time.Millisecond,
+	}, {
+		name:   "only a background process ignores SIGTERM",
+		script: `echo pid=$$; (trap '' TERM; echo ready; sleep 60) & sleep 60; wait`,
+		grace:  300 * time.Millisecond,
+		// The shell dies of SIGTERM at once; its orphan gets SIGKILL.
+		want:    executor.Result{ExitCode: 128 + 15, Reason: "killed by signal SIGTERM (15)"},
+		atLeast: 300 * time.Millisecond,
+	}, {
+		// stderr discarded: dash reports the foreground sleep's death there.
+		name:   "SIGTERM trapped: the command exits cleanly",
+		script: `exec 2>/dev/null; trap 'echo bye; exit 0' TERM; echo pid=$$; echo ready; while :; do sleep 0.02; done`,
+		grace:  executor.DefaultGrace,
+		want:   executor.Result{},
+		output: "bye\n",
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			out := newWatchWriter("ready\n")
+			ex := executor.NewCommand(testLogger(t), executor.CommandOptions{Grace: tt.grace, WorkDir: t.TempDir()})
+			done := startRun(t, ctx, ex, shRun(t, tt.script, out), out)
+			pgid := pgidOf(t, out.String())
+			start := time.Now()
+			cancel()
+			rr := waitRun(t, done)
+			took := rr.end.Sub(start)
+
+			checkGroupGone(t, pgid)
+			if !errors.Is(rr.err, context.Canceled) {
+				t.Fatalf("error %v, want context.Canceled", rr.err)
+			}
+			if diff := cmp.Diff(tt.want, rr.res); diff != "" {
+				t.Fatalf("result (-want +got):\n%s", diff)
+			}
+			if took < tt.atLeast {
+				t.Fatalf("Run returned %v after the cancel, want at least the grace period %v", took, tt.atLeast)
+			}
+			if tt.atLeast == 0 && took > tt.grace/2 {
+				t.Fatalf("Run returned %v after the cancel: it waited for SIGKILL", took)
+			}
+			if got := strings.SplitN(out.String(), "ready\n", 2)[1]; got != tt.output {
+				t.Fatalf("output after ready %q, want %q", got, tt.output)
+			}
+		})
+	}
+}
+
+// TestCommandLeftovers checks that processes a command leaves running in
+// its group when it exits are stopped before Run returns, and that the
+// command's own result stands.
+func TestCommandLeftovers(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		script  string
+		atLeast time.Duration
+	}{
+		{"stop on SIGTERM", `echo pid=$$; sleep 60 & exit 0`, 0},
+		{"ignore SIGTERM", `trap '' TERM; echo pid=$$; sleep 60 & exit 0`, 300 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			out := newWatchWriter("")
+			ex := executor.NewCommand(testLogger(t), executor.CommandOptions{Grace: 300 * time.Millisecond})
+			start := time.Now()
+			res, err := ex.Run(context.Background(), shRun(t, tt.script, out))
+			took := time.Since(start)
+			if err != nil || res != (executor.Result{}) {
+				t.Fatalf("Run = %+v, %v; want done", res, err)
+			}
+			checkGroupGone(t, pgidOf(t, out.String()))
+			if took < tt.atLeast {
+				t.Fatalf("Run took %v, want at least the grace period %v", took, tt.atLeast)
+			}
+		})
+	}
+}
+
+// TestCommandNotRun checks the runs that fail before any command runs.
+func TestCommandNotRun(t *testing.T) {
+	t.Parallel()
+	work := t.TempDir()
+	if err := os.WriteFile(filepath.Join(work, "not-executable"), []byte("#!/bin/sh\necho hi\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	tests := []struct {
+		name     string
+		ctx      context.Context
+		edit     func(*executor.Run)
+		wantIs   error
+		wantErr  string // the error's message, or a part of it with contains
+		contains bool
+	}{{
+		name:    "no command",
+		edit:    func(r *executor.Run) { r.Job.Command = nil },
+		wantIs:  executor.ErrNoCommand,
+		wantErr: "job render-42 has no command: the command executor runs the job's command",
+	}, {
+		name:     "program not found",
+		edit:     func(r *executor.Run) { r.Job.Command = []string{"metasched-no-such-program", "-x"} },
+		wantErr:  "metasched-no-such-program",
+		contains: true,
+	}, {
+		name:     "program not executable",
+		edit:     func(r *executor.Run) { r.Job.Command = []string{"./not-executable"} },
+		wantIs:   os.ErrPermission,
+		wantErr:  "./not-executable",
+		contains: true,
+	}, {
+		name:    "no job file",
+		edit:    func(r *executor.Run) { r.Job = nil },
+		wantErr: "job j-000000000042: no job file",
+	}, {
+		name:    "no directory",
+		edit:    func(r *executor.Run) { r.Dir = "" },
+		wantErr: "job render-42: no run directory for the hostfile",
+	}, {
+		name:    "cancelled before",
+		ctx:     cancelled,
+		wantIs:  context.Canceled,
+		wantErr: "job render-42: context canceled",
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := tt.ctx
+			if ctx == nil {
+				ctx = context.Background()
+			}
+			r := shRun(t, "echo ran", newWatchWriter(""))
+			if tt.edit != nil {
+				tt.edit(&r)
+			}
+			ex := executor.NewCommand(testLogger(t), executor.CommandOptions{WorkDir: work})
+			res, err := ex.Run(ctx, r)
+			if err == nil {
+				t.Fatalf("Run = %+v, nil; want an error", res)
+			}
+			if tt.wantIs != nil && !errors.Is(err, tt.wantIs) {
+				t.Fatalf("error %q is not %v", err, tt.wantIs)
+			}
+			if tt.contains && !strings.Contains(err.Error(), tt.wantErr) ||
+				!tt.contains && err.Error() != tt.wantErr {
+				t.Fatalf("error %q, want %q", err, tt.wantErr)
+			}
+			if got := r.Output.(*watchWriter).String(); got != "" {
+				t.Fatalf("output %q: the command ran", got)
+			}
+		})
+	}
+}
+
+// TestCommandRelativeProgram runs a program named relative to WorkDir. It
+// is not parallel: a fork in another test while the program's file is
+// open for writing would make exec fail with ETXTBSY (golang/go#22315).
+func TestCommandRelativeProgram(t *testing.T) {
+	work := t.TempDir()
+	if err := os.WriteFile(filepath.Join(work, "master"), []byte("#!/bin/sh\necho master \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out := newWatchWriter("")
+	r := shRun(t, "", out)
+	r.Job.Command = []string{"./master", "--tasks", "300"}
+	res, err := executor.NewCommand(testLogger(t), executor.CommandOptions{WorkDir: work}).Run(context.Background(), r)
+	if err != nil || res != (executor.Result{}) {
+		t.Fatalf("Run = %+v, %v; want done", res, err)
+	}
+	if got, want := out.String(), "master --tasks 300\n"; got != want {
+		t.Fatalf("output %q, want %q", got, want)
+	}
+}
+
+// TestCommandNilOutput runs a command whose output nobody wants.
+func TestCommandNilOutput(t *testing.T) {
+	t.Parallel()
+	r := shRun(t, "seq 100000; exit 4", nil)
+	r.Output = nil
+	res, err := executor.NewCommand(testLogger(t), executor.CommandOptions{}).Run(context.Background(), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(executor.Result{ExitCode: 4, Reason: "exit status 4"}, res); diff != "" {
+		t.Fatalf("result (-want +got):\n%s", diff)
+	}
+}
+
+// TestCommandDiesWithDaemon SIGKILLs a process running a command (this test
+// binary playing the daemon) and checks that the kernel kills the command.
+func TestCommandDiesWithDaemon(t *testing.T) {
+	t.Parallel()
+	daemon := exec.Command(os.Args[0], "-test.run=^$")
+	daemon.Env = append(os.Environ(), daemonEnv+"="+t.TempDir())
+	daemon.Stderr = os.Stderr
+	stdout, err := daemon.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := daemon.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line := make(chan string, 1)
+	go func() {
+		s, _ := bufio.NewReader(stdout).ReadString('\n')
+		line <- s
+	}()
+	var first string
+	select {
+	case first = <-line:
+	case <-time.After(5 * time.Second):
+		daemon.Process.Kill()
+		t.Fatal("the command printed no pid within 5 s")
+	}
+	pid := pgidOf(t, first)
+
+	if err := daemon.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	daemon.Wait()
+	// The command, orphaned, is now this subreaper's child: wait for it.
+	died := make(chan syscall.WaitStatus, 1)
+	go func() {
+		var ws syscall.WaitStatus
+		if _, err := syscall.Wait4(pid, &ws, 0, nil); err != nil {
+			t.Errorf("wait4(%d): %v", pid, err)
+		}
+		died <- ws
+	}()
+	select {
+	case ws := <-died:
+		if !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+			t.Fatalf("the command ended with status %#x, want killed by SIGKILL", ws)
+		}
+	case <-time.After(5 * time.Second):
+		syscall.Kill(pid, syscall.SIGKILL)
+		t.Fatal("the command still runs 5 s after its daemon was killed")
+	}
+}

@@ -1,0 +1,101 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/metasched/metasched/selection"
+)
+
+// VM is one virtual machine of a job's virtual cluster.
+type VM struct {
+	Name      string // the VM's host name, as the other VMs of the job reach it
+	Site      string // the site (cluster) it runs in
+	Host      string // the physical host it runs on
+	Master    bool   // the job's master; every other VM is a worker
+	VCPUs     int
+	MemoryMiB int
+}
+
+// Run is one run of a job: what an Executor needs to run it.
+type Run struct {
+	JobID string
+	Job   *selection.Job // the job file: Name, Tasks, Command...
+	VMs   []VM           // the job's virtual cluster, the master first
+
+	// Predicted is the emulated run time: the plan's predicted run time,
+	// already scaled by the daemon's time_scale. Command ignores it.
+	Predicted time.Duration
+	// Elapsed is the time the emulated run had already run before a daemon
+	// restart: the run lasts Predicted−Elapsed more. Command ignores it (a
+	// command is run again from the start).
+	Elapsed time.Duration
+
+	// Dir is a directory for this run's files (the hostfile); Run creates
+	// it when missing. Command needs it; Emulated writes no file.
+	Dir string
+	// Output receives what the job prints (Command: its stdout and stderr;
+	// Emulated: a description of what it emulates). Run calls Output.Write
+	// from one goroutine at a time and never after it returned. Nil
+	// discards the output.
+	Output io.Writer
+}
+
+// Result is how a run ended.
+type Result struct {
+	// ExitCode is 0 when the job is done, else the command's exit status,
+	// or 128+N when signal N killed it (the shells' convention).
+	ExitCode int
+	// Reason says why a run failed ("exit status 3", "killed by signal
+	// SIGKILL (9)"); empty when ExitCode is 0.
+	Reason string
+}
+
+// Executor runs a job on its virtual cluster once the VMs exist.
+//
+// Run blocks until the job has ended or ctx is cancelled. A job that ran to
+// its end returns a nil error, whatever its exit code: the Result says
+// whether it is done or failed. A non-nil error means the job could not be
+// run (bad input, a program that cannot start: the daemon fails the job with
+// the error as its reason) or was stopped because ctx was cancelled
+// (errors.Is(err, context.Canceled) or context.DeadlineExceeded); after a
+// cancel the Result still tells how a command ended, for the job's log.
+type Executor interface {
+	Name() string
+	Run(ctx context.Context, r Run) (Result, error)
+}
+
+var (
+	_ Executor = (*Emulated)(nil)
+	_ Executor = (*Command)(nil)
+)
+
+// ErrNoCommand is returned (wrapped, naming the job) by Command.Run for a
+// job whose file has no command.
+var ErrNoCommand = errors.New("job has no command")
+
+type noCommandError struct{ job string }
+
+func (e *noCommandError) Error() string {
+	return fmt.Sprintf("job %s has no command: the command executor runs the job's command", e.job)
+}
+
+func (e *noCommandError) Unwrap() error { return ErrNoCommand }
+
+// jobName names the run's job in messages: its name, else its ID.
+func jobName(r Run) string {
+	if r.Job != nil && r.Job.Name != "" {
+		return r.Job.Name
+	}
+	return r.JobID
+}
+
+func output(r Run) io.Writer {
+	if r.Output == nil {
+		return io.Discard
+	}
+	return r.Output
+}

@@ -1,0 +1,148 @@
+package executor
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"strconv"
+	"syscall"
+)
+
+// prSetChildSubreaper is PR_SET_CHILD_SUBREAPER of prctl(2).
+const prSetChildSubreaper = 36
+
+// BecomeSubreaper makes the calling process a child subreaper (prctl
+// PR_SET_CHILD_SUBREAPER): a process that a job leaves behind when its
+// parent exits is re-parented to the daemon instead of to init, and
+// Command.Run reaps those of the job's process group, so that none stays a
+// zombie even where init does not reap (some containers and sandboxes).
+// The daemon calls it once at start-up. Orphans of the process's other
+// children come to it too, and nothing here reaps them: call it only in a
+// process whose other children do not leave orphans.
+func BecomeSubreaper() error {
+	if _, _, e := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0); e != 0 {
+		return fmt.Errorf("prctl(PR_SET_CHILD_SUBREAPER): %w", e)
+	}
+	return nil
+}
+
+func supported() error { return nil }
+
+// sysProcAttr puts the command in a process group of its own, so that it
+// and everything it starts can be signalled at once, and has the kernel
+// SIGKILL it when the daemon dies. (Pdeathsig follows the thread that
+// started the command; the Go runtime ends a thread only when a goroutine
+// locked to it exits, and nothing here locks one.)
+func sysProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+}
+
+// signalGroup sends sig to every process of the group. A group that no
+// longer exists is not an error.
+func signalGroup(pgid int, sig syscall.Signal) {
+	_ = syscall.Kill(-pgid, sig)
+}
+
+// groupAlive reports whether a process of the group is still running.
+// kill(-pgid, 0) also finds the group's zombies (exited processes that
+// their parent has not reaped: init does not everywhere), so when it finds
+// something, /proc tells whether anything but zombies is left.
+func groupAlive(pgid int) bool {
+	if err := syscall.Kill(-pgid, 0); err == syscall.ESRCH {
+		return false
+	}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return true
+	}
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue // gone meanwhile
+		}
+		state, pg, ok := parseStat(stat)
+		if ok && pg == pgid && state != 'Z' && state != 'X' {
+			return true
+		}
+	}
+	return false
+}
+
+// parseStat reads the state and the process group of /proc/PID/stat:
+// "PID (COMM) STATE PPID PGRP ...", where COMM may hold spaces and
+// parentheses.
+func parseStat(stat []byte) (state byte, pgrp int, ok bool) {
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0, 0, false
+	}
+	f := bytes.Fields(stat[i+1:])
+	if len(f) < 3 || len(f[0]) != 1 {
+		return 0, 0, false
+	}
+	pg, err := strconv.Atoi(string(f[2]))
+	if err != nil {
+		return 0, 0, false
+	}
+	return f[0][0], pg, true
+}
+
+// reapGroup reaps the group's zombies that are children of this process.
+// The group's leader must have been reaped already (by exec.Cmd.Wait),
+// else this could take its exit status.
+func reapGroup(pgid int) {
+	for {
+		var ws syscall.WaitStatus
+		pid, err := syscall.Wait4(-pgid, &ws, syscall.WNOHANG, nil)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil || pid <= 0 {
+			return
+		}
+	}
+}
+
+// exitResult turns a wait status into a Result: the exit status, or
+// 128+N for a process killed by signal N.
+func exitResult(ps *os.ProcessState) Result {
+	ws, ok := ps.Sys().(syscall.WaitStatus)
+	switch {
+	case !ok:
+		return Result{ExitCode: ps.ExitCode(), Reason: ps.String()}
+	case ws.Signaled():
+		sig := ws.Signal()
+		reason := fmt.Sprintf("killed by signal %s (%d)", signalName(sig), int(sig))
+		if ws.CoreDump() {
+			reason += ", core dumped"
+		}
+		return Result{ExitCode: 128 + int(sig), Reason: reason}
+	case ws.ExitStatus() != 0:
+		return Result{ExitCode: ws.ExitStatus(), Reason: fmt.Sprintf("exit status %d", ws.ExitStatus())}
+	}
+	return Result{}
+}
+
+var signalNames = map[syscall.Signal]string{
+	syscall.SIGHUP: "SIGHUP", syscall.SIGINT: "SIGINT", syscall.SIGQUIT: "SIGQUIT",
+	syscall.SIGILL: "SIGILL", syscall.SIGTRAP: "SIGTRAP", syscall.SIGABRT: "SIGABRT",
+	syscall.SIGBUS: "SIGBUS", syscall.SIGFPE: "SIGFPE", syscall.SIGKILL: "SIGKILL",
+	syscall.SIGUSR1: "SIGUSR1", syscall.SIGSEGV: "SIGSEGV", syscall.SIGUSR2: "SIGUSR2",
+	syscall.SIGPIPE: "SIGPIPE", syscall.SIGALRM: "SIGALRM", syscall.SIGTERM: "SIGTERM",
+	syscall.SIGSTKFLT: "SIGSTKFLT", syscall.SIGCHLD: "SIGCHLD", syscall.SIGCONT: "SIGCONT",
+	syscall.SIGSTOP: "SIGSTOP", syscall.SIGTSTP: "SIGTSTP", syscall.SIGTTIN: "SIGTTIN",
+	syscall.SIGTTOU: "SIGTTOU", syscall.SIGURG: "SIGURG", syscall.SIGXCPU: "SIGXCPU",
+	syscall.SIGXFSZ: "SIGXFSZ", syscall.SIGVTALRM: "SIGVTALRM", syscall.SIGPROF: "SIGPROF",
+	syscall.SIGWINCH: "SIGWINCH", syscall.SIGIO: "SIGIO", syscall.SIGPWR: "SIGPWR",
+	syscall.SIGSYS: "SIGSYS",
+}
+
+func signalName(sig syscall.Signal) string {
+	if n, ok := signalNames[sig]; ok {
+		return n
+	}
+	return "SIG" + strconv.Itoa(int(sig))
+}
