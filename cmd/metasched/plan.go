@@ -18,12 +18,13 @@ import (
 type planFlags struct {
 	job, grid, algorithm, master, output string
 	restarts                             int
+	daemon                               daemonFlags
 }
 
 func newPlanCmd(e *env) *cobra.Command {
 	var f planFlags
 	cmd := &cobra.Command{
-		Use:   "plan --job FILE --grid FILE",
+		Use:   "plan --job FILE [--grid FILE]",
 		Short: "Choose the clusters and master cluster that run a job fastest, and explain why",
 		Long: `plan chooses where a master-worker job runs on a grid: the master cluster, the
 worker clusters and how many machines of each, so that the job runs fastest
@@ -31,18 +32,31 @@ while every worker stays above the job's efficiency. It prints the plan with
 an explanation: for each cluster used, its bandwidth, its machines and what
 bound them; for each cluster left out, why.
 
-Offline: the grid file says what exists, every machine is free, and the job's
-type is not checked against the daemon's pools.`,
+With --grid, offline: the grid file says what exists, every machine is free,
+and the job's type is not checked against the daemon's pools.
+
+Without --grid, the daemon (--server, --token) plans the job as it would if
+it were submitted now, without submitting it: on the free hosts of the job's
+pool and the links' measured bandwidths, by hill climbing with its own
+settings (so --algorithm, --restarts and --master are for offline plans).
+The plan is printed as offline, followed by the free hosts of each cluster,
+the measured links, and whether the job would wait in its pool's queue.`,
 		Args: noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return planCmd(cmd.Context(), e, f) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if f.grid == "" {
+				return planDaemon(cmd, e, f)
+			}
+			return planCmd(cmd.Context(), e, f)
+		},
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.job, "job", "", "job file (YAML or JSON)")
-	fl.StringVar(&f.grid, "grid", "", "grid file (YAML or JSON)")
+	fl.StringVar(&f.grid, "grid", "", "grid file (YAML or JSON); without it, ask the daemon")
 	fl.StringVar(&f.algorithm, "algorithm", string(selection.HillClimb), "hillclimb, exhaustive, met, mct or olb")
 	fl.IntVar(&f.restarts, "restarts", selection.DefaultRestarts, "hill-climbing restarts: the number of Kruskal zones")
 	fl.StringVar(&f.master, "master", "", "force this master cluster (hillclimb and exhaustive)")
 	fl.StringVar(&f.output, "output", "table", "table or json")
+	f.daemon.register(cmd)
 	return cmd
 }
 
@@ -193,6 +207,12 @@ func printPlan(w io.Writer, p selection.Plan, job *selection.Job) {
 		fmt.Fprintf(w, "Zones: %s\n", strings.Join(zs, " "))
 	}
 	fmt.Fprintln(w)
+	printPlanBody(w, p)
+}
+
+// printPlanBody writes what a plan chose and why: the clusters used, and
+// those left out.
+func printPlanBody(w io.Writer, p selection.Plan) {
 	if !p.Feasible {
 		fmt.Fprintf(w, "No plan: %s\n", p.Reason)
 	} else {

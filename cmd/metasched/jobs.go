@@ -1,0 +1,455 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/metasched/metasched/metasched"
+	"github.com/metasched/metasched/metasched/client"
+	"github.com/metasched/metasched/metasched/store"
+	"github.com/metasched/metasched/selection"
+)
+
+// The commands about jobs on a running daemon: submit, jobs, status,
+// cancel, logs, and plan without a grid.
+
+// exactArgs wants n arguments, named in the error as what.
+func exactArgs(n int, what string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != n {
+			return usagef("%s: want %s, got %d arguments", cmd.CommandPath(), what, len(args))
+		}
+		return nil
+	}
+}
+
+// readJobFile reads a job file to send as it is.
+func readJobFile(flag, path string) ([]byte, error) {
+	if path == "" {
+		return nil, usagef("%s: required", flag)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		if flag != "" {
+			err = fmt.Errorf("%s: %w", flag, err)
+		}
+		return nil, usageError{err}
+	}
+	return data, nil
+}
+
+func newSubmitCmd(e *env) *cobra.Command {
+	var (
+		d      daemonFlags
+		output string
+	)
+	cmd := &cobra.Command{
+		Use:   "submit FILE",
+		Short: "Submit a job file to the daemon",
+		Long: `submit sends a job file (YAML or JSON, see the README) to the daemon, which
+checks it, stores it and queues it in the pool of its type; it prints the new
+job's ID and state ("j-000000000001 queued"), or with --output json the job.
+
+A job file the daemon refuses is reported with every field's problem, one per
+line, and exit code 2. Follow the job with "metasched status ID" and read its
+output with "metasched logs ID".`,
+		Args: exactArgs(1, "one job file"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			c, err := d.client()
+			if err != nil {
+				return err
+			}
+			body, err := readJobFile("", args[0])
+			if err != nil {
+				return err
+			}
+			job, err := c.Submit(cmd.Context(), body)
+			if err != nil {
+				return daemonError(c, err, args[0])
+			}
+			if output == "json" {
+				return writeJSON(e.stdout, job)
+			}
+			fmt.Fprintf(e.stdout, "%s %s\n", job.ID, job.State)
+			return nil
+		},
+	}
+	d.register(cmd)
+	outputFlag(cmd, &output)
+	return cmd
+}
+
+// parseStates reads --state: job states separated by commas.
+func parseStates(s string) ([]store.JobState, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var out []store.JobState
+	for x := range strings.SplitSeq(s, ",") {
+		st := store.JobState(strings.TrimSpace(x))
+		if !st.Valid() {
+			names := make([]string, len(store.States))
+			for i, n := range store.States {
+				names[i] = string(n)
+			}
+			return nil, usagef("--state: unknown state %q: want one or more of %s, separated by commas", x, strings.Join(names, ", "))
+		}
+		if !slices.Contains(out, st) {
+			out = append(out, st)
+		}
+	}
+	return out, nil
+}
+
+func newJobsCmd(e *env) *cobra.Command {
+	var (
+		d                    daemonFlags
+		output, state, after string
+		q                    client.JobsQuery
+	)
+	cmd := &cobra.Command{
+		Use:   "jobs [--state S[,S]] [--type T] [--limit N]",
+		Short: "List the daemon's jobs",
+		Long: `jobs lists the daemon's jobs, oldest first: their ID, name, type, state,
+master cluster, machines, predicted and actual run times, and the reason of
+their last change of state. --state (queued, planned, provisioning, running,
+done, failed, cancelled; several separated by commas) and --type select jobs;
+--limit bounds the page (0: the daemon's page size) and, when more jobs
+follow, the last line gives the --after of the next page.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			states, err := parseStates(state)
+			if err != nil {
+				return err
+			}
+			if q.Limit < 0 {
+				return usagef("--limit: must be 0 (the daemon's page size) or more, got %d", q.Limit)
+			}
+			q.States, q.After = states, after
+			c, err := d.client()
+			if err != nil {
+				return err
+			}
+			list, err := c.Jobs(cmd.Context(), q)
+			if err != nil {
+				return daemonError(c, err, "")
+			}
+			if output == "json" {
+				return writeJSON(e.stdout, list)
+			}
+			printJobs(e.stdout, list)
+			return nil
+		},
+	}
+	d.register(cmd)
+	outputFlag(cmd, &output)
+	fl := cmd.Flags()
+	fl.StringVar(&state, "state", "", "only jobs in these states, separated by commas")
+	fl.StringVar(&q.Type, "type", "", "only jobs of this type (pool)")
+	fl.StringVar(&after, "after", "", "only jobs after this ID (the next page)")
+	fl.IntVar(&q.Limit, "limit", 0, "at most this many jobs (0: the daemon's page size)")
+	return cmd
+}
+
+func printJobs(w io.Writer, list metasched.JobList) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tNAME\tTYPE\tSTATE\tMASTER\tMACHINES\tPREDICTED\tACTUAL\tREASON")
+	for _, j := range list.Jobs {
+		master, machines := "-", "-"
+		if p := j.Placement; p != nil && p.Plan.Feasible {
+			master, machines = p.Plan.Master, fmt.Sprint(p.Plan.Machines)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", j.ID, j.Name, j.Type, j.State, master, machines,
+			seconds(j.PredictedSeconds), seconds(j.ActualSeconds), dash(j.Reason))
+	}
+	tw.Flush()
+	if list.Next != "" {
+		fmt.Fprintf(w, "More jobs: --after %s\n", list.Next)
+	}
+}
+
+func newStatusCmd(e *env) *cobra.Command {
+	var (
+		d      daemonFlags
+		output string
+	)
+	cmd := &cobra.Command{
+		Use:   "status [ID]",
+		Short: "Show a job in detail, or the daemon's pools and policy",
+		Long: `status ID shows one job in detail: its state and the reason of its last
+change, its plan with the explanation of each cluster used or left out (as
+"metasched plan" prints it), its VMs, every transition with its time, its
+predicted and actual run times and its exit code.
+
+status without ID shows the daemon's pools (as "metasched pools"), the
+switching policy in force and the number of switches of hosts between pools
+in flight. With --output json: the job, or {"pools", "policy", "switches"}
+with the switches in flight.`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 1 {
+				return usagef("%s: want at most one job ID, got %d arguments", cmd.CommandPath(), len(args))
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			c, err := d.client()
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			if len(args) == 1 {
+				job, err := c.Job(ctx, args[0])
+				if err != nil {
+					return daemonError(c, err, "")
+				}
+				if output == "json" {
+					return writeJSON(e.stdout, job)
+				}
+				printJob(e.stdout, job)
+				return nil
+			}
+			var s daemonStatus
+			if s.Pools, err = c.Pools(ctx); err != nil {
+				return daemonError(c, err, "")
+			}
+			if s.Policy, err = c.Policy(ctx); err != nil {
+				return daemonError(c, err, "")
+			}
+			if s.Switches, err = c.Switches(ctx, true); err != nil {
+				return daemonError(c, err, "")
+			}
+			if output == "json" {
+				return writeJSON(e.stdout, s)
+			}
+			s.print(e.stdout)
+			return nil
+		},
+	}
+	d.register(cmd)
+	outputFlag(cmd, &output)
+	return cmd
+}
+
+// printJob writes one job in detail.
+func printJob(w io.Writer, j metasched.Job) {
+	fmt.Fprintf(w, "Job %s: %s, type %s\n", j.ID, j.Name, j.Type)
+	state := string(j.State)
+	if j.Attempts > 1 {
+		state += fmt.Sprintf(" (attempt %d)", j.Attempts)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', 0)
+	fmt.Fprintf(tw, "State:\t%s\n", state)
+	fmt.Fprintf(tw, "Reason:\t%s\n", dash(j.Reason))
+	fmt.Fprintf(tw, "Submitted:\t%s\n", stamp(j.Submitted))
+	fmt.Fprintf(tw, "Updated:\t%s\n", stamp(j.Updated))
+	fmt.Fprintf(tw, "Run time:\tpredicted %s, actual %s\n", seconds(j.PredictedSeconds), seconds(j.ActualSeconds))
+	if j.ExitCode != nil {
+		fmt.Fprintf(tw, "Exit code:\t%d\n", *j.ExitCode)
+	}
+	fmt.Fprintf(tw, "Tasks:\t%s\n", taskSummary(&j.Spec))
+	if len(j.Spec.Command) > 0 {
+		fmt.Fprintf(tw, "Command:\t%s\n", strings.Join(j.Spec.Command, " "))
+	}
+	tw.Flush()
+
+	fmt.Fprintln(w)
+	switch p := j.Placement; {
+	case p != nil:
+		fmt.Fprintf(w, "Plan (%s, %d plans evaluated):\n", p.Plan.Algorithm, p.Plan.Evaluations)
+		printPlanBody(w, p.Plan)
+		fmt.Fprintln(w)
+		printMeasured(w, p.Measured)
+	case j.State.Terminal():
+		fmt.Fprintln(w, "Never planned.")
+	default:
+		fmt.Fprintln(w, "Not planned yet.")
+	}
+
+	if len(j.VMs) > 0 {
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "VMs:")
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "NAME\tSITE\tHOST\tROLE")
+		for _, v := range j.VMs {
+			role := "worker"
+			if v.Master {
+				role = "master"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", v.Name, v.Site, v.Host, role)
+		}
+		tw.Flush()
+	}
+
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Transitions:")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "AT\tFROM\tTO\tREASON")
+	for _, t := range j.Transitions {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", stamp(t.At), dash(string(t.From)), t.To, dash(t.Reason))
+	}
+	tw.Flush()
+}
+
+// taskSummary describes a job's work as plan's first line does.
+func taskSummary(j *selection.Job) string {
+	return fmt.Sprintf("%d tasks of %.3g operations, %.3g bytes to and from the master each, efficiency >= %g, VMs of %d vCPUs and %d MiB",
+		j.Tasks, j.TaskOps, j.TaskBytes, j.Efficiency, j.VM.VCPUs, j.VM.MemoryMiB)
+}
+
+// printMeasured writes the line about the links a plan measured.
+func printMeasured(w io.Writer, measured []string) {
+	if len(measured) == 0 {
+		fmt.Fprintln(w, "Measured links: none yet; the plan uses the configured bandwidths")
+		return
+	}
+	fmt.Fprintf(w, "Measured links: %s\n", strings.Join(measured, "; "))
+}
+
+func newCancelCmd(e *env) *cobra.Command {
+	var (
+		d      daemonFlags
+		output string
+	)
+	cmd := &cobra.Command{
+		Use:   "cancel ID",
+		Short: "Cancel a job",
+		Long: `cancel cancels a job: a queued job leaves its queue, a job being provisioned
+or running has its VMs destroyed. It prints the job's ID and the state the
+cancel left it in, or with --output json the job. A job that has already
+ended cannot be cancelled (exit code 1).`,
+		Args: exactArgs(1, "one job ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			c, err := d.client()
+			if err != nil {
+				return err
+			}
+			job, err := c.Cancel(cmd.Context(), args[0])
+			if err != nil {
+				return daemonError(c, err, "")
+			}
+			if output == "json" {
+				return writeJSON(e.stdout, job)
+			}
+			fmt.Fprintf(e.stdout, "%s %s\n", job.ID, job.State)
+			return nil
+		},
+	}
+	d.register(cmd)
+	outputFlag(cmd, &output)
+	return cmd
+}
+
+func newLogsCmd(e *env) *cobra.Command {
+	var d daemonFlags
+	cmd := &cobra.Command{
+		Use:   "logs ID",
+		Short: "Print a job's output",
+		Long: `logs prints a job's output as the daemon keeps it (the command executor's
+captured output, the emulated executor's record), unchanged, on stdout.`,
+		Args: exactArgs(1, "one job ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := d.client()
+			if err != nil {
+				return err
+			}
+			out, err := c.Logs(cmd.Context(), args[0])
+			if err != nil {
+				return daemonError(c, err, "")
+			}
+			_, err = e.stdout.Write(out)
+			return err
+		},
+	}
+	d.register(cmd)
+	return cmd
+}
+
+// planDaemon is plan without --grid: the daemon's dry run.
+func planDaemon(cmd *cobra.Command, e *env, f planFlags) error {
+	if err := checkOutput(f.output); err != nil {
+		return err
+	}
+	for _, name := range []string{"algorithm", "restarts", "master"} {
+		if cmd.Flags().Changed(name) {
+			return usagef("--%s: only with --grid: the daemon plans by hill climbing with its own settings", name)
+		}
+	}
+	body, err := readJobFile("--job", f.job)
+	if err != nil {
+		return err
+	}
+	c, err := f.daemon.client()
+	if err != nil {
+		return err
+	}
+	res, err := c.Plan(cmd.Context(), body)
+	if err != nil {
+		return daemonError(c, err, f.job)
+	}
+	if f.output == "json" {
+		if err := writeJSON(e.stdout, res); err != nil {
+			return err
+		}
+	} else {
+		printPlanResult(e.stdout, res, body, f.job)
+	}
+	if p := res.Placement.Plan; !p.Feasible && !res.Waits {
+		return fmt.Errorf("no plan: %s", p.Reason)
+	}
+	return nil
+}
+
+// printPlanResult writes the daemon's dry run as plan writes an offline
+// plan, then the free hosts, the measured links and whether the job would
+// wait.
+func printPlanResult(w io.Writer, res metasched.PlanResult, body []byte, path string) {
+	p := res.Placement.Plan
+	// The daemon accepted the file, so it parses here too; the job line
+	// falls back on what the plan says if it does not.
+	job, err := selection.ParseJob(path, body)
+	if err != nil {
+		job = &selection.Job{Name: p.Job, Tasks: p.Tasks}
+	}
+	printPlan(w, p, job)
+	fmt.Fprintln(w)
+	names := make([]string, 0, len(res.FreeHosts))
+	for n := range res.FreeHosts {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	free := make([]string, len(names))
+	for i, n := range names {
+		free[i] = fmt.Sprintf("%s %d", n, res.FreeHosts[n])
+	}
+	pool := ""
+	if job.Type != "" {
+		pool = " of pool " + job.Type
+	}
+	if len(free) == 0 {
+		fmt.Fprintf(w, "Free hosts%s: none\n", pool)
+	} else {
+		fmt.Fprintf(w, "Free hosts%s: %s\n", pool, strings.Join(free, ", "))
+	}
+	printMeasured(w, res.Placement.Measured)
+	if res.Waits {
+		fmt.Fprintln(w, "Submitted now, the job would wait in its pool's queue.")
+	}
+}

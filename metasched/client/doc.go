@@ -1,0 +1,34 @@
+// Package client is the Go client of the metasched daemon's HTTP API (the
+// routes and wire types of package metasched, api.go). It is what the
+// command line's submit, jobs, status, cancel, logs, plan, pools, switches
+// and hosts commands use, and what a program that drives the daemon should
+// use too.
+//
+// A Client is made with the daemon's address and its bearer token, then
+// each method is one route:
+//
+//	c := client.New("http://127.0.0.1:8080", token)
+//	job, err := c.Submit(ctx, jobFile) // the job file's bytes, YAML or JSON
+//	if err != nil { ... }
+//	fmt.Println(job.ID, job.State)     // j-000000000001 queued
+//
+// Job files are sent as they are: the daemon parses and validates them, so
+// the client never disagrees with it about what a valid job is.
+//
+// # Errors
+//
+// An answer outside 2xx is a *RemoteError carrying the HTTP status, the
+// API's error code (metasched.CodeInvalid, CodeNotFound, ...), its message
+// and, for a rejected request body, each field and what is wrong with it:
+//
+//	var re *client.RemoteError
+//	if errors.As(err, &re) && re.Status == http.StatusBadRequest {
+//		for _, f := range re.Fields { ... } // tasks: must be an integer >= 1, got 0
+//	}
+//
+// A daemon that cannot be reached gives an error naming its address ("cannot
+// reach the metasched daemon at http://127.0.0.1:8080: ..."), which wraps
+// the transport's error: errors.Is(err, context.Canceled) still tells an
+// interrupted call. The default HTTP client gives up after DefaultTimeout;
+// WithHTTPClient replaces it.
+package client
