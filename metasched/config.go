@@ -27,18 +27,21 @@ import (
 //
 // and beyond the design's example: switch_delay (the in-process agents'
 // pool reconfiguration time, default 0s) and on_agent_loss (what happens
-// to the jobs of an unreachable agent: requeue, the default, or fail).
+// to the jobs of an unreachable agent: requeue, the default, or fail), and
+// min_pool_hosts (the fewest hosts the policy may leave a pool, default 2:
+// a master-worker job needs a master's host and a worker's).
 // Relative paths are relative to the file's directory.
 type Config struct {
-	Listen      string
-	DataDir     string
-	Grid        string
-	JobTypes    []JobType
-	Agents      []AgentConfig // empty: in-process agents
-	Policy      PolicyConfig
-	Executor    ExecutorConfig
-	SwitchDelay time.Duration
-	OnAgentLoss string
+	Listen       string
+	DataDir      string
+	Grid         string
+	JobTypes     []JobType
+	Agents       []AgentConfig // empty: in-process agents
+	Policy       PolicyConfig
+	Executor     ExecutorConfig
+	SwitchDelay  time.Duration
+	OnAgentLoss  string
+	MinPoolHosts int
 }
 
 // JobType is a pool: the jobs of one type and the hosts that serve them.
@@ -77,6 +80,7 @@ const (
 	DefaultK         = 5
 	DefaultTimeScale = 0.001
 	DefaultHolding   = 1.0
+	DefaultMinHosts  = 2
 )
 
 // Policies and executors.
@@ -87,7 +91,7 @@ var (
 )
 
 var (
-	configFields   = []string{"listen", "data_dir", "grid", "job_types", "agents", "policy", "executor", "switch_delay", "on_agent_loss"}
+	configFields   = []string{"listen", "data_dir", "grid", "job_types", "agents", "policy", "executor", "switch_delay", "on_agent_loss", "min_pool_hosts"}
 	jobTypeFields  = []string{"name", "vm", "holding_cost"}
 	vmFields       = []string{"vcpus", "memory_mib"}
 	agentFields    = []string{"site", "address", "token_file"}
@@ -114,7 +118,7 @@ func ParseConfig(file string, data []byte) (*Config, error) {
 		return filepath.Join(dir, p)
 	}
 	c := &Config{
-		Listen: DefaultListen, DataDir: abs(DefaultDataDir), OnAgentLoss: "requeue",
+		Listen: DefaultListen, DataDir: abs(DefaultDataDir), OnAgentLoss: "requeue", MinPoolHosts: DefaultMinHosts,
 		Policy:   PolicyConfig{Name: "heuristic", K: DefaultK},
 		Executor: ExecutorConfig{Name: "emulated", TimeScale: DefaultTimeScale},
 	}
@@ -250,6 +254,12 @@ func ParseConfig(file string, data []byte) (*Config, error) {
 		} else {
 			v.Errorf("must be one of %s", strings.Join(AgentLosses, ", "))
 		}
+	}
+	if n, ok := top.Int("min_pool_hosts", false); ok {
+		if n < 0 {
+			top.Errorf("min_pool_hosts", "must be >= 0, not %d", n)
+		}
+		c.MinPoolHosts = n
 	}
 	if err := d.Err(); err != nil {
 		return nil, err

@@ -31,7 +31,7 @@ on_agent_loss: fail
 		JobTypes: []JobType{{Name: "render", VCPUs: 2, MemoryMiB: 2048, HoldingCost: 2}, {Name: "batch", VCPUs: 1, MemoryMiB: 512, HoldingCost: 1}},
 		Agents:   []AgentConfig{{Site: "spain", Address: "http://127.0.0.1:9101", TokenFile: "/etc/ms/spain.token"}},
 		Policy:   PolicyConfig{Name: "optimal", Table: "/etc/ms/render.policy"},
-		Executor: ExecutorConfig{Name: "emulated", TimeScale: 0.01}, SwitchDelay: 2 * time.Second, OnAgentLoss: "fail",
+		Executor: ExecutorConfig{Name: "emulated", TimeScale: 0.01}, SwitchDelay: 2 * time.Second, OnAgentLoss: "fail", MinPoolHosts: 2,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
@@ -42,7 +42,7 @@ on_agent_loss: fail
 	}
 	want = &Config{Listen: DefaultListen, DataDir: DefaultDataDir, Grid: "g.yaml",
 		JobTypes: []JobType{{Name: "a", VCPUs: 1, MemoryMiB: 64, HoldingCost: 1}},
-		Policy:   PolicyConfig{Name: "heuristic", K: 5}, Executor: ExecutorConfig{Name: "emulated", TimeScale: DefaultTimeScale}, OnAgentLoss: "requeue"}
+		Policy:   PolicyConfig{Name: "heuristic", K: 5}, Executor: ExecutorConfig{Name: "emulated", TimeScale: DefaultTimeScale}, OnAgentLoss: "requeue", MinPoolHosts: 2}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("defaults (-want +got):\n%s", diff)
 	}
@@ -76,6 +76,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{"time scale on command", base + "executor: {name: command, time_scale: 2}\n", "executor.time_scale: applies to the emulated executor only"},
 		{"zero time scale", base + "executor: {name: emulated, time_scale: 0}\n", "executor.time_scale: must be > 0"},
 		{"bad switch delay", base + "switch_delay: later\n", `switch_delay: not a duration like 2s or 1m: "later"`},
+		{"bad min pool hosts", base + "min_pool_hosts: -1\n", `min_pool_hosts: must be >= 0, not -1`},
 		{"bad agent loss", base + "on_agent_loss: panic\n", "on_agent_loss: must be one of requeue, fail"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -75,12 +75,20 @@ policy solve and policy papers (the pool-switching engine), simulate policies
 and simulate experiment (the policy simulator and the papers' figures),
 simulate selection (a stream of jobs on a grid, hill climbing against the
 single-cluster baselines), and agent (one site's hypervisor proxy over
-libvirt).`,
+libvirt).
+
+The daemon's clients: submit, jobs, status, cancel and logs (jobs), plan
+without --grid (the daemon's dry run), pools, switches and hosts (the pools
+and their servers, hosts clear for a stranded host). They find the daemon
+with --server or METASCHED_SERVER (default http://127.0.0.1:8080) and
+present --token or METASCHED_TOKEN; --output json prints the API's answer.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newVersionCmd(e), newPolicyCmd(e), newPlanCmd(e), newSimulateCmd(e), newAgentCmd(e))
+	root.AddCommand(newVersionCmd(e), newPolicyCmd(e), newPlanCmd(e), newSimulateCmd(e), newAgentCmd(e), newServeCmd(e),
+		newSubmitCmd(e), newJobsCmd(e), newStatusCmd(e), newCancelCmd(e), newLogsCmd(e),
+		newPoolsCmd(e), newSwitchesCmd(e), newHostsCmd(e))
 	// Unknown subcommands and stray arguments are usage errors.
 	root.Args = cobra.NoArgs
 	root.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }

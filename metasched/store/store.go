@@ -53,13 +53,14 @@ func (s JobState) Terminal() bool {
 func (s JobState) Valid() bool { return slices.Contains(States, s) }
 
 // allowed holds the lifecycle: queued → planned → provisioning → running →
-// done | failed; any live state → cancelled or failed; planned and
-// provisioning → queued (requeue).
+// done | failed; any live state → cancelled or failed; planned,
+// provisioning and running → queued (requeue: the job's host was switched
+// to another pool, its agent was lost, or the daemon restarted under it).
 var allowed = map[JobState][]JobState{
 	Queued:       {Planned, Cancelled, Failed},
 	Planned:      {Provisioning, Queued, Cancelled, Failed},
 	Provisioning: {Running, Queued, Cancelled, Failed},
-	Running:      {Done, Failed, Cancelled},
+	Running:      {Done, Failed, Cancelled, Queued},
 }
 
 // CanTransition reports whether the lifecycle allows a job to go from one

@@ -160,7 +160,7 @@ func TestTransitionsEveryPair(t *testing.T) {
 		{Queued, Planned}: true, {Queued, Cancelled}: true, {Queued, Failed}: true,
 		{Planned, Provisioning}: true, {Planned, Queued}: true, {Planned, Cancelled}: true, {Planned, Failed}: true,
 		{Provisioning, Running}: true, {Provisioning, Queued}: true, {Provisioning, Cancelled}: true, {Provisioning, Failed}: true,
-		{Running, Done}: true, {Running, Failed}: true, {Running, Cancelled}: true,
+		{Running, Done}: true, {Running, Failed}: true, {Running, Cancelled}: true, {Running, Queued}: true,
 	}
 	for _, from := range States {
 		for _, to := range append([]JobState{""}, States...) {

@@ -1,0 +1,184 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/spf13/cobra"
+
+	"github.com/metasched/metasched/graph"
+	"github.com/metasched/metasched/hypervisorproxy/virt"
+	"github.com/metasched/metasched/metasched"
+)
+
+type serveFlags struct {
+	config, listen, dataDir, logFormat, logLevel string
+	demo, exitAfterDemo                          bool
+	demoJobs                                     int
+	demoGap                                      time.Duration
+}
+
+func newServeCmd(e *env) *cobra.Command {
+	var f serveFlags
+	cmd := &cobra.Command{
+		Use:   "serve [--config FILE]",
+		Short: "Run the metasched daemon (with no flags: the built-in demo)",
+		Long: `serve runs the metasched daemon: the jobs API (JSON over HTTP under /v1,
+bearer token), the durable store, the job lifecycle (GramVM plans each job on
+the free hosts of its type's pool, the site agents create its VMs, an
+executor runs it, the VMs are destroyed), the cluster manager that asks the
+switching policy twice a second, and the two-phase switch coordinator.
+
+The configuration file names the grid, the job types (pools), the agents (or
+none, for in-process agents on the libvirt test driver), the policy, the
+executor, the data directory and the listen address (see the README).
+
+With no --config it runs the built-in demo: the bundled three-site grid with
+in-process agents on the libvirt test driver, data in ./metasched-data, the
+API on 127.0.0.1:8080, and a stream of jobs of three types with a demand
+shift, so that jobs are planned across clusters, VMs created and destroyed and
+servers switched toward the busy pool. It prints the address and the API
+token first, a summary after the stream, and keeps serving until Ctrl-C
+(--exit-after-demo exits after the summary).
+
+The API token is generated on the first start, kept in the data directory's
+database and written to DATA_DIR/token for scripts.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !cmd.Flags().Changed("demo") {
+				f.demo = f.config == ""
+			}
+			return serveCmd(cmd.Context(), e, f, cmd.Flags().Changed)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.config, "config", "", "configuration file (YAML); none: the built-in demo")
+	fl.StringVar(&f.listen, "listen", metasched.DefaultListen, "listen address (overrides the configuration)")
+	fl.StringVar(&f.dataDir, "data-dir", metasched.DefaultDataDir, "data directory (overrides the configuration)")
+	fl.BoolVar(&f.demo, "demo", false, "run the demo's stream of jobs (default: on without --config)")
+	fl.BoolVar(&f.exitAfterDemo, "exit-after-demo", false, "exit after the demo's summary instead of serving on")
+	fl.IntVar(&f.demoJobs, "demo-jobs", 100, "jobs in the demo's stream")
+	fl.DurationVar(&f.demoGap, "demo-gap", 400*time.Millisecond, "time between two jobs of the demo's stream")
+	fl.StringVar(&f.logFormat, "log-format", "auto", "log format: json, console, or auto (console on a terminal)")
+	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	return cmd
+}
+
+func serveCmd(ctx context.Context, e *env, f serveFlags, changed func(string) bool) error {
+	if f.demoJobs < 1 {
+		return usagef("--demo-jobs: must be >= 1, not %d", f.demoJobs)
+	}
+	if f.demoGap < 0 {
+		return usagef("--demo-gap: must be >= 0, not %s", f.demoGap)
+	}
+	if f.exitAfterDemo && !f.demo {
+		return usagef("--exit-after-demo: applies to the demo only (no --config, or --demo)")
+	}
+	var cfg *metasched.Config
+	var grid *graph.Grid
+	var err error
+	if f.config != "" {
+		data, err := os.ReadFile(f.config)
+		if err != nil {
+			return usageError{fmt.Errorf("--config: %w", err)}
+		}
+		if cfg, err = metasched.ParseConfig(f.config, data); err != nil {
+			return usageError{err}
+		}
+		gd, err := os.ReadFile(cfg.Grid)
+		if err != nil {
+			return usageError{fmt.Errorf("%s: grid: %w", f.config, err)}
+		}
+		if grid, err = graph.ParseGrid(cfg.Grid, gd); err != nil {
+			return usageError{err}
+		}
+		if changed("listen") {
+			cfg.Listen = f.listen
+		}
+		if changed("data-dir") {
+			cfg.DataDir = f.dataDir
+		}
+	} else if cfg, grid, err = metasched.DemoConfig(f.dataDir, f.listen); err != nil {
+		return err
+	}
+	if f.demo {
+		for _, jt := range metasched.DemoTypes {
+			if _, ok := cfg.Pool(jt.Name); !ok {
+				return usagef("--demo: the demo's jobs need the job type %q, which %s does not configure", jt.Name, f.config)
+			}
+		}
+	}
+	log, err := newLogger(e.stderr, f.logFormat, f.logLevel)
+	if err != nil {
+		return err
+	}
+	// The agents log every VM operation; the daemon says what matters.
+	agentLog := log.Level(max(log.GetLevel(), zerolog.WarnLevel))
+	d, err := metasched.NewWithGrid(ctx, cfg, grid, metasched.Options{Logger: log, Connect: virt.Connector(agentLog),
+		Version: version()})
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", cfg.Listen, err)
+	}
+	tokenFile := filepath.Join(cfg.DataDir, "token")
+	if err := os.WriteFile(tokenFile, []byte(d.Token()+"\n"), 0o600); err != nil {
+		return err
+	}
+	addr := "http://" + ln.Addr().String()
+	fmt.Fprintf(e.stdout, "metasched daemon on %s (data in %s)\nAPI token: %s\n\n  export METASCHED_SERVER=%s METASCHED_TOKEN=%s\n\n",
+		addr, cfg.DataDir, d.Token(), addr, d.Token())
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	done := make(chan error, 1)
+	go func() { done <- d.Run(runCtx, ln) }()
+	if f.demo {
+		stream := metasched.DemoStream(f.demoJobs, f.demoGap, 1)
+		fmt.Fprintf(e.stdout, "demo: %d jobs of %s, one every %s; most jobs render first, then most simulate\n",
+			len(stream), typeNames(), f.demoGap)
+		sum, err := metasched.RunDemo(runCtx, d, stream, e.stdout)
+		if err != nil && ctx.Err() == nil {
+			stop()
+			<-done
+			return err
+		}
+		if err == nil {
+			sum.Print(e.stdout)
+		}
+		if f.exitAfterDemo || ctx.Err() != nil {
+			stop()
+			return <-done
+		}
+		fmt.Fprintf(e.stdout, "\nserving on %s until Ctrl-C\n", addr)
+	}
+	select {
+	case <-ctx.Done():
+		stop()
+		err := <-done
+		if err == nil || errors.Is(err, context.Canceled) {
+			return nil // a daemon stopped by a signal exits 0
+		}
+		return err
+	case err := <-done:
+		return err
+	}
+}
+
+func typeNames() string {
+	var names []string
+	for _, jt := range metasched.DemoTypes {
+		names = append(names, jt.Name)
+	}
+	slices.Sort(names)
+	return fmt.Sprint(names)
+}

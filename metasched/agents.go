@@ -1,0 +1,168 @@
+package metasched
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/rs/zerolog"
+
+	"github.com/metasched/metasched/graph"
+	hp "github.com/metasched/metasched/hypervisorproxy"
+	"github.com/metasched/metasched/hypervisorproxy/client"
+	"github.com/metasched/metasched/hypervisorproxy/domxml"
+)
+
+// SiteAgent is what the daemon needs of a site's hypervisor proxy: an
+// in-process *hypervisorproxy.Agent or a remote one through its HTTP API.
+type SiteAgent interface {
+	Inventory(ctx context.Context) (hp.Inventory, error)
+	CreateVM(ctx context.Context, spec hp.VMSpec) (hp.VM, error)
+	DestroyVM(ctx context.Context, name string) error
+	ResizeVM(ctx context.Context, name string, r hp.Resize) (hp.VM, error)
+	MigrateVM(ctx context.Context, name string, r hp.MigrateRequest) (hp.Migration, error)
+	ReconfigureHost(ctx context.Context, host string, r hp.Reconfigure) (hp.Reconfigured, error)
+	Probe(ctx context.Context, r hp.ProbeRequest) (hp.Probe, error)
+}
+
+var (
+	_ SiteAgent = (*hp.Agent)(nil)
+	_ SiteAgent = remoteAgent{}
+)
+
+// remoteAgent is a site agent reached over HTTP.
+type remoteAgent struct {
+	c       *client.Client
+	address string
+	token   string
+}
+
+func (r remoteAgent) Inventory(ctx context.Context) (hp.Inventory, error) { return r.c.Inventory(ctx) }
+func (r remoteAgent) CreateVM(ctx context.Context, s hp.VMSpec) (hp.VM, error) {
+	return r.c.Create(ctx, s)
+}
+func (r remoteAgent) DestroyVM(ctx context.Context, name string) error { return r.c.Destroy(ctx, name) }
+func (r remoteAgent) ResizeVM(ctx context.Context, name string, rs hp.Resize) (hp.VM, error) {
+	return r.c.Resize(ctx, name, rs)
+}
+func (r remoteAgent) MigrateVM(ctx context.Context, name string, m hp.MigrateRequest) (hp.Migration, error) {
+	return r.c.Migrate(ctx, name, m.Host)
+}
+func (r remoteAgent) ReconfigureHost(ctx context.Context, host string, rc hp.Reconfigure) (hp.Reconfigured, error) {
+	return r.c.Reconfigure(ctx, host, rc)
+}
+func (r remoteAgent) Probe(ctx context.Context, p hp.ProbeRequest) (hp.Probe, error) {
+	return r.c.Probe(ctx, p)
+}
+
+// site is one cluster of the grid and the agent that manages it.
+type site struct {
+	name      string
+	agent     SiteAgent
+	address   string // remote agents: their URL, for probes
+	token     string
+	closer    func() error // in-process agents
+	canShrink bool         // vCPU hot-unplug works (the test driver)
+}
+
+// Connector opens a libvirt host for the in-process agents. The daemon's
+// command passes the libvirt driver's (package hypervisorproxy/virt); tests
+// may pass the same.
+type Connector = hp.Connector
+
+// openSites makes one agent per grid cluster: the configured remote agents,
+// and for the clusters without one (all of them when the configuration
+// lists no agents) an in-process agent on the libvirt test driver whose
+// hosts are split round-robin among the job types.
+func openSites(ctx context.Context, cfg *Config, grid *graph.Grid, connect Connector, token string, log zerolog.Logger) ([]*site, error) {
+	var sites []*site
+	closeAll := func() {
+		for _, s := range sites {
+			if s.closer != nil {
+				_ = s.closer()
+			}
+		}
+	}
+	remote := map[string]AgentConfig{}
+	for _, a := range cfg.Agents {
+		if _, ok := grid.Index(a.Site); !ok {
+			return nil, fmt.Errorf("agents: site %q is not a cluster of the grid %s", a.Site, cfg.Grid)
+		}
+		remote[a.Site] = a
+	}
+	pools := make([]string, len(cfg.JobTypes))
+	for i, jt := range cfg.JobTypes {
+		pools[i] = jt.Name
+	}
+	next := 0 // round-robin over the pools across the whole grid
+	for _, c := range grid.Clusters {
+		if a, ok := remote[c.Name]; ok {
+			tok, err := os.ReadFile(a.TokenFile)
+			if err != nil {
+				closeAll()
+				return nil, fmt.Errorf("agents: site %s: token_file: %w", a.Site, err)
+			}
+			t := strings.TrimSpace(string(tok))
+			sites = append(sites, &site{name: c.Name, agent: remoteAgent{c: client.New(a.Address, t), address: a.Address, token: t},
+				address: a.Address, token: t})
+			continue
+		}
+		if len(cfg.Agents) > 0 {
+			closeAll()
+			return nil, fmt.Errorf("agents: cluster %s of the grid has no agent (list every cluster, or none for in-process agents)", c.Name)
+		}
+		if connect == nil {
+			closeAll()
+			return nil, fmt.Errorf("agents: site %s: no libvirt connector for in-process agents", c.Name)
+		}
+		dir := filepath.Join(cfg.DataDir, "agents", c.Name)
+		hostDir := filepath.Join(dir, "hosts")
+		if err := os.MkdirAll(hostDir, 0o755); err != nil {
+			closeAll()
+			return nil, fmt.Errorf("agents: site %s: %w", c.Name, err)
+		}
+		hosts, cl, err := hp.GenerateHosts(grid, c.Name, "", func(name string) string {
+			p, _ := filepath.Abs(filepath.Join(hostDir, name+".xml"))
+			return p
+		})
+		if err != nil {
+			closeAll()
+			return nil, fmt.Errorf("agents: %w", err)
+		}
+		test := true
+		for i := range hosts {
+			hosts[i].Pool = pools[next%len(pools)]
+			next++
+			if p, ok := strings.CutPrefix(hosts[i].URI, "test://"); ok {
+				if err := writeTestHost(p, cl); err != nil {
+					closeAll()
+					return nil, fmt.Errorf("agents: site %s: host %s: %w", c.Name, hosts[i].Name, err)
+				}
+			} else {
+				test = false
+			}
+		}
+		st := &hp.Site{Site: c.Name, SwitchDelay: cfg.SwitchDelay, DataDir: dir, Hosts: hosts,
+			MigrationPorts: [2]int{49152, 49215}, MigrationProgressTimeout: hp.DefaultProgressTimeout}
+		a, err := hp.New(ctx, hp.Config{Site: st, Token: token, Grid: grid, Connect: connect,
+			Logger: log.With().Str("site", c.Name).Logger()})
+		if err != nil {
+			closeAll()
+			return nil, fmt.Errorf("agents: site %s: %w", c.Name, err)
+		}
+		sites = append(sites, &site{name: c.Name, agent: a, closer: a.Close, canShrink: test})
+	}
+	return sites, nil
+}
+
+// writeTestHost writes a test-driver host file with the cluster's cores and
+// memory.
+func writeTestHost(path string, c *graph.Cluster) error {
+	x, err := domxml.Node{CPUs: c.Cores, MemoryMiB: c.MemoryMiB}.XML()
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, []byte(x), 0o644)
+}

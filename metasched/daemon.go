@@ -1,0 +1,340 @@
+package metasched
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/metasched/metasched/gramvm"
+	"github.com/metasched/metasched/graph"
+	"github.com/metasched/metasched/metasched/coordinator"
+	"github.com/metasched/metasched/metasched/executor"
+	"github.com/metasched/metasched/metasched/policy"
+	"github.com/metasched/metasched/metasched/store"
+)
+
+// FaultPoint names a step of the switching protocol where a test can make
+// the daemon fail (Options.Fault).
+type FaultPoint string
+
+// The fault injection points, one per request of the coordinator.
+const (
+	FaultRelease       FaultPoint = "release"        // PrepareRelease at the source pool
+	FaultReconfigure   FaultPoint = "reconfigure"    // the agent's reconfiguration for the destination
+	FaultAdd           FaultPoint = "add"            // PrepareAdd at the destination pool
+	FaultCommitRelease FaultPoint = "commit-release" // CommitRelease
+	FaultCommitAdd     FaultPoint = "commit-add"     // CommitAdd
+	FaultRevert        FaultPoint = "revert"         // the agent's reconfiguration back to the source
+)
+
+// FaultPoints lists every fault injection point in protocol order.
+var FaultPoints = []FaultPoint{FaultRelease, FaultReconfigure, FaultAdd, FaultCommitRelease, FaultCommitAdd, FaultRevert}
+
+// ErrInjected is the error of an injected fault.
+var ErrInjected = errors.New("injected fault")
+
+// Options are the daemon's dependencies and knobs beyond the configuration
+// file. The zero value is usable but for Connect, which the in-process
+// agents need.
+type Options struct {
+	Logger zerolog.Logger
+	// Connect opens libvirt hosts for the in-process agents.
+	Connect Connector
+	// Version is reported by /healthz.
+	Version string
+	// Store tunes the database (tests may set NoSync).
+	Store store.Options
+	// Tick is the cluster manager's period; 0 means 500 ms.
+	Tick time.Duration
+	// StepTimeout bounds each step of a switch (the reconfiguration gets
+	// the switch delay on top); 0 means 30 s.
+	StepTimeout time.Duration
+	// Fault, when set, is asked before each step of a switch; an error
+	// makes the step fail (a returned error that is ErrHang makes the
+	// step never answer, so that its timer fires).
+	Fault func(p FaultPoint, sw, host string) error
+	// Executor replaces the configured executor (tests).
+	Executor executor.Executor
+	// ProbeEvery is the period of the agents' bandwidth probes between
+	// remote sites; 0 means 60 s.
+	ProbeEvery time.Duration
+	// MaxMigrationsPerHost and MaxMigrationsPerLink cap bandwidth tuning's
+	// concurrent live migrations; 0 means 1 and 2.
+	MaxMigrationsPerHost, MaxMigrationsPerLink int
+}
+
+// ErrHang, returned by Options.Fault, makes a step never answer.
+var ErrHang = errors.New("injected hang")
+
+// Daemon is the metasched daemon: the jobs API, the store, the job
+// lifecycle, the cluster manager and the switch coordinator. New builds
+// it; Run serves until its context ends; Close releases it.
+type Daemon struct {
+	cfg     *Config
+	opt     Options
+	log     zerolog.Logger
+	st      *store.Store
+	grid    *graph.Grid
+	planner *gramvm.Service
+	sites   []*site
+	exec    executor.Executor
+	token   string
+	pol     *policy.Engine
+	started time.Time
+	types   []JobType
+
+	mu          sync.Mutex
+	hosts       map[string]*hostRT
+	order       []string // host names in grid order
+	jobs        map[string]*jobRT
+	reserved    map[string]usage // host → capacity promised to jobs being provisioned
+	coord       *coordinator.Coordinator
+	released    map[coordinator.SwitchID]string // PrepareRelease answers, for repeats
+	timers      map[coordinator.SwitchID]*time.Timer
+	timerPhase  map[coordinator.SwitchID]coordinator.Phase
+	restoreActs []coordinator.Action
+	rates       map[string]*poolRates
+	switchZ     *switchRate
+	tuning      []gramvm.TuningDecision
+	migrating   map[string]int // tuning migrations in flight per host and "lan:CLUSTER"
+	seq         int            // switch IDs
+	closing     bool
+	// lastSwitchState is the policy state at the last switch started.
+	lastSwitchState string
+
+	vmsCreated, vmsDestroyed atomic.Int64
+
+	wake     chan struct{}
+	events   chan coordinator.Event
+	runCtx   context.Context
+	wg       sync.WaitGroup
+	stopOnce sync.Once
+}
+
+// New opens the daemon's store and agents and restores its state: hosts and
+// their pools, every job not finished, every switch in flight. Call Run to
+// start it.
+func New(ctx context.Context, cfg *Config, opt Options) (*Daemon, error) {
+	data, err := os.ReadFile(cfg.Grid)
+	if err != nil {
+		return nil, fmt.Errorf("grid: %w", err)
+	}
+	grid, err := graph.ParseGrid(cfg.Grid, data)
+	if err != nil {
+		return nil, err
+	}
+	return NewWithGrid(ctx, cfg, grid, opt)
+}
+
+// NewWithGrid is New with the grid given instead of read from cfg.Grid.
+func NewWithGrid(ctx context.Context, cfg *Config, grid *graph.Grid, opt Options) (_ *Daemon, err error) {
+	if opt.Tick == 0 {
+		opt.Tick = 500 * time.Millisecond
+	}
+	if opt.StepTimeout == 0 {
+		opt.StepTimeout = 30 * time.Second
+	}
+	if opt.ProbeEvery == 0 {
+		opt.ProbeEvery = 60 * time.Second
+	}
+	if opt.MaxMigrationsPerHost == 0 {
+		opt.MaxMigrationsPerHost = 1
+	}
+	if opt.MaxMigrationsPerLink == 0 {
+		opt.MaxMigrationsPerLink = 2
+	}
+	d := &Daemon{cfg: cfg, opt: opt, log: opt.Logger, grid: grid, types: cfg.JobTypes, started: time.Now(),
+		hosts: map[string]*hostRT{}, jobs: map[string]*jobRT{}, reserved: map[string]usage{},
+		released: map[coordinator.SwitchID]string{}, timers: map[coordinator.SwitchID]*time.Timer{},
+		timerPhase: map[coordinator.SwitchID]coordinator.Phase{},
+		rates:      map[string]*poolRates{}, migrating: map[string]int{},
+		wake: make(chan struct{}, 1), events: make(chan coordinator.Event, 256)}
+	if d.planner, err = gramvm.New(grid, 0); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("data_dir: %w", err)
+	}
+	if d.st, err = store.Open(filepath.Join(cfg.DataDir, "metasched.db"), opt.Store); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			d.Close()
+		}
+	}()
+	if d.token, err = d.st.Token(ctx); err != nil {
+		return nil, err
+	}
+	if d.sites, err = openSites(ctx, cfg, grid, opt.Connect, d.token, d.log); err != nil {
+		return nil, err
+	}
+	d.exec = opt.Executor
+	if d.exec == nil {
+		switch cfg.Executor.Name {
+		case "command":
+			d.exec = executor.NewCommand(d.log, executor.CommandOptions{})
+		default:
+			d.exec = executor.NewEmulated(d.log)
+		}
+	}
+	pc := policy.Config{Name: cfg.Policy.Name, K: cfg.Policy.K, Solve: cfg.Policy.Solve}
+	if cfg.Policy.Table != "" {
+		pc.TableSource = filepath.Base(cfg.Policy.Table)
+		if pc.Table, err = os.ReadFile(cfg.Policy.Table); err != nil {
+			return nil, fmt.Errorf("policy: table: %w", err)
+		}
+	}
+	if d.pol, err = policy.New(ctx, pc, d.log.With().Str("component", "policy").Logger()); err != nil {
+		return nil, fmt.Errorf("policy: %w", err)
+	}
+	for _, jt := range cfg.JobTypes {
+		d.rates[jt.Name] = newPoolRates(d.started)
+	}
+	d.switchZ = newSwitchRate(cfg.SwitchDelay)
+	if err := d.restoreHosts(ctx); err != nil {
+		return nil, err
+	}
+	if err := d.restoreJobs(ctx); err != nil {
+		return nil, err
+	}
+	if err := d.restoreSwitches(ctx); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// Token is the API's bearer token.
+func (d *Daemon) Token() string { return d.token }
+
+// Store is the daemon's store (tests read it).
+func (d *Daemon) Store() *store.Store { return d.st }
+
+// Run starts the daemon's loops and serves the API on ln until ctx ends,
+// then stops the loops and waits for them. Jobs keep their state in the
+// store; a later New resumes them.
+func (d *Daemon) Run(ctx context.Context, ln net.Listener) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	d.mu.Lock()
+	d.runCtx = ctx
+	d.mu.Unlock()
+	srv := &http.Server{Handler: d.Handler(), ReadHeaderTimeout: 10 * time.Second,
+		BaseContext: func(net.Listener) context.Context { return ctx }}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	d.loop(ctx, d.dispatchLoop)
+	d.loop(ctx, d.managerLoop)
+	d.loop(ctx, d.switchLoop)
+	d.loop(ctx, d.probeLoop)
+	d.resumeSwitches(ctx)
+	d.resumeJobs(ctx)
+	d.log.Info().Str("listen", ln.Addr().String()).Int("sites", len(d.sites)).Int("hosts", len(d.order)).
+		Str("policy", d.cfg.Policy.String()).Str("executor", d.exec.Name()).Msg("metasched daemon serving")
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	d.mu.Lock()
+	d.closing = true
+	d.mu.Unlock()
+	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer scancel()
+	_ = srv.Shutdown(sctx)
+	cancel()
+	d.wg.Wait()
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}
+
+func (d *Daemon) loop(ctx context.Context, f func(context.Context)) {
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		f(ctx)
+	}()
+}
+
+// goJob runs f on the daemon's wait group (job runs, switch steps).
+func (d *Daemon) goJob(f func()) {
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		f()
+	}()
+}
+
+// Close releases the agents, the policy and the store. Call it after Run
+// returned (or instead of Run).
+func (d *Daemon) Close() error {
+	var errs []error
+	d.stopOnce.Do(func() {
+		if d.pol != nil {
+			d.pol.Close()
+		}
+		for _, s := range d.sites {
+			if s.closer != nil {
+				errs = append(errs, s.closer())
+			}
+		}
+		if d.st != nil {
+			errs = append(errs, d.st.Close())
+		}
+	})
+	return errors.Join(errs...)
+}
+
+// kick wakes the dispatcher.
+func (d *Daemon) kick() {
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (d *Daemon) now() time.Time { return time.Now() }
+
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // only our own types, which always marshal
+	}
+	return b
+}
+
+func (d *Daemon) site(name string) *site {
+	for _, s := range d.sites {
+		if s.name == name {
+			return s
+		}
+	}
+	return nil
+}
+
+func (d *Daemon) jobType(name string) (JobType, int, bool) {
+	for i, jt := range d.types {
+		if jt.Name == name {
+			return jt, i, true
+		}
+	}
+	return JobType{}, -1, false
+}
+
+// vmCounts returns the VMs the daemon created and destroyed since it
+// started.
+func (d *Daemon) vmCounts() (created, destroyed int64) {
+	return d.vmsCreated.Load(), d.vmsDestroyed.Load()
+}

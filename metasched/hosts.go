@@ -1,0 +1,291 @@
+package metasched
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/metasched/metasched/gramvm"
+	hp "github.com/metasched/metasched/hypervisorproxy"
+	"github.com/metasched/metasched/metasched/coordinator"
+	"github.com/metasched/metasched/metasched/store"
+	"github.com/metasched/metasched/selection"
+)
+
+// hostRec is a host's durable record in the store: its pool, or the
+// stranded mark.
+type hostRec struct {
+	Site     string `json:"site"`
+	Pool     string `json:"pool"`
+	Stranded bool   `json:"stranded,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+	Switch   string `json:"switch,omitempty"` // the switch that stranded it
+}
+
+// hostRT is a host as the daemon sees it.
+type hostRT struct {
+	name string
+	rec  hostRec
+	// held is the switch in flight that holds the host: it serves no pool
+	// meanwhile.
+	held coordinator.SwitchID
+	// inv is the agent's last report; reachable says whether that report
+	// came and the host answered.
+	inv       hp.Host
+	reachable bool
+	err       string
+}
+
+// usage is capacity promised to VMs not yet in the inventory.
+type usage struct{ vcpus, mem int }
+
+// serving reports whether h counts as a server of its pool (k_i).
+func (h *hostRT) serving() bool {
+	return h.reachable && h.held == "" && !h.rec.Stranded && h.rec.Pool != ""
+}
+
+// restoreHosts reads the recorded pools and the agents' inventories. A host
+// the daemon has never seen joins the pool its agent labels it with, or,
+// unlabelled, a pool chosen round-robin.
+func (d *Daemon) restoreHosts(ctx context.Context) error {
+	recs, err := d.st.Hosts(ctx)
+	if err != nil {
+		return err
+	}
+	for name, v := range recs {
+		var r hostRec
+		if err := json.Unmarshal(v, &r); err != nil {
+			return fmt.Errorf("host %s: corrupt record: %w", name, err)
+		}
+		d.hosts[name] = &hostRT{name: name, rec: r}
+	}
+	invs := d.inventories(ctx)
+	next := 0
+	for i, s := range d.sites {
+		if invs[i].err != nil {
+			d.log.Warn().Err(invs[i].err).Str("site", s.name).Msg("agent unreachable at start: its hosts join when it answers")
+			continue
+		}
+		for _, h := range invs[i].inv.Hosts {
+			rt := d.hosts[h.Name]
+			if rt == nil {
+				pool := h.Pool
+				if _, _, ok := d.jobType(pool); !ok {
+					pool = d.types[next%len(d.types)].Name
+					next++
+					if _, err := s.agent.ReconfigureHost(ctx, h.Name, hp.Reconfigure{Pool: pool}); err != nil {
+						d.log.Warn().Err(err).Str("host", h.Name).Str("pool", pool).Msg("cannot label new host")
+					}
+				}
+				rt = &hostRT{name: h.Name, rec: hostRec{Site: s.name, Pool: pool}}
+				d.hosts[h.Name] = rt
+				if err := d.st.SetHost(ctx, h.Name, mustJSON(rt.rec)); err != nil {
+					return err
+				}
+			}
+			rt.rec.Site = s.name
+			rt.inv = h
+			rt.reachable = h.State != hp.HostUnreachable
+		}
+	}
+	d.sortHosts()
+	return nil
+}
+
+// sortHosts orders the hosts like the grid's clusters and, within one,
+// like the agent lists them (SITE-0, SITE-1, ...).
+func (d *Daemon) sortHosts() {
+	d.order = d.order[:0]
+	for name := range d.hosts {
+		d.order = append(d.order, name)
+	}
+	idx := func(h *hostRT) int {
+		i, _ := d.grid.Index(h.rec.Site)
+		return i
+	}
+	slices.SortFunc(d.order, func(a, b string) int {
+		ha, hb := d.hosts[a], d.hosts[b]
+		if c := idx(ha) - idx(hb); c != 0 {
+			return c
+		}
+		if c := len(a) - len(b); c != 0 { // spain-2 before spain-10
+			return c
+		}
+		return strings.Compare(a, b)
+	})
+}
+
+type siteInventory struct {
+	inv hp.Inventory
+	err error
+}
+
+// inventories asks every agent for its inventory, concurrently.
+func (d *Daemon) inventories(ctx context.Context) []siteInventory {
+	out := make([]siteInventory, len(d.sites))
+	var wg sync.WaitGroup
+	for i, s := range d.sites {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			out[i].inv, out[i].err = s.agent.Inventory(c)
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// refresh reads the agents' inventories into the host view. Hosts that stop
+// answering leave plans and switching; the jobs on them are requeued or
+// failed (on_agent_loss). VMs of the daemon's jobs that no live job owns
+// any more (left behind by a lost agent or a crash) are destroyed.
+func (d *Daemon) refresh(ctx context.Context) {
+	invs := d.inventories(ctx)
+	if ctx.Err() != nil {
+		return
+	}
+	type orphan struct {
+		s  *site
+		vm string
+	}
+	var orphans []orphan
+	d.mu.Lock()
+	added := false
+	for i, s := range d.sites {
+		if invs[i].err != nil {
+			for _, h := range d.hosts {
+				if h.rec.Site == s.name && h.reachable {
+					h.reachable, h.err = false, invs[i].err.Error()
+					d.log.Error().Err(invs[i].err).Str("host", h.name).Str("site", s.name).Msg("host unreachable: its agent does not answer")
+				}
+			}
+			continue
+		}
+		for _, hi := range invs[i].inv.Hosts {
+			h := d.hosts[hi.Name]
+			if h == nil {
+				pool := hi.Pool
+				if _, _, ok := d.jobType(pool); !ok {
+					continue // labelled at the next start
+				}
+				h = &hostRT{name: hi.Name, rec: hostRec{Site: s.name, Pool: pool}}
+				d.hosts[hi.Name] = h
+				added = true
+				d.persistHost(ctx, h)
+			}
+			was := h.reachable
+			h.inv = hi
+			h.reachable = hi.State != hp.HostUnreachable
+			h.err = hi.Error
+			switch {
+			case was && !h.reachable:
+				d.log.Error().Str("host", h.name).Str("error", hi.Error).Msg("host unreachable")
+			case !was && h.reachable:
+				d.log.Info().Str("host", h.name).Msg("host reachable again")
+			}
+			for _, vm := range hi.VMs {
+				if vm.Managed && vm.Job != "" && !d.ownsVMLocked(vm.Job, vm.Name) {
+					orphans = append(orphans, orphan{s, vm.Name})
+				}
+			}
+		}
+	}
+	if added {
+		d.sortHosts()
+	}
+	to := store.Queued
+	if d.cfg.OnAgentLoss == "fail" {
+		to = store.Failed
+	}
+	for _, j := range d.jobsOnLostHostsLocked() {
+		j.stop(to, "a host of the job became unreachable: "+j.lostHost)
+	}
+	d.mu.Unlock()
+	for _, o := range orphans {
+		if err := o.s.agent.DestroyVM(ctx, o.vm); err != nil && !errors.Is(err, hp.ErrNotFound) {
+			d.log.Warn().Err(err).Str("vm", o.vm).Msg("cannot destroy a vm no job owns")
+		} else if err == nil {
+			d.log.Info().Str("vm", o.vm).Msg("destroyed a vm no live job owns")
+		}
+	}
+}
+
+// ownsVMLocked reports whether a live job owns the VM now (a VM of an
+// earlier attempt of a requeued job is not owned).
+func (d *Daemon) ownsVMLocked(job, vm string) bool {
+	j := d.jobs[job]
+	if j == nil {
+		return false
+	}
+	if j.state == store.Queued {
+		return false
+	}
+	return slices.ContainsFunc(j.data.VMs, func(v JobVM) bool { return v.Name == vm })
+}
+
+// persistHost writes h's record.
+func (d *Daemon) persistHost(ctx context.Context, h *hostRT) {
+	if err := d.st.SetHost(context.WithoutCancel(ctx), h.name, mustJSON(h.rec)); err != nil {
+		d.log.Error().Err(err).Str("host", h.name).Msg("cannot record host")
+	}
+}
+
+// freeLocked lists, per site, the hosts of pool that can take one more VM
+// of the given shape: serving the pool, reachable, with the capacity the
+// agents report minus what is promised to jobs being provisioned.
+func (d *Daemon) freeLocked(pool string, vm selection.VM) map[string][]string {
+	var sites []string
+	bySite := map[string][]hp.Host{}
+	for _, name := range d.order {
+		h := d.hosts[name]
+		if !h.serving() || h.rec.Pool != pool || h.inv.State != hp.HostReady {
+			continue
+		}
+		hi := h.inv
+		hi.Pool = pool
+		r := d.reserved[name]
+		hi.FreeVCPUs -= r.vcpus
+		hi.FreeMemoryMiB -= r.mem
+		if _, ok := bySite[h.rec.Site]; !ok {
+			sites = append(sites, h.rec.Site)
+		}
+		bySite[h.rec.Site] = append(bySite[h.rec.Site], hi)
+	}
+	invs := make([]hp.Inventory, len(sites))
+	for i, s := range sites {
+		invs[i] = hp.Inventory{Site: s, Hosts: bySite[s]}
+	}
+	return gramvm.FreeHosts(invs, pool, vm)
+}
+
+// hostState is the host's state as the API shows it.
+func (d *Daemon) hostStateLocked(h *hostRT) string {
+	switch {
+	case h.rec.Stranded:
+		return HostStranded
+	case h.held != "":
+		return HostSwitching
+	case !h.reachable:
+		return HostUnreachable
+	case d.hostBusyLocked(h.name):
+		return HostBusy
+	}
+	return HostIdle
+}
+
+// hostBusyLocked reports whether a live job is placed on the host.
+func (d *Daemon) hostBusyLocked(name string) bool {
+	for _, j := range d.jobs {
+		if j.onHost(name) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,155 @@
+package metasched
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	hp "github.com/metasched/metasched/hypervisorproxy"
+	"github.com/metasched/metasched/metasched/policy"
+)
+
+// The cluster manager (Kubicek et al. §II; Fisher et al.): twice a second
+// it reads the inventory, each pool's jobs (j_i: queued or running) and
+// servers (k_i: hosts of the pool that are reachable and not held by a
+// switch), the switches in flight (m_ab), updates the rate estimates and
+// asks the switching policy. A decision to switch goes to the coordinator.
+
+func (d *Daemon) managerLoop(ctx context.Context) {
+	t := time.NewTicker(d.opt.Tick)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		d.manage(ctx)
+	}
+}
+
+// manage is one tick of the cluster manager.
+func (d *Daemon) manage(ctx context.Context) {
+	d.refresh(ctx)
+	if ctx.Err() != nil {
+		return
+	}
+	d.mu.Lock()
+	in := d.policyInputsLocked(d.now())
+	d.mu.Unlock()
+	// Like the papers' decision instants (an arrival, a departure, a switch
+	// completion), the policy is asked again only when the state (j, k, m)
+	// changed since it last started a switch: a switch in flight takes
+	// seconds, and asking every tick would start a switch per tick for
+	// the same queue.
+	sig := stateSignature(in)
+	if sig == d.lastSwitchState {
+		return
+	}
+	dec, err := d.pol.Decide(in)
+	if err != nil {
+		d.log.Warn().Err(err).Msg("switching policy")
+		return
+	}
+	if !dec.Switch {
+		return
+	}
+	from, to := d.types[dec.From].Name, d.types[dec.To].Name
+	if in.Pools[dec.From].Servers <= d.cfg.MinPoolHosts || in.Pools[dec.From].Servers < 1 {
+		d.log.Debug().Str("from", from).Str("to", to).Int("hosts", in.Pools[dec.From].Servers).
+			Msg("switch not started: the source pool is at min_pool_hosts")
+		return
+	}
+	d.lastSwitchState = sig
+	id := d.startSwitch(ctx, from, to)
+	d.log.Info().Str("switch", string(id)).Str("from", from).Str("to", to).Str("policy", dec.Policy).
+		Str("why", dec.Why).Msg("switch decided")
+}
+
+// stateSignature is the policy's state (j, k, m) as a string.
+func stateSignature(in policy.Inputs) string {
+	var b strings.Builder
+	for _, p := range in.Pools {
+		fmt.Fprintf(&b, "%d/%d ", p.Jobs, p.Servers)
+	}
+	for _, row := range in.Transit {
+		for _, m := range row {
+			fmt.Fprintf(&b, "%d ", m)
+		}
+	}
+	return b.String()
+}
+
+// policyInputsLocked gathers the policy's inputs.
+func (d *Daemon) policyInputsLocked(now time.Time) policy.Inputs {
+	idx := map[string]int{}
+	in := policy.Inputs{Pools: make([]policy.PoolInput, len(d.types)), Transit: make([][]int, len(d.types))}
+	for i, jt := range d.types {
+		idx[jt.Name] = i
+		r := d.rates[jt.Name]
+		in.Pools[i] = policy.PoolInput{Name: jt.Name, Arrival: r.arrivalRate(now), Service: r.serviceRate(), HoldingCost: jt.HoldingCost}
+		in.Transit[i] = make([]int, len(d.types))
+	}
+	for _, j := range d.jobs {
+		if i, ok := idx[j.typ]; ok {
+			in.Pools[i].Jobs++
+		}
+	}
+	for _, name := range d.order {
+		h := d.hosts[name]
+		if i, ok := idx[h.rec.Pool]; ok && h.serving() && h.inv.State == hp.HostReady {
+			in.Pools[i].Servers++
+		}
+	}
+	for _, sw := range d.coord.Switches() {
+		if sw.Phase.Final() {
+			continue
+		}
+		a, oka := idx[sw.From]
+		b, okb := idx[sw.To]
+		if oka && okb {
+			in.Transit[a][b]++
+		}
+	}
+	in.SwitchRate = d.switchZ.rate()
+	in.Locked = make([]bool, len(d.types))
+	for i, p := range in.Pools {
+		in.Locked[i] = p.Servers <= d.cfg.MinPoolHosts
+	}
+	return in
+}
+
+// Policy reports the policy in force and its inputs.
+func (d *Daemon) Policy() PolicyView {
+	d.mu.Lock()
+	in := d.policyInputsLocked(d.now())
+	n := 0
+	for _, p := range in.Pools {
+		n += p.Servers
+	}
+	for _, row := range in.Transit {
+		for _, m := range row {
+			n += m
+		}
+	}
+	samples := d.switchZ.samples()
+	d.mu.Unlock()
+	pv := d.pol.View()
+	v := PolicyView{Configured: d.cfg.Policy.String(), InForce: pv.InForce, Note: pv.Note, Servers: n,
+		SwitchRate: in.SwitchRate, SwitchSamples: samples, Decisions: pv.Decisions, Switches: pv.Switches,
+		LastAt: pv.LastSwitchAt}
+	if pv.LastSwitch.Switch && pv.LastSwitch.From < len(d.types) && pv.LastSwitch.To < len(d.types) {
+		v.Last = fmt.Sprintf("%s → %s (%s): %s", d.types[pv.LastSwitch.From].Name, d.types[pv.LastSwitch.To].Name,
+			pv.LastSwitch.Policy, pv.LastSwitch.Why)
+	}
+	for _, p := range in.Pools {
+		v.Pools = append(v.Pools, PolicyPool{Name: p.Name, Jobs: p.Jobs, Servers: p.Servers, Arrival: p.Arrival,
+			Service: p.Service, HoldingCost: p.HoldingCost})
+	}
+	if t := pv.Table; t != nil {
+		v.Table = &PolicyTable{Source: t.Source, States: t.States, SolvedAt: t.SolvedAt, Arrival: t.Rates.Arrival,
+			Service: t.Rates.Service, SwitchRate: t.Rates.SwitchRate, Solving: pv.Solving != nil}
+	}
+	return v
+}

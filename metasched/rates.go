@@ -1,0 +1,64 @@
+package metasched
+
+import (
+	"time"
+
+	"github.com/metasched/metasched/switching"
+)
+
+// poolRates are a pool's rate estimates (DESIGN.md "Pools and the policy"):
+// λ from the submissions, µ from the busy host-seconds of each completed
+// job. Jobs span many hosts, so µ (completions per busy host-second) stands
+// for the papers' per-server service rate only approximately: a job on h
+// hosts for t seconds counts as h·t host-seconds of service. Until a few
+// jobs have completed, µ is the prior set from the plans' predictions.
+type poolRates struct {
+	arr       switching.ArrivalRate
+	svc       switching.ServiceRate
+	completed int
+}
+
+// Minimum samples before an estimate replaces its prior.
+const rateMinSamples = 3
+
+func newPoolRates(since time.Time) *poolRates {
+	return &poolRates{
+		arr: switching.ArrivalRate{MinSamples: rateMinSamples, Since: since},
+		svc: switching.ServiceRate{MinSamples: rateMinSamples, Prior: 0.01},
+	}
+}
+
+func (r *poolRates) arrival(at time.Time) { r.arr.Observe(at) }
+
+// planned updates µ's prior from a plan's prediction, until completions
+// take over.
+func (r *poolRates) planned(hosts int, seconds float64) {
+	if hs := float64(hosts) * seconds; hs > 0 && !r.svc.Ready() {
+		r.svc.Prior = 1 / hs
+	}
+}
+
+func (r *poolRates) completion(hostSeconds float64) {
+	r.svc.Observe(hostSeconds)
+	r.completed++
+}
+
+func (r *poolRates) arrivalRate(now time.Time) float64 { return r.arr.Rate(now) }
+func (r *poolRates) serviceRate() float64              { return r.svc.Rate() }
+
+func (r *poolRates) view(now time.Time) Rates {
+	return Rates{Arrival: r.arr.Rate(now), Service: r.svc.Rate(), Samples: r.arr.N() + r.svc.N(),
+		Prior: !r.arr.Ready() || !r.svc.Ready()}
+}
+
+// switchRate is ζ: 1 / the mean duration of completed switches, with a
+// prior from the configured switch delay.
+type switchRate struct{ z switching.SwitchRate }
+
+func newSwitchRate(delay time.Duration) *switchRate {
+	return &switchRate{z: switching.SwitchRate{MinSamples: rateMinSamples, Prior: 1 / (delay + time.Second).Seconds()}}
+}
+
+func (s *switchRate) observe(d time.Duration) { s.z.Observe(d) }
+func (s *switchRate) rate() float64           { return s.z.Rate() }
+func (s *switchRate) samples() int            { return s.z.N() }

@@ -1,0 +1,328 @@
+package metasched
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/metasched/metasched/gramvm"
+	"github.com/metasched/metasched/metasched/store"
+	"github.com/metasched/metasched/selection"
+)
+
+// Handler returns the daemon's HTTP API (see api.go for the routes).
+func (d *Daemon) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, Health{Status: "ok", Version: d.opt.Version, Since: d.started})
+	})
+	api := http.NewServeMux()
+	api.HandleFunc("POST /v1/jobs", d.withJobBody(func(r *http.Request, body []byte) (any, int, error) {
+		j, err := d.Submit(r.Context(), body)
+		return j, http.StatusCreated, err
+	}))
+	api.HandleFunc("GET /v1/jobs", func(w http.ResponseWriter, r *http.Request) {
+		f, err := jobFilter(r)
+		if err != nil {
+			replyErr(w, err)
+			return
+		}
+		l, err := d.Jobs(r.Context(), f)
+		reply(w, http.StatusOK, l, err)
+	})
+	api.HandleFunc("GET /v1/jobs/{id}", func(w http.ResponseWriter, r *http.Request) {
+		j, err := d.Job(r.Context(), r.PathValue("id"))
+		reply(w, http.StatusOK, j, err)
+	})
+	api.HandleFunc("POST /v1/jobs/{id}/cancel", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), time.Minute)
+		defer cancel()
+		j, err := d.Cancel(ctx, r.PathValue("id"))
+		reply(w, http.StatusOK, j, err)
+	})
+	api.HandleFunc("GET /v1/jobs/{id}/logs", func(w http.ResponseWriter, r *http.Request) {
+		id := r.PathValue("id")
+		b, err := d.st.Logs(r.Context(), id)
+		if err != nil {
+			replyErr(w, notFoundJob(id, err))
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write(b)
+	})
+	api.HandleFunc("POST /v1/plan", d.withJobBody(func(r *http.Request, body []byte) (any, int, error) {
+		p, err := d.DryRun(r.Context(), body)
+		return p, http.StatusOK, err
+	}))
+	api.HandleFunc("GET /v1/pools", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, d.Pools())
+	})
+	api.HandleFunc("GET /v1/hosts", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, d.Hosts())
+	})
+	api.HandleFunc("POST /v1/hosts/{name}/clear", func(w http.ResponseWriter, r *http.Request) {
+		body, err := readBody(w, r)
+		if err != nil {
+			replyErr(w, err)
+			return
+		}
+		var cr ClearRequest
+		if len(strings.TrimSpace(string(body))) > 0 {
+			if err := strictJSON(body, &cr); err != nil {
+				replyErr(w, err)
+				return
+			}
+		}
+		h, err := d.ClearHost(r.Context(), r.PathValue("name"), cr.Pool)
+		reply(w, http.StatusOK, h, err)
+	})
+	api.HandleFunc("GET /v1/vms", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, d.VMs())
+	})
+	api.HandleFunc("GET /v1/switches", func(w http.ResponseWriter, r *http.Request) {
+		active := false
+		if v := r.URL.Query().Get("active"); v != "" {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				replyErr(w, invalidField("active", fmt.Sprintf("must be true or false, not %q", v)))
+				return
+			}
+			active = b
+		}
+		writeJSON(w, http.StatusOK, d.Switches(active))
+	})
+	api.HandleFunc("GET /v1/policy", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, d.Policy())
+	})
+	api.HandleFunc("GET /v1/links", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, d.planner.Links())
+	})
+	api.HandleFunc("GET /v1/tuning", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, d.Tuning())
+	})
+	api.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, APIError{Code: CodeUnknownRoute, Error: fmt.Sprintf("no route %s %s", r.Method, r.URL.Path)})
+	})
+	mux.Handle("/", d.auth(api))
+	return d.logRequests(mux)
+}
+
+// auth checks the bearer token.
+func (d *Daemon) auth(next http.Handler) http.Handler {
+	want := []byte("Bearer " + d.token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got := r.Header.Get("Authorization")
+		switch {
+		case got == "":
+			writeError(w, http.StatusUnauthorized, APIError{Code: CodeUnauthorized, Error: "missing bearer token (Authorization: Bearer TOKEN)"})
+			return
+		case subtle.ConstantTimeCompare([]byte(got), want) != 1:
+			writeError(w, http.StatusUnauthorized, APIError{Code: CodeUnauthorized, Error: "wrong bearer token"})
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusWriter) WriteHeader(code int) {
+	s.status = code
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (d *Daemon) logRequests(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		next.ServeHTTP(sw, r)
+		ev := d.log.Debug()
+		if sw.status >= 400 {
+			ev = d.log.Info()
+		}
+		ev.Str("method", r.Method).Str("path", r.URL.Path).Int("status", sw.status).
+			Dur("took", time.Since(start)).Msg("api")
+	})
+}
+
+// withJobBody reads a size-limited job file body and calls f.
+func (d *Daemon) withJobBody(f func(r *http.Request, body []byte) (any, int, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if ct := r.Header.Get("Content-Type"); ct != "" && !acceptedType(ct) {
+			writeError(w, http.StatusUnsupportedMediaType, APIError{Code: CodeUnsupported,
+				Error: fmt.Sprintf("Content-Type %q: send the job file as application/json, application/yaml or text/plain", ct)})
+			return
+		}
+		body, err := readBody(w, r)
+		if err != nil {
+			replyErr(w, err)
+			return
+		}
+		out, status, err := f(r, body)
+		reply(w, status, out, err)
+	}
+}
+
+func acceptedType(ct string) bool {
+	ct, _, _ = strings.Cut(ct, ";")
+	switch strings.TrimSpace(strings.ToLower(ct)) {
+	case "application/json", "application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml", "text/plain", "application/octet-stream":
+		return true
+	}
+	return false
+}
+
+// readBody reads a body of at most MaxBodyBytes.
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return nil, &RequestError{Status: http.StatusRequestEntityTooLarge, Code: CodeTooLarge,
+			Msg: fmt.Sprintf("the body is larger than %d bytes", MaxBodyBytes)}
+	}
+	if err != nil {
+		return nil, &RequestError{Status: 400, Code: CodeInvalid, Msg: "cannot read the body: " + err.Error()}
+	}
+	return b, nil
+}
+
+// strictJSON decodes a JSON body with no unknown fields.
+func strictJSON(body []byte, v any) error {
+	dec := json.NewDecoder(strings.NewReader(string(body)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var ute *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &ute):
+			return invalidField(ute.Field, fmt.Sprintf("must be %s, not a JSON %s", ute.Type, ute.Value))
+		case strings.HasPrefix(err.Error(), "json: unknown field "):
+			f := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+			return invalidField(f, "unknown field")
+		}
+		return &RequestError{Status: 400, Code: CodeInvalid, Msg: "the body is not valid JSON: " + err.Error()}
+	}
+	return nil
+}
+
+// jobFilter reads the query of GET /v1/jobs.
+func jobFilter(r *http.Request) (store.JobFilter, error) {
+	q := r.URL.Query()
+	var f store.JobFilter
+	var fields []FieldError
+	for _, s := range strings.Split(q.Get("state"), ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		st := store.JobState(s)
+		if !st.Valid() {
+			fields = append(fields, FieldError{Field: "state", Problem: fmt.Sprintf("no state %q (queued, planned, provisioning, running, done, failed, cancelled)", s)})
+			continue
+		}
+		f.States = append(f.States, st)
+	}
+	f.Type, f.After = q.Get("type"), q.Get("after")
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			fields = append(fields, FieldError{Field: "limit", Problem: fmt.Sprintf("must be a whole number >= 0, not %q", v)})
+		}
+		f.Limit = n
+	}
+	if len(fields) > 0 {
+		return f, &RequestError{Status: 400, Code: CodeInvalid, Msg: "invalid query", Fields: fields}
+	}
+	return f, nil
+}
+
+func reply(w http.ResponseWriter, status int, v any, err error) {
+	if err != nil {
+		replyErr(w, err)
+		return
+	}
+	writeJSON(w, status, v)
+}
+
+func replyErr(w http.ResponseWriter, err error) {
+	var re *RequestError
+	if errors.As(err, &re) {
+		writeError(w, re.Status, APIError{Error: re.Error(), Code: re.Code, Fields: re.Fields})
+		return
+	}
+	status, code := http.StatusInternalServerError, CodeInternal
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		status, code = http.StatusNotFound, CodeNotFound
+	case errors.Is(err, store.ErrConflict):
+		status, code = http.StatusConflict, CodeConflict
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		status, code = http.StatusServiceUnavailable, CodeUnavailable
+	}
+	writeError(w, status, APIError{Error: err.Error(), Code: code})
+}
+
+func writeError(w http.ResponseWriter, status int, e APIError) {
+	writeJSON(w, status, e)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	if v == nil || status == http.StatusNoContent {
+		return
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+// DryRun plans a job on the live grid without changing anything.
+func (d *Daemon) DryRun(ctx context.Context, body []byte) (PlanResult, error) {
+	j, err := d.parseJob(body)
+	if err != nil {
+		return PlanResult{}, err
+	}
+	d.mu.Lock()
+	free := d.freeLocked(j.Type, j.VM)
+	d.mu.Unlock()
+	pl, err := d.planner.Plan(ctx, j, free, selection.Options{Master: -1})
+	if err != nil {
+		return PlanResult{}, err
+	}
+	counts := map[string]int{}
+	for s, hs := range free {
+		counts[s] = len(hs)
+	}
+	return PlanResult{Placement: pl, FreeHosts: counts, Waits: !pl.Plan.Feasible, Explanation: explain(&pl)}, nil
+}
+
+// explain writes a placement's explanation as text.
+func explain(pl *gramvm.Placement) string {
+	var b strings.Builder
+	p := &pl.Plan
+	if !p.Feasible {
+		fmt.Fprintf(&b, "job %s waits: %s\n", p.Job, p.Reason)
+	} else {
+		fmt.Fprintf(&b, "job %s: master %s (host %s), %d machines, %.4g tasks/s, predicted %.4gs\n",
+			p.Job, p.Master, pl.Master.Host, p.Machines, p.Rate, p.Runtime)
+		for _, c := range p.Clusters {
+			fmt.Fprintf(&b, "  %s: %d workers of %d free, %.4g Mbit/s, limit %s: %s\n", c.Name, c.Machines, c.Free, c.BandwidthMbps, c.Limit, c.Why)
+		}
+	}
+	for _, x := range p.Excluded {
+		fmt.Fprintf(&b, "  %s left out: %s\n", x.Name, x.Reason)
+	}
+	for _, m := range pl.Measured {
+		fmt.Fprintf(&b, "  link %s\n", m)
+	}
+	return b.String()
+}

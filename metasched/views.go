@@ -1,0 +1,134 @@
+package metasched
+
+import (
+	"slices"
+
+	"github.com/metasched/metasched/gramvm"
+	hp "github.com/metasched/metasched/hypervisorproxy"
+	co "github.com/metasched/metasched/metasched/coordinator"
+	"github.com/metasched/metasched/metasched/store"
+)
+
+// Pools reports every pool: its queue, hosts and switches in flight.
+func (d *Daemon) Pools() []Pool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	now := d.now()
+	out := make([]Pool, len(d.types))
+	idx := map[string]int{}
+	for i, jt := range d.types {
+		idx[jt.Name] = i
+		r := d.rates[jt.Name]
+		out[i] = Pool{Name: jt.Name, VCPUs: jt.VCPUs, MemoryMiB: jt.MemoryMiB, HoldingCost: jt.HoldingCost,
+			Hosts: []string{}, Rates: r.view(now), Completed: r.completed}
+	}
+	for _, j := range d.jobs {
+		i, ok := idx[j.typ]
+		if !ok {
+			continue
+		}
+		if j.state == store.Queued {
+			out[i].Queued++
+		} else {
+			out[i].Active++
+		}
+		out[i].Jobs++
+	}
+	for _, name := range d.order {
+		h := d.hosts[name]
+		i, ok := idx[h.rec.Pool]
+		if !ok || !h.serving() {
+			continue
+		}
+		out[i].Hosts = append(out[i].Hosts, name)
+		if d.hostBusyLocked(name) {
+			out[i].Busy++
+		} else {
+			out[i].Idle++
+		}
+	}
+	for _, sw := range d.coord.Switches() {
+		if sw.Phase.Final() {
+			continue
+		}
+		if i, ok := idx[sw.From]; ok {
+			out[i].SwitchingOut++
+		}
+		if i, ok := idx[sw.To]; ok {
+			out[i].SwitchingIn++
+		}
+	}
+	return out
+}
+
+// Hosts reports every host with its VMs.
+func (d *Daemon) Hosts() []HostView {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]HostView, 0, len(d.order))
+	for _, name := range d.order {
+		out = append(out, d.hostViewLocked(d.hosts[name]))
+	}
+	return out
+}
+
+func (d *Daemon) hostViewLocked(h *hostRT) HostView {
+	v := HostView{Name: h.name, Site: h.rec.Site, Pool: h.rec.Pool, State: d.hostStateLocked(h),
+		CPUs: h.inv.CPUs, MemoryMiB: h.inv.MemoryMiB, FreeVCPUs: h.inv.FreeVCPUs, FreeMemoryMiB: h.inv.FreeMemoryMiB,
+		VMs: h.inv.VMs, Reason: h.err}
+	if v.VMs == nil {
+		v.VMs = []hp.VM{}
+	}
+	if h.held != "" {
+		if sw, ok := d.coord.Switch(h.held); ok {
+			v.Switch, v.From, v.To = string(sw.ID), sw.From, sw.To
+		}
+	}
+	if h.rec.Stranded {
+		v.Switch, v.Reason = h.rec.Switch, h.rec.Reason
+		if sw, ok := d.coord.Switch(co.SwitchID(h.rec.Switch)); ok {
+			v.From, v.To = sw.From, sw.To
+		}
+	}
+	return v
+}
+
+// VMs lists every VM the agents last reported.
+func (d *Daemon) VMs() []hp.VM {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := []hp.VM{}
+	for _, name := range d.order {
+		out = append(out, d.hosts[name].inv.VMs...)
+	}
+	return out
+}
+
+// Switches lists the switches, newest first: all of them, or those in
+// flight and the stranded ones not cleared.
+func (d *Daemon) Switches(active bool) []SwitchView {
+	d.mu.Lock()
+	sws := d.coord.Switches()
+	d.mu.Unlock()
+	now := d.now()
+	out := []SwitchView{}
+	for _, sw := range slices.Backward(sws) {
+		if active && sw.Phase.Final() && !(sw.Phase == co.PhaseStranded && sw.ClearedTo == "") {
+			continue
+		}
+		out = append(out, switchView(sw, now))
+	}
+	return out
+}
+
+// Tuning lists the bandwidth tuning decisions, newest first.
+func (d *Daemon) Tuning() []gramvm.TuningDecision {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := slices.Clone(d.tuning)
+	slices.Reverse(out)
+	if out == nil {
+		out = []gramvm.TuningDecision{}
+	}
+	return out
+}
