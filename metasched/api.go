@@ -25,6 +25,7 @@ import (
 //	POST   /v1/hosts/{name}/clear      ClearRequest → HostView
 //	GET    /v1/vms                     []hypervisorproxy.VM
 //	GET    /v1/switches                ?active=true → []SwitchView
+//	POST   /v1/switches                SwitchRequest → 202 SwitchView (an operator's switch)
 //	GET    /v1/policy                  PolicyView
 //	GET    /v1/links                   []gramvm.Link
 //	GET    /v1/tuning                  []TuningDecision

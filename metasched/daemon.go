@@ -93,22 +93,24 @@ type Daemon struct {
 	started time.Time
 	types   []JobType
 
-	mu          sync.Mutex
-	hosts       map[string]*hostRT
-	order       []string // host names in grid order
-	jobs        map[string]*jobRT
-	reserved    map[string]usage // host → capacity promised to jobs being provisioned
-	coord       *coordinator.Coordinator
-	released    map[coordinator.SwitchID]string // PrepareRelease answers, for repeats
-	timers      map[coordinator.SwitchID]*time.Timer
-	timerPhase  map[coordinator.SwitchID]coordinator.Phase
-	restoreActs []coordinator.Action
-	rates       map[string]*poolRates
-	switchZ     *switchRate
-	tuning      []gramvm.TuningDecision
-	migrating   map[string]int // tuning migrations in flight per host and "lan:CLUSTER"
-	seq         int            // switch IDs
-	closing     bool
+	mu           sync.Mutex
+	hosts        map[string]*hostRT
+	order        []string // host names in grid order
+	jobs         map[string]*jobRT
+	reserved     map[string]usage // host → capacity promised to jobs being provisioned
+	coord        *coordinator.Coordinator
+	released     map[coordinator.SwitchID]string // PrepareRelease answers, for repeats
+	timers       map[coordinator.SwitchID]*time.Timer
+	timerPhase   map[coordinator.SwitchID]coordinator.Phase
+	restoreActs  []coordinator.Action
+	rates        map[string]*poolRates
+	switchZ      *switchRate
+	tuning       []TuningRecord
+	tuneSeq      int
+	tuningActive int            // accepted tuning decisions being carried out
+	migrating    map[string]int // tuning migrations in flight per host and "lan:CLUSTER"
+	seq          int            // switch IDs
+	closing      bool
 	// lastSwitchState is the policy state at the last switch started.
 	lastSwitchState string
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/metasched/metasched/graph"
 	"github.com/metasched/metasched/hypervisorproxy/virt"
 	"github.com/metasched/metasched/metasched"
 	"github.com/metasched/metasched/metasched/store"
@@ -26,9 +27,18 @@ type testDaemon struct {
 
 func startDaemon(t *testing.T, opt metasched.Options, edit func(*metasched.Config)) *testDaemon {
 	t.Helper()
+	return startDaemonGrid(t, nil, opt, edit)
+}
+
+// startDaemonGrid is startDaemon on another grid (nil: the demo's).
+func startDaemonGrid(t *testing.T, g *graph.Grid, opt metasched.Options, edit func(*metasched.Config)) *testDaemon {
+	t.Helper()
 	cfg, grid, err := metasched.DemoConfig(t.TempDir(), "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if g != nil {
+		grid = g
 	}
 	cfg.SwitchDelay = 200 * time.Millisecond
 	if edit != nil {

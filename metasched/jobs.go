@@ -39,6 +39,7 @@ type jobRT struct {
 	done     chan struct{}
 	stopping bool
 	lostHost string
+	lastTune time.Time
 }
 
 // stopCause says why a job's run was stopped and where the job goes.
@@ -59,11 +60,28 @@ func (j *jobRT) stop(to store.JobState, reason string) {
 // onHost reports whether the job is placed on the host (planned,
 // provisioning or running).
 func (j *jobRT) onHost(name string) bool {
+	return slices.Contains(j.hostNames(), name)
+}
+
+// hostNames lists the hosts of a planned, provisioning or running job:
+// those of its VMs (which tuning may have moved), else of its plan.
+func (j *jobRT) hostNames() []string {
 	if j.state == store.Queued || j.state.Terminal() || j.data.Placement == nil {
-		return false
+		return nil
 	}
-	p := j.data.Placement
-	return p.Master.Host == name || slices.ContainsFunc(p.Workers, func(w gramvm.HostRef) bool { return w.Host == name })
+	var out []string
+	if len(j.data.VMs) > 0 {
+		for _, v := range j.data.VMs {
+			if !slices.Contains(out, v.Host) {
+				out = append(out, v.Host)
+			}
+		}
+		return out
+	}
+	for _, h := range hostsOf(j.data.Placement) {
+		out = append(out, h.Host)
+	}
+	return out
 }
 
 // hostsOf lists the distinct hosts of a placement.
@@ -420,7 +438,7 @@ func (d *Daemon) dispatch(ctx context.Context) {
 				d.setWaiting(j, "no free host in pool "+jt.Name)
 				break
 			}
-			pl, err := d.planner.Plan(ctx, j.spec, free, selection.Options{Master: -1})
+			pl, err := d.plan(ctx, j, free)
 			if err != nil {
 				d.log.Error().Err(err).Str("job", j.id).Msg("plan")
 				misses++
@@ -767,9 +785,9 @@ func (d *Daemon) jobsOnLostHostsLocked() []*jobRT {
 		if j.cancel == nil || j.stopping || j.data.Placement == nil {
 			continue
 		}
-		for _, h := range hostsOf(j.data.Placement) {
-			if rt := d.hosts[h.Host]; rt != nil && !rt.reachable {
-				j.lostHost = h.Host
+		for _, h := range j.hostNames() {
+			if rt := d.hosts[h]; rt != nil && !rt.reachable {
+				j.lostHost = h
 				out = append(out, j)
 				break
 			}

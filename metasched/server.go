@@ -98,6 +98,20 @@ func (d *Daemon) Handler() http.Handler {
 		}
 		writeJSON(w, http.StatusOK, d.Switches(active))
 	})
+	api.HandleFunc("POST /v1/switches", func(w http.ResponseWriter, r *http.Request) {
+		body, err := readBody(w, r)
+		if err != nil {
+			replyErr(w, err)
+			return
+		}
+		var sr SwitchRequest
+		if err := strictJSON(body, &sr); err != nil {
+			replyErr(w, err)
+			return
+		}
+		sv, err := d.RequestSwitch(r.Context(), sr.From, sr.To)
+		reply(w, http.StatusAccepted, sv, err)
+	})
 	api.HandleFunc("GET /v1/policy", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, d.Policy())
 	})
@@ -255,7 +269,7 @@ func reply(w http.ResponseWriter, status int, v any, err error) {
 func replyErr(w http.ResponseWriter, err error) {
 	var re *RequestError
 	if errors.As(err, &re) {
-		writeError(w, re.Status, APIError{Error: re.Error(), Code: re.Code, Fields: re.Fields})
+		writeError(w, re.Status, APIError{Error: re.Msg, Code: re.Code, Fields: re.Fields})
 		return
 	}
 	status, code := http.StatusInternalServerError, CodeInternal
@@ -293,8 +307,9 @@ func (d *Daemon) DryRun(ctx context.Context, body []byte) (PlanResult, error) {
 	}
 	d.mu.Lock()
 	free := d.freeLocked(j.Type, j.VM)
+	running := d.runningJobsLocked(d.now())
 	d.mu.Unlock()
-	pl, err := d.planner.Plan(ctx, j, free, selection.Options{Master: -1})
+	pl, _, err := d.planner.PlanLoaded(ctx, j, free, running, selection.Options{Master: -1})
 	if err != nil {
 		return PlanResult{}, err
 	}

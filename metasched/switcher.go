@@ -340,6 +340,41 @@ func (d *Daemon) startSwitch(ctx context.Context, from, to string) co.SwitchID {
 	return id
 }
 
+// RequestSwitch starts a switch of one host from pool from to pool to on
+// an operator's request, whatever the policy says. The source pool must
+// keep min_pool_hosts.
+func (d *Daemon) RequestSwitch(ctx context.Context, from, to string) (SwitchView, error) {
+	var fields []FieldError
+	for _, p := range [][2]string{{"from", from}, {"to", to}} {
+		if _, _, ok := d.jobType(p[1]); !ok {
+			fields = append(fields, FieldError{Field: p[0], Problem: fmt.Sprintf("no pool %q", p[1])})
+		}
+	}
+	if from == to && len(fields) == 0 {
+		fields = append(fields, FieldError{Field: "to", Problem: "must differ from from"})
+	}
+	if len(fields) > 0 {
+		return SwitchView{}, &RequestError{Status: 400, Code: CodeInvalid, Msg: "invalid switch", Fields: fields}
+	}
+	d.mu.Lock()
+	in := d.policyInputsLocked(d.now())
+	d.mu.Unlock()
+	_, i, _ := d.jobType(from)
+	if n := in.Pools[i].Servers; n <= d.cfg.MinPoolHosts {
+		return SwitchView{}, &RequestError{Status: 409, Code: CodeConflict,
+			Msg: fmt.Sprintf("pool %s has %d hosts: it keeps min_pool_hosts = %d", from, n, d.cfg.MinPoolHosts)}
+	}
+	id := d.startSwitch(ctx, from, to)
+	d.log.Info().Str("switch", string(id)).Str("from", from).Str("to", to).Msg("switch requested by an operator")
+	return SwitchView{ID: string(id), From: from, To: to, Phase: string(co.PhaseReleasing), Started: d.now()}, nil
+}
+
+// SwitchRequest is the body of POST /v1/switches.
+type SwitchRequest struct {
+	From string `json:"from"`
+	To   string `json:"to"`
+}
+
 // restoreSwitches rebuilds the coordinator from the journal (New), and
 // keeps what was in flight for resumeSwitches (Run). The final notification
 // of a switch is carried out again only if no later switch took the same

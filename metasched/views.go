@@ -3,7 +3,6 @@ package metasched
 import (
 	"slices"
 
-	"github.com/metasched/metasched/gramvm"
 	hp "github.com/metasched/metasched/hypervisorproxy"
 	co "github.com/metasched/metasched/metasched/coordinator"
 	"github.com/metasched/metasched/metasched/store"
@@ -122,13 +121,13 @@ func (d *Daemon) Switches(active bool) []SwitchView {
 }
 
 // Tuning lists the bandwidth tuning decisions, newest first.
-func (d *Daemon) Tuning() []gramvm.TuningDecision {
+func (d *Daemon) Tuning() []TuningRecord {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	out := slices.Clone(d.tuning)
 	slices.Reverse(out)
 	if out == nil {
-		out = []gramvm.TuningDecision{}
+		out = []TuningRecord{}
 	}
 	return out
 }

@@ -1,0 +1,256 @@
+package metasched
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/metasched/metasched/gramvm"
+	hp "github.com/metasched/metasched/hypervisorproxy"
+	"github.com/metasched/metasched/metasched/store"
+	"github.com/metasched/metasched/selection"
+)
+
+// Bandwidth tuning (Bertogna et al., 004 §3.2): when a queued job's plan is
+// held back by a link that running jobs load, or by hosts that a running job
+// of its type holds, gramvm evaluates consolidating that job's VMs (two per
+// host, live migration through the agents) or shrinking their vCPUs (where
+// the hypervisor can unplug them), and the daemon carries out the best one
+// only when the predicted gain for the new job exceeds the predicted loss
+// plus the migration time. Every evaluated candidate is logged and kept for
+// GET /v1/tuning with its numbers. Migrations in flight are capped per host
+// and per cluster LAN (Options.MaxMigrationsPerHost, MaxMigrationsPerLink).
+// The emulated executor does not slow the consolidated job down: the loss
+// is a prediction only.
+
+// TuningRecord is one evaluated tuning candidate and what became of it.
+type TuningRecord struct {
+	Seq int `json:"seq"`
+	gramvm.TuningDecision
+	At time.Time `json:"at"`
+	// Outcome: "rejected", "not chosen", "carried out", or "failed: ...".
+	Outcome string `json:"outcome"`
+}
+
+// tuneEvery is how often a waiting job's tuning is evaluated again.
+const tuneEvery = 10 * time.Second
+
+// maxTuning bounds the kept tuning records.
+const maxTuning = 200
+
+// runningJobsLocked lists the running jobs for gramvm: their plans, the VMs
+// where they are now, and the tasks left (from the elapsed share of the
+// predicted run time).
+func (d *Daemon) runningJobsLocked(now time.Time) []gramvm.RunningJob {
+	var out []gramvm.RunningJob
+	for _, j := range d.jobs {
+		if j.state != store.Running || j.data.Placement == nil {
+			continue
+		}
+		left := float64(j.spec.Tasks)
+		if p := j.data.Predicted; p > 0 && !j.data.Started.IsZero() {
+			left *= max(0, 1-now.Sub(j.data.Started).Seconds()/p)
+		}
+		rj := gramvm.RunningJob{ID: j.id, Job: j.spec, Placement: *j.data.Placement, RemainingTasks: left}
+		for _, v := range j.data.VMs {
+			rj.VMs = append(rj.VMs, gramvm.TunableVM{Name: v.Name, Site: v.Site, Host: v.Host,
+				VCPUs: j.spec.VM.VCPUs, MemoryMiB: j.spec.VM.MemoryMiB})
+		}
+		out = append(out, rj)
+	}
+	slices.SortFunc(out, func(a, b gramvm.RunningJob) int { return cmpString(a.ID, b.ID) })
+	return out
+}
+
+func cmpString(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// plan plans a queued job on the free hosts of its pool with the links as
+// the running jobs leave them, and evaluates bandwidth tuning for it when
+// something holds it back.
+func (d *Daemon) plan(ctx context.Context, j *jobRT, free map[string][]string) (gramvm.Placement, error) {
+	now := d.now()
+	d.mu.Lock()
+	running := d.runningJobsLocked(now)
+	tune := len(running) > 0 && now.Sub(j.lastTune) >= tuneEvery && d.tuningActive == 0
+	if tune {
+		j.lastTune = now
+	}
+	d.mu.Unlock()
+	pl, _, err := d.planner.PlanLoaded(ctx, j.spec, free, running, selection.Options{Master: -1})
+	if err != nil || !tune || !heldBack(&pl) {
+		return pl, err
+	}
+	d.tune(ctx, j, free, running)
+	return pl, nil
+}
+
+// heldBack reports whether a plan is limited by a link or by free hosts.
+func heldBack(pl *gramvm.Placement) bool {
+	for _, c := range pl.Plan.Clusters {
+		switch c.Limit {
+		case selection.LimitUplink, selection.LimitPath, selection.LimitMasterShare, selection.LimitFree:
+			return true
+		}
+	}
+	return len(pl.Plan.Excluded) > 0
+}
+
+// tune evaluates the candidates for job j and carries out the chosen one.
+func (d *Daemon) tune(ctx context.Context, j *jobRT, free map[string][]string, running []gramvm.RunningJob) {
+	d.mu.Lock()
+	var invs []hp.Inventory
+	bySite := map[string]int{}
+	for _, name := range d.order {
+		h := d.hosts[name]
+		if !h.reachable {
+			continue
+		}
+		i, ok := bySite[h.rec.Site]
+		if !ok {
+			i = len(invs)
+			bySite[h.rec.Site] = i
+			invs = append(invs, hp.Inventory{Site: h.rec.Site})
+		}
+		invs[i].Hosts = append(invs[i].Hosts, h.inv)
+	}
+	inFlight := map[string]int{}
+	for k, v := range d.migrating {
+		inFlight[k] = v
+	}
+	d.mu.Unlock()
+	decs, err := d.planner.Tune(ctx, j.spec, free, gramvm.HostCapacities(invs), running, gramvm.TuneOptions{
+		MaxPerHost: d.opt.MaxMigrationsPerHost, MaxPerLink: d.opt.MaxMigrationsPerLink, InFlight: inFlight,
+		CanShrink: func(s string) bool {
+			st := d.site(s)
+			return st != nil && st.canShrink
+		}})
+	if err != nil {
+		d.log.Warn().Err(err).Str("job", j.id).Msg("bandwidth tuning")
+		return
+	}
+	now := d.now()
+	for i, dec := range decs {
+		rec := TuningRecord{TuningDecision: dec, At: now, Outcome: "rejected"}
+		if dec.Accepted {
+			rec.Outcome = "not chosen"
+			if i == 0 {
+				rec.Outcome = "carrying out"
+			}
+		}
+		d.log.Info().Str("job", j.id).Str("target", dec.Target).Str("action", dec.Action).Str("cluster", dec.Cluster).
+			Float64("gain_s", dec.GainSeconds).Float64("loss_s", dec.LossSeconds).Float64("migration_s", dec.MigrationSeconds).
+			Bool("accepted", dec.Accepted).Str("reason", dec.Reason).Msg("bandwidth tuning evaluated")
+		d.mu.Lock()
+		d.tuneSeq++
+		rec.Seq = d.tuneSeq
+		d.tuning = append(d.tuning, rec)
+		if len(d.tuning) > maxTuning {
+			d.tuning = slices.Delete(d.tuning, 0, len(d.tuning)-maxTuning)
+		}
+		if i == 0 && dec.Accepted {
+			d.tuningActive++
+			for _, m := range dec.Moves {
+				d.migrating[m.From]++
+				d.migrating[m.To]++
+				d.migrating[gramvm.LANKey(m.Site)]++
+			}
+			seq := rec.Seq
+			d.mu.Unlock()
+			d.goJob(func() { d.carryOut(ctx, dec, seq) })
+			continue
+		}
+		d.mu.Unlock()
+	}
+}
+
+// carryOut migrates or resizes the VMs of an accepted tuning decision.
+func (d *Daemon) carryOut(ctx context.Context, dec gramvm.TuningDecision, seq int) {
+	var errs []string
+	for _, m := range dec.Moves {
+		s := d.site(m.Site)
+		var err error
+		var mig hp.Migration
+		if s == nil {
+			err = fmt.Errorf("no agent for site %s", m.Site)
+		} else {
+			mig, err = s.agent.MigrateVM(ctx, m.VM, hp.MigrateRequest{Host: m.To})
+		}
+		d.mu.Lock()
+		d.migrating[m.From]--
+		d.migrating[m.To]--
+		d.migrating[gramvm.LANKey(m.Site)]--
+		if err == nil {
+			d.movedLocked(dec.Target, m.VM, m.To)
+		}
+		d.mu.Unlock()
+		if err != nil {
+			errs = append(errs, fmt.Sprintf("%s: %v", m.VM, err))
+			d.log.Warn().Err(err).Str("vm", m.VM).Str("from", m.From).Str("to", m.To).Msg("tuning migration failed")
+			continue
+		}
+		d.log.Info().Str("job", dec.Target).Str("vm", m.VM).Str("from", m.From).Str("to", m.To).Bool("live", mig.Live).
+			Float64("seconds", mig.Seconds).Msg("vm migrated to free bandwidth")
+	}
+	for _, sh := range dec.Shrinks {
+		s := d.site(sh.Site)
+		var err error
+		if s == nil {
+			err = fmt.Errorf("no agent for site %s", sh.Site)
+		} else {
+			_, err = s.agent.ResizeVM(ctx, sh.VM, hp.Resize{VCPUs: sh.VCPUs})
+		}
+		if err != nil {
+			errs = append(errs, fmt.Sprintf("%s: %v", sh.VM, err))
+			d.log.Warn().Err(err).Str("vm", sh.VM).Msg("tuning resize failed")
+			continue
+		}
+		d.log.Info().Str("job", dec.Target).Str("vm", sh.VM).Int("vcpus", sh.VCPUs).Msg("vm shrunk to free capacity")
+	}
+	d.mu.Lock()
+	for k, v := range d.migrating {
+		if v <= 0 {
+			delete(d.migrating, k)
+		}
+	}
+	d.tuningActive--
+	outcome := "carried out"
+	if len(errs) > 0 {
+		outcome = "failed: " + strings.Join(errs, "; ")
+	}
+	for i := range d.tuning {
+		if d.tuning[i].Seq == seq {
+			d.tuning[i].Outcome = outcome
+		}
+	}
+	d.mu.Unlock()
+	d.kick()
+}
+
+// movedLocked records that a job's VM now lives on another host.
+func (d *Daemon) movedLocked(job, vm, host string) {
+	j := d.jobs[job]
+	if j == nil {
+		return
+	}
+	for i := range j.data.VMs {
+		if j.data.VMs[i].Name == vm {
+			j.data.VMs[i].Host = host
+		}
+	}
+	data := j.data
+	d.goJob(func() {
+		if _, err := d.st.SetJobData(context.Background(), job, mustJSON(data)); err != nil {
+			d.log.Error().Err(err).Str("job", job).Msg("cannot record a migrated vm")
+		}
+	})
+}

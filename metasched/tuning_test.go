@@ -1,0 +1,84 @@
+package metasched_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/metasched/metasched/graph"
+	"github.com/metasched/metasched/metasched"
+	"github.com/metasched/metasched/metasched/store"
+)
+
+// TestBandwidthTuning: a communication-heavy job runs on a cluster behind a
+// slow uplink and holds its hosts; a new job of the same type waits for
+// hosts. The daemon evaluates consolidating the running job's VMs, shows
+// every candidate with its numbers in the API, and carries out an accepted
+// one through the agents (two of the running job's VMs then share a host).
+func TestBandwidthTuning(t *testing.T) {
+	grid := &graph.Grid{
+		Clusters: []graph.Cluster{
+			{Name: "home", Machines: 2, Cores: 4, MemoryMiB: 8192, Perf: 1e9, LANMbps: 1000, UplinkMbps: 1000},
+			{Name: "far", Machines: 6, Cores: 4, MemoryMiB: 8192, Perf: 1e9, LANMbps: 1000, UplinkMbps: 10},
+		},
+		Links: []graph.Link{{Between: [2]string{"home", "far"}, Mbps: 1000}},
+	}
+	td := startDaemonGrid(t, grid, metasched.Options{}, func(c *metasched.Config) {
+		c.JobTypes = []metasched.JobType{{Name: "render", VCPUs: 2, MemoryMiB: 4096, HoldingCost: 1}}
+		c.Policy = metasched.PolicyConfig{Name: "none"}
+		c.Executor.TimeScale = 0.05
+		c.MinPoolHosts = 0
+	})
+	d, ctx := td.d, context.Background()
+	heavy, err := d.Submit(ctx, []byte("name: heavy\ntype: render\ntasks: 1000\ntask_ops: 4.0e9\ntask_bytes: 8.0e5\nvm: {vcpus: 2, memory_mib: 4096}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the heavy job running", 20*time.Second, func() bool {
+		j, _ := d.Job(ctx, heavy.ID)
+		return j.State == store.Running
+	})
+	if _, err := d.Submit(ctx, []byte("name: fresh\ntype: render\ntasks: 1200\ntask_ops: 1.0e9\ntask_bytes: 5.0e4\nvm: {vcpus: 2, memory_mib: 2048}\n")); err != nil {
+		t.Fatal(err)
+	}
+	var recs []metasched.TuningRecord
+	waitFor(t, "a tuning decision", 20*time.Second, func() bool {
+		recs = d.Tuning()
+		return len(recs) > 0
+	})
+	for _, r := range recs {
+		t.Logf("%s %s on %s: gain %.1fs loss %.1fs migration %.1fs accepted %v: %s (%s)", r.Action, r.Target, r.Cluster,
+			r.GainSeconds, r.LossSeconds, r.MigrationSeconds, r.Accepted, r.Outcome, r.Reason)
+		if r.Target != heavy.ID || r.Reason == "" || r.NewJobSecondsBefore <= 0 {
+			t.Errorf("record %+v: want the heavy job as target, a reason and the new job's times", r)
+		}
+		if r.Accepted != (r.GainSeconds > r.LossSeconds+r.MigrationSeconds) {
+			t.Errorf("accepted %v with gain %g, loss %g, migration %g", r.Accepted, r.GainSeconds, r.LossSeconds, r.MigrationSeconds)
+		}
+	}
+	if !recs[len(recs)-1].Accepted && !recs[0].Accepted {
+		return // nothing worth doing: shown, not done
+	}
+	waitFor(t, "the chosen decision carried out", 20*time.Second, func() bool {
+		for _, r := range d.Tuning() {
+			if r.Outcome == "carried out" {
+				return true
+			}
+		}
+		return false
+	})
+	// Two of the heavy job's VMs now share a host.
+	perHost := map[string]int{}
+	for _, vm := range d.VMs() {
+		if vm.Job == heavy.ID {
+			perHost[vm.Host]++
+		}
+	}
+	shared := false
+	for _, n := range perHost {
+		shared = shared || n >= 2
+	}
+	if !shared {
+		t.Errorf("after consolidation the heavy job's VMs are %v: want two on one host", perHost)
+	}
+}
