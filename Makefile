@@ -1,6 +1,9 @@
 # The two set-up commands of the README:
-#   make demo   builds metasched and runs the main job on the built-in defaults
+#   make demo   builds metasched and runs the main job on the built-in defaults:
+#               the daemon's demo (DEMO_FLAGS=--exit-after-demo to exit after
+#               its summary instead of serving until Ctrl-C)
 #   make test   runs every test
+# make papers runs the research tools on the bundled examples.
 # Go fetches the modules it needs from the module proxy on the first build;
 # both commands first install the Debian packages they need when missing
 # (libvirt for the agent, which links libvirt through cgo; libvirtd and QEMU
@@ -12,7 +15,9 @@ BIN := bin/metasched
 DEB_PACKAGES := pkg-config libvirt0 libvirt-dev libvirt-daemon libvirt-daemon-driver-qemu \
 	libvirt-clients qemu-system-x86 iproute2
 
-.PHONY: deps build demo test bench
+DEMO_FLAGS ?=
+
+.PHONY: deps build demo papers test bench
 
 deps:
 	@missing=$$(for p in $(DEB_PACKAGES); do \
@@ -28,6 +33,9 @@ build: deps
 	$(GO) build -o $(BIN) ./cmd/metasched
 
 demo: build
+	$(BIN) serve $(DEMO_FLAGS)
+
+papers: build
 	$(BIN) plan --job examples/job-render.yaml --grid examples/grid-paper.yaml
 	@echo
 	$(BIN) plan --job examples/job-render.yaml --grid examples/grid-paper.yaml --master latam-a

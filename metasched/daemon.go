@@ -50,6 +50,9 @@ type Options struct {
 	Logger zerolog.Logger
 	// Connect opens libvirt hosts for the in-process agents.
 	Connect Connector
+	// AgentLogger, when set, is the in-process agents' logger (they log
+	// every VM operation); nil means Logger.
+	AgentLogger *zerolog.Logger
 	// Version is reported by /healthz.
 	Version string
 	// Store tunes the database (tests may set NoSync).
@@ -178,7 +181,11 @@ func NewWithGrid(ctx context.Context, cfg *Config, grid *graph.Grid, opt Options
 	if d.token, err = d.st.Token(ctx); err != nil {
 		return nil, err
 	}
-	if d.sites, err = openSites(ctx, cfg, grid, opt.Connect, d.token, d.log); err != nil {
+	alog := d.log
+	if opt.AgentLogger != nil {
+		alog = *opt.AgentLogger
+	}
+	if d.sites, err = openSites(ctx, cfg, grid, opt.Connect, d.token, alog); err != nil {
 		return nil, err
 	}
 	d.exec = opt.Executor

@@ -43,7 +43,7 @@ func DemoConfig(dataDir, listen string) (*Config, *graph.Grid, error) {
 		// seconds, and with K = 5 the pool that was busy keeps its hosts
 		// until the new busy pool's queue is ten times longer.
 		Policy:      PolicyConfig{Name: "heuristic", K: 2},
-		Executor:    ExecutorConfig{Name: "emulated", TimeScale: 0.01},
+		Executor:    ExecutorConfig{Name: "emulated", TimeScale: 0.006},
 		SwitchDelay: time.Second, OnAgentLoss: "requeue", MinPoolHosts: DefaultMinHosts,
 	}, g, nil
 }

@@ -552,6 +552,8 @@ func (d *Daemon) start(ctx context.Context, j *jobRT, pl gramvm.Placement) {
 			d.abandon(j, err)
 			return
 		}
+		d.log.Info().Str("job", j.id).Str("name", j.spec.Name).Str("type", j.typ).Str("master", pl.Plan.Master).
+			Str("clusters", clusterList(&pl)).Int("vms", len(data.VMs)).Float64("predicted_s", data.Predicted).Msg("job planned")
 		d.run(jctx, j, false)
 	})
 }
@@ -624,6 +626,7 @@ func (d *Daemon) run(ctx context.Context, j *jobRT, resumed bool) {
 			return
 		}
 		d.setState(j, store.Running)
+		log.Info().Int("vms", len(data.VMs)).Msg("job running: its VMs are up")
 		d.kick() // the reservation is now in the inventory
 	} else {
 		d.mu.Lock()

@@ -122,7 +122,7 @@ func serveCmd(ctx context.Context, e *env, f serveFlags, changed func(string) bo
 	// The agents log every VM operation; the daemon says what matters.
 	agentLog := log.Level(max(log.GetLevel(), zerolog.WarnLevel))
 	d, err := metasched.NewWithGrid(ctx, cfg, grid, metasched.Options{Logger: log, Connect: virt.Connector(agentLog),
-		Version: version()})
+		AgentLogger: &agentLog, Version: version()})
 	if err != nil {
 		return err
 	}
