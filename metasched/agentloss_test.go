@@ -1,0 +1,167 @@
+package metasched_test
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/metasched/metasched/graph"
+	hp "github.com/metasched/metasched/hypervisorproxy"
+	"github.com/metasched/metasched/hypervisorproxy/virt"
+	"github.com/metasched/metasched/metasched"
+	"github.com/metasched/metasched/metasched/store"
+)
+
+// remoteAgent is a site agent served over HTTP, as `metasched agent` runs
+// it, which a test can stop and start again on the same address.
+type remoteAgent struct {
+	t      *testing.T
+	site   hp.Site
+	grid   *graph.Grid
+	token  string
+	addr   string
+	cancel func()
+	done   chan error
+	agent  *hp.Agent
+}
+
+func (r *remoteAgent) start() {
+	r.t.Helper()
+	ln, err := net.Listen("tcp", r.addr)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.addr = ln.Addr().String()
+	log := zerolog.New(&bytes.Buffer{})
+	site := r.site
+	a, err := hp.New(context.Background(), hp.Config{Site: &site, Token: r.token, Grid: r.grid, Connect: virt.Connector(log), Logger: log})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r.agent, r.cancel, r.done = a, cancel, make(chan error, 1)
+	go func() { r.done <- a.Serve(ctx, ln) }()
+}
+
+func (r *remoteAgent) stop() {
+	if r.cancel == nil {
+		return
+	}
+	r.cancel()
+	<-r.done
+	r.agent.Close()
+	r.cancel = nil
+}
+
+// TestAgentLoss runs the daemon with three remote agents. When the agent of
+// the site that holds the render pool stops answering, its hosts leave the
+// plans and the pools, and the render jobs running there go back to the
+// queue (on_agent_loss: requeue) or fail (fail); when it answers again the
+// requeued jobs run to the end and no VM is left anywhere.
+func TestAgentLoss(t *testing.T) {
+	for _, mode := range []string{"requeue", "fail"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			_, grid, err := metasched.DemoConfig(dir, "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			pools := map[string]string{"latam-a": "etl", "latam-b": "sim", "spain": "render"}
+			agents := map[string]*remoteAgent{}
+			var acfg []metasched.AgentConfig
+			for _, c := range grid.Clusters {
+				tok := "token-" + c.Name
+				tf := filepath.Join(dir, c.Name+".token")
+				if err := os.WriteFile(tf, []byte(tok+"\n"), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				r := &remoteAgent{t: t, grid: grid, token: tok, addr: "127.0.0.1:0",
+					site: hp.Site{Site: c.Name, Pool: pools[c.Name], DataDir: filepath.Join(dir, "agent-"+c.Name),
+						MigrationPorts: [2]int{49152, 49215}, MigrationProgressTimeout: hp.DefaultProgressTimeout}}
+				r.start()
+				t.Cleanup(r.stop)
+				agents[c.Name] = r
+				acfg = append(acfg, metasched.AgentConfig{Site: c.Name, Address: "http://" + r.addr, TokenFile: tf})
+			}
+			td := startDaemonGrid(t, grid, metasched.Options{}, func(c *metasched.Config) {
+				c.Agents = acfg
+				c.Policy = metasched.PolicyConfig{Name: "none"}
+				c.Executor.TimeScale = 0.02
+				c.OnAgentLoss = mode
+			})
+			d, ctx := td.d, context.Background()
+			var ids []string
+			for _, name := range []string{"r1", "r2"} {
+				j, err := d.Submit(ctx, []byte("name: "+name+"\ntype: render\ntasks: 40\ntask_ops: 1.0e11\ntask_bytes: 1.0e5\n"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				ids = append(ids, j.ID)
+			}
+			waitFor(t, "the render jobs running", 20*time.Second, func() bool {
+				for _, id := range ids {
+					if j, _ := d.Job(ctx, id); j.State != store.Running {
+						return false
+					}
+				}
+				return true
+			})
+			agents["spain"].stop()
+			want := store.Queued
+			if mode == "fail" {
+				want = store.Failed
+			}
+			waitFor(t, "the jobs "+string(want), 20*time.Second, func() bool {
+				for _, id := range ids {
+					j, _ := d.Job(ctx, id)
+					if j.State != want || !strings.Contains(j.Reason, "unreachable") && !strings.Contains(j.Reason, "waiting") {
+						return false
+					}
+				}
+				return true
+			})
+			for _, h := range d.Hosts() {
+				if h.Site == "spain" && h.State != metasched.HostUnreachable {
+					t.Errorf("host %s is %s, want unreachable", h.Name, h.State)
+				}
+			}
+			for _, p := range d.Pools() {
+				if p.Name == "render" && len(p.Hosts) != 0 {
+					t.Errorf("render pool still has hosts %v", p.Hosts)
+				}
+			}
+			// The agent answers again: its hosts come back, requeued jobs
+			// run, and the VMs of the interrupted attempts are destroyed.
+			agents["spain"].start()
+			waitFor(t, "the spain hosts back", 20*time.Second, func() bool {
+				for _, p := range d.Pools() {
+					if p.Name == "render" {
+						return len(p.Hosts) == 8
+					}
+				}
+				return false
+			})
+			final := store.Done
+			if mode == "fail" {
+				final = store.Failed
+			}
+			waitFor(t, "every job "+string(final), 60*time.Second, func() bool {
+				for _, id := range ids {
+					if j, _ := d.Job(ctx, id); j.State != final {
+						return false
+					}
+				}
+				return true
+			})
+			waitFor(t, "no VM left", 20*time.Second, func() bool { return len(d.VMs()) == 0 })
+		})
+	}
+}
