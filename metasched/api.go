@@ -15,7 +15,7 @@ import (
 //
 //	GET    /healthz                    no auth: Health
 //	POST   /v1/jobs                    a job file (YAML or JSON) → 201 Job
-//	GET    /v1/jobs                    ?state=S[,S]&type=T&after=ID&limit=N → JobList
+//	GET    /v1/jobs                    ?state=S[,S]&type=T&after=ID&limit=N → JobList (pages of DefaultPageSize)
 //	GET    /v1/jobs/{id}               Job
 //	POST   /v1/jobs/{id}/cancel        → Job
 //	GET    /v1/jobs/{id}/logs          the job's output, text/plain
@@ -34,6 +34,13 @@ import (
 
 // MaxBodyBytes bounds a request body.
 const MaxBodyBytes = 1 << 20
+
+// Pages of GET /v1/jobs: limit 0 (or none) gives DefaultPageSize jobs; a
+// larger limit than MaxPageSize is refused.
+const (
+	DefaultPageSize = 500
+	MaxPageSize     = 5000
+)
 
 // APIError is the body of every error answer. Fields lists, for a rejected
 // request body, each field and what is wrong with it.

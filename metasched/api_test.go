@@ -300,9 +300,10 @@ func TestAPISubmitRejected(t *testing.T) {
 }
 
 // A job goes through its lifecycle as the API shows it; cancel and
-// unknown jobs answer as documented.
+// unknown jobs answer as documented. No switch interrupts it (the policy
+// none; TestAPILoneJobRunsOnce has the demo's policy).
 func TestAPIJobLifecycle(t *testing.T) {
-	td := startDaemon(t, metasched.Options{}, nil)
+	td := startDaemon(t, metasched.Options{}, func(c *metasched.Config) { c.Policy = metasched.PolicyConfig{Name: "none"} })
 	ctx := context.Background()
 	c := apiClient(td)
 
@@ -345,7 +346,11 @@ func TestAPIJobLifecycle(t *testing.T) {
 	want := []step{{"", store.Queued}, {store.Queued, store.Planned}, {store.Planned, store.Provisioning},
 		{store.Provisioning, store.Running}, {store.Running, store.Done}}
 	if diff := cmp.Diff(want, steps); diff != "" {
-		t.Errorf("transitions (-want +got):\n%s", diff)
+		var b strings.Builder
+		for _, tr := range done.Transitions {
+			fmt.Fprintf(&b, "  %s %s→%s: %s\n", tr.At.Format("15:04:05.000"), tr.From, tr.To, tr.Reason)
+		}
+		t.Errorf("transitions (-want +got):\n%s%s", diff, b.String())
 	}
 	if done.Placement == nil || !done.Placement.Plan.Feasible || len(done.VMs) == 0 || done.PredictedSeconds <= 0 ||
 		done.ActualSeconds <= 0 || done.Attempts != 1 || done.Reason != done.Transitions[len(done.Transitions)-1].Reason {
@@ -652,6 +657,7 @@ func TestAPIPlanAndClear(t *testing.T) {
 		{"unknown field", "spain-0", `{"pool":"sim","colour":"red"}`, 400, metasched.CodeInvalid, []string{"colour"}},
 		{"wrong type", "spain-0", `{"pool":3}`, 400, metasched.CodeInvalid, []string{"pool"}},
 		{"not json", "spain-0", `pool: sim`, 400, metasched.CodeInvalid, nil},
+		{"too large", "spain-0", `{"pool":"` + strings.Repeat("x", metasched.MaxBodyBytes) + `"}`, 413, metasched.CodeTooLarge, nil},
 	} {
 		a := apiAuthed(t, td, "POST", "/v1/hosts/"+tc.host+"/clear", "application/json", []byte(tc.body))
 		if a.status != tc.status {
@@ -799,5 +805,76 @@ func TestAPIWrongMethod(t *testing.T) {
 				t.Errorf("%s %s: Allow %q, want %s in it", rq.method, rq.path, allow, m)
 			}
 		}
+	}
+}
+
+// GET /v1/jobs without a limit answers one page of the daemon's page size,
+// with next when more jobs follow (client.JobsQuery and `metasched jobs
+// --limit`: "0: the daemon's page size"); the client reads at most 64 MiB
+// of an answer, and a done job takes about 5 kB of it.
+func TestAPIJobListDefaultPage(t *testing.T) {
+	td := startDaemon(t, metasched.Options{}, nil)
+	ctx := context.Background()
+	const n = 5000
+	spec := json.RawMessage(`{"name":"stored","type":"sim","tasks":20,"task_ops":1e10,"task_bytes":0,"efficiency":0.9,"vm":{"vcpus":1,"memory_mib":1024}}`)
+	errs := make(chan error, n)
+	for range 50 {
+		go func() {
+			for range n / 50 {
+				_, err := td.d.Store().SubmitJob(ctx, "sim", spec, "stored")
+				errs <- err
+			}
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Now()
+	a := apiAuthed(t, td, "GET", "/v1/jobs", "", nil)
+	took := time.Since(start)
+	var l metasched.JobList
+	if err := json.Unmarshal(a.body, &l); a.status != http.StatusOK || err != nil {
+		t.Fatalf("GET /v1/jobs: %d, %v", a.status, err)
+	}
+	if len(l.Jobs) >= n || l.Next == "" {
+		t.Errorf("GET /v1/jobs with %d jobs and no limit: %d jobs (%d bytes, %s), next %q; want a page of them and next",
+			n, len(l.Jobs), len(a.body), took.Round(time.Millisecond), l.Next)
+		return
+	}
+	seen := len(l.Jobs)
+	for l.Next != "" && seen < 2*n {
+		l = apiGet[metasched.JobList](t, td, "/v1/jobs?after="+l.Next)
+		seen += len(l.Jobs)
+	}
+	if seen != n {
+		t.Errorf("the pages hold %d jobs, want %d", seen, n)
+	}
+}
+
+// A lone short job on an idle grid runs once: the policy does not switch
+// hosts out of the only pool with work (and so requeue its running job)
+// toward pools with no job and no arrival.
+func TestAPILoneJobRunsOnce(t *testing.T) {
+	td := startDaemon(t, metasched.Options{}, func(c *metasched.Config) { c.Executor.TimeScale = 0.006 })
+	c := apiClient(td)
+	ctx := context.Background()
+	j, err := c.Submit(ctx, []byte(apiSimJob))
+	if err != nil {
+		t.Fatal(err)
+	}
+	j = apiWaitState(t, c, j.ID, store.Done, time.Minute)
+	for _, sw := range td.d.Switches(false) {
+		if sw.From == "sim" {
+			t.Errorf("switch %s %s→%s of host %s (%s) while the grid's only job ran in pool sim", sw.ID, sw.From, sw.To, sw.Host, sw.Phase)
+		}
+	}
+	if j.Attempts != 1 {
+		var b strings.Builder
+		for _, tr := range j.Transitions {
+			fmt.Fprintf(&b, "  %s→%s: %s\n", tr.From, tr.To, tr.Reason)
+		}
+		t.Errorf("the job ran %d times:\n%s", j.Attempts, b.String())
 	}
 }

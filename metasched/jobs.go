@@ -418,6 +418,16 @@ func (d *Daemon) dispatch(ctx context.Context) {
 	d.refresh(ctx)
 	for _, jt := range d.types {
 		d.mu.Lock()
+		if !d.anyRoomLocked(jt.Name) {
+			// Nothing can start: skip sorting a long queue.
+			for _, j := range d.jobs {
+				if j.typ == jt.Name && j.state == store.Queued {
+					j.waiting = "no free host in pool " + jt.Name
+				}
+			}
+			d.mu.Unlock()
+			continue
+		}
 		var queue []*jobRT
 		for _, j := range d.jobs {
 			if j.typ == jt.Name && j.state == store.Queued {
@@ -455,6 +465,22 @@ func (d *Daemon) dispatch(ctx context.Context) {
 			d.start(ctx, j, pl)
 		}
 	}
+}
+
+// anyRoomLocked reports whether some host serving the pool has a free vCPU
+// and some memory left, before what is promised to jobs being provisioned.
+func (d *Daemon) anyRoomLocked(pool string) bool {
+	for _, name := range d.order {
+		h := d.hosts[name]
+		if !h.serving() || h.rec.Pool != pool || h.inv.State != hp.HostReady {
+			continue
+		}
+		r := d.reserved[name]
+		if h.inv.FreeVCPUs-r.vcpus >= 1 && h.inv.FreeMemoryMiB-r.mem >= 1 {
+			return true
+		}
+	}
+	return false
 }
 
 func (d *Daemon) setWaiting(j *jobRT, why string) {

@@ -17,6 +17,13 @@ import (
 	"github.com/metasched/metasched/selection"
 )
 
+// routes lists the API's routes ("METHOD PATTERN"), as registered below.
+var routes = []string{
+	"POST /v1/jobs", "GET /v1/jobs", "GET /v1/jobs/{id}", "POST /v1/jobs/{id}/cancel", "GET /v1/jobs/{id}/logs",
+	"POST /v1/plan", "GET /v1/pools", "GET /v1/hosts", "POST /v1/hosts/{name}/clear", "GET /v1/vms",
+	"GET /v1/switches", "POST /v1/switches", "GET /v1/policy", "GET /v1/links", "GET /v1/tuning",
+}
+
 // Handler returns the daemon's HTTP API (see api.go for the routes).
 func (d *Daemon) Handler() http.Handler {
 	mux := http.NewServeMux()
@@ -121,7 +128,23 @@ func (d *Daemon) Handler() http.Handler {
 	api.HandleFunc("GET /v1/tuning", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, d.Tuning())
 	})
+	// A known path with another method is 405 with Allow; anything else 404.
+	paths := http.NewServeMux()
+	allow := map[string][]string{}
+	for _, rt := range routes {
+		method, pattern, _ := strings.Cut(rt, " ")
+		if _, ok := allow[pattern]; !ok {
+			paths.HandleFunc(pattern, func(http.ResponseWriter, *http.Request) {})
+		}
+		allow[pattern] = append(allow[pattern], method)
+	}
 	api.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if _, pattern := paths.Handler(r); pattern != "" {
+			w.Header().Set("Allow", strings.Join(allow[pattern], ", "))
+			writeError(w, http.StatusMethodNotAllowed, APIError{Code: CodeMethod,
+				Error: fmt.Sprintf("%s %s: method not allowed (%s)", r.Method, r.URL.Path, strings.Join(allow[pattern], ", "))})
+			return
+		}
 		writeError(w, http.StatusNotFound, APIError{Code: CodeUnknownRoute, Error: fmt.Sprintf("no route %s %s", r.Method, r.URL.Path)})
 	})
 	mux.Handle("/", d.auth(api))
@@ -245,12 +268,17 @@ func jobFilter(r *http.Request) (store.JobFilter, error) {
 		f.States = append(f.States, st)
 	}
 	f.Type, f.After = q.Get("type"), q.Get("after")
+	f.Limit = DefaultPageSize
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
+		switch {
+		case err != nil || n < 0:
 			fields = append(fields, FieldError{Field: "limit", Problem: fmt.Sprintf("must be a whole number >= 0, not %q", v)})
+		case n > MaxPageSize:
+			fields = append(fields, FieldError{Field: "limit", Problem: fmt.Sprintf("must be at most %d, not %d", MaxPageSize, n)})
+		case n > 0:
+			f.Limit = n
 		}
-		f.Limit = n
 	}
 	if len(fields) > 0 {
 		return f, &RequestError{Status: 400, Code: CodeInvalid, Msg: "invalid query", Fields: fields}

@@ -39,6 +39,9 @@ type Heuristic struct {
 	// x_b − y_a with one term per pool.
 	uniform bool
 	invZeta float64
+	// clip: each pool's term, an expected queue length when the switch
+	// completes, is taken as at least 0 (Clipped).
+	clip bool
 }
 
 // heuristicPool holds one pool's constants. H(a,b) splits into a term of
@@ -123,6 +126,25 @@ func NewHeuristic(m *Model, k float64) (*Heuristic, error) {
 // K returns the constant K.
 func (h *Heuristic) K() float64 { return h.k }
 
+// Clipped returns the heuristic with each pool's term clipped at 0:
+//
+//	H(a,b) = c_b max(0, j_b + (λ_b − µ_b min(k_b, j_b))/ζ_ab)
+//	       − K c_a max(0, j_a + (λ_a − µ_a min(k_a−1, j_a))/ζ_ab).
+//
+// Each bracket is the expected queue of a pool when the switch completes,
+// which cannot be negative. The papers' formula lets a pool that serves
+// faster than it receives show a negative queue, so that taking a server
+// away from it looks like a gain: with service rates fast against ζ (in a
+// live system whose jobs take seconds and whose switches take longer) the
+// papers' rule then switches servers away from busy pools with nothing
+// waiting. The daemon uses the clipped rule; the simulator and the papers'
+// experiments use the papers' formula.
+func (h *Heuristic) Clipped() *Heuristic {
+	c := *h
+	c.clip = true
+	return &c
+}
+
 // Decide returns the switch with the largest positive H(a,b), or NoAction.
 // The state must have the model's number of pools.
 func (h *Heuristic) Decide(s State) Action {
@@ -143,6 +165,9 @@ func (h *Heuristic) Decide(s State) Action {
 		fj := float64(j)
 		xi := p.c*fj + (p.cl-p.cmu*float64(min(k, j)))*h.invZeta
 		yi := p.kc*fj + (p.kcl-p.kcmu*float64(min(k-1, j)))*h.invZeta
+		if h.clip {
+			xi, yi = max(xi, 0), max(yi, 0)
+		}
 		if k <= 0 {
 			yi = math.Inf(1)
 		}
@@ -203,8 +228,12 @@ func (h *Heuristic) decideGeneral(s State) Action {
 		if ka := s.Servers[p.from]; ka > 0 {
 			a, b := &h.pools[p.from], &h.pools[p.to]
 			ja, jb, kb := s.Jobs[p.from], s.Jobs[p.to], s.Servers[p.to]
-			v = b.c*float64(jb) - a.kc*float64(ja) +
-				((b.cl-b.cmu*float64(min(kb, jb)))-(a.kcl-a.kcmu*float64(min(ka-1, ja))))*p.invZeta
+			x := b.c*float64(jb) + (b.cl-b.cmu*float64(min(kb, jb)))*p.invZeta
+			y := a.kc*float64(ja) + (a.kcl-a.kcmu*float64(min(ka-1, ja)))*p.invZeta
+			if h.clip {
+				x, y = max(x, 0), max(y, 0)
+			}
+			v = x - y
 		}
 		hv = append(hv, v)
 		best = max(best, v)

@@ -409,3 +409,49 @@ func TestHeuristicMatchesReference(t *testing.T) {
 		}
 	}
 }
+
+// TestHeuristicClipped: a pool that serves faster than it receives has a
+// negative term in the papers' formula, so taking its server looks like a
+// gain; clipped, each pool's expected queue is at least 0 and nothing
+// moves. With a real queue the clipped rule still switches.
+func TestHeuristicClipped(t *testing.T) {
+	m := &Model{Servers: 4, QueueLimit: 10, Discount: 0.95, UniformizationMode: UniformizationAuto,
+		Pools: []Pool{
+			{Name: "a", ArrivalRate: 0, ServiceRate: 1, HoldingCost: 1},
+			{Name: "b", ArrivalRate: 0, ServiceRate: 1, HoldingCost: 1},
+		},
+		SwitchRates: PairMatrix(2, 0.8), SwitchCosts: PairMatrix(2, 0), BlockingAuto: true}
+	if err := m.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	h, err := NewHeuristic(m, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// j = (1, 0), k = (3, 1): a's term is 1 + (0 − 1·min(2, 1))/0.8 = −0.25.
+	s := State{Jobs: []int{1, 0}, Servers: []int{3, 1}, Transit: [][]int{{0, 0}, {0, 0}}}
+	if got := h.Decide(s); got != ActionOf(0, 1) {
+		t.Fatalf("papers' formula: %v, want the switch a→b its negative term asks for", got)
+	}
+	if got := h.Clipped().Decide(s); got != NoAction {
+		t.Fatalf("clipped: %v, want no switch", got)
+	}
+	// b has a queue of 3 with one server: 3 + (0 − 1)/0.8 = 1.75 > 0.
+	s.Jobs = []int{0, 3}
+	if got := h.Clipped().Decide(s); got != ActionOf(0, 1) {
+		t.Fatalf("clipped with a queue at b: %v, want a→b", got)
+	}
+	// Different switch rates take the general path: the same answers.
+	m.SwitchRates = [][]float64{{0, 0.8}, {0.5, 0}}
+	g, err := NewHeuristic(m, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Jobs = []int{1, 0}
+	if got := g.Decide(s); got != ActionOf(0, 1) {
+		t.Fatalf("general path, papers' formula: %v, want a→b", got)
+	}
+	if got := g.Clipped().Decide(s); got != NoAction {
+		t.Fatalf("general path, clipped: %v, want no switch", got)
+	}
+}

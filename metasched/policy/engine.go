@@ -391,7 +391,10 @@ func (e *Engine) heuristic(m *switching.Model, k int, note string) (choice, erro
 	if err != nil {
 		return choice{}, fmt.Errorf("heuristic: %w", err)
 	}
-	return choice{name: heuristicName(k), p: h, note: note}, nil
+	// The live system's µ (per busy host-second) is fast against ζ, where
+	// the papers' unclipped terms would take hosts from busy pools with
+	// nothing waiting (switching.Heuristic.Clipped).
+	return choice{name: heuristicName(k), p: h.Clipped(), note: note}, nil
 }
 
 // staticPolicy returns the static or best-static policy, its target

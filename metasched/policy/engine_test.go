@@ -193,10 +193,11 @@ func TestHeuristicDecidesLikeSwitching(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := switching.NewHeuristic(m, 3)
+	h0, err := switching.NewHeuristic(m, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
+	h := h0.Clipped()
 	if n := sameAsPolicy(t, e, h, "heuristic K=3", all); n == 0 {
 		t.Fatal("the heuristic never switched: the test states are too tame")
 	}
@@ -311,10 +312,11 @@ func TestSolveInBackground(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := switching.NewHeuristic(m, DefaultK)
+	h0, err := switching.NewHeuristic(m, DefaultK)
 	if err != nil {
 		t.Fatal(err)
 	}
+	h := h0.Clipped()
 	// While the solve is held, every decision is the heuristic's, and one
 	// solve only was started.
 	sameAsPolicy(t, e, h, "heuristic K=5", all)
