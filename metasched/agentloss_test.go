@@ -98,6 +98,23 @@ func TestAgentLoss(t *testing.T) {
 				c.OnAgentLoss = mode
 			})
 			d, ctx := td.d, context.Background()
+			// The agents' probes measure every link between them, and
+			// plans say they use the measured bandwidths.
+			waitFor(t, "every link measured", 20*time.Second, func() bool {
+				for _, l := range d.Links() {
+					if l.Samples == 0 {
+						return false
+					}
+				}
+				return true
+			})
+			pr, err := d.DryRun(ctx, []byte("name: probe\ntype: render\ntasks: 40\ntask_ops: 1.0e11\ntask_bytes: 1.0e5\n"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(pr.Explanation, "measured") || len(pr.Placement.Measured) != len(grid.Links) {
+				t.Errorf("plan explanation %q, measured %v: want the measured links", pr.Explanation, pr.Placement.Measured)
+			}
 			var ids []string
 			for _, name := range []string{"r1", "r2"} {
 				j, err := d.Submit(ctx, []byte("name: "+name+"\ntype: render\ntasks: 40\ntask_ops: 1.0e11\ntask_bytes: 1.0e5\n"))

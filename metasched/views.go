@@ -1,6 +1,7 @@
 package metasched
 
 import (
+	"github.com/metasched/metasched/gramvm"
 	"slices"
 
 	hp "github.com/metasched/metasched/hypervisorproxy"
@@ -131,3 +132,6 @@ func (d *Daemon) Tuning() []TuningRecord {
 	}
 	return out
 }
+
+// Links reports every link of the grid with its measurements.
+func (d *Daemon) Links() []gramvm.Link { return d.planner.Links() }
