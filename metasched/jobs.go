@@ -448,10 +448,14 @@ func (d *Daemon) dispatch(ctx context.Context) {
 				d.setWaiting(j, "no free host in pool "+jt.Name)
 				break
 			}
-			pl, err := d.plan(ctx, j, free)
+			pl, tuning, err := d.plan(ctx, j, free)
 			if err != nil {
 				d.log.Error().Err(err).Str("job", j.id).Msg("plan")
 				misses++
+				continue
+			}
+			if tuning {
+				d.setWaiting(j, "bandwidth tuning is freeing capacity for it (GET /v1/tuning)")
 				continue
 			}
 			if !pl.Plan.Feasible {

@@ -76,8 +76,10 @@ func cmpString(a, b string) int {
 
 // plan plans a queued job on the free hosts of its pool with the links as
 // the running jobs leave them, and evaluates bandwidth tuning for it when
-// something holds it back.
-func (d *Daemon) plan(ctx context.Context, j *jobRT, free map[string][]string) (gramvm.Placement, error) {
+// something holds it back. tuning is true when an accepted tuning decision
+// is being carried out for the job: it then waits for it, to be planned
+// again on what the tuning frees.
+func (d *Daemon) plan(ctx context.Context, j *jobRT, free map[string][]string) (pl gramvm.Placement, tuning bool, err error) {
 	now := d.now()
 	d.mu.Lock()
 	running := d.runningJobsLocked(now)
@@ -86,12 +88,11 @@ func (d *Daemon) plan(ctx context.Context, j *jobRT, free map[string][]string) (
 		j.lastTune = now
 	}
 	d.mu.Unlock()
-	pl, _, err := d.planner.PlanLoaded(ctx, j.spec, free, running, selection.Options{Master: -1})
+	pl, _, err = d.planner.PlanLoaded(ctx, j.spec, free, running, selection.Options{Master: -1})
 	if err != nil || !tune || !heldBack(&pl) {
-		return pl, err
+		return pl, false, err
 	}
-	d.tune(ctx, j, free, running)
-	return pl, nil
+	return pl, d.tune(ctx, j, free, running), nil
 }
 
 // heldBack reports whether a plan is limited by a link or by free hosts.
@@ -105,8 +106,9 @@ func heldBack(pl *gramvm.Placement) bool {
 	return len(pl.Plan.Excluded) > 0
 }
 
-// tune evaluates the candidates for job j and carries out the chosen one.
-func (d *Daemon) tune(ctx context.Context, j *jobRT, free map[string][]string, running []gramvm.RunningJob) {
+// tune evaluates the candidates for job j and starts carrying out the
+// chosen one; it reports whether it did.
+func (d *Daemon) tune(ctx context.Context, j *jobRT, free map[string][]string, running []gramvm.RunningJob) bool {
 	d.mu.Lock()
 	var invs []hp.Inventory
 	bySite := map[string]int{}
@@ -136,9 +138,10 @@ func (d *Daemon) tune(ctx context.Context, j *jobRT, free map[string][]string, r
 		}})
 	if err != nil {
 		d.log.Warn().Err(err).Str("job", j.id).Msg("bandwidth tuning")
-		return
+		return false
 	}
 	now := d.now()
+	started := false
 	for i, dec := range decs {
 		rec := TuningRecord{TuningDecision: dec, At: now, Outcome: "rejected"}
 		if dec.Accepted {
@@ -167,10 +170,12 @@ func (d *Daemon) tune(ctx context.Context, j *jobRT, free map[string][]string, r
 			seq := rec.Seq
 			d.mu.Unlock()
 			d.goJob(func() { d.carryOut(ctx, dec, seq) })
+			started = true
 			continue
 		}
 		d.mu.Unlock()
 	}
+	return started
 }
 
 // carryOut migrates or resizes the VMs of an accepted tuning decision.

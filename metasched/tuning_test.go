@@ -82,3 +82,86 @@ func TestBandwidthTuning(t *testing.T) {
 		t.Errorf("after consolidation the heavy job's VMs are %v: want two on one host", perHost)
 	}
 }
+
+// TestBandwidthTuningShrink: a communication-heavy job with VMs as large as
+// their hosts runs on a cluster behind a slow uplink; a new job fits only
+// a small side cluster. Halving the running job's vCPUs costs it almost
+// nothing (its rate is bound by the uplink) and lets the new job's VMs onto
+// its hosts: the daemon carries the shrink out through the agent (the test
+// driver can unplug vCPUs), and the VMs are smaller afterwards.
+func TestBandwidthTuningShrink(t *testing.T) {
+	grid := &graph.Grid{
+		Clusters: []graph.Cluster{
+			{Name: "home", Machines: 2, Cores: 4, MemoryMiB: 8192, Perf: 1e9, LANMbps: 1000, UplinkMbps: 1000},
+			{Name: "far", Machines: 6, Cores: 4, MemoryMiB: 8192, Perf: 1e9, LANMbps: 1000, UplinkMbps: 10},
+			{Name: "side", Machines: 2, Cores: 2, MemoryMiB: 4096, Perf: 1e9, LANMbps: 1000, UplinkMbps: 1000},
+		},
+		Links: []graph.Link{{Between: [2]string{"home", "far"}, Mbps: 1000}, {Between: [2]string{"home", "side"}, Mbps: 1000}},
+	}
+	td := startDaemonGrid(t, grid, metasched.Options{}, func(c *metasched.Config) {
+		c.JobTypes = []metasched.JobType{{Name: "render", VCPUs: 2, MemoryMiB: 2048, HoldingCost: 1}}
+		c.Policy = metasched.PolicyConfig{Name: "none"}
+		c.Executor.TimeScale = 0.05
+		c.MinPoolHosts = 0
+	})
+	d, ctx := td.d, context.Background()
+	heavy, err := d.Submit(ctx, []byte("name: heavy\ntype: render\ntasks: 1000\ntask_ops: 4.0e9\ntask_bytes: 8.0e5\nvm: {vcpus: 4, memory_mib: 4096}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the heavy job running", 20*time.Second, func() bool {
+		j, _ := d.Job(ctx, heavy.ID)
+		return j.State == store.Running
+	})
+	if _, err := d.Submit(ctx, []byte("name: fresh\ntype: render\ntasks: 1200\ntask_ops: 1.0e9\ntask_bytes: 1.0e3\nvm: {vcpus: 2, memory_mib: 2048}\n")); err != nil {
+		t.Fatal(err)
+	}
+	var recs []metasched.TuningRecord
+	waitFor(t, "a tuning decision", 20*time.Second, func() bool {
+		recs = d.Tuning()
+		return len(recs) > 0
+	})
+	var chosen metasched.TuningRecord
+	for _, r := range recs {
+		t.Logf("%s %s on %s: gain %.1fs loss %.1fs migration %.1fs accepted %v: %s (%s)", r.Action, r.Target, r.Cluster,
+			r.GainSeconds, r.LossSeconds, r.MigrationSeconds, r.Accepted, r.Outcome, r.Reason)
+		if r.Accepted != (r.GainSeconds > r.LossSeconds+r.MigrationSeconds) {
+			t.Errorf("accepted %v with gain %g, loss %g, migration %g", r.Accepted, r.GainSeconds, r.LossSeconds, r.MigrationSeconds)
+		}
+		if r.Outcome == "carrying out" || r.Outcome == "carried out" {
+			chosen = r
+		}
+	}
+	if chosen.Action != "shrink" || len(chosen.Shrinks) == 0 {
+		t.Fatalf("no shrink chosen: %+v", chosen)
+	}
+	waitFor(t, "the shrink carried out and seen by the inventory", 20*time.Second, func() bool {
+		done := false
+		for _, r := range d.Tuning() {
+			done = done || (r.Seq == chosen.Seq && r.Outcome == "carried out")
+		}
+		if !done {
+			return false
+		}
+		small := 0
+		for _, vm := range d.VMs() {
+			for _, sh := range chosen.Shrinks {
+				if vm.Name == sh.VM && vm.VCPUs == sh.VCPUs {
+					small++
+				}
+			}
+		}
+		return small == len(chosen.Shrinks)
+	})
+	// The new job now runs, with VMs on the hosts the shrink made room on.
+	waitFor(t, "the new job running on a freed host", 20*time.Second, func() bool {
+		for _, vm := range d.VMs() {
+			for _, sh := range chosen.Shrinks {
+				if vm.Job != heavy.ID && vm.Host == sh.Host {
+					return true
+				}
+			}
+		}
+		return false
+	})
+}
