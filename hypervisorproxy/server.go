@@ -1,14 +1,14 @@
 package hypervisorproxy
 
 import (
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
-	"time"
+
+	"github.com/metasched/metasched/internal/httpx"
 )
 
 // Handler returns the agent's HTTP API. Every route but /healthz needs
@@ -29,7 +29,7 @@ import (
 func (a *Agent) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"site": a.site.Site})
+		httpx.WriteJSON(w, http.StatusOK, map[string]string{"site": a.site.Site})
 	})
 	api := http.NewServeMux()
 	api.HandleFunc("GET /v1/inventory", func(w http.ResponseWriter, r *http.Request) {
@@ -66,8 +66,10 @@ func (a *Agent) Handler() http.Handler {
 	api.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no route %s %s", r.Method, r.URL.Path))
 	})
-	mux.Handle("/", a.auth(api))
-	return a.logRequests(mux)
+	mux.Handle("/", httpx.Bearer(a.token, func(w http.ResponseWriter, msg string) {
+		writeError(w, http.StatusUnauthorized, "unauthorized", msg)
+	}, api))
+	return httpx.LogRequests(a.log, mux)
 }
 
 // withBody makes a handler that decodes a strict JSON body of type T, calls
@@ -81,47 +83,6 @@ func withBody[T, R any](status int, f func(r *http.Request, in T) (R, error)) ht
 		out, err := f(r, in)
 		reply(w, status, out, err)
 	}
-}
-
-// auth checks the bearer token.
-func (a *Agent) auth(next http.Handler) http.Handler {
-	want := []byte("Bearer " + a.token)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got := r.Header.Get("Authorization")
-		switch {
-		case got == "":
-			writeError(w, http.StatusUnauthorized, "unauthorized", "missing bearer token (Authorization: Bearer TOKEN)")
-			return
-		case subtle.ConstantTimeCompare([]byte(got), want) != 1:
-			writeError(w, http.StatusUnauthorized, "unauthorized", "wrong bearer token")
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (s *statusWriter) WriteHeader(code int) {
-	s.status = code
-	s.ResponseWriter.WriteHeader(code)
-}
-
-func (a *Agent) logRequests(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
-		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
-		next.ServeHTTP(sw, r)
-		ev := a.log.Debug()
-		if sw.status >= 400 {
-			ev = a.log.Info()
-		}
-		ev.Str("method", r.Method).Str("path", r.URL.Path).Int("status", sw.status).
-			Float64("duration_ms", float64(time.Since(start).Microseconds())/1000).Msg("request")
-	})
 }
 
 // maxBody bounds JSON request bodies.
@@ -168,19 +129,11 @@ func reply(w http.ResponseWriter, status int, v any, err error) {
 		w.WriteHeader(status)
 		return
 	}
-	writeJSON(w, status, v)
+	httpx.WriteJSON(w, status, v)
 }
 
 func writeError(w http.ResponseWriter, status int, code, msg string) {
-	writeJSON(w, status, APIError{Error: msg, Code: code})
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	enc.Encode(v)
+	httpx.WriteJSON(w, status, APIError{Error: msg, Code: code})
 }
 
 // DecodeError turns an agent's error response (status and body) into a

@@ -2,7 +2,6 @@ package metasched
 
 import (
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/metasched/metasched/gramvm"
+	"github.com/metasched/metasched/internal/httpx"
 	"github.com/metasched/metasched/metasched/store"
 	"github.com/metasched/metasched/selection"
 )
@@ -28,7 +28,7 @@ var routes = []string{
 func (d *Daemon) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, Health{Status: "ok", Version: d.opt.Version, Since: d.started})
+		httpx.WriteJSON(w, http.StatusOK, Health{Status: "ok", Version: d.opt.Version, Since: d.started})
 	})
 	api := http.NewServeMux()
 	api.HandleFunc("POST /v1/jobs", d.withJobBody(func(r *http.Request, body []byte) (any, int, error) {
@@ -69,10 +69,10 @@ func (d *Daemon) Handler() http.Handler {
 		return p, http.StatusOK, err
 	}))
 	api.HandleFunc("GET /v1/pools", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, d.Pools())
+		httpx.WriteJSON(w, http.StatusOK, d.Pools())
 	})
 	api.HandleFunc("GET /v1/hosts", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, d.Hosts())
+		httpx.WriteJSON(w, http.StatusOK, d.Hosts())
 	})
 	api.HandleFunc("POST /v1/hosts/{name}/clear", func(w http.ResponseWriter, r *http.Request) {
 		body, err := readBody(w, r)
@@ -91,7 +91,7 @@ func (d *Daemon) Handler() http.Handler {
 		reply(w, http.StatusOK, h, err)
 	})
 	api.HandleFunc("GET /v1/vms", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, d.VMs())
+		httpx.WriteJSON(w, http.StatusOK, d.VMs())
 	})
 	api.HandleFunc("GET /v1/switches", func(w http.ResponseWriter, r *http.Request) {
 		active := false
@@ -103,7 +103,7 @@ func (d *Daemon) Handler() http.Handler {
 			}
 			active = b
 		}
-		writeJSON(w, http.StatusOK, d.Switches(active))
+		httpx.WriteJSON(w, http.StatusOK, d.Switches(active))
 	})
 	api.HandleFunc("POST /v1/switches", func(w http.ResponseWriter, r *http.Request) {
 		body, err := readBody(w, r)
@@ -120,13 +120,13 @@ func (d *Daemon) Handler() http.Handler {
 		reply(w, http.StatusAccepted, sv, err)
 	})
 	api.HandleFunc("GET /v1/policy", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, d.Policy())
+		httpx.WriteJSON(w, http.StatusOK, d.Policy())
 	})
 	api.HandleFunc("GET /v1/links", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, d.planner.Links())
+		httpx.WriteJSON(w, http.StatusOK, d.planner.Links())
 	})
 	api.HandleFunc("GET /v1/tuning", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, d.Tuning())
+		httpx.WriteJSON(w, http.StatusOK, d.Tuning())
 	})
 	// A known path with another method is 405 with Allow; anything else 404.
 	paths := http.NewServeMux()
@@ -147,49 +147,10 @@ func (d *Daemon) Handler() http.Handler {
 		}
 		writeError(w, http.StatusNotFound, APIError{Code: CodeUnknownRoute, Error: fmt.Sprintf("no route %s %s", r.Method, r.URL.Path)})
 	})
-	mux.Handle("/", d.auth(api))
-	return d.logRequests(mux)
-}
-
-// auth checks the bearer token.
-func (d *Daemon) auth(next http.Handler) http.Handler {
-	want := []byte("Bearer " + d.token)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got := r.Header.Get("Authorization")
-		switch {
-		case got == "":
-			writeError(w, http.StatusUnauthorized, APIError{Code: CodeUnauthorized, Error: "missing bearer token (Authorization: Bearer TOKEN)"})
-			return
-		case subtle.ConstantTimeCompare([]byte(got), want) != 1:
-			writeError(w, http.StatusUnauthorized, APIError{Code: CodeUnauthorized, Error: "wrong bearer token"})
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (s *statusWriter) WriteHeader(code int) {
-	s.status = code
-	s.ResponseWriter.WriteHeader(code)
-}
-
-func (d *Daemon) logRequests(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
-		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
-		next.ServeHTTP(sw, r)
-		ev := d.log.Debug()
-		if sw.status >= 400 {
-			ev = d.log.Info()
-		}
-		ev.Str("method", r.Method).Str("path", r.URL.Path).Int("status", sw.status).
-			Dur("took", time.Since(start)).Msg("api")
-	})
+	mux.Handle("/", httpx.Bearer(d.token, func(w http.ResponseWriter, msg string) {
+		writeError(w, http.StatusUnauthorized, APIError{Code: CodeUnauthorized, Error: msg})
+	}, api))
+	return httpx.LogRequests(d.log, mux)
 }
 
 // withJobBody reads a size-limited job file body and calls f.
@@ -291,7 +252,7 @@ func reply(w http.ResponseWriter, status int, v any, err error) {
 		replyErr(w, err)
 		return
 	}
-	writeJSON(w, status, v)
+	httpx.WriteJSON(w, status, v)
 }
 
 func replyErr(w http.ResponseWriter, err error) {
@@ -313,18 +274,7 @@ func replyErr(w http.ResponseWriter, err error) {
 }
 
 func writeError(w http.ResponseWriter, status int, e APIError) {
-	writeJSON(w, status, e)
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	if v == nil || status == http.StatusNoContent {
-		return
-	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	_ = enc.Encode(v)
+	httpx.WriteJSON(w, status, e)
 }
 
 // DryRun plans a job on the live grid without changing anything.

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -79,6 +81,29 @@ func daemonURL(s string) (string, error) {
 // answers.
 func outputFlag(cmd *cobra.Command, p *string) {
 	cmd.Flags().StringVar(p, "output", "table", "table or json (json: the daemon's answer as the API gives it, indented)")
+}
+
+// callDaemon makes one call to the daemon and prints its answer: the API's
+// JSON with --output json, else table. file names the job file the call
+// sends, for the errors.
+func callDaemon[T any](ctx context.Context, e *env, d *daemonFlags, output, file string,
+	call func(context.Context, *client.Client) (T, error), table func(io.Writer, T)) error {
+	if err := checkOutput(output); err != nil {
+		return err
+	}
+	c, err := d.client()
+	if err != nil {
+		return err
+	}
+	v, err := call(ctx, c)
+	if err != nil {
+		return daemonError(c, err, file)
+	}
+	if output == "json" {
+		return writeJSON(e.stdout, v)
+	}
+	table(e.stdout, v)
+	return nil
 }
 
 // daemonError says what went wrong with a call to the daemon. A request

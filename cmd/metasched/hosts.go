@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -8,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/metasched/metasched/metasched"
+	"github.com/metasched/metasched/metasched/client"
 )
 
 func newHostsCmd(e *env) *cobra.Command {
@@ -28,22 +30,8 @@ daemon uses it again only once an operator has checked it and run
 "metasched hosts clear NAME".`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkOutput(output); err != nil {
-				return err
-			}
-			c, err := d.client()
-			if err != nil {
-				return err
-			}
-			hosts, err := c.Hosts(cmd.Context())
-			if err != nil {
-				return daemonError(c, err, "")
-			}
-			if output == "json" {
-				return writeJSON(e.stdout, hosts)
-			}
-			printHosts(e.stdout, hosts)
-			return nil
+			return callDaemon(cmd.Context(), e, &d, output, "",
+				func(ctx context.Context, c *client.Client) ([]metasched.HostView, error) { return c.Hosts(ctx) }, printHosts)
 		},
 	}
 	d.register(cmd)
@@ -91,22 +79,12 @@ from. It prints the host's new pool and state, or with --output json the
 host. A host that is not stranded cannot be cleared (exit code 1).`,
 		Args: exactArgs(1, "one host name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(output); err != nil {
-				return err
-			}
-			c, err := d.client()
-			if err != nil {
-				return err
-			}
-			h, err := c.ClearHost(cmd.Context(), args[0], pool)
-			if err != nil {
-				return daemonError(c, err, "")
-			}
-			if output == "json" {
-				return writeJSON(e.stdout, h)
-			}
-			fmt.Fprintf(e.stdout, "%s: %s in pool %s\n", h.Name, h.State, dash(h.Pool))
-			return nil
+			return callDaemon(cmd.Context(), e, &d, output, "",
+				func(ctx context.Context, c *client.Client) (metasched.HostView, error) {
+					return c.ClearHost(ctx, args[0], pool)
+				}, func(w io.Writer, h metasched.HostView) {
+					fmt.Fprintf(w, "%s: %s in pool %s\n", h.Name, h.State, dash(h.Pool))
+				})
 		},
 	}
 	d.register(cmd)

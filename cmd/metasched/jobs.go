@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -61,31 +62,24 @@ line, and exit code 2. Follow the job with "metasched status ID" and read its
 output with "metasched logs ID".`,
 		Args: exactArgs(1, "one job file"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(output); err != nil {
-				return err
-			}
-			c, err := d.client()
-			if err != nil {
-				return err
-			}
-			body, err := readJobFile("", args[0])
-			if err != nil {
-				return err
-			}
-			job, err := c.Submit(cmd.Context(), body)
-			if err != nil {
-				return daemonError(c, err, args[0])
-			}
-			if output == "json" {
-				return writeJSON(e.stdout, job)
-			}
-			fmt.Fprintf(e.stdout, "%s %s\n", job.ID, job.State)
-			return nil
+			return callDaemon(cmd.Context(), e, &d, output, args[0],
+				func(ctx context.Context, c *client.Client) (metasched.Job, error) {
+					body, err := readJobFile("", args[0])
+					if err != nil {
+						return metasched.Job{}, err
+					}
+					return c.Submit(ctx, body)
+				}, printJobState)
 		},
 	}
 	d.register(cmd)
 	outputFlag(cmd, &output)
 	return cmd
+}
+
+// printJobState writes "ID state".
+func printJobState(w io.Writer, j metasched.Job) {
+	fmt.Fprintf(w, "%s %s\n", j.ID, j.State)
 }
 
 // parseStates reads --state: job states separated by commas.
@@ -138,19 +132,8 @@ follow, the last line gives the --after of the next page.`,
 				return usagef("--limit: must be 0 (the daemon's page size) or more, got %d", q.Limit)
 			}
 			q.States, q.After = states, after
-			c, err := d.client()
-			if err != nil {
-				return err
-			}
-			list, err := c.Jobs(cmd.Context(), q)
-			if err != nil {
-				return daemonError(c, err, "")
-			}
-			if output == "json" {
-				return writeJSON(e.stdout, list)
-			}
-			printJobs(e.stdout, list)
-			return nil
+			return callDaemon(cmd.Context(), e, &d, output, "",
+				func(ctx context.Context, c *client.Client) (metasched.JobList, error) { return c.Jobs(ctx, q) }, printJobs)
 		},
 	}
 	d.register(cmd)
@@ -204,40 +187,20 @@ with the switches in flight.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(output); err != nil {
-				return err
-			}
-			c, err := d.client()
-			if err != nil {
-				return err
-			}
-			ctx := cmd.Context()
 			if len(args) == 1 {
-				job, err := c.Job(ctx, args[0])
-				if err != nil {
-					return daemonError(c, err, "")
+				return callDaemon(cmd.Context(), e, &d, output, "",
+					func(ctx context.Context, c *client.Client) (metasched.Job, error) { return c.Job(ctx, args[0]) }, printJob)
+			}
+			return callDaemon(cmd.Context(), e, &d, output, "", func(ctx context.Context, c *client.Client) (s daemonStatus, err error) {
+				if s.Pools, err = c.Pools(ctx); err != nil {
+					return s, err
 				}
-				if output == "json" {
-					return writeJSON(e.stdout, job)
+				if s.Policy, err = c.Policy(ctx); err != nil {
+					return s, err
 				}
-				printJob(e.stdout, job)
-				return nil
-			}
-			var s daemonStatus
-			if s.Pools, err = c.Pools(ctx); err != nil {
-				return daemonError(c, err, "")
-			}
-			if s.Policy, err = c.Policy(ctx); err != nil {
-				return daemonError(c, err, "")
-			}
-			if s.Switches, err = c.Switches(ctx, true); err != nil {
-				return daemonError(c, err, "")
-			}
-			if output == "json" {
-				return writeJSON(e.stdout, s)
-			}
-			s.print(e.stdout)
-			return nil
+				s.Switches, err = c.Switches(ctx, true)
+				return s, err
+			}, func(w io.Writer, s daemonStatus) { s.print(w) })
 		},
 	}
 	d.register(cmd)
@@ -334,22 +297,8 @@ cancel left it in, or with --output json the job. A job that has already
 ended cannot be cancelled (exit code 1).`,
 		Args: exactArgs(1, "one job ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(output); err != nil {
-				return err
-			}
-			c, err := d.client()
-			if err != nil {
-				return err
-			}
-			job, err := c.Cancel(cmd.Context(), args[0])
-			if err != nil {
-				return daemonError(c, err, "")
-			}
-			if output == "json" {
-				return writeJSON(e.stdout, job)
-			}
-			fmt.Fprintf(e.stdout, "%s %s\n", job.ID, job.State)
-			return nil
+			return callDaemon(cmd.Context(), e, &d, output, "",
+				func(ctx context.Context, c *client.Client) (metasched.Job, error) { return c.Cancel(ctx, args[0]) }, printJobState)
 		},
 	}
 	d.register(cmd)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/metasched/metasched/metasched"
+	"github.com/metasched/metasched/metasched/client"
 )
 
 // The commands about the daemon's pools: pools, switches, and status
@@ -30,22 +32,8 @@ rate µ (completions per busy host-second) that the switching policy uses. An
 estimate marked * is a prior: too few events have been seen yet.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkOutput(output); err != nil {
-				return err
-			}
-			c, err := d.client()
-			if err != nil {
-				return err
-			}
-			pools, err := c.Pools(cmd.Context())
-			if err != nil {
-				return daemonError(c, err, "")
-			}
-			if output == "json" {
-				return writeJSON(e.stdout, pools)
-			}
-			printPools(e.stdout, pools)
-			return nil
+			return callDaemon(cmd.Context(), e, &d, output, "",
+				func(ctx context.Context, c *client.Client) ([]metasched.Pool, error) { return c.Pools(ctx) }, printPools)
 		},
 	}
 	d.register(cmd)
@@ -126,22 +114,11 @@ host leaves and joins, the host, the phase of the two-phase protocol
 destination, commit), how long it has taken, and why it failed if it did.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkOutput(output); err != nil {
-				return err
-			}
-			c, err := d.client()
-			if err != nil {
-				return err
-			}
-			sw, err := c.Switches(cmd.Context(), !all)
-			if err != nil {
-				return daemonError(c, err, "")
-			}
-			if output == "json" {
-				return writeJSON(e.stdout, sw)
-			}
-			printSwitches(e.stdout, sw)
-			return nil
+			return callDaemon(cmd.Context(), e, &d, output, "",
+				func(ctx context.Context, c *client.Client) ([]metasched.SwitchView, error) {
+					return c.Switches(ctx, !all)
+				},
+				printSwitches)
 		},
 	}
 	d.register(cmd)
