@@ -44,10 +44,14 @@ type hostRT struct {
 // usage is capacity promised to VMs not yet in the inventory.
 type usage struct{ vcpus, mem int }
 
-// serving reports whether h counts as a server of its pool (k_i).
+// serving reports whether h counts as a server of its pool (k_i): in a
+// pool, reachable and ready, not held by a switch, not stranded.
 func (h *hostRT) serving() bool {
-	return h.reachable && h.held == "" && !h.rec.Stranded && h.rec.Pool != ""
+	return h.reachable && h.inv.State == hp.HostReady && h.held == "" && !h.rec.Stranded && h.rec.Pool != ""
 }
+
+// serves reports whether h is a server of pool.
+func (h *hostRT) serves(pool string) bool { return h.serving() && h.rec.Pool == pool }
 
 // restoreHosts reads the recorded pools and the agents' inventories. A host
 // the daemon has never seen joins the pool its agent labels it with, or,
@@ -245,7 +249,7 @@ func (d *Daemon) freeLocked(pool string, vm selection.VM) map[string][]string {
 	bySite := map[string][]hp.Host{}
 	for _, name := range d.order {
 		h := d.hosts[name]
-		if !h.serving() || h.rec.Pool != pool || h.inv.State != hp.HostReady {
+		if !h.serves(pool) {
 			continue
 		}
 		hi := h.inv

@@ -334,7 +334,7 @@ func (d *Daemon) resumeJobs(ctx context.Context) {
 	d.mu.Unlock()
 	slices.SortFunc(todo, func(a, b *jobRT) int { return strings.Compare(a.id, b.id) })
 	for _, j := range todo {
-		if j.state == store.Running && d.exec.Name() == "emulated" && d.vmsExist(ctx, j) {
+		if j.state == store.Running && d.exec.Name() == "emulated" && d.vmsExist(j) {
 			jctx, cancel := context.WithCancelCause(ctx)
 			d.mu.Lock()
 			j.cancel, j.done = cancel, make(chan struct{})
@@ -360,31 +360,17 @@ func (d *Daemon) resumeJobs(ctx context.Context) {
 	d.kick()
 }
 
-// vmsExist reports whether every VM of the job is on its host.
-func (d *Daemon) vmsExist(ctx context.Context, j *jobRT) bool {
+// vmsExist reports whether every VM of the job is on its host, by the
+// hosts' last inventory.
+func (d *Daemon) vmsExist(j *jobRT) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	if len(j.data.VMs) == 0 {
 		return false
 	}
 	for _, v := range j.data.VMs {
-		s := d.site(v.Site)
-		if s == nil {
-			return false
-		}
-		c, cancel := context.WithTimeout(ctx, 10*time.Second)
-		got, err := s.agent.Inventory(c)
-		cancel()
-		if err != nil {
-			return false
-		}
-		found := false
-		for _, h := range got.Hosts {
-			for _, vm := range h.VMs {
-				if vm.Name == v.Name && h.Name == v.Host {
-					found = true
-				}
-			}
-		}
-		if !found {
+		h := d.hosts[v.Host]
+		if h == nil || !slices.ContainsFunc(h.inv.VMs, func(vm hp.VM) bool { return vm.Name == v.Name }) {
 			return false
 		}
 	}
@@ -476,7 +462,7 @@ func (d *Daemon) dispatch(ctx context.Context) {
 func (d *Daemon) anyRoomLocked(pool string) bool {
 	for _, name := range d.order {
 		h := d.hosts[name]
-		if !h.serving() || h.rec.Pool != pool || h.inv.State != hp.HostReady {
+		if !h.serves(pool) {
 			continue
 		}
 		r := d.reserved[name]

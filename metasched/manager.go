@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	hp "github.com/metasched/metasched/hypervisorproxy"
 	"github.com/metasched/metasched/metasched/policy"
 )
 
@@ -98,7 +97,7 @@ func (d *Daemon) policyInputsLocked(now time.Time) policy.Inputs {
 	}
 	for _, name := range d.order {
 		h := d.hosts[name]
-		if i, ok := idx[h.rec.Pool]; ok && h.serving() && h.inv.State == hp.HostReady {
+		if i, ok := idx[h.rec.Pool]; ok && h.serving() {
 			in.Pools[i].Servers++
 		}
 	}

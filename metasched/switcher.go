@@ -59,7 +59,7 @@ func (d *Daemon) step(ctx context.Context, ev co.Event) {
 			return
 		}
 	}
-	acts, err := d.coord.Step(ev)
+	acts, err := d.stepLocked(ev)
 	d.mu.Unlock()
 	if err != nil {
 		lvl := d.log.Warn()
@@ -70,6 +70,35 @@ func (d *Daemon) step(ctx context.Context, ev co.Event) {
 		return
 	}
 	d.apply(ctx, acts)
+}
+
+// stepLocked steps the coordinator and makes the host view follow each
+// switch's new state at once, so that the API never shows a host as
+// switching under a final switch, nor serving while it is held. What must
+// last (a host's record) is written after the journal, by the actions.
+func (d *Daemon) stepLocked(ev co.Event) ([]co.Action, error) {
+	acts, err := d.coord.Step(ev)
+	for _, a := range acts {
+		p, ok := a.(co.Persist)
+		if !ok {
+			continue
+		}
+		sw := p.Record.Switch
+		h := d.hosts[sw.Host]
+		switch {
+		case h == nil:
+		case !sw.Phase.Final():
+			h.held = sw.ID
+		case sw.Phase == co.PhaseDone:
+			h.held, h.rec.Pool = "", sw.To
+		case sw.Phase == co.PhaseStranded && sw.ClearedTo == "":
+			h.held = ""
+			h.rec.Stranded, h.rec.Reason, h.rec.Switch = true, sw.Reason, string(sw.ID)
+		default: // cancelled or rolled back: the host never left its pool's record
+			h.held = ""
+		}
+	}
+	return acts, err
 }
 
 // apply carries out the coordinator's actions in order: journal records
@@ -111,6 +140,13 @@ func (d *Daemon) apply(ctx context.Context, acts []co.Action) {
 			d.goJob(func() { d.reconfigure(ctx, a.ID, a.Host, a.Pool, true) })
 		case co.AbortRelease:
 			d.mu.Lock()
+			if a.Host == "" {
+				// Ended before the release was on record: a host this
+				// daemon chose for it is held under its ID still.
+				if h := d.hosts[d.released[a.ID]]; h != nil && h.held == a.ID {
+					h.held = ""
+				}
+			}
 			delete(d.released, a.ID)
 			if h := d.hosts[a.Host]; h != nil {
 				h.rec.Pool = a.Pool
@@ -128,7 +164,6 @@ func (d *Daemon) apply(ctx context.Context, acts []co.Action) {
 			d.mu.Lock()
 			if h := d.hosts[a.Host]; h != nil {
 				h.rec.Stranded, h.rec.Reason, h.rec.Switch = true, a.Reason, string(a.ID)
-				h.held = ""
 				d.persistHost(ctx, h)
 			}
 			d.mu.Unlock()
@@ -152,9 +187,6 @@ func (d *Daemon) apply(ctx context.Context, acts []co.Action) {
 func (d *Daemon) recorded(ctx context.Context, sw co.Switch) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if h := d.hosts[sw.Host]; h != nil && !sw.Phase.Final() {
-		h.held = sw.ID
-	}
 	if t := d.timers[sw.ID]; t != nil {
 		t.Stop()
 		delete(d.timers, sw.ID)
@@ -163,7 +195,6 @@ func (d *Daemon) recorded(ctx context.Context, sw co.Switch) {
 	if sw.Phase.Final() {
 		if sw.Phase == co.PhaseDone {
 			if h := d.hosts[sw.Host]; h != nil {
-				h.rec.Pool, h.held = sw.To, ""
 				d.persistHost(ctx, h)
 			}
 			d.switchZ.observe(sw.Updated.Sub(sw.Started))
@@ -219,7 +250,7 @@ func (d *Daemon) prepareRelease(ctx context.Context, a co.PrepareRelease) {
 	var victims []*jobRT
 	for _, name := range d.order {
 		h := d.hosts[name]
-		if !h.serving() || h.rec.Pool != a.Pool || slices.Contains(a.Exclude, name) {
+		if !h.serves(a.Pool) || slices.Contains(a.Exclude, name) {
 			continue
 		}
 		var on []*jobRT
@@ -419,19 +450,18 @@ func (d *Daemon) restoreSwitches(ctx context.Context) error {
 		}
 	}
 	for _, a := range acts {
+		var host string // the host a final notification is about
+		var id co.SwitchID
 		switch a := a.(type) {
 		case co.AbortRelease:
-			if a.Host != "" && latest[a.Host] != a.ID {
-				continue
-			}
+			host, id = a.Host, a.ID
 		case co.MarkStranded:
-			if latest[a.Host] != a.ID {
-				continue
-			}
+			host, id = a.Host, a.ID
 		case co.Rejoin:
-			if latest[a.Host] != a.ID {
-				continue
-			}
+			host, id = a.Host, a.ID
+		}
+		if host != "" && latest[host] != id {
+			continue
 		}
 		d.restoreActs = append(d.restoreActs, a)
 	}
@@ -494,7 +524,7 @@ func (d *Daemon) ClearHost(ctx context.Context, name, pool string) (HostView, er
 			Msg: fmt.Sprintf("host %s is still stranded: its agent cannot configure it for pool %s: %v", name, target, err)}
 	}
 	d.mu.Lock()
-	acts, err := d.coord.Step(co.Cleared{Host: name, Pool: target, At: d.now()})
+	acts, err := d.stepLocked(co.Cleared{Host: name, Pool: target, At: d.now()})
 	d.mu.Unlock()
 	if err != nil {
 		return HostView{}, &RequestError{Status: 409, Code: CodeConflict, Msg: err.Error()}

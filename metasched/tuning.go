@@ -60,18 +60,8 @@ func (d *Daemon) runningJobsLocked(now time.Time) []gramvm.RunningJob {
 		}
 		out = append(out, rj)
 	}
-	slices.SortFunc(out, func(a, b gramvm.RunningJob) int { return cmpString(a.ID, b.ID) })
+	slices.SortFunc(out, func(a, b gramvm.RunningJob) int { return strings.Compare(a.ID, b.ID) })
 	return out
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // plan plans a queued job on the free hosts of its pool with the links as
