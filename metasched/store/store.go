@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -133,6 +134,9 @@ type Store struct {
 	db     *bolt.DB
 	now    func() time.Time
 	maxLog int
+
+	countMu sync.Mutex
+	counts  map[JobState]int // jobs per state, kept with every committed change
 }
 
 var (
@@ -174,7 +178,17 @@ func Open(path string, opt Options) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
-	s := &Store{db: db, now: opt.Now, maxLog: opt.MaxLogBytes}
+	s := &Store{db: db, now: opt.Now, maxLog: opt.MaxLogBytes, counts: map[JobState]int{}}
+	if err := db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketStates).ForEach(func(k, _ []byte) error {
+			st, _, _ := bytes.Cut(k, []byte("/"))
+			s.counts[JobState(st)]++
+			return nil
+		})
+	}); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open store %s: count jobs: %w", path, err)
+	}
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -281,7 +295,50 @@ func (s *Store) SubmitJob(ctx context.Context, typ string, spec json.RawMessage,
 	if err != nil {
 		return Job{}, fmt.Errorf("submit job: %w", err)
 	}
+	s.count(Queued, 1)
 	return j, nil
+}
+
+// count adds n to the jobs in state st.
+func (s *Store) count(st JobState, n int) {
+	s.countMu.Lock()
+	s.counts[st] += n
+	s.countMu.Unlock()
+}
+
+// Counts returns the number of jobs in each state (every state present,
+// zero or not). It reads no file: the counts are kept in memory.
+func (s *Store) Counts() map[JobState]int {
+	s.countMu.Lock()
+	defer s.countMu.Unlock()
+	out := make(map[JobState]int, len(States))
+	for _, st := range States {
+		out[st] = s.counts[st]
+	}
+	return out
+}
+
+// Recent returns the n jobs submitted last, newest first.
+func (s *Store) Recent(ctx context.Context, n int) ([]Job, error) {
+	if n < 0 {
+		return nil, fmt.Errorf("recent jobs: negative count %d: %w", n, ErrInvalid)
+	}
+	out := []Job{}
+	err := s.view(ctx, func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketJobs).Cursor()
+		for k, _ := c.Last(); k != nil && len(out) < n; k, _ = c.Prev() {
+			j, err := getJob(tx, string(k))
+			if err != nil {
+				return err
+			}
+			out = append(out, j)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("recent jobs: %w", err)
+	}
+	return out, nil
 }
 
 // Transition moves job id from state from to state to, recording the time
@@ -329,6 +386,8 @@ func (s *Store) Transition(ctx context.Context, id string, from, to JobState, re
 	if refusal != nil {
 		return j, refusal
 	}
+	s.count(from, -1)
+	s.count(to, 1)
 	return j, nil
 }
 

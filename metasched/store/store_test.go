@@ -629,3 +629,60 @@ func TestHostsAndToken(t *testing.T) {
 		}
 	}
 }
+
+func TestCountsAndRecent(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "metasched.db")
+	s, err := Open(path, Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all []string
+	for i := range 5 {
+		j, err := s.SubmitJob(ctx, "render", json.RawMessage(fmt.Sprintf(`{"n":%d}`, i)), "submitted")
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, j.ID)
+	}
+	for _, id := range all[:3] {
+		if _, err := s.Transition(ctx, id, Queued, Planned, "plan found"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Transition(ctx, all[0], Planned, Cancelled, "cancelled"); err != nil {
+		t.Fatal(err)
+	}
+	// A refused transition changes no count.
+	if _, err := s.Transition(ctx, all[4], Planned, Provisioning, "wrong"); !errors.Is(err, ErrConflict) {
+		t.Fatalf("transition from the wrong state: %v, want ErrConflict", err)
+	}
+	want := map[JobState]int{Queued: 2, Planned: 2, Provisioning: 0, Running: 0, Done: 0, Failed: 0, Cancelled: 1}
+	if diff := cmp.Diff(want, s.Counts()); diff != "" {
+		t.Errorf("counts (-want +got):\n%s", diff)
+	}
+	rec, err := s.Recent(ctx, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{all[4], all[3], all[2]}, ids(rec)); diff != "" {
+		t.Errorf("recent (-want +got):\n%s", diff)
+	}
+	if rec, _ := s.Recent(ctx, 10); len(rec) != 5 {
+		t.Errorf("recent 10 of 5 jobs: got %d", len(rec))
+	}
+	if _, err := s.Recent(ctx, -1); !errors.Is(err, ErrInvalid) {
+		t.Errorf("recent -1: %v, want ErrInvalid", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err = Open(path, Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if diff := cmp.Diff(want, s.Counts()); diff != "" {
+		t.Errorf("counts after reopening (-want +got):\n%s", diff)
+	}
+}
