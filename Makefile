@@ -7,20 +7,28 @@
 # Go fetches the modules it needs from the module proxy on the first build;
 # both commands first install the Debian packages they need when missing
 # (libvirt for the agent, which links libvirt through cgo; libvirtd and QEMU
-# for the tests that run real guests; iproute2 for the network tests).
+# for the tests that run real guests; iproute2 for the network tests);
+# make test also installs chromium, for the dashboard's browser tests.
 
 GO  ?= go
 BIN := bin/metasched
 
 DEB_PACKAGES := pkg-config libvirt0 libvirt-dev libvirt-daemon libvirt-daemon-driver-qemu \
 	libvirt-clients qemu-system-x86 iproute2
+TEST_PACKAGES := $(DEB_PACKAGES) chromium
 
 DEMO_FLAGS ?=
 
-.PHONY: deps build demo papers test bench
+.PHONY: deps test-deps install-debs build demo papers test bench screenshot
 
 deps:
-	@missing=$$(for p in $(DEB_PACKAGES); do \
+	@$(MAKE) --no-print-directory install-debs PACKAGES="$(DEB_PACKAGES)"
+
+test-deps:
+	@$(MAKE) --no-print-directory install-debs PACKAGES="$(TEST_PACKAGES)"
+
+install-debs:
+	@missing=$$(for p in $(PACKAGES); do \
 		dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
 		echo "installing Debian packages:" $$missing; \
@@ -48,10 +56,14 @@ papers: build
 	@echo
 	$(BIN) simulate policies --model examples/fisher-fig4-load3.4.yaml --policy static
 
-test: deps
+test: test-deps
 	@test -z "$$(gofmt -l .)" || { echo "gofmt would change:"; gofmt -l .; exit 1; }
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 20m ./...
+
+# The README's picture of the dashboard, taken by its browser test.
+screenshot: test-deps
+	$(GO) test -count=1 -run TestDashboardInBrowser ./cmd/metasched -screenshot $(CURDIR)/docs/dashboard.png
 
 bench: deps
 	$(GO) test -run '^$$' -bench . -benchmem ./switching/... ./graph ./selection/... ./hypervisorproxy/... ./metasched/...

@@ -6,14 +6,21 @@ import (
 
 	"github.com/metasched/metasched/gramvm"
 	hp "github.com/metasched/metasched/hypervisorproxy"
+	"github.com/metasched/metasched/metasched/policy"
 	"github.com/metasched/metasched/metasched/store"
 	"github.com/metasched/metasched/selection"
 )
 
-// The daemon's HTTP API (JSON under /v1, "Authorization: Bearer TOKEN" on
-// every route but /healthz):
+// The daemon's HTTP server (Routes in server.go; the OpenAPI document
+// openapi.json describes every route). JSON under /v1, with
+// "Authorization: Bearer TOKEN" or the dashboard's session cookie (see
+// session.go) on every route but the public ones:
 //
-//	GET    /healthz                    no auth: Health
+//	GET    /healthz                    public: Health
+//	GET    /metrics                    public: Prometheus metrics (metrics.go)
+//	GET    /v1/openapi.json            public: the OpenAPI 3 document
+//	GET    /, GET /assets/{file}       public: the dashboard's page and its files
+//	POST   /login, POST /logout        public: LoginRequest → the session cookie; remove it
 //	POST   /v1/jobs                    a job file (YAML or JSON) → 201 Job
 //	GET    /v1/jobs                    ?state=S[,S]&type=T&after=ID&limit=N → JobList (pages of DefaultPageSize)
 //	GET    /v1/jobs/{id}               Job
@@ -28,7 +35,9 @@ import (
 //	POST   /v1/switches                SwitchRequest → 202 SwitchView (an operator's switch)
 //	GET    /v1/policy                  PolicyView
 //	GET    /v1/links                   []gramvm.Link
-//	GET    /v1/tuning                  []TuningDecision
+//	GET    /v1/tuning                  []TuningRecord
+//	GET    /v1/dashboard               ?history=true → Dashboard
+//	GET    /v1/events                  server-sent events "state": a Dashboard every EventEvery
 //
 // Errors are APIError with a 4xx or 5xx status.
 
@@ -101,6 +110,8 @@ type Job struct {
 	ExitCode         *int    `json:"exit_code,omitempty"`
 	// Attempts counts the times the job was started (requeued jobs run again).
 	Attempts int `json:"attempts,omitempty"`
+	// Explanation is the placement's explanation in text, once planned.
+	Explanation string `json:"explanation,omitempty"`
 }
 
 // JobVM is one VM of a job.
@@ -236,8 +247,10 @@ type PolicyView struct {
 	Last      string    `json:"last,omitempty"`
 	LastAt    time.Time `json:"last_at,omitzero"`
 	// Table describes a loaded or solved optimal table: the rates it was
-	// solved for, and when.
-	Table *PolicyTable `json:"table,omitempty"`
+	// solved for, and when; TableView is a view of it at the live state,
+	// like the papers' tables.
+	Table     *PolicyTable  `json:"table,omitempty"`
+	TableView *policy.Slice `json:"table_view,omitempty"`
 }
 
 // PolicyPool is one pool's inputs to the policy.

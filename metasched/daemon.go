@@ -93,8 +93,13 @@ type Daemon struct {
 	exec    executor.Executor
 	token   string
 	pol     *policy.Engine
+	metrics *metrics
 	started time.Time
 	types   []JobType
+	// instance changes at every start (the dashboard sees restarts);
+	// hist holds the dashboard's chart samples.
+	instance string
+	hist     history
 
 	mu           sync.Mutex
 	hosts        map[string]*hostRT
@@ -158,7 +163,7 @@ func NewWithGrid(ctx context.Context, cfg *Config, grid *graph.Grid, opt Options
 	if opt.MaxMigrationsPerLink == 0 {
 		opt.MaxMigrationsPerLink = 2
 	}
-	d := &Daemon{cfg: cfg, opt: opt, log: opt.Logger, grid: grid, types: cfg.JobTypes, started: time.Now(),
+	d := &Daemon{cfg: cfg, opt: opt, log: opt.Logger, grid: grid, types: cfg.JobTypes, started: time.Now(), instance: newInstance(),
 		hosts: map[string]*hostRT{}, jobs: map[string]*jobRT{}, reserved: map[string]usage{},
 		released: map[coordinator.SwitchID]string{}, timers: map[coordinator.SwitchID]*time.Timer{},
 		timerPhase: map[coordinator.SwitchID]coordinator.Phase{},
@@ -197,7 +202,8 @@ func NewWithGrid(ctx context.Context, cfg *Config, grid *graph.Grid, opt Options
 			d.exec = executor.NewEmulated(d.log)
 		}
 	}
-	pc := policy.Config{Name: cfg.Policy.Name, K: cfg.Policy.K, Solve: cfg.Policy.Solve}
+	d.metrics = newMetrics(d)
+	pc := policy.Config{Name: cfg.Policy.Name, K: cfg.Policy.K, Solve: cfg.Policy.Solve, OnSolved: d.metrics.solved}
 	if cfg.Policy.Table != "" {
 		pc.TableSource = filepath.Base(cfg.Policy.Table)
 		if pc.Table, err = os.ReadFile(cfg.Policy.Table); err != nil {
@@ -246,6 +252,7 @@ func (d *Daemon) Run(ctx context.Context, ln net.Listener) error {
 	d.loop(ctx, d.managerLoop)
 	d.loop(ctx, d.switchLoop)
 	d.loop(ctx, d.probeLoop)
+	d.loop(ctx, d.sampleLoop)
 	d.resumeSwitches(ctx)
 	d.resumeJobs(ctx)
 	d.log.Info().Str("listen", ln.Addr().String()).Int("sites", len(d.sites)).Int("hosts", len(d.order)).

@@ -267,6 +267,9 @@ func (d *Daemon) jobViewLocked(rt *jobRT, sj store.Job) Job {
 	if !data.Started.IsZero() && !data.Finished.IsZero() {
 		v.ActualSeconds = data.Finished.Sub(data.Started).Seconds()
 	}
+	if v.Placement != nil {
+		v.Explanation = explain(v.Placement)
+	}
 	return v
 }
 

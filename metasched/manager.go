@@ -142,13 +142,16 @@ func (d *Daemon) Policy() PolicyView {
 		v.Last = fmt.Sprintf("%s → %s (%s): %s", d.types[pv.LastSwitch.From].Name, d.types[pv.LastSwitch.To].Name,
 			pv.LastSwitch.Policy, pv.LastSwitch.Why)
 	}
-	for _, p := range in.Pools {
+	names, servers, jobs := make([]string, len(in.Pools)), make([]int, len(in.Pools)), make([]int, len(in.Pools))
+	for i, p := range in.Pools {
 		v.Pools = append(v.Pools, PolicyPool{Name: p.Name, Jobs: p.Jobs, Servers: p.Servers, Arrival: p.Arrival,
 			Service: p.Service, HoldingCost: p.HoldingCost})
+		names[i], servers[i], jobs[i] = p.Name, p.Servers, p.Jobs
 	}
 	if t := pv.Table; t != nil {
 		v.Table = &PolicyTable{Source: t.Source, States: t.States, SolvedAt: t.SolvedAt, Arrival: t.Rates.Arrival,
 			Service: t.Rates.Service, SwitchRate: t.Rates.SwitchRate, Solving: pv.Solving != nil}
+		v.TableView = d.pol.TableSlice(names, servers, jobs)
 	}
 	return v
 }

@@ -54,5 +54,19 @@ func TestOptimalPolicyLive(t *testing.T) {
 			t.Errorf("table %+v: want its size and the rates it was solved for", v.Table)
 		}
 		t.Logf("in force: %s, table %+v", v.InForce, *v.Table)
+		// The dashboard's view of the table: the two pools on the axes, one
+		// action per cell, every action a switch between them.
+		tv := v.TableView
+		if tv == nil || len(tv.Pools) != 2 || tv.Pools[tv.Rows] != "x" || tv.Pools[tv.Cols] != "y" || len(tv.Actions) == 0 || len(tv.Actions) != len(tv.Actions[0]) {
+			t.Fatalf("table view %+v", tv)
+		}
+		for r, row := range tv.Actions {
+			for c, a := range row {
+				if a != "" && a != "x→y" && a != "y→x" {
+					t.Errorf("j=(%d,%d): action %q", r, c, a)
+				}
+			}
+		}
+		t.Logf("table view %s: %v", tv.Spec, tv.Actions)
 	})
 }

@@ -17,128 +17,170 @@ import (
 	"github.com/metasched/metasched/selection"
 )
 
-// routes lists the API's routes ("METHOD PATTERN"), as registered below.
-var routes = []string{
-	"POST /v1/jobs", "GET /v1/jobs", "GET /v1/jobs/{id}", "POST /v1/jobs/{id}/cancel", "GET /v1/jobs/{id}/logs",
-	"POST /v1/plan", "GET /v1/pools", "GET /v1/hosts", "POST /v1/hosts/{name}/clear", "GET /v1/vms",
-	"GET /v1/switches", "POST /v1/switches", "GET /v1/policy", "GET /v1/links", "GET /v1/tuning",
+// Route is one route of the daemon's HTTP server: "METHOD PATTERN" as
+// net/http's ServeMux reads it, and whether it is served without the token
+// or a session.
+type Route struct {
+	Pattern string
+	Public  bool
 }
 
-// Handler returns the daemon's HTTP API (see api.go for the routes).
-func (d *Daemon) Handler() http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		httpx.WriteJSON(w, http.StatusOK, Health{Status: "ok", Version: d.opt.Version, Since: d.started})
-	})
-	api := http.NewServeMux()
-	api.HandleFunc("POST /v1/jobs", d.withJobBody(func(r *http.Request, body []byte) (any, int, error) {
-		j, err := d.Submit(r.Context(), body)
-		return j, http.StatusCreated, err
-	}))
-	api.HandleFunc("GET /v1/jobs", func(w http.ResponseWriter, r *http.Request) {
-		f, err := jobFilter(r)
-		if err != nil {
-			replyErr(w, err)
-			return
-		}
-		l, err := d.Jobs(r.Context(), f)
-		reply(w, http.StatusOK, l, err)
-	})
-	api.HandleFunc("GET /v1/jobs/{id}", func(w http.ResponseWriter, r *http.Request) {
-		j, err := d.Job(r.Context(), r.PathValue("id"))
-		reply(w, http.StatusOK, j, err)
-	})
-	api.HandleFunc("POST /v1/jobs/{id}/cancel", func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), time.Minute)
-		defer cancel()
-		j, err := d.Cancel(ctx, r.PathValue("id"))
-		reply(w, http.StatusOK, j, err)
-	})
-	api.HandleFunc("GET /v1/jobs/{id}/logs", func(w http.ResponseWriter, r *http.Request) {
-		id := r.PathValue("id")
-		b, err := d.st.Logs(r.Context(), id)
-		if err != nil {
-			replyErr(w, notFoundJob(id, err))
-			return
-		}
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		_, _ = w.Write(b)
-	})
-	api.HandleFunc("POST /v1/plan", d.withJobBody(func(r *http.Request, body []byte) (any, int, error) {
-		p, err := d.DryRun(r.Context(), body)
-		return p, http.StatusOK, err
-	}))
-	api.HandleFunc("GET /v1/pools", func(w http.ResponseWriter, r *http.Request) {
-		httpx.WriteJSON(w, http.StatusOK, d.Pools())
-	})
-	api.HandleFunc("GET /v1/hosts", func(w http.ResponseWriter, r *http.Request) {
-		httpx.WriteJSON(w, http.StatusOK, d.Hosts())
-	})
-	api.HandleFunc("POST /v1/hosts/{name}/clear", func(w http.ResponseWriter, r *http.Request) {
-		body, err := readBody(w, r)
-		if err != nil {
-			replyErr(w, err)
-			return
-		}
-		var cr ClearRequest
-		if len(strings.TrimSpace(string(body))) > 0 {
-			if err := strictJSON(body, &cr); err != nil {
+// Routes lists every route the daemon's server registers (Handler
+// registers exactly these, and the OpenAPI document describes them).
+var Routes = []Route{
+	{"GET /healthz", true}, {"GET /metrics", true}, {"GET /v1/openapi.json", true},
+	{"GET /{$}", true}, {"GET /assets/{file}", true}, {"POST /login", true}, {"POST /logout", true},
+	{"POST /v1/jobs", false}, {"GET /v1/jobs", false}, {"GET /v1/jobs/{id}", false},
+	{"POST /v1/jobs/{id}/cancel", false}, {"GET /v1/jobs/{id}/logs", false},
+	{"POST /v1/plan", false}, {"GET /v1/pools", false}, {"GET /v1/hosts", false},
+	{"POST /v1/hosts/{name}/clear", false}, {"GET /v1/vms", false},
+	{"GET /v1/switches", false}, {"POST /v1/switches", false}, {"GET /v1/policy", false},
+	{"GET /v1/links", false}, {"GET /v1/tuning", false}, {"GET /v1/dashboard", false}, {"GET /v1/events", false},
+}
+
+// handlers returns the handler of every route of Routes.
+func (d *Daemon) handlers() map[string]http.HandlerFunc {
+	return map[string]http.HandlerFunc{
+		"GET /healthz": func(w http.ResponseWriter, r *http.Request) {
+			httpx.WriteJSON(w, http.StatusOK, Health{Status: "ok", Version: d.opt.Version, Since: d.started})
+		},
+		"GET /metrics":         d.metrics.handler().ServeHTTP,
+		"GET /v1/openapi.json": serveOpenAPI,
+		"GET /{$}":             serveIndex,
+		"GET /assets/{file}":   serveAsset,
+		"POST /login":          d.serveLogin,
+		"POST /logout":         serveLogout,
+		"GET /v1/dashboard":    d.serveDashboard,
+		"GET /v1/events":       d.serveEvents,
+		"POST /v1/jobs": d.withJobBody(func(r *http.Request, body []byte) (any, int, error) {
+			j, err := d.Submit(r.Context(), body)
+			return j, http.StatusCreated, err
+		}),
+		"GET /v1/jobs": func(w http.ResponseWriter, r *http.Request) {
+			f, err := jobFilter(r)
+			if err != nil {
 				replyErr(w, err)
 				return
 			}
-		}
-		h, err := d.ClearHost(r.Context(), r.PathValue("name"), cr.Pool)
-		reply(w, http.StatusOK, h, err)
-	})
-	api.HandleFunc("GET /v1/vms", func(w http.ResponseWriter, r *http.Request) {
-		httpx.WriteJSON(w, http.StatusOK, d.VMs())
-	})
-	api.HandleFunc("GET /v1/switches", func(w http.ResponseWriter, r *http.Request) {
-		active := false
-		if v := r.URL.Query().Get("active"); v != "" {
-			b, err := strconv.ParseBool(v)
+			l, err := d.Jobs(r.Context(), f)
+			reply(w, http.StatusOK, l, err)
+		},
+		"GET /v1/jobs/{id}": func(w http.ResponseWriter, r *http.Request) {
+			j, err := d.Job(r.Context(), r.PathValue("id"))
+			reply(w, http.StatusOK, j, err)
+		},
+		"POST /v1/jobs/{id}/cancel": func(w http.ResponseWriter, r *http.Request) {
+			ctx, cancel := context.WithTimeout(r.Context(), time.Minute)
+			defer cancel()
+			j, err := d.Cancel(ctx, r.PathValue("id"))
+			reply(w, http.StatusOK, j, err)
+		},
+		"GET /v1/jobs/{id}/logs": func(w http.ResponseWriter, r *http.Request) {
+			id := r.PathValue("id")
+			b, err := d.st.Logs(r.Context(), id)
 			if err != nil {
-				replyErr(w, invalidField("active", fmt.Sprintf("must be true or false, not %q", v)))
+				replyErr(w, notFoundJob(id, err))
 				return
 			}
-			active = b
-		}
-		httpx.WriteJSON(w, http.StatusOK, d.Switches(active))
-	})
-	api.HandleFunc("POST /v1/switches", func(w http.ResponseWriter, r *http.Request) {
-		body, err := readBody(w, r)
-		if err != nil {
-			replyErr(w, err)
-			return
-		}
-		var sr SwitchRequest
-		if err := strictJSON(body, &sr); err != nil {
-			replyErr(w, err)
-			return
-		}
-		sv, err := d.RequestSwitch(r.Context(), sr.From, sr.To)
-		reply(w, http.StatusAccepted, sv, err)
-	})
-	api.HandleFunc("GET /v1/policy", func(w http.ResponseWriter, r *http.Request) {
-		httpx.WriteJSON(w, http.StatusOK, d.Policy())
-	})
-	api.HandleFunc("GET /v1/links", func(w http.ResponseWriter, r *http.Request) {
-		httpx.WriteJSON(w, http.StatusOK, d.planner.Links())
-	})
-	api.HandleFunc("GET /v1/tuning", func(w http.ResponseWriter, r *http.Request) {
-		httpx.WriteJSON(w, http.StatusOK, d.Tuning())
-	})
-	// A known path with another method is 405 with Allow; anything else 404.
-	paths := http.NewServeMux()
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			_, _ = w.Write(b)
+		},
+		"POST /v1/plan": d.withJobBody(func(r *http.Request, body []byte) (any, int, error) {
+			p, err := d.DryRun(r.Context(), body)
+			return p, http.StatusOK, err
+		}),
+		"GET /v1/pools": func(w http.ResponseWriter, r *http.Request) {
+			httpx.WriteJSON(w, http.StatusOK, d.Pools())
+		},
+		"GET /v1/hosts": func(w http.ResponseWriter, r *http.Request) {
+			httpx.WriteJSON(w, http.StatusOK, d.Hosts())
+		},
+		"POST /v1/hosts/{name}/clear": func(w http.ResponseWriter, r *http.Request) {
+			body, err := readBody(w, r)
+			if err != nil {
+				replyErr(w, err)
+				return
+			}
+			var cr ClearRequest
+			if len(strings.TrimSpace(string(body))) > 0 {
+				if err := strictJSON(body, &cr); err != nil {
+					replyErr(w, err)
+					return
+				}
+			}
+			h, err := d.ClearHost(r.Context(), r.PathValue("name"), cr.Pool)
+			reply(w, http.StatusOK, h, err)
+		},
+		"GET /v1/vms": func(w http.ResponseWriter, r *http.Request) {
+			httpx.WriteJSON(w, http.StatusOK, d.VMs())
+		},
+		"GET /v1/switches": func(w http.ResponseWriter, r *http.Request) {
+			active := false
+			if v := r.URL.Query().Get("active"); v != "" {
+				b, err := strconv.ParseBool(v)
+				if err != nil {
+					replyErr(w, invalidField("active", fmt.Sprintf("must be true or false, not %q", v)))
+					return
+				}
+				active = b
+			}
+			httpx.WriteJSON(w, http.StatusOK, d.Switches(active))
+		},
+		"POST /v1/switches": func(w http.ResponseWriter, r *http.Request) {
+			body, err := readBody(w, r)
+			if err != nil {
+				replyErr(w, err)
+				return
+			}
+			var sr SwitchRequest
+			if err := strictJSON(body, &sr); err != nil {
+				replyErr(w, err)
+				return
+			}
+			sv, err := d.RequestSwitch(r.Context(), sr.From, sr.To)
+			reply(w, http.StatusAccepted, sv, err)
+		},
+		"GET /v1/policy": func(w http.ResponseWriter, r *http.Request) {
+			httpx.WriteJSON(w, http.StatusOK, d.Policy())
+		},
+		"GET /v1/links": func(w http.ResponseWriter, r *http.Request) {
+			httpx.WriteJSON(w, http.StatusOK, d.planner.Links())
+		},
+		"GET /v1/tuning": func(w http.ResponseWriter, r *http.Request) {
+			httpx.WriteJSON(w, http.StatusOK, d.Tuning())
+		},
+	}
+}
+
+// Handler returns the daemon's HTTP server: the API (see api.go), the
+// dashboard and the metrics.
+func (d *Daemon) Handler() http.Handler {
+	hs := d.handlers()
+	if len(hs) != len(Routes) {
+		panic(fmt.Sprintf("metasched: %d handlers for %d routes", len(hs), len(Routes)))
+	}
+	mux := http.NewServeMux()
 	allow := map[string][]string{}
-	for _, rt := range routes {
-		method, pattern, _ := strings.Cut(rt, " ")
-		if _, ok := allow[pattern]; !ok {
-			paths.HandleFunc(pattern, func(http.ResponseWriter, *http.Request) {})
+	for _, rt := range Routes {
+		h, ok := hs[rt.Pattern]
+		if !ok {
+			panic("metasched: no handler for route " + rt.Pattern)
 		}
+		if rt.Public {
+			mux.Handle(rt.Pattern, h)
+		} else {
+			mux.Handle(rt.Pattern, d.authenticate(h))
+		}
+		method, pattern, _ := strings.Cut(rt.Pattern, " ")
 		allow[pattern] = append(allow[pattern], method)
 	}
-	api.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+	// A known path with another method is 405 with Allow; anything else 404
+	// (both after authentication, like the routes).
+	paths := http.NewServeMux()
+	for pattern := range allow {
+		paths.HandleFunc(pattern, func(http.ResponseWriter, *http.Request) {})
+	}
+	mux.Handle("/", d.authenticate(func(w http.ResponseWriter, r *http.Request) {
 		if _, pattern := paths.Handler(r); pattern != "" {
 			w.Header().Set("Allow", strings.Join(allow[pattern], ", "))
 			writeError(w, http.StatusMethodNotAllowed, APIError{Code: CodeMethod,
@@ -146,11 +188,8 @@ func (d *Daemon) Handler() http.Handler {
 			return
 		}
 		writeError(w, http.StatusNotFound, APIError{Code: CodeUnknownRoute, Error: fmt.Sprintf("no route %s %s", r.Method, r.URL.Path)})
-	})
-	mux.Handle("/", httpx.Bearer(d.token, func(w http.ResponseWriter, msg string) {
-		writeError(w, http.StatusUnauthorized, APIError{Code: CodeUnauthorized, Error: msg})
-	}, api))
-	return httpx.LogRequests(d.log, mux)
+	}))
+	return httpx.LogRequests(d.log, d.metrics.instrument(mux))
 }
 
 // withJobBody reads a size-limited job file body and calls f.
@@ -287,7 +326,7 @@ func (d *Daemon) DryRun(ctx context.Context, body []byte) (PlanResult, error) {
 	free := d.freeLocked(j.Type, j.VM)
 	running := d.runningJobsLocked(d.now())
 	d.mu.Unlock()
-	pl, _, err := d.planner.PlanLoaded(ctx, j, free, running, selection.Options{Master: -1})
+	pl, _, err := d.planLoaded(ctx, j, free, running, selection.Options{Master: -1})
 	if err != nil {
 		return PlanResult{}, err
 	}

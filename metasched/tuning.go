@@ -78,7 +78,7 @@ func (d *Daemon) plan(ctx context.Context, j *jobRT, free map[string][]string) (
 		j.lastTune = now
 	}
 	d.mu.Unlock()
-	pl, _, err = d.planner.PlanLoaded(ctx, j.spec, free, running, selection.Options{Master: -1})
+	pl, _, err = d.planLoaded(ctx, j.spec, free, running, selection.Options{Master: -1})
 	if err != nil || !tune || !heldBack(&pl) {
 		return pl, false, err
 	}
@@ -134,12 +134,14 @@ func (d *Daemon) tune(ctx context.Context, j *jobRT, free map[string][]string, r
 	started := false
 	for i, dec := range decs {
 		rec := TuningRecord{TuningDecision: dec, At: now, Outcome: "rejected"}
+		cand := candRejected
 		if dec.Accepted {
-			rec.Outcome = "not chosen"
+			rec.Outcome, cand = "not chosen", candNotChosen
 			if i == 0 {
-				rec.Outcome = "carrying out"
+				rec.Outcome, cand = "carrying out", candCarryingOut
 			}
 		}
+		d.metrics.candidates.WithLabelValues(cand).Inc()
 		d.log.Info().Str("job", j.id).Str("target", dec.Target).Str("action", dec.Action).Str("cluster", dec.Cluster).
 			Float64("gain_s", dec.GainSeconds).Float64("loss_s", dec.LossSeconds).Float64("migration_s", dec.MigrationSeconds).
 			Bool("accepted", dec.Accepted).Str("reason", dec.Reason).Msg("bandwidth tuning evaluated")
@@ -222,6 +224,7 @@ func (d *Daemon) carryOut(ctx context.Context, dec gramvm.TuningDecision, seq in
 	if len(errs) > 0 {
 		outcome = "failed: " + strings.Join(errs, "; ")
 	}
+	d.metrics.tuned(dec.Action, len(errs) > 0)
 	for i := range d.tuning {
 		if d.tuning[i].Seq == seq {
 			d.tuning[i].Outcome = outcome

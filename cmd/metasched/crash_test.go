@@ -1,21 +1,16 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -201,9 +196,8 @@ type crashHarness struct {
 
 // crashDaemon is one run of the daemon.
 type crashDaemon struct {
-	cmd  *exec.Cmd
-	c    *client.Client
-	done chan struct{} // closed when the process has exited
+	*servedDaemon
+	c *client.Client
 }
 
 // start runs the daemon and waits for its address on stdout; the token is
@@ -213,74 +207,15 @@ func (h *crashHarness) start() *crashDaemon {
 	t.Helper()
 	h.runs++
 	logPath := filepath.Join(h.logDir, fmt.Sprintf("daemon-%d.log", h.runs))
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
 	h.logs = append(h.logs, logPath)
-	cmd := exec.Command(h.bin, "serve", "--config", h.cfg, "--log-format", "json")
-	cmd.Stderr = logFile
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	d := &crashDaemon{cmd: cmd, done: make(chan struct{})}
-	addr := make(chan string, 1)
-	var out bytes.Buffer
-	var outMu sync.Mutex
-	eof := make(chan struct{})
-	go func() {
-		defer close(eof)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			line := sc.Text()
-			outMu.Lock()
-			out.WriteString(line + "\n")
-			outMu.Unlock()
-			if rest, ok := strings.CutPrefix(line, "metasched daemon on "); ok {
-				a, _, _ := strings.Cut(rest, " ")
-				select {
-				case addr <- a:
-				default:
-				}
-			}
-		}
-		_, _ = io.Copy(io.Discard, stdout)
-	}()
-	go func() {
-		<-eof          // Wait closes the pipe: read it to the end first
-		_ = cmd.Wait() // the exit status is the test's to read
-		logFile.Close()
-		close(d.done)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-d.done:
-		default:
-			_ = cmd.Process.Kill() // by PID: this test's own child
-			<-d.done
-		}
-	})
-	var base string
-	select {
-	case base = <-addr:
-	case <-d.done:
-		outMu.Lock()
-		defer outMu.Unlock()
-		t.Fatalf("run %d: the daemon exited before serving (%v); stdout:\n%s", h.runs, cmd.ProcessState, out.String())
-	case <-time.After(30 * time.Second):
-		t.Fatalf("run %d: the daemon printed no address in 30 s", h.runs)
-	}
+	d := &crashDaemon{servedDaemon: startServe(t, h.bin, filepath.Dir(h.cfg), logPath, "--config", h.cfg, "--log-format", "json")}
 	tok, err := os.ReadFile(filepath.Join(h.dataDir, "token"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	// No keep-alive: a connection to a killed daemon is never reused.
 	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-	d.c = client.New(base, strings.TrimSpace(string(tok))).WithHTTPClient(hc)
+	d.c = client.New(d.base, strings.TrimSpace(string(tok))).WithHTTPClient(hc)
 	return d
 }
 
@@ -347,18 +282,9 @@ func (h *crashHarness) kill(d *crashDaemon, what string) {
 
 // interrupt stops the daemon with SIGINT: it must exit 0.
 func (h *crashHarness) interrupt(d *crashDaemon) {
-	t := h.t
-	t.Helper()
-	if err := d.cmd.Process.Signal(syscall.SIGINT); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-d.done:
-	case <-time.After(20 * time.Second):
-		t.Fatal("the daemon did not stop in 20 s after SIGINT")
-	}
-	if code := d.cmd.ProcessState.ExitCode(); code != 0 {
-		t.Errorf("exit code after SIGINT %d, want 0 (%v)", code, d.cmd.ProcessState)
+	h.t.Helper()
+	if code := d.interrupt(h.t, 20*time.Second); code != 0 {
+		h.t.Errorf("exit code after SIGINT %d, want 0 (%v)", code, d.cmd.ProcessState)
 	}
 }
 

@@ -1,9 +1,17 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
+	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // buildBinary builds the real metasched binary into a temporary directory.
@@ -14,4 +22,95 @@ func buildBinary(t *testing.T) string {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
 	return bin
+}
+
+// servedDaemon is one run of `metasched serve` by a test.
+type servedDaemon struct {
+	cmd  *exec.Cmd
+	base string        // http://ADDRESS
+	done chan struct{} // closed when the process has exited
+}
+
+// startServe runs `bin serve args...` in dir with its log in logPath and
+// waits for the address it prints first. The process is killed (by PID)
+// when the test ends, if it still runs.
+func startServe(t *testing.T, bin, dir, logPath string, args ...string) *servedDaemon {
+	t.Helper()
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, append([]string{"serve"}, args...)...)
+	cmd.Dir = dir
+	cmd.Env = serveEnv()
+	cmd.Stderr = logFile
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	d := &servedDaemon{cmd: cmd, done: make(chan struct{})}
+	addr := make(chan string, 1)
+	var out bytes.Buffer
+	var outMu sync.Mutex
+	eof := make(chan struct{})
+	go func() {
+		defer close(eof)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			line := sc.Text()
+			outMu.Lock()
+			out.WriteString(line + "\n")
+			outMu.Unlock()
+			if rest, ok := strings.CutPrefix(line, "metasched daemon on "); ok {
+				a, _, _ := strings.Cut(rest, " ")
+				select {
+				case addr <- a:
+				default:
+				}
+			}
+		}
+		_, _ = io.Copy(io.Discard, stdout)
+	}()
+	go func() {
+		<-eof          // Wait closes the pipe: read it to the end first
+		_ = cmd.Wait() // the exit status is the test's to read
+		logFile.Close()
+		close(d.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-d.done:
+		default:
+			_ = cmd.Process.Kill() // by PID: this test's own child
+			<-d.done
+		}
+	})
+	select {
+	case d.base = <-addr:
+	case <-d.done:
+		outMu.Lock()
+		defer outMu.Unlock()
+		t.Fatalf("the daemon exited before serving (%v); stdout:\n%s", cmd.ProcessState, out.String())
+	case <-time.After(30 * time.Second):
+		t.Fatal("the daemon printed no address in 30 s")
+	}
+	return d
+}
+
+// interrupt sends SIGINT and waits (at most limit) for the process to end;
+// it returns the exit code.
+func (d *servedDaemon) interrupt(t *testing.T, limit time.Duration) int {
+	t.Helper()
+	if err := d.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-d.done:
+	case <-time.After(limit):
+		t.Fatalf("the daemon did not stop in %s after SIGINT", limit)
+	}
+	return d.cmd.ProcessState.ExitCode()
 }

@@ -41,6 +41,10 @@ func (s *statusWriter) WriteHeader(code int) {
 	s.ResponseWriter.WriteHeader(code)
 }
 
+// Unwrap lets http.ResponseController reach the server's writer (to flush
+// a stream of server-sent events, say).
+func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
 // LogRequests logs every request with its method, path, status and
 // duration: at debug level, or info for an error answer.
 func LogRequests(log zerolog.Logger, next http.Handler) http.Handler {

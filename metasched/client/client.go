@@ -235,6 +235,18 @@ func (c *Client) Switches(ctx context.Context, active bool) ([]metasched.SwitchV
 	return out, err
 }
 
+// RequestSwitch asks the daemon to switch one host from pool from to pool
+// to (an operator's switch); the answer is the switch as it starts.
+func (c *Client) RequestSwitch(ctx context.Context, from, to string) (metasched.SwitchView, error) {
+	body, err := json.Marshal(metasched.SwitchRequest{From: from, To: to})
+	if err != nil {
+		return metasched.SwitchView{}, err
+	}
+	var out metasched.SwitchView
+	err = c.do(ctx, http.MethodPost, "/v1/switches", nil, body, &out)
+	return out, err
+}
+
 // Policy returns the switching policy in force and its inputs.
 func (c *Client) Policy(ctx context.Context) (metasched.PolicyView, error) {
 	var out metasched.PolicyView

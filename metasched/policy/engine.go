@@ -60,6 +60,12 @@ type Config struct {
 	Drift float64
 	// Now is the clock of the view's times; nil: time.Now.
 	Now func() time.Time
+	// OnSolved, when set, is called from the background goroutine when a
+	// solve ends, with its wall-clock duration in seconds and its error
+	// (nil when it succeeded); not when Close or the context stopped it.
+	// It is called before Idle's channel closes and must not call the
+	// engine.
+	OnSolved func(seconds float64, err error)
 }
 
 // String describes the configured policy the way the daemon's
@@ -518,6 +524,7 @@ func (e *Engine) solve(m *switching.Model, info *SolveInfo, idle chan struct{}) 
 		}
 	}
 	var sol *switching.Solution
+	start := time.Now()
 	err := e.ctx.Err()
 	if err == nil {
 		sol, err = switching.Solve(e.ctx, m, switching.SolveOptions{
@@ -531,12 +538,16 @@ func (e *Engine) solve(m *switching.Model, info *SolveInfo, idle chan struct{}) 
 			},
 		})
 	}
+	stopped := err != nil && (errors.Is(err, switching.ErrCanceled) || e.ctx.Err() != nil)
+	if !stopped && e.cfg.OnSolved != nil {
+		e.cfg.OnSolved(time.Since(start).Seconds(), err)
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	defer close(idle)
 	e.solving = nil
 	switch {
-	case err != nil && (errors.Is(err, switching.ErrCanceled) || e.ctx.Err() != nil):
+	case stopped:
 		e.log.Info().Err(err).Msg("optimal policy solve stopped")
 		return
 	case err != nil:

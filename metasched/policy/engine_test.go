@@ -540,7 +540,9 @@ func TestCloseStopsTheSolve(t *testing.T) {
 
 func TestCanceledContextStopsTheSolve(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	e, err := New(ctx, Config{Name: Optimal, Solve: true, QueueLimit: smallJ}, zerolog.Nop())
+	solved := 0 // OnSolved is not called for a solve that was stopped
+	e, err := New(ctx, Config{Name: Optimal, Solve: true, QueueLimit: smallJ,
+		OnSolved: func(float64, error) { solved++ }}, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -549,8 +551,8 @@ func TestCanceledContextStopsTheSolve(t *testing.T) {
 	mustDecide(t, e, small.inputs([2]int{3, 0}, [2]int{1, 2}, [2]int{}))
 	cancel()
 	wait(t, e)
-	if v := e.View(); v.Table != nil || v.Solving != nil {
-		t.Errorf("view %+v, want no table and no solve", v)
+	if v := e.View(); v.Table != nil || v.Solving != nil || solved != 0 {
+		t.Errorf("view %+v, OnSolved called %d times; want no table, no solve, no call", v, solved)
 	}
 }
 
@@ -584,5 +586,29 @@ func TestLockedPools(t *testing.T) {
 	in.Locked = []bool{false}
 	if _, err := e.Decide(in); !errors.Is(err, ErrBadInputs) {
 		t.Fatalf("short Locked: %v, want ErrBadInputs", err)
+	}
+}
+
+// TestOnSolved: the hook is called once when a background solve ends, with
+// its duration and no error, before Idle's channel closes (a solve stopped
+// by the context is not reported: TestCanceledContextStopsTheSolve).
+func TestOnSolved(t *testing.T) {
+	type call struct {
+		seconds float64
+		err     error
+	}
+	var calls []call // written by the solve's goroutine before Idle closes
+	e := newEngine(t, Config{Name: Optimal, Solve: true, QueueLimit: smallJ,
+		OnSolved: func(s float64, err error) { calls = append(calls, call{s, err}) }}, zerolog.Nop())
+	e.hold = make(chan struct{})
+	mustDecide(t, e, small.inputs([2]int{3, 0}, [2]int{1, 2}, [2]int{}))
+	mustDecide(t, e, small.inputs([2]int{4, 0}, [2]int{1, 2}, [2]int{}))
+	close(e.hold)
+	wait(t, e)
+	if len(calls) != 1 || !(calls[0].seconds > 0) || calls[0].err != nil {
+		t.Fatalf("OnSolved calls %+v, want one with seconds > 0 and no error", calls)
+	}
+	if v := e.View(); v.Table == nil || v.Table.Source != "solved" {
+		t.Errorf("view %+v, want the solved table", v)
 	}
 }

@@ -1,0 +1,493 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"image/png"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/metasched/metasched/metasched"
+	"github.com/metasched/metasched/metasched/client"
+	"github.com/metasched/metasched/metasched/store"
+)
+
+// screenshotPath, when set, is where TestDashboardInBrowser also writes its
+// screenshot of the dashboard during the demo (the README's image:
+// go test ./cmd/metasched -run TestDashboardInBrowser -screenshot ../../docs/dashboard.png).
+var screenshotPath = flag.String("screenshot", "", "write the dashboard's screenshot here too")
+
+// browser starts headless Chromium (Debian's chromium, which make test
+// installs) and returns a tab's context.
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	exe, err := exec.LookPath("chromium")
+	if err != nil {
+		t.Fatalf("no chromium on PATH (make test installs Debian's chromium): %v", err)
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(exe),
+		chromedp.NoSandbox, // root in CI: Chromium's sandbox refuses to run as root
+		chromedp.DisableGPU,
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1440, 1700),
+	)
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelTab := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
+	t.Cleanup(func() {
+		cancelTab()
+		cancelAlloc()
+	})
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+	return ctx
+}
+
+// page drives the dashboard in the browser.
+type page struct {
+	t   *testing.T
+	ctx context.Context
+}
+
+// eval evaluates a JavaScript expression that yields a string (awaiting
+// a promise).
+func (p *page) eval(js string) (string, error) {
+	ctx, cancel := context.WithTimeout(p.ctx, 10*time.Second)
+	defer cancel()
+	return chromedp.Run(ctx, chromedp.Evaluate[string](js, chromedp.EvalAwaitPromise))
+}
+
+// waitJS polls the expression (which yields a string: "" while the
+// condition does not hold, else a note) every 100 ms for at most limit.
+func (p *page) waitJS(limit time.Duration, what, js string) string {
+	p.t.Helper()
+	deadline := time.Now().Add(limit)
+	last := ""
+	for {
+		note, err := p.eval(js)
+		if err == nil && note != "" {
+			return note
+		}
+		if err != nil {
+			last = err.Error()
+		}
+		if time.Now().After(deadline) {
+			body, _ := p.eval(`document.body.innerText.slice(0, 3000)`)
+			p.t.Fatalf("%s: not seen in %s (%s); the page shows:\n%s", what, limit, last, body)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// run runs browser actions.
+func (p *page) run(what string, actions ...chromedp.Action[chromedp.Void]) {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(p.ctx, 30*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, actions...); err != nil {
+		p.t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// fill empties an input and types text into it.
+func (p *page) fill(id, text string) chromedp.Action[chromedp.Void] {
+	return chromedp.Steps(
+		chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`document.getElementById(%q).value = ''`, id)),
+		chromedp.SendKeys(chromedp.ID(id), text))
+}
+
+// squaresPerPool is what the page shows: pool → host → state text.
+const squaresJS = `JSON.stringify(Object.fromEntries([...document.querySelectorAll('#pools .pool[data-pool]')].map(p =>
+  [p.dataset.pool, Object.fromEntries([...p.querySelectorAll('.host')].map(h => [h.dataset.host, h.querySelector('b').textContent]))])))`
+
+// TestDashboardInBrowser drives the dashboard in headless Chromium against
+// the real binary running the demo: log in (a wrong token first), the
+// pools with one square per host as the API says, a form submission with
+// bad input (the field's error, nothing stored), a job submitted through
+// the form that reaches done, an operator's switch seen switching and then
+// in the other pool, a screenshot, and a restart of the daemon that the
+// page rides out (it reconnects and shows the new daemon's state).
+func TestDashboardInBrowser(t *testing.T) {
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	d := startServe(t, bin, dir, filepath.Join(dir, "daemon-1.log"), "--listen", addr, "--data-dir", data,
+		"--demo-jobs", "40", "--demo-gap", "250ms", "--log-format", "json", "--log-level", "warn")
+	defer dumpLogOnFailure(t, filepath.Join(dir, "daemon-1.log"))
+	tok, err := os.ReadFile(filepath.Join(data, "token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := strings.TrimSpace(string(tok))
+	c := client.New(d.base, token)
+	bg := context.Background()
+
+	p := &page{t: t, ctx: browser(t)}
+	p.run("open the dashboard", chromedp.Navigate(d.base+"/"), chromedp.WaitVisible(chromedp.ID("login-token")))
+
+	// A wrong token: the field says so; the right one: the pools appear.
+	p.run("log in with a wrong token", p.fill("login-token", "not-the-token"),
+		chromedp.Click(chromedp.CSS(`#login-form button[type=submit]`)))
+	p.waitJS(10*time.Second, "the login error", `document.querySelector('[data-error-for=token]').textContent`)
+	p.run("log in", p.fill("login-token", token),
+		chromedp.Click(chromedp.CSS(`#login-form button[type=submit]`)))
+	p.waitJS(15*time.Second, "the live dashboard", `document.querySelector('#conn').dataset.state === 'live' && !document.querySelector('#main').hidden ? 'live' : ''`)
+	if cookieJS, err := p.eval(`document.cookie`); err != nil || strings.Contains(cookieJS, metasched.SessionCookie) {
+		t.Errorf("the session cookie is readable by scripts (%q, %v): it must be HttpOnly", cookieJS, err)
+	}
+
+	checkSquares(t, p, c, "during the demo")
+
+	// Bad input: each field's error under the field, no job stored.
+	p.run("fill the form with bad input",
+		chromedp.Evaluate[chromedp.Void](`document.getElementById("f-type").value = "sim"`),
+		chromedp.SendKeys(chromedp.ID("f-name"), "bad-form-job"),
+		chromedp.SendKeys(chromedp.ID("f-tasks"), "many"),
+		chromedp.SendKeys(chromedp.ID("f-task-ops"), "-5"),
+		chromedp.SendKeys(chromedp.ID("f-task-bytes"), "1e5"),
+		chromedp.Click(chromedp.ID("f-submit")))
+	tasksErr := p.waitJS(10*time.Second, "the error of field tasks", `document.querySelector('[data-error-for=tasks]').textContent`)
+	opsErr := p.waitJS(5*time.Second, "the error of field task_ops", `document.querySelector('[data-error-for=task_ops]').textContent`)
+	t.Logf("form errors: %q, %q", tasksErr, opsErr)
+	if !strings.Contains(tasksErr, "tasks") || !strings.Contains(opsErr, "task_ops") || !strings.Contains(opsErr, "> 0") {
+		t.Errorf("field errors %q and %q do not name the fields and the problem", tasksErr, opsErr)
+	}
+	if invalid, err := p.eval(`[...document.querySelectorAll('#submit-form .invalid')].map(e => e.name).sort().join(',')`); err != nil || invalid != "task_ops,tasks" {
+		t.Errorf("inputs marked invalid: %q (%v), want task_ops,tasks", invalid, err)
+	}
+	if js := jobsNamed(t, c, "bad-form-job"); len(js) != 0 {
+		t.Errorf("the bad form stored jobs: %v", js)
+	}
+
+	// A good job through the form: it appears and reaches done.
+	p.run("fill the form", p.fill("f-name", "form-job"),
+		p.fill("f-tasks", "20"),
+		p.fill("f-task-ops", "1e10"),
+		chromedp.Click(chromedp.ID("f-submit")))
+	formJob := p.waitJS(10*time.Second, "the submitted job's ID", `document.querySelector('#submit-result').dataset.job || ''`)
+	if j, err := c.Job(bg, formJob); err != nil || j.Name != "form-job" || j.Type != "sim" || j.Spec.Tasks != 20 {
+		t.Fatalf("the form's job %s through the API: %+v, %v", formJob, j, err)
+	}
+	p.waitJS(10*time.Second, "the form's job in the list", fmt.Sprintf(`document.querySelector('#jobs tr[data-job=%q]') ? 'listed' : ''`, formJob))
+
+	// An operator's switch from the pool with the most hosts: a square
+	// shows it switching, then the host is in the other pool.
+	from, to := switchPools(t, c)
+	sw, err := switchWhenFree(c, from, to)
+	if err != nil {
+		t.Fatalf("switch %s → %s: %v", from, to, err)
+	}
+	host := p.waitJS(30*time.Second, "a host switching "+from+" → "+to, fmt.Sprintf(
+		`(h => h ? h.dataset.host + ' ' + h.querySelector('b').textContent : '')(document.querySelector('#pools .pool[data-pool=%q] .host[data-state=switching][data-from=%q][data-to=%q]'))`, from, from, to))
+	name, label, _ := strings.Cut(host, " ")
+	if label != "switching "+from+" → "+to {
+		t.Errorf("the switching square says %q", label)
+	}
+	t.Logf("switch %s: %s shown %q", sw.ID, name, label)
+	p.waitJS(60*time.Second, name+" in pool "+to, fmt.Sprintf(
+		`(h => h && ['busy','idle'].includes(h.dataset.state) ? h.dataset.state : '')(document.querySelector('#pools .pool[data-pool=%q] .host[data-host=%q]'))`, to, name))
+	p.waitJS(10*time.Second, "the switch committed in the list", fmt.Sprintf(
+		`(r => r && r.textContent.includes('committed') ? 'committed' : '')(document.querySelector('#switches tr[data-switch=%q]'))`, sw.ID))
+
+	p.waitJS(3*time.Minute, "the form's job done", fmt.Sprintf(`document.querySelector('#jobs tr[data-job=%q][data-state=done]') ? 'done' : ''`, formJob))
+	// Its plan and explanation, opened from the list.
+	p.run("open the job", chromedp.Click(chromedp.CSS(fmt.Sprintf(`#jobs a[data-open=%q]`, formJob))))
+	expl := p.waitJS(10*time.Second, "the plan's explanation", `(e => e ? e.textContent : '')(document.querySelector('#job-detail .explanation'))`)
+	if !strings.Contains(expl, "master") || !strings.Contains(expl, "predicted") {
+		t.Errorf("the explanation shown: %q", expl)
+	}
+	screenshot(t, p)
+
+	// Restart: the page says the connection is lost, then shows the new
+	// daemon (another instance) with the state it restored.
+	before, _ := p.eval(`document.querySelector('#daemon').dataset.instance`)
+	if code := d.interrupt(t, 60*time.Second); code != 0 {
+		t.Errorf("exit code after SIGINT %d, want 0", code)
+	}
+	p.waitJS(15*time.Second, "the connection lost", `document.querySelector('#conn').dataset.state === 'down' ? 'down' : ''`)
+	d2 := startServe(t, bin, dir, filepath.Join(dir, "daemon-2.log"), "--listen", addr, "--data-dir", data, "--demo=false",
+		"--log-format", "json", "--log-level", "warn")
+	defer dumpLogOnFailure(t, filepath.Join(dir, "daemon-2.log"))
+	c = client.New(d2.base, token)
+	p.waitJS(30*time.Second, "the page live on the new daemon", fmt.Sprintf(
+		`document.querySelector('#conn').dataset.state === 'live' && document.querySelector('#daemon').dataset.instance !== %q ? 'live' : ''`, before))
+	if restarted, err := p.eval(`document.querySelector('#daemon').dataset.restarted || ''`); err != nil || restarted != "true" {
+		t.Errorf("the page does not say it reconnected after a restart (%q, %v)", restarted, err)
+	}
+	after, err := c.Job(bg, formJob)
+	if err != nil || after.State != store.Done {
+		t.Fatalf("the form's job after the restart: %+v, %v", after, err)
+	}
+	p.waitJS(10*time.Second, "the form's job done after the restart", fmt.Sprintf(`document.querySelector('#jobs tr[data-job=%q][data-state=done]') ? 'done' : ''`, formJob))
+	// A job submitted now (through the API) shows: the page follows the new daemon.
+	j, err := c.Submit(bg, []byte("name: after-restart\ntype: etl\ntasks: 5\ntask_ops: 1e9\ntask_bytes: 0\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.waitJS(30*time.Second, "the job submitted after the restart, done", fmt.Sprintf(`document.querySelector('#jobs tr[data-job=%q][data-state=done]') ? 'done' : ''`, j.ID))
+	checkSquares(t, p, c, "after the restart")
+
+	// Cancel from the page: a long job, cancelled by its button.
+	long, err := c.Submit(bg, []byte("name: to-cancel\ntype: sim\ntasks: 1000000\ntask_ops: 1e11\ntask_bytes: 0\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sel := fmt.Sprintf(`#jobs tr[data-job=%q] button[data-cancel]`, long.ID)
+	p.waitJS(10*time.Second, "the cancel button", fmt.Sprintf(`document.querySelector(%q) ? 'yes' : ''`, sel))
+	p.run("cancel the job", chromedp.Click(chromedp.CSS(sel)))
+	p.waitJS(60*time.Second, "the job cancelled", fmt.Sprintf(`document.querySelector('#jobs tr[data-job=%q][data-state=cancelled]') ? 'cancelled' : ''`, long.ID))
+
+	// Log out: the page asks for the token again and the API refuses the browser.
+	p.run("log out", chromedp.Click(chromedp.ID("logout")))
+	p.waitJS(10*time.Second, "the login form again", `!document.querySelector('#login-view').hidden ? 'login' : ''`)
+	status, err := p.eval(`fetch('/v1/pools').then(r => String(r.status))`)
+	if err != nil || status != fmt.Sprint(http.StatusUnauthorized) {
+		t.Errorf("GET /v1/pools from the page after logging out: %v, want 401", status)
+	}
+	if code := d2.interrupt(t, 60*time.Second); code != 0 {
+		t.Errorf("exit code of the restarted daemon after SIGINT %d, want 0", code)
+	}
+}
+
+// checkSquares waits until the page shows, per pool, the hosts the API
+// lists in that pool (both move during the demo), each with its state as
+// text.
+func checkSquares(t *testing.T, p *page, c *client.Client, when string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		hosts, err := c.Hosts(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]map[string]string{}
+		for _, h := range hosts {
+			if want[h.Pool] == nil {
+				want[h.Pool] = map[string]string{}
+			}
+			want[h.Pool][h.Name] = h.State
+		}
+		js, err := p.eval(squaresJS)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]map[string]string{}
+		if err := json.Unmarshal([]byte(js), &got); err != nil {
+			t.Fatal(err)
+		}
+		same := len(got) == len(want)
+		total := 0
+		for pool, hs := range want {
+			same = same && len(got[pool]) == len(hs)
+			for name, st := range hs {
+				label, ok := got[pool][name]
+				same = same && ok && strings.HasPrefix(label, st)
+			}
+			total += len(hs)
+		}
+		if same {
+			t.Logf("%s: %d squares in %d pools match the API", when, total, len(got))
+			if total != 16 {
+				t.Errorf("%s: %d squares, want the demo grid's 16 hosts", when, total)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: the squares per pool never matched the API in 20 s:\npage %v\napi  %v", when, got, want)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// switchPools returns the pool with the most hosts and another one.
+func switchPools(t *testing.T, c *client.Client) (from, to string) {
+	t.Helper()
+	pools, err := c.Pools(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	best := 0
+	for i, p := range pools {
+		if len(p.Hosts) > len(pools[best].Hosts) {
+			best = i
+		}
+	}
+	return pools[best].Name, pools[(best+1)%len(pools)].Name
+}
+
+// switchWhenFree asks for a switch, retrying while another switch holds
+// the pools (409).
+func switchWhenFree(c *client.Client, from, to string) (metasched.SwitchView, error) {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		sw, err := c.RequestSwitch(context.Background(), from, to)
+		if err == nil || time.Now().After(deadline) {
+			return sw, err
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+}
+
+func jobsNamed(t *testing.T, c *client.Client, name string) []string {
+	t.Helper()
+	l, err := c.Jobs(context.Background(), client.JobsQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, j := range l.Jobs {
+		if j.Name == name {
+			out = append(out, j.ID)
+		}
+	}
+	return out
+}
+
+// screenshot takes the page as PNG into the test's directory (and
+// -screenshot) and checks it is an image of the window's width.
+func screenshot(t *testing.T, p *page) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(p.ctx, 30*time.Second)
+	defer cancel()
+	buf, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	img, err := png.Decode(bytes.NewReader(buf))
+	if err != nil {
+		t.Fatalf("the screenshot is no PNG: %v", err)
+	}
+	if w := img.Bounds().Dx(); w != 1440 {
+		t.Errorf("the screenshot is %d pixels wide, want 1440", w)
+	}
+	paths := []string{filepath.Join(t.TempDir(), "dashboard.png")}
+	if *screenshotPath != "" {
+		paths = append(paths, *screenshotPath)
+	}
+	for _, path := range paths {
+		if err := os.WriteFile(path, buf, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("screenshot: %d bytes, %v", len(buf), img.Bounds())
+}
+
+func dumpLogOnFailure(t *testing.T, path string) {
+	if !t.Failed() {
+		return
+	}
+	b, _ := os.ReadFile(path)
+	if len(b) > 8000 {
+		b = b[len(b)-8000:]
+	}
+	t.Logf("%s (end):\n%s", filepath.Base(path), b)
+}
+
+// heatConfig is a daemon with the optimal policy solved at start on a
+// grid of two clusters of two hosts and two job types.
+const heatConfig = `listen: %s
+data_dir: data
+grid: grid.yaml
+job_types:
+  - {name: x, vm: {vcpus: 1, memory_mib: 512}, holding_cost: 2}
+  - {name: y, vm: {vcpus: 1, memory_mib: 512}, holding_cost: 1}
+policy: {name: optimal, solve: true}
+executor: {name: emulated, time_scale: 0.01}
+min_pool_hosts: 1
+`
+
+const heatGrid = `clusters:
+  - {name: a, machines: 2, cores: 2, memory_mib: 4096, perf: 1.0e9, lan_mbps: 1000, uplink_mbps: 100}
+  - {name: b, machines: 2, cores: 2, memory_mib: 4096, perf: 1.0e9, lan_mbps: 1000, uplink_mbps: 100}
+links:
+  - {between: [a, b], mbps: 100}
+`
+
+// TestDashboardHeatMap: with an optimal table in force the policy panel
+// shows a view of it like the papers' tables, one cell per pair of queue
+// lengths with its action as text, and the live state outlined.
+func TestDashboardHeatMap(t *testing.T) {
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	for name, body := range map[string]string{"metasched.yaml": fmt.Sprintf(heatConfig, addr), "grid.yaml": heatGrid} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	logPath := filepath.Join(dir, "daemon.log")
+	d := startServe(t, bin, dir, logPath, "--config", filepath.Join(dir, "metasched.yaml"), "--log-format", "json")
+	defer dumpLogOnFailure(t, logPath)
+	tok, err := os.ReadFile(filepath.Join(dir, "data", "token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := strings.TrimSpace(string(tok))
+	c := client.New(d.base, token)
+	// A job makes the manager decide, which starts the solve.
+	if _, err := c.Submit(context.Background(), []byte("name: one\ntype: x\ntasks: 4\ntask_ops: 1.0e9\ntask_bytes: 0\n")); err != nil {
+		t.Fatal(err)
+	}
+	p := &page{t: t, ctx: browser(t)}
+	p.run("log in", chromedp.Navigate(d.base+"/"), chromedp.WaitVisible(chromedp.ID("login-token")),
+		p.fill("login-token", token), chromedp.Click(chromedp.CSS(`#login-form button[type=submit]`)))
+	// The page and the API are read one after the other while the pools
+	// may move (the view follows the live allocation): retry until both
+	// show the same view.
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		got := p.waitJS(time.Until(deadline), "the heat map", `(t => t ? JSON.stringify({
+	    in_force: document.querySelector('#policy-in-force').textContent,
+	    rows: t.querySelectorAll('tbody tr').length,
+	    cols: t.querySelectorAll('thead th').length - 1,
+	    cells: [...t.querySelectorAll('tbody td')].map(td => td.textContent.trim()),
+	    live: t.querySelectorAll('td.live').length}) : '')(document.querySelector('#heatmap-table'))`)
+		var hm struct {
+			InForce    string `json:"in_force"`
+			Rows, Cols int
+			Cells      []string
+			Live       int
+		}
+		if err := json.Unmarshal([]byte(got), &hm); err != nil {
+			t.Fatal(err)
+		}
+		pv, err := c.Policy(context.Background())
+		if err != nil || pv.TableView == nil {
+			t.Fatalf("policy: %+v, %v", pv, err)
+		}
+		tv := pv.TableView
+		var want []string
+		for _, row := range tv.Actions {
+			for _, a := range row {
+				if a == "" {
+					a = "·"
+				}
+				want = append(want, a)
+			}
+		}
+		same := strings.HasPrefix(hm.InForce, "optimal") && hm.Rows == len(tv.Actions) && hm.Cols == len(tv.Actions[0]) &&
+			strings.Join(hm.Cells, " ") == strings.Join(want, " ") && (tv.LiveRow >= 0) == (hm.Live == 1)
+		if same {
+			t.Logf("heat map %d×%d, %s", hm.Rows, hm.Cols, tv.Spec)
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("heat map %+v\nwant in force optimal, %d×%d cells %v, live (%d,%d)", hm, len(tv.Actions), len(tv.Actions[0]), want, tv.LiveRow, tv.LiveCol)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+}

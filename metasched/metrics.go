@@ -1,0 +1,315 @@
+package metasched
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/metasched/metasched/gramvm"
+	co "github.com/metasched/metasched/metasched/coordinator"
+	"github.com/metasched/metasched/metasched/store"
+	"github.com/metasched/metasched/selection"
+)
+
+// Prometheus metrics of the daemon (GET /metrics). Each daemon has its own
+// registry, not the client library's global one, so that several daemons
+// can run in one process (the tests do). Two kinds of metrics:
+//
+//   - events counted or timed where they happen: API requests, plans,
+//     policy solves, tuning candidates and the decisions carried out;
+//   - the daemon's state, read at scrape time by stateCollector under d.mu:
+//     jobs per state, pools, hosts, switches, VMs and the policy. Its
+//     counters (switches, VMs, completions, decisions) are the daemon's own
+//     totals since it started, exposed as constant metrics.
+
+// outcomes of a tuning candidate (metasched_tuning_candidates_total).
+const (
+	candRejected    = "rejected"
+	candNotChosen   = "not_chosen"
+	candCarryingOut = "carrying_out"
+)
+
+// outcomes of a carried-out tuning decision (metasched_migrations_total).
+const (
+	tuneDone   = "done"
+	tuneFailed = "failed"
+)
+
+// metrics holds the daemon's registry and the metrics it updates itself.
+type metrics struct {
+	reg        *prometheus.Registry
+	requests   *prometheus.HistogramVec
+	plan       prometheus.Histogram
+	solve      prometheus.Histogram
+	migrations *prometheus.CounterVec
+	candidates *prometheus.CounterVec
+}
+
+// newMetrics returns the metrics of d, registered with the Go runtime's and
+// the process's collectors and a collector of d's state.
+func newMetrics(d *Daemon) *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		requests: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "metasched_api_request_duration_seconds",
+			Help:    "Duration of the HTTP requests served, by method, route (the ServeMux pattern) and status code.",
+			Buckets: prometheus.DefBuckets,
+		}, []string{"method", "route", "code"}),
+		plan: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "metasched_plan_duration_seconds",
+			Help:    "Duration of the GramVM planning of one job on the live grid.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14), // 0.5 ms to 4 s
+		}),
+		solve: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "metasched_policy_solve_duration_seconds",
+			Help:    "Duration of the optimal policy's table solves that ended (succeeded or failed).",
+			Buckets: prometheus.ExponentialBucketsRange(0.01, 600, 13), // 10 ms to 10 min
+		}),
+		migrations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "metasched_migrations_total",
+			Help: "Bandwidth tuning decisions carried out, by action (consolidate: live migrations, shrink: vCPU resizes) and outcome (done, failed).",
+		}, []string{"kind", "outcome"}),
+		candidates: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "metasched_tuning_candidates_total",
+			Help: "Bandwidth tuning candidates evaluated, by outcome (rejected, not_chosen, carrying_out).",
+		}, []string{"outcome"}),
+	}
+	for _, kind := range []string{gramvm.ActionConsolidate, gramvm.ActionShrink} {
+		for _, out := range []string{tuneDone, tuneFailed} {
+			m.migrations.WithLabelValues(kind, out)
+		}
+	}
+	for _, out := range []string{candRejected, candNotChosen, candCarryingOut} {
+		m.candidates.WithLabelValues(out)
+	}
+	m.reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.requests, m.plan, m.solve, m.migrations, m.candidates,
+		newStateCollector(d),
+	)
+	return m
+}
+
+// handler serves the registry in the Prometheus exposition formats.
+func (m *metrics) handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{
+		ErrorHandling: promhttp.ContinueOnError,
+		Registry:      m.reg, // counts its own errors (promhttp_metric_handler_errors_total)
+	})
+}
+
+// instrument times every request next serves. The route label is the
+// pattern the (innermost) ServeMux matched, read from the request after
+// next ran; a request no pattern matched has "unmatched".
+func (m *metrics) instrument(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		next.ServeHTTP(sw, r)
+		route := r.Pattern
+		if route == "" {
+			route = "unmatched"
+		}
+		code := sw.code
+		if code == 0 {
+			code = http.StatusOK
+		}
+		m.requests.WithLabelValues(methodLabel(r.Method), route, strconv.Itoa(code)).Observe(time.Since(start).Seconds())
+	})
+}
+
+// methodLabel bounds the method label to the standard methods.
+func methodLabel(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodConnect, http.MethodOptions, http.MethodTrace:
+		return m
+	}
+	return "other"
+}
+
+// statusWriter records the status code of an answer. It unwraps to the
+// writer it wraps (http.ResponseController) and flushes through it, so
+// that server-sent events work behind it.
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.code == 0 && code >= 200 { // 1xx answers are not the final status
+		w.code = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.code == 0 {
+		w.code = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Flush implements http.Flusher.
+func (w *statusWriter) Flush() { _ = w.FlushError() }
+
+// FlushError flushes through the wrapped writer and reports whether it
+// could (http.ResponseController.Flush calls it).
+func (w *statusWriter) FlushError() error {
+	if w.code == 0 {
+		w.code = http.StatusOK
+	}
+	return http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+// Unwrap returns the wrapped writer (for http.ResponseController).
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// solved observes a policy solve that ended (policy.Config.OnSolved).
+func (m *metrics) solved(seconds float64, _ error) { m.solve.Observe(seconds) }
+
+// tuned counts a carried-out tuning decision of action kind.
+func (m *metrics) tuned(kind string, failed bool) {
+	out := tuneDone
+	if failed {
+		out = tuneFailed
+	}
+	m.migrations.WithLabelValues(kind, out).Inc()
+}
+
+// planLoaded is d.planner.PlanLoaded, timed (metasched_plan_duration_seconds).
+func (d *Daemon) planLoaded(ctx context.Context, job *selection.Job, free map[string][]string, running []gramvm.RunningJob, opt selection.Options) (gramvm.Placement, gramvm.Load, error) {
+	start := time.Now()
+	pl, load, err := d.planner.PlanLoaded(ctx, job, free, running, opt)
+	d.metrics.plan.Observe(time.Since(start).Seconds())
+	return pl, load, err
+}
+
+// stateCollector reads the daemon's state at scrape time.
+type stateCollector struct {
+	d *Daemon
+
+	jobs, queue, poolJobs, poolHosts, switching, arrival, service, completed,
+	cost, switches, inFlight, hosts, vmsCreated, vmsDestroyed, decisions,
+	switchDecisions, policyInfo *prometheus.Desc
+}
+
+var _ prometheus.Collector = (*stateCollector)(nil)
+
+func newStateCollector(d *Daemon) *stateCollector {
+	desc := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc(name, help, labels, nil)
+	}
+	return &stateCollector{d: d,
+		jobs:            desc("metasched_jobs", "Jobs in the store by state.", "state"),
+		queue:           desc("metasched_pool_queue_length", "Jobs of the pool waiting (queued).", "pool"),
+		poolJobs:        desc("metasched_pool_jobs", "Jobs of the pool queued or active (j_i of the policy).", "pool"),
+		poolHosts:       desc("metasched_pool_hosts", "Hosts serving the pool (k_i), busy (running VMs of jobs) or idle.", "pool", "state"),
+		switching:       desc("metasched_pool_switching_hosts", "Hosts in transit into (in) or out of (out) the pool.", "pool", "direction"),
+		arrival:         desc("metasched_pool_arrival_rate_per_second", "Estimated arrival rate λ of the pool's jobs.", "pool"),
+		service:         desc("metasched_pool_service_rate_per_host_second", "Estimated service rate µ of the pool: completions per busy host-second.", "pool"),
+		completed:       desc("metasched_pool_completed_total", "Jobs of the pool completed since the daemon started.", "pool"),
+		cost:            desc("metasched_holding_cost_rate", "Holding cost per unit of time: the sum over the pools of holding cost × jobs."),
+		switches:        desc("metasched_switches_total", "Host switches ended, by outcome (committed, cancelled, rolled_back, stranded).", "outcome"),
+		inFlight:        desc("metasched_switches_in_flight", "Host switches in flight."),
+		hosts:           desc("metasched_hosts", "Hosts by state (busy, idle, switching, stranded, unreachable).", "state"),
+		vmsCreated:      desc("metasched_vms_created_total", "VMs the daemon created since it started."),
+		vmsDestroyed:    desc("metasched_vms_destroyed_total", "VMs the daemon destroyed since it started."),
+		decisions:       desc("metasched_policy_decisions_total", "Decisions of the switching policy."),
+		switchDecisions: desc("metasched_policy_switch_decisions_total", "Decisions of the switching policy to switch a host."),
+		policyInfo:      desc("metasched_policy_info", "The switching policy configured and the one in force (1).", "configured", "in_force"),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.jobs, c.queue, c.poolJobs, c.poolHosts, c.switching, c.arrival, c.service,
+		c.completed, c.cost, c.switches, c.inFlight, c.hosts, c.vmsCreated, c.vmsDestroyed, c.decisions,
+		c.switchDecisions, c.policyInfo} {
+		ch <- d
+	}
+}
+
+// switchOutcomes maps the final phases of a switch to the outcome label.
+var switchOutcomes = []struct {
+	phase   co.Phase
+	outcome string
+}{
+	{co.PhaseDone, "committed"},
+	{co.PhaseCancelled, "cancelled"},
+	{co.PhaseRolledBack, "rolled_back"},
+	{co.PhaseStranded, "stranded"},
+}
+
+// hostStates are the values of metasched_hosts' state label.
+var hostStates = []string{HostBusy, HostIdle, HostSwitching, HostStranded, HostUnreachable}
+
+// Collect implements prometheus.Collector. Each part takes the lock it
+// needs for as long as it reads; nothing blocks on I/O.
+func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	d := c.d
+	gauge := func(desc *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, labels...)
+	}
+	counter := func(desc *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, v, labels...)
+	}
+
+	counts := d.st.Counts()
+	for _, st := range store.States {
+		gauge(c.jobs, float64(counts[st]), string(st))
+	}
+
+	cost := 0.0
+	for _, p := range d.Pools() {
+		gauge(c.queue, float64(p.Queued), p.Name)
+		gauge(c.poolJobs, float64(p.Jobs), p.Name)
+		gauge(c.poolHosts, float64(p.Busy), p.Name, HostBusy)
+		gauge(c.poolHosts, float64(p.Idle), p.Name, HostIdle)
+		gauge(c.switching, float64(p.SwitchingIn), p.Name, "in")
+		gauge(c.switching, float64(p.SwitchingOut), p.Name, "out")
+		gauge(c.arrival, p.Rates.Arrival, p.Name)
+		gauge(c.service, p.Rates.Service, p.Name)
+		counter(c.completed, float64(p.Completed), p.Name)
+		cost += p.HoldingCost * float64(p.Jobs)
+	}
+	gauge(c.cost, cost)
+
+	ended := map[co.Phase]int{}
+	inFlight := 0
+	hosts := map[string]int{}
+	d.mu.Lock()
+	for _, sw := range d.coord.Switches() {
+		if sw.Phase.Final() {
+			ended[sw.Phase]++
+		} else {
+			inFlight++
+		}
+	}
+	for _, name := range d.order {
+		hosts[d.hostStateLocked(d.hosts[name])]++
+	}
+	d.mu.Unlock()
+	for _, o := range switchOutcomes {
+		counter(c.switches, float64(ended[o.phase]), o.outcome)
+	}
+	gauge(c.inFlight, float64(inFlight))
+	for _, st := range hostStates {
+		gauge(c.hosts, float64(hosts[st]), st)
+	}
+
+	created, destroyed := d.vmCounts()
+	counter(c.vmsCreated, float64(created))
+	counter(c.vmsDestroyed, float64(destroyed))
+
+	pv := d.pol.View()
+	counter(c.decisions, float64(pv.Decisions))
+	counter(c.switchDecisions, float64(pv.Switches))
+	gauge(c.policyInfo, 1, pv.Configured, pv.InForce)
+}

@@ -1,0 +1,1028 @@
+package metasched
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"reflect"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/metasched/metasched/gramvm"
+	hp "github.com/metasched/metasched/hypervisorproxy"
+	co "github.com/metasched/metasched/metasched/coordinator"
+	"github.com/metasched/metasched/metasched/policy"
+	"github.com/metasched/metasched/metasched/store"
+	"github.com/metasched/metasched/selection"
+)
+
+// The OpenAPI document (openapi.json, embedded as OpenAPI) must describe
+// exactly the routes of Routes, with schemas that match the Go wire types
+// and status codes that the server really answers.
+
+// openapiMethods are the operation keys of a path item.
+var openapiMethods = []string{"get", "put", "post", "delete", "options", "head", "patch", "trace"}
+
+// openapiDoc parses OpenAPI.
+func openapiDoc(t *testing.T) map[string]any {
+	t.Helper()
+	var doc map[string]any
+	dec := json.NewDecoder(bytes.NewReader(OpenAPI))
+	dec.UseNumber()
+	if err := dec.Decode(&doc); err != nil {
+		t.Fatalf("openapi.json is not JSON: %v", err)
+	}
+	if dec.More() {
+		t.Fatal("openapi.json has more than one JSON value")
+	}
+	return doc
+}
+
+// openapiObj reads the object at the keys, failing the test when one is
+// missing or not an object.
+func openapiObj(t *testing.T, v any, keys ...string) map[string]any {
+	t.Helper()
+	cur := v
+	for i, k := range keys {
+		m, ok := cur.(map[string]any)
+		if !ok {
+			t.Fatalf("%s: not an object", strings.Join(keys[:i], "."))
+		}
+		if cur, ok = m[k]; !ok {
+			t.Fatalf("%s: missing", strings.Join(keys[:i+1], "."))
+		}
+	}
+	m, ok := cur.(map[string]any)
+	if !ok {
+		t.Fatalf("%s: not an object", strings.Join(keys, "."))
+	}
+	return m
+}
+
+// openapiPath turns a route's ServeMux pattern into its OpenAPI path and
+// method: "GET /{$}" is ("GET", "/"), a trailing "{x...}" is "{x}".
+func openapiPath(pattern string) (method, path string) {
+	method, path, _ = strings.Cut(pattern, " ")
+	if strings.HasSuffix(path, "/{$}") {
+		path = strings.TrimSuffix(path, "{$}")
+	}
+	if i := strings.LastIndex(path, "{"); i >= 0 && strings.HasSuffix(path, "...}") {
+		path = path[:i] + "{" + strings.TrimSuffix(path[i+1:], "...}") + "}"
+	}
+	return method, path
+}
+
+// openapiOp is one operation of the document.
+type openapiOp struct {
+	key  string // "METHOD path"
+	path string
+	item map[string]any // the path item
+	op   map[string]any
+}
+
+func openapiOps(t *testing.T, doc map[string]any) []openapiOp {
+	t.Helper()
+	var out []openapiOp
+	for path, item := range openapiObj(t, doc, "paths") {
+		pi, ok := item.(map[string]any)
+		if !ok {
+			t.Fatalf("paths.%s: not an object", path)
+		}
+		for _, m := range openapiMethods {
+			if o, ok := pi[m]; ok {
+				op, ok := o.(map[string]any)
+				if !ok {
+					t.Fatalf("paths.%s.%s: not an object", path, m)
+				}
+				out = append(out, openapiOp{key: strings.ToUpper(m) + " " + path, path: path, item: pi, op: op})
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].key < out[j].key })
+	return out
+}
+
+// openapiResolve follows a local "$ref" ("#/a/b") to what it points at.
+func openapiResolve(doc map[string]any, ref string) (any, bool) {
+	p, ok := strings.CutPrefix(ref, "#/")
+	if !ok {
+		return nil, false
+	}
+	var cur any = doc
+	for _, k := range strings.Split(p, "/") {
+		k = strings.ReplaceAll(strings.ReplaceAll(k, "~1", "/"), "~0", "~")
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		if cur, ok = m[k]; !ok {
+			return nil, false
+		}
+	}
+	return cur, true
+}
+
+// openapiDeref resolves v while it is a {"$ref": ...} object.
+func openapiDeref(t *testing.T, doc map[string]any, v map[string]any) map[string]any {
+	t.Helper()
+	for range 10 {
+		ref, ok := v["$ref"].(string)
+		if !ok {
+			return v
+		}
+		r, ok := openapiResolve(doc, ref)
+		if !ok {
+			t.Fatalf("$ref %q does not resolve", ref)
+		}
+		if v, ok = r.(map[string]any); !ok {
+			t.Fatalf("$ref %q: not an object", ref)
+		}
+	}
+	t.Fatal("$ref chain too long")
+	return nil
+}
+
+func TestOpenAPIDocument(t *testing.T) {
+	doc := openapiDoc(t)
+	if v, _ := doc["openapi"].(string); !strings.HasPrefix(v, "3.") {
+		t.Errorf("openapi %q, want 3.x", v)
+	}
+	info := openapiObj(t, doc, "info")
+	if info["title"] != "metasched" {
+		t.Errorf("info.title %v, want metasched", info["title"])
+	}
+	if v, _ := info["version"].(string); v == "" {
+		t.Error("info.version is empty")
+	}
+	if d, _ := info["description"].(string); !strings.Contains(d, "Bearer") || !strings.Contains(d, SessionCookie) || !strings.Contains(d, CSRFHeader) {
+		t.Errorf("info.description does not say how to authenticate (Bearer, %s, %s): %q", SessionCookie, CSRFHeader, d)
+	}
+	schemes := openapiObj(t, doc, "components", "securitySchemes")
+	if b := openapiObj(t, schemes, "bearer"); b["type"] != "http" || b["scheme"] != "bearer" {
+		t.Errorf("securitySchemes.bearer %v, want http bearer", b)
+	}
+	if s := openapiObj(t, schemes, "session"); s["type"] != "apiKey" || s["in"] != "cookie" || s["name"] != SessionCookie {
+		t.Errorf("securitySchemes.session %v, want an apiKey in cookie %s", s, SessionCookie)
+	}
+	var global []map[string][]string
+	if b, err := json.Marshal(doc["security"]); err != nil || json.Unmarshal(b, &global) != nil {
+		t.Fatalf("security %v: not a list of requirements", doc["security"])
+	}
+	want := []map[string][]string{{"bearer": {}}, {"session": {}}}
+	if !reflect.DeepEqual(global, want) {
+		t.Errorf("security %v, want %v", global, want)
+	}
+}
+
+// The document's operations are the routes of Routes, each complete.
+func TestOpenAPIRoutes(t *testing.T) {
+	doc := openapiDoc(t)
+	ops := openapiOps(t, doc)
+
+	public := map[string]bool{}
+	for _, rt := range Routes {
+		m, p := openapiPath(rt.Pattern)
+		k := m + " " + p
+		if _, dup := public[k]; dup {
+			t.Errorf("route %s twice in Routes", k)
+		}
+		public[k] = rt.Public
+	}
+	inDoc := map[string]bool{}
+	for _, o := range ops {
+		inDoc[o.key] = true
+	}
+	var missing, extra []string
+	for k := range public {
+		if !inDoc[k] {
+			missing = append(missing, k)
+		}
+	}
+	for k := range inDoc {
+		if _, ok := public[k]; !ok {
+			extra = append(extra, k)
+		}
+	}
+	sort.Strings(missing)
+	sort.Strings(extra)
+	if len(missing) > 0 {
+		t.Errorf("routes of Routes the document does not describe: %s", strings.Join(missing, ", "))
+	}
+	if len(extra) > 0 {
+		t.Errorf("operations of the document that are no route of Routes: %s", strings.Join(extra, ", "))
+	}
+
+	ids := map[string]string{}
+	for _, o := range ops {
+		id, _ := o.op["operationId"].(string)
+		switch {
+		case id == "":
+			t.Errorf("%s: no operationId", o.key)
+		case ids[id] != "":
+			t.Errorf("%s: operationId %q is also %s's", o.key, id, ids[id])
+		default:
+			ids[id] = o.key
+		}
+		if s, _ := o.op["summary"].(string); strings.TrimSpace(s) == "" {
+			t.Errorf("%s: no summary", o.key)
+		}
+		resps, _ := o.op["responses"].(map[string]any)
+		if len(resps) == 0 {
+			t.Errorf("%s: no responses", o.key)
+		}
+		for code, r := range resps {
+			if n, err := strconv.Atoi(code); err != nil || n < 100 || n > 599 {
+				t.Errorf("%s: response %q is not a status code", o.key, code)
+			}
+			rm, ok := r.(map[string]any)
+			if !ok {
+				t.Errorf("%s: response %s is not an object", o.key, code)
+				continue
+			}
+			if d, _ := openapiDeref(t, doc, rm)["description"].(string); d == "" {
+				t.Errorf("%s: response %s has no description", o.key, code)
+			}
+		}
+
+		// Security: public routes none, the others the global one.
+		sec, has := o.op["security"]
+		list, isList := sec.([]any)
+		if pub, ok := public[o.key]; ok {
+			switch {
+			case pub && (!has || !isList || len(list) != 0):
+				t.Errorf("%s is public: want security: [], got %v", o.key, sec)
+			case !pub && has && (!isList || len(list) == 0):
+				t.Errorf("%s wants the token: its security %v overrides the global one", o.key, sec)
+			case !pub && resps["401"] == nil:
+				t.Errorf("%s wants the token: no 401 response", o.key)
+			case !pub && o.key[:4] != "GET " && resps["403"] == nil:
+				t.Errorf("%s wants the token and changes state: no 403 response (session without %s)", o.key, CSRFHeader)
+			}
+		}
+
+		// Parameters: every {x} of the path declared in: path, required.
+		declared := map[string]bool{}
+		var params []any
+		if p, ok := o.item["parameters"].([]any); ok {
+			params = append(params, p...)
+		}
+		if p, ok := o.op["parameters"].([]any); ok {
+			params = append(params, p...)
+		}
+		seen := map[string]bool{}
+		for _, p := range params {
+			pm, ok := p.(map[string]any)
+			if !ok {
+				t.Errorf("%s: a parameter is not an object", o.key)
+				continue
+			}
+			pm = openapiDeref(t, doc, pm)
+			name, _ := pm["name"].(string)
+			in, _ := pm["in"].(string)
+			if seen[in+" "+name] {
+				t.Errorf("%s: parameter %s in %s twice", o.key, name, in)
+			}
+			seen[in+" "+name] = true
+			if _, ok := pm["schema"].(map[string]any); !ok {
+				t.Errorf("%s: parameter %s has no schema", o.key, name)
+			}
+			if in == "path" {
+				declared[name] = true
+				if pm["required"] != true {
+					t.Errorf("%s: path parameter %s is not required: true", o.key, name)
+				}
+			}
+		}
+		inPath := map[string]bool{}
+		for rest := o.path; ; {
+			i := strings.Index(rest, "{")
+			if i < 0 {
+				break
+			}
+			j := strings.Index(rest[i:], "}")
+			if j < 0 {
+				t.Errorf("%s: unbalanced { in the path", o.key)
+				break
+			}
+			inPath[rest[i+1:i+j]] = true
+			rest = rest[i+j+1:]
+		}
+		for p := range inPath {
+			if !declared[p] {
+				t.Errorf("%s: path parameter {%s} not declared in: path", o.key, p)
+			}
+		}
+		for p := range declared {
+			if !inPath[p] {
+				t.Errorf("%s: declares path parameter %s that is not in the path", o.key, p)
+			}
+		}
+	}
+}
+
+// The query parameters the handlers read, with their types.
+func TestOpenAPIQueryParameters(t *testing.T) {
+	doc := openapiDoc(t)
+	want := map[string]map[string]string{ // operation → parameter → schema type
+		"GET /v1/jobs":      {"state": "array", "type": "string", "after": "string", "limit": "integer"},
+		"GET /v1/switches":  {"active": "boolean"},
+		"GET /v1/dashboard": {"history": "boolean"},
+	}
+	for _, o := range openapiOps(t, doc) {
+		got := map[string]string{}
+		params, _ := o.op["parameters"].([]any)
+		for _, p := range params {
+			pm := openapiDeref(t, doc, p.(map[string]any))
+			if pm["in"] == "query" {
+				s := openapiDeref(t, doc, pm["schema"].(map[string]any))
+				typ, _ := s["type"].(string)
+				got[pm["name"].(string)] = typ
+			}
+		}
+		w := want[o.key]
+		if w == nil {
+			w = map[string]string{}
+		}
+		if !reflect.DeepEqual(got, w) {
+			t.Errorf("%s: query parameters %v, want %v", o.key, got, w)
+		}
+	}
+	// The job states of ?state= are the store's.
+	var states []any
+	for _, p := range openapiObj(t, doc, "paths", "/v1/jobs", "get")["parameters"].([]any) {
+		if pm := p.(map[string]any); pm["name"] == "state" {
+			items := openapiDeref(t, doc, openapiObj(t, pm, "schema", "items"))
+			states, _ = items["enum"].([]any)
+		}
+	}
+	if got := fmt.Sprint(states); got != fmt.Sprint(store.States) {
+		t.Errorf("GET /v1/jobs ?state= enum %s, want %s", got, fmt.Sprint(store.States))
+	}
+}
+
+// Every "$ref" of the document resolves to a component.
+func TestOpenAPIRefs(t *testing.T) {
+	doc := openapiDoc(t)
+	n := 0
+	var walk func(path string, v any)
+	walk = func(path string, v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			if ref, ok := x["$ref"]; ok {
+				n++
+				s, _ := ref.(string)
+				if !strings.HasPrefix(s, "#/components/") {
+					t.Errorf("%s: $ref %v is not a component", path, ref)
+				} else if _, ok := openapiResolve(doc, s); !ok {
+					t.Errorf("%s: $ref %s does not resolve", path, s)
+				}
+			}
+			for k, e := range x {
+				walk(path+"/"+k, e)
+			}
+		case []any:
+			for i, e := range x {
+				walk(path+"/"+strconv.Itoa(i), e)
+			}
+		}
+	}
+	walk("#", doc)
+	if n == 0 {
+		t.Error("no $ref in the document")
+	}
+}
+
+// openapiTypes maps each object schema of components.schemas to the Go
+// type it describes. request marks a request body's schema, where a field
+// the server defaults may be left out.
+var openapiTypes = map[string]struct {
+	typ     reflect.Type
+	request bool
+}{
+	"APIError":      {reflect.TypeFor[APIError](), false},
+	"FieldError":    {reflect.TypeFor[FieldError](), false},
+	"Health":        {reflect.TypeFor[Health](), false},
+	"LoginRequest":  {reflect.TypeFor[LoginRequest](), true},
+	"LoginForm":     {reflect.TypeFor[LoginRequest](), true},
+	"LoginResult":   {reflect.TypeFor[LoginResult](), false},
+	"Transition":    {reflect.TypeFor[store.Transition](), false},
+	"JobFile":       {reflect.TypeFor[selection.Job](), true},
+	"JobFileVM":     {reflect.TypeFor[selection.VM](), true},
+	"JobSpec":       {reflect.TypeFor[selection.Job](), false},
+	"VMShape":       {reflect.TypeFor[selection.VM](), false},
+	"JobVM":         {reflect.TypeFor[JobVM](), false},
+	"Job":           {reflect.TypeFor[Job](), false},
+	"JobList":       {reflect.TypeFor[JobList](), false},
+	"HostRef":       {reflect.TypeFor[gramvm.HostRef](), false},
+	"Placement":     {reflect.TypeFor[gramvm.Placement](), false},
+	"Plan":          {reflect.TypeFor[selection.Plan](), false},
+	"ClusterPlan":   {reflect.TypeFor[selection.ClusterPlan](), false},
+	"Excluded":      {reflect.TypeFor[selection.Excluded](), false},
+	"PlanResult":    {reflect.TypeFor[PlanResult](), false},
+	"Rates":         {reflect.TypeFor[Rates](), false},
+	"Pool":          {reflect.TypeFor[Pool](), false},
+	"HypervisorVM":  {reflect.TypeFor[hp.VM](), false},
+	"HostView":      {reflect.TypeFor[HostView](), false},
+	"ClearRequest":  {reflect.TypeFor[ClearRequest](), true},
+	"SwitchRequest": {reflect.TypeFor[SwitchRequest](), true},
+	"SwitchView":    {reflect.TypeFor[SwitchView](), false},
+	"PolicyPool":    {reflect.TypeFor[PolicyPool](), false},
+	"PolicyTable":   {reflect.TypeFor[PolicyTable](), false},
+	"PolicySlice":   {reflect.TypeFor[policy.Slice](), false},
+	"PolicyView":    {reflect.TypeFor[PolicyView](), false},
+	"Link":          {reflect.TypeFor[gramvm.Link](), false},
+	"Move":          {reflect.TypeFor[gramvm.Move](), false},
+	"Shrink":        {reflect.TypeFor[gramvm.Shrink](), false},
+	"TuningRecord":  {reflect.TypeFor[TuningRecord](), false},
+	"JobType":       {reflect.TypeFor[JobType](), false},
+	"ClusterShare":  {reflect.TypeFor[ClusterShare](), false},
+	"JobSummary":    {reflect.TypeFor[JobSummary](), false},
+	"JobsOverview":  {reflect.TypeFor[JobsOverview](), false},
+	"Sample":        {reflect.TypeFor[Sample](), false},
+	"Dashboard":     {reflect.TypeFor[Dashboard](), false},
+}
+
+// openapiField is one JSON field of a Go struct.
+type openapiField struct {
+	name string
+	typ  reflect.Type
+	omit bool // omitempty or omitzero: the field may be absent
+}
+
+// openapiGoFields lists the JSON fields of a struct as encoding/json
+// writes them: exported fields by their json tag (or name), embedded
+// structs without a tag flattened, "-" skipped.
+func openapiGoFields(t reflect.Type) []openapiField {
+	var out []openapiField
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag := f.Tag.Get("json")
+		if tag == "-" {
+			continue
+		}
+		name, opts, _ := strings.Cut(tag, ",")
+		ft := f.Type
+		if f.Anonymous && name == "" {
+			if ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			if ft.Kind() == reflect.Struct {
+				out = append(out, openapiGoFields(ft)...)
+				continue
+			}
+		}
+		if !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		o := strings.Split(opts, ",")
+		omit := slices.Contains(o, "omitzero")
+		if slices.Contains(o, "omitempty") {
+			switch ft.Kind() {
+			case reflect.Struct:
+			case reflect.Array:
+				omit = omit || ft.Len() == 0
+			default:
+				omit = true
+			}
+		}
+		out = append(out, openapiField{name: name, typ: ft, omit: omit})
+	}
+	return out
+}
+
+// openapiSchemaTypes reads a schema's "type" (a string or a list).
+func openapiSchemaTypes(s map[string]any) []string {
+	switch x := s["type"].(type) {
+	case string:
+		return []string{x}
+	case []any:
+		var out []string
+		for _, e := range x {
+			if str, ok := e.(string); ok {
+				out = append(out, str)
+			}
+		}
+		return out
+	}
+	return nil
+}
+
+var openapiTimeType = reflect.TypeFor[time.Time]()
+
+// openapiCheckType checks that schema s describes values of the Go type
+// gt as encoding/json writes them: a struct is a $ref to a component of
+// openapiTypes for that very type, a time a date-time string, a slice an
+// array of its elements, a map an object of its values.
+func openapiCheckType(t *testing.T, doc map[string]any, where string, gt reflect.Type, s map[string]any) {
+	t.Helper()
+	for gt.Kind() == reflect.Pointer {
+		gt = gt.Elem()
+	}
+	if gt.Kind() == reflect.Struct && gt != openapiTimeType {
+		ref, _ := s["$ref"].(string)
+		name, ok := strings.CutPrefix(ref, "#/components/schemas/")
+		if !ok {
+			t.Errorf("%s: the Go type %s wants a $ref to its component schema, got %v", where, gt, s)
+			return
+		}
+		if c, ok := openapiTypes[name]; !ok || c.typ != gt {
+			t.Errorf("%s: $ref %s, but the Go type is %s", where, ref, gt)
+		}
+		return
+	}
+	s = openapiDeref(t, doc, s)
+	var want string
+	switch gt.Kind() {
+	case reflect.String:
+		want = "string"
+	case reflect.Bool:
+		want = "boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		want = "integer"
+	case reflect.Float32, reflect.Float64:
+		want = "number"
+	case reflect.Slice, reflect.Array:
+		want = "array"
+	case reflect.Map:
+		want = "object"
+	case reflect.Struct: // time.Time
+		want = "string"
+		if s["format"] != "date-time" {
+			t.Errorf("%s: a time, want format date-time, got %v", where, s["format"])
+		}
+	default:
+		t.Errorf("%s: the Go type %s has no JSON schema type here", where, gt)
+		return
+	}
+	if types := openapiSchemaTypes(s); !slices.Contains(types, want) {
+		t.Errorf("%s: type %v, want %s (Go %s)", where, types, want, gt)
+		return
+	}
+	switch gt.Kind() {
+	case reflect.Slice, reflect.Array:
+		items, ok := s["items"].(map[string]any)
+		if !ok {
+			t.Errorf("%s: an array without items", where)
+			return
+		}
+		openapiCheckType(t, doc, where+"[]", gt.Elem(), items)
+	case reflect.Map:
+		vals, ok := s["additionalProperties"].(map[string]any)
+		if !ok {
+			t.Errorf("%s: an object of %s without an additionalProperties schema", where, gt.Elem())
+			return
+		}
+		openapiCheckType(t, doc, where+"{}", gt.Elem(), vals)
+	}
+}
+
+// Each object schema's properties and required fields are the JSON fields
+// of its Go type, with the same types.
+func TestOpenAPISchemasMatchGo(t *testing.T) {
+	doc := openapiDoc(t)
+	schemas := openapiObj(t, doc, "components", "schemas")
+	for name, v := range schemas {
+		s := v.(map[string]any)
+		if _, ok := s["properties"]; ok {
+			if _, ok := openapiTypes[name]; !ok {
+				t.Errorf("components.schemas.%s: an object schema without a Go type in openapiTypes", name)
+			}
+		}
+	}
+	for name, c := range openapiTypes {
+		v, ok := schemas[name]
+		if !ok {
+			t.Errorf("components.schemas.%s (Go %s) is missing", name, c.typ)
+			continue
+		}
+		s := v.(map[string]any)
+		props, _ := s["properties"].(map[string]any)
+		var req []string
+		if r, ok := s["required"].([]any); ok {
+			for _, e := range r {
+				req = append(req, fmt.Sprint(e))
+			}
+		}
+		if s["type"] != "object" || s["additionalProperties"] != false {
+			t.Errorf("%s: want type object and additionalProperties false, got %v and %v", name, s["type"], s["additionalProperties"])
+		}
+		var goNames, goRequired []string
+		for _, f := range openapiGoFields(c.typ) {
+			goNames = append(goNames, f.name)
+			if !f.omit {
+				goRequired = append(goRequired, f.name)
+			}
+			p, ok := props[f.name].(map[string]any)
+			if !ok {
+				continue // reported below
+			}
+			openapiCheckType(t, doc, name+"."+f.name, f.typ, p)
+		}
+		var docNames []string
+		for k := range props {
+			docNames = append(docNames, k)
+		}
+		sort.Strings(goNames)
+		sort.Strings(docNames)
+		if !slices.Equal(goNames, docNames) {
+			t.Errorf("%s: properties %v, but the JSON fields of Go %s are %v", name, docNames, c.typ, goNames)
+		}
+		sort.Strings(goRequired)
+		sort.Strings(req)
+		if c.request {
+			for _, r := range req {
+				if !slices.Contains(goNames, r) {
+					t.Errorf("%s: requires %s, which Go %s does not have", name, r, c.typ)
+				}
+			}
+		} else if !slices.Equal(goRequired, req) {
+			t.Errorf("%s: required %v, but Go %s always writes %v", name, req, c.typ, goRequired)
+		}
+	}
+}
+
+// The enums of the document are the Go constants.
+func TestOpenAPIEnums(t *testing.T) {
+	doc := openapiDoc(t)
+	enum := func(path ...string) []string {
+		t.Helper()
+		s := openapiDeref(t, doc, openapiObj(t, doc, path...))
+		var out []string
+		for _, e := range s["enum"].([]any) {
+			out = append(out, fmt.Sprint(e))
+		}
+		sort.Strings(out)
+		return out
+	}
+	sorted := func(xs ...string) []string { return openapiSorted(xs) }
+	var states []string
+	for _, s := range store.States {
+		states = append(states, string(s))
+	}
+	var algs []string
+	for _, a := range selection.Algorithms {
+		algs = append(algs, string(a))
+	}
+	for _, c := range []struct {
+		path []string
+		want []string
+	}{
+		{[]string{"components", "schemas", "JobState"}, sorted(states...)},
+		{[]string{"components", "schemas", "Transition", "properties", "from"}, sorted(append([]string{""}, states...)...)},
+		{[]string{"components", "schemas", "APIError", "properties", "code"}, sorted(CodeInvalid, CodeUnauthorized, CodeForbidden,
+			CodeNotFound, CodeUnknownRoute, CodeMethod, CodeConflict, CodeTooLarge, CodeUnsupported, CodeUnavailable, CodeInternal)},
+		{[]string{"components", "schemas", "HostView", "properties", "state"}, sorted(HostBusy, HostIdle, HostSwitching, HostStranded, HostUnreachable)},
+		{[]string{"components", "schemas", "SwitchView", "properties", "phase"}, sorted(string(co.PhaseReleasing), string(co.PhaseReconfiguring),
+			string(co.PhaseAdding), string(co.PhaseCommitting), string(co.PhaseCancelling), string(co.PhaseRollingBack), string(co.PhaseDone),
+			string(co.PhaseCancelled), string(co.PhaseRolledBack), string(co.PhaseStranded))},
+		{[]string{"components", "schemas", "HypervisorVM", "properties", "state"}, sorted(string(hp.StateRunning), string(hp.StatePaused),
+			string(hp.StateShutoff), string(hp.StateCrashed), string(hp.StateOther), string(hp.StateMissing), string(hp.StateBuilding))},
+		{[]string{"components", "schemas", "Plan", "properties", "algorithm"}, sorted(algs...)},
+		{[]string{"components", "schemas", "ClusterPlan", "properties", "limit"}, sorted(string(selection.LimitFree), string(selection.LimitUplink),
+			string(selection.LimitPath), string(selection.LimitMasterShare), string(selection.LimitEfficiency))},
+		{[]string{"components", "schemas", "TuningRecord", "properties", "action"}, sorted(gramvm.ActionConsolidate, gramvm.ActionShrink)},
+	} {
+		if got := enum(c.path...); !slices.Equal(got, c.want) {
+			t.Errorf("%s: enum %q, want %q", strings.Join(c.path, "."), got, c.want)
+		}
+	}
+}
+
+// The bodies of the operations are the Go types the handlers read and
+// answer, with the handlers' success status.
+func TestOpenAPIBodies(t *testing.T) {
+	doc := openapiDoc(t)
+	out0 := func(f any) reflect.Type { return reflect.TypeOf(f).Out(0) }
+	jobFile := reflect.TypeFor[selection.Job]()
+	jobTypes := []string{"application/json", "application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml", "text/plain", "application/octet-stream"}
+	for _, c := range []struct {
+		op      string
+		status  string
+		answer  reflect.Type // nil: no JSON answer
+		reqType reflect.Type
+		reqCTs  []string
+	}{
+		{"GET /healthz", "200", reflect.TypeFor[Health](), nil, nil},
+		{"POST /login", "200", reflect.TypeFor[LoginResult](), reflect.TypeFor[LoginRequest](), []string{"application/json", "application/x-www-form-urlencoded"}},
+		{"POST /logout", "204", nil, nil, nil},
+		{"POST /v1/jobs", "201", out0((*Daemon).Submit), jobFile, jobTypes},
+		{"GET /v1/jobs", "200", out0((*Daemon).Jobs), nil, nil},
+		{"GET /v1/jobs/{id}", "200", out0((*Daemon).Job), nil, nil},
+		{"POST /v1/jobs/{id}/cancel", "200", out0((*Daemon).Cancel), nil, nil},
+		{"POST /v1/plan", "200", out0((*Daemon).DryRun), jobFile, jobTypes},
+		{"GET /v1/pools", "200", out0((*Daemon).Pools), nil, nil},
+		{"GET /v1/hosts", "200", out0((*Daemon).Hosts), nil, nil},
+		{"POST /v1/hosts/{name}/clear", "200", out0((*Daemon).ClearHost), reflect.TypeFor[ClearRequest](), []string{"application/json"}},
+		{"GET /v1/vms", "200", out0((*Daemon).VMs), nil, nil},
+		{"GET /v1/switches", "200", out0((*Daemon).Switches), nil, nil},
+		{"POST /v1/switches", "202", out0((*Daemon).RequestSwitch), reflect.TypeFor[SwitchRequest](), []string{"application/json"}},
+		{"GET /v1/policy", "200", out0((*Daemon).Policy), nil, nil},
+		{"GET /v1/links", "200", out0((*gramvm.Service).Links), nil, nil},
+		{"GET /v1/tuning", "200", out0((*Daemon).Tuning), nil, nil},
+		{"GET /v1/dashboard", "200", out0((*Daemon).Dashboard), nil, nil},
+	} {
+		method, path, _ := strings.Cut(c.op, " ")
+		op := openapiObj(t, doc, "paths", path, strings.ToLower(method))
+		resps := openapiObj(t, op, "responses")
+		for code := range resps {
+			if code[0] == '2' && code != c.status {
+				t.Errorf("%s: success %s, want only %s", c.op, code, c.status)
+			}
+		}
+		r, ok := resps[c.status].(map[string]any)
+		if !ok {
+			t.Errorf("%s: no %s response", c.op, c.status)
+			continue
+		}
+		r = openapiDeref(t, doc, r)
+		content, _ := r["content"].(map[string]any)
+		if c.answer == nil {
+			if len(content) != 0 {
+				t.Errorf("%s: %s has content %v, want none", c.op, c.status, content)
+			}
+		} else if mt, ok := content["application/json"].(map[string]any); !ok {
+			t.Errorf("%s: %s has no application/json content", c.op, c.status)
+		} else {
+			openapiCheckType(t, doc, c.op+" "+c.status, c.answer, mt["schema"].(map[string]any))
+		}
+		rb, hasBody := op["requestBody"].(map[string]any)
+		if c.reqType == nil {
+			if hasBody {
+				t.Errorf("%s: a requestBody, but the handler reads none", c.op)
+			}
+			continue
+		}
+		if !hasBody {
+			t.Errorf("%s: no requestBody", c.op)
+			continue
+		}
+		rb = openapiDeref(t, doc, rb)
+		rcontent, _ := rb["content"].(map[string]any)
+		var cts []string
+		for ct, mt := range rcontent {
+			cts = append(cts, ct)
+			openapiCheckType(t, doc, c.op+" body "+ct, c.reqType, mt.(map[string]any)["schema"].(map[string]any))
+		}
+		sort.Strings(cts)
+		if want := openapiSorted(c.reqCTs); !slices.Equal(cts, want) {
+			t.Errorf("%s: body content types %v, want %v", c.op, cts, want)
+		}
+		if c.reqType == jobFile {
+			for _, ct := range c.reqCTs {
+				if !acceptedType(ct) {
+					t.Errorf("%s: documents %s, which the server refuses", c.op, ct)
+				}
+			}
+		}
+	}
+}
+
+func openapiSorted(xs []string) []string {
+	xs = slices.Clone(xs)
+	sort.Strings(xs)
+	return xs
+}
+
+// openapiConforms checks a decoded JSON value against a schema of the
+// document: types, enums, required and unknown properties.
+func openapiConforms(t *testing.T, doc map[string]any, where string, v any, s map[string]any) {
+	t.Helper()
+	s = openapiDeref(t, doc, s)
+	if enum, ok := s["enum"].([]any); ok {
+		if !slices.ContainsFunc(enum, func(e any) bool { return fmt.Sprint(e) == fmt.Sprint(v) }) {
+			t.Errorf("%s: %v is not one of %v", where, v, enum)
+		}
+	}
+	var got string
+	switch x := v.(type) {
+	case nil:
+		got = "null"
+	case bool:
+		got = "boolean"
+	case string:
+		got = "string"
+	case json.Number:
+		got = "number"
+		if _, err := x.Int64(); err == nil && !strings.ContainsAny(x.String(), ".eE") {
+			got = "integer"
+		}
+	case []any:
+		got = "array"
+	case map[string]any:
+		got = "object"
+	}
+	types := openapiSchemaTypes(s)
+	if len(types) > 0 && !slices.Contains(types, got) && !(got == "integer" && slices.Contains(types, "number")) {
+		t.Errorf("%s: a JSON %s, want %v", where, got, types)
+		return
+	}
+	switch x := v.(type) {
+	case []any:
+		if items, ok := s["items"].(map[string]any); ok {
+			for i, e := range x {
+				openapiConforms(t, doc, fmt.Sprintf("%s[%d]", where, i), e, items)
+			}
+		}
+	case map[string]any:
+		props, _ := s["properties"].(map[string]any)
+		if req, ok := s["required"].([]any); ok {
+			for _, r := range req {
+				if _, ok := x[r.(string)]; !ok {
+					t.Errorf("%s: required %s missing", where, r)
+				}
+			}
+		}
+		for k, e := range x {
+			if p, ok := props[k].(map[string]any); ok {
+				openapiConforms(t, doc, where+"."+k, e, p)
+			} else if ap, ok := s["additionalProperties"].(map[string]any); ok {
+				openapiConforms(t, doc, where+"."+k, e, ap)
+			} else if s["additionalProperties"] == false {
+				t.Errorf("%s: property %s is not in the schema", where, k)
+			}
+		}
+	}
+}
+
+// The server serves the document without a token, and answers the status
+// codes (and bodies) the document gives, for the requests a daemon without
+// grid or store answers: the public routes, authentication, and request
+// checks made before the handler asks the daemon anything.
+func TestOpenAPIServed(t *testing.T) {
+	// The handler itself.
+	rec := httptest.NewRecorder()
+	serveOpenAPI(rec, httptest.NewRequest(http.MethodGet, "/v1/openapi.json", nil))
+	if rec.Code != http.StatusOK || !bytes.Equal(rec.Body.Bytes(), OpenAPI) {
+		t.Errorf("serveOpenAPI: %d, %d bytes, want 200 and the %d bytes of OpenAPI", rec.Code, rec.Body.Len(), len(OpenAPI))
+	}
+	if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
+		t.Errorf("serveOpenAPI: Content-Type %q, want application/json", ct)
+	}
+
+	// The daemon's whole server.
+	d := &Daemon{token: "openapi-test-token", log: zerolog.Nop(), started: time.Now(), opt: Options{Version: "test"}}
+	d.metrics = newMetrics(d)
+	srv := httptest.NewServer(d.Handler())
+	defer srv.Close()
+	doc := openapiDoc(t)
+	session := d.newSession(time.Now().Add(time.Hour))
+
+	type req struct {
+		method, path string
+		op           string // the document's operation: "METHOD path"
+		bearer       bool
+		cookie       bool
+		header       http.Header
+		ctype        string
+		body         []byte
+		status       int
+		code         string // the APIError code of an error
+	}
+	big := bytes.Repeat([]byte("#"), MaxBodyBytes+1)
+	reqs := []req{
+		{method: "GET", path: "/v1/openapi.json", op: "GET /v1/openapi.json", status: 200},
+		{method: "GET", path: "/healthz", op: "GET /healthz", status: 200},
+		{method: "GET", path: "/", op: "GET /", status: 200},
+		{method: "GET", path: "/assets/app.js", op: "GET /assets/{file}", status: 200},
+		{method: "GET", path: "/assets/no-such-file.js", op: "GET /assets/{file}", status: 404, code: CodeNotFound},
+		{method: "POST", path: "/logout", op: "POST /logout", status: 204},
+		{method: "POST", path: "/login", op: "POST /login", ctype: "application/json", body: []byte(`{"token":"openapi-test-token"}`), status: 200},
+		{method: "POST", path: "/login", op: "POST /login", ctype: "application/x-www-form-urlencoded",
+			body: []byte(url.Values{"token": {"openapi-test-token"}}.Encode()), status: 303},
+		{method: "POST", path: "/login", op: "POST /login", ctype: "application/json", body: []byte(`{"token":"wrong"}`), status: 401, code: CodeUnauthorized},
+		{method: "POST", path: "/login", op: "POST /login", ctype: "application/json", body: []byte(`{"tok":"x"}`), status: 400, code: CodeInvalid},
+		{method: "POST", path: "/login", op: "POST /login", ctype: "image/png", body: []byte("x"), status: 415, code: CodeUnsupported},
+		{method: "POST", path: "/login", op: "POST /login", ctype: "application/json", body: big, status: 413, code: CodeTooLarge},
+		{method: "POST", path: "/v1/jobs", op: "POST /v1/jobs", bearer: true, ctype: "image/png", body: []byte("x"), status: 415, code: CodeUnsupported},
+		{method: "POST", path: "/v1/jobs", op: "POST /v1/jobs", bearer: true, ctype: "application/yaml", body: big, status: 413, code: CodeTooLarge},
+		{method: "POST", path: "/v1/plan", op: "POST /v1/plan", bearer: true, ctype: "text/csv", body: []byte("x"), status: 415, code: CodeUnsupported},
+		{method: "POST", path: "/v1/plan", op: "POST /v1/plan", bearer: true, ctype: "application/json", body: big, status: 413, code: CodeTooLarge},
+		{method: "GET", path: "/v1/jobs?limit=many", op: "GET /v1/jobs", bearer: true, status: 400, code: CodeInvalid},
+		{method: "GET", path: "/v1/jobs?state=lost", op: "GET /v1/jobs", bearer: true, status: 400, code: CodeInvalid},
+		{method: "GET", path: "/v1/switches?active=maybe", op: "GET /v1/switches", bearer: true, status: 400, code: CodeInvalid},
+		{method: "GET", path: "/v1/dashboard?history=maybe", op: "GET /v1/dashboard", bearer: true, status: 400, code: CodeInvalid},
+		{method: "POST", path: "/v1/switches", op: "POST /v1/switches", bearer: true, ctype: "application/json", body: []byte(`{"from":1}`), status: 400, code: CodeInvalid},
+		{method: "POST", path: "/v1/switches", op: "POST /v1/switches", bearer: true, ctype: "application/json", body: big, status: 413, code: CodeTooLarge},
+		{method: "POST", path: "/v1/hosts/h1/clear", op: "POST /v1/hosts/{name}/clear", bearer: true, ctype: "application/json", body: []byte(`{"pol":"x"}`), status: 400, code: CodeInvalid},
+		{method: "POST", path: "/v1/hosts/h1/clear", op: "POST /v1/hosts/{name}/clear", bearer: true, ctype: "application/json", body: big, status: 413, code: CodeTooLarge},
+	}
+	// Every private route: 401 without a token, and 403 for a session
+	// request that changes state without the CSRF header.
+	for _, rt := range Routes {
+		if rt.Public {
+			continue
+		}
+		method, path := openapiPath(rt.Pattern)
+		p := strings.NewReplacer("{id}", "j-000000000001", "{name}", "h1").Replace(path)
+		reqs = append(reqs, req{method: method, path: p, op: method + " " + path, status: 401, code: CodeUnauthorized})
+		reqs = append(reqs, req{method: method, path: p, op: method + " " + path, header: http.Header{"Authorization": {"Bearer wrong"}},
+			status: 401, code: CodeUnauthorized})
+		if method != http.MethodGet && method != http.MethodHead {
+			reqs = append(reqs, req{method: method, path: p, op: method + " " + path, cookie: true, status: 403, code: CodeForbidden})
+		}
+	}
+
+	client := &http.Client{
+		Timeout:       30 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	for _, rq := range reqs {
+		what := fmt.Sprintf("%s %s", rq.method, rq.path)
+		if rq.cookie {
+			what += " (session)"
+		}
+		var body io.Reader
+		if rq.body != nil {
+			body = bytes.NewReader(rq.body)
+		}
+		r, err := http.NewRequest(rq.method, srv.URL+rq.path, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, vs := range rq.header {
+			r.Header[k] = vs
+		}
+		if rq.bearer {
+			r.Header.Set("Authorization", "Bearer "+d.token)
+		}
+		if rq.cookie {
+			r.AddCookie(&http.Cookie{Name: SessionCookie, Value: session})
+		}
+		if rq.ctype != "" {
+			r.Header.Set("Content-Type", rq.ctype)
+		}
+		resp, err := client.Do(r)
+		if err != nil {
+			t.Errorf("%s: %v", what, err)
+			continue
+		}
+		got, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Errorf("%s: read the answer: %v", what, err)
+			continue
+		}
+		if resp.StatusCode != rq.status {
+			t.Errorf("%s: %d %s, want %d", what, resp.StatusCode, bytes.TrimSpace(got), rq.status)
+			continue
+		}
+		if rq.path == "/v1/openapi.json" && !bytes.Equal(got, OpenAPI) {
+			t.Errorf("%s: the answer is not OpenAPI (%d bytes, want %d)", what, len(got), len(OpenAPI))
+		}
+
+		// The document gives this status, with this content type and body.
+		method, path, _ := strings.Cut(rq.op, " ")
+		op := openapiObj(t, doc, "paths", path, strings.ToLower(method))
+		dr, ok := openapiObj(t, op, "responses")[strconv.Itoa(rq.status)].(map[string]any)
+		if !ok {
+			t.Errorf("%s: answered %d, which the document does not give for %s", what, rq.status, rq.op)
+			continue
+		}
+		dr = openapiDeref(t, doc, dr)
+		content, _ := dr["content"].(map[string]any)
+		ct := resp.Header.Get("Content-Type")
+		if len(content) == 0 {
+			if len(got) > 0 && rq.status != http.StatusSeeOther {
+				t.Errorf("%s: a %d body (%s), but the document gives none", what, rq.status, ct)
+			}
+		} else if _, ok := content[ct]; !ok {
+			t.Errorf("%s: Content-Type %q, not one of the document's %v", what, ct, slices.Sorted(maps.Keys(content)))
+		} else if ct == "application/json" {
+			var v any
+			dec := json.NewDecoder(bytes.NewReader(got))
+			dec.UseNumber()
+			if err := dec.Decode(&v); err != nil {
+				t.Errorf("%s: not JSON: %v", what, err)
+				continue
+			}
+			openapiConforms(t, doc, what, v, content[ct].(map[string]any)["schema"].(map[string]any))
+			if rq.code != "" {
+				if m, _ := v.(map[string]any); m["code"] != rq.code {
+					t.Errorf("%s: code %v, want %s", what, m["code"], rq.code)
+				}
+			}
+		}
+		if hs, ok := dr["headers"].(map[string]any); ok {
+			for h := range hs {
+				if resp.Header.Get(h) == "" {
+					t.Errorf("%s: no %s header, which the document gives", what, h)
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,155 @@
+package metasched
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"fmt"
+	"mime"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/metasched/metasched/internal/httpx"
+)
+
+// The dashboard's session: a browser cannot send a bearer header with a
+// page load or an EventSource, so the operator logs in once with the token
+// (POST /login) and gets a cookie. The cookie is "EXPIRY.MAC", the MAC an
+// HMAC-SHA256 of the expiry keyed by the token: no session table, so a
+// session outlives a restart of the daemon (same data directory, same
+// token) and ends when it expires or the token changes.
+const (
+	SessionCookie = "metasched_session"
+	// SessionTTL is how long a session lasts.
+	SessionTTL = 12 * time.Hour
+	// CSRFHeader must be sent, with the value "metasched", by every request
+	// other than GET or HEAD that the session cookie authenticates: a page
+	// of another site cannot set it without the daemon's consent (no CORS).
+	CSRFHeader = "X-Requested-With"
+	csrfValue  = "metasched"
+)
+
+// CodeForbidden is the code of a 403 answer: a session request without
+// CSRFHeader.
+const CodeForbidden = "forbidden"
+
+// LoginRequest is the body of POST /login.
+type LoginRequest struct {
+	Token string `json:"token"`
+}
+
+// LoginResult is the answer of a successful POST /login.
+type LoginResult struct {
+	Expires time.Time `json:"expires"`
+}
+
+func (d *Daemon) sessionMAC(exp int64) string {
+	m := hmac.New(sha256.New, []byte(d.token))
+	fmt.Fprintf(m, "metasched session until %d", exp)
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+// newSession returns a cookie value valid until exp.
+func (d *Daemon) newSession(exp time.Time) string {
+	return strconv.FormatInt(exp.Unix(), 10) + "." + d.sessionMAC(exp.Unix())
+}
+
+// validSession reports whether the request carries a session cookie that
+// is ours and not expired.
+func (d *Daemon) validSession(r *http.Request) bool {
+	c, err := r.Cookie(SessionCookie)
+	if err != nil {
+		return false
+	}
+	e, mac, ok := strings.Cut(c.Value, ".")
+	exp, err := strconv.ParseInt(e, 10, 64)
+	if !ok || err != nil || time.Now().Unix() >= exp {
+		return false
+	}
+	return subtle.ConstantTimeCompare([]byte(mac), []byte(d.sessionMAC(exp))) == 1
+}
+
+// authenticate serves next for a request with the bearer token or, when it
+// sends no Authorization header, a valid session cookie (and CSRFHeader
+// unless it only reads).
+func (d *Daemon) authenticate(next http.HandlerFunc) http.Handler {
+	bearer := httpx.Bearer(d.token, func(w http.ResponseWriter, msg string) {
+		if !strings.HasPrefix(msg, "wrong") {
+			msg = "missing bearer token (Authorization: Bearer TOKEN) or session (log in at /)"
+		}
+		writeError(w, http.StatusUnauthorized, APIError{Code: CodeUnauthorized, Error: msg})
+	}, next)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "" || !d.validSession(r) {
+			bearer.ServeHTTP(w, r)
+			return
+		}
+		if r.Method != http.MethodGet && r.Method != http.MethodHead && r.Header.Get(CSRFHeader) != csrfValue {
+			writeError(w, http.StatusForbidden, APIError{Code: CodeForbidden,
+				Error: fmt.Sprintf("a request the session cookie authenticates must send %s: %s", CSRFHeader, csrfValue)})
+			return
+		}
+		next(w, r)
+	})
+}
+
+// serveLogin checks the token of a JSON body ({"token": ...}) or of a form
+// (token=...) and sets the session cookie: the JSON answer is LoginResult,
+// the form's a redirect to the dashboard.
+func (d *Daemon) serveLogin(w http.ResponseWriter, r *http.Request) {
+	body, err := readBody(w, r)
+	if err != nil {
+		replyErr(w, err)
+		return
+	}
+	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	form := ct == "application/x-www-form-urlencoded"
+	var lr LoginRequest
+	switch {
+	case form:
+		q, err := url.ParseQuery(string(body))
+		if err != nil {
+			replyErr(w, invalidField("token", "the form cannot be read: "+err.Error()))
+			return
+		}
+		lr.Token = q.Get("token")
+	case ct == "application/json" || ct == "":
+		if err := strictJSON(body, &lr); err != nil {
+			replyErr(w, err)
+			return
+		}
+	default:
+		writeError(w, http.StatusUnsupportedMediaType, APIError{Code: CodeUnsupported,
+			Error: fmt.Sprintf("Content-Type %q: send application/json or a form", ct)})
+		return
+	}
+	switch {
+	case strings.TrimSpace(lr.Token) == "":
+		writeError(w, http.StatusUnauthorized, APIError{Code: CodeUnauthorized, Error: "log in with the API token",
+			Fields: []FieldError{{Field: "token", Problem: "is empty: paste the token the daemon printed (DATA_DIR/token)"}}})
+		return
+	case subtle.ConstantTimeCompare([]byte(strings.TrimSpace(lr.Token)), []byte(d.token)) != 1:
+		writeError(w, http.StatusUnauthorized, APIError{Code: CodeUnauthorized, Error: "wrong token",
+			Fields: []FieldError{{Field: "token", Problem: "is not this daemon's token"}}})
+		return
+	}
+	exp := time.Now().Add(SessionTTL).Truncate(time.Second)
+	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: d.newSession(exp), Path: "/", Expires: exp,
+		MaxAge: int(SessionTTL / time.Second), HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+	if form {
+		http.Redirect(w, r, "/", http.StatusSeeOther)
+		return
+	}
+	httpx.WriteJSON(w, http.StatusOK, LoginResult{Expires: exp})
+}
+
+// serveLogout removes the session cookie from the browser.
+func serveLogout(w http.ResponseWriter, r *http.Request) {
+	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true,
+		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+	w.WriteHeader(http.StatusNoContent)
+}

@@ -1,0 +1,258 @@
+package metasched_test
+
+import (
+	"bufio"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/metasched/metasched/metasched"
+	"github.com/metasched/metasched/metasched/store"
+)
+
+// cookieRequest sends a request with the session cookie value (and the
+// CSRF header when csrf).
+func cookieRequest(t *testing.T, td *testDaemon, method, path, cookie string, csrf bool, ctype string, body string) apiAnswer {
+	t.Helper()
+	req, err := http.NewRequest(method, td.addr+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cookie != "" {
+		req.AddCookie(&http.Cookie{Name: metasched.SessionCookie, Value: cookie})
+	}
+	if csrf {
+		req.Header.Set(metasched.CSRFHeader, "metasched")
+	}
+	if ctype != "" {
+		req.Header.Set("Content-Type", ctype)
+	}
+	// Do not follow the form login's redirect.
+	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	return apiAnswer{status: resp.StatusCode, header: resp.Header, body: data}
+}
+
+func sessionCookie(t *testing.T, a apiAnswer) *http.Cookie {
+	t.Helper()
+	for _, c := range (&http.Response{Header: a.header}).Cookies() {
+		if c.Name == metasched.SessionCookie {
+			return c
+		}
+	}
+	t.Fatalf("no %s cookie in %v", metasched.SessionCookie, a.header)
+	return nil
+}
+
+// forge builds a session cookie with the documented scheme.
+func forge(key string, exp time.Time) string {
+	m := hmac.New(sha256.New, []byte(key))
+	fmt.Fprintf(m, "metasched session until %d", exp.Unix())
+	return fmt.Sprintf("%d.%s", exp.Unix(), base64.RawURLEncoding.EncodeToString(m.Sum(nil)))
+}
+
+// The dashboard's login: the token gives an HttpOnly, SameSite=Strict
+// cookie that authenticates like the token (writes only with the CSRF
+// header), survives a restart of the daemon, and nothing else does.
+func TestSession(t *testing.T) {
+	dataDir := t.TempDir()
+	td := startDaemon(t, metasched.Options{}, func(c *metasched.Config) { c.DataDir = dataDir })
+	token := td.d.Token()
+
+	// Refused logins say what is wrong with the token field.
+	for _, c := range []struct{ ctype, body, problem string }{
+		{"application/json", `{"token": ""}`, "is empty"},
+		{"application/json", `{"token": "nope"}`, "is not this daemon's token"},
+		{"application/x-www-form-urlencoded", "token=nope", "is not this daemon's token"},
+		{"application/json", `{"token": "` + token + `x"}`, "is not this daemon's token"},
+	} {
+		a := cookieRequest(t, td, "POST", "/login", "", false, c.ctype, c.body)
+		e := a.apiErr(t)
+		if a.status != http.StatusUnauthorized || len(e.Fields) != 1 || e.Fields[0].Field != "token" || !strings.Contains(e.Fields[0].Problem, c.problem) {
+			t.Errorf("login %s %q: %d %+v, want 401 with token %q", c.ctype, c.body, a.status, e, c.problem)
+		}
+		if len(a.header.Values("Set-Cookie")) != 0 {
+			t.Errorf("login %q set a cookie", c.body)
+		}
+	}
+	if a := cookieRequest(t, td, "POST", "/login", "", false, "application/json", `{"tokn": "x"}`); a.status != 400 || a.apiErr(t).Fields[0].Field != "tokn" {
+		t.Errorf("login with an unknown field: %d %s", a.status, a.body)
+	}
+	if a := cookieRequest(t, td, "POST", "/login", "", false, "text/csv", "x"); a.status != http.StatusUnsupportedMediaType {
+		t.Errorf("login as text/csv: %d %s", a.status, a.body)
+	}
+
+	a := cookieRequest(t, td, "POST", "/login", "", false, "application/json", `{"token": "`+token+`"}`)
+	if a.status != http.StatusOK {
+		t.Fatalf("login: %d %s", a.status, a.body)
+	}
+	c := sessionCookie(t, a)
+	if !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.Path != "/" || c.MaxAge != int(metasched.SessionTTL/time.Second) || strings.Contains(c.Value, token) {
+		t.Errorf("session cookie %+v: want HttpOnly, SameSite=Strict, Path=/, Max-Age %d, no token inside", c, int(metasched.SessionTTL/time.Second))
+	}
+	var lr metasched.LoginResult
+	if err := json.Unmarshal(a.body, &lr); err != nil || time.Until(lr.Expires) < metasched.SessionTTL-time.Minute {
+		t.Errorf("login answer %s (%v)", a.body, err)
+	}
+	session := c.Value
+
+	// Reads with the cookie; writes need the CSRF header too.
+	if a := cookieRequest(t, td, "GET", "/v1/pools", session, false, "", ""); a.status != http.StatusOK {
+		t.Errorf("GET /v1/pools with the session: %d %s", a.status, a.body)
+	}
+	if a := cookieRequest(t, td, "POST", "/v1/jobs", session, false, "application/yaml", apiSimJob); a.status != http.StatusForbidden || a.apiErr(t).Code != metasched.CodeForbidden {
+		t.Errorf("POST /v1/jobs with the session, no CSRF header: %d %s", a.status, a.body)
+	}
+	if js, _ := td.d.Store().Jobs(context.Background(), store.JobFilter{}); len(js) != 0 {
+		t.Errorf("a refused request stored %d jobs", len(js))
+	}
+	if a := cookieRequest(t, td, "POST", "/v1/jobs", session, true, "application/yaml", apiSimJob); a.status != http.StatusCreated {
+		t.Errorf("POST /v1/jobs with the session and the CSRF header: %d %s", a.status, a.body)
+	}
+	// A wrong bearer header is refused even with a good cookie.
+	req, _ := http.NewRequest("GET", td.addr+"/v1/pools", nil)
+	req.AddCookie(&http.Cookie{Name: metasched.SessionCookie, Value: session})
+	req.Header.Set("Authorization", "Bearer wrong")
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("a good cookie with a wrong bearer token: %v %v", resp.StatusCode, err)
+	} else {
+		resp.Body.Close()
+	}
+
+	// Forged, tampered, expired and other daemons' cookies are refused.
+	exp, mac, _ := strings.Cut(session, ".")
+	for name, v := range map[string]string{
+		"tampered expiry":  exp + "9." + mac,
+		"tampered mac":     exp + "." + strings.ToUpper(mac[:4]) + mac[4:],
+		"no mac":           exp,
+		"garbage":          "hello",
+		"expired":          forge(token, time.Now().Add(-time.Minute)),
+		"another token":    forge("not-"+token, time.Now().Add(time.Hour)),
+		"good until later": forge(token, time.Now().Add(time.Hour)),
+	} {
+		a := cookieRequest(t, td, "GET", "/v1/pools", v, false, "", "")
+		want := http.StatusUnauthorized
+		if name == "good until later" {
+			want = http.StatusOK // the scheme the test forges is the daemon's
+		}
+		if a.status != want {
+			t.Errorf("%s cookie: %d, want %d: %s", name, a.status, want, a.body)
+		}
+	}
+
+	// The form login redirects to the dashboard.
+	a = cookieRequest(t, td, "POST", "/login", "", false, "application/x-www-form-urlencoded", url.Values{"token": {token}}.Encode())
+	if a.status != http.StatusSeeOther || a.header.Get("Location") != "/" || sessionCookie(t, a).Value == "" {
+		t.Errorf("form login: %d %v", a.status, a.header)
+	}
+	// Log out: the cookie is removed.
+	a = cookieRequest(t, td, "POST", "/logout", session, false, "", "")
+	if c := sessionCookie(t, a); a.status != http.StatusNoContent || c.MaxAge >= 0 || c.Value != "" {
+		t.Errorf("logout: %d, cookie %+v", a.status, c)
+	}
+
+	// The session outlives a restart on the same data directory.
+	td.stop()
+	td2 := startDaemon(t, metasched.Options{}, func(c *metasched.Config) { c.DataDir = dataDir })
+	if td2.d.Token() != token {
+		t.Fatal("the restarted daemon has another token")
+	}
+	if a := cookieRequest(t, td2, "GET", "/v1/dashboard", session, false, "", ""); a.status != http.StatusOK {
+		t.Errorf("the session after a restart: %d %s", a.status, a.body)
+	}
+}
+
+// The dashboard's state: GET /v1/dashboard and the event stream.
+func TestDashboardState(t *testing.T) {
+	td := startDaemon(t, metasched.Options{}, nil)
+	ctx := context.Background()
+	c := apiClient(td)
+	j, err := c.Submit(ctx, []byte(apiSimJob))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the job done", 60*time.Second, func() bool {
+		j, err := c.Job(ctx, j.ID)
+		return err == nil && j.State == store.Done
+	})
+	db := apiGet[metasched.Dashboard](t, td, "/v1/dashboard?history=true")
+	if db.Instance == "" || len(db.Pools) != 3 || len(db.Hosts) != 16 || len(db.Types) != 3 {
+		t.Fatalf("dashboard: instance %q, %d pools, %d hosts, %d types", db.Instance, len(db.Pools), len(db.Hosts), len(db.Types))
+	}
+	if db.Jobs.Counts[store.Done] != 1 || len(db.Jobs.Recent) != 1 || db.Jobs.Recent[0].ID != j.ID {
+		t.Errorf("jobs: %+v", db.Jobs)
+	}
+	js := db.Jobs.Recent[0]
+	if js.State != store.Done || js.Master == "" || js.Machines < 1 || js.PredictedSeconds <= 0 || js.ActualSeconds <= 0 || len(js.Clusters) == 0 {
+		t.Errorf("job summary %+v: want the plan and both run times", js)
+	}
+	if len(db.History) == 0 || db.Sample.At.IsZero() || len(db.Sample.Servers) != 3 {
+		t.Errorf("samples: %d in the history, last %+v", len(db.History), db.Sample)
+	}
+	servers := 0
+	for _, n := range db.Sample.Servers {
+		servers += n
+	}
+	if servers != 16 {
+		t.Errorf("the sample counts %d servers, want 16", servers)
+	}
+	if a := apiAuthed(t, td, "GET", "/v1/dashboard?history=maybe", "", nil); a.status != 400 || a.apiErr(t).Fields[0].Field != "history" {
+		t.Errorf("history=maybe: %d %s", a.status, a.body)
+	}
+	// The job's explanation.
+	full, err := c.Job(ctx, j.ID)
+	if err != nil || !strings.Contains(full.Explanation, "master") {
+		t.Errorf("the job's explanation: %q (%v)", full.Explanation, err)
+	}
+
+	// The stream: a retry hint, then whole states, the first with the
+	// history, the next without.
+	req, _ := http.NewRequest("GET", td.addr+"/v1/events", nil)
+	req.Header.Set("Authorization", "Bearer "+td.d.Token())
+	rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	resp, err := http.DefaultClient.Do(req.WithContext(rctx))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); resp.StatusCode != 200 || ct != "text/event-stream" {
+		t.Fatalf("events: %d %s", resp.StatusCode, ct)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	var events []metasched.Dashboard
+	retry := false
+	for len(events) < 3 && sc.Scan() {
+		line := sc.Text()
+		retry = retry || line == "retry: 500"
+		if data, ok := strings.CutPrefix(line, "data: "); ok {
+			var e metasched.Dashboard
+			if err := json.Unmarshal([]byte(data), &e); err != nil {
+				t.Fatalf("event data: %v", err)
+			}
+			events = append(events, e)
+		}
+	}
+	if len(events) != 3 || !retry {
+		t.Fatalf("%d events, retry hint %v (%v)", len(events), retry, sc.Err())
+	}
+	if len(events[0].History) == 0 || len(events[1].History) != 0 || events[1].Instance != db.Instance || !events[2].Now.After(events[1].Now) {
+		t.Errorf("events: history %d then %d, instance %q, times %v %v", len(events[0].History), len(events[1].History),
+			events[1].Instance, events[1].Now, events[2].Now)
+	}
+}
