@@ -3,7 +3,8 @@
 #               the daemon's demo (DEMO_FLAGS=--exit-after-demo to exit after
 #               its summary instead of serving until Ctrl-C)
 #   make test   runs every test
-# make papers runs the research tools on the bundled examples.
+# make papers runs the research tools on the bundled examples; make screenshot
+# retakes the README's picture of the dashboard (from its browser test).
 # Go fetches the modules it needs from the module proxy on the first build;
 # both commands first install the Debian packages they need when missing
 # (libvirt for the agent, which links libvirt through cgo; libvirtd and QEMU

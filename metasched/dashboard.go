@@ -288,7 +288,8 @@ func serveStatic(w http.ResponseWriter, name string) {
 	h.Set("Content-Type", ctype)
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'")
+	// Inline style attributes carry the pools' and the heat map's colours.
+	h.Set("Content-Security-Policy", "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
 	_, _ = w.Write(b)
 }
 

@@ -126,7 +126,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	data := filepath.Join(dir, "data")
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	d := startServe(t, bin, dir, filepath.Join(dir, "daemon-1.log"), "--listen", addr, "--data-dir", data,
-		"--demo-jobs", "40", "--demo-gap", "250ms", "--log-format", "json", "--log-level", "warn")
+		"--demo-jobs", "60", "--demo-gap", "300ms", "--log-format", "json", "--log-level", "warn")
 	defer dumpLogOnFailure(t, filepath.Join(dir, "daemon-1.log"))
 	tok, err := os.ReadFile(filepath.Join(data, "token"))
 	if err != nil {
@@ -151,6 +151,10 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 
 	checkSquares(t, p, c, "during the demo")
+	// The pools' colours (inline styles the page's policy allows).
+	if border, err := p.eval(`getComputedStyle(document.querySelector('#pools .pool[data-pool]')).borderTopColor`); err != nil || border != "rgb(31, 119, 180)" {
+		t.Errorf("the first pool's colour is %q (%v), want rgb(31, 119, 180)", border, err)
+	}
 
 	// Bad input: each field's error under the field, no job stored.
 	p.run("fill the form with bad input",
@@ -203,12 +207,23 @@ func TestDashboardInBrowser(t *testing.T) {
 	p.waitJS(10*time.Second, "the switch committed in the list", fmt.Sprintf(
 		`(r => r && r.textContent.includes('committed') ? 'committed' : '')(document.querySelector('#switches tr[data-switch=%q]'))`, sw.ID))
 
-	p.waitJS(3*time.Minute, "the form's job done", fmt.Sprintf(`document.querySelector('#jobs tr[data-job=%q][data-state=done]') ? 'done' : ''`, formJob))
-	// Its plan and explanation, opened from the list.
-	p.run("open the job", chromedp.Click(chromedp.CSS(fmt.Sprintf(`#jobs a[data-open=%q]`, formJob))))
+	// The form opened the job's detail: it follows the job to done (the
+	// list shows only the newest jobs, and the demo's stream goes on), with
+	// the plan's explanation.
+	p.waitJS(3*time.Minute, "the form's job done in its detail", fmt.Sprintf(
+		`(h => h && h.textContent.includes(%q) && h.querySelector('.badge').textContent === 'done' ? 'done' : '')(document.querySelector('#job-detail h3'))`, formJob))
 	expl := p.waitJS(10*time.Second, "the plan's explanation", `(e => e ? e.textContent : '')(document.querySelector('#job-detail .explanation'))`)
 	if !strings.Contains(expl, "master") || !strings.Contains(expl, "predicted") {
 		t.Errorf("the explanation shown: %q", expl)
+	}
+	// The picture: once the charts hold 20 s of the demo.
+	p.waitJS(60*time.Second, "20 s of chart samples", `document.querySelectorAll('#chart-queue polyline').length > 0 &&
+	    document.querySelector('#chart-queue polyline').getAttribute('points').split(' ').length >= 20 ? 'yes' : ''`)
+	// ... and, for the picture's sake, a host switching if one does within 20 s.
+	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		if sw, _ := p.eval(`document.querySelector('#pools .host[data-state=switching]') ? 'yes' : ''`); sw != "" {
+			break
+		}
 	}
 	screenshot(t, p)
 
@@ -232,7 +247,11 @@ func TestDashboardInBrowser(t *testing.T) {
 	if err != nil || after.State != store.Done {
 		t.Fatalf("the form's job after the restart: %+v, %v", after, err)
 	}
-	p.waitJS(10*time.Second, "the form's job done after the restart", fmt.Sprintf(`document.querySelector('#jobs tr[data-job=%q][data-state=done]') ? 'done' : ''`, formJob))
+	checkJobRows(t, p, c)
+	// Any job, listed or not, opens by its ID.
+	p.run("find the form's job", p.fill("find-job", formJob), chromedp.Click(chromedp.CSS(`#find-form button[type=submit]`)))
+	p.waitJS(10*time.Second, "the form's job, done, in the detail", fmt.Sprintf(
+		`(h => h && h.textContent.includes(%q) && h.textContent.includes('done') ? 'yes' : '')(document.querySelector('#job-detail h3'))`, formJob))
 	// A job submitted now (through the API) shows: the page follows the new daemon.
 	j, err := c.Submit(bg, []byte("name: after-restart\ntype: etl\ntasks: 5\ntask_ops: 1e9\ntask_bytes: 0\n"))
 	if err != nil {
@@ -308,6 +327,41 @@ func checkSquares(t *testing.T, p *page, c *client.Client, when string) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("%s: the squares per pool never matched the API in 20 s:\npage %v\napi  %v", when, got, want)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// checkJobRows waits until every job the page lists is in the state the
+// API gives it.
+func checkJobRows(t *testing.T, p *page, c *client.Client) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		js, err := p.eval(`JSON.stringify([...document.querySelectorAll('#jobs tr[data-job]')].map(r => [r.dataset.job, r.dataset.state]))`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rows [][2]string
+		if err := json.Unmarshal([]byte(js), &rows); err != nil {
+			t.Fatal(err)
+		}
+		stale := []string{}
+		for _, r := range rows {
+			j, err := c.Job(context.Background(), r[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(j.State) != r[1] {
+				stale = append(stale, fmt.Sprintf("%s shown %s, is %s", r[0], r[1], j.State))
+			}
+		}
+		if len(rows) > 0 && len(stale) == 0 {
+			t.Logf("%d job rows, each in the state the API gives", len(rows))
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the job rows do not follow the daemon (%d rows): %v", len(rows), stale)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -483,6 +537,21 @@ func TestDashboardHeatMap(t *testing.T) {
 			strings.Join(hm.Cells, " ") == strings.Join(want, " ") && (tv.LiveRow >= 0) == (hm.Live == 1)
 		if same {
 			t.Logf("heat map %d×%d, %s", hm.Rows, hm.Cols, tv.Spec)
+			// Each action has its colour (the page's policy allows the cells'
+			// inline styles).
+			colours, err := p.eval(`JSON.stringify(Object.fromEntries([...document.querySelectorAll('#heatmap-table tbody td')].map(td =>
+			    [td.textContent.trim(), getComputedStyle(td).backgroundColor])))`)
+			var byAction map[string]string
+			if err == nil {
+				err = json.Unmarshal([]byte(colours), &byAction)
+			}
+			seen := map[string]string{}
+			for a, c := range byAction {
+				if other, dup := seen[c]; dup || err != nil {
+					t.Errorf("actions %q and %q share the colour %s (%v)", a, other, c, err)
+				}
+				seen[c] = a
+			}
 			return
 		}
 		if time.Now().After(deadline) {

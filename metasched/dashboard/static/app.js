@@ -312,7 +312,8 @@ function renderJobs(db) {
 async function refreshDetail(db) {
   if (!selectedJob) return;
   const j = db.jobs.recent.find((x) => x.id === selectedJob);
-  const key = j ? j.state + j.updated : detailKey;
+  // A job out of the list is read again every few seconds.
+  const key = selectedJob + (j ? j.state + j.updated : Math.floor(Date.now() / 5000));
   if (key === detailKey) return;
   detailKey = key;
   await showDetail(selectedJob);
@@ -500,6 +501,11 @@ document.addEventListener('DOMContentLoaded', () => {
   $('#submit-form').addEventListener('submit', submitJob);
   $('#f-type').addEventListener('change', typeDefaults);
   $('#logout').addEventListener('click', logout);
+  $('#find-form').addEventListener('submit', (e) => {
+    e.preventDefault();
+    const id = $('#find-job').value.trim();
+    if (id) openJob(id);
+  });
   $('#jobs').addEventListener('click', (e) => {
     const b = e.target.closest('[data-cancel]');
     if (b) { cancelJob(b.dataset.cancel, b); return; }
