@@ -144,8 +144,8 @@ func serveCmd(ctx context.Context, e *env, f serveFlags, changed func(string) bo
 		return err
 	}
 	addr := "http://" + ln.Addr().String()
-	fmt.Fprintf(e.stdout, "metasched daemon on %s (data in %s)\nAPI token: %s\n\n  export METASCHED_SERVER=%s METASCHED_TOKEN=%s\n\n",
-		addr, cfg.DataDir, d.Token(), addr, d.Token())
+	fmt.Fprintf(e.stdout, "metasched daemon on %s (data in %s)\nAPI token: %s\ndashboard: %s/ (log in with the API token)\n\n  export METASCHED_SERVER=%s METASCHED_TOKEN=%s\n\n",
+		addr, cfg.DataDir, d.Token(), addr, addr, d.Token())
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	done := make(chan error, 1)

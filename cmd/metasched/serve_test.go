@@ -115,8 +115,9 @@ func TestServeDemoThenCLI(t *testing.T) {
 	}
 	token := strings.TrimSpace(string(tokenData))
 	lines := strings.Split(out, "\n")
-	if len(lines) < 2 || lines[0] != fmt.Sprintf("metasched daemon on http://%s (data in %s)", addr, data) || lines[1] != "API token: "+token || token == "" {
-		t.Errorf("the first lines are not the address and the token %q:\n%s", token, out)
+	if len(lines) < 3 || lines[0] != fmt.Sprintf("metasched daemon on http://%s (data in %s)", addr, data) || lines[1] != "API token: "+token || token == "" ||
+		lines[2] != fmt.Sprintf("dashboard: http://%s/ (log in with the API token)", addr) {
+		t.Errorf("the first lines are not the address, the token %q and the dashboard:\n%s", token, out)
 	}
 	if !strings.Contains(out, "export METASCHED_SERVER=http://"+addr+" METASCHED_TOKEN="+token+"\n") {
 		t.Errorf("no export line:\n%s", out)
