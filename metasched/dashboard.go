@@ -13,7 +13,6 @@ import (
 	"sync"
 	"time"
 
-	co "github.com/metasched/metasched/metasched/coordinator"
 	"github.com/metasched/metasched/metasched/dashboard"
 	"github.com/metasched/metasched/metasched/store"
 )
@@ -141,9 +140,18 @@ func sample(now time.Time, pools []Pool) Sample {
 	s := Sample{At: now, Queue: map[string]int{}, Jobs: map[string]int{}, Servers: map[string]int{}}
 	for _, p := range pools {
 		s.Queue[p.Name], s.Jobs[p.Name], s.Servers[p.Name] = p.Queued, p.Jobs, len(p.Hosts)
-		s.CostRate += p.HoldingCost * float64(p.Jobs)
 	}
+	s.CostRate = holdingCostRate(pools)
 	return s
+}
+
+// holdingCostRate is Σ c_i j_i over the pools.
+func holdingCostRate(pools []Pool) float64 {
+	r := 0.0
+	for _, p := range pools {
+		r += p.HoldingCost * float64(p.Jobs)
+	}
+	return r
 }
 
 // sampleLoop records a chart sample every second.
@@ -181,16 +189,7 @@ func (d *Daemon) Dashboard(ctx context.Context, withHistory bool) (Dashboard, er
 		db.Jobs.Recent = append(db.Jobs.Recent, jobSummary(d.jobViewLocked(d.jobs[sj.ID], sj)))
 	}
 	d.mu.Unlock()
-	final := 0
-	for _, sw := range d.Switches(false) {
-		if sw.Final && !(sw.Phase == string(co.PhaseStranded) && sw.ClearedTo == "") {
-			if final == DashboardSwitches {
-				continue
-			}
-			final++
-		}
-		db.Switches = append(db.Switches, sw)
-	}
+	db.Switches = d.switchViews(DashboardSwitches)
 	db.Tuning = d.Tuning()
 	db.Tuning = db.Tuning[:min(len(db.Tuning), DashboardTuning)]
 	if withHistory {

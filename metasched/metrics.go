@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/metasched/metasched/gramvm"
+	"github.com/metasched/metasched/internal/httpx"
 	co "github.com/metasched/metasched/metasched/coordinator"
 	"github.com/metasched/metasched/metasched/store"
 	"github.com/metasched/metasched/selection"
@@ -110,17 +111,13 @@ func (m *metrics) handler() http.Handler {
 func (m *metrics) instrument(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		sw := &statusWriter{ResponseWriter: w}
+		sw := &httpx.StatusWriter{ResponseWriter: w}
 		next.ServeHTTP(sw, r)
 		route := r.Pattern
 		if route == "" {
 			route = "unmatched"
 		}
-		code := sw.code
-		if code == 0 {
-			code = http.StatusOK
-		}
-		m.requests.WithLabelValues(methodLabel(r.Method), route, strconv.Itoa(code)).Observe(time.Since(start).Seconds())
+		m.requests.WithLabelValues(methodLabel(r.Method), route, strconv.Itoa(sw.Status())).Observe(time.Since(start).Seconds())
 	})
 }
 
@@ -133,43 +130,6 @@ func methodLabel(m string) string {
 	}
 	return "other"
 }
-
-// statusWriter records the status code of an answer. It unwraps to the
-// writer it wraps (http.ResponseController) and flushes through it, so
-// that server-sent events work behind it.
-type statusWriter struct {
-	http.ResponseWriter
-	code int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if w.code == 0 && code >= 200 { // 1xx answers are not the final status
-		w.code = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(b []byte) (int, error) {
-	if w.code == 0 {
-		w.code = http.StatusOK
-	}
-	return w.ResponseWriter.Write(b)
-}
-
-// Flush implements http.Flusher.
-func (w *statusWriter) Flush() { _ = w.FlushError() }
-
-// FlushError flushes through the wrapped writer and reports whether it
-// could (http.ResponseController.Flush calls it).
-func (w *statusWriter) FlushError() error {
-	if w.code == 0 {
-		w.code = http.StatusOK
-	}
-	return http.NewResponseController(w.ResponseWriter).Flush()
-}
-
-// Unwrap returns the wrapped writer (for http.ResponseController).
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // solved observes a policy solve that ended (policy.Config.OnSolved).
 func (m *metrics) solved(seconds float64, _ error) { m.solve.Observe(seconds) }
@@ -266,8 +226,8 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.jobs, float64(counts[st]), string(st))
 	}
 
-	cost := 0.0
-	for _, p := range d.Pools() {
+	pools := d.Pools()
+	for _, p := range pools {
 		gauge(c.queue, float64(p.Queued), p.Name)
 		gauge(c.poolJobs, float64(p.Jobs), p.Name)
 		gauge(c.poolHosts, float64(p.Busy), p.Name, HostBusy)
@@ -277,9 +237,8 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.arrival, p.Rates.Arrival, p.Name)
 		gauge(c.service, p.Rates.Service, p.Name)
 		counter(c.completed, float64(p.Completed), p.Name)
-		cost += p.HoldingCost * float64(p.Jobs)
 	}
-	gauge(c.cost, cost)
+	gauge(c.cost, holdingCostRate(pools))
 
 	ended := map[co.Phase]int{}
 	inFlight := 0

@@ -78,22 +78,21 @@ func (d *Daemon) validSession(r *http.Request) bool {
 // unless it only reads).
 func (d *Daemon) authenticate(next http.HandlerFunc) http.Handler {
 	bearer := httpx.Bearer(d.token, func(w http.ResponseWriter, msg string) {
-		if !strings.HasPrefix(msg, "wrong") {
-			msg = "missing bearer token (Authorization: Bearer TOKEN) or session (log in at /)"
-		}
 		writeError(w, http.StatusUnauthorized, APIError{Code: CodeUnauthorized, Error: msg})
 	}, next)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Authorization") != "" || !d.validSession(r) {
+		switch {
+		case r.Header.Get("Authorization") != "":
 			bearer.ServeHTTP(w, r)
-			return
-		}
-		if r.Method != http.MethodGet && r.Method != http.MethodHead && r.Header.Get(CSRFHeader) != csrfValue {
+		case !d.validSession(r):
+			writeError(w, http.StatusUnauthorized, APIError{Code: CodeUnauthorized,
+				Error: "missing bearer token (Authorization: Bearer TOKEN) or session (log in at /)"})
+		case r.Method != http.MethodGet && r.Method != http.MethodHead && r.Header.Get(CSRFHeader) != csrfValue:
 			writeError(w, http.StatusForbidden, APIError{Code: CodeForbidden,
 				Error: fmt.Sprintf("a request the session cookie authenticates must send %s: %s", CSRFHeader, csrfValue)})
-			return
+		default:
+			next(w, r)
 		}
-		next(w, r)
 	})
 }
 

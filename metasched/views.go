@@ -107,14 +107,26 @@ func (d *Daemon) VMs() []hp.VM {
 // Switches lists the switches, newest first: all of them, or those in
 // flight and the stranded ones not cleared.
 func (d *Daemon) Switches(active bool) []SwitchView {
+	if active {
+		return d.switchViews(0)
+	}
+	return d.switchViews(-1)
+}
+
+// switchViews lists, newest first, the switches in flight and the stranded
+// ones not cleared, and at most final of the others (-1: all of them).
+func (d *Daemon) switchViews(final int) []SwitchView {
 	d.mu.Lock()
 	sws := d.coord.Switches()
 	d.mu.Unlock()
 	now := d.now()
 	out := []SwitchView{}
 	for _, sw := range slices.Backward(sws) {
-		if active && sw.Phase.Final() && !(sw.Phase == co.PhaseStranded && sw.ClearedTo == "") {
-			continue
+		if sw.Phase.Final() && !(sw.Phase == co.PhaseStranded && sw.ClearedTo == "") {
+			if final == 0 {
+				continue
+			}
+			final--
 		}
 		out = append(out, switchView(sw, now))
 	}

@@ -31,32 +31,63 @@ func Bearer(token string, refuse func(w http.ResponseWriter, msg string), next h
 	})
 }
 
-type statusWriter struct {
+// StatusWriter records the status code of the answer written through
+// it. It unwraps to the writer it wraps and flushes through it, so that
+// http.ResponseController and server-sent events work behind it.
+type StatusWriter struct {
 	http.ResponseWriter
-	status int
+	code int
 }
 
-func (s *statusWriter) WriteHeader(code int) {
-	s.status = code
-	s.ResponseWriter.WriteHeader(code)
+// Status is the final status written, http.StatusOK if none was (yet).
+func (w *StatusWriter) Status() int {
+	if w.code == 0 {
+		return http.StatusOK
+	}
+	return w.code
 }
 
-// Unwrap lets http.ResponseController reach the server's writer (to flush
-// a stream of server-sent events, say).
-func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+func (w *StatusWriter) WriteHeader(code int) {
+	if w.code == 0 && code >= 200 { // 1xx answers are not the final status
+		w.code = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *StatusWriter) Write(b []byte) (int, error) {
+	if w.code == 0 {
+		w.code = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Flush implements http.Flusher.
+func (w *StatusWriter) Flush() { _ = w.FlushError() }
+
+// FlushError flushes through the wrapped writer and reports whether it
+// could (http.ResponseController.Flush calls it).
+func (w *StatusWriter) FlushError() error {
+	if w.code == 0 {
+		w.code = http.StatusOK
+	}
+	return http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+// Unwrap returns the wrapped writer (for http.ResponseController).
+func (w *StatusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // LogRequests logs every request with its method, path, status and
 // duration: at debug level, or info for an error answer.
 func LogRequests(log zerolog.Logger, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		sw := &StatusWriter{ResponseWriter: w}
 		next.ServeHTTP(sw, r)
 		ev := log.Debug()
-		if sw.status >= 400 {
+		if sw.Status() >= 400 {
 			ev = log.Info()
 		}
-		ev.Str("method", r.Method).Str("path", r.URL.Path).Int("status", sw.status).
+		ev.Str("method", r.Method).Str("path", r.URL.Path).Int("status", sw.Status()).
 			Float64("duration_ms", float64(time.Since(start).Microseconds())/1000).Msg("request")
 	})
 }
