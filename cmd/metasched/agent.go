@@ -71,13 +71,9 @@ on stderr. Ctrl-C stops the agent.`,
 // loadSite reads a site file, its token file and, when it names one, its
 // grid file.
 func loadSite(path string) (*hp.Site, string, *graph.Grid, error) {
-	data, err := os.ReadFile(path)
+	site, err := parseFlagFile("--config", path, hp.ParseSite)
 	if err != nil {
-		return nil, "", nil, usageError{fmt.Errorf("--config: %w", err)}
-	}
-	site, err := hp.ParseSite(path, data)
-	if err != nil {
-		return nil, "", nil, usageError{err}
+		return nil, "", nil, err
 	}
 	tok, err := os.ReadFile(site.TokenFile)
 	if err != nil {
@@ -89,12 +85,8 @@ func loadSite(path string) (*hp.Site, string, *graph.Grid, error) {
 	}
 	var grid *graph.Grid
 	if site.Grid != "" {
-		data, err := os.ReadFile(site.Grid)
-		if err != nil {
-			return nil, "", nil, usageError{fmt.Errorf("%s: grid: %w", path, err)}
-		}
-		if grid, err = graph.ParseGrid(site.Grid, data); err != nil {
-			return nil, "", nil, usageError{err}
+		if grid, err = parseFlagFile(path+": grid", site.Grid, graph.ParseGrid); err != nil {
+			return nil, "", nil, err
 		}
 		if len(site.Hosts) == 0 {
 			if _, _, err := hp.GenerateHosts(grid, site.Site, "", func(string) string { return "" }); err != nil {

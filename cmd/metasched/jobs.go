@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -30,21 +29,6 @@ func exactArgs(n int, what string) cobra.PositionalArgs {
 	}
 }
 
-// readJobFile reads a job file to send as it is.
-func readJobFile(flag, path string) ([]byte, error) {
-	if path == "" {
-		return nil, usagef("%s: required", flag)
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		if flag != "" {
-			err = fmt.Errorf("%s: %w", flag, err)
-		}
-		return nil, usageError{err}
-	}
-	return data, nil
-}
-
 func newSubmitCmd(e *env) *cobra.Command {
 	var (
 		d      daemonFlags
@@ -64,7 +48,7 @@ output with "metasched logs ID".`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return callDaemon(cmd.Context(), e, &d, output, args[0],
 				func(ctx context.Context, c *client.Client) (metasched.Job, error) {
-					body, err := readJobFile("", args[0])
+					body, err := readFlagFile("", args[0])
 					if err != nil {
 						return metasched.Job{}, err
 					}
@@ -341,7 +325,7 @@ func planDaemon(cmd *cobra.Command, e *env, f planFlags) error {
 			return usagef("--%s: only with --grid: the daemon plans by hill climbing with its own settings", name)
 		}
 	}
-	body, err := readJobFile("--job", f.job)
+	body, err := readFlagFile("--job", f.job)
 	if err != nil {
 		return err
 	}

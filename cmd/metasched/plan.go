@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -62,16 +61,9 @@ the measured links, and whether the job would wait in its pool's queue.`,
 
 // loadGrid reads and validates a grid file and builds its graph.
 func loadGrid(path string) (*graph.Graph, error) {
-	if path == "" {
-		return nil, usagef("--grid: required")
-	}
-	data, err := os.ReadFile(path)
+	grid, err := parseFlagFile("--grid", path, graph.ParseGrid)
 	if err != nil {
-		return nil, usageError{fmt.Errorf("--grid: %w", err)}
-	}
-	grid, err := graph.ParseGrid(path, data)
-	if err != nil {
-		return nil, usageError{err}
+		return nil, err
 	}
 	g, err := graph.New(grid)
 	if err != nil {
@@ -82,18 +74,7 @@ func loadGrid(path string) (*graph.Graph, error) {
 
 // loadJob reads and validates a job file.
 func loadJob(path string) (*selection.Job, error) {
-	if path == "" {
-		return nil, usagef("--job: required")
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, usageError{fmt.Errorf("--job: %w", err)}
-	}
-	j, err := selection.ParseJob(path, data)
-	if err != nil {
-		return nil, usageError{err}
-	}
-	return j, nil
+	return parseFlagFile("--job", path, selection.ParseJob)
 }
 
 // parseAlgorithm checks an algorithm name.

@@ -90,18 +90,7 @@ columns, and how many lengths to show (at most J).`,
 }
 
 func loadModel(path string) (*switching.Model, error) {
-	if path == "" {
-		return nil, usagef("--model: required")
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, usageError{fmt.Errorf("--model: %w", err)}
-	}
-	m, err := switching.ParseModel(path, data)
-	if err != nil {
-		return nil, usageError{err}
-	}
-	return m, nil
+	return parseFlagFile("--model", path, switching.ParseModel)
 }
 
 func checkOutput(o string) error {

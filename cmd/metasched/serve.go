@@ -86,19 +86,11 @@ func serveCmd(ctx context.Context, e *env, f serveFlags, changed func(string) bo
 	var grid *graph.Grid
 	var err error
 	if f.config != "" {
-		data, err := os.ReadFile(f.config)
-		if err != nil {
-			return usageError{fmt.Errorf("--config: %w", err)}
+		if cfg, err = parseFlagFile("--config", f.config, metasched.ParseConfig); err != nil {
+			return err
 		}
-		if cfg, err = metasched.ParseConfig(f.config, data); err != nil {
-			return usageError{err}
-		}
-		gd, err := os.ReadFile(cfg.Grid)
-		if err != nil {
-			return usageError{fmt.Errorf("%s: grid: %w", f.config, err)}
-		}
-		if grid, err = graph.ParseGrid(cfg.Grid, gd); err != nil {
-			return usageError{err}
+		if grid, err = parseFlagFile(f.config+": grid", cfg.Grid, graph.ParseGrid); err != nil {
+			return err
 		}
 		if changed("listen") {
 			cfg.Listen = f.listen
