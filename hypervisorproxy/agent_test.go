@@ -69,12 +69,21 @@ func startAgent(t testing.TB, dir, extra string) *harness {
 	if _, ok := t.(*testing.T); ok {
 		log = zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel)
 	}
-	a, err := hp.New(context.Background(), hp.Config{Site: site, Token: testToken, Grid: g, Connect: virt.Connector(log), Logger: log})
+	h := serveAgent(t, hp.Config{Site: site, Token: testToken, Grid: g, Connect: virt.Connector(log), Logger: log})
+	h.dir = dir
+	return h
+}
+
+// serveAgent starts an agent behind an HTTP test server with a client
+// for it; both stop when the test ends.
+func serveAgent(t testing.TB, cfg hp.Config) *harness {
+	t.Helper()
+	a, err := hp.New(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(a.Handler())
-	h := &harness{agent: a, srv: srv, client: client.New(srv.URL, testToken), dir: dir}
+	h := &harness{agent: a, srv: srv, client: client.New(srv.URL, cfg.Token)}
 	t.Cleanup(h.stop)
 	return h
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,7 +14,6 @@ import (
 	"github.com/rs/zerolog"
 
 	hp "github.com/metasched/metasched/hypervisorproxy"
-	"github.com/metasched/metasched/hypervisorproxy/client"
 	"github.com/metasched/metasched/hypervisorproxy/libvirtdtest"
 	"github.com/metasched/metasched/hypervisorproxy/virt"
 )
@@ -83,14 +81,7 @@ hosts:
 		t.Fatal(err)
 	}
 	log := zerolog.New(zerolog.NewTestWriter(t))
-	a, err := hp.New(ctx, hp.Config{Site: site, Token: testToken, Connect: virt.Connector(log), Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	srv := httptest.NewServer(a.Handler())
-	defer srv.Close()
-	c := client.New(srv.URL, testToken)
+	c := serveAgent(t, hp.Config{Site: site, Token: testToken, Connect: virt.Connector(log), Logger: log}).client
 
 	inv, err := c.Inventory(ctx)
 	if err != nil {

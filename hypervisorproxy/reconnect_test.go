@@ -3,7 +3,6 @@ package hypervisorproxy_test
 import (
 	"context"
 	"errors"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"sync"
@@ -12,7 +11,6 @@ import (
 	"github.com/rs/zerolog"
 
 	hp "github.com/metasched/metasched/hypervisorproxy"
-	"github.com/metasched/metasched/hypervisorproxy/client"
 	"github.com/metasched/metasched/hypervisorproxy/domxml"
 	"github.com/metasched/metasched/hypervisorproxy/virt"
 )
@@ -49,14 +47,7 @@ hosts:
 		mu.Unlock()
 		return h, nil
 	}
-	a, err := hp.New(ctx, hp.Config{Site: site, Token: testToken, Connect: connect, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	srv := httptest.NewServer(a.Handler())
-	defer srv.Close()
-	c := client.New(srv.URL, testToken)
+	c := serveAgent(t, hp.Config{Site: site, Token: testToken, Connect: connect, Logger: log}).client
 
 	inv, err := c.Inventory(ctx)
 	if err != nil {
