@@ -14,6 +14,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/metasched/metasched/metasched/lifecycle"
 )
 
 // Errors returned by the store, to be tested with errors.Is.
@@ -27,57 +29,29 @@ var (
 	ErrInvalid = errors.New("invalid")
 )
 
-// JobState is a step of the job lifecycle.
-type JobState string
+// JobState is a step of the job lifecycle (lifecycle.State).
+type JobState = lifecycle.State
 
-// The job states. Queued, Planned, Provisioning and Running are live; Done,
-// Failed and Cancelled are terminal.
+// Transition is one recorded change of a job's state (lifecycle.Transition).
+type Transition = lifecycle.Transition
+
+// The job states, as the lifecycle package defines them.
 const (
-	Queued       JobState = "queued"
-	Planned      JobState = "planned"
-	Provisioning JobState = "provisioning"
-	Running      JobState = "running"
-	Done         JobState = "done"
-	Failed       JobState = "failed"
-	Cancelled    JobState = "cancelled"
+	Queued       = lifecycle.Queued
+	Planned      = lifecycle.Planned
+	Provisioning = lifecycle.Provisioning
+	Running      = lifecycle.Running
+	Done         = lifecycle.Done
+	Failed       = lifecycle.Failed
+	Cancelled    = lifecycle.Cancelled
 )
 
 // States lists every job state in lifecycle order.
-var States = []JobState{Queued, Planned, Provisioning, Running, Done, Failed, Cancelled}
-
-// Terminal reports whether a job in state s will never change again.
-func (s JobState) Terminal() bool {
-	return s == Done || s == Failed || s == Cancelled
-}
-
-// Valid reports whether s is one of States.
-func (s JobState) Valid() bool { return slices.Contains(States, s) }
-
-// allowed holds the lifecycle: queued → planned → provisioning → running →
-// done | failed; any live state → cancelled or failed; planned,
-// provisioning and running → queued (requeue: the job's host was switched
-// to another pool, its agent was lost, or the daemon restarted under it).
-var allowed = map[JobState][]JobState{
-	Queued:       {Planned, Cancelled, Failed},
-	Planned:      {Provisioning, Queued, Cancelled, Failed},
-	Provisioning: {Running, Queued, Cancelled, Failed},
-	Running:      {Done, Failed, Cancelled, Queued},
-}
+var States = lifecycle.States
 
 // CanTransition reports whether the lifecycle allows a job to go from one
 // state to the other.
-func CanTransition(from, to JobState) bool {
-	return slices.Contains(allowed[from], to)
-}
-
-// Transition is one recorded change of a job's state. The first transition
-// of every job is from "" to queued.
-type Transition struct {
-	From   JobState  `json:"from"`
-	To     JobState  `json:"to"`
-	At     time.Time `json:"at"`
-	Reason string    `json:"reason"`
-}
+func CanTransition(from, to JobState) bool { return lifecycle.CanTransition(from, to) }
 
 // Job is a submitted job and its history.
 type Job struct {
