@@ -1,0 +1,62 @@
+package lifecycle
+
+import "time"
+
+// Action is an output of Job.Step, for the driver to carry out in order.
+// Commit comes first whenever the event changed the job; CreateVMs and
+// Execute are answered by feeding an event back (Created or CreateFailed,
+// Exited), tagged with the attempt, so that an answer for an attempt that
+// has ended is recognised; the others have no answer.
+type Action interface{ isAction() }
+
+// Commit asks the driver to record the job's change in the store, in one
+// transaction: the transition From → To with its Reason (none when From
+// equals To: only the record changed), Job's record and exit code. Only
+// when it is on disk does Job become the job's state in memory.
+type Commit struct {
+	From, To State
+	Reason   string
+	Job      Job
+}
+
+// Reserve promises the capacity of the VMs on their hosts, so that no other
+// job is planned onto it while they are being created.
+type Reserve struct{ VMs []VM }
+
+// Unreserve gives back what Reserve promised: the VMs exist now (and the
+// inventory counts them) or will not be created.
+type Unreserve struct{ VMs []VM }
+
+// Next asks the driver to feed Event to the job next.
+type Next struct{ Event Event }
+
+// CreateVMs asks the agents to create the attempt's VMs. Answer: Created or
+// CreateFailed.
+type CreateVMs struct {
+	Attempt int
+	VMs     []VM
+}
+
+// Execute asks the executor to run the job on its VMs, Elapsed into its
+// run (non-zero when resuming). Answer: Exited.
+type Execute struct {
+	Attempt int
+	VMs     []VM
+	Elapsed time.Duration
+}
+
+// StopRun asks the driver to stop what runs for the attempt (VM creation,
+// the executor) at once; their late answers are then stale.
+type StopRun struct{ Attempt int }
+
+// DestroyVMs asks the agents to destroy VMs; one already gone is fine.
+type DestroyVMs struct{ VMs []VM }
+
+func (Commit) isAction()     {}
+func (Reserve) isAction()    {}
+func (Unreserve) isAction()  {}
+func (Next) isAction()       {}
+func (CreateVMs) isAction()  {}
+func (Execute) isAction()    {}
+func (StopRun) isAction()    {}
+func (DestroyVMs) isAction() {}

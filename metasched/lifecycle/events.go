@@ -1,0 +1,86 @@
+package lifecycle
+
+import (
+	"time"
+
+	"github.com/metasched/metasched/gramvm"
+)
+
+// Event is an input to Job.Step: a decision of the daemon (Plan, Stop,
+// Resume), the next step the machine asked for (Provision), or the answer
+// to an action (Created, CreateFailed, Exited, Moved). At is the driver's
+// clock when it happened; the machine has no clock of its own.
+type Event interface{ isEvent() }
+
+// Plan places a queued job: the dispatcher found it a placement on free
+// hosts. VMs are the attempt's VMs on the placement's hosts; Predicted its
+// run time in seconds; Reason the transition's reason.
+type Plan struct {
+	Placement *gramvm.Placement
+	VMs       []VM
+	Predicted float64
+	Reason    string
+	At        time.Time
+}
+
+// Provision starts creating the VMs of a planned job (asked for by Plan's
+// Next action).
+type Provision struct{ At time.Time }
+
+// Created answers CreateVMs: every VM of the attempt is up.
+type Created struct {
+	Attempt int
+	VMs     []VM
+	At      time.Time
+}
+
+// CreateFailed answers CreateVMs: some VM could not be created (the ones
+// that were are destroyed by the actions Step returns). Permanent says the
+// job can never run as it is (a VM too large for any host), so it fails
+// instead of going back to the queue.
+type CreateFailed struct {
+	Attempt   int
+	VMs       []VM
+	Err       string
+	Permanent bool
+	At        time.Time
+}
+
+// Exited answers Execute: the job's run ended. Err is set when the executor
+// itself failed; Code is the command's exit code (nil for the emulated
+// executor) and Reason the executor's word on it.
+type Exited struct {
+	Attempt int
+	Code    *int
+	Reason  string
+	Err     string
+	At      time.Time
+}
+
+// Resume runs again a job that was running when the daemon stopped and
+// whose VMs are still there (the emulated executor resumes where it was).
+type Resume struct{ At time.Time }
+
+// Moved says bandwidth tuning moved one of the job's VMs to another host.
+type Moved struct {
+	VM, Site, Host string
+	At             time.Time
+}
+
+// Stop ends the job's attempt: To is Queued (requeue: its host was switched
+// away, its agent was lost, the daemon restarted under it), Cancelled or
+// Failed.
+type Stop struct {
+	To     State
+	Reason string
+	At     time.Time
+}
+
+func (Plan) isEvent()         {}
+func (Provision) isEvent()    {}
+func (Created) isEvent()      {}
+func (CreateFailed) isEvent() {}
+func (Exited) isEvent()       {}
+func (Resume) isEvent()       {}
+func (Moved) isEvent()        {}
+func (Stop) isEvent()         {}

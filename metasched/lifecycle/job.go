@@ -1,0 +1,241 @@
+package lifecycle
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/metasched/metasched/gramvm"
+)
+
+// ErrNotAllowed is returned by Step for an event that the job's state does
+// not allow (planning a job that is not queued, cancelling a finished one).
+// The job is unchanged.
+var ErrNotAllowed = errors.New("not allowed")
+
+// VM is one VM of a job's attempt, named JOB-aATTEMPT-m for the master and
+// JOB-aATTEMPT-wN for the workers, so that VMs of two attempts never
+// collide.
+type VM struct {
+	Name   string `json:"name"`
+	Site   string `json:"site"`
+	Host   string `json:"host"`
+	Master bool   `json:"master,omitempty"`
+}
+
+// Record is what the daemon keeps of a job beside its state: the plan of
+// its current (or last) attempt, its VMs, the predicted run time, when it
+// started and finished running, and how many attempts it had. The store
+// keeps it as the job's data, in this JSON.
+type Record struct {
+	Placement *gramvm.Placement `json:"placement,omitempty"`
+	VMs       []VM              `json:"vms,omitempty"`
+	// Predicted is the run time the daemon expects, in seconds (the plan's
+	// run time, scaled by the emulated executor's time_scale).
+	Predicted float64   `json:"predicted_s,omitempty"`
+	Started   time.Time `json:"started,omitzero"`
+	Finished  time.Time `json:"finished,omitzero"`
+	Attempts  int       `json:"attempts,omitempty"`
+}
+
+// Job is one job's lifecycle: its state, the reason of its last
+// transition, its record and its exit code. It is a value: Step returns the
+// next one and leaves the receiver as it was.
+type Job struct {
+	ID       string
+	Type     string
+	State    State
+	Reason   string
+	Record   Record
+	ExitCode *int
+}
+
+// New is a job just submitted: queued.
+func New(id, typ string) Job {
+	return Job{ID: id, Type: typ, State: Queued, Reason: "submitted"}
+}
+
+// Step feeds one event to the job. It returns the job after the event and
+// the actions that carry it out, in order. Every transition comes first as
+// a Commit: the driver commits it to the store and only then takes the
+// returned job as the job's state and carries out the other actions; when
+// the commit fails, the driver keeps the job it had and drops the actions.
+//
+// An event for an attempt that has ended (an answer that arrives after the
+// job was stopped or requeued) returns the job unchanged with at most the
+// clean-up of that attempt's VMs. An event the state does not allow returns
+// ErrNotAllowed.
+func (j Job) Step(ev Event) (Job, []Action, error) {
+	switch e := ev.(type) {
+	case Plan:
+		return j.plan(e)
+	case Provision:
+		if j.State != Planned {
+			return j, nil, j.notAllowed("provision")
+		}
+		return j.to(Provisioning, fmt.Sprintf("creating %d VMs", len(j.Record.VMs)), CreateVMs{Attempt: j.attempt(), VMs: j.Record.VMs})
+	case Created:
+		if j.stale(e.Attempt, Provisioning) {
+			return j, cleanUp(e.VMs), nil
+		}
+		n := j
+		n.Record.Started = e.At
+		return n.to(Running, fmt.Sprintf("%d VMs up", len(n.Record.VMs)),
+			Unreserve{VMs: j.Record.VMs}, Execute{Attempt: j.attempt(), VMs: j.Record.VMs})
+	case CreateFailed:
+		if j.stale(e.Attempt, Provisioning) {
+			return j, cleanUp(e.VMs), nil
+		}
+		if e.Permanent {
+			return j.end(Failed, "provisioning failed: "+e.Err, nil, e.At, false)
+		}
+		return j.requeue("provisioning failed, requeued: "+e.Err, false)
+	case Exited:
+		if j.stale(e.Attempt, Running) {
+			return j, nil, nil
+		}
+		switch {
+		case e.Err != "":
+			return j.end(Failed, "executor: "+e.Err, nil, e.At, false)
+		case e.Code != nil && *e.Code != 0:
+			reason := fmt.Sprintf("exit code %d", *e.Code)
+			if e.Reason != "" {
+				reason += ": " + e.Reason
+			}
+			return j.end(Failed, reason, e.Code, e.At, false)
+		case e.Code != nil:
+			return j.end(Done, "exit code 0", e.Code, e.At, false)
+		default:
+			return j.end(Done, "completed", nil, e.At, false)
+		}
+	case Resume:
+		if j.State != Running {
+			return j, nil, j.notAllowed("resume")
+		}
+		return j, []Action{Execute{Attempt: j.attempt(), VMs: j.Record.VMs, Elapsed: e.At.Sub(j.Record.Started)}}, nil
+	case Moved:
+		return j.moved(e)
+	case Stop:
+		return j.stop(e)
+	}
+	return j, nil, fmt.Errorf("job %s: unknown event %T", j.ID, ev)
+}
+
+func (j Job) notAllowed(what string) error {
+	return fmt.Errorf("job %s is %s: cannot %s it: %w", j.ID, j.State, what, ErrNotAllowed)
+}
+
+// attempt is the number of the job's current attempt.
+func (j Job) attempt() int { return j.Record.Attempts }
+
+// stale reports whether an answer for attempt n no longer fits: the job
+// left the state that waited for it, or began another attempt.
+func (j Job) stale(n int, want State) bool { return n != j.attempt() || j.State != want }
+
+// cleanUp destroys the VMs of an attempt that ended while they were being
+// created.
+func cleanUp(vms []VM) []Action {
+	if len(vms) == 0 {
+		return nil
+	}
+	return []Action{DestroyVMs{VMs: vms}}
+}
+
+func (j Job) plan(e Plan) (Job, []Action, error) {
+	if j.State != Queued {
+		return j, nil, j.notAllowed("plan")
+	}
+	if e.Placement == nil || len(e.VMs) == 0 {
+		return j, nil, fmt.Errorf("job %s: a plan needs a placement and VMs: %w", j.ID, ErrNotAllowed)
+	}
+	n := j
+	n.Record = Record{Placement: e.Placement, VMs: e.VMs, Predicted: e.Predicted, Attempts: j.Record.Attempts + 1}
+	return n.to(Planned, e.Reason, Reserve{VMs: e.VMs}, Next{Event: Provision{At: e.At}})
+}
+
+func (j Job) moved(e Moved) (Job, []Action, error) {
+	if j.State != Provisioning && j.State != Running {
+		return j, nil, j.notAllowed("move a VM of")
+	}
+	n := j
+	n.Record.VMs = make([]VM, len(j.Record.VMs))
+	found := false
+	for i, v := range j.Record.VMs {
+		if v.Name == e.VM {
+			v.Site, v.Host, found = e.Site, e.Host, true
+		}
+		n.Record.VMs[i] = v
+	}
+	if !found {
+		return j, nil, fmt.Errorf("job %s has no VM %s: %w", j.ID, e.VM, ErrNotAllowed)
+	}
+	return n, []Action{Commit{From: j.State, To: j.State, Job: n}}, nil
+}
+
+// stop ends the job's attempt: back to the queue, cancelled or failed.
+func (j Job) stop(e Stop) (Job, []Action, error) {
+	if j.State.Terminal() {
+		return j, nil, j.notAllowed("stop")
+	}
+	switch e.To {
+	case Queued:
+		if j.State == Queued {
+			return j, nil, nil // already waiting: nothing to do
+		}
+		return j.requeue(e.Reason, true)
+	case Cancelled, Failed:
+		return j.end(e.To, e.Reason, nil, e.At, true)
+	}
+	return j, nil, fmt.Errorf("job %s: stop to %q: %w", j.ID, e.To, ErrNotAllowed)
+}
+
+// requeue sends the job back to the queue and undoes its attempt (see
+// undo).
+func (j Job) requeue(reason string, stop bool) (Job, []Action, error) {
+	n := j
+	n.Record.VMs, n.Record.Placement = nil, nil
+	n.Record.Started = time.Time{}
+	return n.to(Queued, reason, j.undo(stop)...)
+}
+
+// end finishes the job: done, failed or cancelled, and undoes its attempt
+// (see undo).
+func (j Job) end(to State, reason string, code *int, at time.Time, stop bool) (Job, []Action, error) {
+	n := j
+	if code != nil {
+		c := *code
+		n.ExitCode = &c
+	}
+	if !j.Record.Started.IsZero() {
+		n.Record.Finished = at
+	}
+	return n.to(to, reason, j.undo(stop)...)
+}
+
+// undo lists what ends the job's attempt in the world: its run stops (when
+// the attempt is stopped from outside; an attempt that ended by itself has
+// nothing left running), the capacity promised to it is given back, and its
+// VMs go.
+func (j Job) undo(stop bool) []Action {
+	var out []Action
+	if stop && j.State != Queued {
+		out = append(out, StopRun{Attempt: j.attempt()})
+	}
+	if j.State == Planned || j.State == Provisioning {
+		out = append(out, Unreserve{VMs: j.Record.VMs})
+	}
+	if j.State != Queued && j.State != Planned && len(j.Record.VMs) > 0 {
+		out = append(out, DestroyVMs{VMs: j.Record.VMs})
+	}
+	return out
+}
+
+// to is the transition to state s for the reason, then the actions.
+func (j Job) to(s State, reason string, then ...Action) (Job, []Action, error) {
+	if !CanTransition(j.State, s) {
+		return j, nil, fmt.Errorf("job %s: %s to %s: %w", j.ID, j.State, s, ErrNotAllowed)
+	}
+	n := j
+	n.State, n.Reason = s, reason
+	return n, append([]Action{Commit{From: j.State, To: s, Reason: reason, Job: n}}, then...), nil
+}

@@ -1,0 +1,325 @@
+package lifecycle
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/metasched/metasched/gramvm"
+)
+
+var update = flag.Bool("update", false, "rewrite the expected output of testdata/*.txt")
+
+// epoch is time 0 of the transcripts' "@SECONDS".
+var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// TestTranscripts runs the scripts in testdata/*.txt. A script is a list of
+// blocks: comment lines starting with "#", one command line starting with
+// "> " and the expected output after it. A command is an event (see
+// parseEvent) fed to the one job of the script, "new ID TYPE" to start a
+// job, or "fail-commit EVENT", which feeds the event and then drops the job
+// it returned, as a driver does when the store refuses the commit. The
+// output lists the actions (or the error) and then the job. Run with
+// -update to rewrite the expected output.
+func TestTranscripts(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("testdata", "*.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) == 0 {
+		t.Fatal("no transcripts in testdata")
+	}
+	for _, file := range files {
+		t.Run(strings.TrimSuffix(filepath.Base(file), ".txt"), func(t *testing.T) {
+			data, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out strings.Builder
+			var j Job
+			for _, b := range parseBlocks(string(data)) {
+				for _, c := range b.comments {
+					out.WriteString(c + "\n")
+				}
+				out.WriteString("> " + b.cmd + "\n")
+				got := run(t, &j, b.cmd)
+				out.WriteString(got + "\n")
+				if !*update {
+					if diff := cmp.Diff(strings.TrimSpace(b.want), strings.TrimSpace(got)); diff != "" {
+						t.Errorf("%s: > %s: output mismatch (-want +got):\n%s", file, b.cmd, diff)
+					}
+				}
+			}
+			if *update {
+				if err := os.WriteFile(file, []byte(out.String()), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+type block struct {
+	comments []string
+	cmd      string
+	want     string
+}
+
+func parseBlocks(s string) []block {
+	var blocks []block
+	var comments []string
+	for line := range strings.Lines(s) {
+		line = strings.TrimRight(line, "\n")
+		switch {
+		case strings.HasPrefix(line, "#"):
+			comments = append(comments, line)
+		case strings.HasPrefix(line, "> "):
+			blocks = append(blocks, block{comments: comments, cmd: strings.TrimPrefix(line, "> ")})
+			comments = nil
+		case strings.TrimSpace(line) == "":
+		case len(blocks) > 0:
+			blocks[len(blocks)-1].want += line + "\n"
+		}
+	}
+	return blocks
+}
+
+func run(t *testing.T, j *Job, cmd string) string {
+	t.Helper()
+	if rest, ok := strings.CutPrefix(cmd, "new "); ok {
+		id, typ, _ := strings.Cut(rest, " ")
+		*j = New(id, typ)
+		return "job: " + formatJob(*j)
+	}
+	dropped := false
+	if rest, ok := strings.CutPrefix(cmd, "fail-commit "); ok {
+		cmd, dropped = rest, true
+	}
+	ev, err := parseEvent(*j, cmd)
+	if err != nil {
+		t.Fatalf("bad command %q: %v", cmd, err)
+	}
+	before := *j
+	next, acts, err := j.Step(ev)
+	var b strings.Builder
+	if err != nil {
+		if diff := cmp.Diff(before, next); diff != "" {
+			t.Errorf("%q: a rejected event changed the job (-before +after):\n%s", cmd, diff)
+		}
+		b.WriteString("error: " + err.Error() + "\n")
+		if !errors.Is(err, ErrNotAllowed) {
+			t.Errorf("%q: error %v is not ErrNotAllowed", cmd, err)
+		}
+	} else {
+		b.WriteString("actions:\n")
+	}
+	if diff := cmp.Diff(before, *j); diff != "" {
+		t.Errorf("%q: Step changed its receiver (-before +after):\n%s", cmd, diff)
+	}
+	for i, a := range acts {
+		if c, ok := a.(Commit); ok {
+			if i != 0 {
+				t.Errorf("%q: commit is action %d, not the first", cmd, i)
+			}
+			if diff := cmp.Diff(next, c.Job); diff != "" {
+				t.Errorf("%q: the commit's job is not the job returned (-returned +committed):\n%s", cmd, diff)
+			}
+		}
+		b.WriteString("  " + formatAction(a) + "\n")
+	}
+	if dropped {
+		b.WriteString("commit refused: the job stays as it was\n")
+	} else {
+		*j = next
+	}
+	b.WriteString("job: " + formatJob(*j))
+	return b.String()
+}
+
+// parseEvent reads "NAME [args] [key=value ...] [@SECONDS]". Values may be
+// quoted. Events:
+//
+//	plan HOST[,HOST...] predicted=S [reason=R]   (VMs JOB-aN-m, -w1, ... on the hosts; site = host up to its last "-")
+//	provision
+//	created aN | create-failed aN err=E [permanent]
+//	exited aN [code=C] [reason=R] [err=E]
+//	resume
+//	moved VM HOST
+//	stop STATE reason=R
+func parseEvent(j Job, cmd string) (Event, error) {
+	words := split(cmd)
+	if len(words) == 0 {
+		return nil, fmt.Errorf("empty")
+	}
+	at := epoch
+	kv := map[string]string{}
+	var pos []string
+	for _, w := range words[1:] {
+		switch k, v, ok := strings.Cut(w, "="); {
+		case strings.HasPrefix(w, "@"):
+			s, err := strconv.ParseFloat(w[1:], 64)
+			if err != nil {
+				return nil, err
+			}
+			at = epoch.Add(time.Duration(s * float64(time.Second)))
+		case ok:
+			kv[k] = v
+		default:
+			pos = append(pos, w)
+		}
+	}
+	attempt := func() (int, error) {
+		if len(pos) == 0 || !strings.HasPrefix(pos[0], "a") {
+			return 0, fmt.Errorf("want the attempt aN")
+		}
+		return strconv.Atoi(pos[0][1:])
+	}
+	switch words[0] {
+	case "plan":
+		if len(pos) != 1 {
+			return nil, fmt.Errorf("plan: want the hosts")
+		}
+		hosts := strings.Split(pos[0], ",")
+		pl := &gramvm.Placement{Master: ref(hosts[0])}
+		n := j.Record.Attempts + 1
+		vms := []VM{{Name: fmt.Sprintf("%s-a%d-m", j.ID, n), Site: ref(hosts[0]).Site, Host: hosts[0], Master: true}}
+		for i, h := range hosts[1:] {
+			pl.Workers = append(pl.Workers, ref(h))
+			vms = append(vms, VM{Name: fmt.Sprintf("%s-a%d-w%d", j.ID, n, i+1), Site: ref(h).Site, Host: h})
+		}
+		p, _ := strconv.ParseFloat(kv["predicted"], 64)
+		reason := kv["reason"]
+		if reason == "" {
+			reason = "planned"
+		}
+		return Plan{Placement: pl, VMs: vms, Predicted: p, Reason: reason, At: at}, nil
+	case "provision":
+		return Provision{At: at}, nil
+	case "created", "create-failed":
+		n, err := attempt()
+		if err != nil {
+			return nil, err
+		}
+		vms := j.Record.VMs
+		if words[0] == "created" {
+			return Created{Attempt: n, VMs: vms, At: at}, nil
+		}
+		return CreateFailed{Attempt: n, VMs: vms, Err: kv["err"], Permanent: len(pos) > 1 && pos[1] == "permanent", At: at}, nil
+	case "exited":
+		n, err := attempt()
+		if err != nil {
+			return nil, err
+		}
+		e := Exited{Attempt: n, Reason: kv["reason"], Err: kv["err"], At: at}
+		if c, ok := kv["code"]; ok {
+			code, err := strconv.Atoi(c)
+			if err != nil {
+				return nil, err
+			}
+			e.Code = &code
+		}
+		return e, nil
+	case "resume":
+		return Resume{At: at}, nil
+	case "moved":
+		if len(pos) != 2 {
+			return nil, fmt.Errorf("moved: want VM HOST")
+		}
+		return Moved{VM: pos[0], Site: ref(pos[1]).Site, Host: pos[1], At: at}, nil
+	case "stop":
+		if len(pos) != 1 {
+			return nil, fmt.Errorf("stop: want the state")
+		}
+		return Stop{To: State(pos[0]), Reason: kv["reason"], At: at}, nil
+	}
+	return nil, fmt.Errorf("unknown event %q", words[0])
+}
+
+func ref(host string) gramvm.HostRef {
+	return gramvm.HostRef{Site: host[:strings.LastIndex(host, "-")], Host: host}
+}
+
+// split splits on spaces, keeping quoted values ("a b") whole.
+func split(s string) []string {
+	var out []string
+	var cur strings.Builder
+	quoted := false
+	for _, r := range s {
+		switch {
+		case r == '"':
+			quoted = !quoted
+		case r == ' ' && !quoted:
+			if cur.Len() > 0 {
+				out = append(out, cur.String())
+				cur.Reset()
+			}
+		default:
+			cur.WriteRune(r)
+		}
+	}
+	if cur.Len() > 0 {
+		out = append(out, cur.String())
+	}
+	return out
+}
+
+func seconds(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return strconv.FormatFloat(t.Sub(epoch).Seconds(), 'g', -1, 64)
+}
+
+func vmList(vms []VM) string {
+	parts := make([]string, len(vms))
+	for i, v := range vms {
+		parts[i] = v.Name + "@" + v.Host
+	}
+	return "[" + strings.Join(parts, " ") + "]"
+}
+
+func formatJob(j Job) string {
+	s := fmt.Sprintf("%s %s reason=%q attempts=%d vms=%s predicted=%g started=%s finished=%s",
+		j.ID, j.State, j.Reason, j.Record.Attempts, vmList(j.Record.VMs), j.Record.Predicted,
+		seconds(j.Record.Started), seconds(j.Record.Finished))
+	if j.Record.Placement != nil {
+		s += " master=" + j.Record.Placement.Master.Host
+	}
+	if j.ExitCode != nil {
+		s += fmt.Sprintf(" exit=%d", *j.ExitCode)
+	}
+	return s
+}
+
+func formatAction(a Action) string {
+	switch a := a.(type) {
+	case Commit:
+		if a.From == a.To {
+			return fmt.Sprintf("commit %s (record only)", a.To)
+		}
+		return fmt.Sprintf("commit %s -> %s %q", a.From, a.To, a.Reason)
+	case Reserve:
+		return "reserve " + vmList(a.VMs)
+	case Unreserve:
+		return "unreserve " + vmList(a.VMs)
+	case Next:
+		return fmt.Sprintf("next %s", strings.ToLower(strings.TrimPrefix(fmt.Sprintf("%T", a.Event), "lifecycle.")))
+	case CreateVMs:
+		return fmt.Sprintf("create-vms a%d %s", a.Attempt, vmList(a.VMs))
+	case Execute:
+		return fmt.Sprintf("execute a%d %s elapsed=%s", a.Attempt, vmList(a.VMs), a.Elapsed)
+	case StopRun:
+		return fmt.Sprintf("stop-run a%d", a.Attempt)
+	case DestroyVMs:
+		return "destroy-vms " + vmList(a.VMs)
+	}
+	return fmt.Sprintf("%#v", a)
+}
