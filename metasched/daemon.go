@@ -13,12 +13,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/rs/zerolog"
 
 	"github.com/metasched/metasched/gramvm"
 	"github.com/metasched/metasched/graph"
 	"github.com/metasched/metasched/metasched/coordinator"
 	"github.com/metasched/metasched/metasched/executor"
+	"github.com/metasched/metasched/metasched/lifecycle"
 	"github.com/metasched/metasched/metasched/policy"
 	"github.com/metasched/metasched/metasched/store"
 )
@@ -74,6 +76,10 @@ type Options struct {
 	// MaxMigrationsPerHost and MaxMigrationsPerLink cap bandwidth tuning's
 	// concurrent live migrations; 0 means 1 and 2.
 	MaxMigrationsPerHost, MaxMigrationsPerLink int
+	// Clock is the daemon's time: its loops' tickers, the switches'
+	// timers, the times it records. nil means the real clock; tests pass a
+	// fake one and step it.
+	Clock clockwork.Clock
 }
 
 // ErrHang, returned by Options.Fault, makes a step never answer.
@@ -96,6 +102,10 @@ type Daemon struct {
 	metrics *metrics
 	started time.Time
 	types   []JobType
+	clock   clockwork.Clock
+	// jobCommit writes a job's change to the store (Store.Commit; tests make
+	// it fail).
+	jobCommit func(ctx context.Context, id string, c store.Change) (store.Job, error)
 	// instance changes at every start (the dashboard sees restarts);
 	// hist holds the dashboard's chart samples.
 	instance string
@@ -104,8 +114,10 @@ type Daemon struct {
 	mu           sync.Mutex
 	hosts        map[string]*hostRT
 	order        []string // host names in grid order
-	jobs         map[string]*jobRT
-	reserved     map[string]usage // host → capacity promised to jobs being provisioned
+	jobs         map[string]*liveJob
+	reserved     map[string]usage          // host → capacity promised to jobs being provisioned
+	reservedBy   map[string][]lifecycle.VM // job → its VMs that reserved capacity
+	dying        map[string]int            // VMs the lifecycle is destroying (the count of its destroys in flight)
 	coord        *coordinator.Coordinator
 	released     map[coordinator.SwitchID]string // PrepareRelease answers, for repeats
 	timers       map[coordinator.SwitchID]*time.Timer
@@ -163,8 +175,11 @@ func NewWithGrid(ctx context.Context, cfg *Config, grid *graph.Grid, opt Options
 	if opt.MaxMigrationsPerLink == 0 {
 		opt.MaxMigrationsPerLink = 2
 	}
-	d := &Daemon{cfg: cfg, opt: opt, log: opt.Logger, grid: grid, types: cfg.JobTypes, started: time.Now(), instance: newInstance(),
-		hosts: map[string]*hostRT{}, jobs: map[string]*jobRT{}, reserved: map[string]usage{},
+	if opt.Clock == nil {
+		opt.Clock = clockwork.NewRealClock()
+	}
+	d := &Daemon{cfg: cfg, opt: opt, log: opt.Logger, grid: grid, types: cfg.JobTypes, clock: opt.Clock, started: opt.Clock.Now(), instance: newInstance(),
+		hosts: map[string]*hostRT{}, jobs: map[string]*liveJob{}, reserved: map[string]usage{}, reservedBy: map[string][]lifecycle.VM{}, dying: map[string]int{},
 		released: map[coordinator.SwitchID]string{}, timers: map[coordinator.SwitchID]*time.Timer{},
 		timerPhase: map[coordinator.SwitchID]coordinator.Phase{},
 		rates:      map[string]*poolRates{}, migrating: map[string]int{},
@@ -175,9 +190,13 @@ func NewWithGrid(ctx context.Context, cfg *Config, grid *graph.Grid, opt Options
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("data_dir: %w", err)
 	}
+	if opt.Store.Now == nil {
+		opt.Store.Now = opt.Clock.Now
+	}
 	if d.st, err = store.Open(filepath.Join(cfg.DataDir, "metasched.db"), opt.Store); err != nil {
 		return nil, err
 	}
+	d.jobCommit = d.st.Commit
 	defer func() {
 		if err != nil {
 			d.Close()
@@ -321,7 +340,10 @@ func (d *Daemon) kick() {
 	}
 }
 
-func (d *Daemon) now() time.Time { return time.Now() }
+func (d *Daemon) now() time.Time { return d.clock.Now() }
+
+// dispatchEvery is the dispatcher's period when nothing wakes it.
+const dispatchEvery = 250 * time.Millisecond
 
 func mustJSON(v any) json.RawMessage {
 	b, err := json.Marshal(v)

@@ -13,6 +13,7 @@ import (
 	"github.com/metasched/metasched/gramvm"
 	hp "github.com/metasched/metasched/hypervisorproxy"
 	"github.com/metasched/metasched/metasched/coordinator"
+	"github.com/metasched/metasched/metasched/lifecycle"
 	"github.com/metasched/metasched/metasched/store"
 	"github.com/metasched/metasched/selection"
 )
@@ -208,10 +209,15 @@ func (d *Daemon) refresh(ctx context.Context) {
 	if d.cfg.OnAgentLoss == "fail" {
 		to = store.Failed
 	}
-	for _, j := range d.jobsOnLostHostsLocked() {
-		j.stop(to, "a host of the job became unreachable: "+j.lostHost)
-	}
+	lost := d.jobsOnLostHostsLocked()
 	d.mu.Unlock()
+	for _, l := range lost {
+		d.goJob(func() {
+			if _, err := d.stop(ctx, l.job, to, "a host of the job became unreachable: "+l.host, l.attempt); err != nil {
+				d.log.Error().Err(err).Str("job", l.job.id()).Msg("cannot stop a job on a lost host")
+			}
+		})
+	}
 	for _, o := range orphans {
 		if err := o.s.agent.DestroyVM(ctx, o.vm); err != nil && !errors.Is(err, hp.ErrNotFound) {
 			d.log.Warn().Err(err).Str("vm", o.vm).Msg("cannot destroy a vm no job owns")
@@ -224,14 +230,17 @@ func (d *Daemon) refresh(ctx context.Context) {
 // ownsVMLocked reports whether a live job owns the VM now (a VM of an
 // earlier attempt of a requeued job is not owned).
 func (d *Daemon) ownsVMLocked(job, vm string) bool {
+	if d.dying[vm] > 0 {
+		return true // the job's own destroy is under way
+	}
 	j := d.jobs[job]
 	if j == nil {
 		return false
 	}
-	if j.state == store.Queued {
+	if j.job.State == lifecycle.Queued {
 		return false
 	}
-	return slices.ContainsFunc(j.data.VMs, func(v JobVM) bool { return v.Name == vm })
+	return slices.ContainsFunc(j.job.Record.VMs, func(v lifecycle.VM) bool { return v.Name == vm })
 }
 
 // persistHost writes h's record.

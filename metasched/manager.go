@@ -91,7 +91,7 @@ func (d *Daemon) policyInputsLocked(now time.Time) policy.Inputs {
 		in.Transit[i] = make([]int, len(d.types))
 	}
 	for _, j := range d.jobs {
-		if i, ok := idx[j.typ]; ok {
+		if i, ok := idx[j.typ()]; ok {
 			in.Pools[i].Jobs++
 		}
 	}

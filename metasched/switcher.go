@@ -11,7 +11,7 @@ import (
 
 	hp "github.com/metasched/metasched/hypervisorproxy"
 	co "github.com/metasched/metasched/metasched/coordinator"
-	"github.com/metasched/metasched/metasched/store"
+	"github.com/metasched/metasched/metasched/lifecycle"
 )
 
 // The switch driver: it feeds the coordinator (a pure state machine) the
@@ -247,13 +247,13 @@ func (d *Daemon) prepareRelease(ctx context.Context, a co.PrepareRelease) {
 		return
 	}
 	best, bestJobs := "", -1
-	var victims []*jobRT
+	var victims []*liveJob
 	for _, name := range d.order {
 		h := d.hosts[name]
 		if !h.serves(a.Pool) || slices.Contains(a.Exclude, name) {
 			continue
 		}
-		var on []*jobRT
+		var on []*liveJob
 		for _, j := range d.jobs {
 			if j.onHost(name) {
 				on = append(on, j)
@@ -273,23 +273,28 @@ func (d *Daemon) prepareRelease(ctx context.Context, a co.PrepareRelease) {
 	}
 	d.released[a.ID] = best
 	d.hosts[best].held = a.ID // no new job is placed on it from now on
-	slices.SortFunc(victims, func(x, y *jobRT) int { return strings.Compare(x.id, y.id) })
-	var ids []string
-	var waits []chan struct{}
-	for _, j := range victims {
-		ids = append(ids, j.id)
-		j.stop(store.Queued, fmt.Sprintf("host %s switched from pool %s by %s: requeued", best, a.Pool, a.ID))
-		if j.done != nil {
-			waits = append(waits, j.done)
-		}
+	slices.SortFunc(victims, func(x, y *liveJob) int { return strings.Compare(x.id(), y.id()) })
+	attempts := make([]int, len(victims))
+	for i, j := range victims {
+		attempts[i] = j.job.Record.Attempts
 	}
 	d.mu.Unlock()
-	for _, w := range waits {
-		select {
-		case <-w:
-		case <-ctx.Done():
-			return
+	var ids []string
+	var runs []*attempt
+	for i, j := range victims {
+		run, err := d.stop(ctx, j, lifecycle.Queued, fmt.Sprintf("host %s switched from pool %s by %s: requeued", best, a.Pool, a.ID), attempts[i])
+		if err != nil {
+			d.log.Error().Err(err).Str("job", j.id()).Msg("cannot requeue a job of a released host")
+			continue
 		}
+		ids = append(ids, j.id())
+		runs = append(runs, run)
+	}
+	for _, run := range runs {
+		run.wait(ctx)
+	}
+	if ctx.Err() != nil {
+		return
 	}
 	if len(ids) > 0 {
 		d.log.Info().Str("switch", string(a.ID)).Str("host", best).Strs("requeued", ids).Msg("released a busy host: its jobs went back to the queue")

@@ -9,7 +9,7 @@ import (
 
 	"github.com/metasched/metasched/gramvm"
 	hp "github.com/metasched/metasched/hypervisorproxy"
-	"github.com/metasched/metasched/metasched/store"
+	"github.com/metasched/metasched/metasched/lifecycle"
 	"github.com/metasched/metasched/selection"
 )
 
@@ -46,15 +46,16 @@ const maxTuning = 200
 func (d *Daemon) runningJobsLocked(now time.Time) []gramvm.RunningJob {
 	var out []gramvm.RunningJob
 	for _, j := range d.jobs {
-		if j.state != store.Running || j.data.Placement == nil {
+		rec := j.job.Record
+		if j.job.State != lifecycle.Running || rec.Placement == nil {
 			continue
 		}
 		left := float64(j.spec.Tasks)
-		if p := j.data.Predicted; p > 0 && !j.data.Started.IsZero() {
-			left *= max(0, 1-now.Sub(j.data.Started).Seconds()/p)
+		if p := rec.Predicted; p > 0 && !rec.Started.IsZero() {
+			left *= max(0, 1-now.Sub(rec.Started).Seconds()/p)
 		}
-		rj := gramvm.RunningJob{ID: j.id, Job: j.spec, Placement: *j.data.Placement, RemainingTasks: left}
-		for _, v := range j.data.VMs {
+		rj := gramvm.RunningJob{ID: j.id(), Job: j.spec, Placement: *rec.Placement, RemainingTasks: left}
+		for _, v := range rec.VMs {
 			rj.VMs = append(rj.VMs, gramvm.TunableVM{Name: v.Name, Site: v.Site, Host: v.Host,
 				VCPUs: j.spec.VM.VCPUs, MemoryMiB: j.spec.VM.MemoryMiB})
 		}
@@ -69,7 +70,7 @@ func (d *Daemon) runningJobsLocked(now time.Time) []gramvm.RunningJob {
 // something holds it back. tuning is true when an accepted tuning decision
 // is being carried out for the job: it then waits for it, to be planned
 // again on what the tuning frees.
-func (d *Daemon) plan(ctx context.Context, j *jobRT, free map[string][]string) (pl gramvm.Placement, tuning bool, err error) {
+func (d *Daemon) plan(ctx context.Context, j *liveJob, free map[string][]string) (pl gramvm.Placement, tuning bool, err error) {
 	now := d.now()
 	d.mu.Lock()
 	running := d.runningJobsLocked(now)
@@ -98,7 +99,7 @@ func heldBack(pl *gramvm.Placement) bool {
 
 // tune evaluates the candidates for job j and starts carrying out the
 // chosen one; it reports whether it did.
-func (d *Daemon) tune(ctx context.Context, j *jobRT, free map[string][]string, running []gramvm.RunningJob) bool {
+func (d *Daemon) tune(ctx context.Context, j *liveJob, free map[string][]string, running []gramvm.RunningJob) bool {
 	d.mu.Lock()
 	var invs []hp.Inventory
 	bySite := map[string]int{}
@@ -127,7 +128,7 @@ func (d *Daemon) tune(ctx context.Context, j *jobRT, free map[string][]string, r
 			return st != nil && st.canShrink
 		}})
 	if err != nil {
-		d.log.Warn().Err(err).Str("job", j.id).Msg("bandwidth tuning")
+		d.log.Warn().Err(err).Str("job", j.id()).Msg("bandwidth tuning")
 		return false
 	}
 	now := d.now()
@@ -142,7 +143,7 @@ func (d *Daemon) tune(ctx context.Context, j *jobRT, free map[string][]string, r
 			}
 		}
 		d.metrics.candidates.WithLabelValues(cand).Inc()
-		d.log.Info().Str("job", j.id).Str("target", dec.Target).Str("action", dec.Action).Str("cluster", dec.Cluster).
+		d.log.Info().Str("job", j.id()).Str("target", dec.Target).Str("action", dec.Action).Str("cluster", dec.Cluster).
 			Float64("gain_s", dec.GainSeconds).Float64("loss_s", dec.LossSeconds).Float64("migration_s", dec.MigrationSeconds).
 			Bool("accepted", dec.Accepted).Str("reason", dec.Reason).Msg("bandwidth tuning evaluated")
 		d.mu.Lock()
@@ -186,10 +187,11 @@ func (d *Daemon) carryOut(ctx context.Context, dec gramvm.TuningDecision, seq in
 		d.migrating[m.From]--
 		d.migrating[m.To]--
 		d.migrating[gramvm.LANKey(m.Site)]--
-		if err == nil {
-			d.movedLocked(dec.Target, m.VM, m.To)
-		}
+		target := d.jobs[dec.Target]
 		d.mu.Unlock()
+		if err == nil && target != nil {
+			d.answer(ctx, target, lifecycle.Moved{VM: m.VM, Site: m.Site, Host: m.To, At: d.now()})
+		}
 		if err != nil {
 			errs = append(errs, fmt.Sprintf("%s: %v", m.VM, err))
 			d.log.Warn().Err(err).Str("vm", m.VM).Str("from", m.From).Str("to", m.To).Msg("tuning migration failed")
@@ -232,23 +234,4 @@ func (d *Daemon) carryOut(ctx context.Context, dec gramvm.TuningDecision, seq in
 	}
 	d.mu.Unlock()
 	d.kick()
-}
-
-// movedLocked records that a job's VM now lives on another host.
-func (d *Daemon) movedLocked(job, vm, host string) {
-	j := d.jobs[job]
-	if j == nil {
-		return
-	}
-	for i := range j.data.VMs {
-		if j.data.VMs[i].Name == vm {
-			j.data.VMs[i].Host = host
-		}
-	}
-	data := j.data
-	d.goJob(func() {
-		if _, err := d.st.SetJobData(context.Background(), job, mustJSON(data)); err != nil {
-			d.log.Error().Err(err).Str("job", job).Msg("cannot record a migrated vm")
-		}
-	})
 }

@@ -1,12 +1,13 @@
 package metasched
 
 import (
-	"github.com/metasched/metasched/gramvm"
 	"slices"
+
+	"github.com/metasched/metasched/gramvm"
 
 	hp "github.com/metasched/metasched/hypervisorproxy"
 	co "github.com/metasched/metasched/metasched/coordinator"
-	"github.com/metasched/metasched/metasched/store"
+	"github.com/metasched/metasched/metasched/lifecycle"
 )
 
 // Pools reports every pool: its queue, hosts and switches in flight.
@@ -23,11 +24,11 @@ func (d *Daemon) Pools() []Pool {
 			Hosts: []string{}, Rates: r.view(now), Completed: r.completed}
 	}
 	for _, j := range d.jobs {
-		i, ok := idx[j.typ]
+		i, ok := idx[j.typ()]
 		if !ok {
 			continue
 		}
-		if j.state == store.Queued {
+		if j.job.State == lifecycle.Queued {
 			out[i].Queued++
 		} else {
 			out[i].Active++

@@ -69,11 +69,13 @@ type Moved struct {
 
 // Stop ends the job's attempt: To is Queued (requeue: its host was switched
 // away, its agent was lost, the daemon restarted under it), Cancelled or
-// Failed.
+// Failed. Attempt, when not 0, is the attempt the stop is meant for: a stop
+// that arrives once the job has begun another is stale.
 type Stop struct {
-	To     State
-	Reason string
-	At     time.Time
+	To      State
+	Reason  string
+	Attempt int
+	At      time.Time
 }
 
 func (Plan) isEvent()         {}

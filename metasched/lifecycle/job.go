@@ -177,6 +177,9 @@ func (j Job) stop(e Stop) (Job, []Action, error) {
 	if j.State.Terminal() {
 		return j, nil, j.notAllowed("stop")
 	}
+	if e.Attempt != 0 && e.Attempt != j.attempt() {
+		return j, nil, nil // meant for an attempt that has ended
+	}
 	switch e.To {
 	case Queued:
 		if j.State == Queued {

@@ -153,7 +153,7 @@ func run(t *testing.T, j *Job, cmd string) string {
 //	exited aN [code=C] [reason=R] [err=E]
 //	resume
 //	moved VM HOST
-//	stop STATE reason=R
+//	stop STATE reason=R [attempt=N]
 func parseEvent(j Job, cmd string) (Event, error) {
 	words := split(cmd)
 	if len(words) == 0 {
@@ -238,7 +238,15 @@ func parseEvent(j Job, cmd string) (Event, error) {
 		if len(pos) != 1 {
 			return nil, fmt.Errorf("stop: want the state")
 		}
-		return Stop{To: State(pos[0]), Reason: kv["reason"], At: at}, nil
+		e := Stop{To: State(pos[0]), Reason: kv["reason"], At: at}
+		if a, ok := kv["attempt"]; ok {
+			n, err := strconv.Atoi(a)
+			if err != nil {
+				return nil, err
+			}
+			e.Attempt = n
+		}
+		return e, nil
 	}
 	return nil, fmt.Errorf("unknown event %q", words[0])
 }

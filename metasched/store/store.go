@@ -120,7 +120,9 @@ var (
 	bucketJournal = []byte("journal")
 	bucketHosts   = []byte("hosts")
 	bucketMeta    = []byte("meta")
+	bucketTypes   = []byte("types") // layout 2: "TYPE/ID" for every job
 	keyToken      = []byte("token")
+	keyLayout     = []byte("layout")
 	keyLogSize    = []byte("size")
 )
 
@@ -140,15 +142,7 @@ func Open(path string, opt Options) (*Store, error) {
 	if db.MaxBatchSize <= 0 {
 		db.MaxBatchSize = DefaultMaxBatchSize
 	}
-	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketJobs, bucketStates, bucketLogs, bucketJournal, bucketHosts, bucketMeta} {
-			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
-				return fmt.Errorf("create bucket %s: %w", b, err)
-			}
-		}
-		return nil
-	})
-	if err != nil {
+	if err := db.Update(upgrade); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
@@ -198,6 +192,82 @@ func (s *Store) view(ctx context.Context, fn func(*bolt.Tx) error) error {
 	}
 	return s.db.View(fn)
 }
+
+// Layout is the version of the store's layout that this code writes. A
+// store records its layout in the meta bucket; Open migrates a store of an
+// older layout and refuses a newer one.
+//
+//	1  jobs, states (STATE/ID), logs, journal, hosts, meta (token); no
+//	   layout key (written before the store recorded its layout)
+//	2  types (TYPE/ID), the index of jobs by type; meta records the layout
+const Layout = 2
+
+// ErrNewerLayout is returned by Open for a store written by a newer
+// metasched.
+var ErrNewerLayout = errors.New("store written by a newer metasched")
+
+// upgrade creates the buckets of a new store, or migrates an older
+// layout to Layout, in Open's one transaction.
+func upgrade(tx *bolt.Tx) error {
+	meta := tx.Bucket(bucketMeta)
+	layout := uint64(0) // a new, empty file
+	switch v := metaLayout(meta); {
+	case v > 0:
+		layout = v
+	case meta != nil:
+		layout = 1
+	}
+	if layout > Layout {
+		return fmt.Errorf("the store has layout %d, newer than this metasched's %d: run the metasched that wrote it, or a newer one: %w",
+			layout, Layout, ErrNewerLayout)
+	}
+	for _, b := range [][]byte{bucketJobs, bucketStates, bucketLogs, bucketJournal, bucketHosts, bucketMeta, bucketTypes} {
+		if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+			return fmt.Errorf("create bucket %s: %w", b, err)
+		}
+	}
+	if layout == 1 {
+		// Layout 2 indexes the jobs by type.
+		types := tx.Bucket(bucketTypes)
+		err := tx.Bucket(bucketJobs).ForEach(func(k, _ []byte) error {
+			j, err := getJob(tx, string(k))
+			if err != nil {
+				return fmt.Errorf("migrate to layout 2: %w", err)
+			}
+			return types.Put(typeKey(j.Type, j.ID), nil)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	if layout < Layout {
+		return tx.Bucket(bucketMeta).Put(keyLayout, u64(Layout))
+	}
+	return nil
+}
+
+// metaLayout reads the layout recorded in meta; 0 when there is none.
+func metaLayout(meta *bolt.Bucket) uint64 {
+	if meta == nil {
+		return 0
+	}
+	if v := meta.Get(keyLayout); len(v) == 8 {
+		return binary.BigEndian.Uint64(v)
+	}
+	return 0
+}
+
+// Layout returns the layout the store's file records.
+func (s *Store) Layout() (int, error) {
+	var v uint64
+	err := s.db.View(func(tx *bolt.Tx) error {
+		v = metaLayout(tx.Bucket(bucketMeta))
+		return nil
+	})
+	return int(v), err
+}
+
+func typeKey(typ, id string) []byte { return []byte(typ + "/" + id) }
 
 func jobID(n uint64) string { return fmt.Sprintf("j-%012d", n) }
 
@@ -264,6 +334,9 @@ func (s *Store) SubmitJob(ctx context.Context, typ string, spec json.RawMessage,
 		if err := putJob(tx, j); err != nil {
 			return err
 		}
+		if err := tx.Bucket(bucketTypes).Put(typeKey(typ, j.ID), nil); err != nil {
+			return err
+		}
 		return tx.Bucket(bucketStates).Put(stateKey(Queued, j.ID), nil)
 	})
 	if err != nil {
@@ -315,15 +388,34 @@ func (s *Store) Recent(ctx context.Context, n int) ([]Job, error) {
 	return out, nil
 }
 
-// Transition moves job id from state from to state to, recording the time
-// and reason, and returns the updated job once it is on disk. It is a
-// compare-and-set: if the job is not in state from it returns ErrConflict
-// together with the job as it is. A change the lifecycle does not allow
-// fails with ErrInvalid, an unknown id with ErrNotFound.
-func (s *Store) Transition(ctx context.Context, id string, from, to JobState, reason string) (Job, error) {
-	if !CanTransition(from, to) {
-		return Job{}, fmt.Errorf("job %s: transition from %q to %q is not allowed: %w", id, from, to, ErrInvalid)
+// Change is one change of a job, committed in one transaction by Commit:
+// the transition From → To with its Reason (no transition when From equals
+// To), the daemon's record of the job (Data; nil keeps the one it has) and
+// its command's exit code (ExitCode; nil keeps the one it has).
+type Change struct {
+	From, To JobState
+	Reason   string
+	Data     json.RawMessage
+	ExitCode *int
+}
+
+// Commit applies c to job id in one transaction and returns the job once
+// it is on disk. It is a compare-and-set: if the job is not in state
+// c.From it returns ErrConflict together with the job as it is, and
+// changes nothing. A transition the lifecycle does not allow, or data that
+// is not JSON, fails with ErrInvalid; an unknown id with ErrNotFound.
+func (s *Store) Commit(ctx context.Context, id string, c Change) (Job, error) {
+	moves := c.From != c.To
+	if moves && !CanTransition(c.From, c.To) {
+		return Job{}, fmt.Errorf("job %s: transition from %q to %q is not allowed: %w", id, c.From, c.To, ErrInvalid)
 	}
+	if !moves && !c.From.Valid() {
+		return Job{}, fmt.Errorf("job %s: unknown state %q: %w", id, c.From, ErrInvalid)
+	}
+	if c.Data != nil && !json.Valid(c.Data) {
+		return Job{}, fmt.Errorf("job %s: data is not valid json: %w", id, ErrInvalid)
+	}
+	data := slices.Clone(c.Data)
 	var (
 		j       Job
 		refusal error // reported without failing the shared transaction
@@ -339,81 +431,53 @@ func (s *Store) Transition(ctx context.Context, id string, from, to JobState, re
 		if err != nil {
 			return err
 		}
-		if j.State != from {
-			refusal = fmt.Errorf("job %s is %s, not %s: %w", id, j.State, from, ErrConflict)
+		if j.State != c.From {
+			refusal = fmt.Errorf("job %s is %s, not %s: %w", id, j.State, c.From, ErrConflict)
 			return nil
 		}
-		j.State = to
-		j.Transitions = append(j.Transitions, Transition{From: from, To: to, At: s.stamp(), Reason: reason})
+		if data != nil {
+			j.Data = data
+		}
+		if c.ExitCode != nil {
+			code := *c.ExitCode
+			j.ExitCode = &code
+		}
+		if moves {
+			j.State = c.To
+			j.Transitions = append(j.Transitions, Transition{From: c.From, To: c.To, At: s.stamp(), Reason: c.Reason})
+		}
 		if err := putJob(tx, j); err != nil {
 			return err
 		}
+		if !moves {
+			return nil
+		}
 		idx := tx.Bucket(bucketStates)
-		if err := idx.Delete(stateKey(from, id)); err != nil {
+		if err := idx.Delete(stateKey(c.From, id)); err != nil {
 			return err
 		}
-		return idx.Put(stateKey(to, id), nil)
+		return idx.Put(stateKey(c.To, id), nil)
 	})
 	if err != nil {
-		return Job{}, fmt.Errorf("transition job %s: %w", id, err)
+		return Job{}, fmt.Errorf("commit job %s: %w", id, err)
 	}
 	if refusal != nil {
 		return j, refusal
 	}
-	s.count(from, -1)
-	s.count(to, 1)
-	return j, nil
-}
-
-// update applies fn to job id in a batched transaction and returns the
-// written job.
-func (s *Store) update(ctx context.Context, id string, fn func(*Job)) (Job, error) {
-	var (
-		j       Job
-		missing error
-	)
-	err := s.batch(ctx, func(tx *bolt.Tx) error {
-		var err error
-		missing = nil
-		j, err = getJob(tx, id)
-		if errors.Is(err, ErrNotFound) {
-			missing = err
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		fn(&j)
-		return putJob(tx, j)
-	})
-	if err != nil {
-		return Job{}, err
-	}
-	return j, missing
-}
-
-// SetExitCode records the exit code of job id's command.
-func (s *Store) SetExitCode(ctx context.Context, id string, code int) (Job, error) {
-	j, err := s.update(ctx, id, func(j *Job) { j.ExitCode = &code })
-	if err != nil {
-		return Job{}, fmt.Errorf("set exit code of job %s: %w", id, err)
+	if moves {
+		s.count(c.From, -1)
+		s.count(c.To, 1)
 	}
 	return j, nil
 }
 
-// SetJobData replaces the daemon's own record for job id (its plan, VMs,
-// hosts: whatever it needs to resume the job after a restart). data must be
-// valid JSON, or empty to clear it.
-func (s *Store) SetJobData(ctx context.Context, id string, data json.RawMessage) (Job, error) {
-	if len(data) > 0 && !json.Valid(data) {
-		return Job{}, fmt.Errorf("set data of job %s: not valid json: %w", id, ErrInvalid)
+// Transition is Commit of a transition alone: job id from state from to
+// state to, with the time and reason recorded.
+func (s *Store) Transition(ctx context.Context, id string, from, to JobState, reason string) (Job, error) {
+	if from == to {
+		return Job{}, fmt.Errorf("job %s: transition from %q to itself: %w", id, from, ErrInvalid)
 	}
-	data = slices.Clone(data)
-	j, err := s.update(ctx, id, func(j *Job) { j.Data = data })
-	if err != nil {
-		return Job{}, fmt.Errorf("set data of job %s: %w", id, err)
-	}
-	return j, nil
+	return s.Commit(ctx, id, Change{From: from, To: to, Reason: reason})
 }
 
 // Job returns job id, or ErrNotFound.
@@ -462,6 +526,19 @@ func (s *Store) Jobs(ctx context.Context, f JobFilter) ([]Job, error) {
 			}
 			if f.Type == "" || j.Type == f.Type {
 				out = append(out, j)
+			}
+			return nil
+		}
+		if len(f.States) == 0 && f.Type != "" {
+			// The type index, in ID order.
+			prefix := []byte(f.Type + "/")
+			c := tx.Bucket(bucketTypes).Cursor()
+			for k, _ := c.Seek(typeKey(f.Type, f.After)); k != nil && bytes.HasPrefix(k, prefix) && !full(); k, _ = c.Next() {
+				if id := k[len(prefix):]; string(id) > f.After {
+					if err := keep(id); err != nil {
+						return err
+					}
+				}
 			}
 			return nil
 		}

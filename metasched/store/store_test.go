@@ -313,13 +313,11 @@ func TestReopen(t *testing.T) {
 	}
 	a, _ := s.SubmitJob(ctx, "render", json.RawMessage(`{"a":1}`), "first")
 	b, _ := s.SubmitJob(ctx, "sim", json.RawMessage(`{"b":2}`), "second")
-	if _, err := s.Transition(ctx, a.ID, Queued, Planned, "plan found"); err != nil {
+	if _, err := s.Commit(ctx, a.ID, Change{From: Queued, To: Planned, Reason: "plan found", Data: json.RawMessage(`{"vms":["v1"]}`)}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.SetJobData(ctx, a.ID, json.RawMessage(`{"vms":["v1"]}`)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.SetExitCode(ctx, b.ID, 3); err != nil {
+	three := 3
+	if _, err := s.Commit(ctx, b.ID, Change{From: Queued, To: Queued, ExitCode: &three}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.AppendLog(ctx, b.ID, []byte("hello\n")); err != nil {

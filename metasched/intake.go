@@ -1,0 +1,144 @@
+package metasched
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/metasched/metasched/graph"
+	"github.com/metasched/metasched/metasched/lifecycle"
+	"github.com/metasched/metasched/metasched/store"
+	"github.com/metasched/metasched/selection"
+)
+
+// RequestError is a rejected request: a 4xx status with field problems.
+type RequestError struct {
+	Status int
+	Code   string
+	Msg    string
+	Fields []FieldError
+}
+
+func (e *RequestError) Error() string {
+	if len(e.Fields) == 0 {
+		return e.Msg
+	}
+	lines := make([]string, len(e.Fields))
+	for i, f := range e.Fields {
+		lines[i] = f.Field + ": " + f.Problem
+		if f.Field == "" {
+			lines[i] = f.Problem
+		}
+	}
+	return e.Msg + ":\n" + strings.Join(lines, "\n")
+}
+
+func invalid(fields ...FieldError) *RequestError {
+	return &RequestError{Status: 400, Code: CodeInvalid, Msg: "the job is not valid", Fields: fields}
+}
+
+// fieldErrors turns the "body: FIELD: problem" lines of a parse error into
+// field errors.
+func fieldErrors(err error) []FieldError {
+	var out []FieldError
+	for _, line := range strings.Split(err.Error(), "\n") {
+		line = strings.TrimPrefix(line, "body: ")
+		f, p, ok := strings.Cut(line, ": ")
+		if !ok || strings.ContainsAny(f, " \t") {
+			out = append(out, FieldError{Problem: line})
+			continue
+		}
+		out = append(out, FieldError{Field: f, Problem: p})
+	}
+	return out
+}
+
+// parseJob checks a job file sent to the API: the job's own rules, a
+// registered type, and a VM that some cluster's machines can hold. A job
+// file without vm gets its type's VM shape.
+func (d *Daemon) parseJob(body []byte) (*selection.Job, error) {
+	if len(strings.TrimSpace(string(body))) == 0 {
+		return nil, invalid(FieldError{Problem: "the body is empty: send a job file (YAML or JSON)"})
+	}
+	j, err := selection.ParseJob("body", body)
+	if err != nil {
+		return nil, invalid(fieldErrors(err)...)
+	}
+	jt, _, ok := d.jobType(j.Type)
+	if !ok {
+		names := make([]string, len(d.types))
+		for i, t := range d.types {
+			names[i] = t.Name
+		}
+		return nil, invalid(FieldError{Field: "type", Problem: fmt.Sprintf("no job type %q: the pools are %s", j.Type, strings.Join(names, ", "))})
+	}
+	var raw map[string]any
+	if yaml.Unmarshal(body, &raw) == nil {
+		if _, has := raw["vm"]; !has {
+			j.VM = selection.VM{VCPUs: jt.VCPUs, MemoryMiB: jt.MemoryMiB}
+		}
+	}
+	fits := slices.ContainsFunc(d.grid.Clusters, func(c graph.Cluster) bool {
+		return c.Cores >= j.VM.VCPUs && c.MemoryMiB >= j.VM.MemoryMiB
+	})
+	if !fits {
+		return nil, invalid(FieldError{Field: "vm", Problem: fmt.Sprintf("no cluster's machines can hold a VM of %d vCPUs and %d MiB", j.VM.VCPUs, j.VM.MemoryMiB)})
+	}
+	return j, nil
+}
+
+// Submit accepts a job file (YAML or JSON). The job is on disk when Submit
+// returns.
+func (d *Daemon) Submit(ctx context.Context, body []byte) (Job, error) {
+	j, err := d.parseJob(body)
+	if err != nil {
+		return Job{}, err
+	}
+	sj, err := d.st.SubmitJob(ctx, j.Type, mustJSON(j), "submitted")
+	if err != nil {
+		return Job{}, err
+	}
+	lj := &liveJob{job: lifecycle.New(sj.ID, j.Type), spec: j, submitted: sj.Submitted}
+	d.mu.Lock()
+	d.jobs[sj.ID] = lj
+	d.rates[j.Type].arrival(sj.Submitted)
+	v := d.jobViewLocked(lj, sj)
+	d.mu.Unlock()
+	d.kick()
+	return v, nil
+}
+
+// Cancel cancels a live job and waits (up to ctx) until what ran for it
+// has stopped and its VMs are gone.
+func (d *Daemon) Cancel(ctx context.Context, id string) (Job, error) {
+	d.mu.Lock()
+	lj := d.jobs[id]
+	d.mu.Unlock()
+	if lj == nil {
+		j, err := d.st.Job(ctx, id)
+		if err != nil {
+			return Job{}, notFoundJob(id, err)
+		}
+		return Job{}, &RequestError{Status: 409, Code: CodeConflict, Msg: fmt.Sprintf("job %s is %s: only a live job can be cancelled", id, j.State)}
+	}
+	run, err := d.stop(context.WithoutCancel(ctx), lj, lifecycle.Cancelled, "cancelled through the API")
+	if errors.Is(err, lifecycle.ErrNotAllowed) {
+		return Job{}, &RequestError{Status: 409, Code: CodeConflict, Msg: fmt.Sprintf("job %s has ended: only a live job can be cancelled", id)}
+	}
+	if err != nil {
+		return Job{}, err
+	}
+	run.wait(ctx)
+	return d.Job(ctx, id)
+}
+
+func notFoundJob(id string, err error) error {
+	if errors.Is(err, store.ErrNotFound) {
+		return &RequestError{Status: 404, Code: CodeNotFound, Msg: fmt.Sprintf("no job %q", id)}
+	}
+	return err
+}

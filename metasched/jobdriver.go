@@ -1,0 +1,442 @@
+package metasched
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"time"
+
+	hp "github.com/metasched/metasched/hypervisorproxy"
+	"github.com/metasched/metasched/metasched/executor"
+	"github.com/metasched/metasched/metasched/lifecycle"
+	"github.com/metasched/metasched/metasched/store"
+)
+
+// The job lifecycle's driver: it feeds each job's lifecycle.Job its events,
+// commits every change to the store and only then applies it to memory, and
+// carries out the actions that follow.
+
+// stepJob feeds ev to the job's lifecycle. The change it makes is committed to
+// the store in one transaction and only then applied to memory; when the
+// commit fails, memory is unchanged and step returns the error. Then step
+// carries out the other actions: answers come back as later steps.
+func (d *Daemon) stepJob(ctx context.Context, lj *liveJob, ev lifecycle.Event) error {
+	return d.stepJobIf(ctx, lj, ev, nil)
+}
+
+// stepJobIf is stepJob with a guard: when guard is set, it runs under the
+// daemon's lock and the step goes on only if it returns nil; the lock is
+// then held until the change is in memory, so that nothing the guard
+// checked changes meanwhile (the dispatcher's claim of free hosts).
+func (d *Daemon) stepJobIf(ctx context.Context, lj *liveJob, ev lifecycle.Event, guard func() error) error {
+	lj.steps.Lock()
+	d.mu.Lock()
+	if guard != nil {
+		if err := guard(); err != nil {
+			d.mu.Unlock()
+			lj.steps.Unlock()
+			return err
+		}
+	}
+	cur := lj.job
+	if guard == nil {
+		d.mu.Unlock()
+	}
+	next, acts, err := cur.Step(ev)
+	if err == nil && len(acts) > 0 {
+		if c, ok := acts[0].(lifecycle.Commit); ok {
+			err = d.commitJob(ctx, c)
+			acts = acts[1:]
+		}
+	}
+	if guard == nil {
+		d.mu.Lock()
+	}
+	if err != nil {
+		if errors.Is(err, store.ErrConflict) {
+			d.reloadLocked(ctx, lj)
+		}
+		d.mu.Unlock()
+		lj.steps.Unlock()
+		return err
+	}
+	later := d.applyLocked(lj, cur, next, acts)
+	d.mu.Unlock()
+	lj.steps.Unlock()
+	d.carryOutJob(ctx, lj, later)
+	return nil
+}
+
+// commitJob writes a change of the lifecycle to the store: the
+// transition, the job's record and its exit code, in one transaction.
+func (d *Daemon) commitJob(ctx context.Context, c lifecycle.Commit) error {
+	data, err := json.Marshal(c.Job.Record)
+	if err != nil {
+		return fmt.Errorf("job %s: encode its record: %w", c.Job.ID, err)
+	}
+	_, err = d.jobCommit(context.WithoutCancel(ctx), c.Job.ID, store.Change{From: c.From, To: c.To, Reason: c.Reason, Data: data, ExitCode: c.Job.ExitCode})
+	return err
+}
+
+// reloadLocked rebuilds the job's state in memory from the store, after a
+// commit found the store in another state than memory.
+func (d *Daemon) reloadLocked(ctx context.Context, lj *liveJob) {
+	sj, err := d.st.Job(context.WithoutCancel(ctx), lj.id())
+	if err != nil {
+		d.log.Error().Err(err).Str("job", lj.id()).Msg("cannot reload the job from the store")
+		return
+	}
+	d.log.Warn().Str("job", lj.id()).Str("memory", string(lj.job.State)).Str("store", string(sj.State)).Msg("the job's state in memory differed from the store: reloaded")
+	lj.job = fromStore(sj)
+	if lj.job.State.Terminal() {
+		d.unreserveLocked(lj)
+		delete(d.jobs, lj.id())
+	}
+}
+
+// fromStore is the lifecycle of a job as the store has it.
+func fromStore(sj store.Job) lifecycle.Job {
+	j := lifecycle.Job{ID: sj.ID, Type: sj.Type, State: sj.State, Record: decodeRecord(sj.Data), ExitCode: sj.ExitCode}
+	if n := len(sj.Transitions); n > 0 {
+		j.Reason = sj.Transitions[n-1].Reason
+	}
+	return j
+}
+
+// applyLocked makes a committed change the job's state in memory and
+// carries out the actions that only touch memory (reservations, stopping
+// the attempt); it returns the others.
+func (d *Daemon) applyLocked(lj *liveJob, prev, next lifecycle.Job, acts []lifecycle.Action) []lifecycle.Action {
+	lj.job = next
+	var later []lifecycle.Action
+	for _, a := range acts {
+		switch a := a.(type) {
+		case lifecycle.Reserve:
+			d.reserveLocked(lj, a.VMs)
+		case lifecycle.Unreserve:
+			d.unreserveLocked(lj)
+		case lifecycle.StopRun:
+			if lj.run != nil && lj.run.n == a.Attempt {
+				lj.run.cancel()
+			}
+		case lifecycle.DestroyVMs:
+			// Being destroyed by the job: not orphans for refresh.
+			for _, v := range a.VMs {
+				d.dying[v.Name]++
+			}
+			later = append(later, a)
+		default:
+			later = append(later, a)
+		}
+	}
+	if prev.State == next.State {
+		return later
+	}
+	log := d.log.With().Str("job", next.ID).Str("type", next.Type).Logger()
+	rec := next.Record
+	switch next.State {
+	case lifecycle.Planned:
+		lj.waiting = ""
+		d.rates[next.Type].planned(len(hostsOf(rec.Placement)), rec.Predicted)
+		log.Info().Str("name", lj.spec.Name).Str("master", rec.Placement.Plan.Master).Str("clusters", clusterList(rec.Placement)).
+			Int("vms", len(rec.VMs)).Float64("predicted_s", rec.Predicted).Msg("job planned")
+	case lifecycle.Running:
+		log.Info().Int("vms", len(rec.VMs)).Msg("job running: its VMs are up")
+		d.kick() // the reservation is now in the inventory
+	case lifecycle.Provisioning:
+	default:
+		ev := log.Info()
+		if next.State == lifecycle.Failed {
+			ev = log.Warn()
+		}
+		ev.Str("state", string(next.State)).Str("reason", next.Reason).Msg("job " + string(next.State))
+		d.kick()
+	}
+	if next.State.Terminal() {
+		delete(d.jobs, next.ID)
+		if next.State == lifecycle.Done && !rec.Started.IsZero() && rec.Placement != nil {
+			d.rates[next.Type].completion(float64(len(hostsOf(rec.Placement))) * rec.Finished.Sub(rec.Started).Seconds())
+		}
+	}
+	return later
+}
+
+// carryOutJob carries out the actions of a step that reach outside the daemon:
+// VM creation and the executor run in the attempt's goroutines and answer
+// with later steps; VMs are destroyed before carryOut returns.
+func (d *Daemon) carryOutJob(ctx context.Context, lj *liveJob, acts []lifecycle.Action) {
+	for _, a := range acts {
+		switch a := a.(type) {
+		case lifecycle.Next:
+			d.goAttempt(lj, lj.attemptNow(d), func(actx context.Context) { d.answer(actx, lj, a.Event) })
+		case lifecycle.CreateVMs:
+			d.goAttempt(lj, a.Attempt, func(actx context.Context) { d.provision(actx, lj, a) })
+		case lifecycle.Execute:
+			d.goAttempt(lj, a.Attempt, func(actx context.Context) { d.execute(actx, lj, a) })
+		case lifecycle.DestroyVMs:
+			d.destroyVMs(context.WithoutCancel(ctx), a.VMs)
+			d.mu.Lock()
+			for _, v := range a.VMs {
+				if d.dying[v.Name]--; d.dying[v.Name] <= 0 {
+					delete(d.dying, v.Name)
+				}
+			}
+			d.mu.Unlock()
+		default:
+			d.log.Error().Str("job", lj.id()).Str("action", fmt.Sprintf("%T", a)).Msg("unknown lifecycle action")
+		}
+	}
+}
+
+// attemptNow is the number of the job's current attempt.
+func (j *liveJob) attemptNow(d *Daemon) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return j.job.Record.Attempts
+}
+
+// goAttempt runs f for attempt n of the job, under the attempt's context,
+// which StopRun (and the daemon's end) cancels.
+func (d *Daemon) goAttempt(lj *liveJob, n int, f func(context.Context)) {
+	d.mu.Lock()
+	a := lj.run
+	if a == nil || a.n != n {
+		parent := d.runCtx
+		if parent == nil {
+			parent = context.Background()
+		}
+		ctx, cancel := context.WithCancel(parent)
+		a = &attempt{n: n, ctx: ctx, cancel: cancel}
+		lj.run = a
+	}
+	a.wg.Add(1)
+	d.mu.Unlock()
+	d.goJob(func() {
+		defer a.wg.Done()
+		f(a.ctx)
+	})
+}
+
+// stopping reports whether the daemon is shutting down: then a job's run
+// ends without a step, and the restart resumes or requeues the job.
+func (d *Daemon) stopping() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.closing || (d.runCtx != nil && d.runCtx.Err() != nil)
+}
+
+// answer feeds the answer of an action to the job. An answer reports what
+// already happened, so a commit that fails is tried again until the store
+// takes it (or the daemon stops); an answer that no longer fits is dropped.
+func (d *Daemon) answer(ctx context.Context, lj *liveJob, ev lifecycle.Event) {
+	wait := 50 * time.Millisecond
+	for {
+		err := d.stepJob(context.WithoutCancel(ctx), lj, ev)
+		if err == nil || errors.Is(err, lifecycle.ErrNotAllowed) {
+			return
+		}
+		d.log.Error().Err(err).Str("job", lj.id()).Str("event", fmt.Sprintf("%T", ev)).Dur("retry_in", wait).
+			Msg("cannot record the job's change: trying again")
+		select {
+		case <-d.clock.After(wait):
+		case <-d.runDone():
+			return
+		}
+		wait = min(2*wait, 5*time.Second)
+	}
+}
+
+// runDone is closed when the daemon stops.
+func (d *Daemon) runDone() <-chan struct{} {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.runCtx == nil {
+		return nil
+	}
+	return d.runCtx.Done()
+}
+
+// provision creates the attempt's VMs and answers Created or
+// CreateFailed.
+func (d *Daemon) provision(ctx context.Context, lj *liveJob, a lifecycle.CreateVMs) {
+	err := d.createVMs(ctx, lj, a.VMs)
+	if err != nil && d.stopping() {
+		return // a restart requeues the job
+	}
+	at := d.now()
+	if err == nil {
+		d.answer(ctx, lj, lifecycle.Created{Attempt: a.Attempt, VMs: a.VMs, At: at})
+		return
+	}
+	d.answer(ctx, lj, lifecycle.CreateFailed{Attempt: a.Attempt, VMs: a.VMs, Err: err.Error(),
+		Permanent: errors.Is(err, hp.ErrInvalid) || errors.Is(err, hp.ErrLimit), At: at})
+}
+
+// execute runs the job on its VMs and answers Exited.
+func (d *Daemon) execute(ctx context.Context, lj *liveJob, a lifecycle.Execute) {
+	d.mu.Lock()
+	spec, predicted := lj.spec, lj.job.Record.Predicted
+	d.mu.Unlock()
+	vms := make([]executor.VM, len(a.VMs))
+	for i, v := range a.VMs {
+		vms[i] = executor.VM{Name: v.Name, Site: v.Site, Host: v.Host, Master: v.Master, VCPUs: spec.VM.VCPUs, MemoryMiB: spec.VM.MemoryMiB}
+	}
+	res, err := d.exec.Run(ctx, executor.Run{JobID: lj.id(), Job: spec, VMs: vms,
+		Predicted: time.Duration(predicted * float64(time.Second)), Elapsed: a.Elapsed,
+		Dir: filepath.Join(d.cfg.DataDir, "jobs", lj.id()), Output: &logWriter{d: d, id: lj.id()}})
+	if ctx.Err() != nil {
+		if d.stopping() {
+			d.log.Info().Str("job", lj.id()).Msg("daemon stopping: the job resumes after the restart")
+		}
+		return // stopped: the job has already moved on
+	}
+	ev := lifecycle.Exited{Attempt: a.Attempt, At: d.now()}
+	switch {
+	case err != nil:
+		ev.Err = err.Error()
+	case d.exec.Name() != "emulated":
+		code := res.ExitCode
+		ev.Code, ev.Reason = &code, res.Reason
+	case res.ExitCode != 0:
+		code := res.ExitCode
+		ev.Code, ev.Reason = &code, res.Reason
+	}
+	d.answer(ctx, lj, ev)
+}
+
+// stop ends the job's current attempt (requeue, cancel or fail) and returns
+// what ran for it, for the caller to wait for. attempt, when not 0, is the
+// attempt meant.
+func (d *Daemon) stop(ctx context.Context, lj *liveJob, to lifecycle.State, reason string, attempt ...int) (*attempt, error) {
+	ev := lifecycle.Stop{To: to, Reason: reason, At: d.now()}
+	if len(attempt) > 0 {
+		ev.Attempt = attempt[0]
+	}
+	err := d.stepJob(ctx, lj, ev)
+	d.mu.Lock()
+	run := lj.run
+	d.mu.Unlock()
+	return run, err
+}
+
+// reserveLocked promises the capacity of the job's VMs on their hosts until
+// they exist.
+func (d *Daemon) reserveLocked(lj *liveJob, vms []lifecycle.VM) {
+	if _, ok := d.reservedBy[lj.id()]; ok {
+		return
+	}
+	d.reservedBy[lj.id()] = vms
+	for _, v := range vms {
+		r := d.reserved[v.Host]
+		r.vcpus += lj.spec.VM.VCPUs
+		r.mem += lj.spec.VM.MemoryMiB
+		d.reserved[v.Host] = r
+	}
+}
+
+// unreserveLocked gives back what reserveLocked promised for the job; a
+// job with nothing reserved is fine.
+func (d *Daemon) unreserveLocked(lj *liveJob) {
+	vms, ok := d.reservedBy[lj.id()]
+	if !ok {
+		return
+	}
+	delete(d.reservedBy, lj.id())
+	for _, v := range vms {
+		r := d.reserved[v.Host]
+		r.vcpus -= lj.spec.VM.VCPUs
+		r.mem -= lj.spec.VM.MemoryMiB
+		if r.vcpus <= 0 && r.mem <= 0 {
+			delete(d.reserved, v.Host)
+		} else {
+			d.reserved[v.Host] = r
+		}
+	}
+}
+
+// createVMs creates the job's VMs, concurrently.
+func (d *Daemon) createVMs(ctx context.Context, lj *liveJob, vms []lifecycle.VM) error {
+	errs := make([]error, len(vms))
+	var wg sync.WaitGroup
+	for i, v := range vms {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s := d.site(v.Site)
+			if s == nil {
+				errs[i] = fmt.Errorf("vm %s: no agent for site %s", v.Name, v.Site)
+				return
+			}
+			_, err := s.agent.CreateVM(ctx, hp.VMSpec{Name: v.Name, Host: v.Host, Pool: lj.typ(), Job: lj.id(),
+				VCPUs: lj.spec.VM.VCPUs, MemoryMiB: lj.spec.VM.MemoryMiB})
+			if err != nil {
+				errs[i] = fmt.Errorf("vm %s on %s: %w", v.Name, v.Host, err)
+				return
+			}
+			d.vmsCreated.Add(1)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// destroyVMs destroys VMs, concurrently; a VM already gone is fine.
+func (d *Daemon) destroyVMs(ctx context.Context, vms []lifecycle.VM) {
+	var wg sync.WaitGroup
+	for _, v := range vms {
+		s := d.site(v.Site)
+		if s == nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, cancel := context.WithTimeout(ctx, time.Minute)
+			defer cancel()
+			switch err := s.agent.DestroyVM(c, v.Name); {
+			case err == nil:
+				d.vmsDestroyed.Add(1)
+			case !errors.Is(err, hp.ErrNotFound):
+				d.log.Warn().Err(err).Str("vm", v.Name).Msg("cannot destroy vm: it is destroyed when its agent answers again")
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// lostJob is a live job with a VM on an unreachable host.
+type lostJob struct {
+	job     *liveJob
+	attempt int
+	host    string
+}
+
+// jobsOnLostHostsLocked lists the live jobs placed on an unreachable host.
+func (d *Daemon) jobsOnLostHostsLocked() []lostJob {
+	var out []lostJob
+	for _, j := range d.jobs {
+		for _, h := range j.hostNames() {
+			if rt := d.hosts[h]; rt != nil && !rt.reachable {
+				out = append(out, lostJob{job: j, attempt: j.job.Record.Attempts, host: h})
+				break
+			}
+		}
+	}
+	return out
+}
+
+// logWriter appends a job's output to the store.
+type logWriter struct {
+	d  *Daemon
+	id string
+}
+
+func (w *logWriter) Write(p []byte) (int, error) {
+	if err := w.d.st.AppendLog(context.Background(), w.id, p); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}

@@ -1,0 +1,83 @@
+package metasched
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/metasched/metasched/metasched/lifecycle"
+	"github.com/metasched/metasched/metasched/store"
+	"github.com/metasched/metasched/selection"
+)
+
+// Job returns one job.
+func (d *Daemon) Job(ctx context.Context, id string) (Job, error) {
+	sj, err := d.st.Job(ctx, id)
+	if err != nil {
+		return Job{}, notFoundJob(id, err)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.jobViewLocked(d.jobs[id], sj), nil
+}
+
+// Jobs lists jobs.
+func (d *Daemon) Jobs(ctx context.Context, f store.JobFilter) (JobList, error) {
+	limit := f.Limit
+	if limit > 0 {
+		f.Limit = limit + 1
+	}
+	js, err := d.st.Jobs(ctx, f)
+	if err != nil {
+		return JobList{}, err
+	}
+	out := JobList{Jobs: make([]Job, 0, len(js))}
+	if limit > 0 && len(js) > limit {
+		js = js[:limit]
+		out.Next = js[limit-1].ID
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, j := range js {
+		out.Jobs = append(out.Jobs, d.jobViewLocked(d.jobs[j.ID], j))
+	}
+	return out, nil
+}
+
+// jobViewLocked builds the API's view of a job from the store's record and,
+// for a queued job, why it waits.
+func (d *Daemon) jobViewLocked(lj *liveJob, sj store.Job) Job {
+	v := Job{ID: sj.ID, Type: sj.Type, State: sj.State, Submitted: sj.Submitted, Updated: sj.Submitted,
+		Transitions: sj.Transitions, ExitCode: sj.ExitCode}
+	if n := len(sj.Transitions); n > 0 {
+		v.Reason, v.Updated = sj.Transitions[n-1].Reason, sj.Transitions[n-1].At
+	}
+	var spec selection.Job
+	if err := json.Unmarshal(sj.Spec, &spec); err == nil {
+		v.Spec, v.Name = spec, spec.Name
+	}
+	rec := decodeRecord(sj.Data)
+	if lj != nil && lj.job.State == lifecycle.Queued && lj.waiting != "" && sj.State == lifecycle.Queued {
+		v.Reason = "waiting: " + lj.waiting
+	}
+	v.Placement, v.Attempts, v.PredictedSeconds = rec.Placement, rec.Attempts, rec.Predicted
+	for _, vm := range rec.VMs {
+		v.VMs = append(v.VMs, JobVM(vm))
+	}
+	if !rec.Started.IsZero() && !rec.Finished.IsZero() {
+		v.ActualSeconds = rec.Finished.Sub(rec.Started).Seconds()
+	}
+	if v.Placement != nil {
+		v.Explanation = explain(v.Placement)
+	}
+	return v
+}
+
+// decodeRecord reads the daemon's record of a job from the store; a record
+// that does not decode reads as empty.
+func decodeRecord(raw json.RawMessage) lifecycle.Record {
+	var r lifecycle.Record
+	if len(raw) > 0 {
+		_ = json.Unmarshal(raw, &r)
+	}
+	return r
+}

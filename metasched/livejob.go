@@ -1,0 +1,110 @@
+package metasched
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/metasched/metasched/gramvm"
+	"github.com/metasched/metasched/metasched/lifecycle"
+	"github.com/metasched/metasched/selection"
+)
+
+// liveJob is a job that has not ended, as the daemon holds it. job is the
+// lifecycle's state as last committed to the store (a cache of the store:
+// a restart rebuilds it from there); the other fields are the daemon's
+// working notes. d.mu guards every field but steps, which serialises the
+// job's steps (Daemon.step holds it across the store's commit).
+type liveJob struct {
+	steps     sync.Mutex
+	job       lifecycle.Job
+	spec      *selection.Job
+	submitted time.Time
+	// waiting says why a queued job is not planned yet.
+	waiting  string
+	lastTune time.Time
+	// run is what runs for the job's current attempt.
+	run *attempt
+}
+
+func (j *liveJob) id() string  { return j.job.ID }
+func (j *liveJob) typ() string { return j.job.Type }
+
+// attempt is what runs for one attempt of a job: the creation of its VMs
+// and the executor, under one context that StopRun cancels.
+type attempt struct {
+	n      int
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// wait waits until nothing runs for the attempt any more, or ctx ends. A
+// nil attempt has nothing to wait for.
+func (a *attempt) wait(ctx context.Context) {
+	if a == nil {
+		return
+	}
+	done := make(chan struct{})
+	go func() {
+		a.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+}
+
+// onHost reports whether the job is placed on the host (planned,
+// provisioning or running).
+func (j *liveJob) onHost(name string) bool {
+	return slices.Contains(j.hostNames(), name)
+}
+
+// hostNames lists the hosts of a planned, provisioning or running job: those
+// of its VMs (which tuning may have moved).
+func (j *liveJob) hostNames() []string {
+	if j.job.State == lifecycle.Queued || j.job.State.Terminal() {
+		return nil
+	}
+	var out []string
+	for _, v := range j.job.Record.VMs {
+		if !slices.Contains(out, v.Host) {
+			out = append(out, v.Host)
+		}
+	}
+	return out
+}
+
+// hostsOf lists the distinct hosts of a placement.
+func hostsOf(p *gramvm.Placement) []gramvm.HostRef {
+	out := []gramvm.HostRef{p.Master}
+	for _, w := range p.Workers {
+		if !slices.Contains(out, w) {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// vmNames names the job's VMs: JOB-aATTEMPT-m for the master and -wN for
+// the workers, so that VMs of an earlier attempt never collide.
+func vmNames(id string, attempt int, pl *gramvm.Placement) []lifecycle.VM {
+	out := []lifecycle.VM{{Name: fmt.Sprintf("%s-a%d-m", id, attempt), Site: pl.Master.Site, Host: pl.Master.Host, Master: true}}
+	for i, w := range pl.Workers {
+		out = append(out, lifecycle.VM{Name: fmt.Sprintf("%s-a%d-w%d", id, attempt, i+1), Site: w.Site, Host: w.Host})
+	}
+	return out
+}
+
+func clusterList(pl *gramvm.Placement) string {
+	parts := make([]string, len(pl.Plan.Clusters))
+	for i, c := range pl.Plan.Clusters {
+		parts[i] = fmt.Sprintf("%s×%d", c.Name, c.Machines)
+	}
+	return strings.Join(parts, " ")
+}

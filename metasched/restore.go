@@ -1,0 +1,90 @@
+package metasched
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	hp "github.com/metasched/metasched/hypervisorproxy"
+	"github.com/metasched/metasched/metasched/lifecycle"
+	"github.com/metasched/metasched/metasched/store"
+	"github.com/metasched/metasched/selection"
+)
+
+// restoreJobs loads every live job of the store into memory. Run's
+// resumeJobs then requeues or resumes them.
+func (d *Daemon) restoreJobs(ctx context.Context) error {
+	js, err := d.st.Jobs(ctx, store.JobFilter{States: []store.JobState{store.Queued, store.Planned, store.Provisioning, store.Running}})
+	if err != nil {
+		return err
+	}
+	for _, sj := range js {
+		var spec selection.Job
+		if err := json.Unmarshal(sj.Spec, &spec); err != nil {
+			return fmt.Errorf("job %s: corrupt spec: %w", sj.ID, err)
+		}
+		lj := &liveJob{job: fromStore(sj), spec: &spec, submitted: sj.Submitted}
+		if _, _, ok := d.jobType(sj.Type); !ok {
+			// The configuration dropped the job's type: it can never run.
+			if _, err := d.stop(ctx, lj, lifecycle.Failed, fmt.Sprintf("job type %q is no longer configured", sj.Type)); err != nil {
+				return err
+			}
+			continue
+		}
+		d.jobs[sj.ID] = lj
+	}
+	return nil
+}
+
+// resumeJobs picks up the jobs a previous run of the daemon left live: a
+// planned or provisioning job goes back to the queue (its VMs, if any, are
+// destroyed), a running job resumes where it was when the emulated
+// executor runs it and its VMs still exist, and runs again from the start
+// otherwise (a command died with the daemon).
+func (d *Daemon) resumeJobs(ctx context.Context) {
+	d.mu.Lock()
+	var todo []*liveJob
+	for _, j := range d.jobs {
+		if j.job.State != lifecycle.Queued {
+			todo = append(todo, j)
+		}
+	}
+	d.mu.Unlock()
+	slices.SortFunc(todo, func(a, b *liveJob) int { return strings.Compare(a.id(), b.id()) })
+	for _, j := range todo {
+		if j.job.State == lifecycle.Running && d.exec.Name() == "emulated" && d.vmsExist(j) {
+			d.log.Info().Str("job", j.id()).Msg("resuming a running job after a restart")
+			if err := d.stepJob(ctx, j, lifecycle.Resume{At: d.now()}); err != nil {
+				d.log.Error().Err(err).Str("job", j.id()).Msg("cannot resume")
+			}
+			continue
+		}
+		reason := "the daemon restarted before the job ran: requeued"
+		if j.job.State == lifecycle.Running {
+			reason = "the daemon restarted while the job ran: requeued to run again"
+		}
+		if _, err := d.stop(ctx, j, lifecycle.Queued, reason); err != nil {
+			d.log.Error().Err(err).Str("job", j.id()).Msg("cannot requeue")
+		}
+	}
+	d.kick()
+}
+
+// vmsExist reports whether every VM of the job is on its host, by the
+// hosts' last inventory.
+func (d *Daemon) vmsExist(j *liveJob) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(j.job.Record.VMs) == 0 {
+		return false
+	}
+	for _, v := range j.job.Record.VMs {
+		h := d.hosts[v.Host]
+		if h == nil || !slices.ContainsFunc(h.inv.VMs, func(vm hp.VM) bool { return vm.Name == v.Name }) {
+			return false
+		}
+	}
+	return true
+}
