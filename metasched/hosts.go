@@ -242,8 +242,8 @@ func (d *Daemon) persistHost(ctx context.Context, h *hostRT) {
 }
 
 // plannerHost is h as gramvm takes it: the site and pool of its record,
-// ready when it serves that pool, and its size, free capacity and VMs as
-// its agent last reported them.
+// ready when it serves that pool (serving), and its size, free capacity
+// and VMs as its agent last reported them.
 func (h *hostRT) plannerHost() gramvm.Host {
 	out := gramvm.Host{Site: h.rec.Site, Name: h.name, Pool: h.rec.Pool, Ready: h.serving(),
 		CPUs: h.inv.CPUs, MemoryMiB: h.inv.MemoryMiB, FreeVCPUs: h.inv.FreeVCPUs, FreeMemoryMiB: h.inv.FreeMemoryMiB}
@@ -255,19 +255,16 @@ func (h *hostRT) plannerHost() gramvm.Host {
 
 // freeLocked lists, per site, the hosts of pool that can take one more VM
 // of the given shape: serving the pool, reachable, with the capacity the
-// agents report minus what is promised to jobs being provisioned.
+// agents report minus what is promised to jobs being provisioned. gramvm
+// picks them among the daemon's hosts.
 func (d *Daemon) freeLocked(pool string, vm selection.VM) map[string][]string {
-	var hosts []gramvm.Host
+	hosts := make([]gramvm.Host, 0, len(d.order))
 	for _, name := range d.order {
-		h := d.hosts[name]
-		if !h.serves(pool) {
-			continue
-		}
-		gh := h.plannerHost()
+		h := d.hosts[name].plannerHost()
 		r := d.reserved[name]
-		gh.FreeVCPUs -= r.vcpus
-		gh.FreeMemoryMiB -= r.mem
-		hosts = append(hosts, gh)
+		h.FreeVCPUs -= r.vcpus
+		h.FreeMemoryMiB -= r.mem
+		hosts = append(hosts, h)
 	}
 	return gramvm.FreeHosts(hosts, pool, vm)
 }
