@@ -1,43 +1,46 @@
-// Package gramvm is the Resource Manager Adapter service of GramVM: it turns
-// the live inventory reported by the per-site hypervisor proxies into the
-// planning problem of package selection, and keeps the grid's link
-// bandwidths current from the agents' probes.
+// Package gramvm is the Resource Manager Adapter service of GramVM: it
+// turns the hosts its caller reports into the planning problem of package
+// selection, and keeps the grid's link bandwidths current from the probes
+// its caller feeds it. It keeps no inventory and talks to no agent: the
+// caller (the daemon, which asks the per-site hypervisor proxies) gives it
+// the hosts (Host: site, pool, whether ready, size, free capacity and VMs)
+// and the running jobs (RunningJob) each time, and carries its decisions
+// out.
 //
-// Built so far: Service, which plans a job on the free hosts of its pool
-// (FreeHosts: ready, in the pool, with room for one VM of the job's shape;
-// one VM per machine of the plan) by hill climbing, names the hosts that
-// carry the plan out, and uses the measured bandwidth of a link (an
-// exponentially weighted average of the probes, weight alpha for the newest)
-// in place of the configured one, saying so in the placement. Planning costs
-// what selection's hill climbing costs (milliseconds for a 1000-cluster
-// grid); a call copies the grid and builds its graph, O(clusters + links).
+// Service plans a job on the free hosts of its pool (FreeHosts: ready, in
+// the pool, with room for one VM of the job's shape; one VM per machine of
+// the plan) by hill climbing, names the hosts that carry the plan out, and
+// uses the measured bandwidth of a link (an exponentially weighted average
+// of the probes, weight alpha for the newest; Observe) in place of the
+// configured one, saying so in the placement. Planning costs what
+// selection's hill climbing costs (milliseconds for a 1000-cluster grid);
+// a call copies the grid and builds its graph, O(clusters + links).
 //
 // Bandwidth tuning (Bertogna et al., section 3.2) is decided here and
 // carried out by the daemon through the site agents. Usage says what the
 // running jobs move over the WAN: rate_c·Comm bytes/s from each worker
 // cluster c of a job to its master's cluster m, over c's uplink, m's uplink
-// and the links of the widest path between them (the path in the
-// maximum-bandwidth spanning tree that package graph's widest paths use,
-// rebuilt from Graph.Edges by its documented rule; the workers in m use
-// its LAN, which is not counted). PlanLoaded plans a new job on what is
-// left, each uplink and link less that traffic (at least graph.MinMbps), so
-// a link a running job saturates shows as the limit of the new plan. Tune
-// weighs, for each running job whose traffic crosses a link that limits the
-// new job, or whose hosts sit where the new job is short of machines, two
-// actions in one cluster: consolidating pairs of its workers on one host
-// (live migrations; two VMs on a host share it fairly, so each runs at half
-// speed and, once the job's compute falls below its bandwidth, it sends less
-// data) and, where the hypervisor can unplug vCPUs, halving the vCPUs of
-// its workers (their speed halves too). For each number of pairs or VMs it
-// plans the new job again with the hosts and bandwidth freed: the new job's
-// gain in run time T/R must exceed the running job's loss (its remaining
-// tasks at the lower rate) plus the migration time (memory over the
-// cluster's LAN). The moves of a decision start together and keep within
-// the caps on migrations per host and per LAN, counting those in flight;
-// more pairs come from later decisions. Every candidate is returned with its
-// numbers and reason, the one to carry out first. It is a pure decision: no
-// I/O, no clock, deterministic; each candidate costs one plan per number
-// of pairs or VMs.
+// and the links of the widest path between them (package graph's
+// Graph.WidestPath, the path in the maximum-bandwidth spanning tree; the
+// workers in m use its LAN, which is not counted). PlanLoaded plans a new
+// job on what is left, each uplink and link less that traffic (at least
+// graph.MinMbps), so a link a running job saturates shows as the limit of
+// the new plan. Tune weighs, for each running job whose traffic crosses a
+// link that limits the new job, or whose hosts sit where the new job is
+// short of machines, two actions in one cluster: consolidating pairs of its
+// workers on one host (live migrations; two VMs on a host share it fairly,
+// so each runs at half speed and, once the job's compute falls below its
+// bandwidth, it sends less data) and, where the hypervisor can unplug
+// vCPUs, halving the vCPUs of its workers (their speed halves too). For
+// each number of pairs or VMs it plans the new job again with the hosts and
+// bandwidth freed: the new job's gain in run time T/R must exceed the
+// running job's loss (its remaining tasks at the lower rate) plus the
+// migration time (memory over the cluster's LAN). The moves of a decision
+// start together and keep within the caps on migrations per host and per
+// LAN, counting those in flight; more pairs come from later decisions.
+// Every candidate is returned with its numbers and reason, the one to carry
+// out first. It is a pure decision: no I/O, no clock, deterministic; each
+// candidate costs one plan per number of pairs or VMs.
 //
 // Approximations of tuning: a job's VMs are the truth about its
 // speed (one VM per machine at full speed, two of the job's workers on a
@@ -46,4 +49,7 @@
 // the new job only if both are of one type (one pool); a measured link
 // bandwidth is taken as the link's capacity, so probes taken under load
 // count the running jobs twice (on the safe side).
+//
+// Errors are for bad input and cancellation (Observe's wrap ErrInvalid or
+// ErrNotFound); an infeasible plan is a result, not an error.
 package gramvm

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/metasched/metasched/graph"
-	hp "github.com/metasched/metasched/hypervisorproxy"
 	"github.com/metasched/metasched/selection"
 )
 
@@ -65,13 +64,13 @@ func key(a, b string) [2]string {
 // one site's agent to the other's) into the link's weighted average.
 func (s *Service) Observe(a, b string, mbps float64, at time.Time) error {
 	if !(mbps >= graph.MinMbps && mbps <= graph.MaxMbps) || math.IsNaN(mbps) {
-		return fmt.Errorf("observe %s-%s: %w: mbps must be within %g and %g, not %g", a, b, hp.ErrInvalid, graph.MinMbps, graph.MaxMbps, mbps)
+		return fmt.Errorf("observe %s-%s: %w: mbps must be within %g and %g, not %g", a, b, ErrInvalid, graph.MinMbps, graph.MaxMbps, mbps)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	i := slices.IndexFunc(s.grid.Links, func(l graph.Link) bool { return key(l.Between[0], l.Between[1]) == key(a, b) })
 	if i < 0 {
-		return fmt.Errorf("observe %s-%s: %w: the grid has no such link", a, b, hp.ErrNotFound)
+		return fmt.Errorf("observe %s-%s: %w: the grid has no such link", a, b, ErrNotFound)
 	}
 	k := key(a, b)
 	m := s.measured[k]
@@ -100,20 +99,6 @@ func (s *Service) Links() []Link {
 		out[i] = Link{Between: l.Between, ConfiguredMbps: l.Mbps}
 	}
 	return out
-}
-
-// FreeHosts lists, per site, the hosts of the pool that are ready and can
-// take one VM of the given shape, in the agents' order.
-func FreeHosts(invs []hp.Inventory, pool string, vm selection.VM) map[string][]string {
-	free := map[string][]string{}
-	for _, inv := range invs {
-		for _, h := range inv.Hosts {
-			if h.State == hp.HostReady && h.Pool == pool && h.FreeVCPUs >= vm.VCPUs && h.FreeMemoryMiB >= vm.MemoryMiB {
-				free[inv.Site] = append(free[inv.Site], h.Name)
-			}
-		}
-	}
-	return free
 }
 
 // HostRef is one host of a placement.
@@ -191,4 +176,22 @@ func (s *Service) Plan(ctx context.Context, job *selection.Job, free map[string]
 		out.Master = HostRef{Site: p.Master, Host: hosts[0]}
 	}
 	return out, nil
+}
+
+// snapshot copies the service's grid and measurements.
+func (s *Service) snapshot() *Service {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := make(map[[2]string]*Link, len(s.measured))
+	for k, l := range s.measured {
+		c := *l
+		m[k] = &c
+	}
+	return &Service{alpha: s.alpha, grid: graph.Grid{Clusters: slices.Clone(s.grid.Clusters), Links: slices.Clone(s.grid.Links)}, measured: m}
+}
+
+// withGrid is a service like s on another grid with the same links, sharing
+// s's measurements (read only).
+func (s *Service) withGrid(g *graph.Grid) *Service {
+	return &Service{alpha: s.alpha, grid: *g, measured: s.measured}
 }

@@ -3,8 +3,8 @@ package gramvm_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,7 +13,6 @@ import (
 
 	"github.com/metasched/metasched/gramvm"
 	"github.com/metasched/metasched/graph"
-	hp "github.com/metasched/metasched/hypervisorproxy"
 	"github.com/metasched/metasched/selection"
 )
 
@@ -30,38 +29,14 @@ func paperGrid(t *testing.T) *graph.Grid {
 	return g
 }
 
-// inventory is a site whose n hosts are all ready in pool, with room.
-func inventory(site, pool string, n int) hp.Inventory {
-	inv := hp.Inventory{Site: site}
-	for i := range n {
-		inv.Hosts = append(inv.Hosts, hp.Host{Name: fmt.Sprintf("%s-%d", site, i), Pool: pool, State: hp.HostReady,
-			CPUs: 4, MemoryMiB: 8192, FreeVCPUs: 4, FreeMemoryMiB: 8192})
-	}
-	return inv
-}
-
-func TestFreeHosts(t *testing.T) {
-	a := inventory("a", "render", 4)
-	a.Hosts[1].Pool = "batch"
-	a.Hosts[2].State = hp.HostSwitching
-	a.Hosts[3].FreeVCPUs = 1
-	b := inventory("b", "render", 2)
-	b.Hosts[0].FreeMemoryMiB = 100
-	got := gramvm.FreeHosts([]hp.Inventory{a, b}, "render", selection.VM{VCPUs: 2, MemoryMiB: 1024})
-	want := map[string][]string{"a": {"a-0"}, "b": {"b-1"}}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("(-want +got):\n%s", diff)
-	}
-}
-
 func TestPlanPlacesOneVMPerMachine(t *testing.T) {
 	s, err := gramvm.New(paperGrid(t), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	job := &selection.Job{Name: "render", Type: "render", Tasks: 1000, TaskOps: 1e11, TaskBytes: 1e6, Efficiency: 0.8, VM: selection.VM{VCPUs: 1, MemoryMiB: 1024}}
-	invs := []hp.Inventory{inventory("latam-a", "render", 3), inventory("latam-b", "render", 5), inventory("spain", "render", 8)}
-	free := gramvm.FreeHosts(invs, "render", job.VM)
+	all := slices.Concat(hosts("latam-a", "render", 3), hosts("latam-b", "render", 5), hosts("spain", "render", 8))
+	free := gramvm.FreeHosts(all, "render", job.VM)
 	pl, err := s.Plan(context.Background(), job, free, selection.Options{Master: -1})
 	if err != nil {
 		t.Fatal(err)
@@ -126,16 +101,16 @@ func TestObserveLinks(t *testing.T) {
 		mbps float64
 		want error
 	}{
-		{"latam-a", "mars", 5, hp.ErrNotFound},
-		{"latam-a", "spain", 0, hp.ErrInvalid},
-		{"latam-a", "spain", -3, hp.ErrInvalid},
+		{"latam-a", "mars", 5, gramvm.ErrNotFound},
+		{"latam-a", "spain", 0, gramvm.ErrInvalid},
+		{"latam-a", "spain", -3, gramvm.ErrInvalid},
 	} {
 		if err := s.Observe(tc.a, tc.b, tc.mbps, at); !errors.Is(err, tc.want) {
 			t.Errorf("Observe(%s, %s, %g) = %v, want %v", tc.a, tc.b, tc.mbps, err, tc.want)
 		}
 	}
 	job := &selection.Job{Name: "j", Type: "p", Tasks: 10, TaskOps: 1e9, TaskBytes: 1e5, Efficiency: 0.8, VM: selection.VM{VCPUs: 1, MemoryMiB: 64}}
-	free := gramvm.FreeHosts([]hp.Inventory{inventory("latam-a", "p", 3), inventory("spain", "p", 8)}, "p", job.VM)
+	free := gramvm.FreeHosts(slices.Concat(hosts("latam-a", "p", 3), hosts("spain", "p", 8)), "p", job.VM)
 	pl, err := s.Plan(context.Background(), job, free, selection.Options{Master: -1})
 	if err != nil {
 		t.Fatal(err)

@@ -39,8 +39,11 @@
 // master cluster m is that of the widest path B(c, m): over all paths, the
 // largest smallest-link bandwidth. It equals the smallest link on the path
 // between c and m in a maximum-bandwidth spanning tree, which New builds
-// once (Kruskal on decreasing bandwidth); Graph.WidestFrom(m) then walks
-// the tree from m in O(n), and Graph.Widest gives the whole O(n²) matrix.
+// once (Kruskal on decreasing bandwidth, ties by U then V) and roots at
+// cluster 0. Graph.WidestFrom(m) walks the tree from m in O(n),
+// Graph.Widest gives the whole O(n²) matrix, and Graph.WidestPath(c, m)
+// names the links of the path itself, the ones traffic between c and m
+// crosses, in O(length of the path).
 //
 // The package is a pure core: no I/O, no clock, deterministic.
 package graph

@@ -39,13 +39,16 @@ type Graph struct {
 	grid  *Grid
 	g     *yb.Immutable // costs
 	edges []Edge        // sorted by (cost, u, v): Kruskal's order
+	links []int         // edges[i] is the link grid.Links[links[i]]
 	// tree is the maximum-bandwidth spanning tree, its edge "costs" being
 	// indexes into edges (yourbasic costs are int64; the bandwidth is not).
 	tree *yb.Immutable
+	// up is that tree rooted at cluster 0, for its paths.
+	up rootedTree
 }
 
 // New validates grid and builds its cluster graph, its edges in Kruskal's
-// order and its maximum-bandwidth spanning tree. The grid must not be
+// order and its maximum-bandwidth spanning tree (rooted, for its paths). The grid must not be
 // changed afterwards. O(E log E).
 func New(grid *Grid) (*Graph, error) {
 	if err := grid.Validate(); err != nil {
@@ -53,19 +56,26 @@ func New(grid *Grid) (*Graph, error) {
 	}
 	n := len(grid.Clusters)
 	m := yb.New(n)
-	edges := make([]Edge, len(grid.Links))
+	byLink := make([]Edge, len(grid.Links))
+	links := make([]int, len(grid.Links))
 	for i, l := range grid.Links {
 		a, _ := grid.Index(l.Between[0])
 		b, _ := grid.Index(l.Between[1])
 		e := Edge{U: min(a, b), V: max(a, b), Mbps: l.Mbps, Cost: Cost(l.Mbps)}
-		edges[i] = e
+		byLink[i], links[i] = e, i
 		m.AddBothCost(e.U, e.V, e.Cost)
 	}
-	slices.SortFunc(edges, func(a, b Edge) int {
+	slices.SortFunc(links, func(i, j int) int {
+		a, b := byLink[i], byLink[j]
 		return cmp.Or(cmp.Compare(a.Cost, b.Cost), cmp.Compare(a.U, b.U), cmp.Compare(a.V, b.V))
 	})
-	gr := &Graph{grid: grid, g: yb.Sort(m), edges: edges}
+	edges := make([]Edge, len(links))
+	for k, i := range links {
+		edges[k] = byLink[i]
+	}
+	gr := &Graph{grid: grid, g: yb.Sort(m), edges: edges, links: links}
 	gr.tree = gr.maxBandwidthTree()
+	gr.up = gr.rootTree()
 	return gr, nil
 }
 
@@ -85,49 +95,3 @@ func (g *Graph) Iterator() yb.Iterator { return g.g }
 
 // Edges returns the links in Kruskal's order: by cost, then U, then V.
 func (g *Graph) Edges() []Edge { return slices.Clone(g.edges) }
-
-// maxBandwidthTree is Kruskal's algorithm on the links by decreasing
-// bandwidth (the exact bandwidths, not the rounded costs; ties by U, V).
-// A valid grid is connected, so the result spans every cluster.
-func (g *Graph) maxBandwidthTree() *yb.Immutable {
-	order := make([]int, len(g.edges))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortStableFunc(order, func(a, b int) int {
-		ea, eb := g.edges[a], g.edges[b]
-		return cmp.Or(cmp.Compare(eb.Mbps, ea.Mbps), cmp.Compare(ea.U, eb.U), cmp.Compare(ea.V, eb.V))
-	})
-	uf := newUnionFind(g.Len())
-	t := yb.New(g.Len())
-	for _, i := range order {
-		e := g.edges[i]
-		if uf.union(e.U, e.V) {
-			t.AddBothCost(e.U, e.V, int64(i))
-		}
-	}
-	return yb.Sort(t)
-}
-
-// WidestFrom returns, for every cluster c, the bandwidth B(c, m) in Mbit/s
-// of the widest path between c and m: the largest bottleneck bandwidth over
-// all paths, which is the smallest link bandwidth on their path in the
-// maximum-bandwidth spanning tree. B(m, m) is +Inf. O(n).
-func (g *Graph) WidestFrom(m int) []float64 {
-	b := make([]float64, g.Len())
-	b[m] = math.Inf(1)
-	yb.BFS(g.tree, m, func(v, w int, c int64) {
-		b[w] = min(b[v], g.edges[c].Mbps)
-	})
-	return b
-}
-
-// Widest returns B(c, m) for every pair: the matrix of WidestFrom rows.
-// O(n²) time and memory.
-func (g *Graph) Widest() [][]float64 {
-	b := make([][]float64, g.Len())
-	for m := range b {
-		b[m] = g.WidestFrom(m)
-	}
-	return b
-}

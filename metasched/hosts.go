@@ -250,32 +250,32 @@ func (d *Daemon) persistHost(ctx context.Context, h *hostRT) {
 	}
 }
 
+// plannerHost is h as gramvm takes it: the site and pool of its record,
+// ready when it serves that pool (serving), and its size, free capacity
+// and VMs as its agent last reported them.
+func (h *hostRT) plannerHost() gramvm.Host {
+	out := gramvm.Host{Site: h.rec.Site, Name: h.name, Pool: h.rec.Pool, Ready: h.serving(),
+		CPUs: h.inv.CPUs, MemoryMiB: h.inv.MemoryMiB, FreeVCPUs: h.inv.FreeVCPUs, FreeMemoryMiB: h.inv.FreeMemoryMiB}
+	for _, v := range h.inv.VMs {
+		out.VMs = append(out.VMs, gramvm.HostVM{Name: v.Name, Job: v.Job, VCPUs: v.VCPUs, MemoryMiB: v.MemoryMiB})
+	}
+	return out
+}
+
 // freeLocked lists, per site, the hosts of pool that can take one more VM
 // of the given shape: serving the pool, reachable, with the capacity the
-// agents report minus what is promised to jobs being provisioned.
+// agents report minus what is promised to jobs being provisioned. gramvm
+// picks them among the daemon's hosts.
 func (d *Daemon) freeLocked(pool string, vm selection.VM) map[string][]string {
-	var sites []string
-	bySite := map[string][]hp.Host{}
+	hosts := make([]gramvm.Host, 0, len(d.order))
 	for _, name := range d.order {
-		h := d.hosts[name]
-		if !h.serves(pool) {
-			continue
-		}
-		hi := h.inv
-		hi.Pool = pool
+		h := d.hosts[name].plannerHost()
 		r := d.reserved[name]
-		hi.FreeVCPUs -= r.vcpus
-		hi.FreeMemoryMiB -= r.mem
-		if _, ok := bySite[h.rec.Site]; !ok {
-			sites = append(sites, h.rec.Site)
-		}
-		bySite[h.rec.Site] = append(bySite[h.rec.Site], hi)
+		h.FreeVCPUs -= r.vcpus
+		h.FreeMemoryMiB -= r.mem
+		hosts = append(hosts, h)
 	}
-	invs := make([]hp.Inventory, len(sites))
-	for i, s := range sites {
-		invs[i] = hp.Inventory{Site: s, Hosts: bySite[s]}
-	}
-	return gramvm.FreeHosts(invs, pool, vm)
+	return gramvm.FreeHosts(hosts, pool, vm)
 }
 
 // hostState is the host's state as the API shows it.

@@ -101,27 +101,18 @@ func heldBack(pl *gramvm.Placement) bool {
 // chosen one; it reports whether it did.
 func (d *Daemon) tune(ctx context.Context, j *liveJob, free map[string][]string, running []gramvm.RunningJob) bool {
 	d.mu.Lock()
-	var invs []hp.Inventory
-	bySite := map[string]int{}
+	var hosts []gramvm.Host
 	for _, name := range d.order {
-		h := d.hosts[name]
-		if !h.reachable {
-			continue
+		if h := d.hosts[name]; h.reachable {
+			hosts = append(hosts, h.plannerHost())
 		}
-		i, ok := bySite[h.rec.Site]
-		if !ok {
-			i = len(invs)
-			bySite[h.rec.Site] = i
-			invs = append(invs, hp.Inventory{Site: h.rec.Site})
-		}
-		invs[i].Hosts = append(invs[i].Hosts, h.inv)
 	}
 	inFlight := map[string]int{}
 	for k, v := range d.migrating {
 		inFlight[k] = v
 	}
 	d.mu.Unlock()
-	decs, err := d.planner.Tune(ctx, j.spec, free, gramvm.HostCapacities(invs), running, gramvm.TuneOptions{
+	decs, err := d.planner.Tune(ctx, j.spec, free, gramvm.HostCapacities(hosts), running, gramvm.TuneOptions{
 		MaxPerHost: d.opt.MaxMigrationsPerHost, MaxPerLink: d.opt.MaxMigrationsPerLink, InFlight: inFlight,
 		CanShrink: func(s string) bool {
 			st := d.site(s)
