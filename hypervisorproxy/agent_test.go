@@ -9,12 +9,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/rs/zerolog"
 
 	"github.com/metasched/metasched/graph"
@@ -289,108 +287,6 @@ func TestAgentBadRequests(t *testing.T) {
 		t.Errorf("bad requests changed the inventory (-before +after):\n%s", diff)
 	}
 }
-
-// Reconfiguring a host for another pool: refused while a job holds it,
-// then the old pool's VMs go, the label changes, and switch_delay passes;
-// the host takes no VM meanwhile.
-func TestAgentReconfigure(t *testing.T) {
-	ctx := context.Background()
-	h := startAgent(t, "", "switch_delay: 300ms\n")
-	c := h.client
-	for _, s := range []hp.VMSpec{
-		{Name: "idle", Host: "lab-0", VCPUs: 1, MemoryMiB: 256},
-		{Name: "busy", Host: "lab-0", Job: "job-9", VCPUs: 1, MemoryMiB: 256},
-		{Name: "other", Host: "lab-1", Job: "job-8", VCPUs: 1, MemoryMiB: 256},
-	} {
-		if _, err := c.Create(ctx, s); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := c.Reconfigure(ctx, "lab-0", hp.Reconfigure{Pool: "batch", Released: []string{"job-8"}}); !errors.Is(err, hp.ErrBusy) {
-		t.Fatalf("reconfigure with job-9 not released: err = %v, want ErrBusy", err)
-	}
-	var wg sync.WaitGroup
-	var during error
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		time.Sleep(100 * time.Millisecond)
-		_, during = c.Create(ctx, hp.VMSpec{Name: "late", Host: "lab-0", VCPUs: 1, MemoryMiB: 64})
-	}()
-	r, err := c.Reconfigure(ctx, "lab-0", hp.Reconfigure{Pool: "batch", ExpectPool: "render", Released: []string{"job-9"}})
-	wg.Wait()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !errors.Is(during, hp.ErrBusy) {
-		t.Errorf("create during the switch: err = %v, want ErrBusy", during)
-	}
-	if r.From != "render" || r.Host.Pool != "batch" || r.Host.State != hp.HostReady || r.Seconds < 0.3 ||
-		!cmp.Equal(r.Destroyed, []string{"busy", "idle"}) || len(r.Host.VMs) != 0 {
-		t.Errorf("reconfigured = %+v", r)
-	}
-	want := []hostView{
-		{Name: "lab-0", Pool: "batch", State: hp.HostReady, FreeVCPUs: 4, FreeMiB: 8192, VMs: []string{}},
-		{Name: "lab-1", Pool: "render", State: hp.HostReady, FreeVCPUs: 3, FreeMiB: 7936, VMs: []string{"other"}},
-	}
-	if diff := cmp.Diff(want, view(t, c)); diff != "" {
-		t.Errorf("inventory (-want +got):\n%s", diff)
-	}
-	// A render VM cannot move to the batch host.
-	if _, err := c.Migrate(ctx, "other", "lab-0"); !errors.Is(err, hp.ErrInvalid) {
-		t.Errorf("migrate across pools: err = %v, want ErrInvalid", err)
-	}
-}
-
-// The agent keeps a record of its VMs in data_dir; test hosts keep no
-// state across restarts, so a restarted agent recreates its VMs.
-func TestAgentRestartRestoresVMs(t *testing.T) {
-	ctx := context.Background()
-	dir := t.TempDir()
-	h := startAgent(t, dir, "data_dir: state\n")
-	if _, err := h.client.Create(ctx, hp.VMSpec{Name: "keeper", Job: "j", VCPUs: 1, MaxVCPUs: 2, MemoryMiB: 512}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := h.client.Resize(ctx, "keeper", hp.Resize{VCPUs: 2}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := h.client.Reconfigure(ctx, "lab-1", hp.Reconfigure{Pool: "batch"}); err != nil {
-		t.Fatal(err)
-	}
-	h.stop()
-
-	h2 := startAgent(t, dir, "data_dir: state\n")
-	got, err := h2.client.VM(ctx, "keeper")
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := hp.VM{Name: "keeper", Host: "lab-0", Pool: "render", Job: "j", State: hp.StateRunning, VCPUs: 2, MaxVCPUs: 2, MemoryMiB: 512, MaxMemoryMiB: 512, Managed: true}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("after a restart (-want +got):\n%s", diff)
-	}
-	inv, _ := h2.client.Inventory(ctx)
-	if inv.Hosts[1].Pool != "batch" {
-		t.Errorf("pool of lab-1 after a restart = %q, want batch", inv.Hosts[1].Pool)
-	}
-}
-
-// A probe between two agents on loopback.
-func TestAgentProbeLoopback(t *testing.T) {
-	a := startAgent(t, "", "")
-	b := startAgent(t, "", "")
-	p, err := a.client.Probe(context.Background(), hp.ProbeRequest{Target: b.srv.URL, Bytes: 4 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p.Bytes <= 3<<20 || p.Bytes > 4<<20 || p.Mbps <= 0 || p.Seconds <= 0 || p.MeasuredAt.IsZero() {
-		t.Errorf("probe = %+v", p)
-	}
-	if _, err := a.client.Probe(context.Background(), hp.ProbeRequest{Target: b.srv.URL, Token: "wrong"}); !errors.Is(err, hp.ErrUnauthorized) {
-		t.Errorf("probe with a wrong token: err = %v, want ErrUnauthorized", err)
-	}
-}
-
-var _ = cmpopts.EquateApprox
 
 // BenchmarkAgentCreateDestroy is one VM created, started and destroyed
 // through the agent's HTTP API on a test-driver host.

@@ -7,10 +7,15 @@
 //
 // # Pieces
 //
-//   - Agent (agent.go) is the site: its hosts, the record of the VMs it
-//     manages, capacity checks, placement, pool reconfiguration. Its
-//     methods are the operations; Handler (server.go) serves them as JSON
-//     over HTTP with a bearer token, and package client calls them.
+//   - Agent (agent.go) is the site. Its hosts and their reconnects are in
+//     hosts.go, the hosts generated from the grid's cluster entry in
+//     gridhosts.go, the record of the VMs it manages in records.go,
+//     capacity and placement in placement.go, the inventory in
+//     inventory.go. Its methods are the operations, one file per family
+//     (create.go, resize.go, migrate.go with the port pool of
+//     migrationports.go, reconfigure.go, probe.go); Handler (server.go)
+//     serves them as JSON over HTTP with a bearer token, and package
+//     client calls them.
 //   - Hypervisor (hypervisor.go) is what the agent needs of one host. The
 //     libvirt driver, sub-package virt, is the only code that uses cgo and
 //     libvirt.org/go/libvirt; it maps libvirt's error codes to the

@@ -1,8 +1,11 @@
 package hypervisorproxy
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"strings"
 )
 
 // Sentinel errors. Drivers wrap them (errors.Is works through every
@@ -73,3 +76,34 @@ func Sentinel(code string) error {
 	}
 	return nil
 }
+
+// DecodeError turns an agent's error response (status and body) into a
+// *RemoteError that wraps the sentinel of its code; the client uses it.
+func DecodeError(status int, body []byte) error {
+	var e APIError
+	if json.Unmarshal(body, &e) != nil || e.Error == "" {
+		msg := strings.TrimSpace(string(body))
+		if len(msg) > 200 {
+			msg = msg[:200] + "…"
+		}
+		return fmt.Errorf("http %d: %s", status, msg)
+	}
+	if s := Sentinel(e.Code); s != nil {
+		return &RemoteError{Status: status, Code: e.Code, Message: e.Error, sentinel: s}
+	}
+	return &RemoteError{Status: status, Code: e.Code, Message: e.Error}
+}
+
+// RemoteError is an error an agent answered with. errors.Is matches the
+// sentinel of its code.
+type RemoteError struct {
+	Status   int
+	Code     string
+	Message  string
+	sentinel error
+}
+
+func (e *RemoteError) Error() string { return e.Message }
+
+// Unwrap returns the sentinel of the error's code.
+func (e *RemoteError) Unwrap() error { return e.sentinel }

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/metasched/metasched/graph"
 	"github.com/metasched/metasched/internal/yamlx"
 )
 
@@ -234,33 +233,6 @@ func checkURI(s string) error {
 		return nil
 	}
 	return fmt.Errorf("driver %q of %q is not supported (test or qemu)", driver, s)
-}
-
-// GenerateHosts returns the hosts of the site's cluster entry in the grid:
-// one per machine, named SITE-0, SITE-1, ... For a cluster on the test
-// driver, hostFile(name) must return the path of the host's test-driver
-// file (which the caller writes with the cluster's cores and memory); for
-// a URI template, {i} stands for the machine's number.
-func GenerateHosts(g *graph.Grid, site, pool string, hostFile func(name string) string) ([]SiteHost, *graph.Cluster, error) {
-	var c *graph.Cluster
-	for i := range g.Clusters {
-		if g.Clusters[i].Name == site {
-			c = &g.Clusters[i]
-		}
-	}
-	if c == nil {
-		return nil, nil, fmt.Errorf("site %q: %w: no such cluster in the grid", site, ErrNotFound)
-	}
-	hosts := make([]SiteHost, c.Machines)
-	for i := range hosts {
-		name := fmt.Sprintf("%s-%d", site, i)
-		uri := strings.ReplaceAll(c.Hypervisor, "{i}", strconv.Itoa(i))
-		if c.Hypervisor == "" || c.Hypervisor == graph.HypervisorTest {
-			uri = "test://" + hostFile(name)
-		}
-		hosts[i] = SiteHost{Name: name, URI: uri, Pool: pool}
-	}
-	return hosts, c, nil
 }
 
 // migrationAddress is where other hosts reach h for a live migration.

@@ -148,10 +148,6 @@ func (pl *Planner) row(m int) []float64 {
 	return pl.rows[m]
 }
 
-// Candidates returns the clusters that can take part in a plan (their
-// machines hold the job's VM and some are free), in grid order.
-func (pl *Planner) Candidates() []int { return slices.Clone(pl.cand) }
-
 // Graph returns the grid's graph.
 func (pl *Planner) Graph() *graph.Graph { return pl.g }
 

@@ -78,7 +78,9 @@
 // inequalities the right way round), Static, CMu and Never all implement
 // Policy. NewBestStatic moves to the fixed allocation with the lowest exact
 // M/M/k holding cost (BestStaticAllocation, by Erlang C: MeanInSystem): the
-// best a policy that never switches can do. The simulator is the sub-package
+// best a policy that never switches can do. The names a user gives these
+// policies, in the daemon's configuration and to the simulator, are
+// PolicyNames. The simulator is the sub-package
 // sim; the papers' figures are experiments in the sub-package experiment.
 // WriteTable and ReadTable save and load tables. The package does no I/O,
 // keeps no clock (SolveOptions.Now is an input) and is deterministic.

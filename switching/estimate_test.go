@@ -1,7 +1,6 @@
 package switching
 
 import (
-	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -401,20 +400,4 @@ func TestSwitchRate(t *testing.T) {
 			}
 		})
 	}
-}
-
-// ExampleArrivalRate estimates λ from arrivals every 2 seconds, and shows
-// the estimate decaying when they stop.
-func ExampleArrivalRate() {
-	start := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	lambda := ArrivalRate{Prior: 1} // DefaultAlpha, DefaultMinSamples gaps
-	for i := range 10 {
-		lambda.Observe(start.Add(time.Duration(i) * 2 * time.Second))
-	}
-	last := lambda.Last()
-	fmt.Printf("%.2f/s\n", lambda.Rate(last))
-	fmt.Printf("%.2f/s after 20 s of silence\n", lambda.Rate(last.Add(20*time.Second)))
-	// Output:
-	// 0.50/s
-	// 0.05/s after 20 s of silence
 }

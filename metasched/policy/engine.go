@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -15,17 +16,20 @@ import (
 	"github.com/metasched/metasched/switching"
 )
 
-// Policy names of Config.Name.
+// Policy names of Config.Name: the policy names of package switching.
 const (
-	Heuristic  = "heuristic"
-	Optimal    = "optimal"
-	Static     = "static"
-	BestStatic = "best-static"
-	None       = "none"
+	Heuristic  = switching.PolicyHeuristic
+	Optimal    = switching.PolicyOptimal
+	Static     = switching.PolicyStatic
+	BestStatic = switching.PolicyBestStatic
+	None       = switching.PolicyNone
 )
 
-// Names lists the policies Config.Name accepts.
-var Names = []string{Heuristic, Optimal, Static, BestStatic, None}
+// Names lists the policies Config.Name accepts: every name of
+// switching.PolicyNames but cµ, the default (heuristic) first.
+var Names = append([]string{Heuristic}, slices.DeleteFunc(slices.Clone(switching.PolicyNames), func(n string) bool {
+	return n == Heuristic || n == switching.PolicyCMu
+})...)
 
 // Defaults of a Config.
 const (

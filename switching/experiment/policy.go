@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -16,17 +17,18 @@ import (
 	"github.com/metasched/metasched/switching/sim"
 )
 
-// Kinds of policy.
+// Kinds of policy: the policy names of package switching.
 const (
-	Optimal    = "optimal"
-	Heuristic  = "heuristic"
-	Static     = "static"
-	BestStatic = "best-static"
-	CMu        = "cmu"
+	Optimal    = switching.PolicyOptimal
+	Heuristic  = switching.PolicyHeuristic
+	Static     = switching.PolicyStatic
+	BestStatic = switching.PolicyBestStatic
+	CMu        = switching.PolicyCMu
 )
 
-// Kinds lists the policy kinds a user can name.
-var Kinds = []string{Optimal, Heuristic, Static, BestStatic, CMu}
+// Kinds lists the policy kinds a user can name: every name of
+// switching.PolicyNames but none, in that order.
+var Kinds = slices.DeleteFunc(slices.Clone(switching.PolicyNames), func(n string) bool { return n == switching.PolicyNone })
 
 // Spec names a policy and its parameters.
 type Spec struct {

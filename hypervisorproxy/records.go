@@ -9,6 +9,14 @@ import (
 	"strings"
 )
 
+// vm is a VM the agent manages: its spec as recorded, and the operation
+// that holds it.
+type vm struct {
+	spec   VMSpec // Host, VCPUs and MemoryMiB follow the VM
+	busy   string // operation in progress, "" when idle
+	moving string // destination host of a migration in progress
+}
+
 // record is what the agent knows of its VMs and hosts beyond what the
 // hypervisors report: which VMs it manages (and their specs, so that a
 // file-based test host that lost its state can be given them back) and
@@ -71,6 +79,23 @@ func (r *record) save(dir string) error {
 	}
 	if err := os.Rename(f.Name(), filepath.Join(dir, recordFile)); err != nil {
 		return fmt.Errorf("save the agent's record: %w", err)
+	}
+	return nil
+}
+
+// saveLocked writes the record of the agent's VMs and its hosts' pools;
+// a.mu must be held.
+func (a *Agent) saveLocked() error {
+	r := &record{Pools: map[string]string{}}
+	for _, v := range a.vms {
+		r.VMs = append(r.VMs, v.spec)
+	}
+	for _, h := range a.hosts {
+		r.Pools[h.cfg.Name] = h.pool
+	}
+	if err := r.save(a.dataDir); err != nil {
+		a.log.Error().Err(err).Msg("save record")
+		return err
 	}
 	return nil
 }

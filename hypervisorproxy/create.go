@@ -1,0 +1,129 @@
+package hypervisorproxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/metasched/metasched/hypervisorproxy/domxml"
+)
+
+// domainType is the domain type of VMs on h: "test" on the test driver,
+// else "qemu".
+func (a *Agent) domainType(h *host) string {
+	if h.test {
+		return "test"
+	}
+	return "qemu"
+}
+
+// CreateVM creates and starts a VM. Without spec.Host the agent picks the
+// ready host of the pool with the most free vCPUs that fits the VM. The
+// VM's pool is its host's.
+func (a *Agent) CreateVM(ctx context.Context, spec VMSpec) (VM, error) {
+	if spec.MaxVCPUs == 0 {
+		spec.MaxVCPUs = spec.VCPUs
+	}
+	if spec.MaxMemoryMiB == 0 {
+		spec.MaxMemoryMiB = spec.MemoryMiB
+	}
+	if err := checkSpec(spec); err != nil {
+		return VM{}, err
+	}
+	var names []string
+	if spec.Host != "" {
+		if a.host(spec.Host) == nil {
+			return VM{}, fmt.Errorf("create vm %s: host %q: %w in site %s", spec.Name, spec.Host, ErrNotFound, a.site.Site)
+		}
+		names = []string{spec.Host}
+	}
+	sts := a.observe(ctx, names...)
+	a.mu.Lock()
+	if _, ok := a.vms[spec.Name]; ok {
+		a.mu.Unlock()
+		return VM{}, fmt.Errorf("create vm %s: %w", spec.Name, ErrExists)
+	}
+	st, err := a.placeLocked(spec, sts)
+	if err != nil {
+		a.mu.Unlock()
+		return VM{}, fmt.Errorf("create vm %s: %w", spec.Name, err)
+	}
+	h := st.h
+	spec.Host, spec.Pool = h.cfg.Name, h.pool
+	if err := (domxml.Domain{Type: a.domainType(h), Name: spec.Name, VCPUs: spec.VCPUs, MaxVCPUs: spec.MaxVCPUs,
+		MemoryMiB: spec.MemoryMiB, MaxMemoryMiB: spec.MaxMemoryMiB, Job: spec.Job, Pool: spec.Pool}).Validate(); err != nil {
+		a.mu.Unlock()
+		return VM{}, fmt.Errorf("create vm %s: %w: %w", spec.Name, ErrInvalid, err)
+	}
+	v := &vm{spec: spec, busy: "create"}
+	a.vms[spec.Name] = v
+	hv := h.hv
+	a.mu.Unlock()
+
+	l := a.opLog("create", spec)
+	start := time.Now()
+	d, err := hv.Create(ctx, spec)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if err != nil {
+		delete(a.vms, spec.Name)
+		logDone(l, start, err, "create vm failed")
+		return VM{}, fmt.Errorf("create vm %s on %s: %w", spec.Name, spec.Host, err)
+	}
+	v.busy = ""
+	v.spec.VCPUs, v.spec.MemoryMiB = d.VCPUs, d.MemoryMiB
+	a.saveLocked()
+	logDone(l.With().Int("vcpus", d.VCPUs).Int("memory_mib", d.MemoryMiB).Logger(), start, nil, "vm created")
+	return a.vmLocked(v, map[string]Domain{d.Name: d}), nil
+}
+
+// checkSpec checks the fields of a VM spec that do not depend on the host.
+func checkSpec(s VMSpec) error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if s.Name == "" {
+		bad("name: is required")
+	}
+	if s.VCPUs < 1 {
+		bad("vcpus: must be >= 1, not %d", s.VCPUs)
+	}
+	if s.MemoryMiB < 1 {
+		bad("memory_mib: must be >= 1, not %d", s.MemoryMiB)
+	}
+	if s.MaxVCPUs < s.VCPUs && s.VCPUs >= 1 {
+		bad("max_vcpus: must be >= vcpus (%d), not %d", s.VCPUs, s.MaxVCPUs)
+	}
+	if s.MaxMemoryMiB < s.MemoryMiB && s.MemoryMiB >= 1 {
+		bad("max_memory_mib: must be >= memory_mib (%d), not %d", s.MemoryMiB, s.MaxMemoryMiB)
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%w: %w", ErrInvalid, errors.Join(errs...))
+	}
+	return nil
+}
+
+// DestroyVM stops and undefines a managed VM and forgets it. A VM already
+// gone from its host is forgotten too.
+func (a *Agent) DestroyVM(ctx context.Context, name string) error {
+	v, h, err := a.acquire(name, "destroy")
+	if err != nil {
+		return err
+	}
+	l := a.opLog("destroy", v.spec)
+	start := time.Now()
+	err = h.hv.Destroy(ctx, name)
+	if errors.Is(err, ErrNotFound) {
+		err = nil
+	}
+	logDone(l, start, err, "vm destroyed")
+	if err != nil {
+		a.release(v)
+		return fmt.Errorf("destroy vm %s: %w", name, err)
+	}
+	a.mu.Lock()
+	delete(a.vms, name)
+	a.saveLocked()
+	a.mu.Unlock()
+	return nil
+}

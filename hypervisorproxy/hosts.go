@@ -1,0 +1,142 @@
+package hypervisorproxy
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"time"
+)
+
+// host is one host of the site and the agent's connection to it.
+type host struct {
+	cfg       SiteHost
+	hv        Hypervisor // nil while unreachable
+	err       error      // why it is unreachable
+	node      Node
+	pool      string
+	switching bool
+	test      bool // a test-driver host: it keeps no state across reconnects
+}
+
+// host returns the host of that name, or nil. The list of hosts does not
+// change after New.
+func (a *Agent) host(name string) *host {
+	for _, h := range a.hosts {
+		if h.cfg.Name == name {
+			return h
+		}
+	}
+	return nil
+}
+
+// dial connects a host that has no connection (again).
+func (a *Agent) dial(ctx context.Context, h *host) {
+	a.mu.Lock()
+	if h.hv != nil {
+		a.mu.Unlock()
+		return
+	}
+	a.mu.Unlock()
+	name := h.cfg.Name
+	hv, err := a.connect(ctx, h.cfg.URI, func() { a.restore(name) })
+	var node Node
+	if err == nil {
+		if node, err = hv.Node(ctx); err != nil {
+			hv.Close()
+		}
+	}
+	a.mu.Lock()
+	if err != nil {
+		h.err = err
+		a.mu.Unlock()
+		a.log.Warn().Err(err).Str("host", name).Msg("host unreachable")
+		return
+	}
+	if h.hv != nil { // connected meanwhile
+		a.mu.Unlock()
+		hv.Close()
+		return
+	}
+	h.hv, h.err, h.node = hv, nil, node
+	a.mu.Unlock()
+	a.log.Info().Str("host", name).Str("uri", h.cfg.URI).Int("cpus", node.CPUs).Int("memory_mib", node.MemoryMiB).Msg("host connected")
+	a.restore(name)
+}
+
+// restore recreates the recorded VMs a test host does not have: such a
+// host keeps no state across reconnects and restarts. On a real host a
+// missing VM is reported as missing, not recreated.
+func (a *Agent) restore(name string) {
+	a.mu.Lock()
+	h := a.host(name)
+	if h == nil || h.hv == nil || !h.test {
+		a.mu.Unlock()
+		return
+	}
+	hv := h.hv
+	var want []VMSpec
+	for _, v := range a.vms {
+		if v.spec.Host == name && v.busy == "" {
+			want = append(want, v.spec)
+		}
+	}
+	a.mu.Unlock()
+	if len(want) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	doms, err := hv.Domains(ctx)
+	if err != nil {
+		a.log.Warn().Err(err).Str("host", name).Msg("restore: list vms")
+		return
+	}
+	slices.SortFunc(want, func(x, y VMSpec) int { return strings.Compare(x.Name, y.Name) })
+	for _, s := range want {
+		if slices.ContainsFunc(doms, func(d Domain) bool { return d.Name == s.Name }) {
+			continue
+		}
+		if _, err := hv.Create(ctx, s); err != nil && !errors.Is(err, ErrExists) {
+			a.log.Error().Err(err).Str("host", name).Str("vm", s.Name).Msg("restore: recreate vm")
+			continue
+		}
+		a.log.Info().Str("host", name).Str("vm", s.Name).Str("job", s.Job).Msg("recreated vm from the record")
+	}
+}
+
+// hostState is one host as the agent sees it at a moment.
+type hostState struct {
+	h    *host
+	doms []Domain
+	err  error
+}
+
+// observe reads the domains of the named hosts (all when names is empty),
+// reconnecting hosts that were unreachable.
+func (a *Agent) observe(ctx context.Context, names ...string) []hostState {
+	var out []hostState
+	for _, h := range a.hosts {
+		if len(names) > 0 && !slices.Contains(names, h.cfg.Name) {
+			continue
+		}
+		a.dial(ctx, h)
+		a.mu.Lock()
+		hv, herr := h.hv, h.err
+		a.mu.Unlock()
+		st := hostState{h: h, err: herr}
+		if hv != nil {
+			st.doms, st.err = hv.Domains(ctx)
+			if errors.Is(st.err, ErrConnLost) {
+				a.mu.Lock()
+				if h.hv == hv {
+					h.hv, h.err = nil, st.err
+				}
+				a.mu.Unlock()
+				hv.Close()
+			}
+		}
+		out = append(out, st)
+	}
+	return out
+}

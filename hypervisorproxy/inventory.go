@@ -1,0 +1,88 @@
+package hypervisorproxy
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// hostLocked builds the API view of a host. a.mu must be held.
+func (a *Agent) hostLocked(st hostState) Host {
+	h := st.h
+	out := Host{Name: h.cfg.Name, URI: h.cfg.URI, Pool: h.pool, State: HostReady, VMs: []VM{},
+		Model: h.node.Model, CPUs: h.node.CPUs, MemoryMiB: h.node.MemoryMiB}
+	if h.switching {
+		out.State = HostSwitching
+	}
+	if st.err != nil {
+		out.State, out.Error = HostUnreachable, st.err.Error()
+	}
+	live := map[string]Domain{}
+	for _, d := range st.doms {
+		live[d.Name] = d
+		if _, ok := a.vms[d.Name]; !ok {
+			out.VMs = append(out.VMs, VM{Name: d.Name, Host: h.cfg.Name, Pool: d.Pool, Job: d.Job, State: d.State,
+				VCPUs: d.VCPUs, MaxVCPUs: d.MaxVCPUs, MemoryMiB: d.MemoryMiB, MaxMemoryMiB: d.MaxMemoryMiB})
+		}
+	}
+	for _, v := range a.vms {
+		if v.spec.Host != h.cfg.Name {
+			continue
+		}
+		out.VMs = append(out.VMs, a.vmLocked(v, live))
+	}
+	slices.SortFunc(out.VMs, func(x, y VM) int { return strings.Compare(x.Name, y.Name) })
+	out.FreeVCPUs, out.FreeMemoryMiB = a.freeLocked(st)
+	return out
+}
+
+// vmLocked is the API view of a managed VM, with the live figures of its
+// domain when the host reports it. a.mu must be held.
+func (a *Agent) vmLocked(v *vm, live map[string]Domain) VM {
+	s := v.spec
+	out := VM{Name: s.Name, Host: s.Host, Pool: s.Pool, Job: s.Job, State: StateMissing, Managed: true,
+		VCPUs: s.VCPUs, MaxVCPUs: s.MaxVCPUs, MemoryMiB: s.MemoryMiB, MaxMemoryMiB: s.MaxMemoryMiB}
+	if v.busy == "create" {
+		out.State = StateBuilding
+	}
+	if d, ok := live[s.Name]; ok {
+		out.State, out.VCPUs, out.MaxVCPUs, out.MemoryMiB, out.MaxMemoryMiB = d.State, d.VCPUs, d.MaxVCPUs, d.MemoryMiB, d.MaxMemoryMiB
+	}
+	return out
+}
+
+// Inventory reports every host of the site and every VM on them.
+func (a *Agent) Inventory(ctx context.Context) (Inventory, error) {
+	sts := a.observe(ctx)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	inv := Inventory{Site: a.site.Site, At: a.now().UTC(), Hosts: make([]Host, len(sts))}
+	for i, st := range sts {
+		inv.Hosts[i] = a.hostLocked(st)
+	}
+	return inv, ctx.Err()
+}
+
+// VM reports one managed VM.
+func (a *Agent) VM(ctx context.Context, name string) (VM, error) {
+	a.mu.Lock()
+	v, ok := a.vms[name]
+	if !ok {
+		a.mu.Unlock()
+		return VM{}, fmt.Errorf("vm %q: %w", name, ErrNotFound)
+	}
+	hostName := v.spec.Host
+	a.mu.Unlock()
+	sts := a.observe(ctx, hostName)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if v, ok = a.vms[name]; !ok {
+		return VM{}, fmt.Errorf("vm %q: %w", name, ErrNotFound)
+	}
+	live := map[string]Domain{}
+	for _, d := range sts[0].doms {
+		live[d.Name] = d
+	}
+	return a.vmLocked(v, live), nil
+}

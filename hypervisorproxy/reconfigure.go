@@ -1,0 +1,121 @@
+package hypervisorproxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// ReconfigureHost moves a host to another pool (DESIGN.md): refused while
+// the host runs a VM of a job the coordinator has not released; otherwise
+// the old pool's VMs on it are destroyed, the host's pool label is set,
+// and the site's switch_delay (emulating a reimage) passes before the call
+// returns. The host takes no new VMs meanwhile.
+func (a *Agent) ReconfigureHost(ctx context.Context, name string, r Reconfigure) (Reconfigured, error) {
+	if r.Pool == "" {
+		return Reconfigured{}, fmt.Errorf("reconfigure host %s: %w: pool: is required", name, ErrInvalid)
+	}
+	a.mu.Lock()
+	h := a.host(name)
+	if h == nil {
+		a.mu.Unlock()
+		return Reconfigured{}, fmt.Errorf("reconfigure host %q: %w in site %s", name, ErrNotFound, a.site.Site)
+	}
+	from := h.pool
+	var cerr error
+	var victims []*vm
+	switch {
+	case h.switching:
+		cerr = fmt.Errorf("%w: a reconfiguration is in progress", ErrBusy)
+	case r.ExpectPool != "" && r.ExpectPool != h.pool:
+		cerr = fmt.Errorf("expect_pool: %w: the host is in pool %q, not %q", ErrBusy, h.pool, r.ExpectPool)
+	case h.hv == nil:
+		cerr = errors.Join(ErrConnLost, h.err)
+	}
+	if cerr == nil {
+		var held []string
+		for _, v := range a.vms {
+			if v.spec.Host != name && v.moving != name {
+				continue
+			}
+			if v.busy != "" || v.moving == name || (v.spec.Job != "" && !slices.Contains(r.Released, v.spec.Job)) {
+				held = append(held, fmt.Sprintf("%s (job %q)", v.spec.Name, v.spec.Job))
+				continue
+			}
+			victims = append(victims, v)
+		}
+		if len(held) > 0 {
+			slices.Sort(held)
+			cerr = fmt.Errorf("%w: it runs vms of jobs not released: %s", ErrBusy, strings.Join(held, ", "))
+		}
+	}
+	if cerr != nil {
+		a.mu.Unlock()
+		return Reconfigured{}, fmt.Errorf("reconfigure host %s for pool %s: %w", name, r.Pool, cerr)
+	}
+	h.switching = true
+	for _, v := range victims {
+		v.busy = "destroy"
+	}
+	hv := h.hv
+	a.mu.Unlock()
+	defer func() {
+		a.mu.Lock()
+		h.switching = false
+		a.mu.Unlock()
+	}()
+
+	l := a.log.With().Str("op", "reconfigure").Str("host", name).Str("from", from).Str("to", r.Pool).Logger()
+	start := time.Now()
+	slices.SortFunc(victims, func(x, y *vm) int { return strings.Compare(x.spec.Name, y.spec.Name) })
+	var destroyed []string
+	for _, v := range victims {
+		err := hv.Destroy(ctx, v.spec.Name)
+		if errors.Is(err, ErrNotFound) {
+			err = nil
+		}
+		a.mu.Lock()
+		if err != nil {
+			for _, w := range victims {
+				if w.busy == "destroy" {
+					w.busy = ""
+				}
+			}
+			a.saveLocked()
+			a.mu.Unlock()
+			logDone(l, start, err, "reconfiguration failed")
+			return Reconfigured{}, fmt.Errorf("reconfigure host %s: destroy vm %s: %w", name, v.spec.Name, err)
+		}
+		delete(a.vms, v.spec.Name)
+		a.mu.Unlock()
+		destroyed = append(destroyed, v.spec.Name)
+	}
+	a.mu.Lock()
+	h.pool = r.Pool
+	a.saveLocked()
+	a.mu.Unlock()
+	if d := a.site.SwitchDelay; d > 0 {
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			logDone(l, start, ctx.Err(), "reconfiguration interrupted")
+			return Reconfigured{}, fmt.Errorf("reconfigure host %s: %w (the pool label is %s already)", name, ctx.Err(), r.Pool)
+		case <-t.C:
+		}
+	}
+	logDone(l.With().Strs("destroyed", destroyed).Logger(), start, nil, "host reconfigured")
+	a.mu.Lock()
+	h.switching = false
+	a.mu.Unlock()
+	sts := a.observe(ctx, name)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if destroyed == nil {
+		destroyed = []string{}
+	}
+	return Reconfigured{Host: a.hostLocked(sts[0]), From: from, Destroyed: destroyed, Seconds: time.Since(start).Seconds()}, nil
+}
