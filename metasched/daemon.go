@@ -17,6 +17,7 @@ import (
 
 	"github.com/metasched/metasched/gramvm"
 	"github.com/metasched/metasched/graph"
+	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/coordinator"
 	"github.com/metasched/metasched/metasched/executor"
 	"github.com/metasched/metasched/metasched/policy"
@@ -95,7 +96,7 @@ type Daemon struct {
 	pol     *policy.Engine
 	metrics *metrics
 	started time.Time
-	types   []JobType
+	types   []api.JobType
 	// instance changes at every start (the dashboard sees restarts);
 	// hist holds the dashboard's chart samples.
 	instance string
@@ -113,7 +114,7 @@ type Daemon struct {
 	restoreActs  []coordinator.Action
 	rates        map[string]*poolRates
 	switchZ      *switchRate
-	tuning       []TuningRecord
+	tuning       []api.TuningRecord
 	tuneSeq      int
 	tuningActive int            // accepted tuning decisions being carried out
 	migrating    map[string]int // tuning migrations in flight per host and "lan:CLUSTER"
@@ -340,13 +341,13 @@ func (d *Daemon) site(name string) *site {
 	return nil
 }
 
-func (d *Daemon) jobType(name string) (JobType, int, bool) {
+func (d *Daemon) jobType(name string) (api.JobType, int, bool) {
 	for i, jt := range d.types {
 		if jt.Name == name {
 			return jt, i, true
 		}
 	}
-	return JobType{}, -1, false
+	return api.JobType{}, -1, false
 }
 
 // vmCounts returns the VMs the daemon created and destroyed since it

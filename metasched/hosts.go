@@ -12,6 +12,7 @@ import (
 
 	"github.com/metasched/metasched/gramvm"
 	hp "github.com/metasched/metasched/hypervisorproxy"
+	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/coordinator"
 	"github.com/metasched/metasched/metasched/store"
 	"github.com/metasched/metasched/selection"
@@ -231,7 +232,7 @@ func (d *Daemon) ownsVMLocked(job, vm string) bool {
 	if j.state == store.Queued {
 		return false
 	}
-	return slices.ContainsFunc(j.data.VMs, func(v JobVM) bool { return v.Name == vm })
+	return slices.ContainsFunc(j.data.VMs, func(v api.JobVM) bool { return v.Name == vm })
 }
 
 // persistHost writes h's record.
@@ -273,15 +274,15 @@ func (d *Daemon) freeLocked(pool string, vm selection.VM) map[string][]string {
 func (d *Daemon) hostStateLocked(h *hostRT) string {
 	switch {
 	case h.rec.Stranded:
-		return HostStranded
+		return api.HostStranded
 	case h.held != "":
-		return HostSwitching
+		return api.HostSwitching
 	case !h.reachable:
-		return HostUnreachable
+		return api.HostUnreachable
 	case d.hostBusyLocked(h.name):
-		return HostBusy
+		return api.HostBusy
 	}
-	return HostIdle
+	return api.HostIdle
 }
 
 // hostBusyLocked reports whether a live job is placed on the host.

@@ -16,6 +16,7 @@ import (
 	"github.com/metasched/metasched/gramvm"
 	"github.com/metasched/metasched/graph"
 	hp "github.com/metasched/metasched/hypervisorproxy"
+	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/executor"
 	"github.com/metasched/metasched/metasched/store"
 	"github.com/metasched/metasched/selection"
@@ -100,7 +101,7 @@ type RequestError struct {
 	Status int
 	Code   string
 	Msg    string
-	Fields []FieldError
+	Fields []api.FieldError
 }
 
 func (e *RequestError) Error() string {
@@ -117,22 +118,22 @@ func (e *RequestError) Error() string {
 	return e.Msg + ":\n" + strings.Join(lines, "\n")
 }
 
-func invalid(fields ...FieldError) *RequestError {
-	return &RequestError{Status: 400, Code: CodeInvalid, Msg: "the job is not valid", Fields: fields}
+func invalid(fields ...api.FieldError) *RequestError {
+	return &RequestError{Status: 400, Code: api.CodeInvalid, Msg: "the job is not valid", Fields: fields}
 }
 
 // fieldErrors turns the "body: FIELD: problem" lines of a parse error into
 // field errors.
-func fieldErrors(err error) []FieldError {
-	var out []FieldError
+func fieldErrors(err error) []api.FieldError {
+	var out []api.FieldError
 	for _, line := range strings.Split(err.Error(), "\n") {
 		line = strings.TrimPrefix(line, "body: ")
 		f, p, ok := strings.Cut(line, ": ")
 		if !ok || strings.ContainsAny(f, " \t") {
-			out = append(out, FieldError{Problem: line})
+			out = append(out, api.FieldError{Problem: line})
 			continue
 		}
-		out = append(out, FieldError{Field: f, Problem: p})
+		out = append(out, api.FieldError{Field: f, Problem: p})
 	}
 	return out
 }
@@ -142,7 +143,7 @@ func fieldErrors(err error) []FieldError {
 // file without vm gets its type's VM shape.
 func (d *Daemon) parseJob(body []byte) (*selection.Job, error) {
 	if len(strings.TrimSpace(string(body))) == 0 {
-		return nil, invalid(FieldError{Problem: "the body is empty: send a job file (YAML or JSON)"})
+		return nil, invalid(api.FieldError{Problem: "the body is empty: send a job file (YAML or JSON)"})
 	}
 	j, err := selection.ParseJob("body", body)
 	if err != nil {
@@ -154,7 +155,7 @@ func (d *Daemon) parseJob(body []byte) (*selection.Job, error) {
 		for i, t := range d.types {
 			names[i] = t.Name
 		}
-		return nil, invalid(FieldError{Field: "type", Problem: fmt.Sprintf("no job type %q: the pools are %s", j.Type, strings.Join(names, ", "))})
+		return nil, invalid(api.FieldError{Field: "type", Problem: fmt.Sprintf("no job type %q: the pools are %s", j.Type, strings.Join(names, ", "))})
 	}
 	var raw map[string]any
 	if yaml.Unmarshal(body, &raw) == nil {
@@ -166,21 +167,21 @@ func (d *Daemon) parseJob(body []byte) (*selection.Job, error) {
 		return c.Cores >= j.VM.VCPUs && c.MemoryMiB >= j.VM.MemoryMiB
 	})
 	if !fits {
-		return nil, invalid(FieldError{Field: "vm", Problem: fmt.Sprintf("no cluster's machines can hold a VM of %d vCPUs and %d MiB", j.VM.VCPUs, j.VM.MemoryMiB)})
+		return nil, invalid(api.FieldError{Field: "vm", Problem: fmt.Sprintf("no cluster's machines can hold a VM of %d vCPUs and %d MiB", j.VM.VCPUs, j.VM.MemoryMiB)})
 	}
 	return j, nil
 }
 
 // Submit accepts a job file (YAML or JSON). The job is on disk when Submit
 // returns.
-func (d *Daemon) Submit(ctx context.Context, body []byte) (Job, error) {
+func (d *Daemon) Submit(ctx context.Context, body []byte) (api.Job, error) {
 	j, err := d.parseJob(body)
 	if err != nil {
-		return Job{}, err
+		return api.Job{}, err
 	}
 	sj, err := d.st.SubmitJob(ctx, j.Type, mustJSON(j), "submitted")
 	if err != nil {
-		return Job{}, err
+		return api.Job{}, err
 	}
 	rt := &jobRT{id: sj.ID, typ: j.Type, spec: j, state: store.Queued, reason: "submitted", submitted: sj.Submitted}
 	d.mu.Lock()
@@ -193,16 +194,16 @@ func (d *Daemon) Submit(ctx context.Context, body []byte) (Job, error) {
 }
 
 // Cancel cancels a live job and waits (up to ctx) until its VMs are gone.
-func (d *Daemon) Cancel(ctx context.Context, id string) (Job, error) {
+func (d *Daemon) Cancel(ctx context.Context, id string) (api.Job, error) {
 	d.mu.Lock()
 	rt := d.jobs[id]
 	if rt == nil {
 		d.mu.Unlock()
 		j, err := d.st.Job(ctx, id)
 		if err != nil {
-			return Job{}, notFoundJob(id, err)
+			return api.Job{}, notFoundJob(id, err)
 		}
-		return Job{}, &RequestError{Status: 409, Code: CodeConflict, Msg: fmt.Sprintf("job %s is %s: only a live job can be cancelled", id, j.State)}
+		return api.Job{}, &RequestError{Status: 409, Code: api.CodeConflict, Msg: fmt.Sprintf("job %s is %s: only a live job can be cancelled", id, j.State)}
 	}
 	var done chan struct{}
 	if rt.state == store.Queued {
@@ -210,7 +211,7 @@ func (d *Daemon) Cancel(ctx context.Context, id string) (Job, error) {
 		delete(d.jobs, id)
 		d.mu.Unlock()
 		if _, err := d.st.Transition(context.WithoutCancel(ctx), id, store.Queued, store.Cancelled, "cancelled through the API"); err != nil {
-			return Job{}, err
+			return api.Job{}, err
 		}
 	} else {
 		rt.stop(store.Cancelled, "cancelled through the API")
@@ -228,16 +229,16 @@ func (d *Daemon) Cancel(ctx context.Context, id string) (Job, error) {
 
 func notFoundJob(id string, err error) error {
 	if errors.Is(err, store.ErrNotFound) {
-		return &RequestError{Status: 404, Code: CodeNotFound, Msg: fmt.Sprintf("no job %q", id)}
+		return &RequestError{Status: 404, Code: api.CodeNotFound, Msg: fmt.Sprintf("no job %q", id)}
 	}
 	return err
 }
 
 // Job returns one job.
-func (d *Daemon) Job(ctx context.Context, id string) (Job, error) {
+func (d *Daemon) Job(ctx context.Context, id string) (api.Job, error) {
 	sj, err := d.st.Job(ctx, id)
 	if err != nil {
-		return Job{}, notFoundJob(id, err)
+		return api.Job{}, notFoundJob(id, err)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -246,8 +247,8 @@ func (d *Daemon) Job(ctx context.Context, id string) (Job, error) {
 
 // jobViewLocked builds the API's view of a job from the store's record and,
 // for a live job, the daemon's memory.
-func (d *Daemon) jobViewLocked(rt *jobRT, sj store.Job) Job {
-	v := Job{ID: sj.ID, Type: sj.Type, State: sj.State, Submitted: sj.Submitted, Updated: sj.Submitted,
+func (d *Daemon) jobViewLocked(rt *jobRT, sj store.Job) api.Job {
+	v := api.Job{JobHead: api.JobHead{ID: sj.ID, Type: sj.Type, State: sj.State, Submitted: sj.Submitted, Updated: sj.Submitted},
 		Transitions: sj.Transitions, ExitCode: sj.ExitCode}
 	if n := len(sj.Transitions); n > 0 {
 		v.Reason, v.Updated = sj.Transitions[n-1].Reason, sj.Transitions[n-1].At
@@ -274,16 +275,16 @@ func (d *Daemon) jobViewLocked(rt *jobRT, sj store.Job) Job {
 }
 
 // Jobs lists jobs.
-func (d *Daemon) Jobs(ctx context.Context, f store.JobFilter) (JobList, error) {
+func (d *Daemon) Jobs(ctx context.Context, f store.JobFilter) (api.JobList, error) {
 	limit := f.Limit
 	if limit > 0 {
 		f.Limit = limit + 1
 	}
 	js, err := d.st.Jobs(ctx, f)
 	if err != nil {
-		return JobList{}, err
+		return api.JobList{}, err
 	}
-	out := JobList{Jobs: make([]Job, 0, len(js))}
+	out := api.JobList{Jobs: make([]api.Job, 0, len(js))}
 	if limit > 0 && len(js) > limit {
 		js = js[:limit]
 		out.Next = js[limit-1].ID
@@ -545,10 +546,10 @@ func (d *Daemon) unreserveLocked(j *jobRT) {
 
 // vmNames names the job's VMs: JOB-aATTEMPT-m for the master and -wN for
 // the workers, so that VMs of an earlier attempt never collide.
-func vmNames(id string, attempt int, pl *gramvm.Placement) []JobVM {
-	out := []JobVM{{Name: fmt.Sprintf("%s-a%d-m", id, attempt), Site: pl.Master.Site, Host: pl.Master.Host, Master: true}}
+func vmNames(id string, attempt int, pl *gramvm.Placement) []api.JobVM {
+	out := []api.JobVM{{Name: fmt.Sprintf("%s-a%d-m", id, attempt), Site: pl.Master.Site, Host: pl.Master.Host, Master: true}}
 	for i, w := range pl.Workers {
-		out = append(out, JobVM{Name: fmt.Sprintf("%s-a%d-w%d", id, attempt, i+1), Site: w.Site, Host: w.Host})
+		out = append(out, api.JobVM{Name: fmt.Sprintf("%s-a%d-w%d", id, attempt, i+1), Site: w.Site, Host: w.Host})
 	}
 	return out
 }
@@ -750,7 +751,7 @@ func (d *Daemon) finish(ctx context.Context, j *jobRT, from, to store.JobState, 
 }
 
 // createVMs creates the job's VMs, concurrently.
-func (d *Daemon) createVMs(ctx context.Context, j *jobRT, vms []JobVM) error {
+func (d *Daemon) createVMs(ctx context.Context, j *jobRT, vms []api.JobVM) error {
 	errs := make([]error, len(vms))
 	var wg sync.WaitGroup
 	for i, v := range vms {
@@ -776,7 +777,7 @@ func (d *Daemon) createVMs(ctx context.Context, j *jobRT, vms []JobVM) error {
 }
 
 // destroyVMs destroys VMs, concurrently; a VM already gone is fine.
-func (d *Daemon) destroyVMs(ctx context.Context, vms []JobVM) {
+func (d *Daemon) destroyVMs(ctx context.Context, vms []api.JobVM) {
 	var wg sync.WaitGroup
 	for _, v := range vms {
 		s := d.site(v.Site)
