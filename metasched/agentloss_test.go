@@ -16,6 +16,7 @@ import (
 	hp "github.com/metasched/metasched/hypervisorproxy"
 	"github.com/metasched/metasched/hypervisorproxy/virt"
 	"github.com/metasched/metasched/metasched"
+	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/store"
 )
 
@@ -146,7 +147,7 @@ func TestAgentLoss(t *testing.T) {
 				return true
 			})
 			for _, h := range d.Hosts() {
-				if h.Site == "spain" && h.State != metasched.HostUnreachable {
+				if h.Site == "spain" && h.State != api.HostUnreachable {
 					t.Errorf("host %s is %s, want unreachable", h.Name, h.State)
 				}
 			}

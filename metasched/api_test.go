@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/metasched/metasched/metasched"
+	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/client"
 	"github.com/metasched/metasched/metasched/store"
 )
@@ -31,9 +32,9 @@ type apiAnswer struct {
 }
 
 // apiErr decodes the answer as the API's error body.
-func (a apiAnswer) apiErr(t *testing.T) metasched.APIError {
+func (a apiAnswer) apiErr(t *testing.T) api.APIError {
 	t.Helper()
-	var e metasched.APIError
+	var e api.APIError
 	if err := json.Unmarshal(a.body, &e); err != nil {
 		t.Fatalf("answer %d is not an APIError: %v\n%s", a.status, err, a.body)
 	}
@@ -134,9 +135,9 @@ func apiWait(t *testing.T, timeout time.Duration, what string, cond func() (bool
 }
 
 // apiWaitState polls the job until it is in state want.
-func apiWaitState(t *testing.T, c *client.Client, id string, want store.JobState, timeout time.Duration) metasched.Job {
+func apiWaitState(t *testing.T, c *client.Client, id string, want store.JobState, timeout time.Duration) api.Job {
 	t.Helper()
-	var j metasched.Job
+	var j api.Job
 	apiWait(t, timeout, fmt.Sprintf("job %s %s", id, want), func() (bool, string) {
 		var err error
 		if j, err = c.Job(context.Background(), id); err != nil {
@@ -150,7 +151,7 @@ func apiWaitState(t *testing.T, c *client.Client, id string, want store.JobState
 	return j
 }
 
-func apiJobIDs(js []metasched.Job) []string {
+func apiJobIDs(js []api.Job) []string {
 	out := make([]string, len(js))
 	for i, j := range js {
 		out[i] = j.ID
@@ -196,8 +197,8 @@ func TestAPIAuth(t *testing.T) {
 				t.Errorf("%s: %d, want 401: %s", name, a.status, a.body)
 				continue
 			}
-			if e := a.apiErr(t); e.Code != metasched.CodeUnauthorized || e.Error == "" {
-				t.Errorf("%s: %+v, want code %s and a message", name, e, metasched.CodeUnauthorized)
+			if e := a.apiErr(t); e.Code != api.CodeUnauthorized || e.Error == "" {
+				t.Errorf("%s: %+v, want code %s and a message", name, e, api.CodeUnauthorized)
 			}
 			if strings.Contains(string(a.body), token) {
 				t.Errorf("%s: the answer shows the token: %s", name, a.body)
@@ -205,7 +206,7 @@ func TestAPIAuth(t *testing.T) {
 		}
 	}
 	a := apiRequest(t, td, "GET", "/healthz", "", "", nil)
-	var h metasched.Health
+	var h api.Health
 	if err := json.Unmarshal(a.body, &h); a.status != http.StatusOK || err != nil || h.Status != "ok" || h.Since.IsZero() {
 		t.Errorf("/healthz without a token: %d %s (%v)", a.status, a.body, err)
 	}
@@ -233,36 +234,36 @@ func TestAPISubmitRejected(t *testing.T) {
 		// problem is a text the problem of the first field must contain.
 		problem string
 	}{
-		{"yaml syntax", "application/yaml", "name: bad\ntype: [sim\ntasks: 20\n", 400, metasched.CodeInvalid, []string{""}, "line "},
-		{"unknown field", "application/yaml", good + "colour: red\n", 400, metasched.CodeInvalid, []string{"colour"}, "unknown field"},
-		{"tasks 0", "application/yaml", strings.Replace(good, "tasks: 20", "tasks: 0", 1), 400, metasched.CodeInvalid, []string{"tasks"}, ">= 1"},
-		{"negative task_ops", "application/yaml", strings.Replace(good, "task_ops: 1.0e10", "task_ops: -5", 1), 400, metasched.CodeInvalid, []string{"task_ops"}, "> 0"},
-		{"efficiency 2", "application/yaml", good + "efficiency: 2\n", 400, metasched.CodeInvalid, []string{"efficiency"}, "<= 1"},
-		{"missing field", "application/yaml", "name: bad\ntype: sim\ntasks: 20\ntask_bytes: 0\n", 400, metasched.CodeInvalid, []string{"task_ops"}, "missing"},
+		{"yaml syntax", "application/yaml", "name: bad\ntype: [sim\ntasks: 20\n", 400, api.CodeInvalid, []string{""}, "line "},
+		{"unknown field", "application/yaml", good + "colour: red\n", 400, api.CodeInvalid, []string{"colour"}, "unknown field"},
+		{"tasks 0", "application/yaml", strings.Replace(good, "tasks: 20", "tasks: 0", 1), 400, api.CodeInvalid, []string{"tasks"}, ">= 1"},
+		{"negative task_ops", "application/yaml", strings.Replace(good, "task_ops: 1.0e10", "task_ops: -5", 1), 400, api.CodeInvalid, []string{"task_ops"}, "> 0"},
+		{"efficiency 2", "application/yaml", good + "efficiency: 2\n", 400, api.CodeInvalid, []string{"efficiency"}, "<= 1"},
+		{"missing field", "application/yaml", "name: bad\ntype: sim\ntasks: 20\ntask_bytes: 0\n", 400, api.CodeInvalid, []string{"task_ops"}, "missing"},
 		{"several problems", "application/yaml", "name: bad\ntype: sim\ntasks: 0\ntask_ops: 1.0e10\ntask_bytes: 0\nefficiency: 2\nvm: {vcpus: 0, memory_mib: 1024}\n",
-			400, metasched.CodeInvalid, []string{"tasks", "efficiency", "vm.vcpus"}, ">= 1"},
-		{"unknown type", "application/yaml", strings.Replace(good, "type: sim", "type: gpu", 1), 400, metasched.CodeInvalid, []string{"type"}, "render, sim, etl"},
-		{"vm too big for every cluster", "application/yaml", good + "vm: {vcpus: 8, memory_mib: 1024}\n", 400, metasched.CodeInvalid, []string{"vm"}, "8 vCPUs"},
-		{"vm memory too big", "application/yaml", good + "vm: {vcpus: 1, memory_mib: 65536}\n", 400, metasched.CodeInvalid, []string{"vm"}, "65536 MiB"},
+			400, api.CodeInvalid, []string{"tasks", "efficiency", "vm.vcpus"}, ">= 1"},
+		{"unknown type", "application/yaml", strings.Replace(good, "type: sim", "type: gpu", 1), 400, api.CodeInvalid, []string{"type"}, "render, sim, etl"},
+		{"vm too big for every cluster", "application/yaml", good + "vm: {vcpus: 8, memory_mib: 1024}\n", 400, api.CodeInvalid, []string{"vm"}, "8 vCPUs"},
+		{"vm memory too big", "application/yaml", good + "vm: {vcpus: 1, memory_mib: 65536}\n", 400, api.CodeInvalid, []string{"vm"}, "65536 MiB"},
 		{"json unknown field", "application/json", `{"name":"bad","type":"sim","tasks":20,"task_ops":1e10,"task_bytes":0,"colour":"red"}`,
-			400, metasched.CodeInvalid, []string{"colour"}, "unknown field"},
+			400, api.CodeInvalid, []string{"colour"}, "unknown field"},
 		{"json wrong type", "application/json", `{"name":"bad","type":"sim","tasks":"many","task_ops":1e10,"task_bytes":0}`,
-			400, metasched.CodeInvalid, []string{"tasks"}, ""},
-		{"json syntax", "application/json", `{"name":"bad","type":"sim",`, 400, metasched.CodeInvalid, []string{""}, ""},
-		{"not a mapping", "application/yaml", "- a\n- b\n", 400, metasched.CodeInvalid, []string{""}, "mapping"},
-		{"two documents", "application/yaml", good + "---\n" + good, 400, metasched.CodeInvalid, []string{""}, "one document"},
-		{"empty body", "application/yaml", "", 400, metasched.CodeInvalid, []string{""}, "empty"},
-		{"blank body", "", " \n\t\n", 400, metasched.CodeInvalid, []string{""}, "empty"},
-		{"wrong content type", "text/html", good, 415, metasched.CodeUnsupported, nil, ""},
-		{"form content type", "application/x-www-form-urlencoded", good, 415, metasched.CodeUnsupported, nil, ""},
-		{"too large", "application/yaml", good + "# " + strings.Repeat("x", metasched.MaxBodyBytes+1-len(good)-3) + "\n",
-			413, metasched.CodeTooLarge, nil, ""},
+			400, api.CodeInvalid, []string{"tasks"}, ""},
+		{"json syntax", "application/json", `{"name":"bad","type":"sim",`, 400, api.CodeInvalid, []string{""}, ""},
+		{"not a mapping", "application/yaml", "- a\n- b\n", 400, api.CodeInvalid, []string{""}, "mapping"},
+		{"two documents", "application/yaml", good + "---\n" + good, 400, api.CodeInvalid, []string{""}, "one document"},
+		{"empty body", "application/yaml", "", 400, api.CodeInvalid, []string{""}, "empty"},
+		{"blank body", "", " \n\t\n", 400, api.CodeInvalid, []string{""}, "empty"},
+		{"wrong content type", "text/html", good, 415, api.CodeUnsupported, nil, ""},
+		{"form content type", "application/x-www-form-urlencoded", good, 415, api.CodeUnsupported, nil, ""},
+		{"too large", "application/yaml", good + "# " + strings.Repeat("x", api.MaxBodyBytes+1-len(good)-3) + "\n",
+			413, api.CodeTooLarge, nil, ""},
 	}
 	for _, path := range []string{"/v1/jobs", "/v1/plan"} {
 		for _, tc := range tests {
 			t.Run(strings.TrimPrefix(path, "/v1/")+"/"+tc.name, func(t *testing.T) {
-				if tc.name == "too large" && len(tc.body) != metasched.MaxBodyBytes+1 {
-					t.Fatalf("body of %d bytes, want %d", len(tc.body), metasched.MaxBodyBytes+1)
+				if tc.name == "too large" && len(tc.body) != api.MaxBodyBytes+1 {
+					t.Fatalf("body of %d bytes, want %d", len(tc.body), api.MaxBodyBytes+1)
 				}
 				a := apiAuthed(t, td, "POST", path, tc.ctype, []byte(tc.body))
 				if a.status != tc.status {
@@ -294,7 +295,7 @@ func TestAPISubmitRejected(t *testing.T) {
 		}
 	}
 	// Nothing changed: no job listed, none in the store.
-	if l := apiGet[metasched.JobList](t, td, "/v1/jobs"); len(l.Jobs) != 0 || l.Next != "" {
+	if l := apiGet[api.JobList](t, td, "/v1/jobs"); len(l.Jobs) != 0 || l.Next != "" {
 		t.Errorf("GET /v1/jobs after rejected submissions: %+v", l)
 	}
 	if js, err := td.d.Store().Jobs(context.Background(), store.JobFilter{}); err != nil || len(js) != 0 {
@@ -319,7 +320,7 @@ func TestAPIJobLifecycle(t *testing.T) {
 	if a.status != http.StatusCreated {
 		t.Fatalf("submit: %d %s", a.status, a.body)
 	}
-	var sub metasched.Job
+	var sub api.Job
 	if err := json.Unmarshal(a.body, &sub); err != nil {
 		t.Fatal(err)
 	}
@@ -334,7 +335,7 @@ func TestAPIJobLifecycle(t *testing.T) {
 	if diff := cmp.Diff([]string{sub.ID}, apiJobIDs(l.Jobs)); diff != "" {
 		t.Errorf("GET /v1/jobs (-want +got):\n%s", diff)
 	}
-	got := apiGet[metasched.Job](t, td, "/v1/jobs/"+sub.ID)
+	got := apiGet[api.Job](t, td, "/v1/jobs/"+sub.ID)
 	if got.ID != sub.ID || got.Name != "api-sim" || len(got.Transitions) == 0 {
 		t.Errorf("GET /v1/jobs/%s: %+v", sub.ID, got)
 	}
@@ -377,7 +378,7 @@ func TestAPIJobLifecycle(t *testing.T) {
 	}
 
 	_, err = c.Cancel(ctx, sub.ID)
-	apiRemoteErr(t, "cancel of a done job", err, http.StatusConflict, metasched.CodeConflict)
+	apiRemoteErr(t, "cancel of a done job", err, http.StatusConflict, api.CodeConflict)
 	if j, _ := c.Job(ctx, sub.ID); j.State != store.Done || len(j.Transitions) != 5 {
 		t.Errorf("after a refused cancel: %s with %d transitions", j.State, len(j.Transitions))
 	}
@@ -391,8 +392,8 @@ func TestAPIJobLifecycle(t *testing.T) {
 			t.Errorf("%s %s: %d, want 404: %s", rq.method, rq.path, a.status, a.body)
 			continue
 		}
-		if e := a.apiErr(t); e.Code != metasched.CodeNotFound {
-			t.Errorf("%s %s: code %q, want %q", rq.method, rq.path, e.Code, metasched.CodeNotFound)
+		if e := a.apiErr(t); e.Code != api.CodeNotFound {
+			t.Errorf("%s %s: code %q, want %q", rq.method, rq.path, e.Code, api.CodeNotFound)
 		}
 	}
 }
@@ -407,8 +408,8 @@ func TestAPICancel(t *testing.T) {
 	c := apiClient(td)
 
 	// Long jobs until one waits: the first ones fill the sim pool.
-	var running []metasched.Job
-	var queued metasched.Job
+	var running []api.Job
+	var queued api.Job
 	for i := 0; queued.ID == "" && i < 20; i++ {
 		j, err := c.Submit(ctx, []byte(strings.Replace(apiLongJob, "api-long", fmt.Sprintf("api-long-%d", i), 1)))
 		if err != nil {
@@ -489,7 +490,7 @@ func TestAPICancel(t *testing.T) {
 	})
 	// Cancelled is final: a second cancel conflicts, the other jobs run on.
 	_, err = c.Cancel(ctx, victim.ID)
-	apiRemoteErr(t, "second cancel", err, http.StatusConflict, metasched.CodeConflict)
+	apiRemoteErr(t, "second cancel", err, http.StatusConflict, api.CodeConflict)
 	for _, r := range running[1:] {
 		if j, err := c.Job(ctx, r.ID); err != nil || j.State != store.Running {
 			t.Errorf("job %s: %s, %v; want running on", r.ID, j.State, err)
@@ -533,8 +534,8 @@ func TestAPIJobList(t *testing.T) {
 		for _, f := range e.Fields {
 			got = append(got, f.Field)
 		}
-		if e.Code != metasched.CodeInvalid || !slices.Equal(got, tc.fields) {
-			t.Errorf("?%s: code %q fields %v, want %q %v", tc.query, e.Code, got, metasched.CodeInvalid, tc.fields)
+		if e.Code != api.CodeInvalid || !slices.Equal(got, tc.fields) {
+			t.Errorf("?%s: code %q fields %v, want %q %v", tc.query, e.Code, got, api.CodeInvalid, tc.fields)
 		}
 	}
 
@@ -614,7 +615,7 @@ func TestAPIPlanAndClear(t *testing.T) {
 		if a.status != http.StatusOK {
 			t.Fatalf("plan (%q): %d %s", ctype, a.status, a.body)
 		}
-		var p metasched.PlanResult
+		var p api.PlanResult
 		if err := json.Unmarshal(a.body, &p); err != nil {
 			t.Fatal(err)
 		}
@@ -659,13 +660,13 @@ func TestAPIPlanAndClear(t *testing.T) {
 		code             string
 		fields           []string
 	}{
-		{"not stranded", "spain-0", "", 409, metasched.CodeConflict, nil},
-		{"not stranded, with a pool", "spain-0", `{"pool":"sim"}`, 409, metasched.CodeConflict, nil},
-		{"unknown host", "nowhere-9", "", 404, metasched.CodeNotFound, nil},
-		{"unknown field", "spain-0", `{"pool":"sim","colour":"red"}`, 400, metasched.CodeInvalid, []string{"colour"}},
-		{"wrong type", "spain-0", `{"pool":3}`, 400, metasched.CodeInvalid, []string{"pool"}},
-		{"not json", "spain-0", `pool: sim`, 400, metasched.CodeInvalid, nil},
-		{"too large", "spain-0", `{"pool":"` + strings.Repeat("x", metasched.MaxBodyBytes) + `"}`, 413, metasched.CodeTooLarge, nil},
+		{"not stranded", "spain-0", "", 409, api.CodeConflict, nil},
+		{"not stranded, with a pool", "spain-0", `{"pool":"sim"}`, 409, api.CodeConflict, nil},
+		{"unknown host", "nowhere-9", "", 404, api.CodeNotFound, nil},
+		{"unknown field", "spain-0", `{"pool":"sim","colour":"red"}`, 400, api.CodeInvalid, []string{"colour"}},
+		{"wrong type", "spain-0", `{"pool":3}`, 400, api.CodeInvalid, []string{"pool"}},
+		{"not json", "spain-0", `pool: sim`, 400, api.CodeInvalid, nil},
+		{"too large", "spain-0", `{"pool":"` + strings.Repeat("x", api.MaxBodyBytes) + `"}`, 413, api.CodeTooLarge, nil},
 	} {
 		a := apiAuthed(t, td, "POST", "/v1/hosts/"+tc.host+"/clear", "application/json", []byte(tc.body))
 		if a.status != tc.status {
@@ -686,7 +687,7 @@ func TestAPIPlanAndClear(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, h := range hosts {
-		if h.State != metasched.HostIdle {
+		if h.State != api.HostIdle {
 			t.Errorf("host %s %s after refused clears", h.Name, h.State)
 		}
 	}
@@ -696,7 +697,7 @@ func TestAPIPlanAndClear(t *testing.T) {
 func TestAPIViews(t *testing.T) {
 	td := startDaemon(t, metasched.Options{}, nil)
 
-	pools := apiGet[[]metasched.Pool](t, td, "/v1/pools")
+	pools := apiGet[[]api.Pool](t, td, "/v1/pools")
 	var names []string
 	poolOf := map[string]string{}
 	for _, p := range pools {
@@ -715,7 +716,7 @@ func TestAPIViews(t *testing.T) {
 		t.Errorf("pools (-want +got):\n%s", diff)
 	}
 
-	hosts := apiGet[[]metasched.HostView](t, td, "/v1/hosts")
+	hosts := apiGet[[]api.HostView](t, td, "/v1/hosts")
 	if len(hosts) != 16 {
 		t.Errorf("%d hosts, want 16", len(hosts))
 	}
@@ -725,7 +726,7 @@ func TestAPIViews(t *testing.T) {
 		if h.Pool == "" || poolOf[h.Name] != h.Pool {
 			t.Errorf("host %s: pool %q, but the pools list it in %q", h.Name, h.Pool, poolOf[h.Name])
 		}
-		if h.State != metasched.HostIdle || h.CPUs < 1 || h.MemoryMiB < 1 || h.FreeVCPUs != h.CPUs || h.VMs == nil || len(h.VMs) != 0 {
+		if h.State != api.HostIdle || h.CPUs < 1 || h.MemoryMiB < 1 || h.FreeVCPUs != h.CPUs || h.VMs == nil || len(h.VMs) != 0 {
 			t.Errorf("host %+v", h)
 		}
 	}
@@ -736,10 +737,10 @@ func TestAPIViews(t *testing.T) {
 		t.Errorf("hosts per site (-want +got):\n%s", diff)
 	}
 
-	if sw := apiGet[[]metasched.SwitchView](t, td, "/v1/switches"); sw == nil || len(sw) != 0 {
+	if sw := apiGet[[]api.SwitchView](t, td, "/v1/switches"); sw == nil || len(sw) != 0 {
 		t.Errorf("switches of an idle daemon: %+v", sw)
 	}
-	if sw := apiGet[[]metasched.SwitchView](t, td, "/v1/switches?active=true"); sw == nil || len(sw) != 0 {
+	if sw := apiGet[[]api.SwitchView](t, td, "/v1/switches?active=true"); sw == nil || len(sw) != 0 {
 		t.Errorf("active switches of an idle daemon: %+v", sw)
 	}
 	a := apiAuthed(t, td, "GET", "/v1/switches?active=maybe", "", nil)
@@ -747,7 +748,7 @@ func TestAPIViews(t *testing.T) {
 		t.Errorf("?active=maybe: %d %s", a.status, a.body)
 	}
 
-	pol := apiGet[metasched.PolicyView](t, td, "/v1/policy")
+	pol := apiGet[api.PolicyView](t, td, "/v1/policy")
 	var polPools []string
 	for _, p := range pol.Pools {
 		polPools = append(polPools, p.Name)
@@ -789,8 +790,8 @@ func TestAPIUnknownRoute(t *testing.T) {
 		{"GET", "/v1/nope"}, {"GET", "/v2/jobs"}, {"GET", "/v1"}, {"GET", "/v1/jobs/j-1/nope"}, {"POST", "/v1/hosts/spain-0"},
 	} {
 		a := apiAuthed(t, td, rq.method, rq.path, "", nil)
-		if e := a.apiErr(t); a.status != http.StatusNotFound || e.Code != metasched.CodeUnknownRoute || !strings.Contains(e.Error, rq.path) {
-			t.Errorf("%s %s: %d %s, want 404 %s", rq.method, rq.path, a.status, a.body, metasched.CodeUnknownRoute)
+		if e := a.apiErr(t); a.status != http.StatusNotFound || e.Code != api.CodeUnknownRoute || !strings.Contains(e.Error, rq.path) {
+			t.Errorf("%s %s: %d %s, want 404 %s", rq.method, rq.path, a.status, a.body, api.CodeUnknownRoute)
 		}
 	}
 }
@@ -804,8 +805,8 @@ func TestAPIWrongMethod(t *testing.T) {
 		{"GET", "/v1/jobs/j-000000000001/cancel", "POST"}, {"GET", "/v1/plan", "POST"}, {"POST", "/v1/pools", "GET"},
 	} {
 		a := apiAuthed(t, td, rq.method, rq.path, "", nil)
-		if e := a.apiErr(t); a.status != http.StatusMethodNotAllowed || e.Code != metasched.CodeMethod {
-			t.Errorf("%s %s: %d %s, want 405 %s", rq.method, rq.path, a.status, strings.TrimSpace(string(a.body)), metasched.CodeMethod)
+		if e := a.apiErr(t); a.status != http.StatusMethodNotAllowed || e.Code != api.CodeMethod {
+			t.Errorf("%s %s: %d %s, want 405 %s", rq.method, rq.path, a.status, strings.TrimSpace(string(a.body)), api.CodeMethod)
 		}
 		allow := a.header.Get("Allow")
 		for _, m := range strings.Fields(rq.allow) {
@@ -842,7 +843,7 @@ func TestAPIJobListDefaultPage(t *testing.T) {
 	start := time.Now()
 	a := apiAuthed(t, td, "GET", "/v1/jobs", "", nil)
 	took := time.Since(start)
-	var l metasched.JobList
+	var l api.JobList
 	if err := json.Unmarshal(a.body, &l); a.status != http.StatusOK || err != nil {
 		t.Fatalf("GET /v1/jobs: %d, %v", a.status, err)
 	}
@@ -853,7 +854,7 @@ func TestAPIJobListDefaultPage(t *testing.T) {
 	}
 	seen := len(l.Jobs)
 	for l.Next != "" && seen < 2*n {
-		l = apiGet[metasched.JobList](t, td, "/v1/jobs?after="+l.Next)
+		l = apiGet[api.JobList](t, td, "/v1/jobs?after="+l.Next)
 		seen += len(l.Jobs)
 	}
 	if seen != n {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/metasched/metasched/metasched"
+	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/store"
 )
 
@@ -28,8 +29,8 @@ func TestCommandExecutor(t *testing.T) {
 	}
 	ok := submit("ok", "echo job $METASCHED_JOB_ID; cat $METASCHED_HOSTFILE")
 	bad := submit("bad", "echo failing >&2; exit 3")
-	final := func(id string) metasched.Job {
-		var j metasched.Job
+	final := func(id string) api.Job {
+		var j api.Job
 		waitFor(t, "job "+id+" finished", 30*time.Second, func() bool {
 			j, _ = d.Job(ctx, id)
 			return j.State.Terminal()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/metasched/metasched/internal/yamlx"
+	"github.com/metasched/metasched/metasched/api"
 )
 
 // Config is the daemon's configuration file (`metasched serve --config`,
@@ -35,21 +36,13 @@ type Config struct {
 	Listen       string
 	DataDir      string
 	Grid         string
-	JobTypes     []JobType
+	JobTypes     []api.JobType
 	Agents       []AgentConfig // empty: in-process agents
 	Policy       PolicyConfig
 	Executor     ExecutorConfig
 	SwitchDelay  time.Duration
 	OnAgentLoss  string
 	MinPoolHosts int
-}
-
-// JobType is a pool: the jobs of one type and the hosts that serve them.
-type JobType struct {
-	Name        string  `json:"name"`
-	VCPUs       int     `json:"vcpus"`
-	MemoryMiB   int     `json:"memory_mib"`
-	HoldingCost float64 `json:"holding_cost"`
 }
 
 // AgentConfig is a remote site agent.
@@ -150,12 +143,12 @@ func ParseConfig(file string, data []byte) (*Config, error) {
 			if !ok {
 				continue
 			}
-			jt := JobType{HoldingCost: DefaultHolding}
+			jt := api.JobType{HoldingCost: DefaultHolding}
 			if jt.Name, ok = m.Str("name", true); ok {
 				switch {
 				case !yamlx.IsName(jt.Name):
 					m.Errorf("name", "must be a name (a-z, 0-9, -), not %q", jt.Name)
-				case slices.ContainsFunc(c.JobTypes, func(o JobType) bool { return o.Name == jt.Name }):
+				case slices.ContainsFunc(c.JobTypes, func(o api.JobType) bool { return o.Name == jt.Name }):
 					m.Errorf("name", "job type %q is listed twice", jt.Name)
 				}
 			}
@@ -314,10 +307,10 @@ func parsePolicy(m *yamlx.Map, p *PolicyConfig, abs func(string) string) {
 }
 
 // Pool returns the job type of that name.
-func (c *Config) Pool(name string) (JobType, bool) {
-	i := slices.IndexFunc(c.JobTypes, func(j JobType) bool { return j.Name == name })
+func (c *Config) Pool(name string) (api.JobType, bool) {
+	i := slices.IndexFunc(c.JobTypes, func(j api.JobType) bool { return j.Name == name })
 	if i < 0 {
-		return JobType{}, false
+		return api.JobType{}, false
 	}
 	return c.JobTypes[i], true
 }

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/metasched/metasched/metasched/api"
 )
 
 func TestParseConfig(t *testing.T) {
@@ -28,7 +30,7 @@ on_agent_loss: fail
 	}
 	want := &Config{
 		Listen: "0.0.0.0:8080", DataDir: "/etc/ms/data", Grid: "/etc/ms/grid.yaml",
-		JobTypes: []JobType{{Name: "render", VCPUs: 2, MemoryMiB: 2048, HoldingCost: 2}, {Name: "batch", VCPUs: 1, MemoryMiB: 512, HoldingCost: 1}},
+		JobTypes: []api.JobType{{Name: "render", VCPUs: 2, MemoryMiB: 2048, HoldingCost: 2}, {Name: "batch", VCPUs: 1, MemoryMiB: 512, HoldingCost: 1}},
 		Agents:   []AgentConfig{{Site: "spain", Address: "http://127.0.0.1:9101", TokenFile: "/etc/ms/spain.token"}},
 		Policy:   PolicyConfig{Name: "optimal", Table: "/etc/ms/render.policy"},
 		Executor: ExecutorConfig{Name: "emulated", TimeScale: 0.01}, SwitchDelay: 2 * time.Second, OnAgentLoss: "fail", MinPoolHosts: 2,
@@ -41,7 +43,7 @@ on_agent_loss: fail
 		t.Fatal(err)
 	}
 	want = &Config{Listen: DefaultListen, DataDir: DefaultDataDir, Grid: "g.yaml",
-		JobTypes: []JobType{{Name: "a", VCPUs: 1, MemoryMiB: 64, HoldingCost: 1}},
+		JobTypes: []api.JobType{{Name: "a", VCPUs: 1, MemoryMiB: 64, HoldingCost: 1}},
 		Policy:   PolicyConfig{Name: "heuristic", K: 5}, Executor: ExecutorConfig{Name: "emulated", TimeScale: DefaultTimeScale}, OnAgentLoss: "requeue", MinPoolHosts: 2}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("defaults (-want +got):\n%s", diff)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/metasched/metasched/gramvm"
 	"github.com/metasched/metasched/graph"
+	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/coordinator"
 	"github.com/metasched/metasched/metasched/executor"
 	"github.com/metasched/metasched/metasched/lifecycle"
@@ -101,7 +102,7 @@ type Daemon struct {
 	pol     *policy.Engine
 	metrics *metrics
 	started time.Time
-	types   []JobType
+	types   []api.JobType
 	clock   clockwork.Clock
 	// jobCommit writes a job's change to the store (Store.Commit; tests make
 	// it fail).
@@ -125,7 +126,7 @@ type Daemon struct {
 	restoreActs  []coordinator.Action
 	rates        map[string]*poolRates
 	switchZ      *switchRate
-	tuning       []TuningRecord
+	tuning       []api.TuningRecord
 	tuneSeq      int
 	tuningActive int            // accepted tuning decisions being carried out
 	migrating    map[string]int // tuning migrations in flight per host and "lan:CLUSTER"
@@ -362,13 +363,13 @@ func (d *Daemon) site(name string) *site {
 	return nil
 }
 
-func (d *Daemon) jobType(name string) (JobType, int, bool) {
+func (d *Daemon) jobType(name string) (api.JobType, int, bool) {
 	for i, jt := range d.types {
 		if jt.Name == name {
 			return jt, i, true
 		}
 	}
-	return JobType{}, -1, false
+	return api.JobType{}, -1, false
 }
 
 // vmCounts returns the VMs the daemon created and destroyed since it

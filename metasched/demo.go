@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/metasched/metasched/graph"
+	"github.com/metasched/metasched/metasched/api"
 	co "github.com/metasched/metasched/metasched/coordinator"
 	"github.com/metasched/metasched/metasched/store"
 )
@@ -23,7 +24,7 @@ import (
 var demoGrid []byte
 
 // DemoTypes are the demo's three job types.
-var DemoTypes = []JobType{
+var DemoTypes = []api.JobType{
 	{Name: "render", VCPUs: 2, MemoryMiB: 2048, HoldingCost: 2},
 	{Name: "sim", VCPUs: 1, MemoryMiB: 1024, HoldingCost: 1},
 	{Name: "etl", VCPUs: 1, MemoryMiB: 1024, HoldingCost: 1},
@@ -240,8 +241,7 @@ func (d *Daemon) switchesSince(seq int) []co.Switch {
 	defer d.mu.Unlock()
 	var out []co.Switch
 	for _, sw := range d.coord.Switches() {
-		var n int
-		if _, err := fmt.Sscanf(string(sw.ID), "s-%d", &n); err == nil && n > seq {
+		if n, ok := co.SwitchIDNumber(sw.ID); ok && n > seq {
 			out = append(out, sw)
 		}
 	}

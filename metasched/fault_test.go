@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/metasched/metasched/metasched"
+	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/store"
 )
 
@@ -112,7 +113,7 @@ func TestProtocolFaults(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var final metasched.SwitchView
+			var final api.SwitchView
 			waitFor(t, "the switch to end", 20*time.Second, func() bool {
 				for _, s := range d.Switches(false) {
 					if s.ID == sv.ID && s.Final {
@@ -132,7 +133,7 @@ func TestProtocolFaults(t *testing.T) {
 				pool, state := poolOf(d, final.Host)
 				switch {
 				case tc.stranded:
-					if state != metasched.HostStranded {
+					if state != api.HostStranded {
 						t.Fatalf("host %s is %s in pool %s, want stranded", final.Host, state, pool)
 					}
 					for _, p := range d.Pools() {
@@ -147,12 +148,12 @@ func TestProtocolFaults(t *testing.T) {
 					if _, err := d.ClearHost(ctx, final.Host, ""); err != nil {
 						t.Fatal(err)
 					}
-					if pool, state := poolOf(d, final.Host); pool != "render" || state == metasched.HostStranded {
+					if pool, state := poolOf(d, final.Host); pool != "render" || state == api.HostStranded {
 						t.Fatalf("after clear: host %s is %s in pool %s, want in render", final.Host, state, pool)
 					}
 				case tc.hostPool == "from" && pool != "render", tc.hostPool == "to" && pool != "sim":
 					t.Fatalf("host %s ended in pool %s, want %s", final.Host, pool, tc.hostPool)
-				case state == metasched.HostSwitching:
+				case state == api.HostSwitching:
 					t.Fatalf("host %s still switching", final.Host)
 				}
 			}
@@ -180,7 +181,7 @@ func TestProtocolFaults(t *testing.T) {
 				}
 			}
 			for _, h := range d.Hosts() {
-				if h.State == metasched.HostSwitching || (h.State != metasched.HostStranded && seen[h.Name] != 1) {
+				if h.State == api.HostSwitching || (h.State != api.HostStranded && seen[h.Name] != 1) {
 					t.Errorf("host %s: state %s, in %d pools", h.Name, h.State, seen[h.Name])
 				}
 			}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/metasched/metasched/gramvm"
 	hp "github.com/metasched/metasched/hypervisorproxy"
+	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/coordinator"
 	"github.com/metasched/metasched/metasched/lifecycle"
 	"github.com/metasched/metasched/metasched/store"
@@ -282,15 +283,15 @@ func (d *Daemon) freeLocked(pool string, vm selection.VM) map[string][]string {
 func (d *Daemon) hostStateLocked(h *hostRT) string {
 	switch {
 	case h.rec.Stranded:
-		return HostStranded
+		return api.HostStranded
 	case h.held != "":
-		return HostSwitching
+		return api.HostSwitching
 	case !h.reachable:
-		return HostUnreachable
+		return api.HostUnreachable
 	case d.hostBusyLocked(h.name):
-		return HostBusy
+		return api.HostBusy
 	}
-	return HostIdle
+	return api.HostIdle
 }
 
 // hostBusyLocked reports whether a live job is placed on the host.

@@ -10,6 +10,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/metasched/metasched/graph"
+	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/lifecycle"
 	"github.com/metasched/metasched/metasched/store"
 	"github.com/metasched/metasched/selection"
@@ -20,7 +21,7 @@ type RequestError struct {
 	Status int
 	Code   string
 	Msg    string
-	Fields []FieldError
+	Fields []api.FieldError
 }
 
 func (e *RequestError) Error() string {
@@ -37,22 +38,22 @@ func (e *RequestError) Error() string {
 	return e.Msg + ":\n" + strings.Join(lines, "\n")
 }
 
-func invalid(fields ...FieldError) *RequestError {
-	return &RequestError{Status: 400, Code: CodeInvalid, Msg: "the job is not valid", Fields: fields}
+func invalid(fields ...api.FieldError) *RequestError {
+	return &RequestError{Status: 400, Code: api.CodeInvalid, Msg: "the job is not valid", Fields: fields}
 }
 
 // fieldErrors turns the "body: FIELD: problem" lines of a parse error into
 // field errors.
-func fieldErrors(err error) []FieldError {
-	var out []FieldError
+func fieldErrors(err error) []api.FieldError {
+	var out []api.FieldError
 	for _, line := range strings.Split(err.Error(), "\n") {
 		line = strings.TrimPrefix(line, "body: ")
 		f, p, ok := strings.Cut(line, ": ")
 		if !ok || strings.ContainsAny(f, " \t") {
-			out = append(out, FieldError{Problem: line})
+			out = append(out, api.FieldError{Problem: line})
 			continue
 		}
-		out = append(out, FieldError{Field: f, Problem: p})
+		out = append(out, api.FieldError{Field: f, Problem: p})
 	}
 	return out
 }
@@ -62,7 +63,7 @@ func fieldErrors(err error) []FieldError {
 // file without vm gets its type's VM shape.
 func (d *Daemon) parseJob(body []byte) (*selection.Job, error) {
 	if len(strings.TrimSpace(string(body))) == 0 {
-		return nil, invalid(FieldError{Problem: "the body is empty: send a job file (YAML or JSON)"})
+		return nil, invalid(api.FieldError{Problem: "the body is empty: send a job file (YAML or JSON)"})
 	}
 	j, err := selection.ParseJob("body", body)
 	if err != nil {
@@ -74,7 +75,7 @@ func (d *Daemon) parseJob(body []byte) (*selection.Job, error) {
 		for i, t := range d.types {
 			names[i] = t.Name
 		}
-		return nil, invalid(FieldError{Field: "type", Problem: fmt.Sprintf("no job type %q: the pools are %s", j.Type, strings.Join(names, ", "))})
+		return nil, invalid(api.FieldError{Field: "type", Problem: fmt.Sprintf("no job type %q: the pools are %s", j.Type, strings.Join(names, ", "))})
 	}
 	var raw map[string]any
 	if yaml.Unmarshal(body, &raw) == nil {
@@ -86,21 +87,21 @@ func (d *Daemon) parseJob(body []byte) (*selection.Job, error) {
 		return c.Cores >= j.VM.VCPUs && c.MemoryMiB >= j.VM.MemoryMiB
 	})
 	if !fits {
-		return nil, invalid(FieldError{Field: "vm", Problem: fmt.Sprintf("no cluster's machines can hold a VM of %d vCPUs and %d MiB", j.VM.VCPUs, j.VM.MemoryMiB)})
+		return nil, invalid(api.FieldError{Field: "vm", Problem: fmt.Sprintf("no cluster's machines can hold a VM of %d vCPUs and %d MiB", j.VM.VCPUs, j.VM.MemoryMiB)})
 	}
 	return j, nil
 }
 
 // Submit accepts a job file (YAML or JSON). The job is on disk when Submit
 // returns.
-func (d *Daemon) Submit(ctx context.Context, body []byte) (Job, error) {
+func (d *Daemon) Submit(ctx context.Context, body []byte) (api.Job, error) {
 	j, err := d.parseJob(body)
 	if err != nil {
-		return Job{}, err
+		return api.Job{}, err
 	}
 	sj, err := d.st.SubmitJob(ctx, j.Type, mustJSON(j), "submitted")
 	if err != nil {
-		return Job{}, err
+		return api.Job{}, err
 	}
 	lj := &liveJob{job: lifecycle.New(sj.ID, j.Type), spec: j, submitted: sj.Submitted}
 	d.mu.Lock()
@@ -114,23 +115,23 @@ func (d *Daemon) Submit(ctx context.Context, body []byte) (Job, error) {
 
 // Cancel cancels a live job and waits (up to ctx) until what ran for it
 // has stopped and its VMs are gone.
-func (d *Daemon) Cancel(ctx context.Context, id string) (Job, error) {
+func (d *Daemon) Cancel(ctx context.Context, id string) (api.Job, error) {
 	d.mu.Lock()
 	lj := d.jobs[id]
 	d.mu.Unlock()
 	if lj == nil {
 		j, err := d.st.Job(ctx, id)
 		if err != nil {
-			return Job{}, notFoundJob(id, err)
+			return api.Job{}, notFoundJob(id, err)
 		}
-		return Job{}, &RequestError{Status: 409, Code: CodeConflict, Msg: fmt.Sprintf("job %s is %s: only a live job can be cancelled", id, j.State)}
+		return api.Job{}, &RequestError{Status: 409, Code: api.CodeConflict, Msg: fmt.Sprintf("job %s is %s: only a live job can be cancelled", id, j.State)}
 	}
 	run, err := d.stop(context.WithoutCancel(ctx), lj, lifecycle.Cancelled, "cancelled through the API")
 	if errors.Is(err, lifecycle.ErrNotAllowed) {
-		return Job{}, &RequestError{Status: 409, Code: CodeConflict, Msg: fmt.Sprintf("job %s has ended: only a live job can be cancelled", id)}
+		return api.Job{}, &RequestError{Status: 409, Code: api.CodeConflict, Msg: fmt.Sprintf("job %s has ended: only a live job can be cancelled", id)}
 	}
 	if err != nil {
-		return Job{}, err
+		return api.Job{}, err
 	}
 	run.wait(ctx)
 	return d.Job(ctx, id)
@@ -138,7 +139,7 @@ func (d *Daemon) Cancel(ctx context.Context, id string) (Job, error) {
 
 func notFoundJob(id string, err error) error {
 	if errors.Is(err, store.ErrNotFound) {
-		return &RequestError{Status: 404, Code: CodeNotFound, Msg: fmt.Sprintf("no job %q", id)}
+		return &RequestError{Status: 404, Code: api.CodeNotFound, Msg: fmt.Sprintf("no job %q", id)}
 	}
 	return err
 }

@@ -4,16 +4,17 @@ import (
 	"context"
 	"encoding/json"
 
+	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/lifecycle"
 	"github.com/metasched/metasched/metasched/store"
 	"github.com/metasched/metasched/selection"
 )
 
 // Job returns one job.
-func (d *Daemon) Job(ctx context.Context, id string) (Job, error) {
+func (d *Daemon) Job(ctx context.Context, id string) (api.Job, error) {
 	sj, err := d.st.Job(ctx, id)
 	if err != nil {
-		return Job{}, notFoundJob(id, err)
+		return api.Job{}, notFoundJob(id, err)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -21,16 +22,16 @@ func (d *Daemon) Job(ctx context.Context, id string) (Job, error) {
 }
 
 // Jobs lists jobs.
-func (d *Daemon) Jobs(ctx context.Context, f store.JobFilter) (JobList, error) {
+func (d *Daemon) Jobs(ctx context.Context, f store.JobFilter) (api.JobList, error) {
 	limit := f.Limit
 	if limit > 0 {
 		f.Limit = limit + 1
 	}
 	js, err := d.st.Jobs(ctx, f)
 	if err != nil {
-		return JobList{}, err
+		return api.JobList{}, err
 	}
-	out := JobList{Jobs: make([]Job, 0, len(js))}
+	out := api.JobList{Jobs: make([]api.Job, 0, len(js))}
 	if limit > 0 && len(js) > limit {
 		js = js[:limit]
 		out.Next = js[limit-1].ID
@@ -45,8 +46,8 @@ func (d *Daemon) Jobs(ctx context.Context, f store.JobFilter) (JobList, error) {
 
 // jobViewLocked builds the API's view of a job from the store's record and,
 // for a queued job, why it waits.
-func (d *Daemon) jobViewLocked(lj *liveJob, sj store.Job) Job {
-	v := Job{ID: sj.ID, Type: sj.Type, State: sj.State, Submitted: sj.Submitted, Updated: sj.Submitted,
+func (d *Daemon) jobViewLocked(lj *liveJob, sj store.Job) api.Job {
+	v := api.Job{JobHead: api.JobHead{ID: sj.ID, Type: sj.Type, State: sj.State, Submitted: sj.Submitted, Updated: sj.Submitted},
 		Transitions: sj.Transitions, ExitCode: sj.ExitCode}
 	if n := len(sj.Transitions); n > 0 {
 		v.Reason, v.Updated = sj.Transitions[n-1].Reason, sj.Transitions[n-1].At
@@ -60,9 +61,7 @@ func (d *Daemon) jobViewLocked(lj *liveJob, sj store.Job) Job {
 		v.Reason = "waiting: " + lj.waiting
 	}
 	v.Placement, v.Attempts, v.PredictedSeconds = rec.Placement, rec.Attempts, rec.Predicted
-	for _, vm := range rec.VMs {
-		v.VMs = append(v.VMs, JobVM(vm))
-	}
+	v.VMs = rec.VMs
 	if !rec.Started.IsZero() && !rec.Finished.IsZero() {
 		v.ActualSeconds = rec.Finished.Sub(rec.Started).Seconds()
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/policy"
 )
 
@@ -120,7 +121,7 @@ func (d *Daemon) policyInputsLocked(now time.Time) policy.Inputs {
 }
 
 // Policy reports the policy in force and its inputs.
-func (d *Daemon) Policy() PolicyView {
+func (d *Daemon) Policy() api.PolicyView {
 	d.mu.Lock()
 	in := d.policyInputsLocked(d.now())
 	n := 0
@@ -135,7 +136,7 @@ func (d *Daemon) Policy() PolicyView {
 	samples := d.switchZ.samples()
 	d.mu.Unlock()
 	pv := d.pol.View()
-	v := PolicyView{Configured: d.cfg.Policy.String(), InForce: pv.InForce, Note: pv.Note, Servers: n,
+	v := api.PolicyView{Configured: d.cfg.Policy.String(), InForce: pv.InForce, Note: pv.Note, Servers: n,
 		SwitchRate: in.SwitchRate, SwitchSamples: samples, Decisions: pv.Decisions, Switches: pv.Switches,
 		LastAt: pv.LastSwitchAt}
 	if pv.LastSwitch.Switch && pv.LastSwitch.From < len(d.types) && pv.LastSwitch.To < len(d.types) {
@@ -144,12 +145,12 @@ func (d *Daemon) Policy() PolicyView {
 	}
 	names, servers, jobs := make([]string, len(in.Pools)), make([]int, len(in.Pools)), make([]int, len(in.Pools))
 	for i, p := range in.Pools {
-		v.Pools = append(v.Pools, PolicyPool{Name: p.Name, Jobs: p.Jobs, Servers: p.Servers, Arrival: p.Arrival,
+		v.Pools = append(v.Pools, api.PolicyPool{Name: p.Name, Jobs: p.Jobs, Servers: p.Servers, Arrival: p.Arrival,
 			Service: p.Service, HoldingCost: p.HoldingCost})
 		names[i], servers[i], jobs[i] = p.Name, p.Servers, p.Jobs
 	}
 	if t := pv.Table; t != nil {
-		v.Table = &PolicyTable{Source: t.Source, States: t.States, SolvedAt: t.SolvedAt, Arrival: t.Rates.Arrival,
+		v.Table = &api.PolicyTable{Source: t.Source, States: t.States, SolvedAt: t.SolvedAt, Arrival: t.Rates.Arrival,
 			Service: t.Rates.Service, SwitchRate: t.Rates.SwitchRate, Solving: pv.Solving != nil}
 		v.TableView = d.pol.TableSlice(names, servers, jobs)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/metasched/metasched/gramvm"
 	"github.com/metasched/metasched/internal/httpx"
+	"github.com/metasched/metasched/metasched/api"
 	co "github.com/metasched/metasched/metasched/coordinator"
 	"github.com/metasched/metasched/metasched/store"
 	"github.com/metasched/metasched/selection"
@@ -208,7 +209,7 @@ var switchOutcomes = []struct {
 }
 
 // hostStates are the values of metasched_hosts' state label.
-var hostStates = []string{HostBusy, HostIdle, HostSwitching, HostStranded, HostUnreachable}
+var hostStates = []string{api.HostBusy, api.HostIdle, api.HostSwitching, api.HostStranded, api.HostUnreachable}
 
 // Collect implements prometheus.Collector. Each part takes the lock it
 // needs for as long as it reads; nothing blocks on I/O.
@@ -230,8 +231,8 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, p := range pools {
 		gauge(c.queue, float64(p.Queued), p.Name)
 		gauge(c.poolJobs, float64(p.Jobs), p.Name)
-		gauge(c.poolHosts, float64(p.Busy), p.Name, HostBusy)
-		gauge(c.poolHosts, float64(p.Idle), p.Name, HostIdle)
+		gauge(c.poolHosts, float64(p.Busy), p.Name, api.HostBusy)
+		gauge(c.poolHosts, float64(p.Idle), p.Name, api.HostIdle)
 		gauge(c.switching, float64(p.SwitchingIn), p.Name, "in")
 		gauge(c.switching, float64(p.SwitchingOut), p.Name, "out")
 		gauge(c.arrival, p.Rates.Arrival, p.Name)

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/metasched/metasched/metasched"
+	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/store"
 )
 
@@ -175,16 +176,16 @@ func TestMetricsDemo(t *testing.T) {
 		t.Errorf("metasched_pool_completed_total summed over the pools = %v, want %d", got, n)
 	}
 	hosts := d.Hosts()
-	serving := f.sum("metasched_pool_hosts", "state", metasched.HostBusy) + f.sum("metasched_pool_hosts", "state", metasched.HostIdle)
-	notServing := f.must(t, "metasched_hosts", "state", metasched.HostSwitching) + f.must(t, "metasched_hosts", "state", metasched.HostStranded) +
-		f.must(t, "metasched_hosts", "state", metasched.HostUnreachable)
+	serving := f.sum("metasched_pool_hosts", "state", api.HostBusy) + f.sum("metasched_pool_hosts", "state", api.HostIdle)
+	notServing := f.must(t, "metasched_hosts", "state", api.HostSwitching) + f.must(t, "metasched_hosts", "state", api.HostStranded) +
+		f.must(t, "metasched_hosts", "state", api.HostUnreachable)
 	if serving+notServing != float64(len(hosts)) || serving == 0 {
 		t.Errorf("pools' hosts %v + switching, stranded or unreachable %v, want the %d hosts", serving, notServing, len(hosts))
 	}
 	if got := f.sum("metasched_hosts", "", ""); got != float64(len(hosts)) {
 		t.Errorf("metasched_hosts summed over the states = %v, want %d", got, len(hosts))
 	}
-	if busy := f.sum("metasched_pool_hosts", "state", metasched.HostBusy); busy != 0 || f.must(t, "metasched_hosts", "state", metasched.HostBusy) != 0 {
+	if busy := f.sum("metasched_pool_hosts", "state", api.HostBusy); busy != 0 || f.must(t, "metasched_hosts", "state", api.HostBusy) != 0 {
 		t.Errorf("%v busy hosts in the pools with every job done, want 0", busy)
 	}
 	for _, p := range metasched.DemoTypes {

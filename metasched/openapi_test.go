@@ -21,9 +21,10 @@ import (
 
 	"github.com/metasched/metasched/gramvm"
 	hp "github.com/metasched/metasched/hypervisorproxy"
+	"github.com/metasched/metasched/metasched/api"
 	co "github.com/metasched/metasched/metasched/coordinator"
+	"github.com/metasched/metasched/metasched/lifecycle"
 	"github.com/metasched/metasched/metasched/policy"
-	"github.com/metasched/metasched/metasched/store"
 	"github.com/metasched/metasched/selection"
 )
 
@@ -358,7 +359,7 @@ func TestOpenAPIQueryParameters(t *testing.T) {
 			t.Errorf("%s: query parameters %v, want %v", o.key, got, w)
 		}
 	}
-	// The job states of ?state= are the store's.
+	// The job states of ?state= are the lifecycle's.
 	var states []any
 	for _, p := range openapiObj(t, doc, "paths", "/v1/jobs", "get")["parameters"].([]any) {
 		if pm := p.(map[string]any); pm["name"] == "state" {
@@ -366,8 +367,8 @@ func TestOpenAPIQueryParameters(t *testing.T) {
 			states, _ = items["enum"].([]any)
 		}
 	}
-	if got := fmt.Sprint(states); got != fmt.Sprint(store.States) {
-		t.Errorf("GET /v1/jobs ?state= enum %s, want %s", got, fmt.Sprint(store.States))
+	if got := fmt.Sprint(states); got != fmt.Sprint(lifecycle.States) {
+		t.Errorf("GET /v1/jobs ?state= enum %s, want %s", got, fmt.Sprint(lifecycle.States))
 	}
 }
 
@@ -410,47 +411,47 @@ var openapiTypes = map[string]struct {
 	typ     reflect.Type
 	request bool
 }{
-	"APIError":      {reflect.TypeFor[APIError](), false},
-	"FieldError":    {reflect.TypeFor[FieldError](), false},
-	"Health":        {reflect.TypeFor[Health](), false},
-	"LoginRequest":  {reflect.TypeFor[LoginRequest](), true},
-	"LoginForm":     {reflect.TypeFor[LoginRequest](), true},
-	"LoginResult":   {reflect.TypeFor[LoginResult](), false},
-	"Transition":    {reflect.TypeFor[store.Transition](), false},
+	"APIError":      {reflect.TypeFor[api.APIError](), false},
+	"FieldError":    {reflect.TypeFor[api.FieldError](), false},
+	"Health":        {reflect.TypeFor[api.Health](), false},
+	"LoginRequest":  {reflect.TypeFor[api.LoginRequest](), true},
+	"LoginForm":     {reflect.TypeFor[api.LoginRequest](), true},
+	"LoginResult":   {reflect.TypeFor[api.LoginResult](), false},
+	"Transition":    {reflect.TypeFor[lifecycle.Transition](), false},
 	"JobFile":       {reflect.TypeFor[selection.Job](), true},
 	"JobFileVM":     {reflect.TypeFor[selection.VM](), true},
 	"JobSpec":       {reflect.TypeFor[selection.Job](), false},
 	"VMShape":       {reflect.TypeFor[selection.VM](), false},
-	"JobVM":         {reflect.TypeFor[JobVM](), false},
-	"Job":           {reflect.TypeFor[Job](), false},
-	"JobList":       {reflect.TypeFor[JobList](), false},
+	"JobVM":         {reflect.TypeFor[api.JobVM](), false},
+	"Job":           {reflect.TypeFor[api.Job](), false},
+	"JobList":       {reflect.TypeFor[api.JobList](), false},
 	"HostRef":       {reflect.TypeFor[gramvm.HostRef](), false},
 	"Placement":     {reflect.TypeFor[gramvm.Placement](), false},
 	"Plan":          {reflect.TypeFor[selection.Plan](), false},
 	"ClusterPlan":   {reflect.TypeFor[selection.ClusterPlan](), false},
 	"Excluded":      {reflect.TypeFor[selection.Excluded](), false},
-	"PlanResult":    {reflect.TypeFor[PlanResult](), false},
-	"Rates":         {reflect.TypeFor[Rates](), false},
-	"Pool":          {reflect.TypeFor[Pool](), false},
+	"PlanResult":    {reflect.TypeFor[api.PlanResult](), false},
+	"Rates":         {reflect.TypeFor[api.Rates](), false},
+	"Pool":          {reflect.TypeFor[api.Pool](), false},
 	"HypervisorVM":  {reflect.TypeFor[hp.VM](), false},
-	"HostView":      {reflect.TypeFor[HostView](), false},
-	"ClearRequest":  {reflect.TypeFor[ClearRequest](), true},
-	"SwitchRequest": {reflect.TypeFor[SwitchRequest](), true},
-	"SwitchView":    {reflect.TypeFor[SwitchView](), false},
-	"PolicyPool":    {reflect.TypeFor[PolicyPool](), false},
-	"PolicyTable":   {reflect.TypeFor[PolicyTable](), false},
+	"HostView":      {reflect.TypeFor[api.HostView](), false},
+	"ClearRequest":  {reflect.TypeFor[api.ClearRequest](), true},
+	"SwitchRequest": {reflect.TypeFor[api.SwitchRequest](), true},
+	"SwitchView":    {reflect.TypeFor[api.SwitchView](), false},
+	"PolicyPool":    {reflect.TypeFor[api.PolicyPool](), false},
+	"PolicyTable":   {reflect.TypeFor[api.PolicyTable](), false},
 	"PolicySlice":   {reflect.TypeFor[policy.Slice](), false},
-	"PolicyView":    {reflect.TypeFor[PolicyView](), false},
+	"PolicyView":    {reflect.TypeFor[api.PolicyView](), false},
 	"Link":          {reflect.TypeFor[gramvm.Link](), false},
 	"Move":          {reflect.TypeFor[gramvm.Move](), false},
 	"Shrink":        {reflect.TypeFor[gramvm.Shrink](), false},
-	"TuningRecord":  {reflect.TypeFor[TuningRecord](), false},
-	"JobType":       {reflect.TypeFor[JobType](), false},
-	"ClusterShare":  {reflect.TypeFor[ClusterShare](), false},
-	"JobSummary":    {reflect.TypeFor[JobSummary](), false},
-	"JobsOverview":  {reflect.TypeFor[JobsOverview](), false},
-	"Sample":        {reflect.TypeFor[Sample](), false},
-	"Dashboard":     {reflect.TypeFor[Dashboard](), false},
+	"TuningRecord":  {reflect.TypeFor[api.TuningRecord](), false},
+	"JobType":       {reflect.TypeFor[api.JobType](), false},
+	"ClusterShare":  {reflect.TypeFor[api.ClusterShare](), false},
+	"JobSummary":    {reflect.TypeFor[api.JobSummary](), false},
+	"JobsOverview":  {reflect.TypeFor[api.JobsOverview](), false},
+	"Sample":        {reflect.TypeFor[api.Sample](), false},
+	"Dashboard":     {reflect.TypeFor[api.Dashboard](), false},
 }
 
 // openapiField is one JSON field of a Go struct.
@@ -671,7 +672,7 @@ func TestOpenAPIEnums(t *testing.T) {
 	}
 	sorted := func(xs ...string) []string { return openapiSorted(xs) }
 	var states []string
-	for _, s := range store.States {
+	for _, s := range lifecycle.States {
 		states = append(states, string(s))
 	}
 	var algs []string
@@ -684,9 +685,9 @@ func TestOpenAPIEnums(t *testing.T) {
 	}{
 		{[]string{"components", "schemas", "JobState"}, sorted(states...)},
 		{[]string{"components", "schemas", "Transition", "properties", "from"}, sorted(append([]string{""}, states...)...)},
-		{[]string{"components", "schemas", "APIError", "properties", "code"}, sorted(CodeInvalid, CodeUnauthorized, CodeForbidden,
-			CodeNotFound, CodeUnknownRoute, CodeMethod, CodeConflict, CodeTooLarge, CodeUnsupported, CodeUnavailable, CodeInternal)},
-		{[]string{"components", "schemas", "HostView", "properties", "state"}, sorted(HostBusy, HostIdle, HostSwitching, HostStranded, HostUnreachable)},
+		{[]string{"components", "schemas", "APIError", "properties", "code"}, sorted(api.CodeInvalid, api.CodeUnauthorized, api.CodeForbidden,
+			api.CodeNotFound, api.CodeUnknownRoute, api.CodeMethod, api.CodeConflict, api.CodeTooLarge, api.CodeUnsupported, api.CodeUnavailable, api.CodeInternal)},
+		{[]string{"components", "schemas", "HostView", "properties", "state"}, sorted(api.HostBusy, api.HostIdle, api.HostSwitching, api.HostStranded, api.HostUnreachable)},
 		{[]string{"components", "schemas", "SwitchView", "properties", "phase"}, sorted(string(co.PhaseReleasing), string(co.PhaseReconfiguring),
 			string(co.PhaseAdding), string(co.PhaseCommitting), string(co.PhaseCancelling), string(co.PhaseRollingBack), string(co.PhaseDone),
 			string(co.PhaseCancelled), string(co.PhaseRolledBack), string(co.PhaseStranded))},
@@ -717,8 +718,8 @@ func TestOpenAPIBodies(t *testing.T) {
 		reqType reflect.Type
 		reqCTs  []string
 	}{
-		{"GET /healthz", "200", reflect.TypeFor[Health](), nil, nil},
-		{"POST /login", "200", reflect.TypeFor[LoginResult](), reflect.TypeFor[LoginRequest](), []string{"application/json", "application/x-www-form-urlencoded"}},
+		{"GET /healthz", "200", reflect.TypeFor[api.Health](), nil, nil},
+		{"POST /login", "200", reflect.TypeFor[api.LoginResult](), reflect.TypeFor[api.LoginRequest](), []string{"application/json", "application/x-www-form-urlencoded"}},
 		{"POST /logout", "204", nil, nil, nil},
 		{"POST /v1/jobs", "201", out0((*Daemon).Submit), jobFile, jobTypes},
 		{"GET /v1/jobs", "200", out0((*Daemon).Jobs), nil, nil},
@@ -727,10 +728,10 @@ func TestOpenAPIBodies(t *testing.T) {
 		{"POST /v1/plan", "200", out0((*Daemon).DryRun), jobFile, jobTypes},
 		{"GET /v1/pools", "200", out0((*Daemon).Pools), nil, nil},
 		{"GET /v1/hosts", "200", out0((*Daemon).Hosts), nil, nil},
-		{"POST /v1/hosts/{name}/clear", "200", out0((*Daemon).ClearHost), reflect.TypeFor[ClearRequest](), []string{"application/json"}},
+		{"POST /v1/hosts/{name}/clear", "200", out0((*Daemon).ClearHost), reflect.TypeFor[api.ClearRequest](), []string{"application/json"}},
 		{"GET /v1/vms", "200", out0((*Daemon).VMs), nil, nil},
 		{"GET /v1/switches", "200", out0((*Daemon).Switches), nil, nil},
-		{"POST /v1/switches", "202", out0((*Daemon).RequestSwitch), reflect.TypeFor[SwitchRequest](), []string{"application/json"}},
+		{"POST /v1/switches", "202", out0((*Daemon).RequestSwitch), reflect.TypeFor[api.SwitchRequest](), []string{"application/json"}},
 		{"GET /v1/policy", "200", out0((*Daemon).Policy), nil, nil},
 		{"GET /v1/links", "200", out0((*gramvm.Service).Links), nil, nil},
 		{"GET /v1/tuning", "200", out0((*Daemon).Tuning), nil, nil},
@@ -893,33 +894,33 @@ func TestOpenAPIServed(t *testing.T) {
 		status       int
 		code         string // the APIError code of an error
 	}
-	big := bytes.Repeat([]byte("#"), MaxBodyBytes+1)
+	big := bytes.Repeat([]byte("#"), api.MaxBodyBytes+1)
 	reqs := []req{
 		{method: "GET", path: "/v1/openapi.json", op: "GET /v1/openapi.json", status: 200},
 		{method: "GET", path: "/healthz", op: "GET /healthz", status: 200},
 		{method: "GET", path: "/", op: "GET /", status: 200},
 		{method: "GET", path: "/assets/app.js", op: "GET /assets/{file}", status: 200},
-		{method: "GET", path: "/assets/no-such-file.js", op: "GET /assets/{file}", status: 404, code: CodeNotFound},
+		{method: "GET", path: "/assets/no-such-file.js", op: "GET /assets/{file}", status: 404, code: api.CodeNotFound},
 		{method: "POST", path: "/logout", op: "POST /logout", status: 204},
 		{method: "POST", path: "/login", op: "POST /login", ctype: "application/json", body: []byte(`{"token":"openapi-test-token"}`), status: 200},
 		{method: "POST", path: "/login", op: "POST /login", ctype: "application/x-www-form-urlencoded",
 			body: []byte(url.Values{"token": {"openapi-test-token"}}.Encode()), status: 303},
-		{method: "POST", path: "/login", op: "POST /login", ctype: "application/json", body: []byte(`{"token":"wrong"}`), status: 401, code: CodeUnauthorized},
-		{method: "POST", path: "/login", op: "POST /login", ctype: "application/json", body: []byte(`{"tok":"x"}`), status: 400, code: CodeInvalid},
-		{method: "POST", path: "/login", op: "POST /login", ctype: "image/png", body: []byte("x"), status: 415, code: CodeUnsupported},
-		{method: "POST", path: "/login", op: "POST /login", ctype: "application/json", body: big, status: 413, code: CodeTooLarge},
-		{method: "POST", path: "/v1/jobs", op: "POST /v1/jobs", bearer: true, ctype: "image/png", body: []byte("x"), status: 415, code: CodeUnsupported},
-		{method: "POST", path: "/v1/jobs", op: "POST /v1/jobs", bearer: true, ctype: "application/yaml", body: big, status: 413, code: CodeTooLarge},
-		{method: "POST", path: "/v1/plan", op: "POST /v1/plan", bearer: true, ctype: "text/csv", body: []byte("x"), status: 415, code: CodeUnsupported},
-		{method: "POST", path: "/v1/plan", op: "POST /v1/plan", bearer: true, ctype: "application/json", body: big, status: 413, code: CodeTooLarge},
-		{method: "GET", path: "/v1/jobs?limit=many", op: "GET /v1/jobs", bearer: true, status: 400, code: CodeInvalid},
-		{method: "GET", path: "/v1/jobs?state=lost", op: "GET /v1/jobs", bearer: true, status: 400, code: CodeInvalid},
-		{method: "GET", path: "/v1/switches?active=maybe", op: "GET /v1/switches", bearer: true, status: 400, code: CodeInvalid},
-		{method: "GET", path: "/v1/dashboard?history=maybe", op: "GET /v1/dashboard", bearer: true, status: 400, code: CodeInvalid},
-		{method: "POST", path: "/v1/switches", op: "POST /v1/switches", bearer: true, ctype: "application/json", body: []byte(`{"from":1}`), status: 400, code: CodeInvalid},
-		{method: "POST", path: "/v1/switches", op: "POST /v1/switches", bearer: true, ctype: "application/json", body: big, status: 413, code: CodeTooLarge},
-		{method: "POST", path: "/v1/hosts/h1/clear", op: "POST /v1/hosts/{name}/clear", bearer: true, ctype: "application/json", body: []byte(`{"pol":"x"}`), status: 400, code: CodeInvalid},
-		{method: "POST", path: "/v1/hosts/h1/clear", op: "POST /v1/hosts/{name}/clear", bearer: true, ctype: "application/json", body: big, status: 413, code: CodeTooLarge},
+		{method: "POST", path: "/login", op: "POST /login", ctype: "application/json", body: []byte(`{"token":"wrong"}`), status: 401, code: api.CodeUnauthorized},
+		{method: "POST", path: "/login", op: "POST /login", ctype: "application/json", body: []byte(`{"tok":"x"}`), status: 400, code: api.CodeInvalid},
+		{method: "POST", path: "/login", op: "POST /login", ctype: "image/png", body: []byte("x"), status: 415, code: api.CodeUnsupported},
+		{method: "POST", path: "/login", op: "POST /login", ctype: "application/json", body: big, status: 413, code: api.CodeTooLarge},
+		{method: "POST", path: "/v1/jobs", op: "POST /v1/jobs", bearer: true, ctype: "image/png", body: []byte("x"), status: 415, code: api.CodeUnsupported},
+		{method: "POST", path: "/v1/jobs", op: "POST /v1/jobs", bearer: true, ctype: "application/yaml", body: big, status: 413, code: api.CodeTooLarge},
+		{method: "POST", path: "/v1/plan", op: "POST /v1/plan", bearer: true, ctype: "text/csv", body: []byte("x"), status: 415, code: api.CodeUnsupported},
+		{method: "POST", path: "/v1/plan", op: "POST /v1/plan", bearer: true, ctype: "application/json", body: big, status: 413, code: api.CodeTooLarge},
+		{method: "GET", path: "/v1/jobs?limit=many", op: "GET /v1/jobs", bearer: true, status: 400, code: api.CodeInvalid},
+		{method: "GET", path: "/v1/jobs?state=lost", op: "GET /v1/jobs", bearer: true, status: 400, code: api.CodeInvalid},
+		{method: "GET", path: "/v1/switches?active=maybe", op: "GET /v1/switches", bearer: true, status: 400, code: api.CodeInvalid},
+		{method: "GET", path: "/v1/dashboard?history=maybe", op: "GET /v1/dashboard", bearer: true, status: 400, code: api.CodeInvalid},
+		{method: "POST", path: "/v1/switches", op: "POST /v1/switches", bearer: true, ctype: "application/json", body: []byte(`{"from":1}`), status: 400, code: api.CodeInvalid},
+		{method: "POST", path: "/v1/switches", op: "POST /v1/switches", bearer: true, ctype: "application/json", body: big, status: 413, code: api.CodeTooLarge},
+		{method: "POST", path: "/v1/hosts/h1/clear", op: "POST /v1/hosts/{name}/clear", bearer: true, ctype: "application/json", body: []byte(`{"pol":"x"}`), status: 400, code: api.CodeInvalid},
+		{method: "POST", path: "/v1/hosts/h1/clear", op: "POST /v1/hosts/{name}/clear", bearer: true, ctype: "application/json", body: big, status: 413, code: api.CodeTooLarge},
 	}
 	// Every private route: 401 without a token, and 403 for a session
 	// request that changes state without the CSRF header.
@@ -929,11 +930,11 @@ func TestOpenAPIServed(t *testing.T) {
 		}
 		method, path := openapiPath(rt.Pattern)
 		p := strings.NewReplacer("{id}", "j-000000000001", "{name}", "h1").Replace(path)
-		reqs = append(reqs, req{method: method, path: p, op: method + " " + path, status: 401, code: CodeUnauthorized})
+		reqs = append(reqs, req{method: method, path: p, op: method + " " + path, status: 401, code: api.CodeUnauthorized})
 		reqs = append(reqs, req{method: method, path: p, op: method + " " + path, header: http.Header{"Authorization": {"Bearer wrong"}},
-			status: 401, code: CodeUnauthorized})
+			status: 401, code: api.CodeUnauthorized})
 		if method != http.MethodGet && method != http.MethodHead {
-			reqs = append(reqs, req{method: method, path: p, op: method + " " + path, cookie: true, status: 403, code: CodeForbidden})
+			reqs = append(reqs, req{method: method, path: p, op: method + " " + path, cookie: true, status: 403, code: api.CodeForbidden})
 		}
 	}
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/metasched/metasched/graph"
 	"github.com/metasched/metasched/metasched"
+	"github.com/metasched/metasched/metasched/api"
 )
 
 // TestOptimalPolicyLive: with `optimal, solve: true` the daemon refuses a
@@ -21,7 +22,7 @@ func TestOptimalPolicyLive(t *testing.T) {
 		td := startDaemon(t, metasched.Options{}, func(c *metasched.Config) {
 			c.Policy = metasched.PolicyConfig{Name: "optimal", Solve: true}
 		})
-		var v metasched.PolicyView
+		var v api.PolicyView
 		waitFor(t, "the solve refused", 10*time.Second, func() bool {
 			v = td.d.Policy()
 			return strings.Contains(v.Note, "states")
@@ -38,14 +39,14 @@ func TestOptimalPolicyLive(t *testing.T) {
 			{Name: "b", Machines: 2, Cores: 2, MemoryMiB: 4096, Perf: 1e9, LANMbps: 1000, UplinkMbps: 100},
 		}, Links: []graph.Link{{Between: [2]string{"a", "b"}, Mbps: 100}}}
 		td := startDaemonGrid(t, grid, metasched.Options{}, func(c *metasched.Config) {
-			c.JobTypes = []metasched.JobType{{Name: "x", VCPUs: 1, MemoryMiB: 512, HoldingCost: 2}, {Name: "y", VCPUs: 1, MemoryMiB: 512, HoldingCost: 1}}
+			c.JobTypes = []api.JobType{{Name: "x", VCPUs: 1, MemoryMiB: 512, HoldingCost: 2}, {Name: "y", VCPUs: 1, MemoryMiB: 512, HoldingCost: 1}}
 			c.Policy = metasched.PolicyConfig{Name: "optimal", Solve: true}
 			c.MinPoolHosts = 1
 		})
 		if _, err := td.d.Submit(context.Background(), []byte("name: one\ntype: x\ntasks: 4\ntask_ops: 1.0e9\ntask_bytes: 0\n")); err != nil {
 			t.Fatal(err)
 		}
-		var v metasched.PolicyView
+		var v api.PolicyView
 		waitFor(t, "the table in force", 60*time.Second, func() bool {
 			v = td.d.Policy()
 			return v.Table != nil && !v.Table.Solving && strings.HasPrefix(v.InForce, "optimal")

@@ -3,6 +3,7 @@ package metasched
 import (
 	"time"
 
+	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/switching"
 )
 
@@ -46,8 +47,8 @@ func (r *poolRates) completion(hostSeconds float64) {
 func (r *poolRates) arrivalRate(now time.Time) float64 { return r.arr.Rate(now) }
 func (r *poolRates) serviceRate() float64              { return r.svc.Rate() }
 
-func (r *poolRates) view(now time.Time) Rates {
-	return Rates{Arrival: r.arr.Rate(now), Service: r.svc.Rate(), Samples: r.arr.N() + r.svc.N(),
+func (r *poolRates) view(now time.Time) api.Rates {
+	return api.Rates{Arrival: r.arr.Rate(now), Service: r.svc.Rate(), Samples: r.arr.N() + r.svc.N(),
 		Prior: !r.arr.Ready() || !r.svc.Ready()}
 }
 

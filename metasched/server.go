@@ -13,6 +13,7 @@ import (
 
 	"github.com/metasched/metasched/gramvm"
 	"github.com/metasched/metasched/internal/httpx"
+	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/store"
 	"github.com/metasched/metasched/selection"
 )
@@ -42,7 +43,7 @@ var Routes = []Route{
 func (d *Daemon) handlers() map[string]http.HandlerFunc {
 	return map[string]http.HandlerFunc{
 		"GET /healthz": func(w http.ResponseWriter, r *http.Request) {
-			httpx.WriteJSON(w, http.StatusOK, Health{Status: "ok", Version: d.opt.Version, Since: d.started})
+			httpx.WriteJSON(w, http.StatusOK, api.Health{Status: "ok", Version: d.opt.Version, Since: d.started})
 		},
 		"GET /metrics":         d.metrics.handler().ServeHTTP,
 		"GET /v1/openapi.json": serveOpenAPI,
@@ -101,7 +102,7 @@ func (d *Daemon) handlers() map[string]http.HandlerFunc {
 				replyErr(w, err)
 				return
 			}
-			var cr ClearRequest
+			var cr api.ClearRequest
 			if len(strings.TrimSpace(string(body))) > 0 {
 				if err := strictJSON(body, &cr); err != nil {
 					replyErr(w, err)
@@ -132,7 +133,7 @@ func (d *Daemon) handlers() map[string]http.HandlerFunc {
 				replyErr(w, err)
 				return
 			}
-			var sr SwitchRequest
+			var sr api.SwitchRequest
 			if err := strictJSON(body, &sr); err != nil {
 				replyErr(w, err)
 				return
@@ -152,7 +153,7 @@ func (d *Daemon) handlers() map[string]http.HandlerFunc {
 	}
 }
 
-// Handler returns the daemon's HTTP server: the API (see api.go), the
+// Handler returns the daemon's HTTP server: the API (see package api), the
 // dashboard and the metrics.
 func (d *Daemon) Handler() http.Handler {
 	hs := d.handlers()
@@ -183,11 +184,11 @@ func (d *Daemon) Handler() http.Handler {
 	mux.Handle("/", d.authenticate(func(w http.ResponseWriter, r *http.Request) {
 		if _, pattern := paths.Handler(r); pattern != "" {
 			w.Header().Set("Allow", strings.Join(allow[pattern], ", "))
-			writeError(w, http.StatusMethodNotAllowed, APIError{Code: CodeMethod,
+			writeError(w, http.StatusMethodNotAllowed, api.APIError{Code: api.CodeMethod,
 				Error: fmt.Sprintf("%s %s: method not allowed (%s)", r.Method, r.URL.Path, strings.Join(allow[pattern], ", "))})
 			return
 		}
-		writeError(w, http.StatusNotFound, APIError{Code: CodeUnknownRoute, Error: fmt.Sprintf("no route %s %s", r.Method, r.URL.Path)})
+		writeError(w, http.StatusNotFound, api.APIError{Code: api.CodeUnknownRoute, Error: fmt.Sprintf("no route %s %s", r.Method, r.URL.Path)})
 	}))
 	return httpx.LogRequests(d.log, d.metrics.instrument(mux))
 }
@@ -196,7 +197,7 @@ func (d *Daemon) Handler() http.Handler {
 func (d *Daemon) withJobBody(f func(r *http.Request, body []byte) (any, int, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if ct := r.Header.Get("Content-Type"); ct != "" && !acceptedType(ct) {
-			writeError(w, http.StatusUnsupportedMediaType, APIError{Code: CodeUnsupported,
+			writeError(w, http.StatusUnsupportedMediaType, api.APIError{Code: api.CodeUnsupported,
 				Error: fmt.Sprintf("Content-Type %q: send the job file as application/json, application/yaml or text/plain", ct)})
 			return
 		}
@@ -221,14 +222,14 @@ func acceptedType(ct string) bool {
 
 // readBody reads a body of at most MaxBodyBytes.
 func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, api.MaxBodyBytes))
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
-		return nil, &RequestError{Status: http.StatusRequestEntityTooLarge, Code: CodeTooLarge,
-			Msg: fmt.Sprintf("the body is larger than %d bytes", MaxBodyBytes)}
+		return nil, &RequestError{Status: http.StatusRequestEntityTooLarge, Code: api.CodeTooLarge,
+			Msg: fmt.Sprintf("the body is larger than %d bytes", api.MaxBodyBytes)}
 	}
 	if err != nil {
-		return nil, &RequestError{Status: 400, Code: CodeInvalid, Msg: "cannot read the body: " + err.Error()}
+		return nil, &RequestError{Status: 400, Code: api.CodeInvalid, Msg: "cannot read the body: " + err.Error()}
 	}
 	return b, nil
 }
@@ -246,7 +247,7 @@ func strictJSON(body []byte, v any) error {
 			f := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
 			return invalidField(f, "unknown field")
 		}
-		return &RequestError{Status: 400, Code: CodeInvalid, Msg: "the body is not valid JSON: " + err.Error()}
+		return &RequestError{Status: 400, Code: api.CodeInvalid, Msg: "the body is not valid JSON: " + err.Error()}
 	}
 	return nil
 }
@@ -255,33 +256,33 @@ func strictJSON(body []byte, v any) error {
 func jobFilter(r *http.Request) (store.JobFilter, error) {
 	q := r.URL.Query()
 	var f store.JobFilter
-	var fields []FieldError
+	var fields []api.FieldError
 	for _, s := range strings.Split(q.Get("state"), ",") {
 		if s = strings.TrimSpace(s); s == "" {
 			continue
 		}
 		st := store.JobState(s)
 		if !st.Valid() {
-			fields = append(fields, FieldError{Field: "state", Problem: fmt.Sprintf("no state %q (queued, planned, provisioning, running, done, failed, cancelled)", s)})
+			fields = append(fields, api.FieldError{Field: "state", Problem: fmt.Sprintf("no state %q (queued, planned, provisioning, running, done, failed, cancelled)", s)})
 			continue
 		}
 		f.States = append(f.States, st)
 	}
 	f.Type, f.After = q.Get("type"), q.Get("after")
-	f.Limit = DefaultPageSize
+	f.Limit = api.DefaultPageSize
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		switch {
 		case err != nil || n < 0:
-			fields = append(fields, FieldError{Field: "limit", Problem: fmt.Sprintf("must be a whole number >= 0, not %q", v)})
-		case n > MaxPageSize:
-			fields = append(fields, FieldError{Field: "limit", Problem: fmt.Sprintf("must be at most %d, not %d", MaxPageSize, n)})
+			fields = append(fields, api.FieldError{Field: "limit", Problem: fmt.Sprintf("must be a whole number >= 0, not %q", v)})
+		case n > api.MaxPageSize:
+			fields = append(fields, api.FieldError{Field: "limit", Problem: fmt.Sprintf("must be at most %d, not %d", api.MaxPageSize, n)})
 		case n > 0:
 			f.Limit = n
 		}
 	}
 	if len(fields) > 0 {
-		return f, &RequestError{Status: 400, Code: CodeInvalid, Msg: "invalid query", Fields: fields}
+		return f, &RequestError{Status: 400, Code: api.CodeInvalid, Msg: "invalid query", Fields: fields}
 	}
 	return f, nil
 }
@@ -297,30 +298,30 @@ func reply(w http.ResponseWriter, status int, v any, err error) {
 func replyErr(w http.ResponseWriter, err error) {
 	var re *RequestError
 	if errors.As(err, &re) {
-		writeError(w, re.Status, APIError{Error: re.Msg, Code: re.Code, Fields: re.Fields})
+		writeError(w, re.Status, api.APIError{Error: re.Msg, Code: re.Code, Fields: re.Fields})
 		return
 	}
-	status, code := http.StatusInternalServerError, CodeInternal
+	status, code := http.StatusInternalServerError, api.CodeInternal
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		status, code = http.StatusNotFound, CodeNotFound
+		status, code = http.StatusNotFound, api.CodeNotFound
 	case errors.Is(err, store.ErrConflict):
-		status, code = http.StatusConflict, CodeConflict
+		status, code = http.StatusConflict, api.CodeConflict
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		status, code = http.StatusServiceUnavailable, CodeUnavailable
+		status, code = http.StatusServiceUnavailable, api.CodeUnavailable
 	}
-	writeError(w, status, APIError{Error: err.Error(), Code: code})
+	writeError(w, status, api.APIError{Error: err.Error(), Code: code})
 }
 
-func writeError(w http.ResponseWriter, status int, e APIError) {
+func writeError(w http.ResponseWriter, status int, e api.APIError) {
 	httpx.WriteJSON(w, status, e)
 }
 
 // DryRun plans a job on the live grid without changing anything.
-func (d *Daemon) DryRun(ctx context.Context, body []byte) (PlanResult, error) {
+func (d *Daemon) DryRun(ctx context.Context, body []byte) (api.PlanResult, error) {
 	j, err := d.parseJob(body)
 	if err != nil {
-		return PlanResult{}, err
+		return api.PlanResult{}, err
 	}
 	d.mu.Lock()
 	free := d.freeLocked(j.Type, j.VM)
@@ -328,13 +329,13 @@ func (d *Daemon) DryRun(ctx context.Context, body []byte) (PlanResult, error) {
 	d.mu.Unlock()
 	pl, _, err := d.planLoaded(ctx, j, free, running, selection.Options{Master: -1})
 	if err != nil {
-		return PlanResult{}, err
+		return api.PlanResult{}, err
 	}
 	counts := map[string]int{}
 	for s, hs := range free {
 		counts[s] = len(hs)
 	}
-	return PlanResult{Placement: pl, FreeHosts: counts, Waits: !pl.Plan.Feasible, Explanation: explain(&pl)}, nil
+	return api.PlanResult{Placement: pl, FreeHosts: counts, Waits: !pl.Plan.Feasible, Explanation: explain(&pl)}, nil
 }
 
 // explain writes a placement's explanation as text.

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/metasched/metasched/internal/httpx"
+	"github.com/metasched/metasched/metasched/api"
 )
 
 // The dashboard's session: a browser cannot send a bearer header with a
@@ -32,20 +33,6 @@ const (
 	CSRFHeader = "X-Requested-With"
 	csrfValue  = "metasched"
 )
-
-// CodeForbidden is the code of a 403 answer: a session request without
-// CSRFHeader.
-const CodeForbidden = "forbidden"
-
-// LoginRequest is the body of POST /login.
-type LoginRequest struct {
-	Token string `json:"token"`
-}
-
-// LoginResult is the answer of a successful POST /login.
-type LoginResult struct {
-	Expires time.Time `json:"expires"`
-}
 
 func (d *Daemon) sessionMAC(exp int64) string {
 	m := hmac.New(sha256.New, []byte(d.token))
@@ -78,17 +65,17 @@ func (d *Daemon) validSession(r *http.Request) bool {
 // unless it only reads).
 func (d *Daemon) authenticate(next http.HandlerFunc) http.Handler {
 	bearer := httpx.Bearer(d.token, func(w http.ResponseWriter, msg string) {
-		writeError(w, http.StatusUnauthorized, APIError{Code: CodeUnauthorized, Error: msg})
+		writeError(w, http.StatusUnauthorized, api.APIError{Code: api.CodeUnauthorized, Error: msg})
 	}, next)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case r.Header.Get("Authorization") != "":
 			bearer.ServeHTTP(w, r)
 		case !d.validSession(r):
-			writeError(w, http.StatusUnauthorized, APIError{Code: CodeUnauthorized,
+			writeError(w, http.StatusUnauthorized, api.APIError{Code: api.CodeUnauthorized,
 				Error: "missing bearer token (Authorization: Bearer TOKEN) or session (log in at /)"})
 		case r.Method != http.MethodGet && r.Method != http.MethodHead && r.Header.Get(CSRFHeader) != csrfValue:
-			writeError(w, http.StatusForbidden, APIError{Code: CodeForbidden,
+			writeError(w, http.StatusForbidden, api.APIError{Code: api.CodeForbidden,
 				Error: fmt.Sprintf("a request the session cookie authenticates must send %s: %s", CSRFHeader, csrfValue)})
 		default:
 			next(w, r)
@@ -97,7 +84,7 @@ func (d *Daemon) authenticate(next http.HandlerFunc) http.Handler {
 }
 
 // serveLogin checks the token of a JSON body ({"token": ...}) or of a form
-// (token=...) and sets the session cookie: the JSON answer is LoginResult,
+// (token=...) and sets the session cookie: the JSON answer is api.LoginResult,
 // the form's a redirect to the dashboard.
 func (d *Daemon) serveLogin(w http.ResponseWriter, r *http.Request) {
 	body, err := readBody(w, r)
@@ -107,7 +94,7 @@ func (d *Daemon) serveLogin(w http.ResponseWriter, r *http.Request) {
 	}
 	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	form := ct == "application/x-www-form-urlencoded"
-	var lr LoginRequest
+	var lr api.LoginRequest
 	switch {
 	case form:
 		q, err := url.ParseQuery(string(body))
@@ -122,18 +109,18 @@ func (d *Daemon) serveLogin(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	default:
-		writeError(w, http.StatusUnsupportedMediaType, APIError{Code: CodeUnsupported,
+		writeError(w, http.StatusUnsupportedMediaType, api.APIError{Code: api.CodeUnsupported,
 			Error: fmt.Sprintf("Content-Type %q: send application/json or a form", ct)})
 		return
 	}
 	switch {
 	case strings.TrimSpace(lr.Token) == "":
-		writeError(w, http.StatusUnauthorized, APIError{Code: CodeUnauthorized, Error: "log in with the API token",
-			Fields: []FieldError{{Field: "token", Problem: "is empty: paste the token the daemon printed (DATA_DIR/token)"}}})
+		writeError(w, http.StatusUnauthorized, api.APIError{Code: api.CodeUnauthorized, Error: "log in with the API token",
+			Fields: []api.FieldError{{Field: "token", Problem: "is empty: paste the token the daemon printed (DATA_DIR/token)"}}})
 		return
 	case subtle.ConstantTimeCompare([]byte(strings.TrimSpace(lr.Token)), []byte(d.token)) != 1:
-		writeError(w, http.StatusUnauthorized, APIError{Code: CodeUnauthorized, Error: "wrong token",
-			Fields: []FieldError{{Field: "token", Problem: "is not this daemon's token"}}})
+		writeError(w, http.StatusUnauthorized, api.APIError{Code: api.CodeUnauthorized, Error: "wrong token",
+			Fields: []api.FieldError{{Field: "token", Problem: "is not this daemon's token"}}})
 		return
 	}
 	exp := time.Now().Add(SessionTTL).Truncate(time.Second)
@@ -143,7 +130,7 @@ func (d *Daemon) serveLogin(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/", http.StatusSeeOther)
 		return
 	}
-	httpx.WriteJSON(w, http.StatusOK, LoginResult{Expires: exp})
+	httpx.WriteJSON(w, http.StatusOK, api.LoginResult{Expires: exp})
 }
 
 // serveLogout removes the session cookie from the browser.

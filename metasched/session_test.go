@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/metasched/metasched/metasched"
+	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/store"
 )
 
@@ -104,7 +105,7 @@ func TestSession(t *testing.T) {
 	if !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.Path != "/" || c.MaxAge != int(metasched.SessionTTL/time.Second) || strings.Contains(c.Value, token) {
 		t.Errorf("session cookie %+v: want HttpOnly, SameSite=Strict, Path=/, Max-Age %d, no token inside", c, int(metasched.SessionTTL/time.Second))
 	}
-	var lr metasched.LoginResult
+	var lr api.LoginResult
 	if err := json.Unmarshal(a.body, &lr); err != nil || time.Until(lr.Expires) < metasched.SessionTTL-time.Minute {
 		t.Errorf("login answer %s (%v)", a.body, err)
 	}
@@ -114,7 +115,7 @@ func TestSession(t *testing.T) {
 	if a := cookieRequest(t, td, "GET", "/v1/pools", session, false, "", ""); a.status != http.StatusOK {
 		t.Errorf("GET /v1/pools with the session: %d %s", a.status, a.body)
 	}
-	if a := cookieRequest(t, td, "POST", "/v1/jobs", session, false, "application/yaml", apiSimJob); a.status != http.StatusForbidden || a.apiErr(t).Code != metasched.CodeForbidden {
+	if a := cookieRequest(t, td, "POST", "/v1/jobs", session, false, "application/yaml", apiSimJob); a.status != http.StatusForbidden || a.apiErr(t).Code != api.CodeForbidden {
 		t.Errorf("POST /v1/jobs with the session, no CSRF header: %d %s", a.status, a.body)
 	}
 	if js, _ := td.d.Store().Jobs(context.Background(), store.JobFilter{}); len(js) != 0 {
@@ -189,7 +190,7 @@ func TestDashboardState(t *testing.T) {
 		j, err := c.Job(ctx, j.ID)
 		return err == nil && j.State == store.Done
 	})
-	db := apiGet[metasched.Dashboard](t, td, "/v1/dashboard?history=true")
+	db := apiGet[api.Dashboard](t, td, "/v1/dashboard?history=true")
 	if db.Instance == "" || len(db.Pools) != 3 || len(db.Hosts) != 16 || len(db.Types) != 3 {
 		t.Fatalf("dashboard: instance %q, %d pools, %d hosts, %d types", db.Instance, len(db.Pools), len(db.Hosts), len(db.Types))
 	}
@@ -235,13 +236,13 @@ func TestDashboardState(t *testing.T) {
 	}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 1<<20), 1<<24)
-	var events []metasched.Dashboard
+	var events []api.Dashboard
 	retry := false
 	for len(events) < 3 && sc.Scan() {
 		line := sc.Text()
 		retry = retry || line == "retry: 500"
 		if data, ok := strings.CutPrefix(line, "data: "); ok {
-			var e metasched.Dashboard
+			var e api.Dashboard
 			if err := json.Unmarshal([]byte(data), &e); err != nil {
 				t.Fatalf("event data: %v", err)
 			}

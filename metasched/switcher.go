@@ -10,6 +10,7 @@ import (
 	"time"
 
 	hp "github.com/metasched/metasched/hypervisorproxy"
+	"github.com/metasched/metasched/metasched/api"
 	co "github.com/metasched/metasched/metasched/coordinator"
 	"github.com/metasched/metasched/metasched/lifecycle"
 )
@@ -370,7 +371,7 @@ func (d *Daemon) commit(ctx context.Context, id co.SwitchID, side co.Side, host,
 func (d *Daemon) startSwitch(ctx context.Context, from, to string) co.SwitchID {
 	d.mu.Lock()
 	d.seq++
-	id := co.SwitchID(fmt.Sprintf("s-%06d", d.seq))
+	id := co.NewSwitchID(d.seq)
 	d.mu.Unlock()
 	d.post(ctx, co.Start{ID: id, From: from, To: to, At: d.now()})
 	return id
@@ -379,36 +380,30 @@ func (d *Daemon) startSwitch(ctx context.Context, from, to string) co.SwitchID {
 // RequestSwitch starts a switch of one host from pool from to pool to on
 // an operator's request, whatever the policy says. The source pool must
 // keep min_pool_hosts.
-func (d *Daemon) RequestSwitch(ctx context.Context, from, to string) (SwitchView, error) {
-	var fields []FieldError
+func (d *Daemon) RequestSwitch(ctx context.Context, from, to string) (api.SwitchView, error) {
+	var fields []api.FieldError
 	for _, p := range [][2]string{{"from", from}, {"to", to}} {
 		if _, _, ok := d.jobType(p[1]); !ok {
-			fields = append(fields, FieldError{Field: p[0], Problem: fmt.Sprintf("no pool %q", p[1])})
+			fields = append(fields, api.FieldError{Field: p[0], Problem: fmt.Sprintf("no pool %q", p[1])})
 		}
 	}
 	if from == to && len(fields) == 0 {
-		fields = append(fields, FieldError{Field: "to", Problem: "must differ from from"})
+		fields = append(fields, api.FieldError{Field: "to", Problem: "must differ from from"})
 	}
 	if len(fields) > 0 {
-		return SwitchView{}, &RequestError{Status: 400, Code: CodeInvalid, Msg: "invalid switch", Fields: fields}
+		return api.SwitchView{}, &RequestError{Status: 400, Code: api.CodeInvalid, Msg: "invalid switch", Fields: fields}
 	}
 	d.mu.Lock()
 	in := d.policyInputsLocked(d.now())
 	d.mu.Unlock()
 	_, i, _ := d.jobType(from)
 	if n := in.Pools[i].Servers; n <= d.cfg.MinPoolHosts {
-		return SwitchView{}, &RequestError{Status: 409, Code: CodeConflict,
+		return api.SwitchView{}, &RequestError{Status: 409, Code: api.CodeConflict,
 			Msg: fmt.Sprintf("pool %s has %d hosts: it keeps min_pool_hosts = %d", from, n, d.cfg.MinPoolHosts)}
 	}
 	id := d.startSwitch(ctx, from, to)
 	d.log.Info().Str("switch", string(id)).Str("from", from).Str("to", to).Msg("switch requested by an operator")
-	return SwitchView{ID: string(id), From: from, To: to, Phase: string(co.PhaseReleasing), Started: d.now()}, nil
-}
-
-// SwitchRequest is the body of POST /v1/switches.
-type SwitchRequest struct {
-	From string `json:"from"`
-	To   string `json:"to"`
+	return api.SwitchView{ID: string(id), From: from, To: to, Phase: string(co.PhaseReleasing), Started: d.now()}, nil
 }
 
 // restoreSwitches rebuilds the coordinator from the journal (New), and
@@ -440,8 +435,7 @@ func (d *Daemon) restoreSwitches(ctx context.Context) error {
 	}
 	d.coord = c
 	for _, sw := range c.Switches() {
-		var n int
-		if _, err := fmt.Sscanf(string(sw.ID), "s-%d", &n); err == nil && n > d.seq {
+		if n, ok := co.SwitchIDNumber(sw.ID); ok && n > d.seq {
 			d.seq = n
 		}
 		h := d.hosts[sw.Host]
@@ -496,21 +490,21 @@ func (d *Daemon) resumeSwitches(ctx context.Context) {
 
 // ClearHost returns a stranded host to a pool (its switch's source pool
 // when pool is empty): the host's agent configures it for that pool first.
-func (d *Daemon) ClearHost(ctx context.Context, name, pool string) (HostView, error) {
+func (d *Daemon) ClearHost(ctx context.Context, name, pool string) (api.HostView, error) {
 	d.mu.Lock()
 	h := d.hosts[name]
 	if h == nil {
 		d.mu.Unlock()
-		return HostView{}, &RequestError{Status: 404, Code: CodeNotFound, Msg: fmt.Sprintf("no host %q", name)}
+		return api.HostView{}, &RequestError{Status: 404, Code: api.CodeNotFound, Msg: fmt.Sprintf("no host %q", name)}
 	}
 	if !h.rec.Stranded {
 		d.mu.Unlock()
-		return HostView{}, &RequestError{Status: 409, Code: CodeConflict, Msg: fmt.Sprintf("host %s is not stranded (%s)", name, d.hostStateLocked(h))}
+		return api.HostView{}, &RequestError{Status: 409, Code: api.CodeConflict, Msg: fmt.Sprintf("host %s is not stranded (%s)", name, d.hostStateLocked(h))}
 	}
 	if pool != "" {
 		if _, _, ok := d.jobType(pool); !ok {
 			d.mu.Unlock()
-			return HostView{}, invalidField("pool", fmt.Sprintf("no pool %q", pool))
+			return api.HostView{}, invalidField("pool", fmt.Sprintf("no pool %q", pool))
 		}
 	}
 	target := pool
@@ -522,17 +516,17 @@ func (d *Daemon) ClearHost(ctx context.Context, name, pool string) (HostView, er
 	s := d.site(h.rec.Site)
 	d.mu.Unlock()
 	if target == "" || s == nil {
-		return HostView{}, &RequestError{Status: 409, Code: CodeConflict, Msg: fmt.Sprintf("host %s: no pool to return it to: give one", name)}
+		return api.HostView{}, &RequestError{Status: 409, Code: api.CodeConflict, Msg: fmt.Sprintf("host %s: no pool to return it to: give one", name)}
 	}
 	if _, err := s.agent.ReconfigureHost(ctx, name, hp.Reconfigure{Pool: target}); err != nil {
-		return HostView{}, &RequestError{Status: 409, Code: CodeConflict,
+		return api.HostView{}, &RequestError{Status: 409, Code: api.CodeConflict,
 			Msg: fmt.Sprintf("host %s is still stranded: its agent cannot configure it for pool %s: %v", name, target, err)}
 	}
 	d.mu.Lock()
 	acts, err := d.stepLocked(co.Cleared{Host: name, Pool: target, At: d.now()})
 	d.mu.Unlock()
 	if err != nil {
-		return HostView{}, &RequestError{Status: 409, Code: CodeConflict, Msg: err.Error()}
+		return api.HostView{}, &RequestError{Status: 409, Code: api.CodeConflict, Msg: err.Error()}
 	}
 	d.apply(ctx, acts)
 	d.mu.Lock()
@@ -541,16 +535,16 @@ func (d *Daemon) ClearHost(ctx context.Context, name, pool string) (HostView, er
 }
 
 func invalidField(field, problem string) *RequestError {
-	return &RequestError{Status: 400, Code: CodeInvalid, Msg: "invalid request", Fields: []FieldError{{Field: field, Problem: problem}}}
+	return &RequestError{Status: 400, Code: api.CodeInvalid, Msg: "invalid request", Fields: []api.FieldError{{Field: field, Problem: problem}}}
 }
 
 // switchView is the API's view of a switch.
-func switchView(sw co.Switch, now time.Time) SwitchView {
+func switchView(sw co.Switch, now time.Time) api.SwitchView {
 	end := sw.Updated
 	if !sw.Phase.Final() {
 		end = now
 	}
-	return SwitchView{ID: string(sw.ID), From: sw.From, To: sw.To, Host: sw.Host, Phase: string(sw.Phase),
+	return api.SwitchView{ID: string(sw.ID), From: sw.From, To: sw.To, Host: sw.Host, Phase: string(sw.Phase),
 		Final: sw.Phase.Final(), Requeued: sw.Requeued, FailedIn: string(sw.FailedIn), Reason: sw.Reason,
 		ClearedTo: sw.ClearedTo, Started: sw.Started, Updated: sw.Updated, Seconds: end.Sub(sw.Started).Seconds()}
 }

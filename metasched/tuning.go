@@ -9,6 +9,7 @@ import (
 
 	"github.com/metasched/metasched/gramvm"
 	hp "github.com/metasched/metasched/hypervisorproxy"
+	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/lifecycle"
 	"github.com/metasched/metasched/selection"
 )
@@ -24,15 +25,6 @@ import (
 // and per cluster LAN (Options.MaxMigrationsPerHost, MaxMigrationsPerLink).
 // The emulated executor does not slow the consolidated job down: the loss
 // is a prediction only.
-
-// TuningRecord is one evaluated tuning candidate and what became of it.
-type TuningRecord struct {
-	Seq int `json:"seq"`
-	gramvm.TuningDecision
-	At time.Time `json:"at"`
-	// Outcome: "rejected", "not chosen", "carried out", or "failed: ...".
-	Outcome string `json:"outcome"`
-}
 
 // tuneEvery is how often a waiting job's tuning is evaluated again.
 const tuneEvery = 10 * time.Second
@@ -125,7 +117,7 @@ func (d *Daemon) tune(ctx context.Context, j *liveJob, free map[string][]string,
 	now := d.now()
 	started := false
 	for i, dec := range decs {
-		rec := TuningRecord{TuningDecision: dec, At: now, Outcome: "rejected"}
+		rec := api.TuningRecord{TuningDecision: dec, At: now, Outcome: "rejected"}
 		cand := candRejected
 		if dec.Accepted {
 			rec.Outcome, cand = "not chosen", candNotChosen

@@ -7,6 +7,7 @@ import (
 
 	"github.com/metasched/metasched/graph"
 	"github.com/metasched/metasched/metasched"
+	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/store"
 )
 
@@ -24,7 +25,7 @@ func TestBandwidthTuning(t *testing.T) {
 		Links: []graph.Link{{Between: [2]string{"home", "far"}, Mbps: 1000}},
 	}
 	td := startDaemonGrid(t, grid, metasched.Options{}, func(c *metasched.Config) {
-		c.JobTypes = []metasched.JobType{{Name: "render", VCPUs: 2, MemoryMiB: 4096, HoldingCost: 1}}
+		c.JobTypes = []api.JobType{{Name: "render", VCPUs: 2, MemoryMiB: 4096, HoldingCost: 1}}
 		c.Policy = metasched.PolicyConfig{Name: "none"}
 		c.Executor.TimeScale = 0.05
 		c.MinPoolHosts = 0
@@ -41,7 +42,7 @@ func TestBandwidthTuning(t *testing.T) {
 	if _, err := d.Submit(ctx, []byte("name: fresh\ntype: render\ntasks: 1200\ntask_ops: 1.0e9\ntask_bytes: 5.0e4\nvm: {vcpus: 2, memory_mib: 2048}\n")); err != nil {
 		t.Fatal(err)
 	}
-	var recs []metasched.TuningRecord
+	var recs []api.TuningRecord
 	waitFor(t, "a tuning decision", 20*time.Second, func() bool {
 		recs = d.Tuning()
 		return len(recs) > 0
@@ -99,7 +100,7 @@ func TestBandwidthTuningShrink(t *testing.T) {
 		Links: []graph.Link{{Between: [2]string{"home", "far"}, Mbps: 1000}, {Between: [2]string{"home", "side"}, Mbps: 1000}},
 	}
 	td := startDaemonGrid(t, grid, metasched.Options{}, func(c *metasched.Config) {
-		c.JobTypes = []metasched.JobType{{Name: "render", VCPUs: 2, MemoryMiB: 2048, HoldingCost: 1}}
+		c.JobTypes = []api.JobType{{Name: "render", VCPUs: 2, MemoryMiB: 2048, HoldingCost: 1}}
 		c.Policy = metasched.PolicyConfig{Name: "none"}
 		c.Executor.TimeScale = 0.05
 		c.MinPoolHosts = 0
@@ -116,12 +117,12 @@ func TestBandwidthTuningShrink(t *testing.T) {
 	if _, err := d.Submit(ctx, []byte("name: fresh\ntype: render\ntasks: 1200\ntask_ops: 1.0e9\ntask_bytes: 1.0e3\nvm: {vcpus: 2, memory_mib: 2048}\n")); err != nil {
 		t.Fatal(err)
 	}
-	var recs []metasched.TuningRecord
+	var recs []api.TuningRecord
 	waitFor(t, "a tuning decision", 20*time.Second, func() bool {
 		recs = d.Tuning()
 		return len(recs) > 0
 	})
-	var chosen metasched.TuningRecord
+	var chosen api.TuningRecord
 	for _, r := range recs {
 		t.Logf("%s %s on %s: gain %.1fs loss %.1fs migration %.1fs accepted %v: %s (%s)", r.Action, r.Target, r.Cluster,
 			r.GainSeconds, r.LossSeconds, r.MigrationSeconds, r.Accepted, r.Outcome, r.Reason)

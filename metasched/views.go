@@ -6,21 +6,22 @@ import (
 	"github.com/metasched/metasched/gramvm"
 
 	hp "github.com/metasched/metasched/hypervisorproxy"
+	"github.com/metasched/metasched/metasched/api"
 	co "github.com/metasched/metasched/metasched/coordinator"
 	"github.com/metasched/metasched/metasched/lifecycle"
 )
 
 // Pools reports every pool: its queue, hosts and switches in flight.
-func (d *Daemon) Pools() []Pool {
+func (d *Daemon) Pools() []api.Pool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	now := d.now()
-	out := make([]Pool, len(d.types))
+	out := make([]api.Pool, len(d.types))
 	idx := map[string]int{}
 	for i, jt := range d.types {
 		idx[jt.Name] = i
 		r := d.rates[jt.Name]
-		out[i] = Pool{Name: jt.Name, VCPUs: jt.VCPUs, MemoryMiB: jt.MemoryMiB, HoldingCost: jt.HoldingCost,
+		out[i] = api.Pool{Name: jt.Name, VCPUs: jt.VCPUs, MemoryMiB: jt.MemoryMiB, HoldingCost: jt.HoldingCost,
 			Hosts: []string{}, Rates: r.view(now), Completed: r.completed}
 	}
 	for _, j := range d.jobs {
@@ -63,18 +64,18 @@ func (d *Daemon) Pools() []Pool {
 }
 
 // Hosts reports every host with its VMs.
-func (d *Daemon) Hosts() []HostView {
+func (d *Daemon) Hosts() []api.HostView {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	out := make([]HostView, 0, len(d.order))
+	out := make([]api.HostView, 0, len(d.order))
 	for _, name := range d.order {
 		out = append(out, d.hostViewLocked(d.hosts[name]))
 	}
 	return out
 }
 
-func (d *Daemon) hostViewLocked(h *hostRT) HostView {
-	v := HostView{Name: h.name, Site: h.rec.Site, Pool: h.rec.Pool, State: d.hostStateLocked(h),
+func (d *Daemon) hostViewLocked(h *hostRT) api.HostView {
+	v := api.HostView{Name: h.name, Site: h.rec.Site, Pool: h.rec.Pool, State: d.hostStateLocked(h),
 		CPUs: h.inv.CPUs, MemoryMiB: h.inv.MemoryMiB, FreeVCPUs: h.inv.FreeVCPUs, FreeMemoryMiB: h.inv.FreeMemoryMiB,
 		VMs: h.inv.VMs, Reason: h.err}
 	if v.VMs == nil {
@@ -107,7 +108,7 @@ func (d *Daemon) VMs() []hp.VM {
 
 // Switches lists the switches, newest first: all of them, or those in
 // flight and the stranded ones not cleared.
-func (d *Daemon) Switches(active bool) []SwitchView {
+func (d *Daemon) Switches(active bool) []api.SwitchView {
 	if active {
 		return d.switchViews(0)
 	}
@@ -116,12 +117,12 @@ func (d *Daemon) Switches(active bool) []SwitchView {
 
 // switchViews lists, newest first, the switches in flight and the stranded
 // ones not cleared, and at most final of the others (-1: all of them).
-func (d *Daemon) switchViews(final int) []SwitchView {
+func (d *Daemon) switchViews(final int) []api.SwitchView {
 	d.mu.Lock()
 	sws := d.coord.Switches()
 	d.mu.Unlock()
 	now := d.now()
-	out := []SwitchView{}
+	out := []api.SwitchView{}
 	for _, sw := range slices.Backward(sws) {
 		if sw.Phase.Final() && !(sw.Phase == co.PhaseStranded && sw.ClearedTo == "") {
 			if final == 0 {
@@ -135,13 +136,13 @@ func (d *Daemon) switchViews(final int) []SwitchView {
 }
 
 // Tuning lists the bandwidth tuning decisions, newest first.
-func (d *Daemon) Tuning() []TuningRecord {
+func (d *Daemon) Tuning() []api.TuningRecord {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	out := slices.Clone(d.tuning)
 	slices.Reverse(out)
 	if out == nil {
-		out = []TuningRecord{}
+		out = []api.TuningRecord{}
 	}
 	return out
 }

@@ -17,8 +17,9 @@ import (
 
 	"github.com/metasched/metasched/graph"
 	"github.com/metasched/metasched/metasched"
+	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/client"
-	"github.com/metasched/metasched/metasched/store"
+	"github.com/metasched/metasched/metasched/lifecycle"
 )
 
 // crashConfig is the daemon's configuration for TestCrashSafety: the
@@ -92,7 +93,7 @@ func TestCrashSafety(t *testing.T) {
 		time.Sleep(gap)
 	}
 	running := h.waitFor(d, 30*time.Second, "a running job", func(ctx context.Context) (string, bool, error) {
-		l, err := d.c.Jobs(ctx, client.JobsQuery{States: []store.JobState{store.Running}})
+		l, err := d.c.Jobs(ctx, client.JobsQuery{States: []lifecycle.State{lifecycle.Running}})
 		if err != nil || len(l.Jobs) == 0 {
 			return "", false, err
 		}
@@ -113,7 +114,7 @@ func TestCrashSafety(t *testing.T) {
 	for _, sw := range h.switchList(d, true) {
 		resumed[sw.ID] = true
 	}
-	var killed metasched.SwitchView
+	var killed api.SwitchView
 	var lastSubmit time.Time
 	deadline := time.Now().Add(60 * time.Second)
 	for killed.ID == "" {
@@ -145,7 +146,7 @@ func TestCrashSafety(t *testing.T) {
 		time.Sleep(gap)
 	}
 	h.waitFor(d, 90*time.Second, "every job finished", func(ctx context.Context) (string, bool, error) {
-		l, err := d.c.Jobs(ctx, client.JobsQuery{States: []store.JobState{store.Queued, store.Planned, store.Provisioning, store.Running}})
+		l, err := d.c.Jobs(ctx, client.JobsQuery{States: []lifecycle.State{lifecycle.Queued, lifecycle.Planned, lifecycle.Provisioning, lifecycle.Running}})
 		return "", err == nil && len(l.Jobs) == 0, err
 	})
 	h.waitFor(d, 60*time.Second, "no switch in flight", func(ctx context.Context) (string, bool, error) {
@@ -153,7 +154,7 @@ func TestCrashSafety(t *testing.T) {
 		if err != nil {
 			return "", false, err
 		}
-		return "", !slices.ContainsFunc(sws, func(s metasched.SwitchView) bool { return !s.Final }), nil
+		return "", !slices.ContainsFunc(sws, func(s api.SwitchView) bool { return !s.Final }), nil
 	})
 
 	jobs := h.allJobs(d)
@@ -312,7 +313,7 @@ func (h *crashHarness) waitFor(d *crashDaemon, limit time.Duration, what string,
 }
 
 // switchList lists the switches (active: those in flight).
-func (h *crashHarness) switchList(d *crashDaemon, active bool) []metasched.SwitchView {
+func (h *crashHarness) switchList(d *crashDaemon, active bool) []api.SwitchView {
 	h.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -324,9 +325,9 @@ func (h *crashHarness) switchList(d *crashDaemon, active bool) []metasched.Switc
 }
 
 // allJobs lists every job, page by page.
-func (h *crashHarness) allJobs(d *crashDaemon) []metasched.Job {
+func (h *crashHarness) allJobs(d *crashDaemon) []api.Job {
 	h.t.Helper()
-	var out []metasched.Job
+	var out []api.Job
 	q := client.JobsQuery{Limit: 25}
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -346,10 +347,10 @@ func (h *crashHarness) allJobs(d *crashDaemon) []metasched.Job {
 // checkJobs: every acknowledged job exists and is done, every job went
 // along the lifecycle and reached a terminal state once, and a job that
 // no acknowledgement names comes from a submission whose answer was lost.
-func (h *crashHarness) checkJobs(jobs []metasched.Job, stream []metasched.DemoJob) {
+func (h *crashHarness) checkJobs(jobs []api.Job, stream []metasched.DemoJob) {
 	t := h.t
 	t.Helper()
-	byID := map[string]metasched.Job{}
+	byID := map[string]api.Job{}
 	names := map[string]string{} // name → ID
 	for _, j := range jobs {
 		if _, dup := byID[j.ID]; dup {
@@ -367,7 +368,7 @@ func (h *crashHarness) checkJobs(jobs []metasched.Job, stream []metasched.DemoJo
 		} else if !h.lost[j.Name] {
 			t.Errorf("job %s (%s) was never acknowledged and no submission of it was in flight at a kill", j.ID, j.Name)
 		}
-		if j.State != store.Done {
+		if j.State != lifecycle.Done {
 			t.Errorf("job %s (%s) is %s (%s), want done", j.ID, j.Name, j.State, j.Reason)
 		}
 		checkLifecycle(t, j)
@@ -385,7 +386,7 @@ func (h *crashHarness) checkJobs(jobs []metasched.Job, stream []metasched.DemoJo
 // checkLifecycle checks a job's transitions: from "" to queued first, each
 // from the state the last one left, each allowed, and exactly one into a
 // terminal state, the last.
-func checkLifecycle(t *testing.T, j metasched.Job) {
+func checkLifecycle(t *testing.T, j api.Job) {
 	t.Helper()
 	var trail []string
 	for _, tr := range j.Transitions {
@@ -394,7 +395,7 @@ func checkLifecycle(t *testing.T, j metasched.Job) {
 	fail := func(format string, args ...any) {
 		t.Errorf("job %s (%s): %s; transitions:\n  %s", j.ID, j.Name, fmt.Sprintf(format, args...), strings.Join(trail, "\n  "))
 	}
-	if len(j.Transitions) == 0 || j.Transitions[0].From != "" || j.Transitions[0].To != store.Queued {
+	if len(j.Transitions) == 0 || j.Transitions[0].From != "" || j.Transitions[0].To != lifecycle.Queued {
 		fail("the first transition is not from nothing to queued")
 		return
 	}
@@ -409,7 +410,7 @@ func checkLifecycle(t *testing.T, j metasched.Job) {
 		if prev := j.Transitions[i-1].To; tr.From != prev {
 			fail("transition %d leaves %s, the job was %s", i, tr.From, prev)
 		}
-		if !store.CanTransition(tr.From, tr.To) {
+		if !lifecycle.CanTransition(tr.From, tr.To) {
 			fail("transition %d, %s→%s, is not allowed by the lifecycle", i, tr.From, tr.To)
 		}
 	}
@@ -455,11 +456,11 @@ func (h *crashHarness) checkHosts(d *crashDaemon, grid *graph.Grid, types []stri
 			t.Errorf("host %s is in pool %q, not one of %v", hv.Name, hv.Pool, types)
 		}
 		switch hv.State {
-		case metasched.HostIdle:
+		case api.HostIdle:
 			if lists := inPool[hv.Name]; len(lists) != 1 || lists[0] != hv.Pool {
 				t.Errorf("host %s of pool %s is in the host lists of the pools %v", hv.Name, hv.Pool, lists)
 			}
-		case metasched.HostStranded:
+		case api.HostStranded:
 			if lists := inPool[hv.Name]; len(lists) != 0 {
 				t.Errorf("stranded host %s is in the host lists of the pools %v", hv.Name, lists)
 			}
@@ -482,12 +483,12 @@ func (h *crashHarness) checkHosts(d *crashDaemon, grid *graph.Grid, types []stri
 }
 
 // checkSwitches: every switch is final, and the one killed mid-way ended.
-func (h *crashHarness) checkSwitches(d *crashDaemon, killed metasched.SwitchView) metasched.SwitchView {
+func (h *crashHarness) checkSwitches(d *crashDaemon, killed api.SwitchView) api.SwitchView {
 	t := h.t
 	t.Helper()
 	sws := h.switchList(d, false)
 	h.switches = len(sws)
-	var final metasched.SwitchView
+	var final api.SwitchView
 	for _, sw := range sws {
 		if !sw.Final {
 			t.Errorf("switch %s (%s→%s, host %s) is %s, not final", sw.ID, sw.From, sw.To, sw.Host, sw.Phase)

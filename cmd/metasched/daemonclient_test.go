@@ -20,8 +20,8 @@ import (
 
 	"github.com/metasched/metasched/gramvm"
 	hp "github.com/metasched/metasched/hypervisorproxy"
-	"github.com/metasched/metasched/metasched"
-	"github.com/metasched/metasched/metasched/store"
+	"github.com/metasched/metasched/metasched/api"
+	"github.com/metasched/metasched/metasched/lifecycle"
 	"github.com/metasched/metasched/selection"
 )
 
@@ -91,8 +91,8 @@ func newFakeDaemon(t *testing.T, token string, routes ...daemonRoute) *fakeDaemo
 			Auth: r.Header.Get("Authorization"), Body: string(body)})
 		f.mu.Unlock()
 		if r.URL.Path != "/healthz" && r.Header.Get("Authorization") != "Bearer "+token {
-			answerJSON(t, w, http.StatusUnauthorized, metasched.APIError{Error: "unauthorized: missing or wrong bearer token",
-				Code: metasched.CodeUnauthorized})
+			answerJSON(t, w, http.StatusUnauthorized, api.APIError{Error: "unauthorized: missing or wrong bearer token",
+				Code: api.CodeUnauthorized})
 			return
 		}
 		for _, rt := range routes {
@@ -127,7 +127,7 @@ func newFakeDaemon(t *testing.T, token string, routes ...daemonRoute) *fakeDaemo
 			return
 		}
 		t.Errorf("fake daemon: unexpected request %s %s", r.Method, r.URL)
-		answerJSON(t, w, http.StatusNotFound, metasched.APIError{Error: "no route " + r.URL.Path, Code: metasched.CodeUnknownRoute})
+		answerJSON(t, w, http.StatusNotFound, api.APIError{Error: "no route " + r.URL.Path, Code: api.CodeUnknownRoute})
 	}))
 	t.Cleanup(f.Close)
 	return f
@@ -235,72 +235,72 @@ var (
 	renderSpec = selection.Job{Name: "render-42", Type: "render", Tasks: 300, TaskOps: 2e11, TaskBytes: 5e7, Efficiency: 0.8,
 		VM: selection.VM{VCPUs: 2, MemoryMiB: 2048}}
 
-	jobRunning = metasched.Job{ID: "j-000000000007", Name: "render-42", Type: "render", State: store.Running,
-		Reason: "started on 5 VMs", Submitted: t0, Updated: t0.Add(3 * time.Second), Spec: renderSpec,
-		Transitions: []store.Transition{
-			{To: store.Queued, At: t0, Reason: "submitted"},
-			{From: store.Queued, To: store.Planned, At: t0.Add(time.Second), Reason: "master on spain, 5 machines"},
-			{From: store.Planned, To: store.Provisioning, At: t0.Add(time.Second), Reason: "creating 5 VMs"},
-			{From: store.Provisioning, To: store.Running, At: t0.Add(3 * time.Second), Reason: "started on 5 VMs"},
+	jobRunning = api.Job{JobHead: api.JobHead{ID: "j-000000000007", Name: "render-42", Type: "render", State: lifecycle.Running,
+		Reason: "started on 5 VMs", Submitted: t0, Updated: t0.Add(3 * time.Second)}, Spec: renderSpec,
+		Transitions: []lifecycle.Transition{
+			{To: lifecycle.Queued, At: t0, Reason: "submitted"},
+			{From: lifecycle.Queued, To: lifecycle.Planned, At: t0.Add(time.Second), Reason: "master on spain, 5 machines"},
+			{From: lifecycle.Planned, To: lifecycle.Provisioning, At: t0.Add(time.Second), Reason: "creating 5 VMs"},
+			{From: lifecycle.Provisioning, To: lifecycle.Running, At: t0.Add(3 * time.Second), Reason: "started on 5 VMs"},
 		},
 		Placement: &fixturePlacement,
-		VMs: []metasched.JobVM{{Name: "j-000000000007-0", Site: "spain", Host: "es-1", Master: true},
+		VMs: []api.JobVM{{Name: "j-000000000007-0", Site: "spain", Host: "es-1", Master: true},
 			{Name: "j-000000000007-1", Site: "spain", Host: "es-1"}, {Name: "j-000000000007-2", Site: "spain", Host: "es-2"},
 			{Name: "j-000000000007-3", Site: "spain", Host: "es-3"}, {Name: "j-000000000007-4", Site: "latam-a", Host: "la-1"}},
-		PredictedSeconds: 8.571428571428571, Attempts: 1}
-	jobDone = func() metasched.Job {
+		RunTimes: api.RunTimes{PredictedSeconds: 8.571428571428571}, Attempts: 1}
+	jobDone = func() api.Job {
 		j := jobRunning
-		j.ID, j.Name, j.State, j.Reason = "j-000000000006", "render-41", store.Done, "exit code 0"
+		j.ID, j.Name, j.State, j.Reason = "j-000000000006", "render-41", lifecycle.Done, "exit code 0"
 		j.Spec.Name = j.Name
 		j.Updated = t0.Add(12 * time.Second)
-		j.Transitions = append(j.Transitions[:4:4], store.Transition{From: store.Running, To: store.Done, At: j.Updated, Reason: "exit code 0"})
+		j.Transitions = append(j.Transitions[:4:4], lifecycle.Transition{From: lifecycle.Running, To: lifecycle.Done, At: j.Updated, Reason: "exit code 0"})
 		j.ActualSeconds, j.ExitCode = 8.75, ptr(0)
 		return j
 	}()
-	jobQueued = metasched.Job{ID: "j-000000000008", Name: "sim-1", Type: "sim", State: store.Queued, Reason: "submitted",
-		Submitted: t0.Add(5 * time.Second), Updated: t0.Add(5 * time.Second),
+	jobQueued = api.Job{JobHead: api.JobHead{ID: "j-000000000008", Name: "sim-1", Type: "sim", State: lifecycle.Queued, Reason: "submitted",
+		Submitted: t0.Add(5 * time.Second), Updated: t0.Add(5 * time.Second)},
 		Spec: selection.Job{Name: "sim-1", Type: "sim", Tasks: 40, TaskOps: 1e12, TaskBytes: 1e6, Efficiency: 0.9,
 			VM: selection.VM{VCPUs: 4, MemoryMiB: 4096}, Command: []string{"/opt/sim/run", "--fast"}},
-		Transitions: []store.Transition{{To: store.Queued, At: t0.Add(5 * time.Second), Reason: "submitted"}}}
-	jobFailed = metasched.Job{ID: "j-000000000005", Name: "render-40", Type: "render", State: store.Failed,
-		Reason: "agent latam-b unreachable", Submitted: t0.Add(-time.Hour), Updated: t0.Add(-50 * time.Minute), Spec: renderSpec,
-		Transitions: []store.Transition{{To: store.Queued, At: t0.Add(-time.Hour), Reason: "submitted"},
-			{From: store.Queued, To: store.Failed, At: t0.Add(-50 * time.Minute), Reason: "agent latam-b unreachable"}},
-		PredictedSeconds: 9000, Attempts: 2}
+		Transitions: []lifecycle.Transition{{To: lifecycle.Queued, At: t0.Add(5 * time.Second), Reason: "submitted"}}}
+	jobFailed = api.Job{JobHead: api.JobHead{ID: "j-000000000005", Name: "render-40", Type: "render", State: lifecycle.Failed,
+		Reason: "agent latam-b unreachable", Submitted: t0.Add(-time.Hour), Updated: t0.Add(-50 * time.Minute)}, Spec: renderSpec,
+		Transitions: []lifecycle.Transition{{To: lifecycle.Queued, At: t0.Add(-time.Hour), Reason: "submitted"},
+			{From: lifecycle.Queued, To: lifecycle.Failed, At: t0.Add(-50 * time.Minute), Reason: "agent latam-b unreachable"}},
+		RunTimes: api.RunTimes{PredictedSeconds: 9000}, Attempts: 2}
 
-	fixturePools = []metasched.Pool{
+	fixturePools = []api.Pool{
 		{Name: "render", VCPUs: 2, MemoryMiB: 2048, HoldingCost: 2, Queued: 1, Active: 1, Jobs: 2,
 			Hosts: []string{"es-1", "es-2", "es-3", "la-1"}, Busy: 4, SwitchingIn: 1,
-			Rates: metasched.Rates{Arrival: 0.125, Service: 0.03125, Samples: 40}, Completed: 12},
+			Rates: api.Rates{Arrival: 0.125, Service: 0.03125, Samples: 40}, Completed: 12},
 		{Name: "sim", VCPUs: 4, MemoryMiB: 4096, HoldingCost: 1, Queued: 1, Jobs: 1,
 			Hosts: []string{"lb-1"}, Idle: 1, SwitchingOut: 1,
-			Rates: metasched.Rates{Arrival: 0.01, Service: 0.02, Samples: 2, Prior: true}},
+			Rates: api.Rates{Arrival: 0.01, Service: 0.02, Samples: 2, Prior: true}},
 	}
 	vm = func(name, host string, vcpus, mib int) hp.VM {
 		return hp.VM{Name: name, Host: host, Pool: "render", Job: "j-000000000007", State: hp.StateRunning, VCPUs: vcpus,
 			MaxVCPUs: 4, MemoryMiB: mib, MaxMemoryMiB: 4096, Managed: true}
 	}
-	fixtureHosts = []metasched.HostView{
-		{Name: "es-1", Site: "spain", Pool: "render", State: metasched.HostBusy, CPUs: 8, MemoryMiB: 16384, FreeVCPUs: 4,
+	fixtureHosts = []api.HostView{
+		{Name: "es-1", Site: "spain", Pool: "render", State: api.HostBusy, CPUs: 8, MemoryMiB: 16384, FreeVCPUs: 4,
 			FreeMemoryMiB: 12288, VMs: []hp.VM{vm("j-000000000007-0", "es-1", 2, 2048), vm("j-000000000007-1", "es-1", 2, 2048)}},
-		{Name: "es-2", Site: "spain", Pool: "render", State: metasched.HostBusy, CPUs: 8, MemoryMiB: 16384, FreeVCPUs: 6,
+		{Name: "es-2", Site: "spain", Pool: "render", State: api.HostBusy, CPUs: 8, MemoryMiB: 16384, FreeVCPUs: 6,
 			FreeMemoryMiB: 14336, VMs: []hp.VM{vm("j-000000000007-2", "es-2", 2, 2048)}},
-		{Name: "lb-1", Site: "latam-b", Pool: "sim", State: metasched.HostIdle, CPUs: 4, MemoryMiB: 8192, FreeVCPUs: 4,
+		{Name: "lb-1", Site: "latam-b", Pool: "sim", State: api.HostIdle, CPUs: 4, MemoryMiB: 8192, FreeVCPUs: 4,
 			FreeMemoryMiB: 8192, VMs: []hp.VM{}},
-		{Name: "lb-2", Site: "latam-b", Pool: "sim", State: metasched.HostSwitching, Switch: "sw-3", From: "sim", To: "render",
+		{Name: "lb-2", Site: "latam-b", Pool: "sim", State: api.HostSwitching, Switch: "sw-3", From: "sim", To: "render",
 			CPUs: 4, MemoryMiB: 8192, FreeVCPUs: 4, FreeMemoryMiB: 8192, VMs: []hp.VM{}},
-		{Name: "lb-3", Site: "latam-b", State: metasched.HostStranded, Switch: "sw-2", From: "sim", To: "render",
+		{Name: "lb-3", Site: "latam-b", State: api.HostStranded, Switch: "sw-2", From: "sim", To: "render",
 			CPUs: 4, MemoryMiB: 8192, FreeVCPUs: 4, FreeMemoryMiB: 8192, VMs: []hp.VM{},
 			Reason: "prepare-add failed: agent latam-b timed out; the revert to sim failed too"},
-		{Name: "lb-4", Site: "latam-b", Pool: "sim", State: metasched.HostUnreachable, Reason: "agent latam-b: connection refused",
+		{Name: "lb-4", Site: "latam-b", Pool: "sim", State: api.HostUnreachable, Reason: "agent latam-b: connection refused",
 			CPUs: 4, MemoryMiB: 8192, VMs: []hp.VM{}},
 	}
-	clearedHost = metasched.HostView{Name: "lb-3", Site: "latam-b", Pool: "render", State: metasched.HostIdle,
+	clearedHost = api.HostView{Name: "lb-3", Site: "latam-b", Pool: "render", State: api.HostIdle,
 		CPUs: 4, MemoryMiB: 8192, FreeVCPUs: 4, FreeMemoryMiB: 8192, VMs: []hp.VM{}}
 
-	switchActive = metasched.SwitchView{ID: "sw-3", From: "sim", To: "render", Host: "lb-2", Phase: "reconfigure",
+	switchActive = api.SwitchView{ID: "sw-3", From: "sim", To: "render", Host: "lb-2", Phase: "reconfigure",
 		Started: t0.Add(10 * time.Second), Updated: t0.Add(11 * time.Second), Seconds: 1.5}
-	switchesAll = []metasched.SwitchView{
+	switchesAll = []api.SwitchView{
 		{ID: "sw-1", From: "render", To: "sim", Host: "es-4", Phase: "committed", Final: true,
 			Started: t0.Add(-time.Hour), Updated: t0.Add(-time.Hour + 4*time.Second), Seconds: 4.25},
 		{ID: "sw-2", From: "sim", To: "render", Host: "lb-3", Phase: "stranded", Final: true, Requeued: []string{"j-000000000004"},
@@ -308,14 +308,14 @@ var (
 			Started: t0.Add(-30 * time.Minute), Updated: t0.Add(-29 * time.Minute), Seconds: 60},
 		switchActive,
 	}
-	fixturePolicy = metasched.PolicyView{Configured: "optimal", InForce: "heuristic",
+	fixturePolicy = api.PolicyView{Configured: "optimal", InForce: "heuristic",
 		Note: "the rates drifted by 34% from those of the optimal table: it is being solved again",
-		Pools: []metasched.PolicyPool{{Name: "render", Jobs: 2, Servers: 4, Arrival: 0.125, Service: 0.03125, HoldingCost: 2},
+		Pools: []api.PolicyPool{{Name: "render", Jobs: 2, Servers: 4, Arrival: 0.125, Service: 0.03125, HoldingCost: 2},
 			{Name: "sim", Jobs: 1, Servers: 1, Arrival: 0.01, Service: 0.02, HoldingCost: 1}},
 		SwitchRate: 0.25, SwitchSamples: 3, Servers: 6, Decisions: 240, Switches: 3, Last: "sim→render", LastAt: t0.Add(10 * time.Second),
-		Table: &metasched.PolicyTable{Source: "solved", States: 9000, SolvedAt: t0.Add(-2 * time.Hour),
+		Table: &api.PolicyTable{Source: "solved", States: 9000, SolvedAt: t0.Add(-2 * time.Hour),
 			Arrival: []float64{0.08, 0.01}, Service: []float64{0.03, 0.02}, SwitchRate: 0.2, Solving: true}}
-	fixturePlanResult = metasched.PlanResult{Placement: fixturePlacement,
+	fixturePlanResult = api.PlanResult{Placement: fixturePlacement,
 		FreeHosts: map[string]int{"spain": 4, "latam-a": 1, "latam-b": 0}, Explanation: "master on spain: 5 machines process 0.035 tasks/s"}
 )
 
@@ -404,7 +404,7 @@ func TestDaemonCommandsNeedToken(t *testing.T) {
 // message; nothing goes to stdout.
 func TestDaemonErrors(t *testing.T) {
 	job := writeFile(t, "job.yaml", jobFileText)
-	invalid := metasched.APIError{Error: "the job file is invalid", Code: metasched.CodeInvalid, Fields: []metasched.FieldError{
+	invalid := api.APIError{Error: "the job file is invalid", Code: api.CodeInvalid, Fields: []api.FieldError{
 		{Field: "tasks", Problem: "must be an integer >= 1, got 0"},
 		{Field: "type", Problem: `no pool "render": want one of sim`},
 	}}
@@ -424,32 +424,32 @@ func TestDaemonErrors(t *testing.T) {
 			2, "metasched: " + job + ": " + fieldLines},
 		{"submit too large", []string{"submit", job},
 			daemonRoute{Method: "POST", Path: "/v1/jobs", Body: ptr(jobFileText), Status: 413,
-				Answer: metasched.APIError{Error: "the body is over 1048576 bytes", Code: metasched.CodeTooLarge}},
+				Answer: api.APIError{Error: "the body is over 1048576 bytes", Code: api.CodeTooLarge}},
 			2, "metasched: " + job + ": the body is over 1048576 bytes\n"},
 		{"submit unsupported", []string{"submit", job},
 			daemonRoute{Method: "POST", Path: "/v1/jobs", Body: ptr(jobFileText), Status: 415,
-				Answer: metasched.APIError{Error: "the body is neither YAML nor JSON", Code: metasched.CodeUnsupported}},
+				Answer: api.APIError{Error: "the body is neither YAML nor JSON", Code: api.CodeUnsupported}},
 			2, "metasched: " + job + ": the body is neither YAML nor JSON\n"},
 		{"clear invalid", []string{"hosts", "clear", "lb-3", "--pool", "gpu"},
 			daemonRoute{Method: "POST", Path: "/v1/hosts/lb-3/clear", Body: ptr(`{"pool":"gpu"}`), Status: 400,
-				Answer: metasched.APIError{Error: "invalid request", Code: metasched.CodeInvalid,
-					Fields: []metasched.FieldError{{Field: "pool", Problem: `no pool "gpu"`}}}},
+				Answer: api.APIError{Error: "invalid request", Code: api.CodeInvalid,
+					Fields: []api.FieldError{{Field: "pool", Problem: `no pool "gpu"`}}}},
 			2, "metasched: invalid request\n  pool: no pool \"gpu\"\n"},
 		{"unknown job", []string{"status", "j-000000000099"},
 			daemonRoute{Method: "GET", Path: "/v1/jobs/j-000000000099", Status: 404,
-				Answer: metasched.APIError{Error: `job "j-000000000099": not found`, Code: metasched.CodeNotFound}},
+				Answer: api.APIError{Error: `job "j-000000000099": not found`, Code: api.CodeNotFound}},
 			1, "metasched: job \"j-000000000099\": not found\n"},
 		{"cancel ended", []string{"cancel", "j-000000000006"},
 			daemonRoute{Method: "POST", Path: "/v1/jobs/j-000000000006/cancel", Status: 409,
-				Answer: metasched.APIError{Error: `job "j-000000000006" is done: it cannot be cancelled`, Code: metasched.CodeConflict}},
+				Answer: api.APIError{Error: `job "j-000000000006" is done: it cannot be cancelled`, Code: api.CodeConflict}},
 			1, "metasched: job \"j-000000000006\" is done: it cannot be cancelled\n"},
 		{"logs unknown", []string{"logs", "j-000000000099"},
 			daemonRoute{Method: "GET", Path: "/v1/jobs/j-000000000099/logs", Status: 404,
-				Answer: metasched.APIError{Error: `job "j-000000000099": not found`, Code: metasched.CodeNotFound}},
+				Answer: api.APIError{Error: `job "j-000000000099": not found`, Code: api.CodeNotFound}},
 			1, "metasched: job \"j-000000000099\": not found\n"},
 		{"internal", []string{"jobs"},
 			daemonRoute{Method: "GET", Path: "/v1/jobs", Status: 500,
-				Answer: metasched.APIError{Error: "store: disk full", Code: metasched.CodeInternal}},
+				Answer: api.APIError{Error: "store: disk full", Code: api.CodeInternal}},
 			1, "metasched: store: disk full\n"},
 		{"unavailable", []string{"hosts"},
 			daemonRoute{Method: "GET", Path: "/v1/hosts", Status: 503, Answer: "shutting down\n"},

@@ -18,8 +18,9 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/metasched/metasched/metasched"
+	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/client"
-	"github.com/metasched/metasched/metasched/store"
+	"github.com/metasched/metasched/metasched/lifecycle"
 )
 
 // screenshotPath, when set, is where TestDashboardInBrowser also writes its
@@ -244,7 +245,7 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Errorf("the page does not say it reconnected after a restart (%q, %v)", restarted, err)
 	}
 	after, err := c.Job(bg, formJob)
-	if err != nil || after.State != store.Done {
+	if err != nil || after.State != lifecycle.Done {
 		t.Fatalf("the form's job after the restart: %+v, %v", after, err)
 	}
 	checkJobRows(t, p, c)
@@ -385,7 +386,7 @@ func switchPools(t *testing.T, c *client.Client) (from, to string) {
 
 // switchWhenFree asks for a switch, retrying while another switch holds
 // the pools (409).
-func switchWhenFree(c *client.Client, from, to string) (metasched.SwitchView, error) {
+func switchWhenFree(c *client.Client, from, to string) (api.SwitchView, error) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		sw, err := c.RequestSwitch(context.Background(), from, to)

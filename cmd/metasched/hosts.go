@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/metasched/metasched/metasched"
+	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/client"
 )
 
@@ -31,7 +31,7 @@ daemon uses it again only once an operator has checked it and run
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return callDaemon(cmd.Context(), e, &d, output, "",
-				func(ctx context.Context, c *client.Client) ([]metasched.HostView, error) { return c.Hosts(ctx) }, printHosts)
+				func(ctx context.Context, c *client.Client) ([]api.HostView, error) { return c.Hosts(ctx) }, printHosts)
 		},
 	}
 	d.register(cmd)
@@ -41,7 +41,7 @@ daemon uses it again only once an operator has checked it and run
 }
 
 // hostNote says what holds a host: its switch and the reason.
-func hostNote(h metasched.HostView) string {
+func hostNote(h api.HostView) string {
 	note := ""
 	if h.Switch != "" {
 		note = fmt.Sprintf("%s %s→%s", h.Switch, dash(h.From), dash(h.To))
@@ -55,7 +55,7 @@ func hostNote(h metasched.HostView) string {
 	return dash(note)
 }
 
-func printHosts(w io.Writer, hosts []metasched.HostView) {
+func printHosts(w io.Writer, hosts []api.HostView) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "HOST\tSITE\tPOOL\tSTATE\tVMS\tFREE vCPU\tFREE MiB\tSWITCH/REASON")
 	for _, h := range hosts {
@@ -80,9 +80,9 @@ host. A host that is not stranded cannot be cleared (exit code 1).`,
 		Args: exactArgs(1, "one host name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return callDaemon(cmd.Context(), e, &d, output, "",
-				func(ctx context.Context, c *client.Client) (metasched.HostView, error) {
+				func(ctx context.Context, c *client.Client) (api.HostView, error) {
 					return c.ClearHost(ctx, args[0], pool)
-				}, func(w io.Writer, h metasched.HostView) {
+				}, func(w io.Writer, h api.HostView) {
 					fmt.Fprintf(w, "%s: %s in pool %s\n", h.Name, h.State, dash(h.Pool))
 				})
 		},

@@ -10,9 +10,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/metasched/metasched/metasched"
+	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/client"
-	"github.com/metasched/metasched/metasched/store"
+	"github.com/metasched/metasched/metasched/lifecycle"
 	"github.com/metasched/metasched/selection"
 )
 
@@ -47,10 +47,10 @@ output with "metasched logs ID".`,
 		Args: exactArgs(1, "one job file"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return callDaemon(cmd.Context(), e, &d, output, args[0],
-				func(ctx context.Context, c *client.Client) (metasched.Job, error) {
+				func(ctx context.Context, c *client.Client) (api.Job, error) {
 					body, err := readFlagFile("", args[0])
 					if err != nil {
-						return metasched.Job{}, err
+						return api.Job{}, err
 					}
 					return c.Submit(ctx, body)
 				}, printJobState)
@@ -62,21 +62,21 @@ output with "metasched logs ID".`,
 }
 
 // printJobState writes "ID state".
-func printJobState(w io.Writer, j metasched.Job) {
+func printJobState(w io.Writer, j api.Job) {
 	fmt.Fprintf(w, "%s %s\n", j.ID, j.State)
 }
 
 // parseStates reads --state: job states separated by commas.
-func parseStates(s string) ([]store.JobState, error) {
+func parseStates(s string) ([]lifecycle.State, error) {
 	if s == "" {
 		return nil, nil
 	}
-	var out []store.JobState
+	var out []lifecycle.State
 	for x := range strings.SplitSeq(s, ",") {
-		st := store.JobState(strings.TrimSpace(x))
+		st := lifecycle.State(strings.TrimSpace(x))
 		if !st.Valid() {
-			names := make([]string, len(store.States))
-			for i, n := range store.States {
+			names := make([]string, len(lifecycle.States))
+			for i, n := range lifecycle.States {
 				names[i] = string(n)
 			}
 			return nil, usagef("--state: unknown state %q: want one or more of %s, separated by commas", x, strings.Join(names, ", "))
@@ -117,7 +117,7 @@ follow, the last line gives the --after of the next page.`,
 			}
 			q.States, q.After = states, after
 			return callDaemon(cmd.Context(), e, &d, output, "",
-				func(ctx context.Context, c *client.Client) (metasched.JobList, error) { return c.Jobs(ctx, q) }, printJobs)
+				func(ctx context.Context, c *client.Client) (api.JobList, error) { return c.Jobs(ctx, q) }, printJobs)
 		},
 	}
 	d.register(cmd)
@@ -130,7 +130,7 @@ follow, the last line gives the --after of the next page.`,
 	return cmd
 }
 
-func printJobs(w io.Writer, list metasched.JobList) {
+func printJobs(w io.Writer, list api.JobList) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tNAME\tTYPE\tSTATE\tMASTER\tMACHINES\tPREDICTED\tACTUAL\tREASON")
 	for _, j := range list.Jobs {
@@ -173,7 +173,7 @@ with the switches in flight.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 1 {
 				return callDaemon(cmd.Context(), e, &d, output, "",
-					func(ctx context.Context, c *client.Client) (metasched.Job, error) { return c.Job(ctx, args[0]) }, printJob)
+					func(ctx context.Context, c *client.Client) (api.Job, error) { return c.Job(ctx, args[0]) }, printJob)
 			}
 			return callDaemon(cmd.Context(), e, &d, output, "", func(ctx context.Context, c *client.Client) (s daemonStatus, err error) {
 				if s.Pools, err = c.Pools(ctx); err != nil {
@@ -193,7 +193,7 @@ with the switches in flight.`,
 }
 
 // printJob writes one job in detail.
-func printJob(w io.Writer, j metasched.Job) {
+func printJob(w io.Writer, j api.Job) {
 	fmt.Fprintf(w, "Job %s: %s, type %s\n", j.ID, j.Name, j.Type)
 	state := string(j.State)
 	if j.Attempts > 1 {
@@ -282,7 +282,7 @@ ended cannot be cancelled (exit code 1).`,
 		Args: exactArgs(1, "one job ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return callDaemon(cmd.Context(), e, &d, output, "",
-				func(ctx context.Context, c *client.Client) (metasched.Job, error) { return c.Cancel(ctx, args[0]) }, printJobState)
+				func(ctx context.Context, c *client.Client) (api.Job, error) { return c.Cancel(ctx, args[0]) }, printJobState)
 		},
 	}
 	d.register(cmd)
@@ -353,7 +353,7 @@ func planDaemon(cmd *cobra.Command, e *env, f planFlags) error {
 // printPlanResult writes the daemon's dry run as plan writes an offline
 // plan, then the free hosts, the measured links and whether the job would
 // wait.
-func printPlanResult(w io.Writer, res metasched.PlanResult, body []byte, path string) {
+func printPlanResult(w io.Writer, res api.PlanResult, body []byte, path string) {
 	p := res.Placement.Plan
 	// The daemon accepted the file, so it parses here too; the job line
 	// falls back on what the plan says if it does not.

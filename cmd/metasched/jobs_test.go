@@ -5,21 +5,21 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/metasched/metasched/metasched"
-	"github.com/metasched/metasched/metasched/store"
+	"github.com/metasched/metasched/metasched/api"
+	"github.com/metasched/metasched/metasched/lifecycle"
 )
 
 func TestJobCommands(t *testing.T) {
 	job := writeFile(t, "job.yaml", jobFileText)
 	jsonJob := writeFile(t, "job.json", `{"name": "render-42", "type": "render", "tasks": 300, "task_ops": 2e11, "task_bytes": 5e7}`)
 	queued := jobRunning
-	queued.State, queued.Reason, queued.Placement, queued.VMs = store.Queued, "submitted", nil, nil
+	queued.State, queued.Reason, queued.Placement, queued.VMs = lifecycle.Queued, "submitted", nil, nil
 	queued.Transitions = queued.Transitions[:1]
 	queued.PredictedSeconds, queued.Attempts = 0, 0
 	cancelled := jobRunning
-	cancelled.State, cancelled.Reason = store.Cancelled, "cancelled by the user"
-	list := metasched.JobList{Jobs: []metasched.Job{jobFailed, jobDone, jobRunning, jobQueued}}
-	page := metasched.JobList{Jobs: []metasched.Job{jobDone, jobRunning}, Next: "j-000000000007"}
+	cancelled.State, cancelled.Reason = lifecycle.Cancelled, "cancelled by the user"
+	list := api.JobList{Jobs: []api.Job{jobFailed, jobDone, jobRunning, jobQueued}}
+	page := api.JobList{Jobs: []api.Job{jobDone, jobRunning}, Next: "j-000000000007"}
 	submit := daemonRoute{Method: "POST", Path: "/v1/jobs", Body: ptr(jobFileText), Status: 201, Answer: queued}
 	jobsAll := daemonRoute{Method: "GET", Path: "/v1/jobs", Answer: list}
 	runDaemonCases(t, []daemonCase{
@@ -33,7 +33,7 @@ func TestJobCommands(t *testing.T) {
 			routes: []daemonRoute{{Method: "GET", Path: "/v1/jobs", Answer: page,
 				Query: url.Values{"state": {"running,done"}, "type": {"render"}, "limit": {"2"}, "after": {"j-000000000005"}}}}},
 		{name: "jobs-empty", args: []string{"jobs", "--state", "provisioning"},
-			routes: []daemonRoute{{Method: "GET", Path: "/v1/jobs", Query: url.Values{"state": {"provisioning"}}, Answer: metasched.JobList{Jobs: []metasched.Job{}}}}},
+			routes: []daemonRoute{{Method: "GET", Path: "/v1/jobs", Query: url.Values{"state": {"provisioning"}}, Answer: api.JobList{Jobs: []api.Job{}}}}},
 		{name: "status-job", args: []string{"status", "j-000000000006"},
 			routes: []daemonRoute{{Method: "GET", Path: "/v1/jobs/j-000000000006", Answer: jobDone}}},
 		{name: "status-job-queued", args: []string{"status", "j-000000000008"},
@@ -68,7 +68,7 @@ func TestPlanDaemonInfeasible(t *testing.T) {
 	waits.Waits = true
 	for _, tc := range []struct {
 		name   string
-		answer metasched.PlanResult
+		answer api.PlanResult
 		code   int
 	}{
 		{"plan-daemon-waits", waits, 0},

@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/metasched/metasched/metasched"
+	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/client"
 )
 
@@ -33,7 +33,7 @@ estimate marked * is a prior: too few events have been seen yet.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return callDaemon(cmd.Context(), e, &d, output, "",
-				func(ctx context.Context, c *client.Client) ([]metasched.Pool, error) { return c.Pools(ctx) }, printPools)
+				func(ctx context.Context, c *client.Client) ([]api.Pool, error) { return c.Pools(ctx) }, printPools)
 		},
 	}
 	d.register(cmd)
@@ -41,7 +41,7 @@ estimate marked * is a prior: too few events have been seen yet.`,
 	return cmd
 }
 
-func printPools(w io.Writer, pools []metasched.Pool) {
+func printPools(w io.Writer, pools []api.Pool) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "POOL\tQUEUED\tACTIVE\tHOSTS\tBUSY\tIDLE\tIN\tOUT\tλ/s\tµ/host·s")
 	prior := false
@@ -62,10 +62,10 @@ func printPools(w io.Writer, pools []metasched.Pool) {
 // daemonStatus is what status without a job shows: --output json writes
 // it as it is.
 type daemonStatus struct {
-	Pools  []metasched.Pool     `json:"pools"`
-	Policy metasched.PolicyView `json:"policy"`
+	Pools  []api.Pool     `json:"pools"`
+	Policy api.PolicyView `json:"policy"`
 	// Switches are those in flight.
-	Switches []metasched.SwitchView `json:"switches"`
+	Switches []api.SwitchView `json:"switches"`
 }
 
 func (s *daemonStatus) print(w io.Writer) {
@@ -115,7 +115,7 @@ destination, commit), how long it has taken, and why it failed if it did.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return callDaemon(cmd.Context(), e, &d, output, "",
-				func(ctx context.Context, c *client.Client) ([]metasched.SwitchView, error) {
+				func(ctx context.Context, c *client.Client) ([]api.SwitchView, error) {
 					return c.Switches(ctx, !all)
 				},
 				printSwitches)
@@ -127,7 +127,7 @@ destination, commit), how long it has taken, and why it failed if it did.`,
 	return cmd
 }
 
-func printSwitches(w io.Writer, sw []metasched.SwitchView) {
+func printSwitches(w io.Writer, sw []api.SwitchView) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tFROM\tTO\tHOST\tPHASE\tSECONDS\tREASON")
 	for _, s := range sw {

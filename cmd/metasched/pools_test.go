@@ -4,15 +4,15 @@ import (
 	"net/url"
 	"testing"
 
-	"github.com/metasched/metasched/metasched"
+	"github.com/metasched/metasched/metasched/api"
 )
 
 func TestPoolCommands(t *testing.T) {
 	pools := daemonRoute{Method: "GET", Path: "/v1/pools", Answer: fixturePools}
 	policy := daemonRoute{Method: "GET", Path: "/v1/policy", Answer: fixturePolicy}
-	active := daemonRoute{Method: "GET", Path: "/v1/switches", Query: url.Values{"active": {"true"}}, Answer: []metasched.SwitchView{switchActive}}
+	active := daemonRoute{Method: "GET", Path: "/v1/switches", Query: url.Values{"active": {"true"}}, Answer: []api.SwitchView{switchActive}}
 	all := daemonRoute{Method: "GET", Path: "/v1/switches", Answer: switchesAll}
-	quiet := metasched.PolicyView{Configured: "heuristic", InForce: "heuristic", Pools: fixturePolicy.Pools, Servers: 6}
+	quiet := api.PolicyView{Configured: "heuristic", InForce: "heuristic", Pools: fixturePolicy.Pools, Servers: 6}
 	runDaemonCases(t, []daemonCase{
 		{name: "pools", args: []string{"pools"}, routes: []daemonRoute{pools}},
 		{name: "pools-json", args: []string{"pools", "--output", "json"}, routes: []daemonRoute{pools}, want: fixturePools},
@@ -22,8 +22,8 @@ func TestPoolCommands(t *testing.T) {
 		{name: "status", args: []string{"status"}, routes: []daemonRoute{pools, policy, active}},
 		{name: "status-quiet", args: []string{"status"}, routes: []daemonRoute{pools,
 			{Method: "GET", Path: "/v1/policy", Answer: quiet},
-			{Method: "GET", Path: "/v1/switches", Query: url.Values{"active": {"true"}}, Answer: []metasched.SwitchView{}}}},
+			{Method: "GET", Path: "/v1/switches", Query: url.Values{"active": {"true"}}, Answer: []api.SwitchView{}}}},
 		{name: "status-json", args: []string{"status", "--output", "json"}, routes: []daemonRoute{pools, policy, active},
-			want: daemonStatus{Pools: fixturePools, Policy: fixturePolicy, Switches: []metasched.SwitchView{switchActive}}},
+			want: daemonStatus{Pools: fixturePools, Policy: fixturePolicy, Switches: []api.SwitchView{switchActive}}},
 	})
 }

@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/metasched/metasched/metasched/client"
-	"github.com/metasched/metasched/metasched/store"
+	"github.com/metasched/metasched/metasched/lifecycle"
 )
 
 // The real binary: serve runs the demo and exits, serves again on the
@@ -212,7 +212,7 @@ func TestServeDemoThenCLI(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if j.State == store.Done {
+		if j.State == lifecycle.Done {
 			break
 		}
 		if j.State.Terminal() || time.Now().After(deadline) {

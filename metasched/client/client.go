@@ -15,8 +15,8 @@ import (
 
 	"github.com/metasched/metasched/gramvm"
 	hp "github.com/metasched/metasched/hypervisorproxy"
-	"github.com/metasched/metasched/metasched"
-	"github.com/metasched/metasched/metasched/store"
+	"github.com/metasched/metasched/metasched/api"
+	"github.com/metasched/metasched/metasched/lifecycle"
 )
 
 // DefaultTimeout bounds a whole call (connection, request and answer) with
@@ -51,13 +51,13 @@ func (c *Client) WithHTTPClient(hc *http.Client) *Client {
 func (c *Client) Base() string { return c.base }
 
 // RemoteError is an error the daemon answered with: the HTTP status, the
-// API's error code (metasched.Code*), its message and, for a rejected
+// API's error code (api.Code*), its message and, for a rejected
 // request body, the problem of each field.
 type RemoteError struct {
 	Status  int
 	Code    string
 	Message string
-	Fields  []metasched.FieldError
+	Fields  []api.FieldError
 }
 
 // Error returns the message, then each field problem on its own line,
@@ -91,7 +91,7 @@ func (e *RemoteError) Error() string {
 // is not the API's error (a proxy's page, say) becomes the message, cut to
 // 200 bytes.
 func decodeError(status int, body []byte) *RemoteError {
-	var e metasched.APIError
+	var e api.APIError
 	if json.Unmarshal(body, &e) == nil && (e.Error != "" || e.Code != "") {
 		return &RemoteError{Status: status, Code: e.Code, Message: e.Error, Fields: e.Fields}
 	}
@@ -107,8 +107,8 @@ func decodeError(status int, body []byte) *RemoteError {
 
 // Healthz checks that the daemon answers (without the token) and returns
 // its version and start time.
-func (c *Client) Healthz(ctx context.Context) (metasched.Health, error) {
-	var out metasched.Health
+func (c *Client) Healthz(ctx context.Context) (api.Health, error) {
+	var out api.Health
 	err := c.do(ctx, http.MethodGet, "/healthz", nil, nil, &out)
 	return out, err
 }
@@ -116,8 +116,8 @@ func (c *Client) Healthz(ctx context.Context) (metasched.Health, error) {
 // Submit submits a job file (its bytes as they are, YAML or JSON) and
 // returns the job, queued. A job file the daemon refuses is a *RemoteError
 // with status 400 and the problem of each field.
-func (c *Client) Submit(ctx context.Context, jobFile []byte) (metasched.Job, error) {
-	var out metasched.Job
+func (c *Client) Submit(ctx context.Context, jobFile []byte) (api.Job, error) {
+	var out api.Job
 	err := c.do(ctx, http.MethodPost, "/v1/jobs", nil, jobFile, &out)
 	return out, err
 }
@@ -126,7 +126,7 @@ func (c *Client) Submit(ctx context.Context, jobFile []byte) (metasched.Job, err
 // Type (empty: every type), with IDs after After, at most Limit of them
 // (0: the daemon's page size).
 type JobsQuery struct {
-	States []store.JobState
+	States []lifecycle.State
 	Type   string
 	After  string
 	Limit  int
@@ -155,22 +155,22 @@ func (q JobsQuery) values() url.Values {
 
 // Jobs returns a page of the jobs q selects, oldest first; JobList.Next,
 // when set, is the After of the next page.
-func (c *Client) Jobs(ctx context.Context, q JobsQuery) (metasched.JobList, error) {
-	var out metasched.JobList
+func (c *Client) Jobs(ctx context.Context, q JobsQuery) (api.JobList, error) {
+	var out api.JobList
 	err := c.do(ctx, http.MethodGet, "/v1/jobs", q.values(), nil, &out)
 	return out, err
 }
 
 // Job returns one job.
-func (c *Client) Job(ctx context.Context, id string) (metasched.Job, error) {
-	var out metasched.Job
+func (c *Client) Job(ctx context.Context, id string) (api.Job, error) {
+	var out api.Job
 	err := c.do(ctx, http.MethodGet, "/v1/jobs/"+url.PathEscape(id), nil, nil, &out)
 	return out, err
 }
 
 // Cancel cancels a job and returns it as the cancel left it.
-func (c *Client) Cancel(ctx context.Context, id string) (metasched.Job, error) {
-	var out metasched.Job
+func (c *Client) Cancel(ctx context.Context, id string) (api.Job, error) {
+	var out api.Job
 	err := c.do(ctx, http.MethodPost, "/v1/jobs/"+url.PathEscape(id)+"/cancel", nil, nil, &out)
 	return out, err
 }
@@ -184,34 +184,34 @@ func (c *Client) Logs(ctx context.Context, id string) ([]byte, error) {
 
 // Plan asks the daemon where a job file (its bytes as they are) would run
 // now, without submitting it.
-func (c *Client) Plan(ctx context.Context, jobFile []byte) (metasched.PlanResult, error) {
-	var out metasched.PlanResult
+func (c *Client) Plan(ctx context.Context, jobFile []byte) (api.PlanResult, error) {
+	var out api.PlanResult
 	err := c.do(ctx, http.MethodPost, "/v1/plan", nil, jobFile, &out)
 	return out, err
 }
 
 // Pools returns the pools (one per job type) in the configuration's order.
-func (c *Client) Pools(ctx context.Context) ([]metasched.Pool, error) {
-	var out []metasched.Pool
+func (c *Client) Pools(ctx context.Context) ([]api.Pool, error) {
+	var out []api.Pool
 	err := c.do(ctx, http.MethodGet, "/v1/pools", nil, nil, &out)
 	return out, err
 }
 
 // Hosts returns every host of the grid.
-func (c *Client) Hosts(ctx context.Context) ([]metasched.HostView, error) {
-	var out []metasched.HostView
+func (c *Client) Hosts(ctx context.Context) ([]api.HostView, error) {
+	var out []api.HostView
 	err := c.do(ctx, http.MethodGet, "/v1/hosts", nil, nil, &out)
 	return out, err
 }
 
 // ClearHost returns a stranded host to pool; an empty pool means the
 // source pool of the switch that stranded it.
-func (c *Client) ClearHost(ctx context.Context, name, pool string) (metasched.HostView, error) {
-	body, err := json.Marshal(metasched.ClearRequest{Pool: pool})
+func (c *Client) ClearHost(ctx context.Context, name, pool string) (api.HostView, error) {
+	body, err := json.Marshal(api.ClearRequest{Pool: pool})
 	if err != nil {
-		return metasched.HostView{}, err
+		return api.HostView{}, err
 	}
-	var out metasched.HostView
+	var out api.HostView
 	err = c.do(ctx, http.MethodPost, "/v1/hosts/"+url.PathEscape(name)+"/clear", nil, body, &out)
 	return out, err
 }
@@ -225,31 +225,31 @@ func (c *Client) VMs(ctx context.Context) ([]hp.VM, error) {
 
 // Switches returns the switches of hosts between pools: only those in
 // flight when active, else every one the daemon remembers.
-func (c *Client) Switches(ctx context.Context, active bool) ([]metasched.SwitchView, error) {
+func (c *Client) Switches(ctx context.Context, active bool) ([]api.SwitchView, error) {
 	var q url.Values
 	if active {
 		q = url.Values{"active": {"true"}}
 	}
-	var out []metasched.SwitchView
+	var out []api.SwitchView
 	err := c.do(ctx, http.MethodGet, "/v1/switches", q, nil, &out)
 	return out, err
 }
 
 // RequestSwitch asks the daemon to switch one host from pool from to pool
 // to (an operator's switch); the answer is the switch as it starts.
-func (c *Client) RequestSwitch(ctx context.Context, from, to string) (metasched.SwitchView, error) {
-	body, err := json.Marshal(metasched.SwitchRequest{From: from, To: to})
+func (c *Client) RequestSwitch(ctx context.Context, from, to string) (api.SwitchView, error) {
+	body, err := json.Marshal(api.SwitchRequest{From: from, To: to})
 	if err != nil {
-		return metasched.SwitchView{}, err
+		return api.SwitchView{}, err
 	}
-	var out metasched.SwitchView
+	var out api.SwitchView
 	err = c.do(ctx, http.MethodPost, "/v1/switches", nil, body, &out)
 	return out, err
 }
 
 // Policy returns the switching policy in force and its inputs.
-func (c *Client) Policy(ctx context.Context) (metasched.PolicyView, error) {
-	var out metasched.PolicyView
+func (c *Client) Policy(ctx context.Context) (api.PolicyView, error) {
+	var out api.PolicyView
 	err := c.do(ctx, http.MethodGet, "/v1/policy", nil, nil, &out)
 	return out, err
 }

@@ -17,8 +17,8 @@ import (
 
 	"github.com/metasched/metasched/gramvm"
 	hp "github.com/metasched/metasched/hypervisorproxy"
-	"github.com/metasched/metasched/metasched"
-	"github.com/metasched/metasched/metasched/store"
+	"github.com/metasched/metasched/metasched/api"
+	"github.com/metasched/metasched/metasched/lifecycle"
 	"github.com/metasched/metasched/selection"
 )
 
@@ -101,20 +101,20 @@ func (f *fakeDaemon) last(t *testing.T) request {
 var (
 	t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
-	testJob = metasched.Job{
-		ID: "j-000000000007", Name: "render-42", Type: "render", State: store.Running, Reason: "started",
-		Submitted: t0, Updated: t0.Add(3 * time.Second),
+	testJob = api.Job{
+		JobHead: api.JobHead{ID: "j-000000000007", Name: "render-42", Type: "render", State: lifecycle.Running, Reason: "started",
+			Submitted: t0, Updated: t0.Add(3 * time.Second)},
 		Spec: selection.Job{Name: "render-42", Type: "render", Tasks: 300, TaskOps: 2e11, TaskBytes: 5e7, Efficiency: 0.8,
 			VM: selection.VM{VCPUs: 2, MemoryMiB: 2048}},
-		Transitions: []store.Transition{
-			{To: store.Queued, At: t0, Reason: "submitted"},
-			{From: store.Queued, To: store.Running, At: t0.Add(3 * time.Second), Reason: "started"},
+		Transitions: []lifecycle.Transition{
+			{To: lifecycle.Queued, At: t0, Reason: "submitted"},
+			{From: lifecycle.Queued, To: lifecycle.Running, At: t0.Add(3 * time.Second), Reason: "started"},
 		},
 		Placement: &gramvm.Placement{Plan: selection.Plan{Algorithm: selection.HillClimb, Job: "render-42", Tasks: 300,
 			Feasible: true, Master: "spain", Machines: 3, Clusters: []selection.ClusterPlan{{Name: "spain", Master: true, Machines: 2}}},
 			Master: gramvm.HostRef{Site: "spain", Host: "es-1"}},
-		VMs:              []metasched.JobVM{{Name: "j-7-0", Site: "spain", Host: "es-1", Master: true}},
-		PredictedSeconds: 2.5,
+		VMs:      []api.JobVM{{Name: "j-7-0", Site: "spain", Host: "es-1", Master: true}},
+		RunTimes: api.RunTimes{PredictedSeconds: 2.5},
 	}
 	jobYAML = "name: render-42\ntype: render\ntasks: 300\ntask_ops: 2.0e11\ntask_bytes: 5.0e7\n"
 	jobJSON = "\n  {\"name\": \"render-42\", \"type\": \"render\", \"tasks\": 300, \"task_ops\": 2e11, \"task_bytes\": 5e7}"
@@ -129,19 +129,19 @@ func TestMethods(t *testing.T) {
 	auth := "Bearer " + testToken
 	exit := 3
 	done := testJob
-	done.State, done.ExitCode, done.ActualSeconds = store.Done, &exit, 2.75
-	pools := []metasched.Pool{{Name: "render", VCPUs: 2, MemoryMiB: 2048, HoldingCost: 2, Queued: 1, Active: 2, Jobs: 3,
-		Hosts: []string{"es-1", "es-2"}, Busy: 1, Idle: 1, Rates: metasched.Rates{Arrival: 0.5, Service: 0.25, Samples: 9}}}
-	hosts := []metasched.HostView{{Name: "es-1", Site: "spain", Pool: "render", State: metasched.HostBusy, CPUs: 8,
+	done.State, done.ExitCode, done.ActualSeconds = lifecycle.Done, &exit, 2.75
+	pools := []api.Pool{{Name: "render", VCPUs: 2, MemoryMiB: 2048, HoldingCost: 2, Queued: 1, Active: 2, Jobs: 3,
+		Hosts: []string{"es-1", "es-2"}, Busy: 1, Idle: 1, Rates: api.Rates{Arrival: 0.5, Service: 0.25, Samples: 9}}}
+	hosts := []api.HostView{{Name: "es-1", Site: "spain", Pool: "render", State: api.HostBusy, CPUs: 8,
 		MemoryMiB: 16384, FreeVCPUs: 6, FreeMemoryMiB: 14336, VMs: []hp.VM{{Name: "j-7-0", Host: "es-1", State: hp.StateRunning, VCPUs: 2}}}}
-	cleared := metasched.HostView{Name: "es-2", Site: "spain", Pool: "sim", State: metasched.HostIdle, VMs: []hp.VM{}}
-	switches := []metasched.SwitchView{{ID: "sw-1", From: "render", To: "sim", Host: "es-2", Phase: "reconfigure",
+	cleared := api.HostView{Name: "es-2", Site: "spain", Pool: "sim", State: api.HostIdle, VMs: []hp.VM{}}
+	switches := []api.SwitchView{{ID: "sw-1", From: "render", To: "sim", Host: "es-2", Phase: "reconfigure",
 		Started: t0, Updated: t0.Add(time.Second), Seconds: 1}}
-	policy := metasched.PolicyView{Configured: "optimal", InForce: "heuristic", Note: "solving",
-		Pools: []metasched.PolicyPool{{Name: "render", Jobs: 3, Servers: 2}}, Servers: 4, Decisions: 10, Switches: 1,
-		LastAt: t0, Table: &metasched.PolicyTable{Source: "solved", States: 9000, Solving: true}}
+	policy := api.PolicyView{Configured: "optimal", InForce: "heuristic", Note: "solving",
+		Pools: []api.PolicyPool{{Name: "render", Jobs: 3, Servers: 2}}, Servers: 4, Decisions: 10, Switches: 1,
+		LastAt: t0, Table: &api.PolicyTable{Source: "solved", States: 9000, Solving: true}}
 	links := []gramvm.Link{{Between: [2]string{"spain", "latam-a"}, ConfiguredMbps: 8, MeasuredMbps: 7.5, MeasuredAt: t0, Samples: 4}}
-	plan := metasched.PlanResult{Placement: *testJob.Placement, FreeHosts: map[string]int{"spain": 3, "latam-a": 0},
+	plan := api.PlanResult{Placement: *testJob.Placement, FreeHosts: map[string]int{"spain": 3, "latam-a": 0},
 		Explanation: "master on spain"}
 
 	tests := []struct {
@@ -152,19 +152,19 @@ func TestMethods(t *testing.T) {
 		out    any
 	}{
 		{"healthz", func() (any, error) { return c.Healthz(ctx) },
-			metasched.Health{Status: "ok", Version: "devel", Since: t0},
-			request{Method: "GET", Path: "/healthz"}, metasched.Health{Status: "ok", Version: "devel", Since: t0}},
+			api.Health{Status: "ok", Version: "devel", Since: t0},
+			request{Method: "GET", Path: "/healthz"}, api.Health{Status: "ok", Version: "devel", Since: t0}},
 		{"submit yaml", func() (any, error) { return c.Submit(ctx, []byte(jobYAML)) }, testJob,
 			request{Method: "POST", Path: "/v1/jobs", Auth: auth, ContentType: "application/yaml", Body: jobYAML}, testJob},
 		{"submit json", func() (any, error) { return c.Submit(ctx, []byte(jobJSON)) }, testJob,
 			request{Method: "POST", Path: "/v1/jobs", Auth: auth, ContentType: "application/json", Body: jobJSON}, testJob},
-		{"jobs all", func() (any, error) { return c.Jobs(ctx, JobsQuery{}) }, metasched.JobList{Jobs: []metasched.Job{testJob}},
-			request{Method: "GET", Path: "/v1/jobs", Auth: auth}, metasched.JobList{Jobs: []metasched.Job{testJob}}},
+		{"jobs all", func() (any, error) { return c.Jobs(ctx, JobsQuery{}) }, api.JobList{Jobs: []api.Job{testJob}},
+			request{Method: "GET", Path: "/v1/jobs", Auth: auth}, api.JobList{Jobs: []api.Job{testJob}}},
 		{"jobs query", func() (any, error) {
-			return c.Jobs(ctx, JobsQuery{States: []store.JobState{store.Queued, store.Running}, Type: "render", After: "j-000000000002", Limit: 5})
-		}, metasched.JobList{Jobs: []metasched.Job{testJob}, Next: "j-000000000007"},
+			return c.Jobs(ctx, JobsQuery{States: []lifecycle.State{lifecycle.Queued, lifecycle.Running}, Type: "render", After: "j-000000000002", Limit: 5})
+		}, api.JobList{Jobs: []api.Job{testJob}, Next: "j-000000000007"},
 			request{Method: "GET", Path: "/v1/jobs", Query: "after=j-000000000002&limit=5&state=queued%2Crunning&type=render", Auth: auth},
-			metasched.JobList{Jobs: []metasched.Job{testJob}, Next: "j-000000000007"}},
+			api.JobList{Jobs: []api.Job{testJob}, Next: "j-000000000007"}},
 		{"job", func() (any, error) { return c.Job(ctx, "j-000000000007") }, done,
 			request{Method: "GET", Path: "/v1/jobs/j-000000000007", Auth: auth}, done},
 		{"job escaped", func() (any, error) { return c.Job(ctx, "a/b c") }, done,
@@ -220,7 +220,7 @@ func TestSubmitCreated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.ID != testJob.ID || got.State != store.Running {
+	if got.ID != testJob.ID || got.State != lifecycle.Running {
 		t.Errorf("got %s %s", got.ID, got.State)
 	}
 }
@@ -235,23 +235,23 @@ func TestRemoteErrors(t *testing.T) {
 		want   RemoteError
 		text   string
 	}{
-		{"invalid fields", 400, metasched.APIError{Error: "job file: invalid", Code: metasched.CodeInvalid, Fields: []metasched.FieldError{
+		{"invalid fields", 400, api.APIError{Error: "job file: invalid", Code: api.CodeInvalid, Fields: []api.FieldError{
 			{Field: "tasks", Problem: "must be an integer >= 1, got 0"},
 			{Field: "task_bytes", Problem: "missing required field"},
-		}}, RemoteError{Status: 400, Code: "invalid", Message: "job file: invalid", Fields: []metasched.FieldError{
+		}}, RemoteError{Status: 400, Code: "invalid", Message: "job file: invalid", Fields: []api.FieldError{
 			{Field: "tasks", Problem: "must be an integer >= 1, got 0"},
 			{Field: "task_bytes", Problem: "missing required field"},
 		}}, "job file: invalid\n  tasks: must be an integer >= 1, got 0\n  task_bytes: missing required field"},
-		{"field in the message", 400, metasched.APIError{Error: "job.yaml: tasks: must be an integer >= 1, got 0", Code: metasched.CodeInvalid,
-			Fields: []metasched.FieldError{{Field: "tasks", Problem: "must be an integer >= 1, got 0"}, {Problem: "and more"}}},
+		{"field in the message", 400, api.APIError{Error: "job.yaml: tasks: must be an integer >= 1, got 0", Code: api.CodeInvalid,
+			Fields: []api.FieldError{{Field: "tasks", Problem: "must be an integer >= 1, got 0"}, {Problem: "and more"}}},
 			RemoteError{Status: 400, Code: "invalid", Message: "job.yaml: tasks: must be an integer >= 1, got 0",
-				Fields: []metasched.FieldError{{Field: "tasks", Problem: "must be an integer >= 1, got 0"}, {Problem: "and more"}}},
+				Fields: []api.FieldError{{Field: "tasks", Problem: "must be an integer >= 1, got 0"}, {Problem: "and more"}}},
 			"job.yaml: tasks: must be an integer >= 1, got 0\n  and more"},
-		{"unauthorized", 401, metasched.APIError{Error: "unauthorized: wrong token", Code: metasched.CodeUnauthorized},
+		{"unauthorized", 401, api.APIError{Error: "unauthorized: wrong token", Code: api.CodeUnauthorized},
 			RemoteError{Status: 401, Code: "unauthorized", Message: "unauthorized: wrong token"}, "unauthorized: wrong token"},
-		{"not found", 404, metasched.APIError{Error: `job "j-9": not found`, Code: metasched.CodeNotFound},
+		{"not found", 404, api.APIError{Error: `job "j-9": not found`, Code: api.CodeNotFound},
 			RemoteError{Status: 404, Code: "not_found", Message: `job "j-9": not found`}, `job "j-9": not found`},
-		{"code only", 409, metasched.APIError{Code: metasched.CodeConflict},
+		{"code only", 409, api.APIError{Code: api.CodeConflict},
 			RemoteError{Status: 409, Code: "conflict"}, "http 409: conflict"},
 		{"not the API's error", 502, "<html>bad gateway</html>\n",
 			RemoteError{Status: 502, Message: "http 502 Bad Gateway: <html>bad gateway</html>"}, "http 502 Bad Gateway: <html>bad gateway</html>"},
@@ -370,8 +370,8 @@ func TestContentType(t *testing.T) {
 }
 
 func ExampleRemoteError() {
-	err := &RemoteError{Status: 400, Code: metasched.CodeInvalid, Message: "job.yaml: the job file is invalid",
-		Fields: []metasched.FieldError{{Field: "tasks", Problem: "must be an integer >= 1, got 0"}, {Field: "efficiency", Problem: "must be > 0 and <= 1, got 2"}}}
+	err := &RemoteError{Status: 400, Code: api.CodeInvalid, Message: "job.yaml: the job file is invalid",
+		Fields: []api.FieldError{{Field: "tasks", Problem: "must be an integer >= 1, got 0"}, {Field: "efficiency", Problem: "must be > 0 and <= 1, got 2"}}}
 	fmt.Println(err)
 	// Output:
 	// job.yaml: the job file is invalid

@@ -1,5 +1,5 @@
 // Package client is the Go client of the metasched daemon's HTTP API (the
-// routes and wire types of package metasched, api.go). It is what the
+// routes and wire types of package api). It is what the
 // command line's submit, jobs, status, cancel, logs, plan, pools, switches
 // and hosts commands use, and what a program that drives the daemon should
 // use too.
@@ -18,7 +18,7 @@
 // # Errors
 //
 // An answer outside 2xx is a *RemoteError carrying the HTTP status, the
-// API's error code (metasched.CodeInvalid, CodeNotFound, ...), its message
+// API's error code (api.CodeInvalid, CodeNotFound, ...), its message
 // and, for a rejected request body, each field and what is wrong with it:
 //
 //	var re *client.RemoteError

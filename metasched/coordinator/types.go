@@ -2,12 +2,30 @@ package coordinator
 
 import (
 	"errors"
+	"fmt"
+	"strconv"
+	"strings"
 	"time"
 )
 
 // SwitchID names one switch. The cluster manager chooses it; it must be unique
 // for the life of the journal.
 type SwitchID string
+
+// NewSwitchID returns the ID of the daemon's n-th switch, "s-" and n in at
+// least six digits: s-000042.
+func NewSwitchID(n int) SwitchID { return SwitchID(fmt.Sprintf("s-%06d", n)) }
+
+// SwitchIDNumber returns n of an ID that NewSwitchID made, and false for any
+// other ID.
+func SwitchIDNumber(id SwitchID) (int, bool) {
+	digits, ok := strings.CutPrefix(string(id), "s-")
+	if !ok || digits == "" || strings.Trim(digits, "0123456789") != "" {
+		return 0, false
+	}
+	n, err := strconv.Atoi(digits)
+	return n, err == nil
+}
 
 // Phase is where a switch stands in the protocol. The first six phases are in
 // flight: the coordinator waits for an answer. The last four are final.

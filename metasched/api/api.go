@@ -1,0 +1,59 @@
+package api
+
+import "time"
+
+// MaxBodyBytes bounds a request body.
+const MaxBodyBytes = 1 << 20
+
+// Pages of GET /v1/jobs: limit 0 (or none) gives DefaultPageSize jobs; a
+// larger limit than MaxPageSize is refused.
+const (
+	DefaultPageSize = 500
+	MaxPageSize     = 5000
+)
+
+// APIError is the body of every error answer. Fields lists, for a rejected
+// request body, each field and what is wrong with it.
+type APIError struct {
+	Error  string       `json:"error"`
+	Code   string       `json:"code"`
+	Fields []FieldError `json:"fields,omitempty"`
+}
+
+// FieldError is one problem of a request body.
+type FieldError struct {
+	Field   string `json:"field"`
+	Problem string `json:"problem"`
+}
+
+// Error codes of APIError.
+const (
+	CodeInvalid      = "invalid"       // 400: a malformed request; see Fields
+	CodeUnauthorized = "unauthorized"  // 401
+	CodeForbidden    = "forbidden"     // 403: a session request without the CSRF header
+	CodeNotFound     = "not_found"     // 404
+	CodeConflict     = "conflict"      // 409: the job or host is not in a state that allows it
+	CodeTooLarge     = "too_large"     // 413: the body is over MaxBodyBytes
+	CodeUnavailable  = "unavailable"   // 503: shutting down, or no agent answers
+	CodeInternal     = "internal"      // 500
+	CodeUnsupported  = "unsupported"   // 415: a body that is not YAML or JSON
+	CodeMethod       = "bad_method"    // 405
+	CodeUnknownRoute = "unknown_route" // 404 for a path that is no route
+)
+
+// Health is the answer of /healthz.
+type Health struct {
+	Status  string    `json:"status"` // "ok"
+	Version string    `json:"version"`
+	Since   time.Time `json:"since"`
+}
+
+// LoginRequest is the body of POST /login.
+type LoginRequest struct {
+	Token string `json:"token"`
+}
+
+// LoginResult is the answer of a successful POST /login.
+type LoginResult struct {
+	Expires time.Time `json:"expires"`
+}

@@ -1,0 +1,40 @@
+// Package api holds the wire types of the metasched daemon's HTTP API: the
+// bodies of its requests and answers and their constants. The daemon
+// (package metasched) answers with them, the Go client (package client)
+// and the command line decode them; the OpenAPI document the daemon serves
+// describes them. Package api imports only pure packages (the job
+// lifecycle, selection, gramvm and the agents' wire types), so that a
+// program that talks to the daemon does not link the daemon: neither its
+// store nor Prometheus nor libvirt.
+//
+// # Routes
+//
+// JSON under /v1, with "Authorization: Bearer TOKEN" or the dashboard's
+// session cookie on every route but the public ones:
+//
+//	GET    /healthz                    public: Health
+//	GET    /metrics                    public: Prometheus metrics
+//	GET    /v1/openapi.json            public: the OpenAPI 3 document
+//	GET    /, GET /assets/{file}       public: the dashboard's page and its files
+//	POST   /login, POST /logout        public: LoginRequest → the session cookie; remove it
+//	POST   /v1/jobs                    a job file (YAML or JSON) → 201 Job
+//	GET    /v1/jobs                    ?state=S[,S]&type=T&after=ID&limit=N → JobList (pages of DefaultPageSize)
+//	GET    /v1/jobs/{id}               Job
+//	POST   /v1/jobs/{id}/cancel        → Job
+//	GET    /v1/jobs/{id}/logs          the job's output, text/plain
+//	POST   /v1/plan                    a job file → PlanResult (dry run)
+//	GET    /v1/pools                   []Pool
+//	GET    /v1/hosts                   []HostView
+//	POST   /v1/hosts/{name}/clear      ClearRequest → HostView
+//	GET    /v1/vms                     []hypervisorproxy.VM
+//	GET    /v1/switches                ?active=true → []SwitchView
+//	POST   /v1/switches                SwitchRequest → 202 SwitchView (an operator's switch)
+//	GET    /v1/policy                  PolicyView
+//	GET    /v1/links                   []gramvm.Link
+//	GET    /v1/tuning                  []TuningRecord
+//	GET    /v1/dashboard               ?history=true → Dashboard
+//	GET    /v1/events                  server-sent events "state": a Dashboard every EventEvery
+//
+// Errors are APIError with a 4xx or 5xx status; its Code is one of the
+// Code constants.
+package api

@@ -1,0 +1,38 @@
+package api
+
+import hp "github.com/metasched/metasched/hypervisorproxy"
+
+// Host states as the daemon shows them.
+const (
+	HostBusy        = "busy"
+	HostIdle        = "idle"
+	HostSwitching   = "switching"
+	HostStranded    = "stranded"
+	HostUnreachable = "unreachable"
+)
+
+// HostView is one host of the grid. Its VMs are the agents' wire type
+// (GET /v1/vms lists them too).
+type HostView struct {
+	Name  string `json:"name"`
+	Site  string `json:"site"`
+	Pool  string `json:"pool"`
+	State string `json:"state"`
+	// Switch is the switch holding the host, with its source and
+	// destination pools, while switching or stranded.
+	Switch        string  `json:"switch,omitempty"`
+	From          string  `json:"from,omitempty"`
+	To            string  `json:"to,omitempty"`
+	Reason        string  `json:"reason,omitempty"`
+	CPUs          int     `json:"cpus"`
+	MemoryMiB     int     `json:"memory_mib"`
+	FreeVCPUs     int     `json:"free_vcpus"`
+	FreeMemoryMiB int     `json:"free_memory_mib"`
+	VMs           []hp.VM `json:"vms"`
+}
+
+// ClearRequest returns a stranded host to a pool; an empty Pool means the
+// source pool of the switch that stranded it.
+type ClearRequest struct {
+	Pool string `json:"pool,omitempty"`
+}

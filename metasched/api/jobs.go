@@ -1,0 +1,69 @@
+package api
+
+import (
+	"time"
+
+	"github.com/metasched/metasched/gramvm"
+	"github.com/metasched/metasched/metasched/lifecycle"
+	"github.com/metasched/metasched/selection"
+)
+
+// JobHead opens every view of a job (Job, and JobSummary in the dashboard's
+// list): which job it is and where it stands.
+type JobHead struct {
+	ID    string          `json:"id"`
+	Name  string          `json:"name"`
+	Type  string          `json:"type"`
+	State lifecycle.State `json:"state"`
+	// Reason is the reason of the last transition.
+	Reason    string    `json:"reason"`
+	Submitted time.Time `json:"submitted"`
+	Updated   time.Time `json:"updated"`
+}
+
+// RunTimes are a job's run times: PredictedSeconds is the plan's run time
+// scaled to this daemon (emulated: the model's run time × time_scale),
+// ActualSeconds the measured one from running to the end.
+type RunTimes struct {
+	PredictedSeconds float64 `json:"predicted_seconds,omitempty"`
+	ActualSeconds    float64 `json:"actual_seconds,omitempty"`
+}
+
+// Job is a job as the API shows it.
+type Job struct {
+	JobHead
+	Spec        selection.Job          `json:"spec"`
+	Transitions []lifecycle.Transition `json:"transitions"`
+	// Placement is the plan the job runs (or ran) on, once planned.
+	Placement *gramvm.Placement `json:"placement,omitempty"`
+	// VMs are the names of the job's VMs, once provisioning started.
+	VMs []JobVM `json:"vms,omitempty"`
+	RunTimes
+	ExitCode *int `json:"exit_code,omitempty"`
+	// Attempts counts the times the job was started (requeued jobs run again).
+	Attempts int `json:"attempts,omitempty"`
+	// Explanation is the placement's explanation in text, once planned.
+	Explanation string `json:"explanation,omitempty"`
+}
+
+// JobVM is one VM of a job, as its lifecycle records it.
+type JobVM = lifecycle.VM
+
+// JobList is a page of jobs. Next, when set, is the After of the next page.
+type JobList struct {
+	Jobs []Job  `json:"jobs"`
+	Next string `json:"next,omitempty"`
+}
+
+// PlanResult is the answer of the dry run POST /v1/plan: the placement the
+// job would get now, or why it would wait.
+type PlanResult struct {
+	Placement gramvm.Placement `json:"placement"`
+	// FreeHosts counts, per cluster, the free hosts of the job's pool the
+	// plan was made on.
+	FreeHosts map[string]int `json:"free_hosts"`
+	// Waits is true when the job would wait in its pool's queue.
+	Waits bool `json:"waits"`
+	// Explanation is the plan's explanation in text.
+	Explanation string `json:"explanation"`
+}
