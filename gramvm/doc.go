@@ -46,4 +46,7 @@
 // the new job only if both are of one type (one pool); a measured link
 // bandwidth is taken as the link's capacity, so probes taken under load
 // count the running jobs twice (on the safe side).
+//
+// The design is described in docs/design.md of the repository, sections
+// "Planning on the live grid" and "Bandwidth tuning".
 package gramvm
