@@ -52,4 +52,7 @@
 //
 // Errors are for bad input and cancellation (Observe's wrap ErrInvalid or
 // ErrNotFound); an infeasible plan is a result, not an error.
+//
+// The design is described in docs/design.md of the repository, sections
+// "Planning on the live grid" and "Bandwidth tuning".
 package gramvm

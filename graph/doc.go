@@ -5,7 +5,7 @@
 //
 // # Grid files
 //
-// ParseGrid reads a grid file (DESIGN.md, "Grid"): clusters of identical
+// ParseGrid reads a grid file (docs/design.md, "Grid"): clusters of identical
 // machines, each with its LAN and WAN uplink bandwidth, and the WAN links
 // between clusters. Decoding is strict and reports every problem with its
 // field path: unknown fields, wrong types, non-positive numbers, duplicate
@@ -46,4 +46,7 @@
 // crosses, in O(length of the path).
 //
 // The package is a pure core: no I/O, no clock, deterministic.
+//
+// The design is described in docs/design.md of the repository, sections
+// "The cluster graph", "Kruskal zones" and "Widest paths".
 package graph

@@ -12,7 +12,7 @@ import (
 	"github.com/metasched/metasched/internal/yamlx"
 )
 
-// Cluster is one cluster of a grid file (DESIGN.md, "Grid"): identical
+// Cluster is one cluster of a grid file (docs/design.md, "Grid"): identical
 // machines behind one LAN and one WAN uplink.
 type Cluster struct {
 	Name        string  `json:"name"`
@@ -61,11 +61,11 @@ var (
 	linkFields = []string{"between", "mbps", "latency_ms"}
 )
 
-// ParseGrid decodes a grid file (YAML or JSON, DESIGN.md "Grid") strictly:
-// unknown fields, values of the wrong type or out of range, duplicate
-// cluster names, links to unknown clusters, repeated links and a grid that
-// is not connected are errors. Every problem of the file is reported, one
-// per line in document order, as "FILE: FIELD.PATH: problem".
+// ParseGrid decodes a grid file (YAML or JSON, docs/design.md "Grid")
+// strictly: unknown fields, values of the wrong type or out of range,
+// duplicate cluster names, links to unknown clusters, repeated links and a
+// grid that is not connected are errors. Every problem of the file is
+// reported, one per line in document order, as "FILE: FIELD.PATH: problem".
 func ParseGrid(file string, data []byte) (*Grid, error) {
 	d, root, err := yamlx.Parse(file, data)
 	if err != nil {

@@ -55,11 +55,12 @@
 //
 // # Pools
 //
-// Every host carries a pool label (a job type). ReconfigureHost moves a
-// host to another pool the way DESIGN.md says: it refuses while the host
-// runs a VM of a job the coordinator has not released, destroys the old
-// pool's VMs, sets the label, then waits the site's switch_delay (emulating
-// a reimage) before it reports done; the host takes no VM meanwhile.
+// Every host carries a pool label (a job type). ReconfigureHost moves a host
+// to another pool as docs/design.md ("The switch protocol") says: it refuses
+// while the host runs a VM of a job the coordinator has not released,
+// destroys the old pool's VMs, sets the label, then waits the site's
+// switch_delay (emulating a reimage) before it reports done; the host takes
+// no VM meanwhile.
 //
 // # Bandwidth probes
 //
@@ -68,4 +69,7 @@
 // the result is in Mbit/s with the time it was measured. Over a veth link
 // shaped to 20 Mbit/s with tc tbf the probe measures about 19.1 Mbit/s:
 // TCP's payload is 1448 of every 1514 bytes on the wire.
+//
+// The design is described in docs/design.md of the repository, sections
+// "The site agent" and "The agent's API".
 package hypervisorproxy

@@ -9,11 +9,11 @@ import (
 	"time"
 )
 
-// ReconfigureHost moves a host to another pool (DESIGN.md): refused while
-// the host runs a VM of a job the coordinator has not released; otherwise
-// the old pool's VMs on it are destroyed, the host's pool label is set,
-// and the site's switch_delay (emulating a reimage) passes before the call
-// returns. The host takes no new VMs meanwhile.
+// ReconfigureHost moves a host to another pool (docs/design.md, "The switch
+// protocol"): refused while the host runs a VM of a job the coordinator has
+// not released; otherwise the old pool's VMs on it are destroyed, the host's
+// pool label is set, and the site's switch_delay (emulating a reimage) passes
+// before the call returns. The host takes no new VMs meanwhile.
 func (a *Agent) ReconfigureHost(ctx context.Context, name string, r Reconfigure) (Reconfigured, error) {
 	if r.Pool == "" {
 		return Reconfigured{}, fmt.Errorf("reconfigure host %s: %w: pool: is required", name, ErrInvalid)

@@ -12,7 +12,7 @@ import (
 	"github.com/metasched/metasched/internal/yamlx"
 )
 
-// Site is a site file (DESIGN.md, "Hypervisor proxy"): the site this agent
+// Site is a site file (docs/design.md, "Site file"): the site this agent
 // serves and its hosts.
 //
 //	site: spain                       # the grid cluster this agent serves
@@ -23,15 +23,15 @@ import (
 //	  - {name: spain-0, uri: "qemu+unix:///session?socket=/path/libvirt-sock", pool: render}
 //	migration_ports: 49152-49215      # tcp ports for incoming live migrations
 //
-// and, beyond the design's example: grid (the grid file whose cluster entry
-// generates the hosts when hosts is omitted), pool (the pool of generated
-// hosts), data_dir (where the agent keeps its record of VMs and the host
-// files of generated test hosts; default: a temporary directory, and the
-// record is then lost with the agent), migration_progress_timeout (abort a
-// live migration that moves no data for that long; default 60s) and, per
-// host, migration_address (the address other hosts reach it at for live
-// migrations; default: the host of its URI, or 127.0.0.1).
-// Relative paths are relative to the site file's directory.
+// and also: grid (the grid file whose cluster entry generates the hosts when
+// hosts is omitted), pool (the pool of generated hosts), data_dir (where the
+// agent keeps its record of VMs and the host files of generated test hosts;
+// default: a temporary directory, and the record is then lost with the
+// agent), migration_progress_timeout (abort a live migration that moves no
+// data for that long; default 60s) and, per host, migration_address (the
+// address other hosts reach it at for live migrations; default: the host of
+// its URI, or 127.0.0.1). Relative paths are relative to the site file's
+// directory.
 type Site struct {
 	Site                     string
 	Listen                   string

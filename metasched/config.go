@@ -14,7 +14,7 @@ import (
 )
 
 // Config is the daemon's configuration file (`metasched serve --config`,
-// DESIGN.md "The daemon"):
+// docs/design.md, "Serve configuration"):
 //
 //	listen: 127.0.0.1:8080
 //	data_dir: ./metasched-data
@@ -26,12 +26,12 @@ import (
 //	policy: {name: heuristic, K: 5} # or optimal {table: FILE | solve: true}, static, best-static, none
 //	executor: {name: emulated, time_scale: 0.001}   # or command
 //
-// and beyond the design's example: switch_delay (the in-process agents'
-// pool reconfiguration time, default 0s) and on_agent_loss (what happens
-// to the jobs of an unreachable agent: requeue, the default, or fail), and
-// min_pool_hosts (the fewest hosts the policy may leave a pool, default 2:
-// a master-worker job needs a master's host and a worker's).
-// Relative paths are relative to the file's directory.
+// and also switch_delay (the in-process agents' pool reconfiguration time,
+// default 0s) and on_agent_loss (what happens to the jobs of an unreachable
+// agent: requeue, the default, or fail), and min_pool_hosts (the fewest hosts
+// the policy may leave a pool, default 2: a master-worker job needs a
+// master's host and a worker's). Relative paths are relative to the file's
+// directory.
 type Config struct {
 	Listen       string
 	DataDir      string

@@ -1,10 +1,49 @@
-// Package metasched will hold the metasched daemon: the jobs API, the durable
-// store, the job lifecycle (queued → planned → provisioning → running → done,
-// failed or cancelled), the executors, the cluster manager that polls the pools
-// and asks the switching policy, the two-phase switch coordinator, the
-// dashboard and the Prometheus metrics.
+// Package metasched is the metasched daemon, `metasched serve`: it takes
+// master-worker jobs over an HTTP API, plans each on the best clusters of
+// the grid, builds it a virtual cluster of VMs through the site agents,
+// runs it, and moves hosts between the pools of the job types with a
+// switching policy through the two-phase switch protocol.
 //
-// Built so far: the configuration file of `metasched serve` (Config,
-// ParseConfig). The daemon itself is not built yet: see the README for what
-// exists today.
+// New opens the store and the agents and restores the state a previous run
+// left (hosts and their pools, every live job, every switch in flight); Run
+// serves the API on a listener and runs the daemon's loops until its
+// context ends; Close releases the agents, the policy and the store.
+// ParseConfig reads the configuration file; DemoConfig is the built-in demo.
+//
+// What the daemon does:
+//
+//   - Jobs API (server.go, api.go): submit, list, get, cancel, logs, a dry
+//     run of the plan, pools, hosts, VMs, switches, the policy, links,
+//     tuning candidates; a bearer token, or the dashboard's session cookie
+//     (session.go); the OpenAPI document and the dashboard's page; Prometheus
+//     metrics (metrics.go).
+//   - Job lifecycle (jobs.go): queued → planned → provisioning → running →
+//     done, failed or cancelled, each transition in the store with its time
+//     and reason. The dispatcher plans queued jobs with package gramvm on the
+//     free hosts of their pool, the site agents create one VM per planned
+//     machine, an executor (package executor) runs the job, and the VMs are
+//     destroyed at the end. Jobs on a host taken by a switch or on a lost
+//     agent are requeued (or failed); a restart resumes or requeues every
+//     live job.
+//   - Site agents (agents.go, hosts.go): one per grid cluster, in process on
+//     the libvirt test driver or remote over HTTP; their inventories make
+//     the host view (pool, state, VMs), and VMs that no live job owns are
+//     destroyed.
+//   - Cluster manager (manager.go, rates.go): twice a second, each pool's
+//     jobs, hosts and switches in flight and the estimated rates λ, µ and ζ
+//     go to the switching policy (package policy); a decision to switch goes
+//     to the coordinator.
+//   - Switch driver (switcher.go): feeds the coordinator (package
+//     coordinator, a pure state machine) the decisions, the operators'
+//     switches and clears, the answers of the pools and agents and its
+//     timers, journals every step in the store before taking it, and
+//     carries out the actions.
+//   - Bandwidth tuning (tuning.go): gramvm decides when consolidating or
+//     shrinking a running job's VMs frees enough for a waiting job; the
+//     daemon migrates or resizes them through the agents.
+//   - Probes (probe.go): the bandwidth of links between remote agents,
+//     measured every minute, replaces the configured one in plans.
+//
+// The design is described in docs/design.md of the repository, sections
+// "The daemon" and "HTTP APIs".
 package metasched

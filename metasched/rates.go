@@ -7,7 +7,7 @@ import (
 	"github.com/metasched/metasched/switching"
 )
 
-// poolRates are a pool's rate estimates (DESIGN.md "Pools and the policy"):
+// poolRates are a pool's rate estimates (docs/design.md, "Rate estimators"):
 // λ from the submissions, µ from the busy host-seconds of each completed
 // job. Jobs span many hosts, so µ (completions per busy host-second) stands
 // for the papers' per-server service rate only approximately: a job on h

@@ -8,11 +8,11 @@
 // A Problem is a cluster graph (package graph), a Job (ParseJob reads job
 // files strictly) and the free machines of each cluster. A cluster whose
 // machines cannot hold the job's VM, or with none free, takes no part.
-// A plan is a master cluster m and a set S ∋ m. Sizing follows DESIGN.md
-// exactly: the master takes one machine of m, whose other machines work
-// over its LAN; a worker cluster c ≠ m gets the bandwidth
-// b_c = min(B(c, m), uplink_c, s_c), where B is the widest path and s_c
-// its share of m's uplink in proportion to free·perf; it uses
+// A plan is a master cluster m and a set S ∋ m. Sizing follows
+// docs/design.md ("Sizing") exactly: the master takes one machine of m,
+// whose other machines work over its LAN; a worker cluster c ≠ m gets the
+// bandwidth b_c = min(B(c, m), uplink_c, s_c), where B is the widest path
+// and s_c its share of m's uplink in proportion to free·perf; it uses
 // n_c = min(free_c, ⌊b_c·Oper/(θ·Comm·perf_c) + 1e-9⌋) machines, so that
 // none waits for data more than 1−θ of its time, and processes
 // rate_c = min(n_c·perf_c/Oper, b_c/Comm) tasks/s. The plan's value is
@@ -88,4 +88,7 @@
 //
 // The package is a pure core: no I/O, no clock, deterministic; a Planner
 // is not safe for concurrent use.
+//
+// The design is described in docs/design.md of the repository, section
+// "Cluster selection".
 package selection

@@ -9,7 +9,7 @@ import (
 	"github.com/metasched/metasched/internal/yamlx"
 )
 
-// Job is a master-worker job (DESIGN.md, "Job"): Tasks worker tasks of
+// Job is a master-worker job (docs/design.md, "Job"): Tasks worker tasks of
 // TaskOps operations each, each exchanging TaskBytes with the master.
 type Job struct {
 	Name      string  `json:"name"`
@@ -43,7 +43,7 @@ var (
 	vmFields  = []string{"vcpus", "memory_mib"}
 )
 
-// ParseJob decodes a job file (YAML or JSON, DESIGN.md "Job") strictly,
+// ParseJob decodes a job file (YAML or JSON, docs/design.md "Job") strictly,
 // reporting every problem as "FILE: FIELD.PATH: problem", one per line in
 // document order. The job's type is checked for its form only: whether it
 // names a registered pool is for the daemon to say.

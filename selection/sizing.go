@@ -9,10 +9,10 @@ import (
 // Limit says what bound the number of machines a plan uses in a cluster.
 type Limit string
 
-// The limits of DESIGN.md. For a worker cluster (not the master's) whose
-// count is below its free machines, the limit names the smallest of the
-// three bandwidths that feed it; for the master's own cluster it is the LAN,
-// reported as "efficiency".
+// The limits of docs/design.md ("Sizing"). For a worker cluster (not the
+// master's) whose count is below its free machines, the limit names the
+// smallest of the three bandwidths that feed it; for the master's own cluster
+// it is the LAN, reported as "efficiency".
 const (
 	// LimitFree: every free machine is used (the master's cluster keeps
 	// one for the master).
@@ -45,7 +45,7 @@ type part struct {
 
 // size computes cluster c's part in a plan with master m, where W is the
 // sum of free·perf over the plan's clusters other than m and row is
-// B(·, m) in bytes/s (DESIGN.md, "Sizing"). O(1).
+// B(·, m) in bytes/s (docs/design.md, "Sizing"). O(1).
 func (pl *Planner) size(c, m int, W float64, row []float64) part {
 	var (
 		b     float64

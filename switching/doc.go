@@ -84,4 +84,7 @@
 // sim; the papers' figures are experiments in the sub-package experiment.
 // WriteTable and ReadTable save and load tables. The package does no I/O,
 // keeps no clock (SolveOptions.Now is an input) and is deterministic.
+//
+// The design is described in docs/design.md of the repository, section
+// "Pool switching".
 package switching

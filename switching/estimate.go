@@ -1,6 +1,6 @@
 package switching
 
-// Rate estimators for the live system (DESIGN.md "The switching engine"):
+// Rate estimators for the live system (docs/design.md, "Rate estimators"):
 // the model's rates measured from what the running system does.
 //
 //   - ArrivalRate estimates λ_i, jobs of type i arriving per second, from the

@@ -22,9 +22,10 @@ const (
 )
 
 // Model is the M-pool switching model of Fisher et al. and Palmer–Mitrani,
-// with the engineering choices of DESIGN.md: a uniformization constant that
-// may be derived from the rates, switch rates per pair (0: the pair cannot
-// switch), and a price on arrivals blocked by the truncation.
+// with the engineering choices of docs/design.md ("The switching MDP"): a
+// uniformization constant that may be derived from the rates, switch rates
+// per pair (0: the pair cannot switch), and a price on arrivals blocked by
+// the truncation.
 //
 // A Model is plain data; ParseModel builds one from YAML and Validate checks
 // one built in code. Derived quantities (Lambda, BlockingCost) are computed

@@ -1,9 +1,14 @@
-// Command metasched is the metascheduler's one binary: it plans jobs on
-// grids, solves and simulates switching policies and runs site agents; it
-// will run the daemon.
+// Command metasched is the metascheduler's one binary: it runs the daemon
+// (serve) and one site's agent (agent), talks to a running daemon (submit,
+// jobs, status, cancel, logs, plan, pools, switches, hosts), plans jobs on
+// grid files offline (plan --grid), and solves and simulates switching
+// policies and selection algorithms (policy, simulate).
 //
 // Exit codes: 0 success, 1 failure, 2 bad usage or bad input, 130
 // interrupted.
+//
+// The design is described in docs/design.md of the repository, section
+// "The command line".
 package main
 
 import (

@@ -48,7 +48,7 @@ func newPolicySolveCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "solve --model FILE",
 		Short: "Compute the optimal switching policy of a model",
-		Long: `Compute the optimal switching policy of a model file (see DESIGN.md, "Switching
+		Long: `Compute the optimal switching policy of a model file (see docs/design.md, "Switching
 model") and print a 2-D view of it like the papers' tables.
 
 The average criterion (the default) minimizes the long-run average cost per unit

@@ -8,6 +8,9 @@
 //	if errors.Is(err, hypervisorproxy.ErrUnsupported) { ... }
 //
 // works as it would against an in-process agent.
+//
+// The design is described in docs/design.md of the repository, section
+// "Go clients".
 package client
 
 import (

@@ -67,4 +67,7 @@
 //
 // Parse(d.XML()) gives back d's fields (with MaxVCPUs and MaxMemoryMiB
 // defaulted), which the tests check for both types.
+//
+// The design is described in docs/design.md of the repository, section
+// "The site agent".
 package domxml

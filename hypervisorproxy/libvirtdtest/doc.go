@@ -46,4 +46,7 @@
 //	}
 //
 // The package uses the standard library only: no cgo, no libvirt bindings.
+//
+// The design is described in docs/design.md of the repository, section
+// "Why it is built this way".
 package libvirtdtest

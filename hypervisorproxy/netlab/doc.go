@@ -86,4 +86,7 @@
 // Measured receiver goodput, bytes after the first read over the time from
 // the first to the last read: 19.1-19.2 Mbit/s at 20 Mbit/s and 47.8-48.0 at
 // 50 Mbit/s (95.6-96% of the rate, within 15%).
+//
+// The design is described in docs/design.md of the repository, section
+// "Bandwidth probes".
 package netlab

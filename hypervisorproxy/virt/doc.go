@@ -25,4 +25,7 @@
 // create and start about 0.5 ms and destroy about 25 µs on the test
 // driver; a live migration of an idle 128 MiB QEMU guest between two
 // libvirtd daemons on one machine about 1.9 s (downtime about 25 ms).
+//
+// The design is described in docs/design.md of the repository, section
+// "The site agent".
 package virt

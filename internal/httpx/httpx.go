@@ -1,6 +1,9 @@
 // Package httpx holds the HTTP plumbing the site agent's API and the
 // daemon's API share: the bearer-token check, request logging and JSON
 // answers. Each API keeps its own error bodies and routes.
+//
+// The design is described in docs/design.md of the repository, section
+// "HTTP APIs".
 package httpx
 
 import (

@@ -1,4 +1,7 @@
 // Package plotx renders gonum plots for the commands that write figures.
+//
+// The design is described in docs/design.md of the repository, section
+// "The simulator".
 package plotx
 
 import (

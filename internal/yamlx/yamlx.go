@@ -31,6 +31,9 @@
 //	}
 //	…
 //	return d.Err()
+//
+// The design is described in docs/design.md of the repository, section
+// "File formats".
 package yamlx
 
 import (

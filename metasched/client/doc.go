@@ -31,4 +31,7 @@
 // the transport's error: errors.Is(err, context.Canceled) still tells an
 // interrupted call. The default HTTP client gives up after DefaultTimeout;
 // WithHTTPClient replaces it.
+//
+// The design is described in docs/design.md of the repository, sections
+// "Go clients" and "The daemon's API".
 package client

@@ -101,4 +101,7 @@
 // O(h log h) to list the h held hosts. Switches and Journal cost O(n log n).
 // Final switches are kept for reporting; the memory grows by one Switch per
 // switch ever started.
+//
+// The design is described in docs/design.md of the repository, section
+// "The switch protocol".
 package coordinator

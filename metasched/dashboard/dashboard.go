@@ -2,6 +2,9 @@
 // styles, embedded in the binary: the daemon serves them at / and
 // /assets/, and the page draws everything itself (no CDN, no build step,
 // no outside request).
+//
+// The design is described in docs/design.md of the repository, section
+// "The dashboard and metrics".
 package dashboard
 
 import (

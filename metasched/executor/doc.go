@@ -80,4 +80,7 @@
 // resumes where it was, through Run.Elapsed.
 //
 // The command executor needs Linux; elsewhere its Run fails.
+//
+// The design is described in docs/design.md of the repository, section
+// "Executors".
 package executor

@@ -67,4 +67,7 @@
 // lookup) and serialized; View may be called from any goroutine. The only
 // goroutine the package starts is the background solve, which stops on
 // its context or at Close.
+//
+// The design is described in docs/design.md of the repository, sections
+// "Pools and the policy in the live system" and "Rate estimators".
 package policy

@@ -50,4 +50,7 @@
 // The context given to a write is checked before the write is queued; once
 // queued the write is not abandoned, so that a caller never sees an error
 // for a write that was in fact made durable.
+//
+// The design is described in docs/design.md of the repository, section
+// "The store".
 package store

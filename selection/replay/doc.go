@@ -74,4 +74,7 @@
 // candidate costs a planner (O(n)) and a plan: a hill climb, an exhaustive
 // search (O(n²·2^n)) or n Alone plans (O(n²) with their explanations).
 // The context is checked between requests and inside the searches.
+//
+// The design is described in docs/design.md of the repository, section
+// "The selection simulation".
 package replay

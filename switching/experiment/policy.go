@@ -3,6 +3,9 @@
 // static, best-static, cµ) built for every demand phase, and the papers'
 // figures as experiments over an x-axis, with their results as rows, CSV
 // and plots.
+//
+// The design is described in docs/design.md of the repository, sections
+// "The simulator" and "Why average cost is the default".
 package experiment
 
 import (

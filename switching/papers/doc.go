@@ -14,4 +14,7 @@
 //   - Fisher et al., Table I (N = 3, M = 3): far from the optimal policy of
 //     the model as written in the text under the printed parameters. The
 //     model is not tuned to match it.
+//
+// The design is described in docs/design.md of the repository, section
+// "The papers' tables".
 package papers

@@ -25,6 +25,9 @@
 // Config.Seed: the same seed gives the same numbers.
 //
 // The package does no I/O and keeps no clock (Config.Now is an input).
+//
+// The design is described in docs/design.md of the repository, section
+// "The simulator".
 package sim
 
 import (
