@@ -57,8 +57,8 @@ func (r remoteAgent) Probe(ctx context.Context, p hp.ProbeRequest) (hp.Probe, er
 	return r.c.Probe(ctx, p)
 }
 
-// site is one cluster of the grid and the agent that manages it.
-type site struct {
+// siteAgent is one cluster of the grid and the agent that manages it.
+type siteAgent struct {
 	name      string
 	agent     SiteAgent
 	address   string // remote agents: their URL, for probes
@@ -76,8 +76,8 @@ type Connector = hp.Connector
 // and for the clusters without one (all of them when the configuration
 // lists no agents) an in-process agent on the libvirt test driver whose
 // hosts are split round-robin among the job types.
-func openSites(ctx context.Context, cfg *Config, grid *graph.Grid, connect Connector, token string, log zerolog.Logger) ([]*site, error) {
-	var sites []*site
+func openSites(ctx context.Context, cfg *Config, grid *graph.Grid, connect Connector, token string, log zerolog.Logger) ([]*siteAgent, error) {
+	var sites []*siteAgent
 	closeAll := func() {
 		for _, s := range sites {
 			if s.closer != nil {
@@ -105,7 +105,7 @@ func openSites(ctx context.Context, cfg *Config, grid *graph.Grid, connect Conne
 				return nil, fmt.Errorf("agents: site %s: token_file: %w", a.Site, err)
 			}
 			t := strings.TrimSpace(string(tok))
-			sites = append(sites, &site{name: c.Name, agent: remoteAgent{c: client.New(a.Address, t), address: a.Address, token: t},
+			sites = append(sites, &siteAgent{name: c.Name, agent: remoteAgent{c: client.New(a.Address, t), address: a.Address, token: t},
 				address: a.Address, token: t})
 			continue
 		}
@@ -152,7 +152,7 @@ func openSites(ctx context.Context, cfg *Config, grid *graph.Grid, connect Conne
 			closeAll()
 			return nil, fmt.Errorf("agents: site %s: %w", c.Name, err)
 		}
-		sites = append(sites, &site{name: c.Name, agent: a, closer: a.Close, canShrink: test})
+		sites = append(sites, &siteAgent{name: c.Name, agent: a, closer: a.Close, canShrink: test})
 	}
 	return sites, nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/metasched/metasched/internal/yamlx"
 	"github.com/metasched/metasched/metasched/api"
+	"github.com/metasched/metasched/metasched/policy"
 )
 
 // Config is the daemon's configuration file (`metasched serve --config`,
@@ -76,9 +77,9 @@ const (
 	DefaultMinHosts  = 2
 )
 
-// Policies and executors.
+// Executors and what to do on an agent's loss (the policies are
+// policy.Names).
 var (
-	Policies    = []string{"heuristic", "optimal", "static", "best-static", "none"}
 	Executors   = []string{"emulated", "command"}
 	AgentLosses = []string{"requeue", "fail"}
 )
@@ -265,9 +266,9 @@ func parsePolicy(m *yamlx.Map, p *PolicyConfig, abs func(string) string) {
 	if !ok {
 		return
 	}
-	name, ok := n.Keyword(Policies...)
+	name, ok := n.Keyword(policy.Names...)
 	if !ok {
-		n.Errorf("must be one of %s", strings.Join(Policies, ", "))
+		n.Errorf("must be one of %s", strings.Join(policy.Names, ", "))
 		return
 	}
 	*p = PolicyConfig{Name: name}

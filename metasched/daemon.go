@@ -77,6 +77,10 @@ type Options struct {
 	// MaxMigrationsPerHost and MaxMigrationsPerLink cap bandwidth tuning's
 	// concurrent live migrations; 0 means 1 and 2.
 	MaxMigrationsPerHost, MaxMigrationsPerLink int
+	// CommitFault, when set, is asked before each commit of a change of a
+	// job's lifecycle; an error makes the commit fail as a failing store
+	// would (tests).
+	CommitFault func(job string, from, to lifecycle.State) error
 	// Clock is the daemon's time: its loops' tickers, the switches'
 	// timers, the times it records. nil means the real clock; tests pass a
 	// fake one and step it.
@@ -96,7 +100,7 @@ type Daemon struct {
 	st      *store.Store
 	grid    *graph.Grid
 	planner *gramvm.Service
-	sites   []*site
+	sites   []*siteAgent
 	exec    executor.Executor
 	token   string
 	pol     *policy.Engine
@@ -113,7 +117,7 @@ type Daemon struct {
 	hist     history
 
 	mu           sync.Mutex
-	hosts        map[string]*hostRT
+	hosts        map[string]*gridHost
 	order        []string // host names in grid order
 	jobs         map[string]*liveJob
 	reserved     map[string]usage          // host → capacity promised to jobs being provisioned
@@ -121,11 +125,11 @@ type Daemon struct {
 	dying        map[string]int            // VMs the lifecycle is destroying (the count of its destroys in flight)
 	coord        *coordinator.Coordinator
 	released     map[coordinator.SwitchID]string // PrepareRelease answers, for repeats
-	timers       map[coordinator.SwitchID]*time.Timer
+	timers       map[coordinator.SwitchID]clockwork.Timer
 	timerPhase   map[coordinator.SwitchID]coordinator.Phase
 	restoreActs  []coordinator.Action
 	rates        map[string]*poolRates
-	switchZ      *switchRate
+	switchRates  *switchRate
 	tuning       []api.TuningRecord
 	tuneSeq      int
 	tuningActive int            // accepted tuning decisions being carried out
@@ -144,22 +148,10 @@ type Daemon struct {
 	stopOnce sync.Once
 }
 
-// New opens the daemon's store and agents and restores its state: hosts and
+// NewWithGrid opens the daemon's store and agents on the grid (the one
+// cfg.Grid names, read by the caller) and restores its state: hosts and
 // their pools, every job not finished, every switch in flight. Call Run to
 // start it.
-func New(ctx context.Context, cfg *Config, opt Options) (*Daemon, error) {
-	data, err := os.ReadFile(cfg.Grid)
-	if err != nil {
-		return nil, fmt.Errorf("grid: %w", err)
-	}
-	grid, err := graph.ParseGrid(cfg.Grid, data)
-	if err != nil {
-		return nil, err
-	}
-	return NewWithGrid(ctx, cfg, grid, opt)
-}
-
-// NewWithGrid is New with the grid given instead of read from cfg.Grid.
 func NewWithGrid(ctx context.Context, cfg *Config, grid *graph.Grid, opt Options) (_ *Daemon, err error) {
 	if opt.Tick == 0 {
 		opt.Tick = 500 * time.Millisecond
@@ -180,8 +172,8 @@ func NewWithGrid(ctx context.Context, cfg *Config, grid *graph.Grid, opt Options
 		opt.Clock = clockwork.NewRealClock()
 	}
 	d := &Daemon{cfg: cfg, opt: opt, log: opt.Logger, grid: grid, types: cfg.JobTypes, clock: opt.Clock, started: opt.Clock.Now(), instance: newInstance(),
-		hosts: map[string]*hostRT{}, jobs: map[string]*liveJob{}, reserved: map[string]usage{}, reservedBy: map[string][]lifecycle.VM{}, dying: map[string]int{},
-		released: map[coordinator.SwitchID]string{}, timers: map[coordinator.SwitchID]*time.Timer{},
+		hosts: map[string]*gridHost{}, jobs: map[string]*liveJob{}, reserved: map[string]usage{}, reservedBy: map[string][]lifecycle.VM{}, dying: map[string]int{},
+		released: map[coordinator.SwitchID]string{}, timers: map[coordinator.SwitchID]clockwork.Timer{},
 		timerPhase: map[coordinator.SwitchID]coordinator.Phase{},
 		rates:      map[string]*poolRates{}, migrating: map[string]int{},
 		wake: make(chan struct{}, 1), events: make(chan coordinator.Event, 256)}
@@ -198,6 +190,14 @@ func NewWithGrid(ctx context.Context, cfg *Config, grid *graph.Grid, opt Options
 		return nil, err
 	}
 	d.jobCommit = d.st.Commit
+	if f := opt.CommitFault; f != nil {
+		d.jobCommit = func(ctx context.Context, id string, c store.Change) (store.Job, error) {
+			if err := f(id, c.From, c.To); err != nil {
+				return store.Job{}, err
+			}
+			return d.st.Commit(ctx, id, c)
+		}
+	}
 	defer func() {
 		if err != nil {
 			d.Close()
@@ -219,7 +219,7 @@ func NewWithGrid(ctx context.Context, cfg *Config, grid *graph.Grid, opt Options
 		case "command":
 			d.exec = executor.NewCommand(d.log, executor.CommandOptions{})
 		default:
-			d.exec = executor.NewEmulated(d.log)
+			d.exec = executor.NewEmulatedClock(d.log, d.clock)
 		}
 	}
 	d.metrics = newMetrics(d)
@@ -236,7 +236,7 @@ func NewWithGrid(ctx context.Context, cfg *Config, grid *graph.Grid, opt Options
 	for _, jt := range cfg.JobTypes {
 		d.rates[jt.Name] = newPoolRates(d.started)
 	}
-	d.switchZ = newSwitchRate(cfg.SwitchDelay)
+	d.switchRates = newSwitchRate(cfg.SwitchDelay)
 	if err := d.restoreHosts(ctx); err != nil {
 		return nil, err
 	}
@@ -354,7 +354,7 @@ func mustJSON(v any) json.RawMessage {
 	return b
 }
 
-func (d *Daemon) site(name string) *site {
+func (d *Daemon) site(name string) *siteAgent {
 	for _, s := range d.sites {
 		if s.name == name {
 			return s

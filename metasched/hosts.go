@@ -19,9 +19,9 @@ import (
 	"github.com/metasched/metasched/selection"
 )
 
-// hostRec is a host's durable record in the store: its pool, or the
+// hostRecord is a host's durable record in the store: its pool, or the
 // stranded mark.
-type hostRec struct {
+type hostRecord struct {
 	Site     string `json:"site"`
 	Pool     string `json:"pool"`
 	Stranded bool   `json:"stranded,omitempty"`
@@ -29,10 +29,10 @@ type hostRec struct {
 	Switch   string `json:"switch,omitempty"` // the switch that stranded it
 }
 
-// hostRT is a host as the daemon sees it.
-type hostRT struct {
+// gridHost is a host of the grid as the daemon sees it.
+type gridHost struct {
 	name string
-	rec  hostRec
+	rec  hostRecord
 	// held is the switch in flight that holds the host: it serves no pool
 	// meanwhile.
 	held coordinator.SwitchID
@@ -48,12 +48,12 @@ type usage struct{ vcpus, mem int }
 
 // serving reports whether h counts as a server of its pool (k_i): in a
 // pool, reachable and ready, not held by a switch, not stranded.
-func (h *hostRT) serving() bool {
+func (h *gridHost) serving() bool {
 	return h.reachable && h.inv.State == hp.HostReady && h.held == "" && !h.rec.Stranded && h.rec.Pool != ""
 }
 
 // serves reports whether h is a server of pool.
-func (h *hostRT) serves(pool string) bool { return h.serving() && h.rec.Pool == pool }
+func (h *gridHost) serves(pool string) bool { return h.serving() && h.rec.Pool == pool }
 
 // restoreHosts reads the recorded pools and the agents' inventories. A host
 // the daemon has never seen joins the pool its agent labels it with, or,
@@ -64,11 +64,11 @@ func (d *Daemon) restoreHosts(ctx context.Context) error {
 		return err
 	}
 	for name, v := range recs {
-		var r hostRec
+		var r hostRecord
 		if err := json.Unmarshal(v, &r); err != nil {
 			return fmt.Errorf("host %s: corrupt record: %w", name, err)
 		}
-		d.hosts[name] = &hostRT{name: name, rec: r}
+		d.hosts[name] = &gridHost{name: name, rec: r}
 	}
 	invs := d.inventories(ctx)
 	next := 0
@@ -88,7 +88,7 @@ func (d *Daemon) restoreHosts(ctx context.Context) error {
 						d.log.Warn().Err(err).Str("host", h.Name).Str("pool", pool).Msg("cannot label new host")
 					}
 				}
-				rt = &hostRT{name: h.Name, rec: hostRec{Site: s.name, Pool: pool}}
+				rt = &gridHost{name: h.Name, rec: hostRecord{Site: s.name, Pool: pool}}
 				d.hosts[h.Name] = rt
 				if err := d.st.SetHost(ctx, h.Name, mustJSON(rt.rec)); err != nil {
 					return err
@@ -110,7 +110,7 @@ func (d *Daemon) sortHosts() {
 	for name := range d.hosts {
 		d.order = append(d.order, name)
 	}
-	idx := func(h *hostRT) int {
+	idx := func(h *gridHost) int {
 		i, _ := d.grid.Index(h.rec.Site)
 		return i
 	}
@@ -158,7 +158,7 @@ func (d *Daemon) refresh(ctx context.Context) {
 		return
 	}
 	type orphan struct {
-		s  *site
+		s  *siteAgent
 		vm string
 	}
 	var orphans []orphan
@@ -181,7 +181,7 @@ func (d *Daemon) refresh(ctx context.Context) {
 				if _, _, ok := d.jobType(pool); !ok {
 					continue // labelled at the next start
 				}
-				h = &hostRT{name: hi.Name, rec: hostRec{Site: s.name, Pool: pool}}
+				h = &gridHost{name: hi.Name, rec: hostRecord{Site: s.name, Pool: pool}}
 				d.hosts[hi.Name] = h
 				added = true
 				d.persistHost(ctx, h)
@@ -245,7 +245,7 @@ func (d *Daemon) ownsVMLocked(job, vm string) bool {
 }
 
 // persistHost writes h's record.
-func (d *Daemon) persistHost(ctx context.Context, h *hostRT) {
+func (d *Daemon) persistHost(ctx context.Context, h *gridHost) {
 	if err := d.st.SetHost(context.WithoutCancel(ctx), h.name, mustJSON(h.rec)); err != nil {
 		d.log.Error().Err(err).Str("host", h.name).Msg("cannot record host")
 	}
@@ -254,7 +254,7 @@ func (d *Daemon) persistHost(ctx context.Context, h *hostRT) {
 // plannerHost is h as gramvm takes it: the site and pool of its record,
 // ready when it serves that pool (serving), and its size, free capacity
 // and VMs as its agent last reported them.
-func (h *hostRT) plannerHost() gramvm.Host {
+func (h *gridHost) plannerHost() gramvm.Host {
 	out := gramvm.Host{Site: h.rec.Site, Name: h.name, Pool: h.rec.Pool, Ready: h.serving(),
 		CPUs: h.inv.CPUs, MemoryMiB: h.inv.MemoryMiB, FreeVCPUs: h.inv.FreeVCPUs, FreeMemoryMiB: h.inv.FreeMemoryMiB}
 	for _, v := range h.inv.VMs {
@@ -280,7 +280,7 @@ func (d *Daemon) freeLocked(pool string, vm selection.VM) map[string][]string {
 }
 
 // hostState is the host's state as the API shows it.
-func (d *Daemon) hostStateLocked(h *hostRT) string {
+func (d *Daemon) hostStateLocked(h *gridHost) string {
 	switch {
 	case h.rec.Stranded:
 		return api.HostStranded

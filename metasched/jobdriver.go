@@ -119,8 +119,8 @@ func (d *Daemon) applyLocked(lj *liveJob, prev, next lifecycle.Job, acts []lifec
 		case lifecycle.Unreserve:
 			d.unreserveLocked(lj)
 		case lifecycle.StopRun:
-			if lj.run != nil && lj.run.n == a.Attempt {
-				lj.run.cancel()
+			if run := lj.runs[a.Attempt]; run != nil {
+				run.cancel()
 			}
 		case lifecycle.DestroyVMs:
 			// Being destroyed by the job: not orphans for refresh.
@@ -202,20 +202,31 @@ func (j *liveJob) attemptNow(d *Daemon) int {
 // which StopRun (and the daemon's end) cancels.
 func (d *Daemon) goAttempt(lj *liveJob, n int, f func(context.Context)) {
 	d.mu.Lock()
-	a := lj.run
-	if a == nil || a.n != n {
+	a := lj.runs[n]
+	if a == nil {
 		parent := d.runCtx
 		if parent == nil {
 			parent = context.Background()
 		}
 		ctx, cancel := context.WithCancel(parent)
-		a = &attempt{n: n, ctx: ctx, cancel: cancel}
-		lj.run = a
+		a = &attempt{ctx: ctx, cancel: cancel, done: make(chan struct{})}
+		if lj.runs == nil {
+			lj.runs = map[int]*attempt{}
+		}
+		lj.runs[n] = a
 	}
-	a.wg.Add(1)
+	a.active++
 	d.mu.Unlock()
 	d.goJob(func() {
-		defer a.wg.Done()
+		defer func() {
+			d.mu.Lock()
+			if a.active--; a.active == 0 {
+				a.cancel()
+				close(a.done)
+				delete(lj.runs, n)
+			}
+			d.mu.Unlock()
+		}()
 		f(a.ctx)
 	})
 }
@@ -311,13 +322,15 @@ func (d *Daemon) execute(ctx context.Context, lj *liveJob, a lifecycle.Execute) 
 // what ran for it, for the caller to wait for. attempt, when not 0, is the
 // attempt meant.
 func (d *Daemon) stop(ctx context.Context, lj *liveJob, to lifecycle.State, reason string, attempt ...int) (*attempt, error) {
-	ev := lifecycle.Stop{To: to, Reason: reason, At: d.now()}
-	if len(attempt) > 0 {
-		ev.Attempt = attempt[0]
-	}
-	err := d.stepJob(ctx, lj, ev)
 	d.mu.Lock()
-	run := lj.run
+	n := lj.job.Record.Attempts
+	d.mu.Unlock()
+	if len(attempt) > 0 {
+		n = attempt[0]
+	}
+	err := d.stepJob(ctx, lj, lifecycle.Stop{To: to, Reason: reason, Attempt: n, At: d.now()})
+	d.mu.Lock()
+	run := lj.runs[n]
 	d.mu.Unlock()
 	return run, err
 }

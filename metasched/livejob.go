@@ -26,20 +26,23 @@ type liveJob struct {
 	// waiting says why a queued job is not planned yet.
 	waiting  string
 	lastTune time.Time
-	// run is what runs for the job's current attempt.
-	run *attempt
+	// runs holds what runs for the job's attempts, by number, while
+	// something does.
+	runs map[int]*attempt
 }
 
 func (j *liveJob) id() string  { return j.job.ID }
 func (j *liveJob) typ() string { return j.job.Type }
 
 // attempt is what runs for one attempt of a job: the creation of its VMs
-// and the executor, under one context that StopRun cancels.
+// and the executor, under one context that StopRun cancels. Each step of
+// an attempt starts the next before it ends, so active drops to 0 once,
+// when the attempt is over; done is closed then.
 type attempt struct {
-	n      int
 	ctx    context.Context
 	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	active int // goroutines running for it (guarded by the daemon's lock)
+	done   chan struct{}
 }
 
 // wait waits until nothing runs for the attempt any more, or ctx ends. A
@@ -48,13 +51,8 @@ func (a *attempt) wait(ctx context.Context) {
 	if a == nil {
 		return
 	}
-	done := make(chan struct{})
-	go func() {
-		a.wg.Wait()
-		close(done)
-	}()
 	select {
-	case <-done:
+	case <-a.done:
 	case <-ctx.Done():
 	}
 }

@@ -17,13 +17,13 @@ import (
 // asks the switching policy. A decision to switch goes to the coordinator.
 
 func (d *Daemon) managerLoop(ctx context.Context) {
-	t := time.NewTicker(d.opt.Tick)
+	t := d.clock.NewTicker(d.opt.Tick)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.Chan():
 		}
 		d.manage(ctx)
 	}
@@ -112,7 +112,7 @@ func (d *Daemon) policyInputsLocked(now time.Time) policy.Inputs {
 			in.Transit[a][b]++
 		}
 	}
-	in.SwitchRate = d.switchZ.rate()
+	in.SwitchRate = d.switchRates.rate()
 	in.Locked = make([]bool, len(d.types))
 	for i, p := range in.Pools {
 		in.Locked[i] = p.Servers <= d.cfg.MinPoolHosts
@@ -124,16 +124,8 @@ func (d *Daemon) policyInputsLocked(now time.Time) policy.Inputs {
 func (d *Daemon) Policy() api.PolicyView {
 	d.mu.Lock()
 	in := d.policyInputsLocked(d.now())
-	n := 0
-	for _, p := range in.Pools {
-		n += p.Servers
-	}
-	for _, row := range in.Transit {
-		for _, m := range row {
-			n += m
-		}
-	}
-	samples := d.switchZ.samples()
+	n := in.Servers()
+	samples := d.switchRates.samples()
 	d.mu.Unlock()
 	pv := d.pol.View()
 	v := api.PolicyView{Configured: d.cfg.Policy.String(), InForce: pv.InForce, Note: pv.Note, Servers: n,

@@ -14,21 +14,21 @@ import (
 // machine, where a probe would measure the loopback: their links keep the
 // grid file's bandwidths.
 func (d *Daemon) probeLoop(ctx context.Context) {
-	first := time.NewTimer(2 * time.Second)
+	first := d.clock.NewTimer(2 * time.Second)
 	defer first.Stop()
 	select {
 	case <-ctx.Done():
 		return
-	case <-first.C:
+	case <-first.Chan():
 	}
-	t := time.NewTicker(d.opt.ProbeEvery)
+	t := d.clock.NewTicker(d.opt.ProbeEvery)
 	defer t.Stop()
 	for {
 		d.probeAll(ctx)
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.Chan():
 		}
 	}
 }

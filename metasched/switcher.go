@@ -173,7 +173,7 @@ func (d *Daemon) apply(ctx context.Context, acts []co.Action) {
 		case co.Rejoin:
 			d.mu.Lock()
 			if h := d.hosts[a.Host]; h != nil {
-				h.rec = hostRec{Site: h.rec.Site, Pool: a.Pool}
+				h.rec = hostRecord{Site: h.rec.Site, Pool: a.Pool}
 				d.persistHost(ctx, h)
 			}
 			d.mu.Unlock()
@@ -198,7 +198,7 @@ func (d *Daemon) recorded(ctx context.Context, sw co.Switch) {
 			if h := d.hosts[sw.Host]; h != nil {
 				d.persistHost(ctx, h)
 			}
-			d.switchZ.observe(sw.Updated.Sub(sw.Started))
+			d.switchRates.observe(sw.Updated.Sub(sw.Started))
 			d.log.Info().Str("switch", string(sw.ID)).Str("host", sw.Host).Str("from", sw.From).Str("to", sw.To).
 				Dur("took", sw.Updated.Sub(sw.Started)).Msg("switch done")
 		} else if sw.Phase != co.PhaseStranded {
@@ -217,7 +217,7 @@ func (d *Daemon) recorded(ctx context.Context, sw co.Switch) {
 	}
 	id, phase := sw.ID, sw.Phase
 	d.timerPhase[id] = phase
-	d.timers[id] = time.AfterFunc(timeout, func() { d.post(ctx, co.Timeout{ID: id, At: d.now()}) })
+	d.timers[id] = d.clock.AfterFunc(timeout, func() { d.post(ctx, co.Timeout{ID: id, At: d.now()}) })
 }
 
 // fault asks the test hook.
@@ -325,7 +325,7 @@ func (d *Daemon) reconfigure(ctx context.Context, id co.SwitchID, host, pool str
 	}
 	d.mu.Lock()
 	h := d.hosts[host]
-	var s *site
+	var s *siteAgent
 	if h != nil {
 		s = d.site(h.rec.Site)
 	}

@@ -74,7 +74,7 @@ func (d *Daemon) Hosts() []api.HostView {
 	return out
 }
 
-func (d *Daemon) hostViewLocked(h *hostRT) api.HostView {
+func (d *Daemon) hostViewLocked(h *gridHost) api.HostView {
 	v := api.HostView{Name: h.name, Site: h.rec.Site, Pool: h.rec.Pool, State: d.hostStateLocked(h),
 		CPUs: h.inv.CPUs, MemoryMiB: h.inv.MemoryMiB, FreeVCPUs: h.inv.FreeVCPUs, FreeMemoryMiB: h.inv.FreeMemoryMiB,
 		VMs: h.inv.VMs, Reason: h.err}

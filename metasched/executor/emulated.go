@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/rs/zerolog"
 )
 
@@ -15,12 +16,19 @@ import (
 // cluster the job would run on, waits for the job's predicted run time and
 // reports the job done. It is safe for concurrent use.
 type Emulated struct {
-	log zerolog.Logger
+	log   zerolog.Logger
+	clock clockwork.Clock
 }
 
-// NewEmulated returns the emulated executor.
+// NewEmulated returns the emulated executor on the real clock.
 func NewEmulated(log zerolog.Logger) *Emulated {
-	return &Emulated{log: log.With().Str("executor", "emulated").Logger()}
+	return NewEmulatedClock(log, clockwork.NewRealClock())
+}
+
+// NewEmulatedClock returns the emulated executor waiting on clock (a fake
+// one in tests).
+func NewEmulatedClock(log zerolog.Logger, clock clockwork.Clock) *Emulated {
+	return &Emulated{log: log.With().Str("executor", "emulated").Logger(), clock: clock}
 }
 
 // Name returns "emulated", the executor's name in the daemon's
@@ -45,13 +53,13 @@ func (e *Emulated) Run(ctx context.Context, r Run) (Result, error) {
 	log.Debug().Dur("remaining", remaining).Msg("emulated run started")
 
 	if remaining > 0 {
-		t := time.NewTimer(remaining)
+		t := e.clock.NewTimer(remaining)
 		defer t.Stop()
 		select {
 		case <-ctx.Done():
 			log.Debug().Err(ctx.Err()).Msg("emulated run stopped")
 			return Result{}, fmt.Errorf("emulated run of job %s: %w", name, ctx.Err())
-		case <-t.C:
+		case <-t.Chan():
 		}
 	}
 	if _, err := io.WriteString(out, "emulated run finished\n"); err != nil {

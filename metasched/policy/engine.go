@@ -322,7 +322,7 @@ func (e *Engine) Decide(in Inputs) (Decision, error) {
 	if err := in.check(); err != nil {
 		return Decision{}, err
 	}
-	if len(in.Pools) < 2 || in.servers() == 0 {
+	if len(in.Pools) < 2 || in.Servers() == 0 {
 		d := Decision{Policy: inForce, Why: "nothing to switch: fewer than 2 pools or no hosts"}
 		e.record(d, nil)
 		return d, nil

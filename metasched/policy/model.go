@@ -53,7 +53,8 @@ type Inputs struct {
 }
 
 // servers returns N = Σ k_i + Σ m_ab.
-func (in Inputs) servers() int {
+// Servers is N, the hosts the policy may move: in place and in transit.
+func (in Inputs) Servers() int {
 	n := 0
 	for _, p := range in.Pools {
 		n += p.Servers
@@ -133,7 +134,7 @@ func Model(in Inputs, queueLimit int) (*switching.Model, switching.State, error)
 	}
 	np := len(in.Pools)
 	m := &switching.Model{
-		Servers:            in.servers(),
+		Servers:            in.Servers(),
 		QueueLimit:         queueLimit,
 		Discount:           0.95,
 		UniformizationMode: switching.UniformizationAuto,
