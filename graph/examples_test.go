@@ -24,7 +24,21 @@ links:
   - {between: [madrid, tokyo], mbps: 10, latency_ms: 250}
 `
 
-func ExampleGraph_Zones() {
+// exampleGraph parses exampleGrid and builds its graph, as ExampleNew
+// shows step by step.
+func exampleGraph() (*graph.Grid, *graph.Graph) {
+	grid, err := graph.ParseGrid("grid.yaml", []byte(exampleGrid))
+	if err != nil {
+		panic(err)
+	}
+	g, err := graph.New(grid)
+	if err != nil {
+		panic(err)
+	}
+	return grid, g
+}
+
+func ExampleNew() {
 	grid, err := graph.ParseGrid("grid.yaml", []byte(exampleGrid))
 	if err != nil {
 		fmt.Println(err)
@@ -35,6 +49,13 @@ func ExampleGraph_Zones() {
 		fmt.Println(err)
 		return
 	}
+	fmt.Printf("%d clusters, %d links\n", g.Len(), len(g.Edges()))
+	// Output:
+	// 5 clusters, 6 links
+}
+
+func ExampleGraph_Zones() {
+	_, g := exampleGraph()
 	for k := 1; k <= 3; k++ {
 		zones, err := g.Zones(k)
 		if err != nil {
@@ -50,16 +71,7 @@ func ExampleGraph_Zones() {
 }
 
 func ExampleGraph_WidestFrom() {
-	grid, err := graph.ParseGrid("grid.yaml", []byte(exampleGrid))
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	g, err := graph.New(grid)
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
+	grid, g := exampleGraph()
 	master, _ := grid.Index("madrid")
 	for c, mbps := range g.WidestFrom(master) {
 		fmt.Printf("%-9s %g Mbit/s\n", g.Cluster(c).Name, mbps)
@@ -107,16 +119,7 @@ links: []
 // The widest path between two clusters is the bandwidth a transfer
 // between them can count on: over all paths, the largest smallest link.
 func ExampleGraph_Widest() {
-	grid, err := graph.ParseGrid("grid.yaml", []byte(exampleGrid))
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	g, err := graph.New(grid)
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
+	grid, g := exampleGraph()
 	b := g.Widest()
 	lisbon, _ := grid.Index("lisbon")
 	tokyo, _ := grid.Index("tokyo")
@@ -131,16 +134,7 @@ func ExampleGraph_Widest() {
 // The spanning tree of Kruskal's algorithm: the cheapest (widest) links
 // that join every cluster, in the order they were taken.
 func ExampleGraph_SpanningTree() {
-	grid, err := graph.ParseGrid("grid.yaml", []byte(exampleGrid))
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	g, err := graph.New(grid)
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
+	_, g := exampleGraph()
 	for _, e := range g.SpanningTree() {
 		fmt.Printf("%s-%s %g Mbit/s\n", g.Cluster(e.U).Name, g.Cluster(e.V).Name, e.Mbps)
 	}

@@ -137,16 +137,7 @@ func TestWidestPathMatchesWidestFrom(t *testing.T) {
 }
 
 func ExampleGraph_WidestPath() {
-	grid, err := graph.ParseGrid("grid.yaml", []byte(exampleGrid))
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	g, err := graph.New(grid)
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
+	grid, g := exampleGraph()
 	tokyo, _ := grid.Index("tokyo")
 	madrid, _ := grid.Index("madrid")
 	for _, l := range g.WidestPath(tokyo, madrid) {

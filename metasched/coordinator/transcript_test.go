@@ -2,12 +2,12 @@ package coordinator
 
 import (
 	"flag"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/metasched/metasched/internal/transcript"
 )
 
 var update = flag.Bool("update", false, "rewrite the expected output of testdata/*.txt")
@@ -20,71 +20,11 @@ var update = flag.Bool("update", false, "rewrite the expected output of testdata
 // actions returned (or the error) and then every switch and the stranded
 // hosts. Run with -update to rewrite the expected output.
 func TestTranscripts(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join("testdata", "*.txt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(files) == 0 {
-		t.Fatal("no transcripts in testdata")
-	}
-	for _, file := range files {
-		t.Run(strings.TrimSuffix(filepath.Base(file), ".txt"), func(t *testing.T) {
-			data, err := os.ReadFile(file)
-			if err != nil {
-				t.Fatal(err)
-			}
-			blocks := parseBlocks(string(data))
-			var out strings.Builder
-			c := New()
-			var journal []Record
-			for _, b := range blocks {
-				for _, cm := range b.comments {
-					out.WriteString(cm + "\n")
-				}
-				out.WriteString("> " + b.cmd + "\n")
-				got := runCommand(t, &c, &journal, b.cmd)
-				out.WriteString(got)
-				out.WriteString("\n")
-				if !*update {
-					if diff := cmp.Diff(strings.TrimSpace(b.want), strings.TrimSpace(got)); diff != "" {
-						t.Errorf("%s: > %s: output mismatch (-want +got):\n%s", file, b.cmd, diff)
-					}
-				}
-			}
-			if *update {
-				if err := os.WriteFile(file, []byte(out.String()), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-		})
-	}
-}
-
-type block struct {
-	comments []string
-	cmd      string
-	want     string
-}
-
-func parseBlocks(s string) []block {
-	var blocks []block
-	var comments []string
-	var cur *block
-	for line := range strings.Lines(s) {
-		line = strings.TrimRight(line, "\n")
-		switch {
-		case strings.HasPrefix(line, "#"):
-			comments = append(comments, line)
-		case strings.HasPrefix(line, "> "):
-			blocks = append(blocks, block{comments: comments, cmd: strings.TrimPrefix(line, "> ")})
-			comments = nil
-			cur = &blocks[len(blocks)-1]
-		case strings.TrimSpace(line) == "":
-		case cur != nil:
-			cur.want += line + "\n"
-		}
-	}
-	return blocks
+	transcript.Run(t, "testdata", *update, func(t *testing.T) func(string) string {
+		c := New()
+		var journal []Record
+		return func(cmd string) string { return runCommand(t, &c, &journal, cmd) }
+	})
 }
 
 func runCommand(t *testing.T, c **Coordinator, journal *[]Record, cmd string) string {

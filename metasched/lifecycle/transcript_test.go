@@ -4,8 +4,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/metasched/metasched/gramvm"
+	"github.com/metasched/metasched/internal/transcript"
 )
 
 var update = flag.Bool("update", false, "rewrite the expected output of testdata/*.txt")
@@ -30,66 +29,10 @@ var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 // output lists the actions (or the error) and then the job. Run with
 // -update to rewrite the expected output.
 func TestTranscripts(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join("testdata", "*.txt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(files) == 0 {
-		t.Fatal("no transcripts in testdata")
-	}
-	for _, file := range files {
-		t.Run(strings.TrimSuffix(filepath.Base(file), ".txt"), func(t *testing.T) {
-			data, err := os.ReadFile(file)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var out strings.Builder
-			var j Job
-			for _, b := range parseBlocks(string(data)) {
-				for _, c := range b.comments {
-					out.WriteString(c + "\n")
-				}
-				out.WriteString("> " + b.cmd + "\n")
-				got := run(t, &j, b.cmd)
-				out.WriteString(got + "\n")
-				if !*update {
-					if diff := cmp.Diff(strings.TrimSpace(b.want), strings.TrimSpace(got)); diff != "" {
-						t.Errorf("%s: > %s: output mismatch (-want +got):\n%s", file, b.cmd, diff)
-					}
-				}
-			}
-			if *update {
-				if err := os.WriteFile(file, []byte(out.String()), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-		})
-	}
-}
-
-type block struct {
-	comments []string
-	cmd      string
-	want     string
-}
-
-func parseBlocks(s string) []block {
-	var blocks []block
-	var comments []string
-	for line := range strings.Lines(s) {
-		line = strings.TrimRight(line, "\n")
-		switch {
-		case strings.HasPrefix(line, "#"):
-			comments = append(comments, line)
-		case strings.HasPrefix(line, "> "):
-			blocks = append(blocks, block{comments: comments, cmd: strings.TrimPrefix(line, "> ")})
-			comments = nil
-		case strings.TrimSpace(line) == "":
-		case len(blocks) > 0:
-			blocks[len(blocks)-1].want += line + "\n"
-		}
-	}
-	return blocks
+	transcript.Run(t, "testdata", *update, func(t *testing.T) func(string) string {
+		var j Job
+		return func(cmd string) string { return run(t, &j, cmd) }
+	})
 }
 
 func run(t *testing.T, j *Job, cmd string) string {

@@ -158,13 +158,7 @@ func TestMigrateLayout1(t *testing.T) {
 	if _, err := s.SubmitJob(ctx, "etl", json.RawMessage(`{}`), "submitted"); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	s, err = Open(path, Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s = reopen(t, s, path)
 	defer s.Close()
 	if js, _ := s.Jobs(ctx, JobFilter{Type: "etl"}); len(js) != 2 {
 		t.Errorf("etl jobs after a reopen: %d, want 2", len(js))
@@ -202,3 +196,16 @@ func TestNewerLayoutRefused(t *testing.T) {
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+// reopen closes the store and opens its file again.
+func reopen(t *testing.T, s *Store, path string) *Store {
+	t.Helper()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(path, Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}

@@ -672,13 +672,7 @@ func TestCountsAndRecent(t *testing.T) {
 	if _, err := s.Recent(ctx, -1); !errors.Is(err, ErrInvalid) {
 		t.Errorf("recent -1: %v, want ErrInvalid", err)
 	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	s, err = Open(path, Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s = reopen(t, s, path)
 	defer s.Close()
 	if diff := cmp.Diff(want, s.Counts()); diff != "" {
 		t.Errorf("counts after reopening (-want +got):\n%s", diff)
