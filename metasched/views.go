@@ -2,9 +2,9 @@ package metasched
 
 import (
 	"slices"
+	"time"
 
 	"github.com/metasched/metasched/gramvm"
-
 	hp "github.com/metasched/metasched/hypervisorproxy"
 	"github.com/metasched/metasched/metasched/api"
 	co "github.com/metasched/metasched/metasched/coordinator"
@@ -149,3 +149,14 @@ func (d *Daemon) Tuning() []api.TuningRecord {
 
 // Links reports every link of the grid with its measurements.
 func (d *Daemon) Links() []gramvm.Link { return d.planner.Links() }
+
+// switchView is the API's view of a switch.
+func switchView(sw co.Switch, now time.Time) api.SwitchView {
+	end := sw.Updated
+	if !sw.Phase.Final() {
+		end = now
+	}
+	return api.SwitchView{ID: string(sw.ID), From: sw.From, To: sw.To, Host: sw.Host, Phase: string(sw.Phase),
+		Final: sw.Phase.Final(), Requeued: sw.Requeued, FailedIn: string(sw.FailedIn), Reason: sw.Reason,
+		ClearedTo: sw.ClearedTo, Started: sw.Started, Updated: sw.Updated, Seconds: end.Sub(sw.Started).Seconds()}
+}

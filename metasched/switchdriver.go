@@ -1,0 +1,226 @@
+package metasched
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	co "github.com/metasched/metasched/metasched/coordinator"
+)
+
+// The switch driver: it feeds the coordinator (a pure state machine) the
+// cluster manager's decisions, the operators' clears, the answers of the
+// pools and agents and its own timers, and carries out the actions it
+// returns. Everything the coordinator decides goes through one goroutine
+// (switchLoop); the requests that take time (a release that waits for its
+// jobs to leave, a reconfiguration through an agent) run in their own
+// goroutines and answer through d.events.
+
+// post delivers an event to the switch loop.
+func (d *Daemon) post(ctx context.Context, ev co.Event) {
+	select {
+	case d.events <- ev:
+	case <-ctx.Done():
+	}
+}
+
+// switchLoop steps the coordinator, one event at a time.
+func (d *Daemon) switchLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			d.mu.Lock()
+			for id, t := range d.timers {
+				t.Stop()
+				delete(d.timers, id)
+			}
+			d.mu.Unlock()
+			return
+		case ev := <-d.events:
+			d.stepSwitch(ctx, ev)
+		}
+	}
+}
+
+// stepSwitch feeds one event to the coordinator and carries out its actions.
+func (d *Daemon) stepSwitch(ctx context.Context, ev co.Event) {
+	d.mu.Lock()
+	if t, ok := ev.(co.Timeout); ok {
+		// A timer that fired for a phase the switch has left is stale.
+		sw, found := d.coord.Switch(t.ID)
+		if !found || d.timerPhase[t.ID] != sw.Phase {
+			d.mu.Unlock()
+			return
+		}
+	}
+	acts, err := d.stepSwitchLocked(ev)
+	d.mu.Unlock()
+	if err != nil {
+		lvl := d.log.Warn()
+		if errors.Is(err, co.ErrWrongPhase) {
+			lvl = d.log.Debug() // an answer after its step was given up on
+		}
+		lvl.Err(err).Str("event", fmt.Sprintf("%T", ev)).Msg("switch event refused")
+		return
+	}
+	d.applySwitch(ctx, acts)
+}
+
+// stepSwitchLocked steps the coordinator and makes the host view follow each
+// switch's new state at once, so that the API never shows a host as
+// switching under a final switch, nor serving while it is held. What must
+// last (a host's record) is written after the journal, by the actions.
+func (d *Daemon) stepSwitchLocked(ev co.Event) ([]co.Action, error) {
+	acts, err := d.coord.Step(ev)
+	for _, a := range acts {
+		p, ok := a.(co.Persist)
+		if !ok {
+			continue
+		}
+		sw := p.Record.Switch
+		h := d.hosts[sw.Host]
+		switch {
+		case h == nil:
+		case !sw.Phase.Final():
+			h.held = sw.ID
+		case sw.Phase == co.PhaseDone:
+			h.held, h.rec.Pool = "", sw.To
+		case sw.Phase == co.PhaseStranded && sw.ClearedTo == "":
+			h.held = ""
+			h.rec.Stranded, h.rec.Reason, h.rec.Switch = true, sw.Reason, string(sw.ID)
+		default: // cancelled or rolled back: the host never left its pool's record
+			h.held = ""
+		}
+	}
+	return acts, err
+}
+
+// applySwitch carries out the coordinator's actions in order: journal records
+// first, then the requests and notifications.
+func (d *Daemon) applySwitch(ctx context.Context, acts []co.Action) {
+	for _, a := range acts {
+		switch a := a.(type) {
+		case co.Persist:
+			if _, err := d.st.AppendJournal(context.WithoutCancel(ctx), mustJSON(a.Record)); err != nil {
+				// The journal must run ahead of the world: stop here; the
+				// step's timer cancels the switch.
+				d.log.Error().Err(err).Str("switch", string(a.Record.Switch.ID)).Msg("cannot journal a switch: its next step is not taken")
+				return
+			}
+			d.recorded(ctx, a.Record.Switch)
+		case co.PrepareRelease:
+			d.goJob(func() { d.prepareRelease(ctx, a) })
+		case co.Reconfigure:
+			d.goJob(func() { d.reconfigure(ctx, a.ID, a.Host, a.Pool, false) })
+		case co.PrepareAdd:
+			d.goJob(func() {
+				if err := d.fault(FaultAdd, a.ID, a.Host); err != nil {
+					if !errors.Is(err, ErrHang) {
+						d.post(ctx, co.AddFailed{ID: a.ID, Err: err.Error(), At: d.now()})
+					}
+					return
+				}
+				if _, _, ok := d.jobType(a.Pool); !ok {
+					d.post(ctx, co.AddFailed{ID: a.ID, Err: "no pool " + a.Pool, At: d.now()})
+					return
+				}
+				d.post(ctx, co.Added{ID: a.ID, At: d.now()})
+			})
+		case co.CommitRelease:
+			d.goJob(func() { d.commitSide(ctx, a.ID, co.SideRelease, a.Host, "", FaultCommitRelease) })
+		case co.CommitAdd:
+			d.goJob(func() { d.commitSide(ctx, a.ID, co.SideAdd, a.Host, a.Pool, FaultCommitAdd) })
+		case co.Revert:
+			d.goJob(func() { d.reconfigure(ctx, a.ID, a.Host, a.Pool, true) })
+		case co.AbortRelease:
+			d.mu.Lock()
+			if a.Host == "" {
+				// Ended before the release was on record: a host this
+				// daemon chose for it is held under its ID still.
+				if h := d.hosts[d.released[a.ID]]; h != nil && h.held == a.ID {
+					h.held = ""
+				}
+			}
+			delete(d.released, a.ID)
+			if h := d.hosts[a.Host]; h != nil {
+				h.rec.Pool = a.Pool
+				if h.held == a.ID {
+					h.held = ""
+				}
+				d.persistHost(ctx, h)
+			}
+			d.mu.Unlock()
+			d.kick()
+		case co.AbortAdd:
+			// The destination pool forgets the host: its pool is set by the
+			// AbortRelease that ends the switch.
+		case co.MarkStranded:
+			d.mu.Lock()
+			if h := d.hosts[a.Host]; h != nil {
+				h.rec.Stranded, h.rec.Reason, h.rec.Switch = true, a.Reason, string(a.ID)
+				d.persistHost(ctx, h)
+			}
+			d.mu.Unlock()
+			d.log.Error().Str("switch", string(a.ID)).Str("host", a.Host).Str("reason", a.Reason).
+				Msg("host stranded: it can join neither pool and is not used until an operator clears it")
+		case co.Rejoin:
+			d.mu.Lock()
+			if h := d.hosts[a.Host]; h != nil {
+				h.rec = hostRecord{Site: h.rec.Site, Pool: a.Pool}
+				d.persistHost(ctx, h)
+			}
+			d.mu.Unlock()
+			d.log.Info().Str("host", a.Host).Str("pool", a.Pool).Msg("stranded host cleared")
+			d.kick()
+		}
+	}
+}
+
+// recorded updates the host view and the timers after a switch's new state
+// is journaled.
+func (d *Daemon) recorded(ctx context.Context, sw co.Switch) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if t := d.timers[sw.ID]; t != nil {
+		t.Stop()
+		delete(d.timers, sw.ID)
+		delete(d.timerPhase, sw.ID)
+	}
+	if sw.Phase.Final() {
+		if sw.Phase == co.PhaseDone {
+			if h := d.hosts[sw.Host]; h != nil {
+				d.persistHost(ctx, h)
+			}
+			d.switchRates.observe(sw.Updated.Sub(sw.Started))
+			d.log.Info().Str("switch", string(sw.ID)).Str("host", sw.Host).Str("from", sw.From).Str("to", sw.To).
+				Dur("took", sw.Updated.Sub(sw.Started)).Msg("switch done")
+		} else if sw.Phase != co.PhaseStranded {
+			d.log.Warn().Str("switch", string(sw.ID)).Str("host", sw.Host).Str("phase", string(sw.Phase)).
+				Str("failed_in", string(sw.FailedIn)).Str("reason", sw.Reason).Msg("switch " + string(sw.Phase))
+		}
+		d.kick()
+		return
+	}
+	timeout := d.opt.StepTimeout
+	if sw.Phase == co.PhaseReconfiguring || sw.Phase == co.PhaseCancelling || sw.Phase == co.PhaseRollingBack {
+		timeout += d.cfg.SwitchDelay
+	}
+	if sw.Phase == co.PhaseReleasing {
+		timeout += time.Minute // the host's jobs leave first
+	}
+	id, phase := sw.ID, sw.Phase
+	d.timerPhase[id] = phase
+	d.timers[id] = d.clock.AfterFunc(timeout, func() { d.post(ctx, co.Timeout{ID: id, At: d.now()}) })
+}
+
+// fault asks the test hook.
+func (d *Daemon) fault(p FaultPoint, id co.SwitchID, host string) error {
+	if d.opt.Fault == nil {
+		return nil
+	}
+	if err := d.opt.Fault(p, string(id), host); err != nil {
+		return fmt.Errorf("%s: %w", p, err)
+	}
+	return nil
+}
