@@ -2,7 +2,6 @@ package metasched
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -110,33 +109,50 @@ func (d *Daemon) setWaiting(j *liveJob, why string) {
 	d.mu.Unlock()
 }
 
-// errGone is a claim's guard failing: the job or its hosts changed since
-// the plan was made.
-var errGone = errors.New("the job or its hosts changed since it was planned")
-
 // claim plans a queued job on a placement, if the job is still queued and
-// the hosts still have the room: the transition to planned is committed
-// and the hosts' capacity reserved for it under the daemon's lock, so that
-// no other plan or switch takes them meanwhile.
+// the hosts still have the room. The hosts' capacity is reserved for the
+// job before its plan is committed, so that no other plan takes it
+// meanwhile (and given back if the commit fails); a host that a switch
+// took while the plan was being committed sends the job back to the queue.
 func (d *Daemon) claim(ctx context.Context, j *liveJob, pl *gramvm.Placement) {
-	guard := func() error {
-		if j.job.State != lifecycle.Queued || d.jobs[j.id()] != j || !d.fitsLocked(j, pl) {
-			return errGone
-		}
-		return nil
-	}
 	predicted := pl.Plan.Runtime
 	if d.cfg.Executor.Name == "emulated" {
 		predicted = pl.Plan.Runtime * d.cfg.Executor.TimeScale
 	}
-	vms := vmNames(j.id(), j.job.Record.Attempts+1, pl)
+	d.mu.Lock()
+	if j.job.State != lifecycle.Queued || d.jobs[j.id()] != j || !d.fitsLocked(j, pl) {
+		d.mu.Unlock()
+		return
+	}
+	n := j.job.Record.Attempts + 1
+	vms := vmNames(j.id(), n, pl)
+	d.reserveLocked(j, vms)
+	d.mu.Unlock()
 	why := fmt.Sprintf("planned: master %s, %d machines on %s, predicted %.3gs", pl.Plan.Master, pl.Plan.Machines,
 		clusterList(pl), predicted)
-	err := d.stepJobIf(ctx, j, lifecycle.Plan{Placement: pl, VMs: vms, Predicted: predicted, Reason: why, At: d.now()}, guard)
-	switch {
-	case err == nil, errors.Is(err, errGone):
-	default:
+	if err := d.stepJob(ctx, j, lifecycle.Plan{Placement: pl, VMs: vms, Predicted: predicted, Reason: why, At: d.now()}); err != nil {
 		d.log.Error().Err(err).Str("job", j.id()).Msg("cannot record the plan: the job stays queued")
+		d.mu.Lock()
+		if j.job.State == lifecycle.Queued {
+			d.unreserveLocked(j)
+		}
+		d.mu.Unlock()
+		return
+	}
+	d.mu.Lock()
+	var taken *gridHost
+	for _, v := range vms {
+		if h := d.hosts[v.Host]; h != nil && h.held != "" {
+			taken = h
+			break
+		}
+	}
+	d.mu.Unlock()
+	if taken != nil {
+		reason := fmt.Sprintf("host %s was taken by switch %s while the job was planned: requeued", taken.name, taken.held)
+		if _, err := d.stop(ctx, j, lifecycle.Queued, reason, n); err != nil {
+			d.log.Error().Err(err).Str("job", j.id()).Msg("cannot requeue")
+		}
 	}
 }
 

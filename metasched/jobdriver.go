@@ -19,32 +19,17 @@ import (
 // commits every change to the store and only then applies it to memory, and
 // carries out the actions that follow.
 
-// stepJob feeds ev to the job's lifecycle. The change it makes is committed to
-// the store in one transaction and only then applied to memory; when the
-// commit fails, memory is unchanged and step returns the error. Then step
-// carries out the other actions: answers come back as later steps.
+// stepJob feeds ev to the job's lifecycle. The change it makes is committed
+// to the store in one transaction and only then applied to memory; when the
+// commit fails, memory is unchanged and stepJob returns the error. Then
+// stepJob carries out the other actions: answers come back as later steps.
+// The steps of one job are serialised; the daemon's lock is not held while
+// the store commits.
 func (d *Daemon) stepJob(ctx context.Context, lj *liveJob, ev lifecycle.Event) error {
-	return d.stepJobIf(ctx, lj, ev, nil)
-}
-
-// stepJobIf is stepJob with a guard: when guard is set, it runs under the
-// daemon's lock and the step goes on only if it returns nil; the lock is
-// then held until the change is in memory, so that nothing the guard
-// checked changes meanwhile (the dispatcher's claim of free hosts).
-func (d *Daemon) stepJobIf(ctx context.Context, lj *liveJob, ev lifecycle.Event, guard func() error) error {
 	lj.steps.Lock()
 	d.mu.Lock()
-	if guard != nil {
-		if err := guard(); err != nil {
-			d.mu.Unlock()
-			lj.steps.Unlock()
-			return err
-		}
-	}
 	cur := lj.job
-	if guard == nil {
-		d.mu.Unlock()
-	}
+	d.mu.Unlock()
 	next, acts, err := cur.Step(ev)
 	if err == nil && len(acts) > 0 {
 		if c, ok := acts[0].(lifecycle.Commit); ok {
@@ -52,9 +37,7 @@ func (d *Daemon) stepJobIf(ctx context.Context, lj *liveJob, ev lifecycle.Event,
 			acts = acts[1:]
 		}
 	}
-	if guard == nil {
-		d.mu.Lock()
-	}
+	d.mu.Lock()
 	if err != nil {
 		if errors.Is(err, store.ErrConflict) {
 			d.reloadLocked(ctx, lj)
