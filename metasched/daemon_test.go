@@ -13,6 +13,7 @@ import (
 	"github.com/metasched/metasched/graph"
 	"github.com/metasched/metasched/hypervisorproxy/virt"
 	"github.com/metasched/metasched/metasched"
+	"github.com/metasched/metasched/metasched/demo"
 	"github.com/metasched/metasched/metasched/store"
 )
 
@@ -33,7 +34,7 @@ func startDaemon(t *testing.T, opt metasched.Options, edit func(*metasched.Confi
 // startDaemonGrid is startDaemon on another grid (nil: the demo's).
 func startDaemonGrid(t *testing.T, g *graph.Grid, opt metasched.Options, edit func(*metasched.Config)) *testDaemon {
 	t.Helper()
-	cfg, grid, err := metasched.DemoConfig(t.TempDir(), "127.0.0.1:0")
+	cfg, grid, err := demo.Config(t.TempDir(), "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +90,7 @@ func startDaemonGrid(t *testing.T, g *graph.Grid, opt metasched.Options, edit fu
 func TestEndToEnd(t *testing.T) {
 	td := startDaemon(t, metasched.Options{}, func(c *metasched.Config) { c.Executor.TimeScale = 0.0033 })
 	const n, gap = 100, 200 * time.Millisecond
-	stream := metasched.DemoStream(n, gap, 1)
+	stream := demo.Stream(n, gap, 1)
 	start := time.Now()
 	shift := start.Add(time.Duration(n*2/5) * gap)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -122,7 +123,7 @@ func TestEndToEnd(t *testing.T) {
 		}
 	}()
 	var progress bytes.Buffer
-	sum, err := metasched.RunDemo(ctx, td.d, stream, &progress)
+	sum, err := demo.Run(ctx, td.d, stream, &progress)
 	stopSampling()
 	<-sampled
 	if err != nil {
