@@ -19,6 +19,7 @@ import (
 	"github.com/metasched/metasched/metasched"
 	"github.com/metasched/metasched/metasched/client"
 	"github.com/metasched/metasched/metasched/demo"
+	"github.com/metasched/metasched/metasched/httpapi"
 	"github.com/metasched/metasched/metasched/store"
 )
 
@@ -67,7 +68,7 @@ func benchDaemon(b *testing.B, conns int) (*metasched.Daemon, *client.Client) {
 		b.Fatal(err)
 	}
 	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx, ln) }()
+	go func() { done <- d.Run(ctx, ln, httpapi.New(d, log)) }()
 	tr := &http.Transport{MaxIdleConns: conns, MaxIdleConnsPerHost: conns}
 	c := client.New("http://"+ln.Addr().String(), d.Token()).WithHTTPClient(&http.Client{Transport: tr, Timeout: time.Minute})
 	b.Cleanup(func() {

@@ -16,8 +16,17 @@ import (
 	"github.com/metasched/metasched/graph"
 	"github.com/metasched/metasched/hypervisorproxy/virt"
 	"github.com/metasched/metasched/metasched"
+	"github.com/metasched/metasched/metasched/dashboard"
 	"github.com/metasched/metasched/metasched/demo"
 	"github.com/metasched/metasched/metasched/executor"
+	"github.com/metasched/metasched/metasched/httpapi"
+)
+
+// The daemon's clients in the process declare what they need of it.
+var (
+	_ httpapi.Daemon   = (*metasched.Daemon)(nil)
+	_ dashboard.Daemon = (*metasched.Daemon)(nil)
+	_ demo.Daemon      = (*metasched.Daemon)(nil)
 )
 
 type serveFlags struct {
@@ -142,7 +151,7 @@ func serveCmd(ctx context.Context, e *env, f serveFlags, changed func(string) bo
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	done := make(chan error, 1)
-	go func() { done <- d.Run(runCtx, ln) }()
+	go func() { done <- d.Run(runCtx, ln, httpapi.New(d, log)) }()
 	if f.demo {
 		stream := demo.Stream(f.demoJobs, f.demoGap, 1)
 		fmt.Fprintf(e.stdout, "demo: %d jobs of %s, one every %s; most jobs render first, then most simulate\n",
