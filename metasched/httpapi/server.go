@@ -19,9 +19,9 @@ import (
 	"github.com/metasched/metasched/metasched/store"
 )
 
-// Daemon is what the server needs of the daemon: the methods behind the
-// routes, the token, the metrics registry, and what the dashboard reads.
-// *metasched.Daemon implements it.
+// Daemon is what the server needs of the daemon: what the dashboard
+// reads, the token, the metrics registry, and the methods behind the
+// routes. *metasched.Daemon implements it.
 type Daemon interface {
 	dashboard.Daemon
 	// Token is the API's bearer token; it also keys the sessions.
@@ -30,6 +30,10 @@ type Daemon interface {
 	// it, and the server adds the duration of the requests it serves.
 	Registry() *prometheus.Registry
 
+	// GET /healthz
+	Version() string
+	Started() time.Time
+	// The API under /v1.
 	Submit(ctx context.Context, body []byte) (api.Job, error)
 	Jobs(ctx context.Context, f store.JobFilter) (api.JobList, error)
 	Job(ctx context.Context, id string) (api.Job, error)
