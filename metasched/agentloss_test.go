@@ -17,6 +17,7 @@ import (
 	"github.com/metasched/metasched/hypervisorproxy/virt"
 	"github.com/metasched/metasched/metasched"
 	"github.com/metasched/metasched/metasched/api"
+	"github.com/metasched/metasched/metasched/demo"
 	"github.com/metasched/metasched/metasched/store"
 )
 
@@ -71,7 +72,7 @@ func TestAgentLoss(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
-			_, grid, err := metasched.DemoConfig(dir, "127.0.0.1:0")
+			_, grid, err := demo.Config(dir, "127.0.0.1:0")
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -18,6 +18,8 @@ import (
 	"github.com/metasched/metasched/hypervisorproxy/virt"
 	"github.com/metasched/metasched/metasched"
 	"github.com/metasched/metasched/metasched/client"
+	"github.com/metasched/metasched/metasched/demo"
+	"github.com/metasched/metasched/metasched/httpapi"
 	"github.com/metasched/metasched/metasched/store"
 )
 
@@ -43,7 +45,7 @@ const benchJob = "name: bench\ntype: sim\ntasks: 1000000\ntask_ops: 1.0e11\ntask
 // enough idle connections for conns concurrent callers.
 func benchDaemon(b *testing.B, conns int) (*metasched.Daemon, *client.Client) {
 	b.Helper()
-	cfg, grid, err := metasched.DemoConfig(b.TempDir(), "127.0.0.1:0")
+	cfg, grid, err := demo.Config(b.TempDir(), "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -66,7 +68,7 @@ func benchDaemon(b *testing.B, conns int) (*metasched.Daemon, *client.Client) {
 		b.Fatal(err)
 	}
 	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx, ln) }()
+	go func() { done <- d.Run(ctx, ln, httpapi.New(d, log)) }()
 	tr := &http.Transport{MaxIdleConns: conns, MaxIdleConnsPerHost: conns}
 	c := client.New("http://"+ln.Addr().String(), d.Token()).WithHTTPClient(&http.Client{Transport: tr, Timeout: time.Minute})
 	b.Cleanup(func() {

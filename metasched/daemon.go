@@ -255,16 +255,17 @@ func (d *Daemon) Token() string { return d.token }
 // Store is the daemon's store (tests read it).
 func (d *Daemon) Store() *store.Store { return d.st }
 
-// Run starts the daemon's loops and serves the API on ln until ctx ends,
-// then stops the loops and waits for them. Jobs keep their state in the
-// store; a later New resumes them.
-func (d *Daemon) Run(ctx context.Context, ln net.Listener) error {
+// Run starts the daemon's loops and serves h (the HTTP API, package
+// httpapi) on ln until ctx ends, then stops serving, stops the loops and
+// waits for them. Jobs keep their state in the store; a later New resumes
+// them.
+func (d *Daemon) Run(ctx context.Context, ln net.Listener, h http.Handler) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	d.mu.Lock()
 	d.runCtx = ctx
 	d.mu.Unlock()
-	srv := &http.Server{Handler: d.Handler(), ReadHeaderTimeout: 10 * time.Second,
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second,
 		BaseContext: func(net.Listener) context.Context { return ctx }}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

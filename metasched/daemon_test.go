@@ -3,16 +3,14 @@ package metasched_test
 import (
 	"bytes"
 	"context"
-	"net"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/metasched/metasched/graph"
-	"github.com/metasched/metasched/hypervisorproxy/virt"
 	"github.com/metasched/metasched/metasched"
+	"github.com/metasched/metasched/metasched/demo"
+	"github.com/metasched/metasched/metasched/internal/daemontest"
 	"github.com/metasched/metasched/metasched/store"
 )
 
@@ -21,7 +19,7 @@ import (
 type testDaemon struct {
 	d    *metasched.Daemon
 	addr string
-	log  *syncWriter
+	log  *daemontest.Log
 	stop func()
 }
 
@@ -33,54 +31,8 @@ func startDaemon(t *testing.T, opt metasched.Options, edit func(*metasched.Confi
 // startDaemonGrid is startDaemon on another grid (nil: the demo's).
 func startDaemonGrid(t *testing.T, g *graph.Grid, opt metasched.Options, edit func(*metasched.Config)) *testDaemon {
 	t.Helper()
-	cfg, grid, err := metasched.DemoConfig(t.TempDir(), "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if g != nil {
-		grid = g
-	}
-	cfg.SwitchDelay = 200 * time.Millisecond
-	if edit != nil {
-		edit(cfg)
-	}
-	buf := &syncWriter{w: &bytes.Buffer{}}
-	log := zerolog.New(buf).Level(zerolog.InfoLevel)
-	opt.Logger = log
-	opt.Connect = virt.Connector(log.Level(zerolog.WarnLevel))
-	opt.Store.NoSync = true
-	if opt.Tick == 0 {
-		opt.Tick = 100 * time.Millisecond
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	d, err := metasched.NewWithGrid(ctx, cfg, grid, opt)
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx, ln) }()
-	td := &testDaemon{d: d, addr: "http://" + ln.Addr().String(), log: buf}
-	stopped := false
-	td.stop = func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("run: %v", err)
-		}
-		if err := d.Close(); err != nil {
-			t.Errorf("close: %v", err)
-		}
-	}
-	t.Cleanup(td.stop)
-	return td
+	td := daemontest.Start(t, g, opt, edit)
+	return &testDaemon{d: td.D, addr: td.Addr, log: td.Log, stop: td.Stop}
 }
 
 // TestEndToEnd runs 100 jobs of three types with a demand shift through
@@ -89,7 +41,7 @@ func startDaemonGrid(t *testing.T, g *graph.Grid, opt metasched.Options, edit fu
 func TestEndToEnd(t *testing.T) {
 	td := startDaemon(t, metasched.Options{}, func(c *metasched.Config) { c.Executor.TimeScale = 0.0033 })
 	const n, gap = 100, 200 * time.Millisecond
-	stream := metasched.DemoStream(n, gap, 1)
+	stream := demo.Stream(n, gap, 1)
 	start := time.Now()
 	shift := start.Add(time.Duration(n*2/5) * gap)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -122,7 +74,7 @@ func TestEndToEnd(t *testing.T) {
 		}
 	}()
 	var progress bytes.Buffer
-	sum, err := metasched.RunDemo(ctx, td.d, stream, &progress)
+	sum, err := demo.Run(ctx, td.d, stream, &progress)
 	stopSampling()
 	<-sampled
 	if err != nil {

@@ -6,17 +6,23 @@
 //
 // New opens the store and the agents and restores the state a previous run
 // left (hosts and their pools, every live job, every switch in flight); Run
-// serves the API on a listener and runs the daemon's loops until its
-// context ends; Close releases the agents, the policy and the store.
-// ParseConfig reads the configuration file; DemoConfig is the built-in demo.
+// serves an HTTP handler on a listener and runs the daemon's loops until
+// its context ends; Close releases the agents, the policy and the store.
+// ParseConfig reads the configuration file; package demo has the built-in
+// demo's.
+//
+// The daemon's exported methods are all its clients use: the HTTP server
+// (package httpapi, the handler Run serves), the dashboard (package
+// dashboard) and the demo (package demo) each declare the methods they
+// need as an interface, and the daemon imports none of them.
 //
 // What the daemon does:
 //
-//   - Jobs API (server.go, api.go): submit, list, get, cancel, logs, a dry
-//     run of the plan, pools, hosts, VMs, switches, the policy, links,
-//     tuning candidates; a bearer token, or the dashboard's session cookie
-//     (session.go); the OpenAPI document and the dashboard's page; Prometheus
-//     metrics (metrics.go).
+//   - Jobs API (intake.go, jobviews.go, views.go, dryrun.go, exports.go):
+//     submit, list, get, cancel, logs, a dry run of the plan, pools, hosts,
+//     VMs, switches, the policy, links, tuning candidates, the dashboard's
+//     chart samples (history.go); Prometheus metrics of its state
+//     (metrics.go, Registry).
 //   - Job lifecycle (jobs.go): queued → planned → provisioning → running →
 //     done, failed or cancelled, each transition in the store with its time
 //     and reason. The dispatcher plans queued jobs with package gramvm on the

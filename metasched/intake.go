@@ -16,27 +16,9 @@ import (
 	"github.com/metasched/metasched/selection"
 )
 
-// RequestError is a rejected request: a 4xx status with field problems.
-type RequestError struct {
-	Status int
-	Code   string
-	Msg    string
-	Fields []api.FieldError
-}
-
-func (e *RequestError) Error() string {
-	if len(e.Fields) == 0 {
-		return e.Msg
-	}
-	lines := make([]string, len(e.Fields))
-	for i, f := range e.Fields {
-		lines[i] = f.Field + ": " + f.Problem
-		if f.Field == "" {
-			lines[i] = f.Problem
-		}
-	}
-	return e.Msg + ":\n" + strings.Join(lines, "\n")
-}
+// RequestError is a rejected request: a 4xx status with field problems
+// (api.RequestError, which the HTTP server maps to its answer).
+type RequestError = api.RequestError
 
 func invalid(fields ...api.FieldError) *RequestError {
 	return &RequestError{Status: 400, Code: api.CodeInvalid, Msg: "the job is not valid", Fields: fields}

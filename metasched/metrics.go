@@ -2,16 +2,12 @@ package metasched
 
 import (
 	"context"
-	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/metasched/metasched/gramvm"
-	"github.com/metasched/metasched/internal/httpx"
 	"github.com/metasched/metasched/metasched/api"
 	co "github.com/metasched/metasched/metasched/coordinator"
 	"github.com/metasched/metasched/metasched/store"
@@ -22,8 +18,9 @@ import (
 // registry, not the client library's global one, so that several daemons
 // can run in one process (the tests do). Two kinds of metrics:
 //
-//   - events counted or timed where they happen: API requests, plans,
-//     policy solves, tuning candidates and the decisions carried out;
+//   - events counted or timed where they happen: plans, policy solves,
+//     tuning candidates and the decisions carried out (the HTTP server,
+//     package httpapi, adds the API requests);
 //   - the daemon's state, read at scrape time by stateCollector under d.mu:
 //     jobs per state, pools, hosts, switches, VMs and the policy. Its
 //     counters (switches, VMs, completions, decisions) are the daemon's own
@@ -45,7 +42,6 @@ const (
 // metrics holds the daemon's registry and the metrics it updates itself.
 type metrics struct {
 	reg        *prometheus.Registry
-	requests   *prometheus.HistogramVec
 	plan       prometheus.Histogram
 	solve      prometheus.Histogram
 	migrations *prometheus.CounterVec
@@ -57,11 +53,6 @@ type metrics struct {
 func newMetrics(d *Daemon) *metrics {
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
-		requests: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "metasched_api_request_duration_seconds",
-			Help:    "Duration of the HTTP requests served, by method, route (the ServeMux pattern) and status code.",
-			Buckets: prometheus.DefBuckets,
-		}, []string{"method", "route", "code"}),
 		plan: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "metasched_plan_duration_seconds",
 			Help:    "Duration of the GramVM planning of one job on the live grid.",
@@ -92,45 +83,16 @@ func newMetrics(d *Daemon) *metrics {
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.requests, m.plan, m.solve, m.migrations, m.candidates,
+		m.plan, m.solve, m.migrations, m.candidates,
 		newStateCollector(d),
 	)
 	return m
 }
 
-// handler serves the registry in the Prometheus exposition formats.
-func (m *metrics) handler() http.Handler {
-	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{
-		ErrorHandling: promhttp.ContinueOnError,
-		Registry:      m.reg, // counts its own errors (promhttp_metric_handler_errors_total)
-	})
-}
-
-// instrument times every request next serves. The route label is the
-// pattern the (innermost) ServeMux matched, read from the request after
-// next ran; a request no pattern matched has "unmatched".
-func (m *metrics) instrument(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
-		sw := &httpx.StatusWriter{ResponseWriter: w}
-		next.ServeHTTP(sw, r)
-		route := r.Pattern
-		if route == "" {
-			route = "unmatched"
-		}
-		m.requests.WithLabelValues(methodLabel(r.Method), route, strconv.Itoa(sw.Status())).Observe(time.Since(start).Seconds())
-	})
-}
-
-// methodLabel bounds the method label to the standard methods.
-func methodLabel(m string) string {
-	switch m {
-	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
-		http.MethodDelete, http.MethodConnect, http.MethodOptions, http.MethodTrace:
-		return m
-	}
-	return "other"
-}
+// Registry is the daemon's Prometheus registry: the Go runtime's and the
+// process's collectors, the metrics the daemon updates and its state read
+// at scrape time. The HTTP server serves it and adds its own.
+func (d *Daemon) Registry() *prometheus.Registry { return d.metrics.reg }
 
 // solved observes a policy solve that ended (policy.Config.OnSolved).
 func (m *metrics) solved(seconds float64, _ error) { m.solve.Observe(seconds) }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/metasched/metasched/metasched"
 	"github.com/metasched/metasched/metasched/api"
+	"github.com/metasched/metasched/metasched/demo"
 	"github.com/metasched/metasched/metasched/store"
 )
 
@@ -134,7 +135,7 @@ func TestMetricsDemo(t *testing.T) {
 	const n = 20
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	sum, err := metasched.RunDemo(ctx, d, metasched.DemoStream(n, 20*time.Millisecond, 1), io.Discard)
+	sum, err := demo.Run(ctx, d, demo.Stream(n, 20*time.Millisecond, 1), io.Discard)
 	if err != nil {
 		t.Fatalf("demo: %v", err)
 	}
@@ -188,7 +189,7 @@ func TestMetricsDemo(t *testing.T) {
 	if busy := f.sum("metasched_pool_hosts", "state", api.HostBusy); busy != 0 || f.must(t, "metasched_hosts", "state", api.HostBusy) != 0 {
 		t.Errorf("%v busy hosts in the pools with every job done, want 0", busy)
 	}
-	for _, p := range metasched.DemoTypes {
+	for _, p := range demo.Types {
 		if q := f.must(t, "metasched_pool_queue_length", "pool", p.Name); q != 0 {
 			t.Errorf("pool %s: queue %v, want 0", p.Name, q)
 		}

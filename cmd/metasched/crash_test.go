@@ -16,9 +16,9 @@ import (
 	"time"
 
 	"github.com/metasched/metasched/graph"
-	"github.com/metasched/metasched/metasched"
 	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/client"
+	"github.com/metasched/metasched/metasched/demo"
 	"github.com/metasched/metasched/metasched/lifecycle"
 )
 
@@ -71,7 +71,7 @@ func TestCrashSafety(t *testing.T) {
 	t.Cleanup(h.dumpLogsOnFailure)
 
 	const n, gap = 40, 150 * time.Millisecond
-	stream := metasched.DemoStream(n, gap, 7) // 40% mostly render, then mostly sim
+	stream := demo.Stream(n, gap, 7) // 40% mostly render, then mostly sim
 	start := time.Now()
 	next := 0
 
@@ -221,7 +221,7 @@ func (h *crashHarness) start() *crashDaemon {
 }
 
 // submit submits one job of the stream, which must be acknowledged.
-func (h *crashHarness) submit(d *crashDaemon, j metasched.DemoJob) {
+func (h *crashHarness) submit(d *crashDaemon, j demo.Job) {
 	h.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -236,7 +236,7 @@ func (h *crashHarness) submit(d *crashDaemon, j metasched.DemoJob) {
 // apart, and kills the daemon as soon as one is acknowledged. The answers
 // that do not come are lost: their jobs may or may not exist after the
 // restart.
-func (h *crashHarness) killWithSubmissionsInFlight(d *crashDaemon, js []metasched.DemoJob) {
+func (h *crashHarness) killWithSubmissionsInFlight(d *crashDaemon, js []demo.Job) {
 	type answer struct {
 		name, id string
 		err      error
@@ -347,7 +347,7 @@ func (h *crashHarness) allJobs(d *crashDaemon) []api.Job {
 // checkJobs: every acknowledged job exists and is done, every job went
 // along the lifecycle and reached a terminal state once, and a job that
 // no acknowledgement names comes from a submission whose answer was lost.
-func (h *crashHarness) checkJobs(jobs []api.Job, stream []metasched.DemoJob) {
+func (h *crashHarness) checkJobs(jobs []api.Job, stream []demo.Job) {
 	t := h.t
 	t.Helper()
 	byID := map[string]api.Job{}
@@ -528,7 +528,7 @@ func (h *crashHarness) dumpLogsOnFailure() {
 }
 
 // jobName is the name in a job file of the demo's stream.
-func jobName(j metasched.DemoJob) string {
+func jobName(j demo.Job) string {
 	first, _, _ := strings.Cut(string(j.Body), "\n")
 	return strings.TrimPrefix(first, "name: ")
 }

@@ -17,9 +17,9 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/metasched/metasched/metasched"
 	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/client"
+	"github.com/metasched/metasched/metasched/httpapi"
 	"github.com/metasched/metasched/metasched/lifecycle"
 )
 
@@ -147,7 +147,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	p.run("log in", p.fill("login-token", token),
 		chromedp.Click(chromedp.CSS(`#login-form button[type=submit]`)))
 	p.waitJS(15*time.Second, "the live dashboard", `document.querySelector('#conn').dataset.state === 'live' && !document.querySelector('#main').hidden ? 'live' : ''`)
-	if cookieJS, err := p.eval(`document.cookie`); err != nil || strings.Contains(cookieJS, metasched.SessionCookie) {
+	if cookieJS, err := p.eval(`document.cookie`); err != nil || strings.Contains(cookieJS, httpapi.SessionCookie) {
 		t.Errorf("the session cookie is readable by scripts (%q, %v): it must be HttpOnly", cookieJS, err)
 	}
 

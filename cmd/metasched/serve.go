@@ -16,7 +16,17 @@ import (
 	"github.com/metasched/metasched/graph"
 	"github.com/metasched/metasched/hypervisorproxy/virt"
 	"github.com/metasched/metasched/metasched"
+	"github.com/metasched/metasched/metasched/dashboard"
+	"github.com/metasched/metasched/metasched/demo"
 	"github.com/metasched/metasched/metasched/executor"
+	"github.com/metasched/metasched/metasched/httpapi"
+)
+
+// The daemon's clients in the process declare what they need of it.
+var (
+	_ httpapi.Daemon   = (*metasched.Daemon)(nil)
+	_ dashboard.Daemon = (*metasched.Daemon)(nil)
+	_ demo.Daemon      = (*metasched.Daemon)(nil)
 )
 
 type serveFlags struct {
@@ -98,11 +108,11 @@ func serveCmd(ctx context.Context, e *env, f serveFlags, changed func(string) bo
 		if changed("data-dir") {
 			cfg.DataDir = f.dataDir
 		}
-	} else if cfg, grid, err = metasched.DemoConfig(f.dataDir, f.listen); err != nil {
+	} else if cfg, grid, err = demo.Config(f.dataDir, f.listen); err != nil {
 		return err
 	}
 	if f.demo {
-		for _, jt := range metasched.DemoTypes {
+		for _, jt := range demo.Types {
 			if _, ok := cfg.Pool(jt.Name); !ok {
 				return usagef("--demo: the demo's jobs need the job type %q, which %s does not configure", jt.Name, f.config)
 			}
@@ -141,12 +151,12 @@ func serveCmd(ctx context.Context, e *env, f serveFlags, changed func(string) bo
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	done := make(chan error, 1)
-	go func() { done <- d.Run(runCtx, ln) }()
+	go func() { done <- d.Run(runCtx, ln, httpapi.New(d, log)) }()
 	if f.demo {
-		stream := metasched.DemoStream(f.demoJobs, f.demoGap, 1)
+		stream := demo.Stream(f.demoJobs, f.demoGap, 1)
 		fmt.Fprintf(e.stdout, "demo: %d jobs of %s, one every %s; most jobs render first, then most simulate\n",
 			len(stream), typeNames(), f.demoGap)
-		sum, err := metasched.RunDemo(runCtx, d, stream, e.stdout)
+		sum, err := demo.Run(runCtx, d, stream, e.stdout)
 		if err != nil && ctx.Err() == nil {
 			stop()
 			<-done
@@ -176,7 +186,7 @@ func serveCmd(ctx context.Context, e *env, f serveFlags, changed func(string) bo
 
 func typeNames() string {
 	var names []string
-	for _, jt := range metasched.DemoTypes {
+	for _, jt := range demo.Types {
 		names = append(names, jt.Name)
 	}
 	slices.Sort(names)

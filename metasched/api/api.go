@@ -1,6 +1,9 @@
 package api
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // MaxBodyBytes bounds a request body.
 const MaxBodyBytes = 1 << 20
@@ -56,4 +59,28 @@ type LoginRequest struct {
 // LoginResult is the answer of a successful POST /login.
 type LoginResult struct {
 	Expires time.Time `json:"expires"`
+}
+
+// RequestError is a rejected request: a 4xx status with field problems.
+// The daemon returns it; the HTTP server answers Status with an APIError
+// of Code, Msg and Fields.
+type RequestError struct {
+	Status int
+	Code   string
+	Msg    string
+	Fields []FieldError
+}
+
+func (e *RequestError) Error() string {
+	if len(e.Fields) == 0 {
+		return e.Msg
+	}
+	lines := make([]string, len(e.Fields))
+	for i, f := range e.Fields {
+		lines[i] = f.Field + ": " + f.Problem
+		if f.Field == "" {
+			lines[i] = f.Problem
+		}
+	}
+	return e.Msg + ":\n" + strings.Join(lines, "\n")
 }

@@ -1,8 +1,8 @@
 // Package api holds the wire types of the metasched daemon's HTTP API: the
 // bodies of its requests and answers and their constants. The daemon
-// (package metasched) answers with them, the Go client (package client)
-// and the command line decode them; the OpenAPI document the daemon serves
-// describes them. Package api imports only pure packages (the job
+// (package metasched) and its HTTP server (package httpapi) answer with
+// them, the Go client (package client) and the command line decode them;
+// the OpenAPI document the server serves describes them. Package api imports only pure packages (the job
 // lifecycle, selection, gramvm and the agents' wire types), so that a
 // program that talks to the daemon does not link the daemon: neither its
 // store nor Prometheus nor libvirt.
@@ -36,5 +36,6 @@
 //	GET    /v1/events                  server-sent events "state": a Dashboard every EventEvery
 //
 // Errors are APIError with a 4xx or 5xx status; its Code is one of the
-// Code constants.
+// Code constants. The daemon rejects a request with a RequestError, which
+// the server answers with its status.
 package api

@@ -1,4 +1,4 @@
-package metasched
+package demo
 
 import (
 	"context"
@@ -11,62 +11,64 @@ import (
 	"time"
 
 	"github.com/metasched/metasched/graph"
+	hp "github.com/metasched/metasched/hypervisorproxy"
+	"github.com/metasched/metasched/metasched"
 	"github.com/metasched/metasched/metasched/api"
 	co "github.com/metasched/metasched/metasched/coordinator"
-	"github.com/metasched/metasched/metasched/store"
+	"github.com/metasched/metasched/metasched/lifecycle"
 )
 
-// demoGrid is the bundled three-site grid of the demo: the real test of
+// grid is the bundled three-site grid of the demo: the real test of
 // Bertogna et al. (004, §4), two small, slow South American clusters and a
 // larger, faster one in Spain (the same as examples/grid-paper.yaml).
 //
-//go:embed demo/grid.yaml
-var demoGrid []byte
+//go:embed grid.yaml
+var grid []byte
 
-// DemoTypes are the demo's three job types.
-var DemoTypes = []api.JobType{
+// Types are the demo's three job types.
+var Types = []api.JobType{
 	{Name: "render", VCPUs: 2, MemoryMiB: 2048, HoldingCost: 2},
 	{Name: "sim", VCPUs: 1, MemoryMiB: 1024, HoldingCost: 1},
 	{Name: "etl", VCPUs: 1, MemoryMiB: 1024, HoldingCost: 1},
 }
 
-// DemoConfig is the configuration `metasched serve` runs with no flags: the
+// Config is the configuration `metasched serve` runs with no flags: the
 // bundled grid, in-process agents on the libvirt test driver with a small
 // switch delay, the heuristic policy and the emulated executor.
-func DemoConfig(dataDir, listen string) (*Config, *graph.Grid, error) {
-	g, err := graph.ParseGrid("demo grid", demoGrid)
+func Config(dataDir, listen string) (*metasched.Config, *graph.Grid, error) {
+	g, err := graph.ParseGrid("demo grid", grid)
 	if err != nil {
 		return nil, nil, err
 	}
-	return &Config{
-		Listen: listen, DataDir: dataDir, Grid: "(bundled demo grid)", JobTypes: DemoTypes,
+	return &metasched.Config{
+		Listen: listen, DataDir: dataDir, Grid: "(bundled demo grid)", JobTypes: Types,
 		// K = 2 rather than the papers' 5: the demo's demand shifts within
 		// seconds, and with K = 5 the pool that was busy keeps its hosts
 		// until the new busy pool's queue is ten times longer.
-		Policy:      PolicyConfig{Name: "heuristic", K: 2},
-		Executor:    ExecutorConfig{Name: "emulated", TimeScale: 0.006},
-		SwitchDelay: time.Second, OnAgentLoss: "requeue", MinPoolHosts: DefaultMinHosts,
+		Policy:      metasched.PolicyConfig{Name: "heuristic", K: 2},
+		Executor:    metasched.ExecutorConfig{Name: "emulated", TimeScale: 0.006},
+		SwitchDelay: time.Second, OnAgentLoss: "requeue", MinPoolHosts: metasched.DefaultMinHosts,
 	}, g, nil
 }
 
-// DemoJob is one job of the demo's stream, submitted At after the start.
-type DemoJob struct {
+// Job is one job of the demo's stream, submitted At after the start.
+type Job struct {
 	At   time.Duration
 	Type string
 	Body []byte
 }
 
-// DemoStream is a stream of n jobs of the three demo types, one every gap,
+// Stream is a stream of n jobs of the three demo types, one every gap,
 // with a demand shift: in the first 40% most jobs render, then most
 // simulate. It is the same for the same seed.
-func DemoStream(n int, gap time.Duration, seed uint64) []DemoJob {
+func Stream(n int, gap time.Duration, seed uint64) []Job {
 	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	shapes := map[string]string{
 		"render": "tasks: %d\ntask_ops: 1.0e11\ntask_bytes: 2.0e6\nvm: {vcpus: 2, memory_mib: 2048}\n",
 		"sim":    "tasks: %d\ntask_ops: 5.0e10\ntask_bytes: 5.0e5\n",
 		"etl":    "tasks: %d\ntask_ops: 4.0e10\ntask_bytes: 2.0e7\nefficiency: 0.5\n",
 	}
-	out := make([]DemoJob, n)
+	out := make([]Job, n)
 	for i := range out {
 		hot := "render"
 		if i >= n*2/5 {
@@ -83,14 +85,14 @@ func DemoStream(n int, gap time.Duration, seed uint64) []DemoJob {
 		}
 		tasks := 20 + r.IntN(20)
 		body := fmt.Sprintf("name: %s-%03d\ntype: %s\n", typ, i+1, typ) + fmt.Sprintf(shapes[typ], tasks)
-		out[i] = DemoJob{At: time.Duration(i) * gap, Type: typ, Body: []byte(body)}
+		out[i] = Job{At: time.Duration(i) * gap, Type: typ, Body: []byte(body)}
 	}
 	return out
 }
 
-// DemoSummary is what a stream of jobs did.
-type DemoSummary struct {
-	Jobs         map[string]map[store.JobState]int // type → state → count
+// Summary is what a stream of jobs did.
+type Summary struct {
+	Jobs         map[string]map[lifecycle.State]int // type → state → count
 	IDs          []string
 	MeanWait     map[string]float64 // type → seconds from submission to running
 	MeanRun      map[string]float64 // type → seconds running
@@ -106,35 +108,47 @@ type DemoSummary struct {
 	Seconds      float64
 }
 
-// RunDemo submits the stream at its times, prints a line of progress every
+// Daemon is what the demo needs of the daemon: its API's submit, jobs,
+// pools, switches and VMs, its VM counters and an inventory refresh.
+// *metasched.Daemon implements it.
+type Daemon interface {
+	Submit(ctx context.Context, body []byte) (api.Job, error)
+	Job(ctx context.Context, id string) (api.Job, error)
+	Pools() []api.Pool
+	Switches(active bool) []api.SwitchView
+	VMs() []hp.VM
+	VMCounts() (created, destroyed int64)
+	Refresh(ctx context.Context)
+}
+
+// Run submits the stream at its times, prints a line of progress every
 // five seconds, waits until every job of the stream has finished and
 // returns the summary.
-func RunDemo(ctx context.Context, d *Daemon, stream []DemoJob, progress io.Writer) (DemoSummary, error) {
+func Run(ctx context.Context, d Daemon, stream []Job, progress io.Writer) (Summary, error) {
 	start := time.Now()
-	sum := DemoSummary{Jobs: map[string]map[store.JobState]int{}, MeanWait: map[string]float64{}, MeanRun: map[string]float64{},
-		Switches: map[string]int{}, Outcomes: map[string]int{}, HostsBefore: d.poolSizes(), HostsAfter: map[string]int{}}
-	created0, destroyed0 := d.vmCounts()
-	d.mu.Lock()
-	firstSwitch := d.seq
-	d.mu.Unlock()
+	sum := Summary{Jobs: map[string]map[lifecycle.State]int{}, MeanWait: map[string]float64{}, MeanRun: map[string]float64{},
+		Switches: map[string]int{}, Outcomes: map[string]int{}, HostsBefore: poolSizes(d), HostsAfter: map[string]int{}}
+	created0, destroyed0 := d.VMCounts()
+	firstSwitch := lastSwitch(d)
 	tick := time.NewTicker(5 * time.Second)
 	defer tick.Stop()
 	next := 0
 	timer := time.NewTimer(0)
 	defer timer.Stop()
+	finished := 0 // sum.IDs[:finished] have finished
 	for {
 		if next < len(stream) {
 			select {
 			case <-ctx.Done():
 				return sum, ctx.Err()
 			case <-tick.C:
-				d.printProgress(progress, time.Since(start))
+				printProgress(d, progress, time.Since(start))
 				continue
 			case <-timer.C:
 			}
 			for next < len(stream) && time.Since(start) >= stream[next].At {
 				if next == len(stream)*2/5 {
-					sum.HostsShift = d.poolSizes()
+					sum.HostsShift = poolSizes(d)
 				}
 				j, err := d.Submit(ctx, stream[next].Body)
 				if err != nil {
@@ -146,35 +160,39 @@ func RunDemo(ctx context.Context, d *Daemon, stream []DemoJob, progress io.Write
 			if next < len(stream) {
 				timer.Reset(max(0, stream[next].At-time.Since(start)))
 			} else {
-				sum.HostsEnd = d.poolSizes()
+				sum.HostsEnd = poolSizes(d)
 			}
 			continue
 		}
-		if d.allFinished(sum.IDs) {
+		var err error
+		if finished, err = allFinished(ctx, d, sum.IDs, finished); err != nil {
+			return sum, err
+		}
+		if finished == len(sum.IDs) {
 			break
 		}
 		select {
 		case <-ctx.Done():
 			return sum, ctx.Err()
 		case <-tick.C:
-			d.printProgress(progress, time.Since(start))
+			printProgress(d, progress, time.Since(start))
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
 	sum.Seconds = time.Since(start).Seconds()
 	waits, runs := map[string][]float64{}, map[string][]float64{}
 	for _, id := range sum.IDs {
-		j, err := d.st.Job(ctx, id)
+		j, err := d.Job(ctx, id)
 		if err != nil {
 			return sum, err
 		}
 		if sum.Jobs[j.Type] == nil {
-			sum.Jobs[j.Type] = map[store.JobState]int{}
+			sum.Jobs[j.Type] = map[lifecycle.State]int{}
 		}
 		sum.Jobs[j.Type][j.State]++
 		var running, end time.Time
 		for _, t := range j.Transitions {
-			if t.To == store.Running {
+			if t.To == lifecycle.Running {
 				running = t.At
 			}
 			if t.To.Terminal() {
@@ -189,17 +207,17 @@ func RunDemo(ctx context.Context, d *Daemon, stream []DemoJob, progress io.Write
 	for t, w := range waits {
 		sum.MeanWait[t], sum.MeanRun[t] = mean(w), mean(runs[t])
 	}
-	for _, sw := range d.switchesSince(firstSwitch) {
-		sum.Outcomes[string(sw.Phase)]++
-		if sw.Phase == co.PhaseDone {
+	for _, sw := range switchesSince(d, firstSwitch) {
+		sum.Outcomes[sw.Phase]++
+		if sw.Phase == string(co.PhaseDone) {
 			sum.Switches[sw.From+"→"+sw.To]++
 		}
 	}
-	sum.HostsAfter = d.poolSizes()
-	c, x := d.vmCounts()
+	sum.HostsAfter = poolSizes(d)
+	c, x := d.VMCounts()
 	sum.VMsCreated, sum.VMsDestroyed = c-created0, x-destroyed0
 	// VMs still on the hosts: ask the agents now.
-	d.refresh(ctx)
+	d.Refresh(ctx)
 	sum.VMsLeft = len(d.VMs())
 	return sum, nil
 }
@@ -215,20 +233,23 @@ func mean(xs []float64) float64 {
 	return s / float64(len(xs))
 }
 
-// allFinished reports whether every job of ids is done, failed or cancelled.
-func (d *Daemon) allFinished(ids []string) bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for _, id := range ids {
-		if _, live := d.jobs[id]; live {
-			return false
+// allFinished returns how many jobs of ids, from the first on, are done,
+// failed or cancelled; the first from of them are known to be.
+func allFinished(ctx context.Context, d Daemon, ids []string, from int) (int, error) {
+	for i := from; i < len(ids); i++ {
+		j, err := d.Job(ctx, ids[i])
+		if err != nil {
+			return i, fmt.Errorf("demo job %s: %w", ids[i], err)
+		}
+		if !j.State.Terminal() {
+			return i, nil
 		}
 	}
-	return true
+	return len(ids), nil
 }
 
 // poolSizes counts the hosts serving each pool.
-func (d *Daemon) poolSizes() map[string]int {
+func poolSizes(d Daemon) map[string]int {
 	out := map[string]int{}
 	for _, p := range d.Pools() {
 		out[p.Name] = len(p.Hosts)
@@ -236,19 +257,29 @@ func (d *Daemon) poolSizes() map[string]int {
 	return out
 }
 
-func (d *Daemon) switchesSince(seq int) []co.Switch {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	var out []co.Switch
-	for _, sw := range d.coord.Switches() {
-		if n, ok := co.SwitchIDNumber(sw.ID); ok && n > seq {
+// lastSwitch is the number of the newest switch (0: none yet).
+func lastSwitch(d Daemon) int {
+	n := 0
+	for _, sw := range d.Switches(false) {
+		if m, ok := co.SwitchIDNumber(co.SwitchID(sw.ID)); ok && m > n {
+			n = m
+		}
+	}
+	return n
+}
+
+// switchesSince lists the switches newer than switch number n.
+func switchesSince(d Daemon, n int) []api.SwitchView {
+	var out []api.SwitchView
+	for _, sw := range d.Switches(false) {
+		if m, ok := co.SwitchIDNumber(co.SwitchID(sw.ID)); ok && m > n {
 			out = append(out, sw)
 		}
 	}
 	return out
 }
 
-func (d *Daemon) printProgress(w io.Writer, elapsed time.Duration) {
+func printProgress(d Daemon, w io.Writer, elapsed time.Duration) {
 	pools := d.Pools()
 	var q, a int
 	var hosts []string
@@ -263,7 +294,7 @@ func (d *Daemon) printProgress(w io.Writer, elapsed time.Duration) {
 }
 
 // Print writes the summary for a person.
-func (s DemoSummary) Print(w io.Writer) {
+func (s Summary) Print(w io.Writer) {
 	fmt.Fprintf(w, "\ndemo summary: %d jobs in %.0fs\n", len(s.IDs), s.Seconds)
 	types := make([]string, 0, len(s.Jobs))
 	for t := range s.Jobs {
@@ -273,7 +304,7 @@ func (s DemoSummary) Print(w io.Writer) {
 	for _, t := range types {
 		c := s.Jobs[t]
 		fmt.Fprintf(w, "  %-7s %3d done, %d failed, %d cancelled; mean wait %.1fs, mean run %.1fs\n",
-			t, c[store.Done], c[store.Failed], c[store.Cancelled], s.MeanWait[t], s.MeanRun[t])
+			t, c[lifecycle.Done], c[lifecycle.Failed], c[lifecycle.Cancelled], s.MeanWait[t], s.MeanRun[t])
 	}
 	fmt.Fprintf(w, "  VMs: %d created, %d destroyed, %d left on the hosts\n", s.VMsCreated, s.VMsDestroyed, s.VMsLeft)
 	dirs := make([]string, 0, len(s.Switches))

@@ -1,4 +1,4 @@
-package metasched_test
+package httpapi_test
 
 import (
 	"bufio"
@@ -17,6 +17,7 @@ import (
 
 	"github.com/metasched/metasched/metasched"
 	"github.com/metasched/metasched/metasched/api"
+	"github.com/metasched/metasched/metasched/httpapi"
 	"github.com/metasched/metasched/metasched/store"
 )
 
@@ -29,10 +30,10 @@ func cookieRequest(t *testing.T, td *testDaemon, method, path, cookie string, cs
 		t.Fatal(err)
 	}
 	if cookie != "" {
-		req.AddCookie(&http.Cookie{Name: metasched.SessionCookie, Value: cookie})
+		req.AddCookie(&http.Cookie{Name: httpapi.SessionCookie, Value: cookie})
 	}
 	if csrf {
-		req.Header.Set(metasched.CSRFHeader, "metasched")
+		req.Header.Set(httpapi.CSRFHeader, "metasched")
 	}
 	if ctype != "" {
 		req.Header.Set("Content-Type", ctype)
@@ -51,11 +52,11 @@ func cookieRequest(t *testing.T, td *testDaemon, method, path, cookie string, cs
 func sessionCookie(t *testing.T, a apiAnswer) *http.Cookie {
 	t.Helper()
 	for _, c := range (&http.Response{Header: a.header}).Cookies() {
-		if c.Name == metasched.SessionCookie {
+		if c.Name == httpapi.SessionCookie {
 			return c
 		}
 	}
-	t.Fatalf("no %s cookie in %v", metasched.SessionCookie, a.header)
+	t.Fatalf("no %s cookie in %v", httpapi.SessionCookie, a.header)
 	return nil
 }
 
@@ -102,11 +103,11 @@ func TestSession(t *testing.T) {
 		t.Fatalf("login: %d %s", a.status, a.body)
 	}
 	c := sessionCookie(t, a)
-	if !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.Path != "/" || c.MaxAge != int(metasched.SessionTTL/time.Second) || strings.Contains(c.Value, token) {
-		t.Errorf("session cookie %+v: want HttpOnly, SameSite=Strict, Path=/, Max-Age %d, no token inside", c, int(metasched.SessionTTL/time.Second))
+	if !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.Path != "/" || c.MaxAge != int(httpapi.SessionTTL/time.Second) || strings.Contains(c.Value, token) {
+		t.Errorf("session cookie %+v: want HttpOnly, SameSite=Strict, Path=/, Max-Age %d, no token inside", c, int(httpapi.SessionTTL/time.Second))
 	}
 	var lr api.LoginResult
-	if err := json.Unmarshal(a.body, &lr); err != nil || time.Until(lr.Expires) < metasched.SessionTTL-time.Minute {
+	if err := json.Unmarshal(a.body, &lr); err != nil || time.Until(lr.Expires) < httpapi.SessionTTL-time.Minute {
 		t.Errorf("login answer %s (%v)", a.body, err)
 	}
 	session := c.Value
@@ -126,7 +127,7 @@ func TestSession(t *testing.T) {
 	}
 	// A wrong bearer header is refused even with a good cookie.
 	req, _ := http.NewRequest("GET", td.addr+"/v1/pools", nil)
-	req.AddCookie(&http.Cookie{Name: metasched.SessionCookie, Value: session})
+	req.AddCookie(&http.Cookie{Name: httpapi.SessionCookie, Value: session})
 	req.Header.Set("Authorization", "Bearer wrong")
 	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("a good cookie with a wrong bearer token: %v %v", resp.StatusCode, err)

@@ -1,4 +1,4 @@
-package metasched
+package httpapi
 
 import (
 	"bufio"
@@ -17,9 +17,8 @@ import (
 // ServeMux that matched, the code label the status written, and a
 // server-sent events handler flushes through the wrapper.
 func TestInstrument(t *testing.T) {
-	m := newMetrics(&Daemon{})
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(m.requests)
+	requests := requestDurations(reg)
 
 	released := make(chan struct{})
 	byClient := make(chan bool, 1) // whether the client released the handler
@@ -56,12 +55,12 @@ func TestInstrument(t *testing.T) {
 	outer.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") })
 	outer.HandleFunc("POST /v1/things", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusCreated) })
 	outer.Handle("/", inner)
-	srv := httptest.NewServer(m.instrument(outer))
+	srv := httptest.NewServer(instrument(requests, outer))
 	defer srv.Close()
 	// A mux without a catch-all: the unmatched request has no pattern.
 	bare := http.NewServeMux()
 	bare.HandleFunc("GET /only", func(http.ResponseWriter, *http.Request) {})
-	bareSrv := httptest.NewServer(m.instrument(bare))
+	bareSrv := httptest.NewServer(instrument(requests, bare))
 	defer bareSrv.Close()
 
 	do := func(method, url string) {

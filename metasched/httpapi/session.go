@@ -1,4 +1,4 @@
-package metasched
+package httpapi
 
 import (
 	"crypto/hmac"
@@ -34,20 +34,20 @@ const (
 	csrfValue  = "metasched"
 )
 
-func (d *Daemon) sessionMAC(exp int64) string {
-	m := hmac.New(sha256.New, []byte(d.token))
+func (s *Server) sessionMAC(exp int64) string {
+	m := hmac.New(sha256.New, []byte(s.token))
 	fmt.Fprintf(m, "metasched session until %d", exp)
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
 // newSession returns a cookie value valid until exp.
-func (d *Daemon) newSession(exp time.Time) string {
-	return strconv.FormatInt(exp.Unix(), 10) + "." + d.sessionMAC(exp.Unix())
+func (s *Server) newSession(exp time.Time) string {
+	return strconv.FormatInt(exp.Unix(), 10) + "." + s.sessionMAC(exp.Unix())
 }
 
 // validSession reports whether the request carries a session cookie that
 // is ours and not expired.
-func (d *Daemon) validSession(r *http.Request) bool {
+func (s *Server) validSession(r *http.Request) bool {
 	c, err := r.Cookie(SessionCookie)
 	if err != nil {
 		return false
@@ -57,21 +57,21 @@ func (d *Daemon) validSession(r *http.Request) bool {
 	if !ok || err != nil || time.Now().Unix() >= exp {
 		return false
 	}
-	return subtle.ConstantTimeCompare([]byte(mac), []byte(d.sessionMAC(exp))) == 1
+	return subtle.ConstantTimeCompare([]byte(mac), []byte(s.sessionMAC(exp))) == 1
 }
 
 // authenticate serves next for a request with the bearer token or, when it
 // sends no Authorization header, a valid session cookie (and CSRFHeader
 // unless it only reads).
-func (d *Daemon) authenticate(next http.HandlerFunc) http.Handler {
-	bearer := httpx.Bearer(d.token, func(w http.ResponseWriter, msg string) {
+func (s *Server) authenticate(next http.HandlerFunc) http.Handler {
+	bearer := httpx.Bearer(s.token, func(w http.ResponseWriter, msg string) {
 		writeError(w, http.StatusUnauthorized, api.APIError{Code: api.CodeUnauthorized, Error: msg})
 	}, next)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case r.Header.Get("Authorization") != "":
 			bearer.ServeHTTP(w, r)
-		case !d.validSession(r):
+		case !s.validSession(r):
 			writeError(w, http.StatusUnauthorized, api.APIError{Code: api.CodeUnauthorized,
 				Error: "missing bearer token (Authorization: Bearer TOKEN) or session (log in at /)"})
 		case r.Method != http.MethodGet && r.Method != http.MethodHead && r.Header.Get(CSRFHeader) != csrfValue:
@@ -86,7 +86,7 @@ func (d *Daemon) authenticate(next http.HandlerFunc) http.Handler {
 // serveLogin checks the token of a JSON body ({"token": ...}) or of a form
 // (token=...) and sets the session cookie: the JSON answer is api.LoginResult,
 // the form's a redirect to the dashboard.
-func (d *Daemon) serveLogin(w http.ResponseWriter, r *http.Request) {
+func (s *Server) serveLogin(w http.ResponseWriter, r *http.Request) {
 	body, err := readBody(w, r)
 	if err != nil {
 		replyErr(w, err)
@@ -118,13 +118,13 @@ func (d *Daemon) serveLogin(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnauthorized, api.APIError{Code: api.CodeUnauthorized, Error: "log in with the API token",
 			Fields: []api.FieldError{{Field: "token", Problem: "is empty: paste the token the daemon printed (DATA_DIR/token)"}}})
 		return
-	case subtle.ConstantTimeCompare([]byte(strings.TrimSpace(lr.Token)), []byte(d.token)) != 1:
+	case subtle.ConstantTimeCompare([]byte(strings.TrimSpace(lr.Token)), []byte(s.token)) != 1:
 		writeError(w, http.StatusUnauthorized, api.APIError{Code: api.CodeUnauthorized, Error: "wrong token",
 			Fields: []api.FieldError{{Field: "token", Problem: "is not this daemon's token"}}})
 		return
 	}
 	exp := time.Now().Add(SessionTTL).Truncate(time.Second)
-	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: d.newSession(exp), Path: "/", Expires: exp,
+	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: s.newSession(exp), Path: "/", Expires: exp,
 		MaxAge: int(SessionTTL / time.Second), HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
 	if form {
 		http.Redirect(w, r, "/", http.StatusSeeOther)

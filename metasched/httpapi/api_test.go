@@ -1,4 +1,4 @@
-package metasched_test
+package httpapi_test
 
 import (
 	"bytes"
@@ -18,6 +18,7 @@ import (
 	"github.com/metasched/metasched/metasched"
 	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/client"
+	"github.com/metasched/metasched/metasched/httpapi"
 	"github.com/metasched/metasched/metasched/store"
 )
 
@@ -172,7 +173,7 @@ func TestAPIAuth(t *testing.T) {
 	td := startDaemon(t, metasched.Options{}, nil)
 	type route struct{ method, path string }
 	var routes []route
-	for _, rt := range metasched.Routes {
+	for _, rt := range httpapi.Routes {
 		if rt.Public {
 			continue
 		}

@@ -1,4 +1,4 @@
-package metasched
+package httpapi
 
 import (
 	"bytes"
@@ -17,12 +17,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
 	"github.com/metasched/metasched/gramvm"
 	hp "github.com/metasched/metasched/hypervisorproxy"
 	"github.com/metasched/metasched/metasched/api"
 	co "github.com/metasched/metasched/metasched/coordinator"
+	"github.com/metasched/metasched/metasched/dashboard"
 	"github.com/metasched/metasched/metasched/lifecycle"
 	"github.com/metasched/metasched/metasched/policy"
 	"github.com/metasched/metasched/selection"
@@ -721,21 +723,21 @@ func TestOpenAPIBodies(t *testing.T) {
 		{"GET /healthz", "200", reflect.TypeFor[api.Health](), nil, nil},
 		{"POST /login", "200", reflect.TypeFor[api.LoginResult](), reflect.TypeFor[api.LoginRequest](), []string{"application/json", "application/x-www-form-urlencoded"}},
 		{"POST /logout", "204", nil, nil, nil},
-		{"POST /v1/jobs", "201", out0((*Daemon).Submit), jobFile, jobTypes},
-		{"GET /v1/jobs", "200", out0((*Daemon).Jobs), nil, nil},
-		{"GET /v1/jobs/{id}", "200", out0((*Daemon).Job), nil, nil},
-		{"POST /v1/jobs/{id}/cancel", "200", out0((*Daemon).Cancel), nil, nil},
-		{"POST /v1/plan", "200", out0((*Daemon).DryRun), jobFile, jobTypes},
-		{"GET /v1/pools", "200", out0((*Daemon).Pools), nil, nil},
-		{"GET /v1/hosts", "200", out0((*Daemon).Hosts), nil, nil},
-		{"POST /v1/hosts/{name}/clear", "200", out0((*Daemon).ClearHost), reflect.TypeFor[api.ClearRequest](), []string{"application/json"}},
-		{"GET /v1/vms", "200", out0((*Daemon).VMs), nil, nil},
-		{"GET /v1/switches", "200", out0((*Daemon).Switches), nil, nil},
-		{"POST /v1/switches", "202", out0((*Daemon).RequestSwitch), reflect.TypeFor[api.SwitchRequest](), []string{"application/json"}},
-		{"GET /v1/policy", "200", out0((*Daemon).Policy), nil, nil},
-		{"GET /v1/links", "200", out0((*gramvm.Service).Links), nil, nil},
-		{"GET /v1/tuning", "200", out0((*Daemon).Tuning), nil, nil},
-		{"GET /v1/dashboard", "200", out0((*Daemon).Dashboard), nil, nil},
+		{"POST /v1/jobs", "201", out0(Daemon.Submit), jobFile, jobTypes},
+		{"GET /v1/jobs", "200", out0(Daemon.Jobs), nil, nil},
+		{"GET /v1/jobs/{id}", "200", out0(Daemon.Job), nil, nil},
+		{"POST /v1/jobs/{id}/cancel", "200", out0(Daemon.Cancel), nil, nil},
+		{"POST /v1/plan", "200", out0(Daemon.DryRun), jobFile, jobTypes},
+		{"GET /v1/pools", "200", out0(Daemon.Pools), nil, nil},
+		{"GET /v1/hosts", "200", out0(Daemon.Hosts), nil, nil},
+		{"POST /v1/hosts/{name}/clear", "200", out0(Daemon.ClearHost), reflect.TypeFor[api.ClearRequest](), []string{"application/json"}},
+		{"GET /v1/vms", "200", out0(Daemon.VMs), nil, nil},
+		{"GET /v1/switches", "200", out0(Daemon.Switches), nil, nil},
+		{"POST /v1/switches", "202", out0(Daemon.RequestSwitch), reflect.TypeFor[api.SwitchRequest](), []string{"application/json"}},
+		{"GET /v1/policy", "200", out0(Daemon.Policy), nil, nil},
+		{"GET /v1/links", "200", out0(Daemon.Links), nil, nil},
+		{"GET /v1/tuning", "200", out0(Daemon.Tuning), nil, nil},
+		{"GET /v1/dashboard", "200", out0((*dashboard.Board).State), nil, nil},
 	} {
 		method, path, _ := strings.Cut(c.op, " ")
 		op := openapiObj(t, doc, "paths", path, strings.ToLower(method))
@@ -860,6 +862,20 @@ func openapiConforms(t *testing.T, doc map[string]any, where string, v any, s ma
 	}
 }
 
+// bareDaemon is a daemon without grid or store: it has a token, a version,
+// a start and a registry; any other method panics (its Daemon is nil).
+type bareDaemon struct {
+	Daemon
+	token   string
+	started time.Time
+	reg     *prometheus.Registry
+}
+
+func (d bareDaemon) Token() string                  { return d.token }
+func (d bareDaemon) Version() string                { return "test" }
+func (d bareDaemon) Started() time.Time             { return d.started }
+func (d bareDaemon) Registry() *prometheus.Registry { return d.reg }
+
 // The server serves the document without a token, and answers the status
 // codes (and bodies) the document gives, for the requests a daemon without
 // grid or store answers: the public routes, authentication, and request
@@ -876,12 +892,12 @@ func TestOpenAPIServed(t *testing.T) {
 	}
 
 	// The daemon's whole server.
-	d := &Daemon{token: "openapi-test-token", log: zerolog.Nop(), started: time.Now(), opt: Options{Version: "test"}}
-	d.metrics = newMetrics(d)
-	srv := httptest.NewServer(d.Handler())
+	d := bareDaemon{token: "openapi-test-token", started: time.Now(), reg: prometheus.NewRegistry()}
+	s := New(d, zerolog.Nop())
+	srv := httptest.NewServer(s)
 	defer srv.Close()
 	doc := openapiDoc(t)
-	session := d.newSession(time.Now().Add(time.Hour))
+	session := s.newSession(time.Now().Add(time.Hour))
 
 	type req struct {
 		method, path string
@@ -959,7 +975,7 @@ func TestOpenAPIServed(t *testing.T) {
 			r.Header[k] = vs
 		}
 		if rq.bearer {
-			r.Header.Set("Authorization", "Bearer "+d.token)
+			r.Header.Set("Authorization", "Bearer "+d.Token())
 		}
 		if rq.cookie {
 			r.AddCookie(&http.Cookie{Name: SessionCookie, Value: session})

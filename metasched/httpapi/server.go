@@ -1,0 +1,275 @@
+package httpapi
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/metasched/metasched/gramvm"
+	hp "github.com/metasched/metasched/hypervisorproxy"
+	"github.com/metasched/metasched/internal/httpx"
+	"github.com/metasched/metasched/metasched/api"
+	"github.com/metasched/metasched/metasched/dashboard"
+	"github.com/metasched/metasched/metasched/store"
+)
+
+// Daemon is what the server needs of the daemon: what the dashboard
+// reads, the token, the metrics registry, and the methods behind the
+// routes. *metasched.Daemon implements it.
+type Daemon interface {
+	dashboard.Daemon
+	// Token is the API's bearer token; it also keys the sessions.
+	Token() string
+	// Registry is the daemon's Prometheus registry: GET /metrics serves
+	// it, and the server adds the duration of the requests it serves.
+	Registry() *prometheus.Registry
+
+	// GET /healthz
+	Version() string
+	Started() time.Time
+	// The API under /v1.
+	Submit(ctx context.Context, body []byte) (api.Job, error)
+	Jobs(ctx context.Context, f store.JobFilter) (api.JobList, error)
+	Job(ctx context.Context, id string) (api.Job, error)
+	Cancel(ctx context.Context, id string) (api.Job, error)
+	Logs(ctx context.Context, id string) ([]byte, error)
+	DryRun(ctx context.Context, body []byte) (api.PlanResult, error)
+	Pools() []api.Pool
+	Hosts() []api.HostView
+	ClearHost(ctx context.Context, name, pool string) (api.HostView, error)
+	VMs() []hp.VM
+	Switches(active bool) []api.SwitchView
+	RequestSwitch(ctx context.Context, from, to string) (api.SwitchView, error)
+	Policy() api.PolicyView
+	Links() []gramvm.Link
+	Tuning() []api.TuningRecord
+}
+
+// Route is one route of the server: "METHOD PATTERN" as net/http's
+// ServeMux reads it, and whether it is served without the token or a
+// session.
+type Route struct {
+	Pattern string
+	Public  bool
+}
+
+// Routes lists every route the server registers (New registers exactly
+// these, and the OpenAPI document describes them).
+var Routes = []Route{
+	{"GET /healthz", true}, {"GET /metrics", true}, {"GET /v1/openapi.json", true},
+	{"GET /{$}", true}, {"GET /assets/{file}", true}, {"POST /login", true}, {"POST /logout", true},
+	{"POST /v1/jobs", false}, {"GET /v1/jobs", false}, {"GET /v1/jobs/{id}", false},
+	{"POST /v1/jobs/{id}/cancel", false}, {"GET /v1/jobs/{id}/logs", false},
+	{"POST /v1/plan", false}, {"GET /v1/pools", false}, {"GET /v1/hosts", false},
+	{"POST /v1/hosts/{name}/clear", false}, {"GET /v1/vms", false},
+	{"GET /v1/switches", false}, {"POST /v1/switches", false}, {"GET /v1/policy", false},
+	{"GET /v1/links", false}, {"GET /v1/tuning", false}, {"GET /v1/dashboard", false}, {"GET /v1/events", false},
+}
+
+// Server is the HTTP server of one daemon.
+type Server struct {
+	d     Daemon
+	token string
+	board *dashboard.Board
+	h     http.Handler
+}
+
+// New returns the server of d; log gets a line for every request.
+func New(d Daemon, log zerolog.Logger) *Server {
+	s := &Server{d: d, token: d.Token()}
+	s.board = dashboard.New(d, replyErr)
+	hs := s.handlers()
+	if len(hs) != len(Routes) {
+		panic(fmt.Sprintf("httpapi: %d handlers for %d routes", len(hs), len(Routes)))
+	}
+	mux := http.NewServeMux()
+	allow := map[string][]string{}
+	for _, rt := range Routes {
+		h, ok := hs[rt.Pattern]
+		if !ok {
+			panic("httpapi: no handler for route " + rt.Pattern)
+		}
+		if rt.Public {
+			mux.Handle(rt.Pattern, h)
+		} else {
+			mux.Handle(rt.Pattern, s.authenticate(h))
+		}
+		method, pattern, _ := strings.Cut(rt.Pattern, " ")
+		allow[pattern] = append(allow[pattern], method)
+	}
+	// A known path with another method is 405 with Allow; anything else 404
+	// (both after authentication, like the routes).
+	paths := http.NewServeMux()
+	for pattern := range allow {
+		paths.HandleFunc(pattern, func(http.ResponseWriter, *http.Request) {})
+	}
+	mux.Handle("/", s.authenticate(func(w http.ResponseWriter, r *http.Request) {
+		if _, pattern := paths.Handler(r); pattern != "" {
+			w.Header().Set("Allow", strings.Join(allow[pattern], ", "))
+			writeError(w, http.StatusMethodNotAllowed, api.APIError{Code: api.CodeMethod,
+				Error: fmt.Sprintf("%s %s: method not allowed (%s)", r.Method, r.URL.Path, strings.Join(allow[pattern], ", "))})
+			return
+		}
+		writeError(w, http.StatusNotFound, api.APIError{Code: api.CodeUnknownRoute, Error: fmt.Sprintf("no route %s %s", r.Method, r.URL.Path)})
+	}))
+	s.h = httpx.LogRequests(log, instrument(requestDurations(d.Registry()), mux))
+	return s
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.h.ServeHTTP(w, r) }
+
+// handlers returns the handler of every route of Routes.
+func (s *Server) handlers() map[string]http.HandlerFunc {
+	d := s.d
+	return map[string]http.HandlerFunc{
+		"GET /healthz": func(w http.ResponseWriter, r *http.Request) {
+			httpx.WriteJSON(w, http.StatusOK, api.Health{Status: "ok", Version: d.Version(), Since: d.Started()})
+		},
+		"GET /metrics":         metricsHandler(d.Registry()).ServeHTTP,
+		"GET /v1/openapi.json": serveOpenAPI,
+		"GET /{$}":             dashboard.ServeIndex,
+		"GET /assets/{file}":   dashboard.ServeAsset,
+		"POST /login":          s.serveLogin,
+		"POST /logout":         serveLogout,
+		"GET /v1/dashboard":    s.board.ServeState,
+		"GET /v1/events":       s.board.ServeEvents,
+		"POST /v1/jobs": withJobBody(func(r *http.Request, body []byte) (any, int, error) {
+			j, err := d.Submit(r.Context(), body)
+			return j, http.StatusCreated, err
+		}),
+		"GET /v1/jobs": func(w http.ResponseWriter, r *http.Request) {
+			f, err := jobFilter(r)
+			if err != nil {
+				replyErr(w, err)
+				return
+			}
+			l, err := d.Jobs(r.Context(), f)
+			reply(w, http.StatusOK, l, err)
+		},
+		"GET /v1/jobs/{id}": func(w http.ResponseWriter, r *http.Request) {
+			j, err := d.Job(r.Context(), r.PathValue("id"))
+			reply(w, http.StatusOK, j, err)
+		},
+		"POST /v1/jobs/{id}/cancel": func(w http.ResponseWriter, r *http.Request) {
+			ctx, cancel := context.WithTimeout(r.Context(), time.Minute)
+			defer cancel()
+			j, err := d.Cancel(ctx, r.PathValue("id"))
+			reply(w, http.StatusOK, j, err)
+		},
+		"GET /v1/jobs/{id}/logs": func(w http.ResponseWriter, r *http.Request) {
+			b, err := d.Logs(r.Context(), r.PathValue("id"))
+			if err != nil {
+				replyErr(w, err)
+				return
+			}
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			_, _ = w.Write(b)
+		},
+		"POST /v1/plan": withJobBody(func(r *http.Request, body []byte) (any, int, error) {
+			p, err := d.DryRun(r.Context(), body)
+			return p, http.StatusOK, err
+		}),
+		"GET /v1/pools": func(w http.ResponseWriter, r *http.Request) {
+			httpx.WriteJSON(w, http.StatusOK, d.Pools())
+		},
+		"GET /v1/hosts": func(w http.ResponseWriter, r *http.Request) {
+			httpx.WriteJSON(w, http.StatusOK, d.Hosts())
+		},
+		"POST /v1/hosts/{name}/clear": func(w http.ResponseWriter, r *http.Request) {
+			body, err := readBody(w, r)
+			if err != nil {
+				replyErr(w, err)
+				return
+			}
+			var cr api.ClearRequest
+			if len(strings.TrimSpace(string(body))) > 0 {
+				if err := strictJSON(body, &cr); err != nil {
+					replyErr(w, err)
+					return
+				}
+			}
+			h, err := d.ClearHost(r.Context(), r.PathValue("name"), cr.Pool)
+			reply(w, http.StatusOK, h, err)
+		},
+		"GET /v1/vms": func(w http.ResponseWriter, r *http.Request) {
+			httpx.WriteJSON(w, http.StatusOK, d.VMs())
+		},
+		"GET /v1/switches": func(w http.ResponseWriter, r *http.Request) {
+			active := false
+			if v := r.URL.Query().Get("active"); v != "" {
+				b, err := strconv.ParseBool(v)
+				if err != nil {
+					replyErr(w, invalidField("active", fmt.Sprintf("must be true or false, not %q", v)))
+					return
+				}
+				active = b
+			}
+			httpx.WriteJSON(w, http.StatusOK, d.Switches(active))
+		},
+		"POST /v1/switches": func(w http.ResponseWriter, r *http.Request) {
+			body, err := readBody(w, r)
+			if err != nil {
+				replyErr(w, err)
+				return
+			}
+			var sr api.SwitchRequest
+			if err := strictJSON(body, &sr); err != nil {
+				replyErr(w, err)
+				return
+			}
+			sv, err := d.RequestSwitch(r.Context(), sr.From, sr.To)
+			reply(w, http.StatusAccepted, sv, err)
+		},
+		"GET /v1/policy": func(w http.ResponseWriter, r *http.Request) {
+			httpx.WriteJSON(w, http.StatusOK, d.Policy())
+		},
+		"GET /v1/links": func(w http.ResponseWriter, r *http.Request) {
+			httpx.WriteJSON(w, http.StatusOK, d.Links())
+		},
+		"GET /v1/tuning": func(w http.ResponseWriter, r *http.Request) {
+			httpx.WriteJSON(w, http.StatusOK, d.Tuning())
+		},
+	}
+}
+
+// jobFilter reads the query of GET /v1/jobs.
+func jobFilter(r *http.Request) (store.JobFilter, error) {
+	q := r.URL.Query()
+	var f store.JobFilter
+	var fields []api.FieldError
+	for _, s := range strings.Split(q.Get("state"), ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		st := store.JobState(s)
+		if !st.Valid() {
+			fields = append(fields, api.FieldError{Field: "state", Problem: fmt.Sprintf("no state %q (queued, planned, provisioning, running, done, failed, cancelled)", s)})
+			continue
+		}
+		f.States = append(f.States, st)
+	}
+	f.Type, f.After = q.Get("type"), q.Get("after")
+	f.Limit = api.DefaultPageSize
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		switch {
+		case err != nil || n < 0:
+			fields = append(fields, api.FieldError{Field: "limit", Problem: fmt.Sprintf("must be a whole number >= 0, not %q", v)})
+		case n > api.MaxPageSize:
+			fields = append(fields, api.FieldError{Field: "limit", Problem: fmt.Sprintf("must be at most %d, not %d", api.MaxPageSize, n)})
+		case n > 0:
+			f.Limit = n
+		}
+	}
+	if len(fields) > 0 {
+		return f, &api.RequestError{Status: 400, Code: api.CodeInvalid, Msg: "invalid query", Fields: fields}
+	}
+	return f, nil
+}

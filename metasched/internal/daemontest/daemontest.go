@@ -1,0 +1,107 @@
+// Package daemontest runs a daemon for tests: the demo's configuration
+// (or another grid), in-process agents on the libvirt test driver, a
+// temporary data directory, and the HTTP server (package httpapi) on a
+// local port, until the test ends.
+package daemontest
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/metasched/metasched/graph"
+	"github.com/metasched/metasched/hypervisorproxy/virt"
+	"github.com/metasched/metasched/metasched"
+	"github.com/metasched/metasched/metasched/demo"
+	"github.com/metasched/metasched/metasched/httpapi"
+)
+
+// Daemon is a daemon that runs until the test ends (or Stop).
+type Daemon struct {
+	D *metasched.Daemon
+	// Addr is the server's URL: http://127.0.0.1:PORT.
+	Addr string
+	// Log holds what the daemon logged, at info level and above.
+	Log *Log
+	// Stop stops the daemon and closes it; the test's cleanup calls it
+	// too (once is enough).
+	Stop func()
+}
+
+// Start runs a demo-configured daemon on grid g (nil: the demo's), with a
+// switch delay of 200 ms and a tick of 100 ms unless opt says otherwise;
+// edit changes the configuration before the daemon opens it.
+func Start(t testing.TB, g *graph.Grid, opt metasched.Options, edit func(*metasched.Config)) *Daemon {
+	t.Helper()
+	cfg, grid, err := demo.Config(t.TempDir(), "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g != nil {
+		grid = g
+	}
+	cfg.SwitchDelay = 200 * time.Millisecond
+	if edit != nil {
+		edit(cfg)
+	}
+	buf := &Log{w: &bytes.Buffer{}}
+	log := zerolog.New(buf).Level(zerolog.InfoLevel)
+	opt.Logger = log
+	opt.Connect = virt.Connector(log.Level(zerolog.WarnLevel))
+	opt.Store.NoSync = true
+	if opt.Tick == 0 {
+		opt.Tick = 100 * time.Millisecond
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	d, err := metasched.NewWithGrid(ctx, cfg, grid, opt)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx, ln, httpapi.New(d, log)) }()
+	td := &Daemon{D: d, Addr: "http://" + ln.Addr().String(), Log: buf}
+	stopped := false
+	td.Stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
+		if err := d.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	}
+	t.Cleanup(td.Stop)
+	return td
+}
+
+// Log serializes writes to a buffer shared by goroutines.
+type Log struct {
+	mu sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (l *Log) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+func (l *Log) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.String()
+}
