@@ -93,7 +93,7 @@ func TestAgentLoss(t *testing.T) {
 				agents[c.Name] = r
 				acfg = append(acfg, metasched.AgentConfig{Site: c.Name, Address: "http://" + r.addr, TokenFile: tf})
 			}
-			td := startDaemonGrid(t, grid, metasched.Options{}, func(c *metasched.Config) {
+			td := startDaemonNet(t, grid, metasched.Options{}, func(c *metasched.Config) {
 				c.Agents = acfg
 				c.Policy = metasched.PolicyConfig{Name: "none"}
 				c.Executor.TimeScale = 0.02

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/metasched/metasched/metasched"
@@ -48,68 +49,70 @@ func (f *failingStore) count(tr string) int {
 // until its outcome is on disk), and the daemon goes on by itself once the
 // store takes writes again.
 func TestCommitFailure(t *testing.T) {
-	fs := &failingStore{refused: map[string]int{}}
-	fs.set(func(from, to lifecycle.State) bool { return to == lifecycle.Planned })
-	td := startDaemon(t, metasched.Options{CommitFault: fs.fault}, func(c *metasched.Config) { c.Executor.TimeScale = 0.0005 })
-	ctx := context.Background()
-	job, err := td.d.Submit(ctx, []byte("name: a\ntype: render\ntasks: 40\ntask_ops: 1e12\ntask_bytes: 1e5\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "three refused plans", time.Minute, func() bool { return fs.count("queued->planned") >= 3 })
-	got, err := td.d.Job(ctx, job.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got.State != lifecycle.Queued || got.Attempts != 0 || len(got.VMs) != 0 {
-		t.Errorf("while its plan is refused the job is %s, attempts %d, VMs %v; want queued, 0, none", got.State, got.Attempts, got.VMs)
-	}
-	for _, p := range td.d.Pools() {
-		if p.Active != 0 || p.Busy != 0 {
-			t.Errorf("pool %s: %d active jobs, %d busy hosts while no plan is on disk", p.Name, p.Active, p.Busy)
+	synctest.Test(t, func(t *testing.T) {
+		fs := &failingStore{refused: map[string]int{}}
+		fs.set(func(from, to lifecycle.State) bool { return to == lifecycle.Planned })
+		td := startDaemon(t, metasched.Options{CommitFault: fs.fault}, func(c *metasched.Config) { c.Executor.TimeScale = 0.0005 })
+		ctx := context.Background()
+		job, err := td.d.Submit(ctx, []byte("name: a\ntype: render\ntasks: 40\ntask_ops: 1e12\ntask_bytes: 1e5\n"))
+		if err != nil {
+			t.Fatal(err)
 		}
-		if p.Name == "render" && p.Queued != 1 {
-			t.Errorf("pool render: %d queued, want 1", p.Queued)
+		waitFor(t, "three refused plans", time.Minute, func() bool { return fs.count("queued->planned") >= 3 })
+		got, err := td.d.Job(ctx, job.ID)
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if vms := td.d.VMs(); len(vms) != 0 {
-		t.Errorf("VMs created for a job whose plan is not on disk: %v", vms)
-	}
+		if got.State != lifecycle.Queued || got.Attempts != 0 || len(got.VMs) != 0 {
+			t.Errorf("while its plan is refused the job is %s, attempts %d, VMs %v; want queued, 0, none", got.State, got.Attempts, got.VMs)
+		}
+		for _, p := range td.d.Pools() {
+			if p.Active != 0 || p.Busy != 0 {
+				t.Errorf("pool %s: %d active jobs, %d busy hosts while no plan is on disk", p.Name, p.Active, p.Busy)
+			}
+			if p.Name == "render" && p.Queued != 1 {
+				t.Errorf("pool render: %d queued, want 1", p.Queued)
+			}
+		}
+		if vms := td.d.VMs(); len(vms) != 0 {
+			t.Errorf("VMs created for a job whose plan is not on disk: %v", vms)
+		}
 
-	// The store takes the plan, but not the job's end: the command has
-	// exited, the job stays running with its VMs, and the answer is tried
-	// again.
-	fs.set(func(from, to lifecycle.State) bool { return from == lifecycle.Running })
-	waitFor(t, "three refused ends", time.Minute, func() bool { return fs.count("running->done") >= 3 })
-	got, _ = td.d.Job(ctx, job.ID)
-	if got.State != lifecycle.Running || len(got.VMs) == 0 {
-		t.Fatalf("while its end is refused the job is %s with VMs %v; want running with its VMs", got.State, got.VMs)
-	}
-	if n := len(td.d.VMs()); n != len(got.VMs) {
-		t.Errorf("%d VMs on the hosts, want the job's %d until its end is on disk", n, len(got.VMs))
-	}
+		// The store takes the plan, but not the job's end: the command has
+		// exited, the job stays running with its VMs, and the answer is tried
+		// again.
+		fs.set(func(from, to lifecycle.State) bool { return from == lifecycle.Running })
+		waitFor(t, "three refused ends", time.Minute, func() bool { return fs.count("running->done") >= 3 })
+		got, _ = td.d.Job(ctx, job.ID)
+		if got.State != lifecycle.Running || len(got.VMs) == 0 {
+			t.Fatalf("while its end is refused the job is %s with VMs %v; want running with its VMs", got.State, got.VMs)
+		}
+		if n := len(td.d.VMs()); n != len(got.VMs) {
+			t.Errorf("%d VMs on the hosts, want the job's %d until its end is on disk", n, len(got.VMs))
+		}
 
-	// The store takes writes again: the job ends, once, and its VMs go; a
-	// new job runs too.
-	fs.set(nil)
-	second, err := td.d.Submit(ctx, []byte("name: b\ntype: render\ntasks: 40\ntask_ops: 1e12\ntask_bytes: 1e5\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, id := range []string{job.ID, second.ID} {
-		waitFor(t, id+" done", time.Minute, func() bool {
-			j, err := td.d.Job(ctx, id)
-			return err == nil && j.State == lifecycle.Done
-		})
-	}
-	got, _ = td.d.Job(ctx, job.ID)
-	var path []lifecycle.State
-	for _, tr := range got.Transitions {
-		path = append(path, tr.To)
-	}
-	want := []lifecycle.State{lifecycle.Queued, lifecycle.Planned, lifecycle.Provisioning, lifecycle.Running, lifecycle.Done}
-	if fmt.Sprint(path) != fmt.Sprint(want) || got.Attempts != 1 {
-		t.Errorf("transitions %v, attempts %d; want %v and 1", path, got.Attempts, want)
-	}
-	waitFor(t, "no VM left", time.Minute, func() bool { return len(td.d.VMs()) == 0 })
+		// The store takes writes again: the job ends, once, and its VMs go; a
+		// new job runs too.
+		fs.set(nil)
+		second, err := td.d.Submit(ctx, []byte("name: b\ntype: render\ntasks: 40\ntask_ops: 1e12\ntask_bytes: 1e5\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range []string{job.ID, second.ID} {
+			waitFor(t, id+" done", time.Minute, func() bool {
+				j, err := td.d.Job(ctx, id)
+				return err == nil && j.State == lifecycle.Done
+			})
+		}
+		got, _ = td.d.Job(ctx, job.ID)
+		var path []lifecycle.State
+		for _, tr := range got.Transitions {
+			path = append(path, tr.To)
+		}
+		want := []lifecycle.State{lifecycle.Queued, lifecycle.Planned, lifecycle.Provisioning, lifecycle.Running, lifecycle.Done}
+		if fmt.Sprint(path) != fmt.Sprint(want) || got.Attempts != 1 {
+			t.Errorf("transitions %v, attempts %d; want %v and 1", path, got.Attempts, want)
+		}
+		waitFor(t, "no VM left", time.Minute, func() bool { return len(td.d.VMs()) == 0 })
+	})
 }

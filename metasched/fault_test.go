@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/metasched/metasched/metasched"
@@ -87,110 +88,112 @@ func TestProtocolFaults(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			f := &faults{fail: tc.fail}
-			td := startDaemon(t, metasched.Options{Fault: f.hook, StepTimeout: 700 * time.Millisecond},
-				func(c *metasched.Config) {
-					c.Policy = metasched.PolicyConfig{Name: "none"}
-					c.Executor.TimeScale = 0.004
+			synctest.Test(t, func(t *testing.T) {
+				f := &faults{fail: tc.fail}
+				td := startDaemon(t, metasched.Options{Fault: f.hook, StepTimeout: 700 * time.Millisecond},
+					func(c *metasched.Config) {
+						c.Policy = metasched.PolicyConfig{Name: "none"}
+						c.Executor.TimeScale = 0.004
+					})
+				d := td.d
+				ctx := context.Background()
+				// Keep the render pool busy so that the release takes a host
+				// with jobs on it.
+				var ids []string
+				for i := range 6 {
+					j, err := d.Submit(ctx, []byte(fmt.Sprintf("name: r%d\ntype: render\ntasks: 60\ntask_ops: 1.0e11\ntask_bytes: 1.0e5\n", i)))
+					if err != nil {
+						t.Fatal(err)
+					}
+					ids = append(ids, j.ID)
+				}
+				waitFor(t, "a render job running", 20*time.Second, func() bool {
+					l, _ := d.Jobs(ctx, store.JobFilter{States: []store.JobState{store.Running}})
+					return len(l.Jobs) > 0
 				})
-			d := td.d
-			ctx := context.Background()
-			// Keep the render pool busy so that the release takes a host
-			// with jobs on it.
-			var ids []string
-			for i := range 6 {
-				j, err := d.Submit(ctx, []byte(fmt.Sprintf("name: r%d\ntype: render\ntasks: 60\ntask_ops: 1.0e11\ntask_bytes: 1.0e5\n", i)))
+				sv, err := d.RequestSwitch(ctx, "render", "sim")
 				if err != nil {
 					t.Fatal(err)
 				}
-				ids = append(ids, j.ID)
-			}
-			waitFor(t, "a render job running", 20*time.Second, func() bool {
-				l, _ := d.Jobs(ctx, store.JobFilter{States: []store.JobState{store.Running}})
-				return len(l.Jobs) > 0
-			})
-			sv, err := d.RequestSwitch(ctx, "render", "sim")
-			if err != nil {
-				t.Fatal(err)
-			}
-			var final api.SwitchView
-			waitFor(t, "the switch to end", 20*time.Second, func() bool {
-				for _, s := range d.Switches(false) {
-					if s.ID == sv.ID && s.Final {
-						final = s
-						return true
-					}
-				}
-				return false
-			})
-			if final.Phase != tc.phase || final.FailedIn != tc.failedIn {
-				t.Fatalf("switch ended %s (failed in %q: %s), want %s failed in %q", final.Phase, final.FailedIn, final.Reason, tc.phase, tc.failedIn)
-			}
-			if tc.phase != "done" && tc.phase != "cancelled" && !strings.Contains(final.Reason, "injected") && !strings.Contains(final.Reason, "timed out") {
-				t.Errorf("reason %q does not say what failed", final.Reason)
-			}
-			if final.Host != "" {
-				pool, state := poolOf(d, final.Host)
-				switch {
-				case tc.stranded:
-					if state != api.HostStranded {
-						t.Fatalf("host %s is %s in pool %s, want stranded", final.Host, state, pool)
-					}
-					for _, p := range d.Pools() {
-						for _, h := range p.Hosts {
-							if h == final.Host {
-								t.Fatalf("stranded host %s serves pool %s", h, p.Name)
-							}
+				var final api.SwitchView
+				waitFor(t, "the switch to end", 20*time.Second, func() bool {
+					for _, s := range d.Switches(false) {
+						if s.ID == sv.ID && s.Final {
+							final = s
+							return true
 						}
 					}
-					// An operator clears it: the host returns to the source pool.
-					f.set(metasched.FaultRevert, nil)
-					if _, err := d.ClearHost(ctx, final.Host, ""); err != nil {
-						t.Fatal(err)
-					}
-					if pool, state := poolOf(d, final.Host); pool != "render" || state == api.HostStranded {
-						t.Fatalf("after clear: host %s is %s in pool %s, want in render", final.Host, state, pool)
-					}
-				case tc.hostPool == "from" && pool != "render", tc.hostPool == "to" && pool != "sim":
-					t.Fatalf("host %s ended in pool %s, want %s", final.Host, pool, tc.hostPool)
-				case state == api.HostSwitching:
-					t.Fatalf("host %s still switching", final.Host)
+					return false
+				})
+				if final.Phase != tc.phase || final.FailedIn != tc.failedIn {
+					t.Fatalf("switch ended %s (failed in %q: %s), want %s failed in %q", final.Phase, final.FailedIn, final.Reason, tc.phase, tc.failedIn)
 				}
-			}
-			// No job is lost: every one finishes (those returned to the
-			// queue by the release run again).
-			defer func() {
-				if t.Failed() {
-					t.Logf("daemon log:\n%s", td.log.String())
+				if tc.phase != "done" && tc.phase != "cancelled" && !strings.Contains(final.Reason, "injected") && !strings.Contains(final.Reason, "timed out") {
+					t.Errorf("reason %q does not say what failed", final.Reason)
 				}
-			}()
-			waitFor(t, "every job done", 60*time.Second, func() bool {
-				for _, id := range ids {
-					j, err := d.Job(ctx, id)
-					if err != nil || j.State != store.Done {
-						return false
+				if final.Host != "" {
+					pool, state := poolOf(d, final.Host)
+					switch {
+					case tc.stranded:
+						if state != api.HostStranded {
+							t.Fatalf("host %s is %s in pool %s, want stranded", final.Host, state, pool)
+						}
+						for _, p := range d.Pools() {
+							for _, h := range p.Hosts {
+								if h == final.Host {
+									t.Fatalf("stranded host %s serves pool %s", h, p.Name)
+								}
+							}
+						}
+						// An operator clears it: the host returns to the source pool.
+						f.set(metasched.FaultRevert, nil)
+						if _, err := d.ClearHost(ctx, final.Host, ""); err != nil {
+							t.Fatal(err)
+						}
+						if pool, state := poolOf(d, final.Host); pool != "render" || state == api.HostStranded {
+							t.Fatalf("after clear: host %s is %s in pool %s, want in render", final.Host, state, pool)
+						}
+					case tc.hostPool == "from" && pool != "render", tc.hostPool == "to" && pool != "sim":
+						t.Fatalf("host %s ended in pool %s, want %s", final.Host, pool, tc.hostPool)
+					case state == api.HostSwitching:
+						t.Fatalf("host %s still switching", final.Host)
 					}
 				}
-				return true
+				// No job is lost: every one finishes (those returned to the
+				// queue by the release run again).
+				defer func() {
+					if t.Failed() {
+						t.Logf("daemon log:\n%s", td.log.String())
+					}
+				}()
+				waitFor(t, "every job done", 60*time.Second, func() bool {
+					for _, id := range ids {
+						j, err := d.Job(ctx, id)
+						if err != nil || j.State != store.Done {
+							return false
+						}
+					}
+					return true
+				})
+				// Every host is in exactly one pool or stranded, none switching.
+				seen := map[string]int{}
+				for _, p := range d.Pools() {
+					for _, h := range p.Hosts {
+						seen[h]++
+					}
+				}
+				for _, h := range d.Hosts() {
+					if h.State == api.HostSwitching || (h.State != api.HostStranded && seen[h.Name] != 1) {
+						t.Errorf("host %s: state %s, in %d pools", h.Name, h.State, seen[h.Name])
+					}
+				}
+				if tc.fail != nil && len(f.hits) == 0 {
+					t.Errorf("no fault was injected")
+				}
+				if errors.Is(tc.fail[metasched.FaultReconfigure], metasched.ErrHang) && !strings.Contains(final.Reason, "timed out") {
+					t.Errorf("reason %q: want a timeout", final.Reason)
+				}
 			})
-			// Every host is in exactly one pool or stranded, none switching.
-			seen := map[string]int{}
-			for _, p := range d.Pools() {
-				for _, h := range p.Hosts {
-					seen[h]++
-				}
-			}
-			for _, h := range d.Hosts() {
-				if h.State == api.HostSwitching || (h.State != api.HostStranded && seen[h.Name] != 1) {
-					t.Errorf("host %s: state %s, in %d pools", h.Name, h.State, seen[h.Name])
-				}
-			}
-			if tc.fail != nil && len(f.hits) == 0 {
-				t.Errorf("no fault was injected")
-			}
-			if errors.Is(tc.fail[metasched.FaultReconfigure], metasched.ErrHang) && !strings.Contains(final.Reason, "timed out") {
-				t.Errorf("reason %q: want a timeout", final.Reason)
-			}
 		})
 	}
 }

@@ -16,12 +16,8 @@ import (
 	"github.com/metasched/metasched/selection"
 )
 
-// RequestError is a rejected request: a 4xx status with field problems
-// (api.RequestError, which the HTTP server maps to its answer).
-type RequestError = api.RequestError
-
-func invalid(fields ...api.FieldError) *RequestError {
-	return &RequestError{Status: 400, Code: api.CodeInvalid, Msg: "the job is not valid", Fields: fields}
+func invalid(fields ...api.FieldError) *api.RequestError {
+	return &api.RequestError{Status: 400, Code: api.CodeInvalid, Msg: "the job is not valid", Fields: fields}
 }
 
 // fieldErrors turns the "body: FIELD: problem" lines of a parse error into
@@ -106,11 +102,11 @@ func (d *Daemon) Cancel(ctx context.Context, id string) (api.Job, error) {
 		if err != nil {
 			return api.Job{}, notFoundJob(id, err)
 		}
-		return api.Job{}, &RequestError{Status: 409, Code: api.CodeConflict, Msg: fmt.Sprintf("job %s is %s: only a live job can be cancelled", id, j.State)}
+		return api.Job{}, &api.RequestError{Status: 409, Code: api.CodeConflict, Msg: fmt.Sprintf("job %s is %s: only a live job can be cancelled", id, j.State)}
 	}
 	run, err := d.stop(context.WithoutCancel(ctx), lj, lifecycle.Cancelled, "cancelled through the API")
 	if errors.Is(err, lifecycle.ErrNotAllowed) {
-		return api.Job{}, &RequestError{Status: 409, Code: api.CodeConflict, Msg: fmt.Sprintf("job %s has ended: only a live job can be cancelled", id)}
+		return api.Job{}, &api.RequestError{Status: 409, Code: api.CodeConflict, Msg: fmt.Sprintf("job %s has ended: only a live job can be cancelled", id)}
 	}
 	if err != nil {
 		return api.Job{}, err
@@ -121,7 +117,7 @@ func (d *Daemon) Cancel(ctx context.Context, id string) (api.Job, error) {
 
 func notFoundJob(id string, err error) error {
 	if errors.Is(err, store.ErrNotFound) {
-		return &RequestError{Status: 404, Code: api.CodeNotFound, Msg: fmt.Sprintf("no job %q", id)}
+		return &api.RequestError{Status: 404, Code: api.CodeNotFound, Msg: fmt.Sprintf("no job %q", id)}
 	}
 	return err
 }

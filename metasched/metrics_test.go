@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -84,9 +85,9 @@ func (f families) sum(name, key, value string) float64 {
 }
 
 // scrape gets url and parses the text exposition format.
-func scrape(t *testing.T, url string) families {
+func scrape(t *testing.T, hc *http.Client, url string) families {
 	t.Helper()
-	resp, err := http.Get(url)
+	resp, err := hc.Get(url)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,112 +128,114 @@ func switchOutcomeCounts(d *metasched.Daemon) (map[string]float64, int) {
 // TestMetricsDemo runs a short demo stream through a daemon, then scrapes
 // its metrics: they add up to what the daemon reports.
 func TestMetricsDemo(t *testing.T) {
-	td := startDaemon(t, metasched.Options{}, func(c *metasched.Config) {
-		c.SwitchDelay = 50 * time.Millisecond
-		c.Executor.TimeScale = 0.001
+	synctest.Test(t, func(t *testing.T) {
+		td := startDaemon(t, metasched.Options{}, func(c *metasched.Config) {
+			c.SwitchDelay = 50 * time.Millisecond
+			c.Executor.TimeScale = 0.001
+		})
+		d := td.d
+		const n = 20
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		sum, err := demo.Run(ctx, d, demo.Stream(n, 20*time.Millisecond, 1), io.Discard)
+		if err != nil {
+			t.Fatalf("demo: %v", err)
+		}
+		// A switch started while the last jobs ran may still be in flight.
+		for {
+			if _, inFlight := switchOutcomeCounts(d); inFlight == 0 {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatal("switches still in flight after the demo")
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+		// The daemon keeps running: scrape until no switch ended meanwhile.
+		var (
+			f        families
+			outcomes map[string]float64
+		)
+		for range 20 {
+			before, _ := switchOutcomeCounts(d)
+			f = scrape(t, td.http, td.addr+"/metrics") // public: no token
+			outcomes, _ = switchOutcomeCounts(d)
+			if cmp.Equal(before, outcomes) {
+				break
+			}
+		}
+
+		for _, st := range store.States {
+			want := 0.0
+			if st == store.Done {
+				want = n
+			}
+			if got := f.must(t, "metasched_jobs", "state", string(st)); got != want {
+				t.Errorf("metasched_jobs{state=%q} = %v, want %v", st, got, want)
+			}
+		}
+		if got := f.sum("metasched_pool_completed_total", "", ""); got != n {
+			t.Errorf("metasched_pool_completed_total summed over the pools = %v, want %d", got, n)
+		}
+		hosts := d.Hosts()
+		serving := f.sum("metasched_pool_hosts", "state", api.HostBusy) + f.sum("metasched_pool_hosts", "state", api.HostIdle)
+		notServing := f.must(t, "metasched_hosts", "state", api.HostSwitching) + f.must(t, "metasched_hosts", "state", api.HostStranded) +
+			f.must(t, "metasched_hosts", "state", api.HostUnreachable)
+		if serving+notServing != float64(len(hosts)) || serving == 0 {
+			t.Errorf("pools' hosts %v + switching, stranded or unreachable %v, want the %d hosts", serving, notServing, len(hosts))
+		}
+		if got := f.sum("metasched_hosts", "", ""); got != float64(len(hosts)) {
+			t.Errorf("metasched_hosts summed over the states = %v, want %d", got, len(hosts))
+		}
+		if busy := f.sum("metasched_pool_hosts", "state", api.HostBusy); busy != 0 || f.must(t, "metasched_hosts", "state", api.HostBusy) != 0 {
+			t.Errorf("%v busy hosts in the pools with every job done, want 0", busy)
+		}
+		for _, p := range demo.Types {
+			if q := f.must(t, "metasched_pool_queue_length", "pool", p.Name); q != 0 {
+				t.Errorf("pool %s: queue %v, want 0", p.Name, q)
+			}
+			f.must(t, "metasched_pool_arrival_rate_per_second", "pool", p.Name)
+			f.must(t, "metasched_pool_service_rate_per_host_second", "pool", p.Name)
+			f.must(t, "metasched_pool_switching_hosts", "pool", p.Name, "direction", "in")
+		}
+		if got := f.must(t, "metasched_holding_cost_rate"); got != 0 {
+			t.Errorf("metasched_holding_cost_rate = %v with every job done, want 0", got)
+		}
+
+		got := map[string]float64{}
+		for _, o := range outcomeOf {
+			got[o] = f.must(t, "metasched_switches_total", "outcome", o)
+		}
+		if diff := cmp.Diff(outcomes, got); diff != "" {
+			t.Errorf("metasched_switches_total by outcome (-daemon +metrics):\n%s", diff)
+		}
+		if done := sum.Outcomes["done"]; done > 0 && got["committed"] < 1 {
+			t.Errorf("the demo committed %d switches, metasched_switches_total{outcome=\"committed\"} = %v", done, got["committed"])
+		}
+		if v := f.must(t, "metasched_switches_in_flight"); v != 0 {
+			t.Errorf("metasched_switches_in_flight = %v, want 0", v)
+		}
+		t.Logf("switches %v, demo outcomes %v, demo %.1fs", got, sum.Outcomes, sum.Seconds)
+
+		created, destroyed := f.must(t, "metasched_vms_created_total"), f.must(t, "metasched_vms_destroyed_total")
+		if created == 0 || created != destroyed || created != float64(sum.VMsCreated) {
+			t.Errorf("VMs created %v, destroyed %v, want equal and the demo's %d", created, destroyed, sum.VMsCreated)
+		}
+		if c := f.must(t, "metasched_plan_duration_seconds"); c < n {
+			t.Errorf("metasched_plan_duration_seconds_count = %v, want >= %d", c, n)
+		}
+		if v := f.must(t, "metasched_policy_decisions_total"); v < 1 {
+			t.Errorf("metasched_policy_decisions_total = %v, want >= 1", v)
+		}
+		f.must(t, "metasched_policy_switch_decisions_total")
+		if v := f.must(t, "metasched_policy_info", "configured", "heuristic K=2", "in_force", "heuristic K=2"); v != 1 {
+			t.Errorf("metasched_policy_info = %v, want 1", v)
+		}
+		f.must(t, "metasched_tuning_candidates_total", "outcome", "rejected")
+		f.must(t, "metasched_migrations_total", "kind", "consolidate", "outcome", "done")
+		if v := f.must(t, "go_goroutines"); v < 1 {
+			t.Errorf("go_goroutines = %v", v)
+		}
 	})
-	d := td.d
-	const n = 20
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	sum, err := demo.Run(ctx, d, demo.Stream(n, 20*time.Millisecond, 1), io.Discard)
-	if err != nil {
-		t.Fatalf("demo: %v", err)
-	}
-	// A switch started while the last jobs ran may still be in flight.
-	for {
-		if _, inFlight := switchOutcomeCounts(d); inFlight == 0 {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatal("switches still in flight after the demo")
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-	// The daemon keeps running: scrape until no switch ended meanwhile.
-	var (
-		f        families
-		outcomes map[string]float64
-	)
-	for range 20 {
-		before, _ := switchOutcomeCounts(d)
-		f = scrape(t, td.addr+"/metrics") // public: no token
-		outcomes, _ = switchOutcomeCounts(d)
-		if cmp.Equal(before, outcomes) {
-			break
-		}
-	}
-
-	for _, st := range store.States {
-		want := 0.0
-		if st == store.Done {
-			want = n
-		}
-		if got := f.must(t, "metasched_jobs", "state", string(st)); got != want {
-			t.Errorf("metasched_jobs{state=%q} = %v, want %v", st, got, want)
-		}
-	}
-	if got := f.sum("metasched_pool_completed_total", "", ""); got != n {
-		t.Errorf("metasched_pool_completed_total summed over the pools = %v, want %d", got, n)
-	}
-	hosts := d.Hosts()
-	serving := f.sum("metasched_pool_hosts", "state", api.HostBusy) + f.sum("metasched_pool_hosts", "state", api.HostIdle)
-	notServing := f.must(t, "metasched_hosts", "state", api.HostSwitching) + f.must(t, "metasched_hosts", "state", api.HostStranded) +
-		f.must(t, "metasched_hosts", "state", api.HostUnreachable)
-	if serving+notServing != float64(len(hosts)) || serving == 0 {
-		t.Errorf("pools' hosts %v + switching, stranded or unreachable %v, want the %d hosts", serving, notServing, len(hosts))
-	}
-	if got := f.sum("metasched_hosts", "", ""); got != float64(len(hosts)) {
-		t.Errorf("metasched_hosts summed over the states = %v, want %d", got, len(hosts))
-	}
-	if busy := f.sum("metasched_pool_hosts", "state", api.HostBusy); busy != 0 || f.must(t, "metasched_hosts", "state", api.HostBusy) != 0 {
-		t.Errorf("%v busy hosts in the pools with every job done, want 0", busy)
-	}
-	for _, p := range demo.Types {
-		if q := f.must(t, "metasched_pool_queue_length", "pool", p.Name); q != 0 {
-			t.Errorf("pool %s: queue %v, want 0", p.Name, q)
-		}
-		f.must(t, "metasched_pool_arrival_rate_per_second", "pool", p.Name)
-		f.must(t, "metasched_pool_service_rate_per_host_second", "pool", p.Name)
-		f.must(t, "metasched_pool_switching_hosts", "pool", p.Name, "direction", "in")
-	}
-	if got := f.must(t, "metasched_holding_cost_rate"); got != 0 {
-		t.Errorf("metasched_holding_cost_rate = %v with every job done, want 0", got)
-	}
-
-	got := map[string]float64{}
-	for _, o := range outcomeOf {
-		got[o] = f.must(t, "metasched_switches_total", "outcome", o)
-	}
-	if diff := cmp.Diff(outcomes, got); diff != "" {
-		t.Errorf("metasched_switches_total by outcome (-daemon +metrics):\n%s", diff)
-	}
-	if done := sum.Outcomes["done"]; done > 0 && got["committed"] < 1 {
-		t.Errorf("the demo committed %d switches, metasched_switches_total{outcome=\"committed\"} = %v", done, got["committed"])
-	}
-	if v := f.must(t, "metasched_switches_in_flight"); v != 0 {
-		t.Errorf("metasched_switches_in_flight = %v, want 0", v)
-	}
-	t.Logf("switches %v, demo outcomes %v, demo %.1fs", got, sum.Outcomes, sum.Seconds)
-
-	created, destroyed := f.must(t, "metasched_vms_created_total"), f.must(t, "metasched_vms_destroyed_total")
-	if created == 0 || created != destroyed || created != float64(sum.VMsCreated) {
-		t.Errorf("VMs created %v, destroyed %v, want equal and the demo's %d", created, destroyed, sum.VMsCreated)
-	}
-	if c := f.must(t, "metasched_plan_duration_seconds"); c < n {
-		t.Errorf("metasched_plan_duration_seconds_count = %v, want >= %d", c, n)
-	}
-	if v := f.must(t, "metasched_policy_decisions_total"); v < 1 {
-		t.Errorf("metasched_policy_decisions_total = %v, want >= 1", v)
-	}
-	f.must(t, "metasched_policy_switch_decisions_total")
-	if v := f.must(t, "metasched_policy_info", "configured", "heuristic K=2", "in_force", "heuristic K=2"); v != 1 {
-		t.Errorf("metasched_policy_info = %v, want 1", v)
-	}
-	f.must(t, "metasched_tuning_candidates_total", "outcome", "rejected")
-	f.must(t, "metasched_migrations_total", "kind", "consolidate", "outcome", "done")
-	if v := f.must(t, "go_goroutines"); v < 1 {
-		t.Errorf("go_goroutines = %v", v)
-	}
 }

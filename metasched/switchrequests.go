@@ -37,14 +37,14 @@ func (d *Daemon) RequestSwitch(ctx context.Context, from, to string) (api.Switch
 		fields = append(fields, api.FieldError{Field: "to", Problem: "must differ from from"})
 	}
 	if len(fields) > 0 {
-		return api.SwitchView{}, &RequestError{Status: 400, Code: api.CodeInvalid, Msg: "invalid switch", Fields: fields}
+		return api.SwitchView{}, &api.RequestError{Status: 400, Code: api.CodeInvalid, Msg: "invalid switch", Fields: fields}
 	}
 	d.mu.Lock()
 	in := d.policyInputsLocked(d.now())
 	d.mu.Unlock()
 	_, i, _ := d.jobType(from)
 	if n := in.Pools[i].Servers; n <= d.cfg.MinPoolHosts {
-		return api.SwitchView{}, &RequestError{Status: 409, Code: api.CodeConflict,
+		return api.SwitchView{}, &api.RequestError{Status: 409, Code: api.CodeConflict,
 			Msg: fmt.Sprintf("pool %s has %d hosts: it keeps min_pool_hosts = %d", from, n, d.cfg.MinPoolHosts)}
 	}
 	id := d.startSwitch(ctx, from, to)
@@ -59,11 +59,11 @@ func (d *Daemon) ClearHost(ctx context.Context, name, pool string) (api.HostView
 	h := d.hosts[name]
 	if h == nil {
 		d.mu.Unlock()
-		return api.HostView{}, &RequestError{Status: 404, Code: api.CodeNotFound, Msg: fmt.Sprintf("no host %q", name)}
+		return api.HostView{}, &api.RequestError{Status: 404, Code: api.CodeNotFound, Msg: fmt.Sprintf("no host %q", name)}
 	}
 	if !h.rec.Stranded {
 		d.mu.Unlock()
-		return api.HostView{}, &RequestError{Status: 409, Code: api.CodeConflict, Msg: fmt.Sprintf("host %s is not stranded (%s)", name, d.hostStateLocked(h))}
+		return api.HostView{}, &api.RequestError{Status: 409, Code: api.CodeConflict, Msg: fmt.Sprintf("host %s is not stranded (%s)", name, d.hostStateLocked(h))}
 	}
 	if pool != "" {
 		if _, _, ok := d.jobType(pool); !ok {
@@ -80,17 +80,17 @@ func (d *Daemon) ClearHost(ctx context.Context, name, pool string) (api.HostView
 	s := d.site(h.rec.Site)
 	d.mu.Unlock()
 	if target == "" || s == nil {
-		return api.HostView{}, &RequestError{Status: 409, Code: api.CodeConflict, Msg: fmt.Sprintf("host %s: no pool to return it to: give one", name)}
+		return api.HostView{}, &api.RequestError{Status: 409, Code: api.CodeConflict, Msg: fmt.Sprintf("host %s: no pool to return it to: give one", name)}
 	}
 	if _, err := s.agent.ReconfigureHost(ctx, name, hp.Reconfigure{Pool: target}); err != nil {
-		return api.HostView{}, &RequestError{Status: 409, Code: api.CodeConflict,
+		return api.HostView{}, &api.RequestError{Status: 409, Code: api.CodeConflict,
 			Msg: fmt.Sprintf("host %s is still stranded: its agent cannot configure it for pool %s: %v", name, target, err)}
 	}
 	d.mu.Lock()
 	acts, err := d.stepSwitchLocked(co.Cleared{Host: name, Pool: target, At: d.now()})
 	d.mu.Unlock()
 	if err != nil {
-		return api.HostView{}, &RequestError{Status: 409, Code: api.CodeConflict, Msg: err.Error()}
+		return api.HostView{}, &api.RequestError{Status: 409, Code: api.CodeConflict, Msg: err.Error()}
 	}
 	d.applySwitch(ctx, acts)
 	d.mu.Lock()
@@ -98,6 +98,6 @@ func (d *Daemon) ClearHost(ctx context.Context, name, pool string) (api.HostView
 	return d.hostViewLocked(d.hosts[name]), nil
 }
 
-func invalidField(field, problem string) *RequestError {
-	return &RequestError{Status: 400, Code: api.CodeInvalid, Msg: "invalid request", Fields: []api.FieldError{{Field: field, Problem: problem}}}
+func invalidField(field, problem string) *api.RequestError {
+	return &api.RequestError{Status: 400, Code: api.CodeInvalid, Msg: "invalid request", Fields: []api.FieldError{{Field: field, Problem: problem}}}
 }

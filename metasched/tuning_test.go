@@ -3,6 +3,7 @@ package metasched_test
 import (
 	"context"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/metasched/metasched/graph"
@@ -17,71 +18,73 @@ import (
 // every candidate with its numbers in the API, and carries out an accepted
 // one through the agents (two of the running job's VMs then share a host).
 func TestBandwidthTuning(t *testing.T) {
-	grid := &graph.Grid{
-		Clusters: []graph.Cluster{
-			{Name: "home", Machines: 2, Cores: 4, MemoryMiB: 8192, Perf: 1e9, LANMbps: 1000, UplinkMbps: 1000},
-			{Name: "far", Machines: 6, Cores: 4, MemoryMiB: 8192, Perf: 1e9, LANMbps: 1000, UplinkMbps: 10},
-		},
-		Links: []graph.Link{{Between: [2]string{"home", "far"}, Mbps: 1000}},
-	}
-	td := startDaemonGrid(t, grid, metasched.Options{}, func(c *metasched.Config) {
-		c.JobTypes = []api.JobType{{Name: "render", VCPUs: 2, MemoryMiB: 4096, HoldingCost: 1}}
-		c.Policy = metasched.PolicyConfig{Name: "none"}
-		c.Executor.TimeScale = 0.05
-		c.MinPoolHosts = 0
-	})
-	d, ctx := td.d, context.Background()
-	heavy, err := d.Submit(ctx, []byte("name: heavy\ntype: render\ntasks: 1000\ntask_ops: 4.0e9\ntask_bytes: 8.0e5\nvm: {vcpus: 2, memory_mib: 4096}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the heavy job running", 20*time.Second, func() bool {
-		j, _ := d.Job(ctx, heavy.ID)
-		return j.State == store.Running
-	})
-	if _, err := d.Submit(ctx, []byte("name: fresh\ntype: render\ntasks: 1200\ntask_ops: 1.0e9\ntask_bytes: 5.0e4\nvm: {vcpus: 2, memory_mib: 2048}\n")); err != nil {
-		t.Fatal(err)
-	}
-	var recs []api.TuningRecord
-	waitFor(t, "a tuning decision", 20*time.Second, func() bool {
-		recs = d.Tuning()
-		return len(recs) > 0
-	})
-	for _, r := range recs {
-		t.Logf("%s %s on %s: gain %.1fs loss %.1fs migration %.1fs accepted %v: %s (%s)", r.Action, r.Target, r.Cluster,
-			r.GainSeconds, r.LossSeconds, r.MigrationSeconds, r.Accepted, r.Outcome, r.Reason)
-		if r.Target != heavy.ID || r.Reason == "" || r.NewJobSecondsBefore <= 0 {
-			t.Errorf("record %+v: want the heavy job as target, a reason and the new job's times", r)
+	synctest.Test(t, func(t *testing.T) {
+		grid := &graph.Grid{
+			Clusters: []graph.Cluster{
+				{Name: "home", Machines: 2, Cores: 4, MemoryMiB: 8192, Perf: 1e9, LANMbps: 1000, UplinkMbps: 1000},
+				{Name: "far", Machines: 6, Cores: 4, MemoryMiB: 8192, Perf: 1e9, LANMbps: 1000, UplinkMbps: 10},
+			},
+			Links: []graph.Link{{Between: [2]string{"home", "far"}, Mbps: 1000}},
 		}
-		if r.Accepted != (r.GainSeconds > r.LossSeconds+r.MigrationSeconds) {
-			t.Errorf("accepted %v with gain %g, loss %g, migration %g", r.Accepted, r.GainSeconds, r.LossSeconds, r.MigrationSeconds)
+		td := startDaemonGrid(t, grid, metasched.Options{}, func(c *metasched.Config) {
+			c.JobTypes = []api.JobType{{Name: "render", VCPUs: 2, MemoryMiB: 4096, HoldingCost: 1}}
+			c.Policy = metasched.PolicyConfig{Name: "none"}
+			c.Executor.TimeScale = 0.05
+			c.MinPoolHosts = 0
+		})
+		d, ctx := td.d, context.Background()
+		heavy, err := d.Submit(ctx, []byte("name: heavy\ntype: render\ntasks: 1000\ntask_ops: 4.0e9\ntask_bytes: 8.0e5\nvm: {vcpus: 2, memory_mib: 4096}\n"))
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if !recs[len(recs)-1].Accepted && !recs[0].Accepted {
-		return // nothing worth doing: shown, not done
-	}
-	waitFor(t, "the chosen decision carried out", 20*time.Second, func() bool {
-		for _, r := range d.Tuning() {
-			if r.Outcome == "carried out" {
-				return true
+		waitFor(t, "the heavy job running", 20*time.Second, func() bool {
+			j, _ := d.Job(ctx, heavy.ID)
+			return j.State == store.Running
+		})
+		if _, err := d.Submit(ctx, []byte("name: fresh\ntype: render\ntasks: 1200\ntask_ops: 1.0e9\ntask_bytes: 5.0e4\nvm: {vcpus: 2, memory_mib: 2048}\n")); err != nil {
+			t.Fatal(err)
+		}
+		var recs []api.TuningRecord
+		waitFor(t, "a tuning decision", 20*time.Second, func() bool {
+			recs = d.Tuning()
+			return len(recs) > 0
+		})
+		for _, r := range recs {
+			t.Logf("%s %s on %s: gain %.1fs loss %.1fs migration %.1fs accepted %v: %s (%s)", r.Action, r.Target, r.Cluster,
+				r.GainSeconds, r.LossSeconds, r.MigrationSeconds, r.Accepted, r.Outcome, r.Reason)
+			if r.Target != heavy.ID || r.Reason == "" || r.NewJobSecondsBefore <= 0 {
+				t.Errorf("record %+v: want the heavy job as target, a reason and the new job's times", r)
+			}
+			if r.Accepted != (r.GainSeconds > r.LossSeconds+r.MigrationSeconds) {
+				t.Errorf("accepted %v with gain %g, loss %g, migration %g", r.Accepted, r.GainSeconds, r.LossSeconds, r.MigrationSeconds)
 			}
 		}
-		return false
-	})
-	// Two of the heavy job's VMs now share a host.
-	perHost := map[string]int{}
-	for _, vm := range d.VMs() {
-		if vm.Job == heavy.ID {
-			perHost[vm.Host]++
+		if !recs[len(recs)-1].Accepted && !recs[0].Accepted {
+			return // nothing worth doing: shown, not done
 		}
-	}
-	shared := false
-	for _, n := range perHost {
-		shared = shared || n >= 2
-	}
-	if !shared {
-		t.Errorf("after consolidation the heavy job's VMs are %v: want two on one host", perHost)
-	}
+		waitFor(t, "the chosen decision carried out", 20*time.Second, func() bool {
+			for _, r := range d.Tuning() {
+				if r.Outcome == "carried out" {
+					return true
+				}
+			}
+			return false
+		})
+		// Two of the heavy job's VMs now share a host.
+		perHost := map[string]int{}
+		for _, vm := range d.VMs() {
+			if vm.Job == heavy.ID {
+				perHost[vm.Host]++
+			}
+		}
+		shared := false
+		for _, n := range perHost {
+			shared = shared || n >= 2
+		}
+		if !shared {
+			t.Errorf("after consolidation the heavy job's VMs are %v: want two on one host", perHost)
+		}
+	})
 }
 
 // TestBandwidthTuningShrink: a communication-heavy job with VMs as large as
@@ -91,78 +94,80 @@ func TestBandwidthTuning(t *testing.T) {
 // its hosts: the daemon carries the shrink out through the agent (the test
 // driver can unplug vCPUs), and the VMs are smaller afterwards.
 func TestBandwidthTuningShrink(t *testing.T) {
-	grid := &graph.Grid{
-		Clusters: []graph.Cluster{
-			{Name: "home", Machines: 2, Cores: 4, MemoryMiB: 8192, Perf: 1e9, LANMbps: 1000, UplinkMbps: 1000},
-			{Name: "far", Machines: 6, Cores: 4, MemoryMiB: 8192, Perf: 1e9, LANMbps: 1000, UplinkMbps: 10},
-			{Name: "side", Machines: 2, Cores: 2, MemoryMiB: 4096, Perf: 1e9, LANMbps: 1000, UplinkMbps: 1000},
-		},
-		Links: []graph.Link{{Between: [2]string{"home", "far"}, Mbps: 1000}, {Between: [2]string{"home", "side"}, Mbps: 1000}},
-	}
-	td := startDaemonGrid(t, grid, metasched.Options{}, func(c *metasched.Config) {
-		c.JobTypes = []api.JobType{{Name: "render", VCPUs: 2, MemoryMiB: 2048, HoldingCost: 1}}
-		c.Policy = metasched.PolicyConfig{Name: "none"}
-		c.Executor.TimeScale = 0.05
-		c.MinPoolHosts = 0
-	})
-	d, ctx := td.d, context.Background()
-	heavy, err := d.Submit(ctx, []byte("name: heavy\ntype: render\ntasks: 1000\ntask_ops: 4.0e9\ntask_bytes: 8.0e5\nvm: {vcpus: 4, memory_mib: 4096}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the heavy job running", 20*time.Second, func() bool {
-		j, _ := d.Job(ctx, heavy.ID)
-		return j.State == store.Running
-	})
-	if _, err := d.Submit(ctx, []byte("name: fresh\ntype: render\ntasks: 1200\ntask_ops: 1.0e9\ntask_bytes: 1.0e3\nvm: {vcpus: 2, memory_mib: 2048}\n")); err != nil {
-		t.Fatal(err)
-	}
-	var recs []api.TuningRecord
-	waitFor(t, "a tuning decision", 20*time.Second, func() bool {
-		recs = d.Tuning()
-		return len(recs) > 0
-	})
-	var chosen api.TuningRecord
-	for _, r := range recs {
-		t.Logf("%s %s on %s: gain %.1fs loss %.1fs migration %.1fs accepted %v: %s (%s)", r.Action, r.Target, r.Cluster,
-			r.GainSeconds, r.LossSeconds, r.MigrationSeconds, r.Accepted, r.Outcome, r.Reason)
-		if r.Accepted != (r.GainSeconds > r.LossSeconds+r.MigrationSeconds) {
-			t.Errorf("accepted %v with gain %g, loss %g, migration %g", r.Accepted, r.GainSeconds, r.LossSeconds, r.MigrationSeconds)
+	synctest.Test(t, func(t *testing.T) {
+		grid := &graph.Grid{
+			Clusters: []graph.Cluster{
+				{Name: "home", Machines: 2, Cores: 4, MemoryMiB: 8192, Perf: 1e9, LANMbps: 1000, UplinkMbps: 1000},
+				{Name: "far", Machines: 6, Cores: 4, MemoryMiB: 8192, Perf: 1e9, LANMbps: 1000, UplinkMbps: 10},
+				{Name: "side", Machines: 2, Cores: 2, MemoryMiB: 4096, Perf: 1e9, LANMbps: 1000, UplinkMbps: 1000},
+			},
+			Links: []graph.Link{{Between: [2]string{"home", "far"}, Mbps: 1000}, {Between: [2]string{"home", "side"}, Mbps: 1000}},
 		}
-		if r.Outcome == "carrying out" || r.Outcome == "carried out" {
-			chosen = r
+		td := startDaemonGrid(t, grid, metasched.Options{}, func(c *metasched.Config) {
+			c.JobTypes = []api.JobType{{Name: "render", VCPUs: 2, MemoryMiB: 2048, HoldingCost: 1}}
+			c.Policy = metasched.PolicyConfig{Name: "none"}
+			c.Executor.TimeScale = 0.05
+			c.MinPoolHosts = 0
+		})
+		d, ctx := td.d, context.Background()
+		heavy, err := d.Submit(ctx, []byte("name: heavy\ntype: render\ntasks: 1000\ntask_ops: 4.0e9\ntask_bytes: 8.0e5\nvm: {vcpus: 4, memory_mib: 4096}\n"))
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if chosen.Action != "shrink" || len(chosen.Shrinks) == 0 {
-		t.Fatalf("no shrink chosen: %+v", chosen)
-	}
-	waitFor(t, "the shrink carried out and seen by the inventory", 20*time.Second, func() bool {
-		done := false
-		for _, r := range d.Tuning() {
-			done = done || (r.Seq == chosen.Seq && r.Outcome == "carried out")
+		waitFor(t, "the heavy job running", 20*time.Second, func() bool {
+			j, _ := d.Job(ctx, heavy.ID)
+			return j.State == store.Running
+		})
+		if _, err := d.Submit(ctx, []byte("name: fresh\ntype: render\ntasks: 1200\ntask_ops: 1.0e9\ntask_bytes: 1.0e3\nvm: {vcpus: 2, memory_mib: 2048}\n")); err != nil {
+			t.Fatal(err)
 		}
-		if !done {
+		var recs []api.TuningRecord
+		waitFor(t, "a tuning decision", 20*time.Second, func() bool {
+			recs = d.Tuning()
+			return len(recs) > 0
+		})
+		var chosen api.TuningRecord
+		for _, r := range recs {
+			t.Logf("%s %s on %s: gain %.1fs loss %.1fs migration %.1fs accepted %v: %s (%s)", r.Action, r.Target, r.Cluster,
+				r.GainSeconds, r.LossSeconds, r.MigrationSeconds, r.Accepted, r.Outcome, r.Reason)
+			if r.Accepted != (r.GainSeconds > r.LossSeconds+r.MigrationSeconds) {
+				t.Errorf("accepted %v with gain %g, loss %g, migration %g", r.Accepted, r.GainSeconds, r.LossSeconds, r.MigrationSeconds)
+			}
+			if r.Outcome == "carrying out" || r.Outcome == "carried out" {
+				chosen = r
+			}
+		}
+		if chosen.Action != "shrink" || len(chosen.Shrinks) == 0 {
+			t.Fatalf("no shrink chosen: %+v", chosen)
+		}
+		waitFor(t, "the shrink carried out and seen by the inventory", 20*time.Second, func() bool {
+			done := false
+			for _, r := range d.Tuning() {
+				done = done || (r.Seq == chosen.Seq && r.Outcome == "carried out")
+			}
+			if !done {
+				return false
+			}
+			small := 0
+			for _, vm := range d.VMs() {
+				for _, sh := range chosen.Shrinks {
+					if vm.Name == sh.VM && vm.VCPUs == sh.VCPUs {
+						small++
+					}
+				}
+			}
+			return small == len(chosen.Shrinks)
+		})
+		// The new job now runs, with VMs on the hosts the shrink made room on.
+		waitFor(t, "the new job running on a freed host", 20*time.Second, func() bool {
+			for _, vm := range d.VMs() {
+				for _, sh := range chosen.Shrinks {
+					if vm.Job != heavy.ID && vm.Host == sh.Host {
+						return true
+					}
+				}
+			}
 			return false
-		}
-		small := 0
-		for _, vm := range d.VMs() {
-			for _, sh := range chosen.Shrinks {
-				if vm.Name == sh.VM && vm.VCPUs == sh.VCPUs {
-					small++
-				}
-			}
-		}
-		return small == len(chosen.Shrinks)
-	})
-	// The new job now runs, with VMs on the hosts the shrink made room on.
-	waitFor(t, "the new job running on a freed host", 20*time.Second, func() bool {
-		for _, vm := range d.VMs() {
-			for _, sh := range chosen.Shrinks {
-				if vm.Job != heavy.ID && vm.Host == sh.Host {
-					return true
-				}
-			}
-		}
-		return false
+		})
 	})
 }

@@ -1,13 +1,15 @@
 // Package daemontest runs a daemon for tests: the demo's configuration
 // (or another grid), in-process agents on the libvirt test driver, a
 // temporary data directory, and the HTTP server (package httpapi) on a
-// local port, until the test ends.
+// local port, or on an in-memory network for a test that runs in a
+// testing/synctest bubble, until the test ends.
 package daemontest
 
 import (
 	"bytes"
 	"context"
 	"net"
+	"net/http"
 	"sync"
 	"testing"
 	"time"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/metasched/metasched/graph"
 	"github.com/metasched/metasched/hypervisorproxy/virt"
+	"github.com/metasched/metasched/internal/memnet"
 	"github.com/metasched/metasched/metasched"
 	"github.com/metasched/metasched/metasched/demo"
 	"github.com/metasched/metasched/metasched/httpapi"
@@ -24,8 +27,11 @@ import (
 // Daemon is a daemon that runs until the test ends (or Stop).
 type Daemon struct {
 	D *metasched.Daemon
-	// Addr is the server's URL: http://127.0.0.1:PORT.
+	// Addr is the server's URL: http://127.0.0.1:PORT, or http://memnet
+	// in a bubble.
 	Addr string
+	// HTTP is the client that reaches the server.
+	HTTP *http.Client
 	// Log holds what the daemon logged, at info level and above.
 	Log *Log
 	// Stop stops the daemon and closes it; the test's cleanup calls it
@@ -37,6 +43,22 @@ type Daemon struct {
 // switch delay of 200 ms and a tick of 100 ms unless opt says otherwise;
 // edit changes the configuration before the daemon opens it.
 func Start(t testing.TB, g *graph.Grid, opt metasched.Options, edit func(*metasched.Config)) *Daemon {
+	t.Helper()
+	return start(t, g, opt, edit, false)
+}
+
+// StartInBubble is Start for a test that runs in a testing/synctest
+// bubble: the server listens on an in-memory network (package memnet) that
+// HTTP reaches, so that nothing waits on a real socket and the bubble's
+// fake clock is the daemon's time. Its ticks, timers, switch delays and
+// emulated runs then pass as soon as every goroutine waits: the test steps
+// time instead of sleeping through it.
+func StartInBubble(t testing.TB, g *graph.Grid, opt metasched.Options, edit func(*metasched.Config)) *Daemon {
+	t.Helper()
+	return start(t, g, opt, edit, true)
+}
+
+func start(t testing.TB, g *graph.Grid, opt metasched.Options, edit func(*metasched.Config), inMemory bool) *Daemon {
 	t.Helper()
 	cfg, grid, err := demo.Config(t.TempDir(), "127.0.0.1:0")
 	if err != nil {
@@ -54,6 +76,12 @@ func Start(t testing.TB, g *graph.Grid, opt metasched.Options, edit func(*metasc
 	opt.Logger = log
 	opt.Connect = virt.Connector(log.Level(zerolog.WarnLevel))
 	opt.Store.NoSync = true
+	if inMemory {
+		// Each write commits at once: bbolt's group commit waits on a
+		// timer, which the bubble's clock fires only when every goroutine
+		// waits, and the daemon writes some records under its lock.
+		opt.Store.MaxBatchSize = 1
+	}
 	if opt.Tick == 0 {
 		opt.Tick = 100 * time.Millisecond
 	}
@@ -63,13 +91,23 @@ func Start(t testing.TB, g *graph.Grid, opt metasched.Options, edit func(*metasc
 		cancel()
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	var (
+		ln   net.Listener
+		addr string
+		hc   = &http.Client{}
+	)
+	if inMemory {
+		mem := memnet.Listen()
+		ln, addr, hc = mem, "http://memnet", mem.Client()
+	} else {
+		if ln, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+			t.Fatal(err)
+		}
+		addr = "http://" + ln.Addr().String()
 	}
 	done := make(chan error, 1)
 	go func() { done <- d.Run(ctx, ln, httpapi.New(d, log)) }()
-	td := &Daemon{D: d, Addr: "http://" + ln.Addr().String(), Log: buf}
+	td := &Daemon{D: d, Addr: addr, HTTP: hc, Log: buf}
 	stopped := false
 	td.Stop = func() {
 		if stopped {
