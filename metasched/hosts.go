@@ -16,7 +16,6 @@ import (
 	"github.com/metasched/metasched/metasched/coordinator"
 	"github.com/metasched/metasched/metasched/lifecycle"
 	"github.com/metasched/metasched/metasched/store"
-	"github.com/metasched/metasched/selection"
 )
 
 // hostRecord is a host's durable record in the store: its pool, or the
@@ -261,22 +260,6 @@ func (h *gridHost) plannerHost() gramvm.Host {
 		out.VMs = append(out.VMs, gramvm.HostVM{Name: v.Name, Job: v.Job, VCPUs: v.VCPUs, MemoryMiB: v.MemoryMiB})
 	}
 	return out
-}
-
-// freeLocked lists, per site, the hosts of pool that can take one more VM
-// of the given shape: serving the pool, reachable, with the capacity the
-// agents report minus what is promised to jobs being provisioned. gramvm
-// picks them among the daemon's hosts.
-func (d *Daemon) freeLocked(pool string, vm selection.VM) map[string][]string {
-	hosts := make([]gramvm.Host, 0, len(d.order))
-	for _, name := range d.order {
-		h := d.hosts[name].plannerHost()
-		r := d.reserved[name]
-		h.FreeVCPUs -= r.vcpus
-		h.FreeMemoryMiB -= r.mem
-		hosts = append(hosts, h)
-	}
-	return gramvm.FreeHosts(hosts, pool, vm)
 }
 
 // hostState is the host's state as the API shows it.

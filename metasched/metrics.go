@@ -1,9 +1,6 @@
 package metasched
 
 import (
-	"context"
-	"time"
-
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
@@ -11,7 +8,6 @@ import (
 	"github.com/metasched/metasched/metasched/api"
 	co "github.com/metasched/metasched/metasched/coordinator"
 	"github.com/metasched/metasched/metasched/store"
-	"github.com/metasched/metasched/selection"
 )
 
 // Prometheus metrics of the daemon (GET /metrics). Each daemon has its own
@@ -104,14 +100,6 @@ func (m *metrics) tuned(kind string, failed bool) {
 		out = tuneFailed
 	}
 	m.migrations.WithLabelValues(kind, out).Inc()
-}
-
-// planLoaded is d.planner.PlanLoaded, timed (metasched_plan_duration_seconds).
-func (d *Daemon) planLoaded(ctx context.Context, job *selection.Job, free map[string][]string, running []gramvm.RunningJob, opt selection.Options) (gramvm.Placement, gramvm.Load, error) {
-	start := time.Now()
-	pl, load, err := d.planner.PlanLoaded(ctx, job, free, running, opt)
-	d.metrics.plan.Observe(time.Since(start).Seconds())
-	return pl, load, err
 }
 
 // stateCollector reads the daemon's state at scrape time.

@@ -11,7 +11,6 @@ import (
 	hp "github.com/metasched/metasched/hypervisorproxy"
 	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/lifecycle"
-	"github.com/metasched/metasched/selection"
 )
 
 // Bandwidth tuning (Bertogna et al., 004 §3.2): when a queued job's plan is
@@ -31,63 +30,6 @@ const tuneEvery = 10 * time.Second
 
 // maxTuning bounds the kept tuning records.
 const maxTuning = 200
-
-// runningJobsLocked lists the running jobs for gramvm: their plans, the VMs
-// where they are now, and the tasks left (from the elapsed share of the
-// predicted run time).
-func (d *Daemon) runningJobsLocked(now time.Time) []gramvm.RunningJob {
-	var out []gramvm.RunningJob
-	for _, j := range d.jobs {
-		rec := j.job.Record
-		if j.job.State != lifecycle.Running || rec.Placement == nil {
-			continue
-		}
-		left := float64(j.spec.Tasks)
-		if p := rec.Predicted; p > 0 && !rec.Started.IsZero() {
-			left *= max(0, 1-now.Sub(rec.Started).Seconds()/p)
-		}
-		rj := gramvm.RunningJob{ID: j.id(), Job: j.spec, Placement: *rec.Placement, RemainingTasks: left}
-		for _, v := range rec.VMs {
-			rj.VMs = append(rj.VMs, gramvm.TunableVM{Name: v.Name, Site: v.Site, Host: v.Host,
-				VCPUs: j.spec.VM.VCPUs, MemoryMiB: j.spec.VM.MemoryMiB})
-		}
-		out = append(out, rj)
-	}
-	slices.SortFunc(out, func(a, b gramvm.RunningJob) int { return strings.Compare(a.ID, b.ID) })
-	return out
-}
-
-// plan plans a queued job on the free hosts of its pool with the links as
-// the running jobs leave them, and evaluates bandwidth tuning for it when
-// something holds it back. tuning is true when an accepted tuning decision
-// is being carried out for the job: it then waits for it, to be planned
-// again on what the tuning frees.
-func (d *Daemon) plan(ctx context.Context, j *liveJob, free map[string][]string) (pl gramvm.Placement, tuning bool, err error) {
-	now := d.now()
-	d.mu.Lock()
-	running := d.runningJobsLocked(now)
-	tune := len(running) > 0 && now.Sub(j.lastTune) >= tuneEvery && d.tuningActive == 0
-	if tune {
-		j.lastTune = now
-	}
-	d.mu.Unlock()
-	pl, _, err = d.planLoaded(ctx, j.spec, free, running, selection.Options{Master: -1})
-	if err != nil || !tune || !heldBack(&pl) {
-		return pl, false, err
-	}
-	return pl, d.tune(ctx, j, free, running), nil
-}
-
-// heldBack reports whether a plan is limited by a link or by free hosts.
-func heldBack(pl *gramvm.Placement) bool {
-	for _, c := range pl.Plan.Clusters {
-		switch c.Limit {
-		case selection.LimitUplink, selection.LimitPath, selection.LimitMasterShare, selection.LimitFree:
-			return true
-		}
-	}
-	return len(pl.Plan.Excluded) > 0
-}
 
 // tune evaluates the candidates for job j and starts carrying out the
 // chosen one; it reports whether it did.
