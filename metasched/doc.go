@@ -4,10 +4,11 @@
 // runs it, and moves hosts between the pools of the job types with a
 // switching policy through the two-phase switch protocol.
 //
-// New opens the store and the agents and restores the state a previous run
-// left (hosts and their pools, every live job, every switch in flight); Run
-// serves an HTTP handler on a listener and runs the daemon's loops until
-// its context ends; Close releases the agents, the policy and the store.
+// NewWithGrid opens the store and the agents and restores the state a
+// previous run left (hosts and their pools, every live job, every switch in
+// flight); Run serves an HTTP handler on a listener and runs the daemon's
+// loops until its context ends; Close releases the agents, the policy and
+// the store. Options.Clock is the daemon's time (the real clock when nil).
 // ParseConfig reads the configuration file; package demo has the built-in
 // demo's.
 //
@@ -23,14 +24,17 @@
 //     VMs, switches, the policy, links, tuning candidates, the dashboard's
 //     chart samples (history.go); Prometheus metrics of its state
 //     (metrics.go, Registry).
-//   - Job lifecycle (jobs.go): queued → planned → provisioning → running →
-//     done, failed or cancelled, each transition in the store with its time
-//     and reason. The dispatcher plans queued jobs with package gramvm on the
-//     free hosts of their pool, the site agents create one VM per planned
-//     machine, an executor (package executor) runs the job, and the VMs are
-//     destroyed at the end. Jobs on a host taken by a switch or on a lost
-//     agent are requeued (or failed); a restart resumes or requeues every
-//     live job.
+//   - Job lifecycle (jobdriver.go, livejob.go, restore.go): queued →
+//     planned → provisioning → running → done, failed or cancelled, decided
+//     by package lifecycle (a pure state machine) and carried out here:
+//     every change is committed to the store in one transaction, with its
+//     time and reason, before memory follows it. The dispatcher
+//     (dispatch.go) plans queued jobs (planning.go, with package gramvm) on
+//     the free hosts of their pool, the site agents create one VM per
+//     planned machine, an executor (package executor) runs the job, and the
+//     VMs are destroyed once its outcome is on disk. Jobs on a host taken
+//     by a switch or on a lost agent are requeued (or failed); a restart
+//     resumes or requeues every live job.
 //   - Site agents (agents.go, hosts.go): one per grid cluster, in process on
 //     the libvirt test driver or remote over HTTP; their inventories make
 //     the host view (pool, state, VMs), and VMs that no live job owns are
@@ -39,7 +43,8 @@
 //     jobs, hosts and switches in flight and the estimated rates λ, µ and ζ
 //     go to the switching policy (package policy); a decision to switch goes
 //     to the coordinator.
-//   - Switch driver (switcher.go): feeds the coordinator (package
+//   - Switch driver (switchdriver.go, switchsteps.go, switchrequests.go,
+//     switchrestore.go): feeds the coordinator (package
 //     coordinator, a pure state machine) the decisions, the operators'
 //     switches and clears, the answers of the pools and agents and its
 //     timers, journals every step in the store before taking it, and
