@@ -1,7 +1,6 @@
 package metasched_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -20,6 +19,7 @@ import (
 	"github.com/metasched/metasched/metasched/client"
 	"github.com/metasched/metasched/metasched/demo"
 	"github.com/metasched/metasched/metasched/httpapi"
+	"github.com/metasched/metasched/metasched/internal/daemontest"
 	"github.com/metasched/metasched/metasched/store"
 )
 
@@ -51,7 +51,7 @@ func benchDaemon(b *testing.B, conns int) (*metasched.Daemon, *client.Client) {
 	}
 	cfg.SwitchDelay = 200 * time.Millisecond
 	cfg.Policy = metasched.PolicyConfig{Name: "none"}
-	buf := &syncWriter{w: &bytes.Buffer{}}
+	buf := daemontest.NewLog()
 	log := zerolog.New(buf).Level(zerolog.WarnLevel)
 	opt := metasched.Options{Logger: log, Connect: virt.Connector(log)}
 	opt.Store.NoSync = false // the real fsync: what is acknowledged is on disk

@@ -12,6 +12,7 @@ import (
 
 	"github.com/metasched/metasched/metasched"
 	"github.com/metasched/metasched/metasched/api"
+	"github.com/metasched/metasched/metasched/internal/daemontest"
 	"github.com/metasched/metasched/metasched/store"
 )
 
@@ -38,16 +39,10 @@ func (f *faults) set(p metasched.FaultPoint, err error) {
 	f.fail[p] = err
 }
 
-// waitFor polls cond until it holds or the time is up.
+// waitFor is daemontest.WaitFor.
 func waitFor(t *testing.T, what string, limit time.Duration, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", limit, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	daemontest.WaitFor(t, what, limit, cond)
 }
 
 func poolOf(d *metasched.Daemon, host string) (pool, state string) {

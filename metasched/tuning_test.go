@@ -26,29 +26,9 @@ func TestBandwidthTuning(t *testing.T) {
 			},
 			Links: []graph.Link{{Between: [2]string{"home", "far"}, Mbps: 1000}},
 		}
-		td := startDaemonGrid(t, grid, metasched.Options{}, func(c *metasched.Config) {
-			c.JobTypes = []api.JobType{{Name: "render", VCPUs: 2, MemoryMiB: 4096, HoldingCost: 1}}
-			c.Policy = metasched.PolicyConfig{Name: "none"}
-			c.Executor.TimeScale = 0.05
-			c.MinPoolHosts = 0
-		})
-		d, ctx := td.d, context.Background()
-		heavy, err := d.Submit(ctx, []byte("name: heavy\ntype: render\ntasks: 1000\ntask_ops: 4.0e9\ntask_bytes: 8.0e5\nvm: {vcpus: 2, memory_mib: 4096}\n"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		waitFor(t, "the heavy job running", 20*time.Second, func() bool {
-			j, _ := d.Job(ctx, heavy.ID)
-			return j.State == store.Running
-		})
-		if _, err := d.Submit(ctx, []byte("name: fresh\ntype: render\ntasks: 1200\ntask_ops: 1.0e9\ntask_bytes: 5.0e4\nvm: {vcpus: 2, memory_mib: 2048}\n")); err != nil {
-			t.Fatal(err)
-		}
-		var recs []api.TuningRecord
-		waitFor(t, "a tuning decision", 20*time.Second, func() bool {
-			recs = d.Tuning()
-			return len(recs) > 0
-		})
+		d, heavy, recs := tuningStart(t, grid, 4096,
+			"name: heavy\ntype: render\ntasks: 1000\ntask_ops: 4.0e9\ntask_bytes: 8.0e5\nvm: {vcpus: 2, memory_mib: 4096}\n",
+			"name: fresh\ntype: render\ntasks: 1200\ntask_ops: 1.0e9\ntask_bytes: 5.0e4\nvm: {vcpus: 2, memory_mib: 2048}\n")
 		for _, r := range recs {
 			t.Logf("%s %s on %s: gain %.1fs loss %.1fs migration %.1fs accepted %v: %s (%s)", r.Action, r.Target, r.Cluster,
 				r.GainSeconds, r.LossSeconds, r.MigrationSeconds, r.Accepted, r.Outcome, r.Reason)
@@ -103,29 +83,9 @@ func TestBandwidthTuningShrink(t *testing.T) {
 			},
 			Links: []graph.Link{{Between: [2]string{"home", "far"}, Mbps: 1000}, {Between: [2]string{"home", "side"}, Mbps: 1000}},
 		}
-		td := startDaemonGrid(t, grid, metasched.Options{}, func(c *metasched.Config) {
-			c.JobTypes = []api.JobType{{Name: "render", VCPUs: 2, MemoryMiB: 2048, HoldingCost: 1}}
-			c.Policy = metasched.PolicyConfig{Name: "none"}
-			c.Executor.TimeScale = 0.05
-			c.MinPoolHosts = 0
-		})
-		d, ctx := td.d, context.Background()
-		heavy, err := d.Submit(ctx, []byte("name: heavy\ntype: render\ntasks: 1000\ntask_ops: 4.0e9\ntask_bytes: 8.0e5\nvm: {vcpus: 4, memory_mib: 4096}\n"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		waitFor(t, "the heavy job running", 20*time.Second, func() bool {
-			j, _ := d.Job(ctx, heavy.ID)
-			return j.State == store.Running
-		})
-		if _, err := d.Submit(ctx, []byte("name: fresh\ntype: render\ntasks: 1200\ntask_ops: 1.0e9\ntask_bytes: 1.0e3\nvm: {vcpus: 2, memory_mib: 2048}\n")); err != nil {
-			t.Fatal(err)
-		}
-		var recs []api.TuningRecord
-		waitFor(t, "a tuning decision", 20*time.Second, func() bool {
-			recs = d.Tuning()
-			return len(recs) > 0
-		})
+		d, heavy, recs := tuningStart(t, grid, 2048,
+			"name: heavy\ntype: render\ntasks: 1000\ntask_ops: 4.0e9\ntask_bytes: 8.0e5\nvm: {vcpus: 4, memory_mib: 4096}\n",
+			"name: fresh\ntype: render\ntasks: 1200\ntask_ops: 1.0e9\ntask_bytes: 1.0e3\nvm: {vcpus: 2, memory_mib: 2048}\n")
 		var chosen api.TuningRecord
 		for _, r := range recs {
 			t.Logf("%s %s on %s: gain %.1fs loss %.1fs migration %.1fs accepted %v: %s (%s)", r.Action, r.Target, r.Cluster,
@@ -170,4 +130,36 @@ func TestBandwidthTuningShrink(t *testing.T) {
 			return false
 		})
 	})
+}
+
+// tuningStart runs a daemon with one render pool (VMs of 2 vCPUs and
+// memMiB) on grid, submits the heavy job and, once it runs, the fresh one
+// its traffic holds back, and waits for the tuning evaluated for the fresh
+// one.
+func tuningStart(t *testing.T, grid *graph.Grid, memMiB int, heavyJob, freshJob string) (*metasched.Daemon, api.Job, []api.TuningRecord) {
+	t.Helper()
+	td := startDaemonGrid(t, grid, metasched.Options{}, func(c *metasched.Config) {
+		c.JobTypes = []api.JobType{{Name: "render", VCPUs: 2, MemoryMiB: memMiB, HoldingCost: 1}}
+		c.Policy = metasched.PolicyConfig{Name: "none"}
+		c.Executor.TimeScale = 0.05
+		c.MinPoolHosts = 0
+	})
+	d, ctx := td.d, context.Background()
+	heavy, err := d.Submit(ctx, []byte(heavyJob))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the heavy job running", 20*time.Second, func() bool {
+		j, _ := d.Job(ctx, heavy.ID)
+		return j.State == store.Running
+	})
+	if _, err := d.Submit(ctx, []byte(freshJob)); err != nil {
+		t.Fatal(err)
+	}
+	var recs []api.TuningRecord
+	waitFor(t, "a tuning decision", 20*time.Second, func() bool {
+		recs = d.Tuning()
+		return len(recs) > 0
+	})
+	return d, heavy, recs
 }

@@ -24,14 +24,8 @@ func startDaemon(t *testing.T, opt metasched.Options, edit func(*metasched.Confi
 	return &testDaemon{d: td.D, addr: td.Addr, log: td.Log, stop: td.Stop}
 }
 
-// waitFor polls cond until it holds or the time is up.
+// waitFor is daemontest.WaitFor.
 func waitFor(t *testing.T, what string, limit time.Duration, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", limit, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	daemontest.WaitFor(t, what, limit, cond)
 }

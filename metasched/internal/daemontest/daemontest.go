@@ -71,7 +71,7 @@ func start(t testing.TB, g *graph.Grid, opt metasched.Options, edit func(*metasc
 	if edit != nil {
 		edit(cfg)
 	}
-	buf := &Log{w: &bytes.Buffer{}}
+	buf := NewLog()
 	log := zerolog.New(buf).Level(zerolog.InfoLevel)
 	opt.Logger = log
 	opt.Connect = virt.Connector(log.Level(zerolog.WarnLevel))
@@ -124,6 +124,22 @@ func start(t testing.TB, g *graph.Grid, opt metasched.Options, edit func(*metasc
 	}
 	t.Cleanup(td.Stop)
 	return td
+}
+
+// NewLog returns an empty log.
+func NewLog() *Log { return &Log{w: &bytes.Buffer{}} }
+
+// WaitFor polls cond until it holds or the time is up. In a synctest
+// bubble its pauses step the bubble's fake clock.
+func WaitFor(t testing.TB, what string, limit time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", limit, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // Log serializes writes to a buffer shared by goroutines.
