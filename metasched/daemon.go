@@ -223,7 +223,7 @@ func NewWithGrid(ctx context.Context, cfg *Config, grid *graph.Grid, opt Options
 		}
 	}
 	d.metrics = newMetrics(d)
-	pc := policy.Config{Name: cfg.Policy.Name, K: cfg.Policy.K, Solve: cfg.Policy.Solve, OnSolved: d.metrics.solved}
+	pc := policy.Config{Name: cfg.Policy.Name, K: cfg.Policy.K, Solve: cfg.Policy.Solve, OnSolved: d.metrics.solved, Now: d.clock.Now}
 	if cfg.Policy.Table != "" {
 		pc.TableSource = filepath.Base(cfg.Policy.Table)
 		if pc.Table, err = os.ReadFile(cfg.Policy.Table); err != nil {

@@ -69,14 +69,14 @@ func holdingCostRate(pools []api.Pool) float64 {
 
 // sampleLoop records a chart sample every second.
 func (d *Daemon) sampleLoop(ctx context.Context) {
-	t := time.NewTicker(time.Second)
+	t := d.clock.NewTicker(time.Second)
 	defer t.Stop()
 	for {
 		d.hist.add(sample(d.now(), d.Pools()))
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.Chan():
 		}
 	}
 }

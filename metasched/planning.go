@@ -92,7 +92,7 @@ func heldBack(pl *gramvm.Placement) bool {
 
 // planLoaded is d.planner.PlanLoaded, timed (metasched_plan_duration_seconds).
 func (d *Daemon) planLoaded(ctx context.Context, job *selection.Job, free map[string][]string, running []gramvm.RunningJob, opt selection.Options) (gramvm.Placement, gramvm.Load, error) {
-	start := time.Now()
+	start := time.Now() // the plan's compute time, on the wall clock whatever the daemon's clock
 	pl, load, err := d.planner.PlanLoaded(ctx, job, free, running, opt)
 	d.metrics.plan.Observe(time.Since(start).Seconds())
 	return pl, load, err
