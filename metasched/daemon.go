@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -122,7 +123,7 @@ type Daemon struct {
 	jobs         map[string]*liveJob
 	reserved     map[string]usage          // host → capacity promised to jobs being provisioned
 	reservedBy   map[string][]lifecycle.VM // job → its VMs that reserved capacity
-	dying        map[string]int            // VMs the lifecycle is destroying (the count of its destroys in flight)
+	inHand       map[string]int            // VMs the lifecycle is creating or destroying (the count of those calls in flight)
 	coord        *coordinator.Coordinator
 	released     map[coordinator.SwitchID]string // PrepareRelease answers, for repeats
 	timers       map[coordinator.SwitchID]clockwork.Timer
@@ -172,7 +173,7 @@ func NewWithGrid(ctx context.Context, cfg *Config, grid *graph.Grid, opt Options
 		opt.Clock = clockwork.NewRealClock()
 	}
 	d := &Daemon{cfg: cfg, opt: opt, log: opt.Logger, grid: grid, types: cfg.JobTypes, clock: opt.Clock, started: opt.Clock.Now(), instance: newInstance(),
-		hosts: map[string]*gridHost{}, jobs: map[string]*liveJob{}, reserved: map[string]usage{}, reservedBy: map[string][]lifecycle.VM{}, dying: map[string]int{},
+		hosts: map[string]*gridHost{}, jobs: map[string]*liveJob{}, reserved: map[string]usage{}, reservedBy: map[string][]lifecycle.VM{}, inHand: map[string]int{},
 		released: map[coordinator.SwitchID]string{}, timers: map[coordinator.SwitchID]clockwork.Timer{},
 		timerPhase: map[coordinator.SwitchID]coordinator.Phase{},
 		rates:      map[string]*poolRates{}, migrating: map[string]int{},
@@ -306,10 +307,17 @@ func (d *Daemon) loop(ctx context.Context, f func(context.Context)) {
 }
 
 // goJob runs f on the daemon's wait group (job runs, switch steps).
+// A panic in f is logged with its stack and ends f alone: the daemon goes
+// on (a job's attempt fails; see goAttempt).
 func (d *Daemon) goJob(f func()) {
 	d.wg.Add(1)
 	go func() {
 		defer d.wg.Done()
+		defer func() {
+			if r := recover(); r != nil {
+				d.log.Error().Str("panic", fmt.Sprint(r)).Str("stack", string(debug.Stack())).Msg("internal error: a goroutine of the daemon panicked")
+			}
+		}()
 		f()
 	}()
 }

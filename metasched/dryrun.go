@@ -12,7 +12,7 @@ import (
 
 // DryRun plans a job on the live grid without changing anything.
 func (d *Daemon) DryRun(ctx context.Context, body []byte) (api.PlanResult, error) {
-	j, err := d.parseJob(body)
+	j, err := d.parseJob(ctx, body)
 	if err != nil {
 		return api.PlanResult{}, err
 	}

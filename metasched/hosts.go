@@ -230,8 +230,8 @@ func (d *Daemon) refresh(ctx context.Context) {
 // ownsVMLocked reports whether a live job owns the VM now (a VM of an
 // earlier attempt of a requeued job is not owned).
 func (d *Daemon) ownsVMLocked(job, vm string) bool {
-	if d.dying[vm] > 0 {
-		return true // the job's own destroy is under way
+	if d.inHand[vm] > 0 {
+		return true // the job's own creation or destroy is under way
 	}
 	j := d.jobs[job]
 	if j == nil {

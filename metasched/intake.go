@@ -39,7 +39,7 @@ func fieldErrors(err error) []api.FieldError {
 // parseJob checks a job file sent to the API: the job's own rules, a
 // registered type, and a VM that some cluster's machines can hold. A job
 // file without vm gets its type's VM shape.
-func (d *Daemon) parseJob(body []byte) (*selection.Job, error) {
+func (d *Daemon) parseJob(ctx context.Context, body []byte) (*selection.Job, error) {
 	if len(strings.TrimSpace(string(body))) == 0 {
 		return nil, invalid(api.FieldError{Problem: "the body is empty: send a job file (YAML or JSON)"})
 	}
@@ -67,13 +67,38 @@ func (d *Daemon) parseJob(body []byte) (*selection.Job, error) {
 	if !fits {
 		return nil, invalid(api.FieldError{Field: "vm", Problem: fmt.Sprintf("no cluster's machines can hold a VM of %d vCPUs and %d MiB", j.VM.VCPUs, j.VM.MemoryMiB)})
 	}
+	if why, err := d.neverRuns(ctx, j); err != nil {
+		return nil, err
+	} else if why != "" {
+		return nil, invalid(api.FieldError{Problem: "the job can never run on this grid, even with every host free: " + why})
+	}
 	return j, nil
+}
+
+// neverRuns plans the job on the whole grid with every host free, and
+// says why no plan exists when none does: such a job would wait forever.
+func (d *Daemon) neverRuns(ctx context.Context, j *selection.Job) (string, error) {
+	all := map[string][]string{}
+	d.mu.Lock()
+	for _, name := range d.order {
+		h := d.hosts[name]
+		all[h.rec.Site] = append(all[h.rec.Site], name)
+	}
+	d.mu.Unlock()
+	pl, err := d.planner.Plan(ctx, j, all, selection.Options{Master: -1})
+	if err != nil {
+		return "", err
+	}
+	if pl.Plan.Feasible {
+		return "", nil
+	}
+	return pl.Plan.Reason, nil
 }
 
 // Submit accepts a job file (YAML or JSON). The job is on disk when Submit
 // returns.
 func (d *Daemon) Submit(ctx context.Context, body []byte) (api.Job, error) {
-	j, err := d.parseJob(body)
+	j, err := d.parseJob(ctx, body)
 	if err != nil {
 		return api.Job{}, err
 	}

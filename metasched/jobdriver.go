@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"path/filepath"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -106,10 +108,7 @@ func (d *Daemon) applyLocked(lj *liveJob, prev, next lifecycle.Job, acts []lifec
 				run.cancel()
 			}
 		case lifecycle.DestroyVMs:
-			// Being destroyed by the job: not orphans for refresh.
-			for _, v := range a.VMs {
-				d.dying[v.Name]++
-			}
+			d.holdLocked(a.VMs) // being destroyed by the job: no orphans
 			later = append(later, a)
 		default:
 			later = append(later, a)
@@ -161,13 +160,7 @@ func (d *Daemon) carryOutJob(ctx context.Context, lj *liveJob, acts []lifecycle.
 			d.goAttempt(lj, a.Attempt, func(actx context.Context) { d.execute(actx, lj, a) })
 		case lifecycle.DestroyVMs:
 			d.destroyVMs(context.WithoutCancel(ctx), a.VMs)
-			d.mu.Lock()
-			for _, v := range a.VMs {
-				if d.dying[v.Name]--; d.dying[v.Name] <= 0 {
-					delete(d.dying, v.Name)
-				}
-			}
-			d.mu.Unlock()
+			d.release(a.VMs)
 		default:
 			d.log.Error().Str("job", lj.id()).Str("action", fmt.Sprintf("%T", a)).Msg("unknown lifecycle action")
 		}
@@ -209,6 +202,18 @@ func (d *Daemon) goAttempt(lj *liveJob, n int, f func(context.Context)) {
 				delete(lj.runs, n)
 			}
 			d.mu.Unlock()
+		}()
+		defer func() {
+			// A panic in what runs for the job fails the job, not the
+			// daemon.
+			if r := recover(); r != nil {
+				d.log.Error().Str("job", lj.id()).Str("panic", fmt.Sprint(r)).Str("stack", string(debug.Stack())).
+					Msg("internal error while running a job: the job fails")
+				if _, err := d.stop(context.Background(), lj, lifecycle.Failed, fmt.Sprintf("internal error: %v", r), n); err != nil &&
+					!errors.Is(err, lifecycle.ErrNotAllowed) {
+					d.log.Error().Err(err).Str("job", lj.id()).Msg("cannot fail the job")
+				}
+			}
 		}()
 		f(a.ctx)
 	})
@@ -256,6 +261,12 @@ func (d *Daemon) runDone() <-chan struct{} {
 // provision creates the attempt's VMs and answers Created or
 // CreateFailed.
 func (d *Daemon) provision(ctx context.Context, lj *liveJob, a lifecycle.CreateVMs) {
+	// Until the answer is carried out (the VMs of a stopped attempt are
+	// destroyed by it), the VMs are the job's, not orphans.
+	d.mu.Lock()
+	d.holdLocked(a.VMs)
+	d.mu.Unlock()
+	defer d.release(a.VMs)
 	err := d.createVMs(ctx, lj, a.VMs)
 	if err != nil && d.stopping() {
 		return // a restart requeues the job
@@ -279,7 +290,7 @@ func (d *Daemon) execute(ctx context.Context, lj *liveJob, a lifecycle.Execute) 
 		vms[i] = executor.VM{Name: v.Name, Site: v.Site, Host: v.Host, Master: v.Master, VCPUs: spec.VM.VCPUs, MemoryMiB: spec.VM.MemoryMiB}
 	}
 	res, err := d.exec.Run(ctx, executor.Run{JobID: lj.id(), Job: spec, VMs: vms,
-		Predicted: time.Duration(predicted * float64(time.Second)), Elapsed: a.Elapsed,
+		Predicted: duration(predicted), Elapsed: a.Elapsed,
 		Dir: filepath.Join(d.cfg.DataDir, "jobs", lj.id()), Output: &logWriter{d: d, id: lj.id()}})
 	if ctx.Err() != nil {
 		if d.stopping() {
@@ -435,4 +446,32 @@ func (w *logWriter) Write(p []byte) (int, error) {
 		return 0, err
 	}
 	return len(p), nil
+}
+
+// duration converts seconds to a time.Duration, the longest one for what
+// does not fit (a plan of ten years at a time_scale of a million).
+func duration(seconds float64) time.Duration {
+	if !(seconds < float64(math.MaxInt64)/float64(time.Second)) {
+		return math.MaxInt64
+	}
+	return time.Duration(seconds * float64(time.Second))
+}
+
+// holdLocked marks VMs as in the lifecycle's hands (being created or
+// destroyed), so that refresh does not take them for orphans; release
+// unmarks them.
+func (d *Daemon) holdLocked(vms []lifecycle.VM) {
+	for _, v := range vms {
+		d.inHand[v.Name]++
+	}
+}
+
+func (d *Daemon) release(vms []lifecycle.VM) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, v := range vms {
+		if d.inHand[v.Name]--; d.inHand[v.Name] <= 0 {
+			delete(d.inHand, v.Name)
+		}
+	}
 }

@@ -100,30 +100,65 @@ func (j *Job) Validate() error {
 	return errors.Join(errs...)
 }
 
+// The limits of a job's numbers: what the model's arithmetic and a run
+// time in time.Duration hold with room to spare. A plan whose predicted run
+// time passes MaxRuntimeSeconds is infeasible.
+const (
+	MaxTasks          = 10_000_000
+	MinTaskOps        = 1
+	MaxTaskOps        = 1e18
+	MaxTaskBytes      = 1e15
+	MinEfficiency     = 0.01
+	MaxVCPUs          = 1024
+	MaxMemoryMiB      = 16 << 20 // 16 TiB
+	MaxRuntimeSeconds = 10 * 365 * 24 * 3600.0
+)
+
 func (j *Job) check(bad func(path, msg string)) {
-	if !validJobName(j.Name) {
+	switch {
+	case !validJobName(j.Name):
 		bad("name", fmt.Sprintf("must be 1 to 128 of a-z, A-Z, 0-9, '.', '_' and '-', got %q", j.Name))
+	case !isAlnum(rune(j.Name[0])):
+		bad("name", fmt.Sprintf("must begin with a letter or a digit, got %q", j.Name))
 	}
 	if !yamlx.IsName(j.Type) {
 		bad("type", fmt.Sprintf("must match [a-z0-9-]+ (a job type), got %q", j.Type))
 	}
-	if j.Tasks < 1 {
+	switch {
+	case j.Tasks < 1:
 		bad("tasks", fmt.Sprintf("must be an integer >= 1, got %d", j.Tasks))
+	case j.Tasks > MaxTasks:
+		bad("tasks", fmt.Sprintf("must be at most %d, got %d", MaxTasks, j.Tasks))
 	}
-	if !(j.TaskOps > 0) || math.IsInf(j.TaskOps, 0) {
+	switch {
+	case !(j.TaskOps > 0) || math.IsInf(j.TaskOps, 0):
 		bad("task_ops", fmt.Sprintf("must be a number > 0 (operations per task), got %g", j.TaskOps))
+	case j.TaskOps < MinTaskOps || j.TaskOps > MaxTaskOps:
+		bad("task_ops", fmt.Sprintf("must be from %g to %g operations per task, got %g", float64(MinTaskOps), MaxTaskOps, j.TaskOps))
 	}
-	if !(j.TaskBytes >= 0) || math.IsInf(j.TaskBytes, 0) {
+	switch {
+	case !(j.TaskBytes >= 0) || math.IsInf(j.TaskBytes, 0):
 		bad("task_bytes", fmt.Sprintf("must be a number >= 0 (bytes per task), got %g", j.TaskBytes))
+	case j.TaskBytes > MaxTaskBytes:
+		bad("task_bytes", fmt.Sprintf("must be at most %g bytes per task, got %g", MaxTaskBytes, j.TaskBytes))
 	}
-	if !(j.Efficiency > 0 && j.Efficiency <= 1) {
+	switch {
+	case !(j.Efficiency > 0 && j.Efficiency <= 1):
 		bad("efficiency", fmt.Sprintf("must be > 0 and <= 1, got %g", j.Efficiency))
+	case j.Efficiency < MinEfficiency:
+		bad("efficiency", fmt.Sprintf("must be at least %g, got %g", MinEfficiency, j.Efficiency))
 	}
-	if j.VM.VCPUs < 1 {
+	switch {
+	case j.VM.VCPUs < 1:
 		bad("vm.vcpus", fmt.Sprintf("must be an integer >= 1, got %d", j.VM.VCPUs))
+	case j.VM.VCPUs > MaxVCPUs:
+		bad("vm.vcpus", fmt.Sprintf("must be at most %d, got %d", MaxVCPUs, j.VM.VCPUs))
 	}
-	if j.VM.MemoryMiB < 1 {
+	switch {
+	case j.VM.MemoryMiB < 1:
 		bad("vm.memory_mib", fmt.Sprintf("must be an integer >= 1, got %d", j.VM.MemoryMiB))
+	case j.VM.MemoryMiB > MaxMemoryMiB:
+		bad("vm.memory_mib", fmt.Sprintf("must be at most %d, got %d", MaxMemoryMiB, j.VM.MemoryMiB))
 	}
 	for i, a := range j.Command {
 		if i == 0 && strings.TrimSpace(a) == "" {
@@ -137,9 +172,13 @@ func validJobName(s string) bool {
 		return false
 	}
 	for _, r := range s {
-		if !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || r == '.' || r == '_' || r == '-') {
+		if !isAlnum(r) && r != '.' && r != '_' && r != '-' {
 			return false
 		}
 	}
 	return true
+}
+
+func isAlnum(r rune) bool {
+	return 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9'
 }

@@ -53,6 +53,17 @@ func TestParseJobErrors(t *testing.T) {
 		{"vm unknown", good + "vm: {cpus: 2}\n", "job.yaml: vm.cpus: unknown field"},
 		{"empty command", good + "command: ['']\n", "job.yaml: command[0]: must name the program to run"},
 		{"command not strings", good + "command: [1]\n", "job.yaml: command[0]:"},
+		// The limits of the model (each would overflow it or a run time).
+		{"too many tasks", strings.Replace(good, "tasks: 3", "tasks: 100000000000", 1), "job.yaml: tasks: must be at most 10000000, got 100000000000"},
+		{"max int tasks", strings.Replace(good, "tasks: 3", "tasks: 9223372036854775807", 1), "job.yaml: tasks: must be at most 10000000"},
+		{"huge ops", strings.Replace(good, "task_ops: 1e9", "task_ops: 1e308", 1), "job.yaml: task_ops: must be from 1 to 1e+18 operations per task, got 1e+308"},
+		{"tiny ops", strings.Replace(good, "task_ops: 1e9", "task_ops: 5e-324", 1), "job.yaml: task_ops: must be from 1 to 1e+18"},
+		{"huge bytes", strings.Replace(good, "task_bytes: 1e6", "task_bytes: 1e308", 1), "job.yaml: task_bytes: must be at most 1e+15 bytes per task, got 1e+308"},
+		{"tiny efficiency", good + "efficiency: 5e-324\n", "job.yaml: efficiency: must be at least 0.01, got 5e-324"},
+		{"dot name", strings.Replace(good, "name: j", "name: '.'", 1), `job.yaml: name: must begin with a letter or a digit, got "."`},
+		{"dot-dot name", strings.Replace(good, "name: j", "name: '..'", 1), `job.yaml: name: must begin with a letter or a digit, got ".."`},
+		{"huge vm", good + "vm: {vcpus: 100000, memory_mib: 1}\n", "job.yaml: vm.vcpus: must be at most 1024, got 100000"},
+		{"huge memory", good + "vm: {vcpus: 1, memory_mib: 100000000}\n", "job.yaml: vm.memory_mib: must be at most 16777216, got 100000000"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := ParseJob("job.yaml", []byte(tc.text))

@@ -105,6 +105,10 @@ func (pl *Planner) plan(alg Algorithm, c *candidate) Plan {
 	if c.s.machines < 2 || !(c.s.r > 0) {
 		return pl.infeasible(alg, pl.noWorkerReason())
 	}
+	if rt := float64(pl.job.Tasks) / c.s.r; !(rt <= MaxRuntimeSeconds) {
+		return pl.infeasible(alg, fmt.Sprintf("the best plan's predicted run time, %.3g s, is beyond the %g s (ten years) a plan may take",
+			rt, MaxRuntimeSeconds))
+	}
 	g, j := pl.g, pl.job
 	p := Plan{
 		Algorithm: alg, Job: j.Name, Tasks: j.Tasks, Feasible: true,

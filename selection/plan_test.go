@@ -226,3 +226,29 @@ func TestBaselinesByHand(t *testing.T) {
 		t.Error("ready times of the wrong length: no error")
 	}
 }
+
+// TestRuntimeLimit: a job whose best plan would take longer than
+// MaxRuntimeSeconds has no plan, and says why; just under the limit it has
+// one.
+func TestRuntimeLimit(t *testing.T) {
+	// The paper's best plan runs 0.105 tasks/s at 2e11 operations a task.
+	for _, tc := range []struct {
+		ops      float64
+		feasible bool
+	}{{1e18, false}, {2e11, true}} {
+		pl := paperPlanner(t, func(j *Job) { j.Tasks, j.TaskOps, j.TaskBytes = MaxTasks, tc.ops, 0 })
+		p, err := pl.Exhaustive(context.Background(), Options{Master: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Feasible != tc.feasible {
+			t.Fatalf("task_ops %g: feasible %v (%s), want %v", tc.ops, p.Feasible, p.Reason, tc.feasible)
+		}
+		if !p.Feasible && !strings.Contains(p.Reason, "beyond the 3.1536e+08 s (ten years) a plan may take") {
+			t.Errorf("reason %q does not give the limit", p.Reason)
+		}
+		if p.Feasible && !(p.Runtime <= MaxRuntimeSeconds) {
+			t.Errorf("feasible plan of %g s", p.Runtime)
+		}
+	}
+}

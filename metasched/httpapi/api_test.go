@@ -257,6 +257,15 @@ func TestAPISubmitRejected(t *testing.T) {
 		{"blank body", "", " \n\t\n", 400, api.CodeInvalid, []string{""}, "empty"},
 		{"wrong content type", "text/html", good, 415, api.CodeUnsupported, nil, ""},
 		{"form content type", "application/x-www-form-urlencoded", good, 415, api.CodeUnsupported, nil, ""},
+		// Numbers beyond what the model can hold, and a job that no plan
+		// on the whole grid could run: refused, never planned.
+		{"poison job", "application/json", `{"name":"x","type":"sim","tasks":100000000000,"task_ops":1e308,"task_bytes":0}`,
+			400, api.CodeInvalid, []string{"tasks", "task_ops"}, "at most 10000000"},
+		{"tiny numbers", "application/json", `{"name":"x","type":"sim","tasks":9223372036854775807,"task_ops":5e-324,"task_bytes":0,"efficiency":5e-324}`,
+			400, api.CodeInvalid, []string{"tasks", "task_ops", "efficiency"}, "at most 10000000"},
+		{"dot-dot name", "application/yaml", strings.Replace(good, "name: bad", "name: '..'", 1), 400, api.CodeInvalid, []string{"name"}, "begin with a letter or a digit"},
+		{"never runs", "application/yaml", strings.Replace(strings.Replace(good, "tasks: 20", "tasks: 10000000", 1), "task_ops: 1.0e10", "task_ops: 1.0e18", 1),
+			400, api.CodeInvalid, []string{""}, "can never run on this grid, even with every host free: the best plan's predicted run time"},
 		{"too large", "application/yaml", good + "# " + strings.Repeat("x", api.MaxBodyBytes+1-len(good)-3) + "\n",
 			413, api.CodeTooLarge, nil, ""},
 	}
