@@ -69,13 +69,14 @@ func TestAgentQEMULiveMigration(t *testing.T) {
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "token"), []byte(testToken), 0o600)
 	siteFile := filepath.Join(dir, "site.yaml")
+	lo, hi := libvirtdtest.FreePortRange(t, 10)
 	yaml := fmt.Sprintf(`site: lab
 token_file: token
-migration_ports: 49400-49409
+migration_ports: %d-%d
 hosts:
   - {name: qa, uri: %q, pool: render}
   - {name: qb, uri: %q, pool: render}
-`, da.URI(), db.URI())
+`, lo, hi, da.URI(), db.URI())
 	site, err := hp.ParseSite(siteFile, []byte(yaml))
 	if err != nil {
 		t.Fatal(err)
@@ -130,7 +131,7 @@ hosts:
 		t.Fatal(err)
 	}
 	t.Logf("live migration: %.2f s, downtime %.0f ms, %.1f MiB over %s", m.Seconds, m.DowntimeMs, m.DataMiB, m.URI)
-	if !m.Live || m.From != "qa" || m.To != "qb" || !strings.HasPrefix(m.URI, "tcp://127.0.0.1:494") {
+	if !m.Live || m.From != "qa" || m.To != "qb" || !strings.HasPrefix(m.URI, "tcp://127.0.0.1:") {
 		t.Errorf("migration = %+v", m)
 	}
 	if m.VM.Host != "qb" || m.VM.State != hp.StateRunning || m.VM.VCPUs != 2 || m.VM.MemoryMiB != 192 {

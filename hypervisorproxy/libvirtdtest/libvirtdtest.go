@@ -91,7 +91,9 @@ func Check() error {
 // probing QEMU; a mere connect succeeds much earlier). ctx bounds the start
 // only: it does not stop the daemon later. On failure Start stops whatever it
 // started, removes the directory and returns an error that includes the tail
-// of the daemon's log. On success the caller must call Stop.
+// of the daemon's log. On success the caller must call Stop. The first
+// Start of a process first waits for the suite lock (see suite.go): one
+// test binary at a time runs libvirtd and QEMU guests.
 func Start(ctx context.Context, opts Options) (*Daemon, error) {
 	hostUUID := opts.HostUUID
 	if hostUUID == "" {
@@ -100,6 +102,9 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 		return nil, fmt.Errorf("libvirtdtest: host uuid: %w", err)
 	}
 	if err := Check(); err != nil {
+		return nil, err
+	}
+	if err := lockSuite(); err != nil {
 		return nil, err
 	}
 
@@ -127,6 +132,10 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 // the tail of the daemon's log before removing it.
 func StartT(t testing.TB, opts Options) *Daemon {
 	t.Helper()
+	// The wait for another test binary's suite is not part of the start.
+	if err := lockSuite(); err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), StartTimeout)
 	defer cancel()
 	d, err := Start(ctx, opts)

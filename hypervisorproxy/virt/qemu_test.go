@@ -70,7 +70,7 @@ func TestLiveMigrationAbort(t *testing.T) {
 	mctx, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	_, err := a.Migrate(mctx, "slow", b, hp.MigrateOptions{URI: "tcp://127.0.0.1:49420", BandwidthMiBps: 1})
+	_, err := a.Migrate(mctx, "slow", b, hp.MigrateOptions{URI: freeURI(t), BandwidthMiBps: 1})
 	t.Logf("aborted after %v", time.Since(start))
 	if !errors.Is(err, hp.ErrAborted) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("cancelled migration: err = %v, want ErrAborted and the deadline", err)
@@ -90,11 +90,11 @@ func TestLiveMigrationAbort(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer th.Close()
-	if _, err := a.Migrate(ctx, "slow", th, hp.MigrateOptions{URI: "tcp://127.0.0.1:49421"}); !errors.Is(err, hp.ErrUnsupported) {
+	if _, err := a.Migrate(ctx, "slow", th, hp.MigrateOptions{URI: freeURI(t)}); !errors.Is(err, hp.ErrUnsupported) {
 		t.Errorf("qemu to test: err = %v, want ErrUnsupported", err)
 	}
 	// Afterwards the same guest migrates normally.
-	st, err := a.Migrate(ctx, "slow", b, hp.MigrateOptions{URI: "tcp://127.0.0.1:49422"})
+	st, err := a.Migrate(ctx, "slow", b, hp.MigrateOptions{URI: freeURI(t)})
 	if err != nil || !st.Live {
 		t.Fatalf("migration after an abort: %+v, %v", st, err)
 	}
@@ -142,17 +142,20 @@ func BenchmarkLiveMigration128MiB(b *testing.B) {
 		b.Fatal(err)
 	}
 	var downtime time.Duration
-	port := 49430
 	for b.Loop() {
-		st, err := x.Migrate(ctx, "mig", y, hp.MigrateOptions{URI: fmt.Sprintf("tcp://127.0.0.1:%d", port)})
+		st, err := x.Migrate(ctx, "mig", y, hp.MigrateOptions{URI: freeURI(b)})
 		if err != nil {
 			b.Fatal(err)
 		}
 		downtime += st.Downtime
 		x, y = y, x
-		port = 49430 + (port-49429)%10
 	}
 	b.ReportMetric(float64(downtime.Milliseconds())/float64(b.N), "downtime-ms/op")
 	b.StopTimer()
 	x.Destroy(ctx, "mig")
+}
+
+// freeURI is a migration URI on a port the system had free.
+func freeURI(tb testing.TB) string {
+	return fmt.Sprintf("tcp://127.0.0.1:%d", libvirtdtest.FreePort(tb))
 }

@@ -1,0 +1,92 @@
+package libvirtdtest
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+)
+
+// The suites that start libvirtd and QEMU guests run one test binary at a
+// time: `go test ./...` runs packages in parallel, and two packages' QEMU
+// guests and live migrations at once on two cores starve each other
+// (migrations that time out, listeners not up in time). The first Start of
+// a test binary takes an exclusive lock on a file in the system's
+// temporary directory and keeps it until the binary exits; the kernel
+// releases it then, however the binary ends.
+var (
+	suiteOnce sync.Once
+	suiteErr  error
+	suiteLock *os.File // kept open: the lock lives as long as the process
+)
+
+// suiteLockFile is the lock's file name in os.TempDir().
+const suiteLockFile = "metasched-libvirtdtest.lock"
+
+// lockSuite waits for the lock, once per process.
+func lockSuite() error {
+	suiteOnce.Do(func() {
+		f, err := os.OpenFile(filepath.Join(os.TempDir(), suiteLockFile), os.O_CREATE|os.O_RDWR, 0o666)
+		if err != nil {
+			suiteErr = fmt.Errorf("libvirtdtest: suite lock: %w", err)
+			return
+		}
+		for {
+			err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
+			if err != syscall.EINTR {
+				break
+			}
+		}
+		if err != nil {
+			f.Close()
+			suiteErr = fmt.Errorf("libvirtdtest: suite lock: %w", err)
+			return
+		}
+		suiteLock = f
+	})
+	return suiteErr
+}
+
+// FreePort returns a TCP port of 127.0.0.1 that was free when asked: the
+// tests take their ports from the system, never fixed numbers another
+// test may hold.
+func FreePort(tb testing.TB) int {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatalf("free port: %v", err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// FreePortRange returns n consecutive TCP ports of 127.0.0.1, from lo to
+// hi, that were all free when asked (for an agent's migration_ports).
+func FreePortRange(tb testing.TB, n int) (lo, hi int) {
+	tb.Helper()
+	for range 200 {
+		lo = 20000 + rand.IntN(30000)
+		var held []net.Listener
+		ok := true
+		for p := lo; p < lo+n; p++ {
+			ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+			if err != nil {
+				ok = false
+				break
+			}
+			held = append(held, ln)
+		}
+		for _, ln := range held {
+			ln.Close()
+		}
+		if ok {
+			return lo, lo + n - 1
+		}
+	}
+	tb.Fatalf("no %d consecutive free ports found", n)
+	return 0, 0
+}
