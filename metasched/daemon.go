@@ -142,6 +142,9 @@ type Daemon struct {
 
 	vmsCreated, vmsDestroyed atomic.Int64
 
+	revokedMu sync.Mutex
+	revoked   map[string]time.Time // logged-out sessions → their expiry
+
 	wake     chan struct{}
 	events   chan coordinator.Event
 	runCtx   context.Context
@@ -242,6 +245,9 @@ func NewWithGrid(ctx context.Context, cfg *Config, grid *graph.Grid, opt Options
 		return nil, err
 	}
 	if err := d.restoreJobs(ctx); err != nil {
+		return nil, err
+	}
+	if err := d.restoreSessions(ctx); err != nil {
 		return nil, err
 	}
 	if err := d.restoreSwitches(ctx); err != nil {

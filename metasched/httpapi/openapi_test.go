@@ -875,6 +875,7 @@ func (d bareDaemon) Token() string                  { return d.token }
 func (d bareDaemon) Version() string                { return "test" }
 func (d bareDaemon) Started() time.Time             { return d.started }
 func (d bareDaemon) Registry() *prometheus.Registry { return d.reg }
+func (d bareDaemon) SessionRevoked(string) bool     { return false }
 
 // The server serves the document without a token, and answers the status
 // codes (and bodies) the document gives, for the requests a daemon without

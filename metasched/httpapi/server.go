@@ -26,6 +26,10 @@ type Daemon interface {
 	dashboard.Daemon
 	// Token is the API's bearer token; it also keys the sessions.
 	Token() string
+	// RevokeSession ends a session at logout; SessionRevoked says whether
+	// one was.
+	RevokeSession(ctx context.Context, id string, expires time.Time) error
+	SessionRevoked(id string) bool
 	// Registry is the daemon's Prometheus registry: GET /metrics serves
 	// it, and the server adds the duration of the requests it serves.
 	Registry() *prometheus.Registry
@@ -137,7 +141,7 @@ func (s *Server) handlers() map[string]http.HandlerFunc {
 		"GET /{$}":             dashboard.ServeIndex,
 		"GET /assets/{file}":   dashboard.ServeAsset,
 		"POST /login":          s.serveLogin,
-		"POST /logout":         serveLogout,
+		"POST /logout":         s.serveLogout,
 		"GET /v1/dashboard":    s.board.ServeState,
 		"GET /v1/events":       s.board.ServeEvents,
 		"POST /v1/jobs": withJobBody(func(r *http.Request, body []byte) (any, int, error) {

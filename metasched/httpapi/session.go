@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
@@ -19,10 +20,12 @@ import (
 
 // The dashboard's session: a browser cannot send a bearer header with a
 // page load or an EventSource, so the operator logs in once with the token
-// (POST /login) and gets a cookie. The cookie is "EXPIRY.MAC", the MAC an
-// HMAC-SHA256 of the expiry keyed by the token: no session table, so a
-// session outlives a restart of the daemon (same data directory, same
-// token) and ends when it expires or the token changes.
+// (POST /login) and gets a cookie. The cookie is "EXPIRY.ID.MAC": a random
+// session ID, and an HMAC-SHA256 of the expiry and the ID keyed by the
+// token. A session outlives a restart of the daemon (same data directory,
+// same token) and ends when it expires, when the token changes, or at
+// logout: the daemon keeps the IDs of the sessions logged out (in its
+// store) until they would have expired, and refuses them.
 const (
 	SessionCookie = "metasched_session"
 	// SessionTTL is how long a session lasts.
@@ -34,30 +37,47 @@ const (
 	csrfValue  = "metasched"
 )
 
-func (s *Server) sessionMAC(exp int64) string {
+func (s *Server) sessionMAC(exp int64, id string) string {
 	m := hmac.New(sha256.New, []byte(s.token))
-	fmt.Fprintf(m, "metasched session until %d", exp)
+	fmt.Fprintf(m, "metasched session %s until %d", id, exp)
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
-// newSession returns a cookie value valid until exp.
+// newSession returns a cookie value of a new session valid until exp.
 func (s *Server) newSession(exp time.Time) string {
-	return strconv.FormatInt(exp.Unix(), 10) + "." + s.sessionMAC(exp.Unix())
+	b := make([]byte, 16)
+	rand.Read(b) // never fails (crypto/rand)
+	id := base64.RawURLEncoding.EncodeToString(b)
+	return strconv.FormatInt(exp.Unix(), 10) + "." + id + "." + s.sessionMAC(exp.Unix(), id)
+}
+
+// session reads the request's session cookie: its ID and expiry, when it
+// is ours and has not expired (a revoked one still reads: see
+// validSession).
+func (s *Server) session(r *http.Request) (id string, exp time.Time, ok bool) {
+	c, err := r.Cookie(SessionCookie)
+	if err != nil {
+		return "", time.Time{}, false
+	}
+	parts := strings.Split(c.Value, ".")
+	if len(parts) != 3 || parts[1] == "" {
+		return "", time.Time{}, false
+	}
+	e, err := strconv.ParseInt(parts[0], 10, 64)
+	if err != nil || time.Now().Unix() >= e {
+		return "", time.Time{}, false
+	}
+	if subtle.ConstantTimeCompare([]byte(parts[2]), []byte(s.sessionMAC(e, parts[1]))) != 1 {
+		return "", time.Time{}, false
+	}
+	return parts[1], time.Unix(e, 0), true
 }
 
 // validSession reports whether the request carries a session cookie that
-// is ours and not expired.
+// is ours, not expired and not logged out.
 func (s *Server) validSession(r *http.Request) bool {
-	c, err := r.Cookie(SessionCookie)
-	if err != nil {
-		return false
-	}
-	e, mac, ok := strings.Cut(c.Value, ".")
-	exp, err := strconv.ParseInt(e, 10, 64)
-	if !ok || err != nil || time.Now().Unix() >= exp {
-		return false
-	}
-	return subtle.ConstantTimeCompare([]byte(mac), []byte(s.sessionMAC(exp))) == 1
+	id, _, ok := s.session(r)
+	return ok && !s.d.SessionRevoked(id)
 }
 
 // authenticate serves next for a request with the bearer token or, when it
@@ -133,8 +153,16 @@ func (s *Server) serveLogin(w http.ResponseWriter, r *http.Request) {
 	httpx.WriteJSON(w, http.StatusOK, api.LoginResult{Expires: exp})
 }
 
-// serveLogout removes the session cookie from the browser.
-func serveLogout(w http.ResponseWriter, r *http.Request) {
+// serveLogout ends the request's session, if it has one (its cookie, and
+// any copy of it, authenticates nothing from now on), and removes the
+// cookie from the browser.
+func (s *Server) serveLogout(w http.ResponseWriter, r *http.Request) {
+	if id, exp, ok := s.session(r); ok {
+		if err := s.d.RevokeSession(r.Context(), id, exp); err != nil {
+			replyErr(w, err)
+			return
+		}
+	}
 	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true,
 		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
 	w.WriteHeader(http.StatusNoContent)

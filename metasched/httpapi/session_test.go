@@ -62,9 +62,10 @@ func sessionCookie(t *testing.T, a apiAnswer) *http.Cookie {
 
 // forge builds a session cookie with the documented scheme.
 func forge(key string, exp time.Time) string {
+	const id = "forged-session-id"
 	m := hmac.New(sha256.New, []byte(key))
-	fmt.Fprintf(m, "metasched session until %d", exp.Unix())
-	return fmt.Sprintf("%d.%s", exp.Unix(), base64.RawURLEncoding.EncodeToString(m.Sum(nil)))
+	fmt.Fprintf(m, "metasched session %s until %d", id, exp.Unix())
+	return fmt.Sprintf("%d.%s.%s", exp.Unix(), id, base64.RawURLEncoding.EncodeToString(m.Sum(nil)))
 }
 
 // The dashboard's login: the token gives an HttpOnly, SameSite=Strict
@@ -158,23 +159,35 @@ func TestSession(t *testing.T) {
 
 	// The form login redirects to the dashboard.
 	a = cookieRequest(t, td, "POST", "/login", "", false, "application/x-www-form-urlencoded", url.Values{"token": {token}}.Encode())
-	if a.status != http.StatusSeeOther || a.header.Get("Location") != "/" || sessionCookie(t, a).Value == "" {
+	other := sessionCookie(t, a).Value
+	if a.status != http.StatusSeeOther || a.header.Get("Location") != "/" || other == "" || other == session {
 		t.Errorf("form login: %d %v", a.status, a.header)
 	}
-	// Log out: the cookie is removed.
+	// Log out: the cookie is removed, and a copy of it taken before
+	// authenticates nothing any more; another session goes on.
 	a = cookieRequest(t, td, "POST", "/logout", session, false, "", "")
 	if c := sessionCookie(t, a); a.status != http.StatusNoContent || c.MaxAge >= 0 || c.Value != "" {
 		t.Errorf("logout: %d, cookie %+v", a.status, c)
 	}
+	if a := cookieRequest(t, td, "GET", "/v1/pools", session, false, "", ""); a.status != http.StatusUnauthorized {
+		t.Errorf("a copy of a logged-out cookie: %d, want 401", a.status)
+	}
+	if a := cookieRequest(t, td, "GET", "/v1/pools", other, false, "", ""); a.status != http.StatusOK {
+		t.Errorf("another session after a logout: %d, want 200", a.status)
+	}
 
-	// The session outlives a restart on the same data directory.
+	// A session outlives a restart on the same data directory; a logged-out
+	// one stays out.
 	td.stop()
 	td2 := startDaemon(t, metasched.Options{}, func(c *metasched.Config) { c.DataDir = dataDir })
 	if td2.d.Token() != token {
 		t.Fatal("the restarted daemon has another token")
 	}
-	if a := cookieRequest(t, td2, "GET", "/v1/dashboard", session, false, "", ""); a.status != http.StatusOK {
+	if a := cookieRequest(t, td2, "GET", "/v1/dashboard", other, false, "", ""); a.status != http.StatusOK {
 		t.Errorf("the session after a restart: %d %s", a.status, a.body)
+	}
+	if a := cookieRequest(t, td2, "GET", "/v1/dashboard", session, false, "", ""); a.status != http.StatusUnauthorized {
+		t.Errorf("the logged-out session after a restart: %d, want 401", a.status)
 	}
 }
 

@@ -120,7 +120,8 @@ var (
 	bucketJournal = []byte("journal")
 	bucketHosts   = []byte("hosts")
 	bucketMeta    = []byte("meta")
-	bucketTypes   = []byte("types") // layout 2: "TYPE/ID" for every job
+	bucketTypes   = []byte("types")    // layout 2: "TYPE/ID" for every job
+	bucketRevoked = []byte("sessions") // revoked session ID → its expiry (8 bytes, Unix seconds)
 	keyToken      = []byte("token")
 	keyLayout     = []byte("layout")
 	keyLogSize    = []byte("size")
@@ -221,7 +222,8 @@ func upgrade(tx *bolt.Tx) error {
 		return fmt.Errorf("the store has layout %d, newer than this metasched's %d: run the metasched that wrote it, or a newer one: %w",
 			layout, Layout, ErrNewerLayout)
 	}
-	for _, b := range [][]byte{bucketJobs, bucketStates, bucketLogs, bucketJournal, bucketHosts, bucketMeta, bucketTypes} {
+	// A bucket that older code ignores (sessions) needs no new layout.
+	for _, b := range [][]byte{bucketJobs, bucketStates, bucketLogs, bucketJournal, bucketHosts, bucketMeta, bucketTypes, bucketRevoked} {
 		if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 			return fmt.Errorf("create bucket %s: %w", b, err)
 		}
@@ -812,4 +814,55 @@ func wrapToken(err error) error {
 		return nil
 	}
 	return fmt.Errorf("api token: %w", err)
+}
+
+// RevokeSession records that the dashboard session id is revoked until
+// it expires, and drops the revocations of sessions that have expired
+// (so that the list never grows beyond the sessions of SessionTTL).
+func (s *Store) RevokeSession(ctx context.Context, id string, expires time.Time) error {
+	if id == "" {
+		return fmt.Errorf("revoke session: empty id: %w", ErrInvalid)
+	}
+	now := s.now().Unix()
+	err := s.batch(ctx, func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketRevoked)
+		var old [][]byte
+		c := b.Cursor()
+		for k, v := c.First(); k != nil; k, v = c.Next() {
+			if len(v) != 8 || int64(binary.BigEndian.Uint64(v)) <= now {
+				old = append(old, slices.Clone(k))
+			}
+		}
+		for _, k := range old {
+			if err := b.Delete(k); err != nil {
+				return err
+			}
+		}
+		return b.Put([]byte(id), u64(uint64(expires.Unix())))
+	})
+	if err != nil {
+		return fmt.Errorf("revoke session: %w", err)
+	}
+	return nil
+}
+
+// RevokedSessions returns the revoked sessions that have not expired, with
+// their expiry.
+func (s *Store) RevokedSessions(ctx context.Context) (map[string]time.Time, error) {
+	out := map[string]time.Time{}
+	now := s.now().Unix()
+	err := s.view(ctx, func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketRevoked).ForEach(func(k, v []byte) error {
+			if len(v) == 8 {
+				if exp := int64(binary.BigEndian.Uint64(v)); exp > now {
+					out[string(k)] = time.Unix(exp, 0)
+				}
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("revoked sessions: %w", err)
+	}
+	return out, nil
 }
