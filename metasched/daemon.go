@@ -190,6 +190,11 @@ func NewWithGrid(ctx context.Context, cfg *Config, grid *graph.Grid, opt Options
 	if opt.Store.Now == nil {
 		opt.Store.Now = opt.Clock.Now
 	}
+	if opt.Store.OnCorrupt == nil {
+		opt.Store.OnCorrupt = func(id string, err error) {
+			d.log.Error().Err(err).Str("job", id).Msg("a job's record in the store cannot be read: left out of listings; restore the store from a backup")
+		}
+	}
 	if d.st, err = store.Open(filepath.Join(cfg.DataDir, "metasched.db"), opt.Store); err != nil {
 		return nil, err
 	}

@@ -9,11 +9,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/metasched/metasched/metasched/lifecycle"
 )
@@ -27,6 +30,9 @@ var (
 	// ErrInvalid: the request itself is malformed or not allowed, such as a
 	// transition the job lifecycle does not permit.
 	ErrInvalid = errors.New("invalid")
+	// ErrCorrupt: a job's record on file cannot be decoded. Listings skip
+	// such a record and report it to Options.OnCorrupt.
+	ErrCorrupt = errors.New("corrupt record")
 )
 
 // JobState is a step of the job lifecycle (lifecycle.State).
@@ -94,6 +100,9 @@ type Options struct {
 	// MaxBatchSize commits a batch early once that many writes wait; 0
 	// means DefaultMaxBatchSize.
 	MaxBatchSize int
+	// OnCorrupt hears of each job record a listing skipped because it
+	// cannot be decoded (the error wraps ErrCorrupt); nil: nobody.
+	OnCorrupt func(id string, err error)
 }
 
 // Defaults for Options.
@@ -105,9 +114,10 @@ const (
 
 // Store is the daemon's database. Its methods are safe for concurrent use.
 type Store struct {
-	db     *bolt.DB
-	now    func() time.Time
-	maxLog int
+	db        *bolt.DB
+	now       func() time.Time
+	maxLog    int
+	onCorrupt func(id string, err error)
 
 	countMu sync.Mutex
 	counts  map[JobState]int // jobs per state, kept with every committed change
@@ -131,9 +141,24 @@ var (
 // buckets if needed. Only one process may have the file open: a second Open
 // waits up to a few seconds for the lock and then fails.
 func Open(path string, opt Options) (*Store, error) {
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 5 * time.Second, NoSync: opt.NoSync})
+	// bbolt makes a new database of an empty file: an existing file that
+	// is empty is a damaged store, never one to start again in.
+	if fi, err := os.Stat(path); err == nil && fi.Size() == 0 {
+		return nil, damaged(path, "the file is empty (0 bytes)")
+	}
+	if why := truncated(path); why != "" {
+		return nil, damaged(path, why)
+	}
+	db, err := openBolt(path, opt)
 	if err != nil {
+		if errors.Is(err, bolterrors.ErrInvalid) || errors.Is(err, bolterrors.ErrChecksum) || errors.Is(err, bolterrors.ErrVersionMismatch) {
+			return nil, damaged(path, "it is not a database this store can read: "+err.Error())
+		}
 		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	if err := check(db); err != nil {
+		db.Close()
+		return nil, damaged(path, err.Error())
 	}
 	db.MaxBatchDelay = opt.MaxBatchDelay
 	if db.MaxBatchDelay <= 0 {
@@ -147,7 +172,7 @@ func Open(path string, opt Options) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
-	s := &Store{db: db, now: opt.Now, maxLog: opt.MaxLogBytes, counts: map[JobState]int{}}
+	s := &Store{db: db, now: opt.Now, maxLog: opt.MaxLogBytes, onCorrupt: opt.OnCorrupt, counts: map[JobState]int{}}
 	if err := db.View(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketStates).ForEach(func(k, _ []byte) error {
 			st, _, _ := bytes.Cut(k, []byte("/"))
@@ -192,6 +217,101 @@ func (s *Store) view(ctx context.Context, fn func(*bolt.Tx) error) error {
 		return err
 	}
 	return s.db.View(fn)
+}
+
+// ErrDamaged is returned by Open for a file that is not a metasched store
+// or that fails its check: Open never starts a new store over it.
+var ErrDamaged = errors.New("damaged store")
+
+func damaged(path, why string) error {
+	return fmt.Errorf("open store %s: %s: %w; the daemon does not start on it: restore the file from a backup, "+
+		"or move it away to start with an empty store (every job, host record and the API token would be new)", path, why, ErrDamaged)
+}
+
+// openBolt opens the file with bbolt, which panics on some damaged files.
+func openBolt(path string, opt Options) (db *bolt.DB, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			db, err = nil, fmt.Errorf("%w: bbolt cannot read it: %v", bolterrors.ErrInvalid, r)
+		}
+	}()
+	return bolt.Open(path, 0o600, &bolt.Options{Timeout: 5 * time.Second, NoSync: opt.NoSync})
+}
+
+// truncated reads the two meta pages of a bbolt file (at its start: page
+// size, and the number of pages in use) and says so when the file is
+// shorter than those pages: reading such a file faults.
+func truncated(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return ""
+	}
+	// A page: a 16-byte header, then the meta: magic, version, page size,
+	// flags (4 bytes each), the root bucket (16), the freelist page (8),
+	// the high-water page id (8), the transaction id (8).
+	const magic = 0xED0CDAED
+	var need int64
+	for _, off := range []int64{0, -1} {
+		head := make([]byte, 72)
+		if off < 0 {
+			// The second meta page is one page in.
+			if _, err := f.ReadAt(head, 0); err != nil {
+				return ""
+			}
+			off = int64(binary.LittleEndian.Uint32(head[24:28]))
+		}
+		if _, err := f.ReadAt(head, off); err != nil {
+			continue
+		}
+		if binary.LittleEndian.Uint32(head[16:20]) != magic {
+			continue
+		}
+		pageSize := int64(binary.LittleEndian.Uint32(head[24:28]))
+		pages := int64(binary.LittleEndian.Uint64(head[56:64]))
+		need = max(need, pageSize*pages)
+	}
+	if fi.Size() < need {
+		return fmt.Sprintf("the file is truncated: %d bytes where its pages need %d", fi.Size(), need)
+	}
+	return ""
+}
+
+// check tells a file that would fault on reading or is not a metasched
+// store: shorter than its pages say (truncated), a database without the
+// meta bucket that holds anything else, or one whose pages bbolt's check
+// finds inconsistent.
+func check(db *bolt.DB) error {
+	fi, err := os.Stat(db.Path())
+	if err != nil {
+		return err
+	}
+	return db.View(func(tx *bolt.Tx) error {
+		if need := tx.Size(); fi.Size() < need {
+			return fmt.Errorf("the file is truncated: %d bytes where its pages need %d", fi.Size(), need)
+		}
+		if tx.Bucket(bucketMeta) == nil {
+			var other []string
+			_ = tx.ForEach(func(name []byte, _ *bolt.Bucket) error {
+				other = append(other, string(name))
+				return nil
+			})
+			if len(other) > 0 {
+				return fmt.Errorf("it is not a metasched store: it holds %s and no meta", strings.Join(other, ", "))
+			}
+		}
+		var first error
+		for err := range tx.Check() { // read to the end: the checker sends them all
+			if first == nil {
+				first = fmt.Errorf("the database check failed: %w", err)
+			}
+		}
+		return first
+	})
 }
 
 // Layout is the version of the store's layout that this code writes. A
@@ -290,7 +410,7 @@ func getJob(tx *bolt.Tx, id string) (Job, error) {
 	}
 	var j Job
 	if err := json.Unmarshal(v, &j); err != nil {
-		return Job{}, fmt.Errorf("decode job %q: %w", id, err)
+		return Job{}, fmt.Errorf("decode job %q: %w: %w", id, ErrCorrupt, err)
 	}
 	return j, nil
 }
@@ -377,6 +497,10 @@ func (s *Store) Recent(ctx context.Context, n int) ([]Job, error) {
 		c := tx.Bucket(bucketJobs).Cursor()
 		for k, _ := c.Last(); k != nil && len(out) < n; k, _ = c.Prev() {
 			j, err := getJob(tx, string(k))
+			if errors.Is(err, ErrCorrupt) {
+				s.corrupt(string(k), err)
+				continue
+			}
 			if err != nil {
 				return err
 			}
@@ -523,6 +647,10 @@ func (s *Store) Jobs(ctx context.Context, f JobFilter) ([]Job, error) {
 	err := s.view(ctx, func(tx *bolt.Tx) error {
 		keep := func(id []byte) error {
 			j, err := getJob(tx, string(id))
+			if errors.Is(err, ErrCorrupt) {
+				s.corrupt(string(id), err)
+				return nil
+			}
 			if err != nil {
 				return err
 			}
@@ -865,4 +993,11 @@ func (s *Store) RevokedSessions(ctx context.Context) (map[string]time.Time, erro
 		return nil, fmt.Errorf("revoked sessions: %w", err)
 	}
 	return out, nil
+}
+
+// corrupt reports a record a listing skipped.
+func (s *Store) corrupt(id string, err error) {
+	if s.onCorrupt != nil {
+		s.onCorrupt(id, err)
+	}
 }
