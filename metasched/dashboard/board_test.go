@@ -213,28 +213,10 @@ func TestEventsShared(t *testing.T) {
 		t.Fatalf("c's first state: %v, %d samples of history", ok, len(cFirst.History))
 	}
 	seenByA := map[time.Time]bool{}
-	last := first.Now
-	for range 4 {
-		db, ok := a.next(t)
-		if !ok {
-			t.Fatal("a's stream ended")
-		}
-		if len(db.History) != 0 || !db.Now.After(last) {
-			t.Errorf("a: state of %v after %v with %d samples of history: want a newer one without", db.Now, last, len(db.History))
-		}
-		last = db.Now
+	for _, db := range a.newer(t, "a", 4, first.Now) {
 		seenByA[db.Now] = true
 	}
-	last = cFirst.Now
-	for range 2 {
-		db, ok := c.next(t)
-		if !ok {
-			t.Fatal("c's stream ended")
-		}
-		if len(db.History) != 0 || !db.Now.After(last) {
-			t.Errorf("c: state of %v after %v with %d samples of history: want a newer one without", db.Now, last, len(db.History))
-		}
-		last = db.Now
+	for _, db := range c.newer(t, "c", 2, cFirst.Now) {
 		if !seenByA[db.Now] {
 			t.Errorf("c got the state of %v, which a did not: not shared", db.Now)
 		}
@@ -289,4 +271,23 @@ func TestEventsEndOnError(t *testing.T) {
 	if _, ok := s2.next(t); ok {
 		t.Error("a first state from a failing daemon")
 	}
+}
+
+// newer reads n states, each newer than the one before (the first newer
+// than last) and without history.
+func (s *stream) newer(t *testing.T, name string, n int, last time.Time) []api.Dashboard {
+	t.Helper()
+	var out []api.Dashboard
+	for range n {
+		db, ok := s.next(t)
+		if !ok {
+			t.Fatalf("%s's stream ended", name)
+		}
+		if len(db.History) != 0 || !db.Now.After(last) {
+			t.Errorf("%s: state of %v after %v with %d samples of history: want a newer one without", name, db.Now, last, len(db.History))
+		}
+		last = db.Now
+		out = append(out, db)
+	}
+	return out
 }
