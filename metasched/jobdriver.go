@@ -39,15 +39,14 @@ func (d *Daemon) stepJob(ctx context.Context, lj *liveJob, ev lifecycle.Event) e
 			acts = acts[1:]
 		}
 	}
-	d.mu.Lock()
 	if err != nil {
 		if errors.Is(err, store.ErrConflict) {
-			d.reloadLocked(ctx, lj)
+			d.reload(ctx, lj)
 		}
-		d.mu.Unlock()
 		lj.steps.Unlock()
 		return err
 	}
+	d.mu.Lock()
 	later := d.applyLocked(lj, cur, next, acts)
 	d.mu.Unlock()
 	lj.steps.Unlock()
@@ -66,14 +65,17 @@ func (d *Daemon) commitJob(ctx context.Context, c lifecycle.Commit) error {
 	return err
 }
 
-// reloadLocked rebuilds the job's state in memory from the store, after a
-// commit found the store in another state than memory.
-func (d *Daemon) reloadLocked(ctx context.Context, lj *liveJob) {
+// reload rebuilds the job's state in memory from the store, after a commit
+// found the store in another state than memory (the caller holds the job's
+// steps).
+func (d *Daemon) reload(ctx context.Context, lj *liveJob) {
 	sj, err := d.st.Job(context.WithoutCancel(ctx), lj.id())
 	if err != nil {
 		d.log.Error().Err(err).Str("job", lj.id()).Msg("cannot reload the job from the store")
 		return
 	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	d.log.Warn().Str("job", lj.id()).Str("memory", string(lj.job.State)).Str("store", string(sj.State)).Msg("the job's state in memory differed from the store: reloaded")
 	lj.job = fromStore(sj)
 	if lj.job.State.Terminal() {
@@ -153,7 +155,7 @@ func (d *Daemon) carryOutJob(ctx context.Context, lj *liveJob, acts []lifecycle.
 	for _, a := range acts {
 		switch a := a.(type) {
 		case lifecycle.Next:
-			d.goAttempt(lj, lj.attemptNow(d), func(actx context.Context) { d.answer(actx, lj, a.Event) })
+			d.goAttempt(lj, a.Attempt, func(actx context.Context) { d.answer(actx, lj, a.Event) })
 		case lifecycle.CreateVMs:
 			d.goAttempt(lj, a.Attempt, func(actx context.Context) { d.provision(actx, lj, a) })
 		case lifecycle.Execute:
@@ -165,13 +167,6 @@ func (d *Daemon) carryOutJob(ctx context.Context, lj *liveJob, acts []lifecycle.
 			d.log.Error().Str("job", lj.id()).Str("action", fmt.Sprintf("%T", a)).Msg("unknown lifecycle action")
 		}
 	}
-}
-
-// attemptNow is the number of the job's current attempt.
-func (j *liveJob) attemptNow(d *Daemon) int {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return j.job.Record.Attempts
 }
 
 // goAttempt runs f for attempt n of the job, under the attempt's context,

@@ -27,8 +27,12 @@ type Reserve struct{ VMs []VM }
 // inventory counts them) or will not be created.
 type Unreserve struct{ VMs []VM }
 
-// Next asks the driver to feed Event to the job next.
-type Next struct{ Event Event }
+// Next asks the driver to feed Event to the job next, as part of attempt
+// Attempt.
+type Next struct {
+	Event   Event
+	Attempt int
+}
 
 // CreateVMs asks the agents to create the attempt's VMs. Answer: Created or
 // CreateFailed.

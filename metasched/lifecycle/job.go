@@ -150,7 +150,7 @@ func (j Job) plan(e Plan) (Job, []Action, error) {
 	}
 	n := j
 	n.Record = Record{Placement: e.Placement, VMs: e.VMs, Predicted: e.Predicted, Attempts: j.Record.Attempts + 1}
-	return n.to(Planned, e.Reason, Reserve{VMs: e.VMs}, Next{Event: Provision{At: e.At}})
+	return n.to(Planned, e.Reason, Reserve{VMs: e.VMs}, Next{Event: Provision{At: e.At}, Attempt: n.attempt()})
 }
 
 func (j Job) moved(e Moved) (Job, []Action, error) {
