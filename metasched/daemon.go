@@ -82,6 +82,9 @@ type Options struct {
 	// job's lifecycle; an error makes the commit fail as a failing store
 	// would (tests).
 	CommitFault func(job string, from, to lifecycle.State) error
+	// WrapAgent, when set, wraps each site's agent (tests: an agent whose
+	// inventory lags, or that fails).
+	WrapAgent func(site string, a SiteAgent) SiteAgent
 	// Clock is the daemon's time: its loops' tickers, the switches'
 	// timers, the times it records. nil means the real clock; tests pass a
 	// fake one and step it.
@@ -121,8 +124,7 @@ type Daemon struct {
 	hosts        map[string]*gridHost
 	order        []string // host names in grid order
 	jobs         map[string]*liveJob
-	reserved     map[string]usage          // host → capacity promised to jobs being provisioned
-	reservedBy   map[string][]lifecycle.VM // job → its VMs that reserved capacity
+	promised     *reservations  // capacity promised to VMs the inventories do not count yet
 	inHand       map[string]int            // VMs the lifecycle is creating or destroying (the count of those calls in flight)
 	coord        *coordinator.Coordinator
 	released     map[coordinator.SwitchID]string // PrepareRelease answers, for repeats
@@ -176,7 +178,7 @@ func NewWithGrid(ctx context.Context, cfg *Config, grid *graph.Grid, opt Options
 		opt.Clock = clockwork.NewRealClock()
 	}
 	d := &Daemon{cfg: cfg, opt: opt, log: opt.Logger, grid: grid, types: cfg.JobTypes, clock: opt.Clock, started: opt.Clock.Now(), instance: newInstance(),
-		hosts: map[string]*gridHost{}, jobs: map[string]*liveJob{}, reserved: map[string]usage{}, reservedBy: map[string][]lifecycle.VM{}, inHand: map[string]int{},
+		hosts: map[string]*gridHost{}, jobs: map[string]*liveJob{}, promised: newReservations(), inHand: map[string]int{},
 		released: map[coordinator.SwitchID]string{}, timers: map[coordinator.SwitchID]clockwork.Timer{},
 		timerPhase: map[coordinator.SwitchID]coordinator.Phase{},
 		rates:      map[string]*poolRates{}, migrating: map[string]int{},
@@ -221,6 +223,11 @@ func NewWithGrid(ctx context.Context, cfg *Config, grid *graph.Grid, opt Options
 	}
 	if d.sites, err = openSites(ctx, cfg, grid, opt.Connect, d.token, alog); err != nil {
 		return nil, err
+	}
+	if opt.WrapAgent != nil {
+		for _, sa := range d.sites {
+			sa.agent = opt.WrapAgent(sa.name, sa.agent)
+		}
 	}
 	d.exec = opt.Executor
 	if d.exec == nil {

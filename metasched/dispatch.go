@@ -95,7 +95,7 @@ func (d *Daemon) anyRoomLocked(pool string) bool {
 		if !h.serves(pool) {
 			continue
 		}
-		r := d.reserved[name]
+		r := d.promised.on(name)
 		if h.inv.FreeVCPUs-r.vcpus >= 1 && h.inv.FreeMemoryMiB-r.mem >= 1 {
 			return true
 		}
@@ -169,7 +169,7 @@ func (d *Daemon) fitsLocked(j *liveJob, pl *gramvm.Placement) bool {
 			return false
 		}
 		hi := d.hosts[h.Host].inv
-		r := d.reserved[h.Host]
+		r := d.promised.on(h.Host)
 		if hi.FreeVCPUs-r.vcpus < need[h.Host]*j.spec.VM.VCPUs || hi.FreeMemoryMiB-r.mem < need[h.Host]*j.spec.VM.MemoryMiB {
 			return false
 		}

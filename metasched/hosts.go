@@ -195,6 +195,7 @@ func (d *Daemon) refresh(ctx context.Context) {
 			case !was && h.reachable:
 				d.log.Info().Str("host", h.name).Msg("host reachable again")
 			}
+			d.promised.seen(hi.VMs)
 			for _, vm := range hi.VMs {
 				if vm.Managed && vm.Job != "" && !d.ownsVMLocked(vm.Job, vm.Name) {
 					orphans = append(orphans, orphan{s, vm.Name})
@@ -204,6 +205,11 @@ func (d *Daemon) refresh(ctx context.Context) {
 	}
 	if added {
 		d.sortHosts()
+	}
+	for _, job := range d.promised.jobs() {
+		if d.jobs[job] == nil {
+			d.promised.dropJob(job) // ended: its VMs are gone or going
+		}
 	}
 	to := store.Queued
 	if d.cfg.OnAgentLoss == "fail" {

@@ -104,7 +104,10 @@ func (d *Daemon) applyLocked(lj *liveJob, prev, next lifecycle.Job, acts []lifec
 		case lifecycle.Reserve:
 			d.reserveLocked(lj, a.VMs)
 		case lifecycle.Unreserve:
-			d.unreserveLocked(lj)
+			if next.State != lifecycle.Running {
+				d.unreserveLocked(lj)
+			}
+			// Created: the promises stay until an inventory lists the VMs.
 		case lifecycle.StopRun:
 			if run := lj.runs[a.Attempt]; run != nil {
 				run.cancel()
@@ -162,6 +165,9 @@ func (d *Daemon) carryOutJob(ctx context.Context, lj *liveJob, acts []lifecycle.
 			d.goAttempt(lj, a.Attempt, func(actx context.Context) { d.execute(actx, lj, a) })
 		case lifecycle.DestroyVMs:
 			d.destroyVMs(context.WithoutCancel(ctx), a.VMs)
+			d.mu.Lock()
+			d.promised.dropVMs(a.VMs)
+			d.mu.Unlock()
 			d.release(a.VMs)
 		default:
 			d.log.Error().Str("job", lj.id()).Str("action", fmt.Sprintf("%T", a)).Msg("unknown lifecycle action")
@@ -325,39 +331,14 @@ func (d *Daemon) stop(ctx context.Context, lj *liveJob, to lifecycle.State, reas
 }
 
 // reserveLocked promises the capacity of the job's VMs on their hosts until
-// they exist.
+// the inventories count them (see reservations).
 func (d *Daemon) reserveLocked(lj *liveJob, vms []lifecycle.VM) {
-	if _, ok := d.reservedBy[lj.id()]; ok {
-		return
-	}
-	d.reservedBy[lj.id()] = vms
-	for _, v := range vms {
-		r := d.reserved[v.Host]
-		r.vcpus += lj.spec.VM.VCPUs
-		r.mem += lj.spec.VM.MemoryMiB
-		d.reserved[v.Host] = r
-	}
+	d.promised.add(lj.id(), vms, usage{vcpus: lj.spec.VM.VCPUs, mem: lj.spec.VM.MemoryMiB})
 }
 
 // unreserveLocked gives back what reserveLocked promised for the job; a
-// job with nothing reserved is fine.
-func (d *Daemon) unreserveLocked(lj *liveJob) {
-	vms, ok := d.reservedBy[lj.id()]
-	if !ok {
-		return
-	}
-	delete(d.reservedBy, lj.id())
-	for _, v := range vms {
-		r := d.reserved[v.Host]
-		r.vcpus -= lj.spec.VM.VCPUs
-		r.mem -= lj.spec.VM.MemoryMiB
-		if r.vcpus <= 0 && r.mem <= 0 {
-			delete(d.reserved, v.Host)
-		} else {
-			d.reserved[v.Host] = r
-		}
-	}
-}
+// job with nothing promised is fine.
+func (d *Daemon) unreserveLocked(lj *liveJob) { d.promised.dropJob(lj.id()) }
 
 // createVMs creates the job's VMs, concurrently.
 func (d *Daemon) createVMs(ctx context.Context, lj *liveJob, vms []lifecycle.VM) error {

@@ -25,7 +25,7 @@ func (d *Daemon) freeLocked(pool string, vm selection.VM) map[string][]string {
 	hosts := make([]gramvm.Host, 0, len(d.order))
 	for _, name := range d.order {
 		h := d.hosts[name].plannerHost()
-		r := d.reserved[name]
+		r := d.promised.on(name)
 		h.FreeVCPUs -= r.vcpus
 		h.FreeMemoryMiB -= r.mem
 		hosts = append(hosts, h)

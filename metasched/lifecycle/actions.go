@@ -23,8 +23,10 @@ type Commit struct {
 // job is planned onto it while they are being created.
 type Reserve struct{ VMs []VM }
 
-// Unreserve gives back what Reserve promised: the VMs exist now (and the
-// inventory counts them) or will not be created.
+// Unreserve ends what Reserve promised: the VMs exist now or will not be
+// created. The driver gives the capacity of VMs that will not exist back at
+// once, and keeps the promise of created VMs until the hosts' inventory
+// counts them.
 type Unreserve struct{ VMs []VM }
 
 // Next asks the driver to feed Event to the job next, as part of attempt
