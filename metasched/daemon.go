@@ -125,7 +125,7 @@ type Daemon struct {
 	order        []string // host names in grid order
 	jobs         map[string]*liveJob
 	promised     *reservations  // capacity promised to VMs the inventories do not count yet
-	inHand       map[string]int            // VMs the lifecycle is creating or destroying (the count of those calls in flight)
+	inHand       map[string]int // VMs the lifecycle is creating or destroying (the count of those calls in flight)
 	coord        *coordinator.Coordinator
 	released     map[coordinator.SwitchID]string // PrepareRelease answers, for repeats
 	timers       map[coordinator.SwitchID]clockwork.Timer
