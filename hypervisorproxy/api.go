@@ -114,11 +114,17 @@ type Migration struct {
 // Reconfigure asks to move a host to another pool. Released lists the jobs
 // whose VMs the coordinator has released: the host is refused while it runs
 // a VM of any other job. ExpectPool, when set, must be the host's pool now.
+// Pools and jobs are labels of at most 256 bytes without control
+// characters, and Released lists at most MaxReleased jobs.
 type Reconfigure struct {
 	Pool       string   `json:"pool"`
 	ExpectPool string   `json:"expect_pool,omitempty"`
 	Released   []string `json:"released,omitempty"`
 }
+
+// MaxReleased bounds Reconfigure.Released: a host runs fewer VMs than
+// that.
+const MaxReleased = 1024
 
 // Reconfigured is the result of a reconfiguration.
 type Reconfigured struct {

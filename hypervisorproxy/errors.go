@@ -21,6 +21,9 @@ var (
 	ErrExists = errors.New("already exists")
 	// ErrCapacity: the host has not enough free vCPUs or memory.
 	ErrCapacity = errors.New("not enough free capacity")
+	// ErrWrongPool: the host is in another pool than the VM's (it was
+	// reconfigured since the caller last looked).
+	ErrWrongPool = errors.New("host in another pool")
 	// ErrLimit: a resize beyond the VM's maximum vCPUs or memory.
 	ErrLimit = errors.New("beyond the vm's maximum")
 	// ErrUnsupported: the hypervisor cannot do this (vCPU unplug on QEMU,
@@ -48,6 +51,7 @@ var codes = []struct {
 	{ErrNotFound, "not_found", http.StatusNotFound},
 	{ErrExists, "exists", http.StatusConflict},
 	{ErrCapacity, "capacity", http.StatusConflict},
+	{ErrWrongPool, "wrong_pool", http.StatusConflict},
 	{ErrLimit, "limit", http.StatusUnprocessableEntity},
 	{ErrUnsupported, "unsupported", http.StatusUnprocessableEntity},
 	{ErrBusy, "busy", http.StatusConflict},

@@ -36,7 +36,7 @@ func (a *Agent) MigrateVM(ctx context.Context, name string, req MigrateRequest) 
 	case dst.switching:
 		cerr = fmt.Errorf("host %s is being reconfigured for another pool: %w", dst.cfg.Name, ErrBusy)
 	case dst.pool != s.Pool:
-		cerr = fmt.Errorf("host: %w: %s is in pool %q, the vm in %q", ErrInvalid, dst.cfg.Name, dst.pool, s.Pool)
+		cerr = fmt.Errorf("host: %w: %s is in pool %q, the vm in %q", ErrWrongPool, dst.cfg.Name, dst.pool, s.Pool)
 	}
 	if cerr == nil {
 		if freeC, freeM := a.freeLocked(sts[0]); s.VCPUs > freeC || s.MemoryMiB > freeM {

@@ -57,7 +57,7 @@ func (a *Agent) placeLocked(spec VMSpec, sts []hostState) (hostState, error) {
 		case spec.Pool != "" && h.pool != spec.Pool:
 			why = append(why, fmt.Sprintf("%s in pool %q", h.cfg.Name, h.pool))
 			if spec.Host != "" {
-				return st, fmt.Errorf("pool: %w: host %s is in pool %q, not %q", ErrInvalid, h.cfg.Name, h.pool, spec.Pool)
+				return st, fmt.Errorf("pool: %w: host %s is in pool %q, not %q", ErrWrongPool, h.cfg.Name, h.pool, spec.Pool)
 			}
 			continue
 		}

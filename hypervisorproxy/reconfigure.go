@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/metasched/metasched/hypervisorproxy/domxml"
 )
 
 // ReconfigureHost moves a host to another pool (docs/design.md, "The switch
@@ -15,8 +17,8 @@ import (
 // pool label is set, and the site's switch_delay (emulating a reimage) passes
 // before the call returns. The host takes no new VMs meanwhile.
 func (a *Agent) ReconfigureHost(ctx context.Context, name string, r Reconfigure) (Reconfigured, error) {
-	if r.Pool == "" {
-		return Reconfigured{}, fmt.Errorf("reconfigure host %s: %w: pool: is required", name, ErrInvalid)
+	if err := checkReconfigure(r); err != nil {
+		return Reconfigured{}, fmt.Errorf("reconfigure host %s: %w", name, err)
 	}
 	a.mu.Lock()
 	h := a.host(name)
@@ -118,4 +120,35 @@ func (a *Agent) ReconfigureHost(ctx context.Context, name string, r Reconfigure)
 		destroyed = []string{}
 	}
 	return Reconfigured{Host: a.hostLocked(sts[0]), From: from, Destroyed: destroyed, Seconds: time.Since(start).Seconds()}, nil
+}
+
+// checkReconfigure checks a reconfiguration's fields.
+func checkReconfigure(r Reconfigure) error {
+	var errs []error
+	if r.Pool == "" {
+		errs = append(errs, errors.New("pool: is required"))
+	} else if msg := domxml.CheckLabel(r.Pool); msg != "" {
+		errs = append(errs, fmt.Errorf("pool: %s", msg))
+	}
+	if msg := domxml.CheckLabel(r.ExpectPool); msg != "" {
+		errs = append(errs, fmt.Errorf("expect_pool: %s", msg))
+	}
+	if len(r.Released) > MaxReleased {
+		errs = append(errs, fmt.Errorf("released: at most %d jobs, not %d", MaxReleased, len(r.Released)))
+	} else {
+		for i, j := range r.Released {
+			msg := domxml.CheckLabel(j)
+			if j == "" {
+				msg = "must not be empty"
+			}
+			if msg != "" {
+				errs = append(errs, fmt.Errorf("released[%d]: %s", i, msg))
+				break // one is enough to say what is wrong
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%w: %w", ErrInvalid, errors.Join(errs...))
+	}
+	return nil
 }

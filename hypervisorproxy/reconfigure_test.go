@@ -59,7 +59,7 @@ func TestAgentReconfigure(t *testing.T) {
 		t.Errorf("inventory (-want +got):\n%s", diff)
 	}
 	// A render VM cannot move to the batch host.
-	if _, err := c.Migrate(ctx, "other", "lab-0"); !errors.Is(err, hp.ErrInvalid) {
-		t.Errorf("migrate across pools: err = %v, want ErrInvalid", err)
+	if _, err := c.Migrate(ctx, "other", "lab-0"); !errors.Is(err, hp.ErrWrongPool) {
+		t.Errorf("migrate across pools: err = %v, want ErrWrongPool", err)
 	}
 }

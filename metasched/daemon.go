@@ -138,6 +138,10 @@ type Daemon struct {
 	tuningActive int            // accepted tuning decisions being carried out
 	migrating    map[string]int // tuning migrations in flight per host and "lan:CLUSTER"
 	seq          int            // switch IDs
+	// switchSteps counts the switches' steps: refresh reconciles a host's
+	// pool with its agent's only when no switch stepped while it read the
+	// inventories.
+	switchSteps uint64
 	closing      bool
 	// lastSwitchState is the policy state at the last switch started.
 	lastSwitchState string

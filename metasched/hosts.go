@@ -152,6 +152,9 @@ func (d *Daemon) inventories(ctx context.Context) []siteInventory {
 // failed (on_agent_loss). VMs of the daemon's jobs that no live job owns
 // any more (left behind by a lost agent or a crash) are destroyed.
 func (d *Daemon) refresh(ctx context.Context) {
+	d.mu.Lock()
+	steps := d.switchSteps
+	d.mu.Unlock()
 	invs := d.inventories(ctx)
 	if ctx.Err() != nil {
 		return
@@ -184,6 +187,9 @@ func (d *Daemon) refresh(ctx context.Context) {
 				d.hosts[hi.Name] = h
 				added = true
 				d.persistHost(ctx, h)
+			}
+			if d.switchSteps == steps {
+				d.reconcilePoolLocked(ctx, h, hi)
 			}
 			was := h.reachable
 			h.inv = hi
@@ -231,6 +237,27 @@ func (d *Daemon) refresh(ctx context.Context) {
 			d.log.Info().Str("vm", o.vm).Msg("destroyed a vm no live job owns")
 		}
 	}
+}
+
+// reconcilePoolLocked makes the agent's pool of a host its pool in the
+// daemon when they differ outside a switch: the host was reconfigured on its
+// agent directly (the agent is the truth about what a host serves; a VM of
+// the daemon's pool would be refused there). Jobs planned on it meanwhile are
+// refused by the agent (wrong_pool) and requeued. The caller makes sure that
+// no switch stepped while the inventory was read, so a reconfiguration the
+// daemon made itself is never taken for drift.
+func (d *Daemon) reconcilePoolLocked(ctx context.Context, h *gridHost, hi hp.Host) {
+	if hi.Pool == h.rec.Pool || h.held != "" || h.rec.Stranded || hi.State == hp.HostUnreachable {
+		return
+	}
+	ev := d.log.Warn()
+	if _, _, ok := d.jobType(hi.Pool); !ok {
+		ev = d.log.Error().Str("problem", "no job type names the pool: the host serves none")
+	}
+	ev.Str("host", h.name).Str("pool", h.rec.Pool).Str("agent_pool", hi.Pool).
+		Msg("the host's agent has it in another pool (reconfigured outside the daemon): the daemon follows the agent")
+	h.rec.Pool = hi.Pool
+	d.persistHost(ctx, h)
 }
 
 // ownsVMLocked reports whether a live job owns the VM now (a VM of an

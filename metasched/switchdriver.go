@@ -73,6 +73,7 @@ func (d *Daemon) stepSwitch(ctx context.Context, ev co.Event) {
 // last (a host's record) is written after the journal, by the actions.
 func (d *Daemon) stepSwitchLocked(ev co.Event) ([]co.Action, error) {
 	acts, err := d.coord.Step(ev)
+	d.switchSteps++
 	for _, a := range acts {
 		p, ok := a.(co.Persist)
 		if !ok {
@@ -143,6 +144,7 @@ func (d *Daemon) applySwitch(ctx context.Context, acts []co.Action) {
 				}
 			}
 			delete(d.released, a.ID)
+			d.switchSteps++
 			if h := d.hosts[a.Host]; h != nil {
 				h.rec.Pool = a.Pool
 				if h.held == a.ID {

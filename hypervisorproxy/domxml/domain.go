@@ -193,6 +193,13 @@ func checkName(name string) string {
 	return ""
 }
 
+// LabelBytes is the longest job or pool label, in bytes.
+const LabelBytes = limitLabelBytes
+
+// CheckLabel returns what is wrong with a job or pool label (at most
+// LabelBytes of UTF-8 without control characters), or "".
+func CheckLabel(s string) string { return checkLabel(s, limitLabelBytes) }
+
 // checkLabel returns what is wrong with a free-text value stored in the
 // XML (job, pool, emulator), or "".
 func checkLabel(s string, maxBytes int) string {
