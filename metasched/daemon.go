@@ -142,7 +142,7 @@ type Daemon struct {
 	// pool with its agent's only when no switch stepped while it read the
 	// inventories.
 	switchSteps uint64
-	closing      bool
+	closing     bool
 	// lastSwitchState is the policy state at the last switch started.
 	lastSwitchState string
 
