@@ -323,9 +323,15 @@ func (d *Daemon) stop(ctx context.Context, lj *liveJob, to lifecycle.State, reas
 	if len(attempt) > 0 {
 		n = attempt[0]
 	}
-	err := d.stepJob(ctx, lj, lifecycle.Stop{To: to, Reason: reason, Attempt: n, At: d.now()})
+	return d.stopWith(ctx, lj, lifecycle.Stop{To: to, Reason: reason, Attempt: n, At: d.now()})
+}
+
+// stopWith feeds the stop event to the job and returns the attempt it
+// stopped (nil when none runs).
+func (d *Daemon) stopWith(ctx context.Context, lj *liveJob, e lifecycle.Stop) (*attempt, error) {
+	err := d.stepJob(ctx, lj, e)
 	d.mu.Lock()
-	run := lj.runs[n]
+	run := lj.runs[e.Attempt]
 	d.mu.Unlock()
 	return run, err
 }

@@ -15,9 +15,9 @@ import (
 // The steps of a switch that the coordinator asks the pools and the agents
 // for; each answers with an event through post.
 
-// prepareRelease chooses a host of the source pool for the switch: an idle
-// one if there is one, else the one with the fewest jobs, whose jobs go
-// back to the queue (their VMs destroyed) before the answer.
+// prepareRelease chooses a host of the source pool for the switch (see
+// chooseReleaseLocked); the jobs on it go back to the queue (their VMs
+// destroyed) before the answer.
 func (d *Daemon) prepareRelease(ctx context.Context, a co.PrepareRelease) {
 	if err := d.fault(FaultRelease, a.ID, ""); err != nil {
 		if !errors.Is(err, ErrHang) {
@@ -31,29 +31,10 @@ func (d *Daemon) prepareRelease(ctx context.Context, a co.PrepareRelease) {
 		d.post(ctx, co.Released{ID: a.ID, Host: h, At: d.now()})
 		return
 	}
-	best, bestJobs := "", -1
-	var victims []*liveJob
-	for _, name := range d.order {
-		h := d.hosts[name]
-		if !h.serves(a.Pool) || slices.Contains(a.Exclude, name) {
-			continue
-		}
-		var on []*liveJob
-		for _, j := range d.jobs {
-			if j.onHost(name) {
-				on = append(on, j)
-			}
-		}
-		if bestJobs < 0 || len(on) < bestJobs {
-			best, bestJobs, victims = name, len(on), on
-		}
-		if len(on) == 0 {
-			break
-		}
-	}
+	best, victims, why := d.chooseReleaseLocked(a.Pool, a.Exclude)
 	if best == "" {
 		d.mu.Unlock()
-		d.post(ctx, co.ReleaseFailed{ID: a.ID, Err: fmt.Sprintf("pool %s has no host to spare", a.Pool), At: d.now()})
+		d.post(ctx, co.ReleaseFailed{ID: a.ID, Err: why, At: d.now()})
 		return
 	}
 	d.released[a.ID] = best
@@ -67,7 +48,8 @@ func (d *Daemon) prepareRelease(ctx context.Context, a co.PrepareRelease) {
 	var ids []string
 	var runs []*attempt
 	for i, j := range victims {
-		run, err := d.stop(ctx, j, lifecycle.Queued, fmt.Sprintf("host %s switched from pool %s by %s: requeued", best, a.Pool, a.ID), attempts[i])
+		run, err := d.stopWith(ctx, j, lifecycle.Stop{To: lifecycle.Queued, Preempted: true, Attempt: attempts[i], At: d.now(),
+			Reason: fmt.Sprintf("host %s switched from pool %s by %s: requeued", best, a.Pool, a.ID)})
 		if err != nil {
 			d.log.Error().Err(err).Str("job", j.id()).Msg("cannot requeue a job of a released host")
 			continue
@@ -85,6 +67,61 @@ func (d *Daemon) prepareRelease(ctx context.Context, a co.PrepareRelease) {
 		d.log.Info().Str("switch", string(a.ID)).Str("host", best).Strs("requeued", ids).Msg("released a busy host: its jobs went back to the queue")
 	}
 	d.post(ctx, co.Released{ID: a.ID, Host: best, Requeued: ids, At: d.now()})
+}
+
+// chooseReleaseLocked chooses the host of pool that a switch takes, by the
+// release rule:
+//
+//  1. an idle host (no live job placed on it), the first in grid order;
+//  2. else a host none of whose jobs a switch has stopped before, with the
+//     fewest jobs, then the least work lost (the seconds its jobs have run),
+//     then the first in grid order;
+//  3. a job that a switch stopped once is never stopped by a switch again:
+//     when every host of the pool runs such a job, no host is released and
+//     the switch fails with why (it is rolled back; the policy asks again
+//     later, when jobs have ended).
+//
+// It returns the host and the jobs on it, or "" and why none.
+func (d *Daemon) chooseReleaseLocked(pool string, exclude []string) (string, []*liveJob, string) {
+	now := d.now()
+	best, bestJobs, bestLost := "", 0, 0.0
+	var victims []*liveJob
+	spared := 0
+	for _, name := range d.order {
+		h := d.hosts[name]
+		if !h.serves(pool) || slices.Contains(exclude, name) {
+			continue
+		}
+		var on []*liveJob
+		lost, protected := 0.0, false
+		for _, j := range d.jobs {
+			if !j.onHost(name) {
+				continue
+			}
+			on = append(on, j)
+			protected = protected || j.job.Record.Preemptions > 0
+			if st := j.job.Record.Started; j.job.State == lifecycle.Running && !st.IsZero() {
+				lost += now.Sub(st).Seconds()
+			}
+		}
+		if len(on) == 0 {
+			return name, nil, ""
+		}
+		if protected {
+			spared++
+			continue
+		}
+		if best == "" || len(on) < bestJobs || (len(on) == bestJobs && lost < bestLost) {
+			best, bestJobs, bestLost, victims = name, len(on), lost, on
+		}
+	}
+	switch {
+	case best != "":
+		return best, victims, ""
+	case spared > 0:
+		return "", nil, fmt.Sprintf("every host of pool %s that could go runs a job a switch has stopped before (%d hosts): it is not stopped twice", pool, spared)
+	}
+	return "", nil, fmt.Sprintf("pool %s has no host to spare", pool)
 }
 
 // reconfigure asks the host's agent to configure it for pool (revert: back

@@ -70,12 +70,15 @@ type Moved struct {
 // Stop ends the job's attempt: To is Queued (requeue: its host was switched
 // away, its agent was lost, the daemon restarted under it), Cancelled or
 // Failed. Attempt, when not 0, is the attempt the stop is meant for: a stop
-// that arrives once the job has begun another is stale.
+// that arrives once the job has begun another is stale. Preempted says a
+// switch took one of the job's hosts: the record counts it (Preemptions), so
+// that the next switch spares the job.
 type Stop struct {
-	To      State
-	Reason  string
-	Attempt int
-	At      time.Time
+	To        State
+	Reason    string
+	Attempt   int
+	Preempted bool
+	At        time.Time
 }
 
 func (Plan) isEvent()         {}

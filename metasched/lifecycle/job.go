@@ -36,6 +36,9 @@ type Record struct {
 	Started   time.Time `json:"started,omitzero"`
 	Finished  time.Time `json:"finished,omitzero"`
 	Attempts  int       `json:"attempts,omitempty"`
+	// Preemptions counts the attempts a switch stopped by taking one of the
+	// job's hosts.
+	Preemptions int `json:"preemptions,omitempty"`
 }
 
 // Job is one job's lifecycle: its state, the reason of its last
@@ -149,7 +152,8 @@ func (j Job) plan(e Plan) (Job, []Action, error) {
 		return j, nil, fmt.Errorf("job %s: a plan needs a placement and VMs: %w", j.ID, ErrNotAllowed)
 	}
 	n := j
-	n.Record = Record{Placement: e.Placement, VMs: e.VMs, Predicted: e.Predicted, Attempts: j.Record.Attempts + 1}
+	n.Record = Record{Placement: e.Placement, VMs: e.VMs, Predicted: e.Predicted, Attempts: j.Record.Attempts + 1,
+		Preemptions: j.Record.Preemptions}
 	return n.to(Planned, e.Reason, Reserve{VMs: e.VMs}, Next{Event: Provision{At: e.At}, Attempt: n.attempt()})
 }
 
@@ -185,7 +189,15 @@ func (j Job) stop(e Stop) (Job, []Action, error) {
 		if j.State == Queued {
 			return j, nil, nil // already waiting: nothing to do
 		}
-		return j.requeue(e.Reason, true)
+		n, acts, err := j.requeue(e.Reason, true)
+		if e.Preempted {
+			n.Record.Preemptions++
+			if c, ok := acts[0].(Commit); ok {
+				c.Job = n
+				acts[0] = c
+			}
+		}
+		return n, acts, err
 	case Cancelled, Failed:
 		return j.end(e.To, e.Reason, nil, e.At, true)
 	}

@@ -96,7 +96,7 @@ func run(t *testing.T, j *Job, cmd string) string {
 //	exited aN [code=C] [reason=R] [err=E]
 //	resume
 //	moved VM HOST
-//	stop STATE reason=R [attempt=N]
+//	stop STATE [preempted] reason=R [attempt=N]
 func parseEvent(j Job, cmd string) (Event, error) {
 	words := split(cmd)
 	if len(words) == 0 {
@@ -178,8 +178,8 @@ func parseEvent(j Job, cmd string) (Event, error) {
 		}
 		return Moved{VM: pos[0], Site: ref(pos[1]).Site, Host: pos[1], At: at}, nil
 	case "stop":
-		if len(pos) != 1 {
-			return nil, fmt.Errorf("stop: want the state")
+		if len(pos) < 1 || len(pos) > 2 || (len(pos) == 2 && pos[1] != "preempted") {
+			return nil, fmt.Errorf("stop: want the state, and preempted or nothing")
 		}
 		e := Stop{To: State(pos[0]), Reason: kv["reason"], At: at}
 		if a, ok := kv["attempt"]; ok {
@@ -189,6 +189,7 @@ func parseEvent(j Job, cmd string) (Event, error) {
 			}
 			e.Attempt = n
 		}
+		e.Preempted = len(pos) == 2
 		return e, nil
 	}
 	return nil, fmt.Errorf("unknown event %q", words[0])
@@ -246,6 +247,9 @@ func formatJob(j Job) string {
 	}
 	if j.ExitCode != nil {
 		s += fmt.Sprintf(" exit=%d", *j.ExitCode)
+	}
+	if j.Record.Preemptions > 0 {
+		s += fmt.Sprintf(" preemptions=%d", j.Record.Preemptions)
 	}
 	return s
 }
