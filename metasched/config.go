@@ -31,7 +31,10 @@ import (
 // default 0s) and on_agent_loss (what happens to the jobs of an unreachable
 // agent: requeue, the default, or fail), and min_pool_hosts (the fewest hosts
 // the policy may leave a pool, default 2: a master-worker job needs a
-// master's host and a worker's). Relative paths are relative to the file's
+// master's host and a worker's), and hold_after (how long a queued job
+// that cannot run waits before it holds the hosts of its best plan on its
+// empty pool, so that younger jobs backfill only around it: default 1m, at
+// most 24h). Relative paths are relative to the file's
 // directory.
 type Config struct {
 	Listen       string
@@ -44,6 +47,7 @@ type Config struct {
 	SwitchDelay  time.Duration
 	OnAgentLoss  string
 	MinPoolHosts int
+	HoldAfter    time.Duration
 }
 
 // AgentConfig is a remote site agent.
@@ -75,6 +79,10 @@ const (
 	DefaultTimeScale = 0.001
 	DefaultHolding   = 1.0
 	DefaultMinHosts  = 2
+	// DefaultHoldAfter is hold_after's default and MaxHoldAfter its
+	// largest value.
+	DefaultHoldAfter = time.Minute
+	MaxHoldAfter     = 24 * time.Hour
 )
 
 // Executors and what to do on an agent's loss (the policies are
@@ -85,7 +93,7 @@ var (
 )
 
 var (
-	configFields   = []string{"listen", "data_dir", "grid", "job_types", "agents", "policy", "executor", "switch_delay", "on_agent_loss", "min_pool_hosts"}
+	configFields   = []string{"listen", "data_dir", "grid", "job_types", "agents", "policy", "executor", "switch_delay", "on_agent_loss", "min_pool_hosts", "hold_after"}
 	jobTypeFields  = []string{"name", "vm", "holding_cost"}
 	vmFields       = []string{"vcpus", "memory_mib"}
 	agentFields    = []string{"site", "address", "token_file"}
@@ -112,7 +120,7 @@ func ParseConfig(file string, data []byte) (*Config, error) {
 		return filepath.Join(dir, p)
 	}
 	c := &Config{
-		Listen: DefaultListen, DataDir: abs(DefaultDataDir), OnAgentLoss: "requeue", MinPoolHosts: DefaultMinHosts,
+		Listen: DefaultListen, DataDir: abs(DefaultDataDir), OnAgentLoss: "requeue", MinPoolHosts: DefaultMinHosts, HoldAfter: DefaultHoldAfter,
 		Policy:   PolicyConfig{Name: "heuristic", K: DefaultK},
 		Executor: ExecutorConfig{Name: "emulated", TimeScale: DefaultTimeScale},
 	}
@@ -230,16 +238,13 @@ func ParseConfig(file string, data []byte) (*Config, error) {
 		}
 	}
 	if v, ok := top.Get("switch_delay", false); ok {
-		if s, ok := v.Str(); ok {
-			x, err := time.ParseDuration(s)
-			switch {
-			case err != nil:
-				v.Errorf("not a duration like 2s or 1m: %q", s)
-			case x < 0:
-				v.Errorf("must be >= 0")
-			default:
-				c.SwitchDelay = x
-			}
+		if x, ok := durationField(v, 0); ok {
+			c.SwitchDelay = x
+		}
+	}
+	if v, ok := top.Get("hold_after", false); ok {
+		if x, ok := durationField(v, MaxHoldAfter); ok {
+			c.HoldAfter = x
 		}
 	}
 	if v, ok := top.Get("on_agent_loss", false); ok {
@@ -326,4 +331,25 @@ func (p PolicyConfig) String() string {
 		return "optimal (solved at start)"
 	}
 	return p.Name
+}
+
+// durationField reads a duration like 2s or 1m, at least 0 and at most
+// limit (0: no limit).
+func durationField(v yamlx.Value, limit time.Duration) (time.Duration, bool) {
+	s, ok := v.Str()
+	if !ok {
+		return 0, false
+	}
+	x, err := time.ParseDuration(s)
+	switch {
+	case err != nil:
+		v.Errorf("not a duration like 2s or 1m: %q", s)
+	case x < 0:
+		v.Errorf("must be >= 0")
+	case limit > 0 && x > limit:
+		v.Errorf("must be at most %s, not %s", limit, x)
+	default:
+		return x, true
+	}
+	return 0, false
 }

@@ -24,6 +24,7 @@ policy: {name: optimal, table: render.policy}
 executor: {name: emulated, time_scale: 0.01}
 switch_delay: 2s
 on_agent_loss: fail
+hold_after: 90s
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -34,6 +35,7 @@ on_agent_loss: fail
 		Agents:   []AgentConfig{{Site: "spain", Address: "http://127.0.0.1:9101", TokenFile: "/etc/ms/spain.token"}},
 		Policy:   PolicyConfig{Name: "optimal", Table: "/etc/ms/render.policy"},
 		Executor: ExecutorConfig{Name: "emulated", TimeScale: 0.01}, SwitchDelay: 2 * time.Second, OnAgentLoss: "fail", MinPoolHosts: 2,
+		HoldAfter: 90 * time.Second,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
@@ -44,7 +46,8 @@ on_agent_loss: fail
 	}
 	want = &Config{Listen: DefaultListen, DataDir: DefaultDataDir, Grid: "g.yaml",
 		JobTypes: []api.JobType{{Name: "a", VCPUs: 1, MemoryMiB: 64, HoldingCost: 1}},
-		Policy:   PolicyConfig{Name: "heuristic", K: 5}, Executor: ExecutorConfig{Name: "emulated", TimeScale: DefaultTimeScale}, OnAgentLoss: "requeue", MinPoolHosts: 2}
+		Policy:   PolicyConfig{Name: "heuristic", K: 5}, Executor: ExecutorConfig{Name: "emulated", TimeScale: DefaultTimeScale}, OnAgentLoss: "requeue", MinPoolHosts: 2,
+		HoldAfter: DefaultHoldAfter}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("defaults (-want +got):\n%s", diff)
 	}
@@ -78,6 +81,8 @@ func TestParseConfigErrors(t *testing.T) {
 		{"time scale on command", base + "executor: {name: command, time_scale: 2}\n", "executor.time_scale: applies to the emulated executor only"},
 		{"zero time scale", base + "executor: {name: emulated, time_scale: 0}\n", "executor.time_scale: must be > 0"},
 		{"bad switch delay", base + "switch_delay: later\n", `switch_delay: not a duration like 2s or 1m: "later"`},
+		{"negative hold", base + "hold_after: -1s\n", `hold_after: must be >= 0`},
+		{"hold too long", base + "hold_after: 48h\n", `hold_after: must be at most 24h0m0s, not 48h0m0s`},
 		{"bad min pool hosts", base + "min_pool_hosts: -1\n", `min_pool_hosts: must be >= 0, not -1`},
 		{"bad agent loss", base + "on_agent_loss: panic\n", "on_agent_loss: must be one of requeue, fail"},
 	} {

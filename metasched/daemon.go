@@ -124,8 +124,11 @@ type Daemon struct {
 	hosts        map[string]*gridHost
 	order        []string // host names in grid order
 	jobs         map[string]*liveJob
-	promised     *reservations  // capacity promised to VMs the inventories do not count yet
-	inHand       map[string]int // VMs the lifecycle is creating or destroying (the count of those calls in flight)
+	promised     *reservations     // capacity promised to VMs the inventories do not count yet
+	index        jobIndex          // the live jobs by queue, placement and pool
+	noRoom       map[string]string // pool → why none of its queued jobs can start (no free host)
+	lastRound    uint64            // the dispatcher's last round (roundKeyLocked)
+	inHand       map[string]int    // VMs the lifecycle is creating or destroying (the count of those calls in flight)
 	coord        *coordinator.Coordinator
 	released     map[coordinator.SwitchID]string // PrepareRelease answers, for repeats
 	timers       map[coordinator.SwitchID]clockwork.Timer
@@ -182,7 +185,7 @@ func NewWithGrid(ctx context.Context, cfg *Config, grid *graph.Grid, opt Options
 		opt.Clock = clockwork.NewRealClock()
 	}
 	d := &Daemon{cfg: cfg, opt: opt, log: opt.Logger, grid: grid, types: cfg.JobTypes, clock: opt.Clock, started: opt.Clock.Now(), instance: newInstance(),
-		hosts: map[string]*gridHost{}, jobs: map[string]*liveJob{}, promised: newReservations(), inHand: map[string]int{},
+		hosts: map[string]*gridHost{}, jobs: map[string]*liveJob{}, promised: newReservations(), index: newJobIndex(), noRoom: map[string]string{}, inHand: map[string]int{},
 		released: map[coordinator.SwitchID]string{}, timers: map[coordinator.SwitchID]clockwork.Timer{},
 		timerPhase: map[coordinator.SwitchID]coordinator.Phase{},
 		rates:      map[string]*poolRates{}, migrating: map[string]int{},

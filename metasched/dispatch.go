@@ -3,11 +3,14 @@ package metasched
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/metasched/metasched/gramvm"
 	"github.com/metasched/metasched/metasched/lifecycle"
+	"github.com/metasched/metasched/selection"
 )
 
 // dispatchLoop plans queued jobs whenever something changed, and at least
@@ -26,65 +29,179 @@ func (d *Daemon) dispatchLoop(ctx context.Context) {
 	}
 }
 
-// maxMisses is how many jobs of one pool that do not fit are tried per
-// round before the pool's queue is left for the next round.
-const maxMisses = 3
+// fullRoundEvery is how often the dispatcher plans its queues although
+// nothing it watches changed: plans also follow the links' measured
+// bandwidths and the running jobs' progress.
+const fullRoundEvery = 5 * time.Second
 
 // dispatch plans the queued jobs of every pool, oldest first, on the free
 // hosts of the pool. A job that fits is planned and started; one that does
-// not waits (a younger job that fits may go first).
+// not waits, and younger jobs that fit go first (backfill). So that a job
+// that does not fit is not passed over for ever (starved by younger, smaller
+// jobs that keep its hosts busy), one that has waited hold_after and still
+// does not fit holds the hosts of its best plan on its pool as if the pool
+// were empty: younger jobs are planned only on the other hosts, and as the
+// held hosts empty, the job is planned on them. A job whose best plan even
+// on the empty pool is infeasible holds nothing (it waits for the pool to
+// grow).
+//
+// A round costs what the hosts and the changes cost, not the backlog: it is
+// skipped when the hosts' free capacity, their pools and the queues are as
+// the last round left them (but for one round every fullRoundEvery), a pool
+// with no room is skipped whole, and a job whose shape did not fit is not
+// planned again in the round for another job of the same shape.
 func (d *Daemon) dispatch(ctx context.Context) {
 	d.refresh(ctx)
-	for _, jt := range d.types {
-		d.mu.Lock()
-		if !d.anyRoomLocked(jt.Name) {
-			// Nothing can start: skip sorting a long queue.
-			for _, j := range d.jobs {
-				if j.typ() == jt.Name && j.job.State == lifecycle.Queued {
-					j.waiting = "no free host in pool " + jt.Name
-				}
-			}
-			d.mu.Unlock()
-			continue
-		}
-		var queue []*liveJob
-		for _, j := range d.jobs {
-			if j.typ() == jt.Name && j.job.State == lifecycle.Queued {
-				queue = append(queue, j)
-			}
-		}
+	d.mu.Lock()
+	key := d.roundKeyLocked()
+	if key == d.lastRound {
 		d.mu.Unlock()
-		slices.SortFunc(queue, func(a, b *liveJob) int { return strings.Compare(a.id(), b.id()) })
-		misses := 0
-		for _, j := range queue {
-			if ctx.Err() != nil || misses >= maxMisses {
-				break
-			}
+		d.metrics.rounds.WithLabelValues("skipped").Inc()
+		return
+	}
+	d.lastRound = key
+	d.mu.Unlock()
+	d.metrics.rounds.WithLabelValues("planned").Inc()
+	for _, jt := range d.types {
+		if ctx.Err() != nil {
+			return
+		}
+		d.dispatchPool(ctx, jt.Name)
+	}
+}
+
+// roundKeyLocked sums up what a dispatch round depends on: each host's
+// pool, whether it serves, and its free capacity after promises; the
+// queues' changes; and the time, in steps of fullRoundEvery.
+func (d *Daemon) roundKeyLocked() uint64 {
+	h := fnv.New64a()
+	for _, name := range d.order {
+		g := d.hosts[name]
+		r := d.promised.on(name)
+		fmt.Fprintf(h, "%s|%s|%t|%d|%d\n", name, g.rec.Pool, g.serving(), g.inv.FreeVCPUs-r.vcpus, g.inv.FreeMemoryMiB-r.mem)
+	}
+	fmt.Fprintf(h, "q%d|t%d", d.index.queueGen, d.now().UnixNano()/int64(fullRoundEvery))
+	return h.Sum64()
+}
+
+// dispatchPool is one round of the dispatcher for one pool.
+func (d *Daemon) dispatchPool(ctx context.Context, pool string) {
+	d.mu.Lock()
+	if !d.anyRoomLocked(pool) {
+		d.noRoom[pool] = "no free host in pool " + pool
+		d.mu.Unlock()
+		return
+	}
+	delete(d.noRoom, pool)
+	queue := d.queuedLocked(pool)
+	d.mu.Unlock()
+	held := map[string]string{}                     // host → the job that holds it
+	misfits := map[string]string{}                  // shapes that did not fit this round → why
+	frees := map[selection.VM]map[string][]string{} // free hosts per VM shape, until a claim
+	for _, j := range queue {
+		if ctx.Err() != nil {
+			return
+		}
+		free, ok := frees[j.spec.VM]
+		if !ok {
 			d.mu.Lock()
-			free := d.freeLocked(jt.Name, j.spec.VM)
+			free = d.freeLocked(pool, j.spec.VM)
 			d.mu.Unlock()
-			if len(free) == 0 {
-				d.setWaiting(j, "no free host in pool "+jt.Name)
-				break
-			}
+			frees[j.spec.VM] = free
+		}
+		free = withoutHosts(free, held)
+		shape := shapeKey(j)
+		why, misfit := misfits[shape]
+		if !misfit && len(free) == 0 {
+			why, misfit = "no free host in pool "+pool+" for its VMs", true
+			misfits[shape] = why
+		}
+		if !misfit {
 			pl, tuning, err := d.plan(ctx, j, free)
-			if err != nil {
+			switch {
+			case err != nil:
 				d.log.Error().Err(err).Str("job", j.id()).Msg("plan")
-				misses++
-				continue
-			}
-			if tuning {
+				why, misfit = "cannot plan it: "+err.Error(), true
+			case tuning:
 				d.setWaiting(j, "bandwidth tuning is freeing capacity for it (GET /v1/tuning)")
 				continue
-			}
-			if !pl.Plan.Feasible {
-				d.setWaiting(j, pl.Plan.Reason)
-				misses++
+			case !pl.Plan.Feasible:
+				why, misfit = pl.Plan.Reason, true
+				misfits[shape] = why
+			default:
+				d.claim(ctx, j, &pl)
+				clear(misfits) // the free hosts changed
+				clear(frees)
 				continue
 			}
-			d.claim(ctx, j, &pl)
+		}
+		if d.now().Sub(j.submitted) >= d.cfg.HoldAfter {
+			if hosts := d.holdFor(ctx, j, pool, held); len(hosts) > 0 {
+				why = fmt.Sprintf("%s; it has waited more than hold_after (%s) and holds hosts %s, which younger jobs do not take",
+					why, d.cfg.HoldAfter, strings.Join(hosts, ", "))
+			}
+		}
+		d.setWaiting(j, why)
+	}
+}
+
+// holdFor marks the hosts of the job's best plan on its empty pool as held
+// for it (hosts held by an older job stay theirs) and returns them; none
+// when no plan is feasible even there.
+func (d *Daemon) holdFor(ctx context.Context, j *liveJob, pool string, held map[string]string) []string {
+	d.mu.Lock()
+	empty := withoutHosts(d.emptyPoolLocked(pool, j.spec.VM), held)
+	d.mu.Unlock()
+	if len(empty) == 0 {
+		return nil
+	}
+	pl, _, err := d.planLoaded(ctx, j.spec, empty, nil, selection.Options{Master: -1})
+	if err != nil || !pl.Plan.Feasible {
+		return nil
+	}
+	var out []string
+	for _, h := range hostsOf(&pl) {
+		if _, ok := held[h.Host]; !ok {
+			held[h.Host] = j.id()
+			out = append(out, h.Host)
 		}
 	}
+	return out
+}
+
+// emptyPoolLocked lists, per site, the hosts serving pool that could take
+// a VM of the shape if they ran nothing.
+func (d *Daemon) emptyPoolLocked(pool string, vm selection.VM) map[string][]string {
+	hosts := make([]gramvm.Host, 0, len(d.order))
+	for _, name := range d.order {
+		h := d.hosts[name].plannerHost()
+		h.FreeVCPUs, h.FreeMemoryMiB = h.CPUs, h.MemoryMiB
+		hosts = append(hosts, h)
+	}
+	return gramvm.FreeHosts(hosts, pool, vm)
+}
+
+// withoutHosts is free without the held hosts.
+func withoutHosts(free map[string][]string, held map[string]string) map[string][]string {
+	if len(held) == 0 {
+		return free
+	}
+	out := map[string][]string{}
+	for site, hosts := range free {
+		for _, h := range hosts {
+			if _, ok := held[h]; !ok {
+				out[site] = append(out[site], h)
+			}
+		}
+	}
+	return out
+}
+
+// shapeKey is what a job's plan depends on besides the hosts: two queued
+// jobs with the same key get the same plan on the same free hosts.
+func shapeKey(j *liveJob) string {
+	s := j.spec
+	return fmt.Sprintf("%d|%g|%g|%g|%d|%d", s.Tasks, s.TaskOps, s.TaskBytes, s.Efficiency, s.VM.VCPUs, s.VM.MemoryMiB)
 }
 
 // anyRoomLocked reports whether some host serving the pool has a free vCPU

@@ -312,7 +312,7 @@ func (d *Daemon) hostStateLocked(h *gridHost) string {
 
 // hostBusyLocked reports whether a live job is placed on the host.
 func (d *Daemon) hostBusyLocked(name string) bool {
-	for _, j := range d.jobs {
+	for _, j := range d.index.placed {
 		if j.onHost(name) {
 			return true
 		}

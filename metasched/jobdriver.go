@@ -80,8 +80,8 @@ func (d *Daemon) reload(ctx context.Context, lj *liveJob) {
 	lj.job = fromStore(sj)
 	if lj.job.State.Terminal() {
 		d.unreserveLocked(lj)
-		delete(d.jobs, lj.id())
 	}
+	d.trackLocked(lj)
 }
 
 // fromStore is the lifecycle of a job as the store has it.
@@ -98,6 +98,7 @@ func fromStore(sj store.Job) lifecycle.Job {
 // the attempt); it returns the others.
 func (d *Daemon) applyLocked(lj *liveJob, prev, next lifecycle.Job, acts []lifecycle.Action) []lifecycle.Action {
 	lj.job = next
+	d.trackLocked(lj)
 	var later []lifecycle.Action
 	for _, a := range acts {
 		switch a := a.(type) {
@@ -143,7 +144,6 @@ func (d *Daemon) applyLocked(lj *liveJob, prev, next lifecycle.Job, acts []lifec
 		d.kick()
 	}
 	if next.State.Terminal() {
-		delete(d.jobs, next.ID)
 		if next.State == lifecycle.Done && !rec.Started.IsZero() && rec.Placement != nil {
 			d.rates[next.Type].completion(float64(len(hostsOf(rec.Placement))) * rec.Finished.Sub(rec.Started).Seconds())
 		}
@@ -406,7 +406,7 @@ type lostJob struct {
 // jobsOnLostHostsLocked lists the live jobs placed on an unreachable host.
 func (d *Daemon) jobsOnLostHostsLocked() []lostJob {
 	var out []lostJob
-	for _, j := range d.jobs {
+	for _, j := range d.placedLocked() {
 		for _, h := range j.hostNames() {
 			if rt := d.hosts[h]; rt != nil && !rt.reachable {
 				out = append(out, lostJob{job: j, attempt: j.job.Record.Attempts, host: h})

@@ -57,8 +57,12 @@ func (d *Daemon) jobViewLocked(lj *liveJob, sj store.Job) api.Job {
 		v.Spec, v.Name = spec, spec.Name
 	}
 	rec := decodeRecord(sj.Data)
-	if lj != nil && lj.job.State == lifecycle.Queued && lj.waiting != "" && sj.State == lifecycle.Queued {
-		v.Reason = "waiting: " + lj.waiting
+	if lj != nil && lj.job.State == lifecycle.Queued && sj.State == lifecycle.Queued {
+		if why := d.noRoom[lj.typ()]; why != "" {
+			v.Reason = "waiting: " + why
+		} else if lj.waiting != "" {
+			v.Reason = "waiting: " + lj.waiting
+		}
 	}
 	v.Placement, v.Attempts, v.PredictedSeconds = rec.Placement, rec.Attempts, rec.Predicted
 	v.VMs = rec.VMs

@@ -24,7 +24,9 @@ type liveJob struct {
 	spec      *selection.Job
 	submitted time.Time
 	// waiting says why a queued job is not planned yet.
-	waiting  string
+	waiting string
+	// indexed is the state the job's index entry is for ("": none).
+	indexed  lifecycle.State
 	lastTune time.Time
 	// runs holds what runs for the job's attempts, by number, while
 	// something does.

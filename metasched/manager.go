@@ -91,10 +91,9 @@ func (d *Daemon) policyInputsLocked(now time.Time) policy.Inputs {
 		in.Pools[i] = policy.PoolInput{Name: jt.Name, Arrival: r.arrivalRate(now), Service: r.serviceRate(), HoldingCost: jt.HoldingCost}
 		in.Transit[i] = make([]int, len(d.types))
 	}
-	for _, j := range d.jobs {
-		if i, ok := idx[j.typ()]; ok {
-			in.Pools[i].Jobs++
-		}
+	for i, jt := range d.types {
+		c := d.countsLocked(jt.Name)
+		in.Pools[i].Jobs = c.queued + c.placed
 	}
 	for _, name := range d.order {
 		h := d.hosts[name]

@@ -42,6 +42,7 @@ type metrics struct {
 	solve      prometheus.Histogram
 	migrations *prometheus.CounterVec
 	candidates *prometheus.CounterVec
+	rounds     *prometheus.CounterVec
 }
 
 // newMetrics returns the metrics of d, registered with the Go runtime's and
@@ -67,7 +68,13 @@ func newMetrics(d *Daemon) *metrics {
 			Name: "metasched_tuning_candidates_total",
 			Help: "Bandwidth tuning candidates evaluated, by outcome (rejected, not_chosen, carrying_out).",
 		}, []string{"outcome"}),
+		rounds: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "metasched_dispatch_rounds_total",
+			Help: "Dispatcher rounds, by kind: planned (the queues were planned) or skipped (hosts and queues as the last round left them).",
+		}, []string{"kind"}),
 	}
+	m.rounds.WithLabelValues("planned")
+	m.rounds.WithLabelValues("skipped")
 	for _, kind := range []string{gramvm.ActionConsolidate, gramvm.ActionShrink} {
 		for _, out := range []string{tuneDone, tuneFailed} {
 			m.migrations.WithLabelValues(kind, out)
@@ -79,7 +86,7 @@ func newMetrics(d *Daemon) *metrics {
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.plan, m.solve, m.migrations, m.candidates,
+		m.plan, m.solve, m.migrations, m.candidates, m.rounds,
 		newStateCollector(d),
 	)
 	return m

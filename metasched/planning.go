@@ -38,7 +38,7 @@ func (d *Daemon) freeLocked(pool string, vm selection.VM) map[string][]string {
 // predicted run time).
 func (d *Daemon) runningJobsLocked(now time.Time) []gramvm.RunningJob {
 	var out []gramvm.RunningJob
-	for _, j := range d.jobs {
+	for _, j := range d.index.placed {
 		rec := j.job.Record
 		if j.job.State != lifecycle.Running || rec.Placement == nil {
 			continue

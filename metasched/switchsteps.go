@@ -87,6 +87,7 @@ func (d *Daemon) chooseReleaseLocked(pool string, exclude []string) (string, []*
 	best, bestJobs, bestLost := "", 0, 0.0
 	var victims []*liveJob
 	spared := 0
+	placed := d.placedLocked()
 	for _, name := range d.order {
 		h := d.hosts[name]
 		if !h.serves(pool) || slices.Contains(exclude, name) {
@@ -94,7 +95,7 @@ func (d *Daemon) chooseReleaseLocked(pool string, exclude []string) (string, []*
 		}
 		var on []*liveJob
 		lost, protected := 0.0, false
-		for _, j := range d.jobs {
+		for _, j := range placed {
 			if !j.onHost(name) {
 				continue
 			}

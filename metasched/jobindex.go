@@ -1,0 +1,109 @@
+package metasched
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/metasched/metasched/metasched/lifecycle"
+)
+
+// The live jobs indexed by what the loops ask of them, so that their cost
+// follows the jobs placed on hosts and the hosts, not the backlog: a queue
+// per pool in ID order (oldest first) for the dispatcher, the placed jobs
+// (planned, provisioning or running) for the hosts' views and the switches,
+// and per pool the count of queued and placed jobs for the policy and the
+// pools' view. d.jobs holds every live job; the index follows each job's
+// state as committed (trackLocked after every change).
+
+// jobIndex is the index; the daemon's lock guards it.
+type jobIndex struct {
+	queues map[string][]*liveJob // pool → queued jobs in ID order
+	placed map[string]*liveJob   // planned, provisioning or running
+	counts map[string]*poolCount // pool → its live jobs
+	// queueGen changes whenever a job joins a queue.
+	queueGen uint64
+}
+
+type poolCount struct{ queued, placed int }
+
+func newJobIndex() jobIndex {
+	return jobIndex{queues: map[string][]*liveJob{}, placed: map[string]*liveJob{}, counts: map[string]*poolCount{}}
+}
+
+// addJobLocked makes a job live: in d.jobs and the index.
+func (d *Daemon) addJobLocked(lj *liveJob) {
+	d.jobs[lj.id()] = lj
+	d.trackLocked(lj)
+}
+
+// trackLocked moves the job in the index to where its state puts it, and
+// out of it (and d.jobs) when it has ended.
+func (d *Daemon) trackLocked(lj *liveJob) {
+	st := lj.job.State
+	if st.Terminal() {
+		delete(d.jobs, lj.id())
+		st = ""
+	}
+	if lj.indexed == st {
+		return
+	}
+	ix := &d.index
+	c := ix.counts[lj.typ()]
+	if c == nil {
+		c = &poolCount{}
+		ix.counts[lj.typ()] = c
+	}
+	switch lj.indexed {
+	case lifecycle.Queued:
+		q := ix.queues[lj.typ()]
+		if i, ok := slices.BinarySearchFunc(q, lj.id(), byID); ok {
+			ix.queues[lj.typ()] = slices.Delete(q, i, i+1)
+		}
+		c.queued--
+	case lifecycle.Planned, lifecycle.Provisioning, lifecycle.Running:
+		if st == lifecycle.Planned || st == lifecycle.Provisioning || st == lifecycle.Running {
+			lj.indexed = st // still placed
+			return
+		}
+		delete(ix.placed, lj.id())
+		c.placed--
+	}
+	switch st {
+	case lifecycle.Queued:
+		q := ix.queues[lj.typ()]
+		i, _ := slices.BinarySearchFunc(q, lj.id(), byID)
+		ix.queues[lj.typ()] = slices.Insert(q, i, lj)
+		c.queued++
+		ix.queueGen++
+	case lifecycle.Planned, lifecycle.Provisioning, lifecycle.Running:
+		ix.placed[lj.id()] = lj
+		c.placed++
+	}
+	lj.indexed = st
+}
+
+func byID(j *liveJob, id string) int { return strings.Compare(j.id(), id) }
+
+// queuedLocked is the pool's queue, oldest first (a copy).
+func (d *Daemon) queuedLocked(pool string) []*liveJob {
+	return slices.Clone(d.index.queues[pool])
+}
+
+// countsLocked is the pool's count of live jobs.
+func (d *Daemon) countsLocked(pool string) poolCount {
+	if c := d.index.counts[pool]; c != nil {
+		return *c
+	}
+	return poolCount{}
+}
+
+// placedLocked lists the planned, provisioning and running jobs in ID
+// order.
+func (d *Daemon) placedLocked() []*liveJob {
+	out := make([]*liveJob, 0, len(d.index.placed))
+	for _, j := range d.index.placed {
+		out = append(out, j)
+	}
+	slices.SortFunc(out, func(a, b *liveJob) int { return strings.Compare(a.id(), b.id()) })
+	return out
+}
