@@ -42,8 +42,8 @@ const benchJob = "name: bench\ntype: sim\ntasks: 1000000\ntask_ops: 1.0e11\ntask
 
 // benchDaemon runs the benchmarks' daemon with a durable store until the
 // benchmark ends and returns a client of it whose HTTP client keeps
-// enough idle connections for conns concurrent callers.
-func benchDaemon(b *testing.B, conns int) (*metasched.Daemon, *client.Client) {
+// enough idle connections for conns concurrent callers, and its URL.
+func benchDaemon(b *testing.B, conns int) (*metasched.Daemon, *client.Client, string) {
 	b.Helper()
 	cfg, grid, err := demo.Config(b.TempDir(), "127.0.0.1:0")
 	if err != nil {
@@ -85,7 +85,7 @@ func benchDaemon(b *testing.B, conns int) (*metasched.Daemon, *client.Client) {
 		}
 	})
 	fillSimPool(b, c)
-	return d, c
+	return d, c, "http://" + ln.Addr().String()
 }
 
 // fillSimPool submits long sim jobs until one waits for a free host.
@@ -118,7 +118,7 @@ func fillSimPool(b *testing.B, c *client.Client) {
 // CPU and reports the submissions per second.
 func BenchmarkSubmitAPI(b *testing.B) {
 	const perCPU = 32
-	d, c := benchDaemon(b, perCPU*64)
+	d, c, _ := benchDaemon(b, perCPU*64)
 	ctx := context.Background()
 	before, err := d.Store().Jobs(ctx, store.JobFilter{})
 	if err != nil {
@@ -161,7 +161,7 @@ func BenchmarkSubmitAPIAt500(b *testing.B) {
 		rate = 500
 		n    = 2500
 	)
-	_, c := benchDaemon(b, 512)
+	_, c, _ := benchDaemon(b, 512)
 	ctx := context.Background()
 	var all []time.Duration
 	var offered float64
