@@ -9,11 +9,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/rs/zerolog"
 
 	"github.com/metasched/metasched/hypervisorproxy/client"
 	"github.com/metasched/metasched/internal/slowclient"
@@ -142,8 +145,61 @@ func TestSlowClientsAtTheFileLimit(t *testing.T) {
 	})
 }
 
+// Go raises a process's soft limit of open files to (one below) its hard
+// limit when it starts (Go 1.19 and later), so serve and the agent do not
+// do it themselves: the agent started with a soft limit of 256 runs with
+// its hard limit.
+func TestOpenFileLimitRaised(t *testing.T) {
+	bin := buildBinary(t)
+	var hard syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &hard); err != nil {
+		t.Fatal(err)
+	}
+	if hard.Max <= 257 {
+		t.Skipf("the hard limit of open files is %d: nothing to raise", hard.Max)
+	}
+	site, _ := agentSite(t)
+	_, pid := startAgentBin(t, bin, site, "ulimit -S -n 256 && ")
+	limits, err := os.ReadFile(fmt.Sprintf("/proc/%d/limits", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(limits), "\n") {
+		if rest, ok := strings.CutPrefix(line, "Max open files"); ok {
+			f := append(strings.Fields(rest), "", "")
+			soft, _ := strconv.ParseUint(f[0], 10, 64)
+			maxim, _ := strconv.ParseUint(f[1], 10, 64)
+			t.Logf("started with a soft limit of 256 open files, the agent runs with %d (hard limit %d)", soft, maxim)
+			if soft+1 < maxim || maxim != hard.Max {
+				t.Errorf("the agent runs with %d open files at most (hard limit %d), want its hard limit %d", soft, maxim, hard.Max)
+			}
+			return
+		}
+	}
+	t.Fatalf("no limit of open files in /proc/%d/limits:\n%s", pid, limits)
+}
+
 // tail returns the last n lines of s.
 func tail(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// serve and agent warn when the limit of open files leaves little room
+// beyond the cap on unproven connections.
+func TestWarnFileLimit(t *testing.T) {
+	var l syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		cap  int
+		warn bool
+	}{{int(l.Cur) - fileRoom + 1, true}, {int(l.Cur) - fileRoom, false}} {
+		var buf strings.Builder
+		warnFileLimit(zerolog.New(&buf), tc.cap)
+		if got := strings.Contains(buf.String(), "the limit of open files leaves fewer than 256"); got != tc.warn {
+			t.Errorf("limit %d, cap %d: warned %v (%q), want %v", l.Cur, tc.cap, got, buf.String(), tc.warn)
+		}
+	}
 }
