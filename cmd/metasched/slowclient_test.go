@@ -19,6 +19,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/metasched/metasched/hypervisorproxy/client"
+	"github.com/metasched/metasched/internal/httpsrv"
 	"github.com/metasched/metasched/internal/slowclient"
 	metaclient "github.com/metasched/metasched/metasched/client"
 )
@@ -102,16 +103,18 @@ func limitOpenFiles(t *testing.T, pid, room int) int {
 }
 
 // TestSlowClientsAtTheFileLimit is the attack as it was met: the real
-// daemon and the real agent, each limited to its open files plus 100, get
-// 300 slow requests from 127.0.0.1 (each declares a body of 100,000 bytes
-// and sends one byte: POST /login to the daemon, POST /v1/vms to the
-// agent); a valid request from the same address must still be answered.
-// Without the cap on unproven connections both servers held every slow
-// connection, ran out of file descriptors (accept4: too many open files)
-// and left the valid request waiting.
+// daemon and the real agent, each limited to its open files plus the room
+// their default caps ask for (max_unproven_connections and 256 more: see
+// warnFileLimit), get 100 slow requests more than that from 127.0.0.1
+// (each declares a body of 100,000 bytes and sends one byte: POST /login
+// to the daemon, POST /v1/vms to the agent); a valid request from the same
+// address must still be answered. Without the cap on unproven connections
+// both servers held every slow connection, ran out of file descriptors
+// (accept4: too many open files) and left the valid request waiting.
 func TestSlowClientsAtTheFileLimit(t *testing.T) {
 	bin := buildBinary(t)
-	const slow, room = 300, 100
+	const room = httpsrv.DefaultMaxUnproven + fileRoom
+	const slow = room + 100
 	t.Run("serve", func(t *testing.T) {
 		dir := t.TempDir()
 		data := filepath.Join(dir, "data")

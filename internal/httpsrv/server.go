@@ -3,7 +3,9 @@
 // answer, and a cap on the connections that have not yet proven
 // themselves (no request on them has been authenticated), per client
 // address and in all, which closes the oldest of them rather than refuse
-// a newcomer. Authenticated connections are never capped.
+// a newcomer (per address, only those that stayed unproven for a grace
+// period: a burst of new connections is not a slow client). Authenticated
+// connections are never capped.
 //
 // The design is described in docs/design.md of the repository, section
 // "Slow clients".
@@ -32,6 +34,10 @@ const (
 	// DefaultIdleTimeout bounds the wait for the next request on a
 	// kept-alive connection.
 	DefaultIdleTimeout = 2 * time.Minute
+	// DefaultGrace is how long a new connection may stay unproven before
+	// the cap per address may close it: a client sends its request at
+	// once, and it is authenticated within milliseconds.
+	DefaultGrace = time.Second
 	// DefaultMaxUnproven caps the unproven connections in all.
 	DefaultMaxUnproven = 1024
 	// DefaultMaxUnprovenPerAddress caps the unproven connections of one
@@ -44,6 +50,9 @@ const (
 // Timeouts of a Server; zero means the default.
 type Timeouts struct {
 	ReadHeader, Read, Write, Idle time.Duration
+	// Grace is how long a connection may stay unproven before the cap
+	// per address may close it.
+	Grace time.Duration
 }
 
 // Limits of a Server: the caps on unproven connections; zero means the
@@ -75,6 +84,7 @@ func (c Config) WithDefaults() Config {
 	def(&c.Read, DefaultReadTimeout)
 	def(&c.Write, DefaultWriteTimeout)
 	def(&c.Idle, DefaultIdleTimeout)
+	def(&c.Grace, DefaultGrace)
 	if c.MaxUnproven <= 0 {
 		c.MaxUnproven = DefaultMaxUnproven
 	}
@@ -104,7 +114,7 @@ type Stats struct {
 // New returns a server of h.
 func New(h http.Handler, cfg Config) *Server {
 	cfg = cfg.WithDefaults()
-	g := newGuard(cfg.Limits, cfg.Logger)
+	g := newGuard(cfg.Limits, cfg.Grace, cfg.Logger)
 	s := &Server{cfg: cfg, g: g}
 	s.srv = &http.Server{
 		Handler:           s.deadlines(h),
@@ -133,10 +143,16 @@ func (s *Server) Serve(ln net.Listener) error {
 
 // Shutdown stops accepting and waits (until ctx ends) for the requests in
 // flight (http.Server.Shutdown).
-func (s *Server) Shutdown(ctx context.Context) error { return s.srv.Shutdown(ctx) }
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.g.stop()
+	return s.srv.Shutdown(ctx)
+}
 
 // Close closes the listeners and every connection (http.Server.Close).
-func (s *Server) Close() error { return s.srv.Close() }
+func (s *Server) Close() error {
+	s.g.stop()
+	return s.srv.Close()
+}
 
 // Stats counts the server's connections now.
 func (s *Server) Stats() Stats { return s.g.stats() }

@@ -89,12 +89,14 @@ func waitStats(t *testing.T, srv *httpsrv.Server, what string, ok func(httpsrv.S
 }
 
 // Slow clients from one address: the oldest beyond the cap per address
-// are closed, a newcomer with the token gets through, its connection is
-// proven and outlives the next flood, and a connection that sent the
-// token before its body stalled is never closed for a cap.
+// are closed once their grace has run out (a sweep closes them: no other
+// connection comes), a newcomer with the token gets through, its
+// connection is proven and outlives the next flood, and a connection that
+// sent the token before its body stalled is never closed for a cap.
 func TestOldestUnprovenClosedPerAddress(t *testing.T) {
 	const perAddr, slow = 8, 30
-	srv, addr := serve(t, api(), httpsrv.Config{Limits: httpsrv.Limits{MaxUnproven: 1000, MaxUnprovenPerAddress: perAddr}})
+	srv, addr := serve(t, api(), httpsrv.Config{Limits: httpsrv.Limits{MaxUnproven: 1000, MaxUnprovenPerAddress: perAddr},
+		Timeouts: httpsrv.Timeouts{Grace: 50 * time.Millisecond}})
 	authed := slowConn(t, addr, "", token) // proven at once: its body will never come
 	waitStats(t, srv, "the authenticated slow connection", func(s httpsrv.Stats) bool { return s.Proven == 1 })
 	var conns []net.Conn
@@ -137,7 +139,7 @@ func TestOldestUnprovenClosedPerAddress(t *testing.T) {
 	for range slow {
 		slowConn(t, addr, "", "")
 	}
-	// 22 closed by the first flood, 1 by the valid request, 29 now.
+	// Of the 60 slow connections, the 8 newest are left.
 	waitStats(t, srv, "the second flood accepted", func(s httpsrv.Stats) bool { return s.Closed == 2*slow-perAddr })
 	if !get() {
 		t.Error("the proven connection was not reused: the flood closed it")
@@ -156,25 +158,70 @@ func TestOldestUnprovenClosedPerAddress(t *testing.T) {
 	}
 }
 
-// The cap in all closes the oldest unproven connections, whatever their
-// address.
+// The cap in all closes at once, whatever their age, the oldest unproven
+// connections of the address that holds the most: a flood from one
+// address does not close another's connections.
 func TestOldestUnprovenClosedInAll(t *testing.T) {
-	const total, each = 10, 6
-	srv, addr := serve(t, api(), httpsrv.Config{Limits: httpsrv.Limits{MaxUnproven: total, MaxUnprovenPerAddress: 8}})
+	const total = 10
+	srv, addr := serve(t, api(), httpsrv.Config{Limits: httpsrv.Limits{MaxUnproven: total, MaxUnprovenPerAddress: total},
+		Timeouts: httpsrv.Timeouts{Grace: time.Hour}})
 	var conns []net.Conn
-	for i, local := range []string{"127.0.0.1", "127.0.0.2"} {
-		for range each {
-			conns = append(conns, slowConn(t, addr, local, ""))
+	for _, c := range []struct {
+		local string
+		n     int
+	}{{"127.0.0.1", 9}, {"127.0.0.2", 3}} {
+		for range c.n {
+			conns = append(conns, slowConn(t, addr, c.local, ""))
+			waitStats(t, srv, "the slow connection accepted", func(s httpsrv.Stats) bool { return s.Unproven+int(s.Closed) == len(conns) })
 		}
-		waitStats(t, srv, "the slow connections accepted", func(s httpsrv.Stats) bool { return s.Unproven+int(s.Closed) == (i+1)*each })
 	}
-	for i, c := range conns[:2*each-total] {
+	// 9 from .1, then the third of .2 makes 12: the 2 oldest of .1 go.
+	for i, c := range conns[:2] {
 		if !slowclient.ClosedByServer(c) {
-			t.Fatalf("slow connection %d (one of the oldest in all) is still open", i)
+			t.Fatalf("slow connection %d (the oldest of the address holding the most) is still open", i)
 		}
 	}
-	if s := srv.Stats(); s.Unproven != total || s.Closed != 2*each-total {
-		t.Errorf("%+v, want %d unproven and %d closed", s, total, 2*each-total)
+	if s := srv.Stats(); s.Unproven != total || s.Closed != 2 {
+		t.Errorf("%+v, want %d unproven and 2 closed", s, total)
+	}
+}
+
+// A burst of new connections from one address, far over the cap per
+// address, is not closed: each proves itself with its request before its
+// grace (here an hour) runs out.
+func TestBurstIsNotClosed(t *testing.T) {
+	const burst = 300
+	srv, addr := serve(t, api(), httpsrv.Config{Limits: httpsrv.Limits{MaxUnprovenPerAddress: 8},
+		Timeouts: httpsrv.Timeouts{Grace: time.Hour}})
+	start := make(chan struct{})
+	errs := make(chan error, burst)
+	for range burst {
+		go func() {
+			client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+			req, _ := http.NewRequest("POST", "http://"+addr+"/v1/vms", strings.NewReader("{}"))
+			req.Header.Set("Authorization", "Bearer "+token)
+			<-start
+			resp, err := client.Do(req)
+			if err == nil {
+				_, err = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 {
+					err = fmt.Errorf("status %d", resp.StatusCode)
+				}
+			}
+			errs <- err
+		}()
+	}
+	close(start)
+	failed := 0
+	for range burst {
+		if err := <-errs; err != nil {
+			failed++
+			t.Log(err)
+		}
+	}
+	if s := srv.Stats(); failed > 0 || s.Closed != 0 {
+		t.Errorf("%d of %d requests of a burst failed; %+v", failed, burst, s)
 	}
 }
 
