@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/metasched/metasched/graph"
+	"github.com/metasched/metasched/internal/httpsrv"
 )
 
 // Connector opens a host's hypervisor. onReconnect must be called after the
@@ -27,6 +28,9 @@ type Config struct {
 	Logger  zerolog.Logger
 	// Now is the clock of timestamps (default time.Now).
 	Now func() time.Time
+	// HTTP overrides the timeouts of the API's server (Serve); zero
+	// fields keep httpsrv's defaults.
+	HTTP httpsrv.Timeouts
 }
 
 // Agent is one site's hypervisor proxy: it manages the site's hosts and
@@ -42,6 +46,8 @@ type Agent struct {
 	now     func() time.Time
 	dataDir string
 	tmpDir  string // removed by Close
+
+	httpTimeouts httpsrv.Timeouts
 
 	mu    sync.Mutex
 	hosts []*host
@@ -64,6 +70,7 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 	a := &Agent{
 		site: cfg.Site, token: cfg.Token, connect: cfg.Connect, log: cfg.Logger, now: cfg.Now,
 		dataDir: cfg.Site.DataDir, vms: map[string]*vm{}, ports: newMigrationPorts(cfg.Site.MigrationPorts),
+		httpTimeouts: cfg.HTTP,
 	}
 	if a.now == nil {
 		a.now = time.Now

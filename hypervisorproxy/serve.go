@@ -6,12 +6,18 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/metasched/metasched/internal/httpsrv"
 )
 
 // Serve serves the agent's API on ln until ctx is done, then stops
-// accepting and gives the requests in flight up to 10 s to finish.
+// accepting and gives the requests in flight up to 10 s to finish. The
+// server has the timeouts of httpsrv (Config.HTTP overrides them) and caps
+// the connections no request has authenticated yet at the site file's
+// max_unproven_connections and max_unproven_per_address.
 func (a *Agent) Serve(ctx context.Context, ln net.Listener) error {
-	srv := &http.Server{Handler: a.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := httpsrv.New(a.Handler(), httpsrv.Config{Timeouts: a.httpTimeouts, Logger: a.log,
+		Limits: httpsrv.Limits{MaxUnproven: a.site.MaxUnproven, MaxUnprovenPerAddress: a.site.MaxUnprovenPerAddress}})
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
+	"time"
 
 	"github.com/metasched/metasched/internal/httpx"
 )
@@ -60,6 +62,9 @@ func (a *Agent) Handler() http.Handler {
 		return a.Probe(r.Context(), p)
 	}))
 	api.HandleFunc("PUT /v1/probe/sink", func(w http.ResponseWriter, r *http.Request) {
+		// A probe's stream may take as long as the longest probe, beyond
+		// the server's read timeout (the token has been checked).
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(MaxProbeTimeout + time.Minute))
 		res, err := sink(r.Body, MaxProbeBytes)
 		reply(w, http.StatusOK, res, err)
 	})
@@ -110,6 +115,8 @@ func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 		msg = fmt.Sprintf("not valid JSON at byte %d: %v", se.Offset, se)
 	case errors.As(err, &me):
 		msg = fmt.Sprintf("the body exceeds %d bytes", me.Limit)
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		msg = "the body did not arrive within the server's read timeout: the request is dropped"
 	case errors.Is(err, io.EOF):
 		msg = "the body is empty: a JSON object is required"
 	case strings.HasPrefix(msg, "json: unknown field "):

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/metasched/metasched/internal/httpsrv"
 	"github.com/metasched/metasched/internal/yamlx"
 )
 
@@ -28,7 +29,10 @@ import (
 // agent keeps its record of VMs and the host files of generated test hosts;
 // default: a temporary directory, and the record is then lost with the
 // agent), migration_progress_timeout (abort a live migration that moves no
-// data for that long; default 60s) and, per host, migration_address (the
+// data for that long; default 60s), max_unproven_connections and
+// max_unproven_per_address (the caps on the API's connections that no
+// request has authenticated yet, in all and per client address; default
+// 1024 and 64: see package httpsrv) and, per host, migration_address (the
 // address other hosts reach it at for live migrations; default: the host of
 // its URI, or 127.0.0.1). Relative paths are relative to the site file's
 // directory.
@@ -43,6 +47,8 @@ type Site struct {
 	Hosts                    []SiteHost
 	MigrationPorts           [2]int
 	MigrationProgressTimeout time.Duration
+	// The caps on unproven connections of the API (httpsrv.Limits).
+	MaxUnproven, MaxUnprovenPerAddress int
 }
 
 // SiteHost is one host of a site file.
@@ -64,7 +70,7 @@ var DefaultMigrationPorts = [2]int{49152, 49215}
 
 var (
 	siteFields = []string{"site", "listen", "token_file", "switch_delay", "grid", "pool", "data_dir",
-		"hosts", "migration_ports", "migration_progress_timeout"}
+		"hosts", "migration_ports", "migration_progress_timeout", "max_unproven_connections", "max_unproven_per_address"}
 	siteHostFields = []string{"name", "uri", "pool", "migration_address"}
 )
 
@@ -131,6 +137,8 @@ func ParseSite(file string, data []byte) (*Site, error) {
 	if s.MigrationProgressTimeout == 0 {
 		top.Errorf("migration_progress_timeout", "must be > 0")
 	}
+	caps := httpsrv.ParseLimits(top)
+	s.MaxUnproven, s.MaxUnprovenPerAddress = caps.MaxUnproven, caps.MaxUnprovenPerAddress
 	if top.Has("grid") {
 		s.Grid = path("grid", false)
 	}

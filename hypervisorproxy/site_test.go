@@ -9,6 +9,7 @@ import (
 
 	"github.com/metasched/metasched/graph"
 	hp "github.com/metasched/metasched/hypervisorproxy"
+	"github.com/metasched/metasched/internal/httpsrv"
 )
 
 func TestParseSite(t *testing.T) {
@@ -25,6 +26,8 @@ hosts:
 migration_ports: 50000-50009
 migration_progress_timeout: 2m
 data_dir: /var/lib/ms
+max_unproven_connections: 200
+max_unproven_per_address: 20
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -32,6 +35,7 @@ data_dir: /var/lib/ms
 	want := &hp.Site{
 		Site: "spain", Listen: "0.0.0.0:9101", TokenFile: "/etc/ms/token", SwitchDelay: 90 * time.Second,
 		Pool: "render", DataDir: "/var/lib/ms", MigrationPorts: [2]int{50000, 50009}, MigrationProgressTimeout: 2 * time.Minute,
+		MaxUnproven: 200, MaxUnprovenPerAddress: 20,
 		Hosts: []hp.SiteHost{
 			{Name: "spain-0", URI: "qemu+unix:///session?socket=/run/a/libvirt-sock", Pool: "render"},
 			{Name: "spain-1", URI: "qemu+ssh://node1.example/system", Pool: "batch"},
@@ -47,7 +51,8 @@ data_dir: /var/lib/ms
 		t.Fatal(err)
 	}
 	want = &hp.Site{Site: "lab", Listen: hp.DefaultListen, TokenFile: "/t", Grid: "g.yaml",
-		MigrationPorts: hp.DefaultMigrationPorts, MigrationProgressTimeout: hp.DefaultProgressTimeout}
+		MigrationPorts: hp.DefaultMigrationPorts, MigrationProgressTimeout: hp.DefaultProgressTimeout,
+		MaxUnproven: httpsrv.DefaultMaxUnproven, MaxUnprovenPerAddress: httpsrv.DefaultMaxUnprovenPerAddress}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("defaults (-want +got):\n%s", diff)
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/metasched/metasched/internal/httpsrv"
 	"github.com/metasched/metasched/internal/yamlx"
 	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/policy"
@@ -31,11 +32,13 @@ import (
 // default 0s) and on_agent_loss (what happens to the jobs of an unreachable
 // agent: requeue, the default, or fail), and min_pool_hosts (the fewest hosts
 // the policy may leave a pool, default 2: a master-worker job needs a
-// master's host and a worker's), and hold_after (how long a queued job
-// that cannot run waits before it holds the hosts of its best plan on its
-// empty pool, so that younger jobs backfill only around it: default 1m, at
-// most 24h). Relative paths are relative to the file's
-// directory.
+// master's host and a worker's), hold_after (how long a queued job that
+// cannot run waits before it holds the hosts of its best plan on its empty
+// pool, so that younger jobs backfill only around it: default 1m, at most
+// 24h), and max_unproven_connections and max_unproven_per_address (the caps
+// on the API's connections that no request has authenticated yet, in all
+// and per client address; default 1024 and 64: see package httpsrv).
+// Relative paths are relative to the file's directory.
 type Config struct {
 	Listen       string
 	DataDir      string
@@ -48,6 +51,9 @@ type Config struct {
 	OnAgentLoss  string
 	MinPoolHosts int
 	HoldAfter    time.Duration
+	// Unproven caps the HTTP connections no request has authenticated yet
+	// (zero fields: httpsrv's defaults).
+	Unproven httpsrv.Limits
 }
 
 // AgentConfig is a remote site agent.
@@ -93,7 +99,7 @@ var (
 )
 
 var (
-	configFields   = []string{"listen", "data_dir", "grid", "job_types", "agents", "policy", "executor", "switch_delay", "on_agent_loss", "min_pool_hosts", "hold_after"}
+	configFields   = append([]string{"listen", "data_dir", "grid", "job_types", "agents", "policy", "executor", "switch_delay", "on_agent_loss", "min_pool_hosts", "hold_after"}, httpsrv.LimitFields...)
 	jobTypeFields  = []string{"name", "vm", "holding_cost"}
 	vmFields       = []string{"vcpus", "memory_mib"}
 	agentFields    = []string{"site", "address", "token_file"}
@@ -260,6 +266,7 @@ func ParseConfig(file string, data []byte) (*Config, error) {
 		}
 		c.MinPoolHosts = n
 	}
+	c.Unproven = httpsrv.ParseLimits(top)
 	if err := d.Err(); err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/metasched/metasched/internal/httpsrv"
 	"github.com/metasched/metasched/metasched/api"
 )
 
@@ -25,6 +26,8 @@ executor: {name: emulated, time_scale: 0.01}
 switch_delay: 2s
 on_agent_loss: fail
 hold_after: 90s
+max_unproven_connections: 300
+max_unproven_per_address: 30
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -36,6 +39,7 @@ hold_after: 90s
 		Policy:   PolicyConfig{Name: "optimal", Table: "/etc/ms/render.policy"},
 		Executor: ExecutorConfig{Name: "emulated", TimeScale: 0.01}, SwitchDelay: 2 * time.Second, OnAgentLoss: "fail", MinPoolHosts: 2,
 		HoldAfter: 90 * time.Second,
+		Unproven:  httpsrv.Limits{MaxUnproven: 300, MaxUnprovenPerAddress: 30},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
@@ -47,7 +51,8 @@ hold_after: 90s
 	want = &Config{Listen: DefaultListen, DataDir: DefaultDataDir, Grid: "g.yaml",
 		JobTypes: []api.JobType{{Name: "a", VCPUs: 1, MemoryMiB: 64, HoldingCost: 1}},
 		Policy:   PolicyConfig{Name: "heuristic", K: 5}, Executor: ExecutorConfig{Name: "emulated", TimeScale: DefaultTimeScale}, OnAgentLoss: "requeue", MinPoolHosts: 2,
-		HoldAfter: DefaultHoldAfter}
+		HoldAfter: DefaultHoldAfter,
+		Unproven:  httpsrv.Limits{MaxUnproven: httpsrv.DefaultMaxUnproven, MaxUnprovenPerAddress: httpsrv.DefaultMaxUnprovenPerAddress}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("defaults (-want +got):\n%s", diff)
 	}
@@ -85,6 +90,9 @@ func TestParseConfigErrors(t *testing.T) {
 		{"hold too long", base + "hold_after: 48h\n", `hold_after: must be at most 24h0m0s, not 48h0m0s`},
 		{"bad min pool hosts", base + "min_pool_hosts: -1\n", `min_pool_hosts: must be >= 0, not -1`},
 		{"bad agent loss", base + "on_agent_loss: panic\n", "on_agent_loss: must be one of requeue, fail"},
+		{"zero unproven", base + "max_unproven_connections: 0\n", "c.yaml: max_unproven_connections: must be a whole number within 1 and 1048576, not 0"},
+		{"unproven per address above all", base + "max_unproven_connections: 100\nmax_unproven_per_address: 101\n",
+			"c.yaml: max_unproven_per_address: must be at most max_unproven_connections (100), not 101"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := ParseConfig("c.yaml", []byte(tc.yaml))

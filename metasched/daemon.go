@@ -19,6 +19,7 @@ import (
 
 	"github.com/metasched/metasched/gramvm"
 	"github.com/metasched/metasched/graph"
+	"github.com/metasched/metasched/internal/httpsrv"
 	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/coordinator"
 	"github.com/metasched/metasched/metasched/executor"
@@ -89,6 +90,9 @@ type Options struct {
 	// timers, the times it records. nil means the real clock; tests pass a
 	// fake one and step it.
 	Clock clockwork.Clock
+	// HTTP overrides the timeouts of the API's server (Run); zero fields
+	// keep httpsrv's defaults (tests shorten them).
+	HTTP httpsrv.Timeouts
 }
 
 // ErrHang, returned by Options.Fault, makes a step never answer.
@@ -283,7 +287,10 @@ func (d *Daemon) Store() *store.Store { return d.st }
 
 // Run starts the daemon's loops and serves h (the HTTP API, package
 // httpapi) on ln until ctx ends, then stops serving, stops the loops and
-// waits for them. Jobs keep their state in the store; a later New resumes
+// waits for them. The server is an httpsrv server: its timeouts
+// (Options.HTTP overrides them) and the configuration's caps on
+// connections no request has authenticated yet (docs/design.md, "Slow
+// clients"). Jobs keep their state in the store; a later New resumes
 // them.
 func (d *Daemon) Run(ctx context.Context, ln net.Listener, h http.Handler) error {
 	ctx, cancel := context.WithCancel(ctx)
@@ -291,8 +298,8 @@ func (d *Daemon) Run(ctx context.Context, ln net.Listener, h http.Handler) error
 	d.mu.Lock()
 	d.runCtx = ctx
 	d.mu.Unlock()
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second,
-		BaseContext: func(net.Listener) context.Context { return ctx }}
+	srv := httpsrv.New(h, httpsrv.Config{Timeouts: d.opt.HTTP, Limits: d.cfg.Unproven, Logger: d.log,
+		BaseContext: func(net.Listener) context.Context { return ctx }})
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	d.loop(ctx, d.dispatchLoop)

@@ -45,6 +45,7 @@ on stderr. Ctrl-C stops the agent.`,
 			if err != nil {
 				return err
 			}
+			warnFileLimit(log, site.MaxUnproven)
 			ctx := cmd.Context()
 			a, err := hp.New(ctx, hp.Config{Site: site, Token: token, Grid: grid,
 				Connect: virt.Connector(log), Logger: log.With().Str("site", site.Site).Logger()})

@@ -15,6 +15,7 @@ import (
 
 	"github.com/metasched/metasched/graph"
 	"github.com/metasched/metasched/hypervisorproxy/virt"
+	"github.com/metasched/metasched/internal/httpsrv"
 	"github.com/metasched/metasched/metasched"
 	"github.com/metasched/metasched/metasched/dashboard"
 	"github.com/metasched/metasched/metasched/demo"
@@ -129,6 +130,7 @@ func serveCmd(ctx context.Context, e *env, f serveFlags, changed func(string) bo
 			log.Warn().Err(err).Msg("cannot become a subreaper: orphans of job commands go to init")
 		}
 	}
+	warnFileLimit(log, httpsrv.Config{Limits: cfg.Unproven}.WithDefaults().MaxUnproven)
 	// The agents log every VM operation; the daemon says what matters.
 	agentLog := log.Level(max(log.GetLevel(), zerolog.WarnLevel))
 	d, err := metasched.NewWithGrid(ctx, cfg, grid, metasched.Options{Logger: log, Connect: virt.Connector(agentLog),

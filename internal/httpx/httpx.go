@@ -13,11 +13,14 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/metasched/metasched/internal/httpsrv"
 )
 
 // Bearer serves next only for requests with "Authorization: Bearer
-// token", compared in constant time; refuse writes the 401 answer with a
-// message saying whether the token was missing or wrong.
+// token", compared in constant time, and marks their connection proven
+// (httpsrv.Prove); refuse writes the 401 answer with a message saying
+// whether the token was missing or wrong.
 func Bearer(token string, refuse func(w http.ResponseWriter, msg string), next http.Handler) http.Handler {
 	want := []byte("Bearer " + token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -30,6 +33,7 @@ func Bearer(token string, refuse func(w http.ResponseWriter, msg string), next h
 			refuse(w, "wrong bearer token")
 			return
 		}
+		httpsrv.Prove(r.Context())
 		next.ServeHTTP(w, r)
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 
 	"github.com/metasched/metasched/metasched/api"
@@ -45,6 +46,10 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	if errors.As(err, &mbe) {
 		return nil, &api.RequestError{Status: http.StatusRequestEntityTooLarge, Code: api.CodeTooLarge,
 			Msg: fmt.Sprintf("the body is larger than %d bytes", api.MaxBodyBytes)}
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return nil, &api.RequestError{Status: 400, Code: api.CodeInvalid,
+			Msg: "the body did not arrive within the server's read timeout: the request is dropped"}
 	}
 	if err != nil {
 		return nil, &api.RequestError{Status: 400, Code: api.CodeInvalid, Msg: "cannot read the body: " + err.Error()}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/metasched/metasched/gramvm"
 	hp "github.com/metasched/metasched/hypervisorproxy"
+	"github.com/metasched/metasched/internal/httpsrv"
 	"github.com/metasched/metasched/internal/httpx"
 	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/dashboard"
@@ -143,7 +144,10 @@ func (s *Server) handlers() map[string]http.HandlerFunc {
 		"POST /login":          s.serveLogin,
 		"POST /logout":         s.serveLogout,
 		"GET /v1/dashboard":    s.board.ServeState,
-		"GET /v1/events":       s.board.ServeEvents,
+		"GET /v1/events": func(w http.ResponseWriter, r *http.Request) {
+			httpsrv.Stream(r) // each event gets the write timeout, not the whole stream
+			s.board.ServeEvents(w, r)
+		},
 		"POST /v1/jobs": withJobBody(func(r *http.Request, body []byte) (any, int, error) {
 			j, err := d.Submit(r.Context(), body)
 			return j, http.StatusCreated, err

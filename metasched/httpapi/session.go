@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/metasched/metasched/internal/httpsrv"
 	"github.com/metasched/metasched/internal/httpx"
 	"github.com/metasched/metasched/metasched/api"
 )
@@ -98,6 +99,7 @@ func (s *Server) authenticate(next http.HandlerFunc) http.Handler {
 			writeError(w, http.StatusForbidden, api.APIError{Code: api.CodeForbidden,
 				Error: fmt.Sprintf("a request the session cookie authenticates must send %s: %s", CSRFHeader, csrfValue)})
 		default:
+			httpsrv.Prove(r.Context()) // the session authenticates the connection
 			next(w, r)
 		}
 	})
@@ -143,6 +145,7 @@ func (s *Server) serveLogin(w http.ResponseWriter, r *http.Request) {
 			Fields: []api.FieldError{{Field: "token", Problem: "is not this daemon's token"}}})
 		return
 	}
+	httpsrv.Prove(r.Context()) // the right token: the connection is no slow stranger
 	exp := time.Now().Add(SessionTTL).Truncate(time.Second)
 	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: s.newSession(exp), Path: "/", Expires: exp,
 		MaxAge: int(SessionTTL / time.Second), HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
