@@ -31,8 +31,9 @@ import (
 // default 0s) and on_agent_loss (what happens to the jobs of an unreachable
 // agent: requeue, the default, or fail), and min_pool_hosts (the fewest hosts
 // the policy may leave a pool, default 2: a master-worker job needs a
-// master's host and a worker's). Relative paths are relative to the file's
-// directory.
+// master's host and a worker's), and idempotency_retention (how long the
+// Idempotency-Key of a submission is kept, default and least 24h). Relative
+// paths are relative to the file's directory.
 type Config struct {
 	Listen       string
 	DataDir      string
@@ -44,6 +45,9 @@ type Config struct {
 	SwitchDelay  time.Duration
 	OnAgentLoss  string
 	MinPoolHosts int
+	// IdempotencyRetention is how long the store keeps a submission's
+	// idempotency key; 0 means DefaultIdempotencyRetention.
+	IdempotencyRetention time.Duration
 }
 
 // AgentConfig is a remote site agent.
@@ -75,6 +79,9 @@ const (
 	DefaultTimeScale = 0.001
 	DefaultHolding   = 1.0
 	DefaultMinHosts  = 2
+	// DefaultIdempotencyRetention is the default and the least retention
+	// of idempotency keys: a client may retry a submission for a day.
+	DefaultIdempotencyRetention = 24 * time.Hour
 )
 
 // Executors and what to do on an agent's loss (the policies are
@@ -85,7 +92,7 @@ var (
 )
 
 var (
-	configFields   = []string{"listen", "data_dir", "grid", "job_types", "agents", "policy", "executor", "switch_delay", "on_agent_loss", "min_pool_hosts"}
+	configFields   = []string{"listen", "data_dir", "grid", "job_types", "agents", "policy", "executor", "switch_delay", "on_agent_loss", "min_pool_hosts", "idempotency_retention"}
 	jobTypeFields  = []string{"name", "vm", "holding_cost"}
 	vmFields       = []string{"vcpus", "memory_mib"}
 	agentFields    = []string{"site", "address", "token_file"}
@@ -254,6 +261,19 @@ func ParseConfig(file string, data []byte) (*Config, error) {
 			top.Errorf("min_pool_hosts", "must be >= 0, not %d", n)
 		}
 		c.MinPoolHosts = n
+	}
+	if v, ok := top.Get("idempotency_retention", false); ok {
+		if s, ok := v.Str(); ok {
+			x, err := time.ParseDuration(s)
+			switch {
+			case err != nil:
+				v.Errorf("not a duration like 24h or 72h: %q", s)
+			case x < DefaultIdempotencyRetention:
+				v.Errorf("must be at least %s (clients may retry a submission for a day), not %s", DefaultIdempotencyRetention, x)
+			default:
+				c.IdempotencyRetention = x
+			}
+		}
 	}
 	if err := d.Err(); err != nil {
 		return nil, err

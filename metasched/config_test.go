@@ -24,6 +24,7 @@ policy: {name: optimal, table: render.policy}
 executor: {name: emulated, time_scale: 0.01}
 switch_delay: 2s
 on_agent_loss: fail
+idempotency_retention: 72h
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -34,6 +35,7 @@ on_agent_loss: fail
 		Agents:   []AgentConfig{{Site: "spain", Address: "http://127.0.0.1:9101", TokenFile: "/etc/ms/spain.token"}},
 		Policy:   PolicyConfig{Name: "optimal", Table: "/etc/ms/render.policy"},
 		Executor: ExecutorConfig{Name: "emulated", TimeScale: 0.01}, SwitchDelay: 2 * time.Second, OnAgentLoss: "fail", MinPoolHosts: 2,
+		IdempotencyRetention: 72 * time.Hour,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
@@ -80,6 +82,8 @@ func TestParseConfigErrors(t *testing.T) {
 		{"bad switch delay", base + "switch_delay: later\n", `switch_delay: not a duration like 2s or 1m: "later"`},
 		{"bad min pool hosts", base + "min_pool_hosts: -1\n", `min_pool_hosts: must be >= 0, not -1`},
 		{"bad agent loss", base + "on_agent_loss: panic\n", "on_agent_loss: must be one of requeue, fail"},
+		{"bad idempotency retention", base + "idempotency_retention: forever\n", `idempotency_retention: not a duration like 24h or 72h: "forever"`},
+		{"short idempotency retention", base + "idempotency_retention: 1h\n", "idempotency_retention: must be at least 24h0m0s (clients may retry a submission for a day), not 1h0m0s"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := ParseConfig("c.yaml", []byte(tc.yaml))

@@ -190,6 +190,9 @@ func NewWithGrid(ctx context.Context, cfg *Config, grid *graph.Grid, opt Options
 	if opt.Store.Now == nil {
 		opt.Store.Now = opt.Clock.Now
 	}
+	if opt.Store.KeyRetention == 0 {
+		opt.Store.KeyRetention = cfg.IdempotencyRetention
+	}
 	if opt.Store.OnCorrupt == nil {
 		opt.Store.OnCorrupt = func(id string, err error) {
 			d.log.Error().Err(err).Str("job", id).Msg("a job's record in the store cannot be read: left out of listings; restore the store from a backup")
@@ -255,6 +258,7 @@ func NewWithGrid(ctx context.Context, cfg *Config, grid *graph.Grid, opt Options
 	if err := d.restoreSessions(ctx); err != nil {
 		return nil, err
 	}
+	d.dropExpiredKeys(ctx)
 	if err := d.restoreSwitches(ctx); err != nil {
 		return nil, err
 	}
