@@ -282,9 +282,13 @@ func (s *Store) dropExpiredCount(tx *bolt.Tx, now time.Time, most int) (int, err
 	return len(drop), nil
 }
 
-// createNested creates the buckets of the idempotency keys (Open's
-// transaction): a bucket older code ignores, so no new layout.
+// createNested creates the buckets of the idempotency keys and of the
+// output positions (Open's transaction): buckets older code ignores, so no
+// new layout.
 func createNested(tx *bolt.Tx) error {
+	if _, err := tx.CreateBucketIfNotExists(bucketOutputs); err != nil {
+		return fmt.Errorf("create bucket %s: %w", bucketOutputs, err)
+	}
 	b, err := tx.CreateBucketIfNotExists(bucketIdem)
 	if err != nil {
 		return fmt.Errorf("create bucket %s: %w", bucketIdem, err)

@@ -746,57 +746,66 @@ func (s *Store) AppendLog(ctx context.Context, id string, line []byte) error {
 			missing = fmt.Errorf("job %q: %w", id, ErrNotFound)
 			return nil
 		}
-		b, err := tx.Bucket(bucketLogs).CreateBucketIfNotExists([]byte(id))
-		if err != nil {
-			return err
-		}
-		var size uint64
-		if v := b.Get(keyLogSize); v != nil {
-			size = binary.BigEndian.Uint64(v)
-		}
-		n, err := b.NextSequence()
-		if err != nil {
-			return err
-		}
-		if err := b.Put(u64(n), line); err != nil {
-			return err
-		}
-		size += uint64(len(line))
-		// Drop the oldest chunks, cutting the last dropped one, until the
-		// total is within bounds. Keys are collected first: deleting under
-		// a moving cursor can skip keys.
-		var drop [][]byte
-		var cutKey, cutVal []byte
-		c := b.Cursor()
-		for k, v := c.First(); size > uint64(s.maxLog) && k != nil; k, v = c.Next() {
-			if bytes.Equal(k, keyLogSize) {
-				continue
-			}
-			excess := size - uint64(s.maxLog)
-			if uint64(len(v)) <= excess {
-				drop = append(drop, slices.Clone(k))
-				size -= uint64(len(v))
-				continue
-			}
-			cutKey, cutVal = slices.Clone(k), slices.Clone(v[excess:])
-			size -= excess
-		}
-		for _, k := range drop {
-			if err := b.Delete(k); err != nil {
-				return err
-			}
-		}
-		if cutKey != nil {
-			if err := b.Put(cutKey, cutVal); err != nil {
-				return err
-			}
-		}
-		return b.Put(keyLogSize, u64(size))
+		return s.appendLogTx(tx, id, line)
 	})
 	if err != nil {
 		return fmt.Errorf("append log of job %s: %w", id, err)
 	}
 	return missing
+}
+
+// appendLogTx adds line to job id's output in tx, dropping the oldest
+// output beyond Options.MaxLogBytes.
+func (s *Store) appendLogTx(tx *bolt.Tx, id string, line []byte) error {
+	if len(line) > s.maxLog {
+		line = line[len(line)-s.maxLog:]
+	}
+	b, err := tx.Bucket(bucketLogs).CreateBucketIfNotExists([]byte(id))
+	if err != nil {
+		return err
+	}
+	var size uint64
+	if v := b.Get(keyLogSize); v != nil {
+		size = binary.BigEndian.Uint64(v)
+	}
+	n, err := b.NextSequence()
+	if err != nil {
+		return err
+	}
+	if err := b.Put(u64(n), line); err != nil {
+		return err
+	}
+	size += uint64(len(line))
+	// Drop the oldest chunks, cutting the last dropped one, until the
+	// total is within bounds. Keys are collected first: deleting under
+	// a moving cursor can skip keys.
+	var drop [][]byte
+	var cutKey, cutVal []byte
+	c := b.Cursor()
+	for k, v := c.First(); size > uint64(s.maxLog) && k != nil; k, v = c.Next() {
+		if bytes.Equal(k, keyLogSize) {
+			continue
+		}
+		excess := size - uint64(s.maxLog)
+		if uint64(len(v)) <= excess {
+			drop = append(drop, slices.Clone(k))
+			size -= uint64(len(v))
+			continue
+		}
+		cutKey, cutVal = slices.Clone(k), slices.Clone(v[excess:])
+		size -= excess
+	}
+	for _, k := range drop {
+		if err := b.Delete(k); err != nil {
+			return err
+		}
+	}
+	if cutKey != nil {
+		if err := b.Put(cutKey, cutVal); err != nil {
+			return err
+		}
+	}
+	return b.Put(keyLogSize, u64(size))
 }
 
 // Logs returns job id's kept output, oldest first.
