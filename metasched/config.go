@@ -69,6 +69,11 @@ type PolicyConfig struct {
 type ExecutorConfig struct {
 	Name      string  `json:"name"` // emulated or command
 	TimeScale float64 `json:"time_scale,omitempty"`
+	// MaxOutputBytes bounds the output kept of a command's attempt;
+	// OutputBytesPerSecond the rate its output is read at (command only;
+	// 0: executor.DefaultMaxOutput and DefaultOutputRate).
+	MaxOutputBytes       int64 `json:"max_output_bytes,omitempty"`
+	OutputBytesPerSecond int64 `json:"output_bytes_per_second,omitempty"`
 }
 
 // Defaults of a configuration.
@@ -79,6 +84,10 @@ const (
 	DefaultTimeScale = 0.001
 	DefaultHolding   = 1.0
 	DefaultMinHosts  = 2
+	// MinOutputBytes and MaxOutputBytes bound the executor's
+	// max_output_bytes and output_bytes_per_second.
+	MinOutputBytes = 1 << 10
+	MaxOutputBytes = 1 << 30
 	// DefaultIdempotencyRetention is the default and the least retention
 	// of idempotency keys: a client may retry a submission for a day.
 	DefaultIdempotencyRetention = 24 * time.Hour
@@ -97,7 +106,7 @@ var (
 	vmFields       = []string{"vcpus", "memory_mib"}
 	agentFields    = []string{"site", "address", "token_file"}
 	policyFields   = []string{"name", "K", "table", "solve"}
-	executorFields = []string{"name", "time_scale"}
+	executorFields = []string{"name", "time_scale", "max_output_bytes", "output_bytes_per_second"}
 )
 
 // ParseConfig decodes a configuration file strictly: every problem is
@@ -229,6 +238,21 @@ func ParseConfig(file string, data []byte) (*Config, error) {
 					m.Errorf("time_scale", "must be > 0 and <= 1e6, not %g", x)
 				default:
 					c.Executor.TimeScale = x
+				}
+			}
+			for _, f := range []struct {
+				key string
+				v   *int64
+			}{{"max_output_bytes", &c.Executor.MaxOutputBytes}, {"output_bytes_per_second", &c.Executor.OutputBytesPerSecond}} {
+				n, ok := m.Int(f.key, false)
+				switch {
+				case !ok:
+				case c.Executor.Name != "command":
+					m.Errorf(f.key, "applies to the command executor only")
+				case n < MinOutputBytes || n > MaxOutputBytes:
+					m.Errorf(f.key, "must be at least %d and at most %d, not %d", MinOutputBytes, MaxOutputBytes, n)
+				default:
+					*f.v = int64(n)
 				}
 			}
 			if c.Executor.Name != "emulated" {

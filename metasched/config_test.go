@@ -50,6 +50,14 @@ idempotency_retention: 72h
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("defaults (-want +got):\n%s", diff)
 	}
+	got, err = ParseConfig("serve.yaml", []byte("grid: g.yaml\njob_types: [{name: a, vm: {vcpus: 1, memory_mib: 64}}]\n"+
+		"executor: {name: command, max_output_bytes: 1048576, output_bytes_per_second: 65536}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (ExecutorConfig{Name: "command", MaxOutputBytes: 1 << 20, OutputBytesPerSecond: 1 << 16}); got.Executor != want {
+		t.Errorf("executor %+v, want %+v", got.Executor, want)
+	}
 	if s := want.Policy.String(); s != "heuristic K=5" {
 		t.Errorf("policy string %q", s)
 	}
@@ -79,6 +87,9 @@ func TestParseConfigErrors(t *testing.T) {
 		{"unknown executor", base + "executor: {name: slurm}\n", "executor.name: must be one of emulated, command"},
 		{"time scale on command", base + "executor: {name: command, time_scale: 2}\n", "executor.time_scale: applies to the emulated executor only"},
 		{"zero time scale", base + "executor: {name: emulated, time_scale: 0}\n", "executor.time_scale: must be > 0"},
+		{"output cap on emulated", base + "executor: {name: emulated, max_output_bytes: 4096}\n", "executor.max_output_bytes: applies to the command executor only"},
+		{"small output cap", base + "executor: {name: command, max_output_bytes: 10}\n", "executor.max_output_bytes: must be at least 1024 and at most 1073741824, not 10"},
+		{"zero output rate", base + "executor: {name: command, output_bytes_per_second: 0}\n", "executor.output_bytes_per_second: must be at least 1024"},
 		{"bad switch delay", base + "switch_delay: later\n", `switch_delay: not a duration like 2s or 1m: "later"`},
 		{"bad min pool hosts", base + "min_pool_hosts: -1\n", `min_pool_hosts: must be >= 0, not -1`},
 		{"bad agent loss", base + "on_agent_loss: panic\n", "on_agent_loss: must be one of requeue, fail"},

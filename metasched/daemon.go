@@ -229,7 +229,8 @@ func NewWithGrid(ctx context.Context, cfg *Config, grid *graph.Grid, opt Options
 	if d.exec == nil {
 		switch cfg.Executor.Name {
 		case "command":
-			d.exec = executor.NewCommand(d.log, executor.CommandOptions{})
+			d.exec = executor.NewCommand(d.log, executor.CommandOptions{MaxOutput: cfg.Executor.MaxOutputBytes,
+				OutputRate: cfg.Executor.OutputBytesPerSecond})
 		default:
 			d.exec = executor.NewEmulatedClock(d.log, d.clock)
 		}
@@ -278,8 +279,13 @@ func (d *Daemon) Store() *store.Store { return d.st }
 func (d *Daemon) Run(ctx context.Context, ln net.Listener, h http.Handler) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// The jobs' runs end when the daemon stops, with the cause
+	// ErrDetached: a command runs on under its supervisor, and the next
+	// start picks it up.
+	runCtx, detach := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer detach(executor.ErrDetached)
 	d.mu.Lock()
-	d.runCtx = ctx
+	d.runCtx = runCtx
 	d.mu.Unlock()
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second,
 		BaseContext: func(net.Listener) context.Context { return ctx }}
@@ -305,6 +311,7 @@ func (d *Daemon) Run(ctx context.Context, ln net.Listener, h http.Handler) error
 	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer scancel()
 	_ = srv.Shutdown(sctx)
+	detach(executor.ErrDetached)
 	cancel()
 	d.wg.Wait()
 	if errors.Is(err, http.ErrServerClosed) {
