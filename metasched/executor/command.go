@@ -164,13 +164,13 @@ func (c *Command) Run(ctx context.Context, r Run) (Result, error) {
 	if !held {
 		lock.Close()
 		log.Info().Msg("the command's supervisor runs: following it")
-		return c.follow(ctx, log, r, name, adir, nil)
+		return c.follow(ctx, log, r, name, adir, nil, true)
 	}
 	// No supervisor runs the attempt: it has ended, or never started.
 	if rec, err := readExit(adir); err == nil {
 		lock.Close()
 		log.Info().Int("exit_code", rec.ExitCode).Msg("the command's exit is on record: it does not run again")
-		return c.follow(ctx, log, r, name, adir, nil)
+		return c.follow(ctx, log, r, name, adir, nil, false)
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		lock.Close()
 		return Result{}, fmt.Errorf("job %s: %w", name, err)
@@ -185,7 +185,7 @@ func (c *Command) Run(ctx context.Context, r Run) (Result, error) {
 		return Result{}, fmt.Errorf("job %s: start the command's supervisor: %w", name, err)
 	}
 	log.Info().Strs("argv", argv).Str("hostfile", hfPath).Int("supervisor", sup.Process.Pid).Msg("command started")
-	return c.follow(ctx, log, r, name, adir, sup)
+	return c.follow(ctx, log, r, name, adir, sup, true)
 }
 
 // startSupervisor starts the attempt's supervisor, handing it the locked
@@ -217,9 +217,9 @@ func (c *Command) startSupervisor(r Run, adir, hfPath string, lock *os.File) (*e
 }
 
 // follow copies the attempt's output to r.Output while its supervisor
-// runs (sup, when this Run started it; else the one the lock shows, if
-// any), stops the command on cancel, and returns the recorded exit.
-func (c *Command) follow(ctx context.Context, log zerolog.Logger, r Run, name, adir string, sup *exec.Cmd) (Result, error) {
+// runs (sup, when this Run started it; else the one the lock shows, when
+// running), stops the command on cancel, and returns the recorded exit.
+func (c *Command) follow(ctx context.Context, log zerolog.Logger, r Run, name, adir string, sup *exec.Cmd, running bool) (Result, error) {
 	out := output(r)
 	tail := &tailer{path: filepath.Join(adir, outputName), off: r.OutputFrom}
 	defer tail.close()
@@ -234,11 +234,12 @@ func (c *Command) follow(ctx context.Context, log zerolog.Logger, r Run, name, a
 	ticker := time.NewTicker(tailEvery)
 	defer ticker.Stop()
 	var (
-		stop  error // ctx's error when the run was cancelled
-		done  = ctx.Done()
-		start = time.Now()
+		stop     error // ctx's error when the run was cancelled
+		signaled bool  // the supervisor got the stop
+		done     = ctx.Done()
+		start    = time.Now()
 	)
-	for ended := false; !ended; {
+	for ended := !running; !ended; {
 		tail.copyTo(log, out)
 		select {
 		case <-exited:
@@ -246,8 +247,9 @@ func (c *Command) follow(ctx context.Context, log zerolog.Logger, r Run, name, a
 		case <-ticker.C:
 			if sup == nil {
 				ended = !supervised(adir)
-				if !ended && stop != nil {
-					signalSupervisor(log, adir, syscall.SIGTERM) // it may not have been up to it before
+				if !ended && stop != nil && !signaled {
+					// Its record was not written yet at the cancel.
+					signaled = signalSupervisor(log, adir, syscall.SIGTERM)
 				}
 			}
 		case <-done:
@@ -260,8 +262,9 @@ func (c *Command) follow(ctx context.Context, log zerolog.Logger, r Run, name, a
 			log.Info().Err(stop).Dur("grace", c.opt.Grace).Msg("stopping the command: SIGTERM to its supervisor")
 			if sup != nil {
 				_ = sup.Process.Signal(syscall.SIGTERM)
+				signaled = true
 			} else {
-				signalSupervisor(log, adir, syscall.SIGTERM)
+				signaled = signalSupervisor(log, adir, syscall.SIGTERM)
 			}
 		}
 	}
@@ -312,18 +315,22 @@ func supervised(adir string) bool {
 
 // signalSupervisor signals the attempt's supervisor, a process this Run
 // did not start: the one its record names, if that process still is it.
-func signalSupervisor(log zerolog.Logger, adir string, sig syscall.Signal) {
+// It reports whether the signal went (or there is no supervisor left to
+// signal).
+func signalSupervisor(log zerolog.Logger, adir string, sig syscall.Signal) bool {
 	ref, err := readSupervisorRef(adir)
 	if err != nil {
-		log.Warn().Err(err).Msg("cannot find the command's supervisor to signal it")
-		return
+		log.Warn().Err(err).Msg("cannot find the command's supervisor to signal it yet")
+		return false
 	}
 	if !ref.alive() {
-		return
+		return true
 	}
 	if err := syscall.Kill(ref.pid, sig); err != nil && err != syscall.ESRCH {
 		log.Warn().Err(err).Int("supervisor", ref.pid).Msg("cannot signal the command's supervisor")
+		return false
 	}
+	return true
 }
 
 // tailer copies an output file to a writer as it grows.

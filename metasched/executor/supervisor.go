@@ -124,8 +124,9 @@ func supervise(args []string) int {
 		case <-exited:
 			running = false
 		case <-stop:
-			signal.Stop(stop)
-			stop = nil
+			if rec.Stopped {
+				continue // stopping already; a SIGTERM again must not end the supervisor
+			}
 			rec.Stopped = true
 			log.Info().Dur("grace", *grace).Msg("stopping the command: SIGTERM to its process group")
 			signalGroup(pgid, syscall.SIGTERM)

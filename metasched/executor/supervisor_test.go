@@ -330,3 +330,29 @@ func TestCommandOutputBounded(t *testing.T) {
 	}
 	t.Logf("yes for %v: %d bytes read from it, %d kept", took, rec.OutputRead, rec.OutputKept)
 }
+
+// TestSupervisorStoppedTwice: a supervisor told to stop more than once
+// stops its command once and still records how it ended (a SIGTERM again
+// must not end the supervisor itself, which would record nothing).
+func TestSupervisorStoppedTwice(t *testing.T) {
+	t.Parallel()
+	out := newWatchWriter("ready\n")
+	r := shRun(t, `trap '' TERM; echo pid=$$; echo ready; while :; do sleep 0.05; done`, out)
+	ex := executor.NewCommand(testLogger(t), executor.CommandOptions{Grace: 500 * time.Millisecond})
+	done := startRun(t, context.Background(), ex, r, out)
+	sup := supervisorPID(t, executor.AttemptDir(r.Dir, 0))
+	for range 3 {
+		if err := syscall.Kill(sup, syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	rr := waitRun(t, done)
+	if rr.err != nil {
+		t.Fatalf("Run: %v", rr.err)
+	}
+	if diff := cmp.Diff(executor.Result{ExitCode: 128 + 9, Reason: "killed by signal SIGKILL (9)"}, rr.res); diff != "" {
+		t.Errorf("result (-want +got):\n%s", diff)
+	}
+	checkGroupGone(t, pgidOf(t, out.String()))
+}
