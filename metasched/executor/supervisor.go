@@ -72,7 +72,15 @@ func supervise(args []string) int {
 	if err := BecomeSubreaper(); err != nil {
 		log.Warn().Err(err).Msg("not a subreaper: orphans of the command go to init")
 	}
-	signal.Ignore(syscall.SIGINT, syscall.SIGHUP, syscall.SIGPIPE)
+	// SIGINT and SIGHUP (none comes from a terminal: the supervisor has
+	// none) are caught and dropped, not ignored: an ignored signal would
+	// stay ignored in the command.
+	go func() {
+		dropped := make(chan os.Signal, 1)
+		signal.Notify(dropped, syscall.SIGINT, syscall.SIGHUP)
+		for range dropped {
+		}
+	}()
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGTERM)
 

@@ -356,3 +356,24 @@ func TestSupervisorStoppedTwice(t *testing.T) {
 	}
 	checkGroupGone(t, pgidOf(t, out.String()))
 }
+
+// TestCommandSignals: the command under its supervisor has the signal
+// dispositions a command the test starts itself has (a signal the
+// supervisor ignored would stay ignored in the command: SIGPIPE would no
+// longer end a pipeline's writer).
+func TestCommandSignals(t *testing.T) {
+	t.Parallel()
+	const script = `grep '^SigIgn' /proc/$$/status`
+	want, err := exec.Command("/bin/sh", "-c", script).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := newWatchWriter("")
+	res, err := executor.NewCommand(testLogger(t), executor.CommandOptions{}).Run(context.Background(), shRun(t, script, out))
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("Run: %+v, %v", res, err)
+	}
+	if diff := cmp.Diff(string(want), out.String()); diff != "" {
+		t.Errorf("signal dispositions (-a command of the test's +the command under a supervisor):\n%s", diff)
+	}
+}
