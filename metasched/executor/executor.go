@@ -31,7 +31,7 @@ type Run struct {
 	Predicted time.Duration
 	// Elapsed is the time the emulated run had already run before a daemon
 	// restart: the run lasts Predicted−Elapsed more. Command ignores it (a
-	// command is run again from the start).
+	// command's attempt resumes through Resume).
 	Elapsed time.Duration
 
 	// Dir is a directory for the job's files (the hostfile, and each
