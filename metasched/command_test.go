@@ -83,7 +83,7 @@ func TestCommandSurvivesRestart(t *testing.T) {
 	td := daemontest.Start(t, nil, metasched.Options{}, edit)
 	d, ctx := td.D, context.Background()
 	j, err := d.Submit(ctx, []byte("name: survivor\ntype: sim\ntasks: 10\ntask_ops: 1.0e9\ntask_bytes: 0\n"+
-		"command: [/bin/sh, -c, 'echo started; sleep 1; echo $METASCHED_JOB_ID >> "+ran+"; echo ended; exit 0']\n"))
+		"command: [/bin/sh, -c, 'echo started; sleep 3; echo $METASCHED_JOB_ID >> "+ran+"; echo ended; exit 0']\n"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -256,7 +256,7 @@ func TestCommandDetach(t *testing.T) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	out := newWatchWriter("ready\n")
 	ran := filepath.Join(t.TempDir(), "ran")
-	r := shRun(t, `echo pid=$$; echo ready; sleep 0.5; echo ran >> `+ran+`; exit 5`, out)
+	r := shRun(t, `echo pid=$$; echo ready; sleep 2; echo ran >> `+ran+`; exit 5`, out)
 	ex := executor.NewCommand(testLogger(t), executor.CommandOptions{})
 	done := startRun(t, ctx, ex, r, out)
 	cancel(executor.ErrDetached)
