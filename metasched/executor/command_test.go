@@ -222,11 +222,10 @@ func TestCommandCancel(t *testing.T) {
 			if diff := cmp.Diff(tt.want, rr.res); diff != "" {
 				t.Fatalf("result (-want +got):\n%s", diff)
 			}
+			// The result's signal says whether SIGKILL was needed: a bound
+			// on the time from above would assume an idle machine.
 			if took < tt.atLeast {
 				t.Fatalf("Run returned %v after the cancel, want at least the grace period %v", took, tt.atLeast)
-			}
-			if tt.atLeast == 0 && took > tt.grace/2 {
-				t.Fatalf("Run returned %v after the cancel: it waited for SIGKILL", took)
 			}
 			if got := strings.SplitN(out.String(), "ready\n", 2)[1]; got != tt.output {
 				t.Fatalf("output after ready %q, want %q", got, tt.output)
