@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 )
 
 // fixedClock is a clock the test moves.
@@ -190,5 +192,45 @@ func TestKeyRetention(t *testing.T) {
 	clk2.add(47 * time.Hour)
 	if _, found, _ := s2.LookupKey(ctx, idemKey("k", "b")); !found {
 		t.Error("a key 47 h old with a retention of 48 h was forgotten")
+	}
+}
+
+// TestNewBucketsOnOldStore: a store of this layout written before the
+// idempotency keys and the output positions (the buckets missing) gains
+// them on open, at the same layout, and keeps its jobs: no migration is
+// needed, and older code ignores the buckets.
+func TestNewBucketsOnOldStore(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "metasched.db")
+	s, err := Open(path, Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, err := s.SubmitJob(ctx, "sim", json.RawMessage(`{}`), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = s.db.Update(func(tx *bolt.Tx) error {
+		return errors.Join(tx.DeleteBucket(bucketIdem), tx.DeleteBucket(bucketOutputs))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if s, err = Open(path, Options{NoSync: true}); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if v, err := s.Layout(); err != nil || v != Layout {
+		t.Errorf("layout %d %v, want %d", v, err, Layout)
+	}
+	if _, err := s.Job(ctx, old.ID); err != nil {
+		t.Errorf("the job written before: %v", err)
+	}
+	if _, made, err := s.SubmitJobOnce(ctx, "sim", json.RawMessage(`{}`), "", idemKey("k", "b")); err != nil || !made {
+		t.Errorf("a keyed submission: made %v, %v", made, err)
+	}
+	if err := s.AppendLogAt(ctx, old.ID, 1, 0, []byte("out\n")); err != nil {
+		t.Errorf("an output position: %v", err)
 	}
 }
