@@ -127,3 +127,31 @@ func TestCommandSurvivesRestart(t *testing.T) {
 		t.Errorf("the restarted daemon does not say it picked the command up:\n%s", td.Log.String())
 	}
 }
+
+// TestCommandOutputCapped: a job whose command writes without pause (yes)
+// under the daemon: its log holds the configured cap of output and the
+// note, no more, and the job is cancelled like any other.
+func TestCommandOutputCapped(t *testing.T) {
+	td := daemontest.Start(t, nil, metasched.Options{}, func(c *metasched.Config) {
+		c.Executor = metasched.ExecutorConfig{Name: "command", MaxOutputBytes: 4096, OutputBytesPerSecond: 64 << 10}
+		c.Policy = metasched.PolicyConfig{Name: "none"}
+	})
+	d, ctx := td.D, context.Background()
+	j, err := d.Submit(ctx, []byte("name: yes\ntype: sim\ntasks: 10\ntask_ops: 1.0e9\ntask_bytes: 0\ncommand: [yes]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const note = "\n[metasched: the job's output reached its cap of 4096 bytes; what it writes from here on is read and discarded, and the command goes on]\n"
+	waitFor(t, "the output at its cap", time.Minute, func() bool {
+		logs, _ := d.Store().Logs(ctx, j.ID)
+		return strings.HasSuffix(string(logs), note)
+	})
+	got, err := d.Cancel(ctx, j.ID)
+	if err != nil || got.State != store.Cancelled {
+		t.Fatalf("cancel: %s, %v; want cancelled", got.State, err)
+	}
+	logs, _ := d.Store().Logs(ctx, j.ID)
+	if len(logs) != 4096+len(note) || strings.Count(string(logs), "y\n") != 2048 {
+		t.Errorf("the job's log: %d bytes, want the 4096 of the cap and the note", len(logs))
+	}
+}
