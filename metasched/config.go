@@ -37,8 +37,10 @@ import (
 // pool, so that younger jobs backfill only around it: default 1m, at most
 // 24h), and max_unproven_connections and max_unproven_per_address (the caps
 // on the API's connections that no request has authenticated yet, in all
-// and per client address; default 1024 and 64: see package httpsrv).
-// Relative paths are relative to the file's directory.
+// and per client address; default 1024 and 64: see package httpsrv), and
+// idempotency_retention (how long the Idempotency-Key of a submission is
+// kept, default and least 24h). Relative paths are relative to the file's
+// directory.
 type Config struct {
 	Listen       string
 	DataDir      string
@@ -54,6 +56,9 @@ type Config struct {
 	// Unproven caps the HTTP connections no request has authenticated yet
 	// (zero fields: httpsrv's defaults).
 	Unproven httpsrv.Limits
+	// IdempotencyRetention is how long the store keeps a submission's
+	// idempotency key; 0 means DefaultIdempotencyRetention.
+	IdempotencyRetention time.Duration
 }
 
 // AgentConfig is a remote site agent.
@@ -75,6 +80,11 @@ type PolicyConfig struct {
 type ExecutorConfig struct {
 	Name      string  `json:"name"` // emulated or command
 	TimeScale float64 `json:"time_scale,omitempty"`
+	// MaxOutputBytes bounds the output kept of a command's attempt;
+	// OutputBytesPerSecond the rate its output is read at (command only;
+	// 0: executor.DefaultMaxOutput and DefaultOutputRate).
+	MaxOutputBytes       int64 `json:"max_output_bytes,omitempty"`
+	OutputBytesPerSecond int64 `json:"output_bytes_per_second,omitempty"`
 }
 
 // Defaults of a configuration.
@@ -89,6 +99,13 @@ const (
 	// largest value.
 	DefaultHoldAfter = time.Minute
 	MaxHoldAfter     = 24 * time.Hour
+	// MinOutputBytes and MaxOutputBytes bound the executor's
+	// max_output_bytes and output_bytes_per_second.
+	MinOutputBytes = 1 << 10
+	MaxOutputBytes = 1 << 30
+	// DefaultIdempotencyRetention is the default and the least retention
+	// of idempotency keys: a client may retry a submission for a day.
+	DefaultIdempotencyRetention = 24 * time.Hour
 )
 
 // Executors and what to do on an agent's loss (the policies are
@@ -99,12 +116,12 @@ var (
 )
 
 var (
-	configFields   = append([]string{"listen", "data_dir", "grid", "job_types", "agents", "policy", "executor", "switch_delay", "on_agent_loss", "min_pool_hosts", "hold_after"}, httpsrv.LimitFields...)
+	configFields   = append([]string{"listen", "data_dir", "grid", "job_types", "agents", "policy", "executor", "switch_delay", "on_agent_loss", "min_pool_hosts", "hold_after", "idempotency_retention"}, httpsrv.LimitFields...)
 	jobTypeFields  = []string{"name", "vm", "holding_cost"}
 	vmFields       = []string{"vcpus", "memory_mib"}
 	agentFields    = []string{"site", "address", "token_file"}
 	policyFields   = []string{"name", "K", "table", "solve"}
-	executorFields = []string{"name", "time_scale"}
+	executorFields = []string{"name", "time_scale", "max_output_bytes", "output_bytes_per_second"}
 )
 
 // ParseConfig decodes a configuration file strictly: every problem is
@@ -238,18 +255,33 @@ func ParseConfig(file string, data []byte) (*Config, error) {
 					c.Executor.TimeScale = x
 				}
 			}
+			for _, f := range []struct {
+				key string
+				v   *int64
+			}{{"max_output_bytes", &c.Executor.MaxOutputBytes}, {"output_bytes_per_second", &c.Executor.OutputBytesPerSecond}} {
+				n, ok := m.Int(f.key, false)
+				switch {
+				case !ok:
+				case c.Executor.Name != "command":
+					m.Errorf(f.key, "applies to the command executor only")
+				case n < MinOutputBytes || n > MaxOutputBytes:
+					m.Errorf(f.key, "must be at least %d and at most %d, not %d", MinOutputBytes, MaxOutputBytes, n)
+				default:
+					*f.v = int64(n)
+				}
+			}
 			if c.Executor.Name != "emulated" {
 				c.Executor.TimeScale = 0
 			}
 		}
 	}
 	if v, ok := top.Get("switch_delay", false); ok {
-		if x, ok := durationField(v, 0); ok {
+		if x, ok := durationField(v, 0, 0); ok {
 			c.SwitchDelay = x
 		}
 	}
 	if v, ok := top.Get("hold_after", false); ok {
-		if x, ok := durationField(v, MaxHoldAfter); ok {
+		if x, ok := durationField(v, 0, MaxHoldAfter); ok {
 			c.HoldAfter = x
 		}
 	}
@@ -265,6 +297,11 @@ func ParseConfig(file string, data []byte) (*Config, error) {
 			top.Errorf("min_pool_hosts", "must be >= 0, not %d", n)
 		}
 		c.MinPoolHosts = n
+	}
+	if v, ok := top.Get("idempotency_retention", false); ok {
+		if x, ok := durationField(v, DefaultIdempotencyRetention, 0); ok {
+			c.IdempotencyRetention = x
+		}
 	}
 	c.Unproven = httpsrv.ParseLimits(top)
 	if err := d.Err(); err != nil {
@@ -340,9 +377,9 @@ func (p PolicyConfig) String() string {
 	return p.Name
 }
 
-// durationField reads a duration like 2s or 1m, at least 0 and at most
-// limit (0: no limit).
-func durationField(v yamlx.Value, limit time.Duration) (time.Duration, bool) {
+// durationField reads a duration like 2s or 1m, at least least (which is
+// not negative) and at most most (0: no limit).
+func durationField(v yamlx.Value, least, most time.Duration) (time.Duration, bool) {
 	s, ok := v.Str()
 	if !ok {
 		return 0, false
@@ -353,8 +390,10 @@ func durationField(v yamlx.Value, limit time.Duration) (time.Duration, bool) {
 		v.Errorf("not a duration like 2s or 1m: %q", s)
 	case x < 0:
 		v.Errorf("must be >= 0")
-	case limit > 0 && x > limit:
-		v.Errorf("must be at most %s, not %s", limit, x)
+	case x < least:
+		v.Errorf("must be at least %s, not %s", least, x)
+	case most > 0 && x > most:
+		v.Errorf("must be at most %s, not %s", most, x)
 	default:
 		return x, true
 	}

@@ -28,6 +28,7 @@ on_agent_loss: fail
 hold_after: 90s
 max_unproven_connections: 300
 max_unproven_per_address: 30
+idempotency_retention: 72h
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -38,8 +39,9 @@ max_unproven_per_address: 30
 		Agents:   []AgentConfig{{Site: "spain", Address: "http://127.0.0.1:9101", TokenFile: "/etc/ms/spain.token"}},
 		Policy:   PolicyConfig{Name: "optimal", Table: "/etc/ms/render.policy"},
 		Executor: ExecutorConfig{Name: "emulated", TimeScale: 0.01}, SwitchDelay: 2 * time.Second, OnAgentLoss: "fail", MinPoolHosts: 2,
-		HoldAfter: 90 * time.Second,
-		Unproven:  httpsrv.Limits{MaxUnproven: 300, MaxUnprovenPerAddress: 30},
+		HoldAfter:            90 * time.Second,
+		Unproven:             httpsrv.Limits{MaxUnproven: 300, MaxUnprovenPerAddress: 30},
+		IdempotencyRetention: 72 * time.Hour,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
@@ -55,6 +57,14 @@ max_unproven_per_address: 30
 		Unproven:  httpsrv.Limits{MaxUnproven: httpsrv.DefaultMaxUnproven, MaxUnprovenPerAddress: httpsrv.DefaultMaxUnprovenPerAddress}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("defaults (-want +got):\n%s", diff)
+	}
+	got, err = ParseConfig("serve.yaml", []byte("grid: g.yaml\njob_types: [{name: a, vm: {vcpus: 1, memory_mib: 64}}]\n"+
+		"executor: {name: command, max_output_bytes: 1048576, output_bytes_per_second: 65536}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (ExecutorConfig{Name: "command", MaxOutputBytes: 1 << 20, OutputBytesPerSecond: 1 << 16}); got.Executor != want {
+		t.Errorf("executor %+v, want %+v", got.Executor, want)
 	}
 	if s := want.Policy.String(); s != "heuristic K=5" {
 		t.Errorf("policy string %q", s)
@@ -85,6 +95,9 @@ func TestParseConfigErrors(t *testing.T) {
 		{"unknown executor", base + "executor: {name: slurm}\n", "executor.name: must be one of emulated, command"},
 		{"time scale on command", base + "executor: {name: command, time_scale: 2}\n", "executor.time_scale: applies to the emulated executor only"},
 		{"zero time scale", base + "executor: {name: emulated, time_scale: 0}\n", "executor.time_scale: must be > 0"},
+		{"output cap on emulated", base + "executor: {name: emulated, max_output_bytes: 4096}\n", "executor.max_output_bytes: applies to the command executor only"},
+		{"small output cap", base + "executor: {name: command, max_output_bytes: 10}\n", "executor.max_output_bytes: must be at least 1024 and at most 1073741824, not 10"},
+		{"zero output rate", base + "executor: {name: command, output_bytes_per_second: 0}\n", "executor.output_bytes_per_second: must be at least 1024"},
 		{"bad switch delay", base + "switch_delay: later\n", `switch_delay: not a duration like 2s or 1m: "later"`},
 		{"negative hold", base + "hold_after: -1s\n", `hold_after: must be >= 0`},
 		{"hold too long", base + "hold_after: 48h\n", `hold_after: must be at most 24h0m0s, not 48h0m0s`},
@@ -93,6 +106,8 @@ func TestParseConfigErrors(t *testing.T) {
 		{"zero unproven", base + "max_unproven_connections: 0\n", "c.yaml: max_unproven_connections: must be a whole number within 1 and 1048576, not 0"},
 		{"unproven per address above all", base + "max_unproven_connections: 100\nmax_unproven_per_address: 101\n",
 			"c.yaml: max_unproven_per_address: must be at most max_unproven_connections (100), not 101"},
+		{"bad idempotency retention", base + "idempotency_retention: forever\n", `idempotency_retention: not a duration like 2s or 1m: "forever"`},
+		{"short idempotency retention", base + "idempotency_retention: 1h\n", "idempotency_retention: must be at least 24h0m0s, not 1h0m0s"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := ParseConfig("c.yaml", []byte(tc.yaml))

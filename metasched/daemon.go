@@ -203,6 +203,9 @@ func NewWithGrid(ctx context.Context, cfg *Config, grid *graph.Grid, opt Options
 	if opt.Store.Now == nil {
 		opt.Store.Now = opt.Clock.Now
 	}
+	if opt.Store.KeyRetention == 0 {
+		opt.Store.KeyRetention = cfg.IdempotencyRetention
+	}
 	if opt.Store.OnCorrupt == nil {
 		opt.Store.OnCorrupt = func(id string, err error) {
 			d.log.Error().Err(err).Str("job", id).Msg("a job's record in the store cannot be read: left out of listings; restore the store from a backup")
@@ -244,7 +247,8 @@ func NewWithGrid(ctx context.Context, cfg *Config, grid *graph.Grid, opt Options
 	if d.exec == nil {
 		switch cfg.Executor.Name {
 		case "command":
-			d.exec = executor.NewCommand(d.log, executor.CommandOptions{})
+			d.exec = executor.NewCommand(d.log, executor.CommandOptions{MaxOutput: cfg.Executor.MaxOutputBytes,
+				OutputRate: cfg.Executor.OutputBytesPerSecond})
 		default:
 			d.exec = executor.NewEmulatedClock(d.log, d.clock)
 		}
@@ -273,6 +277,7 @@ func NewWithGrid(ctx context.Context, cfg *Config, grid *graph.Grid, opt Options
 	if err := d.restoreSessions(ctx); err != nil {
 		return nil, err
 	}
+	d.dropExpiredKeys(ctx)
 	if err := d.restoreSwitches(ctx); err != nil {
 		return nil, err
 	}
@@ -295,8 +300,13 @@ func (d *Daemon) Store() *store.Store { return d.st }
 func (d *Daemon) Run(ctx context.Context, ln net.Listener, h http.Handler) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// The jobs' runs end when the daemon stops, with the cause
+	// ErrDetached: a command runs on under its supervisor, and the next
+	// start picks it up.
+	runCtx, detach := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer detach(executor.ErrDetached)
 	d.mu.Lock()
-	d.runCtx = ctx
+	d.runCtx = runCtx
 	d.mu.Unlock()
 	srv := httpsrv.New(h, httpsrv.Config{Timeouts: d.opt.HTTP, Limits: d.cfg.Unproven, Logger: d.log,
 		BaseContext: func(net.Listener) context.Context { return ctx }})
@@ -322,6 +332,7 @@ func (d *Daemon) Run(ctx context.Context, ln net.Listener, h http.Handler) error
 	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer scancel()
 	_ = srv.Shutdown(sctx)
+	detach(executor.ErrDetached)
 	cancel()
 	d.wg.Wait()
 	if errors.Is(err, http.ErrServerClosed) {

@@ -2,6 +2,7 @@ package metasched
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"slices"
@@ -106,6 +107,76 @@ func (d *Daemon) Submit(ctx context.Context, body []byte) (api.Job, error) {
 	if err != nil {
 		return api.Job{}, err
 	}
+	return d.accepted(j, sj), nil
+}
+
+// SubmitOnce is Submit with an idempotency key: caller names the caller's
+// credentials (the keys of two callers never meet) and key is the key it
+// sent. The first submission with a key makes the job (created is true);
+// a repeat with the same body, while the store keeps the key (the
+// configuration's idempotency_retention), returns that job as it is now
+// and makes none; a repeat with another body is refused (422). The key is
+// recorded in the transaction that records the job.
+func (d *Daemon) SubmitOnce(ctx context.Context, body []byte, caller, key string) (_ api.Job, created bool, _ error) {
+	if caller == "" || key == "" {
+		return api.Job{}, false, fmt.Errorf("submit: an idempotency key needs a caller and a key: %w", store.ErrInvalid)
+	}
+	h := sha256.New()
+	h.Write([]byte(caller))
+	h.Write([]byte{0})
+	h.Write([]byte(key))
+	k := store.IdempotencyKey{Key: h.Sum(nil), Body: sha256.Sum256(body)}
+	// A repeat is answered without parsing the body again.
+	sj, found, err := d.st.LookupKey(ctx, k)
+	switch {
+	case errors.Is(err, store.ErrKeyReused):
+		return api.Job{}, false, keyReused(sj.ID)
+	case err != nil:
+		return api.Job{}, false, err
+	case found:
+		v, err := d.Job(ctx, sj.ID)
+		return v, false, err
+	}
+	j, err := d.parseJob(ctx, body)
+	if err != nil {
+		return api.Job{}, false, err
+	}
+	sj, made, err := d.st.SubmitJobOnce(ctx, j.Type, mustJSON(j), "submitted", k)
+	switch {
+	case errors.Is(err, store.ErrKeyReused):
+		return api.Job{}, false, keyReused(sj.ID)
+	case err != nil:
+		return api.Job{}, false, err
+	case !made: // a concurrent request with the key made it
+		v, err := d.Job(ctx, sj.ID)
+		return v, false, err
+	}
+	return d.accepted(j, sj), true, nil
+}
+
+// dropExpiredKeys drops the idempotency keys that expired while the
+// daemon was away (each submission with a key drops a few more).
+func (d *Daemon) dropExpiredKeys(ctx context.Context) {
+	n, err := d.st.DropExpiredKeys(ctx)
+	if err != nil {
+		d.log.Warn().Err(err).Msg("cannot drop the expired idempotency keys: submissions drop them later")
+		return
+	}
+	if n > 0 {
+		d.log.Info().Int("keys", n).Msg("dropped expired idempotency keys")
+	}
+}
+
+// keyReused is the 422 of an idempotency key sent again with another body.
+func keyReused(id string) error {
+	return &api.RequestError{Status: 422, Code: api.CodeKeyReused,
+		Msg: fmt.Sprintf("the %s was used for job %s with another body", api.IdempotencyHeader, id),
+		Fields: []api.FieldError{{Field: api.IdempotencyHeader,
+			Problem: fmt.Sprintf("was sent with another body, which made job %s: send that body again, or a new key for a new job", id)}}}
+}
+
+// accepted makes a job the store just recorded live.
+func (d *Daemon) accepted(j *selection.Job, sj store.Job) api.Job {
 	lj := &liveJob{job: lifecycle.New(sj.ID, j.Type), spec: j, submitted: sj.Submitted}
 	d.mu.Lock()
 	d.addJobLocked(lj)
@@ -113,7 +184,7 @@ func (d *Daemon) Submit(ctx context.Context, body []byte) (api.Job, error) {
 	v := d.jobViewLocked(lj, sj)
 	d.mu.Unlock()
 	d.kick()
-	return v, nil
+	return v
 }
 
 // Cancel cancels a live job and waits (up to ctx) until what ran for it

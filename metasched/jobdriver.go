@@ -290,14 +290,31 @@ func (d *Daemon) execute(ctx context.Context, lj *liveJob, a lifecycle.Execute) 
 	for i, v := range a.VMs {
 		vms[i] = executor.VM{Name: v.Name, Site: v.Site, Host: v.Host, Master: v.Master, VCPUs: spec.VM.VCPUs, MemoryMiB: spec.VM.MemoryMiB}
 	}
+	// After a restart the job's log has taken part of the attempt's output
+	// already: the executor writes what follows.
+	var from int64
+	if a.Resume {
+		var err error
+		if from, err = d.st.OutputTaken(ctx, lj.id(), a.Attempt); err != nil {
+			d.log.Warn().Err(err).Str("job", lj.id()).Msg("cannot read how much output the job's log took: it takes the attempt's output again from its start")
+		}
+	}
 	res, err := d.exec.Run(ctx, executor.Run{JobID: lj.id(), Job: spec, VMs: vms,
 		Predicted: duration(predicted), Elapsed: a.Elapsed,
-		Dir: filepath.Join(d.cfg.DataDir, "jobs", lj.id()), Output: &logWriter{d: d, id: lj.id()}})
+		Dir: filepath.Join(d.cfg.DataDir, "jobs", lj.id()), Attempt: a.Attempt, Resume: a.Resume,
+		Output: &logWriter{d: d, id: lj.id(), attempt: a.Attempt, at: from}, OutputFrom: from})
 	if ctx.Err() != nil {
 		if d.stopping() {
 			d.log.Info().Str("job", lj.id()).Msg("daemon stopping: the job resumes after the restart")
 		}
 		return // stopped: the job has already moved on
+	}
+	if errors.Is(err, executor.ErrLost) {
+		// Nothing ran the command to its end and nothing runs it: it
+		// runs again, in a new attempt.
+		d.answer(ctx, lj, lifecycle.Stop{To: lifecycle.Queued, Attempt: a.Attempt, At: d.now(),
+			Reason: "the daemon restarted while the job ran, and its command left no exit record and no supervisor runs it: requeued to run again"})
+		return
 	}
 	ev := lifecycle.Exited{Attempt: a.Attempt, At: d.now()}
 	switch {
@@ -417,16 +434,20 @@ func (d *Daemon) jobsOnLostHostsLocked() []lostJob {
 	return out
 }
 
-// logWriter appends a job's output to the store.
+// logWriter appends the output of a job's attempt to the store, with
+// where it stands in that output: at bytes of it were taken before.
 type logWriter struct {
-	d  *Daemon
-	id string
+	d       *Daemon
+	id      string
+	attempt int
+	at      int64
 }
 
 func (w *logWriter) Write(p []byte) (int, error) {
-	if err := w.d.st.AppendLog(context.Background(), w.id, p); err != nil {
+	if err := w.d.st.AppendLogAt(context.Background(), w.id, w.attempt, w.at, p); err != nil {
 		return 0, err
 	}
+	w.at += int64(len(p))
 	return len(p), nil
 }
 

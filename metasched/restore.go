@@ -40,9 +40,11 @@ func (d *Daemon) restoreJobs(ctx context.Context) error {
 
 // resumeJobs picks up the jobs a previous run of the daemon left live: a
 // planned or provisioning job goes back to the queue (its VMs, if any, are
-// destroyed), a running job resumes where it was when the emulated
-// executor runs it and its VMs still exist, and runs again from the start
-// otherwise (a command died with the daemon).
+// destroyed); a running job resumes: a command's run takes the exit its
+// supervisor recorded, or follows the supervisor that still runs it (and
+// only when neither is there is the job requeued to run again, see
+// execute); an emulated run resumes where it was when its VMs still exist,
+// and runs again from the start otherwise.
 func (d *Daemon) resumeJobs(ctx context.Context) {
 	d.mu.Lock()
 	var todo []*liveJob
@@ -54,7 +56,7 @@ func (d *Daemon) resumeJobs(ctx context.Context) {
 	d.mu.Unlock()
 	slices.SortFunc(todo, func(a, b *liveJob) int { return strings.Compare(a.id(), b.id()) })
 	for _, j := range todo {
-		if j.job.State == lifecycle.Running && d.exec.Name() == "emulated" && d.vmsExist(j) {
+		if j.job.State == lifecycle.Running && (d.exec.Name() == "command" || d.exec.Name() == "emulated" && d.vmsExist(j)) {
 			d.log.Info().Str("job", j.id()).Msg("resuming a running job after a restart")
 			if err := d.stepJob(ctx, j, lifecycle.Resume{At: d.now()}); err != nil {
 				d.log.Error().Err(err).Str("job", j.id()).Msg("cannot resume")

@@ -64,6 +64,7 @@ type daemonRoute struct {
 // daemonRequest is what the fake daemon recorded of a request.
 type daemonRequest struct {
 	Method, Path, Query, Auth, Body string
+	Key                             []string // the Idempotency-Key headers
 }
 
 // fakeDaemon is a stand-in for the metasched daemon that tests the client
@@ -88,7 +89,7 @@ func newFakeDaemon(t *testing.T, token string, routes ...daemonRoute) *fakeDaemo
 		}
 		f.mu.Lock()
 		f.reqs = append(f.reqs, daemonRequest{Method: r.Method, Path: r.URL.EscapedPath(), Query: r.URL.RawQuery,
-			Auth: r.Header.Get("Authorization"), Body: string(body)})
+			Auth: r.Header.Get("Authorization"), Body: string(body), Key: r.Header.Values(api.IdempotencyHeader)})
 		f.mu.Unlock()
 		if r.URL.Path != "/healthz" && r.Header.Get("Authorization") != "Bearer "+token {
 			answerJSON(t, w, http.StatusUnauthorized, api.APIError{Error: "unauthorized: missing or wrong bearer token",

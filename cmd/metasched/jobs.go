@@ -31,8 +31,8 @@ func exactArgs(n int, what string) cobra.PositionalArgs {
 
 func newSubmitCmd(e *env) *cobra.Command {
 	var (
-		d      daemonFlags
-		output string
+		d           daemonFlags
+		output, key string
 	)
 	cmd := &cobra.Command{
 		Use:   "submit FILE",
@@ -43,7 +43,13 @@ job's ID and state ("j-000000000001 queued"), or with --output json the job.
 
 A job file the daemon refuses is reported with every field's problem, one per
 line, and exit code 2. Follow the job with "metasched status ID" and read its
-output with "metasched logs ID".`,
+output with "metasched logs ID".
+
+A submission whose answer is lost (a timeout, a dropped connection, 502, 503,
+504) is sent again with the same idempotency key, so that it makes one job.
+--idempotency-key KEY sets the key (1 to 255 letters, digits or -_.:~+/=): a
+script that runs submit again after a failure, with the same key and file,
+gets the job the first run made instead of a second one.`,
 		Args: exactArgs(1, "one job file"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return callDaemon(cmd.Context(), e, &d, output, args[0],
@@ -52,12 +58,14 @@ output with "metasched logs ID".`,
 					if err != nil {
 						return api.Job{}, err
 					}
-					return c.Submit(ctx, body)
+					s, err := c.SubmitWith(ctx, body, client.SubmitOptions{IdempotencyKey: key})
+					return s.Job, err
 				}, printJobState)
 		},
 	}
 	d.register(cmd)
 	outputFlag(cmd, &output)
+	cmd.Flags().StringVar(&key, "idempotency-key", "", "the submission's idempotency key (default: a random one)")
 	return cmd
 }
 

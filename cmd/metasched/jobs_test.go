@@ -111,3 +111,36 @@ func TestPlanDaemonLikeOffline(t *testing.T) {
 		}
 	}
 }
+
+// submit sends an idempotency key: --idempotency-key's, else a random one;
+// a lost answer (503 here) is sent again with the same key.
+func TestSubmitIdempotencyKey(t *testing.T) {
+	job := writeFile(t, "job.yaml", jobFileText)
+	queued := jobQueued
+	f := newFakeDaemon(t, daemonToken, daemonRoute{Method: "POST", Path: "/v1/jobs", Body: ptr(jobFileText), Status: 201, Answer: queued})
+	if code, _, errOut := runDaemonCmd(t, f.URL, daemonToken, "submit", job, "--idempotency-key", "nightly-render-2026-03-01"); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if code, _, errOut := runDaemonCmd(t, f.URL, daemonToken, "submit", job); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	reqs := f.requests()
+	if len(reqs) != 2 {
+		t.Fatalf("%d requests, want 2", len(reqs))
+	}
+	if k := reqs[0].Key; len(k) != 1 || k[0] != "nightly-render-2026-03-01" {
+		t.Errorf("with --idempotency-key: keys %q", k)
+	}
+	if k := reqs[1].Key; len(k) != 1 || len(k[0]) != 36 {
+		t.Errorf("without: keys %q, want one random UUID", k)
+	}
+
+	busy := newFakeDaemon(t, daemonToken, daemonRoute{Method: "POST", Path: "/v1/jobs", Body: ptr(jobFileText), Status: 503, Answer: "restarting\n"})
+	code, _, errOut := runDaemonCmd(t, busy.URL, daemonToken, "submit", job, "--idempotency-key", "k")
+	if code != 1 || !strings.Contains(errOut, "503") {
+		t.Errorf("exit %d, stderr %q; want 1 and the 503", code, errOut)
+	}
+	if reqs := busy.requests(); len(reqs) != 3 || reqs[2].Key[0] != "k" {
+		t.Errorf("%d requests to a daemon answering 503, want 3 with the key", len(reqs))
+	}
+}

@@ -16,9 +16,14 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/metasched/metasched/metasched/executor"
 )
 
 func main() {
+	// The command executor runs each job's command under this binary run
+	// again as its supervisor.
+	executor.MaybeSupervise()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()

@@ -19,7 +19,6 @@ import (
 	"github.com/metasched/metasched/metasched"
 	"github.com/metasched/metasched/metasched/dashboard"
 	"github.com/metasched/metasched/metasched/demo"
-	"github.com/metasched/metasched/metasched/executor"
 	"github.com/metasched/metasched/metasched/httpapi"
 )
 
@@ -122,13 +121,6 @@ func serveCmd(ctx context.Context, e *env, f serveFlags, changed func(string) bo
 	log, err := newLogger(e.stderr, f.logFormat, f.logLevel)
 	if err != nil {
 		return err
-	}
-	if cfg.Executor.Name == "command" {
-		// Processes a job's command leaves behind are reparented to the
-		// daemon, which reaps them, not to an init that may not.
-		if err := executor.BecomeSubreaper(); err != nil {
-			log.Warn().Err(err).Msg("cannot become a subreaper: orphans of job commands go to init")
-		}
 	}
 	warnFileLimit(log, httpsrv.Config{Limits: cfg.Unproven}.WithDefaults().MaxUnproven)
 	// The agents log every VM operation; the daemon says what matters.

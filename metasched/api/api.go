@@ -15,6 +15,19 @@ const (
 	MaxPageSize     = 5000
 )
 
+// IdempotencyHeader carries the idempotency key of a submission (POST
+// /v1/jobs): a client that sends a job again with the same key and body,
+// after a timeout say, gets the job its first request made (200) instead
+// of a second one; the same key with another body is refused (422,
+// CodeKeyReused). A key is 1 to MaxIdempotencyKey characters among
+// letters, digits and - _ . : ~ + / = (a UUID fits); the daemon keeps it at
+// least 24 hours. Keys are the caller's: those of the bearer token and of
+// each dashboard session never meet.
+const IdempotencyHeader = "Idempotency-Key"
+
+// MaxIdempotencyKey bounds the length of an idempotency key.
+const MaxIdempotencyKey = 255
+
 // APIError is the body of every error answer. Fields lists, for a rejected
 // request body, each field and what is wrong with it.
 type APIError struct {
@@ -42,6 +55,7 @@ const (
 	CodeUnsupported  = "unsupported"   // 415: a body that is not YAML or JSON
 	CodeMethod       = "bad_method"    // 405
 	CodeUnknownRoute = "unknown_route" // 404 for a path that is no route
+	CodeKeyReused    = "key_reused"    // 422: an Idempotency-Key sent before with another body
 )
 
 // Health is the answer of /healthz.

@@ -3,6 +3,8 @@ package client
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -115,11 +117,108 @@ func (c *Client) Healthz(ctx context.Context) (api.Health, error) {
 
 // Submit submits a job file (its bytes as they are, YAML or JSON) and
 // returns the job, queued. A job file the daemon refuses is a *RemoteError
-// with status 400 and the problem of each field.
+// with status 400 and the problem of each field. It is SubmitWith with a
+// random idempotency key: a submission whose answer is lost is sent again
+// and makes one job.
 func (c *Client) Submit(ctx context.Context, jobFile []byte) (api.Job, error) {
-	var out api.Job
-	err := c.do(ctx, http.MethodPost, "/v1/jobs", nil, jobFile, &out)
-	return out, err
+	s, err := c.SubmitWith(ctx, jobFile, SubmitOptions{})
+	return s.Job, err
+}
+
+// DefaultSubmitAttempts is SubmitOptions.Attempts when it is not set.
+const DefaultSubmitAttempts = 3
+
+// SubmitOptions tunes SubmitWith.
+type SubmitOptions struct {
+	// IdempotencyKey is sent as the Idempotency-Key header (see
+	// api.IdempotencyHeader): a submission sent again with it, by this
+	// client's retries or by a later call, gets the job the first made.
+	// Empty: a random key for this call, so that its own retries make one
+	// job.
+	IdempotencyKey string
+	// Attempts bounds the requests of one submission: the first and the
+	// retries of one whose answer was lost (the connection failed or timed
+	// out, or the daemon answered 502, 503 or 504), each with the same
+	// key. 0 means DefaultSubmitAttempts; 1 sends once.
+	Attempts int
+}
+
+// Submitted is what SubmitWith returns.
+type Submitted struct {
+	Job api.Job
+	// Created is false when the daemon answered with the job an earlier
+	// request with the same key made (200): a retry of a submission that
+	// had been recorded although its answer was lost.
+	Created bool
+	// Attempts is how many requests were sent.
+	Attempts int
+}
+
+// SubmitWith submits a job file with an idempotency key, sending it again
+// with the same key while its answer is lost (up to opt.Attempts requests,
+// 200 ms apart and doubling). The same key with another body is a
+// *RemoteError with status 422 and code api.CodeKeyReused.
+func (c *Client) SubmitWith(ctx context.Context, jobFile []byte, opt SubmitOptions) (Submitted, error) {
+	key := opt.IdempotencyKey
+	if key == "" {
+		key = newKey()
+	}
+	attempts := opt.Attempts
+	if attempts <= 0 {
+		attempts = DefaultSubmitAttempts
+	}
+	hdr := http.Header{api.IdempotencyHeader: {key}}
+	pause := 200 * time.Millisecond
+	var out Submitted
+	for {
+		out.Attempts++
+		var status int
+		err := c.send(ctx, http.MethodPost, "/v1/jobs", nil, hdr, jobFile, &out.Job, &status)
+		if err == nil {
+			out.Created = status == http.StatusCreated
+			return out, nil
+		}
+		if out.Attempts >= attempts || !retriable(err) {
+			return out, err
+		}
+		if ctx.Err() != nil {
+			return out, fmt.Errorf("POST /v1/jobs: %w (after: %w)", ctx.Err(), err)
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return out, fmt.Errorf("POST /v1/jobs: %w (after: %w)", ctx.Err(), err)
+		case <-t.C:
+		}
+		pause *= 2
+	}
+}
+
+// retriable tells a submission whose answer was lost, which the same key
+// can send again: a failed or timed-out connection, or a gateway's or a
+// stopping daemon's 502, 503 or 504.
+func retriable(err error) bool {
+	var re *RemoteError
+	if errors.As(err, &re) {
+		switch re.Status {
+		case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+			return true
+		}
+		return false
+	}
+	var unreachable *transportError
+	return errors.As(err, &unreachable)
+}
+
+// newKey is a random idempotency key: 128 bits as a UUID (version 4).
+func newKey() string {
+	var b [16]byte
+	rand.Read(b[:]) // never fails (crypto/rand)
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b[:])
+	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
 }
 
 // JobsQuery selects jobs: those in any of States (none: every state), of
@@ -280,9 +379,22 @@ func contentType(body []byte) string {
 	return "application/yaml"
 }
 
+// transportError is a request that got no answer: the daemon could not
+// be reached, or the connection failed or timed out.
+type transportError struct{ err error }
+
+func (e *transportError) Error() string { return e.err.Error() }
+func (e *transportError) Unwrap() error { return e.err }
+
 // do sends one request. body, when not nil, is sent as is; out is a
 // *[]byte for the raw answer, or what the JSON answer decodes into.
 func (c *Client) do(ctx context.Context, method, path string, query url.Values, body []byte, out any) error {
+	return c.send(ctx, method, path, query, nil, body, out, nil)
+}
+
+// send is do with more headers, and the answer's status in *status when
+// status is not nil.
+func (c *Client) send(ctx context.Context, method, path string, query url.Values, header http.Header, body []byte, out any, status *int) error {
 	u := c.base + path
 	if len(query) > 0 {
 		u += "?" + query.Encode()
@@ -304,18 +416,24 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 	if path != "/healthz" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
+	for k, vs := range header {
+		req.Header[k] = vs
+	}
 	resp, err := c.http.Do(req)
 	if err != nil {
 		var ue *url.Error
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return fmt.Errorf("cannot reach the metasched daemon at %s: %s %s: %w", c.base, method, path, err)
+		return &transportError{fmt.Errorf("cannot reach the metasched daemon at %s: %s %s: %w", c.base, method, path, err)}
 	}
 	defer resp.Body.Close()
+	if status != nil {
+		*status = resp.StatusCode
+	}
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer+1))
 	if err != nil {
-		return fmt.Errorf("%s %s: read the answer: %w", method, path, err)
+		return &transportError{fmt.Errorf("%s %s: read the answer: %w", method, path, err)}
 	}
 	if len(data) > maxAnswer {
 		return fmt.Errorf("%s %s: the answer is over %d MiB", method, path, maxAnswer>>20)

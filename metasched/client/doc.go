@@ -15,6 +15,18 @@
 // Job files are sent as they are: the daemon parses and validates them, so
 // the client never disagrees with it about what a valid job is.
 //
+// # Submitting once
+//
+// Every submission carries an idempotency key (api.IdempotencyHeader): a
+// random one, or SubmitOptions.IdempotencyKey given to SubmitWith. A
+// submission whose answer is lost (the connection failed or timed out, or a
+// gateway or a stopping daemon answered 502, 503 or 504) is sent again with
+// the same key, up to SubmitOptions.Attempts requests (3 by default, 200 ms
+// apart and doubling): the daemon answers a repeat with the job the first
+// request made, so that a retry never makes a second job. A key of your own
+// lets a later call (after a crash of the program, say) find the job an
+// earlier one made.
+//
 // # Errors
 //
 // An answer outside 2xx is a *RemoteError carrying the HTTP status, the

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -41,11 +43,36 @@ type CommandOptions struct {
 	// WorkDir is the working directory of the commands; "" is the
 	// daemon's. A relative program path ("./master") is relative to it.
 	WorkDir string
+	// MaxOutput bounds the bytes kept of an attempt's output (what comes
+	// after is discarded, with a note); 0 means DefaultMaxOutput.
+	MaxOutput int64
+	// OutputRate bounds the bytes per second read from a command's output
+	// (beyond a burst of 64 KiB): a command that writes faster blocks on
+	// its pipe. 0 means DefaultOutputRate.
+	OutputRate int64
+	// Supervisor is the argv prefix that starts a supervisor (the command
+	// and its flags follow); nil means this binary run again,
+	// {"/proc/self/exe", SupervisorArg}, whose main calls MaybeSupervise.
+	Supervisor []string
 }
 
+// Errors of Command.Run, to be tested with errors.Is.
+var (
+	// ErrDetached: Run returned because its context was cancelled with
+	// this cause (context.WithCancelCause): the daemon is stopping, and
+	// the command runs on under its supervisor, for a later Run of the
+	// same attempt with Resume to pick up.
+	ErrDetached = errors.New("the daemon is stopping: the command runs on under its supervisor")
+	// ErrLost: a Run with Resume found neither a record of how the
+	// attempt's command ended nor a supervisor running it (the machine
+	// restarted, or the daemon died before it started the command): the
+	// job must run again.
+	ErrLost = errors.New("the command neither left an exit record nor runs under a supervisor")
+)
+
 // Command runs the job's command on the daemon's machine with a hostfile of
-// the job's VMs (see the package documentation). It is safe for concurrent
-// use: each Run starts its own process group.
+// the job's VMs (see the package documentation), each attempt under a
+// supervisor that outlives the daemon. It is safe for concurrent use.
 type Command struct {
 	log zerolog.Logger
 	opt CommandOptions
@@ -56,6 +83,15 @@ func NewCommand(log zerolog.Logger, opt CommandOptions) *Command {
 	if opt.Grace <= 0 {
 		opt.Grace = DefaultGrace
 	}
+	if opt.MaxOutput <= 0 {
+		opt.MaxOutput = DefaultMaxOutput
+	}
+	if opt.OutputRate <= 0 {
+		opt.OutputRate = DefaultOutputRate
+	}
+	if len(opt.Supervisor) == 0 {
+		opt.Supervisor = []string{"/proc/self/exe", SupervisorArg}
+	}
 	return &Command{log: log.With().Str("executor", "command").Logger(), opt: opt}
 }
 
@@ -63,11 +99,22 @@ func NewCommand(log zerolog.Logger, opt CommandOptions) *Command {
 // configuration.
 func (c *Command) Name() string { return "command" }
 
-// Run writes the hostfile in r.Dir, runs r.Job.Command in its own process
-// group with its output to r.Output and returns how it exited. On cancel it
-// stops the group (SIGTERM, SIGKILL after the grace period) and returns,
-// once the command is reaped, ctx's error wrapped. r.Predicted and
-// r.Elapsed are ignored.
+// tailEvery is how often Run copies what the command wrote to Output, and
+// looks whether a supervisor it did not start has ended.
+const tailEvery = 250 * time.Millisecond
+
+// Run writes the hostfile in r.Dir and runs r.Job.Command for attempt
+// r.Attempt under a supervisor, in its own process group, with its output
+// to the attempt's output file and, from there, to r.Output; it returns how
+// the command exited once the supervisor has recorded it. An attempt runs
+// its command at most once: a Run of an attempt whose exit is recorded
+// returns that exit, and one whose supervisor runs follows it. With
+// r.Resume (after a restart of the daemon), Run never starts the command:
+// when neither holds it returns ErrLost. On cancel it has the supervisor
+// stop the group (SIGTERM, SIGKILL after the grace period) and returns,
+// once the exit is recorded, ctx's error wrapped; a cancel whose cause is
+// ErrDetached returns at once and leaves the command running.
+// r.Predicted and r.Elapsed are ignored.
 func (c *Command) Run(ctx context.Context, r Run) (Result, error) {
 	name := jobName(r)
 	if err := ctx.Err(); err != nil {
@@ -94,22 +141,65 @@ func (c *Command) Run(ctx context.Context, r Run) (Result, error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("job %s: run directory: %w", name, err)
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	adir := AttemptDir(dir, r.Attempt)
+	if err := os.MkdirAll(adir, 0o755); err != nil {
 		return Result{}, fmt.Errorf("job %s: run directory: %w", name, err)
 	}
 	hfPath := filepath.Join(dir, HostfileName)
 	if err := os.WriteFile(hfPath, hf, 0o644); err != nil {
 		return Result{}, fmt.Errorf("job %s: hostfile: %w", name, err)
 	}
+	log := c.log.With().Str("job", r.JobID).Int("attempt", r.Attempt).Logger()
 
-	// One pipe for stdout and stderr: the child's writes arrive in the
-	// order it made them, and one goroutine copies them to Output.
-	pr, pw, err := os.Pipe()
+	// The lock tells whether a supervisor runs the attempt.
+	lock, err := os.OpenFile(filepath.Join(adir, lockName), os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
-		return Result{}, fmt.Errorf("job %s: output pipe: %w", name, err)
+		return Result{}, fmt.Errorf("job %s: attempt lock: %w", name, err)
 	}
-	defer pr.Close()
-	cmd := exec.Command(argv[0], argv[1:]...)
+	held, err := tryLock(lock, true)
+	if err != nil {
+		lock.Close()
+		return Result{}, fmt.Errorf("job %s: attempt lock: %w", name, err)
+	}
+	if !held {
+		lock.Close()
+		log.Info().Msg("the command's supervisor runs: following it")
+		return c.follow(ctx, log, r, name, adir, nil, true)
+	}
+	// No supervisor runs the attempt: it has ended, or never started.
+	if rec, err := readExit(adir); err == nil {
+		lock.Close()
+		log.Info().Int("exit_code", rec.ExitCode).Msg("the command's exit is on record: it does not run again")
+		return c.follow(ctx, log, r, name, adir, nil, false)
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		lock.Close()
+		return Result{}, fmt.Errorf("job %s: %w", name, err)
+	}
+	if r.Resume || started(adir) {
+		lock.Close()
+		return Result{}, fmt.Errorf("job %s: attempt %d: %w", name, r.Attempt, ErrLost)
+	}
+	sup, err := c.startSupervisor(r, adir, hfPath, lock)
+	lock.Close() // the supervisor holds the lock now
+	if err != nil {
+		return Result{}, fmt.Errorf("job %s: start the command's supervisor: %w", name, err)
+	}
+	log.Info().Strs("argv", argv).Str("hostfile", hfPath).Int("supervisor", sup.Process.Pid).Msg("command started")
+	return c.follow(ctx, log, r, name, adir, sup, true)
+}
+
+// startSupervisor starts the attempt's supervisor, handing it the locked
+// lock as its file descriptor 3.
+func (c *Command) startSupervisor(r Run, adir, hfPath string, lock *os.File) (*exec.Cmd, error) {
+	slog, err := os.OpenFile(filepath.Join(adir, slogName), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	defer slog.Close() // the supervisor has its own copy
+	args := append(slices.Clone(c.opt.Supervisor[1:]), "--dir", adir, "--attempt", strconv.Itoa(r.Attempt),
+		"--grace", c.opt.Grace.String(), "--max-output", strconv.FormatInt(c.opt.MaxOutput, 10),
+		"--output-rate", strconv.FormatInt(c.opt.OutputRate, 10), "--")
+	cmd := exec.Command(c.opt.Supervisor[0], append(args, r.Job.Command...)...)
 	cmd.Dir = c.opt.WorkDir
 	cmd.Env = append(os.Environ(), // exec keeps the last of duplicate keys
 		"METASCHED_HOSTFILE="+hfPath,
@@ -117,80 +207,176 @@ func (c *Command) Run(ctx context.Context, r Run) (Result, error) {
 		"METASCHED_JOB_NAME="+r.Job.Name,
 		"METASCHED_TASKS="+strconv.Itoa(r.Job.Tasks),
 	)
-	cmd.Stdout, cmd.Stderr = pw, pw
-	cmd.SysProcAttr = sysProcAttr()
-	err = cmd.Start()
-	pw.Close() // the child holds its own copy
-	if err != nil {
-		return Result{}, fmt.Errorf("job %s: start %q: %w", name, argv[0], err)
+	cmd.Stdout, cmd.Stderr = slog, slog
+	cmd.ExtraFiles = []*os.File{lock}
+	cmd.SysProcAttr = supervisorAttr()
+	if err := cmd.Start(); err != nil {
+		return nil, err
 	}
-	pgid := cmd.Process.Pid // Setpgid: the command leads its own group
-	log := c.log.With().Str("job", r.JobID).Int("pgid", pgid).Logger()
-	log.Info().Strs("argv", argv).Str("hostfile", hfPath).Msg("command started")
-	start := time.Now()
+	return cmd, nil
+}
 
-	copied := make(chan error, 1)
-	go func() { copied <- drain(output(r), pr) }()
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait() // cmd.ProcessState says how it ended
-		close(exited)
-	}()
-
-	// Wait for the command; on cancel, SIGTERM its group and SIGKILL it
-	// after the grace period.
+// follow copies the attempt's output to r.Output while its supervisor
+// runs (sup, when this Run started it; else the one the lock shows, when
+// running), stops the command on cancel, and returns the recorded exit.
+func (c *Command) follow(ctx context.Context, log zerolog.Logger, r Run, name, adir string, sup *exec.Cmd, running bool) (Result, error) {
+	out := output(r)
+	tail := &tailer{path: filepath.Join(adir, outputName), off: r.OutputFrom}
+	defer tail.close()
+	var exited chan struct{}
+	if sup != nil {
+		exited = make(chan struct{})
+		go func() {
+			_ = sup.Wait() // reaps it, also after Run returned
+			close(exited)
+		}()
+	}
+	ticker := time.NewTicker(tailEvery)
+	defer ticker.Stop()
 	var (
-		stop           error // ctx's error when the run was cancelled
-		termAt, killAt time.Time
-		killTimer      <-chan time.Time
-		done           = ctx.Done()
+		stop     error // ctx's error when the run was cancelled
+		signaled bool  // the supervisor got the stop
+		done     = ctx.Done()
+		start    = time.Now()
 	)
-	for running := true; running; {
+	for ended := !running; !ended; {
+		tail.copyTo(log, out)
 		select {
 		case <-exited:
-			running = false
+			ended = true
+		case <-ticker.C:
+			if sup == nil {
+				ended = !supervised(adir)
+				if !ended && stop != nil && !signaled {
+					// Its record was not written yet at the cancel.
+					signaled = signalSupervisor(log, adir, syscall.SIGTERM)
+				}
+			}
 		case <-done:
-			stop, done = ctx.Err(), nil
-			log.Info().Err(stop).Dur("grace", c.opt.Grace).Msg("stopping command: SIGTERM to its process group")
-			signalGroup(pgid, syscall.SIGTERM)
-			termAt = time.Now()
-			t := time.NewTimer(c.opt.Grace)
-			defer t.Stop()
-			killTimer = t.C
-		case <-killTimer:
-			log.Warn().Msg("command outlived its grace period: SIGKILL to its process group")
-			signalGroup(pgid, syscall.SIGKILL)
-			killAt, killTimer = time.Now(), nil
+			done = nil
+			if errors.Is(context.Cause(ctx), ErrDetached) {
+				log.Info().Msg("the daemon stops: the command runs on under its supervisor")
+				return Result{}, fmt.Errorf("job %s: %w", name, ErrDetached)
+			}
+			stop = ctx.Err()
+			log.Info().Err(stop).Dur("grace", c.opt.Grace).Msg("stopping the command: SIGTERM to its supervisor")
+			if sup != nil {
+				_ = sup.Process.Signal(syscall.SIGTERM)
+				signaled = true
+			} else {
+				signaled = signalSupervisor(log, adir, syscall.SIGTERM)
+			}
 		}
 	}
-	res := exitResult(cmd.ProcessState)
-
-	c.clearGroup(log, pgid, termAt, killAt)
-	select {
-	case err = <-copied:
-	case <-time.After(drainWait):
-		log.Warn().Msg("output pipe still open after the job's processes ended: a process that left the job's process group holds it; its later output is lost")
-		pr.Close() // unblocks the copy
-		err = <-copied
-	}
+	tail.copyTo(log, out) // the rest
+	rec, err := readExit(adir)
 	if err != nil {
-		log.Warn().Err(err).Msg("job output not fully captured")
+		why := "it was killed"
+		if sup != nil && sup.ProcessState != nil {
+			why = sup.ProcessState.String()
+		}
+		return Result{}, fmt.Errorf("job %s: the command's supervisor ended (%s) without recording how the command ended: %w", name, why, err)
 	}
-
-	log.Info().Int("exit_code", res.ExitCode).Str("reason", res.Reason).
-		Dur("took", time.Since(start)).Msg("command ended")
+	if rec.StartError != "" {
+		return Result{}, fmt.Errorf("job %s: %s: %w", name, rec.StartError, &startError{errno: rec.Errno})
+	}
+	res := rec.result()
+	log.Info().Int("exit_code", res.ExitCode).Str("reason", res.Reason).Int64("output_kept", rec.OutputKept).
+		Int64("output_read", rec.OutputRead).Dur("followed", time.Since(start)).Msg("command ended")
 	if stop != nil {
 		return res, fmt.Errorf("job %s: command stopped: %w", name, stop)
 	}
 	return res, nil
 }
 
+// startError is the errno of a command that could not be started, so that
+// errors.Is(err, os.ErrPermission) and the like still hold.
+type startError struct{ errno int }
+
+func (e *startError) Error() string { return "the command did not start" }
+func (e *startError) Unwrap() error { return errnoError(e.errno) }
+
+// supervised reports whether a supervisor holds the attempt's lock.
+func supervised(adir string) bool {
+	f, err := os.Open(filepath.Join(adir, lockName))
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	free, err := tryLock(f, false)
+	if err != nil {
+		return true // cannot tell: look again later
+	}
+	if free {
+		unlock(f)
+	}
+	return !free
+}
+
+// signalSupervisor signals the attempt's supervisor, a process this Run
+// did not start: the one its record names, if that process still is it.
+// It reports whether the signal went (or there is no supervisor left to
+// signal).
+func signalSupervisor(log zerolog.Logger, adir string, sig syscall.Signal) bool {
+	ref, err := readSupervisorRef(adir)
+	if err != nil {
+		log.Warn().Err(err).Msg("cannot find the command's supervisor to signal it yet")
+		return false
+	}
+	if !ref.alive() {
+		return true
+	}
+	if err := syscall.Kill(ref.pid, sig); err != nil && err != syscall.ESRCH {
+		log.Warn().Err(err).Int("supervisor", ref.pid).Msg("cannot signal the command's supervisor")
+		return false
+	}
+	return true
+}
+
+// tailer copies an output file to a writer as it grows.
+type tailer struct {
+	path string
+	off  int64 // what was taken already
+	f    *os.File
+	buf  []byte
+}
+
+// copyTo writes what the file holds beyond what was taken to w.
+func (t *tailer) copyTo(log zerolog.Logger, w io.Writer) {
+	if t.f == nil {
+		f, err := os.Open(t.path)
+		if err != nil {
+			return // not yet made
+		}
+		t.f, t.buf = f, make([]byte, 64<<10)
+	}
+	for {
+		n, err := t.f.ReadAt(t.buf, t.off)
+		if n > 0 {
+			if _, werr := w.Write(t.buf[:n]); werr != nil {
+				log.Warn().Err(werr).Msg("job output not taken: trying again")
+				return
+			}
+			t.off += int64(n)
+		}
+		if err != nil || n == 0 {
+			return
+		}
+	}
+}
+
+func (t *tailer) close() {
+	if t.f != nil {
+		t.f.Close()
+	}
+}
+
 // clearGroup ends what is left of the job's process group once its leader
 // (the command) has been reaped: background processes it left running get
 // SIGTERM and, after the grace period, SIGKILL. termAt and killAt are when
 // the group already had those signals (zero: not yet). Zombies of the group
-// that are the daemon's own children (when it is a subreaper) are reaped.
-func (c *Command) clearGroup(log zerolog.Logger, pgid int, termAt, killAt time.Time) {
+// that are this process's own children (it is a subreaper) are reaped.
+func clearGroup(log zerolog.Logger, pgid int, grace time.Duration, termAt, killAt time.Time) {
 	pause := 2 * time.Millisecond
 	for {
 		reapGroup(pgid)
@@ -204,7 +390,7 @@ func (c *Command) clearGroup(log zerolog.Logger, pgid int, termAt, killAt time.T
 			log.Info().Msg("the command left processes in its group: SIGTERM to them")
 			signalGroup(pgid, syscall.SIGTERM)
 			termAt = now
-		case killAt.IsZero() && now.Sub(termAt) >= c.opt.Grace:
+		case killAt.IsZero() && now.Sub(termAt) >= grace:
 			log.Warn().Msg("processes of the job's group outlived the grace period: SIGKILL to them")
 			signalGroup(pgid, syscall.SIGKILL)
 			killAt = now
@@ -214,26 +400,6 @@ func (c *Command) clearGroup(log zerolog.Logger, pgid int, termAt, killAt time.T
 		}
 		time.Sleep(pause)
 		pause = min(2*pause, 50*time.Millisecond)
-	}
-}
-
-// drain copies r to w until r ends or is closed. After a write error it
-// keeps reading (and discarding) so that the job never blocks on a full
-// pipe; it returns the first write error and any read error.
-func drain(w io.Writer, r io.Reader) error {
-	buf := make([]byte, 32<<10)
-	var werr error
-	for {
-		n, err := r.Read(buf)
-		if n > 0 && werr == nil {
-			_, werr = w.Write(buf[:n])
-		}
-		if err == io.EOF || errors.Is(err, os.ErrClosed) { // ErrClosed: Run gave up waiting
-			return werr
-		}
-		if err != nil {
-			return errors.Join(werr, err)
-		}
 	}
 }
 

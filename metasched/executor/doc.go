@@ -48,36 +48,77 @@
 //	METASCHED_JOB_NAME  the job's name
 //	METASCHED_TASKS     the job's number of tasks
 //
-// Its standard output and standard error go, through one pipe, to
-// Run.Output: interleaved in the order the command wrote them, each chunk
-// read from the pipe written whole, by one goroutine at a time. The exit
-// status becomes Result.ExitCode; a command killed by signal N gets
-// 128+N, as in the shells, and a Reason naming the signal ("killed by
-// signal SIGKILL (9)").
+// # The supervisor
+//
+// Each attempt of a command (Run.Attempt) runs under a supervisor: the
+// daemon's own binary run again (/proc/self/exe with SupervisorArg, which
+// main hands to MaybeSupervise), in a session of its own, with no
+// parent-death signal, so that it outlives the daemon. Its files are in
+// Run.Dir/attempt-N: a lock the supervisor holds (flock) from before it
+// starts until it has recorded the command's end, its PID and start time,
+// the output, and the exit record. The supervisor starts the command, waits
+// for it, and writes how it ended (exit code, signal, or why it could not
+// start) to the exit record atomically and durably: a temporary file
+// written and fsync'd, renamed, and the directory fsync'd. Only then does
+// it exit and release the lock.
+//
+// Run follows its supervisor: it copies the output file to Run.Output as it
+// grows (every 250 ms) and returns the recorded exit. An attempt's command
+// runs at most once: a Run that finds the attempt's exit on record returns
+// it, and one that finds the lock held follows the supervisor that holds
+// it. With Run.Resume (the daemon restarted while the attempt ran), Run
+// never starts the command; when it finds neither a record nor a
+// supervisor (the machine restarted, or the daemon died before the
+// supervisor started), it returns ErrLost, and the daemon runs the job
+// again in a new attempt. A Run that watched its supervisor die without a
+// record (killed from outside) fails with the reason.
+//
+// The command's standard output and standard error go, through one pipe,
+// to the supervisor, which writes them to the attempt's output file:
+// interleaved in the order the command wrote them. The file keeps at most
+// CommandOptions.MaxOutput bytes (default 4 MiB), then a note that the
+// output reached its cap; what the command writes after that is read and
+// discarded, and the command goes on (its exit code is its result, and a
+// verbose job is not a failed one). The supervisor reads the pipe at most
+// CommandOptions.OutputRate bytes per second (default 1 MiB/s, beyond a
+// burst of 64 KiB): a command that writes faster blocks on its pipe, so a
+// command that writes without pause (yes) costs neither the supervisor nor
+// the daemon a core, and the daemon takes at most the cap of each
+// attempt's output. The exit status becomes Result.ExitCode; a command
+// killed by signal N gets 128+N, as in the shells, and a Reason naming the
+// signal ("killed by signal SIGKILL (9)").
 //
 // # Stopping a command
 //
 // The command runs in a process group of its own. When ctx is cancelled,
-// Run sends SIGTERM to the whole group (the command and what it started),
-// then SIGKILL after CommandOptions.Grace (default 5 s) to what is left,
-// and returns, with ctx's error wrapped, only after the command has been
-// reaped and its output read to the end. Processes that the command leaves
-// running in its group when it exits by itself get the same treatment, so
-// a run leaves nothing behind; a process that moved to another group or
-// session (setsid) escapes it. On Linux a process keeps existing as a
-// zombie until its parent reaps it; the background processes of a job
-// whose parent is gone are re-parented to init, or to the daemon when it
-// called BecomeSubreaper, and Run then reaps them itself.
+// Run sends SIGTERM to the supervisor, which sends SIGTERM to the whole
+// group (the command and what it started), then SIGKILL after
+// CommandOptions.Grace (default 5 s) to what is left; Run returns, with
+// ctx's error wrapped, once the exit is recorded and the output read to the
+// end. Processes that the command leaves running in its group when it
+// exits by itself get the same treatment, so a run leaves nothing behind; a
+// process that moved to another group or session (setsid) escapes it. The
+// supervisor is a child subreaper: the background processes of a job whose
+// parent is gone are re-parented to it, and it reaps them.
+//
+// A cancel whose cause is ErrDetached (context.WithCancelCause: the daemon
+// is stopping) makes Run return at once and leaves the command running: the
+// next start of the daemon resumes the attempt.
 //
 // # When the daemon dies
 //
-// The kernel kills the command (SIGKILL, through the parent-death signal)
-// when the daemon dies, even by SIGKILL. Processes the command started are
-// not killed by the kernel: they stop when the command's death closes what
-// they need (an MPI launcher's daemons exit when mpirun goes) or run on as
-// orphans. A command has no checkpoint: after a restart the daemon requeues
-// the job and its command is run again from the start. Only an emulated job
-// resumes where it was, through Run.Elapsed.
+// Nothing happens to the command: its supervisor has no parent-death
+// signal and runs in its own session, so a SIGKILL, a crash or a restart of
+// the daemon, or a Ctrl-C on its terminal, does not reach it, and the
+// command's output goes to a file, so the daemon's death does not SIGPIPE
+// it. The command, though, has the parent-death signal SIGKILL towards its
+// supervisor: a supervisor killed from outside records nothing, and a
+// command left running without it could be run again beside itself.
+// Processes the command started are not killed by the kernel. After a
+// restart the daemon resumes the attempt (Run.Resume): the recorded exit
+// completes the job, a supervisor still running is followed, and only an
+// attempt with neither runs again. An emulated job resumes where it was,
+// through Run.Elapsed.
 //
 // The command executor needs Linux; elsewhere its Run fails.
 //

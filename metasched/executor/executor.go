@@ -31,17 +31,30 @@ type Run struct {
 	Predicted time.Duration
 	// Elapsed is the time the emulated run had already run before a daemon
 	// restart: the run lasts Predicted−Elapsed more. Command ignores it (a
-	// command is run again from the start).
+	// command's attempt resumes through Resume).
 	Elapsed time.Duration
 
-	// Dir is a directory for this run's files (the hostfile); Run creates
-	// it when missing. Command needs it; Emulated writes no file.
+	// Dir is a directory for the job's files (the hostfile, and each
+	// attempt's in Dir/attempt-N); Run creates it when missing. Command
+	// needs it; Emulated writes no file.
 	Dir string
+	// Attempt numbers this run of the job (the daemon's attempt): Command
+	// runs an attempt's command at most once, and keeps its files apart.
+	Attempt int
+	// Resume says the daemon restarted while this attempt ran: Command
+	// then never starts the command, it follows the supervisor that runs
+	// it or returns the exit it recorded, and fails with ErrLost when
+	// neither is there. Emulated resumes through Elapsed.
+	Resume bool
 	// Output receives what the job prints (Command: its stdout and stderr;
 	// Emulated: a description of what it emulates). Run calls Output.Write
 	// from one goroutine at a time and never after it returned. Nil
 	// discards the output.
 	Output io.Writer
+	// OutputFrom is how many bytes of the attempt's output Output already
+	// took (before a restart): Command writes what follows them. Emulated
+	// ignores it.
+	OutputFrom int64
 }
 
 // Result is how a run ended.

@@ -3,6 +3,7 @@ package executor_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"testing"
 
@@ -13,35 +14,41 @@ import (
 )
 
 // daemonEnv, set to a directory, makes the test binary play a daemon that
-// runs one long command (see TestCommandDiesWithDaemon).
-const daemonEnv = "METASCHED_EXECUTOR_TEST_DAEMON"
+// runs one command, the script in scriptEnv, as attempt 1 of a job in that
+// directory, with its output to stdout, until the test kills this process
+// (see TestCommandOutlivesDaemon).
+const (
+	daemonEnv = "METASCHED_EXECUTOR_TEST_DAEMON"
+	scriptEnv = "METASCHED_EXECUTOR_TEST_SCRIPT"
+)
 
-// TestMain makes the test binary a child subreaper, as the daemon is: the
-// background processes of a test job whose shell dies are re-parented to
-// it and reaped by Command.Run, so that kill(-pgid, 0) finds no process of
-// the job's group once Run has returned, whether or not init reaps.
+// TestMain lets the test binary be a command's supervisor, as the daemon's
+// binary is: Command runs /proc/self/exe with SupervisorArg.
 func TestMain(m *testing.M) {
+	executor.MaybeSupervise()
 	if dir := os.Getenv(daemonEnv); dir != "" {
 		os.Exit(playDaemon(dir))
-	}
-	if err := executor.BecomeSubreaper(); err != nil {
-		fmt.Fprintln(os.Stderr, "executor tests:", err)
-		os.Exit(1)
 	}
 	os.Exit(m.Run())
 }
 
-// playDaemon runs a command that prints its PID and sleeps, until the
-// test kills this process.
+// playDaemon runs the command of scriptEnv and reports how it ended; the
+// test kills it before.
 func playDaemon(dir string) int {
 	ex := executor.NewCommand(zerolog.Nop(), executor.CommandOptions{})
-	_, err := ex.Run(context.Background(), executor.Run{
-		JobID:  "j-1",
-		Job:    &selection.Job{Name: "orphan", Command: []string{"/bin/sh", "-c", "echo pid=$$; exec sleep 60"}},
-		VMs:    []executor.VM{{Name: "vm-0", Site: "s", Host: "h", Master: true, VCPUs: 1}},
-		Dir:    dir,
-		Output: os.Stdout,
-	})
-	fmt.Fprintln(os.Stderr, "the command ended while its daemon lived:", err)
+	res, err := ex.Run(context.Background(), daemonRun(dir, os.Getenv(scriptEnv), os.Stdout))
+	fmt.Fprintf(os.Stderr, "the command ended while its daemon lived: %+v, %v\n", res, err)
 	return 1
+}
+
+// daemonRun is the run playDaemon makes: attempt 1 of job j-1 in dir.
+func daemonRun(dir, script string, out io.Writer) executor.Run {
+	return executor.Run{
+		JobID:   "j-1",
+		Job:     &selection.Job{Name: "survivor", Command: []string{"/bin/sh", "-c", script}},
+		VMs:     []executor.VM{{Name: "vm-0", Site: "s", Host: "h", Master: true, VCPUs: 1}},
+		Dir:     dir,
+		Attempt: 1,
+		Output:  out,
+	}
 }

@@ -2,6 +2,7 @@ package executor
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -13,12 +14,13 @@ const prSetChildSubreaper = 36
 
 // BecomeSubreaper makes the calling process a child subreaper (prctl
 // PR_SET_CHILD_SUBREAPER): a process that a job leaves behind when its
-// parent exits is re-parented to the daemon instead of to init, and
-// Command.Run reaps those of the job's process group, so that none stays a
-// zombie even where init does not reap (some containers and sandboxes).
-// The daemon calls it once at start-up. Orphans of the process's other
-// children come to it too, and nothing here reaps them: call it only in a
-// process whose other children do not leave orphans.
+// parent exits is re-parented to the command's supervisor instead of to
+// init, and the supervisor reaps those of the job's process group, so that
+// none stays a zombie even where init does not reap (some containers and
+// sandboxes). Each supervisor calls it at its start. Orphans of the
+// process's other children come to it too, and nothing here reaps them:
+// call it only in a process whose other children do not leave orphans
+// (not the daemon, whose supervisors' orphans would stay its zombies).
 func BecomeSubreaper() error {
 	if _, _, e := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0); e != 0 {
 		return fmt.Errorf("prctl(PR_SET_CHILD_SUBREAPER): %w", e)
@@ -28,13 +30,88 @@ func BecomeSubreaper() error {
 
 func supported() error { return nil }
 
-// sysProcAttr puts the command in a process group of its own, so that it
+// commandAttr puts the command in a process group of its own, so that it
 // and everything it starts can be signalled at once, and has the kernel
-// SIGKILL it when the daemon dies. (Pdeathsig follows the thread that
-// started the command; the Go runtime ends a thread only when a goroutine
-// locked to it exits, and nothing here locks one.)
-func sysProcAttr() *syscall.SysProcAttr {
+// SIGKILL it when its supervisor dies: a supervisor that dies (killed from
+// outside) records no exit, and a command left running without one would
+// be run again beside itself after the daemon's next start. (Pdeathsig
+// follows the thread that started the command; the Go runtime ends a
+// thread only when a goroutine locked to it exits, and the supervisor
+// locks none.)
+func commandAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+}
+
+// supervisorAttr starts the supervisor in a session of its own, with no
+// parent-death signal: it outlives the daemon (a SIGKILL, a crash, a
+// restart), and the signals of the daemon's terminal (Ctrl-C) do not reach
+// it or its command.
+func supervisorAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setsid: true}
+}
+
+// tryLock takes an exclusive (or shared) flock on f without waiting; it
+// reports false when another holds it.
+func tryLock(f *os.File, exclusive bool) (bool, error) {
+	how := syscall.LOCK_SH
+	if exclusive {
+		how = syscall.LOCK_EX
+	}
+	for {
+		err := syscall.Flock(int(f.Fd()), how|syscall.LOCK_NB)
+		switch err {
+		case nil:
+			return true, nil
+		case syscall.EINTR:
+			continue
+		case syscall.EWOULDBLOCK:
+			return false, nil
+		}
+		return false, err
+	}
+}
+
+// unlock drops the flock on f.
+func unlock(f *os.File) { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN) }
+
+// closeOnExec marks fd close-on-exec, so that the command does not
+// inherit it.
+func closeOnExec(fd uintptr) { syscall.CloseOnExec(int(fd)) }
+
+// startTime reads a process's start time (clock ticks after boot, field 22
+// of /proc/PID/stat): with the PID it names one process, a PID reused
+// since by another has another start time.
+func startTime(pid int) (uint64, error) {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
+	}
+	f := bytes.Fields(stat[i+1:])
+	if len(f) < 20 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields after the name", pid, len(f))
+	}
+	return strconv.ParseUint(string(f[19]), 10, 64) // field 22: the 20th after the name
+}
+
+// errnoOf digs the errno out of an error of starting a process.
+func errnoOf(err error) int {
+	var e syscall.Errno
+	if errors.As(err, &e) {
+		return int(e)
+	}
+	return 0
+}
+
+// errnoError is an errno a supervisor reported.
+func errnoError(n int) error {
+	if n == 0 {
+		return nil
+	}
+	return syscall.Errno(n)
 }
 
 // signalGroup sends sig to every process of the group. A group that no

@@ -16,7 +16,21 @@ func BecomeSubreaper() error { return errNotLinux }
 
 func supported() error { return errNotLinux }
 
-func sysProcAttr() *syscall.SysProcAttr { return nil }
+func commandAttr() *syscall.SysProcAttr { return nil }
+
+func supervisorAttr() *syscall.SysProcAttr { return nil }
+
+func tryLock(*os.File, bool) (bool, error) { return false, errNotLinux }
+
+func unlock(*os.File) {}
+
+func closeOnExec(uintptr) {}
+
+func startTime(int) (uint64, error) { return 0, errNotLinux }
+
+func errnoOf(error) int { return 0 }
+
+func errnoError(int) error { return nil }
 
 func signalGroup(int, syscall.Signal) {}
 

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"reflect"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -374,6 +375,43 @@ func TestOpenAPIQueryParameters(t *testing.T) {
 	}
 }
 
+// The header parameters the handlers read: the Idempotency-Key of POST
+// /v1/jobs, whose schema says what idempotencyKey accepts.
+func TestOpenAPIHeaderParameters(t *testing.T) {
+	doc := openapiDoc(t)
+	var key map[string]any
+	for _, o := range openapiOps(t, doc) {
+		params, _ := o.op["parameters"].([]any)
+		for _, p := range params {
+			pm := openapiDeref(t, doc, p.(map[string]any))
+			if pm["in"] != "header" {
+				continue
+			}
+			if o.key != "POST /v1/jobs" || pm["name"] != api.IdempotencyHeader {
+				t.Errorf("%s: header parameter %v, which no handler reads", o.key, pm["name"])
+				continue
+			}
+			key = pm
+		}
+	}
+	if key == nil {
+		t.Fatalf("POST /v1/jobs: no %s header parameter", api.IdempotencyHeader)
+	}
+	s := openapiDeref(t, doc, key["schema"].(map[string]any))
+	if s["type"] != "string" || fmt.Sprint(s["minLength"]) != "1" || fmt.Sprint(s["maxLength"]) != strconv.Itoa(api.MaxIdempotencyKey) {
+		t.Errorf("%s schema %v, want a string of 1 to %d characters", api.IdempotencyHeader, s, api.MaxIdempotencyKey)
+	}
+	re, err := regexp.Compile(s["pattern"].(string))
+	if err != nil {
+		t.Fatalf("%s pattern: %v", api.IdempotencyHeader, err)
+	}
+	for c := range 256 {
+		if got, want := re.MatchString(string([]byte{byte(c)})), keyChar(byte(c)); got != want {
+			t.Errorf("%s pattern takes %q: %v, the server: %v", api.IdempotencyHeader, byte(c), got, want)
+		}
+	}
+}
+
 // Every "$ref" of the document resolves to a component.
 func TestOpenAPIRefs(t *testing.T) {
 	doc := openapiDoc(t)
@@ -688,7 +726,7 @@ func TestOpenAPIEnums(t *testing.T) {
 		{[]string{"components", "schemas", "JobState"}, sorted(states...)},
 		{[]string{"components", "schemas", "Transition", "properties", "from"}, sorted(append([]string{""}, states...)...)},
 		{[]string{"components", "schemas", "APIError", "properties", "code"}, sorted(api.CodeInvalid, api.CodeUnauthorized, api.CodeForbidden,
-			api.CodeNotFound, api.CodeUnknownRoute, api.CodeMethod, api.CodeConflict, api.CodeTooLarge, api.CodeUnsupported, api.CodeUnavailable, api.CodeInternal)},
+			api.CodeNotFound, api.CodeUnknownRoute, api.CodeMethod, api.CodeConflict, api.CodeTooLarge, api.CodeUnsupported, api.CodeKeyReused, api.CodeUnavailable, api.CodeInternal)},
 		{[]string{"components", "schemas", "HostView", "properties", "state"}, sorted(api.HostBusy, api.HostIdle, api.HostSwitching, api.HostStranded, api.HostUnreachable)},
 		{[]string{"components", "schemas", "SwitchView", "properties", "phase"}, sorted(string(co.PhaseReleasing), string(co.PhaseReconfiguring),
 			string(co.PhaseAdding), string(co.PhaseCommitting), string(co.PhaseCancelling), string(co.PhaseRollingBack), string(co.PhaseDone),
@@ -712,6 +750,9 @@ func TestOpenAPIBodies(t *testing.T) {
 	doc := openapiDoc(t)
 	out0 := func(f any) reflect.Type { return reflect.TypeOf(f).Out(0) }
 	jobFile := reflect.TypeFor[selection.Job]()
+	// Another success status with the same answer: a repeat with an
+	// Idempotency-Key.
+	also := map[string]string{"POST /v1/jobs": "200"}
 	jobTypes := []string{"application/json", "application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml", "text/plain", "application/octet-stream"}
 	for _, c := range []struct {
 		op      string
@@ -743,25 +784,31 @@ func TestOpenAPIBodies(t *testing.T) {
 		op := openapiObj(t, doc, "paths", path, strings.ToLower(method))
 		resps := openapiObj(t, op, "responses")
 		for code := range resps {
-			if code[0] == '2' && code != c.status {
-				t.Errorf("%s: success %s, want only %s", c.op, code, c.status)
+			if code[0] == '2' && code != c.status && code != also[c.op] {
+				t.Errorf("%s: success %s, want only %s", c.op, code, strings.TrimSuffix(c.status+" and "+also[c.op], " and "))
 			}
 		}
-		r, ok := resps[c.status].(map[string]any)
-		if !ok {
-			t.Errorf("%s: no %s response", c.op, c.status)
-			continue
+		successes := []string{c.status}
+		if a := also[c.op]; a != "" {
+			successes = append(successes, a)
 		}
-		r = openapiDeref(t, doc, r)
-		content, _ := r["content"].(map[string]any)
-		if c.answer == nil {
-			if len(content) != 0 {
-				t.Errorf("%s: %s has content %v, want none", c.op, c.status, content)
+		for _, status := range successes {
+			r, ok := resps[status].(map[string]any)
+			if !ok {
+				t.Errorf("%s: no %s response", c.op, status)
+				continue
 			}
-		} else if mt, ok := content["application/json"].(map[string]any); !ok {
-			t.Errorf("%s: %s has no application/json content", c.op, c.status)
-		} else {
-			openapiCheckType(t, doc, c.op+" "+c.status, c.answer, mt["schema"].(map[string]any))
+			r = openapiDeref(t, doc, r)
+			content, _ := r["content"].(map[string]any)
+			if c.answer == nil {
+				if len(content) != 0 {
+					t.Errorf("%s: %s has content %v, want none", c.op, status, content)
+				}
+			} else if mt, ok := content["application/json"].(map[string]any); !ok {
+				t.Errorf("%s: %s has no application/json content", c.op, status)
+			} else {
+				openapiCheckType(t, doc, c.op+" "+status, c.answer, mt["schema"].(map[string]any))
+			}
 		}
 		rb, hasBody := op["requestBody"].(map[string]any)
 		if c.reqType == nil {
@@ -928,6 +975,8 @@ func TestOpenAPIServed(t *testing.T) {
 		{method: "POST", path: "/login", op: "POST /login", ctype: "application/json", body: big, status: 413, code: api.CodeTooLarge},
 		{method: "POST", path: "/v1/jobs", op: "POST /v1/jobs", bearer: true, ctype: "image/png", body: []byte("x"), status: 415, code: api.CodeUnsupported},
 		{method: "POST", path: "/v1/jobs", op: "POST /v1/jobs", bearer: true, ctype: "application/yaml", body: big, status: 413, code: api.CodeTooLarge},
+		{method: "POST", path: "/v1/jobs", op: "POST /v1/jobs", bearer: true, header: http.Header{api.IdempotencyHeader: {"not a key"}},
+			ctype: "application/yaml", body: []byte("x"), status: 400, code: api.CodeInvalid},
 		{method: "POST", path: "/v1/plan", op: "POST /v1/plan", bearer: true, ctype: "text/csv", body: []byte("x"), status: 415, code: api.CodeUnsupported},
 		{method: "POST", path: "/v1/plan", op: "POST /v1/plan", bearer: true, ctype: "application/json", body: big, status: 413, code: api.CodeTooLarge},
 		{method: "GET", path: "/v1/jobs?limit=many", op: "GET /v1/jobs", bearer: true, status: 400, code: api.CodeInvalid},

@@ -40,6 +40,9 @@ type Daemon interface {
 	Started() time.Time
 	// The API under /v1.
 	Submit(ctx context.Context, body []byte) (api.Job, error)
+	// SubmitOnce is Submit with the caller's idempotency key (see
+	// api.IdempotencyHeader); created is false for a repeat.
+	SubmitOnce(ctx context.Context, body []byte, caller, key string) (job api.Job, created bool, err error)
 	Jobs(ctx context.Context, f store.JobFilter) (api.JobList, error)
 	Job(ctx context.Context, id string) (api.Job, error)
 	Cancel(ctx context.Context, id string) (api.Job, error)
@@ -149,8 +152,7 @@ func (s *Server) handlers() map[string]http.HandlerFunc {
 			s.board.ServeEvents(w, r)
 		},
 		"POST /v1/jobs": withJobBody(func(r *http.Request, body []byte) (any, int, error) {
-			j, err := d.Submit(r.Context(), body)
-			return j, http.StatusCreated, err
+			return submit(d, r, body)
 		}),
 		"GET /v1/jobs": func(w http.ResponseWriter, r *http.Request) {
 			f, err := jobFilter(r)

@@ -88,10 +88,11 @@ func (s *Server) authenticate(next http.HandlerFunc) http.Handler {
 	bearer := httpx.Bearer(s.token, func(w http.ResponseWriter, msg string) {
 		writeError(w, http.StatusUnauthorized, api.APIError{Code: api.CodeUnauthorized, Error: msg})
 	}, next)
+	caller := bearerCaller(s.token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case r.Header.Get("Authorization") != "":
-			bearer.ServeHTTP(w, r)
+			bearer.ServeHTTP(w, withCaller(r, caller))
 		case !s.validSession(r):
 			writeError(w, http.StatusUnauthorized, api.APIError{Code: api.CodeUnauthorized,
 				Error: "missing bearer token (Authorization: Bearer TOKEN) or session (log in at /)"})
@@ -100,7 +101,8 @@ func (s *Server) authenticate(next http.HandlerFunc) http.Handler {
 				Error: fmt.Sprintf("a request the session cookie authenticates must send %s: %s", CSRFHeader, csrfValue)})
 		default:
 			httpsrv.Prove(r.Context()) // the session authenticates the connection
-			next(w, r)
+			id, _, _ := s.session(r)
+			next(w, withCaller(r, "session:"+id))
 		}
 	})
 }

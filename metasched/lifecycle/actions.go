@@ -44,11 +44,15 @@ type CreateVMs struct {
 }
 
 // Execute asks the executor to run the job on its VMs, Elapsed into its
-// run (non-zero when resuming). Answer: Exited.
+// run. Resume says the daemon restarted while the attempt ran: the
+// executor picks its run up (an emulated run where it was, a command's
+// exit as recorded or its supervisor still running) instead of starting
+// it. Answer: Exited.
 type Execute struct {
 	Attempt int
 	VMs     []VM
 	Elapsed time.Duration
+	Resume  bool
 }
 
 // StopRun asks the driver to stop what runs for the attempt (VM creation,

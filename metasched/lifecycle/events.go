@@ -57,8 +57,10 @@ type Exited struct {
 	At      time.Time
 }
 
-// Resume runs again a job that was running when the daemon stopped and
-// whose VMs are still there (the emulated executor resumes where it was).
+// Resume picks up a job that was running when the daemon stopped: the
+// emulated executor resumes where it was (its VMs still there), the
+// command executor takes the exit its command's supervisor recorded or
+// follows the supervisor that still runs it.
 type Resume struct{ At time.Time }
 
 // Moved says bandwidth tuning moved one of the job's VMs to another host.

@@ -115,7 +115,7 @@ func (j Job) Step(ev Event) (Job, []Action, error) {
 		if j.State != Running {
 			return j, nil, j.notAllowed("resume")
 		}
-		return j, []Action{Execute{Attempt: j.attempt(), VMs: j.Record.VMs, Elapsed: e.At.Sub(j.Record.Started)}}, nil
+		return j, []Action{Execute{Attempt: j.attempt(), VMs: j.Record.VMs, Elapsed: e.At.Sub(j.Record.Started), Resume: true}}, nil
 	case Moved:
 		return j.moved(e)
 	case Stop:

@@ -270,7 +270,11 @@ func formatAction(a Action) string {
 	case CreateVMs:
 		return fmt.Sprintf("create-vms a%d %s", a.Attempt, vmList(a.VMs))
 	case Execute:
-		return fmt.Sprintf("execute a%d %s elapsed=%s", a.Attempt, vmList(a.VMs), a.Elapsed)
+		resume := ""
+		if a.Resume {
+			resume = " resume"
+		}
+		return fmt.Sprintf("execute a%d %s elapsed=%s%s", a.Attempt, vmList(a.VMs), a.Elapsed, resume)
 	case StopRun:
 		return fmt.Sprintf("stop-run a%d", a.Attempt)
 	case DestroyVMs:

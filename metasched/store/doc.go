@@ -20,6 +20,10 @@
 //	         coordinator, in append order.
 //	hosts    host name → opaque value (pool assignment, stranded mark).
 //	meta     "token" → the API token.
+//	idempotency  the idempotency keys of submissions, recorded with their
+//	         job (see SubmitJobOnce): nested "keys" (key → when it was
+//	         made, the body's SHA-256, the job's ID) and "created" (that
+//	         time and the key, in time order, for expiry).
 //
 // # Durability
 //

@@ -103,6 +103,9 @@ type Options struct {
 	// OnCorrupt hears of each job record a listing skipped because it
 	// cannot be decoded (the error wraps ErrCorrupt); nil: nobody.
 	OnCorrupt func(id string, err error)
+	// KeyRetention is how long an idempotency key of a submission is
+	// kept; 0 means DefaultKeyRetention.
+	KeyRetention time.Duration
 }
 
 // Defaults for Options.
@@ -118,6 +121,8 @@ type Store struct {
 	now       func() time.Time
 	maxLog    int
 	onCorrupt func(id string, err error)
+	// keyRetention is how long idempotency keys are kept.
+	keyRetention time.Duration
 
 	countMu sync.Mutex
 	counts  map[JobState]int // jobs per state, kept with every committed change
@@ -172,7 +177,7 @@ func Open(path string, opt Options) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
-	s := &Store{db: db, now: opt.Now, maxLog: opt.MaxLogBytes, onCorrupt: opt.OnCorrupt, counts: map[JobState]int{}}
+	s := &Store{db: db, now: opt.Now, maxLog: opt.MaxLogBytes, onCorrupt: opt.OnCorrupt, keyRetention: opt.KeyRetention, counts: map[JobState]int{}}
 	if err := db.View(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketStates).ForEach(func(k, _ []byte) error {
 			st, _, _ := bytes.Cut(k, []byte("/"))
@@ -348,6 +353,9 @@ func upgrade(tx *bolt.Tx) error {
 			return fmt.Errorf("create bucket %s: %w", b, err)
 		}
 	}
+	if err := createNested(tx); err != nil {
+		return err
+	}
 	if layout == 1 {
 		// Layout 2 indexes the jobs by type.
 		types := tx.Bucket(bucketTypes)
@@ -440,32 +448,38 @@ func (s *Store) SubmitJob(ctx context.Context, typ string, spec json.RawMessage,
 	spec = slices.Clone(spec)
 	var j Job
 	err := s.batch(ctx, func(tx *bolt.Tx) error {
-		n, err := tx.Bucket(bucketJobs).NextSequence()
-		if err != nil {
-			return fmt.Errorf("next job id: %w", err)
-		}
-		now := s.stamp()
-		j = Job{
-			ID:          jobID(n),
-			Type:        typ,
-			Spec:        spec,
-			State:       Queued,
-			Submitted:   now,
-			Transitions: []Transition{{From: "", To: Queued, At: now, Reason: reason}},
-		}
-		if err := putJob(tx, j); err != nil {
-			return err
-		}
-		if err := tx.Bucket(bucketTypes).Put(typeKey(typ, j.ID), nil); err != nil {
-			return err
-		}
-		return tx.Bucket(bucketStates).Put(stateKey(Queued, j.ID), nil)
+		var err error
+		j, err = s.putNewJob(tx, typ, spec, reason, s.stamp())
+		return err
 	})
 	if err != nil {
 		return Job{}, fmt.Errorf("submit job: %w", err)
 	}
 	s.count(Queued, 1)
 	return j, nil
+}
+
+// putNewJob records a new queued job in tx and indexes it.
+func (s *Store) putNewJob(tx *bolt.Tx, typ string, spec json.RawMessage, reason string, now time.Time) (Job, error) {
+	n, err := tx.Bucket(bucketJobs).NextSequence()
+	if err != nil {
+		return Job{}, fmt.Errorf("next job id: %w", err)
+	}
+	j := Job{
+		ID:          jobID(n),
+		Type:        typ,
+		Spec:        spec,
+		State:       Queued,
+		Submitted:   now,
+		Transitions: []Transition{{From: "", To: Queued, At: now, Reason: reason}},
+	}
+	if err := putJob(tx, j); err != nil {
+		return Job{}, err
+	}
+	if err := tx.Bucket(bucketTypes).Put(typeKey(typ, j.ID), nil); err != nil {
+		return Job{}, err
+	}
+	return j, tx.Bucket(bucketStates).Put(stateKey(Queued, j.ID), nil)
 }
 
 // count adds n to the jobs in state st.
@@ -732,57 +746,66 @@ func (s *Store) AppendLog(ctx context.Context, id string, line []byte) error {
 			missing = fmt.Errorf("job %q: %w", id, ErrNotFound)
 			return nil
 		}
-		b, err := tx.Bucket(bucketLogs).CreateBucketIfNotExists([]byte(id))
-		if err != nil {
-			return err
-		}
-		var size uint64
-		if v := b.Get(keyLogSize); v != nil {
-			size = binary.BigEndian.Uint64(v)
-		}
-		n, err := b.NextSequence()
-		if err != nil {
-			return err
-		}
-		if err := b.Put(u64(n), line); err != nil {
-			return err
-		}
-		size += uint64(len(line))
-		// Drop the oldest chunks, cutting the last dropped one, until the
-		// total is within bounds. Keys are collected first: deleting under
-		// a moving cursor can skip keys.
-		var drop [][]byte
-		var cutKey, cutVal []byte
-		c := b.Cursor()
-		for k, v := c.First(); size > uint64(s.maxLog) && k != nil; k, v = c.Next() {
-			if bytes.Equal(k, keyLogSize) {
-				continue
-			}
-			excess := size - uint64(s.maxLog)
-			if uint64(len(v)) <= excess {
-				drop = append(drop, slices.Clone(k))
-				size -= uint64(len(v))
-				continue
-			}
-			cutKey, cutVal = slices.Clone(k), slices.Clone(v[excess:])
-			size -= excess
-		}
-		for _, k := range drop {
-			if err := b.Delete(k); err != nil {
-				return err
-			}
-		}
-		if cutKey != nil {
-			if err := b.Put(cutKey, cutVal); err != nil {
-				return err
-			}
-		}
-		return b.Put(keyLogSize, u64(size))
+		return s.appendLogTx(tx, id, line)
 	})
 	if err != nil {
 		return fmt.Errorf("append log of job %s: %w", id, err)
 	}
 	return missing
+}
+
+// appendLogTx adds line to job id's output in tx, dropping the oldest
+// output beyond Options.MaxLogBytes.
+func (s *Store) appendLogTx(tx *bolt.Tx, id string, line []byte) error {
+	if len(line) > s.maxLog {
+		line = line[len(line)-s.maxLog:]
+	}
+	b, err := tx.Bucket(bucketLogs).CreateBucketIfNotExists([]byte(id))
+	if err != nil {
+		return err
+	}
+	var size uint64
+	if v := b.Get(keyLogSize); v != nil {
+		size = binary.BigEndian.Uint64(v)
+	}
+	n, err := b.NextSequence()
+	if err != nil {
+		return err
+	}
+	if err := b.Put(u64(n), line); err != nil {
+		return err
+	}
+	size += uint64(len(line))
+	// Drop the oldest chunks, cutting the last dropped one, until the
+	// total is within bounds. Keys are collected first: deleting under
+	// a moving cursor can skip keys.
+	var drop [][]byte
+	var cutKey, cutVal []byte
+	c := b.Cursor()
+	for k, v := c.First(); size > uint64(s.maxLog) && k != nil; k, v = c.Next() {
+		if bytes.Equal(k, keyLogSize) {
+			continue
+		}
+		excess := size - uint64(s.maxLog)
+		if uint64(len(v)) <= excess {
+			drop = append(drop, slices.Clone(k))
+			size -= uint64(len(v))
+			continue
+		}
+		cutKey, cutVal = slices.Clone(k), slices.Clone(v[excess:])
+		size -= excess
+	}
+	for _, k := range drop {
+		if err := b.Delete(k); err != nil {
+			return err
+		}
+	}
+	if cutKey != nil {
+		if err := b.Put(cutKey, cutVal); err != nil {
+			return err
+		}
+	}
+	return b.Put(keyLogSize, u64(size))
 }
 
 // Logs returns job id's kept output, oldest first.

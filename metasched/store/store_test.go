@@ -405,7 +405,18 @@ func TestCrashHelper(t *testing.T) {
 	for g := range 16 {
 		wg.Go(func() {
 			for i := 0; ; i++ {
-				j, err := s.SubmitJob(context.Background(), "crash", json.RawMessage(fmt.Sprintf(`{"g":%d,"i":%d}`, g, i)), "helper")
+				var (
+					j   Job
+					err error
+				)
+				if g%2 == 0 {
+					j, err = s.SubmitJob(context.Background(), "crash", json.RawMessage(fmt.Sprintf(`{"g":%d,"i":%d}`, g, i)), "helper")
+				} else {
+					// Half the submissions carry an idempotency key.
+					key := fmt.Sprintf("%d-%d", g, i)
+					j, _, err = s.SubmitJobOnce(context.Background(), "crash", json.RawMessage(fmt.Sprintf(`{"g":%d,"i":%d,"key":%q}`, g, i, key)), "helper",
+						idemKey(key, key))
+				}
 				if err != nil {
 					fmt.Fprintln(os.Stderr, err)
 					os.Exit(2)
@@ -467,11 +478,25 @@ func TestCrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	have := map[string]bool{}
+	keyed := 0
 	for _, j := range jobs {
 		have[j.ID] = true
 		if j.State != Queued || len(j.Transitions) != 1 {
 			t.Errorf("%s: recovered in state %s with %d transitions", j.ID, j.State, len(j.Transitions))
 		}
+		// A job submitted with a key has its key, which names it.
+		var spec struct{ Key string }
+		if err := json.Unmarshal(j.Spec, &spec); err != nil || spec.Key == "" {
+			continue
+		}
+		keyed++
+		if k, found, err := s.LookupKey(context.Background(), idemKey(spec.Key, spec.Key)); err != nil || !found || k.ID != j.ID {
+			t.Errorf("%s: its key %s finds %q, %v, %v", j.ID, spec.Key, k.ID, found, err)
+		}
+	}
+	// And no key is on file without its job.
+	if n, err := s.Keys(context.Background()); err != nil || n != keyed {
+		t.Errorf("%d keys on file (%v) for %d jobs submitted with one", n, err, keyed)
 	}
 	for _, id := range acked {
 		if !have[id] {
