@@ -3,6 +3,8 @@
 #               the daemon's demo (DEMO_FLAGS=--exit-after-demo to exit after
 #               its summary instead of serving until Ctrl-C)
 #   make test   runs every test
+# make soak runs the adversary (TestAdversary) with SOAK_CYCLES (default 25)
+# SIGKILLs of the daemon under concurrent submissions instead of make test's 3.
 # make papers runs the research tools on the bundled examples; make screenshot
 # retakes the README's picture of the dashboard (from its browser test).
 # Go fetches the modules it needs from the module proxy on the first build;
@@ -20,7 +22,7 @@ TEST_PACKAGES := $(DEB_PACKAGES) chromium
 
 DEMO_FLAGS ?=
 
-.PHONY: deps test-deps install-debs build demo papers test bench screenshot
+.PHONY: deps test-deps install-debs build demo papers test bench screenshot soak
 
 deps:
 	@$(MAKE) --no-print-directory install-debs PACKAGES="$(DEB_PACKAGES)"
@@ -68,3 +70,10 @@ screenshot: test-deps
 
 bench: deps
 	$(GO) test -run '^$$' -bench . -benchmem ./switching/... ./graph ./selection/... ./hypervisorproxy/... ./metasched/...
+
+SOAK_CYCLES ?= 25
+
+# The adversary run at length: the real daemon with the command executor,
+# SIGKILLed SOAK_CYCLES times under concurrent submissions, then drained.
+soak: test-deps
+	$(GO) test -count=1 -timeout 90m -run '^TestAdversary$$' -v ./cmd/metasched -adversary-cycles $(SOAK_CYCLES)
