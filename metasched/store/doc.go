@@ -5,21 +5,13 @@
 //
 // # Bucket layout
 //
-// The file holds six top-level buckets:
-//
-//	jobs     ID → Job as JSON (spec, state, every transition, exit code, data).
-//	         The bucket's sequence numbers the jobs: ID "j-000000000042" is
-//	         the 42nd job, so byte order is submission order.
-//	states   "<state>/<ID>" → empty: an index of the jobs in each state, so
-//	         that listing the queue does not read every finished job.
-//	logs     ID → nested bucket of chunks, key 8-byte big-endian chunk
-//	         number → bytes as appended, plus the key "size" holding the
-//	         total; the oldest chunks are dropped (the oldest kept one cut)
-//	         so that at most Options.MaxLogBytes per job are kept.
-//	journal  8-byte big-endian sequence → opaque record of the switch
-//	         coordinator, in append order.
-//	hosts    host name → opaque value (pool assignment, stranded mark).
-//	meta     "token" → the API token.
+// The buckets, and the versions of the layout (Layout), are described in
+// docs/design.md, "The store": jobs (ID → the job as JSON), its indexes by
+// state (states: STATE/ID), by type (types: TYPE/ID) and by both
+// (statetypes: STATE/TYPE/ID), the jobs' output (logs), the switch
+// coordinator's records, the hosts' records, revoked sessions and meta
+// (the token and the layout). A listing reads one index cursor per state
+// from its After on, so that a page costs what it holds.
 //
 // # Durability
 //
