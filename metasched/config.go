@@ -31,8 +31,9 @@ import (
 // default 0s) and on_agent_loss (what happens to the jobs of an unreachable
 // agent: requeue, the default, or fail), and min_pool_hosts (the fewest hosts
 // the policy may leave a pool, default 2: a master-worker job needs a
-// master's host and a worker's). Relative paths are relative to the file's
-// directory.
+// master's host and a worker's), and retention (how long the history is
+// kept: finished switches and finished jobs' run directories; see
+// RetentionConfig). Relative paths are relative to the file's directory.
 type Config struct {
 	Listen       string
 	DataDir      string
@@ -44,7 +45,37 @@ type Config struct {
 	SwitchDelay  time.Duration
 	OnAgentLoss  string
 	MinPoolHosts int
+	// Retention is how long the history is kept; its zero value means
+	// DefaultRetention.
+	Retention RetentionConfig
 }
+
+// RetentionConfig is how long the daemon keeps its history:
+//
+//	retention:
+//	  switches: {max_age: 720h, max_count: 10000}   # the finished switches kept
+//	  job_dirs: 24h        # a finished job's run directory, DATA_DIR/jobs/ID, after its end
+//
+// A finished switch is dropped once it is older than MaxAge or beyond the
+// MaxCount newest (0: no limit of that kind; one of them must be set);
+// switches in flight and stranded hosts not cleared are always kept. A
+// run directory is removed JobDirs after its job ended (0: at the next
+// housekeeping), or as soon as its job is not in the store. The
+// housekeeping runs at the start and every minute.
+type RetentionConfig struct {
+	SwitchMaxAge   time.Duration
+	SwitchMaxCount int
+	JobDirs        time.Duration
+}
+
+// DefaultRetention keeps finished switches 30 days, at most 10,000 of
+// them, and finished jobs' run directories 24 hours.
+var DefaultRetention = RetentionConfig{SwitchMaxAge: 30 * 24 * time.Hour, SwitchMaxCount: 10000, JobDirs: 24 * time.Hour}
+
+// MinSwitchMaxAge is the shortest max_age of the switches: a switch just
+// ended is kept at least this long whatever the retention says, so that
+// its final notification is carried out before its record can go.
+const MinSwitchMaxAge = time.Minute
 
 // AgentConfig is a remote site agent.
 type AgentConfig struct {
@@ -85,12 +116,14 @@ var (
 )
 
 var (
-	configFields   = []string{"listen", "data_dir", "grid", "job_types", "agents", "policy", "executor", "switch_delay", "on_agent_loss", "min_pool_hosts"}
-	jobTypeFields  = []string{"name", "vm", "holding_cost"}
-	vmFields       = []string{"vcpus", "memory_mib"}
-	agentFields    = []string{"site", "address", "token_file"}
-	policyFields   = []string{"name", "K", "table", "solve"}
-	executorFields = []string{"name", "time_scale"}
+	configFields    = []string{"listen", "data_dir", "grid", "job_types", "agents", "policy", "executor", "switch_delay", "on_agent_loss", "min_pool_hosts", "retention"}
+	retentionFields = []string{"switches", "job_dirs"}
+	switchesFields  = []string{"max_age", "max_count"}
+	jobTypeFields   = []string{"name", "vm", "holding_cost"}
+	vmFields        = []string{"vcpus", "memory_mib"}
+	agentFields     = []string{"site", "address", "token_file"}
+	policyFields    = []string{"name", "K", "table", "solve"}
+	executorFields  = []string{"name", "time_scale"}
 )
 
 // ParseConfig decodes a configuration file strictly: every problem is
@@ -113,8 +146,9 @@ func ParseConfig(file string, data []byte) (*Config, error) {
 	}
 	c := &Config{
 		Listen: DefaultListen, DataDir: abs(DefaultDataDir), OnAgentLoss: "requeue", MinPoolHosts: DefaultMinHosts,
-		Policy:   PolicyConfig{Name: "heuristic", K: DefaultK},
-		Executor: ExecutorConfig{Name: "emulated", TimeScale: DefaultTimeScale},
+		Policy:    PolicyConfig{Name: "heuristic", K: DefaultK},
+		Executor:  ExecutorConfig{Name: "emulated", TimeScale: DefaultTimeScale},
+		Retention: DefaultRetention,
 	}
 	if l, ok := top.Str("listen", false); ok {
 		if _, port, err := net.SplitHostPort(l); err != nil || port == "" {
@@ -230,16 +264,13 @@ func ParseConfig(file string, data []byte) (*Config, error) {
 		}
 	}
 	if v, ok := top.Get("switch_delay", false); ok {
-		if s, ok := v.Str(); ok {
-			x, err := time.ParseDuration(s)
-			switch {
-			case err != nil:
-				v.Errorf("not a duration like 2s or 1m: %q", s)
-			case x < 0:
-				v.Errorf("must be >= 0")
-			default:
-				c.SwitchDelay = x
-			}
+		if x, ok := parseDuration(v); ok {
+			c.SwitchDelay = x
+		}
+	}
+	if v, ok := top.Get("retention", false); ok {
+		if m, ok := v.Map(retentionFields...); ok {
+			parseRetention(m, &c.Retention)
 		}
 	}
 	if v, ok := top.Get("on_agent_loss", false); ok {
@@ -259,6 +290,55 @@ func ParseConfig(file string, data []byte) (*Config, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// parseDuration reads a duration like 2s or 1m, at least 0.
+func parseDuration(v yamlx.Value) (time.Duration, bool) {
+	s, ok := v.Str()
+	if !ok {
+		return 0, false
+	}
+	x, err := time.ParseDuration(s)
+	switch {
+	case err != nil:
+		v.Errorf("not a duration like 2s or 1m: %q", s)
+	case x < 0:
+		v.Errorf("must be >= 0, not %s", s)
+	default:
+		return x, true
+	}
+	return 0, false
+}
+
+func parseRetention(m *yamlx.Map, r *RetentionConfig) {
+	if v, ok := m.Get("switches", false); ok {
+		if sm, ok := v.Map(switchesFields...); ok {
+			age, count := r.SwitchMaxAge, r.SwitchMaxCount
+			if a, ok := sm.Get("max_age", false); ok {
+				if x, ok := parseDuration(a); ok {
+					if x != 0 && x < MinSwitchMaxAge {
+						a.Errorf("must be 0 (no age limit) or at least %s, not %s: a switch just ended is kept until its end is carried out", MinSwitchMaxAge, x)
+					}
+					age = x
+				}
+			}
+			if n, ok := sm.Int("max_count", false); ok {
+				if n < 0 {
+					sm.Errorf("max_count", "must be >= 0 (0: no count limit), not %d", n)
+				}
+				count = n
+			}
+			if age == 0 && count == 0 {
+				v.Errorf("max_age and max_count are both 0: every finished switch would be kept forever; set one of them")
+			}
+			r.SwitchMaxAge, r.SwitchMaxCount = age, count
+		}
+	}
+	if v, ok := m.Get("job_dirs", false); ok {
+		if x, ok := parseDuration(v); ok {
+			r.JobDirs = x
+		}
+	}
 }
 
 func parsePolicy(m *yamlx.Map, p *PolicyConfig, abs func(string) string) {

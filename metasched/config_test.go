@@ -24,6 +24,9 @@ policy: {name: optimal, table: render.policy}
 executor: {name: emulated, time_scale: 0.01}
 switch_delay: 2s
 on_agent_loss: fail
+retention:
+  switches: {max_age: 0s, max_count: 500}
+  job_dirs: 1h
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -34,6 +37,7 @@ on_agent_loss: fail
 		Agents:   []AgentConfig{{Site: "spain", Address: "http://127.0.0.1:9101", TokenFile: "/etc/ms/spain.token"}},
 		Policy:   PolicyConfig{Name: "optimal", Table: "/etc/ms/render.policy"},
 		Executor: ExecutorConfig{Name: "emulated", TimeScale: 0.01}, SwitchDelay: 2 * time.Second, OnAgentLoss: "fail", MinPoolHosts: 2,
+		Retention: RetentionConfig{SwitchMaxAge: 0, SwitchMaxCount: 500, JobDirs: time.Hour},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
@@ -44,7 +48,8 @@ on_agent_loss: fail
 	}
 	want = &Config{Listen: DefaultListen, DataDir: DefaultDataDir, Grid: "g.yaml",
 		JobTypes: []api.JobType{{Name: "a", VCPUs: 1, MemoryMiB: 64, HoldingCost: 1}},
-		Policy:   PolicyConfig{Name: "heuristic", K: 5}, Executor: ExecutorConfig{Name: "emulated", TimeScale: DefaultTimeScale}, OnAgentLoss: "requeue", MinPoolHosts: 2}
+		Policy:   PolicyConfig{Name: "heuristic", K: 5}, Executor: ExecutorConfig{Name: "emulated", TimeScale: DefaultTimeScale}, OnAgentLoss: "requeue", MinPoolHosts: 2,
+		Retention: RetentionConfig{SwitchMaxAge: 30 * 24 * time.Hour, SwitchMaxCount: 10000, JobDirs: 24 * time.Hour}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("defaults (-want +got):\n%s", diff)
 	}
@@ -80,6 +85,14 @@ func TestParseConfigErrors(t *testing.T) {
 		{"bad switch delay", base + "switch_delay: later\n", `switch_delay: not a duration like 2s or 1m: "later"`},
 		{"bad min pool hosts", base + "min_pool_hosts: -1\n", `min_pool_hosts: must be >= 0, not -1`},
 		{"bad agent loss", base + "on_agent_loss: panic\n", "on_agent_loss: must be one of requeue, fail"},
+		{"negative switch delay", base + "switch_delay: -1s\n", "switch_delay: must be >= 0, not -1s"},
+		{"unknown retention", base + "retention: {jobs: 1h}\n", "retention.jobs: unknown field"},
+		{"unknown switches retention", base + "retention: {switches: {keep: 3}}\n", "retention.switches.keep: unknown field"},
+		{"short switch age", base + "retention: {switches: {max_age: 10s}}\n", "retention.switches.max_age: must be 0 (no age limit) or at least 1m0s, not 10s"},
+		{"bad switch age", base + "retention: {switches: {max_age: forever}}\n", `retention.switches.max_age: not a duration like 2s or 1m: "forever"`},
+		{"negative switch count", base + "retention: {switches: {max_count: -1}}\n", "retention.switches.max_count: must be >= 0 (0: no count limit), not -1"},
+		{"no switch limit", base + "retention: {switches: {max_age: 0s, max_count: 0}}\n", "retention.switches: max_age and max_count are both 0: every finished switch would be kept forever"},
+		{"negative job dirs", base + "retention: {job_dirs: -1h}\n", "retention.job_dirs: must be >= 0, not -1h"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := ParseConfig("c.yaml", []byte(tc.yaml))

@@ -63,11 +63,11 @@ func (f *fakeDaemon) RecentJobs(ctx context.Context, n int) ([]api.Job, error) {
 	return []api.Job{{JobHead: api.JobHead{ID: "j-2", State: lifecycle.Done}}, {JobHead: api.JobHead{ID: "j-1", State: lifecycle.Done}}}, nil
 }
 
-func (f *fakeDaemon) RecentSwitches(final int) []api.SwitchView {
+func (f *fakeDaemon) RecentSwitches(_ context.Context, final int) ([]api.SwitchView, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.final = append(f.final, final)
-	return []api.SwitchView{}
+	return []api.SwitchView{}, nil
 }
 
 func (f *fakeDaemon) Tuning() []api.TuningRecord {

@@ -137,7 +137,7 @@ var (
 	bucketMeta    = []byte("meta")
 	bucketTypes   = []byte("types")    // layout 2: "TYPE/ID" for every job
 	bucketRevoked = []byte("sessions") // revoked session ID → its expiry (8 bytes, Unix seconds)
-	// layout 3: "STATE/TYPE/ID" for every job
+	// layout 3: "STATE/TYPE/ID" for every job, and the switches (switches.go)
 	bucketStateTypes = []byte("statetypes")
 	keyToken         = []byte("token")
 	keyLayout        = []byte("layout")
@@ -328,7 +328,10 @@ func check(db *bolt.DB) error {
 //	1  jobs, states (STATE/ID), logs, journal, hosts, meta (token); no
 //	   layout key (written before the store recorded its layout)
 //	2  types (TYPE/ID), the index of jobs by type; meta records the layout
-//	3  statetypes (STATE/TYPE/ID), the index of jobs by state and type
+//	3  statetypes (STATE/TYPE/ID), the index of jobs by state and type;
+//	   the switches by number with their indexes (open, by end, by host)
+//	   in place of the journal, whose records the daemon converts
+//	   (ConvertJournal) at its first start
 const Layout = 3
 
 // ErrNewerLayout is returned by Open for a store written by a newer
@@ -352,7 +355,7 @@ func upgrade(tx *bolt.Tx) error {
 	}
 	// A bucket that older code ignores (sessions) needs no new layout.
 	for _, b := range [][]byte{bucketJobs, bucketStates, bucketLogs, bucketJournal, bucketHosts, bucketMeta, bucketTypes, bucketRevoked,
-		bucketStateTypes} {
+		bucketStateTypes, bucketSwitches, bucketSwitchOpen, bucketSwitchEnded, bucketSwitchHost} {
 		if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 			return fmt.Errorf("create bucket %s: %w", b, err)
 		}
@@ -877,68 +880,6 @@ func (s *Store) Logs(ctx context.Context, id string) ([]byte, error) {
 		return nil, fmt.Errorf("read logs: %w", err)
 	}
 	return out, nil
-}
-
-// JournalRecord is one entry of the switch coordinator's journal.
-type JournalRecord struct {
-	Seq  uint64 // 1 for the first record ever appended, increasing
-	Data []byte // opaque to the store
-}
-
-// AppendJournal appends rec to the journal and returns its sequence number
-// once it is on disk.
-func (s *Store) AppendJournal(ctx context.Context, rec []byte) (uint64, error) {
-	rec = slices.Clone(rec)
-	if rec == nil {
-		rec = []byte{}
-	}
-	var seq uint64
-	err := s.batch(ctx, func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketJournal)
-		var err error
-		if seq, err = b.NextSequence(); err != nil {
-			return err
-		}
-		return b.Put(u64(seq), rec)
-	})
-	if err != nil {
-		return 0, fmt.Errorf("append journal: %w", err)
-	}
-	return seq, nil
-}
-
-// Journal returns every kept journal record in append order.
-func (s *Store) Journal(ctx context.Context) ([]JournalRecord, error) {
-	var out []JournalRecord
-	err := s.view(ctx, func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketJournal).ForEach(func(k, v []byte) error {
-			out = append(out, JournalRecord{Seq: binary.BigEndian.Uint64(k), Data: slices.Clone(v)})
-			return nil
-		})
-	})
-	if err != nil {
-		return nil, fmt.Errorf("read journal: %w", err)
-	}
-	return out, nil
-}
-
-// TrimJournal deletes the records with sequence numbers up to and including
-// through, once the coordinator no longer needs them. Sequence numbers are
-// never reused.
-func (s *Store) TrimJournal(ctx context.Context, through uint64) error {
-	err := s.batch(ctx, func(tx *bolt.Tx) error {
-		c := tx.Bucket(bucketJournal).Cursor()
-		for k, _ := c.First(); k != nil && binary.BigEndian.Uint64(k) <= through; k, _ = c.First() {
-			if err := c.Delete(); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("trim journal: %w", err)
-	}
-	return nil
 }
 
 // SetHost records v (opaque: pool assignment, stranded mark) for host. A
