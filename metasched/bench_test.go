@@ -2,9 +2,11 @@ package metasched_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -17,10 +19,12 @@ import (
 	"github.com/metasched/metasched/hypervisorproxy/virt"
 	"github.com/metasched/metasched/metasched"
 	"github.com/metasched/metasched/metasched/client"
+	"github.com/metasched/metasched/metasched/dashboard"
 	"github.com/metasched/metasched/metasched/demo"
 	"github.com/metasched/metasched/metasched/httpapi"
 	"github.com/metasched/metasched/metasched/internal/daemontest"
 	"github.com/metasched/metasched/metasched/store"
+	"github.com/metasched/metasched/selection"
 )
 
 // The submission benchmarks measure POST /v1/jobs end to end: HTTP, the
@@ -211,3 +215,152 @@ func submitPaced(ctx context.Context, c *client.Client, rate, n int) ([]time.Dur
 	}
 	return lat, secs, nil
 }
+
+// The growth benchmarks: what a request or a switch costs against a big
+// backlog or a long history, which must not grow with them.
+
+// prefillJobs submits n jobs into a store of dir before its daemon opens,
+// a third of each type of the demo (sim, render, etl in turn), each long
+// enough (a million tasks) to hold its hosts for hours once it runs.
+func prefillJobs(b *testing.B, dir string, n int) {
+	b.Helper()
+	st, err := store.Open(filepath.Join(dir, "metasched.db"), store.Options{NoSync: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	types := []string{"sim", "render", "etl"}
+	specs := map[string]json.RawMessage{}
+	for _, jt := range demo.Types {
+		j, err := selection.ParseJob("bench", []byte(fmt.Sprintf("name: bench\ntype: %s\ntasks: 1000000\ntask_ops: 1.0e11\ntask_bytes: 0\nvm: {vcpus: %d, memory_mib: %d}\n",
+			jt.Name, jt.VCPUs, jt.MemoryMiB)))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if specs[jt.Name], err = json.Marshal(j); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	for w := range 64 {
+		wg.Go(func() {
+			for i := w; i < n; i += 64 {
+				if _, err := st.SubmitJob(context.Background(), types[i%3], specs[types[i%3]], "submitted"); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// openBench opens and runs a daemon on dir (the demo's grid, the policy
+// none, no switch delay) until the benchmark ends, and returns it, a
+// client, and how long opening it took (the restart: NewWithGrid).
+func openBench(b *testing.B, dir string) (*metasched.Daemon, *client.Client, time.Duration) {
+	b.Helper()
+	cfg, grid, err := demo.Config(dir, "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg.SwitchDelay = 0
+	cfg.Policy = metasched.PolicyConfig{Name: "none"}
+	cfg.Retention = metasched.RetentionConfig{SwitchMaxCount: 1000000, JobDirs: time.Hour}
+	buf := daemontest.NewLog()
+	log := zerolog.New(buf).Level(zerolog.WarnLevel)
+	opt := metasched.Options{Logger: log, Connect: virt.Connector(log)}
+	ctx, cancel := context.WithCancel(context.Background())
+	start := time.Now()
+	d, err := metasched.NewWithGrid(ctx, cfg, grid, opt)
+	took := time.Since(start)
+	if err != nil {
+		cancel()
+		b.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		cancel()
+		d.Close()
+		b.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx, ln, httpapi.New(d, log)) }()
+	c := client.New("http://"+ln.Addr().String(), d.Token()).WithHTTPClient(&http.Client{Timeout: time.Minute})
+	b.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			b.Errorf("run: %v", err)
+		}
+		if err := d.Close(); err != nil {
+			b.Errorf("close: %v", err)
+		}
+		if b.Failed() {
+			b.Logf("daemon log:\n%s", buf)
+		}
+	})
+	return d, c, took
+}
+
+// settle waits until the daemon's start is over: the jobs that can run are
+// running and none is being planned or provisioned, for a second.
+func settle(b *testing.B, d *metasched.Daemon) {
+	b.Helper()
+	deadline := time.Now().Add(5 * time.Minute)
+	calm := 0
+	for calm < 4 {
+		c := d.JobCounts()
+		if c[store.Running] > 0 && c[store.Planned]+c[store.Provisioning] == 0 {
+			calm++
+		} else {
+			calm = 0
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("the daemon did not settle: %v", c)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// BenchmarkBacklog50k: GET /v1/jobs (the first page of 500, of a type, of
+// a state, of both; through HTTP) and one build of the dashboard's state,
+// with 50,000 jobs queued (a few of them run and hold every host).
+func BenchmarkBacklog50k(b *testing.B) {
+	dir := b.TempDir()
+	prefillJobs(b, dir, 50000)
+	d, c, _ := openBench(b, dir)
+	ctx := context.Background()
+	settle(b, d)
+	for _, q := range []struct {
+		name string
+		q    client.JobsQuery
+	}{
+		{"jobs", client.JobsQuery{}},
+		{"jobs?type=render", client.JobsQuery{Type: "render"}},
+		{"jobs?state=queued", client.JobsQuery{States: []store.JobState{store.Queued}}},
+		{"jobs?state=queued&type=render", client.JobsQuery{States: []store.JobState{store.Queued}, Type: "render"}},
+		{"jobs?state=queued&type=render&limit=50", client.JobsQuery{States: []store.JobState{store.Queued}, Type: "render", Limit: 50}},
+	} {
+		b.Run(q.name, func(b *testing.B) {
+			for b.Loop() {
+				l, err := c.Jobs(ctx, q.q)
+				if err != nil || len(l.Jobs) == 0 {
+					b.Fatalf("%d jobs: %v", len(l.Jobs), err)
+				}
+			}
+		})
+	}
+	b.Run("dashboard-state", func(b *testing.B) {
+		board := dashboard.New(d, nil)
+		for b.Loop() {
+			db, err := board.State(ctx, false)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if q := db.Pools[0].Queued; q < 15000 {
+				b.Fatalf("pool %s: %d queued", db.Pools[0].Name, q)
+			}
+		}
+	})
+}
+

@@ -108,7 +108,7 @@ func (d *Daemon) Submit(ctx context.Context, body []byte) (api.Job, error) {
 	}
 	lj := &liveJob{job: lifecycle.New(sj.ID, j.Type), spec: j, submitted: sj.Submitted}
 	d.mu.Lock()
-	d.jobs[sj.ID] = lj
+	d.addJobLocked(lj)
 	d.rates[j.Type].arrival(sj.Submitted)
 	v := d.jobViewLocked(lj, sj)
 	d.mu.Unlock()

@@ -57,20 +57,18 @@ func (a *attempt) wait(ctx context.Context) {
 	}
 }
 
-// onHost reports whether the job is placed on the host (planned,
-// provisioning or running).
-func (j *liveJob) onHost(name string) bool {
-	return slices.Contains(j.hostNames(), name)
-}
-
 // hostNames lists the hosts of a planned, provisioning or running job: those
 // of its VMs (which tuning may have moved).
-func (j *liveJob) hostNames() []string {
-	if j.job.State == lifecycle.Queued || j.job.State.Terminal() {
+func (j *liveJob) hostNames() []string { return jobHosts(j.job) }
+
+// jobHosts lists the hosts of a job in state j: none while queued or
+// ended, else those of its VMs.
+func jobHosts(j lifecycle.Job) []string {
+	if j.State == lifecycle.Queued || j.State.Terminal() {
 		return nil
 	}
 	var out []string
-	for _, v := range j.job.Record.VMs {
+	for _, v := range j.Record.VMs {
 		if !slices.Contains(out, v.Host) {
 			out = append(out, v.Host)
 		}

@@ -33,7 +33,7 @@ func (d *Daemon) restoreJobs(ctx context.Context) error {
 			}
 			continue
 		}
-		d.jobs[sj.ID] = lj
+		d.addJobLocked(lj)
 	}
 	return nil
 }

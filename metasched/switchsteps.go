@@ -38,12 +38,7 @@ func (d *Daemon) prepareRelease(ctx context.Context, a co.PrepareRelease) {
 		if !h.serves(a.Pool) || slices.Contains(a.Exclude, name) {
 			continue
 		}
-		var on []*liveJob
-		for _, j := range d.jobs {
-			if j.onHost(name) {
-				on = append(on, j)
-			}
-		}
+		on := d.jobsOnLocked(name)
 		if bestJobs < 0 || len(on) < bestJobs {
 			best, bestJobs, victims = name, len(on), on
 		}
