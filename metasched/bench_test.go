@@ -1,8 +1,11 @@
 package metasched_test
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -18,7 +21,9 @@ import (
 
 	"github.com/metasched/metasched/hypervisorproxy/virt"
 	"github.com/metasched/metasched/metasched"
+	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/client"
+	co "github.com/metasched/metasched/metasched/coordinator"
 	"github.com/metasched/metasched/metasched/dashboard"
 	"github.com/metasched/metasched/metasched/demo"
 	"github.com/metasched/metasched/metasched/httpapi"
@@ -255,6 +260,41 @@ func prefillJobs(b *testing.B, dir string, n int) {
 	wg.Wait()
 }
 
+// prefillSwitches records n finished switches in a store of dir before
+// its daemon opens: host spain-7 moved render → sim and back, ended an
+// hour ago.
+func prefillSwitches(b *testing.B, dir string, n int) {
+	b.Helper()
+	st, err := store.Open(filepath.Join(dir, "metasched.db"), store.Options{NoSync: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	at := time.Now().Add(-time.Hour)
+	var wg sync.WaitGroup
+	for w := range 64 {
+		wg.Go(func() {
+			for i := w + 1; i <= n; i += 64 {
+				from, to := "render", "sim"
+				if i%2 == 0 {
+					from, to = to, from
+				}
+				sw := co.Switch{ID: co.NewSwitchID(i), From: from, To: to, Host: "spain-7", Phase: co.PhaseDone,
+					ReleaseCommitted: true, AddCommitted: true, Started: at, Updated: at.Add(time.Second)}
+				data, err := json.Marshal(co.Record{Switch: sw})
+				if err == nil {
+					err = st.PutSwitch(context.Background(), store.SwitchRecord{Num: uint64(i), Host: sw.Host, Ended: sw.Updated, Data: data})
+				}
+				if err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
 // openBench opens and runs a daemon on dir (the demo's grid, the policy
 // none, no switch delay) until the benchmark ends, and returns it, a
 // client, and how long opening it took (the restart: NewWithGrid).
@@ -364,3 +404,114 @@ func BenchmarkBacklog50k(b *testing.B) {
 	})
 }
 
+// BenchmarkSwitchHistory: an operator's switch from its request until it
+// is done, and the restart (opening the daemon: restore-open-ms), with no
+// switch in the past and with 16,000.
+func BenchmarkSwitchHistory(b *testing.B) {
+	for _, n := range []int{0, 16000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			dir := b.TempDir()
+			prefillSwitches(b, dir, n)
+			_, c, took := openBench(b, dir)
+			ctx := context.Background()
+			pairs := [][2]string{{"etl", "sim"}, {"sim", "etl"}}
+			i := 0
+			for b.Loop() {
+				p := pairs[i%2]
+				i++
+				sv, err := c.RequestSwitch(ctx, p[0], p[1])
+				if err != nil {
+					b.Fatal(err)
+				}
+				for {
+					l, err := c.Switches(ctx, client.SwitchesQuery{Active: true})
+					if err != nil {
+						b.Fatal(err)
+					}
+					if !slices.ContainsFunc(l.Switches, func(s api.SwitchView) bool { return s.ID == sv.ID }) {
+						break
+					}
+					time.Sleep(time.Millisecond)
+				}
+			}
+			b.ReportMetric(took.Seconds()*1000, "restore-open-ms")
+		})
+	}
+}
+
+// BenchmarkSubmitWithPages: BenchmarkSubmitAPI's submissions while 0 or
+// 200 dashboard pages follow GET /v1/events (each reading every event),
+// with 50,000 jobs queued before: the pages must not slow the submissions
+// (the state is built once per tick for all of them, from indexes).
+func BenchmarkSubmitWithPages(b *testing.B) {
+	for _, pages := range []int{0, 200} {
+		b.Run(fmt.Sprintf("pages=%d", pages), func(b *testing.B) {
+			dir := b.TempDir()
+			prefillJobs(b, dir, 50000)
+			d, c, _ := openBench(b, dir)
+			settle(b, d)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			var wg sync.WaitGroup
+			defer wg.Wait()
+			defer cancel()
+			var events, evBytes atomic.Int64
+			tr := &http.Transport{MaxIdleConns: pages, MaxIdleConnsPerHost: pages}
+			defer tr.CloseIdleConnections()
+			hc := &http.Client{Transport: tr}
+			for range pages {
+				wg.Go(func() {
+					req, _ := http.NewRequestWithContext(ctx, "GET", c.Base()+"/v1/events", nil)
+					req.Header.Set("Authorization", "Bearer "+d.Token())
+					resp, err := hc.Do(req)
+					if err != nil {
+						return
+					}
+					defer resp.Body.Close()
+					r := bufio.NewReaderSize(resp.Body, 64<<10)
+					for {
+						line, err := r.ReadSlice('\n')
+						if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
+							return
+						}
+						if bytes.HasPrefix(line, []byte("event: ")) {
+							events.Add(1)
+						}
+						evBytes.Add(int64(len(line)))
+					}
+				})
+			}
+			// Every page has its first state (built for it alone) before
+			// the clock starts.
+			deadline := time.Now().Add(2 * time.Minute)
+			for events.Load() < int64(pages) {
+				if time.Now().After(deadline) {
+					b.Fatalf("%d of %d pages got their first state", events.Load(), pages)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			events.Store(0)
+			const perCPU = 32
+			sub := client.New(c.Base(), d.Token()).WithHTTPClient(&http.Client{Timeout: time.Minute,
+				Transport: &http.Transport{MaxIdleConns: perCPU * 64, MaxIdleConnsPerHost: perCPU * 64}})
+			var failed atomic.Int64
+			b.SetParallelism(perCPU)
+			b.ResetTimer()
+			start := time.Now()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if _, err := sub.Submit(ctx, []byte(benchJob)); err != nil && failed.Add(1) == 1 {
+						b.Error(err)
+					}
+				}
+			})
+			elapsed := time.Since(start)
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "submits/s")
+			b.ReportMetric(float64(events.Load()), "events")
+			if n := events.Load(); n > 0 {
+				b.ReportMetric(float64(evBytes.Load())/float64(n), "bytes/event")
+			}
+		})
+	}
+}
