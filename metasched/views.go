@@ -143,17 +143,23 @@ func (d *Daemon) Switches(ctx context.Context, f api.SwitchFilter) (api.SwitchLi
 		recs = recs[:limit]
 		out.Next = string(co.NewSwitchID(int(recs[limit-1].Num)))
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	sws := make([]co.Switch, 0, len(recs))
 	for _, r := range recs {
 		sw, err := decodeSwitch(r)
 		if err != nil {
 			d.log.Error().Err(err).Msg("a switch's record in the store cannot be read: left out of the listing")
 			continue
 		}
+		sws = append(sws, sw)
+	}
+	d.mu.Lock()
+	for i, sw := range sws {
 		if live, ok := d.coord.Switch(sw.ID); ok {
-			sw = live // the coordinator may be one record ahead
+			sws[i] = live // the coordinator may be one record ahead
 		}
+	}
+	d.mu.Unlock()
+	for _, sw := range sws {
 		out.Switches = append(out.Switches, switchView(sw, now))
 	}
 	return out, nil
