@@ -1,5 +1,5 @@
 // Package store is the metasched daemon's durable state: jobs and their
-// lifecycle, each job's captured output, the switch coordinator's journal,
+// lifecycle, each job's captured output, the switch coordinator's records,
 // the host pool assignments and the API token, kept in one embedded bbolt
 // file.
 //
@@ -8,20 +8,23 @@
 // The buckets, and the versions of the layout (Layout), are described in
 // docs/design.md, "The store": jobs (ID → the job as JSON), its indexes by
 // state (states: STATE/ID), by type (types: TYPE/ID) and by both
-// (statetypes: STATE/TYPE/ID), the jobs' output (logs), the switch
-// coordinator's records, the hosts' records, revoked sessions and meta
-// (the token and the layout). A listing reads one index cursor per state
-// from its After on, so that a page costs what it holds.
+// (statetypes: STATE/TYPE/ID), the jobs' output (logs), the last record of
+// each switch by number (switches, switches.go) with its indexes of the
+// open ones, of the closed ones by end and of each host's last one, the
+// hosts' records, revoked sessions and meta (the token and the layout). A
+// listing reads one index cursor per state from its After on, and the
+// switches newest first from Before on, so that a page costs what it
+// holds; a restart reads the open switches and one per host.
 //
 // # Durability
 //
 // Every write returns only after its transaction has been committed and the
 // file fsync'd (unless Options.NoSync, which is for tests only). A job that
-// SubmitJob returned, a transition that Transition returned and a journal
-// record whose sequence AppendJournal returned survive a crash of the
-// process or of the machine; a restart with Open sees exactly the state of
+// SubmitJob returned, a transition that Transition returned and a switch's
+// record that PutSwitch returned survive a crash of the process or of the
+// machine; a restart with Open sees exactly the state of
 // the last acknowledged write. Nothing is kept only in memory: the daemon
-// resumes by listing the non-terminal jobs, reading the journal and the
+// resumes by listing the non-terminal jobs, reading the open switches and the
 // hosts.
 //
 // # Group commit
