@@ -106,7 +106,7 @@ func (d *Daemon) Submit(ctx context.Context, body []byte) (api.Job, error) {
 	if err != nil {
 		return api.Job{}, err
 	}
-	lj := &liveJob{job: lifecycle.New(sj.ID, j.Type), spec: j, submitted: sj.Submitted}
+	lj := newLiveJob(lifecycle.New(sj.ID, j.Type), j, sj.Submitted)
 	d.mu.Lock()
 	d.addJobLocked(lj)
 	d.rates[j.Type].arrival(sj.Submitted)

@@ -19,10 +19,13 @@ import (
 // working notes. d.mu guards every field but steps, which serialises the
 // job's steps (Daemon.step holds it across the store's commit).
 type liveJob struct {
-	steps     sync.Mutex
-	job       lifecycle.Job
-	spec      *selection.Job
-	submitted time.Time
+	steps sync.Mutex
+	// jobID and jobType are the job's ID and type, which never change:
+	// read without the lock.
+	jobID, jobType string
+	job            lifecycle.Job
+	spec           *selection.Job
+	submitted      time.Time
 	// waiting says why a queued job is not planned yet.
 	waiting  string
 	lastTune time.Time
@@ -31,8 +34,13 @@ type liveJob struct {
 	runs map[int]*attempt
 }
 
-func (j *liveJob) id() string  { return j.job.ID }
-func (j *liveJob) typ() string { return j.job.Type }
+// newLiveJob is a live job in state job.
+func newLiveJob(job lifecycle.Job, spec *selection.Job, submitted time.Time) *liveJob {
+	return &liveJob{jobID: job.ID, jobType: job.Type, job: job, spec: spec, submitted: submitted}
+}
+
+func (j *liveJob) id() string  { return j.jobID }
+func (j *liveJob) typ() string { return j.jobType }
 
 // attempt is what runs for one attempt of a job: the creation of its VMs
 // and the executor, under one context that StopRun cancels. Each step of
