@@ -146,10 +146,10 @@ func ParseConfig(file string, data []byte) (*Config, error) {
 	}
 	c := &Config{
 		Listen: DefaultListen, DataDir: abs(DefaultDataDir), OnAgentLoss: "requeue", MinPoolHosts: DefaultMinHosts,
-		Policy:    PolicyConfig{Name: "heuristic", K: DefaultK},
-		Executor:  ExecutorConfig{Name: "emulated", TimeScale: DefaultTimeScale},
-		Retention: DefaultRetention,
+		Policy:   PolicyConfig{Name: "heuristic", K: DefaultK},
+		Executor: ExecutorConfig{Name: "emulated", TimeScale: DefaultTimeScale},
 	}
+	c.Retention = DefaultRetention
 	if l, ok := top.Str("listen", false); ok {
 		if _, port, err := net.SplitHostPort(l); err != nil || port == "" {
 			top.Errorf("listen", "must be HOST:PORT, not %q", l)
@@ -264,8 +264,16 @@ func ParseConfig(file string, data []byte) (*Config, error) {
 		}
 	}
 	if v, ok := top.Get("switch_delay", false); ok {
-		if x, ok := parseDuration(v); ok {
-			c.SwitchDelay = x
+		if s, ok := v.Str(); ok {
+			x, err := time.ParseDuration(s)
+			switch {
+			case err != nil:
+				v.Errorf("not a duration like 2s or 1m: %q", s)
+			case x < 0:
+				v.Errorf("must be >= 0")
+			default:
+				c.SwitchDelay = x
+			}
 		}
 	}
 	if v, ok := top.Get("retention", false); ok {

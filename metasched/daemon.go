@@ -121,11 +121,9 @@ type Daemon struct {
 	hosts        map[string]*gridHost
 	order        []string // host names in grid order
 	jobs         map[string]*liveJob
-	poolJobs     map[string]*poolJobs             // type → its live jobs counted (jobindex.go)
-	onHost       map[string]map[*liveJob]struct{} // host → the live jobs placed on it
-	reserved     map[string]usage                 // host → capacity promised to jobs being provisioned
-	reservedBy   map[string][]lifecycle.VM        // job → its VMs that reserved capacity
-	inHand       map[string]int                   // VMs the lifecycle is creating or destroying (the count of those calls in flight)
+	reserved     map[string]usage          // host → capacity promised to jobs being provisioned
+	reservedBy   map[string][]lifecycle.VM // job → its VMs that reserved capacity
+	inHand       map[string]int            // VMs the lifecycle is creating or destroying (the count of those calls in flight)
 	coord        *coordinator.Coordinator
 	released     map[coordinator.SwitchID]string // PrepareRelease answers, for repeats
 	timers       map[coordinator.SwitchID]clockwork.Timer
@@ -181,7 +179,7 @@ func NewWithGrid(ctx context.Context, cfg *Config, grid *graph.Grid, opt Options
 		opt.Clock = clockwork.NewRealClock()
 	}
 	d := &Daemon{cfg: cfg, opt: opt, log: opt.Logger, grid: grid, types: cfg.JobTypes, clock: opt.Clock, started: opt.Clock.Now(), instance: newInstance(),
-		hosts: map[string]*gridHost{}, jobs: map[string]*liveJob{}, poolJobs: map[string]*poolJobs{}, onHost: map[string]map[*liveJob]struct{}{}, reserved: map[string]usage{}, reservedBy: map[string][]lifecycle.VM{}, inHand: map[string]int{},
+		hosts: map[string]*gridHost{}, jobs: map[string]*liveJob{}, reserved: map[string]usage{}, reservedBy: map[string][]lifecycle.VM{}, inHand: map[string]int{},
 		released: map[coordinator.SwitchID]string{}, timers: map[coordinator.SwitchID]clockwork.Timer{},
 		timerPhase: map[coordinator.SwitchID]coordinator.Phase{},
 		rates:      map[string]*poolRates{}, migrating: map[string]int{}, switchesEnded: map[coordinator.Phase]int{},

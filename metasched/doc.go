@@ -24,7 +24,7 @@
 //     VMs, switches, the policy, links, tuning candidates, the dashboard's
 //     chart samples (history.go); Prometheus metrics of its state
 //     (metrics.go, Registry).
-//   - Job lifecycle (jobdriver.go, livejob.go, jobindex.go, restore.go): queued →
+//   - Job lifecycle (jobdriver.go, livejob.go, restore.go): queued →
 //     planned → provisioning → running → done, failed or cancelled, decided
 //     by package lifecycle (a pure state machine) and carried out here:
 //     every change is committed to the store in one transaction, with its
@@ -34,8 +34,7 @@
 //     planned machine, an executor (package executor) runs the job, and the
 //     VMs are destroyed once its outcome is on disk. Jobs on a host taken
 //     by a switch or on a lost agent are requeued (or failed); a restart
-//     resumes or requeues every live job. The live jobs are indexed per
-//     pool and per host, so that what is read every tick does not walk them.
+//     resumes or requeues every live job.
 //   - Site agents (agents.go, hosts.go): one per grid cluster, in process on
 //     the libvirt test driver or remote over HTTP; their inventories make
 //     the host view (pool, state, VMs), and VMs that no live job owns are

@@ -45,15 +45,11 @@ func (d *Daemon) RecentJobs(ctx context.Context, n int) ([]api.Job, error) {
 	if err != nil {
 		return nil, err
 	}
-	waiting := make([]string, len(recent))
-	d.mu.Lock()
-	for i, sj := range recent {
-		waiting[i] = d.waitingLocked(d.jobs[sj.ID])
-	}
-	d.mu.Unlock()
 	out := make([]api.Job, 0, len(recent))
-	for i, sj := range recent {
-		out = append(out, jobView(waiting[i], sj))
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, sj := range recent {
+		out = append(out, d.jobViewLocked(d.jobs[sj.ID], sj))
 	}
 	return out, nil
 }

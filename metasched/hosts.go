@@ -278,4 +278,11 @@ func (d *Daemon) hostStateLocked(h *gridHost) string {
 }
 
 // hostBusyLocked reports whether a live job is placed on the host.
-func (d *Daemon) hostBusyLocked(name string) bool { return len(d.onHost[name]) > 0 }
+func (d *Daemon) hostBusyLocked(name string) bool {
+	for _, j := range d.jobs {
+		if j.onHost(name) {
+			return true
+		}
+	}
+	return false
+}

@@ -108,7 +108,7 @@ func (d *Daemon) Submit(ctx context.Context, body []byte) (api.Job, error) {
 	}
 	lj := newLiveJob(lifecycle.New(sj.ID, j.Type), j, sj.Submitted)
 	d.mu.Lock()
-	d.addJobLocked(lj)
+	d.jobs[sj.ID] = lj
 	d.rates[j.Type].arrival(sj.Submitted)
 	v := d.jobViewLocked(lj, sj)
 	d.mu.Unlock()

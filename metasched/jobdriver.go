@@ -5,11 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"math"
 	"path/filepath"
 	"runtime/debug"
-	"slices"
 	"sync"
 	"time"
 
@@ -79,10 +77,10 @@ func (d *Daemon) reload(ctx context.Context, lj *liveJob) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.log.Warn().Str("job", lj.id()).Str("memory", string(lj.job.State)).Str("store", string(sj.State)).Msg("the job's state in memory differed from the store: reloaded")
-	d.setJobLocked(lj, fromStore(sj))
+	lj.job = fromStore(sj)
 	if lj.job.State.Terminal() {
 		d.unreserveLocked(lj)
-		d.dropJobLocked(lj)
+		delete(d.jobs, lj.id())
 	}
 }
 
@@ -99,7 +97,7 @@ func fromStore(sj store.Job) lifecycle.Job {
 // carries out the actions that only touch memory (reservations, stopping
 // the attempt); it returns the others.
 func (d *Daemon) applyLocked(lj *liveJob, prev, next lifecycle.Job, acts []lifecycle.Action) []lifecycle.Action {
-	d.setJobLocked(lj, next)
+	lj.job = next
 	var later []lifecycle.Action
 	for _, a := range acts {
 		switch a := a.(type) {
@@ -142,7 +140,7 @@ func (d *Daemon) applyLocked(lj *liveJob, prev, next lifecycle.Job, acts []lifec
 		d.kick()
 	}
 	if next.State.Terminal() {
-		d.dropJobLocked(lj)
+		delete(d.jobs, next.ID)
 		if next.State == lifecycle.Done && !rec.Started.IsZero() && rec.Placement != nil {
 			d.rates[next.Type].completion(float64(len(hostsOf(rec.Placement))) * rec.Finished.Sub(rec.Started).Seconds())
 		}
@@ -421,15 +419,11 @@ type lostJob struct {
 // jobsOnLostHostsLocked lists the live jobs placed on an unreachable host.
 func (d *Daemon) jobsOnLostHostsLocked() []lostJob {
 	var out []lostJob
-	seen := map[*liveJob]bool{}
-	for _, h := range slices.Sorted(maps.Keys(d.onHost)) {
-		if rt := d.hosts[h]; rt == nil || rt.reachable {
-			continue
-		}
-		for _, j := range d.jobsOnLocked(h) {
-			if !seen[j] {
-				seen[j] = true
+	for _, j := range d.jobs {
+		for _, h := range j.hostNames() {
+			if rt := d.hosts[h]; rt != nil && !rt.reachable {
 				out = append(out, lostJob{job: j, attempt: j.job.Record.Attempts, host: h})
+				break
 			}
 		}
 	}

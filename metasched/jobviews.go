@@ -36,38 +36,17 @@ func (d *Daemon) Jobs(ctx context.Context, f store.JobFilter) (api.JobList, erro
 		js = js[:limit]
 		out.Next = js[limit-1].ID
 	}
-	// The daemon's lock only for why the queued jobs wait: the views are
-	// built outside it.
-	waiting := make([]string, len(js))
 	d.mu.Lock()
-	for i, j := range js {
-		waiting[i] = d.waitingLocked(d.jobs[j.ID])
-	}
-	d.mu.Unlock()
-	for i, j := range js {
-		out.Jobs = append(out.Jobs, jobView(waiting[i], j))
+	defer d.mu.Unlock()
+	for _, j := range js {
+		out.Jobs = append(out.Jobs, d.jobViewLocked(d.jobs[j.ID], j))
 	}
 	return out, nil
-}
-
-// waitingLocked says why a queued job waits ("": it is not queued, or
-// nothing is known).
-func (d *Daemon) waitingLocked(lj *liveJob) string {
-	if lj == nil || lj.job.State != lifecycle.Queued {
-		return ""
-	}
-	return lj.waiting
 }
 
 // jobViewLocked builds the API's view of a job from the store's record and,
 // for a queued job, why it waits.
 func (d *Daemon) jobViewLocked(lj *liveJob, sj store.Job) api.Job {
-	return jobView(d.waitingLocked(lj), sj)
-}
-
-// jobView builds the API's view of a job from the store's record and, for
-// a queued job, why it waits.
-func jobView(waiting string, sj store.Job) api.Job {
 	v := api.Job{JobHead: api.JobHead{ID: sj.ID, Type: sj.Type, State: sj.State, Submitted: sj.Submitted, Updated: sj.Submitted},
 		Transitions: sj.Transitions, ExitCode: sj.ExitCode}
 	if n := len(sj.Transitions); n > 0 {
@@ -78,8 +57,8 @@ func jobView(waiting string, sj store.Job) api.Job {
 		v.Spec, v.Name = spec, spec.Name
 	}
 	rec := decodeRecord(sj.Data)
-	if waiting != "" && sj.State == lifecycle.Queued {
-		v.Reason = "waiting: " + waiting
+	if lj != nil && lj.job.State == lifecycle.Queued && lj.waiting != "" && sj.State == lifecycle.Queued {
+		v.Reason = "waiting: " + lj.waiting
 	}
 	v.Placement, v.Attempts, v.PredictedSeconds = rec.Placement, rec.Attempts, rec.Predicted
 	v.VMs = rec.VMs

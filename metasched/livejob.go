@@ -19,19 +19,20 @@ import (
 // working notes. d.mu guards every field but steps, which serialises the
 // job's steps (Daemon.step holds it across the store's commit).
 type liveJob struct {
-	steps sync.Mutex
-	// jobID and jobType are the job's ID and type, which never change:
-	// read without the lock.
-	jobID, jobType string
-	job            lifecycle.Job
-	spec           *selection.Job
-	submitted      time.Time
+	steps     sync.Mutex
+	job       lifecycle.Job
+	spec      *selection.Job
+	submitted time.Time
 	// waiting says why a queued job is not planned yet.
 	waiting  string
 	lastTune time.Time
 	// runs holds what runs for the job's attempts, by number, while
 	// something does.
 	runs map[int]*attempt
+
+	// jobID and jobType are the job's ID and type, which never change:
+	// read without the lock.
+	jobID, jobType string
 }
 
 // newLiveJob is a live job in state job.
@@ -65,18 +66,20 @@ func (a *attempt) wait(ctx context.Context) {
 	}
 }
 
+// onHost reports whether the job is placed on the host (planned,
+// provisioning or running).
+func (j *liveJob) onHost(name string) bool {
+	return slices.Contains(j.hostNames(), name)
+}
+
 // hostNames lists the hosts of a planned, provisioning or running job: those
 // of its VMs (which tuning may have moved).
-func (j *liveJob) hostNames() []string { return jobHosts(j.job) }
-
-// jobHosts lists the hosts of a job in state j: none while queued or
-// ended, else those of its VMs.
-func jobHosts(j lifecycle.Job) []string {
-	if j.State == lifecycle.Queued || j.State.Terminal() {
+func (j *liveJob) hostNames() []string {
+	if j.job.State == lifecycle.Queued || j.job.State.Terminal() {
 		return nil
 	}
 	var out []string
-	for _, v := range j.Record.VMs {
+	for _, v := range j.job.Record.VMs {
 		if !slices.Contains(out, v.Host) {
 			out = append(out, v.Host)
 		}

@@ -91,9 +91,9 @@ func (d *Daemon) policyInputsLocked(now time.Time) policy.Inputs {
 		in.Pools[i] = policy.PoolInput{Name: jt.Name, Arrival: r.arrivalRate(now), Service: r.serviceRate(), HoldingCost: jt.HoldingCost}
 		in.Transit[i] = make([]int, len(d.types))
 	}
-	for typ, c := range d.poolJobs {
-		if i, ok := idx[typ]; ok {
-			in.Pools[i].Jobs = c.queued + c.active
+	for _, j := range d.jobs {
+		if i, ok := idx[j.typ()]; ok {
+			in.Pools[i].Jobs++
 		}
 	}
 	for _, name := range d.order {

@@ -33,7 +33,7 @@ func (d *Daemon) restoreJobs(ctx context.Context) error {
 			}
 			continue
 		}
-		d.addJobLocked(lj)
+		d.jobs[sj.ID] = lj
 	}
 	return nil
 }

@@ -38,7 +38,12 @@ func (d *Daemon) prepareRelease(ctx context.Context, a co.PrepareRelease) {
 		if !h.serves(a.Pool) || slices.Contains(a.Exclude, name) {
 			continue
 		}
-		on := d.jobsOnLocked(name)
+		var on []*liveJob
+		for _, j := range d.jobs {
+			if j.onHost(name) {
+				on = append(on, j)
+			}
+		}
 		if bestJobs < 0 || len(on) < bestJobs {
 			best, bestJobs, victims = name, len(on), on
 		}

@@ -10,6 +10,7 @@ import (
 	hp "github.com/metasched/metasched/hypervisorproxy"
 	"github.com/metasched/metasched/metasched/api"
 	co "github.com/metasched/metasched/metasched/coordinator"
+	"github.com/metasched/metasched/metasched/lifecycle"
 )
 
 // Pools reports every pool: its queue, hosts and switches in flight.
@@ -25,10 +26,17 @@ func (d *Daemon) Pools() []api.Pool {
 		out[i] = api.Pool{Name: jt.Name, VCPUs: jt.VCPUs, MemoryMiB: jt.MemoryMiB, HoldingCost: jt.HoldingCost,
 			Hosts: []string{}, Rates: r.view(now), Completed: r.completed}
 	}
-	for typ, c := range d.poolJobs {
-		if i, ok := idx[typ]; ok {
-			out[i].Queued, out[i].Active, out[i].Jobs = c.queued, c.active, c.queued+c.active
+	for _, j := range d.jobs {
+		i, ok := idx[j.typ()]
+		if !ok {
+			continue
 		}
+		if j.job.State == lifecycle.Queued {
+			out[i].Queued++
+		} else {
+			out[i].Active++
+		}
+		out[i].Jobs++
 	}
 	for _, name := range d.order {
 		h := d.hosts[name]
