@@ -1,10 +1,15 @@
 package metasched_test
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -16,11 +21,15 @@ import (
 
 	"github.com/metasched/metasched/hypervisorproxy/virt"
 	"github.com/metasched/metasched/metasched"
+	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/client"
+	co "github.com/metasched/metasched/metasched/coordinator"
+	"github.com/metasched/metasched/metasched/dashboard"
 	"github.com/metasched/metasched/metasched/demo"
 	"github.com/metasched/metasched/metasched/httpapi"
 	"github.com/metasched/metasched/metasched/internal/daemontest"
 	"github.com/metasched/metasched/metasched/store"
+	"github.com/metasched/metasched/selection"
 )
 
 // The submission benchmarks measure POST /v1/jobs end to end: HTTP, the
@@ -210,4 +219,299 @@ func submitPaced(ctx context.Context, c *client.Client, rate, n int) ([]time.Dur
 		}
 	}
 	return lat, secs, nil
+}
+
+// The growth benchmarks: what a request or a switch costs against a big
+// backlog or a long history, which must not grow with them.
+
+// prefillJobs submits n jobs into a store of dir before its daemon opens,
+// a third of each type of the demo (sim, render, etl in turn), each long
+// enough (a million tasks) to hold its hosts for hours once it runs.
+func prefillJobs(b *testing.B, dir string, n int) {
+	b.Helper()
+	st, err := store.Open(filepath.Join(dir, "metasched.db"), store.Options{NoSync: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	types := []string{"sim", "render", "etl"}
+	specs := map[string]json.RawMessage{}
+	for _, jt := range demo.Types {
+		j, err := selection.ParseJob("bench", []byte(fmt.Sprintf("name: bench\ntype: %s\ntasks: 1000000\ntask_ops: 1.0e11\ntask_bytes: 0\nvm: {vcpus: %d, memory_mib: %d}\n",
+			jt.Name, jt.VCPUs, jt.MemoryMiB)))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if specs[jt.Name], err = json.Marshal(j); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	for w := range 64 {
+		wg.Go(func() {
+			for i := w; i < n; i += 64 {
+				if _, err := st.SubmitJob(context.Background(), types[i%3], specs[types[i%3]], "submitted"); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// prefillSwitches records n finished switches in a store of dir before
+// its daemon opens: host spain-7 moved render → sim and back, ended an
+// hour ago.
+func prefillSwitches(b *testing.B, dir string, n int) {
+	b.Helper()
+	st, err := store.Open(filepath.Join(dir, "metasched.db"), store.Options{NoSync: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	at := time.Now().Add(-time.Hour)
+	var wg sync.WaitGroup
+	for w := range 64 {
+		wg.Go(func() {
+			for i := w + 1; i <= n; i += 64 {
+				from, to := "render", "sim"
+				if i%2 == 0 {
+					from, to = to, from
+				}
+				sw := co.Switch{ID: co.NewSwitchID(i), From: from, To: to, Host: "spain-7", Phase: co.PhaseDone,
+					ReleaseCommitted: true, AddCommitted: true, Started: at, Updated: at.Add(time.Second)}
+				data, err := json.Marshal(co.Record{Switch: sw})
+				if err == nil {
+					err = st.PutSwitch(context.Background(), store.SwitchRecord{Num: uint64(i), Host: sw.Host, Ended: sw.Updated, Data: data})
+				}
+				if err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// openBench opens and runs a daemon on dir (the demo's grid, the policy
+// none, no switch delay) until the benchmark ends, and returns it, a
+// client, and how long opening it took (the restart: NewWithGrid).
+func openBench(b *testing.B, dir string) (*metasched.Daemon, *client.Client, time.Duration) {
+	b.Helper()
+	cfg, grid, err := demo.Config(dir, "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg.SwitchDelay = 0
+	cfg.Policy = metasched.PolicyConfig{Name: "none"}
+	cfg.Retention = metasched.RetentionConfig{SwitchMaxCount: 1000000, JobDirs: time.Hour}
+	buf := daemontest.NewLog()
+	log := zerolog.New(buf).Level(zerolog.WarnLevel)
+	opt := metasched.Options{Logger: log, Connect: virt.Connector(log)}
+	ctx, cancel := context.WithCancel(context.Background())
+	start := time.Now()
+	d, err := metasched.NewWithGrid(ctx, cfg, grid, opt)
+	took := time.Since(start)
+	if err != nil {
+		cancel()
+		b.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		cancel()
+		d.Close()
+		b.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx, ln, httpapi.New(d, log)) }()
+	c := client.New("http://"+ln.Addr().String(), d.Token()).WithHTTPClient(&http.Client{Timeout: time.Minute})
+	b.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			b.Errorf("run: %v", err)
+		}
+		if err := d.Close(); err != nil {
+			b.Errorf("close: %v", err)
+		}
+		if b.Failed() {
+			b.Logf("daemon log:\n%s", buf)
+		}
+	})
+	return d, c, took
+}
+
+// settle waits until the daemon's start is over: the jobs that can run are
+// running and none is being planned or provisioned, for a second.
+func settle(b *testing.B, d *metasched.Daemon) {
+	b.Helper()
+	deadline := time.Now().Add(5 * time.Minute)
+	calm := 0
+	for calm < 4 {
+		c := d.JobCounts()
+		if c[store.Running] > 0 && c[store.Planned]+c[store.Provisioning] == 0 {
+			calm++
+		} else {
+			calm = 0
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("the daemon did not settle: %v", c)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// BenchmarkBacklog50k: GET /v1/jobs (the first page of 500, of a type, of
+// a state, of both; through HTTP) and one build of the dashboard's state,
+// with 50,000 jobs queued (a few of them run and hold every host).
+func BenchmarkBacklog50k(b *testing.B) {
+	dir := b.TempDir()
+	prefillJobs(b, dir, 50000)
+	d, c, _ := openBench(b, dir)
+	ctx := context.Background()
+	settle(b, d)
+	for _, q := range []struct {
+		name string
+		q    client.JobsQuery
+	}{
+		{"jobs", client.JobsQuery{}},
+		{"jobs?type=render", client.JobsQuery{Type: "render"}},
+		{"jobs?state=queued", client.JobsQuery{States: []store.JobState{store.Queued}}},
+		{"jobs?state=queued&type=render", client.JobsQuery{States: []store.JobState{store.Queued}, Type: "render"}},
+		{"jobs?state=queued&type=render&limit=50", client.JobsQuery{States: []store.JobState{store.Queued}, Type: "render", Limit: 50}},
+	} {
+		b.Run(q.name, func(b *testing.B) {
+			for b.Loop() {
+				l, err := c.Jobs(ctx, q.q)
+				if err != nil || len(l.Jobs) == 0 {
+					b.Fatalf("%d jobs: %v", len(l.Jobs), err)
+				}
+			}
+		})
+	}
+	b.Run("dashboard-state", func(b *testing.B) {
+		board := dashboard.New(d, nil)
+		for b.Loop() {
+			db, err := board.State(ctx, false)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if q := db.Pools[0].Queued; q < 15000 {
+				b.Fatalf("pool %s: %d queued", db.Pools[0].Name, q)
+			}
+		}
+	})
+}
+
+// BenchmarkSwitchHistory: an operator's switch from its request until it
+// is done, and the restart (opening the daemon: restore-open-ms), with no
+// switch in the past and with 16,000.
+func BenchmarkSwitchHistory(b *testing.B) {
+	for _, n := range []int{0, 16000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			dir := b.TempDir()
+			prefillSwitches(b, dir, n)
+			_, c, took := openBench(b, dir)
+			ctx := context.Background()
+			pairs := [][2]string{{"etl", "sim"}, {"sim", "etl"}}
+			i := 0
+			for b.Loop() {
+				p := pairs[i%2]
+				i++
+				sv, err := c.RequestSwitch(ctx, p[0], p[1])
+				if err != nil {
+					b.Fatal(err)
+				}
+				for {
+					l, err := c.Switches(ctx, client.SwitchesQuery{Active: true})
+					if err != nil {
+						b.Fatal(err)
+					}
+					if !slices.ContainsFunc(l.Switches, func(s api.SwitchView) bool { return s.ID == sv.ID }) {
+						break
+					}
+					time.Sleep(time.Millisecond)
+				}
+			}
+			b.ReportMetric(took.Seconds()*1000, "restore-open-ms")
+		})
+	}
+}
+
+// BenchmarkSubmitWithPages: BenchmarkSubmitAPI's submissions while 0 or
+// 200 dashboard pages follow GET /v1/events (each reading every event),
+// with 50,000 jobs queued before: the pages must not slow the submissions
+// (the state is built once per tick for all of them, from indexes).
+func BenchmarkSubmitWithPages(b *testing.B) {
+	for _, pages := range []int{0, 200} {
+		b.Run(fmt.Sprintf("pages=%d", pages), func(b *testing.B) {
+			dir := b.TempDir()
+			prefillJobs(b, dir, 50000)
+			d, c, _ := openBench(b, dir)
+			settle(b, d)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			var wg sync.WaitGroup
+			defer wg.Wait()
+			defer cancel()
+			var events, evBytes atomic.Int64
+			tr := &http.Transport{MaxIdleConns: pages, MaxIdleConnsPerHost: pages}
+			defer tr.CloseIdleConnections()
+			hc := &http.Client{Transport: tr}
+			for range pages {
+				wg.Go(func() {
+					req, _ := http.NewRequestWithContext(ctx, "GET", c.Base()+"/v1/events", nil)
+					req.Header.Set("Authorization", "Bearer "+d.Token())
+					resp, err := hc.Do(req)
+					if err != nil {
+						return
+					}
+					defer resp.Body.Close()
+					r := bufio.NewReaderSize(resp.Body, 64<<10)
+					for {
+						line, err := r.ReadSlice('\n')
+						if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
+							return
+						}
+						if bytes.HasPrefix(line, []byte("event: ")) {
+							events.Add(1)
+						}
+						evBytes.Add(int64(len(line)))
+					}
+				})
+			}
+			// Every page has its first state (built for it alone) before
+			// the clock starts.
+			deadline := time.Now().Add(2 * time.Minute)
+			for events.Load() < int64(pages) {
+				if time.Now().After(deadline) {
+					b.Fatalf("%d of %d pages got their first state", events.Load(), pages)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			events.Store(0)
+			const perCPU = 32
+			sub := client.New(c.Base(), d.Token()).WithHTTPClient(&http.Client{Timeout: time.Minute,
+				Transport: &http.Transport{MaxIdleConns: perCPU * 64, MaxIdleConnsPerHost: perCPU * 64}})
+			var failed atomic.Int64
+			b.SetParallelism(perCPU)
+			b.ResetTimer()
+			start := time.Now()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if _, err := sub.Submit(ctx, []byte(benchJob)); err != nil && failed.Add(1) == 1 {
+						b.Error(err)
+					}
+				}
+			})
+			elapsed := time.Since(start)
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "submits/s")
+			b.ReportMetric(float64(events.Load()), "events")
+			if n := events.Load(); n > 0 {
+				b.ReportMetric(float64(evBytes.Load())/float64(n), "bytes/event")
+			}
+		})
+	}
 }

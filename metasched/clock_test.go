@@ -14,7 +14,7 @@ import (
 )
 
 // loopWaiters is how many of the daemon's loops wait on its clock.
-const loopWaiters = 4
+const loopWaiters = 5
 
 // TestInjectedClock: the daemon keeps time by the clock it is given. On a
 // fake clock that the test steps, a job's transitions carry the clock's
@@ -30,7 +30,8 @@ func TestInjectedClock(t *testing.T) {
 	})
 	d, ctx := td.D, context.Background()
 	// The daemon's loops wait on the clock: the dispatcher's, the cluster
-	// manager's and the chart samples' tickers and the probes' first timer.
+	// manager's, the chart samples' and the housekeeping's tickers and the
+	// probes' first timer.
 	if err := clock.BlockUntilContext(ctx, loopWaiters); err != nil {
 		t.Fatal(err)
 	}

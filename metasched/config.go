@@ -39,8 +39,9 @@ import (
 // on the API's connections that no request has authenticated yet, in all
 // and per client address; default 1024 and 64: see package httpsrv), and
 // idempotency_retention (how long the Idempotency-Key of a submission is
-// kept, default and least 24h). Relative paths are relative to the file's
-// directory.
+// kept, default and least 24h), and retention (how long the history is
+// kept: finished switches and finished jobs' run directories; see
+// RetentionConfig). Relative paths are relative to the file's directory.
 type Config struct {
 	Listen       string
 	DataDir      string
@@ -59,7 +60,37 @@ type Config struct {
 	// IdempotencyRetention is how long the store keeps a submission's
 	// idempotency key; 0 means DefaultIdempotencyRetention.
 	IdempotencyRetention time.Duration
+	// Retention is how long the history is kept; its zero value means
+	// DefaultRetention.
+	Retention RetentionConfig
 }
+
+// RetentionConfig is how long the daemon keeps its history:
+//
+//	retention:
+//	  switches: {max_age: 720h, max_count: 10000}   # the finished switches kept
+//	  job_dirs: 24h        # a finished job's run directory, DATA_DIR/jobs/ID, after its end
+//
+// A finished switch is dropped once it is older than MaxAge or beyond the
+// MaxCount newest (0: no limit of that kind; one of them must be set);
+// switches in flight and stranded hosts not cleared are always kept. A
+// run directory is removed JobDirs after its job ended (0: at the next
+// housekeeping), or as soon as its job is not in the store. The
+// housekeeping runs at the start and every minute.
+type RetentionConfig struct {
+	SwitchMaxAge   time.Duration
+	SwitchMaxCount int
+	JobDirs        time.Duration
+}
+
+// DefaultRetention keeps finished switches 30 days, at most 10,000 of
+// them, and finished jobs' run directories 24 hours.
+var DefaultRetention = RetentionConfig{SwitchMaxAge: 30 * 24 * time.Hour, SwitchMaxCount: 10000, JobDirs: 24 * time.Hour}
+
+// MinSwitchMaxAge is the shortest max_age of the switches: a switch just
+// ended is kept at least this long whatever the retention says, so that
+// its final notification is carried out before its record can go.
+const MinSwitchMaxAge = time.Minute
 
 // AgentConfig is a remote site agent.
 type AgentConfig struct {
@@ -116,12 +147,14 @@ var (
 )
 
 var (
-	configFields   = append([]string{"listen", "data_dir", "grid", "job_types", "agents", "policy", "executor", "switch_delay", "on_agent_loss", "min_pool_hosts", "hold_after", "idempotency_retention"}, httpsrv.LimitFields...)
-	jobTypeFields  = []string{"name", "vm", "holding_cost"}
-	vmFields       = []string{"vcpus", "memory_mib"}
-	agentFields    = []string{"site", "address", "token_file"}
-	policyFields   = []string{"name", "K", "table", "solve"}
-	executorFields = []string{"name", "time_scale", "max_output_bytes", "output_bytes_per_second"}
+	configFields    = append([]string{"listen", "data_dir", "grid", "job_types", "agents", "policy", "executor", "switch_delay", "on_agent_loss", "min_pool_hosts", "hold_after", "idempotency_retention", "retention"}, httpsrv.LimitFields...)
+	retentionFields = []string{"switches", "job_dirs"}
+	switchesFields  = []string{"max_age", "max_count"}
+	jobTypeFields   = []string{"name", "vm", "holding_cost"}
+	vmFields        = []string{"vcpus", "memory_mib"}
+	agentFields     = []string{"site", "address", "token_file"}
+	policyFields    = []string{"name", "K", "table", "solve"}
+	executorFields  = []string{"name", "time_scale", "max_output_bytes", "output_bytes_per_second"}
 )
 
 // ParseConfig decodes a configuration file strictly: every problem is
@@ -147,6 +180,7 @@ func ParseConfig(file string, data []byte) (*Config, error) {
 		Policy:   PolicyConfig{Name: "heuristic", K: DefaultK},
 		Executor: ExecutorConfig{Name: "emulated", TimeScale: DefaultTimeScale},
 	}
+	c.Retention = DefaultRetention
 	if l, ok := top.Str("listen", false); ok {
 		if _, port, err := net.SplitHostPort(l); err != nil || port == "" {
 			top.Errorf("listen", "must be HOST:PORT, not %q", l)
@@ -285,6 +319,11 @@ func ParseConfig(file string, data []byte) (*Config, error) {
 			c.HoldAfter = x
 		}
 	}
+	if v, ok := top.Get("retention", false); ok {
+		if m, ok := v.Map(retentionFields...); ok {
+			parseRetention(m, &c.Retention)
+		}
+	}
 	if v, ok := top.Get("on_agent_loss", false); ok {
 		if s, ok := v.Keyword(AgentLosses...); ok {
 			c.OnAgentLoss = s
@@ -308,6 +347,37 @@ func ParseConfig(file string, data []byte) (*Config, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+func parseRetention(m *yamlx.Map, r *RetentionConfig) {
+	if v, ok := m.Get("switches", false); ok {
+		if sm, ok := v.Map(switchesFields...); ok {
+			age, count := r.SwitchMaxAge, r.SwitchMaxCount
+			if a, ok := sm.Get("max_age", false); ok {
+				if x, ok := durationField(a, 0, 0); ok {
+					if x != 0 && x < MinSwitchMaxAge {
+						a.Errorf("must be 0 (no age limit) or at least %s, not %s: a switch just ended is kept until its end is carried out", MinSwitchMaxAge, x)
+					}
+					age = x
+				}
+			}
+			if n, ok := sm.Int("max_count", false); ok {
+				if n < 0 {
+					sm.Errorf("max_count", "must be >= 0 (0: no count limit), not %d", n)
+				}
+				count = n
+			}
+			if age == 0 && count == 0 {
+				v.Errorf("max_age and max_count are both 0: every finished switch would be kept forever; set one of them")
+			}
+			r.SwitchMaxAge, r.SwitchMaxCount = age, count
+		}
+	}
+	if v, ok := m.Get("job_dirs", false); ok {
+		if x, ok := durationField(v, 0, 0); ok {
+			r.JobDirs = x
+		}
+	}
 }
 
 func parsePolicy(m *yamlx.Map, p *PolicyConfig, abs func(string) string) {
@@ -389,7 +459,7 @@ func durationField(v yamlx.Value, least, most time.Duration) (time.Duration, boo
 	case err != nil:
 		v.Errorf("not a duration like 2s or 1m: %q", s)
 	case x < 0:
-		v.Errorf("must be >= 0")
+		v.Errorf("must be >= 0, not %s", s)
 	case x < least:
 		v.Errorf("must be at least %s, not %s", least, x)
 	case most > 0 && x > most:

@@ -29,6 +29,9 @@ hold_after: 90s
 max_unproven_connections: 300
 max_unproven_per_address: 30
 idempotency_retention: 72h
+retention:
+  switches: {max_age: 0s, max_count: 500}
+  job_dirs: 1h
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -42,6 +45,7 @@ idempotency_retention: 72h
 		HoldAfter:            90 * time.Second,
 		Unproven:             httpsrv.Limits{MaxUnproven: 300, MaxUnprovenPerAddress: 30},
 		IdempotencyRetention: 72 * time.Hour,
+		Retention:            RetentionConfig{SwitchMaxAge: 0, SwitchMaxCount: 500, JobDirs: time.Hour},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
@@ -54,7 +58,8 @@ idempotency_retention: 72h
 		JobTypes: []api.JobType{{Name: "a", VCPUs: 1, MemoryMiB: 64, HoldingCost: 1}},
 		Policy:   PolicyConfig{Name: "heuristic", K: 5}, Executor: ExecutorConfig{Name: "emulated", TimeScale: DefaultTimeScale}, OnAgentLoss: "requeue", MinPoolHosts: 2,
 		HoldAfter: DefaultHoldAfter,
-		Unproven:  httpsrv.Limits{MaxUnproven: httpsrv.DefaultMaxUnproven, MaxUnprovenPerAddress: httpsrv.DefaultMaxUnprovenPerAddress}}
+		Unproven:  httpsrv.Limits{MaxUnproven: httpsrv.DefaultMaxUnproven, MaxUnprovenPerAddress: httpsrv.DefaultMaxUnprovenPerAddress},
+		Retention: RetentionConfig{SwitchMaxAge: 30 * 24 * time.Hour, SwitchMaxCount: 10000, JobDirs: 24 * time.Hour}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("defaults (-want +got):\n%s", diff)
 	}
@@ -108,6 +113,13 @@ func TestParseConfigErrors(t *testing.T) {
 			"c.yaml: max_unproven_per_address: must be at most max_unproven_connections (100), not 101"},
 		{"bad idempotency retention", base + "idempotency_retention: forever\n", `idempotency_retention: not a duration like 2s or 1m: "forever"`},
 		{"short idempotency retention", base + "idempotency_retention: 1h\n", "idempotency_retention: must be at least 24h0m0s, not 1h0m0s"},
+		{"unknown retention", base + "retention: {jobs: 1h}\n", "retention.jobs: unknown field"},
+		{"unknown switches retention", base + "retention: {switches: {keep: 3}}\n", "retention.switches.keep: unknown field"},
+		{"short switch age", base + "retention: {switches: {max_age: 10s}}\n", "retention.switches.max_age: must be 0 (no age limit) or at least 1m0s, not 10s"},
+		{"bad switch age", base + "retention: {switches: {max_age: forever}}\n", `retention.switches.max_age: not a duration like 2s or 1m: "forever"`},
+		{"negative switch count", base + "retention: {switches: {max_count: -1}}\n", "retention.switches.max_count: must be >= 0 (0: no count limit), not -1"},
+		{"no switch limit", base + "retention: {switches: {max_age: 0s, max_count: 0}}\n", "retention.switches: max_age and max_count are both 0: every finished switch would be kept forever"},
+		{"negative job dirs", base + "retention: {job_dirs: -1h}\n", "retention.job_dirs: must be >= 0, not -1h"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := ParseConfig("c.yaml", []byte(tc.yaml))

@@ -144,12 +144,15 @@ type Daemon struct {
 	tuneSeq      int
 	tuningActive int            // accepted tuning decisions being carried out
 	migrating    map[string]int // tuning migrations in flight per host and "lan:CLUSTER"
-	seq          int            // switch IDs
+	seq          int            // switch IDs: the number of the last one
 	// switchSteps counts the switches' steps: refresh reconciles a host's
 	// pool with its agent's only when no switch stepped while it read the
 	// inventories.
 	switchSteps uint64
-	closing     bool
+	// switchesEnded counts the switches ended since the start, by final
+	// phase (the metrics' switches by outcome).
+	switchesEnded map[coordinator.Phase]int
+	closing       bool
 	// lastSwitchState is the policy state at the last switch started.
 	lastSwitchState string
 
@@ -192,7 +195,7 @@ func NewWithGrid(ctx context.Context, cfg *Config, grid *graph.Grid, opt Options
 		hosts: map[string]*gridHost{}, jobs: map[string]*liveJob{}, promised: newReservations(), index: newJobIndex(), noRoom: map[string]string{}, inHand: map[string]int{},
 		released: map[coordinator.SwitchID]string{}, timers: map[coordinator.SwitchID]clockwork.Timer{},
 		timerPhase: map[coordinator.SwitchID]coordinator.Phase{},
-		rates:      map[string]*poolRates{}, migrating: map[string]int{},
+		rates:      map[string]*poolRates{}, migrating: map[string]int{}, switchesEnded: map[coordinator.Phase]int{},
 		wake: make(chan struct{}, 1), events: make(chan coordinator.Event, 256)}
 	if d.planner, err = gramvm.New(grid, 0); err != nil {
 		return nil, err
@@ -318,6 +321,7 @@ func (d *Daemon) Run(ctx context.Context, ln net.Listener, h http.Handler) error
 	d.loop(ctx, d.probeLoop)
 	d.loop(ctx, d.sampleLoop)
 	d.resumeSwitches(ctx)
+	d.loop(ctx, d.housekeepingLoop) // after the switches' final notifications
 	d.resumeJobs(ctx)
 	d.log.Info().Str("listen", ln.Addr().String()).Int("sites", len(d.sites)).Int("hosts", len(d.order)).
 		Str("policy", d.cfg.Policy.String()).Str("executor", d.exec.Name()).Msg("metasched daemon serving")

@@ -11,6 +11,7 @@ import (
 
 	"github.com/metasched/metasched/graph"
 	"github.com/metasched/metasched/metasched"
+	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/demo"
 	"github.com/metasched/metasched/metasched/internal/daemontest"
 	"github.com/metasched/metasched/metasched/store"
@@ -49,6 +50,25 @@ func startDaemonNet(t *testing.T, g *graph.Grid, opt metasched.Options, edit fun
 
 func wrap(td *daemontest.Daemon) *testDaemon {
 	return &testDaemon{d: td.D, addr: td.Addr, http: td.HTTP, log: td.Log, stop: td.Stop}
+}
+
+// allSwitches lists every switch the daemon keeps, newest first, page by
+// page.
+func allSwitches(t testing.TB, d *metasched.Daemon) []api.SwitchView {
+	t.Helper()
+	var out []api.SwitchView
+	f := api.SwitchFilter{}
+	for {
+		l, err := d.Switches(context.Background(), f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, l.Switches...)
+		if l.Next == "" {
+			return out
+		}
+		f.Before = l.Next
+	}
 }
 
 // TestEndToEnd runs 100 jobs of three types with a demand shift through
@@ -111,6 +131,11 @@ func TestEndToEnd(t *testing.T) {
 		if done != n {
 			t.Errorf("%d jobs done, want %d", done, n)
 		}
+		for _, p := range td.d.Pools() {
+			if p.Jobs != 0 || p.Busy != 0 {
+				t.Errorf("pool %s after every job finished: %d jobs, %d hosts busy", p.Name, p.Jobs, p.Busy)
+			}
+		}
 		if sum.VMsCreated == 0 || sum.VMsCreated != sum.VMsDestroyed || sum.VMsLeft != 0 {
 			t.Errorf("VMs: %d created, %d destroyed, %d left", sum.VMsCreated, sum.VMsDestroyed, sum.VMsLeft)
 		}
@@ -136,7 +161,7 @@ func TestEndToEnd(t *testing.T) {
 			t.Errorf("after the shift sim peaked at %+v: want it grown and above render", simPeak2)
 		}
 		into, outof := 0, 0
-		for _, sw := range td.d.Switches(false) {
+		for _, sw := range allSwitches(t, td.d) {
 			if sw.Phase != "done" || sw.Started.Before(shift) || sw.Started.After(simPeak2.at) {
 				continue
 			}

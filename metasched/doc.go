@@ -47,8 +47,13 @@
 //     switchrestore.go): feeds the coordinator (package
 //     coordinator, a pure state machine) the decisions, the operators'
 //     switches and clears, the answers of the pools and agents and its
-//     timers, journals every step in the store before taking it, and
-//     carries out the actions.
+//     timers, records every step in the store before taking it (the last
+//     record of each switch), carries out the actions, and forgets a switch
+//     once it is over: memory holds the open switches, the store the
+//     history.
+//   - Housekeeping (housekeeping.go): at the start and every minute, drops
+//     the finished switches and removes the run directories beyond the
+//     configured retention.
 //   - Bandwidth tuning (tuning.go): gramvm decides when consolidating or
 //     shrinking a running job's VMs frees enough for a waiting job; the
 //     daemon migrates or resizes them through the agents.

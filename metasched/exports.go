@@ -58,9 +58,10 @@ func (d *Daemon) RecentJobs(ctx context.Context, n int) ([]api.Job, error) {
 func (d *Daemon) JobCounts() map[lifecycle.State]int { return d.st.Counts() }
 
 // RecentSwitches lists, newest first, the switches in flight and the
-// stranded ones not cleared, and at most final of the others (final < 0:
-// all of them).
-func (d *Daemon) RecentSwitches(final int) []api.SwitchView { return d.switchViews(final) }
+// stranded ones not cleared, and at most final of the others.
+func (d *Daemon) RecentSwitches(ctx context.Context, final int) ([]api.SwitchView, error) {
+	return d.recentSwitches(ctx, final)
+}
 
 // VMCounts returns how many VMs the daemon created and destroyed since it
 // started.

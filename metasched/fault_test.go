@@ -112,7 +112,7 @@ func TestProtocolFaults(t *testing.T) {
 				}
 				var final api.SwitchView
 				waitFor(t, "the switch to end", 20*time.Second, func() bool {
-					for _, s := range d.Switches(false) {
+					for _, s := range allSwitches(t, d) {
 						if s.ID == sv.ID && s.Final {
 							final = s
 							return true

@@ -177,7 +177,7 @@ func keyReused(id string) error {
 
 // accepted makes a job the store just recorded live.
 func (d *Daemon) accepted(j *selection.Job, sj store.Job) api.Job {
-	lj := &liveJob{job: lifecycle.New(sj.ID, j.Type), spec: j, submitted: sj.Submitted}
+	lj := newLiveJob(lifecycle.New(sj.ID, j.Type), j, sj.Submitted)
 	d.mu.Lock()
 	d.addJobLocked(lj)
 	d.rates[j.Type].arrival(sj.Submitted)

@@ -31,10 +31,19 @@ type liveJob struct {
 	// runs holds what runs for the job's attempts, by number, while
 	// something does.
 	runs map[int]*attempt
+
+	// jobID and jobType are the job's ID and type, which never change:
+	// read without the lock.
+	jobID, jobType string
 }
 
-func (j *liveJob) id() string  { return j.job.ID }
-func (j *liveJob) typ() string { return j.job.Type }
+// newLiveJob is a live job in state job.
+func newLiveJob(job lifecycle.Job, spec *selection.Job, submitted time.Time) *liveJob {
+	return &liveJob{jobID: job.ID, jobType: job.Type, job: job, spec: spec, submitted: submitted}
+}
+
+func (j *liveJob) id() string  { return j.jobID }
+func (j *liveJob) typ() string { return j.jobType }
 
 // attempt is what runs for one attempt of a job: the creation of its VMs
 // and the executor, under one context that StopRun cancels. Each step of

@@ -1,6 +1,8 @@
 package metasched
 
 import (
+	"maps"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
@@ -203,12 +205,11 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	hosts := map[string]int{}
 	d.mu.Lock()
 	for _, sw := range d.coord.Switches() {
-		if sw.Phase.Final() {
-			ended[sw.Phase]++
-		} else {
+		if !sw.Phase.Final() {
 			inFlight++
 		}
 	}
+	maps.Copy(ended, d.switchesEnded)
 	for _, name := range d.order {
 		hosts[d.hostStateLocked(d.hosts[name])]++
 	}

@@ -109,13 +109,13 @@ var outcomeOf = map[string]string{"done": "committed", "cancelled": "cancelled",
 
 // switchOutcomeCounts counts the final switches by outcome label, and
 // those in flight.
-func switchOutcomeCounts(d *metasched.Daemon) (map[string]float64, int) {
+func switchOutcomeCounts(t testing.TB, d *metasched.Daemon) (map[string]float64, int) {
 	out := map[string]float64{}
 	for _, o := range outcomeOf {
 		out[o] = 0
 	}
 	inFlight := 0
-	for _, sw := range d.Switches(false) {
+	for _, sw := range allSwitches(t, d) {
 		if !sw.Final {
 			inFlight++
 			continue
@@ -143,7 +143,7 @@ func TestMetricsDemo(t *testing.T) {
 		}
 		// A switch started while the last jobs ran may still be in flight.
 		for {
-			if _, inFlight := switchOutcomeCounts(d); inFlight == 0 {
+			if _, inFlight := switchOutcomeCounts(t, d); inFlight == 0 {
 				break
 			}
 			select {
@@ -158,9 +158,9 @@ func TestMetricsDemo(t *testing.T) {
 			outcomes map[string]float64
 		)
 		for range 20 {
-			before, _ := switchOutcomeCounts(d)
+			before, _ := switchOutcomeCounts(t, d)
 			f = scrape(t, td.http, td.addr+"/metrics") // public: no token
-			outcomes, _ = switchOutcomeCounts(d)
+			outcomes, _ = switchOutcomeCounts(t, d)
 			if cmp.Equal(before, outcomes) {
 				break
 			}

@@ -59,7 +59,7 @@ func TestReleaseSparesAStoppedJob(t *testing.T) {
 				t.Fatal(err)
 			}
 			waitFor(t, "the switch to end", time.Minute, func() bool {
-				for _, s := range d.Switches(false) {
+				for _, s := range allSwitches(t, d) {
 					if s.ID == sv.ID && s.Final {
 						outcomes = append(outcomes, s)
 						return true

@@ -58,7 +58,7 @@ func (d *Daemon) stepSwitch(ctx context.Context, ev co.Event) {
 	d.mu.Unlock()
 	if err != nil {
 		lvl := d.log.Warn()
-		if errors.Is(err, co.ErrWrongPhase) {
+		if errors.Is(err, co.ErrWrongPhase) || errors.Is(err, co.ErrUnknownSwitch) {
 			lvl = d.log.Debug() // an answer after its step was given up on
 		}
 		lvl.Err(err).Str("event", fmt.Sprintf("%T", ev)).Msg("switch event refused")
@@ -97,19 +97,36 @@ func (d *Daemon) stepSwitchLocked(ev co.Event) ([]co.Action, error) {
 	return acts, err
 }
 
-// applySwitch carries out the coordinator's actions in order: journal records
-// first, then the requests and notifications.
+// applySwitch carries out the coordinator's actions in order: the switch's
+// record first, then the requests and notifications; a switch that is over
+// is then forgotten (its record stays in the store).
 func (d *Daemon) applySwitch(ctx context.Context, acts []co.Action) {
+	var over []co.SwitchID
+	defer func() {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		for _, id := range over {
+			d.forgetLocked(id)
+		}
+	}()
 	for _, a := range acts {
 		switch a := a.(type) {
 		case co.Persist:
-			if _, err := d.st.AppendJournal(context.WithoutCancel(ctx), mustJSON(a.Record)); err != nil {
-				// The journal must run ahead of the world: stop here; the
+			sw := a.Record.Switch
+			r, err := switchRecord(sw)
+			if err == nil {
+				err = d.st.PutSwitch(context.WithoutCancel(ctx), r)
+			}
+			if err != nil {
+				// The record must run ahead of the world: stop here; the
 				// step's timer cancels the switch.
-				d.log.Error().Err(err).Str("switch", string(a.Record.Switch.ID)).Msg("cannot journal a switch: its next step is not taken")
+				d.log.Error().Err(err).Str("switch", string(sw.ID)).Msg("cannot record a switch: its next step is not taken")
 				return
 			}
-			d.recorded(ctx, a.Record.Switch)
+			d.recorded(ctx, sw)
+			if !sw.Open() {
+				over = append(over, sw.ID)
+			}
 		case co.PrepareRelease:
 			d.goJob(func() { d.prepareRelease(ctx, a) })
 		case co.Reconfigure:
@@ -190,6 +207,9 @@ func (d *Daemon) recorded(ctx context.Context, sw co.Switch) {
 		delete(d.timerPhase, sw.ID)
 	}
 	if sw.Phase.Final() {
+		if sw.ClearedTo == "" {
+			d.switchesEnded[sw.Phase]++
+		}
 		if sw.Phase == co.PhaseDone {
 			if h := d.hosts[sw.Host]; h != nil {
 				d.persistHost(ctx, h)

@@ -1,6 +1,8 @@
 package metasched
 
 import (
+	"context"
+	"fmt"
 	"slices"
 	"time"
 
@@ -97,33 +99,117 @@ func (d *Daemon) VMs() []hp.VM {
 	return out
 }
 
-// Switches lists the switches, newest first: all of them, or those in
-// flight and the stranded ones not cleared.
-func (d *Daemon) Switches(active bool) []api.SwitchView {
-	if active {
-		return d.switchViews(0)
+// Switches lists a page of the switches, newest first: those kept in the
+// store (f.Active: only the open ones, in flight or stranded and not
+// cleared), started before f.Before, at most f.Limit (0: the default page).
+// A page costs what it holds, whatever the number of switches kept.
+func (d *Daemon) Switches(ctx context.Context, f api.SwitchFilter) (api.SwitchList, error) {
+	var before uint64
+	if f.Before != "" {
+		n, ok := co.SwitchIDNumber(co.SwitchID(f.Before))
+		if !ok || n <= 0 {
+			return api.SwitchList{}, invalidField("before", fmt.Sprintf("must be a switch ID like s-000042, not %q", f.Before))
+		}
+		before = uint64(n)
 	}
-	return d.switchViews(-1)
+	if f.Limit < 0 || f.Limit > api.MaxPageSize {
+		return api.SwitchList{}, invalidField("limit", fmt.Sprintf("must be 0 (the default page) to %d, not %d", api.MaxPageSize, f.Limit))
+	}
+	limit := f.Limit
+	if limit == 0 {
+		limit = api.DefaultPageSize
+	}
+	now := d.now()
+	out := api.SwitchList{Switches: []api.SwitchView{}}
+	if f.Active {
+		for _, sw := range d.openSwitches() {
+			if n, _ := co.SwitchIDNumber(sw.ID); before > 0 && uint64(n) >= before {
+				continue
+			}
+			if len(out.Switches) == limit {
+				out.Next = out.Switches[limit-1].ID
+				break
+			}
+			out.Switches = append(out.Switches, switchView(sw, now))
+		}
+		return out, nil
+	}
+	recs, err := d.st.Switches(ctx, before, limit+1)
+	if err != nil {
+		return api.SwitchList{}, err
+	}
+	if len(recs) > limit {
+		recs = recs[:limit]
+		out.Next = string(co.NewSwitchID(int(recs[limit-1].Num)))
+	}
+	sws := make([]co.Switch, 0, len(recs))
+	for _, r := range recs {
+		sw, err := decodeSwitch(r)
+		if err != nil {
+			d.log.Error().Err(err).Msg("a switch's record in the store cannot be read: left out of the listing")
+			continue
+		}
+		sws = append(sws, sw)
+	}
+	d.mu.Lock()
+	for i, sw := range sws {
+		if live, ok := d.coord.Switch(sw.ID); ok {
+			sws[i] = live // the coordinator may be one record ahead
+		}
+	}
+	d.mu.Unlock()
+	for _, sw := range sws {
+		out.Switches = append(out.Switches, switchView(sw, now))
+	}
+	return out, nil
 }
 
-// switchViews lists, newest first, the switches in flight and the stranded
-// ones not cleared, and at most final of the others (-1: all of them).
-func (d *Daemon) switchViews(final int) []api.SwitchView {
+// openSwitches lists the switches in flight and the stranded ones not
+// cleared, newest first.
+func (d *Daemon) openSwitches() []co.Switch {
 	d.mu.Lock()
 	sws := d.coord.Switches()
 	d.mu.Unlock()
-	now := d.now()
-	out := []api.SwitchView{}
+	out := make([]co.Switch, 0, len(sws))
 	for _, sw := range slices.Backward(sws) {
-		if sw.Phase.Final() && !(sw.Phase == co.PhaseStranded && sw.ClearedTo == "") {
-			if final == 0 {
-				continue
-			}
-			final--
+		if sw.Open() {
+			out = append(out, sw)
 		}
-		out = append(out, switchView(sw, now))
 	}
 	return out
+}
+
+// recentSwitches lists, newest first, the switches in flight and the
+// stranded ones not cleared, then at most final of the others.
+func (d *Daemon) recentSwitches(ctx context.Context, final int) ([]api.SwitchView, error) {
+	now := d.now()
+	open := d.openSwitches()
+	out := make([]api.SwitchView, 0, len(open)+final)
+	isOpen := map[co.SwitchID]bool{}
+	for _, sw := range open {
+		out = append(out, switchView(sw, now))
+		isOpen[sw.ID] = true
+	}
+	if final <= 0 {
+		return out, nil
+	}
+	// The newest final+len(open) records hold the newest final closed ones.
+	recs, err := d.st.Switches(ctx, 0, final+len(open))
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range recs {
+		if r.Open || final == 0 {
+			continue
+		}
+		sw, err := decodeSwitch(r)
+		if err != nil || isOpen[sw.ID] {
+			continue
+		}
+		out = append(out, switchView(sw, now))
+		final--
+	}
+	return out, nil
 }
 
 // Tuning lists the bandwidth tuning decisions, newest first.

@@ -150,11 +150,11 @@ func TestCrashSafety(t *testing.T) {
 		return "", err == nil && len(l.Jobs) == 0, err
 	})
 	h.waitFor(d, 60*time.Second, "no switch in flight", func(ctx context.Context) (string, bool, error) {
-		sws, err := d.c.Switches(ctx, true)
+		l, err := d.c.Switches(ctx, client.SwitchesQuery{Active: true})
 		if err != nil {
 			return "", false, err
 		}
-		return "", !slices.ContainsFunc(sws, func(s api.SwitchView) bool { return !s.Final }), nil
+		return "", !slices.ContainsFunc(l.Switches, func(s api.SwitchView) bool { return !s.Final }), nil
 	})
 
 	jobs := h.allJobs(d)
@@ -312,16 +312,24 @@ func (h *crashHarness) waitFor(d *crashDaemon, limit time.Duration, what string,
 	}
 }
 
-// switchList lists the switches (active: those in flight).
+// switchList lists the switches (active: those in flight), page by page.
 func (h *crashHarness) switchList(d *crashDaemon, active bool) []api.SwitchView {
 	h.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	sws, err := d.c.Switches(ctx, active)
-	if err != nil {
-		h.t.Fatalf("switches: %v", err)
+	var out []api.SwitchView
+	q := client.SwitchesQuery{Active: active}
+	for {
+		l, err := d.c.Switches(ctx, q)
+		if err != nil {
+			h.t.Fatalf("switches: %v", err)
+		}
+		out = append(out, l.Switches...)
+		if l.Next == "" {
+			return out
+		}
+		q.Before = l.Next
 	}
-	return sws
 }
 
 // allJobs lists every job, page by page.

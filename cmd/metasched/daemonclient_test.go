@@ -288,9 +288,9 @@ var (
 			FreeMemoryMiB: 14336, VMs: []hp.VM{vm("j-000000000007-2", "es-2", 2, 2048)}},
 		{Name: "lb-1", Site: "latam-b", Pool: "sim", State: api.HostIdle, CPUs: 4, MemoryMiB: 8192, FreeVCPUs: 4,
 			FreeMemoryMiB: 8192, VMs: []hp.VM{}},
-		{Name: "lb-2", Site: "latam-b", Pool: "sim", State: api.HostSwitching, Switch: "sw-3", From: "sim", To: "render",
+		{Name: "lb-2", Site: "latam-b", Pool: "sim", State: api.HostSwitching, Switch: "s-000003", From: "sim", To: "render",
 			CPUs: 4, MemoryMiB: 8192, FreeVCPUs: 4, FreeMemoryMiB: 8192, VMs: []hp.VM{}},
-		{Name: "lb-3", Site: "latam-b", State: api.HostStranded, Switch: "sw-2", From: "sim", To: "render",
+		{Name: "lb-3", Site: "latam-b", State: api.HostStranded, Switch: "s-000002", From: "sim", To: "render",
 			CPUs: 4, MemoryMiB: 8192, FreeVCPUs: 4, FreeMemoryMiB: 8192, VMs: []hp.VM{},
 			Reason: "prepare-add failed: agent latam-b timed out; the revert to sim failed too"},
 		{Name: "lb-4", Site: "latam-b", Pool: "sim", State: api.HostUnreachable, Reason: "agent latam-b: connection refused",
@@ -299,12 +299,12 @@ var (
 	clearedHost = api.HostView{Name: "lb-3", Site: "latam-b", Pool: "render", State: api.HostIdle,
 		CPUs: 4, MemoryMiB: 8192, FreeVCPUs: 4, FreeMemoryMiB: 8192, VMs: []hp.VM{}}
 
-	switchActive = api.SwitchView{ID: "sw-3", From: "sim", To: "render", Host: "lb-2", Phase: "reconfigure",
+	switchActive = api.SwitchView{ID: "s-000003", From: "sim", To: "render", Host: "lb-2", Phase: "reconfigure",
 		Started: t0.Add(10 * time.Second), Updated: t0.Add(11 * time.Second), Seconds: 1.5}
 	switchesAll = []api.SwitchView{
-		{ID: "sw-1", From: "render", To: "sim", Host: "es-4", Phase: "committed", Final: true,
+		{ID: "s-000001", From: "render", To: "sim", Host: "es-4", Phase: "done", Final: true,
 			Started: t0.Add(-time.Hour), Updated: t0.Add(-time.Hour + 4*time.Second), Seconds: 4.25},
-		{ID: "sw-2", From: "sim", To: "render", Host: "lb-3", Phase: "stranded", Final: true, Requeued: []string{"j-000000000004"},
+		{ID: "s-000002", From: "sim", To: "render", Host: "lb-3", Phase: "stranded", Final: true, Requeued: []string{"j-000000000004"},
 			FailedIn: "prepare-add", Reason: "agent latam-b timed out",
 			Started: t0.Add(-30 * time.Minute), Updated: t0.Add(-29 * time.Minute), Seconds: 60},
 		switchActive,

@@ -190,7 +190,8 @@ with the switches in flight.`,
 				if s.Policy, err = c.Policy(ctx); err != nil {
 					return s, err
 				}
-				s.Switches, err = c.Switches(ctx, true)
+				l, err := c.Switches(ctx, client.SwitchesQuery{Active: true})
+				s.Switches = l.Switches
 				return s, err
 			}, func(w io.Writer, s daemonStatus) { s.print(w) })
 		},

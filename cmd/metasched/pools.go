@@ -103,28 +103,46 @@ func newSwitchesCmd(e *env) *cobra.Command {
 		d      daemonFlags
 		output string
 		all    bool
+		q      client.SwitchesQuery
 	)
 	cmd := &cobra.Command{
-		Use:   "switches [--all]",
+		Use:   "switches [--all [--before ID] [--limit N]]",
 		Short: "List the switches of hosts between pools",
 		Long: `switches lists the switches of hosts between pools that are in flight (with
---all, also those that ended, as far as the daemon remembers): the pools the
-host leaves and joins, the host, the phase of the two-phase protocol
+--all, also those that ended, as long as the daemon keeps them: see
+retention in the serve configuration), newest first: the pools the host
+leaves and joins, the host, the phase of the two-phase protocol
 (prepare-release at the source, reconfigure, prepare-add at the
-destination, commit), how long it has taken, and why it failed if it did.`,
+destination, commit), how long it has taken, and why it failed if it did.
+--limit bounds the page (0: the daemon's page size) and, when more switches
+follow, the last line gives the --before of the next page.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if q.Limit < 0 {
+				return usagef("--limit: must be 0 (the daemon's page size) or more, got %d", q.Limit)
+			}
+			q.Active = !all
 			return callDaemon(cmd.Context(), e, &d, output, "",
-				func(ctx context.Context, c *client.Client) ([]api.SwitchView, error) {
-					return c.Switches(ctx, !all)
+				func(ctx context.Context, c *client.Client) (api.SwitchList, error) {
+					return c.Switches(ctx, q)
 				},
-				printSwitches)
+				printSwitchList)
 		},
 	}
 	d.register(cmd)
 	outputFlag(cmd, &output)
-	cmd.Flags().BoolVar(&all, "all", false, "also the switches that ended")
+	fl := cmd.Flags()
+	fl.BoolVar(&all, "all", false, "also the switches that ended")
+	fl.StringVar(&q.Before, "before", "", "only switches started before this ID (the next page)")
+	fl.IntVar(&q.Limit, "limit", 0, "at most this many switches (0: the daemon's page size)")
 	return cmd
+}
+
+func printSwitchList(w io.Writer, l api.SwitchList) {
+	printSwitches(w, l.Switches)
+	if l.Next != "" {
+		fmt.Fprintf(w, "More switches: --before %s\n", l.Next)
+	}
 }
 
 func printSwitches(w io.Writer, sw []api.SwitchView) {

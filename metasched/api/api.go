@@ -8,8 +8,8 @@ import (
 // MaxBodyBytes bounds a request body.
 const MaxBodyBytes = 1 << 20
 
-// Pages of GET /v1/jobs: limit 0 (or none) gives DefaultPageSize jobs; a
-// larger limit than MaxPageSize is refused.
+// Pages of GET /v1/jobs and GET /v1/switches: limit 0 (or none) gives
+// DefaultPageSize of them; a larger limit than MaxPageSize is refused.
 const (
 	DefaultPageSize = 500
 	MaxPageSize     = 5000

@@ -27,7 +27,7 @@
 //	GET    /v1/hosts                   []HostView
 //	POST   /v1/hosts/{name}/clear      ClearRequest → HostView
 //	GET    /v1/vms                     []hypervisorproxy.VM
-//	GET    /v1/switches                ?active=true → []SwitchView
+//	GET    /v1/switches                ?active=true&before=ID&limit=N → SwitchList (newest first, pages of DefaultPageSize)
 //	POST   /v1/switches                SwitchRequest → 202 SwitchView (an operator's switch)
 //	GET    /v1/policy                  PolicyView
 //	GET    /v1/links                   []gramvm.Link

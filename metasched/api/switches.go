@@ -24,3 +24,19 @@ type SwitchRequest struct {
 	From string `json:"from"`
 	To   string `json:"to"`
 }
+
+// SwitchList is a page of switches, newest first. Next, when set, is the
+// Before of the next page.
+type SwitchList struct {
+	Switches []SwitchView `json:"switches"`
+	Next     string       `json:"next,omitempty"`
+}
+
+// SwitchFilter selects switches for GET /v1/switches: with Active, only
+// those in flight and the stranded ones not cleared; with Before (a switch
+// ID), those started before it; at most Limit (0: DefaultPageSize).
+type SwitchFilter struct {
+	Active bool
+	Before string
+	Limit  int
+}

@@ -322,15 +322,35 @@ func (c *Client) VMs(ctx context.Context) ([]hp.VM, error) {
 	return out, err
 }
 
-// Switches returns the switches of hosts between pools: only those in
-// flight when active, else every one the daemon remembers.
-func (c *Client) Switches(ctx context.Context, active bool) ([]api.SwitchView, error) {
-	var q url.Values
-	if active {
-		q = url.Values{"active": {"true"}}
+// SwitchesQuery selects switches: only those in flight and the stranded
+// ones not cleared (Active), started before the switch Before, at most Limit
+// of them (0: the daemon's page size).
+type SwitchesQuery struct {
+	Active bool
+	Before string
+	Limit  int
+}
+
+func (q SwitchesQuery) values() url.Values {
+	v := url.Values{}
+	if q.Active {
+		v.Set("active", "true")
 	}
-	var out []api.SwitchView
-	err := c.do(ctx, http.MethodGet, "/v1/switches", q, nil, &out)
+	if q.Before != "" {
+		v.Set("before", q.Before)
+	}
+	if q.Limit > 0 {
+		v.Set("limit", strconv.Itoa(q.Limit))
+	}
+	return v
+}
+
+// Switches returns a page of the switches of hosts between pools that q
+// selects, newest first, as far as the daemon keeps them; SwitchList.Next,
+// when set, is the Before of the next page.
+func (c *Client) Switches(ctx context.Context, q SwitchesQuery) (api.SwitchList, error) {
+	var out api.SwitchList
+	err := c.do(ctx, http.MethodGet, "/v1/switches", q.values(), nil, &out)
 	return out, err
 }
 

@@ -135,8 +135,9 @@ func TestMethods(t *testing.T) {
 	hosts := []api.HostView{{Name: "es-1", Site: "spain", Pool: "render", State: api.HostBusy, CPUs: 8,
 		MemoryMiB: 16384, FreeVCPUs: 6, FreeMemoryMiB: 14336, VMs: []hp.VM{{Name: "j-7-0", Host: "es-1", State: hp.StateRunning, VCPUs: 2}}}}
 	cleared := api.HostView{Name: "es-2", Site: "spain", Pool: "sim", State: api.HostIdle, VMs: []hp.VM{}}
-	switches := []api.SwitchView{{ID: "sw-1", From: "render", To: "sim", Host: "es-2", Phase: "reconfigure",
-		Started: t0, Updated: t0.Add(time.Second), Seconds: 1}}
+	switches := api.SwitchList{Switches: []api.SwitchView{{ID: "s-000002", From: "render", To: "sim", Host: "es-2", Phase: "reconfigure",
+		Started: t0, Updated: t0.Add(time.Second), Seconds: 1}}}
+	page := api.SwitchList{Switches: switches.Switches, Next: "s-000002"}
 	policy := api.PolicyView{Configured: "optimal", InForce: "heuristic", Note: "solving",
 		Pools: []api.PolicyPool{{Name: "render", Jobs: 3, Servers: 2}}, Servers: 4, Decisions: 10, Switches: 1,
 		LastAt: t0, Table: &api.PolicyTable{Source: "solved", States: 9000, Solving: true}}
@@ -185,10 +186,12 @@ func TestMethods(t *testing.T) {
 			request{Method: "POST", Path: "/v1/hosts/es-2/clear", Auth: auth, ContentType: "application/json", Body: `{"pool":"sim"}`}, cleared},
 		{"vms", func() (any, error) { return c.VMs(ctx) }, hosts[0].VMs,
 			request{Method: "GET", Path: "/v1/vms", Auth: auth}, hosts[0].VMs},
-		{"switches active", func() (any, error) { return c.Switches(ctx, true) }, switches,
+		{"switches active", func() (any, error) { return c.Switches(ctx, SwitchesQuery{Active: true}) }, switches,
 			request{Method: "GET", Path: "/v1/switches", Query: "active=true", Auth: auth}, switches},
-		{"switches all", func() (any, error) { return c.Switches(ctx, false) }, switches,
+		{"switches all", func() (any, error) { return c.Switches(ctx, SwitchesQuery{}) }, switches,
 			request{Method: "GET", Path: "/v1/switches", Auth: auth}, switches},
+		{"switches page", func() (any, error) { return c.Switches(ctx, SwitchesQuery{Before: "s-000003", Limit: 1}) }, page,
+			request{Method: "GET", Path: "/v1/switches", Query: "before=s-000003&limit=1", Auth: auth}, page},
 		{"policy", func() (any, error) { return c.Policy(ctx) }, policy,
 			request{Method: "GET", Path: "/v1/policy", Auth: auth}, policy},
 		{"links", func() (any, error) { return c.Links(ctx) }, links,

@@ -318,7 +318,26 @@ func (c *Coordinator) heldHosts() []string {
 	return hosts
 }
 
-// Switches returns a copy of every switch, in flight and final, sorted by ID.
+// Forget drops a switch that is over (not Open) from the coordinator, once
+// its final notification has been carried out: its host is free, and an
+// answer or a timeout for it is then refused with ErrUnknownSwitch. The
+// coordinator then holds only what it still needs, so its costs do not
+// grow with the switches of the past. Forgetting an open switch is an
+// error (ErrStillOpen); an unknown one is fine.
+func (c *Coordinator) Forget(id SwitchID) error {
+	sw, ok := c.switches[id]
+	if !ok {
+		return nil
+	}
+	if sw.Open() {
+		return fmt.Errorf("forget switch %q in phase %s: %w", id, sw.Phase, ErrStillOpen)
+	}
+	delete(c.switches, id)
+	return nil
+}
+
+// Switches returns a copy of every switch the coordinator holds (in flight
+// and final, but for those forgotten), sorted by ID.
 func (c *Coordinator) Switches() []Switch {
 	out := make([]Switch, 0, len(c.switches))
 	for _, id := range c.ids() {

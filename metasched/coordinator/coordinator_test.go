@@ -299,3 +299,45 @@ func TestClearedDefaultsToSourcePool(t *testing.T) {
 		t.Errorf("second clear: err = %v, want %v", err, ErrNotStranded)
 	}
 }
+
+// A switch that is over can be forgotten: the coordinator then holds only
+// the open switches, and an answer for a forgotten switch is refused as
+// unknown. An open switch (in flight, or stranded and not cleared) cannot
+// be forgotten.
+func TestForget(t *testing.T) {
+	w := &world{host: "h1", fail: map[string]bool{"reconfigure": true, "revert": true}, at: t0}
+	c, _ := run(t, w) // s1 strands h1
+	if _, err := c.Step(Start{ID: "s2", From: "a", To: "b", At: t0}); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []SwitchID{"s1", "s2"} {
+		if err := c.Forget(id); !errors.Is(err, ErrStillOpen) {
+			t.Errorf("forget %s: %v, want ErrStillOpen", id, err)
+		}
+	}
+	if sw, _ := c.Switch("s1"); !sw.Open() {
+		t.Errorf("a stranded switch not cleared is not open: %+v", sw)
+	}
+	if _, err := c.Step(Cleared{Host: "h1", At: t0}); err != nil {
+		t.Fatal(err)
+	}
+	if sw, _ := c.Switch("s1"); sw.Open() {
+		t.Errorf("a cleared switch is open: %+v", sw)
+	}
+	if err := c.Forget("s1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Forget("s-unknown"); err != nil {
+		t.Errorf("forget an unknown switch: %v", err)
+	}
+	if diff := cmp.Diff([]SwitchID{"s2"}, c.ids()); diff != "" {
+		t.Errorf("switches held (-want +got):\n%s", diff)
+	}
+	if _, err := c.Step(Reverted{ID: "s1", At: t0}); !errors.Is(err, ErrUnknownSwitch) {
+		t.Errorf("an answer for a forgotten switch: %v, want ErrUnknownSwitch", err)
+	}
+	// h1 is free again: the next switch of pool a may take it.
+	if _, err := c.Step(Released{ID: "s2", Host: "h1", At: t0}); err != nil {
+		t.Errorf("release h1 after its stranded switch was cleared and forgotten: %v", err)
+	}
+}

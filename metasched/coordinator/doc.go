@@ -99,8 +99,11 @@
 //
 // Step costs O(log n) map work in the number of switches known, and Start
 // O(h log h) to list the h held hosts. Switches and Journal cost O(n log n).
-// Final switches are kept for reporting; the memory grows by one Switch per
-// switch ever started.
+// A final switch stays until the driver forgets it (Forget), which it may
+// do once the switch is over (not Open: final, and its host cleared if it
+// was stranded) and its final notification is carried out; a driver that
+// forgets them keeps only the open switches, and its costs do not grow
+// with the switches of the past (their history is the driver's to keep).
 //
 // The design is described in docs/design.md of the repository, section
 // "The switch protocol".

@@ -108,6 +108,14 @@ func (sw *Switch) holds() bool {
 	return sw.Phase == PhaseStranded && sw.ClearedTo == ""
 }
 
+// Open reports whether the switch still matters to the coordinator: while
+// it is in flight, and while its host is stranded and not cleared. A switch
+// that is not open is over: the driver may Forget it once its final
+// notification is carried out, and drop its records.
+func (sw Switch) Open() bool {
+	return !sw.Phase.Final() || (sw.Phase == PhaseStranded && sw.ClearedTo == "")
+}
+
 func (sw Switch) clone() Switch {
 	if sw.Requeued != nil {
 		sw.Requeued = append([]string(nil), sw.Requeued...)
@@ -129,6 +137,7 @@ var (
 	ErrWrongPhase      = errors.New("event does not fit the phase")
 	ErrHostBusy        = errors.New("host is held by another switch")
 	ErrNotStranded     = errors.New("host is not stranded")
+	ErrStillOpen       = errors.New("switch is still open")
 	ErrInvalidEvent    = errors.New("invalid event")
 	ErrCorruptJournal  = errors.New("corrupt journal")
 )

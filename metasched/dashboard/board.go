@@ -31,7 +31,7 @@ type Daemon interface {
 	RecentJobs(ctx context.Context, n int) ([]api.Job, error)
 	// RecentSwitches lists the switches in flight and the stranded ones
 	// not cleared, then at most final others, newest first.
-	RecentSwitches(final int) []api.SwitchView
+	RecentSwitches(ctx context.Context, final int) ([]api.SwitchView, error)
 	Tuning() []api.TuningRecord
 	// Sample is the newest chart sample, History the last
 	// api.HistorySamples of them, oldest first.
@@ -75,7 +75,9 @@ func (b *Board) State(ctx context.Context, withHistory bool) (api.Dashboard, err
 	for _, j := range recent {
 		db.Jobs.Recent = append(db.Jobs.Recent, j.Summary())
 	}
-	db.Switches = d.RecentSwitches(api.DashboardSwitches)
+	if db.Switches, err = d.RecentSwitches(ctx, api.DashboardSwitches); err != nil {
+		return api.Dashboard{}, err
+	}
 	db.Tuning = d.Tuning()
 	db.Tuning = db.Tuning[:min(len(db.Tuning), api.DashboardTuning)]
 	if withHistory {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -63,11 +64,11 @@ func (f *fakeDaemon) RecentJobs(ctx context.Context, n int) ([]api.Job, error) {
 	return []api.Job{{JobHead: api.JobHead{ID: "j-2", State: lifecycle.Done}}, {JobHead: api.JobHead{ID: "j-1", State: lifecycle.Done}}}, nil
 }
 
-func (f *fakeDaemon) RecentSwitches(final int) []api.SwitchView {
+func (f *fakeDaemon) RecentSwitches(_ context.Context, final int) ([]api.SwitchView, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.final = append(f.final, final)
-	return []api.SwitchView{}
+	return []api.SwitchView{}, nil
 }
 
 func (f *fakeDaemon) Tuning() []api.TuningRecord {
@@ -290,4 +291,111 @@ func (s *stream) newer(t *testing.T, name string, n int, last time.Time) []api.D
 		out = append(out, db)
 	}
 	return out
+}
+
+// pipeWriter is the response of an event stream served without a
+// network: what ServeEvents writes is read from the pipe.
+type pipeWriter struct {
+	h http.Header
+	w *io.PipeWriter
+}
+
+func (p *pipeWriter) Header() http.Header         { return p.h }
+func (p *pipeWriter) WriteHeader(int)             {}
+func (p *pipeWriter) Write(b []byte) (int, error) { return p.w.Write(b) }
+func (p *pipeWriter) Flush()                      {}
+
+// 200 pages watching cost one build of the state per api.EventEvery for
+// all of them, besides each page's first state: the builds the daemon
+// sees are 200 first states and the broadcast's builds, and every page
+// gets the broadcast's states.
+func TestEvents200Pages(t *testing.T) {
+	const pages, states = 200, 3
+	f := &fakeDaemon{}
+	b := New(f, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var (
+		wg   sync.WaitGroup
+		smu  sync.Mutex
+		seen = make([][]time.Time, pages) // the Now of each state a page got
+	)
+	got := func(i int) int {
+		smu.Lock()
+		defer smu.Unlock()
+		return len(seen[i])
+	}
+	for i := range pages {
+		pr, pw := io.Pipe()
+		req := httptest.NewRequest("GET", "/v1/events", nil).WithContext(ctx)
+		wg.Go(func() {
+			defer pw.Close()
+			b.ServeEvents(&pipeWriter{h: http.Header{}, w: pw}, req)
+		})
+		wg.Go(func() {
+			defer pr.Close()
+			r := bufio.NewReader(pr)
+			for got(i) < 1+states {
+				line, err := r.ReadString('\n')
+				if err != nil {
+					t.Errorf("page %d: %v", i, err)
+					return
+				}
+				data, ok := strings.CutPrefix(strings.TrimSuffix(line, "\n"), "data: ")
+				if !ok {
+					continue
+				}
+				var db struct {
+					Now time.Time `json:"now"`
+				}
+				if err := json.Unmarshal([]byte(data), &db); err != nil {
+					t.Errorf("page %d: %v", i, err)
+					return
+				}
+				smu.Lock()
+				seen[i] = append(seen[i], db.Now)
+				smu.Unlock()
+			}
+		})
+	}
+	// Every page has its first state and three newer ones; then all go.
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		done := 0
+		for i := range pages {
+			if got(i) >= 1+states {
+				done++
+			}
+		}
+		if done == pages {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d pages got %d states", done, pages, 1+states)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cancel()
+	wg.Wait()
+	b.mu.Lock()
+	broadcast := b.builds
+	b.mu.Unlock()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.builds != pages+int(broadcast) {
+		t.Errorf("%d builds of the state for %d pages and %d broadcasts, want %d", f.builds, pages, broadcast, pages+int(broadcast))
+	}
+	// Broadcast states: those whose build is not a page's first.
+	first := map[time.Time]bool{}
+	for i := range pages {
+		first[seen[i][0]] = true
+	}
+	for i := range pages {
+		for _, at := range seen[i][1:] {
+			if first[at] {
+				t.Errorf("page %d got the first state of another page", i)
+			}
+		}
+	}
+	t.Logf("%d pages, %d states each after the first: %d broadcast builds", pages, states, broadcast)
 }

@@ -115,7 +115,7 @@ type Daemon interface {
 	Submit(ctx context.Context, body []byte) (api.Job, error)
 	Job(ctx context.Context, id string) (api.Job, error)
 	Pools() []api.Pool
-	Switches(active bool) []api.SwitchView
+	Switches(ctx context.Context, f api.SwitchFilter) (api.SwitchList, error)
 	VMs() []hp.VM
 	VMCounts() (created, destroyed int64)
 	Refresh(ctx context.Context)
@@ -129,7 +129,10 @@ func Run(ctx context.Context, d Daemon, stream []Job, progress io.Writer) (Summa
 	sum := Summary{Jobs: map[string]map[lifecycle.State]int{}, MeanWait: map[string]float64{}, MeanRun: map[string]float64{},
 		Switches: map[string]int{}, Outcomes: map[string]int{}, HostsBefore: poolSizes(d), HostsAfter: map[string]int{}}
 	created0, destroyed0 := d.VMCounts()
-	firstSwitch := lastSwitch(d)
+	firstSwitch, err := lastSwitch(ctx, d)
+	if err != nil {
+		return sum, err
+	}
 	tick := time.NewTicker(5 * time.Second)
 	defer tick.Stop()
 	next := 0
@@ -142,7 +145,7 @@ func Run(ctx context.Context, d Daemon, stream []Job, progress io.Writer) (Summa
 			case <-ctx.Done():
 				return sum, ctx.Err()
 			case <-tick.C:
-				printProgress(d, progress, time.Since(start))
+				printProgress(ctx, d, progress, time.Since(start))
 				continue
 			case <-timer.C:
 			}
@@ -175,7 +178,7 @@ func Run(ctx context.Context, d Daemon, stream []Job, progress io.Writer) (Summa
 		case <-ctx.Done():
 			return sum, ctx.Err()
 		case <-tick.C:
-			printProgress(d, progress, time.Since(start))
+			printProgress(ctx, d, progress, time.Since(start))
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
@@ -207,7 +210,11 @@ func Run(ctx context.Context, d Daemon, stream []Job, progress io.Writer) (Summa
 	for t, w := range waits {
 		sum.MeanWait[t], sum.MeanRun[t] = mean(w), mean(runs[t])
 	}
-	for _, sw := range switchesSince(d, firstSwitch) {
+	since, err := switchesSince(ctx, d, firstSwitch)
+	if err != nil {
+		return sum, err
+	}
+	for _, sw := range since {
 		sum.Outcomes[sw.Phase]++
 		if sw.Phase == string(co.PhaseDone) {
 			sum.Switches[sw.From+"→"+sw.To]++
@@ -258,28 +265,39 @@ func poolSizes(d Daemon) map[string]int {
 }
 
 // lastSwitch is the number of the newest switch (0: none yet).
-func lastSwitch(d Daemon) int {
-	n := 0
-	for _, sw := range d.Switches(false) {
-		if m, ok := co.SwitchIDNumber(co.SwitchID(sw.ID)); ok && m > n {
-			n = m
-		}
+func lastSwitch(ctx context.Context, d Daemon) (int, error) {
+	l, err := d.Switches(ctx, api.SwitchFilter{Limit: 1})
+	if err != nil || len(l.Switches) == 0 {
+		return 0, err
 	}
-	return n
+	n, _ := co.SwitchIDNumber(co.SwitchID(l.Switches[0].ID))
+	return n, nil
 }
 
-// switchesSince lists the switches newer than switch number n.
-func switchesSince(d Daemon, n int) []api.SwitchView {
+// switchesSince lists the switches newer than switch number n, page by
+// page, newest first.
+func switchesSince(ctx context.Context, d Daemon, n int) ([]api.SwitchView, error) {
 	var out []api.SwitchView
-	for _, sw := range d.Switches(false) {
-		if m, ok := co.SwitchIDNumber(co.SwitchID(sw.ID)); ok && m > n {
+	f := api.SwitchFilter{}
+	for {
+		l, err := d.Switches(ctx, f)
+		if err != nil {
+			return nil, err
+		}
+		for _, sw := range l.Switches {
+			if m, ok := co.SwitchIDNumber(co.SwitchID(sw.ID)); ok && m <= n {
+				return out, nil
+			}
 			out = append(out, sw)
 		}
+		if l.Next == "" {
+			return out, nil
+		}
+		f.Before = l.Next
 	}
-	return out
 }
 
-func printProgress(d Daemon, w io.Writer, elapsed time.Duration) {
+func printProgress(ctx context.Context, d Daemon, w io.Writer, elapsed time.Duration) {
 	pools := d.Pools()
 	var q, a int
 	var hosts []string
@@ -288,7 +306,14 @@ func printProgress(d Daemon, w io.Writer, elapsed time.Duration) {
 		a += p.Active
 		hosts = append(hosts, fmt.Sprintf("%s %d", p.Name, len(p.Hosts)))
 	}
-	inFlight := len(d.Switches(true))
+	inFlight := 0
+	if l, err := d.Switches(ctx, api.SwitchFilter{Active: true}); err == nil {
+		for _, sw := range l.Switches {
+			if !sw.Final {
+				inFlight++
+			}
+		}
+	}
 	fmt.Fprintf(w, "%5.0fs  jobs: %d queued, %d active  hosts: %s  switches in flight: %d\n",
 		elapsed.Seconds(), q, a, strings.Join(hosts, ", "), inFlight)
 }

@@ -747,15 +747,17 @@ func TestAPIViews(t *testing.T) {
 		t.Errorf("hosts per site (-want +got):\n%s", diff)
 	}
 
-	if sw := apiGet[[]api.SwitchView](t, td, "/v1/switches"); sw == nil || len(sw) != 0 {
+	if sw := apiGet[api.SwitchList](t, td, "/v1/switches"); sw.Switches == nil || len(sw.Switches) != 0 || sw.Next != "" {
 		t.Errorf("switches of an idle daemon: %+v", sw)
 	}
-	if sw := apiGet[[]api.SwitchView](t, td, "/v1/switches?active=true"); sw == nil || len(sw) != 0 {
+	if sw := apiGet[api.SwitchList](t, td, "/v1/switches?active=true"); sw.Switches == nil || len(sw.Switches) != 0 {
 		t.Errorf("active switches of an idle daemon: %+v", sw)
 	}
-	a := apiAuthed(t, td, "GET", "/v1/switches?active=maybe", "", nil)
-	if e := a.apiErr(t); a.status != 400 || len(e.Fields) != 1 || e.Fields[0].Field != "active" {
-		t.Errorf("?active=maybe: %d %s", a.status, a.body)
+	for q, field := range map[string]string{"active=maybe": "active", "limit=-1": "limit", "limit=5001": "limit", "before=j-000000000001": "before"} {
+		a := apiAuthed(t, td, "GET", "/v1/switches?"+q, "", nil)
+		if e := a.apiErr(t); a.status != 400 || len(e.Fields) != 1 || e.Fields[0].Field != field {
+			t.Errorf("?%s: %d %s", q, a.status, a.body)
+		}
 	}
 
 	pol := apiGet[api.PolicyView](t, td, "/v1/policy")
@@ -783,7 +785,7 @@ func TestAPIViews(t *testing.T) {
 		t.Errorf("links (-want +got):\n%s", diff)
 	}
 
-	a = apiAuthed(t, td, "GET", "/v1/tuning", "", nil)
+	a := apiAuthed(t, td, "GET", "/v1/tuning", "", nil)
 	var tuning []json.RawMessage
 	if err := json.Unmarshal(a.body, &tuning); a.status != 200 || err != nil || tuning == nil {
 		t.Errorf("tuning: %d %s (%v)", a.status, a.body, err)
@@ -884,7 +886,11 @@ func TestAPILoneJobRunsOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	j = apiWaitState(t, c, j.ID, store.Done, time.Minute)
-	for _, sw := range td.d.Switches(false) {
+	sws, err := td.d.Switches(ctx, api.SwitchFilter{Limit: api.MaxPageSize})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sw := range sws.Switches {
 		if sw.From == "sim" {
 			t.Errorf("switch %s %s→%s of host %s (%s) while the grid's only job ran in pool sim", sw.ID, sw.From, sw.To, sw.Host, sw.Phase)
 		}

@@ -340,7 +340,7 @@ func TestOpenAPIQueryParameters(t *testing.T) {
 	doc := openapiDoc(t)
 	want := map[string]map[string]string{ // operation → parameter → schema type
 		"GET /v1/jobs":      {"state": "array", "type": "string", "after": "string", "limit": "integer"},
-		"GET /v1/switches":  {"active": "boolean"},
+		"GET /v1/switches":  {"active": "boolean", "before": "string", "limit": "integer"},
 		"GET /v1/dashboard": {"history": "boolean"},
 	}
 	for _, o := range openapiOps(t, doc) {
@@ -476,6 +476,7 @@ var openapiTypes = map[string]struct {
 	"HypervisorVM":  {reflect.TypeFor[hp.VM](), false},
 	"HostView":      {reflect.TypeFor[api.HostView](), false},
 	"ClearRequest":  {reflect.TypeFor[api.ClearRequest](), true},
+	"SwitchList":    {reflect.TypeFor[api.SwitchList](), false},
 	"SwitchRequest": {reflect.TypeFor[api.SwitchRequest](), true},
 	"SwitchView":    {reflect.TypeFor[api.SwitchView](), false},
 	"PolicyPool":    {reflect.TypeFor[api.PolicyPool](), false},

@@ -52,7 +52,7 @@ type Daemon interface {
 	Hosts() []api.HostView
 	ClearHost(ctx context.Context, name, pool string) (api.HostView, error)
 	VMs() []hp.VM
-	Switches(active bool) []api.SwitchView
+	Switches(ctx context.Context, f api.SwitchFilter) (api.SwitchList, error)
 	RequestSwitch(ctx context.Context, from, to string) (api.SwitchView, error)
 	Policy() api.PolicyView
 	Links() []gramvm.Link
@@ -212,16 +212,13 @@ func (s *Server) handlers() map[string]http.HandlerFunc {
 			httpx.WriteJSON(w, http.StatusOK, d.VMs())
 		},
 		"GET /v1/switches": func(w http.ResponseWriter, r *http.Request) {
-			active := false
-			if v := r.URL.Query().Get("active"); v != "" {
-				b, err := strconv.ParseBool(v)
-				if err != nil {
-					replyErr(w, invalidField("active", fmt.Sprintf("must be true or false, not %q", v)))
-					return
-				}
-				active = b
+			f, err := switchFilter(r)
+			if err != nil {
+				replyErr(w, err)
+				return
 			}
-			httpx.WriteJSON(w, http.StatusOK, d.Switches(active))
+			l, err := d.Switches(r.Context(), f)
+			reply(w, http.StatusOK, l, err)
 		},
 		"POST /v1/switches": func(w http.ResponseWriter, r *http.Request) {
 			body, err := readBody(w, r)
@@ -266,18 +263,45 @@ func jobFilter(r *http.Request) (store.JobFilter, error) {
 		f.States = append(f.States, st)
 	}
 	f.Type, f.After = q.Get("type"), q.Get("after")
-	f.Limit = api.DefaultPageSize
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		switch {
-		case err != nil || n < 0:
-			fields = append(fields, api.FieldError{Field: "limit", Problem: fmt.Sprintf("must be a whole number >= 0, not %q", v)})
-		case n > api.MaxPageSize:
-			fields = append(fields, api.FieldError{Field: "limit", Problem: fmt.Sprintf("must be at most %d, not %d", api.MaxPageSize, n)})
-		case n > 0:
-			f.Limit = n
-		}
+	f.Limit, fields = pageLimit(q.Get("limit"), fields)
+	if len(fields) > 0 {
+		return f, &api.RequestError{Status: 400, Code: api.CodeInvalid, Msg: "invalid query", Fields: fields}
 	}
+	return f, nil
+}
+
+// pageLimit reads the limit of a page: api.DefaultPageSize when it is
+// absent or 0, at most api.MaxPageSize.
+func pageLimit(v string, fields []api.FieldError) (int, []api.FieldError) {
+	if v == "" {
+		return api.DefaultPageSize, fields
+	}
+	n, err := strconv.Atoi(v)
+	switch {
+	case err != nil || n < 0:
+		fields = append(fields, api.FieldError{Field: "limit", Problem: fmt.Sprintf("must be a whole number >= 0, not %q", v)})
+	case n > api.MaxPageSize:
+		fields = append(fields, api.FieldError{Field: "limit", Problem: fmt.Sprintf("must be at most %d, not %d", api.MaxPageSize, n)})
+	case n > 0:
+		return n, fields
+	}
+	return api.DefaultPageSize, fields
+}
+
+// switchFilter reads the query of GET /v1/switches.
+func switchFilter(r *http.Request) (api.SwitchFilter, error) {
+	q := r.URL.Query()
+	var f api.SwitchFilter
+	var fields []api.FieldError
+	if v := q.Get("active"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			fields = append(fields, api.FieldError{Field: "active", Problem: fmt.Sprintf("must be true or false, not %q", v)})
+		}
+		f.Active = b
+	}
+	f.Before = q.Get("before")
+	f.Limit, fields = pageLimit(q.Get("limit"), fields)
 	if len(fields) > 0 {
 		return f, &api.RequestError{Status: 400, Code: api.CodeInvalid, Msg: "invalid query", Fields: fields}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -107,7 +108,7 @@ func copyFile(t *testing.T, from string) string {
 // recorded its layout (testdata/layout1.db: six jobs of three types, one
 // done with data, exit code and output, one running, one cancelled, a
 // journal record, a host and the token) and finds everything, now indexed
-// by type, at layout 2.
+// by type and by state and type, at the current layout.
 func TestMigrateLayout1(t *testing.T) {
 	ctx := context.Background()
 	path := copyFile(t, filepath.Join("testdata", "layout1.db"))
@@ -163,6 +164,9 @@ func TestMigrateLayout1(t *testing.T) {
 	if js, _ := s.Jobs(ctx, JobFilter{Type: "etl"}); len(js) != 2 {
 		t.Errorf("etl jobs after a reopen: %d, want 2", len(js))
 	}
+	if js, _ := s.Jobs(ctx, JobFilter{States: []JobState{Queued}, Type: "render"}); len(js) != 1 {
+		t.Errorf("queued render jobs: %d, want 1", len(js))
+	}
 }
 
 // TestNewerLayoutRefused: a store of a later layout is refused with what
@@ -189,7 +193,7 @@ func TestNewerLayoutRefused(t *testing.T) {
 	if !errors.Is(err, ErrNewerLayout) {
 		t.Fatalf("open a newer layout: %v, want ErrNewerLayout", err)
 	}
-	want := "the store has layout 3, newer than this metasched's 2"
+	want := fmt.Sprintf("the store has layout %d, newer than this metasched's %d", Layout+1, Layout)
 	if got := err.Error(); !contains(got, want) || !contains(got, path) {
 		t.Errorf("message %q: want the path and %q", got, want)
 	}

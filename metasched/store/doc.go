@@ -1,39 +1,32 @@
 // Package store is the metasched daemon's durable state: jobs and their
-// lifecycle, each job's captured output, the switch coordinator's journal,
+// lifecycle, each job's captured output, the switch coordinator's records,
 // the host pool assignments and the API token, kept in one embedded bbolt
 // file.
 //
 // # Bucket layout
 //
-// The file holds six top-level buckets:
-//
-//	jobs     ID → Job as JSON (spec, state, every transition, exit code, data).
-//	         The bucket's sequence numbers the jobs: ID "j-000000000042" is
-//	         the 42nd job, so byte order is submission order.
-//	states   "<state>/<ID>" → empty: an index of the jobs in each state, so
-//	         that listing the queue does not read every finished job.
-//	logs     ID → nested bucket of chunks, key 8-byte big-endian chunk
-//	         number → bytes as appended, plus the key "size" holding the
-//	         total; the oldest chunks are dropped (the oldest kept one cut)
-//	         so that at most Options.MaxLogBytes per job are kept.
-//	journal  8-byte big-endian sequence → opaque record of the switch
-//	         coordinator, in append order.
-//	hosts    host name → opaque value (pool assignment, stranded mark).
-//	meta     "token" → the API token.
-//	idempotency  the idempotency keys of submissions, recorded with their
-//	         job (see SubmitJobOnce): nested "keys" (key → when it was
-//	         made, the body's SHA-256, the job's ID) and "created" (that
-//	         time and the key, in time order, for expiry).
+// The buckets, and the versions of the layout (Layout), are described in
+// docs/design.md, "The store": jobs (ID → the job as JSON), its indexes by
+// state (states: STATE/ID), by type (types: TYPE/ID) and by both
+// (statetypes: STATE/TYPE/ID), the jobs' output (logs), the last record of
+// each switch by number (switches, switches.go) with its indexes of the
+// open ones, of the closed ones by end and of each host's last one, the
+// hosts' records, revoked sessions, the idempotency keys of submissions
+// (idempotency, recorded with their job), how far each attempt's output is
+// in its job's log (outputs), and meta (the token and the layout). A
+// listing reads one index cursor per state from its After on, and the
+// switches newest first from Before on, so that a page costs what it
+// holds; a restart reads the open switches and one per host.
 //
 // # Durability
 //
 // Every write returns only after its transaction has been committed and the
 // file fsync'd (unless Options.NoSync, which is for tests only). A job that
-// SubmitJob returned, a transition that Transition returned and a journal
-// record whose sequence AppendJournal returned survive a crash of the
-// process or of the machine; a restart with Open sees exactly the state of
+// SubmitJob returned, a transition that Transition returned and a switch's
+// record that PutSwitch returned survive a crash of the process or of the
+// machine; a restart with Open sees exactly the state of
 // the last acknowledged write. Nothing is kept only in memory: the daemon
-// resumes by listing the non-terminal jobs, reading the journal and the
+// resumes by listing the non-terminal jobs, reading the open switches and the
 // hosts.
 //
 // # Group commit

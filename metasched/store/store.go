@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -126,6 +127,10 @@ type Store struct {
 
 	countMu sync.Mutex
 	counts  map[JobState]int // jobs per state, kept with every committed change
+
+	// visits counts the index keys and records the listings read: what a
+	// page costs, for the tests that hold it to the page's size.
+	visits atomic.Uint64
 }
 
 var (
@@ -137,9 +142,11 @@ var (
 	bucketMeta    = []byte("meta")
 	bucketTypes   = []byte("types")    // layout 2: "TYPE/ID" for every job
 	bucketRevoked = []byte("sessions") // revoked session ID → its expiry (8 bytes, Unix seconds)
-	keyToken      = []byte("token")
-	keyLayout     = []byte("layout")
-	keyLogSize    = []byte("size")
+	// layout 3: "STATE/TYPE/ID" for every job, and the switches (switches.go)
+	bucketStateTypes = []byte("statetypes")
+	keyToken         = []byte("token")
+	keyLayout        = []byte("layout")
+	keyLogSize       = []byte("size")
 )
 
 // Open opens the store at path, creating the file (mode 0600) and its
@@ -326,7 +333,11 @@ func check(db *bolt.DB) error {
 //	1  jobs, states (STATE/ID), logs, journal, hosts, meta (token); no
 //	   layout key (written before the store recorded its layout)
 //	2  types (TYPE/ID), the index of jobs by type; meta records the layout
-const Layout = 2
+//	3  statetypes (STATE/TYPE/ID), the index of jobs by state and type;
+//	   the switches by number with their indexes (open, by end, by host)
+//	   in place of the journal, whose records the daemon converts
+//	   (ConvertJournal) at its first start
+const Layout = 3
 
 // ErrNewerLayout is returned by Open for a store written by a newer
 // metasched.
@@ -348,7 +359,8 @@ func upgrade(tx *bolt.Tx) error {
 			layout, Layout, ErrNewerLayout)
 	}
 	// A bucket that older code ignores (sessions) needs no new layout.
-	for _, b := range [][]byte{bucketJobs, bucketStates, bucketLogs, bucketJournal, bucketHosts, bucketMeta, bucketTypes, bucketRevoked} {
+	for _, b := range [][]byte{bucketJobs, bucketStates, bucketLogs, bucketJournal, bucketHosts, bucketMeta, bucketTypes, bucketRevoked,
+		bucketStateTypes, bucketSwitches, bucketSwitchOpen, bucketSwitchEnded, bucketSwitchHost} {
 		if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 			return fmt.Errorf("create bucket %s: %w", b, err)
 		}
@@ -368,6 +380,31 @@ func upgrade(tx *bolt.Tx) error {
 		})
 		if err != nil {
 			return err
+		}
+	}
+	if layout < 3 {
+		// Layout 3 indexes the jobs by state and type, from the two
+		// indexes (no record is decoded: a damaged one is listed as before).
+		typeOf := map[string]string{}
+		err := tx.Bucket(bucketTypes).ForEach(func(k, _ []byte) error {
+			typ, id, _ := bytes.Cut(k, []byte("/"))
+			typeOf[string(id)] = string(typ)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		st := tx.Bucket(bucketStateTypes)
+		err = tx.Bucket(bucketStates).ForEach(func(k, _ []byte) error {
+			state, id, _ := bytes.Cut(k, []byte("/"))
+			typ, ok := typeOf[string(id)]
+			if !ok {
+				return nil
+			}
+			return st.Put(stateTypeKey(JobState(state), typ, string(id)), nil)
+		})
+		if err != nil {
+			return fmt.Errorf("migrate to layout 3: %w", err)
 		}
 	}
 	if layout < Layout {
@@ -398,6 +435,10 @@ func (s *Store) Layout() (int, error) {
 }
 
 func typeKey(typ, id string) []byte { return []byte(typ + "/" + id) }
+
+func stateTypeKey(st JobState, typ, id string) []byte {
+	return []byte(string(st) + "/" + typ + "/" + id)
+}
 
 func jobID(n uint64) string { return fmt.Sprintf("j-%012d", n) }
 
@@ -477,6 +518,9 @@ func (s *Store) putNewJob(tx *bolt.Tx, typ string, spec json.RawMessage, reason 
 		return Job{}, err
 	}
 	if err := tx.Bucket(bucketTypes).Put(typeKey(typ, j.ID), nil); err != nil {
+		return Job{}, err
+	}
+	if err := tx.Bucket(bucketStateTypes).Put(stateTypeKey(Queued, typ, j.ID), nil); err != nil {
 		return Job{}, err
 	}
 	return j, tx.Bucket(bucketStates).Put(stateKey(Queued, j.ID), nil)
@@ -596,7 +640,14 @@ func (s *Store) Commit(ctx context.Context, id string, c Change) (Job, error) {
 		if err := idx.Delete(stateKey(c.From, id)); err != nil {
 			return err
 		}
-		return idx.Put(stateKey(c.To, id), nil)
+		if err := idx.Put(stateKey(c.To, id), nil); err != nil {
+			return err
+		}
+		st := tx.Bucket(bucketStateTypes)
+		if err := st.Delete(stateTypeKey(c.From, j.Type, id)); err != nil {
+			return err
+		}
+		return st.Put(stateTypeKey(c.To, j.Type, id), nil)
 	})
 	if err != nil {
 		return Job{}, fmt.Errorf("commit job %s: %w", id, err)
@@ -646,7 +697,11 @@ type JobFilter struct {
 	Limit int
 }
 
-// Jobs returns the jobs f selects, ordered by ID (submission order).
+// Jobs returns the jobs f selects, ordered by ID (submission order). A
+// page costs what it holds, whatever the number of jobs: it reads the jobs
+// bucket, or the index of the type, or one index cursor per state (of the
+// state and type when both are given) from After on, merged in ID order,
+// and decodes only the jobs it returns.
 func (s *Store) Jobs(ctx context.Context, f JobFilter) ([]Job, error) {
 	for _, st := range f.States {
 		if !st.Valid() {
@@ -657,68 +712,39 @@ func (s *Store) Jobs(ctx context.Context, f JobFilter) ([]Job, error) {
 		return nil, fmt.Errorf("list jobs: negative limit %d: %w", f.Limit, ErrInvalid)
 	}
 	var out []Job
-	full := func() bool { return f.Limit > 0 && len(out) >= f.Limit }
 	err := s.view(ctx, func(tx *bolt.Tx) error {
-		keep := func(id []byte) error {
+		var scans []*indexScan
+		switch {
+		case len(f.States) > 0:
+			states := slices.Clone(f.States)
+			slices.Sort(states)
+			for _, st := range slices.Compact(states) {
+				if f.Type == "" {
+					scans = append(scans, s.scan(tx.Bucket(bucketStates), string(st)+"/", f.After))
+				} else {
+					scans = append(scans, s.scan(tx.Bucket(bucketStateTypes), string(st)+"/"+f.Type+"/", f.After))
+				}
+			}
+		case f.Type != "":
+			scans = append(scans, s.scan(tx.Bucket(bucketTypes), f.Type+"/", f.After))
+		default:
+			scans = append(scans, s.scan(tx.Bucket(bucketJobs), "", f.After))
+		}
+		for f.Limit == 0 || len(out) < f.Limit {
+			id := nextID(scans)
+			if id == nil {
+				return nil
+			}
+			s.visits.Add(1)
 			j, err := getJob(tx, string(id))
 			if errors.Is(err, ErrCorrupt) {
 				s.corrupt(string(id), err)
-				return nil
+				continue
 			}
 			if err != nil {
 				return err
 			}
-			if f.Type == "" || j.Type == f.Type {
-				out = append(out, j)
-			}
-			return nil
-		}
-		if len(f.States) == 0 && f.Type != "" {
-			// The type index, in ID order.
-			prefix := []byte(f.Type + "/")
-			c := tx.Bucket(bucketTypes).Cursor()
-			for k, _ := c.Seek(typeKey(f.Type, f.After)); k != nil && bytes.HasPrefix(k, prefix) && !full(); k, _ = c.Next() {
-				if id := k[len(prefix):]; string(id) > f.After {
-					if err := keep(id); err != nil {
-						return err
-					}
-				}
-			}
-			return nil
-		}
-		if len(f.States) == 0 {
-			c := tx.Bucket(bucketJobs).Cursor()
-			k, _ := c.Seek([]byte(f.After))
-			for ; k != nil && !full(); k, _ = c.Next() {
-				if string(k) <= f.After {
-					continue
-				}
-				if err := keep(k); err != nil {
-					return err
-				}
-			}
-			return nil
-		}
-		// Gather the IDs from the state index, then read them in ID order.
-		var ids [][]byte
-		c := tx.Bucket(bucketStates).Cursor()
-		for _, st := range slices.Compact(slices.Clone(f.States)) {
-			prefix := []byte(string(st) + "/")
-			for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
-				if id := k[len(prefix):]; string(id) > f.After {
-					ids = append(ids, id)
-				}
-			}
-		}
-		slices.SortFunc(ids, bytes.Compare)
-		ids = slices.CompactFunc(ids, bytes.Equal)
-		for _, id := range ids {
-			if full() {
-				break
-			}
-			if err := keep(id); err != nil {
-				return err
-			}
+			out = append(out, j)
 		}
 		return nil
 	})
@@ -726,6 +752,53 @@ func (s *Store) Jobs(ctx context.Context, f JobFilter) ([]Job, error) {
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}
 	return out, nil
+}
+
+// indexScan walks the keys PREFIX+ID of a bucket in ID order, from the
+// first ID after a given one: the jobs bucket (no prefix) or an index.
+type indexScan struct {
+	c      *bolt.Cursor
+	prefix []byte
+	id     []byte // the current ID; nil at the end
+	visits *atomic.Uint64
+}
+
+func (s *Store) scan(b *bolt.Bucket, prefix, after string) *indexScan {
+	sc := &indexScan{c: b.Cursor(), prefix: []byte(prefix), visits: &s.visits}
+	// Keys are PREFIX+ID, so key order past the prefix is ID order.
+	sc.set(sc.c.Seek([]byte(prefix + after)))
+	if sc.id != nil && string(sc.id) == after {
+		sc.next()
+	}
+	return sc
+}
+
+func (sc *indexScan) set(k, _ []byte) {
+	sc.id = nil
+	if k != nil && bytes.HasPrefix(k, sc.prefix) {
+		sc.visits.Add(1)
+		sc.id = k[len(sc.prefix):]
+	}
+}
+
+func (sc *indexScan) next() { sc.set(sc.c.Next()) }
+
+// nextID takes the smallest current ID of the scans and moves its scan on;
+// nil when every scan is at its end. A job is in one state at a time, so
+// two scans never hold the same ID.
+func nextID(scans []*indexScan) []byte {
+	var low *indexScan
+	for _, sc := range scans {
+		if sc.id != nil && (low == nil || bytes.Compare(sc.id, low.id) < 0) {
+			low = sc
+		}
+	}
+	if low == nil {
+		return nil
+	}
+	id := slices.Clone(low.id)
+	low.next()
+	return id
 }
 
 // AppendLog adds line (kept as given; add the newline yourself) to job id's
@@ -830,68 +903,6 @@ func (s *Store) Logs(ctx context.Context, id string) ([]byte, error) {
 		return nil, fmt.Errorf("read logs: %w", err)
 	}
 	return out, nil
-}
-
-// JournalRecord is one entry of the switch coordinator's journal.
-type JournalRecord struct {
-	Seq  uint64 // 1 for the first record ever appended, increasing
-	Data []byte // opaque to the store
-}
-
-// AppendJournal appends rec to the journal and returns its sequence number
-// once it is on disk.
-func (s *Store) AppendJournal(ctx context.Context, rec []byte) (uint64, error) {
-	rec = slices.Clone(rec)
-	if rec == nil {
-		rec = []byte{}
-	}
-	var seq uint64
-	err := s.batch(ctx, func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketJournal)
-		var err error
-		if seq, err = b.NextSequence(); err != nil {
-			return err
-		}
-		return b.Put(u64(seq), rec)
-	})
-	if err != nil {
-		return 0, fmt.Errorf("append journal: %w", err)
-	}
-	return seq, nil
-}
-
-// Journal returns every kept journal record in append order.
-func (s *Store) Journal(ctx context.Context) ([]JournalRecord, error) {
-	var out []JournalRecord
-	err := s.view(ctx, func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketJournal).ForEach(func(k, v []byte) error {
-			out = append(out, JournalRecord{Seq: binary.BigEndian.Uint64(k), Data: slices.Clone(v)})
-			return nil
-		})
-	})
-	if err != nil {
-		return nil, fmt.Errorf("read journal: %w", err)
-	}
-	return out, nil
-}
-
-// TrimJournal deletes the records with sequence numbers up to and including
-// through, once the coordinator no longer needs them. Sequence numbers are
-// never reused.
-func (s *Store) TrimJournal(ctx context.Context, through uint64) error {
-	err := s.batch(ctx, func(tx *bolt.Tx) error {
-		c := tx.Bucket(bucketJournal).Cursor()
-		for k, _ := c.First(); k != nil && binary.BigEndian.Uint64(k) <= through; k, _ = c.First() {
-			if err := c.Delete(); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("trim journal: %w", err)
-	}
-	return nil
 }
 
 // SetHost records v (opaque: pool assignment, stranded mark) for host. A

@@ -323,8 +323,12 @@ func TestReopen(t *testing.T) {
 	if err := s.AppendLog(ctx, b.ID, []byte("hello\n")); err != nil {
 		t.Fatal(err)
 	}
-	for _, rec := range []string{"prepare-release", "reconfigure", "commit"} {
-		if _, err := s.AppendJournal(ctx, []byte(rec)); err != nil {
+	for i, rec := range []string{"releasing", "adding", "done"} {
+		r := SwitchRecord{Num: uint64(i + 1), Host: "spain/h1", Open: rec != "done", Data: []byte(rec)}
+		if !r.Open {
+			r.Ended = clk.Now()
+		}
+		if err := s.PutSwitch(ctx, r); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -339,7 +343,7 @@ func TestReopen(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantJobs, _ := s.Jobs(ctx, JobFilter{})
-	wantJournal, _ := s.Journal(ctx)
+	wantSwitches, _ := s.Switches(ctx, 0, 0)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -362,9 +366,9 @@ func TestReopen(t *testing.T) {
 	if len(gotJobs) != 2 || gotJobs[0].State != Planned || string(gotJobs[0].Data) != `{"vms":["v1"]}` || gotJobs[1].ExitCode == nil || *gotJobs[1].ExitCode != 3 {
 		t.Errorf("reopened jobs lost fields: %+v", gotJobs)
 	}
-	gotJournal, _ := s.Journal(ctx)
-	if diff := cmp.Diff(wantJournal, gotJournal); diff != "" {
-		t.Errorf("journal after reopen (-want +got):\n%s", diff)
+	gotSwitches, _ := s.Switches(ctx, 0, 0)
+	if diff := cmp.Diff(wantSwitches, gotSwitches); diff != "" || len(gotSwitches) != 3 {
+		t.Errorf("switches after reopen (-want +got):\n%s", diff)
 	}
 	hosts, _ := s.Hosts(ctx)
 	if diff := cmp.Diff(map[string][]byte{"spain/h1": []byte("render"), "spain/h2": []byte("stranded")}, hosts); diff != "" {
@@ -543,68 +547,6 @@ func TestLogBounding(t *testing.T) {
 	}
 	if _, err := s.Logs(ctx, "j-404"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("Logs of unknown job: got %v, want ErrNotFound", err)
-	}
-}
-
-func TestJournalOrder(t *testing.T) {
-	ctx := context.Background()
-	s := openTest(t, Options{NoSync: true})
-	const n = 200
-	var wg sync.WaitGroup
-	seqs := make([]uint64, n)
-	for i := range n {
-		wg.Go(func() {
-			seq, err := s.AppendJournal(ctx, []byte(fmt.Sprintf("rec %d", i)))
-			if err != nil {
-				t.Error(err)
-			}
-			seqs[i] = seq
-		})
-	}
-	wg.Wait()
-	recs, err := s.Journal(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(recs) != n {
-		t.Fatalf("journal holds %d records, want %d", len(recs), n)
-	}
-	for i, r := range recs {
-		if r.Seq != uint64(i+1) {
-			t.Errorf("record %d has seq %d, want %d", i, r.Seq, i+1)
-		}
-	}
-	for i, seq := range seqs {
-		if diff := cmp.Diff(fmt.Sprintf("rec %d", i), string(recs[seq-1].Data)); diff != "" {
-			t.Errorf("record at returned seq %d (-want +got):\n%s", seq, diff)
-		}
-	}
-	// Serial appends keep call order.
-	s2 := openTest(t, Options{NoSync: true})
-	var want []JournalRecord
-	for i, rec := range []string{"prepare-release a", "reconfigure", "prepare-add b", "commit", ""} {
-		seq, err := s2.AppendJournal(ctx, []byte(rec))
-		if err != nil {
-			t.Fatal(err)
-		}
-		want = append(want, JournalRecord{Seq: uint64(i + 1), Data: []byte(rec)})
-		if seq != uint64(i+1) {
-			t.Errorf("seq %d, want %d", seq, i+1)
-		}
-	}
-	got, _ := s2.Journal(ctx)
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("journal (-want +got):\n%s", diff)
-	}
-	if err := s2.TrimJournal(ctx, 3); err != nil {
-		t.Fatal(err)
-	}
-	got, _ = s2.Journal(ctx)
-	if diff := cmp.Diff(want[3:], got); diff != "" {
-		t.Errorf("journal after trim (-want +got):\n%s", diff)
-	}
-	if seq, _ := s2.AppendJournal(ctx, []byte("next")); seq != 6 {
-		t.Errorf("seq after trim = %d, want 6", seq)
 	}
 }
 

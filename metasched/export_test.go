@@ -1,0 +1,12 @@
+package metasched
+
+// HeldSwitches counts the switches the daemon's coordinator holds in
+// memory (tests).
+func (d *Daemon) HeldSwitches() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.coord.Switches())
+}
+
+// Housekeeping runs one round of the housekeeping now (tests).
+func (d *Daemon) Housekeeping() { d.housekeeping(d.runCtx) }
