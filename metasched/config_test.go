@@ -10,8 +10,8 @@ import (
 	"github.com/metasched/metasched/metasched/api"
 )
 
-func TestParseConfig(t *testing.T) {
-	got, err := ParseConfig("/etc/ms/serve.yaml", []byte(`
+// configFull is a configuration with most fields.
+const configFull = `
 listen: 0.0.0.0:8080
 data_dir: data
 grid: grid.yaml
@@ -24,7 +24,13 @@ policy: {name: optimal, table: render.policy}
 executor: {name: emulated, time_scale: 0.01}
 switch_delay: 2s
 on_agent_loss: fail
-`))
+`
+
+// configBase is the smallest valid configuration.
+const configBase = "grid: g.yaml\njob_types: [{name: a, vm: {vcpus: 1, memory_mib: 64}}]\n"
+
+func TestParseConfig(t *testing.T) {
+	got, err := ParseConfig("/etc/ms/serve.yaml", []byte(configFull))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +44,7 @@ on_agent_loss: fail
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
-	got, err = ParseConfig("serve.yaml", []byte("grid: g.yaml\njob_types: [{name: a, vm: {vcpus: 1, memory_mib: 64}}]\n"))
+	got, err = ParseConfig("serve.yaml", []byte(configBase))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,34 +59,37 @@ on_agent_loss: fail
 	}
 }
 
+// configErrorCases are invalid configurations and a part of their errors
+// (TestParseConfigErrors), and seeds of FuzzParseConfig.
+var configErrorCases = []struct{ name, yaml, want string }{
+	{"no grid", "job_types: [{name: a, vm: {vcpus: 1, memory_mib: 64}}]\n", "c.yaml: grid: missing required field"},
+	{"no job types", "grid: g.yaml\n", "c.yaml: job_types: missing required field"},
+	{"empty job types", "grid: g.yaml\njob_types: []\n", "job_types: must list at least one job type"},
+	{"unknown field", configBase + "colour: red\n", "c.yaml: colour: unknown field"},
+	{"bad listen", configBase + "listen: here\n", `listen: must be HOST:PORT, not "here"`},
+	{"duplicate type", "grid: g.yaml\njob_types: [{name: a, vm: {vcpus: 1, memory_mib: 64}}, {name: a, vm: {vcpus: 1, memory_mib: 64}}]\n", `job_types[1].name: job type "a" is listed twice`},
+	{"zero vcpus", "grid: g.yaml\njob_types: [{name: a, vm: {vcpus: 0, memory_mib: 64}}]\n", "job_types[0].vm.vcpus: must be >= 1, not 0"},
+	{"no vm", "grid: g.yaml\njob_types: [{name: a}]\n", "job_types[0].vm: missing required field"},
+	{"negative holding", "grid: g.yaml\njob_types: [{name: a, vm: {vcpus: 1, memory_mib: 64}, holding_cost: -1}]\n", "job_types[0].holding_cost: must be > 0, not -1"},
+	{"bad agent address", configBase + "agents: [{site: s, address: 'localhost:9101', token_file: t}]\n", `agents[0].address: must be an agent's URL`},
+	{"agent without token", configBase + "agents: [{site: s, address: 'http://h:1'}]\n", "agents[0].token_file: missing required field"},
+	{"two agents for a site", configBase + "agents: [{site: s, address: 'http://h:1', token_file: t}, {site: s, address: 'http://h:2', token_file: t}]\n", `agents[1].site: site "s" has two agents`},
+	{"unknown policy", configBase + "policy: {name: magic}\n", "policy.name: must be one of heuristic, optimal, static, best-static, none"},
+	{"K on static", configBase + "policy: {name: static, K: 3}\n", "policy.K: applies to the heuristic policy only"},
+	{"K zero", configBase + "policy: {name: heuristic, K: 0}\n", "policy.K: must be >= 1, not 0"},
+	{"optimal without table", configBase + "policy: {name: optimal}\n", "optimal needs table: FILE (a solved policy) or solve: true"},
+	{"optimal with both", configBase + "policy: {name: optimal, table: t.policy, solve: true}\n", "policy.solve: give either table or solve: true, not both"},
+	{"table on heuristic", configBase + "policy: {name: heuristic, table: t.policy}\n", "policy.table: applies to the optimal policy only"},
+	{"unknown executor", configBase + "executor: {name: slurm}\n", "executor.name: must be one of emulated, command"},
+	{"time scale on command", configBase + "executor: {name: command, time_scale: 2}\n", "executor.time_scale: applies to the emulated executor only"},
+	{"zero time scale", configBase + "executor: {name: emulated, time_scale: 0}\n", "executor.time_scale: must be > 0"},
+	{"bad switch delay", configBase + "switch_delay: later\n", `switch_delay: not a duration like 2s or 1m: "later"`},
+	{"bad min pool hosts", configBase + "min_pool_hosts: -1\n", `min_pool_hosts: must be >= 0, not -1`},
+	{"bad agent loss", configBase + "on_agent_loss: panic\n", "on_agent_loss: must be one of requeue, fail"},
+}
+
 func TestParseConfigErrors(t *testing.T) {
-	const base = "grid: g.yaml\njob_types: [{name: a, vm: {vcpus: 1, memory_mib: 64}}]\n"
-	for _, tc := range []struct{ name, yaml, want string }{
-		{"no grid", "job_types: [{name: a, vm: {vcpus: 1, memory_mib: 64}}]\n", "c.yaml: grid: missing required field"},
-		{"no job types", "grid: g.yaml\n", "c.yaml: job_types: missing required field"},
-		{"empty job types", "grid: g.yaml\njob_types: []\n", "job_types: must list at least one job type"},
-		{"unknown field", base + "colour: red\n", "c.yaml: colour: unknown field"},
-		{"bad listen", base + "listen: here\n", `listen: must be HOST:PORT, not "here"`},
-		{"duplicate type", "grid: g.yaml\njob_types: [{name: a, vm: {vcpus: 1, memory_mib: 64}}, {name: a, vm: {vcpus: 1, memory_mib: 64}}]\n", `job_types[1].name: job type "a" is listed twice`},
-		{"zero vcpus", "grid: g.yaml\njob_types: [{name: a, vm: {vcpus: 0, memory_mib: 64}}]\n", "job_types[0].vm.vcpus: must be >= 1, not 0"},
-		{"no vm", "grid: g.yaml\njob_types: [{name: a}]\n", "job_types[0].vm: missing required field"},
-		{"negative holding", "grid: g.yaml\njob_types: [{name: a, vm: {vcpus: 1, memory_mib: 64}, holding_cost: -1}]\n", "job_types[0].holding_cost: must be > 0, not -1"},
-		{"bad agent address", base + "agents: [{site: s, address: 'localhost:9101', token_file: t}]\n", `agents[0].address: must be an agent's URL`},
-		{"agent without token", base + "agents: [{site: s, address: 'http://h:1'}]\n", "agents[0].token_file: missing required field"},
-		{"two agents for a site", base + "agents: [{site: s, address: 'http://h:1', token_file: t}, {site: s, address: 'http://h:2', token_file: t}]\n", `agents[1].site: site "s" has two agents`},
-		{"unknown policy", base + "policy: {name: magic}\n", "policy.name: must be one of heuristic, optimal, static, best-static, none"},
-		{"K on static", base + "policy: {name: static, K: 3}\n", "policy.K: applies to the heuristic policy only"},
-		{"K zero", base + "policy: {name: heuristic, K: 0}\n", "policy.K: must be >= 1, not 0"},
-		{"optimal without table", base + "policy: {name: optimal}\n", "optimal needs table: FILE (a solved policy) or solve: true"},
-		{"optimal with both", base + "policy: {name: optimal, table: t.policy, solve: true}\n", "policy.solve: give either table or solve: true, not both"},
-		{"table on heuristic", base + "policy: {name: heuristic, table: t.policy}\n", "policy.table: applies to the optimal policy only"},
-		{"unknown executor", base + "executor: {name: slurm}\n", "executor.name: must be one of emulated, command"},
-		{"time scale on command", base + "executor: {name: command, time_scale: 2}\n", "executor.time_scale: applies to the emulated executor only"},
-		{"zero time scale", base + "executor: {name: emulated, time_scale: 0}\n", "executor.time_scale: must be > 0"},
-		{"bad switch delay", base + "switch_delay: later\n", `switch_delay: not a duration like 2s or 1m: "later"`},
-		{"bad min pool hosts", base + "min_pool_hosts: -1\n", `min_pool_hosts: must be >= 0, not -1`},
-		{"bad agent loss", base + "on_agent_loss: panic\n", "on_agent_loss: must be one of requeue, fail"},
-	} {
+	for _, tc := range configErrorCases {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := ParseConfig("c.yaml", []byte(tc.yaml))
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
