@@ -1,11 +1,18 @@
 package hypervisorproxy_test
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
+	"path"
 	"path/filepath"
+	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -109,4 +116,177 @@ func siteFile(s *hp.Site) map[string]any {
 		out["hosts"] = s.Hosts
 	}
 	return out
+}
+
+// vmName is the rule of a VM's name (domxml's).
+var vmName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]{0,63}$`)
+
+// FuzzAgentAPI sends requests (method, path, body; with the agent's token
+// or without one) to the agent's real handler, in the process through
+// httptest, on an agent of two test-driver hosts in pool render that runs
+// keepSpec. Every answer is a 2xx with a JSON body (or 204), or a 4xx
+// whose body is {"error", "code"} with the code of its status (what the
+// client decodes into the agent's sentinel errors); never a 5xx. Without
+// the token nothing but /healthz answers. After every request the site is
+// one a daemon can use: every host in a pool with a pool's name, capacity
+// not overcommitted, every VM within its maxima and named by the rule of
+// names. The site is then put back as it was.
+//
+// A probe (POST /v1/probe) that passes its checks would send a stream to
+// the target it names: its request's context is cancelled first, so that
+// it never leaves the process, and it answers 500 "context canceled".
+func FuzzAgentAPI(f *testing.F) {
+	for _, tc := range agentBadRequests {
+		f.Add(tc.method, tc.path, []byte(tc.body), tc.token != "-")
+	}
+	for _, s := range [][2]string{
+		{"/v1/vms", `{"name":"vm-1","job":"job-1","vcpus":2,"max_vcpus":4,"memory_mib":1024,"max_memory_mib":2048}`},
+		{"/v1/vms", `{"name":"vm-2","host":"lab-1","pool":"render","vcpus":1,"memory_mib":512}`},
+		{"/v1/vms/keep/resize", `{"vcpus":2,"memory_mib":128}`},
+		{"/v1/vms/keep/migrate", `{"host":"lab-1"}`},
+		{"/v1/hosts/lab-1/reconfigure", `{"pool":"batch","expect_pool":"render"}`},
+		{"/v1/hosts/lab-0/reconfigure", `{"pool":"batch","released":["j"]}`},
+		{"/v1/probe", `{"target":"http://127.0.0.1:1","bytes":4096,"timeout":"1s"}`},
+	} {
+		f.Add("POST", s[0], []byte(s[1]), true)
+	}
+	f.Add("PUT", "/v1/probe/sink", []byte("metasched bandwidth probe"), true)
+	f.Add("DELETE", "/v1/vms/keep", []byte(nil), true)
+	f.Add("GET", "/v1/inventory", []byte(nil), true)
+	f.Add("GET", "/healthz", []byte(nil), false)
+
+	h := startAgent(f, "", "")
+	ctx := context.Background()
+	handler := h.agent.Handler()
+	if _, err := h.client.Create(ctx, keepSpec); err != nil {
+		f.Fatal(err)
+	}
+	start, err := h.agent.Inventory(ctx)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, method, target string, body []byte, auth bool) {
+		req, err := http.NewRequest(method, "http://agent"+target, bytes.NewReader(body))
+		if err != nil || !strings.HasPrefix(target, "/") || path.Clean(req.URL.Path) != req.URL.Path {
+			return // not a method or a path, or one the router redirects to its clean form
+		}
+		u := req.URL
+		if auth {
+			req.Header.Set("Authorization", "Bearer "+testToken)
+		}
+		probe := u.Path == "/v1/probe"
+		if probe {
+			cctx, cancel := context.WithCancel(ctx)
+			cancel()
+			req = req.WithContext(cctx)
+		}
+		rec := httptest.NewRecorder()
+		handler.ServeHTTP(rec, req)
+		what := fmt.Sprintf("%s %s %q", method, target, body)
+		checkAgentAnswer(t, what, rec, auth || u.Path == "/healthz", probe)
+		inv, err := h.agent.Inventory(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkInventory(t, what, inv)
+		if !sameSite(start, inv) {
+			resetSite(t, h)
+		}
+	})
+}
+
+// checkAgentAnswer checks the agent's answer to one request.
+func checkAgentAnswer(t *testing.T, what string, rec *httptest.ResponseRecorder, authorized, probe bool) {
+	t.Helper()
+	body := rec.Body.Bytes()
+	switch {
+	case !authorized && rec.Code != http.StatusUnauthorized:
+		t.Fatalf("%s without the token: %d %s", what, rec.Code, body)
+	case rec.Code == http.StatusNoContent:
+		return
+	case rec.Code >= 200 && rec.Code < 300:
+		if !json.Valid(body) {
+			t.Fatalf("%s: %d with a body that is not JSON: %s", what, rec.Code, body)
+		}
+		return
+	}
+	var e hp.APIError
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&e); err != nil || e.Error == "" || e.Code == "" {
+		t.Fatalf("%s: %d is not the agent's error (%v): %s", what, rec.Code, err, body)
+	}
+	if probe && rec.Code == http.StatusInternalServerError && strings.Contains(e.Error, "context canceled") {
+		return // a valid probe, stopped before it sent anything
+	}
+	if rec.Code >= 500 || rec.Code < 400 {
+		t.Fatalf("%s: %d %s", what, rec.Code, body)
+	}
+	s := hp.Sentinel(e.Code)
+	if status, code := hp.Status(s); s == nil || status != rec.Code || code != e.Code {
+		t.Fatalf("%s: %d with code %q, which the client reads as %v (%d)", what, rec.Code, e.Code, s, status)
+	}
+}
+
+// checkInventory fails the test when the site is not one a daemon can use.
+func checkInventory(t *testing.T, what string, inv hp.Inventory) {
+	t.Helper()
+	for _, host := range inv.Hosts {
+		if host.State != hp.HostReady || !yamlx.IsName(host.Pool) || host.FreeVCPUs < 0 || host.FreeMemoryMiB < 0 {
+			t.Fatalf("after %s: host %s is %s in pool %q with %d vCPUs and %d MiB free", what, host.Name, host.State,
+				host.Pool, host.FreeVCPUs, host.FreeMemoryMiB)
+		}
+		for _, v := range host.VMs {
+			if !vmName.MatchString(v.Name) || v.Host != host.Name || v.VCPUs < 1 || v.VCPUs > v.MaxVCPUs ||
+				v.MemoryMiB < 1 || v.MemoryMiB > v.MaxMemoryMiB {
+				t.Fatalf("after %s: vm %+v on host %s", what, v, host.Name)
+			}
+		}
+	}
+}
+
+// sameSite reports whether two inventories have the same hosts, pools and
+// VMs of the same sizes.
+func sameSite(a, b hp.Inventory) bool {
+	if len(a.Hosts) != len(b.Hosts) {
+		return false
+	}
+	for i := range a.Hosts {
+		x, y := a.Hosts[i], b.Hosts[i]
+		if x.Name != y.Name || x.Pool != y.Pool || len(x.VMs) != len(y.VMs) {
+			return false
+		}
+		for j := range x.VMs {
+			if x.VMs[j] != y.VMs[j] {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// resetSite puts the site of FuzzAgentAPI back: every host in pool render,
+// keepSpec alone on lab-0.
+func resetSite(t *testing.T, h *harness) {
+	t.Helper()
+	ctx := context.Background()
+	inv, err := h.agent.Inventory(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, host := range inv.Hosts {
+		for _, v := range host.VMs {
+			if err := h.agent.DestroyVM(ctx, v.Name); err != nil {
+				t.Fatalf("reset: destroy %s: %v", v.Name, err)
+			}
+		}
+		if host.Pool != "render" {
+			if _, err := h.agent.ReconfigureHost(ctx, host.Name, hp.Reconfigure{Pool: "render"}); err != nil {
+				t.Fatalf("reset: host %s back to render: %v", host.Name, err)
+			}
+		}
+	}
+	if _, err := h.agent.CreateVM(ctx, keepSpec); err != nil {
+		t.Fatalf("reset: %v", err)
+	}
 }
