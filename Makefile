@@ -4,7 +4,9 @@
 #               its summary instead of serving until Ctrl-C)
 #   make test   runs every test
 # make papers runs the research tools on the bundled examples; make screenshot
-# retakes the README's picture of the dashboard (from its browser test).
+# retakes the README's picture of the dashboard (from its browser test);
+# make fuzz runs every fuzz target (scripts/fuzz.sh finds them), one at a
+# time, for FUZZTIME each (default 10s: make fuzz FUZZTIME=60s).
 # Go fetches the modules it needs from the module proxy on the first build;
 # both commands first install the Debian packages they need when missing
 # (libvirt for the agent, which links libvirt through cgo; libvirtd and QEMU
@@ -19,8 +21,9 @@ DEB_PACKAGES := pkg-config libvirt0 libvirt-dev libvirt-daemon libvirt-daemon-dr
 TEST_PACKAGES := $(DEB_PACKAGES) chromium
 
 DEMO_FLAGS ?=
+FUZZTIME   ?= 10s
 
-.PHONY: deps test-deps install-debs build demo papers test bench screenshot
+.PHONY: deps test-deps install-debs build demo papers test bench screenshot fuzz
 
 deps:
 	@$(MAKE) --no-print-directory install-debs PACKAGES="$(DEB_PACKAGES)"
@@ -68,3 +71,9 @@ screenshot: test-deps
 
 bench: deps
 	$(GO) test -run '^$$' -bench . -benchmem ./switching/... ./graph ./selection/... ./hypervisorproxy/... ./metasched/...
+
+# Every fuzz target for FUZZTIME each, one at a time, on two fuzzing
+# processes; a failing input is written under its package's
+# testdata/fuzz/FuzzX/ (see scripts/fuzz.sh).
+fuzz: deps
+	FUZZTIME=$(FUZZTIME) GO=$(GO) scripts/fuzz.sh
