@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -13,7 +16,9 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -289,4 +294,104 @@ func resetSite(t *testing.T, h *harness) {
 	if _, err := h.agent.CreateVM(ctx, keepSpec); err != nil {
 		t.Fatalf("reset: %v", err)
 	}
+}
+
+// FuzzDecodeError decodes the error answers of an agent as its client
+// (and so the daemon) reads them: the agent's error keeps its status, code
+// and message and matches the sentinel of its code with errors.Is; any
+// other body becomes a message of at most 200 bytes of it (and "…"),
+// valid UTF-8 when the body is.
+func FuzzDecodeError(f *testing.F) {
+	for _, tc := range agentBadRequests {
+		if code := codeOfStatus(tc.status); code != "" {
+			data, _ := json.Marshal(hp.APIError{Error: tc.msg, Code: code})
+			f.Add(tc.status, data)
+		}
+	}
+	f.Add(502, []byte("<html>bad gateway</html>\n"))
+	f.Add(500, []byte(""))
+	f.Add(503, []byte(strings.Repeat("x", 300)))
+	f.Add(409, []byte(`{"error":"x","code":"no-such-code"}`))
+	f.Fuzz(func(t *testing.T, status int, body []byte) {
+		err := hp.DecodeError(status, body)
+		if err == nil || err.Error() == "" {
+			t.Fatalf("DecodeError(%d, %q) = %v", status, body, err)
+		}
+		var e hp.APIError
+		if json.Unmarshal(body, &e) == nil && e.Error != "" {
+			var re *hp.RemoteError
+			if !errors.As(err, &re) || re.Status != status || re.Code != e.Code || re.Message != e.Error {
+				t.Fatalf("DecodeError(%d, %q) = %#v", status, body, err)
+			}
+			if s := hp.Sentinel(e.Code); s != nil && !errors.Is(err, s) {
+				t.Fatalf("DecodeError(%d, %q) does not match %v", status, body, s)
+			}
+			return
+		}
+		if _, msg, _ := strings.Cut(err.Error(), ": "); len(strings.TrimSuffix(msg, "…")) > 200 {
+			t.Errorf("the message keeps %d bytes of the body, over 200", len(msg))
+		}
+		if utf8.Valid(body) && !utf8.ValidString(err.Error()) {
+			t.Fatalf("DecodeError(%d, %q): the text %q is not UTF-8, the body was", status, body, err)
+		}
+	})
+}
+
+// codeOfStatus is the agent's error code of a status, "" for none.
+func codeOfStatus(status int) string {
+	for _, s := range []error{hp.ErrInvalid, hp.ErrNotFound, hp.ErrExists, hp.ErrLimit, hp.ErrUnauthorized} {
+		if st, code := hp.Status(s); st == status {
+			return code
+		}
+	}
+	return ""
+}
+
+// FuzzProbeAnswer probes a sink that answers with the fuzzed status and
+// body: the agent's measure is an error, or a count of bytes within what
+// it sent over a finite, non-negative time at a finite, non-negative rate
+// (GramVM averages it into the link weights that plans use).
+func FuzzProbeAnswer(f *testing.F) {
+	f.Add(200, []byte(`{"bytes":3072,"seconds":0.001,"total_bytes":4096}`))
+	f.Add(200, []byte(`{"bytes":0,"seconds":0,"total_bytes":4096}`))
+	f.Add(200, []byte(`{"bytes":1,"seconds":5e-324,"total_bytes":1}`))
+	f.Add(200, []byte(`{"bytes":-5,"seconds":-1,"total_bytes":4096}`))
+	f.Add(200, []byte(`{"bytes":99999999999,"seconds":1e-300}`))
+	f.Add(200, []byte(`not json`))
+	f.Add(401, []byte(`{"error":"wrong bearer token","code":"unauthorized"}`))
+	f.Add(400, []byte(`{"error":"invalid request: the probe stream exceeds 1073741824 bytes","code":"invalid"}`))
+	f.Add(502, []byte(`<html>bad gateway</html>`))
+	var answer struct {
+		status int
+		body   []byte
+	}
+	var mu sync.Mutex
+	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		mu.Lock()
+		status, body := answer.status, answer.body
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		w.Write(body)
+	}))
+	f.Cleanup(sink.Close)
+	h := startAgent(f, "", "")
+	const sent = 4096
+	f.Fuzz(func(t *testing.T, status int, body []byte) {
+		if status < 200 || status > 599 {
+			return // not a status an HTTP server can send
+		}
+		mu.Lock()
+		answer.status, answer.body = status, body
+		mu.Unlock()
+		p, err := h.agent.Probe(context.Background(), hp.ProbeRequest{Target: sink.URL, Bytes: sent, Timeout: "10s"})
+		if err != nil {
+			return
+		}
+		finite := func(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) && x >= 0 }
+		if p.Bytes < 0 || p.Bytes > sent || !finite(p.Seconds) || !finite(p.Mbps) {
+			t.Fatalf("probe with the answer %d %q: %+v", status, body, p)
+		}
+	})
 }
