@@ -12,7 +12,7 @@ import (
 // FuzzParse reads domain XMLs as a hypervisor returns them: a description
 // is either refused, with every problem naming the element it is about
 // (or "domain xml" for the document), and nothing else returned, or gives
-// sizes that are consistent; a description of a test domain that Domain
+// sizes that are consistent (current ones within the maxima); a description of a test domain that Domain
 // can write comes back the same from Domain.XML.
 func FuzzParse(f *testing.F) {
 	for _, tc := range parseErrorCases {
@@ -48,7 +48,7 @@ func FuzzParse(f *testing.F) {
 		if d.Type == "" || d.Name == "" || d.Name != strings.TrimSpace(d.Name) {
 			t.Errorf("type %q, name %q", d.Type, d.Name)
 		}
-		if d.VCPUs < 0 || d.VCPUs > d.MaxVCPUs || d.MemoryMiB < 0 || d.MaxMemoryMiB < 0 || d.BootMemoryMiB < 0 ||
+		if d.VCPUs < 0 || d.VCPUs > d.MaxVCPUs || d.MemoryMiB < 0 || d.MemoryMiB > d.MaxMemoryMiB || d.BootMemoryMiB < 0 ||
 			d.DIMMs < 0 || d.Slots < 0 {
 			t.Fatalf("inconsistent sizes: %+v", d)
 		}

@@ -297,6 +297,13 @@ var parseErrorCases = []struct {
 	{"current above max", "<domain type='test'><name>x</name><vcpu current='5'>4</vcpu><memory>1024</memory></domain>", []string{
 		"vcpu: current 5 exceeds the maximum 4",
 	}},
+	{"current memory above memory", "<domain type='test'><name>x</name><vcpu>1</vcpu><memory unit='MiB'>512</memory><currentMemory unit='GiB'>1</currentMemory></domain>", []string{
+		"currentMemory: 1073741824 bytes exceeds the maximum 536870912 bytes",
+	}},
+	{"current memory above maxMemory", `<domain type='qemu'><name>x</name><vcpu>1</vcpu><maxMemory slots='16' unit='MiB'>256</maxMemory>
+		<memory unit='MiB'>128</memory><currentMemory unit='MiB'>512</currentMemory></domain>`, []string{
+		"currentMemory: 536870912 bytes exceeds the maximum 268435456 bytes",
+	}},
 	{"dimms exceed memory", `<domain type='qemu'><name>x</name><vcpu>1</vcpu><memory unit='MiB'>100</memory>
 			<devices><memory model='dimm'><target><size unit='MiB'>128</size></target></memory>
 			<memory model='dimm'><target/></memory>
