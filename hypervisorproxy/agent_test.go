@@ -255,6 +255,8 @@ var agentBadRequests = []struct {
 	{"empty body", "POST", "/v1/vms", ``, "", 400, "the body is empty"},
 	{"reconfigure unknown host", "POST", "/v1/hosts/lab-7/reconfigure", `{"pool":"batch"}`, "", 404, `reconfigure host "lab-7": not found`},
 	{"reconfigure without pool", "POST", "/v1/hosts/lab-1/reconfigure", `{}`, "", 400, "pool: is required"},
+	{"reconfigure to a pool that is no name", "POST", "/v1/hosts/lab-1/reconfigure", `{"pool":"19A"}`, "", 400, `pool: must be a pool name (a-z, 0-9, -) of at most 256 characters, not "19A"`},
+	{"reconfigure to a long pool", "POST", "/v1/hosts/lab-1/reconfigure", `{"pool":"` + strings.Repeat("p", 257) + `"}`, "", 400, "pool: must be a pool name"},
 	{"reconfigure a held host", "POST", "/v1/hosts/lab-0/reconfigure", `{"pool":"batch"}`, "", 409, `jobs not released: keep (job "j")`},
 	{"reconfigure with a stale pool", "POST", "/v1/hosts/lab-1/reconfigure", `{"pool":"batch","expect_pool":"web"}`, "", 409, `the host is in pool "render", not "web"`},
 	{"probe without target", "POST", "/v1/probe", `{}`, "", 400, "target: must be an agent's address"},

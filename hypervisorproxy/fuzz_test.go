@@ -185,6 +185,14 @@ func FuzzAgentAPI(f *testing.F) {
 			cancel()
 			req = req.WithContext(cctx)
 		}
+		// The site is put back even when a check fails, so that the
+		// next input (and the minimization of a failing one) starts from
+		// it.
+		defer func() {
+			if inv, err := h.agent.Inventory(ctx); err != nil || !sameSite(start, inv) {
+				resetSite(t, h)
+			}
+		}()
 		rec := httptest.NewRecorder()
 		handler.ServeHTTP(rec, req)
 		what := fmt.Sprintf("%s %s %q", method, target, body)
@@ -194,9 +202,6 @@ func FuzzAgentAPI(f *testing.F) {
 			t.Fatal(err)
 		}
 		checkInventory(t, what, inv)
-		if !sameSite(start, inv) {
-			resetSite(t, h)
-		}
 	})
 }
 

@@ -7,7 +7,12 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/metasched/metasched/internal/yamlx"
 )
+
+// MaxPoolName bounds the name of a pool a host is moved to.
+const MaxPoolName = 256
 
 // ReconfigureHost moves a host to another pool (docs/design.md, "The switch
 // protocol"): refused while the host runs a VM of a job the coordinator has
@@ -15,8 +20,14 @@ import (
 // pool label is set, and the site's switch_delay (emulating a reimage) passes
 // before the call returns. The host takes no new VMs meanwhile.
 func (a *Agent) ReconfigureHost(ctx context.Context, name string, r Reconfigure) (Reconfigured, error) {
-	if r.Pool == "" {
+	switch {
+	case r.Pool == "":
 		return Reconfigured{}, fmt.Errorf("reconfigure host %s: %w: pool: is required", name, ErrInvalid)
+	case len(r.Pool) > MaxPoolName || !yamlx.IsName(r.Pool):
+		// The host's VMs carry its pool in their domain's metadata, and
+		// the daemon names pools by its job types: a pool's name.
+		return Reconfigured{}, fmt.Errorf("reconfigure host %s: %w: pool: must be a pool name (a-z, 0-9, -) of at most %d characters, not %.64q",
+			name, ErrInvalid, MaxPoolName, r.Pool)
 	}
 	a.mu.Lock()
 	h := a.host(name)
