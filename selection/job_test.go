@@ -1,10 +1,15 @@
 package selection
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/metasched/metasched/internal/yamlx"
+
+	"github.com/metasched/metasched/internal/yamlx/yamlxtest"
 )
 
 func TestParseJob(t *testing.T) {
@@ -86,5 +91,37 @@ func TestParseJobErrors(t *testing.T) {
 	j := &Job{Name: "j", Type: "t", Tasks: 1, TaskOps: 1, Efficiency: 2, VM: VM{1, 1}}
 	if err := j.Validate(); err == nil || !strings.Contains(err.Error(), "efficiency: must be > 0 and <= 1, got 2") {
 		t.Errorf("Validate: %v", err)
+	}
+}
+
+// manyProblems is a job file of n problems: a command of n numbers.
+func manyProblems(n int) []byte {
+	return []byte(jobGood + "command: [" + strings.Repeat("1, ", n-1) + "1]\n")
+}
+
+// A job file with more problems than yamlx.MaxProblems reports that many
+// and the count of the others: a body of the API (1 MiB) can hold half a
+// million, which took minutes to list.
+func TestParseJobManyProblems(t *testing.T) {
+	_, err := ParseJob("job.yaml", manyProblems(1000))
+	lines := strings.Split(fmt.Sprint(err), "\n")
+	if len(lines) != yamlx.MaxProblems+1 || lines[0] != "job.yaml: command[0]: must be a string" ||
+		lines[len(lines)-1] != fmt.Sprintf("job.yaml: and %d more problems", 1000-yamlx.MaxProblems) {
+		t.Errorf("%d lines: %s … %s", len(lines), lines[0], lines[len(lines)-1])
+	}
+	if err := yamlxtest.CheckError("job.yaml", err); err != nil {
+		t.Error(err)
+	}
+}
+
+// BenchmarkParseJobManyProblems decodes a job file of 1 MiB with a
+// problem in every 3 bytes (the largest body of POST /v1/jobs).
+func BenchmarkParseJobManyProblems(b *testing.B) {
+	data := manyProblems((1<<20 - len(jobGood) - 12) / 3)
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		if _, err := ParseJob("job.yaml", data); err == nil {
+			b.Fatal("no error")
+		}
 	}
 }

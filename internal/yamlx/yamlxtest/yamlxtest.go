@@ -16,7 +16,8 @@ import (
 // says where the problem is: a field path with the line of its node, a
 // line of the file (a syntax error), or the document as a whole (an empty
 // document, a problem about anchors and aliases, which the YAML library
-// reports without a line).
+// reports without a line, and the count of the problems beyond
+// yamlx.MaxProblems).
 func CheckError(file string, err error) error {
 	if err == nil {
 		return errors.New("no error")
@@ -67,5 +68,6 @@ func CheckError(file string, err error) error {
 // wholeDocument reports whether msg is a problem of the document as a
 // whole.
 func wholeDocument(msg string) bool {
-	return msg == "empty document" || strings.Contains(msg, "anchor") || strings.Contains(msg, "alias")
+	return msg == "empty document" || strings.Contains(msg, "anchor") || strings.Contains(msg, "alias") ||
+		strings.HasPrefix(msg, "and ") && strings.HasSuffix(msg, " more problems")
 }
