@@ -254,6 +254,12 @@ var apiRejectedJobs = []struct {
 	{"json wrong type", "application/json", `{"name":"bad","type":"sim","tasks":"many","task_ops":1e10,"task_bytes":0}`,
 		400, api.CodeInvalid, []string{"tasks"}, ""},
 	{"json syntax", "application/json", `{"name":"bad","type":"sim",`, 400, api.CodeInvalid, []string{""}, ""},
+	// A key is a field's name as it is, whatever it holds.
+	{"unknown key with a colon", "application/json", `{"name":"bad","type":"sim","tasks":20,"task_ops":1e10,"task_bytes":0,"a: b":1}`,
+		400, api.CodeInvalid, []string{"a: b"}, "unknown field"},
+	{"unknown key with a line break", "application/json", `{"name":"bad","type":"sim","tasks":20,"task_ops":1e10,"task_bytes":0,"a\nb: c":1}`,
+		400, api.CodeInvalid, []string{"a\nb: c"}, "unknown field"},
+	{"unknown vm key with a space", "application/yaml", apiRejectedBase + "vm: {vcpus: 1, 'a b': 2}\n", 400, api.CodeInvalid, []string{"vm.a b"}, "unknown field"},
 	{"not a mapping", "application/yaml", "- a\n- b\n", 400, api.CodeInvalid, []string{""}, "mapping"},
 	{"two documents", "application/yaml", apiRejectedBase + "---\n" + apiRejectedBase, 400, api.CodeInvalid, []string{""}, "one document"},
 	{"empty body", "application/yaml", "", 400, api.CodeInvalid, []string{""}, "empty"},
