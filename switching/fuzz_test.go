@@ -3,6 +3,7 @@ package switching
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -101,7 +102,17 @@ const fuzzMaxStates = 1 << 16
 // have, and is read back the same after WriteTable.
 func FuzzReadTable(f *testing.F) {
 	good, cases := tableErrorCases(f)
-	for _, data := range append([][]byte{good}, func() (out [][]byte) {
+	// A table of a finite-horizon solve, whose header has a horizon.
+	sol, err := Solve(context.Background(), engineModels()["two pools"],
+		SolveOptions{Criterion: Discounted, Method: ValueIteration, Horizon: 3})
+	if err != nil {
+		f.Fatal(err)
+	}
+	var horizon bytes.Buffer
+	if err := WriteTable(&horizon, sol.Table); err != nil {
+		f.Fatal(err)
+	}
+	for _, data := range append([][]byte{good, horizon.Bytes()}, func() (out [][]byte) {
 		for _, tc := range cases {
 			out = append(out, tc.data)
 		}

@@ -88,6 +88,11 @@ func tableErrorCases(t testing.TB) (table []byte, cases []tableErrorCase) {
 		{"short", gz(header + actions[:10]), "actions"},
 		{"trailing", gz(header + actions + "x"), "trailing data"},
 		{"unavailable action", gz(header + string(badAction)), "action 1 is not available in state 0"},
+		// A horizon no solve gives, and a model no table holds.
+		{"horizon of an average table", gz(strings.Replace(header, `"criterion":"average"`, `"criterion":"average","horizon":2`, 1) + actions),
+			"horizon 2 with criterion average"},
+		{"negative horizon", gz(strings.Replace(header, `"criterion":"average"`, `"criterion":"discounted","horizon":-1`, 1) + actions), "horizon -1"},
+		{"too many servers", gz(strings.Replace(header, `"servers":2`, `"servers":200`, 1) + actions), "servers: 200 servers"},
 	}
 }
 
