@@ -69,9 +69,13 @@ var configErrorCases = []struct{ name, yaml, want string }{
 	{"bad listen", configBase + "listen: here\n", `listen: must be HOST:PORT, not "here"`},
 	{"duplicate type", "grid: g.yaml\njob_types: [{name: a, vm: {vcpus: 1, memory_mib: 64}}, {name: a, vm: {vcpus: 1, memory_mib: 64}}]\n", `job_types[1].name: job type "a" is listed twice`},
 	{"zero vcpus", "grid: g.yaml\njob_types: [{name: a, vm: {vcpus: 0, memory_mib: 64}}]\n", "job_types[0].vm.vcpus: must be >= 1, not 0"},
+	// A job of the type without a vm gets the type's: it keeps a job's limits.
+	{"huge vcpus", "grid: g.yaml\njob_types: [{name: a, vm: {vcpus: 2000, memory_mib: 64}}]\n", "job_types[0].vm.vcpus: must be at most 1024 (the limit of a job's vm), not 2000"},
+	{"huge memory", "grid: g.yaml\njob_types: [{name: a, vm: {vcpus: 1, memory_mib: 99999999}}]\n", "job_types[0].vm.memory_mib: must be at most 16777216 (the limit of a job's vm), not 99999999"},
 	{"no vm", "grid: g.yaml\njob_types: [{name: a}]\n", "job_types[0].vm: missing required field"},
 	{"negative holding", "grid: g.yaml\njob_types: [{name: a, vm: {vcpus: 1, memory_mib: 64}, holding_cost: -1}]\n", "job_types[0].holding_cost: must be > 0, not -1"},
 	{"bad agent address", configBase + "agents: [{site: s, address: 'localhost:9101', token_file: t}]\n", `agents[0].address: must be an agent's URL`},
+	{"agent with an empty token file", configBase + "agents: [{site: s, address: 'http://h:1', token_file: ''}]\n", "agents[0].token_file: must not be empty"},
 	{"agent without token", configBase + "agents: [{site: s, address: 'http://h:1'}]\n", "agents[0].token_file: missing required field"},
 	{"two agents for a site", configBase + "agents: [{site: s, address: 'http://h:1', token_file: t}, {site: s, address: 'http://h:2', token_file: t}]\n", `agents[1].site: site "s" has two agents`},
 	{"unknown policy", configBase + "policy: {name: magic}\n", "policy.name: must be one of heuristic, optimal, static, best-static, none"},
