@@ -183,3 +183,48 @@ func FuzzReadTable(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseView reads view specs (metasched policy solve --view) of a
+// model of 5 servers, 3 pools and J = 8: a spec is refused, or gives a view
+// of that model (servers in place summing to N, two different queues on
+// the axes, the others fixed within 0..J−1, a size within 1..J) that its
+// String reads back the same.
+func FuzzParseView(f *testing.F) {
+	for _, tc := range viewCases {
+		f.Add(tc.spec)
+	}
+	for _, tc := range viewErrorCases {
+		f.Add(tc.spec)
+	}
+	m := viewModel()
+	M, N, J := m.NumPools(), m.Servers, m.QueueLimit
+	f.Fuzz(func(t *testing.T, spec string) {
+		v, err := ParseView(m, spec)
+		if err != nil {
+			if err.Error() == "" {
+				t.Fatalf("%q: an error without a text", spec)
+			}
+			return
+		}
+		sum, ok := 0, len(v.K) == M
+		for _, k := range v.K {
+			ok = ok && k >= 0 && k <= N
+			sum += k
+		}
+		ok = ok && sum == N && v.Rows != v.Cols && v.Rows >= 0 && v.Rows < M && v.Cols >= 0 && v.Cols < M &&
+			v.Size >= 1 && v.Size <= J && len(v.Fixed) == M-2
+		for i, j := range v.Fixed {
+			ok = ok && i >= 0 && i < M && i != v.Rows && i != v.Cols && j >= 0 && j < J
+		}
+		if !ok {
+			t.Fatalf("%q: view %+v is not a view of %d servers, %d pools, J = %d", spec, v, N, M, J)
+		}
+		again, err := ParseView(m, v.String())
+		if err != nil {
+			t.Fatalf("%q: the view's String %q is refused: %v", spec, v.String(), err)
+		}
+		if diff := cmp.Diff(v, again); diff != "" {
+			t.Fatalf("%q: view after String (-parsed +again):\n%s", spec, diff)
+		}
+	})
+}
