@@ -316,6 +316,7 @@ func FuzzDecodeError(f *testing.F) {
 	f.Add(502, []byte("<html>bad gateway</html>\n"))
 	f.Add(500, []byte(""))
 	f.Add(503, []byte(strings.Repeat("x", 300)))
+	f.Add(503, []byte(strings.Repeat("x", 199)+"é"+strings.Repeat("y", 100)))
 	f.Add(409, []byte(`{"error":"x","code":"no-such-code"}`))
 	f.Fuzz(func(t *testing.T, status int, body []byte) {
 		err := hp.DecodeError(status, body)
