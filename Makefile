@@ -6,7 +6,9 @@
 # make soak runs the adversary (TestAdversary) with SOAK_CYCLES (default 25)
 # SIGKILLs of the daemon under concurrent submissions instead of make test's 3.
 # make papers runs the research tools on the bundled examples; make screenshot
-# retakes the README's picture of the dashboard (from its browser test).
+# retakes the README's picture of the dashboard (from its browser test);
+# make fuzz runs every fuzz target (scripts/fuzz.sh finds them), one at a
+# time, for FUZZTIME each (default 10s: make fuzz FUZZTIME=60s).
 # Go fetches the modules it needs from the module proxy on the first build;
 # both commands first install the Debian packages they need when missing
 # (libvirt for the agent, which links libvirt through cgo; libvirtd and QEMU
@@ -21,8 +23,9 @@ DEB_PACKAGES := pkg-config libvirt0 libvirt-dev libvirt-daemon libvirt-daemon-dr
 TEST_PACKAGES := $(DEB_PACKAGES) chromium
 
 DEMO_FLAGS ?=
+FUZZTIME   ?= 10s
 
-.PHONY: deps test-deps install-debs build demo papers test bench screenshot soak
+.PHONY: deps test-deps install-debs build demo papers test bench screenshot soak fuzz
 
 deps:
 	@$(MAKE) --no-print-directory install-debs PACKAGES="$(DEB_PACKAGES)"
@@ -77,3 +80,9 @@ SOAK_CYCLES ?= 25
 # SIGKILLed SOAK_CYCLES times under concurrent submissions, then drained.
 soak: test-deps
 	$(GO) test -count=1 -timeout 90m -run '^TestAdversary$$' -v ./cmd/metasched -adversary-cycles $(SOAK_CYCLES)
+
+# Every fuzz target for FUZZTIME each, one at a time, on two fuzzing
+# processes; a failing input is written under its package's
+# testdata/fuzz/FuzzX/ (see scripts/fuzz.sh).
+fuzz: deps
+	FUZZTIME=$(FUZZTIME) GO=$(GO) scripts/fuzz.sh

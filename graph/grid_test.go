@@ -67,24 +67,32 @@ func replaceLine(s string, i int, line string) string {
 	return strings.Join(lines, "\n")
 }
 
-func TestParseGrid(t *testing.T) {
-	with := func(f func(g *graph.Grid)) *graph.Grid {
-		g := gridWant3()
-		f(g)
-		return g
-	}
-	single := &graph.Grid{Clusters: []graph.Cluster{
+// gridWith returns gridWant3 changed by f.
+func gridWith(f func(g *graph.Grid)) *graph.Grid {
+	g := gridWant3()
+	f(g)
+	return g
+}
+
+// gridSingle is the grid of a file of the cluster soloLine.
+func gridSingle() *graph.Grid {
+	return &graph.Grid{Clusters: []graph.Cluster{
 		{Name: "solo", Machines: 1, Cores: 1, MemoryMiB: 1, Perf: 0.5, LANMbps: 0.001, UplinkMbps: 1e9, Hypervisor: "test"},
 	}}
-	const soloLine = "{name: solo, machines: 1, cores: 1, memory_mib: 1, perf: 0.5, lan_mbps: 0.001, uplink_mbps: 1e9}"
-	tests := []struct {
-		name string
-		in   string
-		want *graph.Grid
-	}{
-		{
-			name: "full file",
-			in: `# every field, block style
+}
+
+const soloLine = "{name: solo, machines: 1, cores: 1, memory_mib: 1, perf: 0.5, lan_mbps: 0.001, uplink_mbps: 1e9}"
+
+// parseGridCases are valid grid files and their grids (TestParseGrid),
+// and seeds of FuzzParseGrid.
+var parseGridCases = []struct {
+	name string
+	in   string
+	want *graph.Grid
+}{
+	{
+		name: "full file",
+		in: `# every field, block style
 clusters:
   - name: spain          # a comment
     machines: 8
@@ -122,25 +130,25 @@ links:
     mbps: 1e9
     latency_ms: 0.5
 `,
-			want: &graph.Grid{
-				Clusters: []graph.Cluster{
-					{Name: "spain", Machines: 8, Cores: 4, MemoryMiB: 16384, Perf: 4e9, LANMbps: 1000, UplinkMbps: 100,
-						CostPerHour: 0.25, Hypervisor: "qemu+ssh://es{i}.example.org/system"},
-					{Name: "latam-a", Machines: 1, Cores: 2, MemoryMiB: 4096, Perf: 1e9, LANMbps: 100.5, UplinkMbps: 10,
-						Hypervisor: "qemu:///system"},
-					{Name: "3rd", Machines: 2, Cores: 10, MemoryMiB: 512, Perf: 2.5e8, LANMbps: 0.001, UplinkMbps: 1e9,
-						Hypervisor: "test"},
-				},
-				Links: []graph.Link{
-					{Between: [2]string{"spain", "latam-a"}, Mbps: 10, LatencyMs: 180},
-					{Between: [2]string{"3rd", "spain"}, Mbps: 1e9, LatencyMs: 0.5},
-				},
+		want: &graph.Grid{
+			Clusters: []graph.Cluster{
+				{Name: "spain", Machines: 8, Cores: 4, MemoryMiB: 16384, Perf: 4e9, LANMbps: 1000, UplinkMbps: 100,
+					CostPerHour: 0.25, Hypervisor: "qemu+ssh://es{i}.example.org/system"},
+				{Name: "latam-a", Machines: 1, Cores: 2, MemoryMiB: 4096, Perf: 1e9, LANMbps: 100.5, UplinkMbps: 10,
+					Hypervisor: "qemu:///system"},
+				{Name: "3rd", Machines: 2, Cores: 10, MemoryMiB: 512, Perf: 2.5e8, LANMbps: 0.001, UplinkMbps: 1e9,
+					Hypervisor: "test"},
+			},
+			Links: []graph.Link{
+				{Between: [2]string{"spain", "latam-a"}, Mbps: 10, LatencyMs: 180},
+				{Between: [2]string{"3rd", "spain"}, Mbps: 1e9, LatencyMs: 0.5},
 			},
 		},
-		{name: "defaults", in: gridBase, want: gridWant3()},
-		{
-			name: "json",
-			in: `{
+	},
+	{name: "defaults", in: gridBase, want: gridWant3()},
+	{
+		name: "json",
+		in: `{
 	"clusters": [
 		{"name": "spain", "machines": 8, "cores": 4, "memory_mib": 16384, "perf": 4.0e9, "lan_mbps": 1000, "uplink_mbps": 100},
 		{"name": "latam-a", "machines": 2, "cores": 2, "memory_mib": 4096, "perf": 1e9, "lan_mbps": 100, "uplink_mbps": 10,
@@ -153,45 +161,47 @@ links:
 	]
 }
 `,
-			want: with(func(g *graph.Grid) {
-				g.Clusters[1].Hypervisor = "qemu+tcp://latam{i}/system"
-				g.Clusters[1].CostPerHour = 1.5
-			}),
-		},
-		{
-			name: "links in reversed order and reversed ends",
-			in:   gridClusters3 + "links:\n  - {between: [us, latam-a], mbps: 100}\n  - {between: [latam-a, spain], mbps: 10, latency_ms: 180}\n",
-			want: with(func(g *graph.Grid) {
-				g.Links = []graph.Link{
-					{Between: [2]string{"us", "latam-a"}, Mbps: 100},
-					{Between: [2]string{"latam-a", "spain"}, Mbps: 10, LatencyMs: 180},
-				}
-			}),
-		},
-		{
-			name: "a triangle: extra links are fine",
-			in:   withExtraLink("{between: [us, spain], mbps: 0.5}"),
-			want: with(func(g *graph.Grid) {
-				g.Links = append(g.Links, graph.Link{Between: [2]string{"us", "spain"}, Mbps: 0.5})
-			}),
-		},
-		{name: "one cluster without links", in: oneCluster(soloLine), want: single},
-		{name: "one cluster, empty links", in: oneCluster(soloLine) + "links: []\n", want: single},
-		{name: "one cluster, null links", in: oneCluster(soloLine) + "links:\n", want: single},
-		{
-			name: "one cluster, json",
-			in:   `{"clusters": [{"name": "solo", "machines": 1, "cores": 1, "memory_mib": 1, "perf": 0.5, "lan_mbps": 0.001, "uplink_mbps": 1e9}]}`,
-			want: single,
-		},
-		{
-			name: "one machine with a URI without {i}",
-			in:   oneCluster("{name: m, machines: 1, cores: 1, memory_mib: 1, perf: 1, lan_mbps: 1, uplink_mbps: 1, hypervisor: 'qemu:///system'}"),
-			want: &graph.Grid{Clusters: []graph.Cluster{
-				{Name: "m", Machines: 1, Cores: 1, MemoryMiB: 1, Perf: 1, LANMbps: 1, UplinkMbps: 1, Hypervisor: "qemu:///system"},
-			}},
-		},
-	}
-	for _, tt := range tests {
+		want: gridWith(func(g *graph.Grid) {
+			g.Clusters[1].Hypervisor = "qemu+tcp://latam{i}/system"
+			g.Clusters[1].CostPerHour = 1.5
+		}),
+	},
+	{
+		name: "links in reversed order and reversed ends",
+		in:   gridClusters3 + "links:\n  - {between: [us, latam-a], mbps: 100}\n  - {between: [latam-a, spain], mbps: 10, latency_ms: 180}\n",
+		want: gridWith(func(g *graph.Grid) {
+			g.Links = []graph.Link{
+				{Between: [2]string{"us", "latam-a"}, Mbps: 100},
+				{Between: [2]string{"latam-a", "spain"}, Mbps: 10, LatencyMs: 180},
+			}
+		}),
+	},
+	{
+		name: "a triangle: extra links are fine",
+		in:   withExtraLink("{between: [us, spain], mbps: 0.5}"),
+		want: gridWith(func(g *graph.Grid) {
+			g.Links = append(g.Links, graph.Link{Between: [2]string{"us", "spain"}, Mbps: 0.5})
+		}),
+	},
+	{name: "one cluster without links", in: oneCluster(soloLine), want: gridSingle()},
+	{name: "one cluster, empty links", in: oneCluster(soloLine) + "links: []\n", want: gridSingle()},
+	{name: "one cluster, null links", in: oneCluster(soloLine) + "links:\n", want: gridSingle()},
+	{
+		name: "one cluster, json",
+		in:   `{"clusters": [{"name": "solo", "machines": 1, "cores": 1, "memory_mib": 1, "perf": 0.5, "lan_mbps": 0.001, "uplink_mbps": 1e9}]}`,
+		want: gridSingle(),
+	},
+	{
+		name: "one machine with a URI without {i}",
+		in:   oneCluster("{name: m, machines: 1, cores: 1, memory_mib: 1, perf: 1, lan_mbps: 1, uplink_mbps: 1, hypervisor: 'qemu:///system'}"),
+		want: &graph.Grid{Clusters: []graph.Cluster{
+			{Name: "m", Machines: 1, Cores: 1, MemoryMiB: 1, Perf: 1, LANMbps: 1, UplinkMbps: 1, Hypervisor: "qemu:///system"},
+		}},
+	},
+}
+
+func TestParseGrid(t *testing.T) {
+	for _, tt := range parseGridCases {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := graph.ParseGrid("grid.yaml", []byte(tt.in))
 			if err != nil {
@@ -210,124 +220,126 @@ links:
 	}
 }
 
-func TestParseGridErrors(t *testing.T) {
-	const msgMbps0 = "must be a bandwidth in Mbit/s between 0.001 and 1e+09, got 0"
-	tests := []struct {
-		name string
-		in   string
-		// want holds, for each line of the error in order, the parts it
-		// must contain in that order, separated by "…": the file, the
-		// field path and a recognisable part of the message. The error
-		// must have exactly that many lines.
-		want []string
-	}{
-		// The file as a whole.
-		{"empty", "", []string{"grid.yaml: empty document"}},
-		{"only a comment", "# nothing\n", []string{"grid.yaml: empty document"}},
-		{"syntax", "clusters:\n - a\n  b: 1\n", []string{"grid.yaml: line 3: mapping values are not allowed in this context"}},
-		{"two documents", gridBase + "---\n" + gridBase, []string{"grid.yaml: line 8: only one document is allowed"}},
-		{"not a mapping", "[1, 2]\n", []string{"grid.yaml: must be a mapping"}},
+const msgMbps0 = "must be a bandwidth in Mbit/s between 0.001 and 1e+09, got 0"
 
-		// Unknown, duplicate and missing fields.
-		{"unknown top-level field", gridBase + "zones: 3\n", []string{"grid.yaml: zones: unknown field"}},
-		{"unknown cluster field", withCluster(1, "{name: latam-a, machines: 2, cores: 2, memory_mib: 4096, perf: 1e9, lan_mbps: 100, uplink_mbps: 10, gpus: 1}"),
-			[]string{"grid.yaml: clusters[1].gpus: unknown field"}},
-		{"misspelt cluster field", withCluster(0, "{name: spain, machines: 8, cores: 4, memory_mib: 16384, perf: 4.0e9, lan_mbps: 1000, uplink_mbps: 100, cost_per_hr: 1}"),
-			[]string{"grid.yaml: clusters[0].cost_per_hr: unknown field"}},
-		{"unknown link field", withLink(1, "{between: [latam-a, us], mbps: 100, jitter_ms: 3}"),
-			[]string{"grid.yaml: links[1].jitter_ms: unknown field"}},
-		{"duplicate cluster field", withCluster(1, "{name: latam-a, machines: 2, cores: 2, cores: 3, memory_mib: 4096, perf: 1e9, lan_mbps: 100, uplink_mbps: 10}"),
-			[]string{"grid.yaml: clusters[1].cores: duplicate field"}},
-		{"duplicate top-level field", gridBase + "links: []\n", []string{"grid.yaml: links: duplicate field"}},
-		{"duplicate link field", withLink(0, "{between: [spain, latam-a], mbps: 10, mbps: 20}"),
-			[]string{"grid.yaml: links[0].mbps: duplicate field"}},
-		{"missing clusters", "links: []\n", []string{"grid.yaml: clusters: missing required field"}},
-		{"missing name", oneCluster("{machines: 1, cores: 1, memory_mib: 1, perf: 1, lan_mbps: 1, uplink_mbps: 1}"),
-			[]string{"grid.yaml: clusters[0].name: missing required field"}},
-		{"missing machines", withCluster(0, "{name: spain, cores: 4, memory_mib: 16384, perf: 4.0e9, lan_mbps: 1000, uplink_mbps: 100}"),
-			[]string{"grid.yaml: clusters[0].machines: missing required field"}},
-		{"missing cores", withCluster(0, "{name: spain, machines: 8, memory_mib: 16384, perf: 4.0e9, lan_mbps: 1000, uplink_mbps: 100}"),
-			[]string{"grid.yaml: clusters[0].cores: missing required field"}},
-		{"missing memory_mib", withCluster(1, "{name: latam-a, machines: 2, cores: 2, perf: 1e9, lan_mbps: 100, uplink_mbps: 10}"),
-			[]string{"grid.yaml: clusters[1].memory_mib: missing required field"}},
-		{"missing perf", withCluster(1, "{name: latam-a, machines: 2, cores: 2, memory_mib: 4096, lan_mbps: 100, uplink_mbps: 10}"),
-			[]string{"grid.yaml: clusters[1].perf: missing required field"}},
-		{"missing lan_mbps", withCluster(2, "{name: us, machines: 1, cores: 8, memory_mib: 32768, perf: 8e9, uplink_mbps: 1000}"),
-			[]string{"grid.yaml: clusters[2].lan_mbps: missing required field"}},
-		{"missing uplink_mbps", withCluster(2, "{name: us, machines: 1, cores: 8, memory_mib: 32768, perf: 8e9, lan_mbps: 10000}"),
-			[]string{"grid.yaml: clusters[2].uplink_mbps: missing required field"}},
-		{"missing everything in a cluster, in field order", withCluster(2, "{name: us}"), []string{
-			"grid.yaml: clusters[2].machines: missing required field",
-			"grid.yaml: clusters[2].cores: missing required field",
-			"grid.yaml: clusters[2].memory_mib: missing required field",
-			"grid.yaml: clusters[2].perf: missing required field",
-			"grid.yaml: clusters[2].lan_mbps: missing required field",
-			"grid.yaml: clusters[2].uplink_mbps: missing required field",
-		}},
-		{"missing mbps", withLink(1, "{between: [latam-a, us]}"), []string{"grid.yaml: links[1].mbps: missing required field"}},
-		{"missing between", withLink(0, "{mbps: 10}"), []string{"grid.yaml: links[0].between: missing required field"}},
+// parseGridErrorCases are invalid grid files and their errors
+// (TestParseGridErrors), and seeds of FuzzParseGrid.
+var parseGridErrorCases = []struct {
+	name string
+	in   string
+	// want holds, for each line of the error in order, the parts it
+	// must contain in that order, separated by "…": the file, the
+	// field path and a recognisable part of the message. The error
+	// must have exactly that many lines.
+	want []string
+}{
+	// The file as a whole.
+	{"empty", "", []string{"grid.yaml: empty document"}},
+	{"only a comment", "# nothing\n", []string{"grid.yaml: empty document"}},
+	{"syntax", "clusters:\n - a\n  b: 1\n", []string{"grid.yaml: line 3: mapping values are not allowed in this context"}},
+	{"two documents", gridBase + "---\n" + gridBase, []string{"grid.yaml: line 8: only one document is allowed"}},
+	{"not a mapping", "[1, 2]\n", []string{"grid.yaml: must be a mapping"}},
 
-		// Wrong types.
-		{"machines string", withCluster(0, "{name: spain, machines: eight, cores: 4, memory_mib: 16384, perf: 4.0e9, lan_mbps: 1000, uplink_mbps: 100}"),
-			[]string{"grid.yaml: clusters[0].machines: must be a number"}},
-		{"machines quoted", withCluster(0, `{name: spain, machines: "8", cores: 4, memory_mib: 16384, perf: 4.0e9, lan_mbps: 1000, uplink_mbps: 100}`),
-			[]string{"grid.yaml: clusters[0].machines: must be a number"}},
-		{"machines fraction", withCluster(0, "{name: spain, machines: 2.5, cores: 4, memory_mib: 16384, perf: 4.0e9, lan_mbps: 1000, uplink_mbps: 100}"),
-			[]string{"grid.yaml: clusters[0].machines: must be an integer"}},
-		{"perf infinite", withCluster(0, "{name: spain, machines: 8, cores: 4, memory_mib: 16384, perf: .inf, lan_mbps: 1000, uplink_mbps: 100}"),
-			[]string{"grid.yaml: clusters[0].perf: must be a number"}},
-		{"lan_mbps nan", withCluster(1, "{name: latam-a, machines: 2, cores: 2, memory_mib: 4096, perf: 1e9, lan_mbps: .nan, uplink_mbps: 10}"),
-			[]string{"grid.yaml: clusters[1].lan_mbps: must be a number"}},
-		{"name number", oneCluster("{name: 12, machines: 1, cores: 1, memory_mib: 1, perf: 1, lan_mbps: 1, uplink_mbps: 1}"),
-			[]string{"grid.yaml: clusters[0].name: must be a string"}},
-		{"hypervisor number", withCluster(2, "{name: us, machines: 1, cores: 8, memory_mib: 32768, perf: 8e9, lan_mbps: 10000, uplink_mbps: 1000, hypervisor: 5}"),
-			[]string{"grid.yaml: clusters[2].hypervisor: must be a string"}},
-		{"mbps string", withLink(0, "{between: [spain, latam-a], mbps: fast}"), []string{"grid.yaml: links[0].mbps: must be a number"}},
-		{"latency string", withLink(0, "{between: [spain, latam-a], mbps: 10, latency_ms: 10ms}"), []string{"grid.yaml: links[0].latency_ms: must be a number"}},
-		{"clusters not a list", "clusters: {name: spain}\n", []string{"grid.yaml: clusters: must be a list"}},
-		{"clusters null", "clusters:\n", []string{"grid.yaml: clusters: must be a list"}},
-		{"cluster not a mapping", "clusters:\n  - {name: a, machines: 1, cores: 1, memory_mib: 1, perf: 1, lan_mbps: 1, uplink_mbps: 1}\n  - b\n",
-			[]string{"grid.yaml: clusters[1]: must be a mapping"}},
-		{"links not a list", gridClusters3 + "links: 3\n", []string{"grid.yaml: links: must be a list"}},
-		{"link not a mapping", withLink(1, "[latam-a, us]"), []string{"grid.yaml: links[1]: must be a mapping"}},
-		{"between not a list", withLink(1, "{between: latam-a, mbps: 100}"), []string{"grid.yaml: links[1].between: must be a list"}},
-		{"between name a number", withLink(1, "{between: [latam-a, 7], mbps: 100}"), []string{"grid.yaml: links[1].between[1]: must be a string"}},
+	// Unknown, duplicate and missing fields.
+	{"unknown top-level field", gridBase + "zones: 3\n", []string{"grid.yaml: zones: unknown field"}},
+	{"unknown cluster field", withCluster(1, "{name: latam-a, machines: 2, cores: 2, memory_mib: 4096, perf: 1e9, lan_mbps: 100, uplink_mbps: 10, gpus: 1}"),
+		[]string{"grid.yaml: clusters[1].gpus: unknown field"}},
+	{"misspelt cluster field", withCluster(0, "{name: spain, machines: 8, cores: 4, memory_mib: 16384, perf: 4.0e9, lan_mbps: 1000, uplink_mbps: 100, cost_per_hr: 1}"),
+		[]string{"grid.yaml: clusters[0].cost_per_hr: unknown field"}},
+	{"unknown link field", withLink(1, "{between: [latam-a, us], mbps: 100, jitter_ms: 3}"),
+		[]string{"grid.yaml: links[1].jitter_ms: unknown field"}},
+	{"duplicate cluster field", withCluster(1, "{name: latam-a, machines: 2, cores: 2, cores: 3, memory_mib: 4096, perf: 1e9, lan_mbps: 100, uplink_mbps: 10}"),
+		[]string{"grid.yaml: clusters[1].cores: duplicate field"}},
+	{"duplicate top-level field", gridBase + "links: []\n", []string{"grid.yaml: links: duplicate field"}},
+	{"duplicate link field", withLink(0, "{between: [spain, latam-a], mbps: 10, mbps: 20}"),
+		[]string{"grid.yaml: links[0].mbps: duplicate field"}},
+	{"missing clusters", "links: []\n", []string{"grid.yaml: clusters: missing required field"}},
+	{"missing name", oneCluster("{machines: 1, cores: 1, memory_mib: 1, perf: 1, lan_mbps: 1, uplink_mbps: 1}"),
+		[]string{"grid.yaml: clusters[0].name: missing required field"}},
+	{"missing machines", withCluster(0, "{name: spain, cores: 4, memory_mib: 16384, perf: 4.0e9, lan_mbps: 1000, uplink_mbps: 100}"),
+		[]string{"grid.yaml: clusters[0].machines: missing required field"}},
+	{"missing cores", withCluster(0, "{name: spain, machines: 8, memory_mib: 16384, perf: 4.0e9, lan_mbps: 1000, uplink_mbps: 100}"),
+		[]string{"grid.yaml: clusters[0].cores: missing required field"}},
+	{"missing memory_mib", withCluster(1, "{name: latam-a, machines: 2, cores: 2, perf: 1e9, lan_mbps: 100, uplink_mbps: 10}"),
+		[]string{"grid.yaml: clusters[1].memory_mib: missing required field"}},
+	{"missing perf", withCluster(1, "{name: latam-a, machines: 2, cores: 2, memory_mib: 4096, lan_mbps: 100, uplink_mbps: 10}"),
+		[]string{"grid.yaml: clusters[1].perf: missing required field"}},
+	{"missing lan_mbps", withCluster(2, "{name: us, machines: 1, cores: 8, memory_mib: 32768, perf: 8e9, uplink_mbps: 1000}"),
+		[]string{"grid.yaml: clusters[2].lan_mbps: missing required field"}},
+	{"missing uplink_mbps", withCluster(2, "{name: us, machines: 1, cores: 8, memory_mib: 32768, perf: 8e9, lan_mbps: 10000}"),
+		[]string{"grid.yaml: clusters[2].uplink_mbps: missing required field"}},
+	{"missing everything in a cluster, in field order", withCluster(2, "{name: us}"), []string{
+		"grid.yaml: clusters[2].machines: missing required field",
+		"grid.yaml: clusters[2].cores: missing required field",
+		"grid.yaml: clusters[2].memory_mib: missing required field",
+		"grid.yaml: clusters[2].perf: missing required field",
+		"grid.yaml: clusters[2].lan_mbps: missing required field",
+		"grid.yaml: clusters[2].uplink_mbps: missing required field",
+	}},
+	{"missing mbps", withLink(1, "{between: [latam-a, us]}"), []string{"grid.yaml: links[1].mbps: missing required field"}},
+	{"missing between", withLink(0, "{mbps: 10}"), []string{"grid.yaml: links[0].between: missing required field"}},
 
-		// Values out of range.
-		{"machines 0", withCluster(0, "{name: spain, machines: 0, cores: 4, memory_mib: 16384, perf: 4.0e9, lan_mbps: 1000, uplink_mbps: 100}"),
-			[]string{"grid.yaml: clusters[0].machines: must be an integer >= 1, got 0"}},
-		{"cores -1", withCluster(1, "{name: latam-a, machines: 2, cores: -1, memory_mib: 4096, perf: 1e9, lan_mbps: 100, uplink_mbps: 10}"),
-			[]string{"grid.yaml: clusters[1].cores: must be an integer >= 1, got -1"}},
-		{"memory 0", withCluster(1, "{name: latam-a, machines: 2, cores: 2, memory_mib: 0, perf: 1e9, lan_mbps: 100, uplink_mbps: 10}"),
-			[]string{"grid.yaml: clusters[1].memory_mib: must be an integer >= 1, got 0"}},
-		{"perf 0", withCluster(2, "{name: us, machines: 1, cores: 8, memory_mib: 32768, perf: 0, lan_mbps: 10000, uplink_mbps: 1000}"),
-			[]string{"grid.yaml: clusters[2].perf: must be a number > 0…, got 0"}},
-		{"perf negative", withCluster(2, "{name: us, machines: 1, cores: 8, memory_mib: 32768, perf: -1e9, lan_mbps: 10000, uplink_mbps: 1000}"),
-			[]string{"grid.yaml: clusters[2].perf: must be a number > 0"}},
-		{"lan_mbps 0", withCluster(0, "{name: spain, machines: 8, cores: 4, memory_mib: 16384, perf: 4.0e9, lan_mbps: 0, uplink_mbps: 100}"),
-			[]string{"grid.yaml: clusters[0].lan_mbps: " + msgMbps0}},
-		{"lan_mbps too small", withCluster(0, "{name: spain, machines: 8, cores: 4, memory_mib: 16384, perf: 4.0e9, lan_mbps: 0.0009, uplink_mbps: 100}"),
-			[]string{"grid.yaml: clusters[0].lan_mbps: must be a bandwidth in Mbit/s…, got 0.0009"}},
-		{"uplink_mbps -5", withCluster(1, "{name: latam-a, machines: 2, cores: 2, memory_mib: 4096, perf: 1e9, lan_mbps: 100, uplink_mbps: -5}"),
-			[]string{"grid.yaml: clusters[1].uplink_mbps: must be a bandwidth in Mbit/s…, got -5"}},
-		{"uplink_mbps too large", withCluster(1, "{name: latam-a, machines: 2, cores: 2, memory_mib: 4096, perf: 1e9, lan_mbps: 100, uplink_mbps: 2e9}"),
-			[]string{"grid.yaml: clusters[1].uplink_mbps: must be a bandwidth in Mbit/s…, got 2e+09"}},
-		{"cost_per_hour -1", withCluster(2, "{name: us, machines: 1, cores: 8, memory_mib: 32768, perf: 8e9, lan_mbps: 10000, uplink_mbps: 1000, cost_per_hour: -1}"),
-			[]string{"grid.yaml: clusters[2].cost_per_hour: must be a number >= 0, got -1"}},
-		{"mbps 0", withLink(0, "{between: [spain, latam-a], mbps: 0}"), []string{"grid.yaml: links[0].mbps: " + msgMbps0}},
-		{"mbps too large", withLink(0, "{between: [spain, latam-a], mbps: 1.5e9}"),
-			[]string{"grid.yaml: links[0].mbps: must be a bandwidth in Mbit/s…, got 1.5e+09"}},
-		{"latency_ms -1", withLink(1, "{between: [latam-a, us], mbps: 100, latency_ms: -1}"),
-			[]string{"grid.yaml: links[1].latency_ms: must be a number >= 0, got -1"}},
+	// Wrong types.
+	{"machines string", withCluster(0, "{name: spain, machines: eight, cores: 4, memory_mib: 16384, perf: 4.0e9, lan_mbps: 1000, uplink_mbps: 100}"),
+		[]string{"grid.yaml: clusters[0].machines: must be a number"}},
+	{"machines quoted", withCluster(0, `{name: spain, machines: "8", cores: 4, memory_mib: 16384, perf: 4.0e9, lan_mbps: 1000, uplink_mbps: 100}`),
+		[]string{"grid.yaml: clusters[0].machines: must be a number"}},
+	{"machines fraction", withCluster(0, "{name: spain, machines: 2.5, cores: 4, memory_mib: 16384, perf: 4.0e9, lan_mbps: 1000, uplink_mbps: 100}"),
+		[]string{"grid.yaml: clusters[0].machines: must be an integer"}},
+	{"perf infinite", withCluster(0, "{name: spain, machines: 8, cores: 4, memory_mib: 16384, perf: .inf, lan_mbps: 1000, uplink_mbps: 100}"),
+		[]string{"grid.yaml: clusters[0].perf: must be a number"}},
+	{"lan_mbps nan", withCluster(1, "{name: latam-a, machines: 2, cores: 2, memory_mib: 4096, perf: 1e9, lan_mbps: .nan, uplink_mbps: 10}"),
+		[]string{"grid.yaml: clusters[1].lan_mbps: must be a number"}},
+	{"name number", oneCluster("{name: 12, machines: 1, cores: 1, memory_mib: 1, perf: 1, lan_mbps: 1, uplink_mbps: 1}"),
+		[]string{"grid.yaml: clusters[0].name: must be a string"}},
+	{"hypervisor number", withCluster(2, "{name: us, machines: 1, cores: 8, memory_mib: 32768, perf: 8e9, lan_mbps: 10000, uplink_mbps: 1000, hypervisor: 5}"),
+		[]string{"grid.yaml: clusters[2].hypervisor: must be a string"}},
+	{"mbps string", withLink(0, "{between: [spain, latam-a], mbps: fast}"), []string{"grid.yaml: links[0].mbps: must be a number"}},
+	{"latency string", withLink(0, "{between: [spain, latam-a], mbps: 10, latency_ms: 10ms}"), []string{"grid.yaml: links[0].latency_ms: must be a number"}},
+	{"clusters not a list", "clusters: {name: spain}\n", []string{"grid.yaml: clusters: must be a list"}},
+	{"clusters null", "clusters:\n", []string{"grid.yaml: clusters: must be a list"}},
+	{"cluster not a mapping", "clusters:\n  - {name: a, machines: 1, cores: 1, memory_mib: 1, perf: 1, lan_mbps: 1, uplink_mbps: 1}\n  - b\n",
+		[]string{"grid.yaml: clusters[1]: must be a mapping"}},
+	{"links not a list", gridClusters3 + "links: 3\n", []string{"grid.yaml: links: must be a list"}},
+	{"link not a mapping", withLink(1, "[latam-a, us]"), []string{"grid.yaml: links[1]: must be a mapping"}},
+	{"between not a list", withLink(1, "{between: latam-a, mbps: 100}"), []string{"grid.yaml: links[1].between: must be a list"}},
+	{"between name a number", withLink(1, "{between: [latam-a, 7], mbps: 100}"), []string{"grid.yaml: links[1].between[1]: must be a string"}},
 
-		// Names.
-		{"name upper case", oneCluster("{name: Spain, machines: 1, cores: 1, memory_mib: 1, perf: 1, lan_mbps: 1, uplink_mbps: 1}"),
-			[]string{`grid.yaml: clusters[0].name: must match [a-z0-9-]+, got "Spain"`}},
-		{"name empty", oneCluster(`{name: "", machines: 1, cores: 1, memory_mib: 1, perf: 1, lan_mbps: 1, uplink_mbps: 1}`),
-			[]string{`grid.yaml: clusters[0].name: must match [a-z0-9-]+, got ""`}},
-		{"name with a space", oneCluster(`{name: "la spain", machines: 1, cores: 1, memory_mib: 1, perf: 1, lan_mbps: 1, uplink_mbps: 1}`),
-			[]string{`grid.yaml: clusters[0].name: must match [a-z0-9-]+, got "la spain"`}},
-		{"duplicate cluster name", `clusters:
+	// Values out of range.
+	{"machines 0", withCluster(0, "{name: spain, machines: 0, cores: 4, memory_mib: 16384, perf: 4.0e9, lan_mbps: 1000, uplink_mbps: 100}"),
+		[]string{"grid.yaml: clusters[0].machines: must be an integer >= 1, got 0"}},
+	{"cores -1", withCluster(1, "{name: latam-a, machines: 2, cores: -1, memory_mib: 4096, perf: 1e9, lan_mbps: 100, uplink_mbps: 10}"),
+		[]string{"grid.yaml: clusters[1].cores: must be an integer >= 1, got -1"}},
+	{"memory 0", withCluster(1, "{name: latam-a, machines: 2, cores: 2, memory_mib: 0, perf: 1e9, lan_mbps: 100, uplink_mbps: 10}"),
+		[]string{"grid.yaml: clusters[1].memory_mib: must be an integer >= 1, got 0"}},
+	{"perf 0", withCluster(2, "{name: us, machines: 1, cores: 8, memory_mib: 32768, perf: 0, lan_mbps: 10000, uplink_mbps: 1000}"),
+		[]string{"grid.yaml: clusters[2].perf: must be a number > 0…, got 0"}},
+	{"perf negative", withCluster(2, "{name: us, machines: 1, cores: 8, memory_mib: 32768, perf: -1e9, lan_mbps: 10000, uplink_mbps: 1000}"),
+		[]string{"grid.yaml: clusters[2].perf: must be a number > 0"}},
+	{"lan_mbps 0", withCluster(0, "{name: spain, machines: 8, cores: 4, memory_mib: 16384, perf: 4.0e9, lan_mbps: 0, uplink_mbps: 100}"),
+		[]string{"grid.yaml: clusters[0].lan_mbps: " + msgMbps0}},
+	{"lan_mbps too small", withCluster(0, "{name: spain, machines: 8, cores: 4, memory_mib: 16384, perf: 4.0e9, lan_mbps: 0.0009, uplink_mbps: 100}"),
+		[]string{"grid.yaml: clusters[0].lan_mbps: must be a bandwidth in Mbit/s…, got 0.0009"}},
+	{"uplink_mbps -5", withCluster(1, "{name: latam-a, machines: 2, cores: 2, memory_mib: 4096, perf: 1e9, lan_mbps: 100, uplink_mbps: -5}"),
+		[]string{"grid.yaml: clusters[1].uplink_mbps: must be a bandwidth in Mbit/s…, got -5"}},
+	{"uplink_mbps too large", withCluster(1, "{name: latam-a, machines: 2, cores: 2, memory_mib: 4096, perf: 1e9, lan_mbps: 100, uplink_mbps: 2e9}"),
+		[]string{"grid.yaml: clusters[1].uplink_mbps: must be a bandwidth in Mbit/s…, got 2e+09"}},
+	{"cost_per_hour -1", withCluster(2, "{name: us, machines: 1, cores: 8, memory_mib: 32768, perf: 8e9, lan_mbps: 10000, uplink_mbps: 1000, cost_per_hour: -1}"),
+		[]string{"grid.yaml: clusters[2].cost_per_hour: must be a number >= 0, got -1"}},
+	{"mbps 0", withLink(0, "{between: [spain, latam-a], mbps: 0}"), []string{"grid.yaml: links[0].mbps: " + msgMbps0}},
+	{"mbps too large", withLink(0, "{between: [spain, latam-a], mbps: 1.5e9}"),
+		[]string{"grid.yaml: links[0].mbps: must be a bandwidth in Mbit/s…, got 1.5e+09"}},
+	{"latency_ms -1", withLink(1, "{between: [latam-a, us], mbps: 100, latency_ms: -1}"),
+		[]string{"grid.yaml: links[1].latency_ms: must be a number >= 0, got -1"}},
+
+	// Names.
+	{"name upper case", oneCluster("{name: Spain, machines: 1, cores: 1, memory_mib: 1, perf: 1, lan_mbps: 1, uplink_mbps: 1}"),
+		[]string{`grid.yaml: clusters[0].name: must match [a-z0-9-]+, got "Spain"`}},
+	{"name empty", oneCluster(`{name: "", machines: 1, cores: 1, memory_mib: 1, perf: 1, lan_mbps: 1, uplink_mbps: 1}`),
+		[]string{`grid.yaml: clusters[0].name: must match [a-z0-9-]+, got ""`}},
+	{"name with a space", oneCluster(`{name: "la spain", machines: 1, cores: 1, memory_mib: 1, perf: 1, lan_mbps: 1, uplink_mbps: 1}`),
+		[]string{`grid.yaml: clusters[0].name: must match [a-z0-9-]+, got "la spain"`}},
+	{"duplicate cluster name", `clusters:
   - {name: a, machines: 1, cores: 1, memory_mib: 1, perf: 1, lan_mbps: 1, uplink_mbps: 1}
   - {name: b, machines: 1, cores: 1, memory_mib: 1, perf: 1, lan_mbps: 1, uplink_mbps: 1}
   - {name: a, machines: 2, cores: 1, memory_mib: 1, perf: 1, lan_mbps: 1, uplink_mbps: 1}
@@ -335,26 +347,26 @@ links:
   - {between: [a, b], mbps: 1}
 `, []string{`grid.yaml: clusters[2].name: duplicate cluster name "a" (also clusters[0])`}},
 
-		// Links.
-		{"link to an unknown cluster", withLink(1, "{between: [latam-a, usa], mbps: 100}"),
-			[]string{`grid.yaml: links[1].between[1]: unknown cluster "usa"`}},
-		{"link between two unknown clusters", withLink(0, "{between: [es, latam], mbps: 10}"),
-			[]string{`grid.yaml: links[0].between[0]: unknown cluster "es"`, `grid.yaml: links[0].between[1]: unknown cluster "latam"`}},
-		{"link with 1 name", withLink(0, "{between: [spain], mbps: 10}"),
-			[]string{"grid.yaml: links[0].between: must list exactly 2 cluster names, got 1"}},
-		{"link with 3 names", withLink(0, "{between: [spain, latam-a, us], mbps: 10}"),
-			[]string{"grid.yaml: links[0].between: must list exactly 2 cluster names, got 3"}},
-		{"link with no names", withLink(0, "{between: [], mbps: 10}"),
-			[]string{"grid.yaml: links[0].between: must list exactly 2 cluster names, got 0"}},
-		{"link from a cluster to itself", withExtraLink("{between: [us, us], mbps: 5}"),
-			[]string{`grid.yaml: links[2].between: a link joins two different clusters, got "us" twice`}},
-		{"repeated link", withExtraLink("{between: [spain, latam-a], mbps: 5}"),
-			[]string{"grid.yaml: links[2].between: repeats the link spain–latam-a of links[0]"}},
-		{"repeated link, reversed", withExtraLink("{between: [us, latam-a], mbps: 5}"),
-			[]string{"grid.yaml: links[2].between: repeats the link us–latam-a of links[1]"}},
+	// Links.
+	{"link to an unknown cluster", withLink(1, "{between: [latam-a, usa], mbps: 100}"),
+		[]string{`grid.yaml: links[1].between[1]: unknown cluster "usa"`}},
+	{"link between two unknown clusters", withLink(0, "{between: [es, latam], mbps: 10}"),
+		[]string{`grid.yaml: links[0].between[0]: unknown cluster "es"`, `grid.yaml: links[0].between[1]: unknown cluster "latam"`}},
+	{"link with 1 name", withLink(0, "{between: [spain], mbps: 10}"),
+		[]string{"grid.yaml: links[0].between: must list exactly 2 cluster names, got 1"}},
+	{"link with 3 names", withLink(0, "{between: [spain, latam-a, us], mbps: 10}"),
+		[]string{"grid.yaml: links[0].between: must list exactly 2 cluster names, got 3"}},
+	{"link with no names", withLink(0, "{between: [], mbps: 10}"),
+		[]string{"grid.yaml: links[0].between: must list exactly 2 cluster names, got 0"}},
+	{"link from a cluster to itself", withExtraLink("{between: [us, us], mbps: 5}"),
+		[]string{`grid.yaml: links[2].between: a link joins two different clusters, got "us" twice`}},
+	{"repeated link", withExtraLink("{between: [spain, latam-a], mbps: 5}"),
+		[]string{"grid.yaml: links[2].between: repeats the link spain–latam-a of links[0]"}},
+	{"repeated link, reversed", withExtraLink("{between: [us, latam-a], mbps: 5}"),
+		[]string{"grid.yaml: links[2].between: repeats the link us–latam-a of links[1]"}},
 
-		// Connectivity.
-		{"disconnected: two groups", `clusters:
+	// Connectivity.
+	{"disconnected: two groups", `clusters:
   - {name: a, machines: 1, cores: 1, memory_mib: 1, perf: 1, lan_mbps: 1, uplink_mbps: 1}
   - {name: c, machines: 1, cores: 1, memory_mib: 1, perf: 1, lan_mbps: 1, uplink_mbps: 1}
   - {name: b, machines: 1, cores: 1, memory_mib: 1, perf: 1, lan_mbps: 1, uplink_mbps: 1}
@@ -363,60 +375,62 @@ links:
   - {between: [d, c], mbps: 1}
   - {between: [a, b], mbps: 1}
 `, []string{"grid.yaml: links: the grid is not connected: 2 separate groups of clusters {a, b} {c, d}; add links between them"}},
-		{"disconnected: one cluster apart", gridClusters3 + "links:\n  - {between: [spain, us], mbps: 10}\n",
-			[]string{"grid.yaml: links: the grid is not connected: 2 separate groups of clusters {latam-a} {spain, us}"}},
-		{"disconnected: no links", gridClusters3,
-			[]string{"grid.yaml: links: the grid is not connected: 3 separate groups of clusters {latam-a} {spain} {us}"}},
-		{"disconnected: empty links", gridClusters3 + "links: []\n",
-			[]string{"grid.yaml: links: the grid is not connected: 3 separate groups"}},
-		{"empty clusters list", "clusters: []\n", []string{"grid.yaml: clusters: must list at least one cluster"}},
-		{"empty clusters list with a link", "clusters: []\nlinks:\n  - {between: [a, b], mbps: 1}\n", []string{
-			"grid.yaml: clusters: must list at least one cluster",
-			`grid.yaml: links[0].between[0]: unknown cluster "a"`,
-			`grid.yaml: links[0].between[1]: unknown cluster "b"`,
-		}},
+	{"disconnected: one cluster apart", gridClusters3 + "links:\n  - {between: [spain, us], mbps: 10}\n",
+		[]string{"grid.yaml: links: the grid is not connected: 2 separate groups of clusters {latam-a} {spain, us}"}},
+	{"disconnected: no links", gridClusters3,
+		[]string{"grid.yaml: links: the grid is not connected: 3 separate groups of clusters {latam-a} {spain} {us}"}},
+	{"disconnected: empty links", gridClusters3 + "links: []\n",
+		[]string{"grid.yaml: links: the grid is not connected: 3 separate groups"}},
+	{"empty clusters list", "clusters: []\n", []string{"grid.yaml: clusters: must list at least one cluster"}},
+	{"empty clusters list with a link", "clusters: []\nlinks:\n  - {between: [a, b], mbps: 1}\n", []string{
+		"grid.yaml: clusters: must list at least one cluster",
+		`grid.yaml: links[0].between[0]: unknown cluster "a"`,
+		`grid.yaml: links[0].between[1]: unknown cluster "b"`,
+	}},
 
-		// Hypervisors.
-		{"hypervisor word", withCluster(2, "{name: us, machines: 1, cores: 8, memory_mib: 32768, perf: 8e9, lan_mbps: 10000, uplink_mbps: 1000, hypervisor: xen}"),
-			[]string{`grid.yaml: clusters[2].hypervisor: must be "test" or a libvirt URI template…, got "xen"`}},
-		{"hypervisor Test", withCluster(2, "{name: us, machines: 1, cores: 8, memory_mib: 32768, perf: 8e9, lan_mbps: 10000, uplink_mbps: 1000, hypervisor: Test}"),
-			[]string{`grid.yaml: clusters[2].hypervisor: must be "test" or a libvirt URI template`}},
-		{"hypervisor URI without {i} for 8 machines", withCluster(0, `{name: spain, machines: 8, cores: 4, memory_mib: 16384, perf: 4.0e9, lan_mbps: 1000, uplink_mbps: 100, hypervisor: "qemu+ssh://es/system"}`),
-			[]string{`grid.yaml: clusters[0].hypervisor: must contain {i} (the machine's number) for a cluster of 8 machines, got "qemu+ssh://es/system"`}},
+	// Hypervisors.
+	{"hypervisor word", withCluster(2, "{name: us, machines: 1, cores: 8, memory_mib: 32768, perf: 8e9, lan_mbps: 10000, uplink_mbps: 1000, hypervisor: xen}"),
+		[]string{`grid.yaml: clusters[2].hypervisor: must be "test" or a libvirt URI template…, got "xen"`}},
+	{"hypervisor Test", withCluster(2, "{name: us, machines: 1, cores: 8, memory_mib: 32768, perf: 8e9, lan_mbps: 10000, uplink_mbps: 1000, hypervisor: Test}"),
+		[]string{`grid.yaml: clusters[2].hypervisor: must be "test" or a libvirt URI template`}},
+	{"hypervisor URI without {i} for 8 machines", withCluster(0, `{name: spain, machines: 8, cores: 4, memory_mib: 16384, perf: 4.0e9, lan_mbps: 1000, uplink_mbps: 100, hypervisor: "qemu+ssh://es/system"}`),
+		[]string{`grid.yaml: clusters[0].hypervisor: must contain {i} (the machine's number) for a cluster of 8 machines, got "qemu+ssh://es/system"`}},
 
-		// Everything at once, in document order.
-		{
-			name: "several problems",
-			in: "links:\n" +
-				"  - {between: [a, b], mbps: 0}\n" +
-				"  - {between: [b, nowhere], mbps: 10, latency_ms: -3}\n" +
-				"  - {between: [b, a], mbps: 10}\n" +
-				"clusters:\n" +
-				"  - {name: a, machines: 0, cores: 1, memory_mib: 1, perf: 1, lan_mbps: 1, uplink_mbps: 1, colour: red}\n" +
-				"  - {name: B, machines: 1, cores: x, memory_mib: 1, perf: 0, lan_mbps: 1, uplink_mbps: 1}\n" +
-				"  - {name: b, machines: 2, cores: 1, memory_mib: 1, perf: 1, lan_mbps: 1, uplink_mbps: 1, hypervisor: 'qemu:///system'}\n" +
-				"  - {name: a, machines: 1, cores: 1, memory_mib: 1, perf: 1, lan_mbps: 1}\n" +
-				"version: 2\n",
-			want: []string{
-				"grid.yaml: links[0].mbps: " + msgMbps0,
-				`grid.yaml: links[1].between[1]: unknown cluster "nowhere"`,
-				"grid.yaml: links[1].latency_ms: must be a number >= 0, got -3",
-				"grid.yaml: links[2].between: repeats the link b–a of links[0]",
-				"grid.yaml: clusters[0].machines: must be an integer >= 1, got 0",
-				"grid.yaml: clusters[0].colour: unknown field",
-				`grid.yaml: clusters[1].name: must match [a-z0-9-]+, got "B"`,
-				"grid.yaml: clusters[1].cores: must be a number",
-				"grid.yaml: clusters[1].perf: must be a number > 0",
-				"grid.yaml: clusters[2].hypervisor: must contain {i}",
-				// A missing field is reported at its mapping, which starts
-				// before the name.
-				"grid.yaml: clusters[3].uplink_mbps: missing required field",
-				`grid.yaml: clusters[3].name: duplicate cluster name "a" (also clusters[0])`,
-				"grid.yaml: version: unknown field",
-			},
+	// Everything at once, in document order.
+	{
+		name: "several problems",
+		in: "links:\n" +
+			"  - {between: [a, b], mbps: 0}\n" +
+			"  - {between: [b, nowhere], mbps: 10, latency_ms: -3}\n" +
+			"  - {between: [b, a], mbps: 10}\n" +
+			"clusters:\n" +
+			"  - {name: a, machines: 0, cores: 1, memory_mib: 1, perf: 1, lan_mbps: 1, uplink_mbps: 1, colour: red}\n" +
+			"  - {name: B, machines: 1, cores: x, memory_mib: 1, perf: 0, lan_mbps: 1, uplink_mbps: 1}\n" +
+			"  - {name: b, machines: 2, cores: 1, memory_mib: 1, perf: 1, lan_mbps: 1, uplink_mbps: 1, hypervisor: 'qemu:///system'}\n" +
+			"  - {name: a, machines: 1, cores: 1, memory_mib: 1, perf: 1, lan_mbps: 1}\n" +
+			"version: 2\n",
+		want: []string{
+			"grid.yaml: links[0].mbps: " + msgMbps0,
+			`grid.yaml: links[1].between[1]: unknown cluster "nowhere"`,
+			"grid.yaml: links[1].latency_ms: must be a number >= 0, got -3",
+			"grid.yaml: links[2].between: repeats the link b–a of links[0]",
+			"grid.yaml: clusters[0].machines: must be an integer >= 1, got 0",
+			"grid.yaml: clusters[0].colour: unknown field",
+			`grid.yaml: clusters[1].name: must match [a-z0-9-]+, got "B"`,
+			"grid.yaml: clusters[1].cores: must be a number",
+			"grid.yaml: clusters[1].perf: must be a number > 0",
+			"grid.yaml: clusters[2].hypervisor: must contain {i}",
+			// A missing field is reported at its mapping, which starts
+			// before the name.
+			"grid.yaml: clusters[3].uplink_mbps: missing required field",
+			`grid.yaml: clusters[3].name: duplicate cluster name "a" (also clusters[0])`,
+			"grid.yaml: version: unknown field",
 		},
-	}
-	for _, tt := range tests {
+	},
+}
+
+func TestParseGridErrors(t *testing.T) {
+	for _, tt := range parseGridErrorCases {
 		t.Run(tt.name, func(t *testing.T) {
 			g, err := graph.ParseGrid("grid.yaml", []byte(tt.in))
 			if err == nil {

@@ -214,58 +214,70 @@ func TestAgentLifecycle(t *testing.T) {
 	}
 }
 
+// keepSpec is the VM the agent of TestAgentBadRequests and FuzzAgentAPI
+// runs: it lands on lab-0.
+var keepSpec = hp.VMSpec{Name: "keep", Job: "j", VCPUs: 1, MaxVCPUs: 2, MemoryMiB: 256}
+
+// agentBadRequests are requests the agent refuses (with an agent that runs
+// keepSpec), with the status and a part of the message
+// (TestAgentBadRequests), and seeds of FuzzAgentAPI. A token "" is the
+// agent's, "-" none.
+var agentBadRequests = []struct {
+	name, method, path, body, token string
+	status                          int
+	msg                             string
+}{
+	{"no token", "GET", "/v1/inventory", "", "-", 401, "missing bearer token"},
+	{"wrong token", "GET", "/v1/inventory", "", "nope", 401, "wrong bearer token"},
+	{"wrong token on create", "POST", "/v1/vms", `{"name":"x","vcpus":1,"memory_mib":64}`, "nope", 401, "wrong bearer token"},
+	{"unknown vm", "GET", "/v1/vms/ghost", "", "", 404, `vm "ghost": not found`},
+	{"destroy unknown vm", "DELETE", "/v1/vms/ghost", "", "", 404, "destroy vm ghost: not found"},
+	{"resize unknown vm", "POST", "/v1/vms/ghost/resize", `{"vcpus":2}`, "", 404, "resize vm ghost: not found"},
+	{"negative vcpus", "POST", "/v1/vms", `{"name":"x","vcpus":-1,"memory_mib":64}`, "", 400, "vcpus: must be >= 1, not -1"},
+	{"negative memory", "POST", "/v1/vms", `{"name":"x","vcpus":1,"memory_mib":-5}`, "", 400, "memory_mib: must be >= 1, not -5"},
+	{"negative resize", "POST", "/v1/vms/keep/resize", `{"vcpus":-2}`, "", 400, "vcpus: must be >= 1, not -2"},
+	{"empty resize", "POST", "/v1/vms/keep/resize", `{}`, "", 400, "give at least one"},
+	{"max below current", "POST", "/v1/vms", `{"name":"x","vcpus":4,"max_vcpus":2,"memory_mib":64}`, "", 400, "max_vcpus: must be >= vcpus (4), not 2"},
+	{"bad name", "POST", "/v1/vms", `{"name":"a b","vcpus":1,"memory_mib":64}`, "", 400, "name:"},
+	{"over capacity", "POST", "/v1/vms", `{"name":"big","vcpus":5,"memory_mib":64}`, "", 409, "not enough free capacity for 5 vcpus and 64 MiB: lab-0 has 3 vcpus and 7936 MiB free; lab-1 has 4 vcpus and 8192 MiB free"},
+	{"over capacity on a host", "POST", "/v1/vms", `{"name":"big","host":"lab-1","vcpus":1,"memory_mib":9000}`, "", 409, "lab-1 has 4 vcpus and 8192 MiB free"},
+	{"unknown host", "POST", "/v1/vms", `{"name":"x","host":"lab-9","vcpus":1,"memory_mib":64}`, "", 404, `host "lab-9": not found in site lab`},
+	{"wrong pool", "POST", "/v1/vms", `{"name":"x","host":"lab-1","pool":"batch","vcpus":1,"memory_mib":64}`, "", 409, `host lab-1 is in pool "render", not "batch"`},
+	{"name taken", "POST", "/v1/vms", `{"name":"keep","vcpus":1,"memory_mib":64}`, "", 409, "create vm keep: already exists"},
+	{"resize beyond max", "POST", "/v1/vms/keep/resize", `{"vcpus":3}`, "", 422, "beyond the vm's maximum (max_vcpus 2"},
+	{"migrate to unknown host", "POST", "/v1/vms/keep/migrate", `{"host":"mars-1"}`, "", 404, `host "mars-1": not found in site lab`},
+	{"migrate without host", "POST", "/v1/vms/keep/migrate", `{}`, "", 400, "host: is required"},
+	{"migrate to itself", "POST", "/v1/vms/keep/migrate", `{"host":"lab-0"}`, "", 400, "the vm is on lab-0 already"},
+	{"migrate unknown vm", "POST", "/v1/vms/ghost/migrate", `{"host":"lab-1"}`, "", 404, "migrate vm ghost: not found"},
+	{"unknown field", "POST", "/v1/vms", `{"name":"x","vcpus":1,"memory_mib":64,"gpus":1}`, "", 400, `unknown field "gpus"`},
+	{"wrong type", "POST", "/v1/vms", `{"name":"x","vcpus":"two","memory_mib":64}`, "", 400, "vcpus: must be a int, not a JSON string"},
+	{"not json", "POST", "/v1/vms", `{"name":`, "", 400, "invalid request"},
+	{"empty body", "POST", "/v1/vms", ``, "", 400, "the body is empty"},
+	{"reconfigure unknown host", "POST", "/v1/hosts/lab-7/reconfigure", `{"pool":"batch"}`, "", 404, `reconfigure host "lab-7": not found`},
+	{"reconfigure without pool", "POST", "/v1/hosts/lab-1/reconfigure", `{}`, "", 400, "pool: is required"},
+	{"reconfigure to a pool that is no name", "POST", "/v1/hosts/lab-1/reconfigure", `{"pool":"19A"}`, "", 400, `pool: must be a pool name (a-z, 0-9, -) of at most 256 characters, not "19A"`},
+	{"reconfigure to a long pool", "POST", "/v1/hosts/lab-1/reconfigure", `{"pool":"` + strings.Repeat("p", 257) + `"}`, "", 400, "pool: must be a pool name"},
+	{"reconfigure a held host", "POST", "/v1/hosts/lab-0/reconfigure", `{"pool":"batch"}`, "", 409, `jobs not released: keep (job "j")`},
+	{"reconfigure with a stale pool", "POST", "/v1/hosts/lab-1/reconfigure", `{"pool":"batch","expect_pool":"web"}`, "", 409, `the host is in pool "render", not "web"`},
+	{"probe without target", "POST", "/v1/probe", `{}`, "", 400, "target: must be an agent's address"},
+	{"probe too big", "POST", "/v1/probe", `{"target":"http://127.0.0.1:1","bytes":99999999999}`, "", 400, "bytes: must be within"},
+	{"probe bad timeout", "POST", "/v1/probe", `{"target":"http://127.0.0.1:1","timeout":"soon"}`, "", 400, `timeout: must be a duration`},
+	{"unknown route", "GET", "/v1/nothing", "", "", 404, "no route GET /v1/nothing"},
+	{"reconfigure with a control character", "POST", "/v1/hosts/lab-1/reconfigure", `{"pool":"a\u0007b"}`, "", 400, "pool: must be a pool name"},
+	{"reconfigure with a 10,001-byte pool", "POST", "/v1/hosts/lab-1/reconfigure", `{"pool":"` + strings.Repeat("p", 10001) + `"}`, "", 400, "pool: must be a pool name"},
+	{"reconfigure releasing too many", "POST", "/v1/hosts/lab-1/reconfigure", `{"pool":"batch","released":[` + strings.Repeat(`"j",`, 100000) + `"j"]}`, "", 400, "released: at most 1024 jobs, not 100001"},
+	{"reconfigure releasing an empty job", "POST", "/v1/hosts/lab-1/reconfigure", `{"pool":"batch","released":["j",""]}`, "", 400, "released[1]: must not be empty"},
+}
+
 // Bad requests get a 4xx with a clear message and change nothing.
 func TestAgentBadRequests(t *testing.T) {
 	ctx := context.Background()
 	h := startAgent(t, "", "")
-	if _, err := h.client.Create(ctx, hp.VMSpec{Name: "keep", Job: "j", VCPUs: 1, MaxVCPUs: 2, MemoryMiB: 256}); err != nil {
+	if _, err := h.client.Create(ctx, keepSpec); err != nil {
 		t.Fatal(err)
 	}
 	before := view(t, h.client)
-	for _, tc := range []struct {
-		name, method, path, body, token string
-		status                          int
-		msg                             string
-	}{
-		{"no token", "GET", "/v1/inventory", "", "-", 401, "missing bearer token"},
-		{"wrong token", "GET", "/v1/inventory", "", "nope", 401, "wrong bearer token"},
-		{"wrong token on create", "POST", "/v1/vms", `{"name":"x","vcpus":1,"memory_mib":64}`, "nope", 401, "wrong bearer token"},
-		{"unknown vm", "GET", "/v1/vms/ghost", "", "", 404, `vm "ghost": not found`},
-		{"destroy unknown vm", "DELETE", "/v1/vms/ghost", "", "", 404, "destroy vm ghost: not found"},
-		{"resize unknown vm", "POST", "/v1/vms/ghost/resize", `{"vcpus":2}`, "", 404, "resize vm ghost: not found"},
-		{"negative vcpus", "POST", "/v1/vms", `{"name":"x","vcpus":-1,"memory_mib":64}`, "", 400, "vcpus: must be >= 1, not -1"},
-		{"negative memory", "POST", "/v1/vms", `{"name":"x","vcpus":1,"memory_mib":-5}`, "", 400, "memory_mib: must be >= 1, not -5"},
-		{"negative resize", "POST", "/v1/vms/keep/resize", `{"vcpus":-2}`, "", 400, "vcpus: must be >= 1, not -2"},
-		{"empty resize", "POST", "/v1/vms/keep/resize", `{}`, "", 400, "give at least one"},
-		{"max below current", "POST", "/v1/vms", `{"name":"x","vcpus":4,"max_vcpus":2,"memory_mib":64}`, "", 400, "max_vcpus: must be >= vcpus (4), not 2"},
-		{"bad name", "POST", "/v1/vms", `{"name":"a b","vcpus":1,"memory_mib":64}`, "", 400, "name:"},
-		{"over capacity", "POST", "/v1/vms", `{"name":"big","vcpus":5,"memory_mib":64}`, "", 409, "not enough free capacity for 5 vcpus and 64 MiB: lab-0 has 3 vcpus and 7936 MiB free; lab-1 has 4 vcpus and 8192 MiB free"},
-		{"over capacity on a host", "POST", "/v1/vms", `{"name":"big","host":"lab-1","vcpus":1,"memory_mib":9000}`, "", 409, "lab-1 has 4 vcpus and 8192 MiB free"},
-		{"unknown host", "POST", "/v1/vms", `{"name":"x","host":"lab-9","vcpus":1,"memory_mib":64}`, "", 404, `host "lab-9": not found in site lab`},
-		{"wrong pool", "POST", "/v1/vms", `{"name":"x","host":"lab-1","pool":"batch","vcpus":1,"memory_mib":64}`, "", 409, `host lab-1 is in pool "render", not "batch"`},
-		{"name taken", "POST", "/v1/vms", `{"name":"keep","vcpus":1,"memory_mib":64}`, "", 409, "create vm keep: already exists"},
-		{"resize beyond max", "POST", "/v1/vms/keep/resize", `{"vcpus":3}`, "", 422, "beyond the vm's maximum (max_vcpus 2"},
-		{"migrate to unknown host", "POST", "/v1/vms/keep/migrate", `{"host":"mars-1"}`, "", 404, `host "mars-1": not found in site lab`},
-		{"migrate without host", "POST", "/v1/vms/keep/migrate", `{}`, "", 400, "host: is required"},
-		{"migrate to itself", "POST", "/v1/vms/keep/migrate", `{"host":"lab-0"}`, "", 400, "the vm is on lab-0 already"},
-		{"migrate unknown vm", "POST", "/v1/vms/ghost/migrate", `{"host":"lab-1"}`, "", 404, "migrate vm ghost: not found"},
-		{"unknown field", "POST", "/v1/vms", `{"name":"x","vcpus":1,"memory_mib":64,"gpus":1}`, "", 400, `unknown field "gpus"`},
-		{"wrong type", "POST", "/v1/vms", `{"name":"x","vcpus":"two","memory_mib":64}`, "", 400, "vcpus: must be a int, not a JSON string"},
-		{"not json", "POST", "/v1/vms", `{"name":`, "", 400, "invalid request"},
-		{"empty body", "POST", "/v1/vms", ``, "", 400, "the body is empty"},
-		{"reconfigure unknown host", "POST", "/v1/hosts/lab-7/reconfigure", `{"pool":"batch"}`, "", 404, `reconfigure host "lab-7": not found`},
-		{"reconfigure without pool", "POST", "/v1/hosts/lab-1/reconfigure", `{}`, "", 400, "pool: is required"},
-		{"reconfigure to a long pool", "POST", "/v1/hosts/lab-1/reconfigure", `{"pool":"` + strings.Repeat("p", 10001) + `"}`, "", 400, "pool: must be at most 256 bytes, not 10001"},
-		{"reconfigure with a control character", "POST", "/v1/hosts/lab-1/reconfigure", `{"pool":"a\u0007b"}`, "", 400, "pool: character U+0007 at byte 1 is not allowed"},
-		{"reconfigure releasing too many", "POST", "/v1/hosts/lab-1/reconfigure", `{"pool":"batch","released":[` + strings.Repeat(`"j",`, 100000) + `"j"]}`, "", 400, "released: at most 1024 jobs, not 100001"},
-		{"reconfigure releasing an empty job", "POST", "/v1/hosts/lab-1/reconfigure", `{"pool":"batch","released":["j",""]}`, "", 400, "released[1]: must not be empty"},
-		{"reconfigure a held host", "POST", "/v1/hosts/lab-0/reconfigure", `{"pool":"batch"}`, "", 409, `jobs not released: keep (job "j")`},
-		{"reconfigure with a stale pool", "POST", "/v1/hosts/lab-1/reconfigure", `{"pool":"batch","expect_pool":"web"}`, "", 409, `the host is in pool "render", not "web"`},
-		{"probe without target", "POST", "/v1/probe", `{}`, "", 400, "target: must be an agent's address"},
-		{"probe too big", "POST", "/v1/probe", `{"target":"http://127.0.0.1:1","bytes":99999999999}`, "", 400, "bytes: must be within"},
-		{"probe bad timeout", "POST", "/v1/probe", `{"target":"http://127.0.0.1:1","timeout":"soon"}`, "", 400, `timeout: must be a duration`},
-		{"unknown route", "GET", "/v1/nothing", "", "", 404, "no route GET /v1/nothing"},
-	} {
+	for _, tc := range agentBadRequests {
 		t.Run(tc.name, func(t *testing.T) {
 			req, _ := http.NewRequest(tc.method, h.srv.URL+tc.path, strings.NewReader(tc.body))
 			switch tc.token {

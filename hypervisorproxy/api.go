@@ -114,7 +114,8 @@ type Migration struct {
 // Reconfigure asks to move a host to another pool. Released lists the jobs
 // whose VMs the coordinator has released: the host is refused while it runs
 // a VM of any other job. ExpectPool, when set, must be the host's pool now.
-// Pools and jobs are labels of at most 256 bytes without control
+// Pools are pool names (a-z, 0-9, -) of at most MaxPoolName characters,
+// released jobs labels of at most 256 bytes without control
 // characters, and Released lists at most MaxReleased jobs.
 type Reconfigure struct {
 	Pool       string   `json:"pool"`

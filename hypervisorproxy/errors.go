@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"unicode/utf8"
 )
 
 // Sentinel errors. Drivers wrap them (errors.Is works through every
@@ -88,7 +89,11 @@ func DecodeError(status int, body []byte) error {
 	if json.Unmarshal(body, &e) != nil || e.Error == "" {
 		msg := strings.TrimSpace(string(body))
 		if len(msg) > 200 {
-			msg = msg[:200] + "…"
+			cut := 200 // at the start of a letter: the message stays UTF-8
+			for cut > 0 && !utf8.RuneStart(msg[cut]) {
+				cut--
+			}
+			msg = msg[:cut] + "…"
 		}
 		return fmt.Errorf("http %d: %s", status, msg)
 	}

@@ -7,10 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/metasched/metasched/graph"
 )
 
 // Probe limits.
@@ -83,9 +86,29 @@ func (a *Agent) Probe(ctx context.Context, req ProbeRequest) (Probe, error) {
 	if sr.Seconds > 0 {
 		p.Mbps = float64(sr.Bytes) * 8 / sr.Seconds / 1e6
 	}
+	if err := sr.check(n, p.Mbps); err != nil {
+		return Probe{}, fmt.Errorf("probe %s: the sink's answer is not a measure of this probe: %w", req.Target, err)
+	}
 	a.log.Info().Str("op", "probe").Str("target", req.Target).Int64("bytes", p.Bytes).
 		Float64("seconds", p.Seconds).Float64("mbps", p.Mbps).Msg("bandwidth probe")
 	return p, nil
+}
+
+// check returns what is wrong with a sink's answer to a probe of n bytes
+// that gives a rate of mbps: the sink cannot have timed more bytes than it
+// received, nor received more than were sent, and its time and the rate
+// must be finite and not negative, the rate at most graph.MaxMbps (what a
+// link of a grid can have).
+func (sr SinkResult) check(n int64, mbps float64) error {
+	switch {
+	case sr.Bytes < 0 || sr.TotalBytes < sr.Bytes || sr.TotalBytes > n:
+		return fmt.Errorf("bytes %d of total_bytes %d: must be 0 <= bytes <= total_bytes <= the %d bytes sent", sr.Bytes, sr.TotalBytes, n)
+	case !(sr.Seconds >= 0) || math.IsInf(sr.Seconds, 0):
+		return fmt.Errorf("seconds %g: must be a finite time >= 0", sr.Seconds)
+	case !(mbps >= 0 && mbps <= graph.MaxMbps):
+		return fmt.Errorf("%d bytes in %g s is %g Mbit/s: must be at most %g", sr.Bytes, sr.Seconds, mbps, float64(graph.MaxMbps))
+	}
+	return nil
 }
 
 // deadlineReader yields left bytes of a fixed pattern, then EOF; it ends

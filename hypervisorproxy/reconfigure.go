@@ -9,7 +9,11 @@ import (
 	"time"
 
 	"github.com/metasched/metasched/hypervisorproxy/domxml"
+	"github.com/metasched/metasched/internal/yamlx"
 )
+
+// MaxPoolName bounds the name of a pool a host is moved to.
+const MaxPoolName = 256
 
 // ReconfigureHost moves a host to another pool (docs/design.md, "The switch
 // protocol"): refused while the host runs a VM of a job the coordinator has
@@ -127,10 +131,12 @@ func checkReconfigure(r Reconfigure) error {
 	var errs []error
 	if r.Pool == "" {
 		errs = append(errs, errors.New("pool: is required"))
-	} else if msg := domxml.CheckLabel(r.Pool); msg != "" {
+	} else if msg := checkPoolName(r.Pool); msg != "" {
+		// The host's VMs carry its pool in their domain's metadata, and
+		// the daemon names pools by its job types: a pool's name.
 		errs = append(errs, fmt.Errorf("pool: %s", msg))
 	}
-	if msg := domxml.CheckLabel(r.ExpectPool); msg != "" {
+	if msg := checkPoolName(r.ExpectPool); r.ExpectPool != "" && msg != "" {
 		errs = append(errs, fmt.Errorf("expect_pool: %s", msg))
 	}
 	if len(r.Released) > MaxReleased {
@@ -151,4 +157,12 @@ func checkReconfigure(r Reconfigure) error {
 		return fmt.Errorf("%w: %w", ErrInvalid, errors.Join(errs...))
 	}
 	return nil
+}
+
+// checkPoolName says what is wrong with a pool's name, or "".
+func checkPoolName(p string) string {
+	if len(p) > MaxPoolName || !yamlx.IsName(p) {
+		return fmt.Sprintf("must be a pool name (a-z, 0-9, -) of at most %d characters, not %.64q", MaxPoolName, p)
+	}
+	return ""
 }

@@ -12,8 +12,8 @@ import (
 	"github.com/metasched/metasched/internal/httpsrv"
 )
 
-func TestParseSite(t *testing.T) {
-	got, err := hp.ParseSite("/etc/ms/site.yaml", []byte(`
+// siteFull is a site file with every field.
+const siteFull = `
 site: spain
 listen: 0.0.0.0:9101
 token_file: token
@@ -28,7 +28,10 @@ migration_progress_timeout: 2m
 data_dir: /var/lib/ms
 max_unproven_connections: 200
 max_unproven_per_address: 20
-`))
+`
+
+func TestParseSite(t *testing.T) {
+	got, err := hp.ParseSite("/etc/ms/site.yaml", []byte(siteFull))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,30 +61,38 @@ max_unproven_per_address: 20
 	}
 }
 
+// siteOK is the start of a valid site file, siteHost its hosts.
+const (
+	siteOK   = "site: lab\ntoken_file: t\n"
+	siteHost = "hosts:\n  - {name: h-0, uri: \"test:///default\"}\n"
+)
+
+// siteErrorCases are invalid site files and a part of their errors
+// (TestParseSiteErrors), and seeds of FuzzParseSite.
+var siteErrorCases = []struct{ name, yaml, want string }{
+	{"no site", "token_file: t\n" + siteHost, "s.yaml: site: missing required field"},
+	{"bad site", "site: Lab\ntoken_file: t\n" + siteHost, `s.yaml: site: must be a cluster name (a-z, 0-9, -), not "Lab"`},
+	{"no token", "site: lab\n" + siteHost, "s.yaml: token_file: missing required field"},
+	{"unknown field", siteOK + siteHost + "colour: red\n", `s.yaml: colour: unknown field`},
+	{"no hosts and no grid", siteOK, "s.yaml: hosts: is required when there is no grid"},
+	{"empty hosts", siteOK + "hosts: []\n", "s.yaml: hosts: must list at least one host"},
+	{"bad listen", siteOK + siteHost + "listen: localhost\n", `s.yaml: listen: must be HOST:PORT, not "localhost"`},
+	{"listen not a string", siteOK + siteHost + "listen: 9101\n", `s.yaml: listen: must be a string`},
+	{"bad delay", siteOK + siteHost + "switch_delay: soon\n", `s.yaml: switch_delay: not a duration like 30s or 2m: "soon"`},
+	{"negative delay", siteOK + siteHost + "switch_delay: -1s\n", "s.yaml: switch_delay: must be >= 0"},
+	{"zero progress timeout", siteOK + siteHost + "migration_progress_timeout: 0s\n", "s.yaml: migration_progress_timeout: must be > 0"},
+	{"bad ports", siteOK + siteHost + "migration_ports: 50-40\n", `s.yaml: migration_ports: must be a range of ports within 1-65535 with FROM <= TO, not "50-40"`},
+	{"ports not numbers", siteOK + siteHost + "migration_ports: many\n", `migration_ports: must be a port range FROM-TO`},
+	{"host without uri", siteOK + "hosts:\n  - {name: h-0}\n", "s.yaml: hosts[0].uri: missing required field"},
+	{"bad uri", siteOK + "hosts:\n  - {name: h-0, uri: \"xen:///\"}\n", `s.yaml: hosts[0].uri: driver "xen" of "xen:///" is not supported (test or qemu)`},
+	{"not a uri", siteOK + "hosts:\n  - {name: h-0, uri: \"localhost\"}\n", `hosts[0].uri: must be a libvirt URI`},
+	{"twice", siteOK + "hosts:\n  - {name: h-0, uri: \"test:///default\"}\n  - {name: h-0, uri: \"test:///default\"}\n", `s.yaml: hosts[1].name: host "h-0" is listed twice`},
+	{"bad pool", siteOK + "hosts:\n  - {name: h-0, uri: \"test:///default\", pool: Big}\n", `hosts[0].pool: must be a pool name`},
+	{"host field", siteOK + "hosts:\n  - {name: h-0, uri: \"test:///default\", cpus: 4}\n", `hosts[0].cpus: unknown field`},
+}
+
 func TestParseSiteErrors(t *testing.T) {
-	const ok = "site: lab\ntoken_file: t\n"
-	host := "hosts:\n  - {name: h-0, uri: \"test:///default\"}\n"
-	for _, tc := range []struct{ name, yaml, want string }{
-		{"no site", "token_file: t\n" + host, "s.yaml: site: missing required field"},
-		{"bad site", "site: Lab\ntoken_file: t\n" + host, `s.yaml: site: must be a cluster name (a-z, 0-9, -), not "Lab"`},
-		{"no token", "site: lab\n" + host, "s.yaml: token_file: missing required field"},
-		{"unknown field", ok + host + "colour: red\n", `s.yaml: colour: unknown field`},
-		{"no hosts and no grid", ok, "s.yaml: hosts: is required when there is no grid"},
-		{"empty hosts", ok + "hosts: []\n", "s.yaml: hosts: must list at least one host"},
-		{"bad listen", ok + host + "listen: localhost\n", `s.yaml: listen: must be HOST:PORT, not "localhost"`},
-		{"listen not a string", ok + host + "listen: 9101\n", `s.yaml: listen: must be a string`},
-		{"bad delay", ok + host + "switch_delay: soon\n", `s.yaml: switch_delay: not a duration like 30s or 2m: "soon"`},
-		{"negative delay", ok + host + "switch_delay: -1s\n", "s.yaml: switch_delay: must be >= 0"},
-		{"zero progress timeout", ok + host + "migration_progress_timeout: 0s\n", "s.yaml: migration_progress_timeout: must be > 0"},
-		{"bad ports", ok + host + "migration_ports: 50-40\n", `s.yaml: migration_ports: must be a range of ports within 1-65535 with FROM <= TO, not "50-40"`},
-		{"ports not numbers", ok + host + "migration_ports: many\n", `migration_ports: must be a port range FROM-TO`},
-		{"host without uri", ok + "hosts:\n  - {name: h-0}\n", "s.yaml: hosts[0].uri: missing required field"},
-		{"bad uri", ok + "hosts:\n  - {name: h-0, uri: \"xen:///\"}\n", `s.yaml: hosts[0].uri: driver "xen" of "xen:///" is not supported (test or qemu)`},
-		{"not a uri", ok + "hosts:\n  - {name: h-0, uri: \"localhost\"}\n", `hosts[0].uri: must be a libvirt URI`},
-		{"twice", ok + "hosts:\n  - {name: h-0, uri: \"test:///default\"}\n  - {name: h-0, uri: \"test:///default\"}\n", `s.yaml: hosts[1].name: host "h-0" is listed twice`},
-		{"bad pool", ok + "hosts:\n  - {name: h-0, uri: \"test:///default\", pool: Big}\n", `hosts[0].pool: must be a pool name`},
-		{"host field", ok + "hosts:\n  - {name: h-0, uri: \"test:///default\", cpus: 4}\n", `hosts[0].cpus: unknown field`},
-	} {
+	for _, tc := range siteErrorCases {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := hp.ParseSite("s.yaml", []byte(tc.yaml))
 			if err == nil || !strings.Contains(err.Error(), tc.want) {

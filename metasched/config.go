@@ -13,6 +13,7 @@ import (
 	"github.com/metasched/metasched/internal/yamlx"
 	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/policy"
+	"github.com/metasched/metasched/selection"
 )
 
 // Config is the daemon's configuration file (`metasched serve --config`,
@@ -220,11 +221,22 @@ func ParseConfig(file string, data []byte) (*Config, error) {
 			}
 			if vm, ok := m.Get("vm", true); ok {
 				if vmm, ok := vm.Map(vmFields...); ok {
-					if jt.VCPUs, ok = vmm.Int("vcpus", true); ok && jt.VCPUs < 1 {
-						vmm.Errorf("vcpus", "must be >= 1, not %d", jt.VCPUs)
-					}
-					if jt.MemoryMiB, ok = vmm.Int("memory_mib", true); ok && jt.MemoryMiB < 1 {
-						vmm.Errorf("memory_mib", "must be >= 1, not %d", jt.MemoryMiB)
+					// A job of the type without a vm of its own gets this
+					// one: it keeps the limits of a job's vm.
+					for _, f := range []struct {
+						key string
+						max int
+						dst *int
+					}{{"vcpus", selection.MaxVCPUs, &jt.VCPUs}, {"memory_mib", selection.MaxMemoryMiB, &jt.MemoryMiB}} {
+						n, ok := vmm.Int(f.key, true)
+						switch {
+						case !ok:
+						case n < 1:
+							vmm.Errorf(f.key, "must be >= 1, not %d", n)
+						case n > f.max:
+							vmm.Errorf(f.key, "must be at most %d (the limit of a job's vm), not %d", f.max, n)
+						}
+						*f.dst = n
 					}
 				}
 			}
@@ -260,6 +272,9 @@ func ParseConfig(file string, data []byte) (*Config, error) {
 				a.Address = strings.TrimRight(a.Address, "/")
 			}
 			if p, ok := m.Str("token_file", true); ok {
+				if p == "" {
+					m.Errorf("token_file", "must not be empty")
+				}
 				a.TokenFile = abs(p)
 			}
 			c.Agents = append(c.Agents, a)

@@ -11,8 +11,8 @@ import (
 	"github.com/metasched/metasched/metasched/api"
 )
 
-func TestParseConfig(t *testing.T) {
-	got, err := ParseConfig("/etc/ms/serve.yaml", []byte(`
+// configFull is a configuration with most fields.
+const configFull = `
 listen: 0.0.0.0:8080
 data_dir: data
 grid: grid.yaml
@@ -32,7 +32,13 @@ idempotency_retention: 72h
 retention:
   switches: {max_age: 0s, max_count: 500}
   job_dirs: 1h
-`))
+`
+
+// configBase is the smallest valid configuration.
+const configBase = "grid: g.yaml\njob_types: [{name: a, vm: {vcpus: 1, memory_mib: 64}}]\n"
+
+func TestParseConfig(t *testing.T) {
+	got, err := ParseConfig("/etc/ms/serve.yaml", []byte(configFull))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +56,7 @@ retention:
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
-	got, err = ParseConfig("serve.yaml", []byte("grid: g.yaml\njob_types: [{name: a, vm: {vcpus: 1, memory_mib: 64}}]\n"))
+	got, err = ParseConfig("serve.yaml", []byte(configBase))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,51 +82,58 @@ retention:
 	}
 }
 
+// configErrorCases are invalid configurations and a part of their errors
+// (TestParseConfigErrors), and seeds of FuzzParseConfig.
+var configErrorCases = []struct{ name, yaml, want string }{
+	{"no grid", "job_types: [{name: a, vm: {vcpus: 1, memory_mib: 64}}]\n", "c.yaml: grid: missing required field"},
+	{"no job types", "grid: g.yaml\n", "c.yaml: job_types: missing required field"},
+	{"empty job types", "grid: g.yaml\njob_types: []\n", "job_types: must list at least one job type"},
+	{"unknown field", configBase + "colour: red\n", "c.yaml: colour: unknown field"},
+	{"bad listen", configBase + "listen: here\n", `listen: must be HOST:PORT, not "here"`},
+	{"duplicate type", "grid: g.yaml\njob_types: [{name: a, vm: {vcpus: 1, memory_mib: 64}}, {name: a, vm: {vcpus: 1, memory_mib: 64}}]\n", `job_types[1].name: job type "a" is listed twice`},
+	{"zero vcpus", "grid: g.yaml\njob_types: [{name: a, vm: {vcpus: 0, memory_mib: 64}}]\n", "job_types[0].vm.vcpus: must be >= 1, not 0"},
+	// A job of the type without a vm gets the type's: it keeps a job's limits.
+	{"huge vcpus", "grid: g.yaml\njob_types: [{name: a, vm: {vcpus: 2000, memory_mib: 64}}]\n", "job_types[0].vm.vcpus: must be at most 1024 (the limit of a job's vm), not 2000"},
+	{"huge memory", "grid: g.yaml\njob_types: [{name: a, vm: {vcpus: 1, memory_mib: 99999999}}]\n", "job_types[0].vm.memory_mib: must be at most 16777216 (the limit of a job's vm), not 99999999"},
+	{"no vm", "grid: g.yaml\njob_types: [{name: a}]\n", "job_types[0].vm: missing required field"},
+	{"negative holding", "grid: g.yaml\njob_types: [{name: a, vm: {vcpus: 1, memory_mib: 64}, holding_cost: -1}]\n", "job_types[0].holding_cost: must be > 0, not -1"},
+	{"bad agent address", configBase + "agents: [{site: s, address: 'localhost:9101', token_file: t}]\n", `agents[0].address: must be an agent's URL`},
+	{"agent with an empty token file", configBase + "agents: [{site: s, address: 'http://h:1', token_file: ''}]\n", "agents[0].token_file: must not be empty"},
+	{"agent without token", configBase + "agents: [{site: s, address: 'http://h:1'}]\n", "agents[0].token_file: missing required field"},
+	{"two agents for a site", configBase + "agents: [{site: s, address: 'http://h:1', token_file: t}, {site: s, address: 'http://h:2', token_file: t}]\n", `agents[1].site: site "s" has two agents`},
+	{"unknown policy", configBase + "policy: {name: magic}\n", "policy.name: must be one of heuristic, optimal, static, best-static, none"},
+	{"K on static", configBase + "policy: {name: static, K: 3}\n", "policy.K: applies to the heuristic policy only"},
+	{"K zero", configBase + "policy: {name: heuristic, K: 0}\n", "policy.K: must be >= 1, not 0"},
+	{"optimal without table", configBase + "policy: {name: optimal}\n", "optimal needs table: FILE (a solved policy) or solve: true"},
+	{"optimal with both", configBase + "policy: {name: optimal, table: t.policy, solve: true}\n", "policy.solve: give either table or solve: true, not both"},
+	{"table on heuristic", configBase + "policy: {name: heuristic, table: t.policy}\n", "policy.table: applies to the optimal policy only"},
+	{"unknown executor", configBase + "executor: {name: slurm}\n", "executor.name: must be one of emulated, command"},
+	{"time scale on command", configBase + "executor: {name: command, time_scale: 2}\n", "executor.time_scale: applies to the emulated executor only"},
+	{"zero time scale", configBase + "executor: {name: emulated, time_scale: 0}\n", "executor.time_scale: must be > 0"},
+	{"bad switch delay", configBase + "switch_delay: later\n", `switch_delay: not a duration like 2s or 1m: "later"`},
+	{"bad min pool hosts", configBase + "min_pool_hosts: -1\n", `min_pool_hosts: must be >= 0, not -1`},
+	{"bad agent loss", configBase + "on_agent_loss: panic\n", "on_agent_loss: must be one of requeue, fail"},
+	{"output cap on emulated", configBase + "executor: {name: emulated, max_output_bytes: 4096}\n", "executor.max_output_bytes: applies to the command executor only"},
+	{"small output cap", configBase + "executor: {name: command, max_output_bytes: 10}\n", "executor.max_output_bytes: must be at least 1024 and at most 1073741824, not 10"},
+	{"zero output rate", configBase + "executor: {name: command, output_bytes_per_second: 0}\n", "executor.output_bytes_per_second: must be at least 1024"},
+	{"negative hold", configBase + "hold_after: -1s\n", `hold_after: must be >= 0`},
+	{"hold too long", configBase + "hold_after: 48h\n", `hold_after: must be at most 24h0m0s, not 48h0m0s`},
+	{"zero unproven", configBase + "max_unproven_connections: 0\n", "c.yaml: max_unproven_connections: must be a whole number within 1 and 1048576, not 0"},
+	{"unproven per address above all", configBase + "max_unproven_connections: 100\nmax_unproven_per_address: 101\n",
+		"c.yaml: max_unproven_per_address: must be at most max_unproven_connections (100), not 101"},
+	{"bad idempotency retention", configBase + "idempotency_retention: forever\n", `idempotency_retention: not a duration like 2s or 1m: "forever"`},
+	{"short idempotency retention", configBase + "idempotency_retention: 1h\n", "idempotency_retention: must be at least 24h0m0s, not 1h0m0s"},
+	{"unknown retention", configBase + "retention: {jobs: 1h}\n", "retention.jobs: unknown field"},
+	{"unknown switches retention", configBase + "retention: {switches: {keep: 3}}\n", "retention.switches.keep: unknown field"},
+	{"short switch age", configBase + "retention: {switches: {max_age: 10s}}\n", "retention.switches.max_age: must be 0 (no age limit) or at least 1m0s, not 10s"},
+	{"bad switch age", configBase + "retention: {switches: {max_age: forever}}\n", `retention.switches.max_age: not a duration like 2s or 1m: "forever"`},
+	{"negative switch count", configBase + "retention: {switches: {max_count: -1}}\n", "retention.switches.max_count: must be >= 0 (0: no count limit), not -1"},
+	{"no switch limit", configBase + "retention: {switches: {max_age: 0s, max_count: 0}}\n", "retention.switches: max_age and max_count are both 0: every finished switch would be kept forever"},
+	{"negative job dirs", configBase + "retention: {job_dirs: -1h}\n", "retention.job_dirs: must be >= 0, not -1h"},
+}
+
 func TestParseConfigErrors(t *testing.T) {
-	const base = "grid: g.yaml\njob_types: [{name: a, vm: {vcpus: 1, memory_mib: 64}}]\n"
-	for _, tc := range []struct{ name, yaml, want string }{
-		{"no grid", "job_types: [{name: a, vm: {vcpus: 1, memory_mib: 64}}]\n", "c.yaml: grid: missing required field"},
-		{"no job types", "grid: g.yaml\n", "c.yaml: job_types: missing required field"},
-		{"empty job types", "grid: g.yaml\njob_types: []\n", "job_types: must list at least one job type"},
-		{"unknown field", base + "colour: red\n", "c.yaml: colour: unknown field"},
-		{"bad listen", base + "listen: here\n", `listen: must be HOST:PORT, not "here"`},
-		{"duplicate type", "grid: g.yaml\njob_types: [{name: a, vm: {vcpus: 1, memory_mib: 64}}, {name: a, vm: {vcpus: 1, memory_mib: 64}}]\n", `job_types[1].name: job type "a" is listed twice`},
-		{"zero vcpus", "grid: g.yaml\njob_types: [{name: a, vm: {vcpus: 0, memory_mib: 64}}]\n", "job_types[0].vm.vcpus: must be >= 1, not 0"},
-		{"no vm", "grid: g.yaml\njob_types: [{name: a}]\n", "job_types[0].vm: missing required field"},
-		{"negative holding", "grid: g.yaml\njob_types: [{name: a, vm: {vcpus: 1, memory_mib: 64}, holding_cost: -1}]\n", "job_types[0].holding_cost: must be > 0, not -1"},
-		{"bad agent address", base + "agents: [{site: s, address: 'localhost:9101', token_file: t}]\n", `agents[0].address: must be an agent's URL`},
-		{"agent without token", base + "agents: [{site: s, address: 'http://h:1'}]\n", "agents[0].token_file: missing required field"},
-		{"two agents for a site", base + "agents: [{site: s, address: 'http://h:1', token_file: t}, {site: s, address: 'http://h:2', token_file: t}]\n", `agents[1].site: site "s" has two agents`},
-		{"unknown policy", base + "policy: {name: magic}\n", "policy.name: must be one of heuristic, optimal, static, best-static, none"},
-		{"K on static", base + "policy: {name: static, K: 3}\n", "policy.K: applies to the heuristic policy only"},
-		{"K zero", base + "policy: {name: heuristic, K: 0}\n", "policy.K: must be >= 1, not 0"},
-		{"optimal without table", base + "policy: {name: optimal}\n", "optimal needs table: FILE (a solved policy) or solve: true"},
-		{"optimal with both", base + "policy: {name: optimal, table: t.policy, solve: true}\n", "policy.solve: give either table or solve: true, not both"},
-		{"table on heuristic", base + "policy: {name: heuristic, table: t.policy}\n", "policy.table: applies to the optimal policy only"},
-		{"unknown executor", base + "executor: {name: slurm}\n", "executor.name: must be one of emulated, command"},
-		{"time scale on command", base + "executor: {name: command, time_scale: 2}\n", "executor.time_scale: applies to the emulated executor only"},
-		{"zero time scale", base + "executor: {name: emulated, time_scale: 0}\n", "executor.time_scale: must be > 0"},
-		{"output cap on emulated", base + "executor: {name: emulated, max_output_bytes: 4096}\n", "executor.max_output_bytes: applies to the command executor only"},
-		{"small output cap", base + "executor: {name: command, max_output_bytes: 10}\n", "executor.max_output_bytes: must be at least 1024 and at most 1073741824, not 10"},
-		{"zero output rate", base + "executor: {name: command, output_bytes_per_second: 0}\n", "executor.output_bytes_per_second: must be at least 1024"},
-		{"bad switch delay", base + "switch_delay: later\n", `switch_delay: not a duration like 2s or 1m: "later"`},
-		{"negative hold", base + "hold_after: -1s\n", `hold_after: must be >= 0`},
-		{"hold too long", base + "hold_after: 48h\n", `hold_after: must be at most 24h0m0s, not 48h0m0s`},
-		{"bad min pool hosts", base + "min_pool_hosts: -1\n", `min_pool_hosts: must be >= 0, not -1`},
-		{"bad agent loss", base + "on_agent_loss: panic\n", "on_agent_loss: must be one of requeue, fail"},
-		{"zero unproven", base + "max_unproven_connections: 0\n", "c.yaml: max_unproven_connections: must be a whole number within 1 and 1048576, not 0"},
-		{"unproven per address above all", base + "max_unproven_connections: 100\nmax_unproven_per_address: 101\n",
-			"c.yaml: max_unproven_per_address: must be at most max_unproven_connections (100), not 101"},
-		{"bad idempotency retention", base + "idempotency_retention: forever\n", `idempotency_retention: not a duration like 2s or 1m: "forever"`},
-		{"short idempotency retention", base + "idempotency_retention: 1h\n", "idempotency_retention: must be at least 24h0m0s, not 1h0m0s"},
-		{"unknown retention", base + "retention: {jobs: 1h}\n", "retention.jobs: unknown field"},
-		{"unknown switches retention", base + "retention: {switches: {keep: 3}}\n", "retention.switches.keep: unknown field"},
-		{"short switch age", base + "retention: {switches: {max_age: 10s}}\n", "retention.switches.max_age: must be 0 (no age limit) or at least 1m0s, not 10s"},
-		{"bad switch age", base + "retention: {switches: {max_age: forever}}\n", `retention.switches.max_age: not a duration like 2s or 1m: "forever"`},
-		{"negative switch count", base + "retention: {switches: {max_count: -1}}\n", "retention.switches.max_count: must be >= 0 (0: no count limit), not -1"},
-		{"no switch limit", base + "retention: {switches: {max_age: 0s, max_count: 0}}\n", "retention.switches: max_age and max_count are both 0: every finished switch would be kept forever"},
-		{"negative job dirs", base + "retention: {job_dirs: -1h}\n", "retention.job_dirs: must be >= 0, not -1h"},
-	} {
+	for _, tc := range configErrorCases {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := ParseConfig("c.yaml", []byte(tc.yaml))
 			if err == nil || !strings.Contains(err.Error(), tc.want) {

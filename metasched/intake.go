@@ -11,6 +11,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/metasched/metasched/graph"
+	"github.com/metasched/metasched/internal/yamlx"
 	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/lifecycle"
 	"github.com/metasched/metasched/metasched/store"
@@ -21,19 +22,27 @@ func invalid(fields ...api.FieldError) *api.RequestError {
 	return &api.RequestError{Status: 400, Code: api.CodeInvalid, Msg: "the job is not valid", Fields: fields}
 }
 
-// fieldErrors turns the "body: FIELD: problem" lines of a parse error into
-// field errors.
+// fieldErrors turns the problems of a job file's parse error (each a
+// *yamlx.Error, with the field's path) into field errors. The field is the
+// path as the decoder found it, never read back from the error's text: a
+// key may hold ": ", a space or a line break.
 func fieldErrors(err error) []api.FieldError {
 	var out []api.FieldError
-	for _, line := range strings.Split(err.Error(), "\n") {
-		line = strings.TrimPrefix(line, "body: ")
-		f, p, ok := strings.Cut(line, ": ")
-		if !ok || strings.ContainsAny(f, " \t") {
-			out = append(out, api.FieldError{Problem: line})
-			continue
+	var walk func(e error)
+	walk = func(e error) {
+		if ye, ok := e.(*yamlx.Error); ok {
+			out = append(out, api.FieldError{Field: ye.Path, Problem: ye.Msg})
+			return
 		}
-		out = append(out, api.FieldError{Field: f, Problem: p})
+		if j, ok := e.(interface{ Unwrap() []error }); ok {
+			for _, c := range j.Unwrap() {
+				walk(c)
+			}
+			return
+		}
+		out = append(out, api.FieldError{Problem: e.Error()})
 	}
+	walk(err)
 	return out
 }
 

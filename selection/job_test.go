@@ -1,10 +1,15 @@
 package selection
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/metasched/metasched/internal/yamlx"
+
+	"github.com/metasched/metasched/internal/yamlx/yamlxtest"
 )
 
 func TestParseJob(t *testing.T) {
@@ -35,36 +40,42 @@ command: ["./master", "--tasks", "300"]
 	}
 }
 
+// jobGood is a valid job file, changed by the cases of jobErrorCases.
+const jobGood = "name: j\ntype: t\ntasks: 3\ntask_ops: 1e9\ntask_bytes: 1e6\n"
+
+// jobErrorCases are invalid job files and a part of their errors
+// (TestParseJobErrors), and seeds of FuzzParseJob.
+var jobErrorCases = []struct{ name, text, want string }{
+	{"unknown field", jobGood + "priority: 3\n", "job.yaml: priority: unknown field"},
+	{"missing tasks", "name: j\ntype: t\ntask_ops: 1\ntask_bytes: 1\n", "job.yaml: tasks: missing required field"},
+	{"missing type", "name: j\ntasks: 1\ntask_ops: 1\ntask_bytes: 1\n", "job.yaml: type: missing required field"},
+	{"zero tasks", strings.Replace(jobGood, "tasks: 3", "tasks: 0", 1), "job.yaml: tasks: must be an integer >= 1, got 0"},
+	{"fractional tasks", strings.Replace(jobGood, "tasks: 3", "tasks: 2.5", 1), "job.yaml: tasks: must be an integer"},
+	{"zero ops", strings.Replace(jobGood, "task_ops: 1e9", "task_ops: 0", 1), "job.yaml: task_ops: must be a number > 0"},
+	{"negative bytes", strings.Replace(jobGood, "task_bytes: 1e6", "task_bytes: -1", 1), "job.yaml: task_bytes: must be a number >= 0"},
+	{"efficiency above 1", jobGood + "efficiency: 1.5\n", "job.yaml: efficiency: must be > 0 and <= 1, got 1.5"},
+	{"efficiency zero", jobGood + "efficiency: 0\n", "job.yaml: efficiency: must be > 0 and <= 1, got 0"},
+	{"bad type name", strings.Replace(jobGood, "type: t", "type: Render", 1), `job.yaml: type: must match [a-z0-9-]+ (a job type), got "Render"`},
+	{"bad job name", strings.Replace(jobGood, "name: j", "name: a b", 1), `job.yaml: name: must be 1 to 128 of`},
+	{"vm vcpus", jobGood + "vm: {vcpus: 0}\n", "job.yaml: vm.vcpus: must be an integer >= 1, got 0"},
+	{"vm unknown", jobGood + "vm: {cpus: 2}\n", "job.yaml: vm.cpus: unknown field"},
+	{"empty command", jobGood + "command: ['']\n", "job.yaml: command[0]: must name the program to run"},
+	{"command not strings", jobGood + "command: [1]\n", "job.yaml: command[0]:"},
+	// The limits of the model (each would overflow it or a run time).
+	{"too many tasks", strings.Replace(jobGood, "tasks: 3", "tasks: 100000000000", 1), "job.yaml: tasks: must be at most 10000000, got 100000000000"},
+	{"max int tasks", strings.Replace(jobGood, "tasks: 3", "tasks: 9223372036854775807", 1), "job.yaml: tasks: must be at most 10000000"},
+	{"huge ops", strings.Replace(jobGood, "task_ops: 1e9", "task_ops: 1e308", 1), "job.yaml: task_ops: must be from 1 to 1e+18 operations per task, got 1e+308"},
+	{"tiny ops", strings.Replace(jobGood, "task_ops: 1e9", "task_ops: 5e-324", 1), "job.yaml: task_ops: must be from 1 to 1e+18"},
+	{"huge bytes", strings.Replace(jobGood, "task_bytes: 1e6", "task_bytes: 1e308", 1), "job.yaml: task_bytes: must be at most 1e+15 bytes per task, got 1e+308"},
+	{"tiny efficiency", jobGood + "efficiency: 5e-324\n", "job.yaml: efficiency: must be at least 0.01, got 5e-324"},
+	{"dot name", strings.Replace(jobGood, "name: j", "name: '.'", 1), `job.yaml: name: must begin with a letter or a digit, got "."`},
+	{"dot-dot name", strings.Replace(jobGood, "name: j", "name: '..'", 1), `job.yaml: name: must begin with a letter or a digit, got ".."`},
+	{"huge vm", jobGood + "vm: {vcpus: 100000, memory_mib: 1}\n", "job.yaml: vm.vcpus: must be at most 1024, got 100000"},
+	{"huge memory", jobGood + "vm: {vcpus: 1, memory_mib: 100000000}\n", "job.yaml: vm.memory_mib: must be at most 16777216, got 100000000"},
+}
+
 func TestParseJobErrors(t *testing.T) {
-	const good = "name: j\ntype: t\ntasks: 3\ntask_ops: 1e9\ntask_bytes: 1e6\n"
-	for _, tc := range []struct{ name, text, want string }{
-		{"unknown field", good + "priority: 3\n", "job.yaml: priority: unknown field"},
-		{"missing tasks", "name: j\ntype: t\ntask_ops: 1\ntask_bytes: 1\n", "job.yaml: tasks: missing required field"},
-		{"missing type", "name: j\ntasks: 1\ntask_ops: 1\ntask_bytes: 1\n", "job.yaml: type: missing required field"},
-		{"zero tasks", strings.Replace(good, "tasks: 3", "tasks: 0", 1), "job.yaml: tasks: must be an integer >= 1, got 0"},
-		{"fractional tasks", strings.Replace(good, "tasks: 3", "tasks: 2.5", 1), "job.yaml: tasks: must be an integer"},
-		{"zero ops", strings.Replace(good, "task_ops: 1e9", "task_ops: 0", 1), "job.yaml: task_ops: must be a number > 0"},
-		{"negative bytes", strings.Replace(good, "task_bytes: 1e6", "task_bytes: -1", 1), "job.yaml: task_bytes: must be a number >= 0"},
-		{"efficiency above 1", good + "efficiency: 1.5\n", "job.yaml: efficiency: must be > 0 and <= 1, got 1.5"},
-		{"efficiency zero", good + "efficiency: 0\n", "job.yaml: efficiency: must be > 0 and <= 1, got 0"},
-		{"bad type name", strings.Replace(good, "type: t", "type: Render", 1), `job.yaml: type: must match [a-z0-9-]+ (a job type), got "Render"`},
-		{"bad job name", strings.Replace(good, "name: j", "name: a b", 1), `job.yaml: name: must be 1 to 128 of`},
-		{"vm vcpus", good + "vm: {vcpus: 0}\n", "job.yaml: vm.vcpus: must be an integer >= 1, got 0"},
-		{"vm unknown", good + "vm: {cpus: 2}\n", "job.yaml: vm.cpus: unknown field"},
-		{"empty command", good + "command: ['']\n", "job.yaml: command[0]: must name the program to run"},
-		{"command not strings", good + "command: [1]\n", "job.yaml: command[0]:"},
-		// The limits of the model (each would overflow it or a run time).
-		{"too many tasks", strings.Replace(good, "tasks: 3", "tasks: 100000000000", 1), "job.yaml: tasks: must be at most 10000000, got 100000000000"},
-		{"max int tasks", strings.Replace(good, "tasks: 3", "tasks: 9223372036854775807", 1), "job.yaml: tasks: must be at most 10000000"},
-		{"huge ops", strings.Replace(good, "task_ops: 1e9", "task_ops: 1e308", 1), "job.yaml: task_ops: must be from 1 to 1e+18 operations per task, got 1e+308"},
-		{"tiny ops", strings.Replace(good, "task_ops: 1e9", "task_ops: 5e-324", 1), "job.yaml: task_ops: must be from 1 to 1e+18"},
-		{"huge bytes", strings.Replace(good, "task_bytes: 1e6", "task_bytes: 1e308", 1), "job.yaml: task_bytes: must be at most 1e+15 bytes per task, got 1e+308"},
-		{"tiny efficiency", good + "efficiency: 5e-324\n", "job.yaml: efficiency: must be at least 0.01, got 5e-324"},
-		{"dot name", strings.Replace(good, "name: j", "name: '.'", 1), `job.yaml: name: must begin with a letter or a digit, got "."`},
-		{"dot-dot name", strings.Replace(good, "name: j", "name: '..'", 1), `job.yaml: name: must begin with a letter or a digit, got ".."`},
-		{"huge vm", good + "vm: {vcpus: 100000, memory_mib: 1}\n", "job.yaml: vm.vcpus: must be at most 1024, got 100000"},
-		{"huge memory", good + "vm: {vcpus: 1, memory_mib: 100000000}\n", "job.yaml: vm.memory_mib: must be at most 16777216, got 100000000"},
-	} {
+	for _, tc := range jobErrorCases {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := ParseJob("job.yaml", []byte(tc.text))
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -80,5 +91,37 @@ func TestParseJobErrors(t *testing.T) {
 	j := &Job{Name: "j", Type: "t", Tasks: 1, TaskOps: 1, Efficiency: 2, VM: VM{1, 1}}
 	if err := j.Validate(); err == nil || !strings.Contains(err.Error(), "efficiency: must be > 0 and <= 1, got 2") {
 		t.Errorf("Validate: %v", err)
+	}
+}
+
+// manyProblems is a job file of n problems: a command of n numbers.
+func manyProblems(n int) []byte {
+	return []byte(jobGood + "command: [" + strings.Repeat("1, ", n-1) + "1]\n")
+}
+
+// A job file with more problems than yamlx.MaxProblems reports that many
+// and the count of the others: a body of the API (1 MiB) can hold half a
+// million, which took minutes to list.
+func TestParseJobManyProblems(t *testing.T) {
+	_, err := ParseJob("job.yaml", manyProblems(1000))
+	lines := strings.Split(fmt.Sprint(err), "\n")
+	if len(lines) != yamlx.MaxProblems+1 || lines[0] != "job.yaml: command[0]: must be a string" ||
+		lines[len(lines)-1] != fmt.Sprintf("job.yaml: and %d more problems", 1000-yamlx.MaxProblems) {
+		t.Errorf("%d lines: %s … %s", len(lines), lines[0], lines[len(lines)-1])
+	}
+	if err := yamlxtest.CheckError("job.yaml", err); err != nil {
+		t.Error(err)
+	}
+}
+
+// BenchmarkParseJobManyProblems decodes a job file of 1 MiB with a
+// problem in every 3 bytes (the largest body of POST /v1/jobs).
+func BenchmarkParseJobManyProblems(b *testing.B) {
+	data := manyProblems((1<<20 - len(jobGood) - 12) / 3)
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		if _, err := ParseJob("job.yaml", data); err == nil {
+			b.Fatal("no error")
+		}
 	}
 }

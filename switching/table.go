@@ -102,9 +102,16 @@ func ReadTable(r io.Reader, maxStates int) (*Table, error) {
 	if hdr.Criterion != Average && hdr.Criterion != Discounted {
 		return nil, fmt.Errorf("%w: criterion %q", ErrBadTable, hdr.Criterion)
 	}
+	if hdr.Horizon < 0 || hdr.Horizon > 0 && hdr.Criterion != Discounted {
+		return nil, fmt.Errorf("%w: horizon %d with criterion %s: a solve's horizon is > 0 and discounted, or none",
+			ErrBadTable, hdr.Horizon, hdr.Criterion)
+	}
 	s, err := NewSpace(m, maxStates)
-	if err != nil {
+	if errors.Is(err, ErrTooLarge) {
 		return nil, err
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadTable, err)
 	}
 	if hdr.States != s.States {
 		return nil, fmt.Errorf("%w: header says %d states, the model has %d", ErrBadTable, hdr.States, s.States)

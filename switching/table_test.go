@@ -50,7 +50,18 @@ func gz(body string) []byte {
 	return buf.Bytes()
 }
 
-func TestReadTableErrors(t *testing.T) {
+// tableErrorCase is a table file ReadTable refuses, and a part of its
+// error.
+type tableErrorCase struct {
+	name string
+	data []byte
+	want string
+}
+
+// tableErrorCases returns a valid table file (of the two-pool model) and
+// invalid ones made from it (TestReadTableErrors; seeds of FuzzReadTable).
+func tableErrorCases(t testing.TB) (table []byte, cases []tableErrorCase) {
+	t.Helper()
 	m := engineModels()["two pools"]
 	sol, err := Solve(context.Background(), m, SolveOptions{})
 	if err != nil {
@@ -69,11 +80,7 @@ func TestReadTableErrors(t *testing.T) {
 	// Configuration 0 is (k1, k2, m12, m21) = (0, 0, 0, 2): pool 1 has no
 	// server, so switching 1→2 (action 1) is not available there.
 	badAction[0] = 1
-	for _, tc := range []struct {
-		name string
-		data []byte
-		want string
-	}{
+	return good.Bytes(), []tableErrorCase{
 		{"not gzip", []byte("hello"), "not a valid policy table"},
 		{"no magic", gz("something else\n"), "missing header"},
 		{"bad header", gz(tableMagic + "{not json\n"), "header"},
@@ -81,13 +88,23 @@ func TestReadTableErrors(t *testing.T) {
 		{"short", gz(header + actions[:10]), "actions"},
 		{"trailing", gz(header + actions + "x"), "trailing data"},
 		{"unavailable action", gz(header + string(badAction)), "action 1 is not available in state 0"},
-	} {
+		// A horizon no solve gives, and a model no table holds.
+		{"horizon of an average table", gz(strings.Replace(header, `"criterion":"average"`, `"criterion":"average","horizon":2`, 1) + actions),
+			"horizon 2 with criterion average"},
+		{"negative horizon", gz(strings.Replace(header, `"criterion":"average"`, `"criterion":"discounted","horizon":-1`, 1) + actions), "horizon -1"},
+		{"too many servers", gz(strings.Replace(header, `"servers":2`, `"servers":200`, 1) + actions), "servers: 200 servers"},
+	}
+}
+
+func TestReadTableErrors(t *testing.T) {
+	good, cases := tableErrorCases(t)
+	for _, tc := range cases {
 		_, err := ReadTable(bytes.NewReader(tc.data), 0)
 		if !errors.Is(err, ErrBadTable) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: err = %v, want ErrBadTable with %q", tc.name, err, tc.want)
 		}
 	}
-	if _, err := ReadTable(bytes.NewReader(good.Bytes()), 10); !errors.Is(err, ErrTooLarge) {
+	if _, err := ReadTable(bytes.NewReader(good), 10); !errors.Is(err, ErrTooLarge) {
 		t.Errorf("over the state limit: err = %v, want ErrTooLarge", err)
 	}
 }

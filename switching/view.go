@@ -56,8 +56,9 @@ func ParseView(m *Model, spec string) (View, error) {
 			sum := 0
 			for i, p := range parts {
 				n, err := strconv.Atoi(p)
-				if err != nil || n < 0 {
-					return View{}, fmt.Errorf("k: %q is not a number of servers", p)
+				if err != nil || n < 0 || n > N {
+					// Bounded by N, so that the sum cannot overflow to N.
+					return View{}, fmt.Errorf("k: %q is not a number of servers from 0 to N = %d", p, N)
 				}
 				v.K[i] = n
 				sum += n

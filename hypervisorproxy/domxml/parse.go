@@ -186,6 +186,9 @@ func Parse(xmlDesc string) (Desc, error) {
 	if root.Memory != nil && dimmB > memB {
 		bad("memory", "%d bytes is less than the DIMMs' %d bytes", memB, dimmB)
 	}
+	if root.Memory != nil && curB > maxB {
+		bad("currentMemory", "%d bytes exceeds the maximum %d bytes", curB, maxB)
+	}
 	for _, v := range []struct {
 		name string
 		b    uint64

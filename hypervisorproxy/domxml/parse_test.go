@@ -269,42 +269,53 @@ func TestParseUnits(t *testing.T) {
 	}
 }
 
-func TestParseErrors(t *testing.T) {
-	for _, tc := range []struct {
-		name, xml string
-		want      []string
-	}{
-		{"empty", "", []string{"domain xml: no element"}},
-		{"not xml", "hello", []string{"domain xml: no element"}},
-		{"broken", "<domain type='test'><name>x</domain>", []string{
-			"domain xml: XML syntax error on line 1: element <name> closed by </domain>",
-		}},
-		{"wrong root", "<node><cpu/></node>", []string{"domain xml: root element is <node>, not <domain>"}},
-		{"empty domain", "<domain/>", []string{
-			"type: missing", "name: missing", "vcpu: missing", "memory: missing",
-		}},
-		{"bad numbers", `<domain type='qemu'><name>x</name>
+// parseErrorCases are domain XMLs Parse refuses and the lines of their
+// errors (TestParseErrors), and seeds of FuzzParse.
+var parseErrorCases = []struct {
+	name, xml string
+	want      []string
+}{
+	{"empty", "", []string{"domain xml: no element"}},
+	{"not xml", "hello", []string{"domain xml: no element"}},
+	{"broken", "<domain type='test'><name>x</domain>", []string{
+		"domain xml: XML syntax error on line 1: element <name> closed by </domain>",
+	}},
+	{"wrong root", "<node><cpu/></node>", []string{"domain xml: root element is <node>, not <domain>"}},
+	{"empty domain", "<domain/>", []string{
+		"type: missing", "name: missing", "vcpu: missing", "memory: missing",
+	}},
+	{"bad numbers", `<domain type='qemu'><name>x</name>
 			<maxMemory slots='many' unit='MiB'>1024</maxMemory>
 			<memory unit='KiB'>lots</memory><currentMemory unit='QiB'>1</currentMemory>
 			<vcpu current='x'>four</vcpu></domain>`, []string{
-			`vcpu: "four" is not a count`,
-			`vcpu: current: "x" is not a count`,
-			`memory: "lots" is not a size`,
-			`currentMemory: unknown unit "QiB"`,
-			`maxMemory: slots: "many" is not a count`,
-		}},
-		{"current above max", "<domain type='test'><name>x</name><vcpu current='5'>4</vcpu><memory>1024</memory></domain>", []string{
-			"vcpu: current 5 exceeds the maximum 4",
-		}},
-		{"dimms exceed memory", `<domain type='qemu'><name>x</name><vcpu>1</vcpu><memory unit='MiB'>100</memory>
+		`vcpu: "four" is not a count`,
+		`vcpu: current: "x" is not a count`,
+		`memory: "lots" is not a size`,
+		`currentMemory: unknown unit "QiB"`,
+		`maxMemory: slots: "many" is not a count`,
+	}},
+	{"current above max", "<domain type='test'><name>x</name><vcpu current='5'>4</vcpu><memory>1024</memory></domain>", []string{
+		"vcpu: current 5 exceeds the maximum 4",
+	}},
+	{"current memory above memory", "<domain type='test'><name>x</name><vcpu>1</vcpu><memory unit='MiB'>512</memory><currentMemory unit='GiB'>1</currentMemory></domain>", []string{
+		"currentMemory: 1073741824 bytes exceeds the maximum 536870912 bytes",
+	}},
+	{"current memory above maxMemory", `<domain type='qemu'><name>x</name><vcpu>1</vcpu><maxMemory slots='16' unit='MiB'>256</maxMemory>
+		<memory unit='MiB'>128</memory><currentMemory unit='MiB'>512</currentMemory></domain>`, []string{
+		"currentMemory: 536870912 bytes exceeds the maximum 268435456 bytes",
+	}},
+	{"dimms exceed memory", `<domain type='qemu'><name>x</name><vcpu>1</vcpu><memory unit='MiB'>100</memory>
 			<devices><memory model='dimm'><target><size unit='MiB'>128</size></target></memory>
 			<memory model='dimm'><target/></memory>
 			<memory model='dimm'><target><size unit='ZiB'>1</size></target></memory></devices></domain>`, []string{
-			"devices: memory dimm 1: size missing",
-			`devices: memory dimm 2 size: unknown unit "ZiB"`,
-			"memory: 104857600 bytes is less than the DIMMs' 134217728 bytes",
-		}},
-	} {
+		"devices: memory dimm 1: size missing",
+		`devices: memory dimm 2 size: unknown unit "ZiB"`,
+		"memory: 104857600 bytes is less than the DIMMs' 134217728 bytes",
+	}},
+}
+
+func TestParseErrors(t *testing.T) {
+	for _, tc := range parseErrorCases {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := Parse(tc.xml)
 			if err == nil {

@@ -11,10 +11,14 @@
 // without recording anything. Value.Map takes the set of known field names:
 // an unknown or duplicated key is an error.
 //
-// Decoding goes on after an error, so that Decoder.Err reports every problem
+// Decoding goes on after an error, so that Decoder.Err reports the problems
 // of a file at once, one per line in document order, each of the form
 //
 //	FILE: FIELD.PATH: problem
+//
+// up to MaxProblems of them, then a line with the count of the others
+// ("FILE: and 12 more problems"): a file of a million bad values costs
+// linear time and its error stays readable.
 //
 // A typical decoder:
 //
@@ -71,12 +75,19 @@ func (e *Error) Error() string {
 // Unwrap returns the underlying error, if any.
 func (e *Error) Unwrap() error { return e.Err }
 
+// MaxProblems is the number of problems Decoder.Err lists; it counts the
+// others.
+const MaxProblems = 100
+
 // Decoder collects the errors of one file.
 type Decoder struct {
 	file string
 	pos  map[string][2]int // line and column of every node visited, by path
 	errs []*Error
-	bad  []string // paths of the values with a problem (not unknown or duplicate keys)
+	seen map[string]bool // path and message of every error, so that none is repeated
+	// bad holds the paths of the values with a problem (not unknown or
+	// duplicate keys), badIn those paths and every path above them.
+	bad, badIn map[string]bool
 }
 
 // Parse parses data as a single YAML or JSON document. It returns the
@@ -106,7 +117,7 @@ func Parse(file string, data []byte) (*Decoder, Value, error) {
 	if root.Kind == 0 || root.Kind == yaml.DocumentNode || root.ShortTag() == "!!null" {
 		return nil, Value{}, &Error{File: file, Msg: "empty document"}
 	}
-	d := &Decoder{file: file, pos: map[string][2]int{}}
+	d := &Decoder{file: file, pos: map[string][2]int{}, seen: map[string]bool{}, bad: map[string]bool{}, badIn: map[string]bool{}}
 	return d, d.value(root, ""), nil
 }
 
@@ -163,15 +174,21 @@ func (d *Decoder) Errorf(path, format string, args ...any) {
 		p, ok = d.pos[q]
 	}
 	d.errorAt(path, p, fmt.Sprintf(format, args...))
-	d.bad = append(d.bad, path)
+	d.bad[path] = true
+	for q := path; !d.badIn[q]; q = parent(q) {
+		d.badIn[q] = true
+		if q == "" {
+			break
+		}
+	}
 }
 
 func (d *Decoder) errorAt(path string, pos [2]int, msg string) {
-	for _, e := range d.errs {
-		if e.Path == path && e.Msg == msg {
-			return
-		}
+	key := path + "\x00" + msg
+	if d.seen[key] {
+		return
 	}
+	d.seen[key] = true
 	d.errs = append(d.errs, &Error{File: d.file, Path: path, Line: pos[0], Col: pos[1], Msg: msg})
 }
 
@@ -181,17 +198,23 @@ func (d *Decoder) errorAt(path string, pos [2]int, msg string) {
 // decoding use it to avoid a second message about a value that could not be
 // decoded.
 func (d *Decoder) Failed(path string) bool {
-	for _, b := range d.bad {
-		if within(path, b) || within(b, path) {
-			return true
+	if d.badIn[path] {
+		return true // a problem at path or inside it
+	}
+	for q := path; ; q = parent(q) {
+		if d.bad[q] {
+			return true // a problem at a value that holds path
+		}
+		if q == "" {
+			return false
 		}
 	}
-	return false
 }
 
 // Err returns the problems recorded so far, in document order, joined with
 // errors.Join (one per line); a single problem is returned as its *Error, and
-// none as nil.
+// none as nil. Beyond MaxProblems, the others are counted in a last
+// problem of the file as a whole, "and N more problems".
 func (d *Decoder) Err() error {
 	if len(d.errs) == 0 {
 		return nil
@@ -200,6 +223,9 @@ func (d *Decoder) Err() error {
 	slices.SortStableFunc(errs, func(a, b *Error) int {
 		return cmp.Or(cmp.Compare(order(a.Line), order(b.Line)), cmp.Compare(a.Col, b.Col))
 	})
+	if n := len(errs) - MaxProblems; n > 0 {
+		errs = append(errs[:MaxProblems], &Error{File: d.file, Msg: fmt.Sprintf("and %d more problems", n)})
+	}
 	if len(errs) == 1 {
 		return errs[0]
 	}
@@ -216,15 +242,6 @@ func order(line int) int {
 		return math.MaxInt
 	}
 	return line
-}
-
-// within reports whether path is inside (or equal to) the field at outer.
-func within(path, outer string) bool {
-	if outer == "" || path == outer {
-		return true
-	}
-	rest, ok := strings.CutPrefix(path, outer)
-	return ok && (rest[0] == '.' || rest[0] == '[')
 }
 
 // parent returns the path one step up: "a.b[2]" → "a.b" → "a" → "".

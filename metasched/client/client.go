@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/metasched/metasched/gramvm"
 	hp "github.com/metasched/metasched/hypervisorproxy"
@@ -99,7 +100,11 @@ func decodeError(status int, body []byte) *RemoteError {
 	}
 	msg := strings.TrimSpace(string(body))
 	if len(msg) > 200 {
-		msg = msg[:200] + "…"
+		cut := 200 // at the start of a letter: the message stays UTF-8
+		for cut > 0 && !utf8.RuneStart(msg[cut]) {
+			cut--
+		}
+		msg = msg[:cut] + "…"
 	}
 	if msg != "" {
 		msg = fmt.Sprintf("http %d %s: %s", status, http.StatusText(status), msg)

@@ -228,43 +228,50 @@ func TestSubmitCreated(t *testing.T) {
 	}
 }
 
+// remoteErrors are error answers of the daemon (or of something in
+// front of it) and the errors the client makes of them (TestRemoteErrors),
+// and seeds of FuzzDecodeError.
+var remoteErrors = []struct {
+	name   string
+	status int
+	answer any
+	want   RemoteError
+	text   string
+}{
+	{"invalid fields", 400, api.APIError{Error: "job file: invalid", Code: api.CodeInvalid, Fields: []api.FieldError{
+		{Field: "tasks", Problem: "must be an integer >= 1, got 0"},
+		{Field: "task_bytes", Problem: "missing required field"},
+	}}, RemoteError{Status: 400, Code: "invalid", Message: "job file: invalid", Fields: []api.FieldError{
+		{Field: "tasks", Problem: "must be an integer >= 1, got 0"},
+		{Field: "task_bytes", Problem: "missing required field"},
+	}}, "job file: invalid\n  tasks: must be an integer >= 1, got 0\n  task_bytes: missing required field"},
+	{"field in the message", 400, api.APIError{Error: "job.yaml: tasks: must be an integer >= 1, got 0", Code: api.CodeInvalid,
+		Fields: []api.FieldError{{Field: "tasks", Problem: "must be an integer >= 1, got 0"}, {Problem: "and more"}}},
+		RemoteError{Status: 400, Code: "invalid", Message: "job.yaml: tasks: must be an integer >= 1, got 0",
+			Fields: []api.FieldError{{Field: "tasks", Problem: "must be an integer >= 1, got 0"}, {Problem: "and more"}}},
+		"job.yaml: tasks: must be an integer >= 1, got 0\n  and more"},
+	{"unauthorized", 401, api.APIError{Error: "unauthorized: wrong token", Code: api.CodeUnauthorized},
+		RemoteError{Status: 401, Code: "unauthorized", Message: "unauthorized: wrong token"}, "unauthorized: wrong token"},
+	{"not found", 404, api.APIError{Error: `job "j-9": not found`, Code: api.CodeNotFound},
+		RemoteError{Status: 404, Code: "not_found", Message: `job "j-9": not found`}, `job "j-9": not found`},
+	{"code only", 409, api.APIError{Code: api.CodeConflict},
+		RemoteError{Status: 409, Code: "conflict"}, "http 409: conflict"},
+	{"not the API's error", 502, "<html>bad gateway</html>\n",
+		RemoteError{Status: 502, Message: "http 502 Bad Gateway: <html>bad gateway</html>"}, "http 502 Bad Gateway: <html>bad gateway</html>"},
+	{"empty", 500, "",
+		RemoteError{Status: 500}, "http 500 Internal Server Error"},
+	{"long, cut before a letter of two bytes", 503, strings.Repeat("x", 199) + "é" + strings.Repeat("y", 100),
+		RemoteError{Status: 503, Message: "http 503 Service Unavailable: " + strings.Repeat("x", 199) + "…"},
+		"http 503 Service Unavailable: " + strings.Repeat("x", 199) + "…"},
+	{"long", 503, strings.Repeat("x", 300),
+		RemoteError{Status: 503, Message: "http 503 Service Unavailable: " + strings.Repeat("x", 200) + "…"},
+		"http 503 Service Unavailable: " + strings.Repeat("x", 200) + "…"},
+}
+
 func TestRemoteErrors(t *testing.T) {
 	f := newFakeDaemon(t)
 	c := New(f.URL, testToken)
-	tests := []struct {
-		name   string
-		status int
-		answer any
-		want   RemoteError
-		text   string
-	}{
-		{"invalid fields", 400, api.APIError{Error: "job file: invalid", Code: api.CodeInvalid, Fields: []api.FieldError{
-			{Field: "tasks", Problem: "must be an integer >= 1, got 0"},
-			{Field: "task_bytes", Problem: "missing required field"},
-		}}, RemoteError{Status: 400, Code: "invalid", Message: "job file: invalid", Fields: []api.FieldError{
-			{Field: "tasks", Problem: "must be an integer >= 1, got 0"},
-			{Field: "task_bytes", Problem: "missing required field"},
-		}}, "job file: invalid\n  tasks: must be an integer >= 1, got 0\n  task_bytes: missing required field"},
-		{"field in the message", 400, api.APIError{Error: "job.yaml: tasks: must be an integer >= 1, got 0", Code: api.CodeInvalid,
-			Fields: []api.FieldError{{Field: "tasks", Problem: "must be an integer >= 1, got 0"}, {Problem: "and more"}}},
-			RemoteError{Status: 400, Code: "invalid", Message: "job.yaml: tasks: must be an integer >= 1, got 0",
-				Fields: []api.FieldError{{Field: "tasks", Problem: "must be an integer >= 1, got 0"}, {Problem: "and more"}}},
-			"job.yaml: tasks: must be an integer >= 1, got 0\n  and more"},
-		{"unauthorized", 401, api.APIError{Error: "unauthorized: wrong token", Code: api.CodeUnauthorized},
-			RemoteError{Status: 401, Code: "unauthorized", Message: "unauthorized: wrong token"}, "unauthorized: wrong token"},
-		{"not found", 404, api.APIError{Error: `job "j-9": not found`, Code: api.CodeNotFound},
-			RemoteError{Status: 404, Code: "not_found", Message: `job "j-9": not found`}, `job "j-9": not found`},
-		{"code only", 409, api.APIError{Code: api.CodeConflict},
-			RemoteError{Status: 409, Code: "conflict"}, "http 409: conflict"},
-		{"not the API's error", 502, "<html>bad gateway</html>\n",
-			RemoteError{Status: 502, Message: "http 502 Bad Gateway: <html>bad gateway</html>"}, "http 502 Bad Gateway: <html>bad gateway</html>"},
-		{"empty", 500, "",
-			RemoteError{Status: 500}, "http 500 Internal Server Error"},
-		{"long", 503, strings.Repeat("x", 300),
-			RemoteError{Status: 503, Message: "http 503 Service Unavailable: " + strings.Repeat("x", 200) + "…"},
-			"http 503 Service Unavailable: " + strings.Repeat("x", 200) + "…"},
-	}
-	for _, tc := range tests {
+	for _, tc := range remoteErrors {
 		t.Run(tc.name, func(t *testing.T) {
 			f.answer(t, tc.status, tc.answer)
 			_, err := c.Job(context.Background(), "j-9")

@@ -222,55 +222,67 @@ func TestAPIAuth(t *testing.T) {
 
 // A job file the daemon refuses comes back as 4xx with its code and every
 // field's problem, and changes nothing.
+// apiRejectedBase is a valid job file that the cases of apiRejectedJobs
+// change.
+const apiRejectedBase = "name: bad\ntype: sim\ntasks: 20\ntask_ops: 1.0e10\ntask_bytes: 1.0e5\n"
+
+// apiRejectedJobs are job files the daemon refuses, with the answer
+// (TestAPISubmitRejected), and seeds of FuzzSubmitJob.
+var apiRejectedJobs = []struct {
+	name   string
+	ctype  string
+	body   string
+	status int
+	code   string
+	fields []string // the fields named, in order; "" for a problem of the whole body
+	// problem is a text the problem of the first field must contain.
+	problem string
+}{
+	{"yaml syntax", "application/yaml", "name: bad\ntype: [sim\ntasks: 20\n", 400, api.CodeInvalid, []string{""}, "line "},
+	{"unknown field", "application/yaml", apiRejectedBase + "colour: red\n", 400, api.CodeInvalid, []string{"colour"}, "unknown field"},
+	{"tasks 0", "application/yaml", strings.Replace(apiRejectedBase, "tasks: 20", "tasks: 0", 1), 400, api.CodeInvalid, []string{"tasks"}, ">= 1"},
+	{"negative task_ops", "application/yaml", strings.Replace(apiRejectedBase, "task_ops: 1.0e10", "task_ops: -5", 1), 400, api.CodeInvalid, []string{"task_ops"}, "> 0"},
+	{"efficiency 2", "application/yaml", apiRejectedBase + "efficiency: 2\n", 400, api.CodeInvalid, []string{"efficiency"}, "<= 1"},
+	{"missing field", "application/yaml", "name: bad\ntype: sim\ntasks: 20\ntask_bytes: 0\n", 400, api.CodeInvalid, []string{"task_ops"}, "missing"},
+	{"several problems", "application/yaml", "name: bad\ntype: sim\ntasks: 0\ntask_ops: 1.0e10\ntask_bytes: 0\nefficiency: 2\nvm: {vcpus: 0, memory_mib: 1024}\n",
+		400, api.CodeInvalid, []string{"tasks", "efficiency", "vm.vcpus"}, ">= 1"},
+	{"unknown type", "application/yaml", strings.Replace(apiRejectedBase, "type: sim", "type: gpu", 1), 400, api.CodeInvalid, []string{"type"}, "render, sim, etl"},
+	{"vm too big for every cluster", "application/yaml", apiRejectedBase + "vm: {vcpus: 8, memory_mib: 1024}\n", 400, api.CodeInvalid, []string{"vm"}, "8 vCPUs"},
+	{"vm memory too big", "application/yaml", apiRejectedBase + "vm: {vcpus: 1, memory_mib: 65536}\n", 400, api.CodeInvalid, []string{"vm"}, "65536 MiB"},
+	{"json unknown field", "application/json", `{"name":"bad","type":"sim","tasks":20,"task_ops":1e10,"task_bytes":0,"colour":"red"}`,
+		400, api.CodeInvalid, []string{"colour"}, "unknown field"},
+	{"json wrong type", "application/json", `{"name":"bad","type":"sim","tasks":"many","task_ops":1e10,"task_bytes":0}`,
+		400, api.CodeInvalid, []string{"tasks"}, ""},
+	{"json syntax", "application/json", `{"name":"bad","type":"sim",`, 400, api.CodeInvalid, []string{""}, ""},
+	// A key is a field's name as it is, whatever it holds.
+	{"unknown key with a colon", "application/json", `{"name":"bad","type":"sim","tasks":20,"task_ops":1e10,"task_bytes":0,"a: b":1}`,
+		400, api.CodeInvalid, []string{"a: b"}, "unknown field"},
+	{"unknown key with a line break", "application/json", `{"name":"bad","type":"sim","tasks":20,"task_ops":1e10,"task_bytes":0,"a\nb: c":1}`,
+		400, api.CodeInvalid, []string{"a\nb: c"}, "unknown field"},
+	{"unknown vm key with a space", "application/yaml", apiRejectedBase + "vm: {vcpus: 1, 'a b': 2}\n", 400, api.CodeInvalid, []string{"vm.a b"}, "unknown field"},
+	{"not a mapping", "application/yaml", "- a\n- b\n", 400, api.CodeInvalid, []string{""}, "mapping"},
+	{"two documents", "application/yaml", apiRejectedBase + "---\n" + apiRejectedBase, 400, api.CodeInvalid, []string{""}, "one document"},
+	{"empty body", "application/yaml", "", 400, api.CodeInvalid, []string{""}, "empty"},
+	{"blank body", "", " \n\t\n", 400, api.CodeInvalid, []string{""}, "empty"},
+	{"wrong content type", "text/html", apiRejectedBase, 415, api.CodeUnsupported, nil, ""},
+	{"form content type", "application/x-www-form-urlencoded", apiRejectedBase, 415, api.CodeUnsupported, nil, ""},
+	// Numbers beyond what the model can hold, and a job that no plan
+	// on the whole grid could run: refused, never planned.
+	{"poison job", "application/json", `{"name":"x","type":"sim","tasks":100000000000,"task_ops":1e308,"task_bytes":0}`,
+		400, api.CodeInvalid, []string{"tasks", "task_ops"}, "at most 10000000"},
+	{"tiny numbers", "application/json", `{"name":"x","type":"sim","tasks":9223372036854775807,"task_ops":5e-324,"task_bytes":0,"efficiency":5e-324}`,
+		400, api.CodeInvalid, []string{"tasks", "task_ops", "efficiency"}, "at most 10000000"},
+	{"dot-dot name", "application/yaml", strings.Replace(apiRejectedBase, "name: bad", "name: '..'", 1), 400, api.CodeInvalid, []string{"name"}, "begin with a letter or a digit"},
+	{"never runs", "application/yaml", strings.Replace(strings.Replace(apiRejectedBase, "tasks: 20", "tasks: 10000000", 1), "task_ops: 1.0e10", "task_ops: 1.0e18", 1),
+		400, api.CodeInvalid, []string{""}, "can never run on this grid, even with every host free: the best plan's predicted run time"},
+	{"too large", "application/yaml", apiRejectedBase + "# " + strings.Repeat("x", api.MaxBodyBytes+1-len(apiRejectedBase)-3) + "\n",
+		413, api.CodeTooLarge, nil, ""},
+}
+
 func TestAPISubmitRejected(t *testing.T) {
 	td := startDaemon(t, metasched.Options{}, nil)
-	const good = "name: bad\ntype: sim\ntasks: 20\ntask_ops: 1.0e10\ntask_bytes: 1.0e5\n"
-	tests := []struct {
-		name   string
-		ctype  string
-		body   string
-		status int
-		code   string
-		fields []string // the fields named, in order; "" for a problem of the whole body
-		// problem is a text the problem of the first field must contain.
-		problem string
-	}{
-		{"yaml syntax", "application/yaml", "name: bad\ntype: [sim\ntasks: 20\n", 400, api.CodeInvalid, []string{""}, "line "},
-		{"unknown field", "application/yaml", good + "colour: red\n", 400, api.CodeInvalid, []string{"colour"}, "unknown field"},
-		{"tasks 0", "application/yaml", strings.Replace(good, "tasks: 20", "tasks: 0", 1), 400, api.CodeInvalid, []string{"tasks"}, ">= 1"},
-		{"negative task_ops", "application/yaml", strings.Replace(good, "task_ops: 1.0e10", "task_ops: -5", 1), 400, api.CodeInvalid, []string{"task_ops"}, "> 0"},
-		{"efficiency 2", "application/yaml", good + "efficiency: 2\n", 400, api.CodeInvalid, []string{"efficiency"}, "<= 1"},
-		{"missing field", "application/yaml", "name: bad\ntype: sim\ntasks: 20\ntask_bytes: 0\n", 400, api.CodeInvalid, []string{"task_ops"}, "missing"},
-		{"several problems", "application/yaml", "name: bad\ntype: sim\ntasks: 0\ntask_ops: 1.0e10\ntask_bytes: 0\nefficiency: 2\nvm: {vcpus: 0, memory_mib: 1024}\n",
-			400, api.CodeInvalid, []string{"tasks", "efficiency", "vm.vcpus"}, ">= 1"},
-		{"unknown type", "application/yaml", strings.Replace(good, "type: sim", "type: gpu", 1), 400, api.CodeInvalid, []string{"type"}, "render, sim, etl"},
-		{"vm too big for every cluster", "application/yaml", good + "vm: {vcpus: 8, memory_mib: 1024}\n", 400, api.CodeInvalid, []string{"vm"}, "8 vCPUs"},
-		{"vm memory too big", "application/yaml", good + "vm: {vcpus: 1, memory_mib: 65536}\n", 400, api.CodeInvalid, []string{"vm"}, "65536 MiB"},
-		{"json unknown field", "application/json", `{"name":"bad","type":"sim","tasks":20,"task_ops":1e10,"task_bytes":0,"colour":"red"}`,
-			400, api.CodeInvalid, []string{"colour"}, "unknown field"},
-		{"json wrong type", "application/json", `{"name":"bad","type":"sim","tasks":"many","task_ops":1e10,"task_bytes":0}`,
-			400, api.CodeInvalid, []string{"tasks"}, ""},
-		{"json syntax", "application/json", `{"name":"bad","type":"sim",`, 400, api.CodeInvalid, []string{""}, ""},
-		{"not a mapping", "application/yaml", "- a\n- b\n", 400, api.CodeInvalid, []string{""}, "mapping"},
-		{"two documents", "application/yaml", good + "---\n" + good, 400, api.CodeInvalid, []string{""}, "one document"},
-		{"empty body", "application/yaml", "", 400, api.CodeInvalid, []string{""}, "empty"},
-		{"blank body", "", " \n\t\n", 400, api.CodeInvalid, []string{""}, "empty"},
-		{"wrong content type", "text/html", good, 415, api.CodeUnsupported, nil, ""},
-		{"form content type", "application/x-www-form-urlencoded", good, 415, api.CodeUnsupported, nil, ""},
-		// Numbers beyond what the model can hold, and a job that no plan
-		// on the whole grid could run: refused, never planned.
-		{"poison job", "application/json", `{"name":"x","type":"sim","tasks":100000000000,"task_ops":1e308,"task_bytes":0}`,
-			400, api.CodeInvalid, []string{"tasks", "task_ops"}, "at most 10000000"},
-		{"tiny numbers", "application/json", `{"name":"x","type":"sim","tasks":9223372036854775807,"task_ops":5e-324,"task_bytes":0,"efficiency":5e-324}`,
-			400, api.CodeInvalid, []string{"tasks", "task_ops", "efficiency"}, "at most 10000000"},
-		{"dot-dot name", "application/yaml", strings.Replace(good, "name: bad", "name: '..'", 1), 400, api.CodeInvalid, []string{"name"}, "begin with a letter or a digit"},
-		{"never runs", "application/yaml", strings.Replace(strings.Replace(good, "tasks: 20", "tasks: 10000000", 1), "task_ops: 1.0e10", "task_ops: 1.0e18", 1),
-			400, api.CodeInvalid, []string{""}, "can never run on this grid, even with every host free: the best plan's predicted run time"},
-		{"too large", "application/yaml", good + "# " + strings.Repeat("x", api.MaxBodyBytes+1-len(good)-3) + "\n",
-			413, api.CodeTooLarge, nil, ""},
-	}
 	for _, path := range []string{"/v1/jobs", "/v1/plan"} {
-		for _, tc := range tests {
+		for _, tc := range apiRejectedJobs {
 			t.Run(strings.TrimPrefix(path, "/v1/")+"/"+tc.name, func(t *testing.T) {
 				if tc.name == "too large" && len(tc.body) != api.MaxBodyBytes+1 {
 					t.Fatalf("body of %d bytes, want %d", len(tc.body), api.MaxBodyBytes+1)

@@ -53,8 +53,8 @@ func (s *Server) newSession(exp time.Time) string {
 }
 
 // session reads the request's session cookie: its ID and expiry, when it
-// is ours and has not expired (a revoked one still reads: see
-// validSession).
+// is ours, byte for byte as newSession wrote it, and has not expired (a
+// revoked one still reads: see validSession).
 func (s *Server) session(r *http.Request) (id string, exp time.Time, ok bool) {
 	c, err := r.Cookie(SessionCookie)
 	if err != nil {
@@ -64,8 +64,10 @@ func (s *Server) session(r *http.Request) (id string, exp time.Time, ok bool) {
 	if len(parts) != 3 || parts[1] == "" {
 		return "", time.Time{}, false
 	}
+	// The expiry as newSession writes it: ParseInt alone also reads "+E"
+	// and "0E", which would make other cookies of the same session.
 	e, err := strconv.ParseInt(parts[0], 10, 64)
-	if err != nil || time.Now().Unix() >= e {
+	if err != nil || strconv.FormatInt(e, 10) != parts[0] || time.Now().Unix() >= e {
 		return "", time.Time{}, false
 	}
 	if subtle.ConstantTimeCompare([]byte(parts[2]), []byte(s.sessionMAC(e, parts[1]))) != 1 {

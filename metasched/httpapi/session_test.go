@@ -68,6 +68,50 @@ func forge(key string, exp time.Time) string {
 	return fmt.Sprintf("%d.%s.%s", exp.Unix(), id, base64.RawURLEncoding.EncodeToString(m.Sum(nil)))
 }
 
+// loginRefused are logins the daemon refuses (TestSession), with the
+// problem it names in the token field, and seeds of FuzzLogin. "{token}"
+// in a body stands for the daemon's token.
+var loginRefused = []struct{ ctype, body, problem string }{
+	{"application/json", `{"token": ""}`, "is empty"},
+	{"application/json", `{"token": "nope"}`, "is not this daemon's token"},
+	{"application/x-www-form-urlencoded", "token=nope", "is not this daemon's token"},
+	{"application/json", `{"token": "{token}x"}`, "is not this daemon's token"},
+}
+
+// sessionCookies are session cookies and whether the daemon takes them
+// (TestSession), and seeds of FuzzSessionCookie. A cookie is a template
+// expanded by expandCookie.
+var sessionCookies = []struct {
+	name, cookie string
+	ok           bool
+}{
+	{"tampered expiry", "{exp}9.{id}.{mac}", false},
+	{"tampered mac", "{exp}.{id}.{flipmac}", false},
+	{"no mac", "{exp}", false},
+	{"garbage", "hello", false},
+	{"expired", "{expired}", false},
+	{"another token", "{othertoken}", false},
+	{"good until later", "{forged}", true}, // the scheme forge uses is the daemon's
+}
+
+// expandCookie expands a template of sessionCookies: {exp}, {id} and {mac}
+// are the parts of the cookie session, {flipmac} its MAC changed,
+// {expired} a cookie forged with the token that has expired, {othertoken}
+// one forged with another key, {forged} a good one forged with the token.
+func expandCookie(tmpl, session, token string) string {
+	parts := append(strings.SplitN(session, ".", 3), "", "", "")
+	mac := parts[2]
+	if mac == "" {
+		mac = "A"
+	}
+	return strings.NewReplacer(
+		"{exp}", parts[0], "{id}", parts[1], "{mac}", parts[2], "{flipmac}", flipFirst(mac),
+		"{expired}", forge(token, time.Now().Add(-time.Minute)),
+		"{othertoken}", forge("not-"+token, time.Now().Add(time.Hour)),
+		"{forged}", forge(token, time.Now().Add(time.Hour)),
+	).Replace(tmpl)
+}
+
 // The dashboard's login: the token gives an HttpOnly, SameSite=Strict
 // cookie that authenticates like the token (writes only with the CSRF
 // header), survives a restart of the daemon, and nothing else does.
@@ -77,12 +121,8 @@ func TestSession(t *testing.T) {
 	token := td.d.Token()
 
 	// Refused logins say what is wrong with the token field.
-	for _, c := range []struct{ ctype, body, problem string }{
-		{"application/json", `{"token": ""}`, "is empty"},
-		{"application/json", `{"token": "nope"}`, "is not this daemon's token"},
-		{"application/x-www-form-urlencoded", "token=nope", "is not this daemon's token"},
-		{"application/json", `{"token": "` + token + `x"}`, "is not this daemon's token"},
-	} {
+	for _, c := range loginRefused {
+		c.body = strings.ReplaceAll(c.body, "{token}", token)
 		a := cookieRequest(t, td, "POST", "/login", "", false, c.ctype, c.body)
 		e := a.apiErr(t)
 		if a.status != http.StatusUnauthorized || len(e.Fields) != 1 || e.Fields[0].Field != "token" || !strings.Contains(e.Fields[0].Problem, c.problem) {
@@ -137,23 +177,14 @@ func TestSession(t *testing.T) {
 	}
 
 	// Forged, tampered, expired and other daemons' cookies are refused.
-	exp, mac, _ := strings.Cut(session, ".")
-	for name, v := range map[string]string{
-		"tampered expiry":  exp + "9." + mac,
-		"tampered mac":     exp + "." + flipFirst(mac),
-		"no mac":           exp,
-		"garbage":          "hello",
-		"expired":          forge(token, time.Now().Add(-time.Minute)),
-		"another token":    forge("not-"+token, time.Now().Add(time.Hour)),
-		"good until later": forge(token, time.Now().Add(time.Hour)),
-	} {
-		a := cookieRequest(t, td, "GET", "/v1/pools", v, false, "", "")
+	for _, c := range sessionCookies {
+		a := cookieRequest(t, td, "GET", "/v1/pools", expandCookie(c.cookie, session, token), false, "", "")
 		want := http.StatusUnauthorized
-		if name == "good until later" {
-			want = http.StatusOK // the scheme the test forges is the daemon's
+		if c.ok {
+			want = http.StatusOK
 		}
 		if a.status != want {
-			t.Errorf("%s cookie: %d, want %d: %s", name, a.status, want, a.body)
+			t.Errorf("%s cookie: %d, want %d: %s", c.name, a.status, want, a.body)
 		}
 	}
 

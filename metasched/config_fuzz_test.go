@@ -1,0 +1,128 @@
+package metasched
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"net"
+	"net/url"
+	"slices"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/metasched/metasched/internal/yamlx"
+	"github.com/metasched/metasched/internal/yamlx/yamlxtest"
+	"github.com/metasched/metasched/metasched/api"
+	"github.com/metasched/metasched/metasched/policy"
+	"github.com/metasched/metasched/selection"
+)
+
+// FuzzParseConfig decodes the daemon's configuration files: a file is
+// either refused, with every problem naming the file and a field or a
+// line, or gives a configuration whose values keep the rules of the file
+// (docs/design.md, "Serve configuration") and that comes back the same
+// from its own encoding.
+func FuzzParseConfig(f *testing.F) {
+	f.Add([]byte(configFull))
+	f.Add([]byte(configBase))
+	f.Add([]byte(configBase + "policy: {name: optimal, solve: true}\nexecutor: {name: command}\nswitch_delay: 1s\nmin_pool_hosts: 0\n"))
+	for _, tc := range configErrorCases {
+		f.Add([]byte(tc.yaml))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := ParseConfig("c.yaml", data)
+		if err != nil {
+			if c != nil {
+				t.Errorf("ParseConfig returned a configuration with the error %v", err)
+			}
+			if err := yamlxtest.CheckError("c.yaml", err); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+		checkConfig(t, c)
+		js, err := json.Marshal(configFile(c))
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := ParseConfig("c.yaml", js)
+		if err != nil {
+			t.Fatalf("the configuration's own encoding is refused: %v\n%s", err, js)
+		}
+		if diff := cmp.Diff(c, back); diff != "" {
+			t.Fatalf("configuration after a round trip (-parsed +again):\n%s", diff)
+		}
+	})
+}
+
+// checkConfig fails the test when a value of an accepted configuration
+// breaks the rules of the file.
+func checkConfig(t *testing.T, c *Config) {
+	t.Helper()
+	var bad []string
+	check := func(ok bool, format string, args ...any) {
+		if !ok {
+			bad = append(bad, fmt.Sprintf(format, args...))
+		}
+	}
+	_, port, err := net.SplitHostPort(c.Listen)
+	check(err == nil && port != "", "listen %q", c.Listen)
+	check(c.DataDir != "" && c.Grid != "", "data_dir %q, grid %q", c.DataDir, c.Grid)
+	check(len(c.JobTypes) > 0, "no job types")
+	for i, jt := range c.JobTypes {
+		check(yamlx.IsName(jt.Name) && slices.IndexFunc(c.JobTypes, func(o api.JobType) bool { return o.Name == jt.Name }) == i,
+			"job_types[%d].name %q", i, jt.Name)
+		// A job of the type without a vm of its own gets this one: it
+		// keeps the limits of a job's vm.
+		check(jt.VCPUs >= 1 && jt.VCPUs <= selection.MaxVCPUs, "job_types[%d].vm.vcpus %d", i, jt.VCPUs)
+		check(jt.MemoryMiB >= 1 && jt.MemoryMiB <= selection.MaxMemoryMiB, "job_types[%d].vm.memory_mib %d", i, jt.MemoryMiB)
+		check(jt.HoldingCost > 0 && !math.IsInf(jt.HoldingCost, 0), "job_types[%d].holding_cost %g", i, jt.HoldingCost)
+	}
+	for i, a := range c.Agents {
+		check(yamlx.IsName(a.Site) && slices.IndexFunc(c.Agents, func(o AgentConfig) bool { return o.Site == a.Site }) == i,
+			"agents[%d].site %q", i, a.Site)
+		u, err := url.Parse(a.Address)
+		check(err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "", "agents[%d].address %q", i, a.Address)
+		check(a.TokenFile != "", "agents[%d].token_file empty", i)
+	}
+	p := c.Policy
+	check(slices.Contains(policy.Names, p.Name), "policy.name %q", p.Name)
+	check(p.Name == "heuristic" && p.K >= 1 || p.Name != "heuristic" && p.K == 0, "policy %s with K %d", p.Name, p.K)
+	check(p.Name == "optimal" && (p.Table != "") != p.Solve || p.Name != "optimal" && p.Table == "" && !p.Solve,
+		"policy %s with table %q and solve %v", p.Name, p.Table, p.Solve)
+	e := c.Executor
+	check(slices.Contains(Executors, e.Name), "executor.name %q", e.Name)
+	check(e.Name == "emulated" && e.TimeScale > 0 && e.TimeScale <= 1e6 || e.Name != "emulated" && e.TimeScale == 0,
+		"executor %s with time_scale %g", e.Name, e.TimeScale)
+	check(c.SwitchDelay >= 0, "switch_delay %v", c.SwitchDelay)
+	check(slices.Contains(AgentLosses, c.OnAgentLoss), "on_agent_loss %q", c.OnAgentLoss)
+	check(c.MinPoolHosts >= 0, "min_pool_hosts %d", c.MinPoolHosts)
+	if len(bad) > 0 {
+		t.Fatalf("accepted configuration breaks its rules: %v\n%+v", bad, c)
+	}
+}
+
+// configFile is the configuration file of c.
+func configFile(c *Config) map[string]any {
+	types := make([]map[string]any, len(c.JobTypes))
+	for i, jt := range c.JobTypes {
+		types[i] = map[string]any{"name": jt.Name, "vm": map[string]int{"vcpus": jt.VCPUs, "memory_mib": jt.MemoryMiB},
+			"holding_cost": jt.HoldingCost}
+	}
+	out := map[string]any{
+		"listen": c.Listen, "data_dir": c.DataDir, "grid": c.Grid, "job_types": types,
+		"policy": c.Policy, "executor": c.Executor, "switch_delay": c.SwitchDelay.String(),
+		"on_agent_loss": c.OnAgentLoss, "min_pool_hosts": c.MinPoolHosts, "hold_after": c.HoldAfter.String(),
+		"max_unproven_connections": c.Unproven.MaxUnproven, "max_unproven_per_address": c.Unproven.MaxUnprovenPerAddress,
+		"retention": map[string]any{"job_dirs": c.Retention.JobDirs.String(),
+			"switches": map[string]any{"max_age": c.Retention.SwitchMaxAge.String(), "max_count": c.Retention.SwitchMaxCount}},
+	}
+	if c.IdempotencyRetention != 0 {
+		out["idempotency_retention"] = c.IdempotencyRetention.String()
+	}
+	if c.Agents != nil {
+		out["agents"] = c.Agents
+	}
+	return out
+}
