@@ -4,7 +4,9 @@
 #               its summary instead of serving until Ctrl-C)
 #   make test   runs every test
 # make papers runs the research tools on the bundled examples; make screenshot
-# retakes the README's picture of the dashboard (from its browser test).
+# retakes the README's picture of the dashboard (from its browser test); make
+# image builds the bundled guest image into IMAGE_DIR (default bin/image) from
+# Debian packages (cached by its inputs under the user's cache directory).
 # Go fetches the modules it needs from the module proxy on the first build;
 # both commands first install the Debian packages they need when missing
 # (libvirt for the agent, which links libvirt through cgo; libvirtd and QEMU
@@ -16,11 +18,15 @@ BIN := bin/metasched
 
 DEB_PACKAGES := pkg-config libvirt0 libvirt-dev libvirt-daemon libvirt-daemon-driver-qemu \
 	libvirt-clients qemu-system-x86 iproute2
-TEST_PACKAGES := $(DEB_PACKAGES) chromium
+# The bundled guest image: busybox-static and qemu-guest-agent go into it;
+# the kernel package is fetched by the build itself.
+IMAGE_PACKAGES := busybox-static qemu-guest-agent
+TEST_PACKAGES := $(DEB_PACKAGES) $(IMAGE_PACKAGES) cpio chromium
+IMAGE_DIR ?= bin/image
 
 DEMO_FLAGS ?=
 
-.PHONY: deps test-deps install-debs build demo papers test bench screenshot
+.PHONY: deps test-deps install-debs build demo papers test bench screenshot image
 
 deps:
 	@$(MAKE) --no-print-directory install-debs PACKAGES="$(DEB_PACKAGES)"
@@ -43,6 +49,10 @@ build: deps
 
 demo: build
 	$(BIN) serve $(DEMO_FLAGS)
+
+image: build
+	@$(MAKE) --no-print-directory install-debs PACKAGES="$(IMAGE_PACKAGES)"
+	$(BIN) image build --out $(IMAGE_DIR)
 
 papers: build
 	$(BIN) plan --job examples/job-render.yaml --grid examples/grid-paper.yaml
