@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -30,7 +29,7 @@ import (
 const bootTimeout = 3 * time.Minute
 
 // guestHost is a private libvirtd with the bundled image where its QEMU
-// processes (uid 65534) can read it, and a directory they can write
+// processes (uid 65534) can read it, in a directory they can write
 // consoles and sockets to.
 type guestHost struct {
 	d    *libvirtdtest.Daemon
@@ -41,55 +40,35 @@ type guestHost struct {
 	dir  string // owned by the daemon's user
 }
 
-// startGuestHost builds the bundled image (or takes it from the user's
-// cache: built once per set of inputs) and starts a daemon.
+// startGuestHost starts a daemon and builds the bundled image into its
+// directory (from the user's cache, where it is built once per set of
+// inputs).
 func startGuestHost(tb testing.TB) *guestHost {
 	tb.Helper()
 	if err := libvirtdtest.Check(); err != nil {
 		tb.Fatal(err)
 	}
-	res, err := image.Build(context.Background(), image.Options{})
-	if err != nil {
-		tb.Fatal(err)
-	}
 	d := libvirtdtest.StartT(tb, libvirtdtest.Options{})
-	g := &guestHost{d: d, img: res.Image, dir: filepath.Join(d.Dir(), "guests")}
+	g := &guestHost{d: d, dir: filepath.Join(d.Dir(), "guests")}
 	if err := os.Mkdir(g.dir, 0o755); err != nil {
 		tb.Fatal(err)
 	}
 	if err := os.Chown(g.dir, 65534, 65534); err != nil {
 		tb.Fatal(err)
 	}
-	g.kern = filepath.Join(g.dir, "vmlinuz")
-	g.rd = filepath.Join(g.dir, "initrd.img")
-	for src, dst := range map[string]string{res.Image.KernelPath(): g.kern, res.Image.InitrdPath(): g.rd} {
-		if err := copyTo(src, dst); err != nil {
-			tb.Fatal(err)
-		}
+	// The image is copied out of the cache while the build holds the
+	// cache's lock: a rebuild elsewhere cannot replace it half-way.
+	res, err := image.Build(context.Background(), image.Options{Out: filepath.Join(g.dir, "image")})
+	if err != nil {
+		tb.Fatal(err)
 	}
+	g.img, g.kern, g.rd = res.Image, res.Image.KernelPath(), res.Image.InitrdPath()
 	g.h, err = virt.Open(context.Background(), d.URI(), virt.Options{Logger: zerolog.Nop()})
 	if err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { g.h.Close() })
 	return g
-}
-
-func copyTo(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
 }
 
 // domain is a 128 MiB, 1-vCPU guest booting the image with its console
