@@ -6,7 +6,9 @@
 # make soak runs the adversary (TestAdversary) with SOAK_CYCLES (default 25)
 # SIGKILLs of the daemon under concurrent submissions instead of make test's 3.
 # make papers runs the research tools on the bundled examples; make screenshot
-# retakes the README's picture of the dashboard (from its browser test);
+# retakes the README's picture of the dashboard (from its browser test); make
+# image builds the bundled guest image into IMAGE_DIR (default bin/image) from
+# Debian packages (cached by its inputs under the user's cache directory);
 # make fuzz runs every fuzz target (scripts/fuzz.sh finds them), one at a
 # time, for FUZZTIME each (default 10s: make fuzz FUZZTIME=60s).
 # Go fetches the modules it needs from the module proxy on the first build;
@@ -20,12 +22,16 @@ BIN := bin/metasched
 
 DEB_PACKAGES := pkg-config libvirt0 libvirt-dev libvirt-daemon libvirt-daemon-driver-qemu \
 	libvirt-clients qemu-system-x86 iproute2
-TEST_PACKAGES := $(DEB_PACKAGES) chromium
+# The bundled guest image: busybox-static and qemu-guest-agent go into it;
+# the kernel package is fetched by the build itself.
+IMAGE_PACKAGES := busybox-static qemu-guest-agent
+TEST_PACKAGES := $(DEB_PACKAGES) $(IMAGE_PACKAGES) cpio chromium
+IMAGE_DIR ?= bin/image
 
 DEMO_FLAGS ?=
 FUZZTIME   ?= 10s
 
-.PHONY: deps test-deps install-debs build demo papers test bench screenshot soak fuzz
+.PHONY: deps test-deps install-debs build demo papers test bench screenshot soak fuzz image
 
 deps:
 	@$(MAKE) --no-print-directory install-debs PACKAGES="$(DEB_PACKAGES)"
@@ -48,6 +54,10 @@ build: deps
 
 demo: build
 	$(BIN) serve $(DEMO_FLAGS)
+
+image: build
+	@$(MAKE) --no-print-directory install-debs PACKAGES="$(IMAGE_PACKAGES)"
+	$(BIN) image build --out $(IMAGE_DIR)
 
 papers: build
 	$(BIN) plan --job examples/job-render.yaml --grid examples/grid-paper.yaml

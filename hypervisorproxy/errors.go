@@ -40,6 +40,9 @@ var (
 	ErrAborted = errors.New("aborted")
 	// ErrUnauthorized: missing or wrong bearer token.
 	ErrUnauthorized = errors.New("unauthorized")
+	// ErrGuestAgent: the guest agent of a VM does not answer (not yet
+	// started, not connected, or timed out).
+	ErrGuestAgent = errors.New("guest agent not answering")
 )
 
 // codes are the machine-readable names of the sentinels in API errors.
@@ -59,6 +62,7 @@ var codes = []struct {
 	{ErrConnLost, "conn_lost", http.StatusBadGateway},
 	{ErrAborted, "aborted", http.StatusGatewayTimeout},
 	{ErrUnauthorized, "unauthorized", http.StatusUnauthorized},
+	{ErrGuestAgent, "guest_agent", http.StatusServiceUnavailable},
 }
 
 // Status returns the HTTP status and the error code of err: the first

@@ -74,8 +74,8 @@ Built today: plan (GramVM's selection of clusters for a job on a grid file),
 policy solve and policy papers (the pool-switching engine), simulate policies
 and simulate experiment (the policy simulator and the papers' figures),
 simulate selection (a stream of jobs on a grid, hill climbing against the
-single-cluster baselines), and agent (one site's hypervisor proxy over
-libvirt).
+single-cluster baselines), agent (one site's hypervisor proxy over libvirt),
+and image build (the bundled guest image, from Debian packages).
 
 The daemon's clients: submit, jobs, status, cancel and logs (jobs), plan
 without --grid (the daemon's dry run), pools, switches and hosts (the pools
@@ -88,7 +88,7 @@ present --token or METASCHED_TOKEN; --output json prints the API's answer.`,
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(newVersionCmd(e), newPolicyCmd(e), newPlanCmd(e), newSimulateCmd(e), newAgentCmd(e), newServeCmd(e),
 		newSubmitCmd(e), newJobsCmd(e), newStatusCmd(e), newCancelCmd(e), newLogsCmd(e),
-		newPoolsCmd(e), newSwitchesCmd(e), newHostsCmd(e))
+		newPoolsCmd(e), newSwitchesCmd(e), newHostsCmd(e), newImageCmd(e))
 	// Unknown subcommands and stray arguments are usage errors.
 	root.Args = cobra.NoArgs
 	root.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }

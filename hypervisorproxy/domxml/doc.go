@@ -44,6 +44,17 @@
 // Validate requires memory_mib and the headroom (max_memory_mib −
 // memory_mib) to be even.
 //
+// A qemu domain may also boot a guest: Kernel, Initrd and Cmdline become
+// <kernel>, <initrd> and <cmdline> under <os> (direct kernel boot, no
+// disk or firmware boot loader); ConsoleLog adds the first serial port
+// appended to a file (<serial type='file'>: the guest's console, when its
+// command line says console=ttyS0); GuestAgent adds the channel of QEMU's
+// guest agent (<channel type='unix'> to the virtio port named
+// org.qemu.guest_agent.0), on the unix socket AgentSocket or, when that is
+// empty, on one libvirt chooses under its own directory. Paths are
+// absolute and clean, the command line at most 2,047 bytes (Linux's limit
+// on x86) without control characters, the socket path at most 107 bytes.
+//
 // Both types record the job and the pool in <metadata>, in the
 // [MetadataNS] namespace, so that an agent restarted from scratch can tell
 // whose VMs are on its hosts.
@@ -63,7 +74,8 @@
 // KiB, MB, MiB, GB, GiB, ... with libvirt's default of KiB), converts to MiB
 // rounding down, and separates the boot memory from the DIMMs. The agent
 // uses it to read back the maxima, the number of DIMMs and free slots, and
-// the job and pool of VMs it did not create in this run.
+// the job and pool of VMs it did not create in this run; it also reads the
+// kernel, initrd, command line, console file and guest agent channel.
 //
 // Parse(d.XML()) gives back d's fields (with MaxVCPUs and MaxMemoryMiB
 // defaulted), which the tests check for both types.

@@ -3,6 +3,7 @@ package domxml
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strconv"
 	"unicode"
 	"unicode/utf8"
@@ -33,7 +34,17 @@ const (
 	limitNameLen    = 64
 	limitLabelBytes = 256 // job and pool
 	limitPathBytes  = 4096
+	// LimitCmdlineBytes is the longest kernel command line: Linux's
+	// COMMAND_LINE_SIZE on x86 is 2048 bytes, its NUL included.
+	LimitCmdlineBytes = 2047
+	// LimitSocketBytes is the longest unix socket path (sun_path holds
+	// 108 bytes, its NUL included).
+	LimitSocketBytes = 107
 )
+
+// AgentChannel is the virtio port name of QEMU's guest agent: qemu-ga in
+// the guest opens the port of that name.
+const AgentChannel = "org.qemu.guest_agent.0"
 
 // Domain is what the agent asks for.
 type Domain struct {
@@ -45,6 +56,19 @@ type Domain struct {
 	MaxMemoryMiB int    // 0 means MemoryMiB
 	Job, Pool    string // recorded in <metadata>, may be empty
 	Emulator     string // qemu only; "" means /usr/bin/qemu-system-x86_64
+
+	// Direct kernel boot (qemu only): the guest boots Kernel with Initrd
+	// and Cmdline instead of sitting in the firmware. Absolute paths on
+	// the host of the hypervisor, readable by its QEMU processes.
+	Kernel, Initrd, Cmdline string
+	// ConsoleLog is a file the guest's first serial port (its console)
+	// is appended to (qemu only).
+	ConsoleLog string
+	// GuestAgent adds the channel of QEMU's guest agent (a virtio port
+	// named AgentChannel); AgentSocket is its unix socket on the host,
+	// "" letting libvirt choose one under its own directory (qemu only).
+	GuestAgent  bool
+	AgentSocket string
 }
 
 // maxVCPUs is MaxVCPUs with its default applied.
@@ -74,7 +98,11 @@ func (d Domain) maxMemoryMiB() int {
 // has memory headroom both memory_mib and the headroom must be multiples of
 // 2 MiB, the granularity of QEMU's DIMMs. Job and pool are at most 256
 // bytes of UTF-8 without control characters; emulator is an absolute path,
-// for qemu only.
+// for qemu only. So are kernel, initrd, console_log and agent_socket,
+// which must also be clean (no . or .. elements, no repeated /): initrd
+// and cmdline need a kernel, agent_socket needs guest_agent and is at
+// most 107 bytes (a unix socket path), and cmdline is at most 2,047
+// bytes without control characters.
 func (d Domain) Validate() error {
 	var errs []error
 	bad := func(field, format string, args ...any) {
@@ -169,6 +197,52 @@ func (d Domain) Validate() error {
 		}
 	}
 
+	// Boot, console and guest agent.
+	path := func(field, p string, limit int) {
+		if p == "" {
+			return
+		}
+		switch {
+		case !qemu:
+			if d.Type == TypeTest {
+				bad(field, "must be empty for type test")
+			}
+		case p[0] != '/' || filepath.Clean(p) != p:
+			bad(field, "must be a clean absolute path, not %q", p)
+		default:
+			if msg := checkLabel(p, limit); msg != "" {
+				bad(field, "%s", msg)
+			}
+		}
+	}
+	path("kernel", d.Kernel, limitPathBytes)
+	path("initrd", d.Initrd, limitPathBytes)
+	if d.Initrd != "" && d.Kernel == "" && qemu {
+		bad("initrd", "needs kernel")
+	}
+	if d.Cmdline != "" {
+		switch {
+		case !qemu:
+			if d.Type == TypeTest {
+				bad("cmdline", "must be empty for type test")
+			}
+		case d.Kernel == "":
+			bad("cmdline", "needs kernel")
+		default:
+			if msg := checkLabel(d.Cmdline, LimitCmdlineBytes); msg != "" {
+				bad("cmdline", "%s", msg)
+			}
+		}
+	}
+	path("console_log", d.ConsoleLog, limitPathBytes)
+	if d.GuestAgent && d.Type == TypeTest {
+		bad("guest_agent", "must be false for type test")
+	}
+	path("agent_socket", d.AgentSocket, LimitSocketBytes)
+	if d.AgentSocket != "" && !d.GuestAgent && qemu {
+		bad("agent_socket", "needs guest_agent")
+	}
+
 	return errors.Join(errs...)
 }
 
@@ -254,7 +328,7 @@ func (d Domain) XML() (string, error) {
 			textEl("memory", a("unit", "MiB"), itoa(d.MemoryMiB)),
 			textEl("currentMemory", a("unit", "MiB"), itoa(d.MemoryMiB)),
 			textEl("vcpu", a("placement", "static", "current", itoa(d.VCPUs)), itoa(maxVCPUs)),
-			el("os", nil, textEl("type", a("arch", "x86_64", "machine", "pc"), "hvm")),
+			bootOS(d),
 			el("features", nil, el("acpi", nil), el("apic", nil)),
 		)
 		cpu := el("cpu", a("mode", "custom", "match", "exact"),
@@ -277,13 +351,45 @@ func (d Domain) XML() (string, error) {
 			textEl("on_poweroff", nil, "destroy"),
 			textEl("on_reboot", nil, "restart"),
 			textEl("on_crash", nil, "destroy"),
-			el("devices", nil,
-				textEl("emulator", nil, emulator),
-				el("memballoon", a("model", "virtio"))),
+			el("devices", nil, devices(d, emulator)...),
 		)
 	}
 
 	return el("domain", a("type", d.Type), kids...).String(), nil
+}
+
+// bootOS is the <os> element of a qemu domain: the machine, and the
+// kernel, initrd and command line of a direct kernel boot.
+func bootOS(d Domain) *elem {
+	o := el("os", nil, textEl("type", a("arch", "x86_64", "machine", "pc"), "hvm"))
+	for _, f := range []struct{ name, value string }{{"kernel", d.Kernel}, {"initrd", d.Initrd}, {"cmdline", d.Cmdline}} {
+		if f.value != "" {
+			o.kids = append(o.kids, textEl(f.name, nil, f.value))
+		}
+	}
+	return o
+}
+
+// devices are the <devices> of a qemu domain: the emulator, the console
+// on the first serial port, appended to a file (libvirt refuses a
+// <console type='serial'> of type file here), the guest agent's channel
+// and the balloon.
+func devices(d Domain, emulator string) []*elem {
+	devs := []*elem{textEl("emulator", nil, emulator)}
+	if d.ConsoleLog != "" {
+		devs = append(devs, el("serial", a("type", "file"),
+			el("source", a("path", d.ConsoleLog, "append", "on")),
+			el("target", a("port", "0"))))
+	}
+	if d.GuestAgent {
+		ch := el("channel", a("type", "unix"))
+		if d.AgentSocket != "" {
+			ch.kids = append(ch.kids, el("source", a("mode", "bind", "path", d.AgentSocket)))
+		}
+		ch.kids = append(ch.kids, el("target", a("type", "virtio", "name", AgentChannel)))
+		devs = append(devs, ch)
+	}
+	return append(devs, el("memballoon", a("model", "virtio")))
 }
 
 // metadata returns the <metadata> element recording job and pool, or nil

@@ -39,6 +39,12 @@ func TestValidate(t *testing.T) {
 		}), nil},
 		{"unicode metadata ok", with(ok, func(d *Domain) { d.Job, d.Pool = "rendu-é", "日本" }), nil},
 		{"qemu emulator ok", with(okQ, func(d *Domain) { d.Emulator = DefaultEmulator }), nil},
+		{"qemu boot ok", with(okQ, func(d *Domain) {
+			d.Kernel, d.Initrd, d.Cmdline = "/img/vmlinuz", "/img/initrd.img", "console=ttyS0 "+strings.Repeat("x", 2047-14)
+			d.ConsoleLog, d.GuestAgent, d.AgentSocket = "/run/vm/console.log", true, "/"+strings.Repeat("s", 106)
+		}), nil},
+		{"qemu kernel only ok", with(okQ, func(d *Domain) { d.Kernel = "/vmlinuz" }), nil},
+		{"qemu agent without socket ok", with(okQ, func(d *Domain) { d.GuestAgent = true }), nil},
 
 		{"zero value", Domain{}, []string{
 			`type: must be test or qemu, not ""`,
@@ -106,6 +112,42 @@ func TestValidate(t *testing.T) {
 		{"relative emulator", with(okQ, func(d *Domain) { d.Emulator = "qemu-system-x86_64" }), []string{
 			`emulator: must be an absolute path, not "qemu-system-x86_64"`,
 		}},
+		{"boot for test", with(ok, func(d *Domain) {
+			d.Kernel, d.Initrd, d.Cmdline, d.ConsoleLog, d.GuestAgent, d.AgentSocket = "/k", "/i", "c", "/l", true, "/s"
+		}), []string{
+			"kernel: must be empty for type test",
+			"initrd: must be empty for type test",
+			"cmdline: must be empty for type test",
+			"console_log: must be empty for type test",
+			"guest_agent: must be false for type test",
+			"agent_socket: must be empty for type test",
+		}},
+		{"boot paths", with(okQ, func(d *Domain) {
+			d.Kernel, d.Initrd, d.ConsoleLog, d.AgentSocket = "vmlinuz", "/img/../initrd", "/run//c.log", "/run/a.sock/"
+			d.GuestAgent = true
+		}), []string{
+			`kernel: must be a clean absolute path, not "vmlinuz"`,
+			`initrd: must be a clean absolute path, not "/img/../initrd"`,
+			`console_log: must be a clean absolute path, not "/run//c.log"`,
+			`agent_socket: must be a clean absolute path, not "/run/a.sock/"`,
+		}},
+		{"boot needs kernel", with(okQ, func(d *Domain) { d.Initrd, d.Cmdline, d.AgentSocket = "/i", "quiet", "/a.sock" }), []string{
+			"initrd: needs kernel",
+			"cmdline: needs kernel",
+			"agent_socket: needs guest_agent",
+		}},
+		{"long and bad boot values", with(okQ, func(d *Domain) {
+			d.Kernel, d.Initrd, d.Cmdline = "/"+strings.Repeat("k", 4096), "/i\x00", strings.Repeat("c", 2048)
+			d.GuestAgent, d.AgentSocket = true, "/"+strings.Repeat("s", 107)
+		}), []string{
+			"kernel: must be at most 4096 bytes, not 4097",
+			"initrd: character U+0000 at byte 2 is not allowed (no control characters)",
+			"cmdline: must be at most 2047 bytes, not 2048",
+			"agent_socket: must be at most 107 bytes, not 108",
+		}},
+		{"control character in cmdline", with(okQ, func(d *Domain) { d.Kernel, d.Cmdline = "/k", "quiet\nx" }), []string{
+			"cmdline: character U+000A at byte 5 is not allowed (no control characters)",
+		}},
 		{"everything wrong", Domain{
 			Type: "qemu", Name: "-x", VCPUs: 0, MaxVCPUs: 5000, MemoryMiB: 4, MaxMemoryMiB: -1,
 			Job: "\x00", Pool: "\xfe", Emulator: "qemu",
@@ -126,7 +168,8 @@ func TestValidate(t *testing.T) {
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("Validate() messages mismatch (-want +got):\n%s", diff)
 			}
-			fields := []string{"type", "name", "vcpus", "max_vcpus", "memory_mib", "max_memory_mib", "job", "pool", "emulator"}
+			fields := []string{"type", "name", "vcpus", "max_vcpus", "memory_mib", "max_memory_mib", "job", "pool", "emulator",
+				"kernel", "initrd", "cmdline", "console_log", "guest_agent", "agent_socket"}
 			for _, msg := range got {
 				named := false
 				for _, f := range fields {

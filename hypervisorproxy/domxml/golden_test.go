@@ -92,6 +92,12 @@ func TestDomainXMLGolden(t *testing.T) {
 		{"domain-qemu-job-only.xml", Domain{
 			Type: "qemu", Name: "solo", VCPUs: 1, MaxVCPUs: 1, MemoryMiB: 16, MaxMemoryMiB: 16, Job: "j",
 		}},
+		{"domain-qemu-boot.xml", bootDomain},
+		{"domain-qemu-boot-socket.xml", Domain{
+			Type: "qemu", Name: "j-7-w1", VCPUs: 1, MaxVCPUs: 2, MemoryMiB: 128, MaxMemoryMiB: 256, Job: "j-7", Pool: "sim",
+			Kernel: "/var/lib/metasched/images/k & 'q'/vmlinuz", Cmdline: `console=ttyS0 a="<b>"`,
+			GuestAgent: true, AgentSocket: "/run/metasched/j-7-w1.agent",
+		}},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			got, err := tc.d.XML()

@@ -33,6 +33,16 @@ type Desc struct {
 	Slots         int // <maxMemory slots=…>, 0 when absent
 
 	Job, Pool string // from <metasched:vm> in <metadata>, "" when absent
+
+	// Kernel, Initrd and Cmdline are those of <os> (direct kernel boot).
+	Kernel, Initrd, Cmdline string
+	// ConsoleLog is the file of the first <serial type='file'>.
+	ConsoleLog string
+	// GuestAgent: a <channel> to a virtio port named AgentChannel;
+	// AgentSocket is its unix socket (libvirt fills it in when it chose
+	// it).
+	GuestAgent  bool
+	AgentSocket string
 }
 
 // The struct tags below cannot refer to MetadataNS; TestMetadataNSTag
@@ -53,7 +63,28 @@ type xmlDomain struct {
 		Current string `xml:"current,attr"`
 		Value   string `xml:",chardata"`
 	} `xml:"vcpu"`
+	OS struct {
+		Kernel  string `xml:"kernel"`
+		Initrd  string `xml:"initrd"`
+		Cmdline string `xml:"cmdline"`
+	} `xml:"os"`
 	Devices struct {
+		Serial []struct {
+			Type   string `xml:"type,attr"`
+			Source struct {
+				Path string `xml:"path,attr"`
+			} `xml:"source"`
+		} `xml:"serial"`
+		Channel []struct {
+			Type   string `xml:"type,attr"`
+			Source struct {
+				Path string `xml:"path,attr"`
+			} `xml:"source"`
+			Target struct {
+				Type string `xml:"type,attr"`
+				Name string `xml:"name,attr"`
+			} `xml:"target"`
+		} `xml:"channel"`
 		Memory []struct {
 			Model  string `xml:"model,attr"`
 			Target struct {
@@ -112,6 +143,19 @@ func Parse(xmlDesc string) (Desc, error) {
 	}
 	if len(root.Metadata.VM) > 0 {
 		desc.Job, desc.Pool = root.Metadata.VM[0].Job, root.Metadata.VM[0].Pool
+	}
+	desc.Kernel = strings.TrimSpace(root.OS.Kernel)
+	desc.Initrd = strings.TrimSpace(root.OS.Initrd)
+	desc.Cmdline = root.OS.Cmdline
+	for _, s := range root.Devices.Serial {
+		if s.Type == "file" && desc.ConsoleLog == "" {
+			desc.ConsoleLog = s.Source.Path
+		}
+	}
+	for _, c := range root.Devices.Channel {
+		if c.Target.Type == "virtio" && c.Target.Name == AgentChannel && !desc.GuestAgent {
+			desc.GuestAgent, desc.AgentSocket = true, c.Source.Path
+		}
 	}
 
 	// vCPUs.

@@ -17,6 +17,13 @@
 // progress timeout. Between test-driver hosts, which cannot migrate, a move
 // is define-on-destination then destroy-on-source.
 //
+// A guest that boots (package image's bundled image, say) is created with
+// CreateDomain from a full domxml.Domain: kernel, initrd, command line,
+// console file, guest agent channel. Its QEMU guest agent is reached
+// through libvirt's QemuAgentCommand (AgentCommand, with commands and
+// replies of package qga): WaitAgent pings it until it answers, GuestExec
+// runs a program in the guest and waits for its exit code and output.
+//
 // libvirt errors become *Error values that wrap both a sentinel of package
 // hypervisorproxy (ErrNotFound, ErrUnsupported, ErrConnLost, ...) and the
 // libvirt.Error itself. Every libvirt object is freed.
@@ -24,7 +31,9 @@
 // Costs measured on a 2-core machine (go test -bench, see the README):
 // create and start about 0.5 ms and destroy about 25 µs on the test
 // driver; a live migration of an idle 128 MiB QEMU guest between two
-// libvirtd daemons on one machine about 1.9 s (downtime about 25 ms).
+// libvirtd daemons on one machine about 1.9 s (downtime about 25 ms); a
+// 128 MiB guest of the bundled image boots to its agent's answer in 4 to
+// 7 s, and a guest-exec round trip takes about 0.1 s.
 //
 // The design is described in docs/design.md of the repository, section
 // "The site agent".

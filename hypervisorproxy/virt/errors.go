@@ -57,6 +57,9 @@ var sentinels = map[libvirt.ErrorNumber]error{
 	libvirt.ERR_AUTH_FAILED:           hp.ErrConnLost,
 	libvirt.ERR_AUTH_UNAVAILABLE:      hp.ErrConnLost,
 	libvirt.ERR_AUTH_CANCELLED:        hp.ErrConnLost,
+	libvirt.ERR_AGENT_UNRESPONSIVE:    hp.ErrGuestAgent,
+	libvirt.ERR_AGENT_UNSYNCED:        hp.ErrGuestAgent,
+	libvirt.ERR_AGENT_COMMAND_TIMEOUT: hp.ErrGuestAgent,
 }
 
 // wrap maps a libvirt error to an *Error; nil stays nil.

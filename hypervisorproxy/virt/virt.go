@@ -285,14 +285,10 @@ func (h *Host) lookupDescribed(ctx context.Context, name string) (*libvirt.Domai
 // Create defines the domain (persistent) and starts it. A domain that
 // fails to start is undefined again.
 func (h *Host) Create(ctx context.Context, spec hp.VMSpec) (hp.Domain, error) {
-	x, err := domxml.Domain{
+	return h.CreateDomain(ctx, domxml.Domain{
 		Type: h.typ, Name: spec.Name, VCPUs: spec.VCPUs, MaxVCPUs: spec.MaxVCPUs,
 		MemoryMiB: spec.MemoryMiB, MaxMemoryMiB: spec.MaxMemoryMiB, Job: spec.Job, Pool: spec.Pool,
-	}.XML()
-	if err != nil {
-		return hp.Domain{}, fmt.Errorf("create %s: %w: %w", spec.Name, hp.ErrInvalid, err)
-	}
-	return h.define(ctx, spec.Name, x)
+	})
 }
 
 // define defines and starts a domain from its XML.

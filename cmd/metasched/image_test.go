@@ -1,0 +1,69 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/metasched/metasched/hypervisorproxy/image"
+)
+
+// metasched image build writes the image to --out, from its cache the
+// second time, and says what it built.
+func TestImageBuild(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "img")
+	cache := t.TempDir()
+	code, stdout, stderr := runCmd(t, "image", "build", "--out", out, "--cache-dir", cache, "--log-format", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	img, err := image.Load(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := img.Verify(); err != nil {
+		t.Error(err)
+	}
+	for _, want := range []string{"Image in " + out + ", built in ", "kernel " + img.KernelRelease + " (vmlinuz), initrd initrd.img",
+		"inputs " + img.InputsHash + ":\n", "  busybox-static ", "  qemu-guest-agent "} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("output lacks %q:\n%s", want, stdout)
+		}
+	}
+	if !strings.Contains(stderr, `"message":"downloading the kernel"`) {
+		t.Errorf("log lacks the download:\n%s", stderr)
+	}
+	code, stdout, stderr = runCmd(t, "image", "build", "--out", out, "--cache-dir", cache)
+	if code != 0 || !strings.Contains(stdout, ", taken from the cache in ") {
+		t.Errorf("second build: exit %d\n%s%s", code, stdout, stderr)
+	}
+}
+
+// Without --out, apt-get, or a known kernel package, the command says so.
+func TestImageBuildErrors(t *testing.T) {
+	cache := t.TempDir()
+	for _, tc := range []struct {
+		args []string
+		path string
+		code int
+		want string
+	}{
+		{[]string{"image", "build"}, "", exitUsage, "metasched: --out: required (the image's directory)\n"},
+		{[]string{"image", "build", "--out", "x", "--cache-dir", cache, "--kernel-package", "linux-image-0-none"}, "", exitFailure,
+			"metasched: image build: kernel package linux-image-0-none: apt-cache show --no-all-versions linux-image-0-none: exit status 100: "},
+		{[]string{"image", "build", "--out", "x", "--cache-dir", cache}, t.TempDir(), exitFailure,
+			"metasched: image build: apt-get, apt-cache, dpkg-deb, dpkg-query not found on PATH: the image is built from Debian packages with Debian's apt and dpkg\n"},
+	} {
+		if tc.path != "" {
+			t.Setenv("PATH", tc.path)
+		}
+		code, _, stderr := runCmd(t, tc.args...)
+		if code != tc.code || !strings.HasPrefix(stderr, tc.want) {
+			t.Errorf("%v: exit %d, %q; want %d, %q", tc.args, code, stderr, tc.code, tc.want)
+		}
+	}
+	if _, err := os.Stat("x"); !os.IsNotExist(err) {
+		t.Errorf("failed builds left x: %v", err)
+	}
+}

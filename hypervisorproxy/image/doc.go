@@ -1,0 +1,64 @@
+// Package image builds and reads metasched's guest images: what a VM
+// boots.
+//
+// # The image file
+//
+// An image is a directory with an image file, image.yaml (YAML or JSON,
+// parsed strictly by [Parse]: every problem named with its field), and the
+// files it names, relative to it. The only kind so far is "kernel": direct
+// kernel boot from a kernel, an optional initrd and a command line. The
+// file also says what the guest's kernel release is and what the image
+// was built from (Debian packages and versions, the recipe's version, and
+// the hash of all of them, which is the cache key). [Load] reads an image
+// and checks that its files are there; [Image.Verify] checks their
+// SHA-256.
+//
+// # The bundled image
+//
+// [Build] makes metasched's own image from Debian packages only, with
+// Debian's tools: the newest linux-image-6.1.0-N-cloud-amd64 apt knows
+// (fetched with apt-get download into the cache, unpacked with
+// dpkg-deb -x), and an initramfs with the installed busybox-static
+// (busybox and a link per applet), qemu-guest-agent's qemu-ga and its
+// shared libraries, the virtio modules in [Modules] that are not built
+// into the kernel, and an /init, a busybox shell script. The libraries are
+// found by reading the programs' ELF dynamic sections (DT_NEEDED, DT_RPATH,
+// DT_RUNPATH, PT_INTERP) with debug/elf and resolving them as ld.so does
+// without its cache (the directories of /etc/ld.so.conf stand in for the
+// cache, which is built from them), not by running ldd; the tests check the
+// result against ldd. Each module's .modinfo is read to check that it is
+// for this kernel and that the order loads its dependencies first.
+//
+// The initramfs is a newc cpio archive written by this package (the
+// library writers leave out device numbers, which /dev/console needs): the
+// entries sorted by path, owner root, time 0, inode numbers in order, so
+// the same inputs give the same bytes; gzip adds no name and no time.
+//
+// Images are cached under the user's cache directory
+// (os.UserCacheDir()/metasched/images/KEY), KEY being the start of the
+// SHA-256 of the recipe (its version, the init, the module list, the
+// command line) and of every input package's name, architecture and
+// version: the kernel's, busybox-static's, qemu-guest-agent's and those of
+// qemu-ga's libraries. A build whose key is cached copies the cached image.
+//
+// # The guest's init and its command line
+//
+// [Image.GuestCmdline] appends to the image's command line the keys the
+// init reads from /proc/cmdline: metasched.hostname, metasched.ip (eth0's
+// IPv4 address/prefix), metasched.gw (the default gateway) and
+// metasched.hosts (name=addr,... written to /etc/hosts), each checked,
+// and the whole line bounded by Linux's 2,047 bytes. The init mounts
+// /proc, /sys, /dev (devtmpfs), /run and /tmp (tmpfs), loads the modules,
+// sets the host name and /etc/hosts, brings lo and eth0 up, finds the
+// guest agent's virtio port (the /sys/class/virtio-ports entry named
+// org.qemu.guest_agent.0) and runs qemu-ga on it, again if it exits.
+//
+// The design is described in docs/design.md of the repository, section
+// "Guest image".
+package image
+
+// Programs of the host the image carries.
+const (
+	BusyboxPath = "/bin/busybox"      // Debian busybox-static
+	QemuGAPath  = "/usr/sbin/qemu-ga" // Debian qemu-guest-agent
+)

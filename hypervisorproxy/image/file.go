@@ -1,0 +1,354 @@
+package image
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/metasched/metasched/internal/yamlx"
+)
+
+// FileName is the image file in an image's directory.
+const FileName = "image.yaml"
+
+// KindKernel is an image booted directly from a kernel and an initrd.
+const KindKernel = "kernel"
+
+// Bounds of an image file.
+const (
+	// MaxCmdline is the longest kernel command line Linux takes on x86
+	// (COMMAND_LINE_SIZE 2048, its NUL included): the image's own and
+	// the metasched keys together.
+	MaxCmdline = 2047
+	// MaxBaseCmdline bounds the image's own command line, leaving the
+	// rest to the metasched keys.
+	MaxBaseCmdline = 512
+	maxFileName    = 255
+	maxRelease     = 64 // uname's release field holds 64 bytes and a NUL
+	maxInputs      = 1000
+	maxLabel       = 256
+)
+
+// Image is an image file: what the image is, where its files are (relative
+// to the file's directory) and what it was built from.
+//
+//	kind: kernel                     # direct kernel boot (the only kind so far)
+//	kernel: vmlinuz                  # relative to this file's directory
+//	kernel_sha256: 5f1c…             # optional: checked by Verify
+//	initrd: initrd.img               # optional
+//	initrd_sha256: 9a0b…             # optional
+//	cmdline: console=ttyS0 quiet     # optional; the agent appends the metasched.* keys
+//	kernel_release: 6.1.0-56-cloud-amd64   # optional: what uname -r says in the guest
+//	recipe: 1                        # optional: version of metasched's build recipe
+//	inputs:                          # optional: the Debian packages it was built from
+//	  - {package: linux-image-6.1.0-56-cloud-amd64, version: 6.1.192-2, architecture: amd64}
+//	inputs_hash: sha256:…            # optional: the hash of the recipe and the inputs (the cache key)
+type Image struct {
+	Kind          string  `yaml:"kind"`
+	Kernel        string  `yaml:"kernel"`
+	KernelSHA256  string  `yaml:"kernel_sha256,omitempty"`
+	Initrd        string  `yaml:"initrd,omitempty"`
+	InitrdSHA256  string  `yaml:"initrd_sha256,omitempty"`
+	Cmdline       string  `yaml:"cmdline,omitempty"`
+	KernelRelease string  `yaml:"kernel_release,omitempty"`
+	Recipe        int     `yaml:"recipe,omitempty"`
+	Inputs        []Input `yaml:"inputs,omitempty"`
+	InputsHash    string  `yaml:"inputs_hash,omitempty"`
+
+	// Dir is the image's directory, set by Load; not in the file.
+	Dir string `yaml:"-"`
+}
+
+// Input is one Debian package an image was built from.
+type Input struct {
+	Package      string `yaml:"package"`
+	Version      string `yaml:"version"`
+	Architecture string `yaml:"architecture,omitempty"`
+}
+
+// KernelPath is the kernel's absolute path (Dir must be absolute).
+func (img *Image) KernelPath() string { return filepath.Join(img.Dir, img.Kernel) }
+
+// InitrdPath is the initrd's absolute path, or "" when there is none.
+func (img *Image) InitrdPath() string {
+	if img.Initrd == "" {
+		return ""
+	}
+	return filepath.Join(img.Dir, img.Initrd)
+}
+
+var (
+	imageFields = []string{"kind", "kernel", "kernel_sha256", "initrd", "initrd_sha256", "cmdline",
+		"kernel_release", "recipe", "inputs", "inputs_hash"}
+	inputFields = []string{"package", "version", "architecture"}
+
+	// Debian policy 5.6.1, 5.6.12; architectures are lowercase names.
+	packageRE = regexp.MustCompile(`^[a-z0-9][a-z0-9+.-]+$`)
+	versionRE = regexp.MustCompile(`^([0-9]+:)?[0-9][A-Za-z0-9.+~-]*$`)
+	archRE    = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*$`)
+	hexRE     = regexp.MustCompile(`^[0-9a-f]{64}$`)
+)
+
+// Parse decodes an image file strictly: unknown fields, wrong types and
+// bad values are errors, every one reported as "FILE: FIELD.PATH:
+// problem".
+func Parse(file string, data []byte) (*Image, error) {
+	d, root, err := yamlx.Parse(file, data)
+	if err != nil {
+		return nil, err
+	}
+	top, ok := root.Map(imageFields...)
+	if !ok {
+		return nil, d.Err()
+	}
+	img := &Image{}
+	if kind, ok := top.Str("kind", true); ok {
+		if kind != KindKernel {
+			top.Errorf("kind", "must be %q (direct kernel boot), not %q", KindKernel, kind)
+		}
+		img.Kind = kind
+	}
+	relPath := func(key string, required bool) string {
+		s, ok := top.Str(key, required)
+		if !ok {
+			return ""
+		}
+		if msg := checkRelPath(s); msg != "" {
+			top.Errorf(key, "%s", msg)
+		}
+		return s
+	}
+	img.Kernel = relPath("kernel", true)
+	img.Initrd = relPath("initrd", false)
+	sum := func(key string) string {
+		s, ok := top.Str(key, false)
+		if ok && !hexRE.MatchString(s) {
+			top.Errorf(key, "must be 64 lowercase hex digits (a SHA-256), not %q", clip(s))
+		}
+		return s
+	}
+	img.KernelSHA256 = sum("kernel_sha256")
+	img.InitrdSHA256 = sum("initrd_sha256")
+	if top.Has("initrd_sha256") && !top.Has("initrd") {
+		top.Errorf("initrd_sha256", "given without initrd")
+	}
+	if s, ok := top.Str("cmdline", false); ok {
+		if msg := checkCmdline(s, MaxBaseCmdline); msg != "" {
+			top.Errorf("cmdline", "%s", msg)
+		} else if k := reservedKey(s); k != "" {
+			top.Errorf("cmdline", "must not set %s: the metasched. keys are the agent's", k)
+		}
+		img.Cmdline = s
+	}
+	if s, ok := top.Str("kernel_release", false); ok {
+		if s == "" || len(s) > maxRelease || strings.IndexFunc(s, func(r rune) bool { return r <= ' ' || r > '~' }) >= 0 {
+			top.Errorf("kernel_release", "must be 1 to %d printable ASCII characters without spaces, not %q", maxRelease, clip(s))
+		}
+		img.KernelRelease = s
+	}
+	if n, ok := top.Int("recipe", false); ok {
+		if n < 1 {
+			top.Errorf("recipe", "must be >= 1, not %d", n)
+		}
+		img.Recipe = n
+	}
+	if items, ok := top.Seq("inputs", false); ok {
+		if len(items) > maxInputs {
+			top.Errorf("inputs", "must have at most %d entries, not %d", maxInputs, len(items))
+			items = nil
+		}
+		seen := map[string]int{}
+		for i, it := range items {
+			m, ok := it.Map(inputFields...)
+			if !ok {
+				continue
+			}
+			var in Input
+			if s, ok := m.Str("package", true); ok {
+				if !packageRE.MatchString(s) || len(s) > maxLabel {
+					m.Errorf("package", "%q is not a Debian package name", clip(s))
+				} else if j, dup := seen[s]; dup {
+					m.Errorf("package", "%s is listed twice (also inputs[%d])", s, j)
+				} else {
+					seen[s] = i
+				}
+				in.Package = s
+			}
+			if s, ok := m.Str("version", true); ok {
+				if !versionRE.MatchString(s) || len(s) > maxLabel {
+					m.Errorf("version", "%q is not a Debian version", clip(s))
+				}
+				in.Version = s
+			}
+			if s, ok := m.Str("architecture", false); ok {
+				if !archRE.MatchString(s) || len(s) > maxLabel {
+					m.Errorf("architecture", "%q is not a Debian architecture", clip(s))
+				}
+				in.Architecture = s
+			}
+			img.Inputs = append(img.Inputs, in)
+		}
+	}
+	if s, ok := top.Str("inputs_hash", false); ok {
+		h, found := strings.CutPrefix(s, "sha256:")
+		if !found || !hexRE.MatchString(h) {
+			top.Errorf("inputs_hash", "must be sha256: and 64 lowercase hex digits, not %q", clip(s))
+		}
+		img.InputsHash = s
+	}
+	if err := d.Err(); err != nil {
+		return nil, err
+	}
+	return img, nil
+}
+
+// clip shortens a bad value quoted in a message.
+func clip(s string) string {
+	if len(s) <= 80 {
+		return s
+	}
+	i := 80
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i] + "…"
+}
+
+// checkRelPath returns what is wrong with a path relative to the image's
+// directory, or "".
+func checkRelPath(s string) string {
+	switch {
+	case s == "":
+		return "must not be empty"
+	case len(s) > maxFileName:
+		return fmt.Sprintf("must be at most %d bytes, not %d", maxFileName, len(s))
+	case !utf8.ValidString(s) || strings.IndexFunc(s, unicode.IsControl) >= 0:
+		return fmt.Sprintf("%q has control characters or is not UTF-8", clip(s))
+	case !filepath.IsLocal(s) || filepath.Clean(s) != s:
+		return fmt.Sprintf("must be a clean path inside the image's directory, not %q", clip(s))
+	}
+	return ""
+}
+
+// checkCmdline returns what is wrong with a kernel command line, or "".
+func checkCmdline(s string, max int) string {
+	switch {
+	case len(s) > max:
+		return fmt.Sprintf("must be at most %d bytes, not %d", max, len(s))
+	case !utf8.ValidString(s):
+		return "must be valid UTF-8"
+	}
+	for i, r := range s {
+		if unicode.IsControl(r) {
+			return fmt.Sprintf("character %U at byte %d is not allowed (no control characters)", r, i)
+		}
+	}
+	return ""
+}
+
+// reservedKey returns the first metasched. key of a command line, or "".
+func reservedKey(cmdline string) string {
+	for _, w := range strings.Fields(cmdline) {
+		if strings.HasPrefix(w, keyPrefix) {
+			k, _, _ := strings.Cut(w, "=")
+			return k
+		}
+	}
+	return ""
+}
+
+// Marshal returns the image file's text.
+func (img *Image) Marshal() ([]byte, error) {
+	var b bytes.Buffer
+	b.WriteString("# A metasched guest image (docs/design.md, \"Guest image\").\n")
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(img); err != nil {
+		return nil, fmt.Errorf("image file: %w", err)
+	}
+	if err := enc.Close(); err != nil {
+		return nil, fmt.Errorf("image file: %w", err)
+	}
+	return b.Bytes(), nil
+}
+
+// Load reads DIR/image.yaml and checks that the files it names are
+// there. Dir of the result is DIR made absolute.
+func Load(dir string) (*Image, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("image %s: %w", dir, err)
+	}
+	file := filepath.Join(abs, FileName)
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("image %s: %w", dir, err)
+	}
+	img, err := Parse(file, data)
+	if err != nil {
+		return nil, err
+	}
+	img.Dir = abs
+	var errs []error
+	for _, f := range []struct{ key, path string }{{"kernel", img.KernelPath()}, {"initrd", img.InitrdPath()}} {
+		if f.path == "" {
+			continue
+		}
+		fi, err := os.Stat(f.path)
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("%s: %s: %w", file, f.key, err))
+		case !fi.Mode().IsRegular():
+			errs = append(errs, fmt.Errorf("%s: %s: %s is not a regular file", file, f.key, f.path))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return img, nil
+}
+
+// Verify checks the kernel's and the initrd's SHA-256 against the image
+// file, when it gives them.
+func (img *Image) Verify() error {
+	var errs []error
+	for _, f := range []struct{ key, path, want string }{
+		{"kernel", img.KernelPath(), img.KernelSHA256},
+		{"initrd", img.InitrdPath(), img.InitrdSHA256},
+	} {
+		if f.want == "" || f.path == "" {
+			continue
+		}
+		got, err := fileSHA256(f.path)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("image %s: %s: %w", img.Dir, f.key, err))
+		} else if got != f.want {
+			errs = append(errs, fmt.Errorf("image %s: %s: %s has SHA-256 %s, the image file says %s", img.Dir, f.key, f.path, got, f.want))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func fileSHA256(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}

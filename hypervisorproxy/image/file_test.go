@@ -1,0 +1,221 @@
+package image
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+const goodImage = `# a guest image
+kind: kernel
+kernel: vmlinuz
+kernel_sha256: 51349501a3d1ff83836437d2b365fd2d57f2feb8642d315e5181dec23d4c3275
+initrd: boot/initrd.img
+initrd_sha256: 3fd3faa76205e247a6d8e9a0a5ae82a634e532aa62b75ceb536baa0ad0b7a860
+cmdline: console=ttyS0 quiet
+kernel_release: 6.1.0-56-cloud-amd64
+recipe: 1
+inputs:
+  - {package: busybox-static, version: "1:1.35.0-4+deb12u1+b1", architecture: amd64}
+  - {package: linux-image-6.1.0-56-cloud-amd64, version: 6.1.192-2}
+inputs_hash: sha256:3d74c468018e71c56ec8e5ae370bd8f69ddea16ed34dab9cda9b43a44a58fb11
+`
+
+var goodParsed = &Image{
+	Kind: KindKernel, Kernel: "vmlinuz", KernelSHA256: "51349501a3d1ff83836437d2b365fd2d57f2feb8642d315e5181dec23d4c3275",
+	Initrd: "boot/initrd.img", InitrdSHA256: "3fd3faa76205e247a6d8e9a0a5ae82a634e532aa62b75ceb536baa0ad0b7a860",
+	Cmdline: "console=ttyS0 quiet", KernelRelease: "6.1.0-56-cloud-amd64", Recipe: 1,
+	Inputs: []Input{
+		{Package: "busybox-static", Version: "1:1.35.0-4+deb12u1+b1", Architecture: "amd64"},
+		{Package: "linux-image-6.1.0-56-cloud-amd64", Version: "6.1.192-2"},
+	},
+	InputsHash: "sha256:3d74c468018e71c56ec8e5ae370bd8f69ddea16ed34dab9cda9b43a44a58fb11",
+}
+
+func TestParseImage(t *testing.T) {
+	img, err := Parse("image.yaml", []byte(goodImage))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(goodParsed, img); diff != "" {
+		t.Errorf("Parse (-want +got):\n%s", diff)
+	}
+	// Marshal and Parse give it back; so does the JSON form.
+	text, err := img.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := Parse("again.yaml", text)
+	if err != nil {
+		t.Fatalf("Parse(Marshal()): %v\n%s", err, text)
+	}
+	if diff := cmp.Diff(img, back); diff != "" {
+		t.Errorf("Parse(Marshal()) (-want +got):\n%s", diff)
+	}
+	minimal, err := Parse("min.json", []byte(`{"kind": "kernel", "kernel": "k"}`))
+	if err != nil || minimal.Kernel != "k" || minimal.InitrdPath() != "" {
+		t.Errorf("minimal image: %+v, %v", minimal, err)
+	}
+}
+
+// badImages are image files with problems, and the problems, each
+// naming its field. They seed FuzzParse.
+var badImages = []struct {
+	name, text string
+	want       []string
+}{
+	{"empty", "", []string{"f.yaml: empty document"}},
+	{"not a mapping", "- kernel\n", []string{"f.yaml: must be a mapping"}},
+	{"nothing", "{}", []string{"f.yaml: kind: missing required field", "f.yaml: kernel: missing required field"}},
+	{"unknown field and kind", "kind: disk\nkernel: k\ndisk: a.qcow2\n", []string{
+		`f.yaml: kind: must be "kernel" (direct kernel boot), not "disk"`, "f.yaml: disk: unknown field"}},
+	{"duplicate", "kind: kernel\nkernel: a\nkernel: b\n", []string{"f.yaml: kernel: duplicate field"}},
+	{"paths", "kind: kernel\nkernel: /boot/vmlinuz\ninitrd: ../initrd\n", []string{
+		`f.yaml: kernel: must be a clean path inside the image's directory, not "/boot/vmlinuz"`,
+		`f.yaml: initrd: must be a clean path inside the image's directory, not "../initrd"`}},
+	{"unclean path", "kind: kernel\nkernel: a//b\ninitrd: \"\"\n", []string{
+		`f.yaml: kernel: must be a clean path inside the image's directory, not "a//b"`,
+		"f.yaml: initrd: must not be empty"}},
+	{"control character", "kind: kernel\nkernel: \"a\\tb\"\n", []string{`f.yaml: kernel: "a\tb" has control characters or is not UTF-8`}},
+	{"long path", "kind: kernel\nkernel: " + strings.Repeat("k", 256) + "\n", []string{"f.yaml: kernel: must be at most 255 bytes, not 256"}},
+	{"types", "kind: kernel\nkernel: 7\ncmdline: [a]\nrecipe: one\ninputs: x\n", []string{
+		"f.yaml: kernel: must be a string", "f.yaml: cmdline: must be a string",
+		"f.yaml: recipe: must be a number", "f.yaml: inputs: must be a list"}},
+	{"sums", "kind: kernel\nkernel: k\nkernel_sha256: ABC\ninitrd_sha256: \"" + strings.Repeat("0", 64) + "\"\n", []string{
+		`f.yaml: kernel_sha256: must be 64 lowercase hex digits (a SHA-256), not "ABC"`,
+		"f.yaml: initrd_sha256: given without initrd"}},
+	{"cmdline", "kind: kernel\nkernel: k\ncmdline: \"console=ttyS0\\nquiet\"\n", []string{
+		"f.yaml: cmdline: character U+000A at byte 13 is not allowed (no control characters)"}},
+	{"cmdline reserved", "kind: kernel\nkernel: k\ncmdline: quiet metasched.hostname=x\n", []string{
+		"f.yaml: cmdline: must not set metasched.hostname: the metasched. keys are the agent's"}},
+	{"cmdline long", "kind: kernel\nkernel: k\ncmdline: " + strings.Repeat("q", 513) + "\n", []string{
+		"f.yaml: cmdline: must be at most 512 bytes, not 513"}},
+	{"release and recipe", "kind: kernel\nkernel: k\nkernel_release: 6.1 x\nrecipe: 0\n", []string{
+		`f.yaml: kernel_release: must be 1 to 64 printable ASCII characters without spaces, not "6.1 x"`,
+		"f.yaml: recipe: must be >= 1, not 0"}},
+	{"inputs", `kind: kernel
+kernel: k
+inputs:
+  - {package: Busybox, version: "1.0"}
+  - {package: libc6, version: "not a version", architecture: AMD64}
+  - {package: libc6, version: "2.36"}
+  - {version: "1", extra: 2}
+  - 7
+inputs_hash: md5:abc
+`, []string{
+		`f.yaml: inputs[0].package: "Busybox" is not a Debian package name`,
+		`f.yaml: inputs[1].version: "not a version" is not a Debian version`,
+		`f.yaml: inputs[1].architecture: "AMD64" is not a Debian architecture`,
+		"f.yaml: inputs[2].package: libc6 is listed twice (also inputs[1])",
+		"f.yaml: inputs[3].package: missing required field",
+		"f.yaml: inputs[3].extra: unknown field",
+		"f.yaml: inputs[4]: must be a mapping",
+		`f.yaml: inputs_hash: must be sha256: and 64 lowercase hex digits, not "md5:abc"`}},
+}
+
+func TestParseImageErrors(t *testing.T) {
+	for _, tc := range badImages {
+		t.Run(tc.name, func(t *testing.T) {
+			img, err := Parse("f.yaml", []byte(tc.text))
+			if err == nil {
+				t.Fatalf("Parse = %+v, want an error", img)
+			}
+			if img != nil {
+				t.Errorf("Parse returned an image with the error")
+			}
+			if diff := cmp.Diff(tc.want, strings.Split(err.Error(), "\n")); diff != "" {
+				t.Errorf("errors (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// Load finds the files the image file names, and Verify their sums.
+func TestLoadAndVerify(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(FileName, goodImage)
+	_, err := Load(dir)
+	file := filepath.Join(dir, FileName)
+	want := file + ": kernel: stat " + filepath.Join(dir, "vmlinuz") + ": no such file or directory\n" +
+		file + ": initrd: stat " + filepath.Join(dir, "boot/initrd.img") + ": no such file or directory"
+	if err == nil || err.Error() != want {
+		t.Errorf("Load without the files: %v, want\n%s", err, want)
+	}
+	write("vmlinuz", "kernel")
+	write("boot/initrd.img", "initrd")
+	img, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if img.KernelPath() != filepath.Join(dir, "vmlinuz") || img.InitrdPath() != filepath.Join(dir, "boot/initrd.img") {
+		t.Errorf("paths %s %s", img.KernelPath(), img.InitrdPath())
+	}
+	err = img.Verify()
+	if err == nil || !strings.Contains(err.Error(), "kernel: "+img.KernelPath()+" has SHA-256 ") ||
+		!strings.Contains(err.Error(), "initrd: "+img.InitrdPath()+" has SHA-256 ") {
+		t.Errorf("Verify of files with other sums: %v", err)
+	}
+	img.KernelSHA256, img.InitrdSHA256 = sha("kernel"), sha("initrd")
+	if err := img.Verify(); err != nil {
+		t.Errorf("Verify: %v", err)
+	}
+	if _, err := Load(t.TempDir()); err == nil || !strings.Contains(err.Error(), "no such file") {
+		t.Errorf("Load of an empty directory: %v", err)
+	}
+}
+
+// FuzzParse: an image file is refused with every problem naming the file
+// (and a field, or the line of a syntax error), and nothing returned; or
+// it is accepted, and its own text gives it back.
+func FuzzParse(f *testing.F) {
+	f.Add(goodImage)
+	for _, tc := range badImages {
+		f.Add(tc.text)
+	}
+	f.Fuzz(func(t *testing.T, text string) {
+		img, err := Parse("f.yaml", []byte(text))
+		if err != nil {
+			if img != nil {
+				t.Fatalf("an image with the error %v", err)
+			}
+			for _, line := range strings.Split(err.Error(), "\n") {
+				if !strings.HasPrefix(line, "f.yaml: ") {
+					t.Fatalf("problem %q does not name the file", line)
+				}
+			}
+			return
+		}
+		if img.Kind != KindKernel || checkRelPath(img.Kernel) != "" || len(img.Cmdline) > MaxBaseCmdline {
+			t.Fatalf("accepted %+v", img)
+		}
+		out, err := img.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := Parse("f.yaml", out)
+		if err != nil {
+			t.Fatalf("Parse(Marshal()): %v\n%s", err, out)
+		}
+		if diff := cmp.Diff(img, back); diff != "" {
+			t.Fatalf("Parse(Marshal()) (-want +got):\n%s", diff)
+		}
+	})
+}
+
+func sha(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(h[:])
+}
