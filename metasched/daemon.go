@@ -124,6 +124,7 @@ type Daemon struct {
 	instance string
 	hist     history
 
+	refreshMu    sync.Mutex // one refresh of the inventories at a time
 	mu           sync.Mutex
 	hosts        map[string]*gridHost
 	order        []string // host names in grid order

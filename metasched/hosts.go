@@ -152,6 +152,12 @@ func (d *Daemon) inventories(ctx context.Context) []siteInventory {
 // failed (on_agent_loss). VMs of the daemon's jobs that no live job owns
 // any more (left behind by a lost agent or a crash) are destroyed.
 func (d *Daemon) refresh(ctx context.Context) {
+	// One refresh at a time (the dispatcher and the cluster manager both
+	// refresh): a refresh whose inventories were read before an agent
+	// stopped must not land after one that saw it stop and mark its hosts
+	// reachable again.
+	d.refreshMu.Lock()
+	defer d.refreshMu.Unlock()
 	d.mu.Lock()
 	steps := d.switchSteps
 	d.mu.Unlock()
