@@ -19,6 +19,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/metasched/metasched/graph"
 	"github.com/metasched/metasched/hypervisorproxy/virt"
 	"github.com/metasched/metasched/metasched"
 	"github.com/metasched/metasched/metasched/api"
@@ -60,12 +61,27 @@ func benchDaemon(b *testing.B, conns int) (*metasched.Daemon, *client.Client, st
 	}
 	cfg.SwitchDelay = 200 * time.Millisecond
 	cfg.Policy = metasched.PolicyConfig{Name: "none"}
+	tr := &http.Transport{MaxIdleConns: conns, MaxIdleConnsPerHost: conns}
+	b.Cleanup(tr.CloseIdleConnections)
+	d, c, addr, _ := runBench(b, cfg, grid, &http.Client{Transport: tr, Timeout: time.Minute})
+	fillSimPool(b, c)
+	return d, c, addr
+}
+
+// runBench opens a daemon on cfg with a durable store (the real fsync:
+// what is acknowledged is on disk) and serves it on a local port until the
+// benchmark ends; it returns the daemon, a client of it through hc, its URL
+// and how long opening it took (a restart: NewWithGrid).
+func runBench(b *testing.B, cfg *metasched.Config, grid *graph.Grid, hc *http.Client) (*metasched.Daemon, *client.Client, string, time.Duration) {
+	b.Helper()
 	buf := daemontest.NewLog()
 	log := zerolog.New(buf).Level(zerolog.WarnLevel)
 	opt := metasched.Options{Logger: log, Connect: virt.Connector(log)}
-	opt.Store.NoSync = false // the real fsync: what is acknowledged is on disk
+	opt.Store.NoSync = false
 	ctx, cancel := context.WithCancel(context.Background())
+	start := time.Now()
 	d, err := metasched.NewWithGrid(ctx, cfg, grid, opt)
+	took := time.Since(start)
 	if err != nil {
 		cancel()
 		b.Fatal(err)
@@ -78,10 +94,9 @@ func benchDaemon(b *testing.B, conns int) (*metasched.Daemon, *client.Client, st
 	}
 	done := make(chan error, 1)
 	go func() { done <- d.Run(ctx, ln, httpapi.New(d, log)) }()
-	tr := &http.Transport{MaxIdleConns: conns, MaxIdleConnsPerHost: conns}
-	c := client.New("http://"+ln.Addr().String(), d.Token()).WithHTTPClient(&http.Client{Transport: tr, Timeout: time.Minute})
+	addr := "http://" + ln.Addr().String()
+	c := client.New(addr, d.Token()).WithHTTPClient(hc)
 	b.Cleanup(func() {
-		tr.CloseIdleConnections()
 		cancel()
 		if err := <-done; err != nil {
 			b.Errorf("run: %v", err)
@@ -93,8 +108,7 @@ func benchDaemon(b *testing.B, conns int) (*metasched.Daemon, *client.Client, st
 			b.Logf("daemon log:\n%s", buf)
 		}
 	})
-	fillSimPool(b, c)
-	return d, c, "http://" + ln.Addr().String()
+	return d, c, addr, took
 }
 
 // fillSimPool submits long sim jobs until one waits for a free host.
@@ -307,38 +321,7 @@ func openBench(b *testing.B, dir string) (*metasched.Daemon, *client.Client, tim
 	cfg.SwitchDelay = 0
 	cfg.Policy = metasched.PolicyConfig{Name: "none"}
 	cfg.Retention = metasched.RetentionConfig{SwitchMaxCount: 1000000, JobDirs: time.Hour}
-	buf := daemontest.NewLog()
-	log := zerolog.New(buf).Level(zerolog.WarnLevel)
-	opt := metasched.Options{Logger: log, Connect: virt.Connector(log)}
-	ctx, cancel := context.WithCancel(context.Background())
-	start := time.Now()
-	d, err := metasched.NewWithGrid(ctx, cfg, grid, opt)
-	took := time.Since(start)
-	if err != nil {
-		cancel()
-		b.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		cancel()
-		d.Close()
-		b.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx, ln, httpapi.New(d, log)) }()
-	c := client.New("http://"+ln.Addr().String(), d.Token()).WithHTTPClient(&http.Client{Timeout: time.Minute})
-	b.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			b.Errorf("run: %v", err)
-		}
-		if err := d.Close(); err != nil {
-			b.Errorf("close: %v", err)
-		}
-		if b.Failed() {
-			b.Logf("daemon log:\n%s", buf)
-		}
-	})
+	d, c, _, took := runBench(b, cfg, grid, &http.Client{Timeout: time.Minute})
 	return d, c, took
 }
 
