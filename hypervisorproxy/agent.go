@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/metasched/metasched/graph"
+	"github.com/metasched/metasched/hypervisorproxy/image"
 	"github.com/metasched/metasched/internal/httpsrv"
 )
 
@@ -53,6 +54,9 @@ type Agent struct {
 	hosts []*host
 	vms   map[string]*vm
 	ports migrationPorts
+	// images is the image of each pool that has one (the site file's
+	// images, loaded and verified).
+	images map[string]*image.Image
 }
 
 // New resolves the site's hosts (generating them from the grid when the
@@ -80,9 +84,13 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 			return nil, fmt.Errorf("agent: data_dir: %w", err)
 		}
 	}
+	images, err := loadImages(cfg.Site.Images)
+	if err != nil {
+		return nil, err
+	}
+	a.images = images
 	hosts := cfg.Site.Hosts
 	if len(hosts) == 0 {
-		var err error
 		if hosts, err = a.generateHosts(cfg.Grid); err != nil {
 			a.Close()
 			return nil, err
@@ -105,7 +113,7 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 			a.log.Warn().Str("vm", s.Name).Str("host", s.Host).Msg("recorded vm on a host the site no longer has: forgotten")
 			continue
 		}
-		a.vms[s.Name] = &vm{spec: s}
+		a.vms[s.Name] = &vm{spec: s, boot: time.Duration(rec.Boot[s.Name] * float64(time.Second))}
 	}
 	for _, h := range a.hosts {
 		a.dial(ctx, h)

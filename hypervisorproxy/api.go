@@ -59,6 +59,9 @@ type VM struct {
 	// Managed is false for a domain the agent did not create (found on
 	// the host); the agent counts its size but does not touch it.
 	Managed bool `json:"managed"`
+	// BootSeconds is the time from the VM's creation to its guest
+	// agent's first answer, for a VM that booted its pool's image.
+	BootSeconds float64 `json:"boot_seconds,omitempty"`
 }
 
 // Host is one physical host of the site.

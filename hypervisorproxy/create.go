@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/metasched/metasched/hypervisorproxy/domxml"
+	"github.com/metasched/metasched/hypervisorproxy/image"
 )
 
 // domainType is the domain type of VMs on h: "test" on the test driver,
@@ -59,11 +60,23 @@ func (a *Agent) CreateVM(ctx context.Context, spec VMSpec) (VM, error) {
 	v := &vm{spec: spec, busy: "create"}
 	a.vms[spec.Name] = v
 	hv := h.hv
+	img := a.images[h.pool]
+	if h.test {
+		img = nil // the test driver boots nothing
+	}
 	a.mu.Unlock()
 
 	l := a.opLog("create", spec)
 	start := time.Now()
-	d, err := hv.Create(ctx, spec)
+	var (
+		d    Domain
+		boot time.Duration
+	)
+	if img == nil {
+		d, err = hv.Create(ctx, spec)
+	} else {
+		d, boot, err = a.createGuest(ctx, hv, img, spec)
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if err != nil {
@@ -72,10 +85,34 @@ func (a *Agent) CreateVM(ctx context.Context, spec VMSpec) (VM, error) {
 		return VM{}, fmt.Errorf("create vm %s on %s: %w", spec.Name, spec.Host, err)
 	}
 	v.busy = ""
+	v.boot = boot
 	v.spec.VCPUs, v.spec.MemoryMiB = d.VCPUs, d.MemoryMiB
 	a.saveLocked()
-	logDone(l.With().Int("vcpus", d.VCPUs).Int("memory_mib", d.MemoryMiB).Logger(), start, nil, "vm created")
+	ll := l.With().Int("vcpus", d.VCPUs).Int("memory_mib", d.MemoryMiB)
+	if img != nil {
+		ll = ll.Dur("boot", boot)
+	}
+	logDone(ll.Logger(), start, nil, "vm created")
 	return a.vmLocked(v, map[string]Domain{d.Name: d}), nil
+}
+
+// createGuest creates a VM that boots its pool's image img on hv and
+// waits for its guest agent (bootGuest). Its console file is removed when
+// it fails.
+func (a *Agent) createGuest(ctx context.Context, hv Hypervisor, img *image.Image, spec VMSpec) (Domain, time.Duration, error) {
+	gh, ok := hv.(GuestHypervisor)
+	if !ok {
+		return Domain{}, 0, fmt.Errorf("%w: pool %s has an image but host %s cannot boot one", ErrUnsupported, spec.Pool, spec.Host)
+	}
+	b, err := a.prepareBoot(img, spec.Name)
+	if err != nil {
+		return Domain{}, 0, err
+	}
+	d, boot, err := a.bootGuest(ctx, gh, spec, b)
+	if err != nil {
+		a.removeConsole(spec.Name)
+	}
+	return d, boot, err
 }
 
 // checkSpec checks the fields of a VM spec that do not depend on the host.
@@ -125,5 +162,6 @@ func (a *Agent) DestroyVM(ctx context.Context, name string) error {
 	delete(a.vms, name)
 	a.saveLocked()
 	a.mu.Unlock()
+	a.removeConsole(name)
 	return nil
 }

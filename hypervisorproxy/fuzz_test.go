@@ -92,6 +92,10 @@ func checkSite(t *testing.T, s *hp.Site) {
 		"migration_ports %v", s.MigrationPorts)
 	check(s.Pool == "" || yamlx.IsName(s.Pool), "pool %q", s.Pool)
 	check(len(s.Hosts) > 0 || s.Grid != "", "neither hosts nor a grid")
+	check(s.BootTimeout > 0, "boot_timeout %v", s.BootTimeout)
+	for pool, dir := range s.Images {
+		check(yamlx.IsName(pool) && dir != "", "images.%s %q", pool, dir)
+	}
 	seen := map[string]bool{}
 	for i, h := range s.Hosts {
 		check(yamlx.IsName(h.Name) && !seen[h.Name], "hosts[%d].name %q", i, h.Name)
@@ -121,6 +125,10 @@ func siteFile(s *hp.Site) map[string]any {
 	}
 	if s.Hosts != nil {
 		out["hosts"] = s.Hosts
+	}
+	out["boot_timeout"] = s.BootTimeout.String()
+	if s.Images != nil {
+		out["images"] = s.Images
 	}
 	return out
 }

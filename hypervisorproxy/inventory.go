@@ -42,7 +42,8 @@ func (a *Agent) hostLocked(st hostState) Host {
 func (a *Agent) vmLocked(v *vm, live map[string]Domain) VM {
 	s := v.spec
 	out := VM{Name: s.Name, Host: s.Host, Pool: s.Pool, Job: s.Job, State: StateMissing, Managed: true,
-		VCPUs: s.VCPUs, MaxVCPUs: s.MaxVCPUs, MemoryMiB: s.MemoryMiB, MaxMemoryMiB: s.MaxMemoryMiB}
+		VCPUs: s.VCPUs, MaxVCPUs: s.MaxVCPUs, MemoryMiB: s.MemoryMiB, MaxMemoryMiB: s.MaxMemoryMiB,
+		BootSeconds: v.boot.Seconds()}
 	if v.busy == "create" {
 		out.State = StateBuilding
 	}

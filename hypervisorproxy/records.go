@@ -7,14 +7,16 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 )
 
 // vm is a VM the agent manages: its spec as recorded, and the operation
 // that holds it.
 type vm struct {
-	spec   VMSpec // Host, VCPUs and MemoryMiB follow the VM
-	busy   string // operation in progress, "" when idle
-	moving string // destination host of a migration in progress
+	spec   VMSpec        // Host, VCPUs and MemoryMiB follow the VM
+	busy   string        // operation in progress, "" when idle
+	moving string        // destination host of a migration in progress
+	boot   time.Duration // from the create call to the guest agent's first answer; 0: not booted by the agent
 }
 
 // record is what the agent knows of its VMs and hosts beyond what the
@@ -25,6 +27,8 @@ type vm struct {
 type record struct {
 	VMs   []VMSpec          `json:"vms"`   // Host and the current sizes are kept up to date
 	Pools map[string]string `json:"pools"` // host -> pool
+	// Boot is the boot time of each VM that booted an image, in seconds.
+	Boot map[string]float64 `json:"boot_seconds,omitempty"`
 }
 
 const recordFile = "agent.json"
@@ -55,7 +59,7 @@ func (r *record) save(dir string) error {
 	if dir == "" {
 		return nil
 	}
-	c := record{VMs: slices.Clone(r.VMs), Pools: r.Pools}
+	c := record{VMs: slices.Clone(r.VMs), Pools: r.Pools, Boot: r.Boot}
 	slices.SortFunc(c.VMs, func(a, b VMSpec) int { return strings.Compare(a.Name, b.Name) })
 	data, err := json.MarshalIndent(c, "", "  ")
 	if err != nil {
@@ -89,6 +93,12 @@ func (a *Agent) saveLocked() error {
 	r := &record{Pools: map[string]string{}}
 	for _, v := range a.vms {
 		r.VMs = append(r.VMs, v.spec)
+		if v.boot > 0 {
+			if r.Boot == nil {
+				r.Boot = map[string]float64{}
+			}
+			r.Boot[v.spec.Name] = v.boot.Seconds()
+		}
 	}
 	for _, h := range a.hosts {
 		r.Pools[h.cfg.Name] = h.pool

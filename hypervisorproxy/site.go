@@ -23,6 +23,8 @@ import (
 //	hosts:                            # default: generated from the grid's cluster entry
 //	  - {name: spain-0, uri: "qemu+unix:///session?socket=/path/libvirt-sock", pool: render}
 //	migration_ports: 49152-49215      # tcp ports for incoming live migrations
+//	images: {render: images/render}   # the image each pool's VMs boot on QEMU hosts
+//	boot_timeout: 60s                 # wait for a booting VM's guest agent
 //
 // and also: grid (the grid file whose cluster entry generates the hosts when
 // hosts is omitted), pool (the pool of generated hosts), data_dir (where the
@@ -49,6 +51,12 @@ type Site struct {
 	MigrationProgressTimeout time.Duration
 	// The caps on unproven connections of the API (httpsrv.Limits).
 	MaxUnproven, MaxUnprovenPerAddress int
+	// Images maps a pool to the directory of the image (made by
+	// `metasched image build`) its VMs boot on QEMU hosts; the agent
+	// loads and verifies each when it starts.
+	Images map[string]string
+	// BootTimeout bounds the wait for a booting VM's guest agent.
+	BootTimeout time.Duration
 }
 
 // SiteHost is one host of a site file.
@@ -63,6 +71,7 @@ type SiteHost struct {
 const (
 	DefaultListen          = "127.0.0.1:9101"
 	DefaultProgressTimeout = 60 * time.Second
+	DefaultBootTimeout     = 60 * time.Second
 )
 
 // DefaultMigrationPorts are libvirt's own default range.
@@ -70,7 +79,8 @@ var DefaultMigrationPorts = [2]int{49152, 49215}
 
 var (
 	siteFields = []string{"site", "listen", "token_file", "switch_delay", "grid", "pool", "data_dir",
-		"hosts", "migration_ports", "migration_progress_timeout", "max_unproven_connections", "max_unproven_per_address"}
+		"hosts", "migration_ports", "migration_progress_timeout", "max_unproven_connections", "max_unproven_per_address",
+		"images", "boot_timeout"}
 	siteHostFields = []string{"name", "uri", "pool", "migration_address"}
 )
 
@@ -86,7 +96,8 @@ func ParseSite(file string, data []byte) (*Site, error) {
 	if !ok {
 		return nil, d.Err()
 	}
-	s := &Site{Listen: DefaultListen, MigrationPorts: DefaultMigrationPorts, MigrationProgressTimeout: DefaultProgressTimeout}
+	s := &Site{Listen: DefaultListen, MigrationPorts: DefaultMigrationPorts, MigrationProgressTimeout: DefaultProgressTimeout,
+		BootTimeout: DefaultBootTimeout}
 	dir := filepath.Dir(file)
 	path := func(key string, required bool) string {
 		p, ok := top.Str(key, required)
@@ -136,6 +147,34 @@ func ParseSite(file string, data []byte) (*Site, error) {
 	duration("migration_progress_timeout", &s.MigrationProgressTimeout)
 	if s.MigrationProgressTimeout == 0 {
 		top.Errorf("migration_progress_timeout", "must be > 0")
+	}
+	duration("boot_timeout", &s.BootTimeout)
+	if s.BootTimeout == 0 {
+		top.Errorf("boot_timeout", "must be > 0")
+	}
+	if v, ok := top.Get("images", false); ok {
+		if pools, ok := v.Keys(); ok {
+			m, _ := v.Map(pools...)
+			s.Images = map[string]string{}
+			for _, pool := range pools {
+				if !yamlx.IsName(pool) {
+					m.Errorf(pool, "must be keyed by a pool name (a-z, 0-9, -), not %q", pool)
+					continue
+				}
+				p, ok := m.Str(pool, false)
+				if !ok {
+					continue
+				}
+				if p == "" {
+					m.Errorf(pool, "must be the directory of an image, not empty")
+					continue
+				}
+				if !filepath.IsAbs(p) {
+					p = filepath.Join(dir, p)
+				}
+				s.Images[pool] = p
+			}
+		}
 	}
 	caps := httpsrv.ParseLimits(top)
 	s.MaxUnproven, s.MaxUnprovenPerAddress = caps.MaxUnproven, caps.MaxUnprovenPerAddress

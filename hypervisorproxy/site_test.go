@@ -28,6 +28,8 @@ migration_progress_timeout: 2m
 data_dir: /var/lib/ms
 max_unproven_connections: 200
 max_unproven_per_address: 20
+images: {render: images/render, batch: /srv/images/batch}
+boot_timeout: 2m
 `
 
 func TestParseSite(t *testing.T) {
@@ -39,6 +41,8 @@ func TestParseSite(t *testing.T) {
 		Site: "spain", Listen: "0.0.0.0:9101", TokenFile: "/etc/ms/token", SwitchDelay: 90 * time.Second,
 		Pool: "render", DataDir: "/var/lib/ms", MigrationPorts: [2]int{50000, 50009}, MigrationProgressTimeout: 2 * time.Minute,
 		MaxUnproven: 200, MaxUnprovenPerAddress: 20,
+		Images:      map[string]string{"render": "/etc/ms/images/render", "batch": "/srv/images/batch"},
+		BootTimeout: 2 * time.Minute,
 		Hosts: []hp.SiteHost{
 			{Name: "spain-0", URI: "qemu+unix:///session?socket=/run/a/libvirt-sock", Pool: "render"},
 			{Name: "spain-1", URI: "qemu+ssh://node1.example/system", Pool: "batch"},
@@ -55,6 +59,7 @@ func TestParseSite(t *testing.T) {
 	}
 	want = &hp.Site{Site: "lab", Listen: hp.DefaultListen, TokenFile: "/t", Grid: "g.yaml",
 		MigrationPorts: hp.DefaultMigrationPorts, MigrationProgressTimeout: hp.DefaultProgressTimeout,
+		BootTimeout: hp.DefaultBootTimeout,
 		MaxUnproven: httpsrv.DefaultMaxUnproven, MaxUnprovenPerAddress: httpsrv.DefaultMaxUnprovenPerAddress}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("defaults (-want +got):\n%s", diff)
@@ -88,6 +93,13 @@ var siteErrorCases = []struct{ name, yaml, want string }{
 	{"not a uri", siteOK + "hosts:\n  - {name: h-0, uri: \"localhost\"}\n", `hosts[0].uri: must be a libvirt URI`},
 	{"twice", siteOK + "hosts:\n  - {name: h-0, uri: \"test:///default\"}\n  - {name: h-0, uri: \"test:///default\"}\n", `s.yaml: hosts[1].name: host "h-0" is listed twice`},
 	{"bad pool", siteOK + "hosts:\n  - {name: h-0, uri: \"test:///default\", pool: Big}\n", `hosts[0].pool: must be a pool name`},
+	{"images not a map", siteOK + siteHost + "images: /srv/img\n", "s.yaml: images: must be a mapping"},
+	{"bad image pool", siteOK + siteHost + "images: {Render: /srv/img}\n", `s.yaml: images.Render: must be keyed by a pool name (a-z, 0-9, -), not "Render"`},
+	{"empty image", siteOK + siteHost + "images: {render: \"\"}\n", "s.yaml: images.render: must be the directory of an image, not empty"},
+	{"image not a string", siteOK + siteHost + "images: {render: [a]}\n", "s.yaml: images.render: must be a string"},
+	{"image twice", siteOK + siteHost + "images: {render: /a, render: /b}\n", "s.yaml: images.render: duplicate field"},
+	{"zero boot timeout", siteOK + siteHost + "boot_timeout: 0s\n", "s.yaml: boot_timeout: must be > 0"},
+	{"bad boot timeout", siteOK + siteHost + "boot_timeout: soon\n", `s.yaml: boot_timeout: not a duration like 30s or 2m: "soon"`},
 	{"host field", siteOK + "hosts:\n  - {name: h-0, uri: \"test:///default\", cpus: 4}\n", `hosts[0].cpus: unknown field`},
 }
 

@@ -548,3 +548,25 @@ func IsName(s string) bool {
 	}
 	return true
 }
+
+// Keys returns the scalar keys of a mapping, in order, for mappings whose
+// keys are names chosen by the file (read them with v.Map(keys...), which
+// reports duplicates); ok is false (and the problem recorded) when v is
+// not a mapping.
+func (v Value) Keys() ([]string, bool) {
+	if !v.IsMap() {
+		v.Errorf("must be a mapping")
+		return nil, false
+	}
+	var keys []string
+	for i := 0; i+1 < len(v.n.Content); i += 2 {
+		k := v.n.Content[i]
+		for k.Kind == yaml.AliasNode && k.Alias != nil {
+			k = k.Alias
+		}
+		if k.Kind == yaml.ScalarNode && !slices.Contains(keys, k.Value) {
+			keys = append(keys, k.Value)
+		}
+	}
+	return keys, true
+}

@@ -1,0 +1,197 @@
+package hypervisorproxy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/metasched/metasched/hypervisorproxy/image"
+)
+
+// Boot is how a VM boots its pool's image: direct kernel boot, its
+// console appended to a file, and the channel of QEMU's guest agent.
+type Boot struct {
+	Kernel, Initrd, Cmdline string // absolute paths on the host; the command line
+	ConsoleLog              string // absolute path of the console file
+}
+
+// GuestHypervisor is a Hypervisor that boots guest images (the libvirt
+// driver on QEMU hosts). The agent uses it for VMs of pools that have an
+// image.
+type GuestHypervisor interface {
+	Hypervisor
+	// CreateGuest defines and starts a VM that boots as b says. A VM that
+	// fails to start is not left defined.
+	CreateGuest(ctx context.Context, spec VMSpec, b Boot) (Domain, error)
+	// WaitAgent returns when the VM's guest agent answers guest-ping,
+	// or with an error when ctx ends first or the VM stops running.
+	WaitAgent(ctx context.Context, name string) error
+}
+
+// consoleLines is how many of a console's last lines an error about a
+// guest that did not boot carries.
+const consoleLines = 20
+
+// loadImages loads and verifies the image of every pool of the site
+// file; every bad one is reported, named by its field.
+func loadImages(dirs map[string]string) (map[string]*image.Image, error) {
+	imgs := map[string]*image.Image{}
+	var errs []error
+	pools := make([]string, 0, len(dirs))
+	for p := range dirs {
+		pools = append(pools, p)
+	}
+	slices.Sort(pools)
+	for _, pool := range pools {
+		img, err := image.Load(dirs[pool])
+		if err == nil {
+			err = img.Verify()
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("images.%s: %w", pool, err))
+			continue
+		}
+		imgs[pool] = img
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("agent: site file: %w: %w", ErrInvalid, err)
+	}
+	return imgs, nil
+}
+
+// consoleDir is where the consoles of booted VMs are: DATA_DIR/consoles
+// (under the agent's temporary directory without a data_dir).
+func (a *Agent) consoleDir() (string, error) {
+	dir := a.dataDir
+	if dir == "" {
+		a.mu.Lock()
+		if a.tmpDir == "" {
+			t, err := os.MkdirTemp("", "metasched-agent-")
+			if err != nil {
+				a.mu.Unlock()
+				return "", fmt.Errorf("console directory: %w", err)
+			}
+			a.tmpDir = t
+		}
+		dir = a.tmpDir
+		a.mu.Unlock()
+	}
+	dir, err := filepath.Abs(filepath.Join(dir, "consoles"))
+	if err != nil {
+		return "", fmt.Errorf("console directory: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("console directory: %w", err)
+	}
+	return dir, nil
+}
+
+// consolePath is the console file of a VM.
+func consolePath(dir, name string) string { return filepath.Join(dir, name+".console") }
+
+// prepareBoot makes the boot of a VM of img: its command line (the VM's
+// name is the guest's host name) and its console file, created empty
+// and writable by the hypervisor's QEMU processes, whose user is not the
+// agent's (the file is appended to, never read, by them).
+func (a *Agent) prepareBoot(img *image.Image, name string) (Boot, error) {
+	cmdline, err := img.GuestCmdline(image.Guest{Hostname: name})
+	if err != nil {
+		return Boot{}, fmt.Errorf("%w: name: %q cannot be the guest's host name: %w", ErrInvalid, name, err)
+	}
+	dir, err := a.consoleDir()
+	if err != nil {
+		return Boot{}, err
+	}
+	b := Boot{Kernel: img.KernelPath(), Initrd: img.InitrdPath(), Cmdline: cmdline, ConsoleLog: consolePath(dir, name)}
+	f, err := os.OpenFile(b.ConsoleLog, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return Boot{}, fmt.Errorf("console file: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return Boot{}, fmt.Errorf("console file: %w", err)
+	}
+	if err := os.Chmod(b.ConsoleLog, 0o622); err != nil {
+		return Boot{}, fmt.Errorf("console file: %w", err)
+	}
+	return b, nil
+}
+
+// consoleTail returns the last n lines of a console file (at most 64 KiB
+// of its end are read), or why they cannot be read.
+func consoleTail(path string, n int) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Sprintf("(no console: %v)", err)
+	}
+	defer f.Close()
+	const most = 64 << 10
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Sprintf("(no console: %v)", err)
+	}
+	off := max(0, fi.Size()-most)
+	buf := make([]byte, fi.Size()-off)
+	if _, err := f.ReadAt(buf, off); err != nil {
+		return fmt.Sprintf("(no console: %v)", err)
+	}
+	buf = bytes.ReplaceAll(buf, []byte("\r"), nil)
+	lines := strings.Split(strings.TrimRight(string(buf), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	if len(lines) == 1 && lines[0] == "" {
+		return "(the console is empty)"
+	}
+	return strings.Join(lines, "\n")
+}
+
+// removeConsole removes a VM's console file, if it has one.
+func (a *Agent) removeConsole(name string) {
+	dir := a.dataDir
+	if dir == "" {
+		a.mu.Lock()
+		dir = a.tmpDir
+		a.mu.Unlock()
+		if dir == "" {
+			return
+		}
+	}
+	p, err := filepath.Abs(consolePath(filepath.Join(dir, "consoles"), name))
+	if err != nil {
+		return
+	}
+	if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
+		a.log.Warn().Err(err).Str("vm", name).Msg("remove console file")
+	}
+}
+
+// bootGuest creates a VM that boots b on gh and waits for its guest
+// agent. A VM whose agent does not answer within the site's boot_timeout
+// is destroyed: the error names the VM, its host, the deadline and the
+// last lines of its console. It returns the time from the create call to
+// the agent's first answer.
+func (a *Agent) bootGuest(ctx context.Context, gh GuestHypervisor, spec VMSpec, b Boot) (Domain, time.Duration, error) {
+	start := time.Now()
+	d, err := gh.CreateGuest(ctx, spec, b)
+	if err != nil {
+		return Domain{}, 0, fmt.Errorf("%w; console:\n%s", err, consoleTail(b.ConsoleLog, consoleLines))
+	}
+	wctx, cancel := context.WithTimeout(ctx, a.site.BootTimeout)
+	err = gh.WaitAgent(wctx, spec.Name)
+	cancel()
+	if err == nil {
+		return d, time.Since(start), nil
+	}
+	err = fmt.Errorf("%w: vm %s on %s did not answer within %v: %w; console (last lines):\n%s",
+		ErrGuestAgent, spec.Name, spec.Host, a.site.BootTimeout, err, consoleTail(b.ConsoleLog, consoleLines))
+	if derr := gh.Destroy(context.WithoutCancel(ctx), spec.Name); derr != nil && !errors.Is(derr, ErrNotFound) {
+		err = errors.Join(err, fmt.Errorf("destroy %s after its failed boot: %w", spec.Name, derr))
+	}
+	return Domain{}, 0, err
+}
