@@ -423,7 +423,7 @@ type lostJob struct {
 // jobsOnLostHostsLocked lists the live jobs placed on an unreachable host.
 func (d *Daemon) jobsOnLostHostsLocked() []lostJob {
 	var out []lostJob
-	for _, j := range d.placedLocked() {
+	for _, j := range d.index.placed { // any order: each is stopped on its own
 		for _, h := range j.hostNames() {
 			if rt := d.hosts[h]; rt != nil && !rt.reachable {
 				out = append(out, lostJob{job: j, attempt: j.job.Record.Attempts, host: h})
