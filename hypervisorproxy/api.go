@@ -62,6 +62,10 @@ type VM struct {
 	// BootSeconds is the time from the VM's creation to its guest
 	// agent's first answer, for a VM that booted its pool's image.
 	BootSeconds float64 `json:"boot_seconds,omitempty"`
+	// Address is the VM's IPv4 address on its site's network, with the
+	// network's prefix length (10.77.1.12/16); empty when the site has
+	// no network.
+	Address string `json:"address,omitempty"`
 }
 
 // Host is one physical host of the site.
@@ -173,3 +177,46 @@ type APIError struct {
 	Error string `json:"error"`
 	Code  string `json:"code"`
 }
+
+// GuestExec starts a program inside a VM through its QEMU guest agent
+// (guest-exec). Env, when set, is the program's whole environment
+// (KEY=VALUE). Input is the program's stdin, at most MaxGuestInput bytes.
+type GuestExec struct {
+	Path          string   `json:"path"`
+	Args          []string `json:"args,omitempty"`
+	Env           []string `json:"env,omitempty"`
+	Input         []byte   `json:"input,omitempty"`
+	CaptureOutput bool     `json:"capture_output,omitempty"`
+}
+
+// GuestProcess is a program started by GuestExec.
+type GuestProcess struct {
+	PID int `json:"pid"`
+}
+
+// GuestExecStatus is the state of a program started by GuestExec
+// (guest-exec-status). The guest agent forgets a program once it has
+// reported its exit. Stdout and Stderr are there only for a program
+// started with CaptureOutput, once it has exited.
+type GuestExecStatus struct {
+	Exited    bool   `json:"exited"`
+	ExitCode  int    `json:"exit_code"`
+	Signal    int    `json:"signal,omitempty"`
+	Stdout    []byte `json:"stdout,omitempty"`
+	Stderr    []byte `json:"stderr,omitempty"`
+	Truncated bool   `json:"truncated,omitempty"`
+}
+
+// GuestFileChunk is a piece of a file inside a VM, read at an offset.
+// EOF says Data reaches the file's end as it was when read.
+type GuestFileChunk struct {
+	Data []byte `json:"data"`
+	EOF  bool   `json:"eof"`
+}
+
+// Bounds of the guest calls.
+const (
+	MaxGuestInput = 1 << 20 // GuestExec.Input
+	MaxGuestWrite = 8 << 20 // a file written into a guest
+	MaxGuestRead  = 1 << 20 // a chunk read from a guest's file
+)
