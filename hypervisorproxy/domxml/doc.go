@@ -54,6 +54,9 @@
 // empty, on one libvirt chooses under its own directory. Paths are
 // absolute and clean, the command line at most 2,047 bytes (Linux's limit
 // on x86) without control characters, the socket path at most 107 bytes.
+// Bridge gives the guest one virtio network interface, a port of that
+// Linux bridge of the host (<interface type='bridge'>), with the MAC
+// address MAC when it is set.
 //
 // Both types record the job and the pool in <metadata>, in the
 // [MetadataNS] namespace, so that an agent restarted from scratch can tell

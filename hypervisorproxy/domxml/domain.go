@@ -3,6 +3,7 @@ package domxml
 import (
 	"errors"
 	"fmt"
+	"net"
 	"path/filepath"
 	"strconv"
 	"unicode"
@@ -69,6 +70,11 @@ type Domain struct {
 	// "" letting libvirt choose one under its own directory (qemu only).
 	GuestAgent  bool
 	AgentSocket string
+
+	// Bridge puts the guest's one network interface (virtio, its eth0) on
+	// this Linux bridge of the host, with the MAC address MAC (qemu only;
+	// MAC "" lets libvirt choose one).
+	Bridge, MAC string
 }
 
 // maxVCPUs is MaxVCPUs with its default applied.
@@ -89,8 +95,9 @@ func (d Domain) maxMemoryMiB() int {
 
 // Validate reports every problem of d, joined with errors.Join, each one
 // starting with the field's name in the agent's JSON API (type, name, vcpus,
-// max_vcpus, memory_mib, max_memory_mib, job, pool, emulator). It returns
-// nil when d is valid.
+// max_vcpus, memory_mib, max_memory_mib, job, pool, emulator, kernel,
+// initrd, cmdline, console_log, guest_agent, agent_socket, bridge, mac). It
+// returns nil when d is valid.
 //
 // Names are 1 to 64 characters of A-Z a-z 0-9 . _ -, not starting with '.'
 // or '-'. vCPUs are 1 to 4096 and memory 1 MiB to 16 TiB, with maxima not
@@ -102,7 +109,9 @@ func (d Domain) maxMemoryMiB() int {
 // which must also be clean (no . or .. elements, no repeated /): initrd
 // and cmdline need a kernel, agent_socket needs guest_agent and is at
 // most 107 bytes (a unix socket path), and cmdline is at most 2,047
-// bytes without control characters.
+// bytes without control characters. Bridge (qemu only) is a Linux
+// interface name (CheckBridge); mac needs bridge and is a unicast MAC
+// address written in lower case.
 func (d Domain) Validate() error {
 	var errs []error
 	bad := func(field, format string, args ...any) {
@@ -243,7 +252,62 @@ func (d Domain) Validate() error {
 		bad("agent_socket", "needs guest_agent")
 	}
 
+	// Network.
+	switch {
+	case d.Bridge == "" && d.MAC != "":
+		bad("mac", "needs bridge")
+	case d.Bridge != "" && d.Type == TypeTest:
+		bad("bridge", "must be empty for type test")
+	case d.Bridge != "":
+		if msg := CheckBridge(d.Bridge); msg != "" {
+			bad("bridge", "%s", msg)
+		}
+	}
+	if d.MAC != "" {
+		if msg := checkMAC(d.MAC); msg != "" {
+			bad("mac", "%s", msg)
+		}
+	}
+
 	return errors.Join(errs...)
+}
+
+// limitIfname is the longest Linux interface name (IFNAMSIZ less its NUL).
+const limitIfname = 15
+
+// CheckBridge returns what is wrong with a bridge's name (a Linux
+// interface name: 1 to 15 bytes of A-Z a-z 0-9 . _ -, not "." or ".."),
+// or "".
+func CheckBridge(name string) string {
+	switch {
+	case name == "":
+		return "must not be empty"
+	case len(name) > limitIfname:
+		return fmt.Sprintf("must be at most %d bytes (a Linux interface name), not %d", limitIfname, len(name))
+	case name == "." || name == "..":
+		return fmt.Sprintf("must not be %q", name)
+	}
+	for i, r := range name {
+		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' ||
+			r == '.' || r == '_' || r == '-'
+		if !ok {
+			return fmt.Sprintf("character %q at byte %d is not allowed (use A-Z a-z 0-9 . _ -)", r, i)
+		}
+	}
+	return ""
+}
+
+// checkMAC returns what is wrong with a MAC address (six lower-case hex
+// pairs joined by ':', unicast), or "".
+func checkMAC(mac string) string {
+	hw, err := net.ParseMAC(mac)
+	switch {
+	case err != nil || len(hw) != 6 || hw.String() != mac:
+		return fmt.Sprintf("must be six lower-case hex pairs like 52:54:00:0a:4d:01, not %q", mac)
+	case hw[0]&1 != 0:
+		return fmt.Sprintf("must be a unicast address (even first byte), not %q", mac)
+	}
+	return ""
 }
 
 // checkName returns what is wrong with a domain name, or "".
@@ -388,6 +452,14 @@ func devices(d Domain, emulator string) []*elem {
 		}
 		ch.kids = append(ch.kids, el("target", a("type", "virtio", "name", AgentChannel)))
 		devs = append(devs, ch)
+	}
+	if d.Bridge != "" {
+		nic := el("interface", a("type", "bridge"))
+		if d.MAC != "" {
+			nic.kids = append(nic.kids, el("mac", a("address", d.MAC)))
+		}
+		nic.kids = append(nic.kids, el("source", a("bridge", d.Bridge)), el("model", a("type", "virtio")))
+		devs = append(devs, nic)
 	}
 	return append(devs, el("memballoon", a("model", "virtio")))
 }

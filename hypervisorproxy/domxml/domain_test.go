@@ -145,6 +145,18 @@ func TestValidate(t *testing.T) {
 			"cmdline: must be at most 2047 bytes, not 2048",
 			"agent_socket: must be at most 107 bytes, not 108",
 		}},
+		{"qemu bridge ok", with(okQ, func(d *Domain) { d.Bridge, d.MAC = "msbr-a", "52:54:0a:01:00:05" }), nil},
+		{"qemu bridge without mac ok", with(okQ, func(d *Domain) { d.Bridge = "br0" }), nil},
+		{"bridge for test", with(ok, func(d *Domain) { d.Bridge = "br0" }), []string{"bridge: must be empty for type test"}},
+		{"bad network", with(okQ, func(d *Domain) { d.Bridge, d.MAC = "a-bridge-too-long", "52:54:0A:01:00:05" }), []string{
+			"bridge: must be at most 15 bytes (a Linux interface name), not 17",
+			`mac: must be six lower-case hex pairs like 52:54:00:0a:4d:01, not "52:54:0A:01:00:05"`,
+		}},
+		{"bad bridge character and multicast mac", with(okQ, func(d *Domain) { d.Bridge, d.MAC = "br/0", "01:00:5e:00:00:01" }), []string{
+			`bridge: character '/' at byte 2 is not allowed (use A-Z a-z 0-9 . _ -)`,
+			`mac: must be a unicast address (even first byte), not "01:00:5e:00:00:01"`,
+		}},
+		{"mac needs bridge", with(okQ, func(d *Domain) { d.MAC = "52:54:0a:01:00:05" }), []string{"mac: needs bridge"}},
 		{"control character in cmdline", with(okQ, func(d *Domain) { d.Kernel, d.Cmdline = "/k", "quiet\nx" }), []string{
 			"cmdline: character U+000A at byte 5 is not allowed (no control characters)",
 		}},
@@ -169,7 +181,7 @@ func TestValidate(t *testing.T) {
 				t.Errorf("Validate() messages mismatch (-want +got):\n%s", diff)
 			}
 			fields := []string{"type", "name", "vcpus", "max_vcpus", "memory_mib", "max_memory_mib", "job", "pool", "emulator",
-				"kernel", "initrd", "cmdline", "console_log", "guest_agent", "agent_socket"}
+				"kernel", "initrd", "cmdline", "console_log", "guest_agent", "agent_socket", "bridge", "mac"}
 			for _, msg := range got {
 				named := false
 				for _, f := range fields {

@@ -98,6 +98,7 @@ func TestDomainXMLGolden(t *testing.T) {
 			Kernel: "/var/lib/metasched/images/k & 'q'/vmlinuz", Cmdline: `console=ttyS0 a="<b>"`,
 			GuestAgent: true, AgentSocket: "/run/metasched/j-7-w1.agent",
 		}},
+		{"domain-qemu-boot-net.xml", func() Domain { d := bootDomain; d.Bridge, d.MAC = "msbr-a", "52:54:0a:01:00:05"; return d }()},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			got, err := tc.d.XML()
