@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -19,6 +20,9 @@ import (
 type Boot struct {
 	Kernel, Initrd, Cmdline string // absolute paths on the host; the command line
 	ConsoleLog              string // absolute path of the console file
+	// Bridge and MAC: the guest's network interface, a port of the host's
+	// Linux bridge Bridge; "" for none.
+	Bridge, MAC string
 }
 
 // GuestHypervisor is a Hypervisor that boots guest images (the libvirt
@@ -99,16 +103,23 @@ func consolePath(dir, name string) string { return filepath.Join(dir, name+".con
 // name is the guest's host name) and its console file, created empty
 // and writable by the hypervisor's QEMU processes, whose user is not the
 // agent's (the file is appended to, never read, by them).
-func (a *Agent) prepareBoot(img *image.Image, name string) (Boot, error) {
-	cmdline, err := img.GuestCmdline(image.Guest{Hostname: name})
+func (a *Agent) prepareBoot(img *image.Image, name string, addr netip.Addr) (Boot, error) {
+	g := image.Guest{Hostname: name, Address: a.prefix(addr)}
+	if g.Address.IsValid() {
+		g.Gateway = a.site.Network.Gateway
+	}
+	cmdline, err := img.GuestCmdline(g)
 	if err != nil {
-		return Boot{}, fmt.Errorf("%w: name: %q cannot be the guest's host name: %w", ErrInvalid, name, err)
+		return Boot{}, fmt.Errorf("%w: vm %s: its kernel command line: %w", ErrInvalid, name, err)
 	}
 	dir, err := a.consoleDir()
 	if err != nil {
 		return Boot{}, err
 	}
 	b := Boot{Kernel: img.KernelPath(), Initrd: img.InitrdPath(), Cmdline: cmdline, ConsoleLog: consolePath(dir, name)}
+	if g.Address.IsValid() {
+		b.Bridge, b.MAC = a.site.Network.Bridge, macOf(addr)
+	}
 	f, err := os.OpenFile(b.ConsoleLog, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
 	if err != nil {
 		return Boot{}, fmt.Errorf("console file: %w", err)

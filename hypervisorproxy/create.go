@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"time"
 
 	"github.com/metasched/metasched/hypervisorproxy/domxml"
@@ -58,6 +59,12 @@ func (a *Agent) CreateVM(ctx context.Context, spec VMSpec) (VM, error) {
 		return VM{}, fmt.Errorf("create vm %s: %w: %w", spec.Name, ErrInvalid, err)
 	}
 	v := &vm{spec: spec, busy: "create"}
+	if a.site.Network != nil {
+		if v.addr, err = a.allocateLocked(spec.Name); err != nil {
+			a.mu.Unlock()
+			return VM{}, fmt.Errorf("create vm %s: %w", spec.Name, err)
+		}
+	}
 	a.vms[spec.Name] = v
 	hv := h.hv
 	img := a.images[h.pool]
@@ -75,7 +82,7 @@ func (a *Agent) CreateVM(ctx context.Context, spec VMSpec) (VM, error) {
 	if img == nil {
 		d, err = hv.Create(ctx, spec)
 	} else {
-		d, boot, err = a.createGuest(ctx, hv, img, spec)
+		d, boot, err = a.createGuest(ctx, hv, img, spec, v.addr)
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -99,12 +106,12 @@ func (a *Agent) CreateVM(ctx context.Context, spec VMSpec) (VM, error) {
 // createGuest creates a VM that boots its pool's image img on hv and
 // waits for its guest agent (bootGuest). Its console file is removed when
 // it fails.
-func (a *Agent) createGuest(ctx context.Context, hv Hypervisor, img *image.Image, spec VMSpec) (Domain, time.Duration, error) {
+func (a *Agent) createGuest(ctx context.Context, hv Hypervisor, img *image.Image, spec VMSpec, addr netip.Addr) (Domain, time.Duration, error) {
 	gh, ok := hv.(GuestHypervisor)
 	if !ok {
 		return Domain{}, 0, fmt.Errorf("%w: pool %s has an image but host %s cannot boot one", ErrUnsupported, spec.Pool, spec.Host)
 	}
-	b, err := a.prepareBoot(img, spec.Name)
+	b, err := a.prepareBoot(img, spec.Name, addr)
 	if err != nil {
 		return Domain{}, 0, err
 	}

@@ -44,6 +44,9 @@ func (a *Agent) vmLocked(v *vm, live map[string]Domain) VM {
 	out := VM{Name: s.Name, Host: s.Host, Pool: s.Pool, Job: s.Job, State: StateMissing, Managed: true,
 		VCPUs: s.VCPUs, MaxVCPUs: s.MaxVCPUs, MemoryMiB: s.MemoryMiB, MaxMemoryMiB: s.MaxMemoryMiB,
 		BootSeconds: v.boot.Seconds()}
+	if pfx := a.prefix(v.addr); pfx.IsValid() {
+		out.Address = pfx.String()
+	}
 	if v.busy == "create" {
 		out.State = StateBuilding
 	}

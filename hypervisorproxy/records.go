@@ -3,6 +3,7 @@ package hypervisorproxy
 import (
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,6 +18,7 @@ type vm struct {
 	busy   string        // operation in progress, "" when idle
 	moving string        // destination host of a migration in progress
 	boot   time.Duration // from the create call to the guest agent's first answer; 0: not booted by the agent
+	addr   netip.Addr    // its address on the site's network; invalid: none
 }
 
 // record is what the agent knows of its VMs and hosts beyond what the
@@ -29,6 +31,8 @@ type record struct {
 	Pools map[string]string `json:"pools"` // host -> pool
 	// Boot is the boot time of each VM that booted an image, in seconds.
 	Boot map[string]float64 `json:"boot_seconds,omitempty"`
+	// Addresses is the address each VM holds on the site's network.
+	Addresses map[string]netip.Addr `json:"addresses,omitempty"`
 }
 
 const recordFile = "agent.json"
@@ -59,7 +63,7 @@ func (r *record) save(dir string) error {
 	if dir == "" {
 		return nil
 	}
-	c := record{VMs: slices.Clone(r.VMs), Pools: r.Pools, Boot: r.Boot}
+	c := record{VMs: slices.Clone(r.VMs), Pools: r.Pools, Boot: r.Boot, Addresses: r.Addresses}
 	slices.SortFunc(c.VMs, func(a, b VMSpec) int { return strings.Compare(a.Name, b.Name) })
 	data, err := json.MarshalIndent(c, "", "  ")
 	if err != nil {
@@ -98,6 +102,12 @@ func (a *Agent) saveLocked() error {
 				r.Boot = map[string]float64{}
 			}
 			r.Boot[v.spec.Name] = v.boot.Seconds()
+		}
+		if v.addr.IsValid() {
+			if r.Addresses == nil {
+				r.Addresses = map[string]netip.Addr{}
+			}
+			r.Addresses[v.spec.Name] = v.addr
 		}
 	}
 	for _, h := range a.hosts {

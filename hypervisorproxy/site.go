@@ -25,6 +25,7 @@ import (
 //	migration_ports: 49152-49215      # tcp ports for incoming live migrations
 //	images: {render: images/render}   # the image each pool's VMs boot on QEMU hosts
 //	boot_timeout: 60s                 # wait for a booting VM's guest agent
+//	network: {bridge: msbr0, subnet: 10.77.0.0/16, addresses: 10.77.1.10-10.77.1.250}
 //
 // and also: grid (the grid file whose cluster entry generates the hosts when
 // hosts is omitted), pool (the pool of generated hosts), data_dir (where the
@@ -57,6 +58,9 @@ type Site struct {
 	Images map[string]string
 	// BootTimeout bounds the wait for a booting VM's guest agent.
 	BootTimeout time.Duration
+	// Network is the network the site's VMs join (see Network); nil:
+	// VMs have no network interface.
+	Network *Network
 }
 
 // SiteHost is one host of a site file.
@@ -80,7 +84,7 @@ var DefaultMigrationPorts = [2]int{49152, 49215}
 var (
 	siteFields = []string{"site", "listen", "token_file", "switch_delay", "grid", "pool", "data_dir",
 		"hosts", "migration_ports", "migration_progress_timeout", "max_unproven_connections", "max_unproven_per_address",
-		"images", "boot_timeout"}
+		"images", "boot_timeout", "network"}
 	siteHostFields = []string{"name", "uri", "pool", "migration_address"}
 )
 
@@ -175,6 +179,9 @@ func ParseSite(file string, data []byte) (*Site, error) {
 				s.Images[pool] = p
 			}
 		}
+	}
+	if v, ok := top.Get("network", false); ok {
+		s.Network = parseNetwork(v)
 	}
 	caps := httpsrv.ParseLimits(top)
 	s.MaxUnproven, s.MaxUnprovenPerAddress = caps.MaxUnproven, caps.MaxUnprovenPerAddress

@@ -1,11 +1,13 @@
 package hypervisorproxy_test
 
 import (
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/metasched/metasched/graph"
 	hp "github.com/metasched/metasched/hypervisorproxy"
@@ -30,6 +32,11 @@ max_unproven_connections: 200
 max_unproven_per_address: 20
 images: {render: images/render, batch: /srv/images/batch}
 boot_timeout: 2m
+network:
+  bridge: msbr0
+  subnet: 10.77.0.0/16
+  addresses: 10.77.1.10 - 10.77.1.250
+  gateway: 10.77.0.1
 `
 
 func TestParseSite(t *testing.T) {
@@ -43,13 +50,15 @@ func TestParseSite(t *testing.T) {
 		MaxUnproven: 200, MaxUnprovenPerAddress: 20,
 		Images:      map[string]string{"render": "/etc/ms/images/render", "batch": "/srv/images/batch"},
 		BootTimeout: 2 * time.Minute,
+		Network: &hp.Network{Bridge: "msbr0", Subnet: netip.MustParsePrefix("10.77.0.0/16"),
+			First: netip.MustParseAddr("10.77.1.10"), Last: netip.MustParseAddr("10.77.1.250"), Gateway: netip.MustParseAddr("10.77.0.1")},
 		Hosts: []hp.SiteHost{
 			{Name: "spain-0", URI: "qemu+unix:///session?socket=/run/a/libvirt-sock", Pool: "render"},
 			{Name: "spain-1", URI: "qemu+ssh://node1.example/system", Pool: "batch"},
 			{Name: "spain-2", URI: "test:///default", Pool: "render", MigrationAddress: "10.0.0.3"},
 		},
 	}
-	if diff := cmp.Diff(want, got); diff != "" {
+	if diff := cmp.Diff(want, got, cmpopts.EquateComparable(netip.Addr{}, netip.Prefix{})); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
 	// Defaults.
@@ -100,6 +109,22 @@ var siteErrorCases = []struct{ name, yaml, want string }{
 	{"image twice", siteOK + siteHost + "images: {render: /a, render: /b}\n", "s.yaml: images.render: duplicate field"},
 	{"zero boot timeout", siteOK + siteHost + "boot_timeout: 0s\n", "s.yaml: boot_timeout: must be > 0"},
 	{"bad boot timeout", siteOK + siteHost + "boot_timeout: soon\n", `s.yaml: boot_timeout: not a duration like 30s or 2m: "soon"`},
+	{"network not a map", siteOK + siteHost + "network: msbr0\n", "s.yaml: network: must be a mapping"},
+	{"network without fields", siteOK + siteHost + "network: {}\n", "s.yaml: network.bridge: missing required field"},
+	{"network field", siteOK + siteHost + "network: {bridge: b, subnet: 10.0.0.0/8, addresses: 10.0.0.2, mtu: 9000}\n", "s.yaml: network.mtu: unknown field"},
+	{"bad bridge", siteOK + siteHost + "network: {bridge: a-bridge-too-long, subnet: 10.0.0.0/8, addresses: 10.0.0.2}\n", "s.yaml: network.bridge: must be at most 15 bytes (a Linux interface name), not 17"},
+	{"bad subnet", siteOK + siteHost + "network: {bridge: b, subnet: 10.0.0.0, addresses: 10.0.0.2}\n", `s.yaml: network.subnet: must be an IPv4 network like 10.77.0.0/16, not "10.0.0.0"`},
+	{"ipv6 subnet", siteOK + siteHost + "network: {bridge: b, subnet: \"fd00::/64\", addresses: 10.0.0.2}\n", `s.yaml: network.subnet: must be an IPv4 network like 10.77.0.0/16, not "fd00::/64"`},
+	{"subnet not masked", siteOK + siteHost + "network: {bridge: b, subnet: 10.0.0.1/8, addresses: 10.0.0.2}\n", `s.yaml: network.subnet: must be a network address (10.0.0.0/8), not "10.0.0.1/8"`},
+	{"subnet too small", siteOK + siteHost + "network: {bridge: b, subnet: 10.0.0.0/31, addresses: 10.0.0.1}\n", "s.yaml: network.subnet: must have a prefix length from 8 to 30, not 31"},
+	{"bad range", siteOK + siteHost + "network: {bridge: b, subnet: 10.0.0.0/8, addresses: 10.0.0.9-10.0.0.2}\n", `s.yaml: network.addresses: must have FIRST <= LAST, not "10.0.0.9-10.0.0.2"`},
+	{"range not addresses", siteOK + siteHost + "network: {bridge: b, subnet: 10.0.0.0/8, addresses: many}\n", `s.yaml: network.addresses: must be a range of IPv4 addresses FIRST-LAST`},
+	{"range outside", siteOK + siteHost + "network: {bridge: b, subnet: 10.0.0.0/24, addresses: 10.0.0.2-10.0.1.2}\n", "s.yaml: network.addresses: 10.0.1.2 is not in the subnet 10.0.0.0/24"},
+	{"range has broadcast", siteOK + siteHost + "network: {bridge: b, subnet: 10.0.0.0/24, addresses: 10.0.0.2-10.0.0.255}\n", "s.yaml: network.addresses: 10.0.0.255 is the subnet's network or broadcast address"},
+	{"range too big", siteOK + siteHost + "network: {bridge: b, subnet: 10.0.0.0/8, addresses: 10.0.0.1-10.2.0.0}\n", "s.yaml: network.addresses: must hold at most 65536 addresses, not 131072"},
+	{"gateway in range", siteOK + siteHost + "network: {bridge: b, subnet: 10.0.0.0/8, addresses: 10.0.0.1-10.0.0.9, gateway: 10.0.0.5}\n", "s.yaml: network.gateway: 10.0.0.5 is in the VMs' address range 10.0.0.1-10.0.0.9"},
+	{"gateway outside", siteOK + siteHost + "network: {bridge: b, subnet: 10.0.0.0/8, addresses: 10.0.0.1-10.0.0.9, gateway: 11.0.0.1}\n", "s.yaml: network.gateway: 11.0.0.1 is not in the subnet 10.0.0.0/8"},
+	{"bad gateway", siteOK + siteHost + "network: {bridge: b, subnet: 10.0.0.0/8, addresses: 10.0.0.1-10.0.0.9, gateway: router}\n", `s.yaml: network.gateway: must be an IPv4 address, not "router"`},
 	{"host field", siteOK + "hosts:\n  - {name: h-0, uri: \"test:///default\", cpus: 4}\n", `hosts[0].cpus: unknown field`},
 }
 

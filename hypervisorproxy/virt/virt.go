@@ -303,6 +303,7 @@ func (h *Host) CreateGuest(ctx context.Context, spec hp.VMSpec, b hp.Boot) (hp.D
 		Type: h.typ, Name: spec.Name, VCPUs: spec.VCPUs, MaxVCPUs: spec.MaxVCPUs,
 		MemoryMiB: spec.MemoryMiB, MaxMemoryMiB: spec.MaxMemoryMiB, Job: spec.Job, Pool: spec.Pool,
 		Kernel: b.Kernel, Initrd: b.Initrd, Cmdline: b.Cmdline, ConsoleLog: b.ConsoleLog, GuestAgent: true,
+		Bridge: b.Bridge, MAC: b.MAC,
 	})
 }
 
