@@ -1,9 +1,10 @@
 // Package netlab builds, for tests, networks on one Linux machine: a
 // two-host network (two network namespaces joined by a veth pair whose link
 // can be shaped to a given rate with tc), and a grid of sites' bridges joined
-// by shaped links, for guests. Tests of the hypervisor proxy run two site agents as
-// separate processes in the two namespaces, on their own addresses, and
-// check that a bandwidth probe between them measures the shaped rate.
+// by shaped links, for guests. Tests of the hypervisor proxy run two site
+// agents as separate processes in the two namespaces of a pair, on their
+// own addresses, and check that a bandwidth probe between them measures the
+// shaped rate.
 //
 // It needs root, and ip and tc from the Debian package iproute2: it runs
 // those commands (ip netns add, ip link add ... type veth, tc qdisc add ...
