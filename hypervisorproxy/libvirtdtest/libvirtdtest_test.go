@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"net"
 	"os"
@@ -203,10 +204,18 @@ func TestStartT(t *testing.T) {
 func TestStartTimeoutCleansUp(t *testing.T) {
 	t.Parallel()
 	needDaemons(t)
+	for _, root := range []bool{false, true} {
+		t.Run(fmt.Sprintf("root=%v", root), func(t *testing.T) { startTimeoutCleansUp(t, libvirtdtest.Options{Root: root}) })
+	}
+}
+
+// startTimeoutCleansUp starts a daemon with too short a timeout and checks
+// that nothing is left.
+func startTimeoutCleansUp(t *testing.T, opts libvirtdtest.Options) {
 	// Long enough for libvirtd to run, too short for it to be ready.
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	d, err := libvirtdtest.Start(ctx, libvirtdtest.Options{})
+	d, err := libvirtdtest.Start(ctx, opts)
 	if err == nil {
 		_ = d.Stop()
 		t.Fatal("Start with a 300 ms timeout: no error")
