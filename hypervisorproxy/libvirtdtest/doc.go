@@ -69,9 +69,14 @@
 //	qemu+unix:///system?socket=DIR/run/libvirt/libvirt-sock
 //
 // Guests join a bridge of the network namespace with
-// <interface type='bridge'><source bridge='BR'/>...; several daemons in one
-// namespace share it without collisions, and guests live-migrate between
-// them over 127.0.0.1 (the loopback of a netlab.Grid is up).
+// <interface type='bridge'><source bridge='BR'/>...; several daemons share
+// one namespace, and guests live-migrate between them over 127.0.0.1 (the
+// loopback of a netlab.Grid is up). Each daemon names the taps it creates
+// vnetN, the first free N it sees: guests started at the same moment on two
+// daemons of one namespace may get the same name, and one start then fails
+// with "Unable to create tap device vnetN: Device or resource busy" (the
+// domain stays defined; starting it again works). Starts on one daemon, and
+// a migration's destination, pick a free name.
 //
 // Stop works as for a session daemon, by PID only, except for the check
 // that a process named by a pid file is the daemon's: its mount namespace

@@ -31,6 +31,7 @@ const guestBound = 3 * time.Minute
 
 // siteHost is a root daemon of the grid, a host of one site.
 type siteHost struct {
+	t    *testing.T
 	name string
 	d    *libvirtdtest.Daemon
 	h    *virt.Host
@@ -48,7 +49,7 @@ func startSiteHosts(t *testing.T, g *netlab.Grid, names ...string) map[string]*s
 	for i, n := range names {
 		wg.Go(func() {
 			d, err := libvirtdtest.Start(ctx, libvirtdtest.Options{Root: true, NetNS: g.Namespace()})
-			hosts[i], errs[i] = &siteHost{name: n, d: d}, err
+			hosts[i], errs[i] = &siteHost{t: t, name: n, d: d}, err
 		})
 	}
 	wg.Wait()
@@ -127,7 +128,19 @@ func (bg bridgeGuest) boot(s *siteHost, xml string) (time.Duration, error) {
 		return 0, fmt.Errorf("define %s on %s: %w", bg.name, s.name, err)
 	}
 	defer dom.Free()
-	if err := dom.Create(); err != nil {
+	// Daemons sharing a network namespace name their taps vnetN each on
+	// its own: two guests started at the same moment on two of them may
+	// get the same name, and the second start fails with EBUSY. Only that
+	// failure is tried again (the domain is defined, not running).
+	for try := 1; ; try++ {
+		err := dom.Create()
+		if err == nil {
+			break
+		}
+		if try < 5 && strings.Contains(err.Error(), "Unable to create tap device vnet") && strings.Contains(err.Error(), "busy") {
+			s.t.Logf("start %s on %s, try %d: %v: trying again", bg.name, s.name, try, err)
+			continue
+		}
 		return 0, fmt.Errorf("start %s on %s: %w", bg.name, s.name, err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), guestBound)
