@@ -1,6 +1,7 @@
-// Package libvirtdtest starts real, private, unprivileged libvirtd "session"
-// daemons (QEMU driver) for tests of the hypervisor proxy, and stops them and
-// everything they started when the test is over.
+// Package libvirtdtest starts real, private libvirtd daemons (QEMU driver)
+// for tests of the hypervisor proxy, unprivileged "session" daemons by
+// default or root "system" daemons in private namespaces (see "Root mode"
+// below), and stops them and everything they started when the test is over.
 //
 // Each Daemon lives in its own state directory made with os.MkdirTemp (mode
 // 0755, owned by uid/gid 65534 "nobody"), with the XDG directories of the
@@ -32,6 +33,55 @@
 // directory): SIGTERM first, SIGKILL after a bounded wait. It then removes the
 // directory. Nothing is ever killed by name. StartT registers Stop with
 // t.Cleanup, so that a failed test leaves nothing running.
+//
+// # Root mode
+//
+// A session daemon cannot put guests on a Linux bridge (QEMU's bridge
+// helper needs a configuration and privileges it lacks). With Options.Root
+// the daemon is a "system" daemon running as root in a private mount
+// namespace of its own, and, with Options.NetNS, inside a named network
+// namespace (such as a netlab.Grid's, which holds the sites' bridges). It
+// is started as
+//
+//	nsenter --net=/run/netns/NETNS unshare --mount --propagation private -- \
+//		sh -c 'mount --bind ...; exec libvirtd'
+//
+// each program exec'ing the next in place, so that the PID kept is
+// libvirtd's. Directories of the state directory (mode 0700, owned by root)
+// are bind-mounted over the system's in that mount namespace only:
+//
+//	DIR/etc     on /etc/libvirt   libvirtd.conf (host_uuid, no auth on the
+//	                              root-only socket) and qemu.conf
+//	DIR/run     on /run           libvirtd.pid, libvirt/libvirt-sock,
+//	                              libvirt/qemu/NAME.pid per guest
+//	DIR/lib     on /var/lib       libvirt/qemu: monitors, agent sockets
+//	DIR/cache   on /var/cache     QEMU capabilities
+//	DIR/log     on /var/log       libvirt/qemu/NAME.log
+//	DIR/passwd  on /etc/passwd    copies of the host's with the user and
+//	DIR/group   on /etc/group     group libvirt-qemu, which libvirtd looks
+//	                              up before it reads qemu.conf
+//
+// qemu.conf runs QEMU as root with dynamic_ownership and remember_owner
+// off, security_driver "none", no cgroup controllers, no namespaces and
+// stdio_handler "file" (no virtlogd), so nothing of the host's system
+// services is needed. The URI is
+//
+//	qemu+unix:///system?socket=DIR/run/libvirt/libvirt-sock
+//
+// Guests join a bridge of the network namespace with
+// <interface type='bridge'><source bridge='BR'/>...; several daemons share
+// one namespace, and guests live-migrate between them over 127.0.0.1 (the
+// loopback of a netlab.Grid is up). Each daemon names the taps it creates
+// vnetN, the first free N it sees: guests started at the same moment on two
+// daemons of one namespace may get the same name, and one start then fails
+// with "Unable to create tap device vnetN: Device or resource busy" (the
+// domain stays defined; starting it again works). Starts on one daemon, and
+// a migration's destination, pick a free name.
+//
+// Stop works as for a session daemon, by PID only, except for the check
+// that a process named by a pid file is the daemon's: its mount namespace
+// (/proc/PID/ns/mnt) must be libvirtd's private one, recorded when it
+// became ready, which no process of the host or of another daemon shares.
 //
 // Using the package needs root (to switch to uid 65534) and the Debian
 // packages libvirt-daemon, libvirt-daemon-driver-qemu and qemu-system-x86;

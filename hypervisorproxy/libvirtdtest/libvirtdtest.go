@@ -50,6 +50,44 @@ type Options struct {
 	// (version 4). Daemons that migrate guests between each other need
 	// different values.
 	HostUUID string
+
+	// Root runs libvirtd as root in a private mount namespace, as a
+	// "system" daemon that can put guests on Linux bridges (see the
+	// package documentation). The default is an unprivileged session
+	// daemon.
+	Root bool
+
+	// NetNS, with Root, is the name of a network namespace (as ip netns
+	// names them, /run/netns/NAME) that libvirtd and its guests run in,
+	// e.g. a netlab.Grid's. "" is the calling process's network
+	// namespace.
+	NetNS string
+}
+
+// netnsDir is where ip netns keeps its named network namespaces.
+const netnsDir = "/run/netns"
+
+// check reports every problem of o, each naming its field.
+func (o Options) check() error {
+	var errs []error
+	if o.HostUUID != "" {
+		if err := validUUID(o.HostUUID); err != nil {
+			errs = append(errs, fmt.Errorf("libvirtdtest: host uuid: %w", err))
+		}
+	}
+	if o.NetNS != "" {
+		switch {
+		case !o.Root:
+			errs = append(errs, fmt.Errorf("libvirtdtest: netns: %q needs root mode (Options.Root): a session daemon cannot join a network namespace", o.NetNS))
+		case strings.ContainsAny(o.NetNS, "/\x00") || o.NetNS == "." || o.NetNS == "..":
+			errs = append(errs, fmt.Errorf("libvirtdtest: netns: %q is not a namespace name", o.NetNS))
+		default:
+			if _, err := os.Stat(filepath.Join(netnsDir, o.NetNS)); err != nil {
+				errs = append(errs, fmt.Errorf("libvirtdtest: netns: no network namespace %q: %w", o.NetNS, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Daemon is a running private libvirtd session daemon. Its methods are safe
@@ -57,6 +95,9 @@ type Options struct {
 type Daemon struct {
 	dir      string
 	hostUUID string
+	root     bool
+	netns    string
+	mntNS    string // root mode: libvirtd's mount namespace, once ready
 	cmd      *exec.Cmd
 	exited   chan struct{} // closed when cmd.Wait has returned
 	waitErr  error         // result of cmd.Wait, set before exited is closed
@@ -95,14 +136,22 @@ func Check() error {
 // Start of a process first waits for the suite lock (see suite.go): one
 // test binary at a time runs libvirtd and QEMU guests.
 func Start(ctx context.Context, opts Options) (*Daemon, error) {
+	if err := opts.check(); err != nil {
+		return nil, err
+	}
 	hostUUID := opts.HostUUID
 	if hostUUID == "" {
 		hostUUID = randomUUID()
-	} else if err := validUUID(hostUUID); err != nil {
-		return nil, fmt.Errorf("libvirtdtest: host uuid: %w", err)
 	}
 	if err := Check(); err != nil {
 		return nil, err
+	}
+	if opts.Root {
+		for _, tool := range []string{"nsenter", "unshare", "mount"} {
+			if _, err := exec.LookPath(tool); err != nil {
+				return nil, fmt.Errorf("libvirtdtest: root mode needs %s (Debian packages util-linux and mount): %w", tool, err)
+			}
+		}
 	}
 	if err := lockSuite(); err != nil {
 		return nil, err
@@ -112,7 +161,7 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 	if err != nil {
 		return nil, fmt.Errorf("libvirtdtest: %w", err)
 	}
-	d := &Daemon{dir: dir, hostUUID: hostUUID, exited: make(chan struct{})}
+	d := &Daemon{dir: dir, hostUUID: hostUUID, root: opts.Root, netns: opts.NetNS, exited: make(chan struct{})}
 	if err := d.start(ctx); err != nil {
 		tail := d.logTail()
 		if stopErr := d.Stop(); stopErr != nil {
@@ -161,6 +210,9 @@ func (d *Daemon) start(ctx context.Context) error {
 	if len(d.dir) > maxDirLen {
 		return fmt.Errorf("state directory path is %d bytes, more than %d (unix socket paths are limited to 108 bytes): set TMPDIR to a shorter directory",
 			len(d.dir), maxDirLen)
+	}
+	if d.root {
+		return d.startRoot(ctx)
 	}
 	// MkdirTemp makes 0700 directories: uid 65534 must be able to traverse.
 	if err := os.Chmod(d.dir, 0o755); err != nil {
@@ -216,10 +268,29 @@ func (d *Daemon) start(ctx context.Context) error {
 }
 
 // URI returns the libvirt connection URI of the daemon,
-// qemu+unix:///session?socket=SOCKET.
+// qemu+unix:///session?socket=SOCKET, or qemu+unix:///system?socket=SOCKET
+// in root mode.
 func (d *Daemon) URI() string {
+	if d.root {
+		return "qemu+unix:///system?socket=" + d.Socket()
+	}
 	return "qemu+unix:///session?socket=" + d.Socket()
 }
+
+// driverURI is the URI of the daemon's QEMU driver, without the socket.
+func (d *Daemon) driverURI() string {
+	if d.root {
+		return systemURI
+	}
+	return sessionURI
+}
+
+// Root reports whether the daemon runs in root mode.
+func (d *Daemon) Root() bool { return d.root }
+
+// NetNS returns the network namespace the daemon runs in (root mode), or
+// "" for the caller's.
+func (d *Daemon) NetNS() string { return d.netns }
 
 // Socket returns the path of the daemon's unix socket.
 func (d *Daemon) Socket() string {
@@ -244,6 +315,9 @@ func (d *Daemon) logPath() string { return filepath.Join(d.dir, "libvirtd.log") 
 // guestPIDDir is where libvirt keeps one NAME.pid file per running QEMU guest
 // (next to driver.pid, the lock file of the QEMU driver).
 func (d *Daemon) guestPIDDir() string {
+	if d.root {
+		return filepath.Join(d.dir, "run", "libvirt", "qemu") // /run/libvirt/qemu
+	}
 	return filepath.Join(d.dir, "run", "libvirt", "qemu", "run")
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"net"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/metasched/metasched/hypervisorproxy/libvirtdtest"
+	"github.com/metasched/metasched/hypervisorproxy/netlab"
 )
 
 const tinyXML = `<domain type='qemu'><name>tiny</name><memory unit='MiB'>128</memory>
@@ -202,10 +204,18 @@ func TestStartT(t *testing.T) {
 func TestStartTimeoutCleansUp(t *testing.T) {
 	t.Parallel()
 	needDaemons(t)
+	for _, root := range []bool{false, true} {
+		t.Run(fmt.Sprintf("root=%v", root), func(t *testing.T) { startTimeoutCleansUp(t, libvirtdtest.Options{Root: root}) })
+	}
+}
+
+// startTimeoutCleansUp starts a daemon with too short a timeout and checks
+// that nothing is left.
+func startTimeoutCleansUp(t *testing.T, opts libvirtdtest.Options) {
 	// Long enough for libvirtd to run, too short for it to be ready.
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	d, err := libvirtdtest.Start(ctx, libvirtdtest.Options{})
+	d, err := libvirtdtest.Start(ctx, opts)
 	if err == nil {
 		_ = d.Stop()
 		t.Fatal("Start with a 300 ms timeout: no error")
@@ -221,5 +231,133 @@ func TestStartTimeoutCleansUp(t *testing.T) {
 	}
 	if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("state directory %s left behind (stat: %v)", dir, err)
+	}
+}
+
+// netNSOf returns the identity of the network namespace of process pid.
+func netNSOf(t *testing.T, pid int) string {
+	t.Helper()
+	ns, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/net")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ns
+}
+
+// A root daemon in a grid's network namespace: it is a system daemon with
+// its own host uuid, its guest's QEMU runs in the grid's namespace and on
+// a site's bridge, and Stop ends libvirtd, virtlogd and the guest by PID
+// and removes the directory.
+func TestRootDaemonInGrid(t *testing.T) {
+	needDaemons(t)
+	if err := netlab.Check(); err != nil {
+		t.Fatal(err)
+	}
+	g := netlab.NewGridT(t, netlab.GridOptions{Sites: []string{"a"}})
+	const uuid = "33333333-3333-4333-8333-333333333333"
+	d := libvirtdtest.StartT(t, libvirtdtest.Options{Root: true, NetNS: g.Namespace(), HostUUID: uuid})
+	if !d.Root() || d.NetNS() != g.Namespace() || !strings.HasPrefix(d.URI(), "qemu+unix:///system?socket=") {
+		t.Errorf("root %v, netns %q, URI %s", d.Root(), d.NetNS(), d.URI())
+	}
+	if caps := virsh(t, d.URI(), "capabilities"); !strings.Contains(caps, "<uuid>"+uuid+"</uuid>") {
+		t.Errorf("capabilities do not show host uuid %s:\n%s", uuid, caps)
+	}
+	gridNS, err := os.Stat(filepath.Join("/run/netns", g.Namespace()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ns, err := os.Stat("/proc/" + strconv.Itoa(d.PID()) + "/ns/net"); err != nil || !os.SameFile(ns, gridNS) {
+		t.Errorf("libvirtd (pid %d) is not in the grid's network namespace (%v)", d.PID(), err)
+	}
+	self := netNSOf(t, os.Getpid())
+
+	xml := strings.Replace(tinyXML, "<memballoon", "<interface type='bridge'><source bridge='"+g.Bridge("a")+
+		"'/><mac address='52:54:00:00:00:11'/><model type='virtio'/></interface><memballoon", 1)
+	xmlPath := filepath.Join(t.TempDir(), "tiny.xml")
+	if err := os.WriteFile(xmlPath, []byte(xml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	virsh(t, d.URI(), "create", xmlPath)
+	guests, err := d.GuestPIDs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	guestPID, ok := guests["tiny"]
+	if !ok || len(guests) != 1 || !running(guestPID) {
+		t.Fatalf("GuestPIDs() = %v, want just tiny, running", guests)
+	}
+	if netNSOf(t, guestPID) == self {
+		t.Errorf("guest tiny (pid %d) runs in the caller's network namespace", guestPID)
+	}
+	ports := exec.Command("ip", "-n", g.Namespace(), "-o", "link", "show", "master", g.Bridge("a"))
+	if out, err := ports.CombinedOutput(); err != nil || !strings.Contains(string(out), "vnet") {
+		t.Errorf("bridge %s has no guest tap: %s, %v", g.Bridge("a"), out, err)
+	}
+
+	// Every process named by a pid file of the daemon (libvirtd, virtlogd,
+	// the guest) must be gone after Stop.
+	pidFiles := map[string]int{}
+	filepath.WalkDir(d.Dir(), func(path string, e fs.DirEntry, err error) error {
+		if err == nil && e.Type().IsRegular() && strings.HasSuffix(path, ".pid") {
+			if b, err := os.ReadFile(path); err == nil {
+				if p, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && running(p) {
+					pidFiles[strings.TrimPrefix(path, d.Dir())] = p
+				}
+			}
+		}
+		return nil
+	})
+	t.Logf("processes of pid files: %v", pidFiles)
+	if _, ok := pidFiles["/run/libvirtd.pid"]; !ok {
+		t.Errorf("no running libvirtd named by run/libvirtd.pid: %v", pidFiles)
+	}
+	// A root process of the host named by a pid file in the daemon's
+	// directory is not the daemon's: Stop must leave it alone.
+	stranger := exec.Command("sleep", "600")
+	if err := stranger.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { stranger.Process.Kill(); stranger.Wait() }()
+	if err := os.WriteFile(filepath.Join(d.Dir(), "run", "stranger.pid"), []byte(strconv.Itoa(stranger.Process.Pid)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	dir, pid := d.Dir(), d.PID()
+	if err := d.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if !running(stranger.Process.Pid) {
+		t.Errorf("Stop ended process %d, not the daemon's, named by a pid file", stranger.Process.Pid)
+	}
+	if running(pid) || running(guestPID) {
+		t.Errorf("after Stop: libvirtd running %v, guest running %v", running(pid), running(guestPID))
+	}
+	for f, p := range pidFiles {
+		if running(p) {
+			t.Errorf("process %d of %s still running after Stop", p, f)
+		}
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("state directory %s not removed (stat: %v)", dir, err)
+	}
+}
+
+// Bad root-mode options are refused, each naming its field.
+func TestStartRejectsBadNetNS(t *testing.T) {
+	for _, tc := range []struct {
+		opts libvirtdtest.Options
+		want string
+	}{
+		{libvirtdtest.Options{NetNS: "x"}, `netns: "x" needs root mode`},
+		{libvirtdtest.Options{Root: true, NetNS: "../x"}, `netns: "../x" is not a namespace name`},
+		{libvirtdtest.Options{Root: true, NetNS: "ms-no-such-namespace"}, `netns: no network namespace "ms-no-such-namespace"`},
+	} {
+		d, err := libvirtdtest.Start(context.Background(), tc.opts)
+		if err == nil {
+			_ = d.Stop()
+			t.Errorf("Start(%+v): no error", tc.opts)
+		} else if !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Start(%+v): error %q lacks %q", tc.opts, err, tc.want)
+		}
 	}
 }

@@ -33,8 +33,12 @@ const (
 	maxReplyLen                = 4 << 20
 )
 
-// readinessURI is the driver URI opened by the readiness probe.
-const readinessURI = "qemu:///session"
+// The driver URIs opened by the readiness probe, of a session daemon and
+// of a root daemon.
+const (
+	sessionURI = "qemu:///session"
+	systemURI  = "qemu:///system"
+)
 
 // errNotReady reports a probe that did not get an answer: try again.
 var errNotReady = errors.New("no answer")
@@ -83,21 +87,22 @@ func (d *Daemon) probe(ctx context.Context, sock string) error {
 		conn.Close()
 	}()
 
-	if err := call(conn, 1, procConnectOpen, connectOpenArgs(readinessURI)); err != nil {
+	uri := d.driverURI()
+	if err := call(conn, uri, 1, procConnectOpen, connectOpenArgs(uri)); err != nil {
 		return err
 	}
-	if err := call(conn, 2, procConnectGetCapabilities, nil); err != nil {
+	if err := call(conn, uri, 2, procConnectGetCapabilities, nil); err != nil {
 		return err
 	}
 	// Ready. Closing politely keeps an "end of file" error out of the log.
-	_ = call(conn, 3, procConnectClose, nil)
+	_ = call(conn, uri, 3, procConnectClose, nil)
 	return nil
 }
 
-// call makes one call of procedure proc with XDR-encoded args on conn and
-// waits for its reply. It returns an error wrapping errNotReady when it got
+// call makes one call of procedure proc with XDR-encoded args on conn, whose
+// driver is uri, and waits for its reply. It returns an error wrapping errNotReady when it got
 // no reply, and another error when the call failed.
-func call(conn net.Conn, serial, proc uint32, args []byte) error {
+func call(conn net.Conn, uri string, serial, proc uint32, args []byte) error {
 	b := binary.BigEndian.AppendUint32(nil, uint32(msgHeaderLen+len(args)))
 	for _, w := range []uint32{remoteProgram, remoteProtocolVersion, proc, msgTypeCall, serial, msgStatusOK} {
 		b = binary.BigEndian.AppendUint32(b, w)
@@ -110,7 +115,7 @@ func call(conn net.Conn, serial, proc uint32, args []byte) error {
 		return fmt.Errorf("%w: %v", errNotReady, err)
 	}
 	if status != msgStatusOK {
-		return fmt.Errorf("libvirtd failed %s on %s: %s", procName(proc), readinessURI, remoteErrorMessage(body))
+		return fmt.Errorf("libvirtd failed %s on %s: %s", procName(proc), uri, remoteErrorMessage(body))
 	}
 	return nil
 }

@@ -52,12 +52,18 @@ func (d *Daemon) Stop() error {
 	var survivors []string
 	var scanErrs []error
 	seen := make(map[procKey]bool)
+	// Read before libvirtd is signalled: the mount namespace of a root
+	// daemon, which only its processes share.
+	var mntNS string
+	if d.root {
+		mntNS = d.daemonMountNS()
+	}
 	for pass := 0; pass < maxStopPasses; pass++ {
 		var targets []target
 		if pass == 0 && d.cmd != nil {
 			targets = append(targets, childTarget{d})
 		}
-		procs, err := d.pidFileProcs(seen)
+		procs, err := d.pidFileProcs(seen, mntNS)
 		if err != nil {
 			scanErrs = append(scanErrs, err)
 		}
@@ -177,7 +183,7 @@ func (p *proc) release() { _ = p.p.Release() }
 // the driver.pid lock files also name) is left out. Pid files that are empty
 // or name a process that is gone or not the daemon's (a stale file) are
 // skipped.
-func (d *Daemon) pidFileProcs(seen map[procKey]bool) ([]*proc, error) {
+func (d *Daemon) pidFileProcs(seen map[procKey]bool, mntNS string) ([]*proc, error) {
 	var procs []*proc
 	guestDir := d.guestPIDDir()
 	err := filepath.WalkDir(d.dir, func(path string, e fs.DirEntry, err error) error {
@@ -195,7 +201,7 @@ func (d *Daemon) pidFileProcs(seen map[procKey]bool) ([]*proc, error) {
 			return nil
 		}
 		label := pidFileLabel(d.dir, path, guestDir)
-		p, err := d.openProc(pid, label)
+		p, err := d.openProc(pid, label, mntNS)
 		if err != nil || seen[p.key] {
 			if p != nil {
 				p.release()
@@ -230,9 +236,11 @@ func pidFileLabel(dir, path, guestDir string) string {
 }
 
 // openProc returns a handle on process pid if it is alive and belongs to the
-// daemon: it runs as uid 65534 with HOME set to Dir()/home, like everything
-// libvirtd starts.
-func (d *Daemon) openProc(pid int, label string) (*proc, error) {
+// daemon. A session daemon's process runs as uid 65534 with HOME set to
+// Dir()/home, like everything libvirtd starts. A root daemon's process is in
+// mntNS, the daemon's private mount namespace (which a process of another
+// daemon or of the host cannot be in); with mntNS "" (unknown) none is.
+func (d *Daemon) openProc(pid int, label, mntNS string) (*proc, error) {
 	state, start, err := procStat(pid)
 	if err != nil {
 		return nil, err
@@ -240,16 +248,26 @@ func (d *Daemon) openProc(pid int, label string) (*proc, error) {
 	if state == 'Z' || state == 'X' {
 		return nil, fmt.Errorf("pid %d has exited", pid)
 	}
-	if uid, err := procUID(pid); err != nil || uid != daemonUID {
-		return nil, fmt.Errorf("pid %d does not run as uid %d", pid, daemonUID)
-	}
-	env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
-	if err != nil {
-		return nil, err
-	}
-	home := "HOME=" + filepath.Join(d.dir, "home")
-	if !slices.ContainsFunc(bytes.Split(env, []byte{0}), func(v []byte) bool { return string(v) == home }) {
-		return nil, fmt.Errorf("pid %d does not belong to %s", pid, d.dir)
+	if d.root {
+		ns, err := mountNS(pid)
+		if err != nil {
+			return nil, err
+		}
+		if mntNS == "" || ns != mntNS {
+			return nil, fmt.Errorf("pid %d is not in the mount namespace of the daemon of %s", pid, d.dir)
+		}
+	} else {
+		if uid, err := procUID(pid); err != nil || uid != daemonUID {
+			return nil, fmt.Errorf("pid %d does not run as uid %d", pid, daemonUID)
+		}
+		env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+		if err != nil {
+			return nil, err
+		}
+		home := "HOME=" + filepath.Join(d.dir, "home")
+		if !slices.ContainsFunc(bytes.Split(env, []byte{0}), func(v []byte) bool { return string(v) == home }) {
+			return nil, fmt.Errorf("pid %d does not belong to %s", pid, d.dir)
+		}
 	}
 	h, err := os.FindProcess(pid)
 	if err != nil {

@@ -1,8 +1,10 @@
-// Package netlab builds, for tests, a two-host network on one Linux machine:
-// two network namespaces joined by a veth pair whose link can be shaped to a
-// given rate with tc. Tests of the hypervisor proxy run two site agents as
-// separate processes in the two namespaces, on their own addresses, and
-// check that a bandwidth probe between them measures the shaped rate.
+// Package netlab builds, for tests, networks on one Linux machine: a
+// two-host network (two network namespaces joined by a veth pair whose link
+// can be shaped to a given rate with tc), and a grid of sites' bridges joined
+// by shaped links, for guests. Tests of the hypervisor proxy run two site
+// agents as separate processes in the two namespaces of a pair, on their
+// own addresses, and check that a bandwidth probe between them measures the
+// shaped rate.
 //
 // It needs root, and ip and tc from the Debian package iproute2: it runs
 // those commands (ip netns add, ip link add ... type veth, tc qdisc add ...
@@ -86,6 +88,30 @@
 // Measured receiver goodput, bytes after the first read over the time from
 // the first to the last read: 19.1-19.2 Mbit/s at 20 Mbit/s and 47.8-48.0 at
 // 50 Mbit/s (95.6-96% of the rate, within 15%).
+//
+// # Grids of sites
+//
+// A Grid is the network of several sites' hosts for guests: one network
+// namespace holding a Linux bridge per site (named BridgePrefix + site,
+// "br-a"), its loopback up, and veth links joining the bridges pairwise,
+// each shaped like a Pair's link (tbf on the egress of both ends). Linked
+// bridges form one Ethernet segment, so guests of every site can share a
+// subnet and reach each other through the shaped links; the links must form
+// a tree (the bridges run no spanning tree). Private root libvirtd daemons
+// run inside the namespace (libvirtdtest's root mode) and put their
+// guests on a site's bridge with <interface type='bridge'>:
+//
+//	g := netlab.NewGridT(t, netlab.GridOptions{
+//		Sites: []string{"a", "b"},
+//		Links: []netlab.Link{{A: "a", B: "b", Options: netlab.Options{RateMbit: 20}}},
+//	})
+//	d := libvirtdtest.StartT(t, libvirtdtest.Options{Root: true, NetNS: g.Namespace()})
+//	// a guest of d on g.Bridge("a") ...
+//
+// The namespace is named like a Pair's, NamePrefix + pid-N-RAND + "-g", so
+// RemoveStale deletes it once its process is gone. Stop the daemons (and
+// so their guests) before Close: a QEMU holding a tap keeps the namespace
+// alive, unnamed.
 //
 // The design is described in docs/design.md of the repository, section
 // "Bandwidth probes".

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -129,7 +130,14 @@ type helper struct {
 // killed when ctx ends, and by PID when the test ends.
 func startHelper(ctx context.Context, t *testing.T, p *netlab.Pair, i int, role, addr string, n int) *helper {
 	t.Helper()
-	cmd := p.Command(ctx, i, os.Args[0], "-test.run=^TestHelperProcess$")
+	return startHelperIn(ctx, t, p.Namespace(i), role, addr, n)
+}
+
+// startHelperIn runs the test binary as role in network namespace ns.
+func startHelperIn(ctx context.Context, t *testing.T, ns, role, addr string, n int) *helper {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, "ip", "netns", "exec", ns, os.Args[0], "-test.run=^TestHelperProcess$")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	cmd.Env = append(os.Environ(), envRole+"="+role, envAddr+"="+addr, envBytes+"="+strconv.Itoa(n))
 	h := &helper{cmd: cmd, stderr: new(strings.Builder)}
 	cmd.Stderr = h.stderr
@@ -180,13 +188,21 @@ func requireNetlab(t *testing.T) {
 // rate seen by the receiver, in Mbit/s, after its first read.
 func measure(t *testing.T, p *netlab.Pair) float64 {
 	t.Helper()
+	return measureBetween(t, p.Namespace(0), p.Namespace(1), p.Addr(1))
+}
+
+// measureBetween sends transferBytes from namespace from to a sink on
+// address to in namespace dst and returns the rate seen by the receiver,
+// in Mbit/s, after its first read.
+func measureBetween(t *testing.T, from, dst, to string) float64 {
+	t.Helper()
 	// A failing helper must not hang the test: the sink would wait for
 	// its connection forever.
 	ctx, cancel := context.WithTimeout(t.Context(), helperTimeout)
 	defer cancel()
-	snk := startHelper(ctx, t, p, 1, "sink", p.Addr(1), 0)
+	snk := startHelperIn(ctx, t, dst, "sink", to, 0)
 	port := snk.line(t, "listening")[0]
-	src := startHelper(ctx, t, p, 0, "source", net.JoinHostPort(p.Addr(1), port), transferBytes)
+	src := startHelperIn(ctx, t, from, "source", net.JoinHostPort(to, port), transferBytes)
 	got := snk.line(t, "received")
 	if err := src.wait(); err != nil {
 		t.Fatalf("source: %v, stderr: %s", err, src.stderr)
