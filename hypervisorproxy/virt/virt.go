@@ -322,7 +322,7 @@ func (h *Host) define(ctx context.Context, name, xml string) (hp.Domain, error) 
 		return hp.Domain{}, wrap(err, "define %s on %s", name, h.uri)
 	}
 	defer dom.Free()
-	if err := dom.Create(); err != nil {
+	if err := startDomain(ctx, dom); err != nil {
 		err = wrap(err, "start %s on %s", name, h.uri)
 		if uerr := dom.Undefine(); uerr != nil {
 			return hp.Domain{}, errors.Join(err, wrap(uerr, "undefine %s after a failed start", name))
@@ -461,4 +461,34 @@ func Connector(log zerolog.Logger) hp.Connector {
 	return func(ctx context.Context, uri string, onReconnect func()) (hp.Hypervisor, error) {
 		return Open(ctx, uri, Options{Logger: log.With().Str("uri", uri).Logger(), OnReconnect: onReconnect})
 	}
+}
+
+// tapRetries is how many times a start that lost the race for a tap
+// device's name is tried again.
+const tapRetries = 5
+
+// startDomain starts a defined domain. libvirtd names a bridged guest's
+// tap vnetN with the first N free when it looks: another libvirtd of the
+// same network namespace (or any other program making taps) may take the
+// same name at the same moment, and the start then fails with "Unable to
+// create tap device vnetN: Device or resource busy". Such a start is
+// tried again, a few times, after a short pause.
+func startDomain(ctx context.Context, dom *libvirt.Domain) error {
+	for i := 0; ; i++ {
+		err := dom.Create()
+		if err == nil || i == tapRetries || !tapRace(err) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Duration(50*(i+1)) * time.Millisecond):
+		}
+	}
+}
+
+// tapRace says err is a lost race for a tap device's name.
+func tapRace(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "Unable to create tap device") && strings.Contains(msg, "busy")
 }
