@@ -54,8 +54,7 @@ type Agent struct {
 	hosts []*host
 	vms   map[string]*vm
 	ports migrationPorts
-	// images is the image of each pool that has one (the site file's
-	// images, loaded and verified).
+	// images are the site file's images by name, loaded and verified.
 	images map[string]*image.Image
 }
 

@@ -33,7 +33,10 @@ const (
 // agent picks the host of the pool (any pool when Pool is empty) with the
 // most free vCPUs that fits the VM (ties: the first in the site file);
 // without a pool the VM joins its host's pool. MaxVCPUs and MaxMemoryMiB
-// (0: equal to the current sizes) bound later live resizes.
+// (0: equal to the current sizes) bound later live resizes. Image names
+// the image the VM boots, one of the site file's images (the daemon gives
+// its job type's); a VM without one boots nothing, and test-driver hosts
+// boot nothing, image or not.
 type VMSpec struct {
 	Name         string `json:"name"`
 	Host         string `json:"host,omitempty"`
@@ -43,6 +46,7 @@ type VMSpec struct {
 	MemoryMiB    int    `json:"memory_mib"`
 	MaxVCPUs     int    `json:"max_vcpus,omitempty"`
 	MaxMemoryMiB int    `json:"max_memory_mib,omitempty"`
+	Image        string `json:"image,omitempty"`
 }
 
 // VM is a VM of the site, as its host reports it.
@@ -123,9 +127,13 @@ type Migration struct {
 // a VM of any other job. ExpectPool, when set, must be the host's pool now.
 // Pools are pool names (a-z, 0-9, -) of at most MaxPoolName characters,
 // released jobs labels of at most 256 bytes without control
-// characters, and Released lists at most MaxReleased jobs.
+// characters, and Released lists at most MaxReleased jobs. Image, when
+// set, is the image of the new pool's VMs (one of the site file's): the
+// agent makes it present on the host (checked against its sums) as part of
+// the reconfiguration.
 type Reconfigure struct {
 	Pool       string   `json:"pool"`
+	Image      string   `json:"image,omitempty"`
 	ExpectPool string   `json:"expect_pool,omitempty"`
 	Released   []string `json:"released,omitempty"`
 }
@@ -140,6 +148,9 @@ type Reconfigured struct {
 	From      string   `json:"from"`
 	Destroyed []string `json:"destroyed"` // the old pool's VMs
 	Seconds   float64  `json:"seconds"`
+	// ImageSeconds is the part of Seconds spent making the new pool's
+	// image present on the host.
+	ImageSeconds float64 `json:"image_seconds,omitempty"`
 }
 
 // ProbeRequest asks the agent to measure its throughput to another agent:

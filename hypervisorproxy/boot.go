@@ -42,26 +42,53 @@ type GuestHypervisor interface {
 // guest that did not boot carries.
 const consoleLines = 20
 
-// loadImages loads and verifies the image of every pool of the site
-// file; every bad one is reported, named by its field.
+// imageLocked is the image named name for a VM on h: nil for no name
+// and on test-driver hosts (they boot nothing), an error naming the
+// site's images for a name that is not one of them (on every host); a.mu
+// must be held.
+func (a *Agent) imageLocked(name string, h *host) (*image.Image, error) {
+	if name == "" {
+		return nil, nil
+	}
+	img, ok := a.images[name]
+	if !ok {
+		names := make([]string, 0, len(a.images))
+		for n := range a.images {
+			names = append(names, n)
+		}
+		slices.Sort(names)
+		have := "it has none"
+		if len(names) > 0 {
+			have = "it has " + strings.Join(names, ", ")
+		}
+		return nil, fmt.Errorf("%w: image: %q is not an image of site %s (%s)", ErrInvalid, name, a.site.Site, have)
+	}
+	if h.test {
+		return nil, nil
+	}
+	return img, nil
+}
+
+// loadImages loads and verifies every image of the site file; every bad
+// one is reported, named by its field.
 func loadImages(dirs map[string]string) (map[string]*image.Image, error) {
 	imgs := map[string]*image.Image{}
 	var errs []error
-	pools := make([]string, 0, len(dirs))
-	for p := range dirs {
-		pools = append(pools, p)
+	names := make([]string, 0, len(dirs))
+	for n := range dirs {
+		names = append(names, n)
 	}
-	slices.Sort(pools)
-	for _, pool := range pools {
-		img, err := image.Load(dirs[pool])
+	slices.Sort(names)
+	for _, name := range names {
+		img, err := image.Load(dirs[name])
 		if err == nil {
 			err = img.Verify()
 		}
 		if err != nil {
-			errs = append(errs, fmt.Errorf("images.%s: %w", pool, err))
+			errs = append(errs, fmt.Errorf("images.%s: %w", name, err))
 			continue
 		}
-		imgs[pool] = img
+		imgs[name] = img
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("agent: site file: %w: %w", ErrInvalid, err)

@@ -125,7 +125,7 @@ func TestAgentBootsPoolImage(t *testing.T) {
 
 	t.Run("boots", func(t *testing.T) {
 		c := bootAgent(t, d, data("render"), "render", res.Dir, goodBootTimeout)
-		vm, err := c.Create(ctx, hp.VMSpec{Name: "node-1", Host: "qa", Job: "job-1", VCPUs: 1, MemoryMiB: 128})
+		vm, err := c.Create(ctx, hp.VMSpec{Name: "node-1", Host: "qa", Job: "job-1", VCPUs: 1, MemoryMiB: 128, Image: "render"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -164,7 +164,7 @@ func TestAgentBootsPoolImage(t *testing.T) {
 	t.Run("junk kernel", func(t *testing.T) {
 		img := brokenImage(t, res.Image, filepath.Join(d.Dir(), "images", "junk"), "vmlinuz")
 		c := bootAgent(t, d, data("junk"), "junk", img, goodBootTimeout)
-		_, err := c.Create(ctx, hp.VMSpec{Name: "node-2", Host: "qa", VCPUs: 1, MemoryMiB: 128})
+		_, err := c.Create(ctx, hp.VMSpec{Name: "node-2", Host: "qa", VCPUs: 1, MemoryMiB: 128, Image: "junk"})
 		if err == nil || !strings.Contains(err.Error(), "node-2") || !strings.Contains(err.Error(), "qa") {
 			t.Fatalf("create with a junk kernel: %v, want an error naming the vm and the host", err)
 		}
@@ -178,7 +178,7 @@ func TestAgentBootsPoolImage(t *testing.T) {
 	t.Run("kernel panics", func(t *testing.T) {
 		img := brokenImage(t, res.Image, filepath.Join(d.Dir(), "images", "panic"), "initrd.img")
 		c := bootAgent(t, d, data("panic"), "panic", img, badBootTimeout)
-		_, err := c.Create(ctx, hp.VMSpec{Name: "node-3", Host: "qa", VCPUs: 1, MemoryMiB: 128})
+		_, err := c.Create(ctx, hp.VMSpec{Name: "node-3", Host: "qa", VCPUs: 1, MemoryMiB: 128, Image: "panic"})
 		if err == nil {
 			t.Fatal("a guest whose kernel panics was created")
 		}

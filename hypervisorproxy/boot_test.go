@@ -61,8 +61,22 @@ hosts:
 	}
 
 	c := serveAgent(t, hp.Config{Site: site(fmt.Sprintf("{render: %q}", good)), Token: testToken, Connect: virt.Connector(log), Logger: log}).client
-	vm, err := c.Create(context.Background(), hp.VMSpec{Name: "v-1", VCPUs: 1, MemoryMiB: 64})
+	vm, err := c.Create(context.Background(), hp.VMSpec{Name: "v-1", VCPUs: 1, MemoryMiB: 64, Image: "render"})
 	if err != nil || vm.BootSeconds != 0 {
-		t.Fatalf("create on a test host of a pool with an image: %+v, %v", vm, err)
+		t.Fatalf("create on a test host with an image: %+v, %v", vm, err)
+	}
+	// An image the site does not have is refused, naming the ones it has;
+	// so is a reconfiguration for it.
+	_, err = c.Create(context.Background(), hp.VMSpec{Name: "v-2", VCPUs: 1, MemoryMiB: 64, Image: "debian"})
+	if !errors.Is(err, hp.ErrInvalid) || !strings.Contains(err.Error(), `image: "debian" is not an image of site lab (it has render)`) {
+		t.Errorf("create with an unknown image: %v", err)
+	}
+	_, err = c.Reconfigure(context.Background(), "h-0", hp.Reconfigure{Pool: "batch", Image: "debian"})
+	if !errors.Is(err, hp.ErrInvalid) || !strings.Contains(err.Error(), `image: "debian" is not an image of site lab`) {
+		t.Errorf("reconfigure for an unknown image: %v", err)
+	}
+	_, err = c.Create(context.Background(), hp.VMSpec{Name: "v-3", VCPUs: 1, MemoryMiB: 64, Image: "Deb ian"})
+	if !errors.Is(err, hp.ErrInvalid) || !strings.Contains(err.Error(), `image: must be an image name`) {
+		t.Errorf("create with a bad image name: %v", err)
 	}
 }

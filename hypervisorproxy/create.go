@@ -58,6 +58,11 @@ func (a *Agent) CreateVM(ctx context.Context, spec VMSpec) (VM, error) {
 		a.mu.Unlock()
 		return VM{}, fmt.Errorf("create vm %s: %w: %w", spec.Name, ErrInvalid, err)
 	}
+	img, err := a.imageLocked(spec.Image, h)
+	if err != nil {
+		a.mu.Unlock()
+		return VM{}, fmt.Errorf("create vm %s: %w", spec.Name, err)
+	}
 	v := &vm{spec: spec, busy: "create"}
 	if a.site.Network != nil {
 		if v.addr, err = a.allocateLocked(spec.Name); err != nil {
@@ -67,10 +72,6 @@ func (a *Agent) CreateVM(ctx context.Context, spec VMSpec) (VM, error) {
 	}
 	a.vms[spec.Name] = v
 	hv := h.hv
-	img := a.images[h.pool]
-	if h.test {
-		img = nil // the test driver boots nothing
-	}
 	a.mu.Unlock()
 
 	l := a.opLog("create", spec)
@@ -109,7 +110,7 @@ func (a *Agent) CreateVM(ctx context.Context, spec VMSpec) (VM, error) {
 func (a *Agent) createGuest(ctx context.Context, hv Hypervisor, img *image.Image, spec VMSpec, addr netip.Addr) (Domain, time.Duration, error) {
 	gh, ok := hv.(GuestHypervisor)
 	if !ok {
-		return Domain{}, 0, fmt.Errorf("%w: pool %s has an image but host %s cannot boot one", ErrUnsupported, spec.Pool, spec.Host)
+		return Domain{}, 0, fmt.Errorf("%w: image %s: host %s cannot boot one", ErrUnsupported, spec.Image, spec.Host)
 	}
 	b, err := a.prepareBoot(img, spec.Name, addr)
 	if err != nil {
@@ -137,6 +138,9 @@ func checkSpec(s VMSpec) error {
 	}
 	if s.MaxVCPUs < s.VCPUs && s.VCPUs >= 1 {
 		bad("max_vcpus: must be >= vcpus (%d), not %d", s.VCPUs, s.MaxVCPUs)
+	}
+	if msg := checkImageName(s.Image); s.Image != "" && msg != "" {
+		bad("image: %s", msg)
 	}
 	if s.MaxMemoryMiB < s.MemoryMiB && s.MemoryMiB >= 1 {
 		bad("max_memory_mib: must be >= memory_mib (%d), not %d", s.MemoryMiB, s.MaxMemoryMiB)

@@ -41,6 +41,10 @@ func (a *Agent) ReconfigureHost(ctx context.Context, name string, r Reconfigure)
 	case h.hv == nil:
 		cerr = errors.Join(ErrConnLost, h.err)
 	}
+	img, ierr := a.imageLocked(r.Image, h)
+	if cerr == nil && ierr != nil {
+		cerr = ierr
+	}
 	if cerr == nil {
 		var held []string
 		for _, v := range a.vms {
@@ -99,6 +103,20 @@ func (a *Agent) ReconfigureHost(ctx context.Context, name string, r Reconfigure)
 		a.mu.Unlock()
 		destroyed = append(destroyed, v.spec.Name)
 	}
+	// The new pool's image, present and whole on the host: its files
+	// checked against their sums.
+	var imageTook time.Duration
+	if img != nil {
+		t0 := time.Now()
+		if err := img.Verify(); err != nil {
+			a.mu.Lock()
+			a.saveLocked()
+			a.mu.Unlock()
+			logDone(l, start, err, "reconfiguration failed")
+			return Reconfigured{}, fmt.Errorf("reconfigure host %s for pool %s: image %s: %w", name, r.Pool, r.Image, err)
+		}
+		imageTook = time.Since(t0)
+	}
 	a.mu.Lock()
 	h.pool = r.Pool
 	a.saveLocked()
@@ -123,7 +141,8 @@ func (a *Agent) ReconfigureHost(ctx context.Context, name string, r Reconfigure)
 	if destroyed == nil {
 		destroyed = []string{}
 	}
-	return Reconfigured{Host: a.hostLocked(sts[0]), From: from, Destroyed: destroyed, Seconds: time.Since(start).Seconds()}, nil
+	return Reconfigured{Host: a.hostLocked(sts[0]), From: from, Destroyed: destroyed, Seconds: time.Since(start).Seconds(),
+		ImageSeconds: imageTook.Seconds()}, nil
 }
 
 // checkReconfigure checks a reconfiguration's fields.
@@ -135,6 +154,9 @@ func checkReconfigure(r Reconfigure) error {
 		// The host's VMs carry its pool in their domain's metadata, and
 		// the daemon names pools by its job types: a pool's name.
 		errs = append(errs, fmt.Errorf("pool: %s", msg))
+	}
+	if msg := checkImageName(r.Image); r.Image != "" && msg != "" {
+		errs = append(errs, fmt.Errorf("image: %s", msg))
 	}
 	if msg := checkPoolName(r.ExpectPool); r.ExpectPool != "" && msg != "" {
 		errs = append(errs, fmt.Errorf("expect_pool: %s", msg))
@@ -157,6 +179,14 @@ func checkReconfigure(r Reconfigure) error {
 		return fmt.Errorf("%w: %w", ErrInvalid, errors.Join(errs...))
 	}
 	return nil
+}
+
+// checkImageName says what is wrong with an image's name, or "".
+func checkImageName(n string) string {
+	if len(n) > MaxPoolName || !yamlx.IsName(n) {
+		return fmt.Sprintf("must be an image name (a-z, 0-9, -) of at most %d characters, not %.64q", MaxPoolName, n)
+	}
+	return ""
 }
 
 // checkPoolName says what is wrong with a pool's name, or "".

@@ -23,7 +23,7 @@ import (
 //	hosts:                            # default: generated from the grid's cluster entry
 //	  - {name: spain-0, uri: "qemu+unix:///session?socket=/path/libvirt-sock", pool: render}
 //	migration_ports: 49152-49215      # tcp ports for incoming live migrations
-//	images: {render: images/render}   # the image each pool's VMs boot on QEMU hosts
+//	images: {debian: images/debian}   # the images VMs may boot on QEMU hosts, by name
 //	boot_timeout: 60s                 # wait for a booting VM's guest agent
 //	network: {bridge: msbr0, subnet: 10.77.0.0/16, addresses: 10.77.1.10-10.77.1.250}
 //
@@ -52,9 +52,10 @@ type Site struct {
 	MigrationProgressTimeout time.Duration
 	// The caps on unproven connections of the API (httpsrv.Limits).
 	MaxUnproven, MaxUnprovenPerAddress int
-	// Images maps a pool to the directory of the image (made by
-	// `metasched image build`) its VMs boot on QEMU hosts; the agent
-	// loads and verifies each when it starts.
+	// Images maps an image's name (the one the daemon's job types give)
+	// to its directory (made by `metasched image build`): the images VMs
+	// may boot on QEMU hosts; the agent loads and verifies each when it
+	// starts.
 	Images map[string]string
 	// BootTimeout bounds the wait for a booting VM's guest agent.
 	BootTimeout time.Duration
@@ -157,26 +158,26 @@ func ParseSite(file string, data []byte) (*Site, error) {
 		top.Errorf("boot_timeout", "must be > 0")
 	}
 	if v, ok := top.Get("images", false); ok {
-		if pools, ok := v.Keys(); ok {
-			m, _ := v.Map(pools...)
+		if names, ok := v.Keys(); ok {
+			m, _ := v.Map(names...)
 			s.Images = map[string]string{}
-			for _, pool := range pools {
-				if !yamlx.IsName(pool) {
-					m.Errorf(pool, "must be keyed by a pool name (a-z, 0-9, -), not %q", pool)
+			for _, name := range names {
+				if msg := checkImageName(name); msg != "" {
+					m.Errorf(name, "must be keyed by an image name (a-z, 0-9, -), not %q", name)
 					continue
 				}
-				p, ok := m.Str(pool, false)
+				p, ok := m.Str(name, false)
 				if !ok {
 					continue
 				}
 				if p == "" {
-					m.Errorf(pool, "must be the directory of an image, not empty")
+					m.Errorf(name, "must be the directory of an image, not empty")
 					continue
 				}
 				if !filepath.IsAbs(p) {
 					p = filepath.Join(dir, p)
 				}
-				s.Images[pool] = p
+				s.Images[name] = p
 			}
 		}
 	}

@@ -103,7 +103,7 @@ var siteErrorCases = []struct{ name, yaml, want string }{
 	{"twice", siteOK + "hosts:\n  - {name: h-0, uri: \"test:///default\"}\n  - {name: h-0, uri: \"test:///default\"}\n", `s.yaml: hosts[1].name: host "h-0" is listed twice`},
 	{"bad pool", siteOK + "hosts:\n  - {name: h-0, uri: \"test:///default\", pool: Big}\n", `hosts[0].pool: must be a pool name`},
 	{"images not a map", siteOK + siteHost + "images: /srv/img\n", "s.yaml: images: must be a mapping"},
-	{"bad image pool", siteOK + siteHost + "images: {Render: /srv/img}\n", `s.yaml: images.Render: must be keyed by a pool name (a-z, 0-9, -), not "Render"`},
+	{"bad image pool", siteOK + siteHost + "images: {Render: /srv/img}\n", `s.yaml: images.Render: must be keyed by an image name (a-z, 0-9, -), not "Render"`},
 	{"empty image", siteOK + siteHost + "images: {render: \"\"}\n", "s.yaml: images.render: must be the directory of an image, not empty"},
 	{"image not a string", siteOK + siteHost + "images: {render: [a]}\n", "s.yaml: images.render: must be a string"},
 	{"image twice", siteOK + siteHost + "images: {render: /a, render: /b}\n", "s.yaml: images.render: duplicate field"},

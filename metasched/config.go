@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	hp "github.com/metasched/metasched/hypervisorproxy"
+
 	"github.com/metasched/metasched/internal/httpsrv"
 	"github.com/metasched/metasched/internal/yamlx"
 	"github.com/metasched/metasched/metasched/api"
@@ -151,7 +153,7 @@ var (
 	configFields    = append([]string{"listen", "data_dir", "grid", "job_types", "agents", "policy", "executor", "switch_delay", "on_agent_loss", "min_pool_hosts", "hold_after", "idempotency_retention", "retention"}, httpsrv.LimitFields...)
 	retentionFields = []string{"switches", "job_dirs"}
 	switchesFields  = []string{"max_age", "max_count"}
-	jobTypeFields   = []string{"name", "vm", "holding_cost"}
+	jobTypeFields   = []string{"name", "vm", "holding_cost", "image"}
 	vmFields        = []string{"vcpus", "memory_mib"}
 	agentFields     = []string{"site", "address", "token_file"}
 	policyFields    = []string{"name", "K", "table", "solve"}
@@ -239,6 +241,12 @@ func ParseConfig(file string, data []byte) (*Config, error) {
 						*f.dst = n
 					}
 				}
+			}
+			if img, ok := m.Str("image", false); ok {
+				if !yamlx.IsName(img) || len(img) > hp.MaxPoolName {
+					m.Errorf("image", "must be an image name (a-z, 0-9, -) of at most %d characters, not %.64q", hp.MaxPoolName, img)
+				}
+				jt.Image = img
 			}
 			if h, ok := m.Float("holding_cost", false); ok {
 				if h <= 0 {

@@ -109,6 +109,9 @@ func configFile(c *Config) map[string]any {
 	for i, jt := range c.JobTypes {
 		types[i] = map[string]any{"name": jt.Name, "vm": map[string]int{"vcpus": jt.VCPUs, "memory_mib": jt.MemoryMiB},
 			"holding_cost": jt.HoldingCost}
+		if jt.Image != "" {
+			types[i]["image"] = jt.Image
+		}
 	}
 	out := map[string]any{
 		"listen": c.Listen, "data_dir": c.DataDir, "grid": c.Grid, "job_types": types,

@@ -17,7 +17,7 @@ listen: 0.0.0.0:8080
 data_dir: data
 grid: grid.yaml
 job_types:
-  - {name: render, vm: {vcpus: 2, memory_mib: 2048}, holding_cost: 2}
+  - {name: render, vm: {vcpus: 2, memory_mib: 2048}, holding_cost: 2, image: debian}
   - {name: batch, vm: {vcpus: 1, memory_mib: 512}}
 agents:
   - {site: spain, address: "http://127.0.0.1:9101/", token_file: spain.token}
@@ -44,7 +44,7 @@ func TestParseConfig(t *testing.T) {
 	}
 	want := &Config{
 		Listen: "0.0.0.0:8080", DataDir: "/etc/ms/data", Grid: "/etc/ms/grid.yaml",
-		JobTypes: []api.JobType{{Name: "render", VCPUs: 2, MemoryMiB: 2048, HoldingCost: 2}, {Name: "batch", VCPUs: 1, MemoryMiB: 512, HoldingCost: 1}},
+		JobTypes: []api.JobType{{Name: "render", VCPUs: 2, MemoryMiB: 2048, HoldingCost: 2, Image: "debian"}, {Name: "batch", VCPUs: 1, MemoryMiB: 512, HoldingCost: 1}},
 		Agents:   []AgentConfig{{Site: "spain", Address: "http://127.0.0.1:9101", TokenFile: "/etc/ms/spain.token"}},
 		Policy:   PolicyConfig{Name: "optimal", Table: "/etc/ms/render.policy"},
 		Executor: ExecutorConfig{Name: "emulated", TimeScale: 0.01}, SwitchDelay: 2 * time.Second, OnAgentLoss: "fail", MinPoolHosts: 2,
@@ -96,6 +96,7 @@ var configErrorCases = []struct{ name, yaml, want string }{
 	{"huge vcpus", "grid: g.yaml\njob_types: [{name: a, vm: {vcpus: 2000, memory_mib: 64}}]\n", "job_types[0].vm.vcpus: must be at most 1024 (the limit of a job's vm), not 2000"},
 	{"huge memory", "grid: g.yaml\njob_types: [{name: a, vm: {vcpus: 1, memory_mib: 99999999}}]\n", "job_types[0].vm.memory_mib: must be at most 16777216 (the limit of a job's vm), not 99999999"},
 	{"no vm", "grid: g.yaml\njob_types: [{name: a}]\n", "job_types[0].vm: missing required field"},
+	{"bad image", "grid: g.yaml\njob_types: [{name: a, vm: {vcpus: 1, memory_mib: 64}, image: Debian}]\n", `job_types[0].image: must be an image name (a-z, 0-9, -) of at most 256 characters, not "Debian"`},
 	{"negative holding", "grid: g.yaml\njob_types: [{name: a, vm: {vcpus: 1, memory_mib: 64}, holding_cost: -1}]\n", "job_types[0].holding_cost: must be > 0, not -1"},
 	{"bad agent address", configBase + "agents: [{site: s, address: 'localhost:9101', token_file: t}]\n", `agents[0].address: must be an agent's URL`},
 	{"agent with an empty token file", configBase + "agents: [{site: s, address: 'http://h:1', token_file: ''}]\n", "agents[0].token_file: must not be empty"},

@@ -83,7 +83,7 @@ func (d *Daemon) restoreHosts(ctx context.Context) error {
 				if _, _, ok := d.jobType(pool); !ok {
 					pool = d.types[next%len(d.types)].Name
 					next++
-					if _, err := s.agent.ReconfigureHost(ctx, h.Name, hp.Reconfigure{Pool: pool}); err != nil {
+					if _, err := s.agent.ReconfigureHost(ctx, h.Name, hp.Reconfigure{Pool: pool, Image: d.imageOf(pool)}); err != nil {
 						d.log.Warn().Err(err).Str("host", h.Name).Str("pool", pool).Msg("cannot label new host")
 					}
 				}

@@ -377,7 +377,7 @@ func (d *Daemon) createVMs(ctx context.Context, lj *liveJob, vms []lifecycle.VM)
 				return
 			}
 			_, err := s.agent.CreateVM(ctx, hp.VMSpec{Name: v.Name, Host: v.Host, Pool: lj.typ(), Job: lj.id(),
-				VCPUs: lj.spec.VM.VCPUs, MemoryMiB: lj.spec.VM.MemoryMiB})
+				VCPUs: lj.spec.VM.VCPUs, MemoryMiB: lj.spec.VM.MemoryMiB, Image: d.imageOf(lj.typ())})
 			if err != nil {
 				errs[i] = fmt.Errorf("vm %s on %s: %w", v.Name, v.Host, err)
 				return
@@ -387,6 +387,12 @@ func (d *Daemon) createVMs(ctx context.Context, lj *liveJob, vms []lifecycle.VM)
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// imageOf is the image of a pool's VMs (its job type's), "" for none.
+func (d *Daemon) imageOf(pool string) string {
+	jt, _ := d.cfg.Pool(pool)
+	return jt.Image
 }
 
 // destroyVMs destroys VMs, concurrently; a VM already gone is fine.

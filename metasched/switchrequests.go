@@ -82,7 +82,7 @@ func (d *Daemon) ClearHost(ctx context.Context, name, pool string) (api.HostView
 	if target == "" || s == nil {
 		return api.HostView{}, &api.RequestError{Status: 409, Code: api.CodeConflict, Msg: fmt.Sprintf("host %s: no pool to return it to: give one", name)}
 	}
-	if _, err := s.agent.ReconfigureHost(ctx, name, hp.Reconfigure{Pool: target}); err != nil {
+	if _, err := s.agent.ReconfigureHost(ctx, name, hp.Reconfigure{Pool: target, Image: d.imageOf(target)}); err != nil {
 		return api.HostView{}, &api.RequestError{Status: 409, Code: api.CodeConflict,
 			Msg: fmt.Sprintf("host %s is still stranded: its agent cannot configure it for pool %s: %v", name, target, err)}
 	}

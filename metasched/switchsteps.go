@@ -159,7 +159,7 @@ func (d *Daemon) reconfigure(ctx context.Context, id co.SwitchID, host, pool str
 	}
 	c, cancel := context.WithTimeout(ctx, d.opt.StepTimeout+d.cfg.SwitchDelay)
 	defer cancel()
-	r, err := s.agent.ReconfigureHost(c, host, hp.Reconfigure{Pool: pool, Released: sw.Requeued})
+	r, err := s.agent.ReconfigureHost(c, host, hp.Reconfigure{Pool: pool, Released: sw.Requeued, Image: d.imageOf(pool)})
 	if err != nil {
 		if ctx.Err() != nil {
 			return // stopping: the restart re-issues the step

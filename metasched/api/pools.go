@@ -13,6 +13,9 @@ type JobType struct {
 	VCPUs       int     `json:"vcpus"`
 	MemoryMiB   int     `json:"memory_mib"`
 	HoldingCost float64 `json:"holding_cost"`
+	// Image is the image the pool's VMs boot (a name of the sites'
+	// images); empty: they boot none.
+	Image string `json:"image,omitempty"`
 }
 
 // Rates are a pool's current rate estimates, per second.
