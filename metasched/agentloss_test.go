@@ -66,9 +66,11 @@ func (r *remoteAgent) stop() {
 // the site that holds the render pool stops answering, its hosts leave the
 // plans and the pools, and the render jobs running there go back to the
 // queue (on_agent_loss: requeue) or fail (fail); when it answers again the
-// requeued jobs run to the end and no VM is left anywhere.
+// requeued jobs run to the end and no VM is left anywhere. With a grace
+// (agent_loss_grace) longer than the agent's absence the jobs are neither
+// requeued nor failed: they go on and are done after their one attempt.
 func TestAgentLoss(t *testing.T) {
-	for _, mode := range []string{"requeue", "fail"} {
+	for _, mode := range []string{"requeue", "fail", "grace"} {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
@@ -97,7 +99,10 @@ func TestAgentLoss(t *testing.T) {
 				c.Agents = acfg
 				c.Policy = metasched.PolicyConfig{Name: "none"}
 				c.Executor.TimeScale = 0.02
-				c.OnAgentLoss = mode
+				c.OnAgentLoss, c.AgentLossGrace = mode, 0
+				if mode == "grace" {
+					c.OnAgentLoss, c.AgentLossGrace = "requeue", time.Hour
+				}
 			})
 			d, ctx := td.d, context.Background()
 			// The agents' probes measure every link between them, and
@@ -134,6 +139,37 @@ func TestAgentLoss(t *testing.T) {
 				return true
 			})
 			agents["spain"].stop()
+			if mode == "grace" {
+				waitFor(t, "the spain hosts unreachable", 20*time.Second, func() bool {
+					for _, h := range d.Hosts() {
+						if h.Site == "spain" && h.State != api.HostUnreachable {
+							return false
+						}
+					}
+					return true
+				})
+				for _, id := range ids {
+					if j, _ := d.Job(ctx, id); j.State != store.Running && j.State != store.Done {
+						t.Errorf("job %s is %s (%s) within the grace, want it running", id, j.State, j.Reason)
+					}
+				}
+				agents["spain"].start()
+				waitFor(t, "every job done", 60*time.Second, func() bool {
+					for _, id := range ids {
+						if j, _ := d.Job(ctx, id); j.State != store.Done {
+							return false
+						}
+					}
+					return true
+				})
+				for _, id := range ids {
+					if j, _ := d.Job(ctx, id); j.Attempts != 1 {
+						t.Errorf("job %s ran %d times, want once", id, j.Attempts)
+					}
+				}
+				waitFor(t, "no VM left", 20*time.Second, func() bool { return len(d.VMs()) == 0 })
+				return
+			}
 			want := store.Queued
 			if mode == "fail" {
 				want = store.Failed

@@ -33,7 +33,9 @@ import (
 //
 // and also switch_delay (the in-process agents' pool reconfiguration time,
 // default 0s) and on_agent_loss (what happens to the jobs of an unreachable
-// agent: requeue, the default, or fail), and min_pool_hosts (the fewest hosts
+// agent: requeue, the default, or fail) after agent_loss_grace (how long a
+// host may be unreachable first: default 30s, at most 24h; a restarted
+// agent finds its VMs running and the jobs on them go on), and min_pool_hosts (the fewest hosts
 // the policy may leave a pool, default 2: a master-worker job needs a
 // master's host and a worker's), hold_after (how long a queued job that
 // cannot run waits before it holds the hosts of its best plan on its empty
@@ -46,17 +48,20 @@ import (
 // kept: finished switches and finished jobs' run directories; see
 // RetentionConfig). Relative paths are relative to the file's directory.
 type Config struct {
-	Listen       string
-	DataDir      string
-	Grid         string
-	JobTypes     []api.JobType
-	Agents       []AgentConfig // empty: in-process agents
-	Policy       PolicyConfig
-	Executor     ExecutorConfig
-	SwitchDelay  time.Duration
-	OnAgentLoss  string
-	MinPoolHosts int
-	HoldAfter    time.Duration
+	Listen      string
+	DataDir     string
+	Grid        string
+	JobTypes    []api.JobType
+	Agents      []AgentConfig // empty: in-process agents
+	Policy      PolicyConfig
+	Executor    ExecutorConfig
+	SwitchDelay time.Duration
+	OnAgentLoss string
+	// AgentLossGrace is how long a host may be unreachable before the
+	// jobs on it are stopped as on_agent_loss says.
+	AgentLossGrace time.Duration
+	MinPoolHosts   int
+	HoldAfter      time.Duration
 	// Unproven caps the HTTP connections no request has authenticated yet
 	// (zero fields: httpsrv's defaults).
 	Unproven httpsrv.Limits
@@ -133,6 +138,10 @@ const (
 	// largest value.
 	DefaultHoldAfter = time.Minute
 	MaxHoldAfter     = 24 * time.Hour
+	// DefaultAgentLossGrace is agent_loss_grace's default and
+	// MaxAgentLossGrace its largest value.
+	DefaultAgentLossGrace = 30 * time.Second
+	MaxAgentLossGrace     = 24 * time.Hour
 	// MinOutputBytes and MaxOutputBytes bound the executor's
 	// max_output_bytes and output_bytes_per_second.
 	MinOutputBytes = 1 << 10
@@ -150,7 +159,7 @@ var (
 )
 
 var (
-	configFields    = append([]string{"listen", "data_dir", "grid", "job_types", "agents", "policy", "executor", "switch_delay", "on_agent_loss", "min_pool_hosts", "hold_after", "idempotency_retention", "retention"}, httpsrv.LimitFields...)
+	configFields    = append([]string{"listen", "data_dir", "grid", "job_types", "agents", "policy", "executor", "switch_delay", "on_agent_loss", "agent_loss_grace", "min_pool_hosts", "hold_after", "idempotency_retention", "retention"}, httpsrv.LimitFields...)
 	retentionFields = []string{"switches", "job_dirs"}
 	switchesFields  = []string{"max_age", "max_count"}
 	jobTypeFields   = []string{"name", "vm", "holding_cost", "image"}
@@ -179,7 +188,7 @@ func ParseConfig(file string, data []byte) (*Config, error) {
 		return filepath.Join(dir, p)
 	}
 	c := &Config{
-		Listen: DefaultListen, DataDir: abs(DefaultDataDir), OnAgentLoss: "requeue", MinPoolHosts: DefaultMinHosts, HoldAfter: DefaultHoldAfter,
+		Listen: DefaultListen, DataDir: abs(DefaultDataDir), OnAgentLoss: "requeue", AgentLossGrace: DefaultAgentLossGrace, MinPoolHosts: DefaultMinHosts, HoldAfter: DefaultHoldAfter,
 		Policy:   PolicyConfig{Name: "heuristic", K: DefaultK},
 		Executor: ExecutorConfig{Name: "emulated", TimeScale: DefaultTimeScale},
 	}
@@ -345,6 +354,11 @@ func ParseConfig(file string, data []byte) (*Config, error) {
 	if v, ok := top.Get("retention", false); ok {
 		if m, ok := v.Map(retentionFields...); ok {
 			parseRetention(m, &c.Retention)
+		}
+	}
+	if v, ok := top.Get("agent_loss_grace", false); ok {
+		if x, ok := durationField(v, 0, MaxAgentLossGrace); ok {
+			c.AgentLossGrace = x
 		}
 	}
 	if v, ok := top.Get("on_agent_loss", false); ok {

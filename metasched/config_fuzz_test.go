@@ -97,6 +97,7 @@ func checkConfig(t *testing.T, c *Config) {
 		"executor %s with time_scale %g", e.Name, e.TimeScale)
 	check(c.SwitchDelay >= 0, "switch_delay %v", c.SwitchDelay)
 	check(slices.Contains(AgentLosses, c.OnAgentLoss), "on_agent_loss %q", c.OnAgentLoss)
+	check(c.AgentLossGrace >= 0 && c.AgentLossGrace <= MaxAgentLossGrace, "agent_loss_grace %v", c.AgentLossGrace)
 	check(c.MinPoolHosts >= 0, "min_pool_hosts %d", c.MinPoolHosts)
 	if len(bad) > 0 {
 		t.Fatalf("accepted configuration breaks its rules: %v\n%+v", bad, c)
@@ -116,7 +117,7 @@ func configFile(c *Config) map[string]any {
 	out := map[string]any{
 		"listen": c.Listen, "data_dir": c.DataDir, "grid": c.Grid, "job_types": types,
 		"policy": c.Policy, "executor": c.Executor, "switch_delay": c.SwitchDelay.String(),
-		"on_agent_loss": c.OnAgentLoss, "min_pool_hosts": c.MinPoolHosts, "hold_after": c.HoldAfter.String(),
+		"on_agent_loss": c.OnAgentLoss, "agent_loss_grace": c.AgentLossGrace.String(), "min_pool_hosts": c.MinPoolHosts, "hold_after": c.HoldAfter.String(),
 		"max_unproven_connections": c.Unproven.MaxUnproven, "max_unproven_per_address": c.Unproven.MaxUnprovenPerAddress,
 		"retention": map[string]any{"job_dirs": c.Retention.JobDirs.String(),
 			"switches": map[string]any{"max_age": c.Retention.SwitchMaxAge.String(), "max_count": c.Retention.SwitchMaxCount}},

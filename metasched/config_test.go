@@ -25,6 +25,7 @@ policy: {name: optimal, table: render.policy}
 executor: {name: emulated, time_scale: 0.01}
 switch_delay: 2s
 on_agent_loss: fail
+agent_loss_grace: 2m
 hold_after: 90s
 max_unproven_connections: 300
 max_unproven_per_address: 30
@@ -47,7 +48,7 @@ func TestParseConfig(t *testing.T) {
 		JobTypes: []api.JobType{{Name: "render", VCPUs: 2, MemoryMiB: 2048, HoldingCost: 2, Image: "debian"}, {Name: "batch", VCPUs: 1, MemoryMiB: 512, HoldingCost: 1}},
 		Agents:   []AgentConfig{{Site: "spain", Address: "http://127.0.0.1:9101", TokenFile: "/etc/ms/spain.token"}},
 		Policy:   PolicyConfig{Name: "optimal", Table: "/etc/ms/render.policy"},
-		Executor: ExecutorConfig{Name: "emulated", TimeScale: 0.01}, SwitchDelay: 2 * time.Second, OnAgentLoss: "fail", MinPoolHosts: 2,
+		Executor: ExecutorConfig{Name: "emulated", TimeScale: 0.01}, SwitchDelay: 2 * time.Second, OnAgentLoss: "fail", AgentLossGrace: 2 * time.Minute, MinPoolHosts: 2,
 		HoldAfter:            90 * time.Second,
 		Unproven:             httpsrv.Limits{MaxUnproven: 300, MaxUnprovenPerAddress: 30},
 		IdempotencyRetention: 72 * time.Hour,
@@ -62,7 +63,7 @@ func TestParseConfig(t *testing.T) {
 	}
 	want = &Config{Listen: DefaultListen, DataDir: DefaultDataDir, Grid: "g.yaml",
 		JobTypes: []api.JobType{{Name: "a", VCPUs: 1, MemoryMiB: 64, HoldingCost: 1}},
-		Policy:   PolicyConfig{Name: "heuristic", K: 5}, Executor: ExecutorConfig{Name: "emulated", TimeScale: DefaultTimeScale}, OnAgentLoss: "requeue", MinPoolHosts: 2,
+		Policy:   PolicyConfig{Name: "heuristic", K: 5}, Executor: ExecutorConfig{Name: "emulated", TimeScale: DefaultTimeScale}, OnAgentLoss: "requeue", AgentLossGrace: DefaultAgentLossGrace, MinPoolHosts: 2,
 		HoldAfter: DefaultHoldAfter,
 		Unproven:  httpsrv.Limits{MaxUnproven: httpsrv.DefaultMaxUnproven, MaxUnprovenPerAddress: httpsrv.DefaultMaxUnprovenPerAddress},
 		Retention: RetentionConfig{SwitchMaxAge: 30 * 24 * time.Hour, SwitchMaxCount: 10000, JobDirs: 24 * time.Hour}}
@@ -113,6 +114,7 @@ var configErrorCases = []struct{ name, yaml, want string }{
 	{"zero time scale", configBase + "executor: {name: emulated, time_scale: 0}\n", "executor.time_scale: must be > 0"},
 	{"bad switch delay", configBase + "switch_delay: later\n", `switch_delay: not a duration like 2s or 1m: "later"`},
 	{"bad min pool hosts", configBase + "min_pool_hosts: -1\n", `min_pool_hosts: must be >= 0, not -1`},
+	{"bad agent loss grace", configBase + "agent_loss_grace: 25h\n", "agent_loss_grace: must be at most 24h0m0s"},
 	{"bad agent loss", configBase + "on_agent_loss: panic\n", "on_agent_loss: must be one of requeue, fail"},
 	{"output cap on emulated", configBase + "executor: {name: emulated, max_output_bytes: 4096}\n", "executor.max_output_bytes: applies to the command executor only"},
 	{"small output cap", configBase + "executor: {name: command, max_output_bytes: 10}\n", "executor.max_output_bytes: must be at least 1024 and at most 1073741824, not 10"},

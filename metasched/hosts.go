@@ -40,6 +40,24 @@ type gridHost struct {
 	inv       hp.Host
 	reachable bool
 	err       string
+	// lostSince is when the daemon found the host unreachable (zero: not
+	// yet timed); its jobs are stopped once it has been so for the
+	// agent-loss grace.
+	lostSince time.Time
+}
+
+// lostLocked says h has been unreachable for the agent-loss grace or
+// longer; d.mu must be held.
+func (d *Daemon) lostLocked(h *gridHost) bool {
+	if h.reachable {
+		h.lostSince = time.Time{}
+		return false
+	}
+	now := d.now()
+	if h.lostSince.IsZero() {
+		h.lostSince = now
+	}
+	return now.Sub(h.lostSince) >= d.cfg.AgentLossGrace
 }
 
 // usage is capacity promised to VMs not yet in the inventory.
@@ -176,7 +194,7 @@ func (d *Daemon) refresh(ctx context.Context) {
 		if invs[i].err != nil {
 			for _, h := range d.hosts {
 				if h.rec.Site == s.name && h.reachable {
-					h.reachable, h.err = false, invs[i].err.Error()
+					h.reachable, h.err, h.lostSince = false, invs[i].err.Error(), d.now()
 					d.log.Error().Err(invs[i].err).Str("host", h.name).Str("site", s.name).Msg("host unreachable: its agent does not answer")
 				}
 			}
@@ -203,6 +221,7 @@ func (d *Daemon) refresh(ctx context.Context) {
 			h.err = hi.Error
 			switch {
 			case was && !h.reachable:
+				h.lostSince = d.now()
 				d.log.Error().Str("host", h.name).Str("error", hi.Error).Msg("host unreachable")
 			case !was && h.reachable:
 				d.log.Info().Str("host", h.name).Msg("host reachable again")
@@ -231,7 +250,8 @@ func (d *Daemon) refresh(ctx context.Context) {
 	d.mu.Unlock()
 	for _, l := range lost {
 		d.goJob(func() {
-			if _, err := d.stop(ctx, l.job, to, "a host of the job became unreachable: "+l.host, l.attempt); err != nil {
+			reason := fmt.Sprintf("a host of the job became unreachable: %s (for %v or more)", l.host, d.cfg.AgentLossGrace)
+			if _, err := d.stop(ctx, l.job, to, reason, l.attempt); err != nil {
 				d.log.Error().Err(err).Str("job", l.job.id()).Msg("cannot stop a job on a lost host")
 			}
 		})

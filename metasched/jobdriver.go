@@ -426,12 +426,13 @@ type lostJob struct {
 	host    string
 }
 
-// jobsOnLostHostsLocked lists the live jobs placed on an unreachable host.
+// jobsOnLostHostsLocked lists the live jobs placed on a host unreachable
+// for the agent-loss grace or longer.
 func (d *Daemon) jobsOnLostHostsLocked() []lostJob {
 	var out []lostJob
 	for _, j := range d.index.placed { // any order: each is stopped on its own
 		for _, h := range j.hostNames() {
-			if rt := d.hosts[h]; rt != nil && !rt.reachable {
+			if rt := d.hosts[h]; rt != nil && d.lostLocked(rt) {
 				out = append(out, lostJob{job: j, attempt: j.job.Record.Attempts, host: h})
 				break
 			}
