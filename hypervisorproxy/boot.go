@@ -218,7 +218,7 @@ func (a *Agent) bootGuest(ctx context.Context, gh GuestHypervisor, spec VMSpec, 
 	start := time.Now()
 	d, err := gh.CreateGuest(ctx, spec, b)
 	if err != nil {
-		return Domain{}, 0, fmt.Errorf("%w; console:\n%s", err, consoleTail(b.ConsoleLog, consoleLines))
+		return Domain{}, 0, fmt.Errorf("%w: %w; console:\n%s", ErrBoot, err, consoleTail(b.ConsoleLog, consoleLines))
 	}
 	wctx, cancel := context.WithTimeout(ctx, a.site.BootTimeout)
 	err = gh.WaitAgent(wctx, spec.Name)
@@ -227,7 +227,7 @@ func (a *Agent) bootGuest(ctx context.Context, gh GuestHypervisor, spec VMSpec, 
 		return d, time.Since(start), nil
 	}
 	err = fmt.Errorf("%w: vm %s on %s did not answer within %v: %w; console (last lines):\n%s",
-		ErrGuestAgent, spec.Name, spec.Host, a.site.BootTimeout, err, consoleTail(b.ConsoleLog, consoleLines))
+		ErrBoot, spec.Name, spec.Host, a.site.BootTimeout, err, consoleTail(b.ConsoleLog, consoleLines))
 	if derr := gh.Destroy(context.WithoutCancel(ctx), spec.Name); derr != nil && !errors.Is(derr, ErrNotFound) {
 		err = errors.Join(err, fmt.Errorf("destroy %s after its failed boot: %w", spec.Name, derr))
 	}

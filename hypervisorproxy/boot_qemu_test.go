@@ -169,6 +169,9 @@ func TestAgentBootsPoolImage(t *testing.T) {
 			t.Fatalf("create with a junk kernel: %v, want an error naming the vm and the host", err)
 		}
 		t.Logf("junk kernel: %v", err)
+		if !errors.Is(err, hp.ErrBoot) {
+			t.Errorf("error %v is not ErrBoot", err)
+		}
 		if _, err := os.Stat(console("junk", "node-2")); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("console file after the failure: %v, want it gone", err)
 		}
@@ -188,8 +191,8 @@ func TestAgentBootsPoolImage(t *testing.T) {
 				t.Errorf("error %q does not say %q", err, want)
 			}
 		}
-		if !errors.Is(err, hp.ErrGuestAgent) {
-			t.Errorf("error %v is not ErrGuestAgent", err)
+		if !errors.Is(err, hp.ErrBoot) {
+			t.Errorf("error %v is not ErrBoot", err)
 		}
 		if _, err := os.Stat(console("panic", "node-3")); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("console file after the failure: %v, want it gone", err)

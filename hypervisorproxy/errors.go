@@ -43,6 +43,10 @@ var (
 	// ErrGuestAgent: the guest agent of a VM does not answer (not yet
 	// started, not connected, or timed out).
 	ErrGuestAgent = errors.New("guest agent not answering")
+	// ErrBoot: a VM was made but its image did not boot: QEMU could not
+	// start it, or its guest agent did not answer within the site's
+	// boot_timeout. The VM is gone.
+	ErrBoot = errors.New("the guest did not boot")
 )
 
 // codes are the machine-readable names of the sentinels in API errors.
@@ -62,6 +66,7 @@ var codes = []struct {
 	{ErrConnLost, "conn_lost", http.StatusBadGateway},
 	{ErrAborted, "aborted", http.StatusGatewayTimeout},
 	{ErrUnauthorized, "unauthorized", http.StatusUnauthorized},
+	{ErrBoot, "boot_failed", http.StatusBadGateway},
 	{ErrGuestAgent, "guest_agent", http.StatusServiceUnavailable},
 }
 

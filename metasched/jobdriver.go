@@ -278,7 +278,7 @@ func (d *Daemon) provision(ctx context.Context, lj *liveJob, a lifecycle.CreateV
 		return
 	}
 	d.answer(ctx, lj, lifecycle.CreateFailed{Attempt: a.Attempt, VMs: a.VMs, Err: err.Error(),
-		Permanent: errors.Is(err, hp.ErrInvalid) || errors.Is(err, hp.ErrLimit), At: at})
+		Permanent: errors.Is(err, hp.ErrInvalid) || errors.Is(err, hp.ErrLimit), Boot: errors.Is(err, hp.ErrBoot), At: at})
 }
 
 // execute runs the job on its VMs and answers Exited.

@@ -43,7 +43,11 @@ type CreateFailed struct {
 	VMs       []VM
 	Err       string
 	Permanent bool
-	At        time.Time
+	// Boot says a VM of the attempt was made but did not boot (its
+	// image): such failures count toward MaxProvisionFailures; a host
+	// that was full or busy does not.
+	Boot bool
+	At   time.Time
 }
 
 // Exited answers Execute: the job's run ended. Err is set when the executor

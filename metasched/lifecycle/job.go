@@ -39,7 +39,15 @@ type Record struct {
 	// Preemptions counts the attempts a switch stopped by taking one of the
 	// job's hosts.
 	Preemptions int `json:"preemptions,omitempty"`
+	// ProvisionFailures counts the attempts with a VM that did not boot:
+	// after MaxProvisionFailures the job fails.
+	ProvisionFailures int `json:"provision_failures,omitempty"`
 }
+
+// MaxProvisionFailures is how many attempts with a VM that did not boot a
+// job has before it fails instead of being requeued: an image that does
+// not boot fails every attempt, a guest that was slow once does not.
+const MaxProvisionFailures = 3
 
 // Job is one job's lifecycle: its state, the reason of its last
 // transition, its record and its exit code. It is a value: Step returns the
@@ -92,7 +100,14 @@ func (j Job) Step(ev Event) (Job, []Action, error) {
 		if e.Permanent {
 			return j.end(Failed, "provisioning failed: "+e.Err, nil, e.At, false)
 		}
-		return j.requeue("provisioning failed, requeued: "+e.Err, false)
+		n := j
+		if e.Boot {
+			n.Record.ProvisionFailures++
+		}
+		if f := n.Record.ProvisionFailures; e.Boot && f >= MaxProvisionFailures {
+			return n.end(Failed, fmt.Sprintf("provisioning failed %d times, the last: %s", f, e.Err), nil, e.At, false)
+		}
+		return n.requeue("provisioning failed, requeued: "+e.Err, false)
 	case Exited:
 		if j.stale(e.Attempt, Running) {
 			return j, nil, nil
@@ -153,7 +168,7 @@ func (j Job) plan(e Plan) (Job, []Action, error) {
 	}
 	n := j
 	n.Record = Record{Placement: e.Placement, VMs: e.VMs, Predicted: e.Predicted, Attempts: j.Record.Attempts + 1,
-		Preemptions: j.Record.Preemptions}
+		Preemptions: j.Record.Preemptions, ProvisionFailures: j.Record.ProvisionFailures}
 	return n.to(Planned, e.Reason, Reserve{VMs: e.VMs}, Next{Event: Provision{At: e.At}, Attempt: n.attempt()})
 }
 

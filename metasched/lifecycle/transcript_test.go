@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -92,7 +93,7 @@ func run(t *testing.T, j *Job, cmd string) string {
 //
 //	plan HOST[,HOST...] predicted=S [reason=R]   (VMs JOB-aN-m, -w1, ... on the hosts; site = host up to its last "-")
 //	provision
-//	created aN | create-failed aN err=E [permanent]
+//	created aN | create-failed aN err=E [permanent] [boot]
 //	exited aN [code=C] [reason=R] [err=E]
 //	resume
 //	moved VM HOST
@@ -155,7 +156,8 @@ func parseEvent(j Job, cmd string) (Event, error) {
 		if words[0] == "created" {
 			return Created{Attempt: n, VMs: vms, At: at}, nil
 		}
-		return CreateFailed{Attempt: n, VMs: vms, Err: kv["err"], Permanent: len(pos) > 1 && pos[1] == "permanent", At: at}, nil
+		return CreateFailed{Attempt: n, VMs: vms, Err: kv["err"], Permanent: slices.Contains(pos[1:], "permanent"),
+			Boot: slices.Contains(pos[1:], "boot"), At: at}, nil
 	case "exited":
 		n, err := attempt()
 		if err != nil {
