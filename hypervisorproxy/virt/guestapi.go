@@ -26,8 +26,8 @@ const writeChunk = 64 << 10
 // a directory or not allowed is hp.ErrInvalid. libvirt carries the
 // agent's error replies as its own errors with the agent's description.
 func guestError(err error) error {
-	if err == nil || errors.Is(err, hp.ErrGuestAgent) || errors.Is(err, hp.ErrNotFound) {
-		return err
+	if _, code := hp.Status(err); err == nil || code != "internal" {
+		return err // nil, or a sentinel already (a lost connection, an agent not answering)
 	}
 	msg := err.Error()
 	switch {
