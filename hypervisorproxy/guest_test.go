@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/rs/zerolog"
@@ -100,15 +102,22 @@ func TestAgentGuestBadRequests(t *testing.T) {
 type guestHV struct {
 	mu    sync.Mutex
 	down  bool
+	hang  bool // calls wait for their context to end
 	files map[string][]byte
 	modes map[string]os.FileMode
 	calls []string
 }
 
-func (g *guestHV) call(format string, args ...any) error {
+func (g *guestHV) call(ctx context.Context, format string, args ...any) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.calls = append(g.calls, fmt.Sprintf(format, args...))
+	if g.hang {
+		g.mu.Unlock()
+		<-ctx.Done()
+		g.mu.Lock()
+		return fmt.Errorf("guest agent call: %w", ctx.Err())
+	}
 	if g.down {
 		return fmt.Errorf("guest agent of the vm: %w: QEMU guest agent is not connected", hp.ErrGuestAgent)
 	}
@@ -116,15 +125,15 @@ func (g *guestHV) call(format string, args ...any) error {
 }
 
 func (g *guestHV) StartGuestProcess(ctx context.Context, name string, e hp.GuestExec) (int, error) {
-	return 41, g.call("exec %s %s %q %q %q", name, e.Path, e.Args, e.Env, e.Input)
+	return 41, g.call(ctx, "exec %s %s %q %q %q", name, e.Path, e.Args, e.Env, e.Input)
 }
 
 func (g *guestHV) GuestProcessStatus(ctx context.Context, name string, pid int) (hp.GuestExecStatus, error) {
-	return hp.GuestExecStatus{Exited: true, ExitCode: 3}, g.call("status %s %d", name, pid)
+	return hp.GuestExecStatus{Exited: true, ExitCode: 3}, g.call(ctx, "status %s %d", name, pid)
 }
 
 func (g *guestHV) WriteGuestFile(ctx context.Context, name, path string, data []byte, mode os.FileMode) error {
-	if err := g.call("write %s %s %o", name, path, mode); err != nil {
+	if err := g.call(ctx, "write %s %s %o", name, path, mode); err != nil {
 		return err
 	}
 	g.mu.Lock()
@@ -134,7 +143,7 @@ func (g *guestHV) WriteGuestFile(ctx context.Context, name, path string, data []
 }
 
 func (g *guestHV) ReadGuestFile(ctx context.Context, name, path string, offset int64, max int) (hp.GuestFileChunk, error) {
-	if err := g.call("read %s %s %d %d", name, path, offset, max); err != nil {
+	if err := g.call(ctx, "read %s %s %d %d", name, path, offset, max); err != nil {
 		return hp.GuestFileChunk{}, err
 	}
 	g.mu.Lock()
@@ -276,6 +285,33 @@ func (h *guestHost) WriteGuestFile(ctx context.Context, name, path string, data 
 
 func (h *guestHost) ReadGuestFile(ctx context.Context, name, path string, offset int64, max int) (hp.GuestFileChunk, error) {
 	return h.g.ReadGuestFile(ctx, name, path, offset, max)
+}
+
+// A guest call that hangs is cut after GuestCallTimeout: 503
+// guest_agent, not a caller held for as long as the guest agent hangs.
+func TestAgentGuestCallTimeout(t *testing.T) {
+	g := &guestHV{files: map[string][]byte{}, modes: map[string]os.FileMode{}, hang: true}
+	h := guestAgent(t, g)
+	if _, err := h.client.Create(context.Background(), keepSpec); err != nil {
+		t.Fatal(err)
+	}
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		_, err := h.agent.GuestReadFile(context.Background(), "keep", "/run/x", 0, 0)
+		if !errors.Is(err, hp.ErrGuestAgent) || !strings.Contains(err.Error(), "no answer within 30s") {
+			t.Errorf("a hung call: %v, want ErrGuestAgent after 30 s", err)
+		}
+		if took := time.Since(start); took != hp.GuestCallTimeout {
+			t.Errorf("the call was cut after %v, want %v", took, hp.GuestCallTimeout)
+		}
+		// A caller that goes away first gets its own context's error.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if _, err := h.agent.GuestExec(ctx, "keep", hp.GuestExec{Path: "true"}); errors.Is(err, hp.ErrGuestAgent) ||
+			!errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("a call whose caller gave up: %v, want the caller's deadline", err)
+		}
+	})
 }
 
 func second[T any](_ T, err error) error { return err }
