@@ -30,7 +30,7 @@ const (
 
 // bootAgent serves an agent of one QEMU host (qa, on d) in pool pool,
 // whose image is imgDir, with the given boot timeout and data directory.
-func bootAgent(t *testing.T, d *libvirtdtest.Daemon, dataDir, pool, imgDir string, timeout time.Duration) *client.Client {
+func bootAgent(t testing.TB, d *libvirtdtest.Daemon, dataDir, pool, imgDir string, timeout time.Duration) *client.Client {
 	t.Helper()
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "token"), []byte(testToken), 0o600); err != nil {
@@ -152,6 +152,7 @@ func TestAgentBootsPoolImage(t *testing.T) {
 		if _, err := os.Stat(console("render", "node-1")); err != nil {
 			t.Fatalf("console file: %v", err)
 		}
+		t.Run("guest API", func(t *testing.T) { checkGuestAPI(t, c, "node-1", res.Image) })
 		if err := c.Destroy(ctx, "node-1"); err != nil {
 			t.Fatal(err)
 		}

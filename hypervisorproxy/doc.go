@@ -13,10 +13,14 @@
 //     capacity and placement in placement.go, the inventory in
 //     inventory.go. Its methods are the operations, one file per family
 //     (create.go, resize.go, migrate.go with the port pool of
-//     migrationports.go, reconfigure.go, probe.go); Handler (server.go)
+//     migrationports.go, reconfigure.go, probe.go, guest.go for the
+//     guest calls through a VM's QEMU guest agent); Handler (server.go)
 //     serves them as JSON over HTTP with a bearer token, and package
 //     client calls them.
-//   - Hypervisor (hypervisor.go) is what the agent needs of one host. The
+//   - Hypervisor (hypervisor.go) is what the agent needs of one host;
+//     GuestHypervisor (boot.go) and GuestAgentHypervisor (guest.go) are
+//     what it needs of one that boots images and reaches their guest
+//     agents. The
 //     libvirt driver, sub-package virt, is the only code that uses cgo and
 //     libvirt.org/go/libvirt; it maps libvirt's error codes to the
 //     sentinel errors of errors.go.

@@ -179,6 +179,13 @@ func FuzzAgentAPI(f *testing.F) {
 		f.Add("POST", s[0], []byte(s[1]), true)
 	}
 	f.Add("PUT", "/v1/probe/sink", []byte("metasched bandwidth probe"), true)
+	for _, tc := range guestBadRequests {
+		f.Add(tc.method, tc.path, []byte(tc.body), true)
+	}
+	f.Add("POST", "/v1/vms/keep/guest/exec", []byte(`{"path":"/usr/bin/metasched-run","args":["start","/run/metasched/j/1","/tmp","65536"],"env":["METASCHED_ROLE=master"],"input":"aGk=","capture_output":true}`), true)
+	f.Add("PUT", "/v1/vms/keep/guest/file?path=/run/metasched/j/1/command&mode=0644", []byte("uname -r"), true)
+	f.Add("GET", "/v1/vms/keep/guest/file?path=/run/metasched/j/1/output&offset=0&max=65536", []byte(nil), true)
+	f.Add("GET", "/v1/vms/keep/guest/exec/42", []byte(nil), true)
 	f.Add("DELETE", "/v1/vms/keep", []byte(nil), true)
 	f.Add("GET", "/v1/inventory", []byte(nil), true)
 	f.Add("GET", "/healthz", []byte(nil), false)

@@ -28,6 +28,10 @@ import (
 //	POST   /v1/hosts/{name}/reconfigure  Reconfigure → Reconfigured
 //	POST   /v1/probe                     ProbeRequest → Probe
 //	PUT    /v1/probe/sink                a probe stream → SinkResult
+//	POST   /v1/vms/{name}/guest/exec     GuestExec → GuestProcess
+//	GET    /v1/vms/{name}/guest/exec/{pid}  → GuestExecStatus
+//	PUT    /v1/vms/{name}/guest/file?path=P&mode=0644  the file's bytes → 204
+//	GET    /v1/vms/{name}/guest/file?path=P&offset=N&max=M  → GuestFileChunk
 func (a *Agent) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -68,6 +72,7 @@ func (a *Agent) Handler() http.Handler {
 		res, err := sink(r.Body, MaxProbeBytes)
 		reply(w, http.StatusOK, res, err)
 	})
+	a.guestRoutes(api)
 	api.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no route %s %s", r.Method, r.URL.Path))
 	})
@@ -95,7 +100,12 @@ const maxBody = 1 << 20
 
 // decode reads a strict JSON body into v, or writes a 400 and returns false.
 func decode(w http.ResponseWriter, r *http.Request, v any) bool {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+	return decodeLimited(w, r, v, maxBody)
+}
+
+// decodeLimited is decode with a body of at most limit bytes.
+func decodeLimited(w http.ResponseWriter, r *http.Request, v any, limit int64) bool {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
 	dec.DisallowUnknownFields()
 	err := dec.Decode(v)
 	if err == nil && dec.More() {

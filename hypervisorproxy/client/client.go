@@ -21,6 +21,8 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
+	"strconv"
 	"strings"
 
 	hp "github.com/metasched/metasched/hypervisorproxy"
@@ -112,21 +114,59 @@ func (c *Client) Probe(ctx context.Context, r hp.ProbeRequest) (hp.Probe, error)
 	return out, err
 }
 
+// GuestExec starts a program inside a VM through its guest agent.
+func (c *Client) GuestExec(ctx context.Context, vm string, e hp.GuestExec) (hp.GuestProcess, error) {
+	var out hp.GuestProcess
+	err := c.do(ctx, http.MethodPost, "/v1/vms/"+url.PathEscape(vm)+"/guest/exec", e, &out)
+	return out, err
+}
+
+// GuestExecStatus reads the state of a program GuestExec started; the
+// guest agent forgets it once it has reported its exit.
+func (c *Client) GuestExecStatus(ctx context.Context, vm string, pid int) (hp.GuestExecStatus, error) {
+	var out hp.GuestExecStatus
+	err := c.do(ctx, http.MethodGet, "/v1/vms/"+url.PathEscape(vm)+"/guest/exec/"+strconv.Itoa(pid), nil, &out)
+	return out, err
+}
+
+// GuestWriteFile replaces a file inside a VM (its directory must exist)
+// and gives it mode (permission bits).
+func (c *Client) GuestWriteFile(ctx context.Context, vm, path string, data []byte, mode os.FileMode) error {
+	q := url.Values{"path": {path}, "mode": {strconv.FormatUint(uint64(mode), 8)}}
+	return c.send(ctx, http.MethodPut, "/v1/vms/"+url.PathEscape(vm)+"/guest/file?"+q.Encode(),
+		bytes.NewReader(data), "application/octet-stream", nil)
+}
+
+// GuestReadFile reads at most max bytes (0: hypervisorproxy.MaxGuestRead)
+// of a file inside a VM from offset; a missing file is an error wrapping
+// hypervisorproxy.ErrNotFound.
+func (c *Client) GuestReadFile(ctx context.Context, vm, path string, offset int64, max int) (hp.GuestFileChunk, error) {
+	q := url.Values{"path": {path}, "offset": {strconv.FormatInt(offset, 10)}, "max": {strconv.Itoa(max)}}
+	var out hp.GuestFileChunk
+	err := c.do(ctx, http.MethodGet, "/v1/vms/"+url.PathEscape(vm)+"/guest/file?"+q.Encode(), nil, &out)
+	return out, err
+}
+
 func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
-	var body io.Reader
-	if in != nil {
-		data, err := json.Marshal(in)
-		if err != nil {
-			return err
-		}
-		body = bytes.NewReader(data)
+	if in == nil {
+		return c.send(ctx, method, path, nil, "", out)
 	}
+	data, err := json.Marshal(in)
+	if err != nil {
+		return err
+	}
+	return c.send(ctx, method, path, bytes.NewReader(data), "application/json", out)
+}
+
+// send makes one request with body (of contentType) and decodes the
+// JSON answer into out.
+func (c *Client) send(ctx context.Context, method, path string, body io.Reader, contentType string, out any) error {
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", method, path, err)
 	}
-	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
 	}
 	req.Header.Set("Authorization", "Bearer "+c.token)
 	resp, err := c.http.Do(req)

@@ -50,6 +50,9 @@ const (
 	// BaseCmdline is the image's own kernel command line: the console on
 	// the first serial port, kernel messages from warnings up.
 	BaseCmdline = "console=ttyS0 quiet"
+	// RunnerPath is where the guest has metasched-run, the runner of a
+	// job's command (guest/metasched-run).
+	RunnerPath = "/usr/bin/metasched-run"
 	// AgentPort is the name of the virtio serial port of QEMU's guest
 	// agent, the target name of the domain's agent channel.
 	AgentPort = "org.qemu.guest_agent.0"
@@ -63,6 +66,8 @@ var (
 	initTemplate string
 	//go:embed guest/cmdline.sh
 	cmdlineScript string
+	//go:embed guest/metasched-run
+	runnerScript string
 )
 
 // Options configure Build.
@@ -404,6 +409,7 @@ func inputsKey(inputs []Input) string {
 	fmt.Fprintf(h, "metasched guest image\nrecipe %d\ncmdline %s\nmodules %s\nagent port %s\n",
 		Recipe, BaseCmdline, strings.Join(Modules, ","), AgentPort)
 	fmt.Fprintf(h, "init %x\ncmdline.sh %x\n", sha256.Sum256([]byte(initTemplate)), sha256.Sum256([]byte(cmdlineScript)))
+	fmt.Fprintf(h, "%s %x\n", RunnerPath, sha256.Sum256([]byte(runnerScript)))
 	for _, in := range inputs {
 		fmt.Fprintf(h, "package %s %s %s\n", in.Package, in.Architecture, in.Version)
 	}
@@ -714,6 +720,7 @@ func (p *plan) initramfs(ctx context.Context, release, modDir string, mods []str
 	}{release, AgentPort, mods}))
 	must(a.file("init", 0o755, init.Bytes()))
 	must(a.file("lib/metasched/cmdline.sh", 0o644, []byte(cmdlineScript)))
+	must(a.file(strings.TrimPrefix(RunnerPath, "/"), 0o755, []byte(runnerScript)))
 
 	take := func(guest, host string) {
 		data, err := os.ReadFile(host)

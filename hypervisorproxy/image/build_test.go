@@ -138,7 +138,8 @@ func TestBuild(t *testing.T) {
 	for name, mode := range map[string]uint32{
 		"init": modeRegular | 0o755, "bin/busybox": modeRegular | 0o755, "usr/sbin/qemu-ga": modeRegular | 0o755,
 		"lib64/ld-linux-x86-64.so.2": modeRegular | 0o755, "lib/metasched/cmdline.sh": modeRegular | 0o644,
-		"dev/console": modeCharDev | 0o600, "bin/sh": modeSymlink | 0o777, "sbin/insmod": modeSymlink | 0o777,
+		"usr/bin/metasched-run": modeRegular | 0o755,
+		"dev/console":           modeCharDev | 0o600, "bin/sh": modeSymlink | 0o777, "sbin/insmod": modeSymlink | 0o777,
 		"tmp": modeDir | 0o1777, "var/run": modeSymlink | 0o777, "lib/x86_64-linux-gnu/libglib-2.0.so.0": modeRegular,
 	} {
 		e, ok := files[name]
@@ -158,6 +159,9 @@ func TestBuild(t *testing.T) {
 	}
 	if string(files["lib/metasched/cmdline.sh"].data) != cmdlineScript {
 		t.Error("cmdline.sh differs from the package's")
+	}
+	if string(files["usr/bin/metasched-run"].data) != runnerScript {
+		t.Error("metasched-run differs from the package's")
 	}
 	// The init loads every module in the initrd, in the recipe's order.
 	init := string(files["init"].data)
