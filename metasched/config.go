@@ -27,7 +27,7 @@ import (
 //	agents:                         # omitted: in-process agents on the test driver
 //	  - {site: spain, address: http://127.0.0.1:9101, token_file: spain.token}
 //	policy: {name: heuristic, K: 5} # or optimal {table: FILE | solve: true}, static, best-static, none
-//	executor: {name: emulated, time_scale: 0.001}   # or command
+//	executor: {name: emulated, time_scale: 0.001}   # or command, or {name: guest, poll: 500ms}
 //
 // and also switch_delay (the in-process agents' pool reconfiguration time,
 // default 0s) and on_agent_loss (what happens to the jobs of an unreachable
@@ -110,13 +110,16 @@ type PolicyConfig struct {
 
 // ExecutorConfig says how jobs run.
 type ExecutorConfig struct {
-	Name      string  `json:"name"` // emulated or command
+	Name      string  `json:"name"` // emulated, command or guest
 	TimeScale float64 `json:"time_scale,omitempty"`
 	// MaxOutputBytes bounds the output kept of a command's attempt;
-	// OutputBytesPerSecond the rate its output is read at (command only;
-	// 0: executor.DefaultMaxOutput and DefaultOutputRate).
+	// OutputBytesPerSecond the rate its output is read at (command and
+	// guest; 0: executor.DefaultMaxOutput and DefaultOutputRate).
 	MaxOutputBytes       int64 `json:"max_output_bytes,omitempty"`
 	OutputBytesPerSecond int64 `json:"output_bytes_per_second,omitempty"`
+	// Poll is how often the guest executor reads its VMs' output and exit
+	// (guest only; 0: executor.DefaultGuestPoll).
+	Poll time.Duration `json:"poll,omitempty"`
 }
 
 // Defaults of a configuration.
@@ -135,6 +138,9 @@ const (
 	// max_output_bytes and output_bytes_per_second.
 	MinOutputBytes = 1 << 10
 	MaxOutputBytes = 1 << 30
+	// MinGuestPoll and MaxGuestPoll bound the guest executor's poll.
+	MinGuestPoll = 10 * time.Millisecond
+	MaxGuestPoll = time.Minute
 	// DefaultIdempotencyRetention is the default and the least retention
 	// of idempotency keys: a client may retry a submission for a day.
 	DefaultIdempotencyRetention = 24 * time.Hour
@@ -143,7 +149,7 @@ const (
 // Executors and what to do on an agent's loss (the policies are
 // policy.Names).
 var (
-	Executors   = []string{"emulated", "command"}
+	Executors   = []string{"emulated", "command", "guest"}
 	AgentLosses = []string{"requeue", "fail"}
 )
 
@@ -155,7 +161,7 @@ var (
 	vmFields        = []string{"vcpus", "memory_mib"}
 	agentFields     = []string{"site", "address", "token_file"}
 	policyFields    = []string{"name", "K", "table", "solve"}
-	executorFields  = []string{"name", "time_scale", "max_output_bytes", "output_bytes_per_second"}
+	executorFields  = []string{"name", "time_scale", "max_output_bytes", "output_bytes_per_second", "poll"}
 )
 
 // ParseConfig decodes a configuration file strictly: every problem is
@@ -311,12 +317,19 @@ func ParseConfig(file string, data []byte) (*Config, error) {
 				n, ok := m.Int(f.key, false)
 				switch {
 				case !ok:
-				case c.Executor.Name != "command":
-					m.Errorf(f.key, "applies to the command executor only")
+				case c.Executor.Name != "command" && c.Executor.Name != "guest":
+					m.Errorf(f.key, "applies to the command and guest executors only")
 				case n < MinOutputBytes || n > MaxOutputBytes:
 					m.Errorf(f.key, "must be at least %d and at most %d, not %d", MinOutputBytes, MaxOutputBytes, n)
 				default:
 					*f.v = int64(n)
+				}
+			}
+			if v, ok := m.Get("poll", false); ok {
+				if c.Executor.Name != "guest" {
+					m.Errorf("poll", "applies to the guest executor only")
+				} else if x, ok := durationField(v, MinGuestPoll, MaxGuestPoll); ok {
+					c.Executor.Poll = x
 				}
 			}
 			if c.Executor.Name != "emulated" {

@@ -290,6 +290,14 @@ func (d *Daemon) execute(ctx context.Context, lj *liveJob, a lifecycle.Execute) 
 	for i, v := range a.VMs {
 		vms[i] = executor.VM{Name: v.Name, Site: v.Site, Host: v.Host, Master: v.Master, VCPUs: spec.VM.VCPUs, MemoryMiB: spec.VM.MemoryMiB}
 	}
+	if d.exec.Name() == "guest" {
+		if err := d.vmAddresses(ctx, vms); err != nil {
+			if ctx.Err() == nil {
+				d.answer(ctx, lj, lifecycle.Exited{Attempt: a.Attempt, At: d.now(), Err: err.Error()})
+			}
+			return
+		}
+	}
 	// After a restart the job's log has taken part of the attempt's output
 	// already: the executor writes what follows.
 	var from int64
@@ -387,6 +395,44 @@ func (d *Daemon) createVMs(ctx context.Context, lj *liveJob, vms []lifecycle.VM)
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// vmAddresses fills the addresses of the job's VMs from their sites'
+// inventories, asked now (a VM's address is kept by its agent, with the
+// VM): one call per site.
+func (d *Daemon) vmAddresses(ctx context.Context, vms []executor.VM) error {
+	addr := map[string]string{}
+	asked := map[string]bool{}
+	for _, v := range vms {
+		if asked[v.Site] {
+			continue
+		}
+		asked[v.Site] = true
+		s := d.site(v.Site)
+		if s == nil {
+			return fmt.Errorf("vm %s: no agent for site %s", v.Name, v.Site)
+		}
+		inv, err := s.agent.Inventory(ctx)
+		if err != nil {
+			return fmt.Errorf("the addresses of the job's VMs: site %s: %w", v.Site, err)
+		}
+		for _, h := range inv.Hosts {
+			for _, vm := range h.VMs {
+				addr[vm.Name] = vm.Address
+			}
+		}
+	}
+	for i, v := range vms {
+		a, ok := addr[v.Name]
+		switch {
+		case !ok:
+			return fmt.Errorf("vm %s: not in the inventory of site %s", v.Name, v.Site)
+		case a == "":
+			return fmt.Errorf("vm %s: site %s gave it no address: the guest executor needs the site's network", v.Name, v.Site)
+		}
+		vms[i].Address = a
+	}
+	return nil
 }
 
 // destroyVMs destroys VMs, concurrently; a VM already gone is fine.
