@@ -42,7 +42,10 @@ import (
 // idempotency_retention (how long the Idempotency-Key of a submission is
 // kept, default and least 24h), and retention (how long the history is
 // kept: finished switches and finished jobs' run directories; see
-// RetentionConfig). Relative paths are relative to the file's directory.
+// RetentionConfig), and walltime ({default: D, max: M}: the longest an
+// attempt of a job runs when its job file gives no walltime, and the
+// longest a job file may ask; none by default). Relative paths are
+// relative to the file's directory.
 type Config struct {
 	Listen       string
 	DataDir      string
@@ -64,7 +67,20 @@ type Config struct {
 	// Retention is how long the history is kept; its zero value means
 	// DefaultRetention.
 	Retention RetentionConfig
+	// Walltime bounds the jobs' run times.
+	Walltime WalltimeConfig
 }
+
+// WalltimeConfig bounds how long an attempt of a job may run: Default when
+// its job file gives no walltime (0: no bound), and the most a job file may
+// ask (0: no most).
+type WalltimeConfig struct {
+	Default time.Duration `json:"default,omitempty"`
+	Max     time.Duration `json:"max,omitempty"`
+}
+
+// MinWalltime is the least walltime of the configuration.
+const MinWalltime = time.Second
 
 // RetentionConfig is how long the daemon keeps its history:
 //
@@ -154,7 +170,7 @@ var (
 )
 
 var (
-	configFields    = append([]string{"listen", "data_dir", "grid", "job_types", "agents", "policy", "executor", "switch_delay", "on_agent_loss", "min_pool_hosts", "hold_after", "idempotency_retention", "retention"}, httpsrv.LimitFields...)
+	configFields    = append([]string{"listen", "data_dir", "grid", "job_types", "agents", "policy", "executor", "switch_delay", "on_agent_loss", "min_pool_hosts", "hold_after", "idempotency_retention", "retention", "walltime"}, httpsrv.LimitFields...)
 	retentionFields = []string{"switches", "job_dirs"}
 	switchesFields  = []string{"max_age", "max_count"}
 	jobTypeFields   = []string{"name", "vm", "holding_cost"}
@@ -345,6 +361,25 @@ func ParseConfig(file string, data []byte) (*Config, error) {
 	if v, ok := top.Get("hold_after", false); ok {
 		if x, ok := durationField(v, 0, MaxHoldAfter); ok {
 			c.HoldAfter = x
+		}
+	}
+	if v, ok := top.Get("walltime", false); ok {
+		if m, ok := v.Map("default", "max"); ok {
+			most := time.Duration(selection.MaxRuntimeSeconds * float64(time.Second))
+			if v, ok := m.Get("max", false); ok {
+				if x, ok := durationField(v, MinWalltime, most); ok {
+					c.Walltime.Max = x
+				}
+			}
+			if v, ok := m.Get("default", false); ok {
+				if x, ok := durationField(v, MinWalltime, most); ok {
+					if c.Walltime.Max > 0 && x > c.Walltime.Max {
+						m.Errorf("default", "must be at most max (%s), not %s", c.Walltime.Max, x)
+					} else {
+						c.Walltime.Default = x
+					}
+				}
+			}
 		}
 	}
 	if v, ok := top.Get("retention", false); ok {

@@ -85,6 +85,13 @@ func TestParseConfig(t *testing.T) {
 	if want := (ExecutorConfig{Name: "guest", Poll: 200 * time.Millisecond, MaxOutputBytes: 2048, OutputBytesPerSecond: 4096}); got.Executor != want {
 		t.Errorf("executor %+v, want %+v", got.Executor, want)
 	}
+	got, err = ParseConfig("serve.yaml", []byte("grid: g.yaml\njob_types: [{name: a, vm: {vcpus: 1, memory_mib: 64}}]\nwalltime: {default: 10m, max: 2h}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (WalltimeConfig{Default: 10 * time.Minute, Max: 2 * time.Hour}); got.Walltime != want {
+		t.Errorf("walltime %+v, want %+v", got.Walltime, want)
+	}
 	if s := want.Policy.String(); s != "heuristic K=5" {
 		t.Errorf("policy string %q", s)
 	}
@@ -116,6 +123,10 @@ var configErrorCases = []struct{ name, yaml, want string }{
 	{"optimal with both", configBase + "policy: {name: optimal, table: t.policy, solve: true}\n", "policy.solve: give either table or solve: true, not both"},
 	{"table on heuristic", configBase + "policy: {name: heuristic, table: t.policy}\n", "policy.table: applies to the optimal policy only"},
 	{"unknown executor", configBase + "executor: {name: slurm}\n", "executor.name: must be one of emulated, command, guest"},
+	{"bad walltime", configBase + "walltime: {default: long}\n", `walltime.default: not a duration like 2s or 1m: "long"`},
+	{"walltime default above max", configBase + "walltime: {default: 2h, max: 1h}\n", "walltime.default: must be at most max (1h0m0s), not 2h0m0s"},
+	{"tiny walltime", configBase + "walltime: {max: 10ms}\n", "walltime.max: must be at least 1s, not 10ms"},
+	{"walltime unknown", configBase + "walltime: {min: 1h}\n", "walltime.min: unknown field"},
 	{"poll on command", configBase + "executor: {name: command, poll: 1s}\n", "executor.poll: applies to the guest executor only"},
 	{"bad guest poll", configBase + "executor: {name: guest, poll: soon}\n", `executor.poll: not a duration like 2s or 1m: "soon"`},
 	{"tiny guest poll", configBase + "executor: {name: guest, poll: 1ms}\n", "executor.poll: must be at least 10ms, not 1ms"},

@@ -15,6 +15,7 @@ import (
 	"github.com/metasched/metasched/metasched/executor"
 	"github.com/metasched/metasched/metasched/lifecycle"
 	"github.com/metasched/metasched/metasched/store"
+	"github.com/metasched/metasched/selection"
 )
 
 // The job lifecycle's driver: it feeds each job's lifecycle.Job its events,
@@ -290,6 +291,12 @@ func (d *Daemon) execute(ctx context.Context, lj *liveJob, a lifecycle.Execute) 
 	for i, v := range a.VMs {
 		vms[i] = executor.VM{Name: v.Name, Site: v.Site, Host: v.Host, Master: v.Master, VCPUs: spec.VM.VCPUs, MemoryMiB: spec.VM.MemoryMiB}
 	}
+	if w := d.walltime(spec); w > 0 {
+		d.mu.Lock()
+		started := lj.job.Record.Started
+		d.mu.Unlock()
+		defer d.watchWalltime(lj, a.Attempt, started.Add(w), w)()
+	}
 	if d.exec.Name() == "guest" {
 		if err := d.vmAddresses(ctx, vms); err != nil {
 			if ctx.Err() == nil {
@@ -395,6 +402,49 @@ func (d *Daemon) createVMs(ctx context.Context, lj *liveJob, vms []lifecycle.VM)
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// walltime is the longest an attempt of the job may run: its job file's,
+// else the configuration's default, at most the configuration's max; 0:
+// no bound.
+func (d *Daemon) walltime(spec *selection.Job) time.Duration {
+	w := d.cfg.Walltime.Default
+	if spec != nil && spec.Walltime > 0 {
+		w = time.Duration(spec.Walltime)
+	}
+	if most := d.cfg.Walltime.Max; most > 0 && w > most {
+		w = most
+	}
+	return w
+}
+
+// watchWalltime fails the attempt of the job at end (on the daemon's
+// clock; end is from the attempt's start, in the job's record, so a
+// restart keeps it): its run is cancelled (the executor stops its
+// processes) and its VMs destroyed, and the job fails, not requeued. The
+// function it returns stops the watch and waits for it.
+func (d *Daemon) watchWalltime(lj *liveJob, attempt int, end time.Time, w time.Duration) func() {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := d.clock.NewTimer(max(end.Sub(d.now()), 0))
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.Chan():
+		}
+		reason := fmt.Sprintf("walltime %s exceeded", w)
+		d.log.Warn().Str("job", lj.id()).Int("attempt", attempt).Dur("walltime", w).Msg("the job ran past its walltime: failing it")
+		if _, err := d.stop(context.WithoutCancel(ctx), lj, lifecycle.Failed, reason, attempt); err != nil && !errors.Is(err, lifecycle.ErrNotAllowed) {
+			d.log.Error().Err(err).Str("job", lj.id()).Msg("cannot fail the job past its walltime")
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
 }
 
 // vmAddresses fills the addresses of the job's VMs from their sites'

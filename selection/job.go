@@ -1,10 +1,12 @@
 package selection
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"strings"
+	"time"
 
 	"github.com/metasched/metasched/internal/yamlx"
 )
@@ -22,6 +24,33 @@ type Job struct {
 	Efficiency float64  `json:"efficiency"`
 	VM         VM       `json:"vm"`
 	Command    []string `json:"command,omitempty"`
+	// Walltime is the longest an attempt of the job may run (from its
+	// VMs' start); 0: the daemon's default. In a job file, a duration
+	// like 10m or 2h30m.
+	Walltime Duration `json:"walltime,omitempty"`
+}
+
+// Duration is a time.Duration that JSON holds as its string ("1h30m0s"),
+// as a job file gives it.
+type Duration time.Duration
+
+// MarshalJSON writes the duration as a string.
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return json.Marshal(time.Duration(d).String())
+}
+
+// UnmarshalJSON reads a duration string.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("a duration must be a string like \"10m\": %w", err)
+	}
+	x, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = Duration(x)
+	return nil
 }
 
 // VM is the shape of the virtual machine each worker (and the master) runs
@@ -39,7 +68,7 @@ const (
 )
 
 var (
-	jobFields = []string{"name", "type", "tasks", "task_ops", "task_bytes", "efficiency", "vm", "command"}
+	jobFields = []string{"name", "type", "tasks", "task_ops", "task_bytes", "efficiency", "vm", "command", "walltime"}
 	vmFields  = []string{"vcpus", "memory_mib"}
 )
 
@@ -79,6 +108,19 @@ func ParseJob(file string, data []byte) (*Job, error) {
 		for _, v := range vs {
 			s, _ := v.Str()
 			j.Command = append(j.Command, s)
+		}
+	}
+	if v, ok := top.Get("walltime", false); ok {
+		if s, ok := v.Str(); ok {
+			w, err := time.ParseDuration(s)
+			if err != nil {
+				v.Errorf("not a duration like 10m or 2h30m: %q", s)
+			} else {
+				j.Walltime = Duration(w)
+				if w <= 0 {
+					j.Walltime = -1 // check names it
+				}
+			}
 		}
 	}
 	j.check(func(path, msg string) {
@@ -159,6 +201,12 @@ func (j *Job) check(bad func(path, msg string)) {
 		bad("vm.memory_mib", fmt.Sprintf("must be an integer >= 1, got %d", j.VM.MemoryMiB))
 	case j.VM.MemoryMiB > MaxMemoryMiB:
 		bad("vm.memory_mib", fmt.Sprintf("must be at most %d, got %d", MaxMemoryMiB, j.VM.MemoryMiB))
+	}
+	switch {
+	case j.Walltime < 0:
+		bad("walltime", "must be a duration > 0 (like 10m)")
+	case time.Duration(j.Walltime) > MaxRuntimeSeconds*time.Second:
+		bad("walltime", fmt.Sprintf("must be at most %s, got %s", time.Duration(MaxRuntimeSeconds*float64(time.Second)), time.Duration(j.Walltime)))
 	}
 	for i, a := range j.Command {
 		if i == 0 && strings.TrimSpace(a) == "" {

@@ -1,9 +1,11 @@
 package selection
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -21,18 +23,28 @@ task_ops: 2.0e12
 task_bytes: 5.0e7
 vm: {vcpus: 2}
 command: ["./master", "--tasks", "300"]
+walltime: 1h30m
 `))
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := &Job{Name: "render-42", Type: "render", Tasks: 300, TaskOps: 2e12, TaskBytes: 5e7,
 		Efficiency: DefaultEfficiency, VM: VM{VCPUs: 2, MemoryMiB: DefaultMemoryMiB},
-		Command: []string{"./master", "--tasks", "300"}}
+		Command: []string{"./master", "--tasks", "300"}, Walltime: Duration(90 * time.Minute)}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
 	if err := got.Validate(); err != nil {
 		t.Errorf("Validate: %v", err)
+	}
+	// The spec's JSON holds the walltime as a job file does.
+	data, err := json.Marshal(got)
+	if err != nil || !strings.Contains(string(data), `"walltime":"1h30m0s"`) {
+		t.Errorf("JSON of the job: %s, %v", data, err)
+	}
+	var back Job
+	if err := json.Unmarshal(data, &back); err != nil || !cmp.Equal(&back, want) {
+		t.Errorf("the job's JSON read back: %+v, %v", back, err)
 	}
 	// JSON is valid YAML: the body of POST /v1/jobs.
 	if _, err := ParseJob("job.json", []byte(`{"name":"a","type":"b","tasks":1,"task_ops":1,"task_bytes":0}`)); err != nil {
@@ -71,6 +83,11 @@ var jobErrorCases = []struct{ name, text, want string }{
 	{"dot name", strings.Replace(jobGood, "name: j", "name: '.'", 1), `job.yaml: name: must begin with a letter or a digit, got "."`},
 	{"dot-dot name", strings.Replace(jobGood, "name: j", "name: '..'", 1), `job.yaml: name: must begin with a letter or a digit, got ".."`},
 	{"huge vm", jobGood + "vm: {vcpus: 100000, memory_mib: 1}\n", "job.yaml: vm.vcpus: must be at most 1024, got 100000"},
+	{"bad walltime", jobGood + "walltime: soon\n", `job.yaml: walltime: not a duration like 10m or 2h30m: "soon"`},
+	{"number walltime", jobGood + "walltime: 600\n", "job.yaml: walltime:"},
+	{"zero walltime", jobGood + "walltime: 0s\n", "job.yaml: walltime: must be a duration > 0"},
+	{"negative walltime", jobGood + "walltime: -5m\n", "job.yaml: walltime: must be a duration > 0"},
+	{"huge walltime", jobGood + "walltime: 100000h\n", "job.yaml: walltime: must be at most 87600h0m0s, got 100000h0m0s"},
 	{"huge memory", jobGood + "vm: {vcpus: 1, memory_mib: 100000000}\n", "job.yaml: vm.memory_mib: must be at most 16777216, got 100000000"},
 }
 
