@@ -30,7 +30,7 @@ import (
 // DIR/exit its status ("exit N" in the command line, else 0).
 type memGuests struct {
 	metasched.SiteAgent
-	net int // the site's network: 10.77.net.N
+	net int // the site's network: 10.77.net.N; 0: none (no addresses)
 
 	mu    sync.Mutex
 	files map[string]map[string][]byte // VM, path
@@ -42,6 +42,9 @@ var exitRE = regexp.MustCompile(`exit (\d+)`)
 func (m *memGuests) Inventory(ctx context.Context) (hp.Inventory, error) {
 	inv, err := m.SiteAgent.Inventory(ctx)
 	for h := range inv.Hosts {
+		if m.net == 0 {
+			break
+		}
 		for i := range inv.Hosts[h].VMs {
 			vm := &inv.Hosts[h].VMs[i]
 			vm.Address = fmt.Sprintf("10.77.%d.%d/16", m.net, 10+len(vm.Name)%200)
@@ -166,6 +169,35 @@ func TestGuestExecutor(t *testing.T) {
 		j, _ = d.Job(ctx, bad)
 		if j.State != store.Failed || j.ExitCode == nil || *j.ExitCode != 3 {
 			t.Fatalf("bad job: %s (%s), exit %v", j.State, j.Reason, j.ExitCode)
+		}
+	})
+}
+
+// TestGuestExecutorNoAddress: a job whose VMs' site has no network (its
+// agent gives them no address) fails with the reason, at once.
+func TestGuestExecutorNoAddress(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		td := startDaemon(t, metasched.Options{WrapAgent: func(_ string, a metasched.SiteAgent) metasched.SiteAgent {
+			return &memGuests{SiteAgent: a}
+		}}, func(c *metasched.Config) {
+			c.Executor = metasched.ExecutorConfig{Name: "guest"}
+			c.Policy = metasched.PolicyConfig{Name: "none"}
+		})
+		d, ctx := td.d, context.Background()
+		j, err := d.Submit(ctx, []byte("name: j\ntype: sim\ntasks: 10\ntask_ops: 1.0e9\ntask_bytes: 0\ncommand: [/bin/true]\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		waitFor(t, "the job finished", time.Hour, func() bool {
+			j, _ = d.Job(ctx, j.ID)
+			return j.State.Terminal()
+		})
+		if j.State != store.Failed || !strings.Contains(j.Reason, "gave it no address: the guest executor needs the site's network") {
+			t.Fatalf("job: %s (%s), want failed for the missing address", j.State, j.Reason)
+		}
+		if waited := time.Since(start); waited > 30*time.Second {
+			t.Errorf("the job failed %s after its submission: a site without network is not worth waiting for", waited)
 		}
 	})
 }

@@ -447,10 +447,35 @@ func (d *Daemon) watchWalltime(lj *liveJob, attempt int, end time.Time, w time.D
 	}
 }
 
+// errNoAddress: a site gave a VM no address (it has no network).
+var errNoAddress = errors.New("gave it no address")
+
+// addressesFor is how long execute tries to read the addresses of a
+// job's VMs from agents that fail, before the attempt fails.
+const addressesFor = time.Minute
+
 // vmAddresses fills the addresses of the job's VMs from their sites'
 // inventories, asked now (a VM's address is kept by its agent, with the
-// VM): one call per site.
+// VM), trying again for addressesFor while an agent fails.
 func (d *Daemon) vmAddresses(ctx context.Context, vms []executor.VM) error {
+	start, pause := d.now(), 250*time.Millisecond
+	for {
+		err := d.vmAddressesOnce(ctx, vms)
+		if err == nil || ctx.Err() != nil || errors.Is(err, errNoAddress) || d.now().Sub(start) >= addressesFor {
+			return err
+		}
+		d.log.Warn().Err(err).Dur("retry_in", pause).Msg("cannot read the addresses of the job's VMs: trying again")
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-d.clock.After(pause):
+		}
+		pause = min(2*pause, 5*time.Second)
+	}
+}
+
+// vmAddressesOnce is one try of vmAddresses: one inventory per site.
+func (d *Daemon) vmAddressesOnce(ctx context.Context, vms []executor.VM) error {
 	addr := map[string]string{}
 	asked := map[string]bool{}
 	for _, v := range vms {
@@ -478,7 +503,7 @@ func (d *Daemon) vmAddresses(ctx context.Context, vms []executor.VM) error {
 		case !ok:
 			return fmt.Errorf("vm %s: not in the inventory of site %s", v.Name, v.Site)
 		case a == "":
-			return fmt.Errorf("vm %s: site %s gave it no address: the guest executor needs the site's network", v.Name, v.Site)
+			return fmt.Errorf("vm %s: site %s %w: the guest executor needs the site's network", v.Name, v.Site, errNoAddress)
 		}
 		vms[i].Address = a
 	}

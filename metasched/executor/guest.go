@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -487,6 +488,7 @@ func (run *guestRun) finish(ctx context.Context) (Result, error) {
 		return run.cancelled(ctx, err)
 	}
 	run.saveState()
+	var wg sync.WaitGroup
 	for _, vm := range run.vms[1:] {
 		if vm.exited {
 			continue
@@ -495,8 +497,9 @@ func (run *guestRun) finish(ctx context.Context) (Result, error) {
 			continue
 		}
 		run.log.Info().Str("vm", vm.Name).Msg("the master ended: stopping the command in the worker VM")
-		run.stopVM(ctx, vm)
+		wg.Go(func() { run.stopVM(ctx, vm) })
 	}
+	wg.Wait()
 	res := Result{ExitCode: run.vms[0].code}
 	if res.ExitCode != 0 {
 		res.Reason = fmt.Sprintf("exit status %d in the master VM %s", res.ExitCode, run.vms[0].Name)
@@ -508,11 +511,13 @@ func (run *guestRun) finish(ctx context.Context) (Result, error) {
 // stopAll stops the command in every VM that may still run it, with a
 // context of its own (ctx may be done).
 func (run *guestRun) stopAll(ctx context.Context) {
+	var wg sync.WaitGroup
 	for _, vm := range run.vms {
 		if !vm.exited {
-			run.stopVM(ctx, vm)
+			wg.Go(func() { run.stopVM(ctx, vm) })
 		}
 	}
+	wg.Wait()
 }
 
 func (run *guestRun) stopVM(ctx context.Context, vm *guestVM) {
