@@ -108,3 +108,45 @@ func TestWalltimeCommand(t *testing.T) {
 	})
 	waitFor(t, "no VM left", time.Minute, func() bool { return len(d.VMs()) == 0 })
 }
+
+// TestWalltimeAcrossRestart: the walltime counts from the attempt's start,
+// not from the daemon's: a job 6 minutes into a walltime of 10 when the
+// daemon stops, restarted 2 minutes later, fails 2 minutes after the
+// restart.
+func TestWalltimeAcrossRestart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		dataDir := t.TempDir()
+		edit := func(c *metasched.Config) {
+			c.DataDir = dataDir
+			c.Executor.TimeScale = 1
+			c.Policy = metasched.PolicyConfig{Name: "none"}
+		}
+		td := startDaemon(t, metasched.Options{}, edit)
+		d, ctx := td.d, context.Background()
+		j, err := d.Submit(ctx, []byte("name: long\ntype: sim\ntasks: 400\ntask_ops: 1.0e13\ntask_bytes: 0\nwalltime: 10m\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the job running", time.Minute, func() bool {
+			j, _ = d.Job(ctx, j.ID)
+			return j.State == store.Running
+		})
+		time.Sleep(6 * time.Minute)
+		td.stop()
+		time.Sleep(2 * time.Minute)
+
+		td = startDaemon(t, metasched.Options{}, edit)
+		d = td.d
+		restarted := time.Now()
+		waitFor(t, "the job finished", time.Hour, func() bool {
+			j, _ = d.Job(ctx, j.ID)
+			return j.State.Terminal()
+		})
+		if j.State != store.Failed || j.Reason != "walltime 10m0s exceeded" {
+			t.Fatalf("job: %s (%s), want failed past its walltime", j.State, j.Reason)
+		}
+		if after := time.Since(restarted); after > 3*time.Minute {
+			t.Errorf("the job failed %s after the restart, want about 2m: its walltime counted from the restart", after)
+		}
+	})
+}
