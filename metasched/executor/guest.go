@@ -12,6 +12,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,6 +22,7 @@ import (
 	"github.com/rs/zerolog"
 
 	hp "github.com/metasched/metasched/hypervisorproxy"
+	"github.com/metasched/metasched/selection"
 )
 
 // GuestAgent is what the guest executor needs of a site's agent: its
@@ -253,10 +255,24 @@ func (run *guestRun) start(ctx context.Context) error {
 	command := []byte(shellJoin(run.r.Job.Command) + "\n")
 	order := append(append([]*guestVM{}, run.vms[1:]...), run.vms[0])
 	maxBytes := strconv.FormatInt(run.g.opt.MaxOutput, 10)
+	work := GuestWorkDir(run.r.JobID)
+	dirs := []string{"-p", path.Dir(GuestHostfile), run.gdir, work}
+	for _, in := range run.r.Job.Inputs {
+		if d := path.Dir(in.Path); d != "." && !slices.Contains(dirs, path.Join(work, d)) {
+			dirs = append(dirs, path.Join(work, d))
+		}
+	}
 	for _, vm := range order {
-		if err := run.execOK(ctx, vm, "mkdir", hp.GuestExec{Path: "/bin/mkdir",
-			Args: []string{"-p", path.Dir(GuestHostfile), run.gdir, GuestWorkDir(run.r.JobID)}}); err != nil {
+		if err := run.execOK(ctx, vm, "mkdir", hp.GuestExec{Path: "/bin/mkdir", Args: dirs}); err != nil {
 			return err
+		}
+		for _, in := range run.r.Job.Inputs {
+			p := path.Join(work, in.Path)
+			if _, err := run.retry(ctx, vm, "write the input "+in.Path, func(ctx context.Context) error {
+				return vm.agent.GuestWriteFile(ctx, vm.Name, p, []byte(in.Content), 0o644)
+			}); err != nil {
+				return err
+			}
 		}
 		for _, f := range []struct {
 			path string
@@ -488,6 +504,7 @@ func (run *guestRun) finish(ctx context.Context) (Result, error) {
 		return run.cancelled(ctx, err)
 	}
 	run.saveState()
+	run.copyOutputs(ctx)
 	var wg sync.WaitGroup
 	for _, vm := range run.vms[1:] {
 		if vm.exited {
@@ -506,6 +523,70 @@ func (run *guestRun) finish(ctx context.Context) (Result, error) {
 	}
 	run.log.Info().Int("exit_code", res.ExitCode).Int64("output_kept", run.st.Kept).Msg("the job ended")
 	return res, nil
+}
+
+// OutputsDir is where the guest executor copies a job's outputs, in its
+// run directory.
+func OutputsDir(dir string, attempt int) string {
+	return filepath.Join(AttemptDir(dir, attempt), "outputs")
+}
+
+// copyOutputs copies the job's outputs out of the master VM into the
+// attempt's outputs directory, each at most selection.MaxOutputFileLen
+// bytes; a missing or cut file is noted in the log.
+func (run *guestRun) copyOutputs(ctx context.Context) {
+	master := run.vms[0]
+	odir := OutputsDir(run.r.Dir, run.r.Attempt)
+	for _, rel := range run.r.Job.Outputs {
+		if why := selection.CheckJobFilePath(rel); why != "" || !filepath.IsLocal(rel) {
+			run.note(fmt.Sprintf("[metasched: output %q not copied: %s]\n", rel, why))
+			continue
+		}
+		src, dst := path.Join(GuestWorkDir(run.r.JobID), rel), filepath.Join(odir, filepath.FromSlash(rel))
+		n, cut, err := run.copyOut(ctx, master, src, dst)
+		switch {
+		case errors.Is(err, hp.ErrNotFound):
+			run.note(fmt.Sprintf("[metasched: output %s: no such file in %s]\n", rel, master.Name))
+		case err != nil:
+			run.note(fmt.Sprintf("[metasched: output %s not copied: %v]\n", rel, err))
+		case cut:
+			run.note(fmt.Sprintf("[metasched: output %s cut at %d bytes]\n", rel, n))
+		default:
+			run.log.Info().Str("output", rel).Int64("bytes", n).Msg("output copied out of the master VM")
+		}
+	}
+	run.saveState()
+}
+
+// copyOut copies the guest file src of vm to dst, at most
+// selection.MaxOutputFileLen bytes; cut says there was more.
+func (run *guestRun) copyOut(ctx context.Context, vm *guestVM, src, dst string) (n int64, cut bool, err error) {
+	var data []byte
+	for {
+		var chunk hp.GuestFileChunk
+		if _, err := run.retry(ctx, vm, "read the output file "+src, func(ctx context.Context) error {
+			var err error
+			chunk, err = vm.agent.GuestReadFile(ctx, vm.Name, src, int64(len(data)), hp.MaxGuestRead)
+			return err
+		}); err != nil {
+			return 0, false, err
+		}
+		data = append(data, chunk.Data...)
+		if len(data) > selection.MaxOutputFileLen {
+			data, cut = data[:selection.MaxOutputFileLen], true
+			break
+		}
+		if chunk.EOF || len(chunk.Data) == 0 {
+			break
+		}
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return 0, false, err
+	}
+	if err := writeDurably(filepath.Dir(dst), filepath.Base(dst), data); err != nil {
+		return 0, false, err
+	}
+	return int64(len(data)), cut, nil
 }
 
 // stopAll stops the command in every VM that may still run it, with a

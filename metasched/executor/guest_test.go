@@ -483,3 +483,38 @@ func TestGuestBadAddress(t *testing.T) {
 		t.Errorf("ran %v in the guests, want nothing", f.execs)
 	}
 }
+
+// TestGuestInputsOutputs: the job's inputs are in every VM's working
+// directory before the command starts; its outputs are copied out of the
+// master VM into the attempt's outputs directory, a missing one noted in
+// the log.
+func TestGuestInputsOutputs(t *testing.T) {
+	t.Parallel()
+	f := newFakeGuests(t, guestVMs())
+	out := newWatchWriter("")
+	r := guestRun(t, `cat params.txt data/in.csv; mkdir -p sub; cp data/in.csv sub/copy.csv; echo done >result.txt`,
+		`cat params.txt`, out)
+	r.Job.Inputs = []selection.InputFile{{Path: "params.txt", Content: "a=1\n"}, {Path: "data/in.csv", Content: "x,y\n1,2\n"}}
+	r.Job.Outputs = []string{"result.txt", "sub/copy.csv", "missing.txt"}
+	res, err := newGuest(t, f, executor.GuestOptions{}).Run(t.Context(), r)
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("Run: %+v, %v; log %q", res, err, out.String())
+	}
+	log := out.String()
+	for _, want := range []string{"j-1-m| a=1\n", "j-1-m| x,y\n", "j-1-m| 1,2\n", "j-1-w1| a=1\n", "j-1-w2| a=1\n",
+		"[metasched: output missing.txt: no such file in j-1-m]\n"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("the log has no %q:\n%s", want, log)
+		}
+	}
+	odir := executor.OutputsDir(r.Dir, r.Attempt)
+	for p, want := range map[string]string{"result.txt": "done\n", "sub/copy.csv": "x,y\n1,2\n"} {
+		got, err := os.ReadFile(filepath.Join(odir, p))
+		if err != nil || string(got) != want {
+			t.Errorf("output %s: %q, %v; want %q", p, got, err, want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(odir, "missing.txt")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("missing.txt in the outputs: %v", err)
+	}
+}

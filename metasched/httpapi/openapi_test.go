@@ -460,6 +460,7 @@ var openapiTypes = map[string]struct {
 	"Transition":    {reflect.TypeFor[lifecycle.Transition](), false},
 	"JobFile":       {reflect.TypeFor[selection.Job](), true},
 	"JobFileVM":     {reflect.TypeFor[selection.VM](), true},
+	"JobInputFile":  {reflect.TypeFor[selection.InputFile](), true},
 	"JobSpec":       {reflect.TypeFor[selection.Job](), false},
 	"VMShape":       {reflect.TypeFor[selection.VM](), false},
 	"JobVM":         {reflect.TypeFor[api.JobVM](), false},
