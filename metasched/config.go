@@ -29,7 +29,7 @@ import (
 //	agents:                         # omitted: in-process agents on the test driver
 //	  - {site: spain, address: http://127.0.0.1:9101, token_file: spain.token}
 //	policy: {name: heuristic, K: 5} # or optimal {table: FILE | solve: true}, static, best-static, none
-//	executor: {name: emulated, time_scale: 0.001}   # or command
+//	executor: {name: emulated, time_scale: 0.001}   # or command, or {name: guest, poll: 500ms}
 //
 // and also switch_delay (the in-process agents' pool reconfiguration time,
 // default 0s) and on_agent_loss (what happens to the jobs of an unreachable
@@ -46,7 +46,10 @@ import (
 // idempotency_retention (how long the Idempotency-Key of a submission is
 // kept, default and least 24h), and retention (how long the history is
 // kept: finished switches and finished jobs' run directories; see
-// RetentionConfig). Relative paths are relative to the file's directory.
+// RetentionConfig), and walltime ({default: D, max: M}: the longest an
+// attempt of a job runs when its job file gives no walltime, and the
+// longest a job file may ask; none by default). Relative paths are
+// relative to the file's directory.
 type Config struct {
 	Listen      string
 	DataDir     string
@@ -71,7 +74,20 @@ type Config struct {
 	// Retention is how long the history is kept; its zero value means
 	// DefaultRetention.
 	Retention RetentionConfig
+	// Walltime bounds the jobs' run times.
+	Walltime WalltimeConfig
 }
+
+// WalltimeConfig bounds how long an attempt of a job may run: Default when
+// its job file gives no walltime (0: no bound), and the most a job file may
+// ask (0: no most).
+type WalltimeConfig struct {
+	Default time.Duration `json:"default,omitempty"`
+	Max     time.Duration `json:"max,omitempty"`
+}
+
+// MinWalltime is the least walltime of the configuration.
+const MinWalltime = time.Second
 
 // RetentionConfig is how long the daemon keeps its history:
 //
@@ -117,13 +133,16 @@ type PolicyConfig struct {
 
 // ExecutorConfig says how jobs run.
 type ExecutorConfig struct {
-	Name      string  `json:"name"` // emulated or command
+	Name      string  `json:"name"` // emulated, command or guest
 	TimeScale float64 `json:"time_scale,omitempty"`
 	// MaxOutputBytes bounds the output kept of a command's attempt;
-	// OutputBytesPerSecond the rate its output is read at (command only;
-	// 0: executor.DefaultMaxOutput and DefaultOutputRate).
+	// OutputBytesPerSecond the rate its output is read at (command and
+	// guest; 0: executor.DefaultMaxOutput and DefaultOutputRate).
 	MaxOutputBytes       int64 `json:"max_output_bytes,omitempty"`
 	OutputBytesPerSecond int64 `json:"output_bytes_per_second,omitempty"`
+	// Poll is how often the guest executor reads its VMs' output and exit
+	// (guest only; 0: executor.DefaultGuestPoll).
+	Poll time.Duration `json:"poll,omitempty"`
 }
 
 // Defaults of a configuration.
@@ -146,6 +165,9 @@ const (
 	// max_output_bytes and output_bytes_per_second.
 	MinOutputBytes = 1 << 10
 	MaxOutputBytes = 1 << 30
+	// MinGuestPoll and MaxGuestPoll bound the guest executor's poll.
+	MinGuestPoll = 10 * time.Millisecond
+	MaxGuestPoll = time.Minute
 	// DefaultIdempotencyRetention is the default and the least retention
 	// of idempotency keys: a client may retry a submission for a day.
 	DefaultIdempotencyRetention = 24 * time.Hour
@@ -154,19 +176,19 @@ const (
 // Executors and what to do on an agent's loss (the policies are
 // policy.Names).
 var (
-	Executors   = []string{"emulated", "command"}
+	Executors   = []string{"emulated", "command", "guest"}
 	AgentLosses = []string{"requeue", "fail"}
 )
 
 var (
-	configFields    = append([]string{"listen", "data_dir", "grid", "job_types", "agents", "policy", "executor", "switch_delay", "on_agent_loss", "agent_loss_grace", "min_pool_hosts", "hold_after", "idempotency_retention", "retention"}, httpsrv.LimitFields...)
+	configFields    = append([]string{"listen", "data_dir", "grid", "job_types", "agents", "policy", "executor", "switch_delay", "on_agent_loss", "agent_loss_grace", "min_pool_hosts", "hold_after", "idempotency_retention", "retention", "walltime"}, httpsrv.LimitFields...)
 	retentionFields = []string{"switches", "job_dirs"}
 	switchesFields  = []string{"max_age", "max_count"}
 	jobTypeFields   = []string{"name", "vm", "holding_cost", "image"}
 	vmFields        = []string{"vcpus", "memory_mib"}
 	agentFields     = []string{"site", "address", "token_file"}
 	policyFields    = []string{"name", "K", "table", "solve"}
-	executorFields  = []string{"name", "time_scale", "max_output_bytes", "output_bytes_per_second"}
+	executorFields  = []string{"name", "time_scale", "max_output_bytes", "output_bytes_per_second", "poll"}
 )
 
 // ParseConfig decodes a configuration file strictly: every problem is
@@ -328,12 +350,19 @@ func ParseConfig(file string, data []byte) (*Config, error) {
 				n, ok := m.Int(f.key, false)
 				switch {
 				case !ok:
-				case c.Executor.Name != "command":
-					m.Errorf(f.key, "applies to the command executor only")
+				case c.Executor.Name != "command" && c.Executor.Name != "guest":
+					m.Errorf(f.key, "applies to the command and guest executors only")
 				case n < MinOutputBytes || n > MaxOutputBytes:
 					m.Errorf(f.key, "must be at least %d and at most %d, not %d", MinOutputBytes, MaxOutputBytes, n)
 				default:
 					*f.v = int64(n)
+				}
+			}
+			if v, ok := m.Get("poll", false); ok {
+				if c.Executor.Name != "guest" {
+					m.Errorf("poll", "applies to the guest executor only")
+				} else if x, ok := durationField(v, MinGuestPoll, MaxGuestPoll); ok {
+					c.Executor.Poll = x
 				}
 			}
 			if c.Executor.Name != "emulated" {
@@ -349,6 +378,25 @@ func ParseConfig(file string, data []byte) (*Config, error) {
 	if v, ok := top.Get("hold_after", false); ok {
 		if x, ok := durationField(v, 0, MaxHoldAfter); ok {
 			c.HoldAfter = x
+		}
+	}
+	if v, ok := top.Get("walltime", false); ok {
+		if m, ok := v.Map("default", "max"); ok {
+			most := time.Duration(selection.MaxRuntimeSeconds * float64(time.Second))
+			if v, ok := m.Get("max", false); ok {
+				if x, ok := durationField(v, MinWalltime, most); ok {
+					c.Walltime.Max = x
+				}
+			}
+			if v, ok := m.Get("default", false); ok {
+				if x, ok := durationField(v, MinWalltime, most); ok {
+					if c.Walltime.Max > 0 && x > c.Walltime.Max {
+						m.Errorf("default", "must be at most max (%s), not %s", c.Walltime.Max, x)
+					} else {
+						c.Walltime.Default = x
+					}
+				}
+			}
 		}
 	}
 	if v, ok := top.Get("retention", false); ok {

@@ -78,6 +78,21 @@ func TestParseConfig(t *testing.T) {
 	if want := (ExecutorConfig{Name: "command", MaxOutputBytes: 1 << 20, OutputBytesPerSecond: 1 << 16}); got.Executor != want {
 		t.Errorf("executor %+v, want %+v", got.Executor, want)
 	}
+	got, err = ParseConfig("serve.yaml", []byte("grid: g.yaml\njob_types: [{name: a, vm: {vcpus: 1, memory_mib: 64}}]\n"+
+		"executor: {name: guest, poll: 200ms, max_output_bytes: 2048, output_bytes_per_second: 4096}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (ExecutorConfig{Name: "guest", Poll: 200 * time.Millisecond, MaxOutputBytes: 2048, OutputBytesPerSecond: 4096}); got.Executor != want {
+		t.Errorf("executor %+v, want %+v", got.Executor, want)
+	}
+	got, err = ParseConfig("serve.yaml", []byte("grid: g.yaml\njob_types: [{name: a, vm: {vcpus: 1, memory_mib: 64}}]\nwalltime: {default: 10m, max: 2h}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (WalltimeConfig{Default: 10 * time.Minute, Max: 2 * time.Hour}); got.Walltime != want {
+		t.Errorf("walltime %+v, want %+v", got.Walltime, want)
+	}
 	if s := want.Policy.String(); s != "heuristic K=5" {
 		t.Errorf("policy string %q", s)
 	}
@@ -109,14 +124,23 @@ var configErrorCases = []struct{ name, yaml, want string }{
 	{"optimal without table", configBase + "policy: {name: optimal}\n", "optimal needs table: FILE (a solved policy) or solve: true"},
 	{"optimal with both", configBase + "policy: {name: optimal, table: t.policy, solve: true}\n", "policy.solve: give either table or solve: true, not both"},
 	{"table on heuristic", configBase + "policy: {name: heuristic, table: t.policy}\n", "policy.table: applies to the optimal policy only"},
-	{"unknown executor", configBase + "executor: {name: slurm}\n", "executor.name: must be one of emulated, command"},
+	{"unknown executor", configBase + "executor: {name: slurm}\n", "executor.name: must be one of emulated, command, guest"},
+	{"bad walltime", configBase + "walltime: {default: long}\n", `walltime.default: not a duration like 2s or 1m: "long"`},
+	{"walltime default above max", configBase + "walltime: {default: 2h, max: 1h}\n", "walltime.default: must be at most max (1h0m0s), not 2h0m0s"},
+	{"tiny walltime", configBase + "walltime: {max: 10ms}\n", "walltime.max: must be at least 1s, not 10ms"},
+	{"walltime unknown", configBase + "walltime: {min: 1h}\n", "walltime.min: unknown field"},
+	{"poll on command", configBase + "executor: {name: command, poll: 1s}\n", "executor.poll: applies to the guest executor only"},
+	{"bad guest poll", configBase + "executor: {name: guest, poll: soon}\n", `executor.poll: not a duration like 2s or 1m: "soon"`},
+	{"tiny guest poll", configBase + "executor: {name: guest, poll: 1ms}\n", "executor.poll: must be at least 10ms, not 1ms"},
+	{"long guest poll", configBase + "executor: {name: guest, poll: 2h}\n", "executor.poll: must be at most 1m0s, not 2h0m0s"},
+	{"time scale on guest", configBase + "executor: {name: guest, time_scale: 2}\n", "executor.time_scale: applies to the emulated executor only"},
 	{"time scale on command", configBase + "executor: {name: command, time_scale: 2}\n", "executor.time_scale: applies to the emulated executor only"},
 	{"zero time scale", configBase + "executor: {name: emulated, time_scale: 0}\n", "executor.time_scale: must be > 0"},
 	{"bad switch delay", configBase + "switch_delay: later\n", `switch_delay: not a duration like 2s or 1m: "later"`},
 	{"bad min pool hosts", configBase + "min_pool_hosts: -1\n", `min_pool_hosts: must be >= 0, not -1`},
 	{"bad agent loss grace", configBase + "agent_loss_grace: 25h\n", "agent_loss_grace: must be at most 24h0m0s"},
 	{"bad agent loss", configBase + "on_agent_loss: panic\n", "on_agent_loss: must be one of requeue, fail"},
-	{"output cap on emulated", configBase + "executor: {name: emulated, max_output_bytes: 4096}\n", "executor.max_output_bytes: applies to the command executor only"},
+	{"output cap on emulated", configBase + "executor: {name: emulated, max_output_bytes: 4096}\n", "executor.max_output_bytes: applies to the command and guest executors only"},
 	{"small output cap", configBase + "executor: {name: command, max_output_bytes: 10}\n", "executor.max_output_bytes: must be at least 1024 and at most 1073741824, not 10"},
 	{"zero output rate", configBase + "executor: {name: command, output_bytes_per_second: 0}\n", "executor.output_bytes_per_second: must be at least 1024"},
 	{"negative hold", configBase + "hold_after: -1s\n", `hold_after: must be >= 0`},

@@ -253,6 +253,10 @@ func NewWithGrid(ctx context.Context, cfg *Config, grid *graph.Grid, opt Options
 		case "command":
 			d.exec = executor.NewCommand(d.log, executor.CommandOptions{MaxOutput: cfg.Executor.MaxOutputBytes,
 				OutputRate: cfg.Executor.OutputBytesPerSecond})
+		case "guest":
+			if d.exec, err = d.newGuestExecutor(); err != nil {
+				return nil, err
+			}
 		default:
 			d.exec = executor.NewEmulatedClock(d.log, d.clock)
 		}
@@ -409,6 +413,31 @@ func mustJSON(v any) json.RawMessage {
 		panic(err) // only our own types, which always marshal
 	}
 	return b
+}
+
+// newGuestExecutor builds the guest executor on the sites' agents, each of
+// which must have the guest API.
+func (d *Daemon) newGuestExecutor() (*executor.Guest, error) {
+	for _, s := range d.sites {
+		if _, ok := s.agent.(executor.GuestAgent); !ok {
+			return nil, fmt.Errorf("executor: guest: the agent of site %s has no guest API: it cannot run a command inside its VMs", s.name)
+		}
+	}
+	return executor.NewGuest(d.log, executor.GuestOptions{
+		Agents: func(site string) (executor.GuestAgent, error) {
+			s := d.site(site)
+			if s == nil {
+				return nil, fmt.Errorf("no agent for site %s", site)
+			}
+			ga, ok := s.agent.(executor.GuestAgent)
+			if !ok {
+				return nil, fmt.Errorf("the agent of site %s has no guest API", site)
+			}
+			return ga, nil
+		},
+		Poll: d.cfg.Executor.Poll, MaxOutput: d.cfg.Executor.MaxOutputBytes, OutputRate: d.cfg.Executor.OutputBytesPerSecond,
+		Clock: d.clock,
+	})
 }
 
 func (d *Daemon) site(name string) *siteAgent {

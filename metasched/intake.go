@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -64,6 +65,19 @@ func (d *Daemon) parseJob(ctx context.Context, body []byte) (*selection.Job, err
 			names[i] = t.Name
 		}
 		return nil, invalid(api.FieldError{Field: "type", Problem: fmt.Sprintf("no job type %q: the pools are %s", j.Type, strings.Join(names, ", "))})
+	}
+	if d.exec.Name() != "guest" {
+		for _, f := range []struct {
+			field string
+			n     int
+		}{{"inputs", len(j.Inputs)}, {"outputs", len(j.Outputs)}} {
+			if f.n > 0 {
+				return nil, invalid(api.FieldError{Field: f.field, Problem: fmt.Sprintf("applies to the guest executor only; this daemon runs the %s executor", d.exec.Name())})
+			}
+		}
+	}
+	if most := d.cfg.Walltime.Max; most > 0 && time.Duration(j.Walltime) > most {
+		return nil, invalid(api.FieldError{Field: "walltime", Problem: fmt.Sprintf("must be at most %s (the daemon's most), not %s", most, time.Duration(j.Walltime))})
 	}
 	var raw map[string]any
 	if yaml.Unmarshal(body, &raw) == nil {

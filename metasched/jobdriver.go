@@ -15,6 +15,7 @@ import (
 	"github.com/metasched/metasched/metasched/executor"
 	"github.com/metasched/metasched/metasched/lifecycle"
 	"github.com/metasched/metasched/metasched/store"
+	"github.com/metasched/metasched/selection"
 )
 
 // The job lifecycle's driver: it feeds each job's lifecycle.Job its events,
@@ -290,6 +291,20 @@ func (d *Daemon) execute(ctx context.Context, lj *liveJob, a lifecycle.Execute) 
 	for i, v := range a.VMs {
 		vms[i] = executor.VM{Name: v.Name, Site: v.Site, Host: v.Host, Master: v.Master, VCPUs: spec.VM.VCPUs, MemoryMiB: spec.VM.MemoryMiB}
 	}
+	if w := d.walltime(spec); w > 0 {
+		d.mu.Lock()
+		started := lj.job.Record.Started
+		d.mu.Unlock()
+		defer d.watchWalltime(lj, a.Attempt, started.Add(w), w)()
+	}
+	if d.exec.Name() == "guest" {
+		if err := d.vmAddresses(ctx, vms); err != nil {
+			if ctx.Err() == nil {
+				d.answer(ctx, lj, lifecycle.Exited{Attempt: a.Attempt, At: d.now(), Err: err.Error()})
+			}
+			return
+		}
+	}
 	// After a restart the job's log has taken part of the attempt's output
 	// already: the executor writes what follows.
 	var from int64
@@ -393,6 +408,112 @@ func (d *Daemon) createVMs(ctx context.Context, lj *liveJob, vms []lifecycle.VM)
 func (d *Daemon) imageOf(pool string) string {
 	jt, _ := d.cfg.Pool(pool)
 	return jt.Image
+}
+
+// walltime is the longest an attempt of the job may run: its job file's,
+// else the configuration's default, at most the configuration's max; 0:
+// no bound.
+func (d *Daemon) walltime(spec *selection.Job) time.Duration {
+	w := d.cfg.Walltime.Default
+	if spec != nil && spec.Walltime > 0 {
+		w = time.Duration(spec.Walltime)
+	}
+	if most := d.cfg.Walltime.Max; most > 0 && w > most {
+		w = most
+	}
+	return w
+}
+
+// watchWalltime fails the attempt of the job at end (on the daemon's
+// clock; end is from the attempt's start, in the job's record, so a
+// restart keeps it): its run is cancelled (the executor stops its
+// processes) and its VMs destroyed, and the job fails, not requeued. The
+// function it returns stops the watch and waits for it.
+func (d *Daemon) watchWalltime(lj *liveJob, attempt int, end time.Time, w time.Duration) func() {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := d.clock.NewTimer(max(end.Sub(d.now()), 0))
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.Chan():
+		}
+		reason := fmt.Sprintf("walltime %s exceeded", w)
+		d.log.Warn().Str("job", lj.id()).Int("attempt", attempt).Dur("walltime", w).Msg("the job ran past its walltime: failing it")
+		if _, err := d.stop(context.WithoutCancel(ctx), lj, lifecycle.Failed, reason, attempt); err != nil && !errors.Is(err, lifecycle.ErrNotAllowed) {
+			d.log.Error().Err(err).Str("job", lj.id()).Msg("cannot fail the job past its walltime")
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
+// errNoAddress: a site gave a VM no address (it has no network).
+var errNoAddress = errors.New("gave it no address")
+
+// addressesFor is how long execute tries to read the addresses of a
+// job's VMs from agents that fail, before the attempt fails.
+const addressesFor = time.Minute
+
+// vmAddresses fills the addresses of the job's VMs from their sites'
+// inventories, asked now (a VM's address is kept by its agent, with the
+// VM), trying again for addressesFor while an agent fails.
+func (d *Daemon) vmAddresses(ctx context.Context, vms []executor.VM) error {
+	start, pause := d.now(), 250*time.Millisecond
+	for {
+		err := d.vmAddressesOnce(ctx, vms)
+		if err == nil || ctx.Err() != nil || errors.Is(err, errNoAddress) || d.now().Sub(start) >= addressesFor {
+			return err
+		}
+		d.log.Warn().Err(err).Dur("retry_in", pause).Msg("cannot read the addresses of the job's VMs: trying again")
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-d.clock.After(pause):
+		}
+		pause = min(2*pause, 5*time.Second)
+	}
+}
+
+// vmAddressesOnce is one try of vmAddresses: one inventory per site.
+func (d *Daemon) vmAddressesOnce(ctx context.Context, vms []executor.VM) error {
+	addr := map[string]string{}
+	asked := map[string]bool{}
+	for _, v := range vms {
+		if asked[v.Site] {
+			continue
+		}
+		asked[v.Site] = true
+		s := d.site(v.Site)
+		if s == nil {
+			return fmt.Errorf("vm %s: no agent for site %s", v.Name, v.Site)
+		}
+		inv, err := s.agent.Inventory(ctx)
+		if err != nil {
+			return fmt.Errorf("the addresses of the job's VMs: site %s: %w", v.Site, err)
+		}
+		for _, h := range inv.Hosts {
+			for _, vm := range h.VMs {
+				addr[vm.Name] = vm.Address
+			}
+		}
+	}
+	for i, v := range vms {
+		a, ok := addr[v.Name]
+		switch {
+		case !ok:
+			return fmt.Errorf("vm %s: not in the inventory of site %s", v.Name, v.Site)
+		case a == "":
+			return fmt.Errorf("vm %s: site %s %w: the guest executor needs the site's network", v.Name, v.Site, errNoAddress)
+		}
+		vms[i].Address = a
+	}
+	return nil
 }
 
 // destroyVMs destroys VMs, concurrently; a VM already gone is fine.

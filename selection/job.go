@@ -1,10 +1,13 @@
 package selection
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
+	"path"
 	"strings"
+	"time"
 
 	"github.com/metasched/metasched/internal/yamlx"
 )
@@ -22,6 +25,75 @@ type Job struct {
 	Efficiency float64  `json:"efficiency"`
 	VM         VM       `json:"vm"`
 	Command    []string `json:"command,omitempty"`
+	// Walltime is the longest an attempt of the job may run (from its
+	// VMs' start); 0: the daemon's default. In a job file, a duration
+	// like 10m or 2h30m.
+	Walltime Duration `json:"walltime,omitempty"`
+	// Inputs are files written into every VM of the job, relative to the
+	// command's working directory, before the command starts; Outputs are
+	// files copied out of the master VM (relative to the same directory)
+	// into the job's directory once the command has ended. The guest
+	// executor's (as HTCondor's transfer_input_files and
+	// transfer_output_files).
+	Inputs  []InputFile `json:"inputs,omitempty"`
+	Outputs []string    `json:"outputs,omitempty"`
+}
+
+// InputFile is a file of a job's inputs: its path relative to the
+// command's working directory and its content (text).
+type InputFile struct {
+	Path    string `json:"path"`
+	Content string `json:"content"`
+}
+
+// The limits of a job's files.
+const (
+	MaxJobFiles      = 64        // inputs, and outputs
+	MaxInputBytes    = 512 << 10 // the contents of all inputs
+	MaxJobFilePath   = 255       // bytes of a file's path
+	MaxOutputFileLen = 8 << 20   // bytes copied of one output
+)
+
+// CheckJobFilePath says what is wrong with a path of a job's inputs or
+// outputs: it must be relative to the working directory, clean, inside it
+// (no ".."), without NUL, at most MaxJobFilePath bytes; "" when right.
+func CheckJobFilePath(p string) string {
+	switch {
+	case p == "":
+		return "must not be empty"
+	case len(p) > MaxJobFilePath:
+		return fmt.Sprintf("must be at most %d bytes, got %d", MaxJobFilePath, len(p))
+	case strings.ContainsRune(p, 0):
+		return "must not contain NUL"
+	case strings.HasPrefix(p, "/"):
+		return fmt.Sprintf("must be relative to the command's working directory, got %q", p)
+	case path.Clean(p) != p || p == "." || p == ".." || strings.HasPrefix(p, "../"):
+		return fmt.Sprintf("must be a clean path inside the working directory (no '.', '..' or '//'), got %q", p)
+	}
+	return ""
+}
+
+// Duration is a time.Duration that JSON holds as its string ("1h30m0s"),
+// as a job file gives it.
+type Duration time.Duration
+
+// MarshalJSON writes the duration as a string.
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return json.Marshal(time.Duration(d).String())
+}
+
+// UnmarshalJSON reads a duration string.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("a duration must be a string like \"10m\": %w", err)
+	}
+	x, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = Duration(x)
+	return nil
 }
 
 // VM is the shape of the virtual machine each worker (and the master) runs
@@ -39,7 +111,7 @@ const (
 )
 
 var (
-	jobFields = []string{"name", "type", "tasks", "task_ops", "task_bytes", "efficiency", "vm", "command"}
+	jobFields = []string{"name", "type", "tasks", "task_ops", "task_bytes", "efficiency", "vm", "command", "walltime", "inputs", "outputs"}
 	vmFields  = []string{"vcpus", "memory_mib"}
 )
 
@@ -79,6 +151,35 @@ func ParseJob(file string, data []byte) (*Job, error) {
 		for _, v := range vs {
 			s, _ := v.Str()
 			j.Command = append(j.Command, s)
+		}
+	}
+	if v, ok := top.Get("walltime", false); ok {
+		if s, ok := v.Str(); ok {
+			w, err := time.ParseDuration(s)
+			if err != nil {
+				v.Errorf("not a duration like 10m or 2h30m: %q", s)
+			} else {
+				j.Walltime = Duration(w)
+				if w <= 0 {
+					j.Walltime = -1 // check names it
+				}
+			}
+		}
+	}
+	if vs, ok := top.Seq("inputs", false); ok {
+		for _, v := range vs {
+			if m, ok := v.Map("path", "content"); ok {
+				var in InputFile
+				in.Path, _ = m.Str("path", true)
+				in.Content, _ = m.Str("content", true)
+				j.Inputs = append(j.Inputs, in)
+			}
+		}
+	}
+	if vs, ok := top.Seq("outputs", false); ok {
+		for _, v := range vs {
+			s, _ := v.Str()
+			j.Outputs = append(j.Outputs, s)
 		}
 	}
 	j.check(func(path, msg string) {
@@ -160,10 +261,51 @@ func (j *Job) check(bad func(path, msg string)) {
 	case j.VM.MemoryMiB > MaxMemoryMiB:
 		bad("vm.memory_mib", fmt.Sprintf("must be at most %d, got %d", MaxMemoryMiB, j.VM.MemoryMiB))
 	}
+	switch {
+	case j.Walltime < 0:
+		bad("walltime", "must be a duration > 0 (like 10m)")
+	case time.Duration(j.Walltime) > MaxRuntimeSeconds*time.Second:
+		bad("walltime", fmt.Sprintf("must be at most %s, got %s", time.Duration(MaxRuntimeSeconds*float64(time.Second)), time.Duration(j.Walltime)))
+	}
+	j.checkFiles(bad)
 	for i, a := range j.Command {
 		if i == 0 && strings.TrimSpace(a) == "" {
 			bad("command[0]", "must name the program to run, got an empty string")
 		}
+	}
+}
+
+func (j *Job) checkFiles(bad func(path, msg string)) {
+	if len(j.Inputs) > MaxJobFiles {
+		bad("inputs", fmt.Sprintf("must list at most %d files, got %d", MaxJobFiles, len(j.Inputs)))
+	}
+	if len(j.Outputs) > MaxJobFiles {
+		bad("outputs", fmt.Sprintf("must list at most %d files, got %d", MaxJobFiles, len(j.Outputs)))
+	}
+	seen := map[string]bool{}
+	total := 0
+	for i, in := range j.Inputs {
+		at := fmt.Sprintf("inputs[%d].path", i)
+		if why := CheckJobFilePath(in.Path); why != "" {
+			bad(at, why)
+		} else if seen[in.Path] {
+			bad(at, fmt.Sprintf("%q is listed twice", in.Path))
+		}
+		seen[in.Path] = true
+		total += len(in.Content)
+	}
+	if total > MaxInputBytes {
+		bad("inputs", fmt.Sprintf("the contents must be at most %d bytes in all, got %d", MaxInputBytes, total))
+	}
+	seen = map[string]bool{}
+	for i, p := range j.Outputs {
+		at := fmt.Sprintf("outputs[%d]", i)
+		if why := CheckJobFilePath(p); why != "" {
+			bad(at, why)
+		} else if seen[p] {
+			bad(at, fmt.Sprintf("%q is listed twice", p))
+		}
+		seen[p] = true
 	}
 }
 

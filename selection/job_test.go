@@ -1,9 +1,11 @@
 package selection
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -21,18 +23,37 @@ task_ops: 2.0e12
 task_bytes: 5.0e7
 vm: {vcpus: 2}
 command: ["./master", "--tasks", "300"]
+walltime: 1h30m
+inputs:
+  - {path: params.txt, content: "a=1\n"}
+  - path: data/in.csv
+    content: |
+      x,y
+      1,2
+outputs: [result.txt, logs/summary.json]
 `))
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := &Job{Name: "render-42", Type: "render", Tasks: 300, TaskOps: 2e12, TaskBytes: 5e7,
 		Efficiency: DefaultEfficiency, VM: VM{VCPUs: 2, MemoryMiB: DefaultMemoryMiB},
-		Command: []string{"./master", "--tasks", "300"}}
+		Command: []string{"./master", "--tasks", "300"}, Walltime: Duration(90 * time.Minute),
+		Inputs:  []InputFile{{Path: "params.txt", Content: "a=1\n"}, {Path: "data/in.csv", Content: "x,y\n1,2\n"}},
+		Outputs: []string{"result.txt", "logs/summary.json"}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
 	if err := got.Validate(); err != nil {
 		t.Errorf("Validate: %v", err)
+	}
+	// The spec's JSON holds the walltime as a job file does.
+	data, err := json.Marshal(got)
+	if err != nil || !strings.Contains(string(data), `"walltime":"1h30m0s"`) {
+		t.Errorf("JSON of the job: %s, %v", data, err)
+	}
+	var back Job
+	if err := json.Unmarshal(data, &back); err != nil || !cmp.Equal(&back, want) {
+		t.Errorf("the job's JSON read back: %+v, %v", back, err)
 	}
 	// JSON is valid YAML: the body of POST /v1/jobs.
 	if _, err := ParseJob("job.json", []byte(`{"name":"a","type":"b","tasks":1,"task_ops":1,"task_bytes":0}`)); err != nil {
@@ -71,6 +92,18 @@ var jobErrorCases = []struct{ name, text, want string }{
 	{"dot name", strings.Replace(jobGood, "name: j", "name: '.'", 1), `job.yaml: name: must begin with a letter or a digit, got "."`},
 	{"dot-dot name", strings.Replace(jobGood, "name: j", "name: '..'", 1), `job.yaml: name: must begin with a letter or a digit, got ".."`},
 	{"huge vm", jobGood + "vm: {vcpus: 100000, memory_mib: 1}\n", "job.yaml: vm.vcpus: must be at most 1024, got 100000"},
+	{"bad walltime", jobGood + "walltime: soon\n", `job.yaml: walltime: not a duration like 10m or 2h30m: "soon"`},
+	{"number walltime", jobGood + "walltime: 600\n", "job.yaml: walltime:"},
+	{"zero walltime", jobGood + "walltime: 0s\n", "job.yaml: walltime: must be a duration > 0"},
+	{"negative walltime", jobGood + "walltime: -5m\n", "job.yaml: walltime: must be a duration > 0"},
+	{"huge walltime", jobGood + "walltime: 100000h\n", "job.yaml: walltime: must be at most 87600h0m0s, got 100000h0m0s"},
+	{"absolute input", jobGood + "inputs: [{path: /etc/passwd, content: x}]\n", `job.yaml: inputs[0].path: must be relative to the command's working directory, got "/etc/passwd"`},
+	{"escaping output", jobGood + "outputs: [../../etc/shadow]\n", `job.yaml: outputs[0]: must be a clean path inside the working directory (no '.', '..' or '//'), got "../../etc/shadow"`},
+	{"unclean output", jobGood + "outputs: [a//b]\n", `job.yaml: outputs[0]: must be a clean path inside the working directory`},
+	{"twice output", jobGood + "outputs: [a, a]\n", `job.yaml: outputs[1]: "a" is listed twice`},
+	{"input without content", jobGood + "inputs: [{path: a}]\n", "job.yaml: inputs[0].content: missing required field"},
+	{"input unknown field", jobGood + "inputs: [{path: a, content: b, mode: 7}]\n", "job.yaml: inputs[0].mode: unknown field"},
+	{"empty output", jobGood + "outputs: ['']\n", "job.yaml: outputs[0]: must not be empty"},
 	{"huge memory", jobGood + "vm: {vcpus: 1, memory_mib: 100000000}\n", "job.yaml: vm.memory_mib: must be at most 16777216, got 100000000"},
 }
 
@@ -87,6 +120,11 @@ func TestParseJobErrors(t *testing.T) {
 	_, err := ParseJob("job.yaml", []byte("name: j\ntype: T\ntasks: 0\ntask_ops: -1\ntask_bytes: 1\n"))
 	if err == nil || len(strings.Split(err.Error(), "\n")) != 3 {
 		t.Errorf("want 3 problems, got %v", err)
+	}
+	big := &Job{Name: "j", Type: "t", Tasks: 1, TaskOps: 1, Efficiency: 1, VM: VM{1, 1},
+		Inputs: []InputFile{{Path: "a", Content: strings.Repeat("x", MaxInputBytes)}, {Path: "b", Content: "y"}}}
+	if err := big.Validate(); err == nil || !strings.Contains(err.Error(), "inputs: the contents must be at most 524288 bytes in all, got 524289") {
+		t.Errorf("Validate of too big inputs: %v", err)
 	}
 	j := &Job{Name: "j", Type: "t", Tasks: 1, TaskOps: 1, Efficiency: 2, VM: VM{1, 1}}
 	if err := j.Validate(); err == nil || !strings.Contains(err.Error(), "efficiency: must be > 0 and <= 1, got 2") {

@@ -122,6 +122,57 @@
 //
 // The command executor needs Linux; elsewhere its Run fails.
 //
+// # Guest
+//
+// Guest (`executor: {name: guest}`) runs the job's command inside every VM
+// of the job, through the guest API of the VMs' site agents (GuestAgent;
+// the agents reach each VM's QEMU guest agent): the daemon never talks to
+// libvirt. A fresh attempt first contextualizes every VM with the guest
+// agent's file calls (mkdir -p through GuestExec, then GuestWriteFile):
+//
+//	/etc/metasched/hostfile  the job's VMs, master first, in OpenMPI's hostfile
+//	                         syntax by address: "10.77.1.12 slots=2 # name=j-1-m
+//	                         site=spain host=spain-1 role=master"
+//	/etc/hosts               localhost, then "ADDRESS NAME" of every VM of the job
+//	/etc/metasched/job       the VM's METASCHED_ variables, for sh's "."
+//
+// (the VM's own address and host name come from its kernel command line).
+// It then writes the command line (the job's argv, quoted for sh) to
+// DIR/command, DIR being /run/metasched/JOB_ID/ATTEMPT in the guest, and
+// runs the guest image's runner, `metasched-run start DIR /root/JOB_ID
+// MAX_OUTPUT`, in every VM, the workers first and the master last, with
+// the environment PATH, HOME=/root, METASCHED_JOB_ID, METASCHED_JOB_NAME,
+// METASCHED_TASKS, METASCHED_ROLE (master or worker), METASCHED_RANK (0
+// for the master, 1.. for the workers in the order of Run.VMs),
+// METASCHED_MASTER (the master's name), METASCHED_MASTER_ADDRESS and
+// METASCHED_HOSTFILE=/etc/metasched/hostfile. A runner that does not start
+// fails the run with the VM's name and its standard error. The runner
+// keeps the command's output in DIR/output (at most MAX_OUTPUT bytes) and
+// its exit status in DIR/exit, so neither depends on the daemon or the
+// agent staying up.
+//
+// Every GuestOptions.Poll (default 500 ms) Run reads each VM's exit file
+// and what its output file holds beyond what the log took, and writes the
+// output to Run.Output line by line, each line prefixed with the VM's
+// name ("j-1-w1| ..."), within the same bounds as Command (MaxOutput bytes
+// of all VMs together, then a note; OutputRate bytes per second). A
+// worker's exit is noted in the log; the master's ends the run: the rest
+// of every VM's output is read, the workers still running are stopped
+// (`metasched-run stop DIR`: SIGTERM to the command's process group,
+// SIGKILL 5 s later) and the master's exit status is the Result. A cancel
+// stops the command in every VM and returns ctx's error; a cancel whose
+// cause is ErrDetached leaves them running.
+//
+// How far the log took each VM's output is kept in the attempt's
+// directory on the daemon's side (Run.Dir/attempt-N/guest-state.json),
+// written after each poll: after a restart of the daemon, Run with
+// Run.Resume starts nothing, follows the runners' files from there, and
+// repeats at most the lines of one poll. A master VM with no runner
+// (DIR/pid missing) gives ErrLost: the job runs again. A VM whose agent
+// fails is tried again, pausing from Poll/4 doubling to 5 s, for
+// GuestOptions.RetryFor (default 1 min) before the run fails naming the VM
+// and the error; an agent's ErrNotFound or ErrInvalid fails at once.
+//
 // The design is described in docs/design.md of the repository, section
 // "Executors".
 package executor

@@ -12,10 +12,14 @@ import (
 
 // VM is one virtual machine of a job's virtual cluster.
 type VM struct {
-	Name      string // the VM's host name, as the other VMs of the job reach it
-	Site      string // the site (cluster) it runs in
-	Host      string // the physical host it runs on
-	Master    bool   // the job's master; every other VM is a worker
+	Name   string // the VM's host name, as the other VMs of the job reach it
+	Site   string // the site (cluster) it runs in
+	Host   string // the physical host it runs on
+	Master bool   // the job's master; every other VM is a worker
+	// Address is the VM's IPv4 address on its site's network with its
+	// prefix length (10.77.1.12/16), as its agent gave it; the guest
+	// executor needs it, the others ignore it.
+	Address   string
 	VCPUs     int
 	MemoryMiB int
 }
@@ -84,6 +88,7 @@ type Executor interface {
 var (
 	_ Executor = (*Emulated)(nil)
 	_ Executor = (*Command)(nil)
+	_ Executor = (*Guest)(nil)
 )
 
 // ErrNoCommand is returned (wrapped, naming the job) by Command.Run for a

@@ -460,6 +460,7 @@ var openapiTypes = map[string]struct {
 	"Transition":    {reflect.TypeFor[lifecycle.Transition](), false},
 	"JobFile":       {reflect.TypeFor[selection.Job](), true},
 	"JobFileVM":     {reflect.TypeFor[selection.VM](), true},
+	"JobInputFile":  {reflect.TypeFor[selection.InputFile](), true},
 	"JobSpec":       {reflect.TypeFor[selection.Job](), false},
 	"VMShape":       {reflect.TypeFor[selection.VM](), false},
 	"JobVM":         {reflect.TypeFor[api.JobVM](), false},
@@ -563,7 +564,11 @@ func openapiSchemaTypes(s map[string]any) []string {
 	return nil
 }
 
-var openapiTimeType = reflect.TypeFor[time.Time]()
+var (
+	openapiTimeType = reflect.TypeFor[time.Time]()
+	// A job's walltime: JSON holds it as a duration string.
+	openapiDurationType = reflect.TypeFor[selection.Duration]()
+)
 
 // openapiCheckType checks that schema s describes values of the Go type
 // gt as encoding/json writes them: a struct is a $ref to a component of
@@ -610,6 +615,9 @@ func openapiCheckType(t *testing.T, doc map[string]any, where string, gt reflect
 	default:
 		t.Errorf("%s: the Go type %s has no JSON schema type here", where, gt)
 		return
+	}
+	if gt == openapiDurationType {
+		want = "string"
 	}
 	if types := openapiSchemaTypes(s); !slices.Contains(types, want) {
 		t.Errorf("%s: type %v, want %s (Go %s)", where, types, want, gt)

@@ -1,0 +1,771 @@
+package executor
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/netip"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+	"github.com/rs/zerolog"
+
+	hp "github.com/metasched/metasched/hypervisorproxy"
+	"github.com/metasched/metasched/selection"
+)
+
+// GuestAgent is what the guest executor needs of a site's agent: its
+// guest API, which reaches a VM's QEMU guest agent.
+type GuestAgent interface {
+	GuestExec(ctx context.Context, vm string, e hp.GuestExec) (hp.GuestProcess, error)
+	GuestExecStatus(ctx context.Context, vm string, pid int) (hp.GuestExecStatus, error)
+	GuestWriteFile(ctx context.Context, vm, path string, data []byte, mode os.FileMode) error
+	GuestReadFile(ctx context.Context, vm, path string, offset int64, max int) (hp.GuestFileChunk, error)
+}
+
+// The guest's side of a run (see the package documentation, "Guest").
+const (
+	// GuestRunner is the runner of the bundled guest image.
+	GuestRunner = "/usr/bin/metasched-run"
+	// GuestHostfile is the job's hostfile inside each VM.
+	GuestHostfile = "/etc/metasched/hostfile"
+	// GuestJobFile holds the METASCHED_ variables of the VM, for sh's ".".
+	GuestJobFile = "/etc/metasched/job"
+	// GuestHosts is the VM's name resolution.
+	GuestHosts = "/etc/hosts"
+	// guestPath is the environment's PATH of the job's command.
+	guestPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+	// guestStateName is the daemon's record of a guest attempt, in the
+	// attempt's directory: how far the log took each VM's output.
+	guestStateName = "guest-state.json"
+	// maxPendingLine bounds a line kept until its end comes: a longer one
+	// goes to the log cut.
+	maxPendingLine = 64 << 10
+)
+
+// Defaults of GuestOptions.
+const (
+	DefaultGuestPoll     = 500 * time.Millisecond
+	DefaultGuestRetryFor = time.Minute
+	// guestStopWait bounds the stop of a VM's process after a cancel.
+	guestStopWait = 30 * time.Second
+	// maxRetryPause is the longest pause between two tries of an agent.
+	maxRetryPause = 5 * time.Second
+)
+
+// GuestDir is the runner's directory of an attempt inside a VM.
+func GuestDir(jobID string, attempt int) string {
+	return path.Join("/run/metasched", jobID, strconv.Itoa(attempt))
+}
+
+// GuestWorkDir is the working directory of the job's command inside a VM.
+func GuestWorkDir(jobID string) string { return path.Join("/root", jobID) }
+
+// GuestOptions configures the guest executor.
+type GuestOptions struct {
+	// Agents finds the agent of a site; required.
+	Agents func(site string) (GuestAgent, error)
+	// Poll is how often the VMs' output and exit files are read; 0 means
+	// DefaultGuestPoll.
+	Poll time.Duration
+	// MaxOutput and OutputRate bound the job's log as for Command: at most
+	// MaxOutput bytes kept of an attempt's output (all VMs together; the
+	// runner keeps at most as much of each VM's), read at most OutputRate
+	// bytes per second (beyond a burst of 64 KiB). 0: the defaults.
+	MaxOutput  int64
+	OutputRate int64
+	// RetryFor is how long a VM's agent may fail before the run fails; 0
+	// means DefaultGuestRetryFor.
+	RetryFor time.Duration
+	// Clock is the clock of the polls and retries; nil is the real one.
+	Clock clockwork.Clock
+}
+
+// Guest runs the job's command inside every VM of the job through the site
+// agents' guest API, under the guest image's runner. It is safe for
+// concurrent use.
+type Guest struct {
+	log zerolog.Logger
+	opt GuestOptions
+}
+
+// NewGuest returns the guest executor.
+func NewGuest(log zerolog.Logger, opt GuestOptions) (*Guest, error) {
+	if opt.Agents == nil {
+		return nil, errors.New("guest executor: no way to find the sites' agents")
+	}
+	if opt.Poll <= 0 {
+		opt.Poll = DefaultGuestPoll
+	}
+	if opt.MaxOutput <= 0 {
+		opt.MaxOutput = DefaultMaxOutput
+	}
+	if opt.OutputRate <= 0 {
+		opt.OutputRate = DefaultOutputRate
+	}
+	if opt.RetryFor <= 0 {
+		opt.RetryFor = DefaultGuestRetryFor
+	}
+	if opt.Clock == nil {
+		opt.Clock = clockwork.NewRealClock()
+	}
+	return &Guest{log: log.With().Str("executor", "guest").Logger(), opt: opt}, nil
+}
+
+// Name returns "guest", the executor's name in the daemon's configuration.
+func (g *Guest) Name() string { return "guest" }
+
+// guestState is what the daemon keeps of a guest attempt, in
+// Run.Dir/attempt-N/guest-state.json, written as the log takes output.
+type guestState struct {
+	// Offsets is, per VM, the bytes of its output file the log took
+	// (up to the end of the last whole line).
+	Offsets map[string]int64 `json:"offsets"`
+	// Kept is the bytes written to the log; Capped says the cap note was.
+	Kept   int64 `json:"kept"`
+	Capped bool  `json:"capped,omitempty"`
+	// Exited is, per VM, the exit status that was reported in the log.
+	Exited map[string]int `json:"exited,omitempty"`
+}
+
+// guestVM is one VM of a run as the executor follows it.
+type guestVM struct {
+	VM
+	rank    int
+	agent   GuestAgent
+	pending []byte // output read but not yet in the log: a line not ended
+	eof     bool   // the last read reached the end of the output file
+	exited  bool
+	code    int
+}
+
+// guestRun is one Run of the guest executor.
+type guestRun struct {
+	g     *Guest
+	log   zerolog.Logger
+	r     Run
+	name  string
+	adir  string
+	gdir  string
+	vms   []*guestVM
+	st    guestState
+	out   io.Writer
+	dirty bool
+
+	tokens float64
+	last   time.Time
+}
+
+// Run contextualizes every VM of r (fresh attempts only), starts the job's
+// command in each of them under the runner (workers first, the master
+// last), copies their output to r.Output line by line, each line prefixed
+// with the VM's name, and returns the master's exit once it has ended
+// (workers still running are stopped). With r.Resume it starts nothing and
+// follows the runner's files; a master whose runner never started gives
+// ErrLost. On cancel it stops the command in every VM and returns ctx's
+// error wrapped (a cancel whose cause is ErrDetached leaves them running).
+func (g *Guest) Run(ctx context.Context, r Run) (Result, error) {
+	name := jobName(r)
+	if err := ctx.Err(); err != nil {
+		return Result{}, fmt.Errorf("job %s: %w", name, err)
+	}
+	if r.Job == nil {
+		return Result{}, fmt.Errorf("job %s: no job file", name)
+	}
+	if len(r.Job.Command) == 0 {
+		return Result{}, &noCommandError{job: name}
+	}
+	if r.Dir == "" {
+		return Result{}, fmt.Errorf("job %s: no run directory for the guest executor's record", name)
+	}
+	if _, err := guestHostfile(r.VMs); err != nil {
+		return Result{}, fmt.Errorf("job %s: hostfile: %w", name, err)
+	}
+	run := &guestRun{g: g, r: r, name: name, gdir: GuestDir(r.JobID, r.Attempt), out: output(r),
+		log:    g.log.With().Str("job", r.JobID).Int("attempt", r.Attempt).Logger(),
+		tokens: outputBurst, last: g.opt.Clock.Now()}
+	run.adir = AttemptDir(r.Dir, r.Attempt)
+	if err := os.MkdirAll(run.adir, 0o755); err != nil {
+		return Result{}, fmt.Errorf("job %s: run directory: %w", name, err)
+	}
+	if err := run.loadState(); err != nil {
+		return Result{}, fmt.Errorf("job %s: %w", name, err)
+	}
+	for i, vm := range r.VMs {
+		a, err := g.opt.Agents(vm.Site)
+		if err != nil {
+			return Result{}, fmt.Errorf("job %s: VM %s: the agent of site %s: %w", name, vm.Name, vm.Site, err)
+		}
+		gv := &guestVM{VM: vm, rank: i, agent: a}
+		if code, ok := run.st.Exited[vm.Name]; ok {
+			gv.exited, gv.code = true, code
+		}
+		run.vms = append(run.vms, gv)
+	}
+	if r.Resume {
+		if _, err := run.retry(ctx, run.vms[0], "read the runner's pid", func(ctx context.Context) error {
+			_, err := run.vms[0].agent.GuestReadFile(ctx, run.vms[0].Name, path.Join(run.gdir, "pid"), 0, 64)
+			return err
+		}); err != nil {
+			if errors.Is(err, hp.ErrNotFound) {
+				return Result{}, fmt.Errorf("job %s: attempt %d: the master VM %s has no runner: %w", name, r.Attempt, run.vms[0].Name, ErrLost)
+			}
+			return run.cancelled(ctx, err)
+		}
+		run.log.Info().Msg("resuming: following the runner in every VM")
+	} else if err := run.start(ctx); err != nil {
+		return run.cancelled(ctx, err)
+	}
+	return run.follow(ctx)
+}
+
+// cancelled is how Run ends on an error err: after a cancel, the processes
+// are stopped (unless the daemon detaches) and ctx's error returned.
+func (run *guestRun) cancelled(ctx context.Context, err error) (Result, error) {
+	if ctx.Err() == nil {
+		run.stopAll(ctx)
+		return Result{}, fmt.Errorf("job %s: %w", run.name, err)
+	}
+	if errors.Is(context.Cause(ctx), ErrDetached) {
+		run.log.Info().Msg("the daemon stops: the job runs on in its VMs")
+		return Result{}, fmt.Errorf("job %s: %w", run.name, ErrDetached)
+	}
+	run.log.Info().Err(ctx.Err()).Msg("stopping the job in every VM")
+	run.stopAll(ctx)
+	run.saveState()
+	return Result{}, fmt.Errorf("job %s: stopped: %w", run.name, ctx.Err())
+}
+
+// start contextualizes every VM and starts the command in each, workers
+// first.
+func (run *guestRun) start(ctx context.Context) error {
+	hostfile, _ := guestHostfile(run.r.VMs)
+	hosts := guestHosts(run.r.VMs)
+	command := []byte(shellJoin(run.r.Job.Command) + "\n")
+	order := append(append([]*guestVM{}, run.vms[1:]...), run.vms[0])
+	maxBytes := strconv.FormatInt(run.g.opt.MaxOutput, 10)
+	work := GuestWorkDir(run.r.JobID)
+	dirs := []string{"-p", path.Dir(GuestHostfile), run.gdir, work}
+	for _, in := range run.r.Job.Inputs {
+		if d := path.Dir(in.Path); d != "." && !slices.Contains(dirs, path.Join(work, d)) {
+			dirs = append(dirs, path.Join(work, d))
+		}
+	}
+	for _, vm := range order {
+		if err := run.execOK(ctx, vm, "mkdir", hp.GuestExec{Path: "/bin/mkdir", Args: dirs}); err != nil {
+			return err
+		}
+		for _, in := range run.r.Job.Inputs {
+			p := path.Join(work, in.Path)
+			if _, err := run.retry(ctx, vm, "write the input "+in.Path, func(ctx context.Context) error {
+				return vm.agent.GuestWriteFile(ctx, vm.Name, p, []byte(in.Content), 0o644)
+			}); err != nil {
+				return err
+			}
+		}
+		for _, f := range []struct {
+			path string
+			data []byte
+		}{
+			{GuestHostfile, hostfile},
+			{GuestHosts, hosts},
+			{GuestJobFile, run.jobFile(vm)},
+			{path.Join(run.gdir, "command"), command},
+		} {
+			if _, err := run.retry(ctx, vm, "write "+f.path, func(ctx context.Context) error {
+				return vm.agent.GuestWriteFile(ctx, vm.Name, f.path, f.data, 0o644)
+			}); err != nil {
+				return err
+			}
+		}
+		if err := run.execOK(ctx, vm, "start the runner", hp.GuestExec{Path: GuestRunner,
+			Args: []string{"start", run.gdir, GuestWorkDir(run.r.JobID), maxBytes}, Env: run.env(vm)}); err != nil {
+			return err
+		}
+		run.log.Info().Str("vm", vm.Name).Str("site", vm.Site).Msg("command started in the VM")
+	}
+	return nil
+}
+
+// vars are the METASCHED_ variables of the command in vm.
+func (run *guestRun) vars(vm *guestVM) [][2]string {
+	role := "worker"
+	if vm.Master {
+		role = "master"
+	}
+	master := run.vms[0]
+	addr, _ := netip.ParsePrefix(master.Address)
+	return [][2]string{
+		{"METASCHED_JOB_ID", run.r.JobID},
+		{"METASCHED_JOB_NAME", run.r.Job.Name},
+		{"METASCHED_TASKS", strconv.Itoa(run.r.Job.Tasks)},
+		{"METASCHED_ROLE", role},
+		{"METASCHED_RANK", strconv.Itoa(vm.rank)},
+		{"METASCHED_MASTER", master.Name},
+		{"METASCHED_MASTER_ADDRESS", addr.Addr().String()},
+		{"METASCHED_HOSTFILE", GuestHostfile},
+	}
+}
+
+func (run *guestRun) env(vm *guestVM) []string {
+	env := []string{"PATH=" + guestPath, "HOME=/root"}
+	for _, kv := range run.vars(vm) {
+		env = append(env, kv[0]+"="+kv[1])
+	}
+	return env
+}
+
+// jobFile is GuestJobFile of vm: its variables, for sh's ".".
+func (run *guestRun) jobFile(vm *guestVM) []byte {
+	var b strings.Builder
+	for _, kv := range run.vars(vm) {
+		fmt.Fprintf(&b, "%s=%s\nexport %s\n", kv[0], shellQuote(kv[1]), kv[0])
+	}
+	return []byte(b.String())
+}
+
+// follow copies the VMs' output to the log until the master's exit.
+func (run *guestRun) follow(ctx context.Context) (Result, error) {
+	clock := run.g.opt.Clock
+	for {
+		master, err := run.poll(ctx, false)
+		if err != nil {
+			run.saveState()
+			return run.cancelled(ctx, err)
+		}
+		run.saveState()
+		if master {
+			return run.finish(ctx)
+		}
+		select {
+		case <-ctx.Done():
+			return run.cancelled(ctx, ctx.Err())
+		case <-clock.After(run.g.opt.Poll):
+		}
+	}
+}
+
+// poll reads every VM's exit and output once (all of the output when
+// drain); it reports whether the master has exited.
+func (run *guestRun) poll(ctx context.Context, drain bool) (bool, error) {
+	for _, vm := range run.vms {
+		if !vm.exited && !drain {
+			if err := run.readExit(ctx, vm); err != nil {
+				return false, err
+			}
+		}
+		if err := run.readOutput(ctx, vm, drain); err != nil {
+			return false, err
+		}
+		if vm.exited && !vm.Master {
+			if _, ok := run.st.Exited[vm.Name]; !ok {
+				run.note(fmt.Sprintf("[metasched: the command in %s exited with status %d]\n", vm.Name, vm.code))
+				run.st.Exited[vm.Name] = vm.code
+				run.dirty = true
+				run.log.Info().Str("vm", vm.Name).Int("exit_code", vm.code).Msg("the command ended in a worker VM")
+			}
+		}
+	}
+	return run.vms[0].exited, nil
+}
+
+// readExit reads vm's exit file, when there is one.
+func (run *guestRun) readExit(ctx context.Context, vm *guestVM) error {
+	var chunk hp.GuestFileChunk
+	_, err := run.retry(ctx, vm, "read the exit file", func(ctx context.Context) error {
+		var err error
+		chunk, err = vm.agent.GuestReadFile(ctx, vm.Name, path.Join(run.gdir, "exit"), 0, 64)
+		return err
+	})
+	if errors.Is(err, hp.ErrNotFound) {
+		return nil // still running
+	}
+	if err != nil {
+		return err
+	}
+	s := strings.TrimSpace(string(chunk.Data))
+	code, perr := strconv.Atoi(s)
+	if perr != nil || code < 0 || code > 255 {
+		return fmt.Errorf("VM %s: exit file %q: not an exit status 0-255", vm.Name, s)
+	}
+	vm.exited, vm.code = true, code
+	return nil
+}
+
+// readOutput reads what vm's output file has beyond what was read and
+// writes its whole lines to the log (all of it, the last line ended, when
+// drain).
+func (run *guestRun) readOutput(ctx context.Context, vm *guestVM, drain bool) error {
+	for !run.st.Capped {
+		max := hp.MaxGuestRead
+		if !drain {
+			run.refill()
+			max = min(max, int(run.tokens))
+			if max < 1 {
+				return nil
+			}
+		}
+		off := run.st.Offsets[vm.Name] + int64(len(vm.pending))
+		var chunk hp.GuestFileChunk
+		_, err := run.retry(ctx, vm, "read the output", func(ctx context.Context) error {
+			var err error
+			chunk, err = vm.agent.GuestReadFile(ctx, vm.Name, path.Join(run.gdir, "output"), off, max)
+			return err
+		})
+		if errors.Is(err, hp.ErrNotFound) {
+			return nil // not made yet
+		}
+		if err != nil {
+			return err
+		}
+		if !drain {
+			run.tokens -= float64(len(chunk.Data))
+		}
+		vm.pending = append(vm.pending, chunk.Data...)
+		vm.eof = chunk.EOF
+		run.takeLines(vm, drain && chunk.EOF)
+		if chunk.EOF || len(chunk.Data) == 0 || !drain {
+			return nil
+		}
+	}
+	return nil
+}
+
+// refill adds the tokens of the time since the last refill.
+func (run *guestRun) refill() {
+	now := run.g.opt.Clock.Now()
+	// A poll may take what the rate gives between two polls.
+	burst := max(float64(outputBurst), float64(run.g.opt.OutputRate)*run.g.opt.Poll.Seconds())
+	run.tokens = min(burst, run.tokens+float64(run.g.opt.OutputRate)*now.Sub(run.last).Seconds())
+	run.last = now
+}
+
+// takeLines writes vm's whole pending lines to the log, prefixed with its
+// name (and the rest too when all).
+func (run *guestRun) takeLines(vm *guestVM, all bool) {
+	for len(vm.pending) > 0 && !run.st.Capped {
+		i := bytes.IndexByte(vm.pending, '\n')
+		var line []byte
+		switch {
+		case i >= 0:
+			line = vm.pending[:i+1]
+		case all || len(vm.pending) >= maxPendingLine:
+			line = vm.pending
+		default:
+			return
+		}
+		text := vm.Name + "| " + string(bytes.TrimSuffix(line, []byte("\n"))) + "\n"
+		if run.st.Kept+int64(len(text)) > run.g.opt.MaxOutput {
+			run.note(capNote(run.g.opt.MaxOutput)[1:])
+			run.st.Capped = true
+			return
+		}
+		if !run.write(text) {
+			return
+		}
+		run.st.Offsets[vm.Name] += int64(len(line))
+		vm.pending = vm.pending[len(line):]
+		run.dirty = true
+	}
+}
+
+// note writes a line of the executor's own to the log.
+func (run *guestRun) note(s string) {
+	if run.write(s) {
+		run.dirty = true
+	}
+}
+
+func (run *guestRun) write(s string) bool {
+	if _, err := io.WriteString(run.out, s); err != nil {
+		run.log.Warn().Err(err).Msg("job output not taken")
+		return false
+	}
+	run.st.Kept += int64(len(s))
+	return true
+}
+
+// finish ends a run whose master exited: the rest of every VM's output,
+// the workers still running stopped, the master's exit returned.
+func (run *guestRun) finish(ctx context.Context) (Result, error) {
+	if _, err := run.poll(ctx, true); err != nil {
+		run.saveState()
+		return run.cancelled(ctx, err)
+	}
+	run.saveState()
+	run.copyOutputs(ctx)
+	var wg sync.WaitGroup
+	for _, vm := range run.vms[1:] {
+		if vm.exited {
+			continue
+		}
+		if err := run.readExit(ctx, vm); err == nil && vm.exited {
+			continue
+		}
+		run.log.Info().Str("vm", vm.Name).Msg("the master ended: stopping the command in the worker VM")
+		wg.Go(func() { run.stopVM(ctx, vm) })
+	}
+	wg.Wait()
+	res := Result{ExitCode: run.vms[0].code}
+	if res.ExitCode != 0 {
+		res.Reason = fmt.Sprintf("exit status %d in the master VM %s", res.ExitCode, run.vms[0].Name)
+	}
+	run.log.Info().Int("exit_code", res.ExitCode).Int64("output_kept", run.st.Kept).Msg("the job ended")
+	return res, nil
+}
+
+// OutputsDir is where the guest executor copies a job's outputs, in its
+// run directory.
+func OutputsDir(dir string, attempt int) string {
+	return filepath.Join(AttemptDir(dir, attempt), "outputs")
+}
+
+// copyOutputs copies the job's outputs out of the master VM into the
+// attempt's outputs directory, each at most selection.MaxOutputFileLen
+// bytes; a missing or cut file is noted in the log.
+func (run *guestRun) copyOutputs(ctx context.Context) {
+	master := run.vms[0]
+	odir := OutputsDir(run.r.Dir, run.r.Attempt)
+	for _, rel := range run.r.Job.Outputs {
+		if why := selection.CheckJobFilePath(rel); why != "" || !filepath.IsLocal(rel) {
+			run.note(fmt.Sprintf("[metasched: output %q not copied: %s]\n", rel, why))
+			continue
+		}
+		src, dst := path.Join(GuestWorkDir(run.r.JobID), rel), filepath.Join(odir, filepath.FromSlash(rel))
+		n, cut, err := run.copyOut(ctx, master, src, dst)
+		switch {
+		case errors.Is(err, hp.ErrNotFound):
+			run.note(fmt.Sprintf("[metasched: output %s: no such file in %s]\n", rel, master.Name))
+		case err != nil:
+			run.note(fmt.Sprintf("[metasched: output %s not copied: %v]\n", rel, err))
+		case cut:
+			run.note(fmt.Sprintf("[metasched: output %s cut at %d bytes]\n", rel, n))
+		default:
+			run.log.Info().Str("output", rel).Int64("bytes", n).Msg("output copied out of the master VM")
+		}
+	}
+	run.saveState()
+}
+
+// copyOut copies the guest file src of vm to dst, at most
+// selection.MaxOutputFileLen bytes; cut says there was more.
+func (run *guestRun) copyOut(ctx context.Context, vm *guestVM, src, dst string) (n int64, cut bool, err error) {
+	var data []byte
+	for {
+		var chunk hp.GuestFileChunk
+		if _, err := run.retry(ctx, vm, "read the output file "+src, func(ctx context.Context) error {
+			var err error
+			chunk, err = vm.agent.GuestReadFile(ctx, vm.Name, src, int64(len(data)), hp.MaxGuestRead)
+			return err
+		}); err != nil {
+			return 0, false, err
+		}
+		data = append(data, chunk.Data...)
+		if len(data) > selection.MaxOutputFileLen {
+			data, cut = data[:selection.MaxOutputFileLen], true
+			break
+		}
+		if chunk.EOF || len(chunk.Data) == 0 {
+			break
+		}
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return 0, false, err
+	}
+	if err := writeDurably(filepath.Dir(dst), filepath.Base(dst), data); err != nil {
+		return 0, false, err
+	}
+	return int64(len(data)), cut, nil
+}
+
+// stopAll stops the command in every VM that may still run it, with a
+// context of its own (ctx may be done).
+func (run *guestRun) stopAll(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, vm := range run.vms {
+		if !vm.exited {
+			wg.Go(func() { run.stopVM(ctx, vm) })
+		}
+	}
+	wg.Wait()
+}
+
+func (run *guestRun) stopVM(ctx context.Context, vm *guestVM) {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), guestStopWait)
+	defer cancel()
+	if err := run.execOK(sctx, vm, "stop the runner", hp.GuestExec{Path: GuestRunner, Args: []string{"stop", run.gdir}}); err != nil {
+		run.log.Warn().Err(err).Str("vm", vm.Name).Msg("cannot stop the command in the VM")
+	}
+}
+
+// execOK runs a program in vm and waits for it; a non-zero exit is an
+// error with its standard error.
+func (run *guestRun) execOK(ctx context.Context, vm *guestVM, what string, e hp.GuestExec) error {
+	e.CaptureOutput = true
+	var p hp.GuestProcess
+	if _, err := run.retry(ctx, vm, what, func(ctx context.Context) error {
+		var err error
+		p, err = vm.agent.GuestExec(ctx, vm.Name, e)
+		return err
+	}); err != nil {
+		return err
+	}
+	pause := 20 * time.Millisecond
+	for {
+		var st hp.GuestExecStatus
+		if _, err := run.retry(ctx, vm, what, func(ctx context.Context) error {
+			var err error
+			st, err = vm.agent.GuestExecStatus(ctx, vm.Name, p.PID)
+			return err
+		}); err != nil {
+			return err
+		}
+		if st.Exited {
+			if st.ExitCode != 0 || st.Signal != 0 {
+				why := fmt.Sprintf("exit status %d", st.ExitCode)
+				if st.Signal != 0 {
+					why = fmt.Sprintf("killed by signal %d", st.Signal)
+				}
+				return fmt.Errorf("VM %s on %s: %s (%s): %s: %s", vm.Name, vm.Host, what, e.Path, why, strings.TrimSpace(string(st.Stderr)))
+			}
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-run.g.opt.Clock.After(pause):
+		}
+		pause = min(2*pause, run.g.opt.Poll)
+	}
+}
+
+// retry calls f until it succeeds, fails for good (ErrNotFound, ErrInvalid,
+// returned as is), or has failed for RetryFor; its pauses double up to
+// maxRetryPause. It returns the tries made.
+func (run *guestRun) retry(ctx context.Context, vm *guestVM, what string, f func(context.Context) error) (int, error) {
+	clock := run.g.opt.Clock
+	var first time.Time
+	pause := run.g.opt.Poll / 4
+	for tries := 1; ; tries++ {
+		err := f(ctx)
+		switch {
+		case err == nil:
+			return tries, nil
+		case errors.Is(err, hp.ErrNotFound) && !errors.Is(err, hp.ErrGuestAgent), errors.Is(err, hp.ErrInvalid):
+			return tries, fmt.Errorf("VM %s on %s: %s: %w", vm.Name, vm.Host, what, err)
+		case ctx.Err() != nil:
+			return tries, ctx.Err()
+		}
+		now := clock.Now()
+		if first.IsZero() {
+			first = now
+		}
+		if now.Sub(first) >= run.g.opt.RetryFor {
+			return tries, fmt.Errorf("VM %s on %s: %s: its agent failed for %s: %w", vm.Name, vm.Host, what, run.g.opt.RetryFor, err)
+		}
+		run.log.Warn().Err(err).Str("vm", vm.Name).Str("call", what).Dur("retry_in", pause).Msg("the VM's agent failed: trying again")
+		select {
+		case <-ctx.Done():
+			return tries, ctx.Err()
+		case <-clock.After(pause):
+		}
+		pause = min(2*pause, maxRetryPause)
+	}
+}
+
+func (run *guestRun) loadState() error {
+	run.st = guestState{Offsets: map[string]int64{}, Exited: map[string]int{}}
+	data, err := os.ReadFile(filepath.Join(run.adir, guestStateName))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("guest record: %w", err)
+	}
+	if err := json.Unmarshal(data, &run.st); err != nil {
+		return fmt.Errorf("guest record %s: %w", filepath.Join(run.adir, guestStateName), err)
+	}
+	if run.st.Offsets == nil {
+		run.st.Offsets = map[string]int64{}
+	}
+	if run.st.Exited == nil {
+		run.st.Exited = map[string]int{}
+	}
+	return nil
+}
+
+// saveState writes the record when the log took something since the last
+// write: a restart then repeats at most what one poll wrote.
+func (run *guestRun) saveState() {
+	if !run.dirty {
+		return
+	}
+	data, err := json.Marshal(run.st)
+	if err == nil {
+		err = writeDurably(run.adir, guestStateName, data)
+	}
+	if err != nil {
+		run.log.Warn().Err(err).Msg("cannot record how far the log took the output: a restart may repeat more of it")
+		return
+	}
+	run.dirty = false
+}
+
+// guestHostfile is the job's hostfile inside its VMs: one VM per line,
+// master first, in OpenMPI's hostfile syntax, by address:
+//
+//	ADDRESS slots=VCPUS # name=NAME site=SITE host=HOST role=master|worker
+func guestHostfile(vms []VM) ([]byte, error) {
+	if _, err := hostfile(vms); err != nil { // checks names, sites, hosts, vCPUs, the master
+		return nil, err
+	}
+	var b strings.Builder
+	for i, vm := range vms {
+		p, err := netip.ParsePrefix(vm.Address)
+		if err != nil || !p.Addr().Is4() {
+			return nil, fmt.Errorf("VM %d (%s): address %q: want an IPv4 address with its prefix length (10.77.1.12/16)", i, vm.Name, vm.Address)
+		}
+		role := "worker"
+		if vm.Master {
+			role = "master"
+		}
+		fmt.Fprintf(&b, "%s slots=%d # name=%s site=%s host=%s role=%s\n", p.Addr(), vm.VCPUs, vm.Name, vm.Site, vm.Host, role)
+	}
+	return []byte(b.String()), nil
+}
+
+// guestHosts is /etc/hosts of the job's VMs.
+func guestHosts(vms []VM) []byte {
+	var b strings.Builder
+	b.WriteString("127.0.0.1 localhost\n::1 localhost\n")
+	for _, vm := range vms {
+		p, _ := netip.ParsePrefix(vm.Address)
+		fmt.Fprintf(&b, "%s %s\n", p.Addr(), vm.Name)
+	}
+	return []byte(b.String())
+}
+
+// shellQuote quotes s for sh.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// shellJoin is argv as a sh command line.
+func shellJoin(argv []string) string {
+	q := make([]string, len(argv))
+	for i, a := range argv {
+		q[i] = shellQuote(a)
+	}
+	return strings.Join(q, " ")
+}

@@ -1,0 +1,520 @@
+package executor_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	hp "github.com/metasched/metasched/hypervisorproxy"
+	"github.com/metasched/metasched/metasched/executor"
+	"github.com/metasched/metasched/selection"
+)
+
+// fakeRunner is the contract's metasched-run for the host: the command runs
+// in a session of its own (its PID in DIR/pid leads its process group),
+// its output, capped, goes to DIR/output, and its exit status to DIR/exit
+// once the output is complete.
+const fakeRunner = `#!/bin/sh
+set -e
+case $1 in
+start)
+	dir=$2 work=$3 max=$4
+	mkdir -p "$dir" "$work"
+	[ -f "$dir/pid" ] && exit 0
+	rm -f "$dir/fifo"; mkfifo "$dir/fifo"
+	(
+		cd "$work"
+		{ dd bs=1 count="$max" status=none; cat >/dev/null; } <"$dir/fifo" >"$dir/output" &
+		reader=$!
+		setsid sh -c "$(cat "$dir/command")" </dev/null >"$dir/fifo" 2>&1 &
+		pid=$!
+		echo "$pid" >"$dir/pid.tmp"; mv "$dir/pid.tmp" "$dir/pid"
+		set +e
+		wait "$pid"; code=$?
+		wait "$reader"
+		echo "$code" >"$dir/exit.tmp"; mv "$dir/exit.tmp" "$dir/exit"
+	) </dev/null >/dev/null 2>&1 &
+	while [ ! -f "$dir/pid" ]; do sleep 0.01; done
+	;;
+stop)
+	dir=$2
+	[ -f "$dir/pid" ] || exit 0
+	pg=$(cat "$dir/pid")
+	kill -TERM "-$pg" 2>/dev/null || exit 0
+	( sleep 5; kill -KILL "-$pg" 2>/dev/null ) </dev/null >/dev/null 2>&1 &
+	;;
+esac
+`
+
+// fakeGuests plays the guest API of the agents of every VM of a test: a
+// VM's guest paths are under root/VM on the host, and its programs run on
+// the host with their absolute arguments mapped there (the runner is
+// fakeRunner). The command sees GUEST_ROOT, the root of its VM.
+type fakeGuests struct {
+	root   string
+	runner string
+
+	mu    sync.Mutex
+	procs map[int]*fakeProc
+	next  int
+	fail  map[string]error // per VM: every call fails with it
+	execs []string         // "VM PATH ARGS..." of every GuestExec
+}
+
+type fakeProc struct {
+	done   chan struct{}
+	status hp.GuestExecStatus
+}
+
+func newFakeGuests(t *testing.T, vms []executor.VM) *fakeGuests {
+	t.Helper()
+	root := t.TempDir()
+	f := &fakeGuests{root: root, runner: filepath.Join(root, "metasched-run"), procs: map[int]*fakeProc{}, fail: map[string]error{}}
+	if err := os.WriteFile(f.runner, []byte(fakeRunner), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, vm := range vms {
+		if err := os.MkdirAll(filepath.Join(root, vm.Name, "etc"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(f.killAll)
+	return f
+}
+
+func (f *fakeGuests) agents(string) (executor.GuestAgent, error) { return f, nil }
+
+// vmRoot is where vm's guest paths are, or an error as an agent gives it.
+func (f *fakeGuests) vmRoot(vm string) (string, error) {
+	f.mu.Lock()
+	err := f.fail[vm]
+	f.mu.Unlock()
+	if err != nil {
+		return "", err
+	}
+	dir := filepath.Join(f.root, vm)
+	if _, err := os.Stat(dir); err != nil {
+		return "", fmt.Errorf("vm %s: %w", vm, hp.ErrNotFound)
+	}
+	return dir, nil
+}
+
+func (f *fakeGuests) setFail(vm string, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.fail[vm] = err
+}
+
+func (f *fakeGuests) GuestExec(ctx context.Context, vm string, e hp.GuestExec) (hp.GuestProcess, error) {
+	root, err := f.vmRoot(vm)
+	if err != nil {
+		return hp.GuestProcess{}, err
+	}
+	prog := e.Path
+	if prog == executor.GuestRunner {
+		prog = f.runner
+	}
+	args := make([]string, len(e.Args))
+	for i, a := range e.Args {
+		if strings.HasPrefix(a, "/") {
+			a = root + a
+		}
+		args[i] = a
+	}
+	cmd := exec.Command(prog, args...)
+	cmd.Env = append(append([]string{}, e.Env...), "GUEST_ROOT="+root)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		return hp.GuestProcess{}, fmt.Errorf("guest-exec %s: %w", e.Path, err)
+	}
+	p := &fakeProc{done: make(chan struct{})}
+	f.mu.Lock()
+	f.next++
+	pid := f.next
+	f.procs[pid] = p
+	f.execs = append(f.execs, strings.Join(append([]string{vm, e.Path}, e.Args...), " "))
+	f.mu.Unlock()
+	go func() {
+		err := cmd.Wait()
+		p.status = hp.GuestExecStatus{Exited: true, ExitCode: cmd.ProcessState.ExitCode()}
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+				p.status.Signal = int(ws.Signal())
+			}
+		}
+		if e.CaptureOutput {
+			p.status.Stdout, p.status.Stderr = stdout.Bytes(), stderr.Bytes()
+		}
+		close(p.done)
+	}()
+	return hp.GuestProcess{PID: pid}, nil
+}
+
+func (f *fakeGuests) GuestExecStatus(ctx context.Context, vm string, pid int) (hp.GuestExecStatus, error) {
+	if _, err := f.vmRoot(vm); err != nil {
+		return hp.GuestExecStatus{}, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p := f.procs[pid]
+	if p == nil {
+		return hp.GuestExecStatus{}, fmt.Errorf("guest-exec-status: pid %d: %w", pid, hp.ErrInvalid)
+	}
+	select {
+	case <-p.done:
+		delete(f.procs, pid) // the guest agent forgets it
+		return p.status, nil
+	default:
+		return hp.GuestExecStatus{}, nil
+	}
+}
+
+func (f *fakeGuests) GuestWriteFile(ctx context.Context, vm, path string, data []byte, mode os.FileMode) error {
+	root, err := f.vmRoot(vm)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(root+path, data, mode)
+}
+
+func (f *fakeGuests) GuestReadFile(ctx context.Context, vm, path string, offset int64, max int) (hp.GuestFileChunk, error) {
+	root, err := f.vmRoot(vm)
+	if err != nil {
+		return hp.GuestFileChunk{}, err
+	}
+	file, err := os.Open(root + path)
+	if errors.Is(err, os.ErrNotExist) {
+		return hp.GuestFileChunk{}, fmt.Errorf("%s: %w", path, hp.ErrNotFound)
+	}
+	if err != nil {
+		return hp.GuestFileChunk{}, err
+	}
+	defer file.Close()
+	if max == 0 {
+		max = hp.MaxGuestRead
+	}
+	buf := make([]byte, max)
+	n, err := file.ReadAt(buf, offset)
+	if err != nil && err != io.EOF {
+		return hp.GuestFileChunk{}, err
+	}
+	fi, err := file.Stat()
+	if err != nil {
+		return hp.GuestFileChunk{}, err
+	}
+	return hp.GuestFileChunk{Data: buf[:n], EOF: offset+int64(n) >= fi.Size()}, nil
+}
+
+// pids are the process groups the runner started, per VM.
+func (f *fakeGuests) pids() map[string]int {
+	out := map[string]int{}
+	matches, _ := filepath.Glob(filepath.Join(f.root, "*", "run", "metasched", "*", "*", "pid"))
+	for _, m := range matches {
+		data, err := os.ReadFile(m)
+		if err != nil {
+			continue
+		}
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(data))); err == nil {
+			vm, _, _ := strings.Cut(strings.TrimPrefix(m, f.root+"/"), "/")
+			out[vm] = pid
+		}
+	}
+	return out
+}
+
+func (f *fakeGuests) killAll() {
+	for _, pg := range f.pids() {
+		_ = syscall.Kill(-pg, syscall.SIGKILL)
+	}
+}
+
+// waitGone waits until the process group pg has no process left.
+func waitGone(t *testing.T, vm string, pg int) {
+	t.Helper()
+	for start := time.Now(); syscall.Kill(-pg, 0) == nil; time.Sleep(10 * time.Millisecond) {
+		if time.Since(start) > time.Minute {
+			t.Fatalf("the command of %s (process group %d) still runs a minute after the run ended", vm, pg)
+		}
+	}
+}
+
+// guestVMs is a 3-VM job over two sites, the master first.
+func guestVMs() []executor.VM {
+	return []executor.VM{
+		{Name: "j-1-m", Site: "spain", Host: "spain-1", Master: true, VCPUs: 2, Address: "10.77.1.10/16"},
+		{Name: "j-1-w1", Site: "spain", Host: "spain-2", VCPUs: 1, Address: "10.77.1.11/16"},
+		{Name: "j-1-w2", Site: "latam-a", Host: "latam-a-1", VCPUs: 4, Address: "10.77.2.12/16"},
+	}
+}
+
+// guestScript runs its part per role: master or worker.
+func guestRun(t *testing.T, master, worker string, out io.Writer) executor.Run {
+	script := `case $METASCHED_ROLE in master) ` + master + ` ;; *) ` + worker + ` ;; esac`
+	return executor.Run{JobID: "j-1", Job: &selection.Job{Name: "render", Tasks: 30, Command: []string{"sh", "-c", script}},
+		VMs: guestVMs(), Dir: t.TempDir(), Attempt: 1, Output: out}
+}
+
+func newGuest(t *testing.T, f *fakeGuests, opt executor.GuestOptions) *executor.Guest {
+	t.Helper()
+	opt.Agents = f.agents
+	if opt.Poll == 0 {
+		opt.Poll = 20 * time.Millisecond
+	}
+	g, err := executor.NewGuest(testLogger(t), opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// workersDone is a master's wait for the exit of every worker's command.
+const workersDone = `for w in j-1-w1 j-1-w2; do while [ ! -f "$GUEST_ROOT/../$w/run/metasched/j-1/1/exit" ]; do sleep 0.02; done; done`
+
+func TestGuestRunsInEveryVM(t *testing.T) {
+	t.Parallel()
+	f := newFakeGuests(t, guestVMs())
+	out := newWatchWriter("")
+	show := `echo "role=$METASCHED_ROLE rank=$METASCHED_RANK master=$METASCHED_MASTER job=$METASCHED_JOB_ID hostfile=$METASCHED_HOSTFILE"; printf 'no newline'`
+	r := guestRun(t, workersDone+`; `+show, show, out)
+	res, err := newGuest(t, f, executor.GuestOptions{}).Run(t.Context(), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res != (executor.Result{}) {
+		t.Fatalf("result %+v, want done; log %q", res, out.String())
+	}
+	log := out.String()
+	for _, want := range []string{
+		"j-1-w1| role=worker rank=1 master=j-1-m job=j-1 hostfile=/etc/metasched/hostfile\n",
+		"j-1-w2| role=worker rank=2 master=j-1-m job=j-1 hostfile=/etc/metasched/hostfile\n",
+		"j-1-m| role=master rank=0 master=j-1-m job=j-1 hostfile=/etc/metasched/hostfile\n",
+		"j-1-m| no newline\n", "j-1-w1| no newline\n", "j-1-w2| no newline\n",
+		"[metasched: the command in j-1-w1 exited with status 0]\n",
+	} {
+		if !strings.Contains(log, want) {
+			t.Errorf("the log has no %q:\n%s", want, log)
+		}
+	}
+	wantFiles := map[string]string{
+		"/etc/metasched/hostfile": "10.77.1.10 slots=2 # name=j-1-m site=spain host=spain-1 role=master\n" +
+			"10.77.1.11 slots=1 # name=j-1-w1 site=spain host=spain-2 role=worker\n" +
+			"10.77.2.12 slots=4 # name=j-1-w2 site=latam-a host=latam-a-1 role=worker\n",
+		"/etc/hosts": "127.0.0.1 localhost\n::1 localhost\n10.77.1.10 j-1-m\n10.77.1.11 j-1-w1\n10.77.2.12 j-1-w2\n",
+	}
+	for _, vm := range guestVMs() {
+		for p, want := range wantFiles {
+			got, err := os.ReadFile(filepath.Join(f.root, vm.Name, p))
+			if err != nil || string(got) != want {
+				t.Errorf("%s of %s: %q, %v; want %q", p, vm.Name, got, err, want)
+			}
+		}
+	}
+	// The job file is sh's: sourced, it gives the worker's variables.
+	job := filepath.Join(f.root, "j-1-w2", executor.GuestJobFile)
+	got, err := exec.Command("sh", "-c", `. "$1" && echo "$METASCHED_ROLE $METASCHED_RANK $METASCHED_MASTER_ADDRESS $METASCHED_JOB_NAME"`, "sh", job).Output()
+	if err != nil || string(got) != "worker 2 10.77.1.10 render\n" {
+		t.Errorf("the job file of j-1-w2 gives %q, %v", got, err)
+	}
+	// Workers start first, the master last.
+	var starts []string
+	for _, e := range f.execs {
+		if strings.Contains(e, executor.GuestRunner+" start") {
+			starts = append(starts, strings.Fields(e)[0])
+		}
+	}
+	if strings.Join(starts, " ") != "j-1-w1 j-1-w2 j-1-m" {
+		t.Errorf("runner started in %v, want the workers first, then the master", starts)
+	}
+}
+
+func TestGuestMasterExitDecidesAndStopsWorkers(t *testing.T) {
+	t.Parallel()
+	f := newFakeGuests(t, guestVMs())
+	out := newWatchWriter("")
+	r := guestRun(t, `while [ ! -f "$GUEST_ROOT/../j-1-w2/run/metasched/j-1/1/exit" ]; do sleep 0.02; done; echo failing; exit 3`,
+		`if [ "$METASCHED_RANK" = 2 ]; then exit 0; fi; echo waiting; exec sleep 600`, out)
+	res, err := newGuest(t, f, executor.GuestOptions{}).Run(t.Context(), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := executor.Result{ExitCode: 3, Reason: "exit status 3 in the master VM j-1-m"}
+	if res != want {
+		t.Fatalf("result %+v, want %+v; log %q", res, want, out.String())
+	}
+	if !strings.Contains(out.String(), "j-1-m| failing\n") {
+		t.Errorf("log %q has not the master's line", out.String())
+	}
+	pids := f.pids()
+	waitGone(t, "j-1-w1", pids["j-1-w1"])
+}
+
+func TestGuestCancelStopsEveryVM(t *testing.T) {
+	t.Parallel()
+	f := newFakeGuests(t, guestVMs())
+	out := newWatchWriter("j-1-w2| ready")
+	r := guestRun(t, `echo ready; exec sleep 600`, `echo ready; exec sleep 600`, out)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := startRun(t, ctx, newGuest(t, f, executor.GuestOptions{}), r, out)
+	cancel()
+	rr := waitRun(t, done)
+	if !errors.Is(rr.err, context.Canceled) {
+		t.Fatalf("Run after cancel: %+v, %v; want context.Canceled", rr.res, rr.err)
+	}
+	pids := f.pids()
+	if len(pids) != 3 {
+		t.Fatalf("runner pids %v, want one per VM", pids)
+	}
+	for vm, pg := range pids {
+		waitGone(t, vm, pg)
+	}
+}
+
+func TestGuestResumeFollowsWithoutRestart(t *testing.T) {
+	t.Parallel()
+	f := newFakeGuests(t, guestVMs())
+	gate := filepath.Join(t.TempDir(), "go")
+	master := `echo started >>"$GUEST_ROOT/../starts"; echo one; echo two; while [ ! -f ` + gate + ` ]; do sleep 0.02; done; echo three; exit 5`
+	out1 := newWatchWriter("j-1-m| two")
+	r := guestRun(t, master, `echo worker`, out1)
+	g := newGuest(t, f, executor.GuestOptions{})
+	ctx, detach := context.WithCancelCause(t.Context())
+	done := startRun(t, ctx, g, r, out1)
+	detach(executor.ErrDetached)
+	if rr := waitRun(t, done); !errors.Is(rr.err, executor.ErrDetached) {
+		t.Fatalf("detached Run: %+v, %v; want ErrDetached", rr.res, rr.err)
+	}
+	if err := syscall.Kill(-f.pids()["j-1-m"], 0); err != nil {
+		t.Fatalf("the master's command does not run on after the detach: %v", err)
+	}
+
+	out2 := newWatchWriter("")
+	r.Output, r.Resume = out2, true
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err := g.Run(t.Context(), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode != 5 {
+		t.Fatalf("resumed result %+v, want exit 5; log %q", res, out2.String())
+	}
+	all := out1.String() + out2.String()
+	for _, line := range []string{"j-1-m| one\n", "j-1-m| two\n", "j-1-m| three\n", "j-1-w1| worker\n", "j-1-w2| worker\n"} {
+		if n := strings.Count(all, line); n != 1 {
+			t.Errorf("%q is %d times in the logs of both runs, want once:\n%s----\n%s", line, n, out1.String(), out2.String())
+		}
+	}
+	starts, err := os.ReadFile(filepath.Join(f.root, "starts"))
+	if err != nil || string(starts) != "started\n" {
+		t.Errorf("the master's command started %q times (%v), want once", starts, err)
+	}
+}
+
+func TestGuestResumeLostMaster(t *testing.T) {
+	t.Parallel()
+	f := newFakeGuests(t, guestVMs())
+	r := guestRun(t, `true`, `true`, nil)
+	r.Resume = true
+	_, err := newGuest(t, f, executor.GuestOptions{}).Run(t.Context(), r)
+	if !errors.Is(err, executor.ErrLost) {
+		t.Fatalf("Resume with no runner in the master: %v, want ErrLost", err)
+	}
+	if len(f.execs) != 0 {
+		t.Errorf("Resume ran %v in the guests, want nothing", f.execs)
+	}
+}
+
+func TestGuestAgentErrorNamesVM(t *testing.T) {
+	t.Parallel()
+	f := newFakeGuests(t, guestVMs())
+	f.setFail("j-1-w2", fmt.Errorf("guest-ping: %w", hp.ErrGuestAgent))
+	r := guestRun(t, `exec sleep 600`, `exec sleep 600`, nil)
+	_, err := newGuest(t, f, executor.GuestOptions{RetryFor: 100 * time.Millisecond}).Run(t.Context(), r)
+	if !errors.Is(err, hp.ErrGuestAgent) || !strings.Contains(err.Error(), "VM j-1-w2 on latam-a-1") {
+		t.Fatalf("Run with j-1-w2's agent failing: %v; want ErrGuestAgent naming the VM", err)
+	}
+	// The worker started before the failure was stopped.
+	pids := f.pids()
+	if _, ok := pids["j-1-w1"]; !ok {
+		t.Fatalf("j-1-w1 was not started: %v", pids)
+	}
+	waitGone(t, "j-1-w1", pids["j-1-w1"])
+}
+
+func TestGuestOutputCap(t *testing.T) {
+	t.Parallel()
+	f := newFakeGuests(t, guestVMs())
+	out := newWatchWriter("")
+	r := guestRun(t, `i=0; while [ $i -lt 500 ]; do echo "line $i"; i=$((i+1)); done`, `true`, out)
+	res, err := newGuest(t, f, executor.GuestOptions{MaxOutput: 2048}).Run(t.Context(), r)
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("Run: %+v, %v", res, err)
+	}
+	log := out.String()
+	if len(log) > 2048+300 || !strings.Contains(log, "reached its cap of 2048 bytes") {
+		t.Fatalf("log of %d bytes with a cap of 2048:\n%s", len(log), log)
+	}
+}
+
+func TestGuestBadAddress(t *testing.T) {
+	t.Parallel()
+	f := newFakeGuests(t, guestVMs())
+	r := guestRun(t, `true`, `true`, nil)
+	r.VMs[2].Address = ""
+	_, err := newGuest(t, f, executor.GuestOptions{}).Run(t.Context(), r)
+	if err == nil || !strings.Contains(err.Error(), `VM 2 (j-1-w2): address ""`) {
+		t.Fatalf("Run with a VM without address: %v", err)
+	}
+	if len(f.execs) != 0 {
+		t.Errorf("ran %v in the guests, want nothing", f.execs)
+	}
+}
+
+// TestGuestInputsOutputs: the job's inputs are in every VM's working
+// directory before the command starts; its outputs are copied out of the
+// master VM into the attempt's outputs directory, a missing one noted in
+// the log.
+func TestGuestInputsOutputs(t *testing.T) {
+	t.Parallel()
+	f := newFakeGuests(t, guestVMs())
+	out := newWatchWriter("")
+	r := guestRun(t, `cat params.txt data/in.csv; mkdir -p sub; cp data/in.csv sub/copy.csv; echo done >result.txt`,
+		`cat params.txt`, out)
+	r.Job.Inputs = []selection.InputFile{{Path: "params.txt", Content: "a=1\n"}, {Path: "data/in.csv", Content: "x,y\n1,2\n"}}
+	r.Job.Outputs = []string{"result.txt", "sub/copy.csv", "missing.txt"}
+	res, err := newGuest(t, f, executor.GuestOptions{}).Run(t.Context(), r)
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("Run: %+v, %v; log %q", res, err, out.String())
+	}
+	log := out.String()
+	for _, want := range []string{"j-1-m| a=1\n", "j-1-m| x,y\n", "j-1-m| 1,2\n", "j-1-w1| a=1\n", "j-1-w2| a=1\n",
+		"[metasched: output missing.txt: no such file in j-1-m]\n"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("the log has no %q:\n%s", want, log)
+		}
+	}
+	odir := executor.OutputsDir(r.Dir, r.Attempt)
+	for p, want := range map[string]string{"result.txt": "done\n", "sub/copy.csv": "x,y\n1,2\n"} {
+		got, err := os.ReadFile(filepath.Join(odir, p))
+		if err != nil || string(got) != want {
+			t.Errorf("output %s: %q, %v; want %q", p, got, err, want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(odir, "missing.txt")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("missing.txt in the outputs: %v", err)
+	}
+}

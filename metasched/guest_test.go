@@ -1,0 +1,240 @@
+package metasched_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	hp "github.com/metasched/metasched/hypervisorproxy"
+	"github.com/metasched/metasched/hypervisorproxy/virt"
+	"github.com/metasched/metasched/metasched"
+	"github.com/metasched/metasched/metasched/demo"
+	"github.com/metasched/metasched/metasched/executor"
+	"github.com/metasched/metasched/metasched/store"
+)
+
+// memGuests is a site agent with a guest API held in memory: its VMs get
+// addresses in the inventory, their files are a map, mkdir succeeds, and
+// the runner's start plays a command that ran at once: DIR/output says what
+// the command's environment held and what the guest's hostfile holds,
+// DIR/exit its status ("exit N" in the command line, else 0).
+type memGuests struct {
+	metasched.SiteAgent
+	net int // the site's network: 10.77.net.N; 0: none (no addresses)
+
+	mu    sync.Mutex
+	files map[string]map[string][]byte // VM, path
+	procs int
+}
+
+var exitRE = regexp.MustCompile(`exit (\d+)`)
+
+func (m *memGuests) Inventory(ctx context.Context) (hp.Inventory, error) {
+	inv, err := m.SiteAgent.Inventory(ctx)
+	for h := range inv.Hosts {
+		if m.net == 0 {
+			break
+		}
+		for i := range inv.Hosts[h].VMs {
+			vm := &inv.Hosts[h].VMs[i]
+			vm.Address = fmt.Sprintf("10.77.%d.%d/16", m.net, 10+len(vm.Name)%200)
+		}
+	}
+	return inv, err
+}
+
+func (m *memGuests) vm(name string) map[string][]byte {
+	if m.files == nil {
+		m.files = map[string]map[string][]byte{}
+	}
+	if m.files[name] == nil {
+		m.files[name] = map[string][]byte{}
+	}
+	return m.files[name]
+}
+
+func (m *memGuests) GuestExec(ctx context.Context, vm string, e hp.GuestExec) (hp.GuestProcess, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	files := m.vm(vm)
+	m.procs++
+	if e.Path == executor.GuestRunner && len(e.Args) == 4 && e.Args[0] == "start" {
+		dir := e.Args[1]
+		env := map[string]string{}
+		for _, kv := range e.Env {
+			k, v, _ := strings.Cut(kv, "=")
+			env[k] = v
+		}
+		files[path.Join(dir, "pid")] = []byte("100\n")
+		files[path.Join(dir, "output")] = fmt.Appendf(nil, "rank=%s role=%s master=%s\n%s", env["METASCHED_RANK"], env["METASCHED_ROLE"],
+			env["METASCHED_MASTER"], files[env["METASCHED_HOSTFILE"]])
+		code := "0"
+		if sm := exitRE.FindSubmatch(files[path.Join(dir, "command")]); sm != nil {
+			code = string(sm[1])
+		}
+		files[path.Join(dir, "exit")] = []byte(code + "\n")
+	}
+	return hp.GuestProcess{PID: m.procs}, nil
+}
+
+func (m *memGuests) GuestExecStatus(ctx context.Context, vm string, pid int) (hp.GuestExecStatus, error) {
+	return hp.GuestExecStatus{Exited: true}, nil
+}
+
+func (m *memGuests) GuestWriteFile(ctx context.Context, vm, p string, data []byte, mode os.FileMode) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.vm(vm)[p] = append([]byte(nil), data...)
+	return nil
+}
+
+func (m *memGuests) GuestReadFile(ctx context.Context, vm, p string, offset int64, max int) (hp.GuestFileChunk, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	data, ok := m.vm(vm)[p]
+	if !ok {
+		return hp.GuestFileChunk{}, fmt.Errorf("%s: %w", p, hp.ErrNotFound)
+	}
+	data = data[min(offset, int64(len(data))):]
+	if max > 0 && len(data) > max {
+		return hp.GuestFileChunk{Data: data[:max]}, nil
+	}
+	return hp.GuestFileChunk{Data: data, EOF: true}, nil
+}
+
+// TestGuestExecutor runs jobs with the guest executor through the sites'
+// agents: every VM's output is in the job's log with its name, the
+// hostfile in the guests has the addresses of the agents' inventories, and
+// the master's exit decides.
+func TestGuestExecutor(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		nets := 0
+		td := startDaemon(t, metasched.Options{WrapAgent: func(_ string, a metasched.SiteAgent) metasched.SiteAgent {
+			nets++
+			return &memGuests{SiteAgent: a, net: nets}
+		}}, func(c *metasched.Config) {
+			c.Executor = metasched.ExecutorConfig{Name: "guest", Poll: 100 * time.Millisecond}
+			c.Policy = metasched.PolicyConfig{Name: "none"}
+		})
+		d, ctx := td.d, context.Background()
+		submit := func(name, script string) string {
+			j, err := d.Submit(ctx, []byte("name: "+name+"\ntype: sim\ntasks: 10\ntask_ops: 1.0e9\ntask_bytes: 0\ncommand: [/bin/sh, -c, '"+script+"']\n"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return j.ID
+		}
+		ok, bad := submit("ok", "echo hello"), submit("bad", "exit 3")
+		for _, id := range []string{ok, bad} {
+			waitFor(t, "job "+id+" finished", time.Minute, func() bool {
+				j, _ := d.Job(ctx, id)
+				return j.State.Terminal()
+			})
+		}
+		j, _ := d.Job(ctx, ok)
+		if j.State != store.Done {
+			t.Fatalf("ok job: %s (%s)", j.State, j.Reason)
+		}
+		logs, err := d.Store().Logs(ctx, ok)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(j.VMs) < 2 {
+			t.Fatalf("job on %d VMs, want a master and workers", len(j.VMs))
+		}
+		for i, vm := range j.VMs {
+			role := "worker"
+			if i == 0 {
+				role = "master"
+			}
+			want := vm.Name + "| rank=" + strconv.Itoa(i) + " role=" + role + " master=" + j.VMs[0].Name + "\n"
+			if !strings.Contains(string(logs), want) {
+				t.Errorf("the log has no %q:\n%s", want, logs)
+			}
+			hostfileLine := regexp.MustCompile(regexp.QuoteMeta(j.VMs[0].Name) + `\| 10\.77\.\d+\.\d+ slots=\d+ # name=` + regexp.QuoteMeta(vm.Name) + " ")
+			if !hostfileLine.Match(logs) {
+				t.Errorf("the master's hostfile in the log has no address line for %s:\n%s", vm.Name, logs)
+			}
+		}
+		j, _ = d.Job(ctx, bad)
+		if j.State != store.Failed || j.ExitCode == nil || *j.ExitCode != 3 {
+			t.Fatalf("bad job: %s (%s), exit %v", j.State, j.Reason, j.ExitCode)
+		}
+	})
+}
+
+// TestGuestExecutorNoAddress: a job whose VMs' site has no network (its
+// agent gives them no address) fails with the reason, at once.
+func TestGuestExecutorNoAddress(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		td := startDaemon(t, metasched.Options{WrapAgent: func(_ string, a metasched.SiteAgent) metasched.SiteAgent {
+			return &memGuests{SiteAgent: a}
+		}}, func(c *metasched.Config) {
+			c.Executor = metasched.ExecutorConfig{Name: "guest"}
+			c.Policy = metasched.PolicyConfig{Name: "none"}
+		})
+		d, ctx := td.d, context.Background()
+		j, err := d.Submit(ctx, []byte("name: j\ntype: sim\ntasks: 10\ntask_ops: 1.0e9\ntask_bytes: 0\ncommand: [/bin/true]\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		waitFor(t, "the job finished", time.Hour, func() bool {
+			j, _ = d.Job(ctx, j.ID)
+			return j.State.Terminal()
+		})
+		if j.State != store.Failed || !strings.Contains(j.Reason, "gave it no address: the guest executor needs the site's network") {
+			t.Fatalf("job: %s (%s), want failed for the missing address", j.State, j.Reason)
+		}
+		if waited := time.Since(start); waited > 30*time.Second {
+			t.Errorf("the job failed %s after its submission: a site without network is not worth waiting for", waited)
+		}
+	})
+}
+
+// TestJobFilesNeedGuestExecutor: a daemon with another executor refuses a
+// job with inputs or outputs, naming the field.
+func TestJobFilesNeedGuestExecutor(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		td := startDaemon(t, metasched.Options{}, func(c *metasched.Config) {
+			c.Executor = metasched.ExecutorConfig{Name: "command"}
+		})
+		const job = "name: j\ntype: sim\ntasks: 10\ntask_ops: 1.0e9\ntask_bytes: 0\ncommand: [/bin/true]\n"
+		for field, file := range map[string]string{"inputs": job + "inputs: [{path: a, content: b}]\n", "outputs": job + "outputs: [a]\n"} {
+			_, err := td.d.Submit(context.Background(), []byte(file))
+			if err == nil || !strings.Contains(err.Error(), field) || !strings.Contains(err.Error(), "applies to the guest executor only; this daemon runs the command executor") {
+				t.Errorf("a job with %s on the command executor: %v", field, err)
+			}
+		}
+	})
+}
+
+// TestGuestExecutorNeedsGuestAPI: a daemon configured with the guest
+// executor on agents without a guest API does not start, and says which
+// site.
+func TestGuestExecutorNeedsGuestAPI(t *testing.T) {
+	cfg, grid, err := demo.Config(t.TempDir(), "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Executor = metasched.ExecutorConfig{Name: "guest"}
+	log := zerolog.Nop()
+	d, err := metasched.NewWithGrid(context.Background(), cfg, grid, metasched.Options{Logger: log, Connect: virt.Connector(log)})
+	if err == nil {
+		d.Close()
+		t.Fatal("the daemon started with the guest executor on agents without a guest API")
+	}
+	if !strings.Contains(err.Error(), "executor: guest: the agent of site ") || !strings.Contains(err.Error(), "has no guest API") {
+		t.Fatalf("error %q does not name the site without a guest API", err)
+	}
+}
