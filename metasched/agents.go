@@ -13,6 +13,7 @@ import (
 	hp "github.com/metasched/metasched/hypervisorproxy"
 	"github.com/metasched/metasched/hypervisorproxy/client"
 	"github.com/metasched/metasched/hypervisorproxy/domxml"
+	"github.com/metasched/metasched/metasched/executor"
 )
 
 // SiteAgent is what the daemon needs of a site's hypervisor proxy: an
@@ -30,6 +31,9 @@ type SiteAgent interface {
 var (
 	_ SiteAgent = (*hp.Agent)(nil)
 	_ SiteAgent = remoteAgent{}
+	// Both kinds of agent have the guest API the guest executor uses.
+	_ executor.GuestAgent = (*hp.Agent)(nil)
+	_ executor.GuestAgent = remoteAgent{}
 )
 
 // remoteAgent is a site agent reached over HTTP.
@@ -55,6 +59,18 @@ func (r remoteAgent) ReconfigureHost(ctx context.Context, host string, rc hp.Rec
 }
 func (r remoteAgent) Probe(ctx context.Context, p hp.ProbeRequest) (hp.Probe, error) {
 	return r.c.Probe(ctx, p)
+}
+func (r remoteAgent) GuestExec(ctx context.Context, vm string, e hp.GuestExec) (hp.GuestProcess, error) {
+	return r.c.GuestExec(ctx, vm, e)
+}
+func (r remoteAgent) GuestExecStatus(ctx context.Context, vm string, pid int) (hp.GuestExecStatus, error) {
+	return r.c.GuestExecStatus(ctx, vm, pid)
+}
+func (r remoteAgent) GuestWriteFile(ctx context.Context, vm, path string, data []byte, mode os.FileMode) error {
+	return r.c.GuestWriteFile(ctx, vm, path, data, mode)
+}
+func (r remoteAgent) GuestReadFile(ctx context.Context, vm, path string, offset int64, max int) (hp.GuestFileChunk, error) {
+	return r.c.GuestReadFile(ctx, vm, path, offset, max)
 }
 
 // siteAgent is one cluster of the grid and the agent that manages it.

@@ -254,7 +254,7 @@ func NewWithGrid(ctx context.Context, cfg *Config, grid *graph.Grid, opt Options
 			d.exec = executor.NewCommand(d.log, executor.CommandOptions{MaxOutput: cfg.Executor.MaxOutputBytes,
 				OutputRate: cfg.Executor.OutputBytesPerSecond})
 		case "guest":
-			if d.exec, err = d.newGuestExecutor(); err != nil {
+			if d.exec, err = d.newGuestExecutor(opt.WrapAgent != nil); err != nil {
 				return nil, err
 			}
 		default:
@@ -416,11 +416,17 @@ func mustJSON(v any) json.RawMessage {
 }
 
 // newGuestExecutor builds the guest executor on the sites' agents, each of
-// which must have the guest API.
-func (d *Daemon) newGuestExecutor() (*executor.Guest, error) {
+// which must have the guest API and, unless wrapped (tests), be a remote
+// agent: the daemon's in-process agents are on libvirt's test driver,
+// which boots no guest.
+func (d *Daemon) newGuestExecutor(wrapped bool) (*executor.Guest, error) {
 	for _, s := range d.sites {
 		if _, ok := s.agent.(executor.GuestAgent); !ok {
 			return nil, fmt.Errorf("executor: guest: the agent of site %s has no guest API: it cannot run a command inside its VMs", s.name)
+		}
+		if s.closer != nil && !wrapped {
+			return nil, fmt.Errorf("executor: guest: site %s has no agent in agents, and its in-process agent is on libvirt's test driver, which boots no guest: "+
+				"list the agent of every site (metasched agent on QEMU hosts with an image and a network)", s.name)
 		}
 	}
 	return executor.NewGuest(d.log, executor.GuestOptions{

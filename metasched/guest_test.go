@@ -220,8 +220,8 @@ func TestJobFilesNeedGuestExecutor(t *testing.T) {
 }
 
 // TestGuestExecutorNeedsGuestAPI: a daemon configured with the guest
-// executor on agents without a guest API does not start, and says which
-// site.
+// executor on its in-process agents (libvirt's test driver, which boots
+// no guest) does not start, and says which site.
 func TestGuestExecutorNeedsGuestAPI(t *testing.T) {
 	cfg, grid, err := demo.Config(t.TempDir(), "127.0.0.1:0")
 	if err != nil {
@@ -234,7 +234,7 @@ func TestGuestExecutorNeedsGuestAPI(t *testing.T) {
 		d.Close()
 		t.Fatal("the daemon started with the guest executor on agents without a guest API")
 	}
-	if !strings.Contains(err.Error(), "executor: guest: the agent of site ") || !strings.Contains(err.Error(), "has no guest API") {
+	if !strings.Contains(err.Error(), "executor: guest: site ") || !strings.Contains(err.Error(), "in-process agent is on libvirt's test driver") {
 		t.Fatalf("error %q does not name the site without a guest API", err)
 	}
 }
