@@ -139,8 +139,12 @@ func guestCall[T any](ctx context.Context, a *Agent, name, op string, f func(ctx
 		err = fmt.Errorf("%w: no answer within %v: %w", ErrGuestAgent, GuestCallTimeout, err)
 	}
 	l := a.log.Debug()
-	if err != nil {
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		// A file or process not there is an answer (a run's exit file
+		// before the run ends), not a failure.
 		l = a.log.Warn().Err(err)
+	} else if err != nil {
+		l = l.Err(err)
 	}
 	l.Str("op", op).Str("vm", name).Str("host", host).
 		Float64("duration_ms", float64(time.Since(start).Microseconds())/1000).Msg("guest call")

@@ -46,6 +46,33 @@ type gridHost struct {
 	lostSince time.Time
 }
 
+// movedVM is a VM of a live job that its agent reports on another host
+// than the job's record says (it was migrated, by the daemon's tuning or
+// by an operator through the agent).
+type movedVM struct {
+	job *liveJob
+	ev  lifecycle.Moved
+}
+
+// movedVMsLocked lists the VMs of the placed jobs that where (VM name →
+// site and host, from the inventories) puts on another host than their
+// job's record; d.mu must be held.
+func (d *Daemon) movedVMsLocked(where map[string][2]string) []movedVM {
+	var out []movedVM
+	for _, j := range d.index.placed {
+		if j.job.State != lifecycle.Provisioning && j.job.State != lifecycle.Running {
+			continue
+		}
+		for _, v := range j.job.Record.VMs {
+			if w, ok := where[v.Name]; ok && w[1] != v.Host {
+				out = append(out, movedVM{job: j, ev: lifecycle.Moved{VM: v.Name, Site: w[0], Host: w[1], At: d.now()}})
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b movedVM) int { return strings.Compare(a.ev.VM, b.ev.VM) })
+	return out
+}
+
 // lostLocked says h has been unreachable for the agent-loss grace or
 // longer; d.mu must be held.
 func (d *Daemon) lostLocked(h *gridHost) bool {
@@ -188,6 +215,8 @@ func (d *Daemon) refresh(ctx context.Context) {
 		vm string
 	}
 	var orphans []orphan
+	// where is the site and host of every VM the inventories list.
+	where := map[string][2]string{}
 	d.mu.Lock()
 	added := false
 	for i, s := range d.sites {
@@ -228,6 +257,7 @@ func (d *Daemon) refresh(ctx context.Context) {
 			}
 			d.promised.seen(hi.VMs)
 			for _, vm := range hi.VMs {
+				where[vm.Name] = [2]string{s.name, hi.Name}
 				if vm.Managed && vm.Job != "" && !d.ownsVMLocked(vm.Job, vm.Name) {
 					orphans = append(orphans, orphan{s, vm.Name})
 				}
@@ -247,7 +277,12 @@ func (d *Daemon) refresh(ctx context.Context) {
 		to = store.Failed
 	}
 	lost := d.jobsOnLostHostsLocked()
+	moved := d.movedVMsLocked(where)
 	d.mu.Unlock()
+	for _, m := range moved {
+		d.log.Info().Str("job", m.job.id()).Str("vm", m.ev.VM).Str("host", m.ev.Host).Msg("a VM of the job moved: the job follows it")
+		d.goJob(func() { d.answer(ctx, m.job, m.ev) })
+	}
 	for _, l := range lost {
 		d.goJob(func() {
 			reason := fmt.Sprintf("a host of the job became unreachable: %s (for %v or more)", l.host, d.cfg.AgentLossGrace)

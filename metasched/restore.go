@@ -44,7 +44,10 @@ func (d *Daemon) restoreJobs(ctx context.Context) error {
 // supervisor recorded, or follows the supervisor that still runs it (and
 // only when neither is there is the job requeued to run again, see
 // execute); an emulated run resumes where it was when its VMs still exist,
-// and runs again from the start otherwise.
+// and runs again from the start otherwise; a run inside the VMs (guest)
+// is followed again when its VMs still exist (its processes run on in
+// them; with no trace of them there it runs again, see execute), and runs
+// again otherwise.
 func (d *Daemon) resumeJobs(ctx context.Context) {
 	d.mu.Lock()
 	var todo []*liveJob
@@ -56,7 +59,7 @@ func (d *Daemon) resumeJobs(ctx context.Context) {
 	d.mu.Unlock()
 	slices.SortFunc(todo, func(a, b *liveJob) int { return strings.Compare(a.id(), b.id()) })
 	for _, j := range todo {
-		if j.job.State == lifecycle.Running && (d.exec.Name() == "command" || d.exec.Name() == "emulated" && d.vmsExist(j)) {
+		if j.job.State == lifecycle.Running && (d.exec.Name() == "command" || (d.exec.Name() == "emulated" || d.exec.Name() == "guest") && d.vmsExist(j)) {
 			d.log.Info().Str("job", j.id()).Msg("resuming a running job after a restart")
 			if err := d.stepJob(ctx, j, lifecycle.Resume{At: d.now()}); err != nil {
 				d.log.Error().Err(err).Str("job", j.id()).Msg("cannot resume")

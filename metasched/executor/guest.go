@@ -725,7 +725,11 @@ func (run *guestRun) saveState() {
 // guestHostfile is the job's hostfile inside its VMs: one VM per line,
 // master first, in OpenMPI's hostfile syntax, by address:
 //
-//	ADDRESS slots=VCPUS # name=NAME site=SITE host=HOST role=master|worker
+//	ADDRESS slots=VCPUS # name=NAME site=SITE role=master|worker
+//
+// Nothing in it changes when a VM is live-migrated (its name, address and
+// site stay; only its physical host changes), so it stays true after a
+// move.
 func guestHostfile(vms []VM) ([]byte, error) {
 	if _, err := hostfile(vms); err != nil { // checks names, sites, hosts, vCPUs, the master
 		return nil, err
@@ -740,7 +744,7 @@ func guestHostfile(vms []VM) ([]byte, error) {
 		if vm.Master {
 			role = "master"
 		}
-		fmt.Fprintf(&b, "%s slots=%d # name=%s site=%s host=%s role=%s\n", p.Addr(), vm.VCPUs, vm.Name, vm.Site, vm.Host, role)
+		fmt.Fprintf(&b, "%s slots=%d # name=%s site=%s role=%s\n", p.Addr(), vm.VCPUs, vm.Name, vm.Site, role)
 	}
 	return []byte(b.String()), nil
 }

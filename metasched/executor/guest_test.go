@@ -309,9 +309,9 @@ func TestGuestRunsInEveryVM(t *testing.T) {
 		}
 	}
 	wantFiles := map[string]string{
-		"/etc/metasched/hostfile": "10.77.1.10 slots=2 # name=j-1-m site=spain host=spain-1 role=master\n" +
-			"10.77.1.11 slots=1 # name=j-1-w1 site=spain host=spain-2 role=worker\n" +
-			"10.77.2.12 slots=4 # name=j-1-w2 site=latam-a host=latam-a-1 role=worker\n",
+		"/etc/metasched/hostfile": "10.77.1.10 slots=2 # name=j-1-m site=spain role=master\n" +
+			"10.77.1.11 slots=1 # name=j-1-w1 site=spain role=worker\n" +
+			"10.77.2.12 slots=4 # name=j-1-w2 site=latam-a role=worker\n",
 		"/etc/hosts": "127.0.0.1 localhost\n::1 localhost\n10.77.1.10 j-1-m\n10.77.1.11 j-1-w1\n10.77.2.12 j-1-w2\n",
 	}
 	for _, vm := range guestVMs() {
