@@ -56,29 +56,7 @@ hosts:
 // kernel or initrd is replaced by junk.
 func brokenImage(t *testing.T, img *image.Image, dir, junkFile string) string {
 	t.Helper()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	c := *img
-	c.KernelSHA256, c.InitrdSHA256 = "", ""
-	c.Kernel, c.Initrd = "vmlinuz", "initrd.img"
-	for name, from := range map[string]string{c.Kernel: img.KernelPath(), c.Initrd: img.InitrdPath()} {
-		data, err := os.ReadFile(from)
-		if name == junkFile {
-			data, err = []byte(strings.Repeat("not a kernel nor an initramfs\n", 1000)), nil
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	data, err := c.Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, image.FileName), data, 0o644); err != nil {
+	if _, err := img.CopyTo(dir, map[string][]byte{junkFile: []byte(strings.Repeat("not a kernel nor an initramfs\n", 1000))}); err != nil {
 		t.Fatal(err)
 	}
 	return dir

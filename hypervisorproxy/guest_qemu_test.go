@@ -254,7 +254,7 @@ func BenchmarkAgentGuestExec(b *testing.B) {
 		b.Fatal(err)
 	}
 	c := bootAgent(b, d, filepath.Join(d.Dir(), "agent"), "render", res.Dir, goodBootTimeout)
-	if _, err := c.Create(ctx, hp.VMSpec{Name: "bench-1", Host: "qa", VCPUs: 1, MemoryMiB: 128}); err != nil {
+	if _, err := c.Create(ctx, hp.VMSpec{Name: "bench-1", Host: "qa", VCPUs: 1, MemoryMiB: 128, Image: "render"}); err != nil {
 		b.Fatal(err)
 	}
 	polls := 0

@@ -287,6 +287,12 @@ func CheckBridge(name string) string {
 	case name == "." || name == "..":
 		return fmt.Sprintf("must not be %q", name)
 	}
+	return badNameChar(name)
+}
+
+// badNameChar says which character of a name is not one of A-Z a-z 0-9
+// . _ -, or "".
+func badNameChar(name string) string {
 	for i, r := range name {
 		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' ||
 			r == '.' || r == '_' || r == '-'
@@ -321,14 +327,7 @@ func checkName(name string) string {
 	if name[0] == '.' || name[0] == '-' {
 		return fmt.Sprintf("must not start with %q", name[0])
 	}
-	for i, r := range name {
-		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' ||
-			r == '.' || r == '_' || r == '-'
-		if !ok {
-			return fmt.Sprintf("character %q at byte %d is not allowed (use A-Z a-z 0-9 . _ -)", r, i)
-		}
-	}
-	return ""
+	return badNameChar(name)
 }
 
 // LabelBytes is the longest job or pool label, in bytes.

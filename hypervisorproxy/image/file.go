@@ -352,3 +352,50 @@ func fileSHA256(path string) (string, error) {
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
+
+// CopyTo writes a copy of the image into dir (made if missing): its
+// kernel as vmlinuz, its initrd as initrd.img and its image file, and
+// returns the copy, loaded from dir. replace gives other contents to
+// some of the copy's files, by their names there (vmlinuz, initrd.img);
+// a copy with a replaced file has no sums (tests make images that do not
+// boot this way).
+func (img *Image) CopyTo(dir string, replace map[string][]byte) (*Image, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("copy image: %w", err)
+	}
+	c := *img
+	c.Kernel = "vmlinuz"
+	files := map[string]string{c.Kernel: img.KernelPath()}
+	if img.Initrd != "" {
+		c.Initrd = "initrd.img"
+		files[c.Initrd] = img.InitrdPath()
+	}
+	for name := range replace {
+		if _, ok := files[name]; !ok {
+			return nil, fmt.Errorf("copy image: replace: the copy has no file %q", name)
+		}
+	}
+	if len(replace) > 0 {
+		c.KernelSHA256, c.InitrdSHA256 = "", ""
+	}
+	for name, from := range files {
+		data, ok := replace[name]
+		if !ok {
+			var err error
+			if data, err = os.ReadFile(from); err != nil {
+				return nil, fmt.Errorf("copy image: %w", err)
+			}
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			return nil, fmt.Errorf("copy image: %w", err)
+		}
+	}
+	data, err := c.Marshal()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, FileName), data, 0o644); err != nil {
+		return nil, fmt.Errorf("copy image: %w", err)
+	}
+	return Load(dir)
+}

@@ -219,3 +219,30 @@ func sha(s string) string {
 	h := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(h[:])
 }
+
+// CopyTo copies an image whole (its sums kept and true), or with files
+// replaced (its sums dropped); it refuses to replace a file it has not.
+func TestCopyTo(t *testing.T) {
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "boot"), 0o755)
+	os.WriteFile(filepath.Join(dir, "vmlinuz"), []byte("kernel"), 0o644)
+	os.WriteFile(filepath.Join(dir, "boot/initrd.img"), []byte("initrd"), 0o644)
+	img := &Image{Kind: "kernel", Dir: dir, Kernel: "vmlinuz", Initrd: "boot/initrd.img", KernelSHA256: sha("kernel"), InitrdSHA256: sha("initrd")}
+	c, err := img.CopyTo(filepath.Join(t.TempDir(), "copy"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Verify(); err != nil || c.KernelSHA256 != img.KernelSHA256 || c.Initrd != "initrd.img" {
+		t.Errorf("whole copy %+v: %v", c, err)
+	}
+	c, err = img.CopyTo(filepath.Join(t.TempDir(), "junk"), map[string][]byte{"vmlinuz": []byte("junk")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(c.KernelPath()); string(got) != "junk" || c.KernelSHA256 != "" || c.InitrdSHA256 != "" {
+		t.Errorf("copy with a junk kernel: %+v, kernel %q", c, got)
+	}
+	if _, err := img.CopyTo(t.TempDir(), map[string][]byte{"bzImage": nil}); err == nil || !strings.Contains(err.Error(), `no file "bzImage"`) {
+		t.Errorf("replace a file the copy has not: %v", err)
+	}
+}

@@ -1,0 +1,718 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/metasched/metasched/graph"
+	hp "github.com/metasched/metasched/hypervisorproxy"
+	hpclient "github.com/metasched/metasched/hypervisorproxy/client"
+	"github.com/metasched/metasched/hypervisorproxy/image"
+	"github.com/metasched/metasched/hypervisorproxy/libvirtdtest"
+	"github.com/metasched/metasched/hypervisorproxy/netlab"
+	"github.com/metasched/metasched/metasched"
+	"github.com/metasched/metasched/metasched/api"
+	"github.com/metasched/metasched/metasched/client"
+	"github.com/metasched/metasched/metasched/lifecycle"
+	"github.com/metasched/metasched/selection"
+)
+
+// The grid of the tests that run jobs inside booted guests: two sites, a
+// and b, whose bridges are joined by a link shaped to 20 Mbit/s in a
+// network namespace of their own; three root libvirtds in it (hosts a-1
+// and a-2 of site a, b-1 of site b); the bundled guest image; one agent
+// per site and the daemon, both the real binary, the daemon with the
+// guest executor. Every VM is 1 vCPU and 128 MiB; every host holds one VM
+// of a job.
+
+// guestSites are the sites of the guest grid and their hosts.
+var guestSites = []struct {
+	name      string
+	hosts     []string
+	addresses string
+}{
+	{"a", []string{"a-1", "a-2"}, "10.77.1.10-10.77.1.99"},
+	{"b", []string{"b-1"}, "10.77.2.10-10.77.2.99"},
+}
+
+// guestBootTimeout bounds a boot under TCG on this loaded machine: a bound
+// against a guest that never comes up, not a measure.
+const guestBootTimeout = 3 * time.Minute
+
+// guestGrid is a running guest grid.
+type guestGrid struct {
+	t       *testing.T // the (sub)test that checks
+	top     *testing.T // the test that owns the processes
+	bin     string
+	dir     string
+	token   string
+	grid    *netlab.Grid
+	libvirt map[string]*libvirtdtest.Daemon // by host
+	agents  map[string]*agentProc           // by site
+	cfg     string                          // the daemon's configuration
+	dataDir string
+	logs    []string
+	d       *servedDaemon
+	c       *client.Client
+	runs    int
+}
+
+// agentProc is one run of `metasched agent` (the real binary).
+type agentProc struct {
+	site, cfg, log string
+	url            string
+	cmd            *exec.Cmd
+	done           chan struct{}
+	c              *hpclient.Client
+}
+
+// startGuestGrid starts the grid; everything stops when the test ends,
+// the daemons by PID.
+func startGuestGrid(t *testing.T) *guestGrid {
+	t.Helper()
+	if err := libvirtdtest.Check(); err != nil {
+		t.Fatal(err)
+	}
+	if err := netlab.Check(); err != nil {
+		t.Fatal(err)
+	}
+	g := &guestGrid{t: t, top: t, bin: buildBinary(t), dir: t.TempDir(), token: "guest-grid-token",
+		libvirt: map[string]*libvirtdtest.Daemon{}, agents: map[string]*agentProc{}}
+	g.grid = netlab.NewGridT(t, netlab.GridOptions{Sites: []string{"a", "b"},
+		Links: []netlab.Link{{A: "a", B: "b", Options: netlab.Options{RateMbit: 20}}}})
+
+	// The daemons and the image, in parallel.
+	var (
+		wg  sync.WaitGroup
+		mu  sync.Mutex
+		img *image.Image
+	)
+	for _, s := range guestSites {
+		for _, h := range s.hosts {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				d := libvirtdtest.StartT(t, libvirtdtest.Options{Root: true, NetNS: g.grid.Namespace()})
+				mu.Lock()
+				g.libvirt[h] = d
+				mu.Unlock()
+			}()
+		}
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		res, err := image.Build(context.Background(), image.Options{Out: filepath.Join(g.dir, "image")})
+		if err != nil {
+			t.Errorf("image: %v", err)
+			return
+		}
+		img = res.Image
+	}()
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	t.Logf("guest image: kernel %s", img.KernelRelease)
+	// An image whose kernel QEMU cannot load: it never boots.
+	if _, err := img.CopyTo(filepath.Join(g.dir, "image-broken"), map[string][]byte{"vmlinuz": []byte(strings.Repeat("not a kernel\n", 1000))}); err != nil {
+		t.Fatal(err)
+	}
+	g.write("token", g.token+"\n")
+
+	// The agents.
+	lo, _ := libvirtdtest.FreePortRange(t, 16)
+	for i, s := range guestSites {
+		var hosts strings.Builder
+		for _, h := range s.hosts {
+			fmt.Fprintf(&hosts, "  - {name: %s, uri: %q, pool: farm, migration_address: 127.0.0.1}\n", h, g.libvirt[h].URI())
+		}
+		port := freePort(t)
+		cfg := g.write("site-"+s.name+".yaml", fmt.Sprintf(`site: %s
+listen: 127.0.0.1:%d
+token_file: token
+data_dir: agent-%s
+boot_timeout: %s
+migration_ports: %d-%d
+images: {guest: image, broken: image-broken}
+network: {bridge: %s, subnet: 10.77.0.0/16, addresses: %s}
+hosts:
+%s`, s.name, port, s.name, guestBootTimeout, lo+8*i, lo+8*i+7, g.grid.Bridge(s.name), s.addresses, hosts.String()))
+		a := &agentProc{site: s.name, cfg: cfg, url: fmt.Sprintf("http://127.0.0.1:%d", port)}
+		a.c = hpclient.New(a.url, g.token)
+		g.agents[s.name] = a
+		g.startAgent(a)
+	}
+
+	// The daemon.
+	g.write("grid.yaml", `clusters:
+  - {name: a, machines: 2, cores: 1, memory_mib: 1024, perf: 1.0e9, lan_mbps: 1000, uplink_mbps: 20}
+  - {name: b, machines: 1, cores: 1, memory_mib: 1024, perf: 1.0e9, lan_mbps: 1000, uplink_mbps: 20}
+links:
+  - {between: [a, b], mbps: 20, latency_ms: 1}
+`)
+	g.dataDir = filepath.Join(g.dir, "daemon")
+	g.cfg = g.write("serve.yaml", fmt.Sprintf(`listen: 127.0.0.1:%d
+data_dir: daemon
+grid: grid.yaml
+job_types:
+  - {name: farm, vm: {vcpus: 1, memory_mib: 128}, image: guest}
+  - {name: broken, vm: {vcpus: 1, memory_mib: 128}, image: broken}
+min_pool_hosts: 0
+agents:
+  - {site: a, address: %s, token_file: token}
+  - {site: b, address: %s, token_file: token}
+policy: {name: none}
+executor: {name: guest, poll: 250ms}
+`, freePort(t), g.agents["a"].url, g.agents["b"].url))
+	g.startDaemon()
+	t.Cleanup(g.dumpLogsOnFailure)
+	return g
+}
+
+// write writes a file of the grid's directory and returns its path.
+func (g *guestGrid) write(name, data string) string {
+	g.t.Helper()
+	p := filepath.Join(g.dir, name)
+	if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
+		g.t.Fatal(err)
+	}
+	return p
+}
+
+// startAgent runs the agent and waits until it answers.
+func (g *guestGrid) startAgent(a *agentProc) {
+	t := g.t
+	t.Helper()
+	a.log = filepath.Join(g.dir, fmt.Sprintf("agent-%s-%d.log", a.site, len(g.logs)))
+	g.logs = append(g.logs, a.log)
+	f, err := os.Create(a.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.cmd = exec.Command(g.bin, "agent", "--config", a.cfg, "--log-format", "json")
+	a.cmd.Dir = g.dir
+	a.cmd.Stdout, a.cmd.Stderr = f, f
+	if err := a.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	a.done = make(chan struct{})
+	go func() { _ = a.cmd.Wait(); f.Close(); close(a.done) }()
+	cmd, done := a.cmd, a.done
+	g.top.Cleanup(func() {
+		select {
+		case <-done:
+			return
+		default:
+		}
+		_ = cmd.Process.Signal(syscall.SIGTERM) // by PID: this test's own child
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	})
+	g.eventually(time.Minute, "agent "+a.site+" answers", func(ctx context.Context) (string, bool) {
+		_, err := a.c.Healthz(ctx)
+		select {
+		case <-done:
+			t.Fatalf("agent %s exited: %v\n%s", a.site, cmd.ProcessState, readTail(a.log))
+		default:
+		}
+		return fmt.Sprint(err), err == nil
+	})
+}
+
+// killAgent ends the agent with SIGKILL.
+func (g *guestGrid) killAgent(a *agentProc) {
+	g.t.Helper()
+	if err := a.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		g.t.Fatal(err)
+	}
+	<-a.done
+	g.t.Logf("agent %s killed (SIGKILL)", a.site)
+}
+
+// startDaemon runs the daemon and a client for it.
+func (g *guestGrid) startDaemon() {
+	t := g.t
+	g.runs++
+	logPath := filepath.Join(g.dir, fmt.Sprintf("daemon-%d.log", g.runs))
+	g.logs = append(g.logs, logPath)
+	g.d = startServe(g.top, g.bin, g.dir, logPath, "--config", g.cfg, "--log-format", "json")
+	tok, err := os.ReadFile(filepath.Join(g.dataDir, "token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	g.c = client.New(g.d.base, strings.TrimSpace(string(tok))).WithHTTPClient(hc)
+}
+
+// killDaemon ends the daemon with SIGKILL.
+func (g *guestGrid) killDaemon() {
+	g.t.Helper()
+	if err := g.d.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		g.t.Fatal(err)
+	}
+	<-g.d.done
+	g.t.Log("daemon killed (SIGKILL)")
+}
+
+// eventually polls cond (each call bounded to 30 s) until it holds, and
+// fails the test with cond's last note after limit. The limits are bounds
+// against a hang, far above what anything takes here.
+func (g *guestGrid) eventually(limit time.Duration, what string, cond func(context.Context) (string, bool)) {
+	g.t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		note, ok := cond(ctx)
+		cancel()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			g.t.Fatalf("%s: not after %s: %s", what, limit, note)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// submit submits a job file.
+func (g *guestGrid) submit(job string) api.Job {
+	g.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	j, err := g.c.Submit(ctx, []byte(job))
+	if err != nil {
+		g.t.Fatalf("submit: %v", err)
+	}
+	return j
+}
+
+// job reads a job.
+func (g *guestGrid) job(ctx context.Context, id string) (api.Job, error) { return g.c.Job(ctx, id) }
+
+// waitState waits until the job is in one of the states, and returns it.
+func (g *guestGrid) waitState(id string, limit time.Duration, states ...lifecycle.State) api.Job {
+	g.t.Helper()
+	var j api.Job
+	g.eventually(limit, "job "+id+" in "+fmt.Sprint(states), func(ctx context.Context) (string, bool) {
+		var err error
+		if j, err = g.job(ctx, id); err != nil {
+			return err.Error(), false
+		}
+		return fmt.Sprintf("%s (%s)", j.State, j.Reason), slices.Contains(states, j.State)
+	})
+	return j
+}
+
+// logs is the job's log.
+func (g *guestGrid) jobLog(id string) string {
+	g.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b, err := g.c.Logs(ctx, id)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	return string(b)
+}
+
+// nothingLeft checks, eventually, that no domain, QEMU process, VM or
+// address is left on the grid.
+func (g *guestGrid) nothingLeft() {
+	g.t.Helper()
+	g.eventually(2*time.Minute, "nothing left", func(ctx context.Context) (string, bool) {
+		var left []string
+		for h, d := range g.libvirt {
+			pids, err := d.GuestPIDs()
+			if err != nil || len(pids) > 0 {
+				left = append(left, fmt.Sprintf("QEMU on %s: %v %v", h, pids, err))
+			}
+		}
+		for _, a := range g.agents {
+			inv, err := a.c.Inventory(ctx)
+			if err != nil {
+				left = append(left, fmt.Sprintf("agent %s: %v", a.site, err))
+				continue
+			}
+			for _, h := range inv.Hosts {
+				for _, v := range h.VMs {
+					left = append(left, fmt.Sprintf("vm %s on %s (%s)", v.Name, h.Name, v.Address))
+				}
+			}
+			rec, err := os.ReadFile(filepath.Join(g.dir, "agent-"+a.site, "agent.json"))
+			if err != nil {
+				left = append(left, err.Error())
+				continue
+			}
+			var r struct {
+				VMs       []hp.VMSpec       `json:"vms"`
+				Addresses map[string]string `json:"addresses"`
+			}
+			if err := json.Unmarshal(rec, &r); err != nil || len(r.VMs) > 0 || len(r.Addresses) > 0 {
+				left = append(left, fmt.Sprintf("agent %s record: %s", a.site, rec))
+			}
+		}
+		return strings.Join(left, "; "), len(left) == 0
+	})
+}
+
+// dumpLogsOnFailure prints the end of every log of a failed test.
+func (g *guestGrid) dumpLogsOnFailure() {
+	if !g.top.Failed() {
+		return
+	}
+	for _, p := range g.logs {
+		g.top.Logf("--- %s:\n%s", filepath.Base(p), readTail(p))
+	}
+}
+
+// readTail is the end of a file.
+func readTail(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	if len(b) > 12000 {
+		b = b[len(b)-12000:]
+	}
+	return string(b)
+}
+
+// helloJob is the example job examples/job-hello-guests.yaml, named
+// name: in every VM its command prints the guest's kernel, host name and
+// address and its role; each worker listens on TCP port 7000, and the
+// master connects to every worker by its name (from the hostfile), then
+// sleeps for sleep seconds and exits with exit.
+func helloJob(t *testing.T, name string, sleep, exit int) string {
+	t.Helper()
+	b, err := os.ReadFile(example + "job-hello-guests.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := strings.Replace(string(b), "name: hello-guests\n", "name: "+name+"\n", 1)
+	return job + fmt.Sprintf("    sleep %d\n    exit %d\n", sleep, exit)
+}
+
+// The example files of a grid that runs jobs inside its VMs are valid.
+func TestExampleGuestFiles(t *testing.T) {
+	for _, f := range []string{"serve-guests.yaml", "job-hello-guests.yaml"} {
+		data, err := os.ReadFile(example + f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f == "serve-guests.yaml" {
+			if _, err := metasched.ParseConfig(example+f, data); err != nil {
+				t.Error(err)
+			}
+			continue
+		}
+		if _, err := selection.ParseJob(example+f, data); err != nil {
+			t.Error(err)
+		}
+	}
+	data, err := os.ReadFile(example + "grid-guests.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := graph.ParseGrid("grid-guests.yaml", data); err != nil {
+		t.Error(err)
+	}
+}
+
+// hostRelease is the kernel release of this machine.
+func hostRelease(t *testing.T) string {
+	b, err := os.ReadFile("/proc/sys/kernel/osrelease")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// checkHello checks the log of a helloJob: every VM of the job printed
+// the guest's kernel (not the host's), its own name and an address of
+// its site's range, and the master connected to every worker by name.
+func (g *guestGrid) checkHello(j api.Job, log string) {
+	t := g.t
+	t.Helper()
+	img, err := image.Load(filepath.Join(g.dir, "image"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if img.KernelRelease == hostRelease(t) {
+		t.Fatalf("the guest kernel %s is the host's: the test cannot tell them apart", img.KernelRelease)
+	}
+	sites := map[string]bool{}
+	for _, v := range j.VMs {
+		sites[v.Site] = true
+		prefix := "10.77.1."
+		if v.Site == "b" {
+			prefix = "10.77.2."
+		}
+		line := ""
+		for _, l := range strings.Split(log, "\n") {
+			if strings.Contains(l, "vm="+v.Name+" ") {
+				line = l
+			}
+		}
+		if line == "" {
+			t.Errorf("the log has no line of vm %s", v.Name)
+			continue
+		}
+		role := "worker"
+		if v.Master {
+			role = "master"
+		}
+		for _, want := range []string{v.Name, "kernel=" + img.KernelRelease + " ", "address=" + prefix, "role=" + role, "job=" + j.ID} {
+			if !strings.Contains(line, want) {
+				t.Errorf("vm %s: line %q does not say %q", v.Name, line, want)
+			}
+		}
+		if !strings.HasPrefix(line, v.Name) {
+			t.Errorf("vm %s: line %q is not prefixed with the VM's name", v.Name, line)
+		}
+		if !v.Master && !strings.Contains(log, "connected to "+v.Name+" by name") {
+			t.Errorf("the master did not connect to %s by name", v.Name)
+		}
+	}
+	if len(j.VMs) < 3 || !sites["a"] || !sites["b"] {
+		t.Errorf("the job ran on %d VMs of sites %v, want 3 or more on both sites", len(j.VMs), sites)
+	}
+}
+
+// TestGuestGrid runs jobs inside booted guests on two sites, each case on
+// the same grid (one set of daemons; each job boots its own VMs).
+func TestGuestGrid(t *testing.T) {
+	if testing.Short() {
+		t.Skip("boots guests")
+	}
+	g := startGuestGrid(t)
+
+	t.Run("across sites", func(t *testing.T) {
+		g.t = t
+		start := time.Now()
+		j := g.submit(helloJob(t, "hello", 0, 0))
+		j = g.waitState(j.ID, 10*time.Minute, lifecycle.Done, lifecycle.Failed, lifecycle.Cancelled)
+		log := g.jobLog(j.ID)
+		t.Logf("job %s %s after %.1f s (%s); log:\n%s", j.ID, j.State, time.Since(start).Seconds(), j.Reason, log)
+		if j.State != lifecycle.Done {
+			t.Fatalf("job %s: %s (%s)", j.ID, j.State, j.Reason)
+		}
+		g.checkHello(j, log)
+		g.nothingLeft()
+	})
+
+	t.Run("cancel", func(t *testing.T) {
+		g.t = t
+		j := g.submit(helloJob(t, "cancel-me", 900, 0))
+		g.waitConnected(j.ID)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if _, err := g.c.Cancel(ctx, j.ID); err != nil {
+			t.Fatal(err)
+		}
+		j = g.waitState(j.ID, 3*time.Minute, lifecycle.Cancelled)
+		t.Logf("cancelled: %s", j.Reason)
+		g.nothingLeft()
+	})
+
+	t.Run("daemon killed and restarted", func(t *testing.T) {
+		g.t = t
+		j := g.submit(helloJob(t, "outlives-the-daemon", 20, 0))
+		g.waitConnected(j.ID)
+		g.killDaemon()
+		g.startDaemon()
+		g.doneOnce(j.ID, true)
+	})
+
+	t.Run("agent killed and restarted", func(t *testing.T) {
+		g.t = t
+		j := g.submit(helloJob(t, "outlives-an-agent", 20, 0))
+		j = g.waitConnected(j.ID)
+		site := "b"
+		for _, v := range j.VMs {
+			if v.Master {
+				site = v.Site // the master's agent: the one the job's end is read through
+			}
+		}
+		g.killAgent(g.agents[site])
+		time.Sleep(2 * time.Second)
+		g.startAgent(g.agents[site])
+		g.doneOnce(j.ID, true)
+	})
+
+	t.Run("live migration of a running guest", func(t *testing.T) {
+		g.t = t
+		j := g.submit(helloJob(t, "moves", 20, 0))
+		j = g.waitConnected(j.ID)
+		var vm api.JobVM
+		for _, v := range j.VMs {
+			if v.Site == "a" {
+				vm = v
+			}
+		}
+		to := "a-1"
+		if vm.Host == "a-1" {
+			to = "a-2"
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		m, err := g.agents["a"].c.Migrate(ctx, vm.Name, to)
+		if err != nil {
+			t.Fatalf("migrate %s to %s: %v", vm.Name, to, err)
+		}
+		t.Logf("migrated %s %s -> %s live=%v in %.2f s, downtime %.0f ms, %.0f MiB", vm.Name, m.From, m.To, m.Live, m.Seconds, m.DowntimeMs, m.DataMiB)
+		if !m.Live {
+			t.Errorf("the migration was not live: %+v", m)
+		}
+		// The daemon's view follows the move.
+		g.eventually(time.Minute, "the daemon sees "+vm.Name+" on "+to, func(ctx context.Context) (string, bool) {
+			j, err := g.job(ctx, j.ID)
+			if err != nil {
+				return err.Error(), false
+			}
+			for _, v := range j.VMs {
+				if v.Name == vm.Name {
+					return v.Host, v.Host == to
+				}
+			}
+			return "no such vm", false
+		})
+		g.doneOnce(j.ID, false)
+	})
+
+	// A switch takes a host of the running job's: the job is requeued
+	// and runs again on the hosts left. Then, with a second host switched,
+	// a job of the pool whose image does not boot fails at its third
+	// attempt, leaving nothing; the hosts go back to their pool.
+	t.Run("pool switch, and an image that does not boot", func(t *testing.T) {
+		g.t = t
+		j := g.submit(helloJob(t, "preempted", 600, 0))
+		j = g.waitConnected(j.ID)
+		first := j.Attempts
+		g.switchHost("farm", "broken")
+		g.eventually(10*time.Minute, "job "+j.ID+" running again", func(ctx context.Context) (string, bool) {
+			var err error
+			if j, err = g.job(ctx, j.ID); err != nil {
+				return err.Error(), false
+			}
+			return fmt.Sprintf("%s after %d attempts (%s)", j.State, j.Attempts, j.Reason), j.Attempts > first && j.State == lifecycle.Running
+		})
+		j = g.waitConnected(j.ID)
+		t.Logf("job %s runs again after the switch, on %d VMs", j.ID, len(j.VMs))
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if _, err := g.c.Cancel(ctx, j.ID); err != nil {
+			t.Fatal(err)
+		}
+		g.waitState(j.ID, 3*time.Minute, lifecycle.Cancelled)
+
+		g.switchHost("farm", "broken") // a job needs two hosts: a master's and a worker's
+		b := g.submit(strings.Replace(helloJob(t, "never-boots", 0, 0), "type: farm", "type: broken", 1))
+		b = g.waitState(b.ID, 10*time.Minute, lifecycle.Done, lifecycle.Failed, lifecycle.Cancelled)
+		t.Logf("job %s: %s (%s) after %d attempts", b.ID, b.State, b.Reason, b.Attempts)
+		if b.State != lifecycle.Failed || !strings.Contains(b.Reason, "provisioning failed 3 times") || !strings.Contains(b.Reason, "did not boot") {
+			t.Errorf("job %s of the pool whose image does not boot: %s (%s), want failed after 3 provisioning failures", b.ID, b.State, b.Reason)
+		}
+		g.switchHost("broken", "farm")
+		g.switchHost("broken", "farm")
+		g.nothingLeft()
+	})
+}
+
+// switchHost asks the daemon to move a host from one pool to another and
+// waits until the switch is over.
+func (g *guestGrid) switchHost(from, to string) {
+	g.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sw, err := g.c.RequestSwitch(ctx, from, to)
+	if err != nil {
+		g.t.Fatalf("switch a host from %s to %s: %v", from, to, err)
+	}
+	g.eventually(5*time.Minute, "switch "+string(sw.ID)+" over", func(ctx context.Context) (string, bool) {
+		l, err := g.c.Switches(ctx, client.SwitchesQuery{})
+		if err != nil {
+			return err.Error(), false
+		}
+		for _, s := range l.Switches {
+			if s.ID == sw.ID {
+				return fmt.Sprintf("%s %s", s.Phase, s.Host), s.Final
+			}
+		}
+		return "not listed", false
+	})
+	g.t.Logf("switch %s: a host from %s to %s", sw.ID, from, to)
+}
+
+// waitConnected waits until the job runs and its master has connected to
+// every worker (its commands run in every VM), and returns the job.
+func (g *guestGrid) waitConnected(id string) api.Job {
+	g.t.Helper()
+	var j api.Job
+	g.eventually(10*time.Minute, "job "+id+" running, its master connected to every worker", func(ctx context.Context) (string, bool) {
+		var err error
+		if j, err = g.job(ctx, id); err != nil {
+			return err.Error(), false
+		}
+		if j.State.Terminal() {
+			g.t.Fatalf("job %s ended: %s (%s)", id, j.State, j.Reason)
+		}
+		if j.State != lifecycle.Running {
+			return string(j.State), false
+		}
+		log, err := g.c.Logs(ctx, id)
+		if err != nil {
+			return err.Error(), false
+		}
+		for _, v := range j.VMs {
+			if !v.Master && !strings.Contains(string(log), "connected to "+v.Name+" by name") {
+				return "waiting for the master to reach " + v.Name, false
+			}
+		}
+		return "", true
+	})
+	return j
+}
+
+// doneOnce waits for the end of a helloJob, which must be done after one
+// attempt with its log whole (and, with once, none of its lines twice),
+// and checks that nothing is left of it.
+func (g *guestGrid) doneOnce(id string, once bool) {
+	g.t.Helper()
+	j := g.waitState(id, 5*time.Minute, lifecycle.Done, lifecycle.Failed, lifecycle.Cancelled)
+	log := g.jobLog(j.ID)
+	if j.State != lifecycle.Done || j.Attempts != 1 {
+		g.t.Fatalf("job %s: %s (%s) after %d attempts, want done after 1; log:\n%s", j.ID, j.State, j.Reason, j.Attempts, log)
+	}
+	g.checkHello(j, log)
+	if once {
+		g.onceEach(j, log)
+	}
+	g.nothingLeft()
+}
+
+// onceEach checks that the first line of every VM is in the log once:
+// the command ran once, and a restart repeated none of its output.
+func (g *guestGrid) onceEach(j api.Job, log string) {
+	g.t.Helper()
+	for _, v := range j.VMs {
+		if n := strings.Count(log, "vm="+v.Name+" "); n != 1 {
+			g.t.Errorf("vm %s's first line is %d times in the log, want once", v.Name, n)
+		}
+	}
+}
