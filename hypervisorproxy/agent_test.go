@@ -222,11 +222,7 @@ var keepSpec = hp.VMSpec{Name: "keep", Job: "j", VCPUs: 1, MaxVCPUs: 2, MemoryMi
 // keepSpec), with the status and a part of the message
 // (TestAgentBadRequests), and seeds of FuzzAgentAPI. A token "" is the
 // agent's, "-" none.
-var agentBadRequests = []struct {
-	name, method, path, body, token string
-	status                          int
-	msg                             string
-}{
+var agentBadRequests = []badRequest{
 	{"no token", "GET", "/v1/inventory", "", "-", 401, "missing bearer token"},
 	{"wrong token", "GET", "/v1/inventory", "", "nope", 401, "wrong bearer token"},
 	{"wrong token on create", "POST", "/v1/vms", `{"name":"x","vcpus":1,"memory_mib":64}`, "nope", 401, "wrong bearer token"},
@@ -269,15 +265,28 @@ var agentBadRequests = []struct {
 	{"reconfigure releasing an empty job", "POST", "/v1/hosts/lab-1/reconfigure", `{"pool":"batch","released":["j",""]}`, "", 400, "released[1]: must not be empty"},
 }
 
+// badRequest is a request the agent must refuse: with the test's token
+// when token is "", none when it is "-", else token; the answer must have
+// the status and an error message containing msg.
+type badRequest struct {
+	name, method, path, body, token string
+	status                          int
+	msg                             string
+}
+
 // Bad requests get a 4xx with a clear message and change nothing.
-func TestAgentBadRequests(t *testing.T) {
+func TestAgentBadRequests(t *testing.T) { checkBadRequests(t, agentBadRequests) }
+
+// checkBadRequests sends each request to an agent that has one VM and
+// checks the answers, and that they changed nothing.
+func checkBadRequests(t *testing.T, cases []badRequest) {
 	ctx := context.Background()
 	h := startAgent(t, "", "")
 	if _, err := h.client.Create(ctx, keepSpec); err != nil {
 		t.Fatal(err)
 	}
 	before := view(t, h.client)
-	for _, tc := range agentBadRequests {
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			req, _ := http.NewRequest(tc.method, h.srv.URL+tc.path, strings.NewReader(tc.body))
 			switch tc.token {

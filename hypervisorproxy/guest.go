@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/metasched/metasched/hypervisorproxy/qga"
 )
 
 // The guest calls: programs started and files read and written inside a
@@ -79,17 +81,7 @@ func checkGuestExec(e GuestExec) error {
 	case strings.Contains(e.Path, "/") && (!path.IsAbs(e.Path) || path.Clean(e.Path) != e.Path):
 		bad("path", "must be a clean absolute path or a program's name (looked up in the guest's PATH), not %q", e.Path)
 	}
-	for i, a := range e.Args {
-		if strings.ContainsRune(a, 0) {
-			bad(fmt.Sprintf("args[%d]", i), "must not contain NUL")
-		}
-	}
-	for i, v := range e.Env {
-		name, _, ok := strings.Cut(v, "=")
-		if !ok || name == "" || strings.ContainsRune(v, 0) {
-			bad(fmt.Sprintf("env[%d]", i), "must be NAME=value without NUL, not %q", clipString(v, 64))
-		}
-	}
+	errs = append(errs, qga.ArgvProblems(e.Args, e.Env)...)
 	if len(e.Input) > MaxGuestInput {
 		bad("input", "must be at most %d bytes, not %d", MaxGuestInput, len(e.Input))
 	}

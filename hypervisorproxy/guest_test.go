@@ -2,7 +2,6 @@ package hypervisorproxy_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -26,76 +25,46 @@ import (
 // guestBadRequests are guest calls the agent refuses (with an agent of
 // test-driver hosts that runs keepSpec), with the status and a part of the
 // message (TestAgentGuestBadRequests), and seeds of FuzzAgentAPI.
-var guestBadRequests = []struct {
-	name, method, path, body string
-	status                   int
-	msg                      string
-}{
-	{"exec without path", "POST", "/v1/vms/keep/guest/exec", `{}`, 400, "path: is required"},
-	{"exec relative path", "POST", "/v1/vms/keep/guest/exec", `{"path":"bin/sh"}`, 400, `path: must be a clean absolute path or a program's name (looked up in the guest's PATH), not "bin/sh"`},
-	{"exec unclean path", "POST", "/v1/vms/keep/guest/exec", `{"path":"/bin/../bin/sh"}`, 400, "path: must be a clean absolute path"},
-	{"exec NUL", "POST", "/v1/vms/keep/guest/exec", `{"path":"/bin/sh","args":["-c","a\u0000b"]}`, 400, "args[1]: must not contain NUL"},
-	{"exec bad env", "POST", "/v1/vms/keep/guest/exec", `{"path":"/bin/sh","env":["A=1","NOEQUALS","=x"]}`, 400, `env[1]: must be NAME=value without NUL, not "NOEQUALS"`},
-	{"exec every bad field", "POST", "/v1/vms/keep/guest/exec", `{"path":"","env":["=x"]}`, 400, "path: is required\nenv[0]: must be NAME=value"},
-	{"exec input too big", "POST", "/v1/vms/keep/guest/exec", `{"path":"/bin/sh","input":"` + strings.Repeat("QUFB", (hp.MaxGuestInput+3)/3) + `"}`, 400, "input: must be at most 1048576 bytes, not 1048578"},
-	{"exec input not base64", "POST", "/v1/vms/keep/guest/exec", `{"path":"/bin/sh","input":"!!"}`, 400, "invalid request"},
-	{"exec unknown field", "POST", "/v1/vms/keep/guest/exec", `{"path":"/bin/sh","cwd":"/"}`, 400, `unknown field "cwd"`},
-	{"exec body too big", "POST", "/v1/vms/keep/guest/exec", `{"path":"/bin/sh","args":["` + strings.Repeat("a", 3<<20) + `"]}`, 400, "the body exceeds"},
-	{"exec unknown vm", "POST", "/v1/vms/ghost/guest/exec", `{"path":"/bin/true"}`, 404, "vm ghost: not found"},
-	{"exec on the test driver", "POST", "/v1/vms/keep/guest/exec", `{"path":"/bin/true"}`, 422, "not supported by the hypervisor"},
-	{"status pid not a number", "GET", "/v1/vms/keep/guest/exec/abc", "", 400, `pid: must be a process id (1 to 2147483647), not "abc"`},
-	{"status pid zero", "GET", "/v1/vms/keep/guest/exec/0", "", 400, `pid: must be a process id`},
-	{"status pid too big", "GET", "/v1/vms/keep/guest/exec/99999999999", "", 400, `pid: must be a process id`},
-	{"status unknown vm", "GET", "/v1/vms/ghost/guest/exec/12", "", 404, "vm ghost: not found"},
-	{"status on the test driver", "GET", "/v1/vms/keep/guest/exec/12", "", 422, "not supported by the hypervisor"},
-	{"write without path", "PUT", "/v1/vms/keep/guest/file", "data", 400, "path: is required"},
-	{"write relative path", "PUT", "/v1/vms/keep/guest/file?path=etc/x", "data", 400, `path: must be a clean absolute path of a file, not "etc/x"`},
-	{"write dot-dot", "PUT", "/v1/vms/keep/guest/file?path=/run/../etc/x", "data", 400, "path: must be a clean absolute path"},
-	{"write root", "PUT", "/v1/vms/keep/guest/file?path=/", "data", 400, "path: must be a clean absolute path"},
-	{"write NUL", "PUT", "/v1/vms/keep/guest/file?path=/run/a%00b", "data", 400, "path: must not contain NUL"},
-	{"write bad mode", "PUT", "/v1/vms/keep/guest/file?path=/run/x&mode=0999", "data", 400, `mode: must be octal permission bits (0 to 7777), not "0999"`},
-	{"write mode too big", "PUT", "/v1/vms/keep/guest/file?path=/run/x&mode=17777", "data", 400, `mode: must be octal permission bits`},
-	{"write unknown parameter", "PUT", "/v1/vms/keep/guest/file?path=/run/x&owner=root", "data", 400, `query: unknown parameter "owner" (known: path, mode)`},
-	{"write path twice", "PUT", "/v1/vms/keep/guest/file?path=/run/x&path=/run/y", "data", 400, "path: given 2 times, must be given once"},
-	{"write too big", "PUT", "/v1/vms/keep/guest/file?path=/run/x", strings.Repeat("x", hp.MaxGuestWrite+1), 400, "body: the file must be at most 8388608 bytes"},
-	{"write unknown vm", "PUT", "/v1/vms/ghost/guest/file?path=/run/x", "data", 404, "vm ghost: not found"},
-	{"write on the test driver", "PUT", "/v1/vms/keep/guest/file?path=/run/x&mode=0600", "data", 422, "not supported by the hypervisor"},
-	{"read without path", "GET", "/v1/vms/keep/guest/file", "", 400, "path: is required"},
-	{"read bad offset and max", "GET", "/v1/vms/keep/guest/file?path=/run/x&offset=-1&max=x", "", 400, "offset: must be a whole number >= 0, not \"-1\"\nmax: must be a whole number within 0 and 1048576 (0: 1048576), not \"x\""},
-	{"read max too big", "GET", "/v1/vms/keep/guest/file?path=/run/x&max=1048577", "", 400, "max: must be a whole number within 0 and 1048576"},
-	{"read bad query", "GET", "/v1/vms/keep/guest/file?path=%zz", "", 400, "query: invalid URL escape"},
-	{"read unknown vm", "GET", "/v1/vms/ghost/guest/file?path=/run/x", "", 404, "vm ghost: not found"},
-	{"read on the test driver", "GET", "/v1/vms/keep/guest/file?path=/run/x", "", 422, "not supported by the hypervisor"},
+var guestBadRequests = []badRequest{
+	{"exec without path", "POST", "/v1/vms/keep/guest/exec", `{}`, "", 400, "path: is required"},
+	{"exec relative path", "POST", "/v1/vms/keep/guest/exec", `{"path":"bin/sh"}`, "", 400, `path: must be a clean absolute path or a program's name (looked up in the guest's PATH), not "bin/sh"`},
+	{"exec unclean path", "POST", "/v1/vms/keep/guest/exec", `{"path":"/bin/../bin/sh"}`, "", 400, "path: must be a clean absolute path"},
+	{"exec NUL", "POST", "/v1/vms/keep/guest/exec", `{"path":"/bin/sh","args":["-c","a\u0000b"]}`, "", 400, "args[1]: must not contain NUL"},
+	{"exec bad env", "POST", "/v1/vms/keep/guest/exec", `{"path":"/bin/sh","env":["A=1","NOEQUALS","=x"]}`, "", 400, `env[1]: must be NAME=value without NUL, not "NOEQUALS"`},
+	{"exec every bad field", "POST", "/v1/vms/keep/guest/exec", `{"path":"","env":["=x"]}`, "", 400, "path: is required\nenv[0]: must be NAME=value"},
+	{"exec input too big", "POST", "/v1/vms/keep/guest/exec", `{"path":"/bin/sh","input":"` + strings.Repeat("QUFB", (hp.MaxGuestInput+3)/3) + `"}`, "", 400, "input: must be at most 1048576 bytes, not 1048578"},
+	{"exec input not base64", "POST", "/v1/vms/keep/guest/exec", `{"path":"/bin/sh","input":"!!"}`, "", 400, "invalid request"},
+	{"exec unknown field", "POST", "/v1/vms/keep/guest/exec", `{"path":"/bin/sh","cwd":"/"}`, "", 400, `unknown field "cwd"`},
+	{"exec body too big", "POST", "/v1/vms/keep/guest/exec", `{"path":"/bin/sh","args":["` + strings.Repeat("a", 3<<20) + `"]}`, "", 400, "the body exceeds"},
+	{"exec unknown vm", "POST", "/v1/vms/ghost/guest/exec", `{"path":"/bin/true"}`, "", 404, "vm ghost: not found"},
+	{"exec on the test driver", "POST", "/v1/vms/keep/guest/exec", `{"path":"/bin/true"}`, "", 422, "not supported by the hypervisor"},
+	{"status pid not a number", "GET", "/v1/vms/keep/guest/exec/abc", "", "", 400, `pid: must be a process id (1 to 2147483647), not "abc"`},
+	{"status pid zero", "GET", "/v1/vms/keep/guest/exec/0", "", "", 400, `pid: must be a process id`},
+	{"status pid too big", "GET", "/v1/vms/keep/guest/exec/99999999999", "", "", 400, `pid: must be a process id`},
+	{"status unknown vm", "GET", "/v1/vms/ghost/guest/exec/12", "", "", 404, "vm ghost: not found"},
+	{"status on the test driver", "GET", "/v1/vms/keep/guest/exec/12", "", "", 422, "not supported by the hypervisor"},
+	{"write without path", "PUT", "/v1/vms/keep/guest/file", "data", "", 400, "path: is required"},
+	{"write relative path", "PUT", "/v1/vms/keep/guest/file?path=etc/x", "data", "", 400, `path: must be a clean absolute path of a file, not "etc/x"`},
+	{"write dot-dot", "PUT", "/v1/vms/keep/guest/file?path=/run/../etc/x", "data", "", 400, "path: must be a clean absolute path"},
+	{"write root", "PUT", "/v1/vms/keep/guest/file?path=/", "data", "", 400, "path: must be a clean absolute path"},
+	{"write NUL", "PUT", "/v1/vms/keep/guest/file?path=/run/a%00b", "data", "", 400, "path: must not contain NUL"},
+	{"write bad mode", "PUT", "/v1/vms/keep/guest/file?path=/run/x&mode=0999", "data", "", 400, `mode: must be octal permission bits (0 to 7777), not "0999"`},
+	{"write mode too big", "PUT", "/v1/vms/keep/guest/file?path=/run/x&mode=17777", "data", "", 400, `mode: must be octal permission bits`},
+	{"write unknown parameter", "PUT", "/v1/vms/keep/guest/file?path=/run/x&owner=root", "data", "", 400, `query: unknown parameter "owner" (known: path, mode)`},
+	{"write path twice", "PUT", "/v1/vms/keep/guest/file?path=/run/x&path=/run/y", "data", "", 400, "path: given 2 times, must be given once"},
+	{"write too big", "PUT", "/v1/vms/keep/guest/file?path=/run/x", strings.Repeat("x", hp.MaxGuestWrite+1), "", 400, "body: the file must be at most 8388608 bytes"},
+	{"write unknown vm", "PUT", "/v1/vms/ghost/guest/file?path=/run/x", "data", "", 404, "vm ghost: not found"},
+	{"write on the test driver", "PUT", "/v1/vms/keep/guest/file?path=/run/x&mode=0600", "data", "", 422, "not supported by the hypervisor"},
+	{"read without path", "GET", "/v1/vms/keep/guest/file", "", "", 400, "path: is required"},
+	{"read bad offset and max", "GET", "/v1/vms/keep/guest/file?path=/run/x&offset=-1&max=x", "", "", 400, "offset: must be a whole number >= 0, not \"-1\"\nmax: must be a whole number within 0 and 1048576 (0: 1048576), not \"x\""},
+	{"read max too big", "GET", "/v1/vms/keep/guest/file?path=/run/x&max=1048577", "", "", 400, "max: must be a whole number within 0 and 1048576"},
+	{"read bad query", "GET", "/v1/vms/keep/guest/file?path=%zz", "", "", 400, "query: invalid URL escape"},
+	{"read unknown vm", "GET", "/v1/vms/ghost/guest/file?path=/run/x", "", "", 404, "vm ghost: not found"},
+	{"read on the test driver", "GET", "/v1/vms/keep/guest/file?path=/run/x", "", "", 422, "not supported by the hypervisor"},
 }
 
 // Bad guest calls get a 4xx naming the field, and change nothing.
-func TestAgentGuestBadRequests(t *testing.T) {
-	ctx := context.Background()
-	h := startAgent(t, "", "")
-	if _, err := h.client.Create(ctx, keepSpec); err != nil {
-		t.Fatal(err)
-	}
-	before := view(t, h.client)
-	for _, tc := range guestBadRequests {
-		t.Run(tc.name, func(t *testing.T) {
-			req, _ := http.NewRequest(tc.method, h.srv.URL+tc.path, strings.NewReader(tc.body))
-			req.Header.Set("Authorization", "Bearer "+testToken)
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer resp.Body.Close()
-			var e hp.APIError
-			json.NewDecoder(resp.Body).Decode(&e)
-			if resp.StatusCode != tc.status || !strings.Contains(e.Error, tc.msg) {
-				t.Errorf("%s %s: %d %q, want %d and a message containing %q", tc.method, tc.path, resp.StatusCode, e.Error, tc.status, tc.msg)
-			}
-		})
-	}
-	if diff := cmp.Diff(before, view(t, h.client)); diff != "" {
-		t.Errorf("bad requests changed the inventory (-before +after):\n%s", diff)
-	}
-}
+func TestAgentGuestBadRequests(t *testing.T) { checkBadRequests(t, guestBadRequests) }
 
 // guestHV is the guest side of test-driver hosts, scripted by a test:
 // files in a map, and a guest agent that can be made not to answer.

@@ -97,6 +97,27 @@ type Exec struct {
 // strings are limited (4 MiB), as base64.
 const MaxInput = 2 << 20
 
+// ArgvProblems names what is wrong with a program's arguments and
+// environment (args[i]: a NUL; env[i]: not NAME=value, or a NUL).
+func ArgvProblems(args, env []string) []error {
+	var errs []error
+	for i, a := range args {
+		if strings.ContainsRune(a, 0) {
+			errs = append(errs, fmt.Errorf("args[%d]: must not contain NUL", i))
+		}
+	}
+	for i, v := range env {
+		name, _, ok := strings.Cut(v, "=")
+		if !ok || name == "" || strings.ContainsRune(v, 0) {
+			if len(v) > 64 {
+				v = v[:64] + "…"
+			}
+			errs = append(errs, fmt.Errorf("env[%d]: must be NAME=value without NUL, not %q", i, v))
+		}
+	}
+	return errs
+}
+
 // Command returns the guest-exec command, or what is wrong with e (every
 // problem, each naming its field: path, args[i], env[i], input).
 func (e Exec) Command() (string, error) {
@@ -109,17 +130,7 @@ func (e Exec) Command() (string, error) {
 	} else if strings.ContainsRune(e.Path, 0) {
 		bad("path", "must not contain NUL")
 	}
-	for i, a := range e.Args {
-		if strings.ContainsRune(a, 0) {
-			bad(fmt.Sprintf("args[%d]", i), "must not contain NUL")
-		}
-	}
-	for i, v := range e.Env {
-		name, _, ok := strings.Cut(v, "=")
-		if !ok || name == "" || strings.ContainsRune(v, 0) {
-			bad(fmt.Sprintf("env[%d]", i), "%q is not NAME=value", v)
-		}
-	}
+	errs = append(errs, ArgvProblems(e.Args, e.Env)...)
 	if len(e.Input) > MaxInput {
 		bad("input", "must be at most %d bytes, not %d", MaxInput, len(e.Input))
 	}

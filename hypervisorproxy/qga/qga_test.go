@@ -27,8 +27,8 @@ func TestCommands(t *testing.T) {
 	wantErr := []string{
 		"path: must not be empty",
 		"args[0]: must not contain NUL",
-		`env[0]: "NOEQUALS" is not NAME=value`,
-		`env[1]: "=x" is not NAME=value`,
+		`env[0]: must be NAME=value without NUL, not "NOEQUALS"`,
+		`env[1]: must be NAME=value without NUL, not "=x"`,
 		"input: must be at most 2097152 bytes, not 2097153",
 	}
 	if err == nil {
