@@ -104,6 +104,11 @@ func (a *Agent) consoleDir() (string, error) {
 		a.mu.Lock()
 		if a.tmpDir == "" {
 			t, err := os.MkdirTemp("", "metasched-agent-")
+			if err == nil {
+				// The hypervisor's QEMU processes, whose user need not be
+				// the agent's, write the consoles inside it.
+				err = os.Chmod(t, 0o755)
+			}
 			if err != nil {
 				a.mu.Unlock()
 				return "", fmt.Errorf("console directory: %w", err)
