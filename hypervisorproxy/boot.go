@@ -225,16 +225,50 @@ func (a *Agent) bootGuest(ctx context.Context, gh GuestHypervisor, spec VMSpec, 
 	if err != nil {
 		return Domain{}, 0, fmt.Errorf("%w: %w; console:\n%s", ErrBoot, err, consoleTail(b.ConsoleLog, consoleLines))
 	}
-	wctx, cancel := context.WithTimeout(ctx, a.site.BootTimeout)
+	pctx, panicked := context.WithCancelCause(ctx)
+	wctx, cancel := context.WithTimeout(pctx, a.site.BootTimeout)
+	go watchConsole(wctx, b.ConsoleLog, panicked)
 	err = gh.WaitAgent(wctx, spec.Name)
 	cancel()
-	if err == nil {
+	panicked(nil)
+	switch {
+	case err == nil:
 		return d, time.Since(start), nil
+	case errors.Is(context.Cause(pctx), errKernelPanic):
+		err = fmt.Errorf("%w: vm %s on %s: %w; console (last lines):\n%s",
+			ErrBoot, spec.Name, spec.Host, errKernelPanic, consoleTail(b.ConsoleLog, consoleLines))
+	default:
+		err = fmt.Errorf("%w: vm %s on %s did not answer within %v: %w; console (last lines):\n%s",
+			ErrBoot, spec.Name, spec.Host, a.site.BootTimeout, err, consoleTail(b.ConsoleLog, consoleLines))
 	}
-	err = fmt.Errorf("%w: vm %s on %s did not answer within %v: %w; console (last lines):\n%s",
-		ErrBoot, spec.Name, spec.Host, a.site.BootTimeout, err, consoleTail(b.ConsoleLog, consoleLines))
 	if derr := gh.Destroy(context.WithoutCancel(ctx), spec.Name); derr != nil && !errors.Is(derr, ErrNotFound) {
 		err = errors.Join(err, fmt.Errorf("destroy %s after its failed boot: %w", spec.Name, derr))
 	}
 	return Domain{}, 0, err
+}
+
+// errKernelPanic: a booting guest's console says its kernel panicked.
+var errKernelPanic = errors.New("its kernel panicked")
+
+// panicLine is what Linux prints when it panics.
+const panicLine = "Kernel panic - not syncing"
+
+// watchConsole reads the end of a booting guest's console twice a second
+// until ctx ends, and calls panicked with errKernelPanic when it shows a
+// kernel panic: a panicked guest never answers, and need not be waited
+// for until the boot timeout.
+func watchConsole(ctx context.Context, path string, panicked context.CancelCauseFunc) {
+	t := time.NewTicker(500 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if strings.Contains(consoleTail(path, consoleLines*10), panicLine) {
+			panicked(errKernelPanic)
+			return
+		}
+	}
 }

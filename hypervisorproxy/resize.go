@@ -60,6 +60,9 @@ func (a *Agent) ResizeVM(ctx context.Context, name string, r Resize) (VM, error)
 	if err == nil && r.MemoryMiB != 0 {
 		d, err = hv.SetMemory(ctx, name, r.MemoryMiB)
 	}
+	if gh, ok := hv.(GuestAgentHypervisor); ok && err == nil && v.boot > 0 {
+		err = onlineGuest(ctx, gh, name)
+	}
 	a.mu.Lock()
 	if d.Name == name {
 		v.spec.VCPUs, v.spec.MemoryMiB = d.VCPUs, d.MemoryMiB
@@ -73,4 +76,42 @@ func (a *Agent) ResizeVM(ctx context.Context, name string, r Resize) (VM, error)
 		return out, fmt.Errorf("resize vm %s: %w", name, err)
 	}
 	return out, nil
+}
+
+// onlineScript brings every offline CPU and memory block of a Linux guest
+// online (without udev, nothing else does after a hot-plug), and prints
+// how many CPUs are online.
+const onlineScript = `for f in /sys/devices/system/cpu/cpu[0-9]*/online; do
+	[ -e "$f" ] && [ "$(cat "$f")" = 0 ] && echo 1 >"$f"
+done
+for f in /sys/devices/system/memory/memory[0-9]*/state; do
+	[ -e "$f" ] && [ "$(cat "$f")" = offline ] && echo online >"$f"
+done
+grep -c ^processor /proc/cpuinfo`
+
+// onlineGuest brings the vCPUs and memory a resize added online in the
+// guest of a booted VM, through its guest agent, so that its programs can
+// use them.
+func onlineGuest(ctx context.Context, gh GuestAgentHypervisor, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, GuestCallTimeout)
+	defer cancel()
+	pid, err := gh.StartGuestProcess(ctx, name, GuestExec{Path: "/bin/sh", Args: []string{"-c", onlineScript}, CaptureOutput: true})
+	for wait := 10 * time.Millisecond; err == nil; wait = min(2*wait, 500*time.Millisecond) {
+		var st GuestExecStatus
+		if st, err = gh.GuestProcessStatus(ctx, name, pid); err != nil || st.Exited {
+			if err == nil && st.ExitCode != 0 {
+				err = fmt.Errorf("exit %d: %s", st.ExitCode, st.Stderr)
+			}
+			break
+		}
+		select {
+		case <-ctx.Done():
+			err = ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("%w: the guest did not bring its new vCPUs and memory online: %w", ErrGuestAgent, err)
+	}
+	return nil
 }
