@@ -219,6 +219,23 @@ func TestJobFilesNeedGuestExecutor(t *testing.T) {
 	})
 }
 
+// TestJobInputFromRefused: the daemon does not read a file an input's
+// from names (a file of the submitting machine) and says so.
+func TestJobInputFromRefused(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		td := startDaemon(t, metasched.Options{WrapAgent: func(_ string, a metasched.SiteAgent) metasched.SiteAgent {
+			return &memGuests{SiteAgent: a, net: 1}
+		}}, func(c *metasched.Config) {
+			c.Executor = metasched.ExecutorConfig{Name: "guest"}
+		})
+		_, err := td.d.Submit(context.Background(), []byte("name: j\ntype: sim\ntasks: 10\ntask_ops: 1.0e9\ntask_bytes: 0\ncommand: [/bin/true]\n"+
+			"inputs: [{path: a, content: b}, {path: in.bin, from: /etc/hostname}]\n"))
+		if err == nil || !strings.Contains(err.Error(), `inputs[1].from: "/etc/hostname" is a file of the submitting machine, which the daemon does not read`) {
+			t.Fatalf("a job with an input from a local file: %v", err)
+		}
+	})
+}
+
 // TestGuestExecutorNeedsGuestAPI: a daemon configured with the guest
 // executor on its in-process agents (libvirt's test driver, which boots
 // no guest) does not start, and says which site.
