@@ -47,10 +47,10 @@ type Job struct {
 // the client reads and sends as Data: the daemon takes Content or Data
 // only.
 type InputFile struct {
-	Path    string
-	Content string
-	Data    []byte
-	From    string
+	Path    string `json:"path"`
+	Content string `json:"content,omitempty"`
+	Data    []byte `json:"data,omitempty"`
+	From    string `json:"from,omitempty"`
 }
 
 // Bytes is what the input writes: Data, or Content when Data is nil.
