@@ -92,3 +92,30 @@ func TestSubmitInputsFromFilesErrors(t *testing.T) {
 		})
 	}
 }
+
+// The example job with files: submit would send its local input's bytes.
+func TestExampleJobFiles(t *testing.T) {
+	const file = "../../examples/job-files-guests.yaml"
+	body, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent, err := inlineInputs(file, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := selection.ParseJob("body", sent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed, err := os.ReadFile("../../examples/job-files-seed.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(j.Inputs) != 2 || j.Inputs[1].Path != "data/seed.bin" || j.Inputs[1].From != "" || string(j.Inputs[1].Data) != string(seed) {
+		t.Errorf("the example's inputs as sent: %+v", j.Inputs)
+	}
+	if !strings.Contains(string(sent), "# A job of serve-guests.yaml's pool farm") || len(j.Command) != 3 {
+		t.Errorf("the rest of the example changed on the way:\n%s", sent)
+	}
+}
