@@ -63,8 +63,8 @@ func inlineInputs(file string, body []byte) ([]byte, error) {
 		n := inputs.Content[i]
 		for k := 0; k+1 < len(n.Content); k += 2 {
 			if n.Content[k].Value == "from" {
-				n.Content[k] = &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: "data"}
-				n.Content[k+1] = &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: base64.StdEncoding.EncodeToString(data)}
+				n.Content[k] = &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: "data", Style: n.Content[k].Style}
+				n.Content[k+1] = &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: base64.StdEncoding.EncodeToString(data), Style: n.Content[k+1].Style}
 			}
 		}
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/base64"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -117,5 +118,28 @@ func TestExampleJobFiles(t *testing.T) {
 	}
 	if !strings.Contains(string(sent), "# A job of serve-guests.yaml's pool farm") || len(j.Command) != 3 {
 		t.Errorf("the rest of the example changed on the way:\n%s", sent)
+	}
+}
+
+// A JSON job file with from stays JSON: the data is a JSON string.
+func TestSubmitInputsFromFilesJSON(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "in.bin"), binInput, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	job := filepath.Join(dir, "job.json")
+	body := `{"name": "j", "type": "render", "tasks": 3, "task_ops": 1e9, "task_bytes": 0, "inputs": [{"path": "a.bin", "from": "in.bin"}]}`
+	sent, err := inlineInputs(job, []byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v struct {
+		Inputs []struct{ Path, Data string }
+	}
+	if err := json.Unmarshal(sent, &v); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, sent)
+	}
+	if len(v.Inputs) != 1 || v.Inputs[0].Data != base64.StdEncoding.EncodeToString(binInput) {
+		t.Errorf("inputs sent: %+v", v.Inputs)
 	}
 }
