@@ -2,9 +2,11 @@ package metasched_test
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"os"
 	"path"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -13,11 +15,13 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/rs/zerolog"
 
 	hp "github.com/metasched/metasched/hypervisorproxy"
 	"github.com/metasched/metasched/hypervisorproxy/virt"
 	"github.com/metasched/metasched/metasched"
+	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/demo"
 	"github.com/metasched/metasched/metasched/executor"
 	"github.com/metasched/metasched/metasched/store"
@@ -27,7 +31,8 @@ import (
 // addresses in the inventory, their files are a map, mkdir succeeds, and
 // the runner's start plays a command that ran at once: DIR/output says what
 // the command's environment held and what the guest's hostfile holds,
-// DIR/exit its status ("exit N" in the command line, else 0).
+// DIR/exit its status ("exit N" in the command line, else 0), and a
+// "cp A B" of the command line copies A to B in the working directory.
 type memGuests struct {
 	metasched.SiteAgent
 	net int // the site's network: 10.77.net.N; 0: none (no addresses)
@@ -37,7 +42,10 @@ type memGuests struct {
 	procs int
 }
 
-var exitRE = regexp.MustCompile(`exit (\d+)`)
+var (
+	exitRE = regexp.MustCompile(`exit (\d+)`)
+	cpRE   = regexp.MustCompile(`cp ([\w./-]+) ([\w./-]+)`)
+)
 
 func (m *memGuests) Inventory(ctx context.Context) (hp.Inventory, error) {
 	inv, err := m.SiteAgent.Inventory(ctx)
@@ -83,6 +91,12 @@ func (m *memGuests) GuestExec(ctx context.Context, vm string, e hp.GuestExec) (h
 			code = string(sm[1])
 		}
 		files[path.Join(dir, "exit")] = []byte(code + "\n")
+		// "cp A B" in the command copies A to B in the working directory.
+		if sm := cpRE.FindSubmatch(files[path.Join(dir, "command")]); sm != nil {
+			if data, ok := files[path.Join(e.Args[2], string(sm[1]))]; ok {
+				files[path.Join(e.Args[2], string(sm[2]))] = data
+			}
+		}
 	}
 	return hp.GuestProcess{PID: m.procs}, nil
 }
@@ -173,6 +187,92 @@ func TestGuestExecutor(t *testing.T) {
 	})
 }
 
+// TestGuestJobFiles: a job's input that is not text (NUL, CR, bytes that
+// are not UTF-8), sent as data, reaches every VM of the job byte for byte;
+// an output the master writes comes back through the API (its list and
+// its bytes), one it did not write is listed as missing, and a name that
+// is not a clean relative path is refused.
+func TestGuestJobFiles(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		guests := map[string]*memGuests{}
+		var dataDir string
+		td := startDaemon(t, metasched.Options{WrapAgent: func(site string, a metasched.SiteAgent) metasched.SiteAgent {
+			g := &memGuests{SiteAgent: a, net: len(guests) + 1}
+			guests[site] = g
+			return g
+		}}, func(c *metasched.Config) {
+			dataDir = c.DataDir
+			c.Executor = metasched.ExecutorConfig{Name: "guest", Poll: 100 * time.Millisecond}
+			c.Policy = metasched.PolicyConfig{Name: "none"}
+		})
+		ctx, c := context.Background(), apiClientOf(td)
+		bin := []byte{0, 0xff, 0xfe, '\r', '\n', 0x80, 0, 'x'}
+		j, err := c.Submit(ctx, []byte("name: files\ntype: sim\ntasks: 10\ntask_ops: 1.0e9\ntask_bytes: 0\n"+
+			"command: [/bin/sh, -c, 'cp data/in.bin result.bin']\n"+
+			"inputs: [{path: params.txt, content: \"a=1\\n\"}, {path: data/in.bin, data: "+base64.StdEncoding.EncodeToString(bin)+"}]\n"+
+			"outputs: [result.bin, never.txt]\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Outputs(ctx, j.ID); err == nil || !strings.Contains(err.Error(), "its outputs are copied out of the master VM when it ends") {
+			t.Errorf("the outputs of a job not ended: %v", err)
+		}
+		waitFor(t, "the job finished", time.Minute, func() bool {
+			j, _ = c.Job(ctx, j.ID)
+			return j.State.Terminal()
+		})
+		if j.State != store.Done {
+			t.Fatalf("job: %s (%s)", j.State, j.Reason)
+		}
+		if len(j.VMs) < 2 {
+			t.Fatalf("job on %d VMs, want a master and workers", len(j.VMs))
+		}
+		work := executor.GuestWorkDir(j.ID)
+		for _, vm := range j.VMs {
+			g := guests[vm.Site]
+			g.mu.Lock()
+			got, params := g.vm(vm.Name)[path.Join(work, "data/in.bin")], g.vm(vm.Name)[path.Join(work, "params.txt")]
+			g.mu.Unlock()
+			if string(got) != string(bin) || string(params) != "a=1\n" {
+				t.Errorf("inputs in %s: %q and %q, want %q and %q", vm.Name, got, params, bin, "a=1\n")
+			}
+		}
+		list, err := c.Outputs(ctx, j.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := api.OutputList{Job: j.ID, Attempt: 1, Files: []api.OutputFile{{Name: "result.bin", Size: int64(len(bin))}}, Missing: []string{"never.txt"}}
+		if diff := cmp.Diff(want, list); diff != "" {
+			t.Errorf("outputs (-want +got):\n%s", diff)
+		}
+		got, err := c.Output(ctx, j.ID, "result.bin")
+		if err != nil || string(got) != string(bin) {
+			t.Errorf("output result.bin: %q, %v; want %q", got, err, bin)
+		}
+		if _, err := c.Output(ctx, j.ID, "never.txt"); err == nil || !strings.Contains(err.Error(), `no output "never.txt" in attempt 1`) {
+			t.Errorf("an output the master did not write: %v", err)
+		}
+		for _, name := range []string{"../result.bin", "a//b", "/etc/passwd", ""} {
+			if f, err := td.d.Output(ctx, j.ID, name); err == nil || !strings.Contains(err.Error(), "name") {
+				if f != nil {
+					f.Close()
+				}
+				t.Errorf("output %q: %v, want refused naming the field", name, err)
+			}
+		}
+		// The run directory gone (retention.job_dirs), the outputs are too.
+		if err := os.RemoveAll(filepath.Join(dataDir, "jobs", j.ID)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Outputs(ctx, j.ID); err == nil || !strings.Contains(err.Error(), "its run directory was removed") {
+			t.Errorf("the outputs of a job whose run directory was removed: %v", err)
+		}
+		if _, err := c.Outputs(ctx, "j-999999999999"); err == nil || !strings.Contains(err.Error(), `no job "j-999999999999"`) {
+			t.Errorf("the outputs of no job: %v", err)
+		}
+	})
+}
+
 // TestGuestExecutorNoAddress: a job whose VMs' site has no network (its
 // agent gives them no address) fails with the reason, at once.
 func TestGuestExecutorNoAddress(t *testing.T) {
@@ -215,6 +315,23 @@ func TestJobFilesNeedGuestExecutor(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), field) || !strings.Contains(err.Error(), "applies to the guest executor only; this daemon runs the command executor") {
 				t.Errorf("a job with %s on the command executor: %v", field, err)
 			}
+		}
+	})
+}
+
+// TestJobInputFromRefused: the daemon does not read a file an input's
+// from names (a file of the submitting machine) and says so.
+func TestJobInputFromRefused(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		td := startDaemon(t, metasched.Options{WrapAgent: func(_ string, a metasched.SiteAgent) metasched.SiteAgent {
+			return &memGuests{SiteAgent: a, net: 1}
+		}}, func(c *metasched.Config) {
+			c.Executor = metasched.ExecutorConfig{Name: "guest"}
+		})
+		_, err := td.d.Submit(context.Background(), []byte("name: j\ntype: sim\ntasks: 10\ntask_ops: 1.0e9\ntask_bytes: 0\ncommand: [/bin/true]\n"+
+			"inputs: [{path: a, content: b}, {path: in.bin, from: /etc/hostname}]\n"))
+		if err == nil || !strings.Contains(err.Error(), `inputs[1].from: "/etc/hostname" is a file of the submitting machine, which the daemon does not read`) {
+			t.Fatalf("a job with an input from a local file: %v", err)
 		}
 	})
 }

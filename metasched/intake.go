@@ -58,6 +58,12 @@ func (d *Daemon) parseJob(ctx context.Context, body []byte) (*selection.Job, err
 	if err != nil {
 		return nil, invalid(fieldErrors(err)...)
 	}
+	for i, in := range j.Inputs {
+		if in.From != "" {
+			return nil, invalid(api.FieldError{Field: fmt.Sprintf("inputs[%d].from", i), Problem: fmt.Sprintf(
+				"%q is a file of the submitting machine, which the daemon does not read: send its bytes as data (base64), as metasched submit does", in.From)})
+		}
+	}
 	jt, _, ok := d.jobType(j.Type)
 	if !ok {
 		names := make([]string, len(d.types))

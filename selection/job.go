@@ -1,6 +1,7 @@
 package selection
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -40,10 +41,67 @@ type Job struct {
 }
 
 // InputFile is a file of a job's inputs: its path relative to the
-// command's working directory and its content (text).
+// command's working directory and its bytes, given one of three ways:
+// Content (text, inline), Data (any bytes; base64 in JSON and YAML), or
+// From, a file on the submitting machine (relative to the job file) that
+// the client reads and sends as Data: the daemon takes Content or Data
+// only.
 type InputFile struct {
 	Path    string `json:"path"`
-	Content string `json:"content"`
+	Content string `json:"content,omitempty"`
+	Data    []byte `json:"data,omitempty"`
+	From    string `json:"from,omitempty"`
+}
+
+// Bytes is what the input writes: Data, or Content when Data is nil.
+func (in InputFile) Bytes() []byte {
+	if in.Data != nil {
+		return in.Data
+	}
+	return []byte(in.Content)
+}
+
+// MarshalJSON writes {"path", and one of "content", "data" (base64) or
+// "from"}: the form the file was given in, so that it parses back the
+// same.
+func (in InputFile) MarshalJSON() ([]byte, error) {
+	switch {
+	case in.From != "":
+		return json.Marshal(struct {
+			Path string `json:"path"`
+			From string `json:"from"`
+		}{in.Path, in.From})
+	case in.Data != nil:
+		return json.Marshal(struct {
+			Path string `json:"path"`
+			Data []byte `json:"data"`
+		}{in.Path, in.Data})
+	}
+	return json.Marshal(struct {
+		Path    string `json:"path"`
+		Content string `json:"content"`
+	}{in.Path, in.Content})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes (a stored job).
+func (in *InputFile) UnmarshalJSON(b []byte) error {
+	var x struct {
+		Path    string  `json:"path"`
+		Content string  `json:"content"`
+		Data    *[]byte `json:"data"`
+		From    string  `json:"from"`
+	}
+	if err := json.Unmarshal(b, &x); err != nil {
+		return err
+	}
+	*in = InputFile{Path: x.Path, Content: x.Content, From: x.From}
+	if x.Data != nil {
+		in.Data = *x.Data
+		if in.Data == nil {
+			in.Data = []byte{}
+		}
+	}
+	return nil
 }
 
 // The limits of a job's files.
@@ -168,11 +226,8 @@ func ParseJob(file string, data []byte) (*Job, error) {
 	}
 	if vs, ok := top.Seq("inputs", false); ok {
 		for _, v := range vs {
-			if m, ok := v.Map("path", "content"); ok {
-				var in InputFile
-				in.Path, _ = m.Str("path", true)
-				in.Content, _ = m.Str("content", true)
-				j.Inputs = append(j.Inputs, in)
+			if m, ok := v.Map("path", "content", "data", "from"); ok {
+				j.Inputs = append(j.Inputs, parseInput(m))
 			}
 		}
 	}
@@ -191,6 +246,48 @@ func ParseJob(file string, data []byte) (*Job, error) {
 		return nil, err
 	}
 	return j, nil
+}
+
+// parseInput reads an input: its path and exactly one of content, data
+// (base64) and from.
+func parseInput(m *yamlx.Map) InputFile {
+	var in InputFile
+	in.Path, _ = m.Str("path", true)
+	var given []string
+	for _, k := range []string{"content", "data", "from"} {
+		if m.Has(k) {
+			given = append(given, k)
+		}
+	}
+	switch {
+	case len(given) == 0:
+		m.Errorf("content", "missing: give content (text), data (base64) or from (a local file, read by metasched submit)")
+		return in
+	case len(given) > 1:
+		m.Errorf(given[1], "give one of content, data and from, not both %s and %s", given[0], given[1])
+		return in
+	}
+	switch given[0] {
+	case "content":
+		in.Content, _ = m.Str("content", true)
+	case "data":
+		if s, ok := m.Str("data", true); ok {
+			b, err := base64.StdEncoding.DecodeString(s)
+			if err != nil {
+				m.Errorf("data", "not base64 (standard alphabet, padded): %v", err)
+			} else {
+				in.Data = b
+			}
+		}
+	case "from":
+		if s, ok := m.Str("from", true); ok {
+			if s == "" {
+				m.Errorf("from", "must name a local file, got an empty string")
+			}
+			in.From = s
+		}
+	}
+	return in
 }
 
 // Validate applies the rules of ParseJob to a job built in code (a request
@@ -292,7 +389,10 @@ func (j *Job) checkFiles(bad func(path, msg string)) {
 			bad(at, fmt.Sprintf("%q is listed twice", in.Path))
 		}
 		seen[in.Path] = true
-		total += len(in.Content)
+		if n := btoi(in.Content != "") + btoi(in.Data != nil) + btoi(in.From != ""); n > 1 {
+			bad(fmt.Sprintf("inputs[%d]", i), "give one of content, data and from")
+		}
+		total += len(in.Content) + len(in.Data)
 	}
 	if total > MaxInputBytes {
 		bad("inputs", fmt.Sprintf("the contents must be at most %d bytes in all, got %d", MaxInputBytes, total))
@@ -307,6 +407,13 @@ func (j *Job) checkFiles(bad func(path, msg string)) {
 		}
 		seen[p] = true
 	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func validJobName(s string) bool {

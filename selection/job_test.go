@@ -30,6 +30,9 @@ inputs:
     content: |
       x,y
       1,2
+  - {path: data/in.bin, data: AAEC/w==}
+  - {path: empty.bin, data: ""}
+  - {path: local.bin, from: ./in.bin}
 outputs: [result.txt, logs/summary.json]
 `))
 	if err != nil {
@@ -38,7 +41,9 @@ outputs: [result.txt, logs/summary.json]
 	want := &Job{Name: "render-42", Type: "render", Tasks: 300, TaskOps: 2e12, TaskBytes: 5e7,
 		Efficiency: DefaultEfficiency, VM: VM{VCPUs: 2, MemoryMiB: DefaultMemoryMiB},
 		Command: []string{"./master", "--tasks", "300"}, Walltime: Duration(90 * time.Minute),
-		Inputs:  []InputFile{{Path: "params.txt", Content: "a=1\n"}, {Path: "data/in.csv", Content: "x,y\n1,2\n"}},
+		Inputs: []InputFile{{Path: "params.txt", Content: "a=1\n"}, {Path: "data/in.csv", Content: "x,y\n1,2\n"},
+			{Path: "data/in.bin", Data: []byte{0, 1, 2, 255}}, {Path: "empty.bin", Data: []byte{}},
+			{Path: "local.bin", From: "./in.bin"}},
 		Outputs: []string{"result.txt", "logs/summary.json"}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
@@ -101,7 +106,13 @@ var jobErrorCases = []struct{ name, text, want string }{
 	{"escaping output", jobGood + "outputs: [../../etc/shadow]\n", `job.yaml: outputs[0]: must be a clean path inside the working directory (no '.', '..' or '//'), got "../../etc/shadow"`},
 	{"unclean output", jobGood + "outputs: [a//b]\n", `job.yaml: outputs[0]: must be a clean path inside the working directory`},
 	{"twice output", jobGood + "outputs: [a, a]\n", `job.yaml: outputs[1]: "a" is listed twice`},
-	{"input without content", jobGood + "inputs: [{path: a}]\n", "job.yaml: inputs[0].content: missing required field"},
+	{"input without content", jobGood + "inputs: [{path: a}]\n", "job.yaml: inputs[0].content: missing: give content (text), data (base64) or from (a local file, read by metasched submit)"},
+	{"input not base64", jobGood + "inputs: [{path: a, data: 'not base64!'}]\n", "job.yaml: inputs[0].data: not base64 (standard alphabet, padded): illegal base64 data at input byte 3"},
+	{"input data and content", jobGood + "inputs: [{path: a, content: x, data: eA==}]\n", "job.yaml: inputs[0].data: give one of content, data and from, not both content and data"},
+	{"input content and from", jobGood + "inputs: [{path: a, from: ./a, content: x}]\n", "job.yaml: inputs[0].from: give one of content, data and from, not both content and from"},
+	{"input empty from", jobGood + "inputs: [{path: a, from: ''}]\n", "job.yaml: inputs[0].from: must name a local file, got an empty string"},
+	{"input data not string", jobGood + "inputs: [{path: a, data: [1]}]\n", "job.yaml: inputs[0].data:"},
+	{"input from escaping path", jobGood + "inputs: [{path: ../x, from: ./x}]\n", `job.yaml: inputs[0].path: must be a clean path inside the working directory (no '.', '..' or '//'), got "../x"`},
 	{"input unknown field", jobGood + "inputs: [{path: a, content: b, mode: 7}]\n", "job.yaml: inputs[0].mode: unknown field"},
 	{"empty output", jobGood + "outputs: ['']\n", "job.yaml: outputs[0]: must not be empty"},
 	{"huge memory", jobGood + "vm: {vcpus: 1, memory_mib: 100000000}\n", "job.yaml: vm.memory_mib: must be at most 16777216, got 100000000"},
@@ -125,6 +136,15 @@ func TestParseJobErrors(t *testing.T) {
 		Inputs: []InputFile{{Path: "a", Content: strings.Repeat("x", MaxInputBytes)}, {Path: "b", Content: "y"}}}
 	if err := big.Validate(); err == nil || !strings.Contains(err.Error(), "inputs: the contents must be at most 524288 bytes in all, got 524289") {
 		t.Errorf("Validate of too big inputs: %v", err)
+	}
+	big.Inputs[0] = InputFile{Path: "a", Data: make([]byte, MaxInputBytes)}
+	if err := big.Validate(); err == nil || !strings.Contains(err.Error(), "inputs: the contents must be at most 524288 bytes in all, got 524289") {
+		t.Errorf("Validate of too big binary inputs: %v", err)
+	}
+	two := &Job{Name: "j", Type: "t", Tasks: 1, TaskOps: 1, Efficiency: 1, VM: VM{1, 1},
+		Inputs: []InputFile{{Path: "a", Content: "x", Data: []byte("y")}}}
+	if err := two.Validate(); err == nil || !strings.Contains(err.Error(), "inputs[0]: give one of content, data and from") {
+		t.Errorf("Validate of an input given twice: %v", err)
 	}
 	j := &Job{Name: "j", Type: "t", Tasks: 1, TaskOps: 1, Efficiency: 2, VM: VM{1, 1}}
 	if err := j.Validate(); err == nil || !strings.Contains(err.Error(), "efficiency: must be > 0 and <= 1, got 2") {

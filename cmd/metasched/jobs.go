@@ -41,6 +41,11 @@ func newSubmitCmd(e *env) *cobra.Command {
 checks it, stores it and queues it in the pool of its type; it prints the new
 job's ID and state ("j-000000000001 queued"), or with --output json the job.
 
+An input of the job file given as "from: FILE" (a file of this machine,
+relative to the job file's directory, any bytes) is read here and sent as
+the input's data (base64); the inputs' bounds are checked first, and a
+missing, unreadable or too big file is refused, naming the field.
+
 A job file the daemon refuses is reported with every field's problem, one per
 line, and exit code 2. Follow the job with "metasched status ID" and read its
 output with "metasched logs ID".
@@ -56,6 +61,9 @@ gets the job the first run made instead of a second one.`,
 				func(ctx context.Context, c *client.Client) (api.Job, error) {
 					body, err := readFlagFile("", args[0])
 					if err != nil {
+						return api.Job{}, err
+					}
+					if body, err = inlineInputs(args[0], body); err != nil {
 						return api.Job{}, err
 					}
 					s, err := c.SubmitWith(ctx, body, client.SubmitOptions{IdempotencyKey: key})
@@ -336,6 +344,9 @@ func planDaemon(cmd *cobra.Command, e *env, f planFlags) error {
 	}
 	body, err := readFlagFile("--job", f.job)
 	if err != nil {
+		return err
+	}
+	if body, err = inlineInputs(f.job, body); err != nil {
 		return err
 	}
 	c, err := f.daemon.client()

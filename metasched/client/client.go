@@ -286,6 +286,25 @@ func (c *Client) Logs(ctx context.Context, id string) ([]byte, error) {
 	return out, err
 }
 
+// Outputs lists the output files of a finished job's last attempt.
+func (c *Client) Outputs(ctx context.Context, id string) (api.OutputList, error) {
+	var out api.OutputList
+	err := c.do(ctx, http.MethodGet, "/v1/jobs/"+url.PathEscape(id)+"/outputs", nil, nil, &out)
+	return out, err
+}
+
+// Output returns the bytes of the output file name (a path of the job
+// file's outputs, its slashes kept) of a finished job's last attempt.
+func (c *Client) Output(ctx context.Context, id, name string) ([]byte, error) {
+	parts := strings.Split(name, "/")
+	for i, p := range parts {
+		parts[i] = url.PathEscape(p)
+	}
+	var out []byte
+	err := c.do(ctx, http.MethodGet, "/v1/jobs/"+url.PathEscape(id)+"/outputs/"+strings.Join(parts, "/"), nil, nil, &out)
+	return out, err
+}
+
 // Plan asks the daemon where a job file (its bytes as they are) would run
 // now, without submitting it.
 func (c *Client) Plan(ctx context.Context, jobFile []byte) (api.PlanResult, error) {

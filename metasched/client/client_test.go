@@ -142,6 +142,7 @@ func TestMethods(t *testing.T) {
 		Pools: []api.PolicyPool{{Name: "render", Jobs: 3, Servers: 2}}, Servers: 4, Decisions: 10, Switches: 1,
 		LastAt: t0, Table: &api.PolicyTable{Source: "solved", States: 9000, Solving: true}}
 	links := []gramvm.Link{{Between: [2]string{"spain", "latam-a"}, ConfiguredMbps: 8, MeasuredMbps: 7.5, MeasuredAt: t0, Samples: 4}}
+	outputs := api.OutputList{Job: "j-000000000007", Attempt: 2, Files: []api.OutputFile{{Name: "frames/a b%.bin", Size: 4}}, Missing: []string{"x"}}
 	plan := api.PlanResult{Placement: *testJob.Placement, FreeHosts: map[string]int{"spain": 3, "latam-a": 0},
 		Explanation: "master on spain"}
 
@@ -174,6 +175,10 @@ func TestMethods(t *testing.T) {
 			request{Method: "POST", Path: "/v1/jobs/j-000000000007/cancel", Auth: auth}, done},
 		{"logs", func() (any, error) { return c.Logs(ctx, "j-000000000007") }, "frame 1\nframe 2\n",
 			request{Method: "GET", Path: "/v1/jobs/j-000000000007/logs", Auth: auth}, []byte("frame 1\nframe 2\n")},
+		{"outputs", func() (any, error) { return c.Outputs(ctx, "j-000000000007") }, outputs,
+			request{Method: "GET", Path: "/v1/jobs/j-000000000007/outputs", Auth: auth}, outputs},
+		{"output", func() (any, error) { return c.Output(ctx, "j-000000000007", "frames/a b%.bin") }, "\x00\xff\r\n",
+			request{Method: "GET", Path: "/v1/jobs/j-000000000007/outputs/frames/a%20b%25.bin", Auth: auth}, []byte("\x00\xff\r\n")},
 		{"plan", func() (any, error) { return c.Plan(ctx, []byte(jobYAML)) }, plan,
 			request{Method: "POST", Path: "/v1/plan", Auth: auth, ContentType: "application/yaml", Body: jobYAML}, plan},
 		{"pools", func() (any, error) { return c.Pools(ctx) }, pools,

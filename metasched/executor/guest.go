@@ -269,7 +269,7 @@ func (run *guestRun) start(ctx context.Context) error {
 		for _, in := range run.r.Job.Inputs {
 			p := path.Join(work, in.Path)
 			if _, err := run.retry(ctx, vm, "write the input "+in.Path, func(ctx context.Context) error {
-				return vm.agent.GuestWriteFile(ctx, vm.Name, p, []byte(in.Content), 0o644)
+				return vm.agent.GuestWriteFile(ctx, vm.Name, p, in.Bytes(), 0o644)
 			}); err != nil {
 				return err
 			}

@@ -492,10 +492,11 @@ func TestGuestInputsOutputs(t *testing.T) {
 	t.Parallel()
 	f := newFakeGuests(t, guestVMs())
 	out := newWatchWriter("")
-	r := guestRun(t, `cat params.txt data/in.csv; mkdir -p sub; cp data/in.csv sub/copy.csv; echo done >result.txt`,
+	r := guestRun(t, `cat params.txt data/in.csv; mkdir -p sub; cp data/in.csv sub/copy.csv; cp data/in.bin bin.out; echo done >result.txt`,
 		`cat params.txt`, out)
-	r.Job.Inputs = []selection.InputFile{{Path: "params.txt", Content: "a=1\n"}, {Path: "data/in.csv", Content: "x,y\n1,2\n"}}
-	r.Job.Outputs = []string{"result.txt", "sub/copy.csv", "missing.txt"}
+	r.Job.Inputs = []selection.InputFile{{Path: "params.txt", Content: "a=1\n"}, {Path: "data/in.csv", Content: "x,y\n1,2\n"},
+		{Path: "data/in.bin", Data: []byte{0, 1, 0xfe, 0xff, '\n', 0}}}
+	r.Job.Outputs = []string{"result.txt", "sub/copy.csv", "bin.out", "missing.txt"}
 	res, err := newGuest(t, f, executor.GuestOptions{}).Run(t.Context(), r)
 	if err != nil || res.ExitCode != 0 {
 		t.Fatalf("Run: %+v, %v; log %q", res, err, out.String())
@@ -508,7 +509,7 @@ func TestGuestInputsOutputs(t *testing.T) {
 		}
 	}
 	odir := executor.OutputsDir(r.Dir, r.Attempt)
-	for p, want := range map[string]string{"result.txt": "done\n", "sub/copy.csv": "x,y\n1,2\n"} {
+	for p, want := range map[string]string{"result.txt": "done\n", "sub/copy.csv": "x,y\n1,2\n", "bin.out": "\x00\x01\xfe\xff\n\x00"} {
 		got, err := os.ReadFile(filepath.Join(odir, p))
 		if err != nil || string(got) != want {
 			t.Errorf("output %s: %q, %v; want %q", p, got, err, want)

@@ -3,7 +3,9 @@ package httpapi
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -47,6 +49,10 @@ type Daemon interface {
 	Job(ctx context.Context, id string) (api.Job, error)
 	Cancel(ctx context.Context, id string) (api.Job, error)
 	Logs(ctx context.Context, id string) ([]byte, error)
+	// Outputs lists a finished job's output files; Output opens one (the
+	// server closes it).
+	Outputs(ctx context.Context, id string) (api.OutputList, error)
+	Output(ctx context.Context, id, name string) (*os.File, error)
 	DryRun(ctx context.Context, body []byte) (api.PlanResult, error)
 	Pools() []api.Pool
 	Hosts() []api.HostView
@@ -74,6 +80,7 @@ var Routes = []Route{
 	{"GET /{$}", true}, {"GET /assets/{file}", true}, {"POST /login", true}, {"POST /logout", true},
 	{"POST /v1/jobs", false}, {"GET /v1/jobs", false}, {"GET /v1/jobs/{id}", false},
 	{"POST /v1/jobs/{id}/cancel", false}, {"GET /v1/jobs/{id}/logs", false},
+	{"GET /v1/jobs/{id}/outputs", false}, {"GET /v1/jobs/{id}/outputs/{name...}", false},
 	{"POST /v1/plan", false}, {"GET /v1/pools", false}, {"GET /v1/hosts", false},
 	{"POST /v1/hosts/{name}/clear", false}, {"GET /v1/vms", false},
 	{"GET /v1/switches", false}, {"POST /v1/switches", false}, {"GET /v1/policy", false},
@@ -181,6 +188,26 @@ func (s *Server) handlers() map[string]http.HandlerFunc {
 			}
 			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 			_, _ = w.Write(b)
+		},
+		"GET /v1/jobs/{id}/outputs": func(w http.ResponseWriter, r *http.Request) {
+			l, err := d.Outputs(r.Context(), r.PathValue("id"))
+			reply(w, http.StatusOK, l, err)
+		},
+		"GET /v1/jobs/{id}/outputs/{name...}": func(w http.ResponseWriter, r *http.Request) {
+			f, err := d.Output(r.Context(), r.PathValue("id"), r.PathValue("name"))
+			if err != nil {
+				replyErr(w, err)
+				return
+			}
+			defer f.Close()
+			st, err := f.Stat()
+			if err != nil {
+				replyErr(w, err)
+				return
+			}
+			w.Header().Set("Content-Type", "application/octet-stream")
+			w.Header().Set("Content-Length", strconv.FormatInt(st.Size(), 10))
+			_, _ = io.Copy(w, f)
 		},
 		"POST /v1/plan": withJobBody(func(r *http.Request, body []byte) (any, int, error) {
 			p, err := d.DryRun(r.Context(), body)
