@@ -227,6 +227,10 @@ func TestGuestJobFiles(t *testing.T) {
 		if len(j.VMs) < 2 {
 			t.Fatalf("job on %d VMs, want a master and workers", len(j.VMs))
 		}
+		// The job's view names its inputs without their bytes.
+		if in := j.Spec.Inputs; len(in) != 2 || in[0].Path != "params.txt" || in[1].Path != "data/in.bin" || in[0].Content != "" || in[1].Data != nil {
+			t.Errorf("the job's view of its inputs: %+v, want their paths only", in)
+		}
 		work := executor.GuestWorkDir(j.ID)
 		for _, vm := range j.VMs {
 			g := guests[vm.Site]
