@@ -143,10 +143,10 @@ func TestDashboardInBrowser(t *testing.T) {
 	// A wrong token: the field says so; the right one: the pools appear.
 	p.run("log in with a wrong token", p.fill("login-token", "not-the-token"),
 		chromedp.Click(chromedp.CSS(`#login-form button[type=submit]`)))
-	p.waitJS(60*time.Second, "the login error", `document.querySelector('[data-error-for=token]').textContent`)
+	p.waitJS(3*time.Minute, "the login error", `document.querySelector('[data-error-for=token]').textContent`)
 	p.run("log in", p.fill("login-token", token),
 		chromedp.Click(chromedp.CSS(`#login-form button[type=submit]`)))
-	p.waitJS(60*time.Second, "the live dashboard", `document.querySelector('#conn').dataset.state === 'live' && !document.querySelector('#main').hidden ? 'live' : ''`)
+	p.waitJS(3*time.Minute, "the live dashboard", `document.querySelector('#conn').dataset.state === 'live' && !document.querySelector('#main').hidden ? 'live' : ''`)
 	if cookieJS, err := p.eval(`document.cookie`); err != nil || strings.Contains(cookieJS, httpapi.SessionCookie) {
 		t.Errorf("the session cookie is readable by scripts (%q, %v): it must be HttpOnly", cookieJS, err)
 	}
@@ -165,8 +165,8 @@ func TestDashboardInBrowser(t *testing.T) {
 		chromedp.SendKeys(chromedp.ID("f-task-ops"), "-5"),
 		chromedp.SendKeys(chromedp.ID("f-task-bytes"), "1e5"),
 		chromedp.Click(chromedp.ID("f-submit")))
-	tasksErr := p.waitJS(60*time.Second, "the error of field tasks", `document.querySelector('[data-error-for=tasks]').textContent`)
-	opsErr := p.waitJS(60*time.Second, "the error of field task_ops", `document.querySelector('[data-error-for=task_ops]').textContent`)
+	tasksErr := p.waitJS(3*time.Minute, "the error of field tasks", `document.querySelector('[data-error-for=tasks]').textContent`)
+	opsErr := p.waitJS(3*time.Minute, "the error of field task_ops", `document.querySelector('[data-error-for=task_ops]').textContent`)
 	t.Logf("form errors: %q, %q", tasksErr, opsErr)
 	if !strings.Contains(tasksErr, "tasks") || !strings.Contains(opsErr, "task_ops") || !strings.Contains(opsErr, "> 0") {
 		t.Errorf("field errors %q and %q do not name the fields and the problem", tasksErr, opsErr)
@@ -183,11 +183,11 @@ func TestDashboardInBrowser(t *testing.T) {
 		p.fill("f-tasks", "20"),
 		p.fill("f-task-ops", "1e10"),
 		chromedp.Click(chromedp.ID("f-submit")))
-	formJob := p.waitJS(60*time.Second, "the submitted job's ID", `document.querySelector('#submit-result').dataset.job || ''`)
+	formJob := p.waitJS(3*time.Minute, "the submitted job's ID", `document.querySelector('#submit-result').dataset.job || ''`)
 	if j, err := c.Job(bg, formJob); err != nil || j.Name != "form-job" || j.Type != "sim" || j.Spec.Tasks != 20 {
 		t.Fatalf("the form's job %s through the API: %+v, %v", formJob, j, err)
 	}
-	p.waitJS(60*time.Second, "the form's job in the list", fmt.Sprintf(`document.querySelector('#jobs tr[data-job=%q]') ? 'listed' : ''`, formJob))
+	p.waitJS(3*time.Minute, "the form's job in the list", fmt.Sprintf(`document.querySelector('#jobs tr[data-job=%q]') ? 'listed' : ''`, formJob))
 
 	// An operator's switch from the pool with the most hosts: a square
 	// shows it switching, then the host is in the other pool.
@@ -196,16 +196,16 @@ func TestDashboardInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatalf("switch %s → %s: %v", from, to, err)
 	}
-	host := p.waitJS(60*time.Second, "a host switching "+from+" → "+to, fmt.Sprintf(
+	host := p.waitJS(3*time.Minute, "a host switching "+from+" → "+to, fmt.Sprintf(
 		`(h => h ? h.dataset.host + ' ' + h.querySelector('b').textContent : '')(document.querySelector('#pools .pool[data-pool=%q] .host[data-state=switching][data-from=%q][data-to=%q]'))`, from, from, to))
 	name, label, _ := strings.Cut(host, " ")
 	if label != "switching "+from+" → "+to {
 		t.Errorf("the switching square says %q", label)
 	}
 	t.Logf("switch %s: %s shown %q", sw.ID, name, label)
-	p.waitJS(60*time.Second, name+" in pool "+to, fmt.Sprintf(
+	p.waitJS(3*time.Minute, name+" in pool "+to, fmt.Sprintf(
 		`(h => h && ['busy','idle'].includes(h.dataset.state) ? h.dataset.state : '')(document.querySelector('#pools .pool[data-pool=%q] .host[data-host=%q]'))`, to, name))
-	p.waitJS(60*time.Second, "the switch committed in the list", fmt.Sprintf(
+	p.waitJS(3*time.Minute, "the switch committed in the list", fmt.Sprintf(
 		`(r => r && r.textContent.includes('committed') ? 'committed' : '')(document.querySelector('#switches tr[data-switch=%q]'))`, sw.ID))
 
 	// The form opened the job's detail: it follows the job to done (the
@@ -213,12 +213,12 @@ func TestDashboardInBrowser(t *testing.T) {
 	// the plan's explanation.
 	p.waitJS(3*time.Minute, "the form's job done in its detail", fmt.Sprintf(
 		`(h => h && h.textContent.includes(%q) && h.querySelector('.badge').textContent === 'done' ? 'done' : '')(document.querySelector('#job-detail h3'))`, formJob))
-	expl := p.waitJS(60*time.Second, "the plan's explanation", `(e => e ? e.textContent : '')(document.querySelector('#job-detail .explanation'))`)
+	expl := p.waitJS(3*time.Minute, "the plan's explanation", `(e => e ? e.textContent : '')(document.querySelector('#job-detail .explanation'))`)
 	if !strings.Contains(expl, "master") || !strings.Contains(expl, "predicted") {
 		t.Errorf("the explanation shown: %q", expl)
 	}
 	// The picture: once the charts hold 20 s of the demo.
-	p.waitJS(60*time.Second, "20 s of chart samples", `document.querySelectorAll('#chart-queue polyline').length > 0 &&
+	p.waitJS(3*time.Minute, "20 s of chart samples", `document.querySelectorAll('#chart-queue polyline').length > 0 &&
 	    document.querySelector('#chart-queue polyline').getAttribute('points').split(' ').length >= 20 ? 'yes' : ''`)
 	// ... and, for the picture's sake, a host switching if one does within 20 s.
 	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
@@ -234,12 +234,12 @@ func TestDashboardInBrowser(t *testing.T) {
 	if code := d.interrupt(t, 60*time.Second); code != 0 {
 		t.Errorf("exit code after SIGINT %d, want 0", code)
 	}
-	p.waitJS(60*time.Second, "the connection lost", `document.querySelector('#conn').dataset.state === 'down' ? 'down' : ''`)
+	p.waitJS(3*time.Minute, "the connection lost", `document.querySelector('#conn').dataset.state === 'down' ? 'down' : ''`)
 	d2 := startServe(t, bin, dir, filepath.Join(dir, "daemon-2.log"), "--listen", addr, "--data-dir", data, "--demo=false",
 		"--log-format", "json", "--log-level", "warn")
 	defer dumpLogOnFailure(t, filepath.Join(dir, "daemon-2.log"))
 	c = client.New(d2.base, token)
-	p.waitJS(60*time.Second, "the page live on the new daemon", fmt.Sprintf(
+	p.waitJS(3*time.Minute, "the page live on the new daemon", fmt.Sprintf(
 		`document.querySelector('#conn').dataset.state === 'live' && document.querySelector('#daemon').dataset.instance !== %q ? 'live' : ''`, before))
 	if restarted, err := p.eval(`document.querySelector('#daemon').dataset.restarted || ''`); err != nil || restarted != "true" {
 		t.Errorf("the page does not say it reconnected after a restart (%q, %v)", restarted, err)
@@ -251,14 +251,14 @@ func TestDashboardInBrowser(t *testing.T) {
 	checkJobRows(t, p, c)
 	// Any job, listed or not, opens by its ID.
 	p.run("find the form's job", p.fill("find-job", formJob), chromedp.Click(chromedp.CSS(`#find-form button[type=submit]`)))
-	p.waitJS(60*time.Second, "the form's job, done, in the detail", fmt.Sprintf(
+	p.waitJS(3*time.Minute, "the form's job, done, in the detail", fmt.Sprintf(
 		`(h => h && h.textContent.includes(%q) && h.textContent.includes('done') ? 'yes' : '')(document.querySelector('#job-detail h3'))`, formJob))
 	// A job submitted now (through the API) shows: the page follows the new daemon.
 	j, err := c.Submit(bg, []byte("name: after-restart\ntype: etl\ntasks: 5\ntask_ops: 1e9\ntask_bytes: 0\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.waitJS(60*time.Second, "the job submitted after the restart, done", fmt.Sprintf(`document.querySelector('#jobs tr[data-job=%q][data-state=done]') ? 'done' : ''`, j.ID))
+	p.waitJS(3*time.Minute, "the job submitted after the restart, done", fmt.Sprintf(`document.querySelector('#jobs tr[data-job=%q][data-state=done]') ? 'done' : ''`, j.ID))
 	checkSquares(t, p, c, "after the restart")
 
 	// Cancel from the page: a long job, cancelled by its button.
@@ -267,13 +267,13 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	sel := fmt.Sprintf(`#jobs tr[data-job=%q] button[data-cancel]`, long.ID)
-	p.waitJS(60*time.Second, "the cancel button", fmt.Sprintf(`document.querySelector(%q) ? 'yes' : ''`, sel))
+	p.waitJS(3*time.Minute, "the cancel button", fmt.Sprintf(`document.querySelector(%q) ? 'yes' : ''`, sel))
 	p.run("cancel the job", chromedp.Click(chromedp.CSS(sel)))
-	p.waitJS(60*time.Second, "the job cancelled", fmt.Sprintf(`document.querySelector('#jobs tr[data-job=%q][data-state=cancelled]') ? 'cancelled' : ''`, long.ID))
+	p.waitJS(3*time.Minute, "the job cancelled", fmt.Sprintf(`document.querySelector('#jobs tr[data-job=%q][data-state=cancelled]') ? 'cancelled' : ''`, long.ID))
 
 	// Log out: the page asks for the token again and the API refuses the browser.
 	p.run("log out", chromedp.Click(chromedp.ID("logout")))
-	p.waitJS(60*time.Second, "the login form again", `!document.querySelector('#login-view').hidden ? 'login' : ''`)
+	p.waitJS(3*time.Minute, "the login form again", `!document.querySelector('#login-view').hidden ? 'login' : ''`)
 	status, err := p.eval(`fetch('/v1/pools').then(r => String(r.status))`)
 	if err != nil || status != fmt.Sprint(http.StatusUnauthorized) {
 		t.Errorf("GET /v1/pools from the page after logging out: %v, want 401", status)
