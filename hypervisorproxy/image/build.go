@@ -820,8 +820,8 @@ func copyFile(src, dst string) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// copyImage copies the image of directory src to dst: the kernel and the
-// initrd first, the image file last, so that a directory with an image
+// copyImage copies the image of directory src to dst: the kernel, the
+// initrd and the disk first, the image file last, so that a directory with an image
 // file has the files it names.
 func copyImage(src, dst string) error {
 	if src == dst {
@@ -838,7 +838,7 @@ func copyImage(src, dst string) error {
 	if err := os.Remove(filepath.Join(dst, FileName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("image: out: %w", err)
 	}
-	for _, name := range []string{img.Kernel, img.Initrd, FileName} {
+	for _, name := range []string{img.Kernel, img.Initrd, img.Disk, FileName} {
 		if name == "" {
 			continue
 		}
