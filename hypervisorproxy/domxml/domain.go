@@ -448,6 +448,9 @@ func bootOS(d Domain) *elem {
 // DiskTarget is the guest's device name of Domain.Disk.
 const DiskTarget = "vda"
 
+// FormatQCOW2 is the format of Domain.Disk.
+const FormatQCOW2 = "qcow2"
+
 // devices are the <devices> of a qemu domain: the emulator, the console
 // on the first serial port, appended to a file (libvirt refuses a
 // <console type='serial'> of type file here), the guest agent's channel
@@ -456,7 +459,7 @@ func devices(d Domain, emulator string) []*elem {
 	devs := []*elem{textEl("emulator", nil, emulator)}
 	if d.Disk != "" {
 		devs = append(devs, el("disk", a("type", "file", "device", "disk"),
-			el("driver", a("name", "qemu", "type", "qcow2")),
+			el("driver", a("name", "qemu", "type", FormatQCOW2)),
 			el("source", a("file", d.Disk)),
 			el("target", a("dev", DiskTarget, "bus", "virtio"))))
 	}
