@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -266,7 +267,20 @@ func TestAgentBootsDiskImage(t *testing.T) {
 		t.Errorf("the hostfile in disk-1's overlay: %q, %v", out, err)
 	}
 
-	// A second VM: its own overlay, without the first one's writes.
+	// A second VM: its own overlay, without the first one's writes. A
+	// stale overlay of its name (left as if by a VM lost in a crash, owned
+	// by the daemon's user as the overlays it makes) is replaced.
+	fi, err := os.Stat(overlay("disk-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := fi.Sys().(*syscall.Stat_t)
+	if err := os.WriteFile(overlay("disk-2"), []byte("stale"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(overlay("disk-2"), int(st.Uid), int(st.Gid)); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := c.Create(ctx, hp.VMSpec{Name: "disk-2", Host: "qa", Job: "job-d", VCPUs: 1, MemoryMiB: 128, Image: "disk"}); err != nil {
 		t.Fatal(err)
 	}

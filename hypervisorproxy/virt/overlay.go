@@ -112,6 +112,19 @@ func (h *Host) createOverlay(ctx context.Context, dir, name, base string) (strin
 		return "", fmt.Errorf("overlay of %s: %w", name, err)
 	}
 	vol, err := pool.StorageVolCreateXML(string(x), 0)
+	if code(err) == libvirt.ERR_STORAGE_VOL_EXIST {
+		// Left by a VM of that name that is gone (the caller checked that
+		// no domain has it): a stale overlay, replaced.
+		h.log.Warn().Str("vm", name).Str("dir", dir).Msg("a stale overlay of the vm's name replaced")
+		if old, lerr := pool.LookupStorageVolByName(overlayName(name)); lerr == nil {
+			derr := old.Delete(0)
+			old.Free()
+			if derr != nil {
+				return "", wrap(derr, "delete the stale overlay of %s on %s", name, h.uri)
+			}
+		}
+		vol, err = pool.StorageVolCreateXML(string(x), 0)
+	}
 	if err != nil {
 		return "", wrap(err, "make the overlay of %s on %s (backed by %s)", name, h.uri, base)
 	}
