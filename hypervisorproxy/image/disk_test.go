@@ -154,3 +154,34 @@ func TestBuildDiskTools(t *testing.T) {
 		t.Errorf("Build of kind iso: %v", err)
 	}
 }
+
+// BenchmarkBuildDiskRebuild is a build of the disk form whose kernel
+// package is cached: the initramfs, the ext4 file system, its times set
+// to 0 and the qcow2 conversion.
+func BenchmarkBuildDiskRebuild(b *testing.B) {
+	cache := b.TempDir()
+	if _, err := Build(b.Context(), Options{CacheDir: cache, Kind: KindDisk}); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, err := Build(b.Context(), Options{CacheDir: cache, Kind: KindDisk, Rebuild: true}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkBuildDiskCached is a build of the disk form from the cache,
+// copied to an out directory (the disk's sum checked on the way).
+func BenchmarkBuildDiskCached(b *testing.B) {
+	cache := b.TempDir()
+	if _, err := Build(b.Context(), Options{CacheDir: cache, Kind: KindDisk}); err != nil {
+		b.Fatal(err)
+	}
+	out := b.TempDir()
+	for b.Loop() {
+		res, err := Build(b.Context(), Options{CacheDir: cache, Out: out, Kind: KindDisk})
+		if err != nil || !res.Cached {
+			b.Fatal(res, err)
+		}
+	}
+}
