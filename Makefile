@@ -7,7 +7,7 @@
 # SIGKILLs of the daemon under concurrent submissions instead of make test's 3.
 # make papers runs the research tools on the bundled examples; make screenshot
 # retakes the README's picture of the dashboard (from its browser test); make
-# image builds the bundled guest image into IMAGE_DIR (default bin/image) from
+# image builds the bundled guest image (IMAGE_KIND=disk: its disk form) into IMAGE_DIR (default bin/image) from
 # Debian packages (cached by its inputs under the user's cache directory);
 # make fuzz runs every fuzz target (scripts/fuzz.sh finds them), one at a
 # time, for FUZZTIME each (default 10s: make fuzz FUZZTIME=60s).
@@ -20,13 +20,17 @@
 GO  ?= go
 BIN := bin/metasched
 
+# qemu-utils: libvirt's storage driver makes the VMs' qcow2 overlays of a
+# disk image with its qemu-img.
 DEB_PACKAGES := pkg-config libvirt0 libvirt-dev libvirt-daemon libvirt-daemon-driver-qemu \
-	libvirt-clients qemu-system-x86 iproute2
+	libvirt-clients qemu-system-x86 qemu-utils iproute2
 # The bundled guest image: busybox-static and qemu-guest-agent go into it;
-# the kernel package is fetched by the build itself.
-IMAGE_PACKAGES := busybox-static qemu-guest-agent
+# the kernel package is fetched by the build itself; its disk form is made
+# with e2fsprogs' mke2fs and debugfs and qemu-utils' qemu-img.
+IMAGE_PACKAGES := busybox-static qemu-guest-agent e2fsprogs qemu-utils
 TEST_PACKAGES := $(DEB_PACKAGES) $(IMAGE_PACKAGES) cpio chromium
 IMAGE_DIR ?= bin/image
+IMAGE_KIND ?= kernel
 
 DEMO_FLAGS ?=
 FUZZTIME   ?= 10s
@@ -57,7 +61,7 @@ demo: build
 
 image: build
 	@$(MAKE) --no-print-directory install-debs PACKAGES="$(IMAGE_PACKAGES)"
-	$(BIN) image build --out $(IMAGE_DIR)
+	$(BIN) image build --out $(IMAGE_DIR) --kind $(IMAGE_KIND)
 
 papers: build
 	$(BIN) plan --job examples/job-render.yaml --grid examples/grid-paper.yaml

@@ -23,6 +23,10 @@ type Boot struct {
 	// Bridge and MAC: the guest's network interface, a port of the host's
 	// Linux bridge Bridge; "" for none.
 	Bridge, MAC string
+	// Disk is a disk image's qcow2 file (absolute, on the host), the base
+	// of the VM's own copy-on-write overlay, made in OverlayDir and
+	// removed with the VM; "" for a VM without a disk.
+	Disk, OverlayDir string
 }
 
 // GuestHypervisor is a Hypervisor that boots guest images (the libvirt
@@ -98,7 +102,17 @@ func loadImages(dirs map[string]string) (map[string]*image.Image, error) {
 
 // consoleDir is where the consoles of booted VMs are: DATA_DIR/consoles
 // (under the agent's temporary directory without a data_dir).
-func (a *Agent) consoleDir() (string, error) {
+func (a *Agent) consoleDir() (string, error) { return a.subDir("consoles", 0o755) }
+
+// overlayDir is where the overlays of VMs of disk images are:
+// DATA_DIR/overlays (under the agent's temporary directory without a
+// data_dir). The hypervisor's daemon makes them there, as its own user,
+// which need not be the agent's: the directory is writable by all, and
+// sticky, like /tmp (each overlay is its maker's, mode 0600).
+func (a *Agent) overlayDir() (string, error) { return a.subDir("overlays", os.ModeSticky|0o777) }
+
+// subDir makes the agent's directory sub with mode perm.
+func (a *Agent) subDir(sub string, perm os.FileMode) (string, error) {
 	dir := a.dataDir
 	if dir == "" {
 		a.mu.Lock()
@@ -111,19 +125,24 @@ func (a *Agent) consoleDir() (string, error) {
 			}
 			if err != nil {
 				a.mu.Unlock()
-				return "", fmt.Errorf("console directory: %w", err)
+				return "", fmt.Errorf("%s directory: %w", sub, err)
 			}
 			a.tmpDir = t
 		}
 		dir = a.tmpDir
 		a.mu.Unlock()
 	}
-	dir, err := filepath.Abs(filepath.Join(dir, "consoles"))
+	dir, err := filepath.Abs(filepath.Join(dir, sub))
 	if err != nil {
-		return "", fmt.Errorf("console directory: %w", err)
+		return "", fmt.Errorf("%s directory: %w", sub, err)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", fmt.Errorf("console directory: %w", err)
+		return "", fmt.Errorf("%s directory: %w", sub, err)
+	}
+	if perm != 0o755 {
+		if err := os.Chmod(dir, perm); err != nil {
+			return "", fmt.Errorf("%s directory: %w", sub, err)
+		}
 	}
 	return dir, nil
 }
@@ -149,6 +168,15 @@ func (a *Agent) prepareBoot(img *image.Image, name string, addr netip.Addr) (Boo
 		return Boot{}, err
 	}
 	b := Boot{Kernel: img.KernelPath(), Initrd: img.InitrdPath(), Cmdline: cmdline, ConsoleLog: consolePath(dir, name)}
+	if img.Kernel == "" {
+		b.Cmdline = "" // the disk's own boot loader has its own
+	}
+	if img.Disk != "" {
+		if b.OverlayDir, err = a.overlayDir(); err != nil {
+			return Boot{}, err
+		}
+		b.Disk = img.DiskPath()
+	}
 	if g.Address.IsValid() {
 		b.Bridge, b.MAC = a.site.Network.Bridge, macOf(addr)
 	}

@@ -2,11 +2,15 @@ package hypervisorproxy_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -179,4 +183,150 @@ func TestAgentBootsPoolImage(t *testing.T) {
 		}
 		noDomains(t, d, c)
 	})
+}
+
+// An agent whose pool has the disk form of the bundled image boots its
+// VMs with their root file system on their own copy-on-write overlay of
+// the image's disk: the guest runs the image's kernel with / on
+// /dev/vda (ext4), is contextualized through its guest agent as a kernel
+// VM is (/etc/metasched written by file calls), and a file written in it
+// lands in its overlay, not in the base, nor in a second VM's overlay.
+// Destroying a VM removes its overlay; the base's bytes never change.
+func TestAgentBootsDiskImage(t *testing.T) {
+	if err := libvirtdtest.Check(); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	d := libvirtdtest.StartT(t, libvirtdtest.Options{})
+	res, err := image.Build(ctx, image.Options{Out: filepath.Join(d.Dir(), "images", "disk"), Kind: image.KindDisk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	img := res.Image
+	data := filepath.Join(d.Dir(), "agent-disk")
+	overlay := func(vm string) string { return filepath.Join(data, "overlays", vm+".qcow2") }
+	c := bootAgent(t, d, data, "disk", res.Dir, goodBootTimeout)
+
+	run := func(vm, script string) string {
+		t.Helper()
+		st := guestRun(t, c, vm, hp.GuestExec{Path: "/bin/sh", Args: []string{"-c", script}, CaptureOutput: true})
+		if st.ExitCode != 0 {
+			t.Fatalf("%s: %q: exit %d: %s%s", vm, script, st.ExitCode, st.Stdout, st.Stderr)
+		}
+		return string(st.Stdout)
+	}
+
+	vm, err := c.Create(ctx, hp.VMSpec{Name: "disk-1", Host: "qa", Job: "job-d", VCPUs: 1, MemoryMiB: 128, Image: "disk"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("disk guest: boot to the guest agent's answer %.1f s", vm.BootSeconds)
+	if fi, err := os.Stat(overlay("disk-1")); err != nil || !fi.Mode().IsRegular() {
+		t.Fatalf("overlay of disk-1: %v", err)
+	}
+	info, err := exec.Command("qemu-img", "info", "-U", "--output=json", overlay("disk-1")).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var qi struct {
+		Format  string `json:"format"`
+		Backing string `json:"backing-filename"`
+	}
+	if err := json.Unmarshal(info, &qi); err != nil || qi.Format != "qcow2" || qi.Backing != img.DiskPath() {
+		t.Errorf("overlay of disk-1: %+v (%v), want qcow2 backed by %s", qi, err, img.DiskPath())
+	}
+
+	if got := strings.TrimSpace(run("disk-1", "uname -r")); got != img.KernelRelease {
+		t.Errorf("uname -r = %q, want the image's kernel %s", got, img.KernelRelease)
+	}
+	mounts := run("disk-1", "cat /proc/mounts; cat /proc/cmdline")
+	if !regexp.MustCompile(`(?m)^/dev/vda / ext4 rw[, ]`).MatchString(mounts) || !strings.Contains(mounts, "metasched.root=/dev/vda") {
+		t.Errorf("the root is not /dev/vda (ext4, read-write):\n%s", mounts)
+	}
+	// Contextualization through the guest agent, as for a kernel image.
+	run("disk-1", "mkdir -p /etc/metasched")
+	hostfile := "disk-1 slots=1\n"
+	if err := c.GuestWriteFile(ctx, "disk-1", "/etc/metasched/hostfile", []byte(hostfile), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := run("disk-1", "cat /etc/metasched/hostfile; hostname; sync"); got != hostfile+"disk-1\n" {
+		t.Errorf("hostfile and host name in the guest: %q", got)
+	}
+	// The write is in disk-1's overlay (read while the VM runs: -U; the
+	// copy's journal replayed by e2fsck, which exits 1 when it did).
+	raw := filepath.Join(t.TempDir(), "disk-1.raw")
+	if out, err := exec.Command("qemu-img", "convert", "-U", "-O", "raw", overlay("disk-1"), raw).CombinedOutput(); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if out, err := exec.Command("e2fsck", "-fy", raw).CombinedOutput(); err != nil {
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+			t.Fatalf("e2fsck of disk-1's overlay: %v\n%s", err, out)
+		}
+	}
+	if out, err := exec.Command("debugfs", "-R", "cat /etc/metasched/hostfile", raw).Output(); err != nil || string(out) != hostfile {
+		t.Errorf("the hostfile in disk-1's overlay: %q, %v", out, err)
+	}
+
+	// A second VM: its own overlay, without the first one's writes. A
+	// stale overlay of its name (left as if by a VM lost in a crash, owned
+	// by the daemon's user as the overlays it makes) is replaced.
+	fi, err := os.Stat(overlay("disk-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := fi.Sys().(*syscall.Stat_t)
+	if err := os.WriteFile(overlay("disk-2"), []byte("stale"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(overlay("disk-2"), int(st.Uid), int(st.Gid)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Create(ctx, hp.VMSpec{Name: "disk-2", Host: "qa", Job: "job-d", VCPUs: 1, MemoryMiB: 128, Image: "disk"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(overlay("disk-2")); err != nil {
+		t.Errorf("overlay of disk-2: %v", err)
+	}
+	if got := run("disk-2", "test -e /etc/metasched/hostfile && echo there || echo absent; hostname"); got != "absent\ndisk-2\n" {
+		t.Errorf("disk-2 sees %q, want absent and its own name", got)
+	}
+
+	for _, name := range []string{"disk-1", "disk-2"} {
+		if err := c.Destroy(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(overlay(name)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("overlay of %s after destroy: %v, want it gone", name, err)
+		}
+	}
+	noDomains(t, d, c)
+	if err := img.Verify(); err != nil {
+		t.Errorf("the base changed: %v", err)
+	}
+
+	// A VM whose kernel QEMU cannot load fails after its overlay was
+	// made, and one whose disk is not a qcow2 before: neither leaves an
+	// overlay or a domain.
+	for _, tc := range []struct{ name, file string }{{"junk kernel", "vmlinuz"}, {"junk disk", "rootfs.qcow2"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			pool := strings.ReplaceAll(strings.ReplaceAll(tc.name, " ", ""), "junk", "junk-")
+			junk, err := img.CopyTo(filepath.Join(d.Dir(), "images", pool), map[string][]byte{tc.file: []byte(strings.Repeat("junk\n", 1000))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			agentData := filepath.Join(d.Dir(), "agent-"+pool)
+			c := bootAgent(t, d, agentData, pool, junk.Dir, goodBootTimeout)
+			_, err = c.Create(ctx, hp.VMSpec{Name: "disk-3", Host: "qa", VCPUs: 1, MemoryMiB: 128, Image: pool})
+			if err == nil || !errors.Is(err, hp.ErrBoot) || !strings.Contains(err.Error(), "disk-3") {
+				t.Fatalf("create: %v, want ErrBoot naming the vm", err)
+			}
+			t.Logf("%s: %v", tc.name, err)
+			entries, err := os.ReadDir(filepath.Join(agentData, "overlays"))
+			if err != nil || len(entries) != 0 {
+				t.Errorf("overlays left: %v, %v", entries, err)
+			}
+			noDomains(t, d, c)
+		})
+	}
 }

@@ -21,8 +21,8 @@ func newImageCmd(e *env) *cobra.Command {
 }
 
 func newImageBuildCmd(e *env) *cobra.Command {
-	var out, cacheDir, kernel, logFormat, logLevel string
-	var rebuild bool
+	var out, cacheDir, kernel, kind, logFormat, logLevel string
+	var rebuild, disk bool
 	cmd := &cobra.Command{
 		Use:   "build --out DIR",
 		Short: "Build the bundled guest image from Debian packages",
@@ -36,11 +36,25 @@ linux-image-6.1.0-N-cloud-amd64 apt knows) is fetched with apt-get download;
 busybox-static and qemu-guest-agent must be installed (make image installs
 them). Images are cached by their inputs (the packages' versions and the build
 recipe) in --cache-dir: a second build of the same inputs copies the cached
-image.`,
+image.
+
+With --kind disk (or --disk) it also makes the disk form: the initramfs's tree
+as an ext4 file system (mke2fs -d) in a qcow2 disk (rootfs.qcow2, made with
+qemu-img convert), the root file system of the guest that the same kernel and
+initramfs boot; each VM gets its own copy-on-write overlay of it. It needs
+mke2fs and debugfs (Debian package e2fsprogs) and qemu-img (qemu-utils).`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if out == "" {
 				return usagef("--out: required (the image's directory)")
+			}
+			switch {
+			case kind != image.KindKernel && kind != image.KindDisk:
+				return usagef("--kind: must be %s or %s, not %q", image.KindKernel, image.KindDisk, kind)
+			case disk && cmd.Flags().Changed("kind") && kind != image.KindDisk:
+				return usagef("--disk: contradicts --kind %s", kind)
+			case disk:
+				kind = image.KindDisk
 			}
 			log, err := newLogger(e.stderr, logFormat, logLevel)
 			if err != nil {
@@ -48,7 +62,7 @@ image.`,
 			}
 			start := time.Now()
 			res, err := image.Build(cmd.Context(), image.Options{
-				Out: out, CacheDir: cacheDir, KernelPackage: kernel, Rebuild: rebuild, Logger: log,
+				Out: out, CacheDir: cacheDir, KernelPackage: kernel, Rebuild: rebuild, Kind: kind, Logger: log,
 			})
 			if err != nil {
 				return err
@@ -60,6 +74,9 @@ image.`,
 			img := res.Image
 			fmt.Fprintf(e.stdout, "Image in %s, %s in %.1f s (cache %s)\n", res.Dir, how, time.Since(start).Seconds(), res.Entry)
 			fmt.Fprintf(e.stdout, "kernel %s (%s), initrd %s, command line %q\n", img.KernelRelease, img.Kernel, img.Initrd, img.Cmdline)
+			if img.Disk != "" {
+				fmt.Fprintf(e.stdout, "disk %s (%s, sha256 %s): the root file system\n", img.Disk, img.DiskFormat, img.DiskSHA256)
+			}
 			fmt.Fprintf(e.stdout, "inputs %s:\n", img.InputsHash)
 			for _, in := range img.Inputs {
 				fmt.Fprintf(e.stdout, "  %s %s %s\n", in.Package, in.Version, in.Architecture)
@@ -71,6 +88,8 @@ image.`,
 	cmd.Flags().StringVar(&cacheDir, "cache-dir", "", "cache of packages and images (default: the user's cache directory/metasched/images)")
 	cmd.Flags().StringVar(&kernel, "kernel-package", "", "Debian kernel package (default: the newest linux-image-6.1.0-N-cloud-amd64 apt knows)")
 	cmd.Flags().BoolVar(&rebuild, "rebuild", false, "build even when the cache has the image")
+	cmd.Flags().StringVar(&kind, "kind", image.KindKernel, "form of the image: kernel (direct kernel boot) or disk (also a qcow2 root disk)")
+	cmd.Flags().BoolVar(&disk, "disk", false, "the disk form (--kind disk)")
 	cmd.Flags().StringVar(&logFormat, "log-format", "auto", "log format: json, console, or auto (console on a terminal)")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	return cmd

@@ -40,6 +40,26 @@ func TestImageBuild(t *testing.T) {
 	}
 }
 
+// metasched image build --disk writes the disk form (from the user's
+// cache, where the other tests build it too).
+func TestImageBuildDisk(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "img")
+	code, stdout, stderr := runCmd(t, "image", "build", "--out", out, "--disk")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	img, err := image.Load(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := img.Verify(); err != nil {
+		t.Error(err)
+	}
+	if img.Kind != image.KindDisk || !strings.Contains(stdout, "disk rootfs.qcow2 (qcow2, sha256 "+img.DiskSHA256+")") {
+		t.Errorf("image %+v, output:\n%s", img, stdout)
+	}
+}
+
 // Without --out, apt-get, or a known kernel package, the command says so.
 func TestImageBuildErrors(t *testing.T) {
 	cache := t.TempDir()
@@ -50,6 +70,8 @@ func TestImageBuildErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"image", "build"}, "", exitUsage, "metasched: --out: required (the image's directory)\n"},
+		{[]string{"image", "build", "--out", "x", "--kind", "iso"}, "", exitUsage, "metasched: --kind: must be kernel or disk, not \"iso\"\n"},
+		{[]string{"image", "build", "--out", "x", "--kind", "kernel", "--disk"}, "", exitUsage, "metasched: --disk: contradicts --kind kernel\n"},
 		{[]string{"image", "build", "--out", "x", "--cache-dir", cache, "--kernel-package", "linux-image-0-none"}, "", exitFailure,
 			"metasched: image build: kernel package linux-image-0-none: apt-cache show --no-all-versions linux-image-0-none: exit status 100: "},
 		{[]string{"image", "build", "--out", "x", "--cache-dir", cache}, t.TempDir(), exitFailure,

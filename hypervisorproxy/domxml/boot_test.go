@@ -27,6 +27,11 @@ func TestParseBootRoundTrip(t *testing.T) {
 			Job: "j-7", Pool: "sim", Kernel: bootDomain.Kernel, Initrd: bootDomain.Initrd, Cmdline: bootDomain.Cmdline,
 			ConsoleLog: bootDomain.ConsoleLog, GuestAgent: true,
 		}},
+		{"disk", func() Domain { d := bootDomain; d.Disk = "/o/j-7-m.qcow2"; return d }(), Desc{
+			Type: "qemu", Name: "j-7-m", VCPUs: 1, MaxVCPUs: 1, MemoryMiB: 128, MaxMemoryMiB: 128, BootMemoryMiB: 128,
+			Job: "j-7", Pool: "sim", Kernel: bootDomain.Kernel, Initrd: bootDomain.Initrd, Cmdline: bootDomain.Cmdline,
+			ConsoleLog: bootDomain.ConsoleLog, GuestAgent: true, Disk: "/o/j-7-m.qcow2",
+		}},
 		{"socket, escapes", Domain{
 			Type: "qemu", Name: "q", VCPUs: 1, MemoryMiB: 64, Kernel: "/k & 'q'", Cmdline: `a="<b>" é`,
 			GuestAgent: true, AgentSocket: "/run/q.agent",

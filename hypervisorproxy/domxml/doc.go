@@ -46,7 +46,10 @@
 //
 // A qemu domain may also boot a guest: Kernel, Initrd and Cmdline become
 // <kernel>, <initrd> and <cmdline> under <os> (direct kernel boot, no
-// disk or firmware boot loader); ConsoleLog adds the first serial port
+// firmware boot loader); Disk gives it one qcow2 disk, its vda on virtio
+// (<disk type='file' device='disk'>, the VM's copy-on-write overlay of a
+// disk image), booted from (<boot dev='hd'/>) when there is no kernel;
+// ConsoleLog adds the first serial port
 // appended to a file (<serial type='file'>: the guest's console, when its
 // command line says console=ttyS0); GuestAgent adds the channel of QEMU's
 // guest agent (<channel type='unix'> to the virtio port named

@@ -71,6 +71,12 @@ type Domain struct {
 	GuestAgent  bool
 	AgentSocket string
 
+	// Disk is the guest's one disk, its vda on virtio: a qcow2 file (the
+	// VM's own copy-on-write overlay of a disk image), an absolute path
+	// on the host of the hypervisor (qemu only). Without a kernel the
+	// guest boots from it (<boot dev='hd'/>).
+	Disk string
+
 	// Bridge puts the guest's one network interface (virtio, its eth0) on
 	// this Linux bridge of the host, with the MAC address MAC (qemu only;
 	// MAC "" lets libvirt choose one).
@@ -96,7 +102,8 @@ func (d Domain) maxMemoryMiB() int {
 // Validate reports every problem of d, joined with errors.Join, each one
 // starting with the field's name in the agent's JSON API (type, name, vcpus,
 // max_vcpus, memory_mib, max_memory_mib, job, pool, emulator, kernel,
-// initrd, cmdline, console_log, guest_agent, agent_socket, bridge, mac). It
+// initrd, cmdline, console_log, guest_agent, agent_socket, disk, bridge,
+// mac). It
 // returns nil when d is valid.
 //
 // Names are 1 to 64 characters of A-Z a-z 0-9 . _ -, not starting with '.'
@@ -105,7 +112,7 @@ func (d Domain) maxMemoryMiB() int {
 // has memory headroom both memory_mib and the headroom must be multiples of
 // 2 MiB, the granularity of QEMU's DIMMs. Job and pool are at most 256
 // bytes of UTF-8 without control characters; emulator is an absolute path,
-// for qemu only. So are kernel, initrd, console_log and agent_socket,
+// for qemu only. So are kernel, initrd, console_log, agent_socket and disk,
 // which must also be clean (no . or .. elements, no repeated /): initrd
 // and cmdline need a kernel, agent_socket needs guest_agent and is at
 // most 107 bytes (a unix socket path), and cmdline is at most 2,047
@@ -251,6 +258,7 @@ func (d Domain) Validate() error {
 	if d.AgentSocket != "" && !d.GuestAgent && qemu {
 		bad("agent_socket", "needs guest_agent")
 	}
+	path("disk", d.Disk, limitPathBytes)
 
 	// Network.
 	switch {
@@ -422,7 +430,8 @@ func (d Domain) XML() (string, error) {
 }
 
 // bootOS is the <os> element of a qemu domain: the machine, and the
-// kernel, initrd and command line of a direct kernel boot.
+// kernel, initrd and command line of a direct kernel boot, or the disk
+// to boot from without a kernel.
 func bootOS(d Domain) *elem {
 	o := el("os", nil, textEl("type", a("arch", "x86_64", "machine", "pc"), "hvm"))
 	for _, f := range []struct{ name, value string }{{"kernel", d.Kernel}, {"initrd", d.Initrd}, {"cmdline", d.Cmdline}} {
@@ -430,8 +439,17 @@ func bootOS(d Domain) *elem {
 			o.kids = append(o.kids, textEl(f.name, nil, f.value))
 		}
 	}
+	if d.Kernel == "" && d.Disk != "" {
+		o.kids = append(o.kids, el("boot", a("dev", "hd")))
+	}
 	return o
 }
+
+// DiskTarget is the guest's device name of Domain.Disk.
+const DiskTarget = "vda"
+
+// FormatQCOW2 is the format of Domain.Disk.
+const FormatQCOW2 = "qcow2"
 
 // devices are the <devices> of a qemu domain: the emulator, the console
 // on the first serial port, appended to a file (libvirt refuses a
@@ -439,6 +457,12 @@ func bootOS(d Domain) *elem {
 // and the balloon.
 func devices(d Domain, emulator string) []*elem {
 	devs := []*elem{textEl("emulator", nil, emulator)}
+	if d.Disk != "" {
+		devs = append(devs, el("disk", a("type", "file", "device", "disk"),
+			el("driver", a("name", "qemu", "type", FormatQCOW2)),
+			el("source", a("file", d.Disk)),
+			el("target", a("dev", DiskTarget, "bus", "virtio"))))
+	}
 	if d.ConsoleLog != "" {
 		devs = append(devs, el("serial", a("type", "file"),
 			el("source", a("path", d.ConsoleLog, "append", "on")),

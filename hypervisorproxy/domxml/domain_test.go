@@ -145,6 +145,14 @@ func TestValidate(t *testing.T) {
 			"cmdline: must be at most 2047 bytes, not 2048",
 			"agent_socket: must be at most 107 bytes, not 108",
 		}},
+		{"qemu disk ok", with(okQ, func(d *Domain) { d.Disk = "/var/lib/metasched/overlays/vm-1.qcow2" }), nil},
+		{"disk for test", with(ok, func(d *Domain) { d.Disk = "/o/vm.qcow2" }), []string{"disk: must be empty for type test"}},
+		{"bad disks", with(okQ, func(d *Domain) { d.Disk = "overlays/vm.qcow2" }), []string{
+			`disk: must be a clean absolute path, not "overlays/vm.qcow2"`,
+		}},
+		{"disk with a control character", with(okQ, func(d *Domain) { d.Disk = "/o/\x01.qcow2" }), []string{
+			"disk: character U+0001 at byte 3 is not allowed (no control characters)",
+		}},
 		{"qemu bridge ok", with(okQ, func(d *Domain) { d.Bridge, d.MAC = "msbr-a", "52:54:0a:01:00:05" }), nil},
 		{"qemu bridge without mac ok", with(okQ, func(d *Domain) { d.Bridge = "br0" }), nil},
 		{"bridge for test", with(ok, func(d *Domain) { d.Bridge = "br0" }), []string{"bridge: must be empty for type test"}},
@@ -181,7 +189,7 @@ func TestValidate(t *testing.T) {
 				t.Errorf("Validate() messages mismatch (-want +got):\n%s", diff)
 			}
 			fields := []string{"type", "name", "vcpus", "max_vcpus", "memory_mib", "max_memory_mib", "job", "pool", "emulator",
-				"kernel", "initrd", "cmdline", "console_log", "guest_agent", "agent_socket", "bridge", "mac"}
+				"kernel", "initrd", "cmdline", "console_log", "guest_agent", "agent_socket", "disk", "bridge", "mac"}
 			for _, msg := range got {
 				named := false
 				for _, f := range fields {

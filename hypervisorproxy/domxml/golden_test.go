@@ -98,6 +98,15 @@ func TestDomainXMLGolden(t *testing.T) {
 			Kernel: "/var/lib/metasched/images/k & 'q'/vmlinuz", Cmdline: `console=ttyS0 a="<b>"`,
 			GuestAgent: true, AgentSocket: "/run/metasched/j-7-w1.agent",
 		}},
+		{"domain-qemu-boot-disk.xml", func() Domain {
+			d := bootDomain
+			d.Disk = "/var/lib/metasched/overlays/j-7-m.qcow2"
+			d.Cmdline += " metasched.root=/dev/vda"
+			return d
+		}()},
+		{"domain-qemu-disk-only.xml", Domain{
+			Type: "qemu", Name: "d-1", VCPUs: 1, MemoryMiB: 256, Disk: "/srv/overlays/d 'q' & 1.qcow2", GuestAgent: true,
+		}},
 		{"domain-qemu-boot-net.xml", func() Domain { d := bootDomain; d.Bridge, d.MAC = "msbr-a", "52:54:0a:01:00:05"; return d }()},
 	} {
 		t.Run(tc.file, func(t *testing.T) {

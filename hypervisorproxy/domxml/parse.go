@@ -43,6 +43,9 @@ type Desc struct {
 	// it).
 	GuestAgent  bool
 	AgentSocket string
+	// Disk is the file of the <disk type='file' device='disk'> on
+	// target DiskTarget.
+	Disk string
 }
 
 // The struct tags below cannot refer to MetadataNS; TestMetadataNSTag
@@ -69,6 +72,16 @@ type xmlDomain struct {
 		Cmdline string `xml:"cmdline"`
 	} `xml:"os"`
 	Devices struct {
+		Disk []struct {
+			Type   string `xml:"type,attr"`
+			Device string `xml:"device,attr"`
+			Source struct {
+				File string `xml:"file,attr"`
+			} `xml:"source"`
+			Target struct {
+				Dev string `xml:"dev,attr"`
+			} `xml:"target"`
+		} `xml:"disk"`
 		Serial []struct {
 			Type   string `xml:"type,attr"`
 			Source struct {
@@ -150,6 +163,11 @@ func Parse(xmlDesc string) (Desc, error) {
 	for _, s := range root.Devices.Serial {
 		if s.Type == "file" && desc.ConsoleLog == "" {
 			desc.ConsoleLog = s.Source.Path
+		}
+	}
+	for _, dk := range root.Devices.Disk {
+		if dk.Type == "file" && dk.Device == "disk" && dk.Target.Dev == DiskTarget {
+			desc.Disk = dk.Source.File
 		}
 	}
 	for _, c := range root.Devices.Channel {

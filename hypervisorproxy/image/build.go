@@ -32,15 +32,17 @@ import (
 // image changes for the same inputs in a way the key does not already
 // see (the key includes the scripts, the module list and the command
 // line themselves).
-const Recipe = 1
+const Recipe = 2
 
 // The recipe.
 var (
 	// Modules are loaded by the init in this order; those built into the
 	// kernel are left out. virtio_ring before virtio: each one's
 	// dependencies come first (checked against the modules' .modinfo).
+	// virtio_blk is for the disk form's root (ext4 is built into the
+	// cloud kernel).
 	Modules = []string{"virtio_ring", "virtio", "virtio_pci_modern_dev", "virtio_pci_legacy_dev", "virtio_pci",
-		"virtio_console", "failover", "net_failover", "virtio_net"}
+		"virtio_blk", "virtio_console", "failover", "net_failover", "virtio_net"}
 	// KernelPackageRE matches the kernels the build takes by default: the
 	// newest one apt knows.
 	KernelPackageRE = regexp.MustCompile(`^linux-image-6\.1\.0-([0-9]+)-cloud-amd64$`)
@@ -85,7 +87,11 @@ type Options struct {
 	// Rebuild builds even when the cache has the image (the packages
 	// already downloaded are still used).
 	Rebuild bool
-	Logger  zerolog.Logger
+	// Kind is the form of the image: KindKernel ("" too), or KindDisk:
+	// the same kernel and initramfs, and the initramfs's tree as an ext4
+	// file system in a qcow2 disk that is the guest's root.
+	Kind   string
+	Logger zerolog.Logger
 }
 
 // Result is a built image.
@@ -160,7 +166,9 @@ type plan struct {
 	programs []string       // host programs copied as they are
 	objects  []sharedObject // their shared objects, each once
 	interp   string
-	key      string // hex SHA-256 of the recipe and the inputs
+	key      string // hex SHA-256 of the recipe, the kind and the inputs
+	kind     string // KindKernel or KindDisk
+	disk     *diskTools
 }
 
 // Build builds the bundled guest image, or takes it from the cache when
@@ -171,6 +179,18 @@ type plan struct {
 // same inputs give the same bytes.
 func Build(ctx context.Context, opt Options) (*Result, error) {
 	log := opt.Logger
+	var dt *diskTools
+	switch opt.Kind {
+	case "", KindKernel:
+		opt.Kind = KindKernel
+	case KindDisk:
+		var err error
+		if dt, err = findDiskTools(); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, fmt.Errorf("image build: kind: must be %q or %q, not %q", KindKernel, KindDisk, clip(opt.Kind))
+	}
 	t, err := findTools()
 	if err != nil {
 		return nil, err
@@ -183,10 +203,11 @@ func Build(ctx context.Context, opt Options) (*Result, error) {
 	if err := os.MkdirAll(opt.CacheDir, 0o755); err != nil {
 		return nil, fmt.Errorf("image cache: %w", err)
 	}
-	p, err := makePlan(ctx, t, opt.KernelPackage, opt.CacheDir)
+	p, err := makePlan(ctx, t, opt.KernelPackage, opt.CacheDir, opt.Kind)
 	if err != nil {
 		return nil, err
 	}
+	p.disk = dt
 	entry := filepath.Join(opt.CacheDir, p.key[:16])
 
 	unlock, err := lockDir(ctx, opt.CacheDir)
@@ -208,7 +229,7 @@ func Build(ctx context.Context, opt Options) (*Result, error) {
 		if err := build(ctx, t, p, opt.CacheDir, entry, log); err != nil {
 			return nil, err
 		}
-		log.Info().Str("entry", entry).Dur("took", time.Since(start)).Msg("image built")
+		log.Info().Str("entry", entry).Str("kind", p.kind).Dur("took", time.Since(start)).Msg("image built")
 	}
 	dir := entry
 	if opt.Out != "" {
@@ -254,13 +275,13 @@ func lockDir(ctx context.Context, dir string) (func(), error) {
 // makePlan finds the inputs: the kernel package and its version from
 // apt, the programs' shared objects and the packages of every file taken
 // from the host, and computes the key.
-func makePlan(ctx context.Context, t *tools, kernelPkg, cacheDir string) (*plan, error) {
+func makePlan(ctx context.Context, t *tools, kernelPkg, cacheDir, kind string) (*plan, error) {
 	k, err := kernelInput(ctx, t, kernelPkg, cacheDir)
 	if err != nil {
 		return nil, err
 	}
 
-	p := &plan{kernel: k, programs: []string{BusyboxPath, QemuGAPath}}
+	p := &plan{kernel: k, programs: []string{BusyboxPath, QemuGAPath}, kind: kind}
 	r, err := newResolver("/")
 	if err != nil {
 		return nil, fmt.Errorf("image build: %w", err)
@@ -297,9 +318,20 @@ func makePlan(ctx context.Context, t *tools, kernelPkg, cacheDir string) (*plan,
 	if err != nil {
 		return nil, err
 	}
+	if kind == KindDisk {
+		// The disk's bytes are mke2fs's and qemu-img's.
+		for _, pkg := range diskToolPackages {
+			if !slices.Contains(pkgs, pkg) {
+				pkgs = append(pkgs, pkg)
+			}
+		}
+		if installed, err = installedVersions(ctx, t, pkgs); err != nil {
+			return nil, err
+		}
+	}
 	p.inputs = append(installed, k)
 	slices.SortFunc(p.inputs, func(a, b Input) int { return strings.Compare(a.Package, b.Package) })
-	p.key = inputsKey(p.inputs)
+	p.key = inputsKey(kind, p.inputs)
 	return p, nil
 }
 
@@ -403,11 +435,14 @@ func aptStamp() string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// inputsKey is the hex SHA-256 of the recipe and the inputs.
-func inputsKey(inputs []Input) string {
+// inputsKey is the hex SHA-256 of the recipe, the kind and the inputs.
+func inputsKey(kind string, inputs []Input) string {
 	h := sha256.New()
 	fmt.Fprintf(h, "metasched guest image\nrecipe %d\ncmdline %s\nmodules %s\nagent port %s\n",
 		Recipe, BaseCmdline, strings.Join(Modules, ","), AgentPort)
+	if kind == KindDisk {
+		fmt.Fprintf(h, "kind %s\ndisk %s %d MiB ext4\nmarker %s\n", kind, diskFile, DiskSizeMiB, OnDiskMarker)
+	}
 	fmt.Fprintf(h, "init %x\ncmdline.sh %x\n", sha256.Sum256([]byte(initTemplate)), sha256.Sum256([]byte(cmdlineScript)))
 	fmt.Fprintf(h, "%s %x\n", RunnerPath, sha256.Sum256([]byte(runnerScript)))
 	for _, in := range inputs {
@@ -601,6 +636,28 @@ func build(ctx context.Context, t *tools, p *plan, cacheDir, entry string, log z
 		Kind: KindKernel, Kernel: kernelFile, KernelSHA256: kernelSum, Initrd: initrdFile, InitrdSHA256: initrd,
 		Cmdline: BaseCmdline, KernelRelease: release, Recipe: Recipe, Inputs: p.inputs, InputsHash: "sha256:" + p.key,
 	}
+	if p.kind == KindDisk {
+		// The initramfs's tree, and the marker that says so to the init
+		// once it runs on the disk.
+		if err := a.file(strings.TrimPrefix(OnDiskMarker, "/"), 0o644, []byte("the metasched guest image's root file system\n")); err != nil {
+			return fmt.Errorf("image build: %w", err)
+		}
+		tree := filepath.Join(work, "tree")
+		if err := a.writeTree(tree); err != nil {
+			return err
+		}
+		var paths []string
+		for _, n := range a.names() {
+			if a.entries[n].mode&modeType != modeCharDev {
+				paths = append(paths, n)
+			}
+		}
+		sum, err := makeDisk(ctx, p.disk, tree, paths, work, p.key, filepath.Join(out, diskFile))
+		if err != nil {
+			return err
+		}
+		img.Kind, img.Disk, img.DiskSHA256, img.DiskFormat = KindDisk, diskFile, sum, FormatQCOW2
+	}
 	text, err := img.Marshal()
 	if err != nil {
 		return err
@@ -715,9 +772,9 @@ func (p *plan) initramfs(ctx context.Context, release, modDir string, mods []str
 	var init bytes.Buffer
 	tmpl := template.Must(template.New("init").Parse(initTemplate))
 	must(tmpl.Execute(&init, struct {
-		Release, AgentPort string
-		Modules            []string
-	}{release, AgentPort, mods}))
+		Release, AgentPort, OnDisk string
+		Modules                    []string
+	}{release, AgentPort, OnDiskMarker, mods}))
 	must(a.file("init", 0o755, init.Bytes()))
 	must(a.file("lib/metasched/cmdline.sh", 0o644, []byte(cmdlineScript)))
 	must(a.file(strings.TrimPrefix(RunnerPath, "/"), 0o755, []byte(runnerScript)))
@@ -820,8 +877,8 @@ func copyFile(src, dst string) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// copyImage copies the image of directory src to dst: the kernel and the
-// initrd first, the image file last, so that a directory with an image
+// copyImage copies the image of directory src to dst: the kernel, the
+// initrd and the disk first, the image file last, so that a directory with an image
 // file has the files it names.
 func copyImage(src, dst string) error {
 	if src == dst {
@@ -838,7 +895,7 @@ func copyImage(src, dst string) error {
 	if err := os.Remove(filepath.Join(dst, FileName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("image: out: %w", err)
 	}
-	for _, name := range []string{img.Kernel, img.Initrd, FileName} {
+	for _, name := range []string{img.Kernel, img.Initrd, img.Disk, FileName} {
 		if name == "" {
 			continue
 		}

@@ -17,6 +17,7 @@ const (
 	KeyIP       = keyPrefix + "ip"       // eth0's IPv4 address and prefix: 10.1.0.5/24
 	KeyGateway  = keyPrefix + "gw"       // the default route's IPv4 gateway
 	KeyHosts    = keyPrefix + "hosts"    // /etc/hosts entries: name=addr,name=addr
+	KeyRoot     = keyPrefix + "root"     // the device of the root file system (a disk image's): /dev/vda
 )
 
 // maxHostname is Linux's HOST_NAME_MAX.
@@ -37,7 +38,8 @@ type Host struct {
 }
 
 // GuestCmdline returns the image's command line followed by the keys that tell
-// the guest g. Every problem is reported, each naming its field
+// the guest g (and, for a disk image booted with its kernel, where its
+// root file system is: KeyRoot). Every problem is reported, each naming its field
 // (hostname, address, gateway, hosts[i].name, hosts[i].addr), and a line
 // longer than MaxCmdline is refused: many hosts are then better written
 // into the guest through its agent.
@@ -47,6 +49,11 @@ func (img *Image) GuestCmdline(g Guest) (string, error) {
 		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
 	}
 	words := strings.Fields(img.Cmdline)
+	if img.Kind == KindDisk && img.Kernel != "" {
+		// The image's kernel and initramfs boot; the init switches to
+		// the root file system on the VM's overlay.
+		words = append(words, KeyRoot+"="+RootDevice)
+	}
 	if g.Hostname != "" {
 		if msg := checkHostname(g.Hostname); msg != "" {
 			bad("hostname", "%s", msg)

@@ -99,10 +99,11 @@ func TestInitReadsCmdline(t *testing.T) {
 			Hostname: "j-7-m", Address: netip.MustParsePrefix("10.1.0.5/24"), Gateway: netip.MustParseAddr("10.1.0.1"),
 			Hosts: []Host{{"j-7-w1", netip.MustParseAddr("10.1.0.6")}, {"j-7-w2.b", netip.MustParseAddr("10.2.0.9")}},
 		}, " metasched.future=1 *",
-			"j-7-m|10.1.0.5/24|10.1.0.1|j-7-w1=10.1.0.6,j-7-w2.b=10.2.0.9\nmetasched-init: unknown key metasched.future ignored\n",
+			"j-7-m|10.1.0.5/24|10.1.0.1|j-7-w1=10.1.0.6,j-7-w2.b=10.2.0.9|\nmetasched-init: unknown key metasched.future ignored\n",
 			"127.0.0.1 localhost\n10.1.0.5 j-7-m\n10.1.0.6 j-7-w1\n10.2.0.9 j-7-w2.b\n"},
-		{"name only", Guest{Hostname: "solo"}, "", "solo|||\n", "127.0.0.1 localhost\n127.0.1.1 solo\n"},
-		{"nothing", Guest{}, "", "|||\n", "127.0.0.1 localhost\n"},
+		{"name only", Guest{Hostname: "solo"}, "", "solo||||\n", "127.0.0.1 localhost\n127.0.1.1 solo\n"},
+		{"nothing", Guest{}, "", "||||\n", "127.0.0.1 localhost\n"},
+		{"root on the disk", Guest{Hostname: "d1"}, " " + KeyRoot + "=" + RootDevice, "d1||||/dev/vda\n", "127.0.0.1 localhost\n127.0.1.1 d1\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			line, err := img.GuestCmdline(tc.g)
@@ -118,7 +119,7 @@ func TestInitReadsCmdline(t *testing.T) {
 			}
 			// The extra "*" must not be globbed into the names of the files here.
 			cmd := exec.Command(BusyboxPath, "sh", "-c", `. ./cmdline.sh; read_cmdline cmdline
-echo "$ms_hostname|$ms_ip|$ms_gw|$ms_hosts" >vars; write_hosts hosts`)
+echo "$ms_hostname|$ms_ip|$ms_gw|$ms_hosts|$ms_root" >vars; write_hosts hosts`)
 			cmd.Dir = dir
 			out, err := cmd.CombinedOutput()
 			if err != nil {

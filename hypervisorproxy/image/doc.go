@@ -5,8 +5,11 @@
 //
 // An image is a directory with an image file, image.yaml (YAML or JSON,
 // parsed strictly by [Parse]: every problem named with its field), and the
-// files it names, relative to it. The only kind so far is "kernel": direct
-// kernel boot from a kernel, an optional initrd and a command line. The
+// files it names, relative to it. Kind "kernel" is direct kernel boot from
+// a kernel, an optional initrd and a command line; kind "disk" is a qcow2
+// disk (every VM boots from its own copy-on-write overlay of it), with
+// the kernel, initrd and command line that boot it with its root on the
+// disk, or none (its own boot loader boots it). The
 // file also says what the guest's kernel release is and what the image
 // was built from (Debian packages and versions, the recipe's version, and
 // the hash of all of them, which is the cache key). [Load] reads an image
@@ -41,13 +44,22 @@
 // version: the kernel's, busybox-static's, qemu-guest-agent's and those of
 // qemu-ga's libraries. A build whose key is cached copies the cached image.
 //
+// With Options.Kind "disk" the build also writes the initramfs's tree into
+// an ext4 file system with mke2fs -d and converts it to qcow2 with
+// qemu-img (the versions of e2fsprogs and qemu-utils are inputs too); its
+// UUID and hash seed come from the key and every time in it is set to 0
+// (debugfs, and a rewrite of the superblocks), so that it too is
+// reproducible.
+//
 // # The guest's init and its command line
 //
 // [Image.GuestCmdline] appends to the image's command line the keys the
 // init reads from /proc/cmdline: metasched.hostname, metasched.ip (eth0's
 // IPv4 address/prefix), metasched.gw (the default gateway) and
 // metasched.hosts (name=addr,... written to /etc/hosts), each checked,
-// and the whole line bounded by Linux's 2,047 bytes. The init mounts
+// and the whole line bounded by Linux's 2,047 bytes; for a disk image with
+// a kernel, metasched.root=/dev/vda, on which the init mounts the root
+// file system and switch_roots to it. The init mounts
 // /proc, /sys, /dev (devtmpfs), /run and /tmp (tmpfs), loads the modules,
 // sets the host name and /etc/hosts, brings lo and eth0 up, finds the
 // guest agent's virtio port (the /sys/class/virtio-ports entry named

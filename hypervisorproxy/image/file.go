@@ -22,8 +22,24 @@ import (
 // FileName is the image file in an image's directory.
 const FileName = "image.yaml"
 
-// KindKernel is an image booted directly from a kernel and an initrd.
-const KindKernel = "kernel"
+// Kinds of image.
+const (
+	// KindKernel is an image booted directly from a kernel and an initrd.
+	KindKernel = "kernel"
+	// KindDisk is a disk image (qcow2) each VM boots from its own
+	// copy-on-write overlay; with a kernel, the disk is the root file
+	// system of a direct kernel boot, without one its own boot loader
+	// boots it.
+	KindDisk = "disk"
+)
+
+// FormatQCOW2 is the one format of a disk image.
+const FormatQCOW2 = "qcow2"
+
+// RootDevice is the guest's device of a disk image's overlay (its first
+// virtio disk, the domain's target vda): the key KeyRoot tells the
+// bundled init to switch to the root file system on it.
+const RootDevice = "/dev/vda"
 
 // Bounds of an image file.
 const (
@@ -43,8 +59,8 @@ const (
 // Image is an image file: what the image is, where its files are (relative
 // to the file's directory) and what it was built from.
 //
-//	kind: kernel                     # direct kernel boot (the only kind so far)
-//	kernel: vmlinuz                  # relative to this file's directory
+//	kind: kernel                     # direct kernel boot, or disk: a qcow2 disk
+//	kernel: vmlinuz                  # relative to this file's directory; optional for kind disk
 //	kernel_sha256: 5f1c…             # optional: checked by Verify
 //	initrd: initrd.img               # optional
 //	initrd_sha256: 9a0b…             # optional
@@ -54,9 +70,19 @@ const (
 //	inputs:                          # optional: the Debian packages it was built from
 //	  - {package: linux-image-6.1.0-56-cloud-amd64, version: 6.1.192-2, architecture: amd64}
 //	inputs_hash: sha256:…            # optional: the hash of the recipe and the inputs (the cache key)
+//
+// A disk image (kind: disk) also has:
+//
+//	disk: rootfs.qcow2               # the base every VM's overlay is backed by
+//	disk_sha256: 77aa…               # optional: checked by Verify
+//	disk_format: qcow2               # optional: the only format
+//
+// and its kernel, initrd and cmdline, when it has them, boot the guest
+// with its root file system on the disk (the agent adds
+// metasched.root=/dev/vda to the command line).
 type Image struct {
 	Kind          string  `yaml:"kind"`
-	Kernel        string  `yaml:"kernel"`
+	Kernel        string  `yaml:"kernel,omitempty"`
 	KernelSHA256  string  `yaml:"kernel_sha256,omitempty"`
 	Initrd        string  `yaml:"initrd,omitempty"`
 	InitrdSHA256  string  `yaml:"initrd_sha256,omitempty"`
@@ -65,6 +91,9 @@ type Image struct {
 	Recipe        int     `yaml:"recipe,omitempty"`
 	Inputs        []Input `yaml:"inputs,omitempty"`
 	InputsHash    string  `yaml:"inputs_hash,omitempty"`
+	Disk          string  `yaml:"disk,omitempty"`
+	DiskSHA256    string  `yaml:"disk_sha256,omitempty"`
+	DiskFormat    string  `yaml:"disk_format,omitempty"`
 
 	// Dir is the image's directory, set by Load; not in the file.
 	Dir string `yaml:"-"`
@@ -77,8 +106,23 @@ type Input struct {
 	Architecture string `yaml:"architecture,omitempty"`
 }
 
-// KernelPath is the kernel's absolute path (Dir must be absolute).
-func (img *Image) KernelPath() string { return filepath.Join(img.Dir, img.Kernel) }
+// KernelPath is the kernel's absolute path (Dir must be absolute), or ""
+// when there is none (a disk image with its own boot loader).
+func (img *Image) KernelPath() string {
+	if img.Kernel == "" {
+		return ""
+	}
+	return filepath.Join(img.Dir, img.Kernel)
+}
+
+// DiskPath is the disk's absolute path, or "" when there is none (a
+// kernel image).
+func (img *Image) DiskPath() string {
+	if img.Disk == "" {
+		return ""
+	}
+	return filepath.Join(img.Dir, img.Disk)
+}
 
 // InitrdPath is the initrd's absolute path, or "" when there is none.
 func (img *Image) InitrdPath() string {
@@ -90,7 +134,7 @@ func (img *Image) InitrdPath() string {
 
 var (
 	imageFields = []string{"kind", "kernel", "kernel_sha256", "initrd", "initrd_sha256", "cmdline",
-		"kernel_release", "recipe", "inputs", "inputs_hash"}
+		"kernel_release", "recipe", "inputs", "inputs_hash", "disk", "disk_sha256", "disk_format"}
 	inputFields = []string{"package", "version", "architecture"}
 
 	// Debian policy 5.6.1, 5.6.12; architectures are lowercase names.
@@ -114,8 +158,8 @@ func Parse(file string, data []byte) (*Image, error) {
 	}
 	img := &Image{}
 	if kind, ok := top.Str("kind", true); ok {
-		if kind != KindKernel {
-			top.Errorf("kind", "must be %q (direct kernel boot), not %q", KindKernel, kind)
+		if kind != KindKernel && kind != KindDisk {
+			top.Errorf("kind", "must be %q (direct kernel boot) or %q (a qcow2 disk), not %q", KindKernel, KindDisk, clip(kind))
 		}
 		img.Kind = kind
 	}
@@ -129,8 +173,29 @@ func Parse(file string, data []byte) (*Image, error) {
 		}
 		return s
 	}
-	img.Kernel = relPath("kernel", true)
+	img.Kernel = relPath("kernel", img.Kind != KindDisk)
 	img.Initrd = relPath("initrd", false)
+	img.Disk = relPath("disk", img.Kind == KindDisk)
+	if img.Kind == KindKernel {
+		for _, k := range []string{"disk", "disk_sha256", "disk_format"} {
+			if top.Has(k) {
+				top.Errorf(k, "is only for kind %s", KindDisk)
+			}
+		}
+	}
+	if img.Kind == KindDisk && !top.Has("kernel") {
+		for _, k := range []string{"initrd", "initrd_sha256", "cmdline", "kernel_sha256", "kernel_release"} {
+			if top.Has(k) {
+				top.Errorf(k, "needs kernel (a disk image without one boots with its own boot loader)")
+			}
+		}
+	}
+	if s, ok := top.Str("disk_format", false); ok {
+		if s != FormatQCOW2 {
+			top.Errorf("disk_format", "must be %q, not %q", FormatQCOW2, clip(s))
+		}
+		img.DiskFormat = s
+	}
 	sum := func(key string) string {
 		s, ok := top.Str(key, false)
 		if ok && !hexRE.MatchString(s) {
@@ -140,6 +205,7 @@ func Parse(file string, data []byte) (*Image, error) {
 	}
 	img.KernelSHA256 = sum("kernel_sha256")
 	img.InitrdSHA256 = sum("initrd_sha256")
+	img.DiskSHA256 = sum("disk_sha256")
 	if top.Has("initrd_sha256") && !top.Has("initrd") {
 		top.Errorf("initrd_sha256", "given without initrd")
 	}
@@ -301,7 +367,7 @@ func Load(dir string) (*Image, error) {
 	}
 	img.Dir = abs
 	var errs []error
-	for _, f := range []struct{ key, path string }{{"kernel", img.KernelPath()}, {"initrd", img.InitrdPath()}} {
+	for _, f := range []struct{ key, path string }{{"kernel", img.KernelPath()}, {"initrd", img.InitrdPath()}, {"disk", img.DiskPath()}} {
 		if f.path == "" {
 			continue
 		}
@@ -319,13 +385,14 @@ func Load(dir string) (*Image, error) {
 	return img, nil
 }
 
-// Verify checks the kernel's and the initrd's SHA-256 against the image
-// file, when it gives them.
+// Verify checks the kernel's, the initrd's and the disk's SHA-256
+// against the image file, when it gives them.
 func (img *Image) Verify() error {
 	var errs []error
 	for _, f := range []struct{ key, path, want string }{
 		{"kernel", img.KernelPath(), img.KernelSHA256},
 		{"initrd", img.InitrdPath(), img.InitrdSHA256},
+		{"disk", img.DiskPath(), img.DiskSHA256},
 	} {
 		if f.want == "" || f.path == "" {
 			continue
@@ -354,21 +421,28 @@ func fileSHA256(path string) (string, error) {
 }
 
 // CopyTo writes a copy of the image into dir (made if missing): its
-// kernel as vmlinuz, its initrd as initrd.img and its image file, and
-// returns the copy, loaded from dir. replace gives other contents to
-// some of the copy's files, by their names there (vmlinuz, initrd.img);
-// a copy with a replaced file has no sums (tests make images that do not
-// boot this way).
+// kernel as vmlinuz, its initrd as initrd.img, its disk as rootfs.qcow2
+// and its image file, and returns the copy, loaded from dir. replace
+// gives other contents to some of the copy's files, by their names there
+// (vmlinuz, initrd.img, rootfs.qcow2); a copy with a replaced file has no
+// sums (tests make images that do not boot this way).
 func (img *Image) CopyTo(dir string, replace map[string][]byte) (*Image, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("copy image: %w", err)
 	}
 	c := *img
-	c.Kernel = "vmlinuz"
-	files := map[string]string{c.Kernel: img.KernelPath()}
+	files := map[string]string{}
+	if img.Kernel != "" {
+		c.Kernel = "vmlinuz"
+		files[c.Kernel] = img.KernelPath()
+	}
 	if img.Initrd != "" {
 		c.Initrd = "initrd.img"
 		files[c.Initrd] = img.InitrdPath()
+	}
+	if img.Disk != "" {
+		c.Disk = "rootfs.qcow2"
+		files[c.Disk] = img.DiskPath()
 	}
 	for name := range replace {
 		if _, ok := files[name]; !ok {
@@ -376,7 +450,7 @@ func (img *Image) CopyTo(dir string, replace map[string][]byte) (*Image, error) 
 		}
 	}
 	if len(replace) > 0 {
-		c.KernelSHA256, c.InitrdSHA256 = "", ""
+		c.KernelSHA256, c.InitrdSHA256, c.DiskSHA256 = "", "", ""
 	}
 	for name, from := range files {
 		data, ok := replace[name]

@@ -37,6 +37,49 @@ var goodParsed = &Image{
 	InputsHash: "sha256:3d74c468018e71c56ec8e5ae370bd8f69ddea16ed34dab9cda9b43a44a58fb11",
 }
 
+const goodDiskImage = `kind: disk
+kernel: vmlinuz
+initrd: initrd.img
+cmdline: console=ttyS0 quiet
+disk: rootfs.qcow2
+disk_sha256: 77aa0f3b7f0d1f6b0ad3e3d4f2b55c3b3c8b0ad9e1f1c7c0a6a3b0d5f2e4c1a9
+disk_format: qcow2
+`
+
+// A disk image: with a kernel (the root on the disk) or alone (its own
+// boot loader).
+func TestParseDiskImage(t *testing.T) {
+	img, err := Parse("image.yaml", []byte(goodDiskImage))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &Image{Kind: KindDisk, Kernel: "vmlinuz", Initrd: "initrd.img", Cmdline: "console=ttyS0 quiet", Disk: "rootfs.qcow2",
+		DiskSHA256: "77aa0f3b7f0d1f6b0ad3e3d4f2b55c3b3c8b0ad9e1f1c7c0a6a3b0d5f2e4c1a9", DiskFormat: FormatQCOW2}
+	if diff := cmp.Diff(want, img); diff != "" {
+		t.Errorf("Parse (-want +got):\n%s", diff)
+	}
+	text, err := img.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back, err := Parse("again.yaml", text); err != nil || !cmp.Equal(img, back) {
+		t.Errorf("Parse(Marshal()) = %+v, %v\n%s", back, err, text)
+	}
+	alone, err := Parse("alone.yaml", []byte("kind: disk\ndisk: base.qcow2\n"))
+	if err != nil || alone.KernelPath() != "" || alone.Disk != "base.qcow2" {
+		t.Errorf("a disk image without a kernel: %+v, %v", alone, err)
+	}
+	// The agent's keys: the root on the VM's disk when the image's
+	// kernel boots it; nothing of the kind for a kernel image.
+	line, err := img.GuestCmdline(Guest{Hostname: "vm-1"})
+	if err != nil || line != "console=ttyS0 quiet metasched.root=/dev/vda metasched.hostname=vm-1" {
+		t.Errorf("GuestCmdline of a disk image = %q, %v", line, err)
+	}
+	if line, _ := goodParsed.GuestCmdline(Guest{}); strings.Contains(line, KeyRoot) {
+		t.Errorf("GuestCmdline of a kernel image = %q", line)
+	}
+}
+
 func TestParseImage(t *testing.T) {
 	img, err := Parse("image.yaml", []byte(goodImage))
 	if err != nil {
@@ -72,8 +115,21 @@ var badImages = []struct {
 	{"empty", "", []string{"f.yaml: empty document"}},
 	{"not a mapping", "- kernel\n", []string{"f.yaml: must be a mapping"}},
 	{"nothing", "{}", []string{"f.yaml: kind: missing required field", "f.yaml: kernel: missing required field"}},
-	{"unknown field and kind", "kind: disk\nkernel: k\ndisk: a.qcow2\n", []string{
-		`f.yaml: kind: must be "kernel" (direct kernel boot), not "disk"`, "f.yaml: disk: unknown field"}},
+	{"unknown field and kind", "kind: iso\nkernel: k\nbootloader: grub\n", []string{
+		`f.yaml: kind: must be "kernel" (direct kernel boot) or "disk" (a qcow2 disk), not "iso"`, "f.yaml: bootloader: unknown field"}},
+	{"disk fields of a kernel image", "kind: kernel\nkernel: k\ndisk: a.qcow2\ndisk_sha256: x\ndisk_format: qcow2\n", []string{
+		"f.yaml: disk: is only for kind disk",
+		"f.yaml: disk_sha256: is only for kind disk",
+		`f.yaml: disk_sha256: must be 64 lowercase hex digits (a SHA-256), not "x"`,
+		"f.yaml: disk_format: is only for kind disk"}},
+	{"disk without its disk", "kind: disk\nkernel: k\n", []string{"f.yaml: disk: missing required field"}},
+	{"disk format and path", "kind: disk\ndisk: ../base.img\ndisk_format: raw\n", []string{
+		`f.yaml: disk: must be a clean path inside the image's directory, not "../base.img"`,
+		`f.yaml: disk_format: must be "qcow2", not "raw"`}},
+	{"disk boot fields without kernel", "kind: disk\ndisk: d.qcow2\ninitrd: i\ncmdline: quiet\nkernel_release: 6.1.0\n", []string{
+		"f.yaml: initrd: needs kernel (a disk image without one boots with its own boot loader)",
+		"f.yaml: cmdline: needs kernel (a disk image without one boots with its own boot loader)",
+		"f.yaml: kernel_release: needs kernel (a disk image without one boots with its own boot loader)"}},
 	{"duplicate", "kind: kernel\nkernel: a\nkernel: b\n", []string{"f.yaml: kernel: duplicate field"}},
 	{"paths", "kind: kernel\nkernel: /boot/vmlinuz\ninitrd: ../initrd\n", []string{
 		`f.yaml: kernel: must be a clean path inside the image's directory, not "/boot/vmlinuz"`,
@@ -182,6 +238,7 @@ func TestLoadAndVerify(t *testing.T) {
 // it is accepted, and its own text gives it back.
 func FuzzParse(f *testing.F) {
 	f.Add(goodImage)
+	f.Add(goodDiskImage)
 	for _, tc := range badImages {
 		f.Add(tc.text)
 	}
@@ -198,7 +255,11 @@ func FuzzParse(f *testing.F) {
 			}
 			return
 		}
-		if img.Kind != KindKernel || checkRelPath(img.Kernel) != "" || len(img.Cmdline) > MaxBaseCmdline {
+		switch {
+		case img.Kind == KindKernel && (checkRelPath(img.Kernel) != "" || img.Disk != "" || img.DiskFormat != "" || img.DiskSHA256 != ""),
+			img.Kind == KindDisk && (checkRelPath(img.Disk) != "" || img.Kernel != "" && checkRelPath(img.Kernel) != "" ||
+				img.Kernel == "" && (img.Initrd != "" || img.Cmdline != "") || img.DiskFormat != "" && img.DiskFormat != FormatQCOW2),
+			img.Kind != KindKernel && img.Kind != KindDisk, len(img.Cmdline) > MaxBaseCmdline:
 			t.Fatalf("accepted %+v", img)
 		}
 		out, err := img.Marshal()
@@ -244,5 +305,41 @@ func TestCopyTo(t *testing.T) {
 	}
 	if _, err := img.CopyTo(t.TempDir(), map[string][]byte{"bzImage": nil}); err == nil || !strings.Contains(err.Error(), `no file "bzImage"`) {
 		t.Errorf("replace a file the copy has not: %v", err)
+	}
+}
+
+// Load finds a disk image's disk, and Verify checks its sum; CopyTo
+// copies it.
+func TestLoadAndVerifyDisk(t *testing.T) {
+	dir := t.TempDir()
+	text := "kind: disk\ndisk: rootfs.qcow2\ndisk_sha256: " + sha("disk") + "\n"
+	if err := os.WriteFile(filepath.Join(dir, FileName), []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(dir); err == nil || !strings.Contains(err.Error(), "disk: stat "+filepath.Join(dir, "rootfs.qcow2")) {
+		t.Errorf("Load without the disk: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "rootfs.qcow2"), []byte("changed"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	img, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := img.Verify(); err == nil || !strings.Contains(err.Error(), "disk: "+img.DiskPath()+" has SHA-256 "+sha("changed")) {
+		t.Errorf("Verify of a changed disk: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "rootfs.qcow2"), []byte("disk"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := img.Verify(); err != nil {
+		t.Errorf("Verify: %v", err)
+	}
+	c, err := img.CopyTo(filepath.Join(t.TempDir(), "copy"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Verify(); err != nil || c.Kernel != "" || c.DiskSHA256 != sha("disk") {
+		t.Errorf("copy %+v: %v", c, err)
 	}
 }

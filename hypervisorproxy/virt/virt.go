@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -25,6 +26,7 @@ type Host struct {
 	log zerolog.Logger
 
 	mu          sync.Mutex
+	poolMu      sync.Mutex // making overlay pools
 	conn        *libvirt.Connect
 	reconnects  int
 	onReconnect func()
@@ -293,18 +295,51 @@ func (h *Host) Create(ctx context.Context, spec hp.VMSpec) (hp.Domain, error) {
 
 // CreateGuest defines and starts a VM that boots b: direct kernel boot,
 // its console appended to b.ConsoleLog and the guest agent's channel
-// (its socket chosen, and removed with the VM, by libvirt). On the test
-// driver it is ErrUnsupported.
+// (its socket chosen, and removed with the VM, by libvirt). A VM of a disk
+// image (b.Disk) gets its own copy-on-write overlay of it in
+// b.OverlayDir (see overlay.go), made before the domain is defined and
+// deleted when it fails to start or is destroyed. On the test driver it
+// is ErrUnsupported.
 func (h *Host) CreateGuest(ctx context.Context, spec hp.VMSpec, b hp.Boot) (hp.Domain, error) {
 	if h.typ != domxml.TypeQEMU {
 		return hp.Domain{}, fmt.Errorf("create %s on %s: %w: booting a guest image needs QEMU", spec.Name, h.uri, hp.ErrUnsupported)
 	}
-	return h.CreateDomain(ctx, domxml.Domain{
+	d := domxml.Domain{
 		Type: h.typ, Name: spec.Name, VCPUs: spec.VCPUs, MaxVCPUs: spec.MaxVCPUs,
 		MemoryMiB: spec.MemoryMiB, MaxMemoryMiB: spec.MaxMemoryMiB, Job: spec.Job, Pool: spec.Pool,
 		Kernel: b.Kernel, Initrd: b.Initrd, Cmdline: b.Cmdline, ConsoleLog: b.ConsoleLog, GuestAgent: true,
 		Bridge: b.Bridge, MAC: b.MAC,
-	})
+	}
+	if b.Disk == "" {
+		return h.CreateDomain(ctx, d)
+	}
+	if b.OverlayDir == "" || !filepath.IsAbs(b.OverlayDir) || !filepath.IsAbs(b.Disk) {
+		return hp.Domain{}, fmt.Errorf("create %s: %w: disk %q and overlay directory %q must be absolute paths", spec.Name, hp.ErrInvalid, b.Disk, b.OverlayDir)
+	}
+	// The domain is checked before its overlay is made.
+	d.Disk = filepath.Join(b.OverlayDir, overlayName(spec.Name))
+	if _, err := d.XML(); err != nil {
+		return hp.Domain{}, fmt.Errorf("create %s: %w: %w", spec.Name, hp.ErrInvalid, err)
+	}
+	if conn, err := h.connection(ctx); err != nil {
+		return hp.Domain{}, err
+	} else if dom, err := conn.LookupDomainByName(spec.Name); err == nil {
+		dom.Free()
+		return hp.Domain{}, fmt.Errorf("create %s on %s: %w", spec.Name, h.uri, hp.ErrExists)
+	}
+	overlay, err := h.createOverlay(ctx, b.OverlayDir, spec.Name, b.Disk)
+	if err != nil {
+		return hp.Domain{}, fmt.Errorf("create %s: %w", spec.Name, err)
+	}
+	d.Disk = overlay
+	dom, err := h.CreateDomain(ctx, d)
+	if err != nil {
+		if derr := h.deleteOverlay(context.WithoutCancel(ctx), spec.Name, overlay); derr != nil {
+			err = errors.Join(err, derr)
+		}
+		return hp.Domain{}, err
+	}
+	return dom, nil
 }
 
 // define defines and starts a domain from its XML.
@@ -434,25 +469,27 @@ func (h *Host) SetMemory(ctx context.Context, name string, mib int) (hp.Domain, 
 	}
 }
 
-// Destroy stops the domain (if it runs) and undefines it.
+// Destroy stops the domain (if it runs) and undefines it, and deletes
+// its overlay when it has one (a VM of a disk image).
 func (h *Host) Destroy(ctx context.Context, name string) error {
 	dom, err := h.lookup(ctx, name)
 	if err != nil {
 		return err
 	}
 	defer dom.Free()
+	disk := diskOf(dom)
 	if active, err := dom.IsActive(); err == nil && active {
 		if err := dom.Destroy(); err != nil && code(err) != libvirt.ERR_OPERATION_INVALID {
 			return wrap(err, "destroy %s on %s", name, h.uri)
 		}
 	}
 	if err := dom.UndefineFlags(libvirt.DOMAIN_UNDEFINE_MANAGED_SAVE | libvirt.DOMAIN_UNDEFINE_SNAPSHOTS_METADATA); err != nil {
-		if code(err) == libvirt.ERR_NO_DOMAIN || code(err) == libvirt.ERR_OPERATION_INVALID {
-			return nil // transient: gone with the destroy
+		if code(err) != libvirt.ERR_NO_DOMAIN && code(err) != libvirt.ERR_OPERATION_INVALID {
+			return wrap(err, "undefine %s on %s", name, h.uri)
 		}
-		return wrap(err, "undefine %s on %s", name, h.uri)
+		// transient: gone with the destroy
 	}
-	return nil
+	return h.deleteOverlay(ctx, name, disk)
 }
 
 // Connector returns the agent's connector over this driver: one Host per

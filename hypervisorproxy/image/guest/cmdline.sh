@@ -2,11 +2,11 @@
 # metasched guest image (docs/design.md, "Guest image"). Sourced by
 # /init; a file of its own so that it can be tested on the build host.
 
-# read_cmdline FILE sets ms_hostname, ms_ip, ms_gw and ms_hosts from the
+# read_cmdline FILE sets ms_hostname, ms_ip, ms_gw, ms_hosts and ms_root from the
 # metasched.* words of FILE (/proc/cmdline). Unknown metasched keys are
 # reported and ignored.
 read_cmdline() {
-	ms_hostname= ms_ip= ms_gw= ms_hosts=
+	ms_hostname= ms_ip= ms_gw= ms_hosts= ms_root=
 	set -f
 	for arg in $(cat "$1"); do
 		case "$arg" in
@@ -14,6 +14,7 @@ read_cmdline() {
 		metasched.ip=*) ms_ip=${arg#*=} ;;
 		metasched.gw=*) ms_gw=${arg#*=} ;;
 		metasched.hosts=*) ms_hosts=${arg#*=} ;;
+		metasched.root=*) ms_root=${arg#*=} ;;
 		metasched.*) echo "metasched-init: unknown key ${arg%%=*} ignored" ;;
 		esac
 	done

@@ -2,21 +2,57 @@
 # /init of the metasched guest image (docs/design.md, "Guest image"),
 # kernel {{.Release}}. It runs as PID 1 and never exits.
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin
-mount -t proc proc /proc
-mount -t sysfs sysfs /sys
-mount -t devtmpfs devtmpfs /dev
-mount -t tmpfs -o mode=0755,nosuid,nodev tmpfs /run
+# On a disk image's root file system ({{.OnDisk}} is there) this init runs
+# again after the switch from the initramfs: /proc, /sys, /dev and /run
+# were moved here, the modules are loaded, and it does not switch again.
+on_disk=
+[ -e {{.OnDisk}} ] && on_disk=1
+if [ -z "$on_disk" ]; then
+	mount -t proc proc /proc
+	mount -t sysfs sysfs /sys
+	mount -t devtmpfs devtmpfs /dev
+	mount -t tmpfs -o mode=0755,nosuid,nodev tmpfs /run
+fi
 mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs /tmp
 exec </dev/console >/dev/console 2>&1
-echo "metasched-init: kernel $(uname -r)"
+if [ -n "$on_disk" ]; then
+	echo "metasched-init: root file system $(awk '$2 == "/" { d = $1 } END { print d }' /proc/mounts), kernel $(uname -r)"
+else
+	echo "metasched-init: kernel $(uname -r)"
+fi
 
 # Modules, in dependency order (those built into the kernel are left out).
-for m in{{range .Modules}} {{.}}{{end}}; do
-	insmod "/lib/modules/{{.Release}}/$m" || echo "metasched-init: insmod $m failed"
-done
+if [ -z "$on_disk" ]; then
+	for m in{{range .Modules}} {{.}}{{end}}; do
+		insmod "/lib/modules/{{.Release}}/$m" || echo "metasched-init: insmod $m failed"
+	done
+fi
 
 . /lib/metasched/cmdline.sh
 read_cmdline /proc/cmdline
+
+# A disk image's root file system: mount it, move the mounts into it and
+# switch to it, where this init runs again. A root that cannot be mounted
+# stops the boot (the guest agent never answers, the console says why).
+if [ -n "$ms_root" ] && [ -z "$on_disk" ]; then
+	n=0
+	while [ ! -b "$ms_root" ] && [ $n -lt 100 ]; do
+		sleep 0.1
+		n=$((n + 1))
+	done
+	mkdir -p /newroot
+	if mount -t ext4 "$ms_root" /newroot && [ -x /newroot/init ] && [ -e /newroot{{.OnDisk}} ]; then
+		umount /tmp
+		for d in proc sys dev run; do
+			mount --move "/$d" "/newroot/$d"
+		done
+		echo "metasched-init: switching to the root file system on $ms_root"
+		exec switch_root /newroot /init
+	fi
+	echo "metasched-init: no metasched root file system on $ms_root: the boot stops here"
+	while :; do sleep 3600; done
+fi
+
 if [ -n "$ms_hostname" ]; then
 	hostname "$ms_hostname"
 	echo "$ms_hostname" >/etc/hostname

@@ -1,0 +1,197 @@
+package virt
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/xml"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"libvirt.org/go/libvirt"
+
+	"github.com/metasched/metasched/hypervisorproxy/domxml"
+)
+
+// Overlays. A VM of a disk image runs on its own copy-on-write overlay:
+// a qcow2 volume whose backing file is the image's disk, made through
+// libvirt's storage API in a "dir" pool on the overlay directory (a
+// transient pool of this connection's daemon, named after the directory,
+// made again when the daemon lost it), so that the daemon's own user
+// owns it and QEMU can write it; it is deleted with the VM.
+
+// overlayPoolPrefix starts the names of the overlay pools.
+const overlayPoolPrefix = "metasched-overlays-"
+
+// overlayName is the overlay volume of a VM.
+func overlayName(vm string) string { return vm + ".qcow2" }
+
+// overlayPoolName is the name of the pool on dir.
+func overlayPoolName(dir string) string {
+	sum := sha256.Sum256([]byte(dir))
+	return overlayPoolPrefix + hex.EncodeToString(sum[:6])
+}
+
+type xmlPool struct {
+	XMLName xml.Name `xml:"pool"`
+	Type    string   `xml:"type,attr"`
+	Name    string   `xml:"name"`
+	Path    string   `xml:"target>path"`
+}
+
+type xmlVolume struct {
+	XMLName xml.Name `xml:"volume"`
+	Type    string   `xml:"type,attr"`
+	Name    string   `xml:"name"`
+	Target  struct {
+		Format struct {
+			Type string `xml:"type,attr"`
+		} `xml:"format"`
+		Mode   string `xml:"permissions>mode"`
+		Compat string `xml:"compat"`
+	} `xml:"target"`
+	Backing struct {
+		Path   string `xml:"path"`
+		Format struct {
+			Type string `xml:"type,attr"`
+		} `xml:"format"`
+	} `xml:"backingStore"`
+}
+
+// overlayPool returns the active overlay pool on dir, making it (a
+// transient dir pool) when the daemon has none; the caller frees it.
+func (h *Host) overlayPool(conn *libvirt.Connect, dir string) (*libvirt.StoragePool, error) {
+	h.poolMu.Lock()
+	defer h.poolMu.Unlock()
+	name := overlayPoolName(dir)
+	if pool, err := conn.LookupStoragePoolByName(name); err == nil {
+		if active, err := pool.IsActive(); err == nil && !active {
+			if err := pool.Create(0); err != nil {
+				pool.Free()
+				return nil, wrap(err, "start the overlay pool %s on %s", name, h.uri)
+			}
+		}
+		if err := pool.Refresh(0); err != nil {
+			pool.Free()
+			return nil, wrap(err, "refresh the overlay pool %s on %s", name, h.uri)
+		}
+		return pool, nil
+	}
+	x, err := xml.Marshal(xmlPool{Type: "dir", Name: name, Path: dir})
+	if err != nil {
+		return nil, fmt.Errorf("overlay pool: %w", err)
+	}
+	pool, err := conn.StoragePoolCreateXML(string(x), 0)
+	if err != nil {
+		return nil, wrap(err, "make the overlay pool on %s of %s", dir, h.uri)
+	}
+	return pool, nil
+}
+
+// createOverlay makes the overlay of VM name in dir, backed by base (a
+// qcow2 file), and returns its path.
+func (h *Host) createOverlay(ctx context.Context, dir, name, base string) (string, error) {
+	conn, err := h.connection(ctx)
+	if err != nil {
+		return "", err
+	}
+	pool, err := h.overlayPool(conn, dir)
+	if err != nil {
+		return "", err
+	}
+	defer pool.Free()
+	v := xmlVolume{Type: "file", Name: overlayName(name)}
+	v.Target.Format.Type = domxml.FormatQCOW2
+	v.Target.Mode = "0600"
+	v.Target.Compat = "1.1" // qcow2 version 3 (libvirt's default is 0.10, version 2)
+	v.Backing.Path = base
+	v.Backing.Format.Type = domxml.FormatQCOW2
+	x, err := xml.Marshal(v)
+	if err != nil {
+		return "", fmt.Errorf("overlay of %s: %w", name, err)
+	}
+	vol, err := pool.StorageVolCreateXML(string(x), 0)
+	if code(err) == libvirt.ERR_STORAGE_VOL_EXIST {
+		// Left by a VM of that name that is gone (the caller checked that
+		// no domain has it): a stale overlay, replaced.
+		h.log.Warn().Str("vm", name).Str("dir", dir).Msg("a stale overlay of the vm's name replaced")
+		if old, lerr := pool.LookupStorageVolByName(overlayName(name)); lerr == nil {
+			derr := old.Delete(0)
+			old.Free()
+			if derr != nil {
+				return "", wrap(derr, "delete the stale overlay of %s on %s", name, h.uri)
+			}
+		}
+		vol, err = pool.StorageVolCreateXML(string(x), 0)
+	}
+	if err != nil {
+		return "", wrap(err, "make the overlay of %s on %s (backed by %s)", name, h.uri, base)
+	}
+	defer vol.Free()
+	p, err := vol.GetPath()
+	if err != nil {
+		return "", wrap(err, "overlay of %s on %s", name, h.uri)
+	}
+	return p, nil
+}
+
+// deleteOverlay deletes the overlay of VM name at path, when path is
+// one (a volume named after the VM in an overlay pool); anything else is
+// left alone. A pool the daemon lost (it restarted) is made again to
+// find the volume.
+func (h *Host) deleteOverlay(ctx context.Context, name, path string) error {
+	if path == "" || filepath.Base(path) != overlayName(name) {
+		return nil
+	}
+	conn, err := h.connection(ctx)
+	if err != nil {
+		return err
+	}
+	vol, err := conn.LookupStorageVolByPath(path)
+	if err != nil {
+		if code(err) != libvirt.ERR_NO_STORAGE_VOL {
+			return wrap(err, "overlay %s of %s on %s", path, name, h.uri)
+		}
+		pool, perr := h.overlayPool(conn, filepath.Dir(path))
+		if perr != nil {
+			return perr
+		}
+		vol, err = pool.LookupStorageVolByName(overlayName(name))
+		pool.Free()
+		if code(err) == libvirt.ERR_NO_STORAGE_VOL {
+			return nil // already gone
+		}
+		if err != nil {
+			return wrap(err, "overlay %s of %s on %s", path, name, h.uri)
+		}
+	}
+	defer vol.Free()
+	pool, err := vol.LookupPoolByVolume()
+	if err != nil {
+		return wrap(err, "overlay %s of %s on %s", path, name, h.uri)
+	}
+	poolName, err := pool.GetName()
+	pool.Free()
+	if err != nil || !strings.HasPrefix(poolName, overlayPoolPrefix) {
+		return nil // not an overlay of ours
+	}
+	if err := vol.Delete(0); err != nil && code(err) != libvirt.ERR_NO_STORAGE_VOL {
+		return wrap(err, "delete the overlay %s of %s on %s", path, name, h.uri)
+	}
+	return nil
+}
+
+// diskOf is the disk file of a domain (its overlay, for a VM of a disk
+// image), or "".
+func diskOf(dom *libvirt.Domain) string {
+	x, err := dom.GetXMLDesc(0)
+	if err != nil {
+		return ""
+	}
+	d, err := domxml.Parse(x)
+	if err != nil {
+		return ""
+	}
+	return d.Disk
+}
