@@ -46,14 +46,27 @@ func startAgent(t testing.TB, dir, extra string) *harness {
 	if dir == "" {
 		dir = t.TempDir()
 	}
-	write := func(name, data string) {
+	site, g := labSite(t, dir, extra)
+	log := zerolog.Nop() // benchmarks
+	if _, ok := t.(*testing.T); ok {
+		log = zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel)
+	}
+	h := serveAgent(t, hp.Config{Site: site, Token: testToken, Grid: g, Connect: virt.Connector(log), Logger: log})
+	h.dir = dir
+	return h
+}
+
+// labSite writes, in dir, the site file of site "lab" of testGrid (its
+// hosts generated from the grid, in pool render) with extra appended, its
+// token and the grid, and returns the parsed site file and grid.
+func labSite(t testing.TB, dir, extra string) (*hp.Site, *graph.Grid) {
+	t.Helper()
+	for name, data := range map[string]string{"grid.yaml": testGrid, "token": testToken + "\n",
+		"site.yaml": "site: lab\ntoken_file: token\ngrid: grid.yaml\npool: render\n" + extra} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
-	write("grid.yaml", testGrid)
-	write("token", testToken+"\n")
-	write("site.yaml", "site: lab\ntoken_file: token\ngrid: grid.yaml\npool: render\n"+extra)
 	data, _ := os.ReadFile(filepath.Join(dir, "site.yaml"))
 	site, err := hp.ParseSite(filepath.Join(dir, "site.yaml"), data)
 	if err != nil {
@@ -63,13 +76,7 @@ func startAgent(t testing.TB, dir, extra string) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	log := zerolog.Nop() // benchmarks
-	if _, ok := t.(*testing.T); ok {
-		log = zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel)
-	}
-	h := serveAgent(t, hp.Config{Site: site, Token: testToken, Grid: g, Connect: virt.Connector(log), Logger: log})
-	h.dir = dir
-	return h
+	return site, g
 }
 
 // serveAgent starts an agent behind an HTTP test server with a client

@@ -32,6 +32,18 @@ const (
 	badBootTimeout  = 30 * time.Second
 )
 
+// imageDaemon starts a private libvirtd and builds the bundled image
+// under its directory, which its QEMU processes can search.
+func imageDaemon(tb testing.TB) (*libvirtdtest.Daemon, *image.Result) {
+	tb.Helper()
+	d := libvirtdtest.StartT(tb, libvirtdtest.Options{})
+	res, err := image.Build(context.Background(), image.Options{Out: filepath.Join(d.Dir(), "images", "render")})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return d, res
+}
+
 // bootAgent serves an agent of one QEMU host (qa, on d) in pool pool,
 // whose image is imgDir, with the given boot timeout and data directory.
 func bootAgent(t testing.TB, d *libvirtdtest.Daemon, dataDir, pool, imgDir string, timeout time.Duration) *client.Client {
@@ -96,12 +108,7 @@ func TestAgentBootsPoolImage(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	d := libvirtdtest.StartT(t, libvirtdtest.Options{})
-	// Under the daemon's directory, which its QEMU processes can search.
-	res, err := image.Build(ctx, image.Options{Out: filepath.Join(d.Dir(), "images", "render")})
-	if err != nil {
-		t.Fatal(err)
-	}
+	d, res := imageDaemon(t)
 	// One data directory per agent: each keeps its own record of pools.
 	data := func(pool string) string { return filepath.Join(d.Dir(), "agent-"+pool) }
 	console := func(pool, vm string) string { return filepath.Join(data(pool), "consoles", vm+".console") }

@@ -248,11 +248,7 @@ func BenchmarkAgentGuestExec(b *testing.B) {
 		b.Skip(err)
 	}
 	ctx := context.Background()
-	d := libvirtdtest.StartT(b, libvirtdtest.Options{})
-	res, err := image.Build(ctx, image.Options{Out: filepath.Join(d.Dir(), "images", "render")})
-	if err != nil {
-		b.Fatal(err)
-	}
+	d, res := imageDaemon(b)
 	c := bootAgent(b, d, filepath.Join(d.Dir(), "agent"), "render", res.Dir, goodBootTimeout)
 	if _, err := c.Create(ctx, hp.VMSpec{Name: "bench-1", Host: "qa", VCPUs: 1, MemoryMiB: 128, Image: "render"}); err != nil {
 		b.Fatal(err)

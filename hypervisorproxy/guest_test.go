@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -15,8 +14,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/rs/zerolog"
-
-	"github.com/metasched/metasched/graph"
 
 	hp "github.com/metasched/metasched/hypervisorproxy"
 	"github.com/metasched/metasched/hypervisorproxy/virt"
@@ -207,21 +204,7 @@ func TestAgentGuestCalls(t *testing.T) {
 // guestAgent is the agent of startAgent whose hosts' hypervisors have
 // the guest calls of g.
 func guestAgent(t *testing.T, g *guestHV) *harness {
-	dir := t.TempDir()
-	for name, data := range map[string]string{"grid.yaml": testGrid, "token": testToken, "site.yaml": "site: lab\ntoken_file: token\ngrid: grid.yaml\npool: render\n"} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	data, _ := os.ReadFile(filepath.Join(dir, "site.yaml"))
-	site, err := hp.ParseSite(filepath.Join(dir, "site.yaml"), data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	grid, err := graph.ParseGrid("grid.yaml", []byte(testGrid))
-	if err != nil {
-		t.Fatal(err)
-	}
+	site, grid := labSite(t, t.TempDir(), "")
 	log := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel)
 	connect := virt.Connector(log)
 	withGuest := func(ctx context.Context, uri string, onReconnect func()) (hp.Hypervisor, error) {

@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	hp "github.com/metasched/metasched/hypervisorproxy"
-	"github.com/metasched/metasched/hypervisorproxy/image"
 	"github.com/metasched/metasched/hypervisorproxy/libvirtdtest"
 )
 
@@ -20,11 +19,7 @@ func TestResizeBootedGuest(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	d := libvirtdtest.StartT(t, libvirtdtest.Options{})
-	res, err := image.Build(ctx, image.Options{Out: filepath.Join(d.Dir(), "images", "render")})
-	if err != nil {
-		t.Fatal(err)
-	}
+	d, res := imageDaemon(t)
 	c := bootAgent(t, d, filepath.Join(d.Dir(), "agent"), "render", res.Dir, goodBootTimeout)
 	if _, err := c.Create(ctx, hp.VMSpec{Name: "grows", Host: "qa", VCPUs: 1, MaxVCPUs: 2, MemoryMiB: 256, MaxMemoryMiB: 384, Image: "render"}); err != nil {
 		t.Fatal(err)

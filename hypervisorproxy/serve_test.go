@@ -8,14 +8,12 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
 
-	"github.com/metasched/metasched/graph"
 	hp "github.com/metasched/metasched/hypervisorproxy"
 	"github.com/metasched/metasched/hypervisorproxy/client"
 	"github.com/metasched/metasched/hypervisorproxy/virt"
@@ -28,22 +26,7 @@ import (
 // is appended to the site file.
 func serveTCP(t *testing.T, extra string, timeouts httpsrv.Timeouts) (string, *client.Client) {
 	t.Helper()
-	dir := t.TempDir()
-	for name, data := range map[string]string{"grid.yaml": testGrid, "token": testToken + "\n",
-		"site.yaml": "site: lab\ntoken_file: token\ngrid: grid.yaml\npool: render\n" + extra} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	data, _ := os.ReadFile(filepath.Join(dir, "site.yaml"))
-	site, err := hp.ParseSite(filepath.Join(dir, "site.yaml"), data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := graph.ParseGrid("grid.yaml", []byte(testGrid))
-	if err != nil {
-		t.Fatal(err)
-	}
+	site, g := labSite(t, t.TempDir(), extra)
 	log := zerolog.Nop() // a flood would log a line per connection
 	a, err := hp.New(context.Background(), hp.Config{Site: site, Token: testToken, Grid: g, Connect: virt.Connector(log),
 		Logger: log, HTTP: timeouts})

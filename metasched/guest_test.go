@@ -3,14 +3,12 @@ package metasched_test
 import (
 	"context"
 	"encoding/base64"
-	"fmt"
 	"os"
 	"path"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -18,113 +16,14 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/rs/zerolog"
 
-	hp "github.com/metasched/metasched/hypervisorproxy"
 	"github.com/metasched/metasched/hypervisorproxy/virt"
 	"github.com/metasched/metasched/metasched"
 	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/demo"
 	"github.com/metasched/metasched/metasched/executor"
+	"github.com/metasched/metasched/metasched/guesttest"
 	"github.com/metasched/metasched/metasched/store"
 )
-
-// memGuests is a site agent with a guest API held in memory: its VMs get
-// addresses in the inventory, their files are a map, mkdir succeeds, and
-// the runner's start plays a command that ran at once: DIR/output says what
-// the command's environment held and what the guest's hostfile holds,
-// DIR/exit its status ("exit N" in the command line, else 0), and a
-// "cp A B" of the command line copies A to B in the working directory.
-type memGuests struct {
-	metasched.SiteAgent
-	net int // the site's network: 10.77.net.N; 0: none (no addresses)
-
-	mu    sync.Mutex
-	files map[string]map[string][]byte // VM, path
-	procs int
-}
-
-var (
-	exitRE = regexp.MustCompile(`exit (\d+)`)
-	cpRE   = regexp.MustCompile(`cp ([\w./-]+) ([\w./-]+)`)
-)
-
-func (m *memGuests) Inventory(ctx context.Context) (hp.Inventory, error) {
-	inv, err := m.SiteAgent.Inventory(ctx)
-	for h := range inv.Hosts {
-		if m.net == 0 {
-			break
-		}
-		for i := range inv.Hosts[h].VMs {
-			vm := &inv.Hosts[h].VMs[i]
-			vm.Address = fmt.Sprintf("10.77.%d.%d/16", m.net, 10+len(vm.Name)%200)
-		}
-	}
-	return inv, err
-}
-
-func (m *memGuests) vm(name string) map[string][]byte {
-	if m.files == nil {
-		m.files = map[string]map[string][]byte{}
-	}
-	if m.files[name] == nil {
-		m.files[name] = map[string][]byte{}
-	}
-	return m.files[name]
-}
-
-func (m *memGuests) GuestExec(ctx context.Context, vm string, e hp.GuestExec) (hp.GuestProcess, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	files := m.vm(vm)
-	m.procs++
-	if e.Path == executor.GuestRunner && len(e.Args) == 4 && e.Args[0] == "start" {
-		dir := e.Args[1]
-		env := map[string]string{}
-		for _, kv := range e.Env {
-			k, v, _ := strings.Cut(kv, "=")
-			env[k] = v
-		}
-		files[path.Join(dir, "pid")] = []byte("100\n")
-		files[path.Join(dir, "output")] = fmt.Appendf(nil, "rank=%s role=%s master=%s\n%s", env["METASCHED_RANK"], env["METASCHED_ROLE"],
-			env["METASCHED_MASTER"], files[env["METASCHED_HOSTFILE"]])
-		code := "0"
-		if sm := exitRE.FindSubmatch(files[path.Join(dir, "command")]); sm != nil {
-			code = string(sm[1])
-		}
-		files[path.Join(dir, "exit")] = []byte(code + "\n")
-		// "cp A B" in the command copies A to B in the working directory.
-		if sm := cpRE.FindSubmatch(files[path.Join(dir, "command")]); sm != nil {
-			if data, ok := files[path.Join(e.Args[2], string(sm[1]))]; ok {
-				files[path.Join(e.Args[2], string(sm[2]))] = data
-			}
-		}
-	}
-	return hp.GuestProcess{PID: m.procs}, nil
-}
-
-func (m *memGuests) GuestExecStatus(ctx context.Context, vm string, pid int) (hp.GuestExecStatus, error) {
-	return hp.GuestExecStatus{Exited: true}, nil
-}
-
-func (m *memGuests) GuestWriteFile(ctx context.Context, vm, p string, data []byte, mode os.FileMode) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.vm(vm)[p] = append([]byte(nil), data...)
-	return nil
-}
-
-func (m *memGuests) GuestReadFile(ctx context.Context, vm, p string, offset int64, max int) (hp.GuestFileChunk, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	data, ok := m.vm(vm)[p]
-	if !ok {
-		return hp.GuestFileChunk{}, fmt.Errorf("%s: %w", p, hp.ErrNotFound)
-	}
-	data = data[min(offset, int64(len(data))):]
-	if max > 0 && len(data) > max {
-		return hp.GuestFileChunk{Data: data[:max]}, nil
-	}
-	return hp.GuestFileChunk{Data: data, EOF: true}, nil
-}
 
 // TestGuestExecutor runs jobs with the guest executor through the sites'
 // agents: every VM's output is in the job's log with its name, the
@@ -135,7 +34,7 @@ func TestGuestExecutor(t *testing.T) {
 		nets := 0
 		td := startDaemon(t, metasched.Options{WrapAgent: func(_ string, a metasched.SiteAgent) metasched.SiteAgent {
 			nets++
-			return &memGuests{SiteAgent: a, net: nets}
+			return &guesttest.Site{SiteAgent: a, Net: nets}
 		}}, func(c *metasched.Config) {
 			c.Executor = metasched.ExecutorConfig{Name: "guest", Poll: 100 * time.Millisecond}
 			c.Policy = metasched.PolicyConfig{Name: "none"}
@@ -194,10 +93,10 @@ func TestGuestExecutor(t *testing.T) {
 // is not a clean relative path is refused.
 func TestGuestJobFiles(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		guests := map[string]*memGuests{}
+		guests := map[string]*guesttest.Site{}
 		var dataDir string
 		td := startDaemon(t, metasched.Options{WrapAgent: func(site string, a metasched.SiteAgent) metasched.SiteAgent {
-			g := &memGuests{SiteAgent: a, net: len(guests) + 1}
+			g := &guesttest.Site{SiteAgent: a, Net: len(guests) + 1}
 			guests[site] = g
 			return g
 		}}, func(c *metasched.Config) {
@@ -234,9 +133,7 @@ func TestGuestJobFiles(t *testing.T) {
 		work := executor.GuestWorkDir(j.ID)
 		for _, vm := range j.VMs {
 			g := guests[vm.Site]
-			g.mu.Lock()
-			got, params := g.vm(vm.Name)[path.Join(work, "data/in.bin")], g.vm(vm.Name)[path.Join(work, "params.txt")]
-			g.mu.Unlock()
+			got, params := g.File(vm.Name, path.Join(work, "data/in.bin")), g.File(vm.Name, path.Join(work, "params.txt"))
 			if string(got) != string(bin) || string(params) != "a=1\n" {
 				t.Errorf("inputs in %s: %q and %q, want %q and %q", vm.Name, got, params, bin, "a=1\n")
 			}
@@ -282,7 +179,7 @@ func TestGuestJobFiles(t *testing.T) {
 func TestGuestExecutorNoAddress(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		td := startDaemon(t, metasched.Options{WrapAgent: func(_ string, a metasched.SiteAgent) metasched.SiteAgent {
-			return &memGuests{SiteAgent: a}
+			return &guesttest.Site{SiteAgent: a}
 		}}, func(c *metasched.Config) {
 			c.Executor = metasched.ExecutorConfig{Name: "guest"}
 			c.Policy = metasched.PolicyConfig{Name: "none"}
@@ -328,7 +225,7 @@ func TestJobFilesNeedGuestExecutor(t *testing.T) {
 func TestJobInputFromRefused(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		td := startDaemon(t, metasched.Options{WrapAgent: func(_ string, a metasched.SiteAgent) metasched.SiteAgent {
-			return &memGuests{SiteAgent: a, net: 1}
+			return &guesttest.Site{SiteAgent: a, Net: 1}
 		}}, func(c *metasched.Config) {
 			c.Executor = metasched.ExecutorConfig{Name: "guest"}
 		})
