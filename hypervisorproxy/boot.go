@@ -3,8 +3,11 @@ package hypervisorproxy
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -299,4 +302,99 @@ func watchConsole(ctx context.Context, path string, panicked context.CancelCause
 			return
 		}
 	}
+}
+
+// ImageFile is one file of an image, as a host holds it: a volume named
+// Name (the start of its content's SHA-256 and its file name), made from
+// the agent's file Source of Size bytes.
+type ImageFile struct {
+	Name   string
+	Source string
+	Size   int64
+	SHA256 string
+}
+
+// ImageHypervisor is a Hypervisor that takes images onto its host (the
+// libvirt driver on QEMU hosts, through libvirt's storage API). The agent
+// uses it for the hosts the site file gives an image_dir.
+type ImageHypervisor interface {
+	Hypervisor
+	// PutImage makes the files present in dir on the host and returns
+	// their paths there, in order.
+	PutImage(ctx context.Context, dir string, files []ImageFile) ([]string, error)
+	// PruneImages deletes the image files in dir that keep does not name.
+	PruneImages(ctx context.Context, dir string, keep []string) error
+}
+
+// imageFiles are the files of img as a host holds them, and the role of
+// each (kernel, initrd, disk); a file without a sum in the image file is
+// hashed.
+func imageFiles(img *image.Image) ([]ImageFile, []string, error) {
+	var files []ImageFile
+	var roles []string
+	for _, f := range []struct{ role, path, sum string }{
+		{"kernel", img.KernelPath(), img.KernelSHA256},
+		{"initrd", img.InitrdPath(), img.InitrdSHA256},
+		{"disk", img.DiskPath(), img.DiskSHA256},
+	} {
+		if f.path == "" {
+			continue
+		}
+		fi, err := os.Stat(f.path)
+		if err != nil {
+			return nil, nil, err
+		}
+		sum := f.sum
+		if sum == "" {
+			if sum, err = fileSHA256(f.path); err != nil {
+				return nil, nil, err
+			}
+		}
+		files = append(files, ImageFile{Name: sum[:16] + "-" + filepath.Base(f.path), Source: f.path, Size: fi.Size(), SHA256: sum})
+		roles = append(roles, f.role)
+	}
+	return files, roles, nil
+}
+
+func fileSHA256(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// placeImage puts img onto a host with an image_dir (dir) through ih and
+// points b's kernel, initrd and disk at the host's copies; it returns the
+// names of the host's volumes of img.
+func placeImage(ctx context.Context, ih ImageHypervisor, dir string, img *image.Image, b *Boot) ([]string, error) {
+	files, roles, err := imageFiles(img)
+	if err != nil {
+		return nil, fmt.Errorf("image %s: %w", img.Dir, err)
+	}
+	paths, err := ih.PutImage(ctx, dir, files)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, len(files))
+	for i, role := range roles {
+		names[i] = files[i].Name
+		if b == nil {
+			continue
+		}
+		switch role {
+		case "kernel":
+			b.Kernel = paths[i]
+		case "initrd":
+			b.Initrd = paths[i]
+		case "disk":
+			b.Disk = paths[i]
+		}
+	}
+	return names, nil
 }

@@ -116,6 +116,22 @@ func (a *Agent) createGuest(ctx context.Context, hv Hypervisor, img *image.Image
 	if err != nil {
 		return Domain{}, 0, err
 	}
+	a.mu.Lock()
+	dir := a.host(spec.Host).cfg.ImageDir
+	a.mu.Unlock()
+	if dir != "" {
+		// The host's own copy of the image, put there when missing.
+		ih, ok := hv.(ImageHypervisor)
+		if !ok {
+			err = fmt.Errorf("%w: host %s has an image_dir but its hypervisor cannot take images", ErrUnsupported, spec.Host)
+		} else if _, err = placeImage(ctx, ih, dir, img, &b); err != nil {
+			err = fmt.Errorf("%w: image %s onto %s: %w", ErrBoot, spec.Image, spec.Host, err)
+		}
+		if err != nil {
+			a.removeConsole(spec.Name)
+			return Domain{}, 0, err
+		}
+	}
 	d, boot, err := a.bootGuest(ctx, gh, spec, b)
 	if err != nil {
 		a.removeConsole(spec.Name)

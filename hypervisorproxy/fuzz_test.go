@@ -108,6 +108,7 @@ func checkSite(t *testing.T, s *hp.Site) {
 		seen[h.Name] = true
 		check(h.URI != "", "hosts[%d].uri empty", i)
 		check(h.Pool == "" || yamlx.IsName(h.Pool), "hosts[%d].pool %q", i, h.Pool)
+		check(h.ImageDir == "" || filepath.IsAbs(h.ImageDir) && filepath.Clean(h.ImageDir) == h.ImageDir, "hosts[%d].image_dir %q", i, h.ImageDir)
 	}
 	if len(bad) > 0 {
 		t.Fatalf("accepted site breaks its rules: %v\n%+v", bad, s)

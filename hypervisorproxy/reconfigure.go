@@ -103,12 +103,22 @@ func (a *Agent) ReconfigureHost(ctx context.Context, name string, r Reconfigure)
 		a.mu.Unlock()
 		destroyed = append(destroyed, v.spec.Name)
 	}
-	// The new pool's image, present and whole on the host: its files
-	// checked against their sums.
+	// The new pool's image, present and whole on the host: put onto a
+	// host with an image_dir (and the other images there deleted), else
+	// its files checked against their sums where the agent reads them.
 	var imageTook time.Duration
 	if img != nil {
 		t0 := time.Now()
-		if err := img.Verify(); err != nil {
+		var err error
+		if ih, ok := hv.(ImageHypervisor); ok && h.cfg.ImageDir != "" {
+			var names []string
+			if names, err = placeImage(ctx, ih, h.cfg.ImageDir, img, nil); err == nil {
+				err = ih.PruneImages(ctx, h.cfg.ImageDir, names)
+			}
+		} else {
+			err = img.Verify()
+		}
+		if err != nil {
 			a.mu.Lock()
 			a.saveLocked()
 			a.mu.Unlock()

@@ -70,6 +70,10 @@ type SiteHost struct {
 	URI              string `json:"uri"`
 	Pool             string `json:"pool,omitempty"`
 	MigrationAddress string `json:"migration_address,omitempty"`
+	// ImageDir is a directory of the host where the agent puts the images
+	// its VMs boot (through libvirt's storage API: the host may be
+	// remote); "": the VMs boot the images where the agent reads them.
+	ImageDir string `json:"image_dir,omitempty"`
 }
 
 // Defaults of a site file.
@@ -86,7 +90,7 @@ var (
 	siteFields = []string{"site", "listen", "token_file", "switch_delay", "grid", "pool", "data_dir",
 		"hosts", "migration_ports", "migration_progress_timeout", "max_unproven_connections", "max_unproven_per_address",
 		"images", "boot_timeout", "network"}
-	siteHostFields = []string{"name", "uri", "pool", "migration_address"}
+	siteHostFields = []string{"name", "uri", "pool", "migration_address", "image_dir"}
 )
 
 // ParseSite decodes a site file strictly: unknown fields, wrong types and
@@ -242,6 +246,12 @@ func ParseSite(file string, data []byte) (*Site, error) {
 					m.Errorf("migration_address", "must be an IP address or a host name, not %q", a)
 				}
 				h.MigrationAddress = a
+			}
+			if d, ok := m.Str("image_dir", false); ok {
+				if !filepath.IsAbs(d) || filepath.Clean(d) != d || strings.ContainsRune(d, 0) {
+					m.Errorf("image_dir", "must be a clean absolute path of the host, not %q", d)
+				}
+				h.ImageDir = d
 			}
 			if h.Pool == "" {
 				h.Pool = s.Pool

@@ -24,7 +24,7 @@ pool: render
 hosts:
   - {name: spain-0, uri: "qemu+unix:///session?socket=/run/a/libvirt-sock"}
   - {name: spain-1, uri: "qemu+ssh://node1.example/system", pool: batch}
-  - {name: spain-2, uri: "test:///default", migration_address: 10.0.0.3}
+  - {name: spain-2, uri: "test:///default", migration_address: 10.0.0.3, image_dir: /var/lib/metasched/images}
 migration_ports: 50000-50009
 migration_progress_timeout: 2m
 data_dir: /var/lib/ms
@@ -55,7 +55,7 @@ func TestParseSite(t *testing.T) {
 		Hosts: []hp.SiteHost{
 			{Name: "spain-0", URI: "qemu+unix:///session?socket=/run/a/libvirt-sock", Pool: "render"},
 			{Name: "spain-1", URI: "qemu+ssh://node1.example/system", Pool: "batch"},
-			{Name: "spain-2", URI: "test:///default", Pool: "render", MigrationAddress: "10.0.0.3"},
+			{Name: "spain-2", URI: "test:///default", Pool: "render", MigrationAddress: "10.0.0.3", ImageDir: "/var/lib/metasched/images"},
 		},
 	}
 	if diff := cmp.Diff(want, got, cmpopts.EquateComparable(netip.Addr{}, netip.Prefix{})); diff != "" {
@@ -125,6 +125,7 @@ var siteErrorCases = []struct{ name, yaml, want string }{
 	{"gateway in range", siteOK + siteHost + "network: {bridge: b, subnet: 10.0.0.0/8, addresses: 10.0.0.1-10.0.0.9, gateway: 10.0.0.5}\n", "s.yaml: network.gateway: 10.0.0.5 is in the VMs' address range 10.0.0.1-10.0.0.9"},
 	{"gateway outside", siteOK + siteHost + "network: {bridge: b, subnet: 10.0.0.0/8, addresses: 10.0.0.1-10.0.0.9, gateway: 11.0.0.1}\n", "s.yaml: network.gateway: 11.0.0.1 is not in the subnet 10.0.0.0/8"},
 	{"bad gateway", siteOK + siteHost + "network: {bridge: b, subnet: 10.0.0.0/8, addresses: 10.0.0.1-10.0.0.9, gateway: router}\n", `s.yaml: network.gateway: must be an IPv4 address, not "router"`},
+	{"relative image dir", siteOK + "hosts:\n  - {name: h-0, uri: \"test:///default\", image_dir: images}\n", `hosts[0].image_dir: must be a clean absolute path of the host, not "images"`},
 	{"host field", siteOK + "hosts:\n  - {name: h-0, uri: \"test:///default\", cpus: 4}\n", `hosts[0].cpus: unknown field`},
 }
 

@@ -27,12 +27,6 @@ const overlayPoolPrefix = "metasched-overlays-"
 // overlayName is the overlay volume of a VM.
 func overlayName(vm string) string { return vm + ".qcow2" }
 
-// overlayPoolName is the name of the pool on dir.
-func overlayPoolName(dir string) string {
-	sum := sha256.Sum256([]byte(dir))
-	return overlayPoolPrefix + hex.EncodeToString(sum[:6])
-}
-
 type xmlPool struct {
 	XMLName xml.Name `xml:"pool"`
 	Type    string   `xml:"type,attr"`
@@ -62,9 +56,17 @@ type xmlVolume struct {
 // overlayPool returns the active overlay pool on dir, making it (a
 // transient dir pool) when the daemon has none; the caller frees it.
 func (h *Host) overlayPool(conn *libvirt.Connect, dir string) (*libvirt.StoragePool, error) {
+	return h.dirPool(conn, overlayPoolPrefix, dir, false)
+}
+
+// dirPool returns the active pool named prefix and a hash of dir, on dir,
+// making it (a transient dir pool; with build, dir is made when missing)
+// when the daemon has none; the caller frees it.
+func (h *Host) dirPool(conn *libvirt.Connect, prefix, dir string, build bool) (*libvirt.StoragePool, error) {
 	h.poolMu.Lock()
 	defer h.poolMu.Unlock()
-	name := overlayPoolName(dir)
+	sum := sha256.Sum256([]byte(dir))
+	name := prefix + hex.EncodeToString(sum[:6])
 	if pool, err := conn.LookupStoragePoolByName(name); err == nil {
 		if active, err := pool.IsActive(); err == nil && !active {
 			if err := pool.Create(0); err != nil {
@@ -82,7 +84,11 @@ func (h *Host) overlayPool(conn *libvirt.Connect, dir string) (*libvirt.StorageP
 	if err != nil {
 		return nil, fmt.Errorf("overlay pool: %w", err)
 	}
-	pool, err := conn.StoragePoolCreateXML(string(x), 0)
+	var flags libvirt.StoragePoolCreateFlags
+	if build {
+		flags = libvirt.STORAGE_POOL_CREATE_WITH_BUILD
+	}
+	pool, err := conn.StoragePoolCreateXML(string(x), flags)
 	if err != nil {
 		return nil, wrap(err, "make the overlay pool on %s of %s", dir, h.uri)
 	}

@@ -25,14 +25,20 @@ type Host struct {
 	typ string // domain type: "test" or "qemu"
 	log zerolog.Logger
 
-	mu          sync.Mutex
-	poolMu      sync.Mutex // making overlay pools
-	conn        *libvirt.Connect
+	mu     sync.Mutex
+	poolMu sync.Mutex // making storage pools
+	conn   *libvirt.Connect
+	// verified names the image volumes known to hold their files (see
+	// PutImage).
+	verified    map[string]bool
 	reconnects  int
 	onReconnect func()
 }
 
-var _ hp.GuestHypervisor = (*Host)(nil)
+var (
+	_ hp.GuestHypervisor = (*Host)(nil)
+	_ hp.ImageHypervisor = (*Host)(nil)
+)
 
 // Options configure Open.
 type Options struct {
@@ -49,7 +55,7 @@ func Open(ctx context.Context, uri string, opt Options) (*Host, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	h := &Host{uri: uri, typ: DomainType(uri), log: opt.Logger, onReconnect: opt.OnReconnect}
+	h := &Host{uri: uri, typ: DomainType(uri), log: opt.Logger, onReconnect: opt.OnReconnect, verified: map[string]bool{}}
 	conn, err := libvirt.NewConnect(uri)
 	if err != nil {
 		return nil, wrap(err, "connect to %s", uri)
