@@ -30,6 +30,10 @@ type Boot struct {
 	// of the VM's own copy-on-write overlay, made in OverlayDir and
 	// removed with the VM; "" for a VM without a disk.
 	Disk, OverlayDir string
+	// BuildOverlayDir says OverlayDir is a directory of the host that the
+	// hypervisor makes when it is missing (under a host's image_dir); else
+	// the agent made it.
+	BuildOverlayDir bool
 }
 
 // GuestHypervisor is a Hypervisor that boots guest images (the libvirt

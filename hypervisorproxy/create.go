@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"path/filepath"
 	"time"
 
 	"github.com/metasched/metasched/hypervisorproxy/domxml"
@@ -126,6 +127,10 @@ func (a *Agent) createGuest(ctx context.Context, hv Hypervisor, img *image.Image
 			err = fmt.Errorf("%w: host %s has an image_dir but its hypervisor cannot take images", ErrUnsupported, spec.Host)
 		} else if _, err = placeImage(ctx, ih, dir, img, &b); err != nil {
 			err = fmt.Errorf("%w: image %s onto %s: %w", ErrBoot, spec.Image, spec.Host, err)
+		}
+		if b.Disk != "" {
+			// The VM's overlay beside its base, on the host.
+			b.OverlayDir, b.BuildOverlayDir = filepath.Join(dir, "overlays"), true
 		}
 		if err != nil {
 			a.removeConsole(spec.Name)

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	hp "github.com/metasched/metasched/hypervisorproxy"
+	"github.com/metasched/metasched/hypervisorproxy/image"
 	"github.com/metasched/metasched/hypervisorproxy/virt"
 )
 
@@ -26,6 +28,9 @@ func hostFiles(t *testing.T, dir string) map[string]string {
 	}
 	out := map[string]string{}
 	for _, e := range ents {
+		if e.IsDir() {
+			continue // the overlays'
+		}
 		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
 		if err != nil {
 			t.Fatal(err)
@@ -48,6 +53,10 @@ func TestImagesOntoHosts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	disk, err := image.Build(ctx, image.Options{Out: filepath.Join(d.Dir(), "images", "disk"), Kind: image.KindDisk})
+	if err != nil {
+		t.Fatal(err)
+	}
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "token"), []byte(testToken), 0o600); err != nil {
 		t.Fatal(err)
@@ -57,10 +66,10 @@ func TestImagesOntoHosts(t *testing.T) {
 token_file: token
 data_dir: %q
 boot_timeout: %s
-images: {render: %q, other: %q}
+images: {render: %q, other: %q, disk: %q}
 hosts:
   - {name: qa, uri: %q, pool: render, image_dir: %q}
-`, filepath.Join(d.Dir(), "agent"), goodBootTimeout, res.Dir, other.Dir, d.URI(), hostDir))
+`, filepath.Join(d.Dir(), "agent"), goodBootTimeout, res.Dir, other.Dir, disk.Dir, d.URI(), hostDir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,6 +102,28 @@ hosts:
 		t.Fatal(err)
 	}
 
+	// A VM of a disk image: its base and its overlay on the host.
+	if _, err := c.Create(ctx, hp.VMSpec{Name: "disky", Host: "qa", Job: "j", VCPUs: 1, MemoryMiB: 128, Image: "disk"}); err != nil {
+		t.Fatal(err)
+	}
+	overlay := filepath.Join(hostDir, "overlays", "disky.qcow2")
+	if _, err := os.Stat(overlay); err != nil {
+		t.Errorf("the disk vm's overlay on the host: %v", err)
+	}
+	if !slices.ContainsFunc(slices.Collect(maps.Keys(hostFiles(t, hostDir))), func(n string) bool { return strings.HasSuffix(n, "-"+filepath.Base(disk.Image.DiskPath())) }) {
+		t.Errorf("the disk image's base is not on the host: %v", hostFiles(t, hostDir))
+	}
+	st = guestRun(t, c, "disky", hp.GuestExec{Path: "/bin/sh", Args: []string{"-c", "grep ' / ' /proc/mounts"}, CaptureOutput: true})
+	if !strings.HasPrefix(string(st.Stdout), "/dev/vda / ") {
+		t.Errorf("the disk vm's root: %q", st.Stdout)
+	}
+	if err := c.Destroy(ctx, "disky"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(overlay); !os.IsNotExist(err) {
+		t.Errorf("the disk vm's overlay after its destroy: %v", err)
+	}
+
 	// A volume cut short (its file truncated) is made again.
 	names := slices.Sorted(func(yield func(string) bool) {
 		for n := range want {
@@ -109,8 +140,11 @@ hosts:
 	if _, err := c2.Create(ctx, hp.VMSpec{Name: "placed-2", Host: "qa", Job: "j", VCPUs: 1, MemoryMiB: 128, Image: "render"}); err != nil {
 		t.Fatal(err)
 	}
-	if got := hostFiles(t, hostDir); fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("after a volume was cut short, the host's images: %v, want %v", got, want)
+	got = hostFiles(t, hostDir)
+	for n, sum := range want {
+		if got[n] != sum {
+			t.Errorf("after a volume was cut short, the host's %s has SHA-256 %q, want %s", n, got[n], sum)
+		}
 	}
 	if err := c2.Destroy(ctx, "placed-2"); err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"slices"
 	"strconv"
 
@@ -28,6 +29,11 @@ import (
 
 // imagePoolPrefix starts the names of the image pools.
 const imagePoolPrefix = "metasched-images-"
+
+// imageVolume matches the names of image volumes (PutImage's callers name
+// them by the start of their content's SHA-256): anything else in the
+// directory (the overlays' directory) is left alone.
+var imageVolume = regexp.MustCompile(`^[0-9a-f]{16}-`)
 
 // uploadChunk is the size of one piece of an upload or a download.
 const uploadChunk = 1 << 20
@@ -73,7 +79,7 @@ func (h *Host) PruneImages(ctx context.Context, dir string, keep []string) error
 	for i := range vols {
 		v := &vols[i]
 		name, err := v.GetName()
-		if err == nil && !slices.Contains(keep, name) {
+		if err == nil && imageVolume.MatchString(name) && !slices.Contains(keep, name) {
 			if err = v.Delete(0); err == nil {
 				h.mu.Lock()
 				delete(h.verified, name)

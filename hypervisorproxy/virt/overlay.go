@@ -55,8 +55,8 @@ type xmlVolume struct {
 
 // overlayPool returns the active overlay pool on dir, making it (a
 // transient dir pool) when the daemon has none; the caller frees it.
-func (h *Host) overlayPool(conn *libvirt.Connect, dir string) (*libvirt.StoragePool, error) {
-	return h.dirPool(conn, overlayPoolPrefix, dir, false)
+func (h *Host) overlayPool(conn *libvirt.Connect, dir string, build bool) (*libvirt.StoragePool, error) {
+	return h.dirPool(conn, overlayPoolPrefix, dir, build)
 }
 
 // dirPool returns the active pool named prefix and a hash of dir, on dir,
@@ -97,12 +97,12 @@ func (h *Host) dirPool(conn *libvirt.Connect, prefix, dir string, build bool) (*
 
 // createOverlay makes the overlay of VM name in dir, backed by base (a
 // qcow2 file), and returns its path.
-func (h *Host) createOverlay(ctx context.Context, dir, name, base string) (string, error) {
+func (h *Host) createOverlay(ctx context.Context, dir, name, base string, build bool) (string, error) {
 	conn, err := h.connection(ctx)
 	if err != nil {
 		return "", err
 	}
-	pool, err := h.overlayPool(conn, dir)
+	pool, err := h.overlayPool(conn, dir, build)
 	if err != nil {
 		return "", err
 	}
@@ -159,7 +159,7 @@ func (h *Host) deleteOverlay(ctx context.Context, name, path string) error {
 		if code(err) != libvirt.ERR_NO_STORAGE_VOL {
 			return wrap(err, "overlay %s of %s on %s", path, name, h.uri)
 		}
-		pool, perr := h.overlayPool(conn, filepath.Dir(path))
+		pool, perr := h.overlayPool(conn, filepath.Dir(path), false)
 		if perr != nil {
 			return perr
 		}

@@ -333,7 +333,7 @@ func (h *Host) CreateGuest(ctx context.Context, spec hp.VMSpec, b hp.Boot) (hp.D
 		dom.Free()
 		return hp.Domain{}, fmt.Errorf("create %s on %s: %w", spec.Name, h.uri, hp.ErrExists)
 	}
-	overlay, err := h.createOverlay(ctx, b.OverlayDir, spec.Name, b.Disk)
+	overlay, err := h.createOverlay(ctx, b.OverlayDir, spec.Name, b.Disk, b.BuildOverlayDir)
 	if err != nil {
 		return hp.Domain{}, fmt.Errorf("create %s: %w", spec.Name, err)
 	}
