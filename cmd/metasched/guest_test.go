@@ -125,8 +125,8 @@ func startGuestGrid(t *testing.T) *guestGrid {
 		t.FailNow()
 	}
 	t.Logf("guest image: kernel %s", img.KernelRelease)
-	// An image whose kernel QEMU cannot load: it never boots.
-	if _, err := img.CopyTo(filepath.Join(g.dir, "image-broken"), map[string][]byte{"vmlinuz": []byte(strings.Repeat("not a kernel\n", 1000))}); err != nil {
+	// An image whose kernel panics (its initramfs is junk): it never boots.
+	if _, err := img.CopyTo(filepath.Join(g.dir, "image-broken"), map[string][]byte{"initrd.img": []byte(strings.Repeat("not an initramfs\n", 1000))}); err != nil {
 		t.Fatal(err)
 	}
 	g.write("token", g.token+"\n")
@@ -625,7 +625,7 @@ func TestGuestGrid(t *testing.T) {
 		b := g.submit(strings.Replace(helloJob(t, "never-boots", 0, 0), "type: farm", "type: broken", 1))
 		b = g.waitState(b.ID, 10*time.Minute, lifecycle.Done, lifecycle.Failed, lifecycle.Cancelled)
 		t.Logf("job %s: %s (%s) after %d attempts", b.ID, b.State, b.Reason, b.Attempts)
-		if b.State != lifecycle.Failed || !strings.Contains(b.Reason, "provisioning failed 3 times") || !strings.Contains(b.Reason, "did not boot") {
+		if b.State != lifecycle.Failed || !strings.Contains(b.Reason, "provisioning failed 3 times") || !strings.Contains(b.Reason, "its kernel panicked") {
 			t.Errorf("job %s of the pool whose image does not boot: %s (%s), want failed after 3 provisioning failures", b.ID, b.State, b.Reason)
 		}
 		g.switchHost("broken", "farm")
