@@ -3,11 +3,8 @@ package hypervisorproxy
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -350,7 +347,7 @@ func imageFiles(img *image.Image) ([]ImageFile, []string, error) {
 		}
 		sum := f.sum
 		if sum == "" {
-			if sum, err = fileSHA256(f.path); err != nil {
+			if sum, err = image.FileSHA256(f.path); err != nil {
 				return nil, nil, err
 			}
 		}
@@ -358,19 +355,6 @@ func imageFiles(img *image.Image) ([]ImageFile, []string, error) {
 		roles = append(roles, f.role)
 	}
 	return files, roles, nil
-}
-
-func fileSHA256(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // placeImage puts img onto a host with an image_dir (dir) through ih and

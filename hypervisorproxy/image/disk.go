@@ -206,7 +206,7 @@ func makeDisk(ctx context.Context, dt *diskTools, tree string, paths []string, w
 	if err := os.Chmod(out, 0o644); err != nil {
 		return "", fmt.Errorf("image build: %w", err)
 	}
-	sum, err := fileSHA256(out)
+	sum, err := FileSHA256(out)
 	if err != nil {
 		return "", fmt.Errorf("image build: %w", err)
 	}

@@ -397,7 +397,7 @@ func (img *Image) Verify() error {
 		if f.want == "" || f.path == "" {
 			continue
 		}
-		got, err := fileSHA256(f.path)
+		got, err := FileSHA256(f.path)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("image %s: %s: %w", img.Dir, f.key, err))
 		} else if got != f.want {
@@ -407,7 +407,8 @@ func (img *Image) Verify() error {
 	return errors.Join(errs...)
 }
 
-func fileSHA256(path string) (string, error) {
+// FileSHA256 is the SHA-256 of a file's content, in hex.
+func FileSHA256(path string) (string, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return "", err
