@@ -56,6 +56,9 @@ type Agent struct {
 	ports migrationPorts
 	// images are the site file's images by name, loaded and verified.
 	images map[string]*image.Image
+	// imageFiles are the files of each image as hosts hold them, computed
+	// once (hashing the files whose sums the image file does not give).
+	imageFiles map[*image.Image]hostFiles
 }
 
 // New resolves the site's hosts (generating them from the grid when the
@@ -88,6 +91,14 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 		return nil, err
 	}
 	a.images = images
+	a.imageFiles = map[*image.Image]hostFiles{}
+	for name, img := range images {
+		files, roles, err := imageFiles(img)
+		if err != nil {
+			return nil, fmt.Errorf("agent: site file: images.%s: %w", name, err)
+		}
+		a.imageFiles[img] = hostFiles{files, roles}
+	}
 	hosts := cfg.Site.Hosts
 	if len(hosts) == 0 {
 		if hosts, err = a.generateHosts(cfg.Grid); err != nil {

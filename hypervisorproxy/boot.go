@@ -357,14 +357,17 @@ func imageFiles(img *image.Image) ([]ImageFile, []string, error) {
 	return files, roles, nil
 }
 
+// hostFiles are the files of an image as a host holds them (imageFiles).
+type hostFiles struct {
+	files []ImageFile
+	roles []string
+}
+
 // placeImage puts img onto a host with an image_dir (dir) through ih and
 // points b's kernel, initrd and disk at the host's copies; it returns the
 // names of the host's volumes of img.
-func placeImage(ctx context.Context, ih ImageHypervisor, dir string, img *image.Image, b *Boot) ([]string, error) {
-	files, roles, err := imageFiles(img)
-	if err != nil {
-		return nil, fmt.Errorf("image %s: %w", img.Dir, err)
-	}
+func (a *Agent) placeImage(ctx context.Context, ih ImageHypervisor, dir string, img *image.Image, b *Boot) ([]string, error) {
+	files, roles := a.imageFiles[img].files, a.imageFiles[img].roles
 	paths, err := ih.PutImage(ctx, dir, files)
 	if err != nil {
 		return nil, err

@@ -125,7 +125,7 @@ func (a *Agent) createGuest(ctx context.Context, hv Hypervisor, img *image.Image
 		ih, ok := hv.(ImageHypervisor)
 		if !ok {
 			err = fmt.Errorf("%w: host %s has an image_dir but its hypervisor cannot take images", ErrUnsupported, spec.Host)
-		} else if _, err = placeImage(ctx, ih, dir, img, &b); err != nil {
+		} else if _, err = a.placeImage(ctx, ih, dir, img, &b); err != nil {
 			err = fmt.Errorf("%w: image %s onto %s: %w", ErrBoot, spec.Image, spec.Host, err)
 		}
 		if b.Disk != "" {
@@ -160,7 +160,7 @@ func checkSpec(s VMSpec) error {
 	if s.MaxVCPUs < s.VCPUs && s.VCPUs >= 1 {
 		bad("max_vcpus: must be >= vcpus (%d), not %d", s.VCPUs, s.MaxVCPUs)
 	}
-	if msg := checkImageName(s.Image); s.Image != "" && msg != "" {
+	if msg := CheckImageName(s.Image); s.Image != "" && msg != "" {
 		bad("image: %s", msg)
 	}
 	if s.MaxMemoryMiB < s.MemoryMiB && s.MemoryMiB >= 1 {

@@ -112,7 +112,7 @@ func (a *Agent) ReconfigureHost(ctx context.Context, name string, r Reconfigure)
 		var err error
 		if ih, ok := hv.(ImageHypervisor); ok && h.cfg.ImageDir != "" {
 			var names []string
-			if names, err = placeImage(ctx, ih, h.cfg.ImageDir, img, nil); err == nil {
+			if names, err = a.placeImage(ctx, ih, h.cfg.ImageDir, img, nil); err == nil {
 				err = ih.PruneImages(ctx, h.cfg.ImageDir, names)
 			}
 		} else {
@@ -165,7 +165,7 @@ func checkReconfigure(r Reconfigure) error {
 		// the daemon names pools by its job types: a pool's name.
 		errs = append(errs, fmt.Errorf("pool: %s", msg))
 	}
-	if msg := checkImageName(r.Image); r.Image != "" && msg != "" {
+	if msg := CheckImageName(r.Image); r.Image != "" && msg != "" {
 		errs = append(errs, fmt.Errorf("image: %s", msg))
 	}
 	if msg := checkPoolName(r.ExpectPool); r.ExpectPool != "" && msg != "" {
@@ -191,8 +191,8 @@ func checkReconfigure(r Reconfigure) error {
 	return nil
 }
 
-// checkImageName says what is wrong with an image's name, or "".
-func checkImageName(n string) string {
+// CheckImageName says what is wrong with an image's name, or "".
+func CheckImageName(n string) string {
 	if len(n) > MaxPoolName || !yamlx.IsName(n) {
 		return fmt.Sprintf("must be an image name (a-z, 0-9, -) of at most %d characters, not %.64q", MaxPoolName, n)
 	}

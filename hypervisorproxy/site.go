@@ -166,7 +166,7 @@ func ParseSite(file string, data []byte) (*Site, error) {
 			m, _ := v.Map(names...)
 			s.Images = map[string]string{}
 			for _, name := range names {
-				if msg := checkImageName(name); msg != "" {
+				if msg := CheckImageName(name); msg != "" {
 					m.Errorf(name, "must be keyed by an image name (a-z, 0-9, -), not %q", name)
 					continue
 				}

@@ -17,19 +17,26 @@ import (
 // TestCommandExecutor runs jobs' commands through the daemon: the command
 // sees its VMs in METASCHED_HOSTFILE, its output is the job's log, and its
 // exit code decides done or failed.
+// scriptSubmitter returns a function that submits a job of type sim
+// running a shell script, and returns its ID.
+func scriptSubmitter(t *testing.T, d *metasched.Daemon) func(name, script string) string {
+	return func(name, script string) string {
+		t.Helper()
+		j, err := d.Submit(context.Background(), []byte("name: "+name+"\ntype: sim\ntasks: 10\ntask_ops: 1.0e9\ntask_bytes: 0\ncommand: [/bin/sh, -c, '"+script+"']\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return j.ID
+	}
+}
+
 func TestCommandExecutor(t *testing.T) {
 	td := startDaemon(t, metasched.Options{}, func(c *metasched.Config) {
 		c.Executor = metasched.ExecutorConfig{Name: "command"}
 		c.Policy = metasched.PolicyConfig{Name: "none"}
 	})
 	d, ctx := td.d, context.Background()
-	submit := func(name, script string) string {
-		j, err := d.Submit(ctx, []byte("name: "+name+"\ntype: sim\ntasks: 10\ntask_ops: 1.0e9\ntask_bytes: 0\ncommand: [/bin/sh, -c, '"+script+"']\n"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return j.ID
-	}
+	submit := scriptSubmitter(t, d)
 	ok := submit("ok", "echo job $METASCHED_JOB_ID; cat $METASCHED_HOSTFILE")
 	bad := submit("bad", "echo failing >&2; exit 3")
 	final := func(id string) api.Job {

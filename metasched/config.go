@@ -274,8 +274,8 @@ func ParseConfig(file string, data []byte) (*Config, error) {
 				}
 			}
 			if img, ok := m.Str("image", false); ok {
-				if !yamlx.IsName(img) || len(img) > hp.MaxPoolName {
-					m.Errorf("image", "must be an image name (a-z, 0-9, -) of at most %d characters, not %.64q", hp.MaxPoolName, img)
+				if msg := hp.CheckImageName(img); msg != "" {
+					m.Errorf("image", "%s", msg)
 				}
 				jt.Image = img
 			}

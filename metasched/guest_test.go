@@ -40,13 +40,7 @@ func TestGuestExecutor(t *testing.T) {
 			c.Policy = metasched.PolicyConfig{Name: "none"}
 		})
 		d, ctx := td.d, context.Background()
-		submit := func(name, script string) string {
-			j, err := d.Submit(ctx, []byte("name: "+name+"\ntype: sim\ntasks: 10\ntask_ops: 1.0e9\ntask_bytes: 0\ncommand: [/bin/sh, -c, '"+script+"']\n"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			return j.ID
-		}
+		submit := scriptSubmitter(t, d)
 		ok, bad := submit("ok", "echo hello"), submit("bad", "exit 3")
 		for _, id := range []string{ok, bad} {
 			waitFor(t, "job "+id+" finished", time.Minute, func() bool {
