@@ -1,0 +1,515 @@
+// Package lab runs a grid of QEMU hosts on one machine, for experiments,
+// demos and end-to-end tests: one network namespace holding a Linux bridge
+// per site and a bridge "wan" that joins them, each site's bridge joined
+// to the wan through a veth pair shaped (tbf, both directions) to the
+// site's uplink, so that traffic between two sites crosses the uplinks of
+// both, as the planning model says; a root libvirtd per host, each in its
+// own mount namespace inside that network namespace; one site agent per
+// site and the daemon, both the real metasched binary (`agent`, `serve`)
+// with the guest executor. Everything it starts is stopped by PID.
+//
+// It needs root, libvirtd, QEMU and iproute2 (package libvirtdtest's and
+// netlab's Check say what is missing), and a built guest image.
+package lab
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/metasched/metasched/graph"
+	hpclient "github.com/metasched/metasched/hypervisorproxy/client"
+	"github.com/metasched/metasched/hypervisorproxy/libvirtdtest"
+	"github.com/metasched/metasched/hypervisorproxy/netlab"
+	"github.com/metasched/metasched/metasched/client"
+)
+
+// WAN is the name of the bridge that joins the sites' bridges.
+const WAN = "wan"
+
+// Site is one site of a lab: its hosts and what the grid file says of its
+// machines (which calibration replaces with measured figures).
+type Site struct {
+	Name string
+	// Hosts is the number of hosts, named NAME-1 … NAME-N, each a root
+	// libvirtd.
+	Hosts int
+	// UplinkMbit shapes the site's link to the wan; 0 leaves it unshaped.
+	UplinkMbit float64
+	// CPUQuota is the site file's cpu_quota: the share of one core each
+	// vCPU of the site's VMs may use (0: none).
+	CPUQuota float64
+	// Perf (operations per second of one machine) and LANMbps are the grid
+	// file's figures; Cores and MemoryMiB are the size of one machine.
+	Perf      float64
+	LANMbps   float64
+	Cores     int
+	MemoryMiB int
+}
+
+// Spec describes a lab.
+type Spec struct {
+	Sites []Site
+	// Pools are the job types; every host starts in the first.
+	Pools []Pool
+	// Images are the images the sites' VMs may boot: name → directory of
+	// a built image.
+	Images map[string]string
+	// Serve is added to the daemon's configuration (YAML lines, e.g.
+	// "calibration: {max_age: 1h}\n").
+	Serve string
+}
+
+// Pool is a job type of the lab: its VMs' size and the image they boot.
+type Pool struct {
+	Name      string
+	VCPUs     int
+	MemoryMiB int
+	Image     string
+}
+
+// Options are how a lab runs.
+type Options struct {
+	// Binary is the metasched executable the agents and the daemon run as.
+	Binary string
+	// Dir holds the lab's files: configurations, logs, the agents' and the
+	// daemon's data. It must exist.
+	Dir string
+	// Logf reports progress; nil: nothing.
+	Logf func(format string, args ...any)
+}
+
+// Lab is a running lab.
+type Lab struct {
+	spec  Spec
+	opt   Options
+	token string
+	grid  *netlab.Grid
+
+	Libvirt map[string]*libvirtdtest.Daemon // by host
+	Agents  map[string]*Agent               // by site
+	Daemon  *Proc
+	// Client talks to the daemon.
+	Client *client.Client
+	// ServeConfig is the daemon's configuration file; DataDir its data.
+	ServeConfig, DataDir string
+
+	mu     sync.Mutex
+	procs  []*Proc
+	closed bool
+}
+
+// Agent is one site's agent.
+type Agent struct {
+	Site, Config, URL string
+	Client            *hpclient.Client
+	Proc              *Proc
+}
+
+// check reports every problem of the spec, naming its field.
+func (s Spec) check() error {
+	var errs []error
+	bad := func(f, format string, a ...any) { errs = append(errs, fmt.Errorf("lab: %s: %s", f, fmt.Sprintf(format, a...))) }
+	if len(s.Sites) == 0 {
+		bad("sites", "none")
+	}
+	seen := map[string]bool{WAN: true}
+	for i, st := range s.Sites {
+		f := fmt.Sprintf("sites[%d]", i)
+		switch {
+		case seen[st.Name]:
+			bad(f+".name", "%q is used twice (or is the wan's)", st.Name)
+		case len(st.Name) == 0 || len(st.Name) > netlab.MaxSiteName:
+			bad(f+".name", "%q must be 1 to %d characters", st.Name, netlab.MaxSiteName)
+		}
+		seen[st.Name] = true
+		if st.Cores < 1 || st.MemoryMiB < 64 || !(st.Perf > 0) || !(st.LANMbps > 0) {
+			bad(f, "cores %d, memory_mib %d, perf %g and lan_mbps %g must be positive (memory at least 64)", st.Cores, st.MemoryMiB, st.Perf, st.LANMbps)
+		}
+		if st.Hosts < 1 || st.Hosts > 9 {
+			bad(f+".hosts", "%d is not within 1 and 9", st.Hosts)
+		}
+		if st.UplinkMbit < 0 || math.IsNaN(st.UplinkMbit) {
+			bad(f+".uplink_mbit", "%g is negative", st.UplinkMbit)
+		}
+		if !(st.CPUQuota >= 0 && st.CPUQuota <= 1) {
+			bad(f+".cpu_quota", "%g is not within 0 and 1", st.CPUQuota)
+		}
+	}
+	if len(s.Pools) == 0 {
+		bad("pools", "none")
+	}
+	for i, p := range s.Pools {
+		f := fmt.Sprintf("pools[%d]", i)
+		if p.Name == "" || slices.ContainsFunc(s.Pools[:i], func(o Pool) bool { return o.Name == p.Name }) {
+			bad(f+".name", "%q is empty or used twice", p.Name)
+		}
+		if p.VCPUs < 1 || p.MemoryMiB < 64 {
+			bad(f+".vm", "%d vCPUs and %d MiB: need at least 1 and 64", p.VCPUs, p.MemoryMiB)
+		}
+		if _, ok := s.Images[p.Image]; !ok {
+			bad(f+".image", "%q is not one of the images", p.Image)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Check reports why a lab cannot run on this machine.
+func Check() error {
+	return errors.Join(libvirtdtest.Check(), netlab.Check())
+}
+
+// Start builds the network, starts the libvirtds, the agents and the
+// daemon, and returns once the daemon answers. On failure it stops what it
+// started. ctx bounds the start only.
+func Start(ctx context.Context, spec Spec, opt Options) (*Lab, error) {
+	if err := spec.check(); err != nil {
+		return nil, err
+	}
+	if err := Check(); err != nil {
+		return nil, err
+	}
+	if opt.Logf == nil {
+		opt.Logf = func(string, ...any) {}
+	}
+	tok := make([]byte, 16)
+	_, _ = rand.Read(tok)
+	l := &Lab{spec: spec, opt: opt, token: hex.EncodeToString(tok), Libvirt: map[string]*libvirtdtest.Daemon{},
+		Agents: map[string]*Agent{}}
+	if err := l.start(ctx); err != nil {
+		return nil, errors.Join(err, l.Close())
+	}
+	return l, nil
+}
+
+func (l *Lab) start(ctx context.Context) error {
+	spec := l.spec
+	sites := []string{WAN}
+	var links []netlab.Link
+	for _, s := range spec.Sites {
+		sites = append(sites, s.Name)
+		links = append(links, netlab.Link{A: s.Name, B: WAN, Options: netlab.Options{RateMbit: s.UplinkMbit}})
+	}
+	g, err := netlab.NewGrid(ctx, netlab.GridOptions{Sites: sites, Links: links})
+	if err != nil {
+		return err
+	}
+	l.grid = g
+	l.opt.Logf("network: namespace %s, bridges %s", g.Namespace(), strings.Join(sites, ", "))
+
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	for _, s := range spec.Sites {
+		for i := 1; i <= s.Hosts; i++ {
+			h := fmt.Sprintf("%s-%d", s.Name, i)
+			wg.Go(func() {
+				c, cancel := context.WithTimeout(ctx, libvirtdtest.StartTimeout)
+				defer cancel()
+				d, err := libvirtdtest.Start(c, libvirtdtest.Options{Root: true, NetNS: g.Namespace()})
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					errs = append(errs, fmt.Errorf("host %s: %w", h, err))
+					return
+				}
+				l.Libvirt[h] = d
+			})
+		}
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	l.opt.Logf("libvirtd: %d hosts", len(l.Libvirt))
+	if err := l.write("token", l.token+"\n"); err != nil {
+		return err
+	}
+	for i, s := range spec.Sites {
+		a, err := l.writeSite(i, s)
+		if err != nil {
+			return err
+		}
+		l.Agents[s.Name] = a
+		if err := l.StartAgent(ctx, a); err != nil {
+			return err
+		}
+	}
+	l.opt.Logf("agents: %d sites", len(l.Agents))
+	if err := l.writeServe(); err != nil {
+		return err
+	}
+	return l.StartDaemon(ctx)
+}
+
+// write writes a file of the lab's directory.
+func (l *Lab) write(name, data string) error {
+	return os.WriteFile(filepath.Join(l.opt.Dir, name), []byte(data), 0o600)
+}
+
+// hosts are the names of a site's hosts.
+func (s Site) hosts() []string {
+	out := make([]string, s.Hosts)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s-%d", s.Name, i+1)
+	}
+	return out
+}
+
+// writeSite writes site i's file.
+func (l *Lab) writeSite(i int, s Site) (*Agent, error) {
+	var hosts strings.Builder
+	for _, h := range s.hosts() {
+		fmt.Fprintf(&hosts, "  - {name: %s, uri: %q, pool: %s, migration_address: 127.0.0.1}\n", h, l.Libvirt[h].URI(), l.spec.Pools[0].Name)
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	lo, err := freePortRange(8)
+	if err != nil {
+		return nil, err
+	}
+	quota := ""
+	if s.CPUQuota > 0 {
+		quota = fmt.Sprintf("cpu_quota: %g\n", s.CPUQuota)
+	}
+	name := "site-" + s.Name + ".yaml"
+	err = l.write(name, fmt.Sprintf(`site: %s
+listen: 127.0.0.1:%d
+token_file: token
+data_dir: agent-%s
+boot_timeout: 3m
+migration_ports: %d-%d
+images: {%s}
+network: {bridge: %s, subnet: 10.77.0.0/16, addresses: 10.77.%d.10-10.77.%d.99}
+%shosts:
+%s`, s.Name, port, s.Name, lo, lo+7, l.spec.images(), l.grid.Bridge(s.Name), i+1, i+1, quota, hosts.String()))
+	if err != nil {
+		return nil, err
+	}
+	url := fmt.Sprintf("http://127.0.0.1:%d", port)
+	return &Agent{Site: s.Name, Config: filepath.Join(l.opt.Dir, name), URL: url, Client: hpclient.New(url, l.token)}, nil
+}
+
+// GridFile is the grid file of a spec: one cluster per site, and a link
+// between every two sites at the lesser of their uplinks (their traffic
+// crosses both).
+func (s Spec) GridFile() string {
+	var b strings.Builder
+	b.WriteString("clusters:\n")
+	for _, st := range s.Sites {
+		fmt.Fprintf(&b, "  - {name: %s, machines: %d, cores: %d, memory_mib: %d, perf: %g, lan_mbps: %g, uplink_mbps: %g}\n",
+			st.Name, st.Hosts, st.Cores, st.MemoryMiB, st.Perf, st.LANMbps, uplink(st))
+	}
+	b.WriteString("links:\n")
+	for i, x := range s.Sites {
+		for _, y := range s.Sites[i+1:] {
+			fmt.Fprintf(&b, "  - {between: [%s, %s], mbps: %g, latency_ms: 1}\n", x.Name, y.Name, min(uplink(x), uplink(y)))
+		}
+	}
+	return b.String()
+}
+
+// images is the site file's images: {NAME: DIR, ...} in name order.
+func (s Spec) images() string {
+	names := slices.Sorted(maps.Keys(s.Images))
+	parts := make([]string, len(names))
+	for i, n := range names {
+		parts[i] = fmt.Sprintf("%s: %q", n, s.Images[n])
+	}
+	return strings.Join(parts, ", ")
+}
+
+// uplink is a site's uplink for the grid file: an unshaped one is as fast
+// as its LAN.
+func uplink(s Site) float64 {
+	if s.UplinkMbit > 0 {
+		return s.UplinkMbit
+	}
+	return s.LANMbps
+}
+
+// writeServe writes the daemon's grid and configuration.
+func (l *Lab) writeServe() error {
+	if _, err := graph.ParseGrid("grid.yaml", []byte(l.spec.GridFile())); err != nil {
+		return fmt.Errorf("lab: the grid file it wrote: %w", err)
+	}
+	if err := l.write("grid.yaml", l.spec.GridFile()); err != nil {
+		return err
+	}
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	var agents strings.Builder
+	for _, s := range l.spec.Sites {
+		fmt.Fprintf(&agents, "  - {site: %s, address: %s, token_file: token}\n", s.Name, l.Agents[s.Name].URL)
+	}
+	l.ServeConfig = filepath.Join(l.opt.Dir, "serve.yaml")
+	l.DataDir = filepath.Join(l.opt.Dir, "daemon")
+	var pools strings.Builder
+	for _, p := range l.spec.Pools {
+		fmt.Fprintf(&pools, "  - {name: %s, vm: {vcpus: %d, memory_mib: %d}, image: %s}\n", p.Name, p.VCPUs, p.MemoryMiB, p.Image)
+	}
+	return l.write("serve.yaml", fmt.Sprintf(`listen: 127.0.0.1:%d
+data_dir: daemon
+grid: grid.yaml
+job_types:
+%smin_pool_hosts: 0
+agents:
+%spolicy: {name: none}
+executor: {name: guest, poll: 250ms}
+%s`, port, pools.String(), agents.String(), l.spec.Serve))
+}
+
+// StartAgent runs a site's agent and waits until it answers.
+func (l *Lab) StartAgent(ctx context.Context, a *Agent) error {
+	p, err := l.run("agent-"+a.Site, "agent", "--config", a.Config, "--log-format", "json")
+	if err != nil {
+		return err
+	}
+	a.Proc = p
+	return l.until(ctx, "agent "+a.Site+" answers", p, func(ctx context.Context) error {
+		_, err := a.Client.Healthz(ctx)
+		return err
+	})
+}
+
+// StartDaemon runs the daemon and waits until it answers.
+func (l *Lab) StartDaemon(ctx context.Context) error {
+	p, err := l.run("daemon", "serve", "--config", l.ServeConfig, "--log-format", "json")
+	if err != nil {
+		return err
+	}
+	l.Daemon = p
+	base, err := p.waitAddress(ctx)
+	if err != nil {
+		return err
+	}
+	tok, err := os.ReadFile(filepath.Join(l.DataDir, "token"))
+	if err != nil {
+		return fmt.Errorf("lab: the daemon's token: %w", err)
+	}
+	hc := &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	l.Client = client.New(base, strings.TrimSpace(string(tok))).WithHTTPClient(hc)
+	return nil
+}
+
+// until polls f until it succeeds, p exits, or ctx ends.
+func (l *Lab) until(ctx context.Context, what string, p *Proc, f func(context.Context) error) error {
+	for {
+		c, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := f(c)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-p.Done():
+			return fmt.Errorf("lab: %s: %s exited (%v); its log ends:\n%s", what, p.Name, p.State(), p.Tail())
+		case <-ctx.Done():
+			return fmt.Errorf("lab: %s: %w (last: %v)", what, ctx.Err(), err)
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// Hosts are the names of every host, site by site.
+func (l *Lab) Hosts() []string {
+	var out []string
+	for _, s := range l.spec.Sites {
+		out = append(out, s.hosts()...)
+	}
+	return out
+}
+
+// Logs are the paths of every log of the lab's processes, oldest first.
+func (l *Lab) Logs() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]string, len(l.procs))
+	for i, p := range l.procs {
+		out[i] = p.Log
+	}
+	return out
+}
+
+// Close stops the daemon, the agents (SIGTERM, then SIGKILL after 30 s)
+// and the libvirtds with their guests, by PID, and deletes the network.
+func (l *Lab) Close() error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.closed = true
+	procs := slices.Clone(l.procs)
+	l.mu.Unlock()
+	var errs []error
+	slices.Reverse(procs) // the daemon before the agents
+	for _, p := range procs {
+		if err := p.Stop(30 * time.Second); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for h, d := range l.Libvirt {
+		if err := d.Stop(); err != nil {
+			errs = append(errs, fmt.Errorf("host %s: %w", h, err))
+		}
+	}
+	if l.grid != nil {
+		if err := l.grid.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// freePort is a TCP port of 127.0.0.1 free when asked.
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("lab: free port: %w", err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// freePortRange is n consecutive free ports of 127.0.0.1 (an agent's
+// migration ports).
+func freePortRange(n int) (int, error) {
+	for try := range 200 {
+		lo := 20000 + (try*7919+os.Getpid()*31)%30000
+		var held []net.Listener
+		for p := lo; p < lo+n; p++ {
+			ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+			if err != nil {
+				break
+			}
+			held = append(held, ln)
+		}
+		ok := len(held) == n
+		for _, ln := range held {
+			ln.Close()
+		}
+		if ok {
+			return lo, nil
+		}
+	}
+	return 0, errors.New("lab: no range of free migration ports")
+}
