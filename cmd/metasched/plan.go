@@ -217,8 +217,15 @@ func printPlanBody(w io.Writer, p selection.Plan) {
 	if !p.Feasible {
 		fmt.Fprintf(w, "No plan: %s\n", p.Reason)
 	} else {
-		fmt.Fprintf(w, "Master on %s. %d machines (%d workers and the master) process %.4g tasks/s: %d tasks in %s",
-			p.Master, p.Machines, p.Machines-1, p.Rate, p.Tasks, duration(p.Runtime))
+		forced := ""
+		if p.MasterForced {
+			forced = " (forced)"
+		}
+		fmt.Fprintf(w, "Master on %s%s. %d machines (%d workers and the master) process %.4g tasks/s: %d tasks in %s",
+			p.Master, forced, p.Machines, p.Machines-1, p.Rate, p.Tasks, duration(p.Runtime))
+		if p.Start > 0 {
+			fmt.Fprintf(w, ", once the cluster is ready in %s", duration(p.Start))
+		}
 		if p.CostPerHour > 0 {
 			fmt.Fprintf(w, ", %.4g per hour", p.CostPerHour)
 		}

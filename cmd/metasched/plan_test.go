@@ -54,7 +54,7 @@ func TestPlanMasterMatters(t *testing.T) {
 			t.Errorf("free choice: no %q in\n%s", want, free)
 		}
 	}
-	for _, want := range []string{"Master on latam-a. 8 machines", "2.4 h (8571 s)", "Left out:", "spain: adding it lowers the rate"} {
+	for _, want := range []string{"Master on latam-a (forced). 8 machines", "2.4 h (8571 s)", "Left out:", "spain: adding it lowers the rate"} {
 		if !strings.Contains(forced, want) {
 			t.Errorf("master latam-a: no %q in\n%s", want, forced)
 		}
@@ -70,11 +70,11 @@ func TestPlanJobPlacement(t *testing.T) {
 	}
 	forced := writeFile(t, "forced.yaml", string(job)+"master: latam-a\n")
 	code, out, errOut := runCmd(t, "plan", "--job", forced, "--grid", paperGrid)
-	if code != 0 || !strings.Contains(out, "Master on latam-a. 8 machines") {
+	if code != 0 || !strings.Contains(out, "Master on latam-a (forced). 8 machines") {
 		t.Errorf("master latam-a in the job file: exit %d: %s%s", code, out, errOut)
 	}
 	code, out, errOut = runCmd(t, "plan", "--job", forced, "--grid", paperGrid, "--master", "spain")
-	if code != 0 || !strings.Contains(out, "Master on spain.") {
+	if code != 0 || !strings.Contains(out, "Master on spain (forced).") {
 		t.Errorf("--master spain over the job file's latam-a: exit %d: %s%s", code, out, errOut)
 	}
 	for _, p := range []string{"met", "mct", "olb"} {
