@@ -393,10 +393,10 @@ func TestAPIJobLifecycle(t *testing.T) {
 		}
 		t.Errorf("transitions (-want +got):\n%s%s", diff, b.String())
 	}
-	if done.Placement == nil || !done.Placement.Plan.Feasible || len(done.VMs) == 0 || done.PredictedSeconds <= 0 ||
-		done.ActualSeconds <= 0 || done.Attempts != 1 || done.Reason != done.Transitions[len(done.Transitions)-1].Reason {
+	if done.Placement == nil || !done.Placement.Plan.Feasible || len(done.VMs) == 0 || done.PredictedS <= 0 ||
+		done.MeasuredS <= 0 || done.Attempts != 1 || done.Reason != done.Transitions[len(done.Transitions)-1].Reason {
 		t.Errorf("done job: placement %v, %d VMs, predicted %g, actual %g, attempts %d, reason %q",
-			done.Placement != nil, len(done.VMs), done.PredictedSeconds, done.ActualSeconds, done.Attempts, done.Reason)
+			done.Placement != nil, len(done.VMs), done.PredictedS, done.MeasuredS, done.Attempts, done.Reason)
 	}
 
 	logs := apiAuthed(t, td, "GET", "/v1/jobs/"+sub.ID+"/logs", "", nil)
