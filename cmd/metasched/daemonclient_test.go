@@ -522,7 +522,7 @@ func TestDaemonUsage(t *testing.T) {
 		{[]string{"switches", "--all=maybe"}, "invalid argument"},
 		{[]string{"plan"}, "--job: required"},
 		{[]string{"plan", "--job", missing}, "--job: open " + missing + ": no such file or directory"},
-		{[]string{"plan", "--job", job, "--master", "spain"}, "--master: only with --grid: the daemon plans by hill climbing with its own settings"},
+		{[]string{"plan", "--job", job, "--master", "spain"}, "--master: only with --grid: the daemon plans by the job file's placement and master, with its own settings"},
 		{[]string{"plan", "--job", job, "--algorithm", "hillclimb"}, "--algorithm: only with --grid"},
 		{[]string{"plan", "--job", job, "--restarts", "2"}, "--restarts: only with --grid"},
 		{[]string{"plan", "--job", job, "--output", "yaml"}, `--output: must be table or json, got "yaml"`},

@@ -364,7 +364,7 @@ func planDaemon(cmd *cobra.Command, e *env, f planFlags) error {
 	}
 	for _, name := range []string{"algorithm", "restarts", "master"} {
 		if cmd.Flags().Changed(name) {
-			return usagef("--%s: only with --grid: the daemon plans by hill climbing with its own settings", name)
+			return usagef("--%s: only with --grid: the daemon plans by the job file's placement and master, with its own settings", name)
 		}
 	}
 	body, err := readFlagFile("--job", f.job)
