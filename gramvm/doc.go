@@ -12,7 +12,12 @@
 // the plan) by hill climbing, names the hosts that carry the plan out, and
 // uses the measured bandwidth of a link (an exponentially weighted average
 // of the probes, weight alpha for the newest; Observe) in place of the
-// configured one, saying so in the placement. Planning costs what
+// configured one, saying so in the placement. It plans by the job's
+// placement: hill climbing (gramvm) with the master the job forces, or one
+// of the single-cluster baselines (met, mct, olb); PlanAvailable gives the
+// baselines, per host, when it is free, so that a cluster is ready when the
+// hosts its plan alone needs are, and a baseline may choose a cluster that
+// is not ready yet (the plan then starts later: Plan.Start). Planning costs what
 // selection's hill climbing costs (milliseconds for a 1000-cluster grid);
 // a call copies the grid and builds its graph, O(clusters + links).
 //

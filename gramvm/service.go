@@ -118,25 +118,21 @@ type Placement struct {
 	Measured []string `json:"measured,omitempty"`
 }
 
-// Plan chooses the clusters of a job among the free hosts (FreeHosts) by
-// hill climbing on the grid with the measured bandwidths, and the hosts of
-// each cluster in the order given. An infeasible plan is a result
-// (Plan.Feasible false), not an error.
+// Plan chooses the clusters of a job among the free hosts (FreeHosts) on
+// the grid with the measured bandwidths, and the hosts of each cluster in
+// the order given, by the job's placement: GramVM's hill climbing with the
+// master the job forces (job.Master, when opt.Master is -1), or one of the
+// single-cluster baselines with every cluster ready now (PlanAvailable
+// gives them the time each cluster is ready). An infeasible plan is a
+// result (Plan.Feasible false), not an error; so is a forced master's
+// cluster without a free host now.
 func (s *Service) Plan(ctx context.Context, job *selection.Job, free map[string][]string, opt selection.Options) (Placement, error) {
-	s.mu.Lock()
-	grid := graph.Grid{Clusters: slices.Clone(s.grid.Clusters), Links: slices.Clone(s.grid.Links)}
-	var measured []string
-	for _, l := range s.grid.Links {
-		if m := s.measured[key(l.Between[0], l.Between[1])]; m != nil {
-			measured = append(measured, fmt.Sprintf("%s-%s: %.3g Mbit/s measured, %.3g configured",
-				l.Between[0], l.Between[1], m.MeasuredMbps, m.ConfiguredMbps))
-		}
-	}
-	s.mu.Unlock()
-	g, err := graph.New(&grid)
-	if err != nil {
-		return Placement{}, fmt.Errorf("plan %s: %w", job.Name, err)
-	}
+	return s.place(ctx, job, availableNow(free), opt)
+}
+
+// placeClimb plans a job by hill climbing on the hosts free now, with its
+// forced master when it gives one.
+func (s *Service) placeClimb(ctx context.Context, g *graph.Graph, job *selection.Job, free map[string][]string, opt selection.Options, measured []string) (Placement, error) {
 	counts := make([]int, g.Len())
 	for i := range counts {
 		c := g.Cluster(i)
@@ -145,6 +141,26 @@ func (s *Service) Plan(ctx context.Context, job *selection.Job, free map[string]
 	pl, err := selection.NewPlanner(selection.Problem{Graph: g, Job: job, Free: counts})
 	if err != nil {
 		return Placement{}, fmt.Errorf("plan %s: %w", job.Name, err)
+	}
+	if opt.Master == -1 && job.Master != "" {
+		m, ok := g.Grid().Index(job.Master)
+		if !ok {
+			return Placement{}, fmt.Errorf("plan %s: master: %w: the grid has no cluster %q", job.Name, ErrInvalid, job.Master)
+		}
+		c := g.Cluster(m)
+		var why string
+		switch {
+		case job.VM.VCPUs > c.Cores || job.VM.MemoryMiB > c.MemoryMiB:
+			why = fmt.Sprintf("the master is forced on %s, whose machines cannot hold the job's VM (%d vCPUs, %d MiB)", c.Name, job.VM.VCPUs, job.VM.MemoryMiB)
+		case counts[m] == 0:
+			why = fmt.Sprintf("the master is forced on %s, which has no free host for the job's VM now", c.Name)
+		}
+		if why != "" {
+			p := pl.Infeasible(selection.HillClimb, why)
+			p.MasterForced = true
+			return Placement{Plan: p, Measured: measured, Workers: []HostRef{}}, nil
+		}
+		opt.Master = m
 	}
 	p, err := pl.HillClimb(ctx, opt)
 	if err != nil {

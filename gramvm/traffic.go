@@ -2,7 +2,6 @@ package gramvm
 
 import (
 	"context"
-	"fmt"
 	"slices"
 
 	"github.com/metasched/metasched/graph"
@@ -51,17 +50,7 @@ func Usage(grid *graph.Grid, running []RunningJob) (Load, error) {
 // or master-share). With no running jobs it is Plan. It also returns the
 // load it subtracted.
 func (s *Service) PlanLoaded(ctx context.Context, job *selection.Job, free map[string][]string, running []RunningJob, opt selection.Options) (Placement, Load, error) {
-	base := s.snapshot()
-	md, err := newModel(&base.grid, running)
-	if err != nil {
-		return Placement{}, Load{}, fmt.Errorf("plan %s: %w", jobName(job), err)
-	}
-	up, links := md.load(md.currentRates())
-	p, err := base.withGrid(md.loadedGrid(up, links)).Plan(ctx, job, free, opt)
-	if err != nil {
-		return Placement{}, Load{}, err
-	}
-	return p, md.publicLoad(up, links), nil
+	return s.PlanAvailable(ctx, job, availableNow(free), running, opt)
 }
 
 // jobName names a job in an error, even a nil one.

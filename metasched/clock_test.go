@@ -62,14 +62,14 @@ func TestInjectedClock(t *testing.T) {
 			t.Errorf("transition to %s at %v, want the clock's %v", tr.To, tr.At, at)
 		}
 	}
-	step := time.Duration(j.PredictedSeconds*float64(time.Second)) + time.Second
+	step := time.Duration(j.PredictedS*float64(time.Second)) + time.Second
 	clock.Advance(step)
 	daemontest.WaitFor(t, "the job done", time.Minute, func() bool {
 		j, _ = d.Job(ctx, job.ID)
 		return j.State == lifecycle.Done
 	})
-	if math.Abs(j.ActualSeconds-step.Seconds()) > 1e-9 {
-		t.Errorf("measured run time %gs, want the %gs the clock moved", j.ActualSeconds, step.Seconds())
+	if math.Abs(j.MeasuredS-step.Seconds()) > 1e-9 {
+		t.Errorf("measured run time %gs, want the %gs the clock moved", j.MeasuredS, step.Seconds())
 	}
 	if last := j.Transitions[len(j.Transitions)-1].At; !last.Equal(at.Add(step)) {
 		t.Errorf("done at %v, want %v", last, at.Add(step))

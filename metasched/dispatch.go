@@ -98,6 +98,7 @@ func (d *Daemon) dispatchPool(ctx context.Context, pool string) {
 	held := map[string]string{}                     // host → the job that holds it
 	misfits := map[string]string{}                  // shapes that did not fit this round → why
 	frees := map[selection.VM]map[string][]string{} // free hosts per VM shape, until a claim
+	waits := map[string]*gramvm.Placement{}         // shapes whose baseline waits for its cluster → its plan
 	for _, j := range queue {
 		if ctx.Err() != nil {
 			return
@@ -111,13 +112,23 @@ func (d *Daemon) dispatchPool(ctx context.Context, pool string) {
 		}
 		free = withoutHosts(free, held)
 		shape := shapeKey(j)
+		baseline := j.spec.PlacementOrDefault().Baseline()
 		why, misfit := misfits[shape]
-		if !misfit && len(free) == 0 {
+		if !misfit && len(free) == 0 && !baseline {
 			why, misfit = "no free host in pool "+pool+" for its VMs", true
 			misfits[shape] = why
 		}
 		if !misfit {
-			pl, tuning, err := d.plan(ctx, j, free)
+			var (
+				pl     gramvm.Placement
+				tuning bool
+				err    error
+			)
+			if baseline {
+				pl, err = d.planAvailable(ctx, j.spec, held)
+			} else {
+				pl, tuning, err = d.plan(ctx, j, free)
+			}
 			switch {
 			case err != nil:
 				d.log.Error().Err(err).Str("job", j.id()).Msg("plan")
@@ -128,15 +139,19 @@ func (d *Daemon) dispatchPool(ctx context.Context, pool string) {
 			case !pl.Plan.Feasible:
 				why, misfit = pl.Plan.Reason, true
 				misfits[shape] = why
+			case pl.Plan.Start > 0: // its baseline waits for the cluster it chose
+				why, misfit = d.waitReason(&pl), true
+				misfits[shape], waits[shape] = why, &pl
 			default:
 				d.claim(ctx, j, &pl)
 				clear(misfits) // the free hosts changed
 				clear(frees)
+				clear(waits)
 				continue
 			}
 		}
 		if d.now().Sub(j.submitted) >= d.cfg.HoldAfter {
-			if hosts := d.holdFor(ctx, j, pool, held); len(hosts) > 0 {
+			if hosts := d.holdFor(ctx, j, pool, held, waits[shape]); len(hosts) > 0 {
 				why = fmt.Sprintf("%s; it has waited more than hold_after (%s) and holds hosts %s, which younger jobs do not take",
 					why, d.cfg.HoldAfter, strings.Join(hosts, ", "))
 			}
@@ -147,20 +162,25 @@ func (d *Daemon) dispatchPool(ctx context.Context, pool string) {
 
 // holdFor marks the hosts of the job's best plan on its empty pool as held
 // for it (hosts held by an older job stay theirs) and returns them; none
-// when no plan is feasible even there.
-func (d *Daemon) holdFor(ctx context.Context, j *liveJob, pool string, held map[string]string) []string {
-	d.mu.Lock()
-	empty := withoutHosts(d.emptyPoolLocked(pool, j.spec.VM), held)
-	d.mu.Unlock()
-	if len(empty) == 0 {
-		return nil
-	}
-	pl, _, err := d.planLoaded(ctx, j.spec, empty, nil, selection.Options{Master: -1})
-	if err != nil || !pl.Plan.Feasible {
-		return nil
+// when no plan is feasible even there. A job whose baseline waits for the
+// cluster it chose (waiting) holds the hosts it waits for.
+func (d *Daemon) holdFor(ctx context.Context, j *liveJob, pool string, held map[string]string, waiting *gramvm.Placement) []string {
+	pl := waiting
+	if pl == nil {
+		d.mu.Lock()
+		empty := withoutHosts(d.emptyPoolLocked(pool, j.spec.VM), held)
+		d.mu.Unlock()
+		if len(empty) == 0 {
+			return nil
+		}
+		p, _, err := d.planLoaded(ctx, j.spec, empty, nil, selection.Options{Master: -1})
+		if err != nil || !p.Plan.Feasible {
+			return nil
+		}
+		pl = &p
 	}
 	var out []string
-	for _, h := range hostsOf(&pl) {
+	for _, h := range hostsOf(pl) {
 		if _, ok := held[h.Host]; !ok {
 			held[h.Host] = j.id()
 			out = append(out, h.Host)
@@ -201,7 +221,8 @@ func withoutHosts(free map[string][]string, held map[string]string) map[string][
 // jobs with the same key get the same plan on the same free hosts.
 func shapeKey(j *liveJob) string {
 	s := j.spec
-	return fmt.Sprintf("%d|%g|%g|%g|%d|%d", s.Tasks, s.TaskOps, s.TaskBytes, s.Efficiency, s.VM.VCPUs, s.VM.MemoryMiB)
+	return fmt.Sprintf("%d|%g|%g|%g|%d|%d|%s|%s", s.Tasks, s.TaskOps, s.TaskBytes, s.Efficiency, s.VM.VCPUs, s.VM.MemoryMiB,
+		s.PlacementOrDefault(), s.Master)
 }
 
 // anyRoomLocked reports whether some host serving the pool has a free vCPU
@@ -245,8 +266,11 @@ func (d *Daemon) claim(ctx context.Context, j *liveJob, pl *gramvm.Placement) {
 	vms := vmNames(j.id(), n, pl)
 	d.reserveLocked(j, vms)
 	d.mu.Unlock()
-	why := fmt.Sprintf("planned: master %s, %d machines on %s, predicted %.3gs", pl.Plan.Master, pl.Plan.Machines,
+	why := fmt.Sprintf("planned: master %s%s, %d machines on %s, predicted %.3gs", pl.Plan.Master, forcedNote(&pl.Plan), pl.Plan.Machines,
 		clusterList(pl), predicted)
+	if p := j.spec.PlacementOrDefault(); p != selection.PlaceGramVM {
+		why += ", placement " + string(p)
+	}
 	if err := d.stepJob(ctx, j, lifecycle.Plan{Placement: pl, VMs: vms, Predicted: predicted, Reason: why, At: d.now()}); err != nil {
 		d.log.Error().Err(err).Str("job", j.id()).Msg("cannot record the plan: the job stays queued")
 		d.mu.Lock()

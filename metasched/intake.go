@@ -97,6 +97,20 @@ func (d *Daemon) parseJob(ctx context.Context, body []byte) (*selection.Job, err
 	if !fits {
 		return nil, invalid(api.FieldError{Field: "vm", Problem: fmt.Sprintf("no cluster's machines can hold a VM of %d vCPUs and %d MiB", j.VM.VCPUs, j.VM.MemoryMiB)})
 	}
+	if j.Master != "" {
+		i, ok := d.grid.Index(j.Master)
+		if !ok {
+			names := make([]string, len(d.grid.Clusters))
+			for k, c := range d.grid.Clusters {
+				names[k] = c.Name
+			}
+			return nil, invalid(api.FieldError{Field: "master", Problem: fmt.Sprintf("no cluster %q in the grid: the clusters are %s", j.Master, strings.Join(names, ", "))})
+		}
+		if c := d.grid.Clusters[i]; c.Cores < j.VM.VCPUs || c.MemoryMiB < j.VM.MemoryMiB {
+			return nil, invalid(api.FieldError{Field: "master", Problem: fmt.Sprintf("cluster %s's machines (%d cores, %d MiB) can never hold the job's VM (%d vCPUs, %d MiB)",
+				c.Name, c.Cores, c.MemoryMiB, j.VM.VCPUs, j.VM.MemoryMiB)})
+		}
+	}
 	if why, err := d.neverRuns(ctx, j); err != nil {
 		return nil, err
 	} else if why != "" {

@@ -147,6 +147,7 @@ func (d *Daemon) applyLocked(lj *liveJob, prev, next lifecycle.Job, acts []lifec
 	if next.State.Terminal() {
 		if next.State == lifecycle.Done && !rec.Started.IsZero() && rec.Placement != nil {
 			d.rates[next.Type].completion(float64(len(hostsOf(rec.Placement))) * rec.Finished.Sub(rec.Started).Seconds())
+			d.metrics.observeRatio(next.Type, rec)
 		}
 	}
 	return later
@@ -332,6 +333,9 @@ func (d *Daemon) execute(ctx context.Context, lj *liveJob, a lifecycle.Execute) 
 		return
 	}
 	ev := lifecycle.Exited{Attempt: a.Attempt, At: d.now()}
+	if err == nil && d.exec.Name() == "guest" {
+		ev.TasksDone = d.tasksDone(ctx, lj.id(), a.Attempt)
+	}
 	switch {
 	case err != nil:
 		ev.Err = err.Error()

@@ -69,11 +69,8 @@ func (d *Daemon) jobViewLocked(lj *liveJob, sj store.Job) api.Job {
 			v.Reason = "waiting: " + lj.waiting
 		}
 	}
-	v.Placement, v.Attempts, v.PredictedSeconds = rec.Placement, rec.Attempts, rec.Predicted
+	v.Placement, v.Attempts, v.RunTimes, v.Clusters = rec.Placement, rec.Attempts, runTimesOf(rec), clustersOf(rec)
 	v.VMs = rec.VMs
-	if !rec.Started.IsZero() && !rec.Finished.IsZero() {
-		v.ActualSeconds = rec.Finished.Sub(rec.Started).Seconds()
-	}
 	if v.Placement != nil {
 		v.Explanation = explain(v.Placement)
 	}

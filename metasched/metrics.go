@@ -45,6 +45,7 @@ type metrics struct {
 	migrations *prometheus.CounterVec
 	candidates *prometheus.CounterVec
 	rounds     *prometheus.CounterVec
+	ratio      *prometheus.HistogramVec
 }
 
 // newMetrics returns the metrics of d, registered with the Go runtime's and
@@ -74,6 +75,14 @@ func newMetrics(d *Daemon) *metrics {
 			Name: "metasched_dispatch_rounds_total",
 			Help: "Dispatcher rounds, by kind: planned (the queues were planned) or skipped (hosts and queues as the last round left them).",
 		}, []string{"kind"}),
+		ratio: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "metasched_job_runtime_ratio",
+			Help:    "Measured over predicted run time of the jobs done, by pool (1: as predicted; above: slower than predicted).",
+			Buckets: []float64{0.25, 0.5, 0.75, 0.9, 1, 1.1, 1.25, 1.5, 2, 4},
+		}, []string{"pool"}),
+	}
+	for _, jt := range d.types {
+		m.ratio.WithLabelValues(jt.Name)
 	}
 	m.rounds.WithLabelValues("planned")
 	m.rounds.WithLabelValues("skipped")
@@ -88,7 +97,7 @@ func newMetrics(d *Daemon) *metrics {
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.plan, m.solve, m.migrations, m.candidates, m.rounds,
+		m.plan, m.solve, m.migrations, m.candidates, m.rounds, m.ratio,
 		newStateCollector(d),
 	)
 	return m

@@ -2,6 +2,8 @@ package metasched
 
 import (
 	"context"
+	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -31,6 +33,71 @@ func (d *Daemon) freeLocked(pool string, vm selection.VM) map[string][]string {
 		hosts = append(hosts, h)
 	}
 	return gramvm.FreeHosts(hosts, pool, vm)
+}
+
+// timeScale is what a plan's seconds are in the daemon's: the emulated
+// executor's time_scale; 1 for the executors that run a real program.
+func (d *Daemon) timeScale() float64 {
+	if d.cfg.Executor.Name == "emulated" {
+		return d.cfg.Executor.TimeScale
+	}
+	return 1
+}
+
+// availLocked lists, per site, the hosts serving pool that could take a VM
+// of the shape if they ran nothing, but for those held for other jobs, and
+// when each can (docs/design.md, "Planning on the live grid"): now (0)
+// when it has the room now; else when the placed jobs with a VM on it end
+// by their predicted run time (a running job from its start, a planned or
+// provisioning one from now; one past its predicted end in a dispatch
+// round), in the plan's seconds; +Inf when a VM of no placed job takes
+// its room (when it goes is not known).
+func (d *Daemon) availLocked(pool string, vm selection.VM, held map[string]string, now time.Time) map[string][]gramvm.HostFree {
+	free := d.freeLocked(pool, vm)
+	isFree := map[string]bool{}
+	for _, hosts := range free {
+		for _, h := range hosts {
+			isFree[h] = true
+		}
+	}
+	ends := map[string]time.Time{} // host → the latest predicted end of the jobs on it
+	jobs := map[string]bool{}
+	for id, j := range d.index.placed {
+		jobs[id] = true
+		rec := j.job.Record
+		end := now.Add(duration(rec.Predicted))
+		if j.job.State == lifecycle.Running && !rec.Started.IsZero() {
+			end = rec.Started.Add(duration(rec.Predicted))
+		}
+		for _, v := range rec.VMs {
+			if end.After(ends[v.Host]) {
+				ends[v.Host] = end
+			}
+		}
+	}
+	scale := d.timeScale()
+	out := map[string][]gramvm.HostFree{}
+	for site, hosts := range d.emptyPoolLocked(pool, vm) {
+		for _, name := range hosts {
+			if _, ok := held[name]; ok {
+				continue
+			}
+			h := gramvm.HostFree{Host: name}
+			if !isFree[name] {
+				end, known := ends[name]
+				for _, v := range d.hosts[name].inv.VMs {
+					known = known && jobs[v.Job]
+				}
+				if known {
+					h.In = max(end.Sub(now), dispatchEvery).Seconds() / scale
+				} else {
+					h.In = math.Inf(1)
+				}
+			}
+			out[site] = append(out[site], h)
+		}
+	}
+	return out
 }
 
 // runningJobsLocked lists the running jobs for gramvm: their plans, the VMs
@@ -77,6 +144,39 @@ func (d *Daemon) plan(ctx context.Context, j *liveJob, free map[string][]string)
 		return pl, false, err
 	}
 	return pl, d.tune(ctx, j, free, running), nil
+}
+
+// planAvailable plans a queued job whose placement is a baseline (met,
+// mct, olb) on the hosts of its pool and when each is free, with the links
+// as the running jobs leave them. A plan whose Start is not 0 waits for its
+// cluster.
+func (d *Daemon) planAvailable(ctx context.Context, spec *selection.Job, held map[string]string) (gramvm.Placement, error) {
+	now := d.now()
+	d.mu.Lock()
+	avail := d.availLocked(spec.Type, spec.VM, held, now)
+	running := d.runningJobsLocked(now)
+	d.mu.Unlock()
+	start := time.Now() // the plan's compute time, on the wall clock whatever the daemon's clock
+	pl, _, err := d.planner.PlanAvailable(ctx, spec, avail, running, selection.Options{Master: -1})
+	d.metrics.plan.Observe(time.Since(start).Seconds())
+	return pl, err
+}
+
+// waitReason says why a job whose baseline placement chose a cluster that
+// is not ready waits, in the daemon's seconds.
+func (d *Daemon) waitReason(pl *gramvm.Placement) string {
+	p := &pl.Plan
+	in, run := p.Start*d.timeScale(), p.Runtime*d.timeScale()
+	switch p.Algorithm {
+	case selection.MET:
+		return fmt.Sprintf("placement met: it runs fastest on cluster %s alone (predicted %.3gs) and waits for it: the %d hosts it needs there are free in about %.3gs, as the jobs on them end (predicted)",
+			p.Master, run, p.Machines, in)
+	case selection.MCT:
+		return fmt.Sprintf("placement mct: it ends first on cluster %s alone and waits for it: the %d hosts it needs there are free in about %.3gs, as the jobs on them end (predicted), then it runs %.3gs",
+			p.Master, p.Machines, in, run)
+	}
+	return fmt.Sprintf("placement %s: cluster %s is the first with the %d hosts it needs, free in about %.3gs as the jobs on them end (predicted), and it waits for it",
+		p.Algorithm, p.Master, p.Machines, in)
 }
 
 // heldBack reports whether a plan is limited by a link or by free hosts.

@@ -62,8 +62,8 @@ func TestWalltimeEmulated(t *testing.T) {
 			if j.Attempts != 1 {
 				t.Errorf("job %s: %d attempts, want 1 (not requeued)", c.id, j.Attempts)
 			}
-			if j.PredictedSeconds < 2*3600 {
-				t.Errorf("job %s: predicted %g s: the test needs jobs that would run for hours", c.id, j.PredictedSeconds)
+			if j.PredictedS < 2*3600 {
+				t.Errorf("job %s: predicted %g s: the test needs jobs that would run for hours", c.id, j.PredictedS)
 			}
 		}
 		if j := final(short.ID); j.State != store.Done {

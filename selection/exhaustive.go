@@ -81,8 +81,12 @@ func (pl *Planner) Exhaustive(ctx context.Context, o Options) (Plan, error) {
 			}
 		}
 	}
+	var p Plan
 	if best == nil {
-		return pl.infeasible(Exhaustive, pl.noWorkerReason()), nil
+		p = pl.infeasible(Exhaustive, pl.noWorkerReason())
+	} else {
+		p = pl.plan(Exhaustive, best)
 	}
-	return pl.plan(Exhaustive, best), nil
+	p.MasterForced = o.Master >= 0
+	return p, nil
 }

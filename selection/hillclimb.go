@@ -504,6 +504,7 @@ func (pl *Planner) HillClimb(ctx context.Context, o Options) (Plan, error) {
 		p = pl.plan(HillClimb, best)
 	}
 	p.Zones = pl.g.ZoneNames(zones)
+	p.MasterForced = o.Master >= 0
 	return p, nil
 }
 

@@ -38,7 +38,59 @@ type Job struct {
 	// transfer_output_files).
 	Inputs  []InputFile `json:"inputs,omitempty"`
 	Outputs []string    `json:"outputs,omitempty"`
+	// Master forces the master cluster (a cluster of the grid, as plan
+	// --master does); "": the algorithm chooses it. Only with the gramvm
+	// placement: a baseline chooses its one cluster itself.
+	Master string `json:"master,omitempty"`
+	// Placement is the algorithm that places the job: gramvm (GramVM's
+	// hill climbing, the default; "" means it too), or one of the
+	// single-cluster baselines met, mct and olb (docs/design.md,
+	// "Baselines: MET, MCT, OLB").
+	Placement Placement `json:"placement,omitempty"`
 }
+
+// Placement names the algorithm that places a job on the grid.
+type Placement string
+
+// The placements of a job file's placement field.
+const (
+	PlaceGramVM Placement = "gramvm"
+	PlaceMET    Placement = "met"
+	PlaceMCT    Placement = "mct"
+	PlaceOLB    Placement = "olb"
+)
+
+// Placements lists every placement, the default first.
+var Placements = []Placement{PlaceGramVM, PlaceMET, PlaceMCT, PlaceOLB}
+
+// PlacementOrDefault returns the job's placement, gramvm when it gives
+// none.
+func (j *Job) PlacementOrDefault() Placement {
+	if j.Placement == "" {
+		return PlaceGramVM
+	}
+	return j.Placement
+}
+
+// Algorithm is the selection algorithm of a placement: hill climbing for
+// gramvm, else the baseline of the same name; "" for an unknown one.
+func (p Placement) Algorithm() Algorithm {
+	switch p {
+	case "", PlaceGramVM:
+		return HillClimb
+	case PlaceMET:
+		return MET
+	case PlaceMCT:
+		return MCT
+	case PlaceOLB:
+		return OLB
+	}
+	return ""
+}
+
+// Baseline reports whether the placement is one of the single-cluster
+// baselines (met, mct, olb).
+func (p Placement) Baseline() bool { return p == PlaceMET || p == PlaceMCT || p == PlaceOLB }
 
 // InputFile is a file of a job's inputs: its path relative to the
 // command's working directory and its bytes, given one of three ways:
@@ -169,7 +221,7 @@ const (
 )
 
 var (
-	jobFields = []string{"name", "type", "tasks", "task_ops", "task_bytes", "efficiency", "vm", "command", "walltime", "inputs", "outputs"}
+	jobFields = []string{"name", "type", "tasks", "task_ops", "task_bytes", "efficiency", "vm", "command", "walltime", "inputs", "outputs", "master", "placement"}
 	vmFields  = []string{"vcpus", "memory_mib"}
 )
 
@@ -236,6 +288,18 @@ func ParseJob(file string, data []byte) (*Job, error) {
 			s, _ := v.Str()
 			j.Outputs = append(j.Outputs, s)
 		}
+	}
+	if s, ok := top.Str("master", false); ok {
+		if s == "" {
+			top.Errorf("master", "must name a cluster, got an empty string (leave master out to let the placement choose)")
+		}
+		j.Master = s
+	}
+	if s, ok := top.Str("placement", false); ok {
+		if s == "" {
+			top.Errorf("placement", "must be one of %s, got an empty string (leave placement out for %s)", placementNames(), PlaceGramVM)
+		}
+		j.Placement = Placement(s)
 	}
 	j.check(func(path, msg string) {
 		if !d.Failed(path) {
@@ -364,12 +428,37 @@ func (j *Job) check(bad func(path, msg string)) {
 	case time.Duration(j.Walltime) > MaxRuntimeSeconds*time.Second:
 		bad("walltime", fmt.Sprintf("must be at most %s, got %s", time.Duration(MaxRuntimeSeconds*float64(time.Second)), time.Duration(j.Walltime)))
 	}
+	j.checkPlacement(bad)
 	j.checkFiles(bad)
 	for i, a := range j.Command {
 		if i == 0 && strings.TrimSpace(a) == "" {
 			bad("command[0]", "must name the program to run, got an empty string")
 		}
 	}
+}
+
+// checkPlacement checks master and placement: a master is a cluster's
+// name (whether the grid has it is for the daemon or the plan to say), a
+// placement one of Placements, and a forced master goes with gramvm only.
+func (j *Job) checkPlacement(bad func(path, msg string)) {
+	if j.Master != "" && !yamlx.IsName(j.Master) {
+		bad("master", fmt.Sprintf("must be a cluster's name ([a-z0-9-]+), got %q", j.Master))
+	}
+	if j.Placement != "" && j.Placement.Algorithm() == "" {
+		bad("placement", fmt.Sprintf("must be one of %s, got %q", placementNames(), j.Placement))
+	}
+	if j.Master != "" && j.Placement.Baseline() {
+		bad("master", fmt.Sprintf("a baseline placement (%s) places the whole job on the one cluster it chooses: give master only with placement gramvm", j.Placement))
+	}
+}
+
+// placementNames lists the placements for a message.
+func placementNames() string {
+	names := make([]string, len(Placements))
+	for i, x := range Placements {
+		names[i] = string(x)
+	}
+	return strings.Join(names, ", ")
 }
 
 func (j *Job) checkFiles(bad func(path, msg string)) {

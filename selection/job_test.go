@@ -34,6 +34,8 @@ inputs:
   - {path: empty.bin, data: ""}
   - {path: local.bin, from: ./in.bin}
 outputs: [result.txt, logs/summary.json]
+master: latam-a
+placement: gramvm
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -44,7 +46,7 @@ outputs: [result.txt, logs/summary.json]
 		Inputs: []InputFile{{Path: "params.txt", Content: "a=1\n"}, {Path: "data/in.csv", Content: "x,y\n1,2\n"},
 			{Path: "data/in.bin", Data: []byte{0, 1, 2, 255}}, {Path: "empty.bin", Data: []byte{}},
 			{Path: "local.bin", From: "./in.bin"}},
-		Outputs: []string{"result.txt", "logs/summary.json"}}
+		Outputs: []string{"result.txt", "logs/summary.json"}, Master: "latam-a", Placement: PlaceGramVM}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
@@ -116,6 +118,14 @@ var jobErrorCases = []struct{ name, text, want string }{
 	{"input unknown field", jobGood + "inputs: [{path: a, content: b, mode: 7}]\n", "job.yaml: inputs[0].mode: unknown field"},
 	{"empty output", jobGood + "outputs: ['']\n", "job.yaml: outputs[0]: must not be empty"},
 	{"huge memory", jobGood + "vm: {vcpus: 1, memory_mib: 100000000}\n", "job.yaml: vm.memory_mib: must be at most 16777216, got 100000000"},
+	{"unknown placement", jobGood + "placement: best\n", `job.yaml: placement: must be one of gramvm, met, mct, olb, got "best"`},
+	{"placement in capitals", jobGood + "placement: MET\n", `job.yaml: placement: must be one of gramvm, met, mct, olb, got "MET"`},
+	{"empty placement", jobGood + "placement: ''\n", "job.yaml: placement: must be one of gramvm, met, mct, olb, got an empty string (leave placement out for gramvm)"},
+	{"placement not a string", jobGood + "placement: [met]\n", "job.yaml: placement:"},
+	{"bad master", jobGood + "master: Latam A\n", `job.yaml: master: must be a cluster's name ([a-z0-9-]+), got "Latam A"`},
+	{"empty master", jobGood + "master: ''\n", "job.yaml: master: must name a cluster, got an empty string (leave master out to let the placement choose)"},
+	{"master not a string", jobGood + "master: {name: spain}\n", "job.yaml: master:"},
+	{"master with a baseline", jobGood + "master: spain\nplacement: mct\n", "job.yaml: master: a baseline placement (mct) places the whole job on the one cluster it chooses: give master only with placement gramvm"},
 }
 
 func TestParseJobErrors(t *testing.T) {
@@ -145,6 +155,14 @@ func TestParseJobErrors(t *testing.T) {
 		Inputs: []InputFile{{Path: "a", Content: "x", Data: []byte("y")}}}
 	if err := two.Validate(); err == nil || !strings.Contains(err.Error(), "inputs[0]: give one of content, data and from") {
 		t.Errorf("Validate of an input given twice: %v", err)
+	}
+	placed := &Job{Name: "j", Type: "t", Tasks: 1, TaskOps: 1, Efficiency: 1, VM: VM{1, 1}, Master: "spain", Placement: "fastest"}
+	if err := placed.Validate(); err == nil || !strings.Contains(err.Error(), `placement: must be one of gramvm, met, mct, olb, got "fastest"`) {
+		t.Errorf("Validate of an unknown placement: %v", err)
+	}
+	placed.Placement = PlaceOLB
+	if err := placed.Validate(); err == nil || !strings.Contains(err.Error(), "master: a baseline placement (olb)") {
+		t.Errorf("Validate of a master with a baseline: %v", err)
 	}
 	j := &Job{Name: "j", Type: "t", Tasks: 1, TaskOps: 1, Efficiency: 2, VM: VM{1, 1}}
 	if err := j.Validate(); err == nil || !strings.Contains(err.Error(), "efficiency: must be > 0 and <= 1, got 2") {

@@ -52,12 +52,15 @@ type Plan struct {
 	Tasks     int       `json:"tasks"`
 	// Feasible is false when no plan gives the job a single worker; Reason
 	// says why and the other fields are empty.
-	Feasible    bool    `json:"feasible"`
-	Reason      string  `json:"reason,omitempty"`
-	Master      string  `json:"master"`
-	MasterIndex int     `json:"-"`
-	Rate        float64 `json:"rate_tasks_per_s"`
-	Runtime     float64 `json:"runtime_s"`
+	Feasible    bool   `json:"feasible"`
+	Reason      string `json:"reason,omitempty"`
+	Master      string `json:"master"`
+	MasterIndex int    `json:"-"`
+	// MasterForced says the master's cluster was given (Options.Master),
+	// not chosen.
+	MasterForced bool    `json:"master_forced,omitempty"`
+	Rate         float64 `json:"rate_tasks_per_s"`
+	Runtime      float64 `json:"runtime_s"`
 	// Machines counts every machine of the plan, the master's included.
 	Machines    int     `json:"machines"`
 	CostPerHour float64 `json:"cost_per_hour"`
@@ -76,6 +79,10 @@ type Plan struct {
 
 // Completion returns Start + Runtime.
 func (p *Plan) Completion() float64 { return p.Start + p.Runtime }
+
+// Infeasible is the answer of algorithm alg that no plan can run the job,
+// for the reason given, with every cluster left out and why.
+func (pl *Planner) Infeasible(alg Algorithm, reason string) Plan { return pl.infeasible(alg, reason) }
 
 // infeasible is the answer when no plan has a worker.
 func (pl *Planner) infeasible(alg Algorithm, reason string) Plan {

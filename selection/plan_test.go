@@ -99,6 +99,9 @@ func TestPlanByHand(t *testing.T) {
 			if diff := cmp.Diff(want, parts(p), approx); diff != "" {
 				t.Errorf("%s: parts (-want +got):\n%s", p.Algorithm, diff)
 			}
+			if p.MasterForced {
+				t.Errorf("%s: a plan of a free choice says its master was forced", p.Algorithm)
+			}
 			if p.Master != "spain" || p.Machines != 16 || math.Abs(p.Rate-0.105) > 1e-12 || math.Abs(p.Runtime-300/0.105) > 1e-9 {
 				t.Errorf("%s: master %s, %d machines, rate %g, runtime %g; want spain, 16, 0.105, 2857.14", p.Algorithm, p.Master, p.Machines, p.Rate, p.Runtime)
 			}
@@ -128,6 +131,9 @@ func TestPlanByHand(t *testing.T) {
 			want := []briefPart{{"latam-a", 2, 100, 0.01, LimitFree}, {"latam-b", 5, 10, 0.025, LimitFree}}
 			if diff := cmp.Diff(want, parts(p), approx); diff != "" {
 				t.Errorf("%s: parts (-want +got):\n%s", p.Algorithm, diff)
+			}
+			if !p.MasterForced {
+				t.Errorf("%s: the plan does not say its master was forced", p.Algorithm)
 			}
 			if math.Abs(p.Rate-0.035) > 1e-12 || p.Machines != 8 {
 				t.Errorf("%s: rate %g with %d machines, want 0.035 with 8", p.Algorithm, p.Rate, p.Machines)

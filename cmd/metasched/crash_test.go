@@ -169,10 +169,10 @@ func TestCrashSafety(t *testing.T) {
 	attempts, runMin, runMax := 0, 0.0, 0.0
 	for i, j := range jobs {
 		attempts += j.Attempts
-		if i == 0 || j.ActualSeconds < runMin {
-			runMin = j.ActualSeconds
+		if i == 0 || j.MeasuredS < runMin {
+			runMin = j.MeasuredS
 		}
-		runMax = max(runMax, j.ActualSeconds)
+		runMax = max(runMax, j.MeasuredS)
 	}
 	t.Logf("%d jobs submitted, %d acknowledged, %d answers lost in a kill (%d of those jobs exist), %d runs in all; "+
 		"jobs ran %.1f to %.1f s; %d kills: %s; switch %s (%s→%s) killed in %s ended %s; %d switches in all; %.1f s",

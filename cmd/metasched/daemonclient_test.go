@@ -248,14 +248,18 @@ var (
 		VMs: []api.JobVM{{Name: "j-000000000007-0", Site: "spain", Host: "es-1", Master: true},
 			{Name: "j-000000000007-1", Site: "spain", Host: "es-1"}, {Name: "j-000000000007-2", Site: "spain", Host: "es-2"},
 			{Name: "j-000000000007-3", Site: "spain", Host: "es-3"}, {Name: "j-000000000007-4", Site: "latam-a", Host: "la-1"}},
-		RunTimes: api.RunTimes{PredictedSeconds: 8.571428571428571}, Attempts: 1}
+		RunTimes: api.RunTimes{PredictedS: 8.571428571428571},
+		Clusters: []api.ClusterTasks{{Name: "spain", TasksPredicted: 257.14285714285717}, {Name: "latam-a", TasksPredicted: 42.857142857142854}},
+		Attempts: 1}
 	jobDone = func() api.Job {
 		j := jobRunning
 		j.ID, j.Name, j.State, j.Reason = "j-000000000006", "render-41", lifecycle.Done, "exit code 0"
 		j.Spec.Name = j.Name
 		j.Updated = t0.Add(12 * time.Second)
 		j.Transitions = append(j.Transitions[:4:4], lifecycle.Transition{From: lifecycle.Running, To: lifecycle.Done, At: j.Updated, Reason: "exit code 0"})
-		j.ActualSeconds, j.ExitCode = 8.75, ptr(0)
+		j.MeasuredS, j.Ratio, j.ExitCode = 8.75, 8.75/8.571428571428571, ptr(0)
+		j.Clusters = []api.ClusterTasks{{Name: "spain", TasksPredicted: 257.14285714285717, TasksDone: ptr(251)},
+			{Name: "latam-a", TasksPredicted: 42.857142857142854, TasksDone: ptr(49)}}
 		return j
 	}()
 	jobQueued = api.Job{JobHead: api.JobHead{ID: "j-000000000008", Name: "sim-1", Type: "sim", State: lifecycle.Queued, Reason: "submitted",
@@ -267,7 +271,7 @@ var (
 		Reason: "agent latam-b unreachable", Submitted: t0.Add(-time.Hour), Updated: t0.Add(-50 * time.Minute)}, Spec: renderSpec,
 		Transitions: []lifecycle.Transition{{To: lifecycle.Queued, At: t0.Add(-time.Hour), Reason: "submitted"},
 			{From: lifecycle.Queued, To: lifecycle.Failed, At: t0.Add(-50 * time.Minute), Reason: "agent latam-b unreachable"}},
-		RunTimes: api.RunTimes{PredictedSeconds: 9000}, Attempts: 2}
+		RunTimes: api.RunTimes{PredictedS: 9000}, Attempts: 2}
 
 	fixturePools = []api.Pool{
 		{Name: "render", VCPUs: 2, MemoryMiB: 2048, HoldingCost: 2, Queued: 1, Active: 1, Jobs: 2,
@@ -518,7 +522,7 @@ func TestDaemonUsage(t *testing.T) {
 		{[]string{"switches", "--all=maybe"}, "invalid argument"},
 		{[]string{"plan"}, "--job: required"},
 		{[]string{"plan", "--job", missing}, "--job: open " + missing + ": no such file or directory"},
-		{[]string{"plan", "--job", job, "--master", "spain"}, "--master: only with --grid: the daemon plans by hill climbing with its own settings"},
+		{[]string{"plan", "--job", job, "--master", "spain"}, "--master: only with --grid: the daemon plans by the job file's placement and master, with its own settings"},
 		{[]string{"plan", "--job", job, "--algorithm", "hillclimb"}, "--algorithm: only with --grid"},
 		{[]string{"plan", "--job", job, "--restarts", "2"}, "--restarts: only with --grid"},
 		{[]string{"plan", "--job", job, "--output", "yaml"}, `--output: must be table or json, got "yaml"`},

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -216,6 +217,16 @@ func TestDashboardInBrowser(t *testing.T) {
 	expl := p.waitJS(3*time.Minute, "the plan's explanation", `(e => e ? e.textContent : '')(document.querySelector('#job-detail .explanation'))`)
 	if !strings.Contains(expl, "master") || !strings.Contains(expl, "predicted") {
 		t.Errorf("the explanation shown: %q", expl)
+	}
+	// The detail and the list show the predicted run time against the
+	// measured one, and their ratio.
+	times := p.waitJS(3*time.Minute, "the run times in the detail", `(e => e ? e.textContent.replace(/\s+/g, ' ') : '')(document.querySelector('#job-detail p'))`)
+	if !regexp.MustCompile(`predicted [0-9.e+-]+ (s|min|h) · measured [0-9.e+-]+ (s|min|h) · ratio [0-9.e+-]+`).MatchString(times) {
+		t.Errorf("the detail's run times: %q", times)
+	}
+	head := p.waitJS(3*time.Minute, "the list's columns", `Array.from(document.querySelectorAll('#jobs thead th')).map((h) => h.textContent).join(',')`)
+	if !strings.Contains(head, "predicted,measured,ratio") {
+		t.Errorf("the job list's columns: %q", head)
 	}
 	// The picture: once the charts hold 20 s of the demo.
 	p.waitJS(3*time.Minute, "20 s of chart samples", `document.querySelectorAll('#chart-queue polyline').length > 0 &&

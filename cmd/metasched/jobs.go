@@ -114,8 +114,8 @@ func newJobsCmd(e *env) *cobra.Command {
 		Use:   "jobs [--state S[,S]] [--type T] [--limit N]",
 		Short: "List the daemon's jobs",
 		Long: `jobs lists the daemon's jobs, oldest first: their ID, name, type, state,
-master cluster, machines, predicted and actual run times, and the reason of
-their last change of state. --state (queued, planned, provisioning, running,
+master cluster, machines, predicted and measured run times and their ratio
+(measured/predicted), and the reason of their last change of state. --state (queued, planned, provisioning, running,
 done, failed, cancelled; several separated by commas) and --type select jobs;
 --limit bounds the page (0: the daemon's page size) and, when more jobs
 follow, the last line gives the --after of the next page.`,
@@ -148,14 +148,14 @@ follow, the last line gives the --after of the next page.`,
 
 func printJobs(w io.Writer, list api.JobList) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tNAME\tTYPE\tSTATE\tMASTER\tMACHINES\tPREDICTED\tACTUAL\tREASON")
+	fmt.Fprintln(tw, "ID\tNAME\tTYPE\tSTATE\tMASTER\tMACHINES\tPREDICTED\tMEASURED\tRATIO\tREASON")
 	for _, j := range list.Jobs {
 		master, machines := "-", "-"
 		if p := j.Placement; p != nil && p.Plan.Feasible {
 			master, machines = p.Plan.Master, fmt.Sprint(p.Plan.Machines)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", j.ID, j.Name, j.Type, j.State, master, machines,
-			seconds(j.PredictedSeconds), seconds(j.ActualSeconds), dash(j.Reason))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", j.ID, j.Name, j.Type, j.State, master, machines,
+			seconds(j.PredictedS), seconds(j.MeasuredS), ratio(j.Ratio), dash(j.Reason))
 	}
 	tw.Flush()
 	if list.Next != "" {
@@ -174,7 +174,9 @@ func newStatusCmd(e *env) *cobra.Command {
 		Long: `status ID shows one job in detail: its state and the reason of its last
 change, its plan with the explanation of each cluster used or left out (as
 "metasched plan" prints it), its VMs, every transition with its time, its
-predicted and actual run times and its exit code.
+predicted and measured run times and their ratio, the tasks each cluster
+was predicted to do and did (from the task-farm summary of the job's master,
+when it wrote one), and its exit code.
 
 status without ID shows the daemon's pools (as "metasched pools"), the
 switching policy in force and the number of switches of hosts between pools
@@ -221,7 +223,7 @@ func printJob(w io.Writer, j api.Job) {
 	fmt.Fprintf(tw, "Reason:\t%s\n", dash(j.Reason))
 	fmt.Fprintf(tw, "Submitted:\t%s\n", stamp(j.Submitted))
 	fmt.Fprintf(tw, "Updated:\t%s\n", stamp(j.Updated))
-	fmt.Fprintf(tw, "Run time:\tpredicted %s, actual %s\n", seconds(j.PredictedSeconds), seconds(j.ActualSeconds))
+	fmt.Fprintf(tw, "Run time:\tpredicted %s, measured %s, ratio %s\n", seconds(j.PredictedS), seconds(j.MeasuredS), ratio(j.Ratio))
 	if j.ExitCode != nil {
 		fmt.Fprintf(tw, "Exit code:\t%d\n", *j.ExitCode)
 	}
@@ -242,6 +244,21 @@ func printJob(w io.Writer, j api.Job) {
 		fmt.Fprintln(w, "Never planned.")
 	default:
 		fmt.Fprintln(w, "Not planned yet.")
+	}
+
+	if len(j.Clusters) > 0 {
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "Tasks per cluster:")
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "CLUSTER\tPREDICTED\tDONE")
+		for _, c := range j.Clusters {
+			done := "-"
+			if c.TasksDone != nil {
+				done = fmt.Sprint(*c.TasksDone)
+			}
+			fmt.Fprintf(tw, "%s\t%.4g\t%s\n", c.Name, c.TasksPredicted, done)
+		}
+		tw.Flush()
 	}
 
 	if len(j.VMs) > 0 {
@@ -267,6 +284,14 @@ func printJob(w io.Writer, j api.Job) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", stamp(t.At), dash(string(t.From)), t.To, dash(t.Reason))
 	}
 	tw.Flush()
+}
+
+// ratio shows measured over predicted run time.
+func ratio(r float64) string {
+	if r <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.3g", r)
 }
 
 // taskSummary describes a job's work as plan's first line does.
@@ -339,7 +364,7 @@ func planDaemon(cmd *cobra.Command, e *env, f planFlags) error {
 	}
 	for _, name := range []string{"algorithm", "restarts", "master"} {
 		if cmd.Flags().Changed(name) {
-			return usagef("--%s: only with --grid: the daemon plans by hill climbing with its own settings", name)
+			return usagef("--%s: only with --grid: the daemon plans by the job file's placement and master, with its own settings", name)
 		}
 	}
 	body, err := readFlagFile("--job", f.job)

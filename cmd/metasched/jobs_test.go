@@ -15,7 +15,7 @@ func TestJobCommands(t *testing.T) {
 	queued := jobRunning
 	queued.State, queued.Reason, queued.Placement, queued.VMs = lifecycle.Queued, "submitted", nil, nil
 	queued.Transitions = queued.Transitions[:1]
-	queued.PredictedSeconds, queued.Attempts = 0, 0
+	queued.PredictedS, queued.Attempts = 0, 0
 	cancelled := jobRunning
 	cancelled.State, cancelled.Reason = lifecycle.Cancelled, "cancelled by the user"
 	list := api.JobList{Jobs: []api.Job{jobFailed, jobDone, jobRunning, jobQueued}}

@@ -18,6 +18,9 @@ type planFlags struct {
 	job, grid, algorithm, master, output string
 	restarts                             int
 	daemon                               daemonFlags
+	// algorithmSet says --algorithm was given: it then overrides the job
+	// file's placement.
+	algorithmSet bool
 }
 
 func newPlanCmd(e *env) *cobra.Command {
@@ -32,16 +35,20 @@ an explanation: for each cluster used, its bandwidth, its machines and what
 bound them; for each cluster left out, why.
 
 With --grid, offline: the grid file says what exists, every machine is free,
-and the job's type is not checked against the daemon's pools.
+and the job's type is not checked against the daemon's pools. The job file's
+placement (gramvm: hill climbing; met, mct, olb) and master are used unless
+--algorithm or --master is given.
 
 Without --grid, the daemon (--server, --token) plans the job as it would if
 it were submitted now, without submitting it: on the free hosts of the job's
 pool and the links' measured bandwidths, by hill climbing with its own
-settings (so --algorithm, --restarts and --master are for offline plans).
+settings and the job file's placement and master (so --algorithm, --restarts
+and --master are for offline plans).
 The plan is printed as offline, followed by the free hosts of each cluster,
 the measured links, and whether the job would wait in its pool's queue.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			f.algorithmSet = cmd.Flags().Changed("algorithm")
 			if f.grid == "" {
 				return planDaemon(cmd, e, f)
 			}
@@ -109,14 +116,27 @@ func planCmd(ctx context.Context, e *env, f planFlags) error {
 	if err != nil {
 		return err
 	}
+	if !f.algorithmSet && job.Placement != "" {
+		alg = job.Placement.Algorithm()
+	}
 	master := -1
-	if f.master != "" {
+	switch {
+	case f.master != "":
 		if alg != selection.HillClimb && alg != selection.Exhaustive {
 			return usagef("--master: the single-cluster baselines (%s) choose their own cluster; use it with hillclimb or exhaustive", alg)
 		}
 		m, ok := g.Grid().Index(f.master)
 		if !ok {
 			return usagef("--master: no cluster %q in %s", f.master, f.grid)
+		}
+		master = m
+	case job.Master != "":
+		if alg != selection.HillClimb && alg != selection.Exhaustive {
+			return usagef("%s: master: the single-cluster baselines (%s) choose their own cluster: give --algorithm hillclimb or exhaustive, or --master", f.job, alg)
+		}
+		m, ok := g.Grid().Index(job.Master)
+		if !ok {
+			return usagef("%s: master: no cluster %q in %s", f.job, job.Master, f.grid)
 		}
 		master = m
 	}
@@ -197,8 +217,15 @@ func printPlanBody(w io.Writer, p selection.Plan) {
 	if !p.Feasible {
 		fmt.Fprintf(w, "No plan: %s\n", p.Reason)
 	} else {
-		fmt.Fprintf(w, "Master on %s. %d machines (%d workers and the master) process %.4g tasks/s: %d tasks in %s",
-			p.Master, p.Machines, p.Machines-1, p.Rate, p.Tasks, duration(p.Runtime))
+		forced := ""
+		if p.MasterForced {
+			forced = " (forced)"
+		}
+		fmt.Fprintf(w, "Master on %s%s. %d machines (%d workers and the master) process %.4g tasks/s: %d tasks in %s",
+			p.Master, forced, p.Machines, p.Machines-1, p.Rate, p.Tasks, duration(p.Runtime))
+		if p.Start > 0 {
+			fmt.Fprintf(w, ", once the cluster is ready in %s", duration(p.Start))
+		}
 		if p.CostPerHour > 0 {
 			fmt.Fprintf(w, ", %.4g per hour", p.CostPerHour)
 		}

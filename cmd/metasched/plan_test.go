@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 )
@@ -53,10 +54,48 @@ func TestPlanMasterMatters(t *testing.T) {
 			t.Errorf("free choice: no %q in\n%s", want, free)
 		}
 	}
-	for _, want := range []string{"Master on latam-a. 8 machines", "2.4 h (8571 s)", "Left out:", "spain: adding it lowers the rate"} {
+	for _, want := range []string{"Master on latam-a (forced). 8 machines", "2.4 h (8571 s)", "Left out:", "spain: adding it lowers the rate"} {
 		if !strings.Contains(forced, want) {
 			t.Errorf("master latam-a: no %q in\n%s", want, forced)
 		}
+	}
+}
+
+// The job file's master and placement choose the plan as --master and
+// --algorithm do; the flags override them.
+func TestPlanJobPlacement(t *testing.T) {
+	job, err := os.ReadFile(renderJob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forced := writeFile(t, "forced.yaml", string(job)+"master: latam-a\n")
+	code, out, errOut := runCmd(t, "plan", "--job", forced, "--grid", paperGrid)
+	if code != 0 || !strings.Contains(out, "Master on latam-a (forced). 8 machines") {
+		t.Errorf("master latam-a in the job file: exit %d: %s%s", code, out, errOut)
+	}
+	code, out, errOut = runCmd(t, "plan", "--job", forced, "--grid", paperGrid, "--master", "spain")
+	if code != 0 || !strings.Contains(out, "Master on spain (forced).") {
+		t.Errorf("--master spain over the job file's latam-a: exit %d: %s%s", code, out, errOut)
+	}
+	for _, p := range []string{"met", "mct", "olb"} {
+		placed := writeFile(t, p+".yaml", string(job)+"placement: "+p+"\n")
+		code, out, errOut := runCmd(t, "plan", "--job", placed, "--grid", paperGrid)
+		if code != 0 || !strings.Contains(out, "Algorithm: "+p) {
+			t.Errorf("placement %s in the job file: exit %d: %s%s", p, code, out, errOut)
+		}
+		code, out, errOut = runCmd(t, "plan", "--job", placed, "--grid", paperGrid, "--algorithm", "hillclimb")
+		if code != 0 || !strings.Contains(out, "Algorithm: hillclimb") {
+			t.Errorf("--algorithm hillclimb over placement %s: exit %d: %s%s", p, code, out, errOut)
+		}
+	}
+	mars := writeFile(t, "mars.yaml", string(job)+"master: mars\n")
+	code, _, errOut = runCmd(t, "plan", "--job", mars, "--grid", paperGrid)
+	if code != 2 || !strings.Contains(errOut, mars+`: master: no cluster "mars" in `+paperGrid) {
+		t.Errorf("a master the grid lacks: exit %d, stderr %q", code, errOut)
+	}
+	code, _, errOut = runCmd(t, "plan", "--job", forced, "--grid", paperGrid, "--algorithm", "met")
+	if code != 2 || !strings.Contains(errOut, forced+": master: the single-cluster baselines (met) choose their own cluster") {
+		t.Errorf("a master with --algorithm met: exit %d, stderr %q", code, errOut)
 	}
 }
 

@@ -73,17 +73,26 @@ func (j Job) Summary() JobSummary {
 	if pl := j.Placement; pl != nil && pl.Plan.Feasible {
 		s.Master, s.Machines = pl.Plan.Master, pl.Plan.Machines
 		for _, c := range pl.Plan.Clusters {
-			s.Clusters = append(s.Clusters, ClusterShare{Name: c.Name, Machines: c.Machines})
+			cs := ClusterShare{Name: c.Name, Machines: c.Machines}
+			for _, t := range j.Clusters {
+				if t.Name == c.Name {
+					cs.TasksPredicted, cs.TasksDone = t.TasksPredicted, t.TasksDone
+				}
+			}
+			s.Clusters = append(s.Clusters, cs)
 		}
 	}
 	return s
 }
 
 // ClusterShare is the workers a plan puts in one cluster (the master is
-// on top, in the plan's master cluster).
+// on top, in the plan's master cluster), and the tasks it was predicted
+// to do and did (Job.Clusters).
 type ClusterShare struct {
-	Name     string `json:"name"`
-	Machines int    `json:"machines"`
+	Name           string  `json:"name"`
+	Machines       int     `json:"machines"`
+	TasksPredicted float64 `json:"tasks_predicted,omitempty"`
+	TasksDone      *int    `json:"tasks_done,omitempty"`
 }
 
 // Sample is one point of the dashboard's charts.

@@ -21,12 +21,23 @@ type JobHead struct {
 	Updated   time.Time `json:"updated"`
 }
 
-// RunTimes are a job's run times: PredictedSeconds is the plan's run time
-// scaled to this daemon (emulated: the model's run time × time_scale),
-// ActualSeconds the measured one from running to the end.
+// RunTimes are a job's run times: PredictedS is its plan's run time, T/R
+// seconds (for the emulated executor × time_scale), kept when it was
+// planned; MeasuredS the measured one, from running to its end; Ratio is
+// MeasuredS/PredictedS once both are known.
 type RunTimes struct {
-	PredictedSeconds float64 `json:"predicted_seconds,omitempty"`
-	ActualSeconds    float64 `json:"actual_seconds,omitempty"`
+	PredictedS float64 `json:"predicted_s,omitempty"`
+	MeasuredS  float64 `json:"measured_s,omitempty"`
+	Ratio      float64 `json:"ratio,omitempty"`
+}
+
+// ClusterTasks is one cluster's share of a job's tasks: predicted by its
+// plan (T·rate_c/R), and done as the task-farm summary its master wrote
+// says (absent: no summary).
+type ClusterTasks struct {
+	Name           string  `json:"name"`
+	TasksPredicted float64 `json:"tasks_predicted"`
+	TasksDone      *int    `json:"tasks_done,omitempty"`
 }
 
 // Job is a job as the API shows it.
@@ -39,7 +50,10 @@ type Job struct {
 	// VMs are the names of the job's VMs, once provisioning started.
 	VMs []JobVM `json:"vms,omitempty"`
 	RunTimes
-	ExitCode *int `json:"exit_code,omitempty"`
+	// Clusters are the job's tasks per cluster of its plan, predicted and
+	// done, once planned.
+	Clusters []ClusterTasks `json:"clusters,omitempty"`
+	ExitCode *int           `json:"exit_code,omitempty"`
 	// Attempts counts the times the job was started (requeued jobs run again).
 	Attempts int `json:"attempts,omitempty"`
 	// Explanation is the placement's explanation in text, once planned.

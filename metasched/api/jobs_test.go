@@ -52,24 +52,26 @@ func TestJobJSONFields(t *testing.T) {
 		Placement: &gramvm.Placement{Plan: selection.Plan{Feasible: true, Master: "spain", Machines: 5,
 			Clusters: []selection.ClusterPlan{{Name: "spain", Machines: 3}, {Name: "latam-a", Machines: 1}}}},
 		VMs:      []JobVM{{Name: "j-000000000007-0", Site: "spain", Host: "es-1", Master: true}},
-		RunTimes: RunTimes{PredictedSeconds: 8.5, ActualSeconds: 8.75},
+		RunTimes: RunTimes{PredictedS: 8.5, MeasuredS: 8.75, Ratio: 8.75 / 8.5},
+		Clusters: []ClusterTasks{{Name: "spain", TasksPredicted: 240, TasksDone: ptr(236)}, {Name: "latam-a", TasksPredicted: 60, TasksDone: ptr(64)}},
 		ExitCode: &code, Attempts: 1, Explanation: "job render-42: master spain",
 	}
 	want := []string{"id", "name", "type", "state", "reason", "submitted", "updated", "spec", "transitions", "placement", "vms",
-		"predicted_seconds", "actual_seconds", "exit_code", "attempts", "explanation"}
+		"predicted_s", "measured_s", "ratio", "clusters", "exit_code", "attempts", "explanation"}
 	if diff := cmp.Diff(want, jsonKeys(t, j)); diff != "" {
 		t.Errorf("Job's JSON fields (-want +got):\n%s", diff)
 	}
 
 	s := j.Summary()
 	wantSummary := JobSummary{JobHead: j.JobHead, Master: "spain", Machines: 5,
-		Clusters: []ClusterShare{{Name: "spain", Machines: 3}, {Name: "latam-a", Machines: 1}},
+		Clusters: []ClusterShare{{Name: "spain", Machines: 3, TasksPredicted: 240, TasksDone: ptr(236)},
+			{Name: "latam-a", Machines: 1, TasksPredicted: 60, TasksDone: ptr(64)}},
 		RunTimes: j.RunTimes, Attempts: 1}
 	if diff := cmp.Diff(wantSummary, s); diff != "" {
 		t.Errorf("Summary (-want +got):\n%s", diff)
 	}
 	want = []string{"id", "name", "type", "state", "reason", "submitted", "updated", "master", "clusters", "machines",
-		"predicted_seconds", "actual_seconds", "attempts"}
+		"predicted_s", "measured_s", "ratio", "attempts"}
 	if diff := cmp.Diff(want, jsonKeys(t, s)); diff != "" {
 		t.Errorf("JobSummary's JSON fields (-want +got):\n%s", diff)
 	}
@@ -80,3 +82,5 @@ func TestJobJSONFields(t *testing.T) {
 		t.Errorf("the summary of an infeasible plan: %+v", s)
 	}
 }
+
+func ptr[T any](v T) *T { return &v }

@@ -114,7 +114,7 @@ var (
 			Feasible: true, Master: "spain", Machines: 3, Clusters: []selection.ClusterPlan{{Name: "spain", Master: true, Machines: 2}}},
 			Master: gramvm.HostRef{Site: "spain", Host: "es-1"}},
 		VMs:      []api.JobVM{{Name: "j-7-0", Site: "spain", Host: "es-1", Master: true}},
-		RunTimes: api.RunTimes{PredictedSeconds: 2.5},
+		RunTimes: api.RunTimes{PredictedS: 2.5},
 	}
 	jobYAML = "name: render-42\ntype: render\ntasks: 300\ntask_ops: 2.0e11\ntask_bytes: 5.0e7\n"
 	jobJSON = "\n  {\"name\": \"render-42\", \"type\": \"render\", \"tasks\": 300, \"task_ops\": 2e11, \"task_bytes\": 5e7}"
@@ -129,7 +129,7 @@ func TestMethods(t *testing.T) {
 	auth := "Bearer " + testToken
 	exit := 3
 	done := testJob
-	done.State, done.ExitCode, done.ActualSeconds = lifecycle.Done, &exit, 2.75
+	done.State, done.ExitCode, done.MeasuredS = lifecycle.Done, &exit, 2.75
 	pools := []api.Pool{{Name: "render", VCPUs: 2, MemoryMiB: 2048, HoldingCost: 2, Queued: 1, Active: 2, Jobs: 3,
 		Hosts: []string{"es-1", "es-2"}, Busy: 1, Idle: 1, Rates: api.Rates{Arrival: 0.5, Service: 0.25, Samples: 9}}}
 	hosts := []api.HostView{{Name: "es-1", Site: "spain", Pool: "render", State: api.HostBusy, CPUs: 8,

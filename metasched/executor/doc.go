@@ -159,7 +159,10 @@
 // worker's exit is noted in the log; the master's ends the run: the rest
 // of every VM's output is read, the workers still running are stopped
 // (`metasched-run stop DIR`: SIGTERM to the command's process group,
-// SIGKILL 5 s later) and the master's exit status is the Result. A cancel
+// SIGKILL 5 s later) and the master's exit status is the Result. Before
+// that the job's outputs are copied out of the master VM into OutputsDir,
+// and with them the task-farm summary (taskfarm.SummaryFile) whenever the
+// master wrote one, listed or not. A cancel
 // stops the command in every VM and returns ctx's error; a cancel whose
 // cause is ErrDetached leaves them running.
 //

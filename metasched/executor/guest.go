@@ -21,6 +21,7 @@ import (
 	"github.com/jonboulle/clockwork"
 	"github.com/rs/zerolog"
 
+	"github.com/metasched/metasched/gramvm/taskfarm"
 	hp "github.com/metasched/metasched/hypervisorproxy"
 	"github.com/metasched/metasched/selection"
 )
@@ -555,7 +556,29 @@ func (run *guestRun) copyOutputs(ctx context.Context) {
 			run.log.Info().Str("output", rel).Int64("bytes", n).Msg("output copied out of the master VM")
 		}
 	}
+	run.copySummary(ctx, odir)
 	run.saveState()
+}
+
+// copySummary copies the task-farm summary out of the master VM, as an
+// output, whenever the master wrote one (the daemon reads the tasks each
+// site did from it); a master without one is not noted.
+func (run *guestRun) copySummary(ctx context.Context, odir string) {
+	if slices.Contains(run.r.Job.Outputs, taskfarm.SummaryFile) {
+		return // copied as an output of the job file
+	}
+	master := run.vms[0]
+	src := path.Join(GuestWorkDir(run.r.JobID), taskfarm.SummaryFile)
+	n, cut, err := run.copyOut(ctx, master, src, filepath.Join(odir, taskfarm.SummaryFile))
+	switch {
+	case errors.Is(err, hp.ErrNotFound):
+	case err != nil:
+		run.note(fmt.Sprintf("[metasched: %s not copied: %v]\n", taskfarm.SummaryFile, err))
+	case cut:
+		run.note(fmt.Sprintf("[metasched: %s cut at %d bytes]\n", taskfarm.SummaryFile, n))
+	default:
+		run.log.Info().Int64("bytes", n).Msg("task-farm summary copied out of the master VM")
+	}
 }
 
 // copyOut copies the guest file src of vm to dst, at most

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/metasched/metasched/gramvm/taskfarm"
 	hp "github.com/metasched/metasched/hypervisorproxy"
 	"github.com/metasched/metasched/metasched/executor"
 	"github.com/metasched/metasched/selection"
@@ -517,5 +518,37 @@ func TestGuestInputsOutputs(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(odir, "missing.txt")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("missing.txt in the outputs: %v", err)
+	}
+}
+
+// TestGuestCopiesTaskFarmSummary: a task-farm summary the master wrote is
+// copied out like an output, though the job file does not list it; a
+// master that wrote none leaves nothing and no note.
+func TestGuestCopiesTaskFarmSummary(t *testing.T) {
+	t.Parallel()
+	const summary = `{"tasks":3,"done":3}`
+	for _, wrote := range []bool{true, false} {
+		f := newFakeGuests(t, guestVMs())
+		out := newWatchWriter("")
+		master := "echo master"
+		if wrote {
+			master = "echo '" + summary + "' >" + taskfarm.SummaryFile
+		}
+		r := guestRun(t, master, "echo worker", out)
+		r.Job.Outputs = []string{"result.txt"}
+		res, err := newGuest(t, f, executor.GuestOptions{}).Run(t.Context(), r)
+		if err != nil || res.ExitCode != 0 {
+			t.Fatalf("Run: %+v, %v; log %q", res, err, out.String())
+		}
+		got, err := os.ReadFile(filepath.Join(executor.OutputsDir(r.Dir, r.Attempt), taskfarm.SummaryFile))
+		switch {
+		case wrote && (err != nil || string(got) != summary+"\n"):
+			t.Errorf("the summary copied: %q, %v; want %q", got, err, summary+"\n")
+		case !wrote && !errors.Is(err, os.ErrNotExist):
+			t.Errorf("a master without a summary: %q, %v", got, err)
+		}
+		if log := out.String(); strings.Contains(log, taskfarm.SummaryFile) || !strings.Contains(log, "output result.txt: no such file") {
+			t.Errorf("summary written %t, the log:\n%s", wrote, log)
+		}
 	}
 }

@@ -275,6 +275,16 @@ var apiRejectedJobs = []struct {
 	{"dot-dot name", "application/yaml", strings.Replace(apiRejectedBase, "name: bad", "name: '..'", 1), 400, api.CodeInvalid, []string{"name"}, "begin with a letter or a digit"},
 	{"never runs", "application/yaml", strings.Replace(strings.Replace(apiRejectedBase, "tasks: 20", "tasks: 10000000", 1), "task_ops: 1.0e10", "task_ops: 1.0e18", 1),
 		400, api.CodeInvalid, []string{""}, "can never run on this grid, even with every host free: the best plan's predicted run time"},
+	// The placement's fields: a master the grid lacks or whose machines
+	// can never hold the job's VM, a placement that is none.
+	{"unknown master", "application/yaml", apiRejectedBase + "master: mars\n", 400, api.CodeInvalid, []string{"master"},
+		`no cluster "mars" in the grid: the clusters are latam-a, latam-b, spain`},
+	{"master too small for the vm", "application/yaml", apiRejectedBase + "master: latam-a\nvm: {vcpus: 4, memory_mib: 1024}\n", 400, api.CodeInvalid,
+		[]string{"master"}, "cluster latam-a's machines (2 cores, 4096 MiB) can never hold the job's VM (4 vCPUs, 1024 MiB)"},
+	{"unknown placement", "application/json", `{"name":"bad","type":"sim","tasks":20,"task_ops":1e10,"task_bytes":0,"placement":"fastest"}`,
+		400, api.CodeInvalid, []string{"placement"}, `must be one of gramvm, met, mct, olb, got "fastest"`},
+	{"master with a baseline", "application/yaml", apiRejectedBase + "master: spain\nplacement: met\n", 400, api.CodeInvalid,
+		[]string{"master"}, "a baseline placement (met) places the whole job on the one cluster it chooses"},
 	{"too large", "application/yaml", apiRejectedBase + "# " + strings.Repeat("x", api.MaxBodyBytes+1-len(apiRejectedBase)-3) + "\n",
 		413, api.CodeTooLarge, nil, ""},
 }
@@ -383,10 +393,10 @@ func TestAPIJobLifecycle(t *testing.T) {
 		}
 		t.Errorf("transitions (-want +got):\n%s%s", diff, b.String())
 	}
-	if done.Placement == nil || !done.Placement.Plan.Feasible || len(done.VMs) == 0 || done.PredictedSeconds <= 0 ||
-		done.ActualSeconds <= 0 || done.Attempts != 1 || done.Reason != done.Transitions[len(done.Transitions)-1].Reason {
+	if done.Placement == nil || !done.Placement.Plan.Feasible || len(done.VMs) == 0 || done.PredictedS <= 0 ||
+		done.MeasuredS <= 0 || done.Attempts != 1 || done.Reason != done.Transitions[len(done.Transitions)-1].Reason {
 		t.Errorf("done job: placement %v, %d VMs, predicted %g, actual %g, attempts %d, reason %q",
-			done.Placement != nil, len(done.VMs), done.PredictedSeconds, done.ActualSeconds, done.Attempts, done.Reason)
+			done.Placement != nil, len(done.VMs), done.PredictedS, done.MeasuredS, done.Attempts, done.Reason)
 	}
 
 	logs := apiAuthed(t, td, "GET", "/v1/jobs/"+sub.ID+"/logs", "", nil)

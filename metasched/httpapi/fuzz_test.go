@@ -126,7 +126,8 @@ func decodeAnswer(t *testing.T, what string, a apiAnswer, out any) {
 }
 
 // jobField matches the fields of a job file.
-var jobField = regexp.MustCompile(`^(name|type|tasks|task_ops|task_bytes|efficiency|vm|vm\.vcpus|vm\.memory_mib|command|command\[[0-9]+\])$`)
+var jobField = regexp.MustCompile(`^(name|type|tasks|task_ops|task_bytes|efficiency|vm|vm\.vcpus|vm\.memory_mib|command|command\[[0-9]+\]|walltime|` +
+	`inputs|inputs\[[0-9]+\](\.(path|content|data|from))?|outputs|outputs\[[0-9]+\]|master|placement)$`)
 
 // FuzzSubmitJob posts job files to POST /v1/jobs (plan false) or POST
 // /v1/plan. A job is accepted (201, or 200 for a plan) only when the job
@@ -142,6 +143,8 @@ func FuzzSubmitJob(f *testing.F) {
 		f.Add("application/yaml", []byte(apiSimJob), plan)
 		f.Add("", []byte(apiLongJob), plan)
 		f.Add("application/json", []byte(`{"name":"j","type":"etl","tasks":3,"task_ops":1e9,"task_bytes":0,"command":["true"]}`), plan)
+		f.Add("application/yaml", []byte(apiSimJob+"master: latam-b\n"), plan)
+		f.Add("application/yaml", []byte(apiSimJob+"placement: mct\n"), plan)
 		for _, j := range demo.Stream(3, time.Second, 1) {
 			f.Add("text/plain", j.Body, plan)
 		}

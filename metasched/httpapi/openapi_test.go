@@ -492,6 +492,7 @@ var openapiTypes = map[string]struct {
 	"TuningRecord":  {reflect.TypeFor[api.TuningRecord](), false},
 	"JobType":       {reflect.TypeFor[api.JobType](), false},
 	"ClusterShare":  {reflect.TypeFor[api.ClusterShare](), false},
+	"ClusterTasks":  {reflect.TypeFor[api.ClusterTasks](), false},
 	"JobSummary":    {reflect.TypeFor[api.JobSummary](), false},
 	"JobsOverview":  {reflect.TypeFor[api.JobsOverview](), false},
 	"Sample":        {reflect.TypeFor[api.Sample](), false},

@@ -243,7 +243,7 @@ func TestDashboardState(t *testing.T) {
 		t.Errorf("jobs: %+v", db.Jobs)
 	}
 	js := db.Jobs.Recent[0]
-	if js.State != store.Done || js.Master == "" || js.Machines < 1 || js.PredictedSeconds <= 0 || js.ActualSeconds <= 0 || len(js.Clusters) == 0 {
+	if js.State != store.Done || js.Master == "" || js.Machines < 1 || js.PredictedS <= 0 || js.MeasuredS <= 0 || len(js.Clusters) == 0 {
 		t.Errorf("job summary %+v: want the plan and both run times", js)
 	}
 	if len(db.History) == 0 || db.Sample.At.IsZero() || len(db.Sample.Servers) != 3 {

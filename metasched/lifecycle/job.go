@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/metasched/metasched/gramvm"
@@ -30,8 +31,9 @@ type VM struct {
 type Record struct {
 	Placement *gramvm.Placement `json:"placement,omitempty"`
 	VMs       []VM              `json:"vms,omitempty"`
-	// Predicted is the run time the daemon expects, in seconds (the plan's
-	// run time, scaled by the emulated executor's time_scale).
+	// Predicted is the run time the daemon expects, in seconds: the plan's
+	// run time for the executors that run a real program (command, guest),
+	// scaled by time_scale for the emulated one.
 	Predicted float64   `json:"predicted_s,omitempty"`
 	Started   time.Time `json:"started,omitzero"`
 	Finished  time.Time `json:"finished,omitzero"`
@@ -42,6 +44,60 @@ type Record struct {
 	// ProvisionFailures counts the attempts with a VM that did not boot:
 	// after MaxProvisionFailures the job fails.
 	ProvisionFailures int `json:"provision_failures,omitempty"`
+	// Tasks are the job's tasks per cluster of its plan: predicted when it
+	// was planned, and done as the task-farm summary of its master says,
+	// once it ended with one.
+	Tasks []ClusterTasks `json:"tasks,omitempty"`
+}
+
+// ClusterTasks is one cluster's share of a job's tasks: Predicted is the
+// share its plan gives it, T·rate_c/R (the master's cluster counts when it
+// has workers); Done is what the job's task-farm summary says its workers
+// did (nil: no summary).
+type ClusterTasks struct {
+	Name      string  `json:"name"`
+	Predicted float64 `json:"predicted"`
+	Done      *int    `json:"done,omitempty"`
+}
+
+// PredictedTasks is the share of the job's tasks each cluster of a plan
+// with workers is predicted to do: T·rate_c/R, in the plan's order (the
+// master's cluster first). None for a plan without a rate (infeasible).
+func PredictedTasks(pl *gramvm.Placement) []ClusterTasks {
+	if pl == nil || !(pl.Plan.Rate > 0) {
+		return nil
+	}
+	var out []ClusterTasks
+	for _, c := range pl.Plan.Clusters {
+		if c.Machines > 0 && c.Rate > 0 {
+			out = append(out, ClusterTasks{Name: c.Name, Predicted: float64(pl.Plan.Tasks) * c.Rate / pl.Plan.Rate})
+		}
+	}
+	return out
+}
+
+// withDone is tasks with the tasks done per site of a summary: a cluster
+// of the plan the summary does not name did none; a site the plan did not
+// predict (a worker VM that moved there) follows, in name order.
+func withDone(tasks []ClusterTasks, done map[string]int) []ClusterTasks {
+	out := make([]ClusterTasks, 0, len(tasks)+len(done))
+	for _, c := range tasks {
+		n := done[c.Name]
+		c.Done = &n
+		out = append(out, c)
+	}
+	var extra []string
+	for site := range done {
+		if !slices.ContainsFunc(tasks, func(c ClusterTasks) bool { return c.Name == site }) {
+			extra = append(extra, site)
+		}
+	}
+	slices.Sort(extra)
+	for _, site := range extra {
+		n := done[site]
+		out = append(out, ClusterTasks{Name: site, Done: &n})
+	}
+	return out
 }
 
 // MaxProvisionFailures is how many attempts with a VM that did not boot a
@@ -112,6 +168,9 @@ func (j Job) Step(ev Event) (Job, []Action, error) {
 		if j.stale(e.Attempt, Running) {
 			return j, nil, nil
 		}
+		if e.TasksDone != nil {
+			j.Record.Tasks = withDone(j.Record.Tasks, e.TasksDone)
+		}
 		switch {
 		case e.Err != "":
 			return j.end(Failed, "executor: "+e.Err, nil, e.At, false)
@@ -168,7 +227,7 @@ func (j Job) plan(e Plan) (Job, []Action, error) {
 	}
 	n := j
 	n.Record = Record{Placement: e.Placement, VMs: e.VMs, Predicted: e.Predicted, Attempts: j.Record.Attempts + 1,
-		Preemptions: j.Record.Preemptions, ProvisionFailures: j.Record.ProvisionFailures}
+		Preemptions: j.Record.Preemptions, ProvisionFailures: j.Record.ProvisionFailures, Tasks: PredictedTasks(e.Placement)}
 	return n.to(Planned, e.Reason, Reserve{VMs: e.VMs}, Next{Event: Provision{At: e.At}, Attempt: n.attempt()})
 }
 
@@ -223,7 +282,7 @@ func (j Job) stop(e Stop) (Job, []Action, error) {
 // undo).
 func (j Job) requeue(reason string, stop bool) (Job, []Action, error) {
 	n := j
-	n.Record.VMs, n.Record.Placement = nil, nil
+	n.Record.VMs, n.Record.Placement, n.Record.Tasks = nil, nil, nil
 	n.Record.Started = time.Time{}
 	return n.to(Queued, reason, j.undo(stop)...)
 }

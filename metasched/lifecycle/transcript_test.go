@@ -14,6 +14,7 @@ import (
 
 	"github.com/metasched/metasched/gramvm"
 	"github.com/metasched/metasched/internal/transcript"
+	"github.com/metasched/metasched/selection"
 )
 
 var update = flag.Bool("update", false, "rewrite the expected output of testdata/*.txt")
@@ -91,10 +92,12 @@ func run(t *testing.T, j *Job, cmd string) string {
 // parseEvent reads "NAME [args] [key=value ...] [@SECONDS]". Values may be
 // quoted. Events:
 //
-//	plan HOST[,HOST...] predicted=S [reason=R]   (VMs JOB-aN-m, -w1, ... on the hosts; site = host up to its last "-")
+//	plan HOST[,HOST...] predicted=S [reason=R] [tasks=T rates=SITE:R,...]
+//	     (VMs JOB-aN-m, -w1, ... on the hosts; site = host up to its last "-"; a plan of T tasks
+//	     whose clusters, each with one worker, do R tasks/s)
 //	provision
 //	created aN | create-failed aN err=E [permanent] [boot]
-//	exited aN [code=C] [reason=R] [err=E]
+//	exited aN [code=C] [reason=R] [err=E] [done=SITE:N,...]   (the tasks done per site of a task-farm summary)
 //	resume
 //	moved VM HOST
 //	stop STATE [preempted] reason=R [attempt=N]
@@ -140,6 +143,18 @@ func parseEvent(j Job, cmd string) (Event, error) {
 			vms = append(vms, VM{Name: fmt.Sprintf("%s-a%d-w%d", j.ID, n, i+1), Site: ref(h).Site, Host: h})
 		}
 		p, _ := strconv.ParseFloat(kv["predicted"], 64)
+		if r, ok := kv["rates"]; ok {
+			pl.Plan.Tasks, _ = strconv.Atoi(kv["tasks"])
+			for _, part := range strings.Split(r, ",") {
+				site, x, _ := strings.Cut(part, ":")
+				rate, err := strconv.ParseFloat(x, 64)
+				if err != nil {
+					return nil, fmt.Errorf("rates: %w", err)
+				}
+				pl.Plan.Clusters = append(pl.Plan.Clusters, selection.ClusterPlan{Name: site, Machines: 1, Rate: rate})
+				pl.Plan.Rate += rate
+			}
+		}
 		reason := kv["reason"]
 		if reason == "" {
 			reason = "planned"
@@ -164,6 +179,15 @@ func parseEvent(j Job, cmd string) (Event, error) {
 			return nil, err
 		}
 		e := Exited{Attempt: n, Reason: kv["reason"], Err: kv["err"], At: at}
+		if d, ok := kv["done"]; ok {
+			e.TasksDone = map[string]int{}
+			for _, part := range strings.Split(d, ",") {
+				site, x, _ := strings.Cut(part, ":")
+				if e.TasksDone[site], err = strconv.Atoi(x); err != nil {
+					return nil, fmt.Errorf("done: %w", err)
+				}
+			}
+		}
 		if c, ok := kv["code"]; ok {
 			code, err := strconv.Atoi(c)
 			if err != nil {
@@ -252,6 +276,17 @@ func formatJob(j Job) string {
 	}
 	if j.Record.Preemptions > 0 {
 		s += fmt.Sprintf(" preemptions=%d", j.Record.Preemptions)
+	}
+	if len(j.Record.Tasks) > 0 {
+		parts := make([]string, len(j.Record.Tasks))
+		for i, c := range j.Record.Tasks {
+			done := "-"
+			if c.Done != nil {
+				done = strconv.Itoa(*c.Done)
+			}
+			parts[i] = fmt.Sprintf("%s:%g/%s", c.Name, c.Predicted, done)
+		}
+		s += " tasks=[" + strings.Join(parts, " ") + "]"
 	}
 	return s
 }

@@ -43,6 +43,11 @@ function secs(x) {
   return num(x / 3600) + ' h';
 }
 
+// ratio shows measured over predicted run time.
+function ratio(x) {
+  return x ? num(x) : '–';
+}
+
 function time(t) {
   if (!t) return '–';
   const d = new Date(t);
@@ -294,19 +299,20 @@ function renderJobs(db) {
   const c = db.jobs.counts || {};
   $('#job-counts').textContent = Object.keys(c).filter((k) => c[k]).map((k) => `${k} ${c[k]}`).join(' · ') || 'none yet';
   const rows = db.jobs.recent.map((j) => {
-    const clusters = (j.clusters || []).filter((x) => x.machines > 0).map((x) => `${esc(x.name)}: ${x.machines}`).join(', ');
+    const clusters = (j.clusters || []).filter((x) => x.machines > 0).map((x) => `${esc(x.name)}: ${x.machines}` +
+      (x.tasks_predicted ? ` (tasks ${num(x.tasks_predicted)}${x.tasks_done !== undefined ? ' → ' + x.tasks_done : ''})` : '')).join(', ');
     const cancel = LIVE.includes(j.state) ? `<button type="button" class="cancel" data-cancel="${esc(j.id)}">Cancel</button>` : '';
     return `<tr data-job="${esc(j.id)}" data-state="${esc(j.state)}" class="${j.id === selectedJob ? 'selected' : ''}">
       <td><a href="#" data-open="${esc(j.id)}">${esc(j.id)}</a></td><td>${esc(j.name)}</td><td>${esc(j.type)}</td>
       <td><span class="badge job-${esc(j.state)}">${esc(j.state)}</span></td>
       <td>${esc(j.master || '–')}</td><td>${clusters || '–'}</td><td>${j.machines || '–'}</td>
-      <td>${secs(j.predicted_seconds)}</td><td>${secs(j.actual_seconds)}</td>
+      <td>${secs(j.predicted_s)}</td><td>${secs(j.measured_s)}</td><td>${ratio(j.ratio)}</td>
       <td class="reason">${esc(j.reason)}</td><td>${cancel}</td></tr>`;
   }).join('');
   setSection('jobs', JSON.stringify([db.jobs.recent, selectedJob]),
     `<thead><tr><th>job</th><th>name</th><th>type</th><th>state</th><th>master</th><th>workers per cluster</th><th>machines</th>
-    <th>predicted</th><th>actual</th><th>reason</th><th></th></tr></thead><tbody>${rows ||
-    '<tr><td colspan="11" class="muted">no job yet</td></tr>'}</tbody>`);
+    <th>predicted</th><th>measured</th><th>ratio</th><th>reason</th><th></th></tr></thead><tbody>${rows ||
+    '<tr><td colspan="12" class="muted">no job yet</td></tr>'}</tbody>`);
 }
 
 async function refreshDetail(db) {
@@ -330,13 +336,16 @@ async function showDetail(id) {
   const j = r.data;
   const tr = (j.transitions || []).map((t) => `<li>${time(t.at)} ${esc(t.from || '·')} → <b>${esc(t.to)}</b>: ${esc(t.reason)}</li>`).join('');
   const vms = (j.vms || []).map((v) => `${esc(v.name)} on ${esc(v.host)}${v.master ? ' (master)' : ''}`).join(', ');
+  const tasks = (j.clusters || []).map((c) => `${esc(c.name)}: ${num(c.tasks_predicted)} → ${c.tasks_done !== undefined ? c.tasks_done : '–'}`).join(', ');
   el.hidden = false;
   el.innerHTML = `<h3>${esc(j.id)} ${esc(j.name)} <span class="badge job-${esc(j.state)}">${esc(j.state)}</span>
     <button type="button" class="close" data-close="1">Close</button></h3>
     <p>${esc(j.type)} · ${j.spec.tasks} tasks of ${num(j.spec.task_ops)} operations and ${num(j.spec.task_bytes)} bytes ·
-    VM ${j.spec.vm.vcpus} vCPU ${j.spec.vm.memory_mib} MiB · predicted ${secs(j.predicted_seconds)} · actual ${secs(j.actual_seconds)}
+    VM ${j.spec.vm.vcpus} vCPU ${j.spec.vm.memory_mib} MiB · predicted ${secs(j.predicted_s)} · measured ${secs(j.measured_s)}
+    · ratio ${ratio(j.ratio)}
     ${j.attempts ? '· attempts ' + j.attempts : ''}${j.exit_code !== undefined ? ' · exit code ' + j.exit_code : ''}</p>
     <h4>Plan</h4><pre class="explanation">${esc(j.explanation || 'not planned yet: ' + j.reason)}</pre>
+    ${tasks ? `<h4>Tasks per cluster (predicted → done)</h4><p>${tasks}</p>` : ''}
     ${vms ? `<h4>VMs</h4><p>${vms}</p>` : ''}
     <h4>Transitions</h4><ul>${tr}</ul>`;
 }
