@@ -38,6 +38,14 @@ type Job struct {
 	// transfer_output_files).
 	Inputs  []InputFile `json:"inputs,omitempty"`
 	Outputs []string    `json:"outputs,omitempty"`
+	// Elastic says the job's program survives the loss of a worker VM
+	// (the project's task farm does: its master gives a lost worker's
+	// tasks to the others). The daemon then takes a worker's host away
+	// from a running job, or lets a worker VM that disappeared go,
+	// without restarting the job; only the loss of its master VM (or of
+	// its last worker) restarts it. Default false: any lost VM restarts
+	// the job.
+	Elastic bool `json:"elastic,omitempty"`
 }
 
 // InputFile is a file of a job's inputs: its path relative to the
@@ -169,7 +177,7 @@ const (
 )
 
 var (
-	jobFields = []string{"name", "type", "tasks", "task_ops", "task_bytes", "efficiency", "vm", "command", "walltime", "inputs", "outputs"}
+	jobFields = []string{"name", "type", "tasks", "task_ops", "task_bytes", "efficiency", "vm", "command", "walltime", "inputs", "outputs", "elastic"}
 	vmFields  = []string{"vcpus", "memory_mib"}
 )
 
@@ -237,6 +245,7 @@ func ParseJob(file string, data []byte) (*Job, error) {
 			j.Outputs = append(j.Outputs, s)
 		}
 	}
+	j.Elastic, _ = top.Bool("elastic", false)
 	j.check(func(path, msg string) {
 		if !d.Failed(path) {
 			d.Errorf(path, "%s", msg)
