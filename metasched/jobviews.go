@@ -70,7 +70,7 @@ func (d *Daemon) jobViewLocked(lj *liveJob, sj store.Job) api.Job {
 		}
 	}
 	v.Placement, v.Attempts, v.PredictedSeconds = rec.Placement, rec.Attempts, rec.Predicted
-	v.VMs = rec.VMs
+	v.VMs, v.LostWorkers = rec.VMs, rec.LostWorkers
 	if !rec.Started.IsZero() && !rec.Finished.IsZero() {
 		v.ActualSeconds = rec.Finished.Sub(rec.Started).Seconds()
 	}
