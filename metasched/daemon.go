@@ -134,6 +134,7 @@ type Daemon struct {
 	noRoom       map[string]string // pool → why none of its queued jobs can start (no free host)
 	lastRound    uint64            // the dispatcher's last round (roundKeyLocked)
 	inHand       map[string]int    // VMs the lifecycle is creating or destroying (the count of those calls in flight)
+	missed       map[string]int    // VMs of running jobs the last refreshes missed from their hosts, and how many in a row
 	coord        *coordinator.Coordinator
 	released     map[coordinator.SwitchID]string // PrepareRelease answers, for repeats
 	timers       map[coordinator.SwitchID]clockwork.Timer

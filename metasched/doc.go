@@ -33,8 +33,10 @@
 //     the free hosts of their pool, the site agents create one VM per
 //     planned machine, an executor (package executor) runs the job, and the
 //     VMs are destroyed once its outcome is on disk. Jobs on a host taken
-//     by a switch or on a lost agent are requeued (or failed); a restart
-//     resumes or requeues every live job.
+//     by a switch or on a lost agent, or whose VM is gone from its host,
+//     are requeued (or failed), except an elastic job that only loses
+//     workers: it goes on without them (elastic.go); a restart resumes or
+//     requeues every live job.
 //   - Site agents (agents.go, hosts.go): one per grid cluster, in process on
 //     the libvirt test driver or remote over HTTP; their inventories make
 //     the host view (pool, state, VMs), and VMs that no live job owns are

@@ -206,6 +206,7 @@ func (d *Daemon) refresh(ctx context.Context) {
 	d.mu.Lock()
 	steps := d.switchSteps
 	d.mu.Unlock()
+	readAt := d.now()
 	invs := d.inventories(ctx)
 	if ctx.Err() != nil {
 		return
@@ -217,9 +218,13 @@ func (d *Daemon) refresh(ctx context.Context) {
 	var orphans []orphan
 	// where is the site and host of every VM the inventories list.
 	where := map[string][2]string{}
+	// present is every VM the inventories list that its host has (not
+	// only in its agent's record); answered the sites that answered.
+	present, answered := map[string]bool{}, map[string]bool{}
 	d.mu.Lock()
 	added := false
 	for i, s := range d.sites {
+		answered[s.name] = invs[i].err == nil
 		if invs[i].err != nil {
 			for _, h := range d.hosts {
 				if h.rec.Site == s.name && h.reachable {
@@ -258,6 +263,9 @@ func (d *Daemon) refresh(ctx context.Context) {
 			d.promised.seen(hi.VMs)
 			for _, vm := range hi.VMs {
 				where[vm.Name] = [2]string{s.name, hi.Name}
+				if vm.State != hp.StateMissing {
+					present[vm.Name] = true
+				}
 				if vm.Managed && vm.Job != "" && !d.ownsVMLocked(vm.Job, vm.Name) {
 					orphans = append(orphans, orphan{s, vm.Name})
 				}
@@ -278,13 +286,24 @@ func (d *Daemon) refresh(ctx context.Context) {
 	}
 	lost := d.jobsOnLostHostsLocked()
 	moved := d.movedVMsLocked(where)
+	gone := d.goneVMsLocked(present, answered, readAt)
 	d.mu.Unlock()
+	if len(gone) > 0 {
+		d.goJob(func() { d.loseGone(ctx, gone) })
+	}
 	for _, m := range moved {
 		d.log.Info().Str("job", m.job.id()).Str("vm", m.ev.VM).Str("host", m.ev.Host).Msg("a VM of the job moved: the job follows it")
 		d.goJob(func() { d.answer(ctx, m.job, m.ev) })
 	}
 	for _, l := range lost {
 		d.goJob(func() {
+			if len(l.workers) > 0 {
+				for _, v := range l.workers {
+					d.loseWorker(ctx, l.job, lifecycle.WorkerLost{VM: v.Name, Host: v.Host, Reason: d.lostHostReason(v.Host),
+						Attempt: l.attempt, At: d.now()})
+				}
+				return
+			}
 			reason := fmt.Sprintf("a host of the job became unreachable: %s (for %v or more)", l.host, d.cfg.AgentLossGrace)
 			if _, err := d.stop(ctx, l.job, to, reason, l.attempt); err != nil {
 				d.log.Error().Err(err).Str("job", l.job.id()).Msg("cannot stop a job on a lost host")

@@ -8,6 +8,7 @@ import (
 	"math"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"time"
 
@@ -318,7 +319,8 @@ func (d *Daemon) execute(ctx context.Context, lj *liveJob, a lifecycle.Execute) 
 	res, err := d.exec.Run(ctx, executor.Run{JobID: lj.id(), Job: spec, VMs: vms,
 		Predicted: duration(predicted), Elapsed: a.Elapsed,
 		Dir: filepath.Join(d.cfg.DataDir, "jobs", lj.id()), Attempt: a.Attempt, Resume: a.Resume,
-		Output: &logWriter{d: d, id: lj.id(), attempt: a.Attempt, at: from}, OutputFrom: from})
+		Output: &logWriter{d: d, id: lj.id(), attempt: a.Attempt, at: from}, OutputFrom: from,
+		Lost: func() map[string]string { return d.lostWorkers(lj, a.Attempt) }})
 	if ctx.Err() != nil {
 		if d.stopping() {
 			d.log.Info().Str("job", lj.id()).Msg("daemon stopping: the job resumes after the restart")
@@ -549,18 +551,34 @@ type lostJob struct {
 	job     *liveJob
 	attempt int
 	host    string
+	// workers, when set, are the worker VMs of a running elastic job on
+	// the unreachable hosts: the job loses them and goes on.
+	workers []lifecycle.VM
 }
 
 // jobsOnLostHostsLocked lists the live jobs placed on a host unreachable
 // for the agent-loss grace or longer.
 func (d *Daemon) jobsOnLostHostsLocked() []lostJob {
 	var out []lostJob
+	lost := func(h string) bool {
+		rt := d.hosts[h]
+		return rt != nil && d.lostLocked(rt)
+	}
 	for _, j := range d.index.placed { // any order: each is stopped on its own
 		for _, h := range j.hostNames() {
-			if rt := d.hosts[h]; rt != nil && d.lostLocked(rt) {
-				out = append(out, lostJob{job: j, attempt: j.job.Record.Attempts, host: h})
-				break
+			if !lost(h) {
+				continue
 			}
+			l := lostJob{job: j, attempt: j.job.Record.Attempts, host: h}
+			if names, goesOn := elasticLossLocked(j, lost); goesOn {
+				for _, v := range j.job.Record.VMs {
+					if slices.Contains(names, v.Name) {
+						l.workers = append(l.workers, v)
+					}
+				}
+			}
+			out = append(out, l)
+			break
 		}
 	}
 	return out

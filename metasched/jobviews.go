@@ -70,7 +70,7 @@ func (d *Daemon) jobViewLocked(lj *liveJob, sj store.Job) api.Job {
 		}
 	}
 	v.Placement, v.Attempts, v.RunTimes, v.Clusters = rec.Placement, rec.Attempts, runTimesOf(rec), clustersOf(rec)
-	v.VMs = rec.VMs
+	v.VMs, v.LostWorkers = rec.VMs, rec.LostWorkers
 	if v.Placement != nil {
 		v.Explanation = explain(v.Placement)
 	}

@@ -59,7 +59,7 @@ func (d *Daemon) resumeJobs(ctx context.Context) {
 	d.mu.Unlock()
 	slices.SortFunc(todo, func(a, b *liveJob) int { return strings.Compare(a.id(), b.id()) })
 	for _, j := range todo {
-		if j.job.State == lifecycle.Running && (d.exec.Name() == "command" || (d.exec.Name() == "emulated" || d.exec.Name() == "guest") && d.vmsExist(j)) {
+		if j.job.State == lifecycle.Running && (d.exec.Name() == "command" || (d.exec.Name() == "emulated" || d.exec.Name() == "guest") && d.resumable(j)) {
 			d.log.Info().Str("job", j.id()).Msg("resuming a running job after a restart")
 			if err := d.stepJob(ctx, j, lifecycle.Resume{At: d.now()}); err != nil {
 				d.log.Error().Err(err).Str("job", j.id()).Msg("cannot resume")
@@ -77,19 +77,28 @@ func (d *Daemon) resumeJobs(ctx context.Context) {
 	d.kick()
 }
 
-// vmsExist reports whether every VM of the job is on its host, by the
-// hosts' last inventory.
-func (d *Daemon) vmsExist(j *liveJob) bool {
+// resumable reports whether a running job's VMs let it resume after a
+// restart (the emulated and guest executors): every VM on its host, by
+// the hosts' last inventory; for an elastic job, its master and at least
+// one worker (the workers missing are lost once refreshes miss them, see
+// goneVMsLocked; a job that lost workers before the restart has only the
+// others among its VMs).
+func (d *Daemon) resumable(j *liveJob) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if len(j.job.Record.VMs) == 0 {
+	vms := j.job.Record.VMs
+	if len(vms) == 0 {
 		return false
 	}
-	for _, v := range j.job.Record.VMs {
+	missing := slices.DeleteFunc(slices.Clone(vms), func(v lifecycle.VM) bool {
 		h := d.hosts[v.Host]
-		if h == nil || !slices.ContainsFunc(h.inv.VMs, func(vm hp.VM) bool { return vm.Name == v.Name }) {
-			return false
-		}
+		return h != nil && slices.ContainsFunc(h.inv.VMs, func(vm hp.VM) bool { return vm.Name == v.Name })
+	})
+	switch {
+	case len(missing) == 0:
+		return true
+	case !j.spec.Elastic || slices.ContainsFunc(missing, func(v lifecycle.VM) bool { return v.Master }):
+		return false
 	}
-	return true
+	return len(missing) < len(vms)-1 // a worker is left
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
 	hp "github.com/metasched/metasched/hypervisorproxy"
 	co "github.com/metasched/metasched/metasched/coordinator"
@@ -16,8 +15,9 @@ import (
 // for; each answers with an event through post.
 
 // prepareRelease chooses a host of the source pool for the switch (see
-// chooseReleaseLocked); the jobs on it go back to the queue (their VMs
-// destroyed) before the answer.
+// chooseReleaseLocked). Before the answer, the jobs on it go back to the
+// queue (their VMs destroyed), and the running elastic jobs that only have
+// workers there lose those workers (the VMs destroyed) and go on.
 func (d *Daemon) prepareRelease(ctx context.Context, a co.PrepareRelease) {
 	if err := d.fault(FaultRelease, a.ID, ""); err != nil {
 		if !errors.Is(err, ErrHang) {
@@ -31,31 +31,53 @@ func (d *Daemon) prepareRelease(ctx context.Context, a co.PrepareRelease) {
 		d.post(ctx, co.Released{ID: a.ID, Host: h, At: d.now()})
 		return
 	}
-	best, victims, why := d.chooseReleaseLocked(a.Pool, a.Exclude)
-	if best == "" {
+	rel, why := d.chooseReleaseLocked(a.Pool, a.Exclude)
+	if rel.host == "" {
 		d.mu.Unlock()
 		d.post(ctx, co.ReleaseFailed{ID: a.ID, Err: why, At: d.now()})
 		return
 	}
+	best := rel.host
 	d.released[a.ID] = best
 	d.hosts[best].held = a.ID // no new job is placed on it from now on
-	slices.SortFunc(victims, func(x, y *liveJob) int { return strings.Compare(x.id(), y.id()) })
-	attempts := make([]int, len(victims))
-	for i, j := range victims {
+	attempts := make([]int, len(rel.requeue))
+	for i, j := range rel.requeue {
 		attempts[i] = j.job.Record.Attempts
 	}
 	d.mu.Unlock()
+	reason := fmt.Sprintf("host %s switched from pool %s by %s", best, a.Pool, a.ID)
 	var ids []string
 	var runs []*attempt
-	for i, j := range victims {
+	for i, j := range rel.requeue {
 		run, err := d.stopWith(ctx, j, lifecycle.Stop{To: lifecycle.Queued, Preempted: true, Attempt: attempts[i], At: d.now(),
-			Reason: fmt.Sprintf("host %s switched from pool %s by %s: requeued", best, a.Pool, a.ID)})
+			Reason: reason + ": requeued"})
 		if err != nil {
 			d.log.Error().Err(err).Str("job", j.id()).Msg("cannot requeue a job of a released host")
 			continue
 		}
 		ids = append(ids, j.id())
 		runs = append(runs, run)
+	}
+	var lost []string
+	for _, w := range rel.lose {
+		for _, vm := range w.vms {
+			// A loss that turns out to be the job's last worker after all
+			// (another went meanwhile) requeues it: a switch's stop.
+			if err := d.stepJob(ctx, w.job, lifecycle.WorkerLost{VM: vm, Host: best, Reason: reason, Attempt: w.attempt,
+				Preempted: true, At: d.now()}); err != nil && !errors.Is(err, lifecycle.ErrNotAllowed) {
+				d.log.Error().Err(err).Str("job", w.job.id()).Str("vm", vm).Msg("cannot take a worker VM off a released host")
+				continue
+			}
+			lost = append(lost, vm)
+		}
+		d.mu.Lock()
+		requeued := w.job.job.State == lifecycle.Queued && w.job.job.Record.Attempts == w.attempt
+		run := w.job.runs[w.attempt]
+		d.mu.Unlock()
+		if requeued {
+			ids = append(ids, w.job.id())
+			runs = append(runs, run)
+		}
 	}
 	for _, run := range runs {
 		run.wait(ctx)
@@ -66,26 +88,72 @@ func (d *Daemon) prepareRelease(ctx context.Context, a co.PrepareRelease) {
 	if len(ids) > 0 {
 		d.log.Info().Str("switch", string(a.ID)).Str("host", best).Strs("requeued", ids).Msg("released a busy host: its jobs went back to the queue")
 	}
-	d.post(ctx, co.Released{ID: a.ID, Host: best, Requeued: ids, At: d.now()})
+	if len(lost) > 0 {
+		d.log.Info().Str("switch", string(a.ID)).Str("host", best).Strs("lost_workers", lost).
+			Msg("released a host of elastic jobs' workers: the jobs go on without them")
+	}
+	d.post(ctx, co.Released{ID: a.ID, Host: best, Requeued: ids, LostWorkers: lost, At: d.now()})
+}
+
+// release is the host a switch takes and what that costs: the jobs it
+// requeues, and the worker VMs of running elastic jobs that go on without
+// them.
+type release struct {
+	host    string
+	requeue []*liveJob
+	lose    []workerLoss
+}
+
+// workerLoss is the worker VMs a running elastic job loses (on one host,
+// or on hosts lost), at its attempt.
+type workerLoss struct {
+	job     *liveJob
+	attempt int
+	vms     []string
+}
+
+// elasticLossLocked says what the job loses when the hosts in gone go:
+// the names of its VMs there, and whether it goes on without them (a
+// running elastic job whose master is elsewhere and that keeps a worker
+// elsewhere) or must be requeued.
+func elasticLossLocked(j *liveJob, gone func(host string) bool) (vms []string, goesOn bool) {
+	master, left := false, 0
+	for _, v := range j.job.Record.VMs {
+		switch {
+		case gone(v.Host):
+			vms = append(vms, v.Name)
+			master = master || v.Master
+		case !v.Master:
+			left++
+		}
+	}
+	return vms, j.spec != nil && j.spec.Elastic && j.job.State == lifecycle.Running && !master && left > 0 && len(vms) > 0
 }
 
 // chooseReleaseLocked chooses the host of pool that a switch takes, by the
 // release rule:
 //
 //  1. an idle host (no live job placed on it), the first in grid order;
-//  2. else a host none of whose jobs a switch has stopped before, with the
-//     fewest jobs, then the least work lost (the seconds its jobs have run),
-//     then the first in grid order;
-//  3. a job that a switch stopped once is never stopped by a switch again:
-//     when every host of the pool runs such a job, no host is released and
-//     the switch fails with why (it is rolled back; the policy asks again
-//     later, when jobs have ended).
+//  2. else a host that costs no work: every job on it is a running
+//     elastic job that has only workers there and keeps another worker
+//     elsewhere, so that each loses those workers and goes on; the one
+//     whose release loses the fewest worker VMs, then the first in grid
+//     order;
+//  3. else a host none of whose jobs to requeue a switch has stopped
+//     before, with the fewest jobs to requeue, then the least work lost
+//     (the seconds those jobs have run), then the first in grid order;
+//     the elastic jobs that only lose workers there go on;
+//  4. a job that a switch stopped once is never stopped by a switch again:
+//     when every other host of the pool would requeue such a job, no host
+//     is released and the switch fails with why (it is rolled back; the
+//     policy asks again later, when jobs have ended). Losing a worker is
+//     not a stop: it neither counts nor protects.
 //
-// It returns the host and the jobs on it, or "" and why none.
-func (d *Daemon) chooseReleaseLocked(pool string, exclude []string) (string, []*liveJob, string) {
+// It returns the host and what its release costs, or no host and why.
+func (d *Daemon) chooseReleaseLocked(pool string, exclude []string) (release, string) {
 	now := d.now()
-	best, bestJobs, bestLost := "", 0, 0.0
-	var victims []*liveJob
+	var best, cheap release
+	bestLost, cheapVMs := 0.0, 0
 	spared := 0
 	placed := d.placedLocked()
 	for _, name := range d.order {
@@ -93,36 +161,45 @@ func (d *Daemon) chooseReleaseLocked(pool string, exclude []string) (string, []*
 		if !h.serves(pool) || slices.Contains(exclude, name) {
 			continue
 		}
-		var on []*liveJob
-		lost, protected := 0.0, false
+		r := release{host: name}
+		lost, protected, vms := 0.0, false, 0
 		for _, j := range placed {
 			if !j.onHost(name) {
 				continue
 			}
-			on = append(on, j)
+			if names, goesOn := elasticLossLocked(j, func(h string) bool { return h == name }); goesOn {
+				r.lose = append(r.lose, workerLoss{job: j, attempt: j.job.Record.Attempts, vms: names})
+				vms += len(names)
+				continue
+			}
+			r.requeue = append(r.requeue, j)
 			protected = protected || j.job.Record.Preemptions > 0
 			if st := j.job.Record.Started; j.job.State == lifecycle.Running && !st.IsZero() {
 				lost += now.Sub(st).Seconds()
 			}
 		}
-		if len(on) == 0 {
-			return name, nil, ""
-		}
-		if protected {
+		switch {
+		case len(r.requeue) == 0 && len(r.lose) == 0:
+			return r, ""
+		case len(r.requeue) == 0:
+			if cheap.host == "" || vms < cheapVMs {
+				cheap, cheapVMs = r, vms
+			}
+		case protected:
 			spared++
-			continue
-		}
-		if best == "" || len(on) < bestJobs || (len(on) == bestJobs && lost < bestLost) {
-			best, bestJobs, bestLost, victims = name, len(on), lost, on
+		case best.host == "" || len(r.requeue) < len(best.requeue) || (len(r.requeue) == len(best.requeue) && lost < bestLost):
+			best, bestLost = r, lost
 		}
 	}
 	switch {
-	case best != "":
-		return best, victims, ""
+	case cheap.host != "":
+		return cheap, ""
+	case best.host != "":
+		return best, ""
 	case spared > 0:
-		return "", nil, fmt.Sprintf("every host of pool %s that could go runs a job a switch has stopped before (%d hosts): it is not stopped twice", pool, spared)
+		return release{}, fmt.Sprintf("every host of pool %s that could go runs a job a switch has stopped before (%d hosts): it is not stopped twice", pool, spared)
 	}
-	return "", nil, fmt.Sprintf("pool %s has no host to spare", pool)
+	return release{}, fmt.Sprintf("pool %s has no host to spare", pool)
 }
 
 // reconfigure asks the host's agent to configure it for pool (revert: back

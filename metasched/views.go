@@ -234,6 +234,6 @@ func switchView(sw co.Switch, now time.Time) api.SwitchView {
 		end = now
 	}
 	return api.SwitchView{ID: string(sw.ID), From: sw.From, To: sw.To, Host: sw.Host, Phase: string(sw.Phase),
-		Final: sw.Phase.Final(), Requeued: sw.Requeued, FailedIn: string(sw.FailedIn), Reason: sw.Reason,
+		Final: sw.Phase.Final(), Requeued: sw.Requeued, LostWorkers: sw.LostWorkers, FailedIn: string(sw.FailedIn), Reason: sw.Reason,
 		ClearedTo: sw.ClearedTo, Started: sw.Started, Updated: sw.Updated, Seconds: end.Sub(sw.Started).Seconds()}
 }

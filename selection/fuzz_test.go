@@ -21,6 +21,8 @@ func FuzzParseJob(f *testing.F) {
 	f.Add([]byte(jobGood))
 	f.Add([]byte(`{"name":"a","type":"b","tasks":1,"task_ops":1,"task_bytes":0}`))
 	f.Add([]byte(jobGood + "efficiency: 0.5\nvm: {vcpus: 2, memory_mib: 512}\ncommand: [./master, --tasks, '3']\n"))
+	f.Add([]byte(jobGood + "elastic: true\n"))
+	f.Add([]byte(`{"name":"a","type":"b","tasks":1,"task_ops":1,"task_bytes":0,"elastic":false}`))
 	f.Add([]byte(jobGood + "inputs: [{path: a.bin, data: AAEC/w==}, {path: e, data: ''}, {path: t, content: x}, {path: l, from: ./l.bin}]\n"))
 	for _, tc := range jobErrorCases {
 		f.Add([]byte(tc.text))

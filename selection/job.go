@@ -47,6 +47,14 @@ type Job struct {
 	// single-cluster baselines met, mct and olb (docs/design.md,
 	// "Baselines: MET, MCT, OLB").
 	Placement Placement `json:"placement,omitempty"`
+	// Elastic says the job's program survives the loss of a worker VM
+	// (the project's task farm does: its master gives a lost worker's
+	// tasks to the others). The daemon then takes a worker's host away
+	// from a running job, or lets a worker VM that disappeared go,
+	// without restarting the job; only the loss of its master VM (or of
+	// its last worker) restarts it. Default false: any lost VM restarts
+	// the job.
+	Elastic bool `json:"elastic,omitempty"`
 }
 
 // Placement names the algorithm that places a job on the grid.
@@ -221,7 +229,7 @@ const (
 )
 
 var (
-	jobFields = []string{"name", "type", "tasks", "task_ops", "task_bytes", "efficiency", "vm", "command", "walltime", "inputs", "outputs", "master", "placement"}
+	jobFields = []string{"name", "type", "tasks", "task_ops", "task_bytes", "efficiency", "vm", "command", "walltime", "inputs", "outputs", "master", "placement", "elastic"}
 	vmFields  = []string{"vcpus", "memory_mib"}
 )
 
@@ -301,6 +309,7 @@ func ParseJob(file string, data []byte) (*Job, error) {
 		}
 		j.Placement = Placement(s)
 	}
+	j.Elastic, _ = top.Bool("elastic", false)
 	j.check(func(path, msg string) {
 		if !d.Failed(path) {
 			d.Errorf(path, "%s", msg)

@@ -36,6 +36,7 @@ inputs:
 outputs: [result.txt, logs/summary.json]
 master: latam-a
 placement: gramvm
+elastic: true
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -46,7 +47,7 @@ placement: gramvm
 		Inputs: []InputFile{{Path: "params.txt", Content: "a=1\n"}, {Path: "data/in.csv", Content: "x,y\n1,2\n"},
 			{Path: "data/in.bin", Data: []byte{0, 1, 2, 255}}, {Path: "empty.bin", Data: []byte{}},
 			{Path: "local.bin", From: "./in.bin"}},
-		Outputs: []string{"result.txt", "logs/summary.json"}, Master: "latam-a", Placement: PlaceGramVM}
+		Outputs: []string{"result.txt", "logs/summary.json"}, Master: "latam-a", Placement: PlaceGramVM, Elastic: true}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
@@ -55,7 +56,7 @@ placement: gramvm
 	}
 	// The spec's JSON holds the walltime as a job file does.
 	data, err := json.Marshal(got)
-	if err != nil || !strings.Contains(string(data), `"walltime":"1h30m0s"`) {
+	if err != nil || !strings.Contains(string(data), `"walltime":"1h30m0s"`) || !strings.Contains(string(data), `"elastic":true`) {
 		t.Errorf("JSON of the job: %s, %v", data, err)
 	}
 	var back Job
@@ -117,6 +118,9 @@ var jobErrorCases = []struct{ name, text, want string }{
 	{"input from escaping path", jobGood + "inputs: [{path: ../x, from: ./x}]\n", `job.yaml: inputs[0].path: must be a clean path inside the working directory (no '.', '..' or '//'), got "../x"`},
 	{"input unknown field", jobGood + "inputs: [{path: a, content: b, mode: 7}]\n", "job.yaml: inputs[0].mode: unknown field"},
 	{"empty output", jobGood + "outputs: ['']\n", "job.yaml: outputs[0]: must not be empty"},
+	{"elastic not a boolean", jobGood + "elastic: yes\n", "job.yaml: elastic: must be true or false"},
+	{"elastic a number", jobGood + "elastic: 1\n", "job.yaml: elastic: must be true or false"},
+	{"elastic a list", jobGood + "elastic: [true]\n", "job.yaml: elastic: must be true or false"},
 	{"huge memory", jobGood + "vm: {vcpus: 1, memory_mib: 100000000}\n", "job.yaml: vm.memory_mib: must be at most 16777216, got 100000000"},
 	{"unknown placement", jobGood + "placement: best\n", `job.yaml: placement: must be one of gramvm, met, mct, olb, got "best"`},
 	{"placement in capitals", jobGood + "placement: MET\n", `job.yaml: placement: must be one of gramvm, met, mct, olb, got "MET"`},

@@ -231,6 +231,9 @@ func printJob(w io.Writer, j api.Job) {
 	if len(j.Spec.Command) > 0 {
 		fmt.Fprintf(tw, "Command:\t%s\n", strings.Join(j.Spec.Command, " "))
 	}
+	if j.Spec.Elastic {
+		fmt.Fprintf(tw, "Elastic:\tyes: it goes on when it loses a worker VM (not its master)\n")
+	}
 	tw.Flush()
 
 	fmt.Fprintln(w)
@@ -272,6 +275,17 @@ func printJob(w io.Writer, j api.Job) {
 				role = "master"
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", v.Name, v.Site, v.Host, role)
+		}
+		tw.Flush()
+	}
+
+	if len(j.LostWorkers) > 0 {
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "Lost workers (the job went on without them):")
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "NAME\tSITE\tHOST\tAT\tWHY")
+		for _, l := range j.LostWorkers {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", l.Name, l.Site, l.Host, stamp(l.At), l.Reason)
 		}
 		tw.Flush()
 	}

@@ -2,8 +2,10 @@ package main
 
 import (
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/lifecycle"
@@ -18,6 +20,15 @@ func TestJobCommands(t *testing.T) {
 	queued.PredictedS, queued.Attempts = 0, 0
 	cancelled := jobRunning
 	cancelled.State, cancelled.Reason = lifecycle.Cancelled, "cancelled by the user"
+	// An elastic job that lost a worker to a switch and went on.
+	elastic := jobRunning
+	elastic.Spec.Elastic = true
+	elastic.VMs = jobRunning.VMs[:4]
+	lostAt := t0.Add(6 * time.Second)
+	why := "host la-1 switched from pool render by s-000003"
+	elastic.LostWorkers = []api.JobLostVM{{VM: jobRunning.VMs[4], At: lostAt, Reason: why}}
+	elastic.Reason = "worker VM j-000000000007-4 on la-1 lost (" + why + "): the job goes on with 3 workers"
+	elastic.Transitions = append(slices.Clone(jobRunning.Transitions), lifecycle.Transition{From: lifecycle.Running, To: lifecycle.Running, At: lostAt, Reason: elastic.Reason})
 	list := api.JobList{Jobs: []api.Job{jobFailed, jobDone, jobRunning, jobQueued}}
 	page := api.JobList{Jobs: []api.Job{jobDone, jobRunning}, Next: "j-000000000007"}
 	submit := daemonRoute{Method: "POST", Path: "/v1/jobs", Body: ptr(jobFileText), Status: 201, Answer: queued}
@@ -40,6 +51,8 @@ func TestJobCommands(t *testing.T) {
 			routes: []daemonRoute{{Method: "GET", Path: "/v1/jobs/j-000000000008", Answer: jobQueued}}},
 		{name: "status-job-failed", args: []string{"status", "j-000000000005"},
 			routes: []daemonRoute{{Method: "GET", Path: "/v1/jobs/j-000000000005", Answer: jobFailed}}},
+		{name: "status-job-lost", args: []string{"status", "j-000000000007"},
+			routes: []daemonRoute{{Method: "GET", Path: "/v1/jobs/j-000000000007", Answer: elastic}}},
 		{name: "status-job-json", args: []string{"status", "j-000000000006", "--output", "json"},
 			routes: []daemonRoute{{Method: "GET", Path: "/v1/jobs/j-000000000006", Answer: jobDone}}, want: jobDone},
 		{name: "cancel", args: []string{"cancel", "j-000000000007"},

@@ -49,6 +49,10 @@ type Job struct {
 	Placement *gramvm.Placement `json:"placement,omitempty"`
 	// VMs are the names of the job's VMs, once provisioning started.
 	VMs []JobVM `json:"vms,omitempty"`
+	// LostWorkers are the worker VMs the job's attempt lost and went on
+	// without (an elastic job): which, where, when and why. VMs holds the
+	// workers that remain; Placement still what was planned.
+	LostWorkers []JobLostVM `json:"lost_workers,omitempty"`
 	RunTimes
 	// Clusters are the job's tasks per cluster of its plan, predicted and
 	// done, once planned.
@@ -62,6 +66,9 @@ type Job struct {
 
 // JobVM is one VM of a job, as its lifecycle records it.
 type JobVM = lifecycle.VM
+
+// JobLostVM is a worker VM a job lost, as its lifecycle records it.
+type JobLostVM = lifecycle.LostVM
 
 // JobList is a page of jobs. Next, when set, is the After of the next page.
 type JobList struct {

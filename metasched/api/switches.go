@@ -4,19 +4,22 @@ import "time"
 
 // SwitchView is one switch of a host between pools.
 type SwitchView struct {
-	ID        string    `json:"id"`
-	From      string    `json:"from"`
-	To        string    `json:"to"`
-	Host      string    `json:"host,omitempty"`
-	Phase     string    `json:"phase"`
-	Final     bool      `json:"final"`
-	Requeued  []string  `json:"requeued,omitempty"`
-	FailedIn  string    `json:"failed_in,omitempty"`
-	Reason    string    `json:"reason,omitempty"`
-	ClearedTo string    `json:"cleared_to,omitempty"`
-	Started   time.Time `json:"started"`
-	Updated   time.Time `json:"updated"`
-	Seconds   float64   `json:"seconds"`
+	ID       string   `json:"id"`
+	From     string   `json:"from"`
+	To       string   `json:"to"`
+	Host     string   `json:"host,omitempty"`
+	Phase    string   `json:"phase"`
+	Final    bool     `json:"final"`
+	Requeued []string `json:"requeued,omitempty"`
+	// LostWorkers are the worker VMs of running elastic jobs the switch
+	// took off its host: their jobs went on without them.
+	LostWorkers []string  `json:"lost_workers,omitempty"`
+	FailedIn    string    `json:"failed_in,omitempty"`
+	Reason      string    `json:"reason,omitempty"`
+	ClearedTo   string    `json:"cleared_to,omitempty"`
+	Started     time.Time `json:"started"`
+	Updated     time.Time `json:"updated"`
+	Seconds     float64   `json:"seconds"`
 }
 
 // SwitchRequest is the body of POST /v1/switches.

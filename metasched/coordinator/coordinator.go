@@ -125,6 +125,7 @@ func advance(sw *Switch, ev Event) error {
 		}
 		sw.Host = ev.Host
 		sw.Requeued = slices.Clone(ev.Requeued)
+		sw.LostWorkers = slices.Clone(ev.LostWorkers)
 		sw.Phase = PhaseReconfiguring
 		at = ev.At
 	case ReleaseFailed:

@@ -16,12 +16,15 @@ type Start struct {
 }
 
 // Released answers PrepareRelease: the source pool chose Host, returned the
-// jobs in Requeued to its queue, and holds the host for the switch.
+// jobs in Requeued to its queue, took the worker VMs in LostWorkers from
+// running elastic jobs that go on without them, and holds the host for the
+// switch.
 type Released struct {
-	ID       SwitchID
-	Host     string
-	Requeued []string
-	At       time.Time
+	ID          SwitchID
+	Host        string
+	Requeued    []string
+	LostWorkers []string
+	At          time.Time
 }
 
 // ReleaseFailed answers PrepareRelease: the source pool could not spare a host

@@ -3,6 +3,7 @@ package coordinator
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -79,6 +80,9 @@ type Switch struct {
 	Host     string // chosen by the source pool at release; "" before
 	Phase    Phase
 	Requeued []string // jobs the source pool returned to its queue to free Host
+	// LostWorkers are the worker VMs of running elastic jobs that the
+	// release took off Host: their jobs went on without them.
+	LostWorkers []string `json:",omitempty"`
 
 	// ReleaseCommitted and AddCommitted record the commit answers received.
 	ReleaseCommitted, AddCommitted bool
@@ -120,6 +124,7 @@ func (sw Switch) clone() Switch {
 	if sw.Requeued != nil {
 		sw.Requeued = append([]string(nil), sw.Requeued...)
 	}
+	sw.LostWorkers = slices.Clone(sw.LostWorkers)
 	return sw
 }
 

@@ -195,7 +195,7 @@ func Run(ctx context.Context, d Daemon, stream []Job, progress io.Writer) (Summa
 		sum.Jobs[j.Type][j.State]++
 		var running, end time.Time
 		for _, t := range j.Transitions {
-			if t.To == lifecycle.Running {
+			if t.To == lifecycle.Running && t.From != lifecycle.Running { // not a lost worker
 				running = t.At
 			}
 			if t.To.Terminal() {

@@ -176,6 +176,16 @@
 // GuestOptions.RetryFor (default 1 min) before the run fails naming the VM
 // and the error; an agent's ErrNotFound or ErrInvalid fails at once.
 //
+// A worker VM that the job has lost (Run.Lost names it: an elastic job
+// goes on without a worker whose host a switch took, or that
+// disappeared) is dropped from the run at the next poll, or at once when
+// its agent fails meanwhile: the end of a line it had begun goes to the
+// log, then "[metasched: worker VM NAME lost (WHY): the job goes on
+// without it]", and it is neither followed nor stopped again (its VM is
+// being destroyed: its agent's calls may fail or find nothing). The
+// master's exit still ends the run. guest-state.json keeps the losses
+// noted, so a restart notes each once.
+//
 // The design is described in docs/design.md of the repository, section
 // "Executors".
 package executor

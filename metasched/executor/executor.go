@@ -59,6 +59,16 @@ type Run struct {
 	// took (before a restart): Command writes what follows them. Emulated
 	// ignores it.
 	OutputFrom int64
+	// Lost, when set, says which worker VMs of the attempt the job has
+	// lost since it started, by name, with why (an elastic job goes on
+	// without them: a switch took the host, the VM disappeared, its host
+	// was lost). It may be called from any goroutine, often. Guest asks it
+	// at every poll and before it tries a failing VM's agent again: a lost
+	// VM is no longer followed nor stopped (its agent's calls may fail:
+	// the VM is being destroyed), what it printed so far stays in the log,
+	// and a line of the log says it was lost; the master's exit still
+	// decides. Emulated and Command ignore it.
+	Lost func() map[string]string
 }
 
 // Result is how a run ended.

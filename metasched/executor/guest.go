@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"net/netip"
 	"os"
 	"path"
@@ -138,6 +139,8 @@ type guestState struct {
 	Capped bool  `json:"capped,omitempty"`
 	// Exited is, per VM, the exit status that was reported in the log.
 	Exited map[string]int `json:"exited,omitempty"`
+	// Lost is, per worker VM the job lost, why, once the log said so.
+	Lost map[string]string `json:"lost,omitempty"`
 }
 
 // guestVM is one VM of a run as the executor follows it.
@@ -149,6 +152,9 @@ type guestVM struct {
 	eof     bool   // the last read reached the end of the output file
 	exited  bool
 	code    int
+	// lost says the job lost the VM (Run.Lost): it is no longer
+	// followed nor stopped.
+	lost bool
 }
 
 // guestRun is one Run of the guest executor.
@@ -212,8 +218,10 @@ func (g *Guest) Run(ctx context.Context, r Run) (Result, error) {
 		if code, ok := run.st.Exited[vm.Name]; ok {
 			gv.exited, gv.code = true, code
 		}
+		_, gv.lost = run.st.Lost[vm.Name]
 		run.vms = append(run.vms, gv)
 	}
+	run.checkLost()
 	if r.Resume {
 		if _, err := run.retry(ctx, run.vms[0], "read the runner's pid", func(ctx context.Context) error {
 			_, err := run.vms[0].agent.GuestReadFile(ctx, run.vms[0].Name, path.Join(run.gdir, "pid"), 0, 64)
@@ -264,37 +272,52 @@ func (run *guestRun) start(ctx context.Context) error {
 		}
 	}
 	for _, vm := range order {
-		if err := run.execOK(ctx, vm, "mkdir", hp.GuestExec{Path: "/bin/mkdir", Args: dirs}); err != nil {
-			return err
+		if run.checkLost(); vm.lost {
+			continue
 		}
-		for _, in := range run.r.Job.Inputs {
-			p := path.Join(work, in.Path)
-			if _, err := run.retry(ctx, vm, "write the input "+in.Path, func(ctx context.Context) error {
-				return vm.agent.GuestWriteFile(ctx, vm.Name, p, in.Bytes(), 0o644)
-			}); err != nil {
-				return err
+		if err := run.startVM(ctx, vm, dirs, hostfile, hosts, command, maxBytes); err != nil {
+			if run.dropIfLost(vm, err) {
+				continue // a worker lost while the job starts: the others start
 			}
-		}
-		for _, f := range []struct {
-			path string
-			data []byte
-		}{
-			{GuestHostfile, hostfile},
-			{GuestHosts, hosts},
-			{GuestJobFile, run.jobFile(vm)},
-			{path.Join(run.gdir, "command"), command},
-		} {
-			if _, err := run.retry(ctx, vm, "write "+f.path, func(ctx context.Context) error {
-				return vm.agent.GuestWriteFile(ctx, vm.Name, f.path, f.data, 0o644)
-			}); err != nil {
-				return err
-			}
-		}
-		if err := run.execOK(ctx, vm, "start the runner", hp.GuestExec{Path: GuestRunner,
-			Args: []string{"start", run.gdir, GuestWorkDir(run.r.JobID), maxBytes}, Env: run.env(vm)}); err != nil {
 			return err
 		}
 		run.log.Info().Str("vm", vm.Name).Str("site", vm.Site).Msg("command started in the VM")
+	}
+	return nil
+}
+
+// startVM contextualizes vm and starts the command in it.
+func (run *guestRun) startVM(ctx context.Context, vm *guestVM, dirs []string, hostfile, hosts, command []byte, maxBytes string) error {
+	work := GuestWorkDir(run.r.JobID)
+	if err := run.execOK(ctx, vm, "mkdir", hp.GuestExec{Path: "/bin/mkdir", Args: dirs}); err != nil {
+		return err
+	}
+	for _, in := range run.r.Job.Inputs {
+		p := path.Join(work, in.Path)
+		if _, err := run.retry(ctx, vm, "write the input "+in.Path, func(ctx context.Context) error {
+			return vm.agent.GuestWriteFile(ctx, vm.Name, p, in.Bytes(), 0o644)
+		}); err != nil {
+			return err
+		}
+	}
+	for _, f := range []struct {
+		path string
+		data []byte
+	}{
+		{GuestHostfile, hostfile},
+		{GuestHosts, hosts},
+		{GuestJobFile, run.jobFile(vm)},
+		{path.Join(run.gdir, "command"), command},
+	} {
+		if _, err := run.retry(ctx, vm, "write "+f.path, func(ctx context.Context) error {
+			return vm.agent.GuestWriteFile(ctx, vm.Name, f.path, f.data, 0o644)
+		}); err != nil {
+			return err
+		}
+	}
+	if err := run.execOK(ctx, vm, "start the runner", hp.GuestExec{Path: GuestRunner,
+		Args: []string{"start", run.gdir, GuestWorkDir(run.r.JobID), maxBytes}, Env: run.env(vm)}); err != nil {
+		return err
 	}
 	return nil
 }
@@ -360,13 +383,23 @@ func (run *guestRun) follow(ctx context.Context) (Result, error) {
 // poll reads every VM's exit and output once (all of the output when
 // drain); it reports whether the master has exited.
 func (run *guestRun) poll(ctx context.Context, drain bool) (bool, error) {
+	run.checkLost()
 	for _, vm := range run.vms {
+		if vm.lost {
+			continue
+		}
 		if !vm.exited && !drain {
 			if err := run.readExit(ctx, vm); err != nil {
+				if run.dropIfLost(vm, err) {
+					continue
+				}
 				return false, err
 			}
 		}
 		if err := run.readOutput(ctx, vm, drain); err != nil {
+			if run.dropIfLost(vm, err) {
+				continue
+			}
 			return false, err
 		}
 		if vm.exited && !vm.Master {
@@ -379,6 +412,67 @@ func (run *guestRun) poll(ctx context.Context, drain bool) (bool, error) {
 		}
 	}
 	return run.vms[0].exited, nil
+}
+
+// errVMLost: the job lost the VM (Run.Lost) while its agent was being
+// tried.
+var errVMLost = errors.New("the job lost the VM")
+
+// lostNow reports whether the job has lost the worker vm, and why.
+func (run *guestRun) lostNow(vm *guestVM) (string, bool) {
+	if vm.Master || run.r.Lost == nil {
+		return "", false
+	}
+	why, ok := run.r.Lost()[vm.Name]
+	return why, ok
+}
+
+// checkLost takes the workers the job has lost (Run.Lost) out of the run:
+// the rest of a line a lost VM had begun goes to the log, then a line
+// that says it was lost; from then on the VM is neither followed nor
+// stopped. A VM lost before a restart (no longer among the run's VMs) is
+// noted once all the same.
+func (run *guestRun) checkLost() {
+	if run.r.Lost == nil {
+		return
+	}
+	lost := run.r.Lost()
+	names := slices.Sorted(maps.Keys(lost))
+	for _, name := range names {
+		i := slices.IndexFunc(run.vms, func(v *guestVM) bool { return v.Name == name })
+		var vm *guestVM
+		if i >= 0 {
+			vm = run.vms[i]
+		}
+		if vm != nil && (vm.Master || vm.lost) {
+			continue // the master is never lost: the daemon stops the run instead
+		}
+		if vm != nil {
+			vm.lost = true
+			run.takeLines(vm, true)
+		}
+		if _, noted := run.st.Lost[name]; noted {
+			continue
+		}
+		why := lost[name]
+		run.note(fmt.Sprintf("[metasched: worker VM %s lost (%s): the job goes on without it]\n", name, why))
+		run.st.Lost[name] = why
+		run.dirty = true
+		run.log.Info().Str("vm", name).Str("why", why).Msg("the job lost a worker VM: no longer followed")
+	}
+}
+
+// dropIfLost reports whether err comes of vm's loss (Run.Lost): the VM
+// is then out of the run (see checkLost).
+func (run *guestRun) dropIfLost(vm *guestVM, err error) bool {
+	if err == nil {
+		return false
+	}
+	if _, lost := run.lostNow(vm); !lost && !errors.Is(err, errVMLost) {
+		return false
+	}
+	run.checkLost()
+	return vm.lost
 }
 
 // readExit reads vm's exit file, when there is one.
@@ -507,11 +601,12 @@ func (run *guestRun) finish(ctx context.Context) (Result, error) {
 	run.saveState()
 	run.copyOutputs(ctx)
 	var wg sync.WaitGroup
+	run.checkLost()
 	for _, vm := range run.vms[1:] {
-		if vm.exited {
+		if vm.exited || vm.lost {
 			continue
 		}
-		if err := run.readExit(ctx, vm); err == nil && vm.exited {
+		if err := run.readExit(ctx, vm); (err == nil && vm.exited) || run.dropIfLost(vm, err) {
 			continue
 		}
 		run.log.Info().Str("vm", vm.Name).Msg("the master ended: stopping the command in the worker VM")
@@ -616,8 +711,9 @@ func (run *guestRun) copyOut(ctx context.Context, vm *guestVM, src, dst string) 
 // context of its own (ctx may be done).
 func (run *guestRun) stopAll(ctx context.Context) {
 	var wg sync.WaitGroup
+	run.checkLost()
 	for _, vm := range run.vms {
-		if !vm.exited {
+		if !vm.exited && !vm.lost {
 			wg.Go(func() { run.stopVM(ctx, vm) })
 		}
 	}
@@ -690,6 +786,9 @@ func (run *guestRun) retry(ctx context.Context, vm *guestVM, what string, f func
 		case ctx.Err() != nil:
 			return tries, ctx.Err()
 		}
+		if why, lost := run.lostNow(vm); lost {
+			return tries, fmt.Errorf("VM %s on %s: %s: %w (%s): %w", vm.Name, vm.Host, what, errVMLost, why, err)
+		}
 		now := clock.Now()
 		if first.IsZero() {
 			first = now
@@ -708,7 +807,7 @@ func (run *guestRun) retry(ctx context.Context, vm *guestVM, what string, f func
 }
 
 func (run *guestRun) loadState() error {
-	run.st = guestState{Offsets: map[string]int64{}, Exited: map[string]int{}}
+	run.st = guestState{Offsets: map[string]int64{}, Exited: map[string]int{}, Lost: map[string]string{}}
 	data, err := os.ReadFile(filepath.Join(run.adir, guestStateName))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -724,6 +823,9 @@ func (run *guestRun) loadState() error {
 	}
 	if run.st.Exited == nil {
 		run.st.Exited = map[string]int{}
+	}
+	if run.st.Lost == nil {
+		run.st.Lost = map[string]string{}
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -549,6 +550,137 @@ func TestGuestCopiesTaskFarmSummary(t *testing.T) {
 		}
 		if log := out.String(); strings.Contains(log, taskfarm.SummaryFile) || !strings.Contains(log, "output result.txt: no such file") {
 			t.Errorf("summary written %t, the log:\n%s", wrote, log)
+		}
+	}
+}
+
+// lostVMs is what the daemon answers to Run.Lost: the workers the job
+// lost, set by the test.
+type lostVMs struct {
+	mu   sync.Mutex
+	vms  map[string]string
+	asks int
+}
+
+func (l *lostVMs) lose(vm, why string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.vms == nil {
+		l.vms = map[string]string{}
+	}
+	l.vms[vm] = why
+}
+
+func (l *lostVMs) get() map[string]string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.asks++
+	out := map[string]string{}
+	for k, v := range l.vms {
+		out[k] = v
+	}
+	return out
+}
+
+// TestGuestLostWorker: a worker VM the job loses while it runs (its host
+// switched away: the VM is destroyed, so its agent's calls fail from
+// then on) is no longer followed nor stopped; what it printed before
+// stays in the log, a line says it was lost, the other VMs go on, and the
+// master's exit decides. (Before, the run failed once the lost VM's agent
+// had failed for RetryFor, naming the VM.)
+func TestGuestLostWorker(t *testing.T) {
+	t.Parallel()
+	f := newFakeGuests(t, guestVMs())
+	gate := filepath.Join(t.TempDir(), "go")
+	out := newWatchWriter("j-1-w2| before")
+	r := guestRun(t, `echo started; while [ ! -f `+gate+` ]; do sleep 0.02; done; echo "master done"; exit 0`,
+		`echo before; exec sleep 600`, out)
+	var lost lostVMs
+	r.Lost = lost.get
+	done := startRun(t, t.Context(), newGuest(t, f, executor.GuestOptions{RetryFor: 100 * time.Millisecond}), r, out)
+	const why = "host latam-a-1 switched from pool render by s-000004"
+	lost.lose("j-1-w2", why)
+	f.setFail("j-1-w2", fmt.Errorf("guest-ping: %w", hp.ErrGuestAgent))
+	// The run goes on past RetryFor of the lost VM's failures.
+	time.Sleep(300 * time.Millisecond)
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rr := waitRun(t, done)
+	if rr.err != nil || rr.res != (executor.Result{}) {
+		t.Fatalf("Run after a worker was lost: %+v, %v; want the master's exit 0; log:\n%s", rr.res, rr.err, out.String())
+	}
+	log := out.String()
+	note := "[metasched: worker VM j-1-w2 lost (" + why + "): the job goes on without it]\n"
+	for _, want := range []string{"j-1-w2| before\n", "j-1-w1| before\n", "j-1-m| master done\n", note} {
+		if !strings.Contains(log, want) {
+			t.Errorf("the log has no %q:\n%s", want, log)
+		}
+	}
+	if n := strings.Count(log, "worker VM j-1-w2 lost"); n != 1 {
+		t.Errorf("the loss is noted %d times, want once:\n%s", n, log)
+	}
+	if after := log[strings.Index(log, note):]; strings.Contains(after, "j-1-w2|") {
+		t.Errorf("output of the lost VM after its loss:\n%s", log)
+	}
+	f.mu.Lock()
+	execs := slices.Clone(f.execs)
+	f.mu.Unlock()
+	stopped := map[string]bool{}
+	for _, e := range execs {
+		if strings.Contains(e, executor.GuestRunner+" stop") {
+			stopped[strings.Fields(e)[0]] = true
+		}
+	}
+	if !stopped["j-1-w1"] || stopped["j-1-w2"] {
+		t.Errorf("stopped %v at the master's end, want j-1-w1 and not the lost j-1-w2", stopped)
+	}
+	// The attempt's record keeps the loss: a restarted daemon does not
+	// note it again.
+	data, err := os.ReadFile(filepath.Join(executor.AttemptDir(r.Dir, 1), "guest-state.json"))
+	if err != nil || !strings.Contains(string(data), `"lost":{"j-1-w2":"`+why+`"}`) {
+		t.Errorf("guest-state.json %s, %v: want the lost VM", data, err)
+	}
+}
+
+// TestGuestResumeAfterLostWorker: the daemon restarted after the job
+// lost a worker (its VMs no longer list it): the resumed run follows the
+// VMs left, notes the loss once, and ends with the master's exit.
+func TestGuestResumeAfterLostWorker(t *testing.T) {
+	t.Parallel()
+	f := newFakeGuests(t, guestVMs())
+	gate := filepath.Join(t.TempDir(), "go")
+	out1 := newWatchWriter("j-1-w2| before")
+	r := guestRun(t, `echo started; while [ ! -f `+gate+` ]; do sleep 0.02; done; exit 4`, `echo before; exec sleep 600`, out1)
+	g := newGuest(t, f, executor.GuestOptions{})
+	ctx, detach := context.WithCancelCause(t.Context())
+	done := startRun(t, ctx, g, r, out1)
+	detach(executor.ErrDetached)
+	if rr := waitRun(t, done); !errors.Is(rr.err, executor.ErrDetached) {
+		t.Fatalf("detached Run: %+v, %v; want ErrDetached", rr.res, rr.err)
+	}
+	// While the daemon is down, the job loses j-1-w2: the record no
+	// longer lists it, and its VM is gone.
+	var lost lostVMs
+	lost.lose("j-1-w2", "host latam-a-1 unreachable for 1m0s or more")
+	f.setFail("j-1-w2", fmt.Errorf("vm j-1-w2: %w", hp.ErrNotFound))
+	out2 := newWatchWriter("")
+	r.VMs, r.Output, r.Resume, r.Lost = r.VMs[:2], out2, true, lost.get
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err := g.Run(t.Context(), r)
+	if err != nil || res.ExitCode != 4 {
+		t.Fatalf("resumed Run: %+v, %v; want the master's exit 4; log %q", res, err, out2.String())
+	}
+	if n := strings.Count(out1.String()+out2.String(), "[metasched: worker VM j-1-w2 lost (host latam-a-1 unreachable for 1m0s or more)"); n != 1 {
+		t.Errorf("the loss is noted %d times in the logs, want once:\n%s----\n%s", n, out1.String(), out2.String())
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, e := range f.execs {
+		if strings.HasPrefix(e, "j-1-w2 ") && strings.Contains(e, " stop") {
+			t.Errorf("the lost VM was stopped: %s", e)
 		}
 	}
 }

@@ -24,7 +24,10 @@ import (
 // at once: DIR/output says what the command's environment held and what
 // the guest's hostfile holds, DIR/exit its status ("exit N" in the command
 // line, else 0), and a "cp A B" of the command line copies A to B in the
-// working directory.
+// working directory. A command line with the word "hold" runs on (no
+// DIR/exit) until Exit ends it. A VM destroyed through the site is gone:
+// its guest calls fail with hp.ErrNotFound, as an agent's for a VM it does
+// not have.
 type Site struct {
 	metasched.SiteAgent
 	Net int
@@ -33,11 +36,15 @@ type Site struct {
 	files map[string]map[string][]byte // VM, path
 	addrs map[string]int               // VM, the last byte of its address
 	procs int
+	held  map[string]string // VM → the runner's directory of its held command
+	gone  map[string]bool   // VMs destroyed
+	execs []string          // "VM PATH ARGS..." of every GuestExec
 }
 
 var (
 	exitRE = regexp.MustCompile(`exit (\d+)`)
 	cpRE   = regexp.MustCompile(`cp ([\w./-]+) ([\w./-]+)`)
+	holdRE = regexp.MustCompile(`\bhold\b`)
 )
 
 // Inventory is the agent's, with the VMs' addresses.
@@ -65,6 +72,49 @@ func (s *Site) Inventory(ctx context.Context) (hp.Inventory, error) {
 	return inv, err
 }
 
+// DestroyVM destroys the VM through the agent; its guest is gone (File
+// still reads what it held).
+func (s *Site) DestroyVM(ctx context.Context, name string) error {
+	err := s.SiteAgent.DestroyVM(ctx, name)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.gone == nil {
+		s.gone = map[string]bool{}
+	}
+	s.gone[name] = true // its files stay, for File
+	delete(s.held, name)
+	return err
+}
+
+// goneErr is the error of a guest call to a VM destroyed.
+func (s *Site) goneErr(vm string) error {
+	if s.gone[vm] {
+		return fmt.Errorf("guest call: vm %s: %w", vm, hp.ErrNotFound)
+	}
+	return nil
+}
+
+// Exit ends the held command of vm with code; false when vm runs none.
+func (s *Site) Exit(vm string, code int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	dir, ok := s.held[vm]
+	if !ok {
+		return false
+	}
+	delete(s.held, vm)
+	s.vm(vm)[path.Join(dir, "exit")] = fmt.Appendf(nil, "%d\n", code)
+	return true
+}
+
+// Execs lists every program started in the site's guests, as "VM PATH
+// ARGS...".
+func (s *Site) Execs() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.execs...)
+}
+
 // File returns a file of a VM's guest, nil when it has none.
 func (s *Site) File(vm, p string) []byte {
 	s.mu.Lock()
@@ -87,8 +137,12 @@ func (s *Site) vm(name string) map[string][]byte {
 func (s *Site) GuestExec(ctx context.Context, vm string, e hp.GuestExec) (hp.GuestProcess, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.goneErr(vm); err != nil {
+		return hp.GuestProcess{}, err
+	}
 	files := s.vm(vm)
 	s.procs++
+	s.execs = append(s.execs, strings.Join(append([]string{vm, e.Path}, e.Args...), " "))
 	if e.Path == executor.GuestRunner && len(e.Args) == 4 && e.Args[0] == "start" {
 		dir, work := e.Args[1], e.Args[2]
 		env := map[string]string{}
@@ -104,7 +158,14 @@ func (s *Site) GuestExec(ctx context.Context, vm string, e hp.GuestExec) (hp.Gue
 		if sm := exitRE.FindSubmatch(command); sm != nil {
 			code = string(sm[1])
 		}
-		files[path.Join(dir, "exit")] = []byte(code + "\n")
+		if holdRE.Match(command) {
+			if s.held == nil {
+				s.held = map[string]string{}
+			}
+			s.held[vm] = dir
+		} else {
+			files[path.Join(dir, "exit")] = []byte(code + "\n")
+		}
 		if sm := cpRE.FindSubmatch(command); sm != nil {
 			if data, ok := files[path.Join(work, string(sm[1]))]; ok {
 				files[path.Join(work, string(sm[2]))] = data
@@ -116,6 +177,11 @@ func (s *Site) GuestExec(ctx context.Context, vm string, e hp.GuestExec) (hp.Gue
 
 // GuestExecStatus says every program has exited 0.
 func (s *Site) GuestExecStatus(ctx context.Context, vm string, pid int) (hp.GuestExecStatus, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.goneErr(vm); err != nil {
+		return hp.GuestExecStatus{}, err
+	}
 	return hp.GuestExecStatus{Exited: true}, nil
 }
 
@@ -123,6 +189,9 @@ func (s *Site) GuestExecStatus(ctx context.Context, vm string, pid int) (hp.Gues
 func (s *Site) GuestWriteFile(ctx context.Context, vm, p string, data []byte, mode os.FileMode) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.goneErr(vm); err != nil {
+		return err
+	}
 	s.vm(vm)[p] = append([]byte(nil), data...)
 	return nil
 }
@@ -131,6 +200,9 @@ func (s *Site) GuestWriteFile(ctx context.Context, vm, p string, data []byte, mo
 func (s *Site) GuestReadFile(ctx context.Context, vm, p string, offset int64, max int) (hp.GuestFileChunk, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.goneErr(vm); err != nil {
+		return hp.GuestFileChunk{}, err
+	}
 	data, ok := s.vm(vm)[p]
 	if !ok {
 		return hp.GuestFileChunk{}, fmt.Errorf("%s: %w", p, hp.ErrNotFound)

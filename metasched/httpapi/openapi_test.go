@@ -464,6 +464,7 @@ var openapiTypes = map[string]struct {
 	"JobSpec":       {reflect.TypeFor[selection.Job](), false},
 	"VMShape":       {reflect.TypeFor[selection.VM](), false},
 	"JobVM":         {reflect.TypeFor[api.JobVM](), false},
+	"JobLostVM":     {reflect.TypeFor[api.JobLostVM](), false},
 	"Job":           {reflect.TypeFor[api.Job](), false},
 	"JobList":       {reflect.TypeFor[api.JobList](), false},
 	"OutputList":    {reflect.TypeFor[api.OutputList](), false},

@@ -121,7 +121,9 @@ type Agent struct {
 // check reports every problem of the spec, naming its field.
 func (s Spec) check() error {
 	var errs []error
-	bad := func(f, format string, a ...any) { errs = append(errs, fmt.Errorf("lab: %s: %s", f, fmt.Sprintf(format, a...))) }
+	bad := func(f, format string, a ...any) {
+		errs = append(errs, fmt.Errorf("lab: %s: %s", f, fmt.Sprintf(format, a...)))
+	}
 	if len(s.Sites) == 0 {
 		bad("sites", "none")
 	}

@@ -10,9 +10,12 @@ import "time"
 type Action interface{ isAction() }
 
 // Commit asks the driver to record the job's change in the store, in one
-// transaction: the transition From → To with its Reason (none when From
-// equals To: only the record changed), Job's record and exit code. Only
-// when it is on disk does Job become the job's state in memory.
+// transaction: the transition From → To with its Reason, Job's record and
+// exit code. When From equals To the state stays: with a Reason (a running
+// job lost a worker) the store records it as a transition of the state to
+// itself, so that the job's history shows it; without one (a VM moved)
+// only the record changed. Only when it is on disk does Job become the
+// job's state in memory.
 type Commit struct {
 	From, To State
 	Reason   string

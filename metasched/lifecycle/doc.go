@@ -24,6 +24,13 @@
 // provisioning failed for want of room) sends a planned, provisioning or
 // running job back to the queue; its next attempt has new VM names.
 //
+// A running elastic job (one whose program survives the loss of a worker)
+// that loses a worker VM (WorkerLost: a switch took its host, it
+// disappeared, its host was lost) stays running without it: the record
+// moves the VM from VMs to LostWorkers, the store keeps a transition from
+// running to running with the reason, and the VM is destroyed. Only the
+// loss of its master VM, or of its last worker, requeues it.
+//
 // # Driving it
 //
 //	next, acts, err := job.Step(lifecycle.Plan{Placement: pl, VMs: vms, Predicted: 12, Reason: why, At: now})

@@ -7,8 +7,8 @@ import (
 )
 
 // Event is an input to Job.Step: a decision of the daemon (Plan, Stop,
-// Resume), the next step the machine asked for (Provision), or the answer
-// to an action (Created, CreateFailed, Exited, Moved). At is the driver's
+// Resume, WorkerLost), the next step the machine asked for (Provision), or
+// the answer to an action (Created, CreateFailed, Exited, Moved). At is the driver's
 // clock when it happened; the machine has no clock of its own.
 type Event interface{ isEvent() }
 
@@ -89,6 +89,26 @@ type Stop struct {
 	At        time.Time
 }
 
+// WorkerLost says a worker VM of a running job is lost: a switch took
+// its host, it disappeared from its host (destroyed outside the daemon),
+// or its host was unreachable for the agent-loss grace. The daemon sends
+// it for elastic jobs only (their program survives the loss of a worker:
+// the task farm's master gives the lost worker's tasks to the others); a
+// job that is not elastic is stopped instead. The job goes on without the
+// VM while it keeps at least one worker: its record no longer lists the
+// VM among its VMs but among its lost workers, with At and Reason, and
+// the VM is destroyed. The loss of the master VM, or of the job's last
+// worker, sends the job back to the queue as Stop{To: Queued} would, and
+// Preempted (a switch took the host) then counts as a Stop's. Attempt,
+// when not 0, is the attempt the loss is meant for.
+type WorkerLost struct {
+	VM, Host  string
+	Reason    string
+	Attempt   int
+	Preempted bool
+	At        time.Time
+}
+
 func (Plan) isEvent()         {}
 func (Provision) isEvent()    {}
 func (Created) isEvent()      {}
@@ -97,3 +117,4 @@ func (Exited) isEvent()       {}
 func (Resume) isEvent()       {}
 func (Moved) isEvent()        {}
 func (Stop) isEvent()         {}
+func (WorkerLost) isEvent()   {}

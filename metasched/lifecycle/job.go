@@ -48,6 +48,10 @@ type Record struct {
 	// was planned, and done as the task-farm summary of its master says,
 	// once it ended with one.
 	Tasks []ClusterTasks `json:"tasks,omitempty"`
+	// LostWorkers are the worker VMs the current (or last) attempt of an
+	// elastic job lost and went on without, oldest first: VMs holds the
+	// workers that remain, Placement still what was planned.
+	LostWorkers []LostVM `json:"lost_workers,omitempty"`
 }
 
 // ClusterTasks is one cluster's share of a job's tasks: Predicted is the
@@ -98,6 +102,14 @@ func withDone(tasks []ClusterTasks, done map[string]int) []ClusterTasks {
 		out = append(out, ClusterTasks{Name: site, Done: &n})
 	}
 	return out
+}
+
+// LostVM is a worker VM a running job lost (WorkerLost): which, on which
+// host, when and why.
+type LostVM struct {
+	VM
+	At     time.Time `json:"at"`
+	Reason string    `json:"reason"`
 }
 
 // MaxProvisionFailures is how many attempts with a VM that did not boot a
@@ -194,6 +206,8 @@ func (j Job) Step(ev Event) (Job, []Action, error) {
 		return j.moved(e)
 	case Stop:
 		return j.stop(e)
+	case WorkerLost:
+		return j.workerLost(e)
 	}
 	return j, nil, fmt.Errorf("job %s: unknown event %T", j.ID, ev)
 }
@@ -250,6 +264,62 @@ func (j Job) moved(e Moved) (Job, []Action, error) {
 	return n, []Action{Commit{From: j.State, To: j.State, Job: n}}, nil
 }
 
+// workerLost takes a lost worker VM out of the running job, which goes on
+// with the workers left; the loss of the master VM or of the last worker
+// requeues the job instead.
+func (j Job) workerLost(e WorkerLost) (Job, []Action, error) {
+	if j.State.Terminal() {
+		return j, nil, j.notAllowed("lose a worker of")
+	}
+	if e.Attempt != 0 && e.Attempt != j.attempt() {
+		return j, nil, nil // meant for an attempt that has ended
+	}
+	if slices.ContainsFunc(j.Record.LostWorkers, func(l LostVM) bool { return l.Name == e.VM }) {
+		return j, nil, nil // already lost: a repeat
+	}
+	if j.State != Running {
+		return j, nil, j.notAllowed("lose a worker of")
+	}
+	i := slices.IndexFunc(j.Record.VMs, func(v VM) bool { return v.Name == e.VM })
+	if i < 0 {
+		return j, nil, fmt.Errorf("job %s has no VM %s: %w", j.ID, e.VM, ErrNotAllowed)
+	}
+	vm := j.Record.VMs[i]
+	host := e.Host
+	if host == "" {
+		host = vm.Host
+	}
+	workers := 0
+	for _, v := range j.Record.VMs {
+		if !v.Master && v.Name != e.VM {
+			workers++
+		}
+	}
+	if vm.Master || workers == 0 {
+		what := "the master VM"
+		if !vm.Master {
+			what = "the last worker VM"
+		}
+		return j.stop(Stop{To: Queued, Attempt: e.Attempt, Preempted: e.Preempted, At: e.At,
+			Reason: fmt.Sprintf("%s %s on %s lost (%s): requeued", what, e.VM, host, e.Reason)})
+	}
+	reason := fmt.Sprintf("worker VM %s on %s lost (%s): the job goes on with %d %s", e.VM, host, e.Reason, workers, plural(workers, "worker"))
+	n := j
+	n.Reason = reason
+	n.Record.VMs = slices.Delete(slices.Clone(j.Record.VMs), i, i+1)
+	lost := vm
+	lost.Host = host
+	n.Record.LostWorkers = append(slices.Clone(j.Record.LostWorkers), LostVM{VM: lost, At: e.At, Reason: e.Reason})
+	return n, []Action{Commit{From: Running, To: Running, Reason: reason, Job: n}, DestroyVMs{VMs: []VM{vm}}}, nil
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return word
+	}
+	return word + "s"
+}
+
 // stop ends the job's attempt: back to the queue, cancelled or failed.
 func (j Job) stop(e Stop) (Job, []Action, error) {
 	if j.State.Terminal() {
@@ -282,7 +352,7 @@ func (j Job) stop(e Stop) (Job, []Action, error) {
 // undo).
 func (j Job) requeue(reason string, stop bool) (Job, []Action, error) {
 	n := j
-	n.Record.VMs, n.Record.Placement, n.Record.Tasks = nil, nil, nil
+	n.Record.VMs, n.Record.Placement, n.Record.Tasks, n.Record.LostWorkers = nil, nil, nil, nil
 	n.Record.Started = time.Time{}
 	return n.to(Queued, reason, j.undo(stop)...)
 }

@@ -49,7 +49,9 @@ func CanTransition(from, to State) bool {
 }
 
 // Transition is one recorded change of a job's state. The first transition
-// of every job is from "" to queued.
+// of every job is from "" to queued. A running job that loses a worker VM
+// and goes on (WorkerLost) records a transition from running to running
+// whose reason names the VM, its host and why.
 type Transition struct {
 	From   State     `json:"from"`
 	To     State     `json:"to"`

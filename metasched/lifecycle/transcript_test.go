@@ -101,6 +101,7 @@ func run(t *testing.T, j *Job, cmd string) string {
 //	resume
 //	moved VM HOST
 //	stop STATE [preempted] reason=R [attempt=N]
+//	worker-lost VM [preempted] reason=R [attempt=N]   (the host is the VM's in the record)
 func parseEvent(j Job, cmd string) (Event, error) {
 	words := split(cmd)
 	if len(words) == 0 {
@@ -203,6 +204,24 @@ func parseEvent(j Job, cmd string) (Event, error) {
 			return nil, fmt.Errorf("moved: want VM HOST")
 		}
 		return Moved{VM: pos[0], Site: ref(pos[1]).Site, Host: pos[1], At: at}, nil
+	case "worker-lost":
+		if len(pos) < 1 || len(pos) > 2 || (len(pos) == 2 && pos[1] != "preempted") {
+			return nil, fmt.Errorf("worker-lost: want the VM, and preempted or nothing")
+		}
+		e := WorkerLost{VM: pos[0], Reason: kv["reason"], Preempted: len(pos) == 2, At: at}
+		for _, v := range j.Record.VMs {
+			if v.Name == e.VM {
+				e.Host = v.Host
+			}
+		}
+		if a, ok := kv["attempt"]; ok {
+			n, err := strconv.Atoi(a)
+			if err != nil {
+				return nil, err
+			}
+			e.Attempt = n
+		}
+		return e, nil
 	case "stop":
 		if len(pos) < 1 || len(pos) > 2 || (len(pos) == 2 && pos[1] != "preempted") {
 			return nil, fmt.Errorf("stop: want the state, and preempted or nothing")
@@ -288,13 +307,20 @@ func formatJob(j Job) string {
 		}
 		s += " tasks=[" + strings.Join(parts, " ") + "]"
 	}
+	if len(j.Record.LostWorkers) > 0 {
+		parts := make([]string, len(j.Record.LostWorkers))
+		for i, l := range j.Record.LostWorkers {
+			parts[i] = fmt.Sprintf("%s@%s@%s(%s)", l.Name, l.Host, seconds(l.At), l.Reason)
+		}
+		s += " lost=[" + strings.Join(parts, " ") + "]"
+	}
 	return s
 }
 
 func formatAction(a Action) string {
 	switch a := a.(type) {
 	case Commit:
-		if a.From == a.To {
+		if a.From == a.To && a.Reason == "" {
 			return fmt.Sprintf("commit %s (record only)", a.To)
 		}
 		return fmt.Sprintf("commit %s -> %s %q", a.From, a.To, a.Reason)

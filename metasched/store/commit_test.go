@@ -34,6 +34,8 @@ func TestCommit(t *testing.T) {
 		{From: Planned, To: Provisioning, Reason: "creating 1 VMs"},
 		{From: Provisioning, To: Provisioning, Data: json.RawMessage(`{"attempts":1,"vms":[{"name":"v"}]}`)},
 		{From: Provisioning, To: Running, Reason: "1 VMs up"},
+		{From: Running, To: Running, Data: json.RawMessage(`{"attempts":1,"vms":[{"name":"v"}]}`)},
+		{From: Running, To: Running, Reason: "worker VM w lost", Data: json.RawMessage(`{"attempts":1,"vms":[{"name":"v"}],"lost_workers":[{"name":"w"}]}`)},
 		{From: Running, To: Done, Reason: "exit code 0", Data: json.RawMessage(`{"attempts":1,"finished":"x"}`), ExitCode: &zero},
 	}
 	for _, c := range steps {
@@ -48,12 +50,17 @@ func TestCommit(t *testing.T) {
 	if got.State != Done || string(got.Data) != `{"attempts":1,"finished":"x"}` || got.ExitCode == nil || *got.ExitCode != 0 {
 		t.Errorf("after the commits: state %s, data %s, exit code %v", got.State, got.Data, got.ExitCode)
 	}
-	var path []JobState
+	// A change that keeps the state is in the history only with a reason
+	// (an event of the state: a running job lost a worker).
+	var path []string
 	for _, tr := range got.Transitions {
-		path = append(path, tr.To)
+		path = append(path, fmt.Sprintf("%s>%s", tr.From, tr.To))
 	}
-	if diff := cmp.Diff([]JobState{Queued, Planned, Provisioning, Running, Done}, path); diff != "" {
+	if diff := cmp.Diff([]string{">queued", "queued>planned", "planned>provisioning", "provisioning>running", "running>running", "running>done"}, path); diff != "" {
 		t.Errorf("transitions (-want +got):\n%s", diff)
+	}
+	if r := got.Transitions[4].Reason; r != "worker VM w lost" {
+		t.Errorf("the reason of the event within running: %q", r)
 	}
 	if c := s.Counts(); c[Done] != 1 || c[Running] != 0 || c[Queued] != 0 {
 		t.Errorf("counts %v", c)

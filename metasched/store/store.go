@@ -587,7 +587,10 @@ type Change struct {
 // it is on disk. It is a compare-and-set: if the job is not in state
 // c.From it returns ErrConflict together with the job as it is, and
 // changes nothing. A transition the lifecycle does not allow, or data that
-// is not JSON, fails with ErrInvalid; an unknown id with ErrNotFound.
+// is not JSON, fails with ErrInvalid; an unknown id with ErrNotFound. A
+// change that keeps the state (c.From = c.To) updates the data and exit
+// code; with a reason it is also in the job's transitions, from the state
+// to itself (a running job that lost a worker VM and went on).
 func (s *Store) Commit(ctx context.Context, id string, c Change) (Job, error) {
 	moves := c.From != c.To
 	if moves && !CanTransition(c.From, c.To) {
@@ -626,9 +629,14 @@ func (s *Store) Commit(ctx context.Context, id string, c Change) (Job, error) {
 			code := *c.ExitCode
 			j.ExitCode = &code
 		}
-		if moves {
+		switch {
+		case moves:
 			j.State = c.To
 			j.Transitions = append(j.Transitions, Transition{From: c.From, To: c.To, At: s.stamp(), Reason: c.Reason})
+		case c.Reason != "":
+			// An event within the state (a running job lost a worker
+			// VM): in the history, the state stays.
+			j.Transitions = append(j.Transitions, Transition{From: c.From, To: c.From, At: s.stamp(), Reason: c.Reason})
 		}
 		if err := putJob(tx, j); err != nil {
 			return err
