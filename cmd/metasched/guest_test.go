@@ -93,6 +93,7 @@ func startGuestGrid(t *testing.T) *guestGrid {
 		Links: []netlab.Link{{A: "a", B: "b", Options: netlab.Options{RateMbit: 20}}}})
 
 	// The daemons and the image, in parallel.
+	taskfarm := buildTaskFarm(t, t.TempDir())
 	var (
 		wg  sync.WaitGroup
 		mu  sync.Mutex
@@ -113,7 +114,7 @@ func startGuestGrid(t *testing.T) *guestGrid {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		res, err := image.Build(context.Background(), image.Options{Out: filepath.Join(g.dir, "image")})
+		res, err := image.Build(context.Background(), image.Options{Out: filepath.Join(g.dir, "image"), TaskFarm: taskfarm})
 		if err != nil {
 			t.Errorf("image: %v", err)
 			return
