@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/metasched/metasched/gramvm/taskfarm"
 	"github.com/metasched/metasched/graph"
 	hp "github.com/metasched/metasched/hypervisorproxy"
 	hpclient "github.com/metasched/metasched/hypervisorproxy/client"
@@ -411,7 +412,7 @@ func helloJob(t *testing.T, name string, sleep, exit int) string {
 
 // The example files of a grid that runs jobs inside its VMs are valid.
 func TestExampleGuestFiles(t *testing.T) {
-	for _, f := range []string{"serve-guests.yaml", "job-hello-guests.yaml"} {
+	for _, f := range []string{"serve-guests.yaml", "job-hello-guests.yaml", "job-taskfarm-guests.yaml"} {
 		data, err := os.ReadFile(example + f)
 		if err != nil {
 			t.Fatal(err)
@@ -422,8 +423,16 @@ func TestExampleGuestFiles(t *testing.T) {
 			}
 			continue
 		}
-		if _, err := selection.ParseJob(example+f, data); err != nil {
+		j, err := selection.ParseJob(example+f, data)
+		if err != nil {
 			t.Error(err)
+			continue
+		}
+		// The task farm's job runs the image's program and keeps its
+		// summary.
+		if f == "job-taskfarm-guests.yaml" && (!slices.Equal(j.Command, []string{"taskfarm", "run"}) ||
+			!slices.Equal(j.Outputs, []string{taskfarm.SummaryFile}) || j.Type != "farm") {
+			t.Errorf("%s: command %q, outputs %q, type %s", f, j.Command, j.Outputs, j.Type)
 		}
 	}
 	data, err := os.ReadFile(example + "grid-guests.yaml")
