@@ -253,4 +253,9 @@ func TestStaticBinary(t *testing.T) {
 	if code := w.ProcessState.ExitCode(); code != exitFailure || !strings.Contains(stderr.String(), "the task-farm master cannot be reached: no answer from 127.0.0.1:") {
 		t.Errorf("a worker without a master: %v, exit %d:\n%s", err, code, stderr.String())
 	}
+	// Its log says once that it waits for the master, without the debug
+	// lines of each try.
+	if log := stderr.String(); strings.Count(log, "no answer from the master (yet): trying again") != 1 || strings.Contains(log, " DBG ") {
+		t.Errorf("the worker's log:\n%s", log)
+	}
 }

@@ -118,8 +118,11 @@ func noArgs(cmd *cobra.Command, args []string) error {
 	return nil
 }
 
+// newLogger logs to w (the job's log, in a VM) from info up, one line an
+// event.
 func newLogger(w io.Writer) zerolog.Logger {
-	return zerolog.New(zerolog.ConsoleWriter{Out: w, TimeFormat: time.TimeOnly, NoColor: true}).With().Timestamp().Logger()
+	return zerolog.New(zerolog.ConsoleWriter{Out: w, TimeFormat: time.TimeOnly, NoColor: true}).Level(zerolog.InfoLevel).
+		With().Timestamp().Logger()
 }
 
 // source is where a setting of `taskfarm run` came from: its flag when

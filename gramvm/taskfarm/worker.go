@@ -145,6 +145,7 @@ func (g *workerGroup) proc(ctx context.Context, p int) error {
 	lastContact := time.Now()
 	pause := 100 * time.Millisecond
 	var lastErr error
+	told := false // the wait for the master is in the log
 	for {
 		if g.over.Load() {
 			return nil
@@ -160,6 +161,7 @@ func (g *workerGroup) proc(ctx context.Context, p int) error {
 			if heard {
 				lastContact = time.Now()
 				pause = 100 * time.Millisecond
+				told = false
 			}
 			switch {
 			case errors.Is(err, errRunOver):
@@ -178,6 +180,10 @@ func (g *workerGroup) proc(ctx context.Context, p int) error {
 		lastErr = err
 		if time.Since(lastContact) >= g.cfg.RetryFor {
 			return fmt.Errorf("taskfarm worker: %w: no answer from %s for %v: %w", ErrMasterGone, g.cfg.Master, g.cfg.RetryFor.Round(time.Second), lastErr)
+		}
+		if !told {
+			log.Info().Err(err).Str("master", g.cfg.Master).Msg("task farm worker: no answer from the master (yet): trying again")
+			told = true
 		}
 		log.Debug().Err(err).Dur("pause", pause).Msg("task farm worker: connecting to the master again")
 		select {
