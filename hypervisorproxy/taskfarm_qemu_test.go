@@ -25,7 +25,7 @@ import (
 // The task farm in booted guests of the bundled image, on one site's
 // bridge (a root libvirtd in a netlab grid, an agent with the site's
 // network): its bench runs through the guest agent and prints its JSON
-// line; a master in one VM and the worker process of another (one per
+// line, a probe from one VM to a sink in the other prints its own; a master in one VM and the worker process of another (one per
 // vCPU) complete a run, the master's summary (its line and its file)
 // accounting for every task, the worker VM named by the hostfile, and
 // the worker exits 0 when told the run is over.
@@ -45,10 +45,11 @@ func TestTaskFarmInGuests(t *testing.T) {
 		wg  sync.WaitGroup
 	)
 	tf := taskfarmtest.Binary(t)
-	wg.Go(func() { d = libvirtdtest.StartT(t, libvirtdtest.Options{Root: true, NetNS: g.Namespace()}) })
-	wg.Go(func() { res, err = image.Build(ctx, image.Options{Out: filepath.Join(t.TempDir(), "image"), TaskFarm: tf}) })
+	imageDir := filepath.Join(t.TempDir(), "image")
+	wg.Go(func() { res, err = image.Build(ctx, image.Options{Out: imageDir, TaskFarm: tf}) })
+	d = libvirtdtest.StartT(t, libvirtdtest.Options{Root: true, NetNS: g.Namespace()})
 	wg.Wait()
-	if err != nil || t.Failed() {
+	if err != nil {
 		t.Fatalf("image: %v", err)
 	}
 
@@ -116,7 +117,24 @@ hosts:
 		if b.Procs != 1 || b.Ops == 0 || b.Seconds < 1 || b.OpsPerSecond <= 0 || b.OpsPerSecondPerProc != b.OpsPerSecond {
 			t.Errorf("bench in a guest of 1 vCPU: %+v", b)
 		}
-		t.Logf("the kernel in a TCG guest of 1 vCPU: %.3g ops/s", b.OpsPerSecond)
+		t.Logf("the kernel in a TCG guest of 1 vCPU: %.3g ops/s: %s", b.OpsPerSecond, strings.TrimSpace(string(st.Stdout)))
+	})
+
+	t.Run("probe", func(t *testing.T) {
+		sink := startRunnerJob(t, c, "farm-m", "/run/metasched/sink/1", "taskfarm sink --port 7421 --count 1")
+		st := guestRun(t, c, "farm-w", hp.GuestExec{Path: image.TaskFarmPath, CaptureOutput: true,
+			Args: []string{"probe", "--to", master + ":7421", "--bytes", "8388608"}})
+		if st.ExitCode != 0 {
+			t.Fatalf("probe: exit %d: %s", st.ExitCode, st.Stderr)
+		}
+		var p taskfarm.ProbeResult
+		if err := json.Unmarshal(st.Stdout, &p); err != nil || p.Bytes != 8388608 || p.Seconds <= 0 || p.Mbps <= 0 {
+			t.Fatalf("probe printed %q: %v", st.Stdout, err)
+		}
+		t.Logf("8 MiB from one TCG guest to another on the bridge: %s", strings.TrimSpace(string(st.Stdout)))
+		if code, out := sink.wait(); code != 0 {
+			t.Errorf("the sink after its one probe: exit %d:\n%s", code, out)
+		}
 	})
 
 	t.Run("run", func(t *testing.T) {
