@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -783,4 +784,21 @@ func BenchmarkTaskFarmLoopback(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(tasks*b.N)/total.Seconds(), "tasks/s")
+}
+
+// A master of the most tasks a job may have (10 million) holds them in
+// little memory: a bit each, not a queue of task numbers, so that it runs
+// in a small VM.
+func TestMasterMemory(t *testing.T) {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	m, err := NewMaster(MasterConfig{Tasks: 10_000_000, TaskOps: 1, TaskBytes: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&after)
+	if n := after.TotalAlloc - before.TotalAlloc; n > 4<<20 {
+		t.Errorf("a master of 10 million tasks allocated %d bytes, want at most 4 MiB", n)
+	}
+	runtime.KeepAlive(m)
 }

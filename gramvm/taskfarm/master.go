@@ -79,10 +79,10 @@ type Master struct {
 
 	mu      sync.Mutex
 	start   time.Time
-	queue   []uint64 // tasks to give, the next first
-	done    []bool
+	fresh   uint64   // the next task never given
+	requeue []uint64 // tasks of lost connections, to give first (the last put back first)
+	done    bitset
 	ndone   int
-	relost  []bool // the task was held by a lost connection and not given again since
 	waiting []*mconn
 	conns   map[*mconn]bool
 	vms     map[netip.Addr]*vmState
@@ -90,6 +90,7 @@ type Master struct {
 	reissue int
 	dups    int
 	over    bool
+	closing bool // Serve is returning: no more connections
 	summary *Summary
 
 	// onResult, when set (by the tests), is called under mu with every
@@ -136,7 +137,7 @@ func NewMaster(cfg MasterConfig) (*Master, error) {
 	}
 	m := &Master{cfg: cfg, log: cfg.Log, hosts: map[netip.Addr]Host{}, overCh: make(chan struct{}),
 		changed: make(chan struct{}, 1), conns: map[*mconn]bool{}, vms: map[netip.Addr]*vmState{},
-		done: make([]bool, cfg.Tasks), relost: make([]bool, cfg.Tasks), queue: make([]uint64, cfg.Tasks)}
+		done: newBitset(cfg.Tasks)}
 	m.timeout = cfg.WorkerTimeout.Truncate(time.Millisecond)
 	m.heartbeat = max(time.Millisecond, (m.timeout / 5).Truncate(time.Millisecond))
 	for _, h := range cfg.Hosts {
@@ -156,9 +157,6 @@ func NewMaster(cfg MasterConfig) (*Master, error) {
 			b[j] = byte(v >> (8 * j))
 		}
 		copy(m.input[i:], b[:])
-	}
-	for i := range m.queue {
-		m.queue[i] = uint64(i)
 	}
 	return m, nil
 }
@@ -195,6 +193,11 @@ func (m *Master) Serve(ctx context.Context, ln net.Listener) (*Summary, error) {
 			mc := &mconn{m: m, task: -1, out: make(chan Frame, 8), writerDone: make(chan struct{})}
 			mc.c = &farmConn{Conn: c, timeout: m.timeout, bytes: &m.bytes}
 			m.mu.Lock()
+			if m.closing { // Serve returns: this one came too late
+				m.mu.Unlock()
+				c.Close()
+				continue
+			}
 			m.conns[mc] = true
 			m.mu.Unlock()
 			wg.Go(func() { m.handle(mc) })
@@ -203,6 +206,7 @@ func (m *Master) Serve(ctx context.Context, ln net.Listener) (*Summary, error) {
 	stop := func() {
 		ln.Close()
 		m.mu.Lock()
+		m.closing = true
 		for mc := range m.conns {
 			mc.c.Close()
 		}
@@ -516,17 +520,18 @@ func (m *Master) register(mc *mconn, hello Frame) {
 
 // next takes the next task to give, if any.
 func (m *Master) next() (uint64, bool) {
-	for len(m.queue) > 0 {
-		t := m.queue[0]
-		m.queue = m.queue[1:]
-		if m.done[t] {
+	for len(m.requeue) > 0 {
+		t := m.requeue[len(m.requeue)-1]
+		m.requeue = m.requeue[:len(m.requeue)-1]
+		if m.done.has(t) { // its lost worker came back with its result
 			continue
 		}
-		if m.relost[t] {
-			m.relost[t] = false
-			m.reissue++
-		}
+		m.reissue++
 		return t, true
+	}
+	if m.fresh < uint64(m.cfg.Tasks) {
+		m.fresh++
+		return m.fresh - 1, true
 	}
 	return 0, false
 }
@@ -591,12 +596,12 @@ func (m *Master) accept(mc *mconn, f Frame) error {
 	// worker whose connection was lost while it computed: it is as good
 	// as any, unless the task is done already.
 	if m.onResult != nil {
-		m.onResult(mc.vm.w.Name, f.Task, f.Data, m.done[f.Task])
+		m.onResult(mc.vm.w.Name, f.Task, f.Data, m.done.has(f.Task))
 	}
-	if m.done[f.Task] {
+	if m.done.has(f.Task) {
 		m.dups++
 	} else {
-		m.done[f.Task] = true
+		m.done.set(f.Task)
 		m.ndone++
 		mc.vm.w.Tasks++
 		if m.ndone == m.cfg.Tasks {
@@ -629,8 +634,8 @@ func (m *Master) end() {
 	close(m.overCh)
 }
 
-// drop: a connection ended. Before the end, its task goes back to the
-// front of the queue, to a waiting connection if there is one.
+// drop: a connection ended. Before the end, its task is given again
+// before any new one, to a waiting connection if there is one.
 func (m *Master) drop(mc *mconn) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -657,17 +662,24 @@ func (m *Master) drop(mc *mconn) {
 	mc.vm.lostConns++
 	if t := mc.task; t >= 0 {
 		mc.task = -1
-		if !m.done[t] {
-			m.queue = append([]uint64{uint64(t)}, m.queue...)
-			m.relost[t] = true
+		if !m.done.has(uint64(t)) {
+			m.requeue = append(m.requeue, uint64(t))
 			mc.vm.w.LostInFlight++
 			m.log.Warn().Str("vm", mc.vm.w.Name).Int64("task", t).Msg("task farm master: a lost connection's task goes to another worker")
 		}
 	}
-	for len(m.waiting) > 0 && len(m.queue) > 0 {
+	for len(m.waiting) > 0 && len(m.requeue) > 0 {
 		w := m.waiting[0]
 		m.waiting = m.waiting[1:]
 		w.waiting = false
 		m.give(w)
 	}
 }
+
+// bitset is a set of task numbers: a run of 10 million tasks keeps 1.25
+// MB of it.
+type bitset []uint64
+
+func newBitset(n int) bitset       { return make(bitset, (n+63)/64) }
+func (b bitset) has(i uint64) bool { return b[i/64]&(1<<(i%64)) != 0 }
+func (b bitset) set(i uint64)      { b[i/64] |= 1 << (i % 64) }
