@@ -5,6 +5,7 @@
 #   make test   runs every test
 # make soak runs the adversary (TestAdversary) with SOAK_CYCLES (default 25)
 # SIGKILLs of the daemon under concurrent submissions instead of make test's 3.
+# make build builds bin/metasched and the static bin/taskfarm.
 # make papers runs the research tools on the bundled examples; make screenshot
 # retakes the README's picture of the dashboard (from its browser test); make
 # image builds the bundled guest image (IMAGE_KIND=disk: its disk form) into IMAGE_DIR (default bin/image) from
@@ -19,6 +20,10 @@
 
 GO  ?= go
 BIN := bin/metasched
+# The task farm, the program jobs run in their VMs: static (no cgo), put
+# into the bundled guest image by metasched image build, which finds it
+# beside bin/metasched.
+TASKFARM := bin/taskfarm
 
 # qemu-utils: libvirt's storage driver makes the VMs' qcow2 overlays of a
 # disk image with its qemu-img.
@@ -55,6 +60,7 @@ install-debs:
 
 build: deps
 	$(GO) build -o $(BIN) ./cmd/metasched
+	CGO_ENABLED=0 $(GO) build -o $(TASKFARM) ./cmd/taskfarm
 
 demo: build
 	$(BIN) serve $(DEMO_FLAGS)
@@ -86,7 +92,7 @@ screenshot: test-deps
 	$(GO) test -count=1 -run TestDashboardInBrowser ./cmd/metasched -screenshot $(CURDIR)/docs/dashboard.png
 
 bench: deps
-	$(GO) test -run '^$$' -bench . -benchmem ./switching/... ./graph ./selection/... ./hypervisorproxy/... ./metasched/...
+	$(GO) test -run '^$$' -bench . -benchmem ./switching/... ./graph ./selection/... ./gramvm/... ./hypervisorproxy/... ./metasched/...
 
 SOAK_CYCLES ?= 25
 

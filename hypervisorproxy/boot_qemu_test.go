@@ -21,6 +21,7 @@ import (
 	"github.com/metasched/metasched/hypervisorproxy/image"
 	"github.com/metasched/metasched/hypervisorproxy/libvirtdtest"
 	"github.com/metasched/metasched/hypervisorproxy/virt"
+	"github.com/metasched/metasched/internal/taskfarmtest"
 )
 
 // goodBootTimeout bounds the boot of a guest that works: a bound against
@@ -37,7 +38,7 @@ const (
 func imageDaemon(tb testing.TB) (*libvirtdtest.Daemon, *image.Result) {
 	tb.Helper()
 	d := libvirtdtest.StartT(tb, libvirtdtest.Options{})
-	res, err := image.Build(context.Background(), image.Options{Out: filepath.Join(d.Dir(), "images", "render")})
+	res, err := image.Build(context.Background(), image.Options{Out: filepath.Join(d.Dir(), "images", "render"), TaskFarm: taskfarmtest.Binary(tb)})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -205,7 +206,7 @@ func TestAgentBootsDiskImage(t *testing.T) {
 	}
 	ctx := context.Background()
 	d := libvirtdtest.StartT(t, libvirtdtest.Options{})
-	res, err := image.Build(ctx, image.Options{Out: filepath.Join(d.Dir(), "images", "disk"), Kind: image.KindDisk})
+	res, err := image.Build(ctx, image.Options{Out: filepath.Join(d.Dir(), "images", "disk"), Kind: image.KindDisk, TaskFarm: taskfarmtest.Binary(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	hp "github.com/metasched/metasched/hypervisorproxy"
 	"github.com/metasched/metasched/hypervisorproxy/image"
 	"github.com/metasched/metasched/hypervisorproxy/virt"
+	"github.com/metasched/metasched/internal/taskfarmtest"
 )
 
 // hostFiles lists the files of a directory with their SHA-256.
@@ -53,7 +54,7 @@ func TestImagesOntoHosts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	disk, err := image.Build(ctx, image.Options{Out: filepath.Join(d.Dir(), "images", "disk"), Kind: image.KindDisk})
+	disk, err := image.Build(ctx, image.Options{Out: filepath.Join(d.Dir(), "images", "disk"), Kind: image.KindDisk, TaskFarm: taskfarmtest.Binary(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

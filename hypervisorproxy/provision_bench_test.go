@@ -16,6 +16,7 @@ import (
 	"github.com/metasched/metasched/hypervisorproxy/image"
 	"github.com/metasched/metasched/hypervisorproxy/libvirtdtest"
 	"github.com/metasched/metasched/hypervisorproxy/virt"
+	"github.com/metasched/metasched/internal/taskfarmtest"
 )
 
 // BenchmarkProvision is the provisioning of a job's virtual cluster of 1,
@@ -35,7 +36,7 @@ func BenchmarkProvision(b *testing.B) {
 		wg.Go(func() { ds[i] = libvirtdtest.StartT(b, libvirtdtest.Options{}) })
 	}
 	wg.Wait()
-	res, err := image.Build(ctx, image.Options{Out: filepath.Join(ds[0].Dir(), "images", "render")})
+	res, err := image.Build(ctx, image.Options{Out: filepath.Join(ds[0].Dir(), "images", "render"), TaskFarm: taskfarmtest.Binary(b)})
 	if err != nil {
 		b.Fatal(err)
 	}

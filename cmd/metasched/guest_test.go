@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"os"
 	"os/exec"
@@ -15,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/metasched/metasched/gramvm/taskfarm"
 	"github.com/metasched/metasched/graph"
 	hp "github.com/metasched/metasched/hypervisorproxy"
 	hpclient "github.com/metasched/metasched/hypervisorproxy/client"
@@ -93,6 +96,7 @@ func startGuestGrid(t *testing.T) *guestGrid {
 		Links: []netlab.Link{{A: "a", B: "b", Options: netlab.Options{RateMbit: 20}}}})
 
 	// The daemons and the image, in parallel.
+	taskfarm := buildTaskFarm(t, t.TempDir())
 	var (
 		wg  sync.WaitGroup
 		mu  sync.Mutex
@@ -113,7 +117,7 @@ func startGuestGrid(t *testing.T) *guestGrid {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		res, err := image.Build(context.Background(), image.Options{Out: filepath.Join(g.dir, "image")})
+		res, err := image.Build(context.Background(), image.Options{Out: filepath.Join(g.dir, "image"), TaskFarm: taskfarm})
 		if err != nil {
 			t.Errorf("image: %v", err)
 			return
@@ -355,6 +359,9 @@ func (g *guestGrid) nothingLeft() {
 				}
 			}
 			rec, err := os.ReadFile(filepath.Join(g.dir, "agent-"+a.site, "agent.json"))
+			if errors.Is(err, fs.ErrNotExist) {
+				continue // an agent that never made a VM (a case run alone)
+			}
 			if err != nil {
 				left = append(left, err.Error())
 				continue
@@ -410,7 +417,7 @@ func helloJob(t *testing.T, name string, sleep, exit int) string {
 
 // The example files of a grid that runs jobs inside its VMs are valid.
 func TestExampleGuestFiles(t *testing.T) {
-	for _, f := range []string{"serve-guests.yaml", "job-hello-guests.yaml"} {
+	for _, f := range []string{"serve-guests.yaml", "job-hello-guests.yaml", "job-taskfarm-guests.yaml"} {
 		data, err := os.ReadFile(example + f)
 		if err != nil {
 			t.Fatal(err)
@@ -421,8 +428,16 @@ func TestExampleGuestFiles(t *testing.T) {
 			}
 			continue
 		}
-		if _, err := selection.ParseJob(example+f, data); err != nil {
+		j, err := selection.ParseJob(example+f, data)
+		if err != nil {
 			t.Error(err)
+			continue
+		}
+		// The task farm's job runs the image's program and keeps its
+		// summary.
+		if f == "job-taskfarm-guests.yaml" && (!slices.Equal(j.Command, []string{"taskfarm", "run"}) ||
+			!slices.Equal(j.Outputs, []string{taskfarm.SummaryFile}) || j.Type != "farm") {
+			t.Errorf("%s: command %q, outputs %q, type %s", f, j.Command, j.Outputs, j.Type)
 		}
 	}
 	data, err := os.ReadFile(example + "grid-guests.yaml")
@@ -494,6 +509,42 @@ func (g *guestGrid) checkHello(j api.Job, log string) {
 	}
 }
 
+// checkTaskFarm checks the summary a task-farm job's master kept as its
+// output: every task done once, by the job's worker VMs, each named
+// with its site and its one process.
+func (g *guestGrid) checkTaskFarm(j api.Job, tasks int) {
+	t := g.t
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	data, err := g.c.Output(ctx, j.ID, taskfarm.SummaryFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := taskfarm.ParseSummary(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("summary: %s", data)
+	if s.Tasks != tasks || s.Done != tasks || s.Duplicates != 0 {
+		t.Errorf("summary: %d of %d tasks done, %d duplicates", s.Done, s.Tasks, s.Duplicates)
+	}
+	workers := map[string]string{}
+	for _, v := range j.VMs {
+		if !v.Master {
+			workers[v.Name] = v.Site
+		}
+	}
+	for _, w := range s.Workers {
+		if site, ok := workers[w.Name]; !ok || w.Site != site || w.Procs != 1 || w.Lost {
+			t.Errorf("worker %+v: the job's workers are %v (1 vCPU each)", w, workers)
+		}
+	}
+	if len(s.Workers) != len(workers) {
+		t.Errorf("the summary has %d workers, the job %d", len(s.Workers), len(workers))
+	}
+}
+
 // TestGuestGrid runs jobs inside booted guests on two sites, each case on
 // the same grid (one set of daemons; each job boots its own VMs).
 func TestGuestGrid(t *testing.T) {
@@ -513,6 +564,23 @@ func TestGuestGrid(t *testing.T) {
 			t.Fatalf("job %s: %s (%s)", j.ID, j.State, j.Reason)
 		}
 		g.checkHello(j, log)
+		g.nothingLeft()
+	})
+
+	t.Run("task farm", func(t *testing.T) {
+		g.t = t
+		job, err := os.ReadFile(example + "job-taskfarm-guests.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		j := g.submit(string(job))
+		j = g.waitState(j.ID, 10*time.Minute, lifecycle.Done, lifecycle.Failed, lifecycle.Cancelled)
+		t.Logf("job %s %s after %.1f s (%s); log:\n%s", j.ID, j.State, time.Since(start).Seconds(), j.Reason, g.jobLog(j.ID))
+		if j.State != lifecycle.Done {
+			t.Fatalf("job %s: %s (%s)", j.ID, j.State, j.Reason)
+		}
+		g.checkTaskFarm(j, 200)
 		g.nothingLeft()
 	})
 

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"crypto/sha256"
 	"fmt"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -21,15 +24,20 @@ func newImageCmd(e *env) *cobra.Command {
 }
 
 func newImageBuildCmd(e *env) *cobra.Command {
-	var out, cacheDir, kernel, kind, logFormat, logLevel string
+	var out, cacheDir, kernel, kind, logFormat, logLevel, taskfarm string
 	var rebuild, disk bool
 	cmd := &cobra.Command{
 		Use:   "build --out DIR",
 		Short: "Build the bundled guest image from Debian packages",
 		Long: `build makes metasched's guest image in DIR: a Debian cloud kernel (vmlinuz), an
-initramfs (initrd.img) with busybox, QEMU's guest agent and the virtio modules,
-and the image file (image.yaml) that says what they are and what they were built
-from (see docs/design.md, "Guest image").
+initramfs (initrd.img) with busybox, QEMU's guest agent, the virtio modules and
+the task farm (/usr/bin/taskfarm, the program of task-farm jobs), and the image
+file (image.yaml) that says what they are and what they were built from (see
+docs/design.md, "Guest image").
+
+The task farm is taken from --taskfarm, by default the file taskfarm beside
+this metasched binary; it must be static (make build builds bin/taskfarm with
+CGO_ENABLED=0 beside bin/metasched).
 
 It needs Debian's apt and dpkg: the kernel package (by default the newest
 linux-image-6.1.0-N-cloud-amd64 apt knows) is fetched with apt-get download;
@@ -60,9 +68,20 @@ mke2fs and debugfs (Debian package e2fsprogs) and qemu-img (qemu-utils).`,
 			if err != nil {
 				return err
 			}
+			if taskfarm == "" {
+				exe, err := os.Executable()
+				if err != nil {
+					return usagef("--taskfarm: not given, and this program's own path is unknown (%v)", err)
+				}
+				taskfarm = filepath.Join(filepath.Dir(exe), "taskfarm")
+			}
+			tf, err := image.ReadTaskFarm(taskfarm)
+			if err != nil {
+				return usagef("--taskfarm: %w", err)
+			}
 			start := time.Now()
 			res, err := image.Build(cmd.Context(), image.Options{
-				Out: out, CacheDir: cacheDir, KernelPackage: kernel, Rebuild: rebuild, Kind: kind, Logger: log,
+				Out: out, CacheDir: cacheDir, KernelPackage: kernel, Rebuild: rebuild, Kind: kind, TaskFarm: taskfarm, Logger: log,
 			})
 			if err != nil {
 				return err
@@ -77,6 +96,7 @@ mke2fs and debugfs (Debian package e2fsprogs) and qemu-img (qemu-utils).`,
 			if img.Disk != "" {
 				fmt.Fprintf(e.stdout, "disk %s (%s, sha256 %s): the root file system\n", img.Disk, img.DiskFormat, img.DiskSHA256)
 			}
+			fmt.Fprintf(e.stdout, "task farm %s (sha256 %x) at %s\n", taskfarm, sha256.Sum256(tf), image.TaskFarmPath)
 			fmt.Fprintf(e.stdout, "inputs %s:\n", img.InputsHash)
 			for _, in := range img.Inputs {
 				fmt.Fprintf(e.stdout, "  %s %s %s\n", in.Package, in.Version, in.Architecture)
@@ -90,6 +110,7 @@ mke2fs and debugfs (Debian package e2fsprogs) and qemu-img (qemu-utils).`,
 	cmd.Flags().BoolVar(&rebuild, "rebuild", false, "build even when the cache has the image")
 	cmd.Flags().StringVar(&kind, "kind", image.KindKernel, "form of the image: kernel (direct kernel boot) or disk (also a qcow2 root disk)")
 	cmd.Flags().BoolVar(&disk, "disk", false, "the disk form (--kind disk)")
+	cmd.Flags().StringVar(&taskfarm, "taskfarm", "", "the static task farm binary the image holds (default: taskfarm beside this program)")
 	cmd.Flags().StringVar(&logFormat, "log-format", "auto", "log format: json, console, or auto (console on a terminal)")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	return cmd

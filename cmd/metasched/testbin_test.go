@@ -24,6 +24,20 @@ func buildBinary(t *testing.T) string {
 	return bin
 }
 
+// buildTaskFarm builds the task farm static (as make build does) into
+// dir, where metasched image build finds it beside a metasched binary
+// built there, and returns its path.
+func buildTaskFarm(t *testing.T, dir string) string {
+	t.Helper()
+	bin := filepath.Join(dir, "taskfarm")
+	cmd := exec.Command("go", "build", "-o", bin, "../taskfarm")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build the task farm: %v\n%s", err, out)
+	}
+	return bin
+}
+
 // servedDaemon is one run of `metasched serve` by a test.
 type servedDaemon struct {
 	cmd  *exec.Cmd

@@ -1,7 +1,95 @@
 // Package taskfarm is the master-worker application of the papers that
 // GramVM places: a master holds T tasks and hands them, one at a time, to
 // worker processes (one per vCPU of each worker VM), which compute each
-// task's operations and send the result back. This file set holds the
-// summary the master writes at the end of a run, which the daemon reads
-// to account for every task per worker and per site.
+// task's operations and send the result back. The program
+// cmd/taskfarm runs it in the VMs of a job (the bundled guest image has
+// it at /usr/bin/taskfarm); this package is the program's whole logic.
+// It is pure Go and links no cgo, so that the program is one static
+// binary.
+//
+// # A task
+//
+// A job's task_ops (Oper) is the number of operations of the compute
+// kernel per task, and its task_bytes (Comm) the bytes a task exchanges
+// with the master, split by [Split]: the result is the kernel's 32-byte
+// digest when task_bytes ≥ 64, else half of task_bytes, and the input is
+// the rest. So nearly all of Comm flows from the master to the workers,
+// as the model's b/Comm counts it on a full-duplex link.
+//
+// The kernel ([Kernel]) is four 64-bit lanes mixed, one operation at a
+// time, with the input's 64-bit words in turn: operation k is one round
+// of x = (s[k mod 4] xor w[k mod n]) · 0x9e3779b97f4a7c15, s[k mod 4] =
+// (x xor x>>29) + s[(k+1) mod 4]. An operation costs the same whatever
+// the input's size, so a task's compute time is task_ops over the
+// kernel's rate, which [Bench] measures (`taskfarm bench`). The digest is
+// the four lanes, finalized with MurmurHash3's fmix64.
+//
+// # The wire protocol
+//
+// Master and workers speak over TCP (the master's port is 7420 by
+// default), in frames:
+//
+//	length  uint32, big-endian: the bytes after it (1 at least)
+//	type    1 byte
+//	payload length-1 bytes, by type (integers big-endian):
+//
+//	1 hello     worker → master, first: version uint16, procs uint16 (the
+//	            VM's worker processes), proc uint16 (this one's index),
+//	            name (the rest, UTF-8, at most 255 bytes)
+//	2 welcome   master → worker, the answer: version uint16, heartbeat
+//	            uint32 ms, timeout uint32 ms, input_bytes uint32,
+//	            result_bytes uint8
+//	3 request   worker → master: give me a task (empty)
+//	4 task      master → worker: task uint64, ops uint64, input (the rest,
+//	            input_bytes of it)
+//	5 result    worker → master: task uint64, result (the rest,
+//	            result_bytes of it); also asks for the next task
+//	6 heartbeat either way (empty)
+//	7 done      master → worker: the run is over (empty)
+//	8 error     master → worker: why the master drops the connection (the
+//	            rest, UTF-8, at most 1024 bytes); the connection closes
+//
+// A worker process holds at most one task: it sends a request, gets a
+// task, computes it and sends its result, which asks for the next. When
+// no task is left to give but some are still computed elsewhere, the
+// request waits: a task of a lost connection goes to it. A frame that
+// does not decode, a frame the protocol does not allow (a second
+// request, a result for a task that is not the run's), or another
+// version, is answered with an error frame and the connection is
+// dropped. The frames are decoded by [ReadFrame] and [DecodeFrame]
+// (fuzzed); [AppendFrame] encodes them.
+//
+// # Losing workers
+//
+// A worker VM that is destroyed sends no FIN: each side sends a
+// heartbeat every fifth of the timeout (the welcome says both; the
+// master's timeout is 15 s by default) when it has nothing else to send,
+// and drops a connection on which nothing arrived for the timeout (each
+// read waits at most that long, so a long task frame that keeps arriving
+// is not dropped). TCP keepalive is on as well. A live-migrated VM pauses
+// for well under a second and keeps its connections: it is not lost.
+// The master gives a dropped connection's task, first, to another
+// worker (counted as reissued); the job does not restart. A worker whose
+// connection is lost connects again, for up to its retry period (5 min
+// by default), and sends on the new connection the result it finished
+// meanwhile: the master takes it unless the task is done already (then
+// it counts a duplicate and discards it), so no task counts twice.
+//
+// The master identifies a worker VM by the address its connections come
+// from, and names it and its site from the job's hostfile
+// ([ParseHostfile]). When every task is done it takes the [Summary],
+// tells every connection the run is over (done), answers later hellos
+// the same, and ends once the connections have closed or after its
+// linger (3 s). A worker told the run is over exits 0; one that cannot
+// reach its master for its retry period exits non-zero.
+//
+// # Measuring the network
+//
+// [Sink] and [Probe] (`taskfarm sink` and `taskfarm probe`) measure the
+// bandwidth between two VMs: the probe sends N bytes on one TCP
+// connection and half-closes it, the sink times its reads from the first
+// to the last and answers with one JSON line.
+//
+// The design is described in docs/design.md of the repository, section
+// "The task farm".
 package taskfarm

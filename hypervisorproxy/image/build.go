@@ -32,7 +32,7 @@ import (
 // image changes for the same inputs in a way the key does not already
 // see (the key includes the scripts, the module list and the command
 // line themselves).
-const Recipe = 2
+const Recipe = 3
 
 // The recipe.
 var (
@@ -90,8 +90,11 @@ type Options struct {
 	// Kind is the form of the image: KindKernel ("" too), or KindDisk:
 	// the same kernel and initramfs, and the initramfs's tree as an ext4
 	// file system in a qcow2 disk that is the guest's root.
-	Kind   string
-	Logger zerolog.Logger
+	Kind string
+	// TaskFarm is the task farm binary (cmd/taskfarm, built static) the
+	// image has at TaskFarmPath; required. Its SHA-256 is in the key.
+	TaskFarm string
+	Logger   zerolog.Logger
 }
 
 // Result is a built image.
@@ -169,27 +172,34 @@ type plan struct {
 	key      string // hex SHA-256 of the recipe, the kind and the inputs
 	kind     string // KindKernel or KindDisk
 	disk     *diskTools
+	taskfarm []byte // the task farm binary, read once
 }
 
 // Build builds the bundled guest image, or takes it from the cache when
 // an image of the same inputs is there. The inputs are the kernel package
 // (downloaded with apt-get download), the installed busybox-static and
-// qemu-guest-agent and the packages of qemu-ga's shared libraries; the
-// key is the SHA-256 of their names and versions and of the recipe. The
-// same inputs give the same bytes.
+// qemu-guest-agent and the packages of qemu-ga's shared libraries, and
+// the task farm binary; the key is the SHA-256 of the packages' names and
+// versions, of the task farm and of the recipe. The same inputs give the
+// same bytes.
 func Build(ctx context.Context, opt Options) (*Result, error) {
 	log := opt.Logger
-	var dt *diskTools
 	switch opt.Kind {
 	case "", KindKernel:
 		opt.Kind = KindKernel
 	case KindDisk:
-		var err error
+	default:
+		return nil, fmt.Errorf("image build: kind: must be %q or %q, not %q", KindKernel, KindDisk, clip(opt.Kind))
+	}
+	taskfarm, err := ReadTaskFarm(opt.TaskFarm)
+	if err != nil {
+		return nil, fmt.Errorf("image build: taskfarm: %w", err)
+	}
+	var dt *diskTools
+	if opt.Kind == KindDisk {
 		if dt, err = findDiskTools(); err != nil {
 			return nil, err
 		}
-	default:
-		return nil, fmt.Errorf("image build: kind: must be %q or %q, not %q", KindKernel, KindDisk, clip(opt.Kind))
 	}
 	t, err := findTools()
 	if err != nil {
@@ -203,7 +213,7 @@ func Build(ctx context.Context, opt Options) (*Result, error) {
 	if err := os.MkdirAll(opt.CacheDir, 0o755); err != nil {
 		return nil, fmt.Errorf("image cache: %w", err)
 	}
-	p, err := makePlan(ctx, t, opt.KernelPackage, opt.CacheDir, opt.Kind)
+	p, err := makePlan(ctx, t, opt.KernelPackage, opt.CacheDir, opt.Kind, taskfarm)
 	if err != nil {
 		return nil, err
 	}
@@ -275,13 +285,13 @@ func lockDir(ctx context.Context, dir string) (func(), error) {
 // makePlan finds the inputs: the kernel package and its version from
 // apt, the programs' shared objects and the packages of every file taken
 // from the host, and computes the key.
-func makePlan(ctx context.Context, t *tools, kernelPkg, cacheDir, kind string) (*plan, error) {
+func makePlan(ctx context.Context, t *tools, kernelPkg, cacheDir, kind string, taskfarm []byte) (*plan, error) {
 	k, err := kernelInput(ctx, t, kernelPkg, cacheDir)
 	if err != nil {
 		return nil, err
 	}
 
-	p := &plan{kernel: k, programs: []string{BusyboxPath, QemuGAPath}, kind: kind}
+	p := &plan{kernel: k, programs: []string{BusyboxPath, QemuGAPath}, kind: kind, taskfarm: taskfarm}
 	r, err := newResolver("/")
 	if err != nil {
 		return nil, fmt.Errorf("image build: %w", err)
@@ -331,7 +341,7 @@ func makePlan(ctx context.Context, t *tools, kernelPkg, cacheDir, kind string) (
 	}
 	p.inputs = append(installed, k)
 	slices.SortFunc(p.inputs, func(a, b Input) int { return strings.Compare(a.Package, b.Package) })
-	p.key = inputsKey(kind, p.inputs)
+	p.key = inputsKey(kind, p.inputs, taskfarm)
 	return p, nil
 }
 
@@ -435,8 +445,9 @@ func aptStamp() string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// inputsKey is the hex SHA-256 of the recipe, the kind and the inputs.
-func inputsKey(kind string, inputs []Input) string {
+// inputsKey is the hex SHA-256 of the recipe, the kind, the inputs and
+// the task farm binary.
+func inputsKey(kind string, inputs []Input, taskfarm []byte) string {
 	h := sha256.New()
 	fmt.Fprintf(h, "metasched guest image\nrecipe %d\ncmdline %s\nmodules %s\nagent port %s\n",
 		Recipe, BaseCmdline, strings.Join(Modules, ","), AgentPort)
@@ -445,6 +456,7 @@ func inputsKey(kind string, inputs []Input) string {
 	}
 	fmt.Fprintf(h, "init %x\ncmdline.sh %x\n", sha256.Sum256([]byte(initTemplate)), sha256.Sum256([]byte(cmdlineScript)))
 	fmt.Fprintf(h, "%s %x\n", RunnerPath, sha256.Sum256([]byte(runnerScript)))
+	fmt.Fprintf(h, "%s %x\n", TaskFarmPath, sha256.Sum256(taskfarm))
 	for _, in := range inputs {
 		fmt.Fprintf(h, "package %s %s %s\n", in.Package, in.Architecture, in.Version)
 	}
@@ -778,6 +790,7 @@ func (p *plan) initramfs(ctx context.Context, release, modDir string, mods []str
 	must(a.file("init", 0o755, init.Bytes()))
 	must(a.file("lib/metasched/cmdline.sh", 0o644, []byte(cmdlineScript)))
 	must(a.file(strings.TrimPrefix(RunnerPath, "/"), 0o755, []byte(runnerScript)))
+	must(a.file(strings.TrimPrefix(TaskFarmPath, "/"), 0o755, p.taskfarm))
 
 	take := func(guest, host string) {
 		data, err := os.ReadFile(host)

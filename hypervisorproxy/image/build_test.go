@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/metasched/metasched/internal/taskfarmtest"
 )
 
 // newcEntry is one entry of a newc archive, as the tests read it.
@@ -93,7 +95,8 @@ func readInitrd(t *testing.T, path string) (map[string]newcEntry, []string) {
 func TestBuild(t *testing.T) {
 	ctx := t.Context()
 	out := t.TempDir()
-	res, err := Build(ctx, Options{Out: out})
+	tf := taskfarmtest.Binary(t)
+	res, err := Build(ctx, Options{Out: out, TaskFarm: tf})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,8 +141,8 @@ func TestBuild(t *testing.T) {
 	for name, mode := range map[string]uint32{
 		"init": modeRegular | 0o755, "bin/busybox": modeRegular | 0o755, "usr/sbin/qemu-ga": modeRegular | 0o755,
 		"lib64/ld-linux-x86-64.so.2": modeRegular | 0o755, "lib/metasched/cmdline.sh": modeRegular | 0o644,
-		"usr/bin/metasched-run": modeRegular | 0o755,
-		"dev/console":           modeCharDev | 0o600, "bin/sh": modeSymlink | 0o777, "sbin/insmod": modeSymlink | 0o777,
+		"usr/bin/metasched-run": modeRegular | 0o755, "usr/bin/taskfarm": modeRegular | 0o755,
+		"dev/console": modeCharDev | 0o600, "bin/sh": modeSymlink | 0o777, "sbin/insmod": modeSymlink | 0o777,
 		"tmp": modeDir | 0o1777, "var/run": modeSymlink | 0o777, "lib/x86_64-linux-gnu/libglib-2.0.so.0": modeRegular,
 	} {
 		e, ok := files[name]
@@ -162,6 +165,9 @@ func TestBuild(t *testing.T) {
 	}
 	if string(files["usr/bin/metasched-run"].data) != runnerScript {
 		t.Error("metasched-run differs from the package's")
+	}
+	if want, err := os.ReadFile(tf); err != nil || !bytes.Equal(files["usr/bin/taskfarm"].data, want) {
+		t.Errorf("usr/bin/taskfarm differs from the task farm built (%v)", err)
 	}
 	// The init loads every module in the initrd, in the recipe's order.
 	init := string(files["init"].data)
@@ -190,7 +196,7 @@ func TestBuild(t *testing.T) {
 
 	// Again: from the cache, the same bytes.
 	out2 := t.TempDir()
-	res2, err := Build(ctx, Options{Out: out2})
+	res2, err := Build(ctx, Options{Out: out2, TaskFarm: tf})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +206,7 @@ func TestBuild(t *testing.T) {
 	sameFiles(t, out, out2)
 
 	// A rebuild from the same inputs gives the same bytes.
-	res3, err := Build(ctx, Options{Rebuild: true})
+	res3, err := Build(ctx, Options{Rebuild: true, TaskFarm: tf})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,16 +239,17 @@ func sameFiles(t *testing.T, a, b string) {
 func TestBuildErrors(t *testing.T) {
 	ctx := t.Context()
 	out := filepath.Join(t.TempDir(), "out")
-	_, err := Build(ctx, Options{Out: out, CacheDir: t.TempDir(), KernelPackage: "linux-image-6.1.0-999-cloud-amd64"})
+	tf := taskfarmtest.Binary(t)
+	_, err := Build(ctx, Options{Out: out, CacheDir: t.TempDir(), KernelPackage: "linux-image-6.1.0-999-cloud-amd64", TaskFarm: tf})
 	if err == nil || !strings.HasPrefix(err.Error(), "image build: kernel package linux-image-6.1.0-999-cloud-amd64: apt-cache show --no-all-versions linux-image-6.1.0-999-cloud-amd64: exit status 100: E: No packages found") {
 		t.Errorf("unknown kernel package: %v", err)
 	}
-	if _, err := Build(ctx, Options{Out: out, CacheDir: t.TempDir(), KernelPackage: "Linux image"}); err == nil ||
+	if _, err := Build(ctx, Options{Out: out, CacheDir: t.TempDir(), KernelPackage: "Linux image", TaskFarm: tf}); err == nil ||
 		err.Error() != `image build: kernel package: "Linux image" is not a Debian package name` {
 		t.Errorf("bad kernel package name: %v", err)
 	}
 	t.Setenv("PATH", t.TempDir())
-	_, err = Build(ctx, Options{Out: out, CacheDir: t.TempDir()})
+	_, err = Build(ctx, Options{Out: out, CacheDir: t.TempDir(), TaskFarm: tf})
 	want := "image build: apt-get, apt-cache, dpkg-deb, dpkg-query not found on PATH: the image is built from Debian packages with Debian's apt and dpkg"
 	if err == nil || err.Error() != want {
 		t.Errorf("no apt: %v, want %q", err, want)
@@ -255,9 +262,10 @@ func TestBuildErrors(t *testing.T) {
 // BenchmarkBuildCold is a build with an empty cache: the kernel package
 // downloaded and unpacked, the initramfs made.
 func BenchmarkBuildCold(b *testing.B) {
+	tf := taskfarmtest.Binary(b)
 	for b.Loop() {
 		cache := b.TempDir()
-		if _, err := Build(b.Context(), Options{CacheDir: cache}); err != nil {
+		if _, err := Build(b.Context(), Options{CacheDir: cache, TaskFarm: tf}); err != nil {
 			b.Fatal(err)
 		}
 		b.StopTimer()
@@ -270,12 +278,13 @@ func BenchmarkBuildCold(b *testing.B) {
 // an out directory.
 func BenchmarkBuildCached(b *testing.B) {
 	cache := b.TempDir()
-	if _, err := Build(b.Context(), Options{CacheDir: cache}); err != nil {
+	tf := taskfarmtest.Binary(b)
+	if _, err := Build(b.Context(), Options{CacheDir: cache, TaskFarm: tf}); err != nil {
 		b.Fatal(err)
 	}
 	out := b.TempDir()
 	for b.Loop() {
-		res, err := Build(b.Context(), Options{CacheDir: cache, Out: out})
+		res, err := Build(b.Context(), Options{CacheDir: cache, Out: out, TaskFarm: tf})
 		if err != nil || !res.Cached {
 			b.Fatal(res, err)
 		}

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/metasched/metasched/internal/taskfarmtest"
 )
 
 // The disk form of the bundled image: the kernel and initramfs of the
@@ -17,7 +19,8 @@ import (
 func TestBuildDisk(t *testing.T) {
 	ctx := t.Context()
 	out := t.TempDir()
-	res, err := Build(ctx, Options{Out: out, Kind: KindDisk})
+	tf := taskfarmtest.Binary(t)
+	res, err := Build(ctx, Options{Out: out, Kind: KindDisk, TaskFarm: tf})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +32,7 @@ func TestBuildDisk(t *testing.T) {
 	if err := img.Verify(); err != nil {
 		t.Error(err)
 	}
-	kernelRes, err := Build(ctx, Options{})
+	kernelRes, err := Build(ctx, Options{TaskFarm: tf})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,14 +91,14 @@ func TestBuildDisk(t *testing.T) {
 		t.Errorf("the disk's /bin/sh:\n%s", got)
 	}
 
-	res2, err := Build(ctx, Options{Out: t.TempDir(), Kind: KindDisk})
+	res2, err := Build(ctx, Options{Out: t.TempDir(), Kind: KindDisk, TaskFarm: tf})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !res2.Cached || res2.Entry != res.Entry {
 		t.Errorf("second build: cached %v, entry %s (first %s)", res2.Cached, res2.Entry, res.Entry)
 	}
-	res3, err := Build(ctx, Options{Kind: KindDisk, Rebuild: true})
+	res3, err := Build(ctx, Options{Kind: KindDisk, Rebuild: true, TaskFarm: tf})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,6 +116,7 @@ func TestBuildDisk(t *testing.T) {
 // Without mke2fs or qemu-img the disk form is not built, and the error
 // names the program and its Debian package.
 func TestBuildDiskTools(t *testing.T) {
+	tf := taskfarmtest.Binary(t)
 	// Only qemu-img missing.
 	bin := t.TempDir()
 	for _, name := range []string{"mke2fs", "debugfs"} {
@@ -136,13 +140,13 @@ func TestBuildDiskTools(t *testing.T) {
 	t.Cleanup(func() { diskToolDirs = saved })
 	t.Setenv("PATH", bin)
 	out := filepath.Join(t.TempDir(), "out")
-	_, err := Build(t.Context(), Options{Out: out, Kind: KindDisk})
+	_, err := Build(t.Context(), Options{Out: out, Kind: KindDisk, TaskFarm: tf})
 	want := "image build: the disk form needs qemu-img (Debian package qemu-utils): not found on PATH (make image installs them)"
 	if err == nil || err.Error() != want {
 		t.Errorf("Build without qemu-img: %v, want %q", err, want)
 	}
 	t.Setenv("PATH", t.TempDir())
-	_, err = Build(t.Context(), Options{Out: out, Kind: KindDisk})
+	_, err = Build(t.Context(), Options{Out: out, Kind: KindDisk, TaskFarm: tf})
 	want = "image build: the disk form needs mke2fs and debugfs (Debian package e2fsprogs) and qemu-img (Debian package qemu-utils): not found on PATH (make image installs them)"
 	if err == nil || err.Error() != want {
 		t.Errorf("Build without the disk tools: %v, want %q", err, want)
@@ -159,12 +163,13 @@ func TestBuildDiskTools(t *testing.T) {
 // package is cached: the initramfs, the ext4 file system, its times set
 // to 0 and the qcow2 conversion.
 func BenchmarkBuildDiskRebuild(b *testing.B) {
+	tf := taskfarmtest.Binary(b)
 	cache := b.TempDir()
-	if _, err := Build(b.Context(), Options{CacheDir: cache, Kind: KindDisk}); err != nil {
+	if _, err := Build(b.Context(), Options{CacheDir: cache, Kind: KindDisk, TaskFarm: tf}); err != nil {
 		b.Fatal(err)
 	}
 	for b.Loop() {
-		if _, err := Build(b.Context(), Options{CacheDir: cache, Kind: KindDisk, Rebuild: true}); err != nil {
+		if _, err := Build(b.Context(), Options{CacheDir: cache, Kind: KindDisk, Rebuild: true, TaskFarm: tf}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -173,13 +178,14 @@ func BenchmarkBuildDiskRebuild(b *testing.B) {
 // BenchmarkBuildDiskCached is a build of the disk form from the cache,
 // copied to an out directory (the disk's sum checked on the way).
 func BenchmarkBuildDiskCached(b *testing.B) {
+	tf := taskfarmtest.Binary(b)
 	cache := b.TempDir()
-	if _, err := Build(b.Context(), Options{CacheDir: cache, Kind: KindDisk}); err != nil {
+	if _, err := Build(b.Context(), Options{CacheDir: cache, Kind: KindDisk, TaskFarm: tf}); err != nil {
 		b.Fatal(err)
 	}
 	out := b.TempDir()
 	for b.Loop() {
-		res, err := Build(b.Context(), Options{CacheDir: cache, Out: out, Kind: KindDisk})
+		res, err := Build(b.Context(), Options{CacheDir: cache, Out: out, Kind: KindDisk, TaskFarm: tf})
 		if err != nil || !res.Cached {
 			b.Fatal(res, err)
 		}

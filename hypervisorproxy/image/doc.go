@@ -24,7 +24,10 @@
 // dpkg-deb -x), and an initramfs with the installed busybox-static
 // (busybox and a link per applet), qemu-guest-agent's qemu-ga and its
 // shared libraries, the virtio modules in [Modules] that are not built
-// into the kernel, and an /init, a busybox shell script. The libraries are
+// into the kernel, an /init, a busybox shell script, and the task farm
+// at [TaskFarmPath], the program of task-farm jobs (cmd/taskfarm: the
+// build takes it from Options.TaskFarm and refuses one that is not a
+// static x86-64 executable, [ReadTaskFarm]). The libraries are
 // found by reading the programs' ELF dynamic sections (DT_NEEDED, DT_RPATH,
 // DT_RUNPATH, PT_INTERP) with debug/elf and resolving them as ld.so does
 // without its cache (the directories of /etc/ld.so.conf stand in for the
@@ -42,7 +45,8 @@
 // SHA-256 of the recipe (its version, the init, the module list, the
 // command line) and of every input package's name, architecture and
 // version: the kernel's, busybox-static's, qemu-guest-agent's and those of
-// qemu-ga's libraries. A build whose key is cached copies the cached image.
+// qemu-ga's libraries, and of the task farm binary's SHA-256. A build
+// whose key is cached copies the cached image.
 //
 // With Options.Kind "disk" the build also writes the initramfs's tree into
 // an ext4 file system with mke2fs -d and converts it to qcow2 with

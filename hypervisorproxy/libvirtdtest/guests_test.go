@@ -22,6 +22,7 @@ import (
 	"github.com/metasched/metasched/hypervisorproxy/netlab"
 	"github.com/metasched/metasched/hypervisorproxy/qga"
 	"github.com/metasched/metasched/hypervisorproxy/virt"
+	"github.com/metasched/metasched/internal/taskfarmtest"
 )
 
 // guestBound bounds a boot to the agent's answer, a migration, and a
@@ -194,7 +195,7 @@ func TestGuestsAcrossSites(t *testing.T) {
 	// The image is copied out of the user's cache (built there once per set
 	// of inputs); the root daemons' QEMU reads it where it is.
 	dir := t.TempDir()
-	res, err := image.Build(context.Background(), image.Options{Out: filepath.Join(dir, "image")})
+	res, err := image.Build(context.Background(), image.Options{Out: filepath.Join(dir, "image"), TaskFarm: taskfarmtest.Binary(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

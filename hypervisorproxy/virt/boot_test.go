@@ -21,6 +21,7 @@ import (
 	"github.com/metasched/metasched/hypervisorproxy/libvirtdtest"
 	"github.com/metasched/metasched/hypervisorproxy/qga"
 	"github.com/metasched/metasched/hypervisorproxy/virt"
+	"github.com/metasched/metasched/internal/taskfarmtest"
 )
 
 // bootTimeout bounds a boot to the guest agent's answer. It is a bound
@@ -58,7 +59,7 @@ func startGuestHost(tb testing.TB) *guestHost {
 	}
 	// The image is copied out of the cache while the build holds the
 	// cache's lock: a rebuild elsewhere cannot replace it half-way.
-	res, err := image.Build(context.Background(), image.Options{Out: filepath.Join(g.dir, "image")})
+	res, err := image.Build(context.Background(), image.Options{Out: filepath.Join(g.dir, "image"), TaskFarm: taskfarmtest.Binary(tb)})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -206,6 +206,8 @@ func (c *Command) startSupervisor(r Run, adir, hfPath string, lock *os.File) (*e
 		"METASCHED_JOB_ID="+r.JobID,
 		"METASCHED_JOB_NAME="+r.Job.Name,
 		"METASCHED_TASKS="+strconv.Itoa(r.Job.Tasks),
+		"METASCHED_TASK_OPS="+FormatNumber(r.Job.TaskOps),
+		"METASCHED_TASK_BYTES="+FormatNumber(r.Job.TaskBytes),
 	)
 	cmd.Stdout, cmd.Stderr = slog, slog
 	cmd.ExtraFiles = []*os.File{lock}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -73,7 +74,7 @@ func TestCommandEnvironment(t *testing.T) {
 	work := t.TempDir()
 	dir := filepath.Join(t.TempDir(), "runs", "j-000000000042") // created by Run
 	out := newWatchWriter("")
-	r := shRun(t, `printf '%s\n' "$METASCHED_HOSTFILE" "$METASCHED_JOB_ID" "$METASCHED_JOB_NAME" "$METASCHED_TASKS" "$METASCHED_EXECUTOR_TEST"
+	r := shRun(t, `printf '%s\n' "$METASCHED_HOSTFILE" "$METASCHED_JOB_ID" "$METASCHED_JOB_NAME" "$METASCHED_TASKS" "$METASCHED_TASK_OPS" "$METASCHED_TASK_BYTES" "$METASCHED_EXECUTOR_TEST"
 pwd -P
 cat "$METASCHED_HOSTFILE"`, out)
 	r.Dir = dir
@@ -90,7 +91,7 @@ cat "$METASCHED_HOSTFILE"`, out)
 		t.Fatal(err)
 	}
 	hostfile := filepath.Join(dir, executor.HostfileName)
-	want := strings.Join([]string{hostfile, "j-000000000042", "render-42", "300", "inherited", physWork}, "\n") + "\n" + testHostfile
+	want := strings.Join([]string{hostfile, "j-000000000042", "render-42", "300", "2e+12", "5e+07", "inherited", physWork}, "\n") + "\n" + testHostfile
 	if diff := cmp.Diff(want, out.String()); diff != "" {
 		t.Fatalf("output (-want +got):\n%s", diff)
 	}
@@ -373,5 +374,17 @@ func TestCommandNilOutput(t *testing.T) {
 	}
 	if diff := cmp.Diff(executor.Result{ExitCode: 4, Reason: "exit status 4"}, res); diff != "" {
 		t.Fatalf("result (-want +got):\n%s", diff)
+	}
+}
+
+// The job's task_ops and task_bytes reach the commands as decimals that
+// parse back to the same numbers.
+func TestFormatNumber(t *testing.T) {
+	for _, x := range []float64{0, 1, 0.1, 2e11, 5e7, 123456789125, 4096.5, 1e18, 1.0000000000000002, 3.141592653589793e-7} {
+		s := executor.FormatNumber(x)
+		back, err := strconv.ParseFloat(s, 64)
+		if err != nil || back != x {
+			t.Errorf("FormatNumber(%v) = %q, parsed back as %v, %v", x, s, back, err)
+		}
 	}
 }

@@ -47,6 +47,9 @@
 //	METASCHED_JOB_ID    the job's ID
 //	METASCHED_JOB_NAME  the job's name
 //	METASCHED_TASKS     the job's number of tasks
+//	METASCHED_TASK_OPS  the job's task_ops, as a decimal that parses back
+//	                    exactly (FormatNumber)
+//	METASCHED_TASK_BYTES the job's task_bytes, likewise
 //
 // # The supervisor
 //
@@ -142,7 +145,8 @@
 // runs the guest image's runner, `metasched-run start DIR /root/JOB_ID
 // MAX_OUTPUT`, in every VM, the workers first and the master last, with
 // the environment PATH, HOME=/root, METASCHED_JOB_ID, METASCHED_JOB_NAME,
-// METASCHED_TASKS, METASCHED_ROLE (master or worker), METASCHED_RANK (0
+// METASCHED_TASKS, METASCHED_TASK_OPS, METASCHED_TASK_BYTES,
+// METASCHED_ROLE (master or worker), METASCHED_RANK (0
 // for the master, 1.. for the workers in the order of Run.VMs),
 // METASCHED_MASTER (the master's name), METASCHED_MASTER_ADDRESS and
 // METASCHED_HOSTFILE=/etc/metasched/hostfile. A runner that does not start

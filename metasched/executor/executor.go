@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"time"
 
 	"github.com/metasched/metasched/selection"
@@ -127,3 +128,9 @@ func output(r Run) io.Writer {
 	}
 	return r.Output
 }
+
+// FormatNumber writes a job's task_ops or task_bytes for a command's
+// environment (METASCHED_TASK_OPS, METASCHED_TASK_BYTES): the shortest
+// decimal that parses back to exactly the same float64
+// (strconv.ParseFloat), such as 200000000000 as 2e+11.
+func FormatNumber(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }

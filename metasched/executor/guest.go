@@ -334,6 +334,8 @@ func (run *guestRun) vars(vm *guestVM) [][2]string {
 		{"METASCHED_JOB_ID", run.r.JobID},
 		{"METASCHED_JOB_NAME", run.r.Job.Name},
 		{"METASCHED_TASKS", strconv.Itoa(run.r.Job.Tasks)},
+		{"METASCHED_TASK_OPS", FormatNumber(run.r.Job.TaskOps)},
+		{"METASCHED_TASK_BYTES", FormatNumber(run.r.Job.TaskBytes)},
 		{"METASCHED_ROLE", role},
 		{"METASCHED_RANK", strconv.Itoa(vm.rank)},
 		{"METASCHED_MASTER", master.Name},

@@ -265,7 +265,8 @@ func guestVMs() []executor.VM {
 // guestScript runs its part per role: master or worker.
 func guestRun(t *testing.T, master, worker string, out io.Writer) executor.Run {
 	script := `case $METASCHED_ROLE in master) ` + master + ` ;; *) ` + worker + ` ;; esac`
-	return executor.Run{JobID: "j-1", Job: &selection.Job{Name: "render", Tasks: 30, Command: []string{"sh", "-c", script}},
+	return executor.Run{JobID: "j-1", Job: &selection.Job{Name: "render", Tasks: 30, TaskOps: 123456789125, TaskBytes: 4096.5,
+		Command: []string{"sh", "-c", script}},
 		VMs: guestVMs(), Dir: t.TempDir(), Attempt: 1, Output: out}
 }
 
@@ -289,7 +290,8 @@ func TestGuestRunsInEveryVM(t *testing.T) {
 	t.Parallel()
 	f := newFakeGuests(t, guestVMs())
 	out := newWatchWriter("")
-	show := `echo "role=$METASCHED_ROLE rank=$METASCHED_RANK master=$METASCHED_MASTER job=$METASCHED_JOB_ID hostfile=$METASCHED_HOSTFILE"; printf 'no newline'`
+	show := `echo "role=$METASCHED_ROLE rank=$METASCHED_RANK master=$METASCHED_MASTER job=$METASCHED_JOB_ID hostfile=$METASCHED_HOSTFILE"; ` +
+		`echo "tasks=$METASCHED_TASKS ops=$METASCHED_TASK_OPS bytes=$METASCHED_TASK_BYTES"; printf 'no newline'`
 	r := guestRun(t, workersDone+`; `+show, show, out)
 	res, err := newGuest(t, f, executor.GuestOptions{}).Run(t.Context(), r)
 	if err != nil {
@@ -304,6 +306,8 @@ func TestGuestRunsInEveryVM(t *testing.T) {
 		"j-1-w2| role=worker rank=2 master=j-1-m job=j-1 hostfile=/etc/metasched/hostfile\n",
 		"j-1-m| role=master rank=0 master=j-1-m job=j-1 hostfile=/etc/metasched/hostfile\n",
 		"j-1-m| no newline\n", "j-1-w1| no newline\n", "j-1-w2| no newline\n",
+		// task_ops and task_bytes as they parse back exactly
+		"j-1-m| tasks=30 ops=1.23456789125e+11 bytes=4096.5\n", "j-1-w2| tasks=30 ops=1.23456789125e+11 bytes=4096.5\n",
 		"[metasched: the command in j-1-w1 exited with status 0]\n",
 	} {
 		if !strings.Contains(log, want) {
@@ -326,8 +330,8 @@ func TestGuestRunsInEveryVM(t *testing.T) {
 	}
 	// The job file is sh's: sourced, it gives the worker's variables.
 	job := filepath.Join(f.root, "j-1-w2", executor.GuestJobFile)
-	got, err := exec.Command("sh", "-c", `. "$1" && echo "$METASCHED_ROLE $METASCHED_RANK $METASCHED_MASTER_ADDRESS $METASCHED_JOB_NAME"`, "sh", job).Output()
-	if err != nil || string(got) != "worker 2 10.77.1.10 render\n" {
+	got, err := exec.Command("sh", "-c", `. "$1" && echo "$METASCHED_ROLE $METASCHED_RANK $METASCHED_MASTER_ADDRESS $METASCHED_JOB_NAME $METASCHED_TASK_OPS $METASCHED_TASK_BYTES"`, "sh", job).Output()
+	if err != nil || string(got) != "worker 2 10.77.1.10 render 1.23456789125e+11 4096.5\n" {
 		t.Errorf("the job file of j-1-w2 gives %q, %v", got, err)
 	}
 	// Workers start first, the master last.

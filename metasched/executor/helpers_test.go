@@ -87,7 +87,7 @@ render-42-3 slots=2 # site=spain host=spain-2 role=worker
 func shRun(t *testing.T, script string, out *watchWriter) executor.Run {
 	return executor.Run{
 		JobID:  "j-000000000042",
-		Job:    &selection.Job{Name: "render-42", Type: "render", Tasks: 300, Command: []string{"/bin/sh", "-c", script}},
+		Job:    &selection.Job{Name: "render-42", Type: "render", Tasks: 300, TaskOps: 2e12, TaskBytes: 5e7, Command: []string{"/bin/sh", "-c", script}},
 		VMs:    testVMs(),
 		Dir:    t.TempDir(),
 		Output: out,
