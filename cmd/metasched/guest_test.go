@@ -515,17 +515,7 @@ func (g *guestGrid) checkHello(j api.Job, log string) {
 func (g *guestGrid) checkTaskFarm(j api.Job, tasks int) {
 	t := g.t
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	data, err := g.c.Output(ctx, j.ID, taskfarm.SummaryFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := taskfarm.ParseSummary(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("summary: %s", data)
+	s := g.summary(j)
 	if s.Tasks != tasks || s.Done != tasks || s.Duplicates != 0 {
 		t.Errorf("summary: %d of %d tasks done, %d duplicates", s.Done, s.Tasks, s.Duplicates)
 	}
@@ -543,6 +533,74 @@ func (g *guestGrid) checkTaskFarm(j api.Job, tasks int) {
 	if len(s.Workers) != len(workers) {
 		t.Errorf("the summary has %d workers, the job %d", len(s.Workers), len(workers))
 	}
+}
+
+// summary is the task-farm summary a job kept, checked to add up.
+func (g *guestGrid) summary(j api.Job) *taskfarm.Summary {
+	t := g.t
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	data, err := g.c.Output(ctx, j.ID, taskfarm.SummaryFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := taskfarm.ParseSummary(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("summary: %s", data)
+	return s
+}
+
+// elasticFarmJob is the example task-farm job made long enough to lose a
+// worker midway, and worth a worker on every host: tasks of 1e8
+// operations (0.1 s at the grid file's 1e9 operations/s, about 0.4 s in a
+// TCG guest) and 4 KiB, so that the 20 Mbit/s link feeds a worker at site
+// b too.
+func elasticFarmJob(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(example + "job-taskfarm-guests.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := strings.NewReplacer("name: taskfarm-guests\n", "name: elastic-farm\n", "tasks: 200\n", "tasks: 150\n",
+		"task_ops: 5.0e6\n", "task_ops: 1.0e8\n", "task_bytes: 65536\n", "task_bytes: 4096\n").Replace(string(b))
+	if !strings.Contains(job, "elastic: true") || !strings.Contains(job, "task_ops: 1.0e8") {
+		t.Fatalf("the example job changed:\n%s", job)
+	}
+	return job
+}
+
+// waitWorkersJoined waits until the job runs and its task-farm master has
+// every worker VM of the job, and returns the job.
+func (g *guestGrid) waitWorkersJoined(id string) api.Job {
+	g.t.Helper()
+	var j api.Job
+	g.eventually(10*time.Minute, "job "+id+" running, every worker joined its master", func(ctx context.Context) (string, bool) {
+		var err error
+		if j, err = g.job(ctx, id); err != nil {
+			return err.Error(), false
+		}
+		if j.State.Terminal() {
+			g.t.Fatalf("job %s ended: %s (%s)", id, j.State, j.Reason)
+		}
+		if j.State != lifecycle.Running {
+			return string(j.State), false
+		}
+		log, err := g.c.Logs(ctx, id)
+		if err != nil {
+			return err.Error(), false
+		}
+		joined := 0
+		for line := range strings.Lines(string(log)) {
+			if strings.Contains(line, "a worker VM joined") {
+				joined++
+			}
+		}
+		return fmt.Sprintf("%d of %d worker VMs joined", joined, len(j.VMs)-1), joined == len(j.VMs)-1
+	})
+	return j
 }
 
 // TestGuestGrid runs jobs inside booted guests on two sites, each case on
@@ -667,6 +725,47 @@ func TestGuestGrid(t *testing.T) {
 	// and runs again on the hosts left. Then, with a second host switched,
 	// a job of the pool whose image does not boot fails at its third
 	// attempt, leaving nothing; the hosts go back to their pool.
+	t.Run("elastic task farm loses a worker's host to a switch", func(t *testing.T) {
+		g.t = t
+		j := g.submit(elasticFarmJob(t))
+		j = g.waitWorkersJoined(j.ID)
+		first := j.Attempts
+		var masterHost string
+		workers := map[string]string{} // VM → host
+		for _, v := range j.VMs {
+			if v.Master {
+				masterHost = v.Host
+			} else {
+				workers[v.Name] = v.Host
+			}
+		}
+		if len(workers) < 2 {
+			t.Fatalf("job %s runs %d workers, want 2 (one to lose, one to go on): %+v", j.ID, len(workers), j.VMs)
+		}
+		g.switchHost("farm", "broken") // every host is busy: it takes a worker's, the job's master's is last
+		j = g.waitState(j.ID, 10*time.Minute, lifecycle.Done, lifecycle.Failed, lifecycle.Cancelled)
+		t.Logf("job %s %s (%s); log:\n%s", j.ID, j.State, j.Reason, g.jobLog(j.ID))
+		if j.State != lifecycle.Done || j.Attempts != first {
+			t.Fatalf("job %s: %s after %d attempts (%s), want done in its attempt %d", j.ID, j.State, j.Attempts, j.Reason, first)
+		}
+		if len(j.LostWorkers) != 1 || workers[j.LostWorkers[0].Name] == "" || j.LostWorkers[0].Host == masterHost {
+			t.Fatalf("lost workers %+v, want one of %v", j.LostWorkers, workers)
+		}
+		lost := j.LostWorkers[0].Name
+		s := g.summary(j)
+		if s.Done != s.Tasks || s.Duplicates != 0 {
+			t.Errorf("summary: %d of %d tasks done, %d duplicates", s.Done, s.Tasks, s.Duplicates)
+		}
+		for _, w := range s.Workers {
+			if (w.Name == lost) != w.Lost {
+				t.Errorf("worker %+v: lost %t, want %t", w, w.Lost, w.Name == lost)
+			}
+		}
+		t.Logf("worker %s lost on host %s; %d tasks given again; tasks per site: %v", lost, j.LostWorkers[0].Host, s.Reissued, s.TasksBySite())
+		g.switchHost("broken", "farm")
+		g.nothingLeft()
+	})
+
 	t.Run("pool switch, and an image that does not boot", func(t *testing.T) {
 		g.t = t
 		j := g.submit(helloJob(t, "preempted", 600, 0))
