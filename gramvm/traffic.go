@@ -52,7 +52,7 @@ func Usage(grid *graph.Grid, running []RunningJob) (Load, error) {
 // load it subtracted.
 func (s *Service) PlanLoaded(ctx context.Context, job *selection.Job, free map[string][]string, running []RunningJob, opt selection.Options) (Placement, Load, error) {
 	base := s.snapshot()
-	md, err := newModel(&base.grid, running)
+	md, err := base.model(running)
 	if err != nil {
 		return Placement{}, Load{}, fmt.Errorf("plan %s: %w", jobName(job), err)
 	}
@@ -62,6 +62,20 @@ func (s *Service) PlanLoaded(ctx context.Context, job *selection.Job, free map[s
 		return Placement{}, Load{}, err
 	}
 	return p, md.publicLoad(up, links), nil
+}
+
+// model is newModel on a snapshot's grid, its running jobs at the perf
+// the calibration measured for their VMs.
+func (s *Service) model(running []RunningJob) (*model, error) {
+	md, err := newModel(&s.grid, running)
+	if err != nil {
+		return nil, err
+	}
+	md.perf = func(c int, job *selection.Job) float64 {
+		p, _ := s.jobPerf(&s.grid, c, job)
+		return p
+	}
+	return md, nil
 }
 
 // jobName names a job in an error, even a nil one.

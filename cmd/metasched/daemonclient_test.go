@@ -232,7 +232,8 @@ var (
 	fixturePlacement = gramvm.Placement{Plan: fixturePlan, Master: gramvm.HostRef{Site: "spain", Host: "es-1"},
 		Workers: []gramvm.HostRef{{Site: "spain", Host: "es-1"}, {Site: "spain", Host: "es-2"}, {Site: "spain", Host: "es-3"},
 			{Site: "latam-a", Host: "la-1"}},
-		Measured: []string{"spain-latam-a: 7.5 Mbit/s measured, 8 configured"}}
+		Measured:   []string{"spain-latam-a: 7.5 Mbit/s measured (3 samples, the newest 2026-03-01T11:59:00Z agent to agent), 8 configured"},
+		Calibrated: []string{"spain perf: 4e+08 ops/s (2e+08 per vCPU × 2 vCPUs, image debian) measured 2026-03-01T11:00:00Z, 2e+09 configured"}}
 	renderSpec = selection.Job{Name: "render-42", Type: "render", Tasks: 300, TaskOps: 2e11, TaskBytes: 5e7, Efficiency: 0.8,
 		VM: selection.VM{VCPUs: 2, MemoryMiB: 2048}}
 
