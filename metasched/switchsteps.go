@@ -39,12 +39,16 @@ func (d *Daemon) prepareRelease(ctx context.Context, a co.PrepareRelease) {
 	}
 	d.released[a.ID] = best
 	d.hosts[best].held = a.ID // no new job is placed on it from now on
+	calibrating := d.calibratingLocked(best)
 	slices.SortFunc(victims, func(x, y *liveJob) int { return strings.Compare(x.id(), y.id()) })
 	attempts := make([]int, len(victims))
 	for i, j := range victims {
 		attempts[i] = j.job.Record.Attempts
 	}
 	d.mu.Unlock()
+	if calibrating {
+		d.abortCalibrationOn(ctx, best, fmt.Sprintf("switch %s takes host %s", a.ID, best))
+	}
 	var ids []string
 	var runs []*attempt
 	for i, j := range victims {
@@ -72,7 +76,9 @@ func (d *Daemon) prepareRelease(ctx context.Context, a co.PrepareRelease) {
 // chooseReleaseLocked chooses the host of pool that a switch takes, by the
 // release rule:
 //
-//  1. an idle host (no live job placed on it), the first in grid order;
+//  1. an idle host (no live job placed on it), the first in grid order,
+//     one the calibration does not measure on before one it does (whose
+//     measurement is then stopped);
 //  2. else a host none of whose jobs a switch has stopped before, with the
 //     fewest jobs, then the least work lost (the seconds its jobs have run),
 //     then the first in grid order;
@@ -84,7 +90,7 @@ func (d *Daemon) prepareRelease(ctx context.Context, a co.PrepareRelease) {
 // It returns the host and the jobs on it, or "" and why none.
 func (d *Daemon) chooseReleaseLocked(pool string, exclude []string) (string, []*liveJob, string) {
 	now := d.now()
-	best, bestJobs, bestLost := "", 0, 0.0
+	best, bestJobs, bestLost, calHost := "", 0, 0.0, ""
 	var victims []*liveJob
 	spared := 0
 	placed := d.placedLocked()
@@ -106,6 +112,12 @@ func (d *Daemon) chooseReleaseLocked(pool string, exclude []string) (string, []*
 			}
 		}
 		if len(on) == 0 {
+			if d.calibratingLocked(name) {
+				if calHost == "" {
+					calHost = name
+				}
+				continue
+			}
 			return name, nil, ""
 		}
 		if protected {
@@ -117,6 +129,8 @@ func (d *Daemon) chooseReleaseLocked(pool string, exclude []string) (string, []*
 		}
 	}
 	switch {
+	case calHost != "":
+		return calHost, nil, ""
 	case best != "":
 		return best, victims, ""
 	case spared > 0:
