@@ -399,27 +399,27 @@ func (d *Daemon) calPlanLocked(f *calFigure) ([]calVM, string) {
 		}
 		return calVM{}, false
 	}
-	const idle = "an idle host: serving its pool, with no VM, and no job queued in its pool"
+	const idle = " (idle: serving its pool, with no VM, and no job queued in its pool)"
 	switch r.Kind {
 	case api.CalibrationPerf:
 		if v, ok := pick(r.Site, r.Image); ok {
 			return []calVM{v}, ""
 		}
-		return nil, fmt.Sprintf("waiting for %s, in a pool of site %s whose VMs boot image %s", idle, r.Site, r.Image)
+		return nil, fmt.Sprintf("waiting for an idle host of a pool of site %s whose VMs boot image %s", r.Site, r.Image) + idle
 	case api.CalibrationLAN:
 		a, okA := pick(r.Site, "")
 		b, okB := pick(r.Site, "")
 		if okA && okB {
 			return []calVM{a, b}, ""
 		}
-		return nil, fmt.Sprintf("waiting for two of %s at site %s, each in a pool with an image", strings.Replace(idle, "an idle host", "idle hosts", 1), r.Site)
+		return nil, fmt.Sprintf("waiting for two idle hosts at site %s, in pools with an image", r.Site) + idle
 	case api.CalibrationLink:
 		a, okA := pick(r.Site, "")
 		b, okB := pick(r.Peer, "")
 		if okA && okB {
 			return []calVM{a, b}, ""
 		}
-		return nil, fmt.Sprintf("waiting for %s at each of sites %s and %s, in a pool with an image", idle, r.Site, r.Peer)
+		return nil, fmt.Sprintf("waiting for an idle host at each of sites %s and %s, in a pool with an image", r.Site, r.Peer) + idle
 	}
 	return nil, "no such kind of figure"
 }

@@ -393,7 +393,7 @@ func TestDaemonCommandsNeedToken(t *testing.T) {
 	job := writeFile(t, "job.yaml", jobFileText)
 	for _, args := range [][]string{
 		{"submit", job}, {"jobs"}, {"status"}, {"status", "j-1"}, {"cancel", "j-1"}, {"logs", "j-1"},
-		{"plan", "--job", job}, {"pools"}, {"switches"}, {"hosts"}, {"hosts", "clear", "lb-3"},
+		{"plan", "--job", job}, {"pools"}, {"switches"}, {"hosts"}, {"hosts", "clear", "lb-3"}, {"calibration"}, {"calibrate"},
 	} {
 		code, out, errOut := runCmd(t, append(args, "--server", "http://127.0.0.1:1")...)
 		if code != 2 || out != "" || !strings.Contains(errOut, "give --token TOKEN or set METASCHED_TOKEN") {
