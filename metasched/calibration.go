@@ -448,23 +448,28 @@ func (d *Daemon) startCalibrationLocked(ctx context.Context, f *calFigure, vms [
 			usage{vcpus: v.spec.VCPUs, mem: v.spec.MemoryMiB})
 	}
 	d.log.Info().Str("figure", f.key).Strs("hosts", d.cal.hosts).Msg("calibration: measuring")
-	d.goJob(func() { d.runCalibration(mctx, f, vms) })
+	rec := f.rec
+	d.goJob(func() { d.runCalibration(mctx, f, rec, vms) })
 }
 
-// runCalibration measures a figure, records it, and destroys its VMs.
-func (d *Daemon) runCalibration(ctx context.Context, f *calFigure, vms []calVM) {
+// runCalibration measures a figure (rec is its record when it started),
+// records it, and destroys its VMs.
+func (d *Daemon) runCalibration(ctx context.Context, f *calFigure, rec calRecord, vms []calVM) {
 	created := make([]bool, len(vms))
 	defer func() {
 		for i, v := range vms {
-			if created[i] {
-				c, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
-				err := v.site.agent.DestroyVM(c, v.spec.Name)
-				cancel()
-				if err != nil && !errors.Is(err, hp.ErrNotFound) {
-					d.log.Warn().Err(err).Str("vm", v.spec.Name).Msg("calibration: cannot destroy a calibration VM (the next refresh takes it for an orphan)")
-				} else {
-					d.vmsDestroyed.Add(1)
-				}
+			// A creation cut short by a stop may have left its VM.
+			if !created[i] && ctx.Err() == nil {
+				continue
+			}
+			c, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+			err := v.site.agent.DestroyVM(c, v.spec.Name)
+			cancel()
+			switch {
+			case err != nil && !errors.Is(err, hp.ErrNotFound):
+				d.log.Warn().Err(err).Str("vm", v.spec.Name).Msg("calibration: cannot destroy a calibration VM (the next refresh takes it for an orphan)")
+			case err == nil:
+				d.vmsDestroyed.Add(1)
 			}
 		}
 		d.mu.Lock()
@@ -481,7 +486,7 @@ func (d *Daemon) runCalibration(ctx context.Context, f *calFigure, vms []calVM) 
 		default:
 		}
 	}()
-	value, err := d.measure(ctx, f.rec, vms, created)
+	value, err := d.measure(ctx, rec, vms, created)
 	now := d.now()
 	d.mu.Lock()
 	if ctx.Err() != nil {
@@ -512,7 +517,7 @@ func (d *Daemon) runCalibration(ctx context.Context, f *calFigure, vms []calVM) 
 	if err != nil {
 		r.Error, r.ErrorAt = err.Error(), now
 	}
-	rec := *r
+	rec = *r
 	d.mu.Unlock()
 	if err != nil {
 		d.log.Warn().Str("figure", f.key).Err(err).Msg("calibration: measurement failed")
