@@ -67,7 +67,7 @@ var nets = map[string]int{"a": 1, "b": 2}
 // farm plays.
 func (f *farm) options() metasched.Options {
 	return metasched.Options{WrapAgent: func(site string, a metasched.SiteAgent) metasched.SiteAgent {
-		return &guesttest.Site{SiteAgent: a, Net: nets[site], Images: []string{"debian"},
+		return &guesttest.Site{SiteAgent: a, Net: nets[site], Images: []string{"debian", "ubuntu"},
 			Run: func(vm string, e hp.GuestExec) (hp.GuestExecStatus, error) { return f.run(site, vm, e), nil }}
 	}}
 }
@@ -639,6 +639,58 @@ func TestCalibrationAgentBack(t *testing.T) {
 			if !figs[k].MeasuredAt.Equal(first[k].MeasuredAt) {
 				t.Errorf("%s measured again at %v: its site's agent never stopped answering", k, figs[k].MeasuredAt)
 			}
+		}
+	})
+}
+
+// TestCalibrationNewImage: when the image a site's pools boot changes (the
+// job type's image, at a restart), the new image's perf is measured at
+// each site and plans use it; the LAN and link figures, fresh, are not
+// measured again.
+func TestCalibrationNewImage(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		dir := t.TempDir()
+		fm := newFarm()
+		edit := func(image string) func(c *metasched.Config) {
+			return func(c *metasched.Config) {
+				calConfig(0.001, metasched.CalibrationConfig{})(c)
+				c.JobTypes[0].Image = image
+				c.DataDir = dir
+			}
+		}
+		td := startDaemonGrid(t, calGrid(), fm.options(), edit("debian"))
+		first := waitMeasured(t, td.d, time.Time{})
+		td.stop()
+		fm.mu.Lock()
+		fm.perf = map[string]float64{"a": 3e8, "b": 1.5e8}
+		fm.runs = nil
+		fm.mu.Unlock()
+		td = startDaemonGrid(t, calGrid(), fm.options(), edit("ubuntu"))
+		d := td.d
+		var figs map[string]api.CalibrationFigure
+		waitFor(t, "the new image's perf measured", 10*time.Minute, func() bool {
+			figs = figures(d)
+			return figs["perf/a/ubuntu"].State == api.CalibrationMeasured && figs["perf/b/ubuntu"].State == api.CalibrationMeasured
+		})
+		if figs["perf/a/ubuntu"].Value != 3e8 || figs["perf/b/ubuntu"].Value != 1.5e8 {
+			t.Errorf("the new image's perf: %+v and %+v", figs["perf/a/ubuntu"], figs["perf/b/ubuntu"])
+		}
+		for _, k := range []string{"lan/a", "lan/b", "link/a/b"} {
+			if !figs[k].MeasuredAt.Equal(first[k].MeasuredAt) {
+				t.Errorf("%s measured again at %v: it is fresh", k, figs[k].MeasuredAt)
+			}
+		}
+		if runs, _ := fm.seen(); len(runs) != 2 || runs[0] != "a bench" || runs[1] != "b bench" {
+			t.Errorf("programs run after the image changed: %v, want a bench at each site", runs)
+		}
+		pr, err := d.DryRun(context.Background(), []byte("name: j\ntype: farm\ntasks: 100\ntask_ops: 1.0e9\ntask_bytes: 1.0e4\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.ContainsFunc(pr.Placement.Calibrated, func(s string) bool {
+			return strings.HasPrefix(s, "a perf: 3e+08 ops/s (3e+08 per vCPU × 1 vCPUs, image ubuntu)")
+		}) {
+			t.Errorf("the plan's calibrated figures: %q, want the new image's", pr.Placement.Calibrated)
 		}
 	})
 }
