@@ -314,14 +314,32 @@ func (d *Daemon) figureLocked(kind, site, peer, image string) *calFigure {
 	return f
 }
 
-// figuresLocked lists the figures of the sites that can be calibrated:
+// perfInUseLocked lists the perf figures a pool of their site boots the
+// image of now.
+func (d *Daemon) perfInUseLocked() map[string]bool {
+	out := map[string]bool{}
+	for _, name := range d.order {
+		h := d.hosts[name]
+		if img := d.imageOf(h.rec.Pool); img != "" && h.rec.Pool != "" {
+			out[calKey(api.CalibrationPerf, h.rec.Site, img)] = true
+		}
+	}
+	return out
+}
+
+// figuresLocked lists the figures of the sites that can be calibrated, but
+// the perf of an image no pool of its site boots now (a plan uses none):
 // by site in grid order, perf before lan before link, then by image or
 // peer.
 func (d *Daemon) figuresLocked() []*calFigure {
 	kinds := []string{api.CalibrationPerf, api.CalibrationLAN, api.CalibrationLink}
+	inUse := d.perfInUseLocked()
 	var out []*calFigure
 	for _, f := range d.cal.figs {
 		if s := d.site(f.rec.Site); s == nil || calibratesWhy(s) != "" {
+			continue
+		}
+		if f.rec.Kind == api.CalibrationPerf && !inUse[f.key] {
 			continue
 		}
 		if f.rec.Peer != "" {
@@ -866,7 +884,7 @@ func (d *Daemon) Calibrate(ctx context.Context, site string) (api.Calibration, e
 	now := d.now()
 	d.updateFiguresLocked(now)
 	n := 0
-	for _, f := range d.cal.figs {
+	for _, f := range d.figuresLocked() {
 		if slices.Contains(sites, f.rec.Site) || slices.Contains(sites, f.rec.Peer) {
 			f.forced = now
 			n++

@@ -31,10 +31,10 @@ type Site struct {
 	metasched.SiteAgent
 	Net int
 	// Images are the images its VMs boot: a VM created with one of them
-	// is created without it by the agent below (libvirt's test driver
-	// boots nothing), and its guest API is this fake's; a VM created with
-	// another image is refused as the agent refuses an image it does not
-	// have. With Images, the site says it boots guests (BootsGuests), and
+	// (a host reconfigured for a pool of one) is created (reconfigured)
+	// without it by the agent below (libvirt's test driver boots
+	// nothing), and its guest API is this fake's; another image is
+	// refused as the agent refuses an image it does not have. With Images, the site says it boots guests (BootsGuests), and
 	// the daemon calibrates it.
 	Images []string
 	// Run, when set, plays every program started in a VM other than the
@@ -131,6 +131,18 @@ func (s *Site) vm(name string) map[string][]byte {
 		s.files[name] = map[string][]byte{}
 	}
 	return s.files[name]
+}
+
+// ReconfigureHost reconfigures the host through the agent below, without
+// the new pool's image when it is one of Images (see Site).
+func (s *Site) ReconfigureHost(ctx context.Context, host string, r hp.Reconfigure) (hp.Reconfigured, error) {
+	if r.Image != "" {
+		if !slices.Contains(s.Images, r.Image) {
+			return hp.Reconfigured{}, fmt.Errorf("reconfigure host %s: %w: image: %q is not an image of this site (it has %v)", host, hp.ErrInvalid, r.Image, s.Images)
+		}
+		r.Image = ""
+	}
+	return s.SiteAgent.ReconfigureHost(ctx, host, r)
 }
 
 // GuestExec plays the runner's start (see Site); other programs are
