@@ -21,6 +21,17 @@
 // selection's hill climbing costs (milliseconds for a 1000-cluster grid);
 // a call copies the grid and builds its graph, O(clusters + links).
 //
+// Calibration (calibration.go; Bertogna et al., section 3): the caller
+// measures each cluster's speed for the VMs of an image (operations per
+// second per vCPU, ObservePerf), its LAN (ObserveLAN) and links VM to VM
+// (ObserveVMs, into the link's average beside the agents' probes), each
+// with the time it was taken. A plan of a job whose pool's image
+// (SetPoolImages) has a measured perf on a cluster uses that figure × the
+// job's vCPUs as the perf of the cluster's machines (one VM per machine),
+// and the measured LAN as its lan; Placement.Calibrated says which
+// figures, when they were measured and the grid file's values. Running
+// jobs' rates in the traffic model use the same figures.
+//
 // Bandwidth tuning (Bertogna et al., section 3.2) is decided here and
 // carried out by the daemon through the site agents. Usage says what the
 // running jobs move over the WAN: rate_c·Comm bytes/s from each worker
@@ -59,5 +70,5 @@
 // ErrNotFound); an infeasible plan is a result, not an error.
 //
 // The design is described in docs/design.md of the repository, sections
-// "Planning on the live grid" and "Bandwidth tuning".
+// "Planning on the live grid", "Calibration" and "Bandwidth tuning".
 package gramvm

@@ -70,7 +70,7 @@ func freeNow(avail map[string][]HostFree) map[string][]string {
 // In in the plan's seconds.
 func (s *Service) PlanAvailable(ctx context.Context, job *selection.Job, avail map[string][]HostFree, running []RunningJob, opt selection.Options) (Placement, Load, error) {
 	base := s.snapshot()
-	md, err := newModel(&base.grid, running)
+	md, err := base.model(running)
 	if err != nil {
 		return Placement{}, Load{}, fmt.Errorf("plan %s: %w", jobName(job), err)
 	}
@@ -92,10 +92,11 @@ func (s *Service) place(ctx context.Context, job *selection.Job, avail map[strin
 	var measured []string
 	for _, l := range s.grid.Links {
 		if m := s.measured[key(l.Between[0], l.Between[1])]; m != nil {
-			measured = append(measured, fmt.Sprintf("%s-%s: %.3g Mbit/s measured, %.3g configured",
-				l.Between[0], l.Between[1], m.MeasuredMbps, m.ConfiguredMbps))
+			measured = append(measured, fmt.Sprintf("%s-%s: %.3g Mbit/s measured (%s), %.3g configured",
+				l.Between[0], l.Between[1], m.MeasuredMbps, m.how(), m.ConfiguredMbps))
 		}
 	}
+	calibrated := s.calibrateLocked(&grid, job)
 	s.mu.Unlock()
 	g, err := graph.New(&grid)
 	if err != nil {
@@ -111,19 +112,19 @@ func (s *Service) place(ctx context.Context, job *selection.Job, avail map[strin
 	alg := job.PlacementOrDefault().Algorithm()
 	switch alg {
 	case selection.HillClimb:
-		return s.placeClimb(ctx, g, job, freeNow(avail), opt, measured)
+		return s.placeClimb(ctx, g, job, freeNow(avail), opt, measured, calibrated)
 	case "":
 		return Placement{}, fmt.Errorf("plan %s: placement: %w: unknown placement %q", job.Name, ErrInvalid, job.Placement)
 	}
 	if opt.Master >= 0 || job.Master != "" {
 		return Placement{}, fmt.Errorf("plan %s: master: %w: placement %s chooses its one cluster itself, no master can be forced", job.Name, ErrInvalid, job.Placement)
 	}
-	return placeBaseline(g, job, alg, avail, measured)
+	return placeBaseline(g, job, alg, avail, measured, calibrated)
 }
 
 // placeBaseline places the whole job on the one cluster the baseline alg
 // chooses, given when each cluster's hosts are free (PlanAvailable).
-func placeBaseline(g *graph.Graph, job *selection.Job, alg selection.Algorithm, avail map[string][]HostFree, measured []string) (Placement, error) {
+func placeBaseline(g *graph.Graph, job *selection.Job, alg selection.Algorithm, avail map[string][]HostFree, measured, calibrated []string) (Placement, error) {
 	n := g.Len()
 	hosts := make([][]HostFree, n) // per cluster, by free time (stable)
 	all := make([]int, n)
@@ -165,7 +166,7 @@ func placeBaseline(g *graph.Graph, job *selection.Job, alg selection.Algorithm, 
 	if err != nil {
 		return Placement{}, fmt.Errorf("plan %s: %w", job.Name, err)
 	}
-	out := Placement{Plan: p, Measured: measured, Workers: []HostRef{}}
+	out := Placement{Plan: p, Measured: measured, Calibrated: calibrated, Workers: []HostRef{}}
 	if !p.Feasible {
 		return out, nil
 	}
@@ -173,7 +174,7 @@ func placeBaseline(g *graph.Graph, job *selection.Job, alg selection.Algorithm, 
 	if math.IsInf(p.Start, 1) {
 		why := fmt.Sprintf("%s chose cluster %s, and when its busy hosts will be free is not known", alg, p.Master)
 		p = pl.Infeasible(alg, why)
-		return Placement{Plan: p, Measured: measured, Workers: []HostRef{}}, nil
+		return Placement{Plan: p, Measured: measured, Calibrated: calibrated, Workers: []HostRef{}}, nil
 	}
 	if p.Machines > len(hosts[c]) {
 		return Placement{}, fmt.Errorf("plan %s: cluster %s: %d machines planned on %d hosts", job.Name, p.Master, p.Machines, len(hosts[c]))

@@ -47,6 +47,9 @@ type model struct {
 	g     *graph.Graph // grid's, for its widest paths
 	index map[string]int
 	jobs  []*jobModel
+	// perf is the speed of one of a job's VMs on cluster c: the measured
+	// one of its image (Service.jobPerf), or nil for the grid's perf.
+	perf func(c int, job *selection.Job) float64
 }
 
 // jobModel is a running job's plan in grid indexes.
@@ -191,7 +194,11 @@ func (md *model) rates(jm *jobModel, vms []TunableVM) []float64 {
 		for _, w := range ws {
 			sp += jm.speed(vms[w], perHost)
 		}
-		r := sp * md.grid.Clusters[p.c].Perf / job.TaskOps
+		perf := md.grid.Clusters[p.c].Perf
+		if md.perf != nil {
+			perf = md.perf(p.c, job)
+		}
+		r := sp * perf / job.TaskOps
 		if job.TaskBytes > 0 {
 			r = min(r, p.b/job.TaskBytes)
 		}

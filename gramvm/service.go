@@ -3,6 +3,7 @@ package gramvm
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sync"
@@ -25,6 +26,11 @@ type Service struct {
 	mu       sync.Mutex
 	grid     graph.Grid
 	measured map[[2]string]*Link
+	// The calibration's figures (calibration.go): perf by cluster and
+	// image, LAN by cluster, and the image of each pool.
+	perf   map[[2]string]Perf
+	lan    map[string]LAN
+	images map[string]string
 }
 
 // Link is a grid link with its configured and measured bandwidth.
@@ -34,6 +40,10 @@ type Link struct {
 	MeasuredMbps   float64   `json:"measured_mbps,omitempty"` // 0: never measured
 	MeasuredAt     time.Time `json:"measured_at,omitzero"`
 	Samples        int       `json:"samples,omitempty"`
+	// Via says where the newest measurement came from: ViaAgents (a probe
+	// between the sites' agents) or ViaVMs (a stream between VMs of the
+	// two sites, by the calibration).
+	Via string `json:"via,omitempty"`
 }
 
 // New returns a service over a valid grid; alpha (0: DefaultAlpha) weighs
@@ -49,7 +59,7 @@ func New(g *graph.Grid, alpha float64) (*Service, error) {
 		return nil, fmt.Errorf("gramvm: alpha must be in (0, 1], not %g", alpha)
 	}
 	s := &Service{alpha: alpha, grid: graph.Grid{Clusters: slices.Clone(g.Clusters), Links: slices.Clone(g.Links)},
-		measured: map[[2]string]*Link{}}
+		measured: map[[2]string]*Link{}, perf: map[[2]string]Perf{}, lan: map[string]LAN{}, images: map[string]string{}}
 	return s, nil
 }
 
@@ -63,6 +73,10 @@ func key(a, b string) [2]string {
 // Observe records a measured bandwidth between two clusters (a probe from
 // one site's agent to the other's) into the link's weighted average.
 func (s *Service) Observe(a, b string, mbps float64, at time.Time) error {
+	return s.observe(a, b, mbps, at, ViaAgents)
+}
+
+func (s *Service) observe(a, b string, mbps float64, at time.Time, via string) error {
 	if !(mbps >= graph.MinMbps && mbps <= graph.MaxMbps) || math.IsNaN(mbps) {
 		return fmt.Errorf("observe %s-%s: %w: mbps must be within %g and %g, not %g", a, b, ErrInvalid, graph.MinMbps, graph.MaxMbps, mbps)
 	}
@@ -80,7 +94,7 @@ func (s *Service) Observe(a, b string, mbps float64, at time.Time) error {
 	} else {
 		m.MeasuredMbps = s.alpha*mbps + (1-s.alpha)*m.MeasuredMbps
 	}
-	m.MeasuredAt, m.Samples = at, m.Samples+1
+	m.MeasuredAt, m.Samples, m.Via = at, m.Samples+1, via
 	s.grid.Links[i].Mbps = m.MeasuredMbps
 	return nil
 }
@@ -114,8 +128,15 @@ type Placement struct {
 	Master  HostRef        `json:"master"`
 	Workers []HostRef      `json:"workers"`
 	// Measured lists the links whose bandwidth in the plan is a measured
-	// one ("a-b: 18.7 Mbit/s measured, 20 configured").
+	// one, with when and how ("a-b: 18.7 Mbit/s measured (3 samples, the
+	// newest 2026-11-21T12:00:00Z agent to agent), 20 configured").
 	Measured []string `json:"measured,omitempty"`
+	// Calibrated lists the clusters' figures in the plan that the
+	// calibration measured in place of the grid file's: each cluster's
+	// perf for the job's VMs ("spain perf: 4.2e+08 ops/s (2.1e+08 per
+	// vCPU × 2 vCPUs, image debian) measured 2026-11-21T12:00:00Z, 2e+09
+	// configured"), then its LAN.
+	Calibrated []string `json:"calibrated,omitempty"`
 }
 
 // Plan chooses the clusters of a job among the free hosts (FreeHosts) on
@@ -132,7 +153,7 @@ func (s *Service) Plan(ctx context.Context, job *selection.Job, free map[string]
 
 // placeClimb plans a job by hill climbing on the hosts free now, with its
 // forced master when it gives one.
-func (s *Service) placeClimb(ctx context.Context, g *graph.Graph, job *selection.Job, free map[string][]string, opt selection.Options, measured []string) (Placement, error) {
+func (s *Service) placeClimb(ctx context.Context, g *graph.Graph, job *selection.Job, free map[string][]string, opt selection.Options, measured, calibrated []string) (Placement, error) {
 	counts := make([]int, g.Len())
 	for i := range counts {
 		c := g.Cluster(i)
@@ -158,7 +179,7 @@ func (s *Service) placeClimb(ctx context.Context, g *graph.Graph, job *selection
 		if why != "" {
 			p := pl.Infeasible(selection.HillClimb, why)
 			p.MasterForced = true
-			return Placement{Plan: p, Measured: measured, Workers: []HostRef{}}, nil
+			return Placement{Plan: p, Measured: measured, Calibrated: calibrated, Workers: []HostRef{}}, nil
 		}
 		opt.Master = m
 	}
@@ -166,7 +187,7 @@ func (s *Service) placeClimb(ctx context.Context, g *graph.Graph, job *selection
 	if err != nil {
 		return Placement{}, fmt.Errorf("plan %s: %w", job.Name, err)
 	}
-	out := Placement{Plan: p, Measured: measured, Workers: []HostRef{}}
+	out := Placement{Plan: p, Measured: measured, Calibrated: calibrated, Workers: []HostRef{}}
 	if !p.Feasible {
 		return out, nil
 	}
@@ -203,11 +224,25 @@ func (s *Service) snapshot() *Service {
 		c := *l
 		m[k] = &c
 	}
-	return &Service{alpha: s.alpha, grid: graph.Grid{Clusters: slices.Clone(s.grid.Clusters), Links: slices.Clone(s.grid.Links)}, measured: m}
+	return &Service{alpha: s.alpha, grid: graph.Grid{Clusters: slices.Clone(s.grid.Clusters), Links: slices.Clone(s.grid.Links)}, measured: m,
+		perf: maps.Clone(s.perf), lan: maps.Clone(s.lan), images: maps.Clone(s.images)}
 }
 
-// withGrid is a service like s on another grid with the same links, sharing
-// s's measurements (read only).
+// withGrid is a service like s on another grid with the same clusters and
+// links, sharing s's measurements (read only).
 func (s *Service) withGrid(g *graph.Grid) *Service {
-	return &Service{alpha: s.alpha, grid: *g, measured: s.measured}
+	return &Service{alpha: s.alpha, grid: *g, measured: s.measured, perf: s.perf, lan: s.lan, images: s.images}
+}
+
+// how says how a link was measured: its samples and the newest one.
+func (l *Link) how() string {
+	via := "agent to agent"
+	if l.Via == ViaVMs {
+		via = "VM to VM"
+	}
+	n := "1 sample"
+	if l.Samples != 1 {
+		n = fmt.Sprintf("%d samples", l.Samples)
+	}
+	return fmt.Sprintf("%s, the newest %s %s", n, stampOf(l.MeasuredAt), via)
 }

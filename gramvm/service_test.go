@@ -89,7 +89,7 @@ func TestObserveLinks(t *testing.T) {
 		t.Fatal(err)
 	}
 	links := s.Links()
-	want := gramvm.Link{Between: [2]string{"latam-a", "spain"}, ConfiguredMbps: 6, MeasuredMbps: 6, MeasuredAt: at.Add(time.Minute), Samples: 2}
+	want := gramvm.Link{Between: [2]string{"latam-a", "spain"}, ConfiguredMbps: 6, MeasuredMbps: 6, MeasuredAt: at.Add(time.Minute), Samples: 2, Via: gramvm.ViaAgents}
 	if diff := cmp.Diff(want, links[1]); diff != "" {
 		t.Errorf("link (-want +got):\n%s", diff)
 	}

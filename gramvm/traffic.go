@@ -53,6 +53,20 @@ func (s *Service) PlanLoaded(ctx context.Context, job *selection.Job, free map[s
 	return s.PlanAvailable(ctx, job, availableNow(free), running, opt)
 }
 
+// model is newModel on a snapshot's grid, its running jobs at the perf
+// the calibration measured for their VMs.
+func (s *Service) model(running []RunningJob) (*model, error) {
+	md, err := newModel(&s.grid, running)
+	if err != nil {
+		return nil, err
+	}
+	md.perf = func(c int, job *selection.Job) float64 {
+		p, _ := s.jobPerf(&s.grid, c, job)
+		return p
+	}
+	return md, nil
+}
+
 // jobName names a job in an error, even a nil one.
 func jobName(j *selection.Job) string {
 	if j == nil {

@@ -156,7 +156,7 @@ func (s *Service) Tune(ctx context.Context, newJob *selection.Job, free map[stri
 		opt.MaxPerLink = DefaultMaxPerLink
 	}
 	base := s.snapshot()
-	md, err := newModel(&base.grid, running)
+	md, err := base.model(running)
 	if err != nil {
 		return nil, fmt.Errorf("tune %s: %w", newJob.Name, err)
 	}

@@ -1,6 +1,7 @@
 package metasched
 
 import (
+	"cmp"
 	"fmt"
 	"net"
 	"net/url"
@@ -48,8 +49,9 @@ import (
 // kept: finished switches and finished jobs' run directories; see
 // RetentionConfig), and walltime ({default: D, max: M}: the longest an
 // attempt of a job runs when its job file gives no walltime, and the
-// longest a job file may ask; none by default). Relative paths are
-// relative to the file's directory.
+// longest a job file may ask; none by default), and calibration (when
+// and how the sites' figures are measured in VMs; see CalibrationConfig).
+// Relative paths are relative to the file's directory.
 type Config struct {
 	Listen      string
 	DataDir     string
@@ -76,7 +78,47 @@ type Config struct {
 	Retention RetentionConfig
 	// Walltime bounds the jobs' run times.
 	Walltime WalltimeConfig
+	// Calibration says when and how the sites' figures are measured.
+	Calibration CalibrationConfig
 }
+
+// CalibrationConfig is how the daemon measures the sites' figures in VMs
+// (docs/design.md, "Calibration"):
+//
+//	calibration:
+//	  max_age: 1h          # a figure older than this is measured again
+//	  bench_seconds: 10    # how long the task farm's kernel runs (taskfarm bench --seconds)
+//	  probe_bytes: 8388608 # what a LAN or link measurement streams (taskfarm probe --bytes)
+//	  auto: true           # false: only on demand (metasched calibrate, POST /v1/calibrate)
+//
+// A zero field means its default (DefaultCalibration).
+type CalibrationConfig struct {
+	MaxAge       time.Duration
+	BenchSeconds int
+	ProbeBytes   int64
+	// OnDemand (auto: false) measures only what an operator asks for.
+	OnDemand bool
+}
+
+// DefaultCalibration is the calibration's configuration by default.
+var DefaultCalibration = CalibrationConfig{MaxAge: time.Hour, BenchSeconds: 10, ProbeBytes: 8 << 20}
+
+// withDefaults is c with its zero fields at their defaults.
+func (c CalibrationConfig) withDefaults() CalibrationConfig {
+	d := DefaultCalibration
+	c.MaxAge = cmp.Or(c.MaxAge, d.MaxAge)
+	c.BenchSeconds = cmp.Or(c.BenchSeconds, d.BenchSeconds)
+	c.ProbeBytes = cmp.Or(c.ProbeBytes, d.ProbeBytes)
+	return c
+}
+
+// Bounds of the calibration's configuration.
+const (
+	MinCalibrationMaxAge = time.Minute
+	MaxBenchSeconds      = 600
+	MinProbeBytes        = 64 << 10
+	MaxProbeBytes        = 1 << 30
+)
 
 // WalltimeConfig bounds how long an attempt of a job may run: Default when
 // its job file gives no walltime (0: no bound), and the most a job file may
@@ -181,14 +223,15 @@ var (
 )
 
 var (
-	configFields    = append([]string{"listen", "data_dir", "grid", "job_types", "agents", "policy", "executor", "switch_delay", "on_agent_loss", "agent_loss_grace", "min_pool_hosts", "hold_after", "idempotency_retention", "retention", "walltime"}, httpsrv.LimitFields...)
-	retentionFields = []string{"switches", "job_dirs"}
-	switchesFields  = []string{"max_age", "max_count"}
-	jobTypeFields   = []string{"name", "vm", "holding_cost", "image"}
-	vmFields        = []string{"vcpus", "memory_mib"}
-	agentFields     = []string{"site", "address", "token_file"}
-	policyFields    = []string{"name", "K", "table", "solve"}
-	executorFields  = []string{"name", "time_scale", "max_output_bytes", "output_bytes_per_second", "poll"}
+	configFields      = append([]string{"listen", "data_dir", "grid", "job_types", "agents", "policy", "executor", "switch_delay", "on_agent_loss", "agent_loss_grace", "min_pool_hosts", "hold_after", "idempotency_retention", "retention", "walltime", "calibration"}, httpsrv.LimitFields...)
+	calibrationFields = []string{"max_age", "bench_seconds", "probe_bytes", "auto"}
+	retentionFields   = []string{"switches", "job_dirs"}
+	switchesFields    = []string{"max_age", "max_count"}
+	jobTypeFields     = []string{"name", "vm", "holding_cost", "image"}
+	vmFields          = []string{"vcpus", "memory_mib"}
+	agentFields       = []string{"site", "address", "token_file"}
+	policyFields      = []string{"name", "K", "table", "solve"}
+	executorFields    = []string{"name", "time_scale", "max_output_bytes", "output_bytes_per_second", "poll"}
 )
 
 // ParseConfig decodes a configuration file strictly: every problem is
@@ -215,6 +258,7 @@ func ParseConfig(file string, data []byte) (*Config, error) {
 		Executor: ExecutorConfig{Name: "emulated", TimeScale: DefaultTimeScale},
 	}
 	c.Retention = DefaultRetention
+	c.Calibration = DefaultCalibration
 	if l, ok := top.Str("listen", false); ok {
 		if _, port, err := net.SplitHostPort(l); err != nil || port == "" {
 			top.Errorf("listen", "must be HOST:PORT, not %q", l)
@@ -427,6 +471,11 @@ func ParseConfig(file string, data []byte) (*Config, error) {
 			c.IdempotencyRetention = x
 		}
 	}
+	if v, ok := top.Get("calibration", false); ok {
+		if m, ok := v.Map(calibrationFields...); ok {
+			parseCalibration(m, &c.Calibration)
+		}
+	}
 	c.Unproven = httpsrv.ParseLimits(top)
 	if err := d.Err(); err != nil {
 		return nil, err
@@ -462,6 +511,31 @@ func parseRetention(m *yamlx.Map, r *RetentionConfig) {
 		if x, ok := durationField(v, 0, 0); ok {
 			r.JobDirs = x
 		}
+	}
+}
+
+func parseCalibration(m *yamlx.Map, c *CalibrationConfig) {
+	if v, ok := m.Get("max_age", false); ok {
+		if x, ok := durationField(v, MinCalibrationMaxAge, 0); ok {
+			c.MaxAge = x
+		}
+	}
+	if n, ok := m.Int("bench_seconds", false); ok {
+		if n < 1 || n > MaxBenchSeconds {
+			m.Errorf("bench_seconds", "must be at least 1 and at most %d, not %d", MaxBenchSeconds, n)
+		} else {
+			c.BenchSeconds = n
+		}
+	}
+	if n, ok := m.Int("probe_bytes", false); ok {
+		if n < MinProbeBytes || n > MaxProbeBytes {
+			m.Errorf("probe_bytes", "must be at least %d and at most %d, not %d", MinProbeBytes, MaxProbeBytes, n)
+		} else {
+			c.ProbeBytes = int64(n)
+		}
+	}
+	if b, ok := m.Bool("auto", false); ok {
+		c.OnDemand = !b
 	}
 }
 

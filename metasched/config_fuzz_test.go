@@ -99,6 +99,10 @@ func checkConfig(t *testing.T, c *Config) {
 	check(slices.Contains(AgentLosses, c.OnAgentLoss), "on_agent_loss %q", c.OnAgentLoss)
 	check(c.AgentLossGrace >= 0 && c.AgentLossGrace <= MaxAgentLossGrace, "agent_loss_grace %v", c.AgentLossGrace)
 	check(c.MinPoolHosts >= 0, "min_pool_hosts %d", c.MinPoolHosts)
+	cal := c.Calibration
+	check(cal.MaxAge >= MinCalibrationMaxAge, "calibration.max_age %v", cal.MaxAge)
+	check(cal.BenchSeconds >= 1 && cal.BenchSeconds <= MaxBenchSeconds, "calibration.bench_seconds %d", cal.BenchSeconds)
+	check(cal.ProbeBytes >= MinProbeBytes && cal.ProbeBytes <= MaxProbeBytes, "calibration.probe_bytes %d", cal.ProbeBytes)
 	if len(bad) > 0 {
 		t.Fatalf("accepted configuration breaks its rules: %v\n%+v", bad, c)
 	}
@@ -121,6 +125,8 @@ func configFile(c *Config) map[string]any {
 		"max_unproven_connections": c.Unproven.MaxUnproven, "max_unproven_per_address": c.Unproven.MaxUnprovenPerAddress,
 		"retention": map[string]any{"job_dirs": c.Retention.JobDirs.String(),
 			"switches": map[string]any{"max_age": c.Retention.SwitchMaxAge.String(), "max_count": c.Retention.SwitchMaxCount}},
+		"calibration": map[string]any{"max_age": c.Calibration.MaxAge.String(), "bench_seconds": c.Calibration.BenchSeconds,
+			"probe_bytes": c.Calibration.ProbeBytes, "auto": !c.Calibration.OnDemand},
 	}
 	if c.IdempotencyRetention != 0 {
 		out["idempotency_retention"] = c.IdempotencyRetention.String()

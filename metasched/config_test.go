@@ -33,6 +33,7 @@ idempotency_retention: 72h
 retention:
   switches: {max_age: 0s, max_count: 500}
   job_dirs: 1h
+calibration: {max_age: 30m, bench_seconds: 5, probe_bytes: 1048576, auto: false}
 `
 
 // configBase is the smallest valid configuration.
@@ -53,6 +54,7 @@ func TestParseConfig(t *testing.T) {
 		Unproven:             httpsrv.Limits{MaxUnproven: 300, MaxUnprovenPerAddress: 30},
 		IdempotencyRetention: 72 * time.Hour,
 		Retention:            RetentionConfig{SwitchMaxAge: 0, SwitchMaxCount: 500, JobDirs: time.Hour},
+		Calibration:          CalibrationConfig{MaxAge: 30 * time.Minute, BenchSeconds: 5, ProbeBytes: 1 << 20, OnDemand: true},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
@@ -64,9 +66,10 @@ func TestParseConfig(t *testing.T) {
 	want = &Config{Listen: DefaultListen, DataDir: DefaultDataDir, Grid: "g.yaml",
 		JobTypes: []api.JobType{{Name: "a", VCPUs: 1, MemoryMiB: 64, HoldingCost: 1}},
 		Policy:   PolicyConfig{Name: "heuristic", K: 5}, Executor: ExecutorConfig{Name: "emulated", TimeScale: DefaultTimeScale}, OnAgentLoss: "requeue", AgentLossGrace: DefaultAgentLossGrace, MinPoolHosts: 2,
-		HoldAfter: DefaultHoldAfter,
-		Unproven:  httpsrv.Limits{MaxUnproven: httpsrv.DefaultMaxUnproven, MaxUnprovenPerAddress: httpsrv.DefaultMaxUnprovenPerAddress},
-		Retention: RetentionConfig{SwitchMaxAge: 30 * 24 * time.Hour, SwitchMaxCount: 10000, JobDirs: 24 * time.Hour}}
+		HoldAfter:   DefaultHoldAfter,
+		Unproven:    httpsrv.Limits{MaxUnproven: httpsrv.DefaultMaxUnproven, MaxUnprovenPerAddress: httpsrv.DefaultMaxUnprovenPerAddress},
+		Retention:   RetentionConfig{SwitchMaxAge: 30 * 24 * time.Hour, SwitchMaxCount: 10000, JobDirs: 24 * time.Hour},
+		Calibration: CalibrationConfig{MaxAge: time.Hour, BenchSeconds: 10, ProbeBytes: 8 << 20}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("defaults (-want +got):\n%s", diff)
 	}
@@ -157,6 +160,13 @@ var configErrorCases = []struct{ name, yaml, want string }{
 	{"negative switch count", configBase + "retention: {switches: {max_count: -1}}\n", "retention.switches.max_count: must be >= 0 (0: no count limit), not -1"},
 	{"no switch limit", configBase + "retention: {switches: {max_age: 0s, max_count: 0}}\n", "retention.switches: max_age and max_count are both 0: every finished switch would be kept forever"},
 	{"negative job dirs", configBase + "retention: {job_dirs: -1h}\n", "retention.job_dirs: must be >= 0, not -1h"},
+	{"unknown calibration", configBase + "calibration: {every: 1h}\n", "calibration.every: unknown field"},
+	{"short calibration age", configBase + "calibration: {max_age: 10s}\n", "calibration.max_age: must be at least 1m0s, not 10s"},
+	{"bad calibration age", configBase + "calibration: {max_age: often}\n", `calibration.max_age: not a duration like 2s or 1m: "often"`},
+	{"zero bench", configBase + "calibration: {bench_seconds: 0}\n", "calibration.bench_seconds: must be at least 1 and at most 600, not 0"},
+	{"long bench", configBase + "calibration: {bench_seconds: 3600}\n", "calibration.bench_seconds: must be at least 1 and at most 600, not 3600"},
+	{"small probe", configBase + "calibration: {probe_bytes: 10}\n", "calibration.probe_bytes: must be at least 65536 and at most 1073741824, not 10"},
+	{"bad auto", configBase + "calibration: {auto: sometimes}\n", "calibration.auto:"},
 }
 
 func TestParseConfigErrors(t *testing.T) {

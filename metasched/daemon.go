@@ -144,6 +144,7 @@ type Daemon struct {
 	switchRates  *switchRate
 	tuning       []api.TuningRecord
 	tuneSeq      int
+	cal          calibration    // the calibration's figures and its measurement under way (calibration.go)
 	tuningActive int            // accepted tuning decisions being carried out
 	migrating    map[string]int // tuning migrations in flight per host and "lan:CLUSTER"
 	seq          int            // switch IDs: the number of the last one
@@ -197,7 +198,7 @@ func NewWithGrid(ctx context.Context, cfg *Config, grid *graph.Grid, opt Options
 		hosts: map[string]*gridHost{}, jobs: map[string]*liveJob{}, promised: newReservations(), index: newJobIndex(), noRoom: map[string]string{}, inHand: map[string]int{},
 		released: map[coordinator.SwitchID]string{}, timers: map[coordinator.SwitchID]clockwork.Timer{},
 		timerPhase: map[coordinator.SwitchID]coordinator.Phase{},
-		rates:      map[string]*poolRates{}, migrating: map[string]int{}, switchesEnded: map[coordinator.Phase]int{},
+		rates:      map[string]*poolRates{}, migrating: map[string]int{}, switchesEnded: map[coordinator.Phase]int{}, cal: newCalibration(),
 		wake: make(chan struct{}, 1), events: make(chan coordinator.Event, 256)}
 	if d.planner, err = gramvm.New(grid, 0); err != nil {
 		return nil, err
@@ -280,6 +281,9 @@ func NewWithGrid(ctx context.Context, cfg *Config, grid *graph.Grid, opt Options
 	if err := d.restoreHosts(ctx); err != nil {
 		return nil, err
 	}
+	if err := d.restoreCalibration(ctx); err != nil {
+		return nil, err
+	}
 	if err := d.restoreJobs(ctx); err != nil {
 		return nil, err
 	}
@@ -329,6 +333,9 @@ func (d *Daemon) Run(ctx context.Context, ln net.Listener, h http.Handler) error
 	d.resumeSwitches(ctx)
 	d.loop(ctx, d.housekeepingLoop) // after the switches' final notifications
 	d.resumeJobs(ctx)
+	if d.anySiteCalibrates() {
+		d.loop(ctx, d.calibrationLoop)
+	}
 	d.log.Info().Str("listen", ln.Addr().String()).Int("sites", len(d.sites)).Int("hosts", len(d.order)).
 		Str("policy", d.cfg.Policy.String()).Str("executor", d.exec.Name()).Msg("metasched daemon serving")
 	var err error

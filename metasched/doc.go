@@ -61,6 +61,13 @@
 //     daemon migrates or resizes them through the agents.
 //   - Probes (probe.go): the bandwidth of links between remote agents,
 //     measured every minute, replaces the configured one in plans.
+//   - Calibration (calibration.go): for the sites whose agents boot
+//     guests, the task farm in VMs on idle hosts measures each site's
+//     operations per second per vCPU for each image its pools boot, its
+//     LAN, and each link VM to VM, one at a time, at the start, when a
+//     figure is older than calibration.max_age, when an agent answers
+//     again and on demand (Calibrate); gramvm plans on the figures, the
+//     store keeps them with their time, Calibration lists them.
 //
 // The design is described in docs/design.md of the repository, sections
 // "The daemon" and "HTTP APIs".

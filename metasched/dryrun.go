@@ -77,5 +77,8 @@ func explain(pl *gramvm.Placement) string {
 	for _, m := range pl.Measured {
 		fmt.Fprintf(&b, "  link %s\n", m)
 	}
+	for _, m := range pl.Calibrated {
+		fmt.Fprintf(&b, "  calibrated %s\n", m)
+	}
 	return b.String()
 }

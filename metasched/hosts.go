@@ -276,7 +276,7 @@ func (d *Daemon) refresh(ctx context.Context) {
 		d.sortHosts()
 	}
 	for _, job := range d.promised.jobs() {
-		if d.jobs[job] == nil {
+		if d.jobs[job] == nil && job != calibrationJob {
 			d.promised.dropJob(job) // ended: its VMs are gone or going
 		}
 	}
@@ -345,6 +345,9 @@ func (d *Daemon) reconcilePoolLocked(ctx context.Context, h *gridHost, hi hp.Hos
 func (d *Daemon) ownsVMLocked(job, vm string) bool {
 	if d.inHand[vm] > 0 {
 		return true // the job's own creation or destroy is under way
+	}
+	if job == calibrationJob {
+		return d.cal.vms[vm] // a measurement's, or left by a crash
 	}
 	j := d.jobs[job]
 	if j == nil {

@@ -40,11 +40,15 @@ func (d *Daemon) prepareRelease(ctx context.Context, a co.PrepareRelease) {
 	best := rel.host
 	d.released[a.ID] = best
 	d.hosts[best].held = a.ID // no new job is placed on it from now on
+	calibrating := d.calibratingLocked(best)
 	attempts := make([]int, len(rel.requeue))
 	for i, j := range rel.requeue {
 		attempts[i] = j.job.Record.Attempts
 	}
 	d.mu.Unlock()
+	if calibrating {
+		d.abortCalibrationOn(ctx, best, fmt.Sprintf("switch %s takes host %s", a.ID, best))
+	}
 	reason := fmt.Sprintf("host %s switched from pool %s by %s", best, a.Pool, a.ID)
 	var ids []string
 	var runs []*attempt
@@ -133,7 +137,9 @@ func elasticLossLocked(j *liveJob, gone func(host string) bool) (vms []string, g
 // chooseReleaseLocked chooses the host of pool that a switch takes, by the
 // release rule:
 //
-//  1. an idle host (no live job placed on it), the first in grid order;
+//  1. an idle host (no live job placed on it), the first in grid order,
+//     one the calibration does not measure on before one it does (whose
+//     measurement is then stopped);
 //  2. else a host that costs no work: every job on it is a running
 //     elastic job that has only workers there and keeps another worker
 //     elsewhere, so that each loses those workers and goes on; the one
@@ -153,7 +159,7 @@ func elasticLossLocked(j *liveJob, gone func(host string) bool) (vms []string, g
 func (d *Daemon) chooseReleaseLocked(pool string, exclude []string) (release, string) {
 	now := d.now()
 	var best, cheap release
-	bestLost, cheapVMs := 0.0, 0
+	bestLost, cheapVMs, calHost := 0.0, 0, ""
 	spared := 0
 	placed := d.placedLocked()
 	for _, name := range d.order {
@@ -179,6 +185,10 @@ func (d *Daemon) chooseReleaseLocked(pool string, exclude []string) (release, st
 			}
 		}
 		switch {
+		case len(r.requeue) == 0 && len(r.lose) == 0 && d.calibratingLocked(name):
+			if calHost == "" {
+				calHost = name
+			}
 		case len(r.requeue) == 0 && len(r.lose) == 0:
 			return r, ""
 		case len(r.requeue) == 0:
@@ -192,6 +202,8 @@ func (d *Daemon) chooseReleaseLocked(pool string, exclude []string) (release, st
 		}
 	}
 	switch {
+	case calHost != "":
+		return release{host: calHost}, ""
 	case cheap.host != "":
 		return cheap, ""
 	case best.host != "":

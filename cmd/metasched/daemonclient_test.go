@@ -232,7 +232,8 @@ var (
 	fixturePlacement = gramvm.Placement{Plan: fixturePlan, Master: gramvm.HostRef{Site: "spain", Host: "es-1"},
 		Workers: []gramvm.HostRef{{Site: "spain", Host: "es-1"}, {Site: "spain", Host: "es-2"}, {Site: "spain", Host: "es-3"},
 			{Site: "latam-a", Host: "la-1"}},
-		Measured: []string{"spain-latam-a: 7.5 Mbit/s measured, 8 configured"}}
+		Measured:   []string{"spain-latam-a: 7.5 Mbit/s measured (3 samples, the newest 2026-03-01T11:59:00Z agent to agent), 8 configured"},
+		Calibrated: []string{"spain perf: 4e+08 ops/s (2e+08 per vCPU × 2 vCPUs, image debian) measured 2026-03-01T11:00:00Z, 2e+09 configured"}}
 	renderSpec = selection.Job{Name: "render-42", Type: "render", Tasks: 300, TaskOps: 2e11, TaskBytes: 5e7, Efficiency: 0.8,
 		VM: selection.VM{VCPUs: 2, MemoryMiB: 2048}}
 
@@ -396,7 +397,7 @@ func TestDaemonCommandsNeedToken(t *testing.T) {
 	job := writeFile(t, "job.yaml", jobFileText)
 	for _, args := range [][]string{
 		{"submit", job}, {"jobs"}, {"status"}, {"status", "j-1"}, {"cancel", "j-1"}, {"logs", "j-1"},
-		{"plan", "--job", job}, {"pools"}, {"switches"}, {"hosts"}, {"hosts", "clear", "lb-3"},
+		{"plan", "--job", job}, {"pools"}, {"switches"}, {"hosts"}, {"hosts", "clear", "lb-3"}, {"calibration"}, {"calibrate"},
 	} {
 		code, out, errOut := runCmd(t, append(args, "--server", "http://127.0.0.1:1")...)
 		if code != 2 || out != "" || !strings.Contains(errOut, "give --token TOKEN or set METASCHED_TOKEN") {

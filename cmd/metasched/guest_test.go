@@ -167,6 +167,8 @@ links:
   - {between: [a, b], mbps: 20, latency_ms: 1}
 `)
 	g.dataDir = filepath.Join(g.dir, "daemon")
+	// The calibration measures only on demand: these tests count and
+	// check the jobs' VMs alone.
 	g.cfg = g.write("serve.yaml", fmt.Sprintf(`listen: 127.0.0.1:%d
 data_dir: daemon
 grid: grid.yaml
@@ -179,6 +181,7 @@ agents:
   - {site: b, address: %s, token_file: token}
 policy: {name: none}
 executor: {name: guest, poll: 250ms}
+calibration: {auto: false}
 `, freePort(t), g.agents["a"].url, g.agents["b"].url))
 	g.startDaemon()
 	t.Cleanup(g.dumpLogsOnFailure)

@@ -243,6 +243,7 @@ func printJob(w io.Writer, j api.Job) {
 		printPlanBody(w, p.Plan)
 		fmt.Fprintln(w)
 		printMeasured(w, p.Measured)
+		printCalibrated(w, p.Calibrated)
 	case j.State.Terminal():
 		fmt.Fprintln(w, "Never planned.")
 	default:
@@ -321,6 +322,14 @@ func printMeasured(w io.Writer, measured []string) {
 		return
 	}
 	fmt.Fprintf(w, "Measured links: %s\n", strings.Join(measured, "; "))
+}
+
+// printCalibrated writes the line about the clusters' figures a plan took
+// from the calibration, when it took any.
+func printCalibrated(w io.Writer, calibrated []string) {
+	if len(calibrated) > 0 {
+		fmt.Fprintf(w, "Calibrated: %s\n", strings.Join(calibrated, "; "))
+	}
 }
 
 func newCancelCmd(e *env) *cobra.Command {
@@ -441,6 +450,7 @@ func printPlanResult(w io.Writer, res api.PlanResult, body []byte, path string) 
 		fmt.Fprintf(w, "Free hosts%s: %s\n", pool, strings.Join(free, ", "))
 	}
 	printMeasured(w, res.Placement.Measured)
+	printCalibrated(w, res.Placement.Calibrated)
 	if res.Waits {
 		fmt.Fprintln(w, "Submitted now, the job would wait in its pool's queue.")
 	}

@@ -75,7 +75,7 @@ func TestPlanDaemonInfeasible(t *testing.T) {
 	none := fixturePlanResult
 	none.Placement.Plan.Feasible, none.Placement.Plan.Reason = false, "no cluster can take part: each one's machines cannot hold the job's VM or none is free"
 	none.Placement.Plan.Master, none.Placement.Plan.Clusters = "", nil
-	none.Placement.Measured = nil
+	none.Placement.Measured, none.Placement.Calibrated = nil, nil
 	none.FreeHosts = map[string]int{}
 	waits := none
 	waits.Waits = true

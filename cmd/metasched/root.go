@@ -79,7 +79,8 @@ and image build (the bundled guest image, from Debian packages).
 
 The daemon's clients: submit, jobs, status, cancel and logs (jobs), plan
 without --grid (the daemon's dry run), pools, switches and hosts (the pools
-and their servers, hosts clear for a stranded host). They find the daemon
+and their servers, hosts clear for a stranded host), calibration and
+calibrate (the sites' figures measured in VMs). They find the daemon
 with --server or METASCHED_SERVER (default http://127.0.0.1:8080) and
 present --token or METASCHED_TOKEN; --output json prints the API's answer.`,
 		SilenceUsage:  true,
@@ -88,7 +89,7 @@ present --token or METASCHED_TOKEN; --output json prints the API's answer.`,
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(newVersionCmd(e), newPolicyCmd(e), newPlanCmd(e), newSimulateCmd(e), newAgentCmd(e), newServeCmd(e),
 		newSubmitCmd(e), newJobsCmd(e), newStatusCmd(e), newCancelCmd(e), newLogsCmd(e), newOutputsCmd(e),
-		newPoolsCmd(e), newSwitchesCmd(e), newHostsCmd(e), newImageCmd(e))
+		newPoolsCmd(e), newSwitchesCmd(e), newHostsCmd(e), newCalibrationCmd(e), newCalibrateCmd(e), newImageCmd(e))
 	// Unknown subcommands and stray arguments are usage errors.
 	root.Args = cobra.NoArgs
 	root.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }

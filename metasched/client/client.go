@@ -413,6 +413,27 @@ func (c *Client) Tuning(ctx context.Context) (json.RawMessage, error) {
 	return out, err
 }
 
+// Calibration returns the figures the daemon measures of its sites in
+// VMs, with their ages and when each is due.
+func (c *Client) Calibration(ctx context.Context) (api.Calibration, error) {
+	var out api.Calibration
+	err := c.do(ctx, http.MethodGet, "/v1/calibration", nil, nil, &out)
+	return out, err
+}
+
+// Calibrate asks the daemon to measure the figures of a site (of every
+// site it can calibrate: site empty) as soon as their hosts are idle; the
+// answer is the calibration with those figures due.
+func (c *Client) Calibrate(ctx context.Context, site string) (api.Calibration, error) {
+	body, err := json.Marshal(api.CalibrateRequest{Site: site})
+	if err != nil {
+		return api.Calibration{}, err
+	}
+	var out api.Calibration
+	err = c.do(ctx, http.MethodPost, "/v1/calibrate", nil, body, &out)
+	return out, err
+}
+
 // contentType labels a job file: JSON when it opens with '{' or '[', else
 // YAML (of which JSON is a subset, so a mislabelled file still parses).
 func contentType(body []byte) string {

@@ -141,7 +141,12 @@ func TestMethods(t *testing.T) {
 	policy := api.PolicyView{Configured: "optimal", InForce: "heuristic", Note: "solving",
 		Pools: []api.PolicyPool{{Name: "render", Jobs: 3, Servers: 2}}, Servers: 4, Decisions: 10, Switches: 1,
 		LastAt: t0, Table: &api.PolicyTable{Source: "solved", States: 9000, Solving: true}}
-	links := []gramvm.Link{{Between: [2]string{"spain", "latam-a"}, ConfiguredMbps: 8, MeasuredMbps: 7.5, MeasuredAt: t0, Samples: 4}}
+	links := []gramvm.Link{{Between: [2]string{"spain", "latam-a"}, ConfiguredMbps: 8, MeasuredMbps: 7.5, MeasuredAt: t0, Samples: 4, Via: gramvm.ViaVMs}}
+	calibration := api.Calibration{At: t0, MaxAgeSeconds: 3600, Auto: true, BenchSeconds: 10, ProbeBytes: 8 << 20,
+		Sites: []api.CalibrationSite{{Name: "spain", Calibrated: true}},
+		Figures: []api.CalibrationFigure{{Key: "perf/spain/debian", Kind: api.CalibrationPerf, Site: "spain", Image: "debian", Value: 2e8,
+			Unit: "ops/s per vCPU", Configured: 2e9, ConfiguredUnit: "ops/s per machine", MeasuredAt: t0, AgeSeconds: 60,
+			Hosts: []string{"es-1"}, State: api.CalibrationMeasured, Due: t0.Add(time.Hour)}}}
 	outputs := api.OutputList{Job: "j-000000000007", Attempt: 2, Files: []api.OutputFile{{Name: "frames/a b%.bin", Size: 4}}, Missing: []string{"x"}}
 	plan := api.PlanResult{Placement: *testJob.Placement, FreeHosts: map[string]int{"spain": 3, "latam-a": 0},
 		Explanation: "master on spain"}
@@ -203,6 +208,12 @@ func TestMethods(t *testing.T) {
 			request{Method: "GET", Path: "/v1/links", Auth: auth}, links},
 		{"tuning", func() (any, error) { return c.Tuning(ctx) }, `[{"vm":"j-7-0","action":"resize"}]`,
 			request{Method: "GET", Path: "/v1/tuning", Auth: auth}, json.RawMessage(`[{"vm":"j-7-0","action":"resize"}]`)},
+		{"calibration", func() (any, error) { return c.Calibration(ctx) }, calibration,
+			request{Method: "GET", Path: "/v1/calibration", Auth: auth}, calibration},
+		{"calibrate all", func() (any, error) { return c.Calibrate(ctx, "") }, calibration,
+			request{Method: "POST", Path: "/v1/calibrate", Auth: auth, ContentType: "application/json", Body: "{}"}, calibration},
+		{"calibrate a site", func() (any, error) { return c.Calibrate(ctx, "spain") }, calibration,
+			request{Method: "POST", Path: "/v1/calibrate", Auth: auth, ContentType: "application/json", Body: `{"site":"spain"}`}, calibration},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -9,8 +9,10 @@ import (
 	"os"
 	"path"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	hp "github.com/metasched/metasched/hypervisorproxy"
 	"github.com/metasched/metasched/metasched"
@@ -18,27 +20,45 @@ import (
 )
 
 // Site is a site agent with a guest API held in memory: its VMs get
-// addresses in the inventory (10.77.Net.N/16, N given in the order the
-// VMs are first seen; none when Net is 0), their files are a map, every
-// program exits 0 at once, and the runner's start plays a command that ran
-// at once: DIR/output says what the command's environment held and what
-// the guest's hostfile holds, DIR/exit its status ("exit N" in the command
-// line, else 0), and a "cp A B" of the command line copies A to B in the
-// working directory. A command line with the word "hold" runs on (no
-// DIR/exit) until Exit ends it. A VM destroyed through the site is gone:
-// its guest calls fail with hp.ErrNotFound, as an agent's for a VM it does
-// not have.
+// addresses in the inventory and from CreateVM (10.77.Net.N/16, N given in
+// the order the VMs are first seen; none when Net is 0), their files are a
+// map, every program exits 0 at once unless Run says otherwise, and the
+// runner's start plays a command that ran at once: DIR/output says what
+// the command's environment held and what the guest's hostfile holds,
+// DIR/exit its status ("exit N" in the command line, else 0), and a "cp A
+// B" of the command line copies A to B in the working directory. A command
+// line with the word "hold" runs on (no DIR/exit) until Exit ends it. A VM
+// destroyed through the site is gone: its guest calls fail with
+// hp.ErrNotFound, as an agent's for a VM it does not have.
 type Site struct {
 	metasched.SiteAgent
 	Net int
+	// Images are the images its VMs boot: a VM created with one of them
+	// (a host reconfigured for a pool of one) is created (reconfigured)
+	// without it by the agent below (libvirt's test driver boots
+	// nothing), and its guest API is this fake's; another image is
+	// refused as the agent refuses an image it does not have. With Images, the site says it boots guests (BootsGuests), and
+	// the daemon calibrates it.
+	Images []string
+	// Run, when set, plays every program started in a VM other than the
+	// runner: what it prints and how it ends, as GuestExecStatus reports
+	// it once (an answer with Exited false is reported for ever: the
+	// program never ends); an error is GuestExec's own (the guest agent
+	// failed). Unset, every such program exits 0 at once with no output.
+	Run func(vm string, e hp.GuestExec) (hp.GuestExecStatus, error)
+	// Down, while set, makes Inventory fail as an agent that does not
+	// answer.
+	Down atomic.Bool
 
-	mu    sync.Mutex
-	files map[string]map[string][]byte // VM, path
-	addrs map[string]int               // VM, the last byte of its address
-	procs int
-	held  map[string]string // VM → the runner's directory of its held command
-	gone  map[string]bool   // VMs destroyed
-	execs []string          // "VM PATH ARGS..." of every GuestExec
+	mu        sync.Mutex
+	files     map[string]map[string][]byte // VM, path
+	addrs     map[string]int               // VM, the last byte of its address
+	procs     int
+	held      map[string]string          // VM → the runner's directory of its held command
+	gone      map[string]bool            // VMs destroyed
+	execs     []string                   // "VM PATH ARGS..." of every GuestExec
+	status    map[int]hp.GuestExecStatus // programs Run played, by PID
+	forgotten map[int]bool               // those whose exit was reported
 }
 
 var (
@@ -47,26 +67,21 @@ var (
 	holdRE = regexp.MustCompile(`\bhold\b`)
 )
 
-// Inventory is the agent's, with the VMs' addresses.
+// Inventory is the agent's, with the VMs' addresses; an error while Down.
 func (s *Site) Inventory(ctx context.Context) (hp.Inventory, error) {
+	if s.Down.Load() {
+		return hp.Inventory{}, fmt.Errorf("inventory: the agent does not answer (test)")
+	}
 	inv, err := s.SiteAgent.Inventory(ctx)
 	if s.Net == 0 {
 		return inv, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.addrs == nil {
-		s.addrs = map[string]int{}
-	}
 	for h := range inv.Hosts {
 		for i := range inv.Hosts[h].VMs {
 			vm := &inv.Hosts[h].VMs[i]
-			n, ok := s.addrs[vm.Name]
-			if !ok {
-				n = 10 + len(s.addrs)
-				s.addrs[vm.Name] = n
-			}
-			vm.Address = fmt.Sprintf("10.77.%d.%d/16", s.Net, n)
+			vm.Address = s.addressLocked(vm.Name)
 		}
 	}
 	return inv, err
@@ -115,6 +130,42 @@ func (s *Site) Execs() []string {
 	return append([]string(nil), s.execs...)
 }
 
+// addressLocked is the VM's address, given when first asked.
+func (s *Site) addressLocked(vm string) string {
+	if s.addrs == nil {
+		s.addrs = map[string]int{}
+	}
+	n, ok := s.addrs[vm]
+	if !ok {
+		n = 10 + len(s.addrs)
+		s.addrs[vm] = n
+	}
+	return fmt.Sprintf("10.77.%d.%d/16", s.Net, n)
+}
+
+// BootsGuests says whether the site's VMs boot their images: it has
+// Images.
+func (s *Site) BootsGuests() bool { return len(s.Images) > 0 }
+
+// CreateVM creates the VM through the agent below, without its image
+// when it is one of Images (see Site), with its address.
+func (s *Site) CreateVM(ctx context.Context, spec hp.VMSpec) (hp.VM, error) {
+	if spec.Image != "" {
+		if !slices.Contains(s.Images, spec.Image) {
+			return hp.VM{}, fmt.Errorf("create vm %s: %w: image: %q is not an image of this site (it has %v)", spec.Name, hp.ErrInvalid, spec.Image, s.Images)
+		}
+		spec.Image = ""
+	}
+	v, err := s.SiteAgent.CreateVM(ctx, spec)
+	if err != nil || s.Net == 0 {
+		return v, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v.Address = s.addressLocked(v.Name)
+	return v, nil
+}
+
 // File returns a file of a VM's guest, nil when it has none.
 func (s *Site) File(vm, p string) []byte {
 	s.mu.Lock()
@@ -132,9 +183,42 @@ func (s *Site) vm(name string) map[string][]byte {
 	return s.files[name]
 }
 
-// GuestExec plays the runner's start (see Site); other programs do
-// nothing.
+// ReconfigureHost reconfigures the host through the agent below, without
+// the new pool's image when it is one of Images (see Site).
+func (s *Site) ReconfigureHost(ctx context.Context, host string, r hp.Reconfigure) (hp.Reconfigured, error) {
+	if r.Image != "" {
+		if !slices.Contains(s.Images, r.Image) {
+			return hp.Reconfigured{}, fmt.Errorf("reconfigure host %s: %w: image: %q is not an image of this site (it has %v)", host, hp.ErrInvalid, r.Image, s.Images)
+		}
+		r.Image = ""
+	}
+	return s.SiteAgent.ReconfigureHost(ctx, host, r)
+}
+
+// GuestExec plays the runner's start (see Site); other programs are
+// Run's, or do nothing.
 func (s *Site) GuestExec(ctx context.Context, vm string, e hp.GuestExec) (hp.GuestProcess, error) {
+	if s.Run != nil && e.Path != executor.GuestRunner {
+		s.mu.Lock()
+		gone := s.goneErr(vm)
+		s.mu.Unlock()
+		if gone != nil {
+			return hp.GuestProcess{}, gone
+		}
+		st, err := s.Run(vm, e)
+		if err != nil {
+			return hp.GuestProcess{}, err
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.procs++
+		s.execs = append(s.execs, strings.Join(append([]string{vm, e.Path}, e.Args...), " "))
+		if s.status == nil {
+			s.status, s.forgotten = map[int]hp.GuestExecStatus{}, map[int]bool{}
+		}
+		s.status[s.procs] = st
+		return hp.GuestProcess{PID: s.procs}, nil
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.goneErr(vm); err != nil {
@@ -175,12 +259,24 @@ func (s *Site) GuestExec(ctx context.Context, vm string, e hp.GuestExec) (hp.Gue
 	return hp.GuestProcess{PID: s.procs}, nil
 }
 
-// GuestExecStatus says every program has exited 0.
+// GuestExecStatus reports what Run said of the program, once it has
+// exited (then it is forgotten: hp.ErrNotFound after, as the guest agent
+// does); every other program has exited 0.
 func (s *Site) GuestExecStatus(ctx context.Context, vm string, pid int) (hp.GuestExecStatus, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.goneErr(vm); err != nil {
 		return hp.GuestExecStatus{}, err
+	}
+	if st, ok := s.status[pid]; ok {
+		if st.Exited {
+			s.forgotten[pid] = true
+			delete(s.status, pid)
+		}
+		return st, nil
+	}
+	if s.forgotten[pid] {
+		return hp.GuestExecStatus{}, fmt.Errorf("guest exec status of pid %d in %s: %w", pid, vm, hp.ErrNotFound)
 	}
 	return hp.GuestExecStatus{Exited: true}, nil
 }

@@ -815,6 +815,39 @@ func TestAPIViews(t *testing.T) {
 	if vms := apiGet[[]json.RawMessage](t, td, "/v1/vms"); vms == nil || len(vms) != 0 {
 		t.Errorf("VMs of an idle daemon: %s", vms)
 	}
+
+	// In-process agents on libvirt's test driver boot no guest: no site
+	// is calibrated, the view says why, and a calibration is refused.
+	cal := apiGet[api.Calibration](t, td, "/v1/calibration")
+	if len(cal.Sites) != 3 || len(cal.Figures) != 0 || cal.Figures == nil || !cal.Auto || cal.MaxAgeSeconds != 3600 {
+		t.Errorf("calibration of in-process agents: %+v", cal)
+	}
+	for _, s := range cal.Sites {
+		if s.Calibrated || !strings.Contains(s.Note, "libvirt's test driver, which boots no guest: its plans keep the grid file's figures") {
+			t.Errorf("site %+v: want not calibrated, and why", s)
+		}
+	}
+	for _, c := range []struct {
+		body   string
+		status int
+		field  string
+		text   string
+	}{
+		{"", 409, "", "no site can be calibrated"},
+		{`{"site":"spain"}`, 409, "", "site spain cannot be calibrated: its agent is in process"},
+		{`{"site":"mars"}`, 400, "site", `no site "mars" (the grid's sites: latam-a, latam-b, spain)`},
+		{`{"sites":"spain"}`, 400, "sites", "unknown field"},
+	} {
+		a := apiAuthed(t, td, "POST", "/v1/calibrate", "application/json", []byte(c.body))
+		e := a.apiErr(t)
+		text := e.Error
+		for _, f := range e.Fields {
+			text += " " + f.Problem
+		}
+		if a.status != c.status || !strings.Contains(text, c.text) || (c.field != "" && (len(e.Fields) != 1 || e.Fields[0].Field != c.field)) {
+			t.Errorf("POST /v1/calibrate %s: %d %s, want %d naming %q", c.body, a.status, a.body, c.status, c.text)
+		}
+	}
 }
 
 // A path that is no route answers 404 unknown_route.

@@ -384,6 +384,35 @@ func FuzzRequestSwitch(f *testing.F) {
 	})
 }
 
+// FuzzCalibrate posts bodies to POST /v1/calibrate on a daemon whose
+// sites boot no guest (in-process agents on libvirt's test driver): every
+// answer is a refusal, 400 naming the site or the body's problem, 409 for a
+// site that cannot be calibrated, 413; never a 5xx, and no figure appears.
+func FuzzCalibrate(f *testing.F) {
+	for _, b := range []string{``, `{}`, `{"site": "spain"}`, `{"site": "mars"}`, `{"site": ""}`, `{"site": 3}`,
+		`{"sites": "spain"}`, `{"site": "spain"} {}`, `[]`, `null`, `{"site": "Spain!"}`} {
+		f.Add([]byte(b))
+	}
+	s := startFuzzServer(f)
+	sites := []string{"latam-a", "latam-b", "spain"}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		a := s.serve(t, "POST", "/v1/calibrate", http.Header{"Content-Type": {"application/json"}}, body, true)
+		e := checkRefusal(t, "POST /v1/calibrate", a, 400, 409, 413)
+		for _, fe := range e.Fields {
+			if fe.Field == "site" && !strings.HasPrefix(fe.Problem, "no site ") && !strings.HasPrefix(fe.Problem, "must be string") {
+				t.Fatalf("POST /v1/calibrate %q: field site: %q", body, fe.Problem)
+			}
+		}
+		if a.status == http.StatusConflict && !strings.Contains(e.Error, "cannot be calibrated") && !strings.HasPrefix(e.Error, "no site can be calibrated: ") {
+			t.Fatalf("POST /v1/calibrate %q: 409 %q", body, e.Error)
+		}
+		v := s.d.Calibration()
+		if len(v.Figures) != 0 || len(v.Sites) != len(sites) {
+			t.Fatalf("POST /v1/calibrate %q: the calibration now has %+v", body, v)
+		}
+	})
+}
+
 // FuzzJobsQuery sends queries to GET /v1/jobs: an answer is a page of at
 // most the limit asked (DefaultPageSize without one) of jobs in the states
 // asked, in submission order, or a 400 that names the parameter.

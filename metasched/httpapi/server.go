@@ -63,6 +63,10 @@ type Daemon interface {
 	Policy() api.PolicyView
 	Links() []gramvm.Link
 	Tuning() []api.TuningRecord
+	// Calibration lists the figures the daemon measures in VMs; Calibrate
+	// asks for a site's (every site's: "") to be measured now.
+	Calibration() api.Calibration
+	Calibrate(ctx context.Context, site string) (api.Calibration, error)
 }
 
 // Route is one route of the server: "METHOD PATTERN" as net/http's
@@ -85,6 +89,7 @@ var Routes = []Route{
 	{"POST /v1/hosts/{name}/clear", false}, {"GET /v1/vms", false},
 	{"GET /v1/switches", false}, {"POST /v1/switches", false}, {"GET /v1/policy", false},
 	{"GET /v1/links", false}, {"GET /v1/tuning", false}, {"GET /v1/dashboard", false}, {"GET /v1/events", false},
+	{"GET /v1/calibration", false}, {"POST /v1/calibrate", false},
 }
 
 // Server is the HTTP server of one daemon.
@@ -269,6 +274,25 @@ func (s *Server) handlers() map[string]http.HandlerFunc {
 		},
 		"GET /v1/tuning": func(w http.ResponseWriter, r *http.Request) {
 			httpx.WriteJSON(w, http.StatusOK, d.Tuning())
+		},
+		"GET /v1/calibration": func(w http.ResponseWriter, r *http.Request) {
+			httpx.WriteJSON(w, http.StatusOK, d.Calibration())
+		},
+		"POST /v1/calibrate": func(w http.ResponseWriter, r *http.Request) {
+			body, err := readBody(w, r)
+			if err != nil {
+				replyErr(w, err)
+				return
+			}
+			var cr api.CalibrateRequest
+			if len(strings.TrimSpace(string(body))) > 0 {
+				if err := strictJSON(body, &cr); err != nil {
+					replyErr(w, err)
+					return
+				}
+			}
+			c, err := d.Calibrate(r.Context(), cr.Site)
+			reply(w, http.StatusAccepted, c, err)
 		},
 	}
 }

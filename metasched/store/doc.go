@@ -13,7 +13,8 @@
 // open ones, of the closed ones by end and of each host's last one, the
 // hosts' records, revoked sessions, the idempotency keys of submissions
 // (idempotency, recorded with their job), how far each attempt's output is
-// in its job's log (outputs), and meta (the token and the layout). A
+// in its job's log (outputs), the calibration's figures (calibration,
+// calibration.go), and meta (the token and the layout). A
 // listing reads one index cursor per state from its After on, and the
 // switches newest first from Before on, so that a page costs what it
 // holds; a restart reads the open switches and one per host.
