@@ -89,7 +89,7 @@ present --token or METASCHED_TOKEN; --output json prints the API's answer.`,
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(newVersionCmd(e), newPolicyCmd(e), newPlanCmd(e), newSimulateCmd(e), newAgentCmd(e), newServeCmd(e),
 		newSubmitCmd(e), newJobsCmd(e), newStatusCmd(e), newCancelCmd(e), newLogsCmd(e), newOutputsCmd(e),
-		newPoolsCmd(e), newSwitchesCmd(e), newHostsCmd(e), newCalibrationCmd(e), newCalibrateCmd(e), newImageCmd(e))
+		newPoolsCmd(e), newSwitchesCmd(e), newHostsCmd(e), newCalibrationCmd(e), newCalibrateCmd(e), newImageCmd(e), newExperimentCmd(e))
 	// Unknown subcommands and stray arguments are usage errors.
 	root.Args = cobra.NoArgs
 	root.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }

@@ -1,0 +1,400 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/metasched/metasched/hypervisorproxy/image"
+	"github.com/metasched/metasched/metasched/api"
+	"github.com/metasched/metasched/metasched/lab"
+)
+
+func newExperimentCmd(e *env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "experiment",
+		Short: "Run the papers' workload on a grid of QEMU VMs on this machine",
+		Long: `Run the papers' workload for real: a grid of sites on this machine (a bridge per
+site, each joined to a wan bridge by a link shaped to the site's uplink, a root
+libvirtd per host, QEMU guests under TCG with a CPU quota per vCPU), the real
+site agents and daemon (this binary), task-farm jobs that run in booted VMs.
+Needs root, libvirtd, QEMU and iproute2 (make demo-vms installs them), and the
+task farm beside this binary (make build). Everything started is stopped by
+PID at the end, also on Ctrl-C.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+	}
+	cmd.AddCommand(newRealGridCmd(e), newDemoVMsCmd(e))
+	return cmd
+}
+
+// labFlags are the flags of the commands that run a lab.
+type labFlags struct {
+	image, dir, taskfarm string
+	keep                 bool
+}
+
+func (f *labFlags) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.image, "image", "", "a built guest image's directory (default: the bundled image, built into the cache when missing)")
+	fl.StringVar(&f.taskfarm, "taskfarm", "", "the static task farm binary for the image (default: taskfarm beside this program)")
+	fl.StringVar(&f.dir, "dir", "", "the lab's working directory: configurations, logs, data (default: a temporary directory, removed at the end unless --keep)")
+	fl.BoolVar(&f.keep, "keep", false, "keep the lab's working directory (its logs) at the end")
+}
+
+// startLab builds the image when needed and starts the lab of spec; the
+// returned function stops it and removes its directory (unless kept).
+func startLab(ctx context.Context, e *env, f labFlags, spec func(image string) lab.Spec) (*lab.Lab, func(), error) {
+	if err := lab.Check(); err != nil {
+		return nil, nil, err
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, nil, fmt.Errorf("this program's own path: %w", err)
+	}
+	logf := func(format string, a ...any) {
+		fmt.Fprintf(e.stderr, "%s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, a...))
+	}
+	img := f.image
+	if img == "" {
+		tf := f.taskfarm
+		if tf == "" {
+			tf = filepath.Join(filepath.Dir(exe), "taskfarm")
+		}
+		if _, err := image.ReadTaskFarm(tf); err != nil {
+			return nil, nil, usagef("--taskfarm: %w", err)
+		}
+		logf("building the bundled image (cached after the first time)")
+		res, err := image.Build(ctx, image.Options{TaskFarm: tf})
+		if err != nil {
+			return nil, nil, err
+		}
+		img = res.Dir
+	}
+	dir, made := f.dir, false
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "metasched-lab-"); err != nil {
+			return nil, nil, err
+		}
+		made = true
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, nil, usagef("--dir: %w", err)
+	}
+	logf("lab in %s", dir)
+	l, err := lab.Start(ctx, spec(img), lab.Options{Binary: exe, Dir: dir, Logf: logf})
+	if err != nil {
+		if made && !f.keep {
+			os.RemoveAll(dir)
+		}
+		return nil, nil, err
+	}
+	stop := func() {
+		logf("stopping the lab (daemon, agents, libvirtds and their guests, by PID)")
+		if err := l.Close(); err != nil {
+			logf("stop: %v", err)
+		}
+		if made && !f.keep {
+			os.RemoveAll(dir)
+		} else {
+			logf("the lab's files and logs are in %s", dir)
+		}
+	}
+	return l, stop, nil
+}
+
+func newRealGridCmd(e *env) *cobra.Command {
+	var (
+		f       labFlags
+		out     string
+		tasks   int
+		compute float64
+		runs    string
+	)
+	cmd := &cobra.Command{
+		Use:   "realgrid --out DIR",
+		Short: "The real test of Bertogna et al. §4 on QEMU VMs: predicted against measured run times",
+		Long: `Run the real test of Bertogna et al. (section 4), scaled to this machine: two slow,
+poorly connected "South American" sites (latam-a and latam-b, 2 hosts each, VMs
+at 1/8 of a core, 2 Mbit/s uplinks) and a faster "Spanish" one (spain, 3 hosts,
+VMs at 1/4 of a core, an 8 Mbit/s uplink). The daemon first calibrates every
+site (the task farm's kernel in a VM under its quota, its LAN, every link VM to
+VM); then the same task-farm job runs, one at a time, placed by GramVM with the
+master chosen freely and forced on latam-a, and by MET, MCT and OLB. Writes
+realgrid.csv (one row per job: placement, master, predicted_s, measured_s,
+ratio, tasks per cluster predicted and done), realgrid.svg and realgrid.png to
+--out, and prints the table.`,
+		Example: `  metasched experiment realgrid --out results
+  metasched experiment realgrid --out results --runs gramvm,gramvm-master-latam-a`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if out == "" {
+				return usagef("--out: required: the directory for realgrid.csv, .svg and .png")
+			}
+			if tasks < 1 || tasks > 100000 {
+				return usagef("--tasks: must be within 1 and 100000, not %d", tasks)
+			}
+			if !(compute > 0 && compute <= 60) {
+				return usagef("--compute-seconds: must be within 0 and 60, not %g", compute)
+			}
+			selected, err := selectRuns(runs)
+			if err != nil {
+				return err
+			}
+			if err := os.MkdirAll(out, 0o755); err != nil {
+				return usagef("--out: %w", err)
+			}
+			return realGrid(cmd.Context(), e, f, out, tasks, compute, selected)
+		},
+	}
+	f.register(cmd)
+	fl := cmd.Flags()
+	fl.StringVar(&out, "out", "", "directory for realgrid.csv, .svg and .png, required")
+	fl.IntVar(&tasks, "tasks", 120, "the job's tasks (T)")
+	fl.Float64Var(&compute, "compute-seconds", 1, "a task's compute time on a VM of the slow sites: task_ops is their calibrated speed times this")
+	fl.StringVar(&runs, "runs", "", "comma-separated subset of the runs: "+runNames())
+	return cmd
+}
+
+func runNames() string {
+	names := make([]string, len(lab.RealGridRuns))
+	for i, r := range lab.RealGridRuns {
+		names[i] = r.Name
+	}
+	return strings.Join(names, ", ")
+}
+
+func selectRuns(s string) ([]lab.Run, error) {
+	if s == "" {
+		return lab.RealGridRuns, nil
+	}
+	var out []lab.Run
+	for name := range strings.SplitSeq(s, ",") {
+		name = strings.TrimSpace(name)
+		i := slices.IndexFunc(lab.RealGridRuns, func(r lab.Run) bool { return r.Name == name })
+		if i < 0 {
+			return nil, usagef("--runs: %q is not a run: %s", name, runNames())
+		}
+		out = append(out, lab.RealGridRuns[i])
+	}
+	return out, nil
+}
+
+// slowPerf is the calibrated speed of latam-a's VMs, per vCPU.
+func slowPerf(c api.Calibration) (float64, error) {
+	for _, f := range c.Figures {
+		if f.Kind == api.CalibrationPerf && f.Site == "latam-a" && f.Value > 0 {
+			return f.Value, nil
+		}
+	}
+	return 0, errors.New("the calibration has no speed for latam-a's VMs")
+}
+
+func realGrid(ctx context.Context, e *env, f labFlags, out string, tasks int, compute float64, runs []lab.Run) error {
+	l, stop, err := startLab(ctx, e, f, lab.RealGridSpec)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	logf := func(format string, a ...any) {
+		fmt.Fprintf(e.stderr, "%s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, a...))
+	}
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Minute)
+	cal, err := l.WaitCalibrated(cctx, logf)
+	cancel()
+	if err != nil {
+		return err
+	}
+	printCalibration(e.stdout, cal)
+	perf, err := slowPerf(cal)
+	if err != nil {
+		return err
+	}
+	job := lab.RealGridJob{Tasks: tasks, TaskOps: math.Round(perf * compute), TaskBytes: 128 << 10}
+	var rows []lab.Row
+	for _, r := range runs {
+		logf("job %s: submitted", r.Name)
+		j, err := l.RunJob(ctx, job.File(r))
+		if err != nil {
+			return err
+		}
+		row := lab.RowOf(r, j)
+		logf("job %s (%s): master %s, predicted %.1f s, measured %.1f s, ratio %.2f", r.Name, row.Job, row.Master, row.PredictedS, row.MeasuredS, row.Ratio)
+		rows = append(rows, row)
+	}
+	files, err := writeFigure(out, "realgrid",
+		func(w io.Writer) error { return lab.WriteCSV(w, rows) },
+		func(w io.Writer, format string) error { return lab.WritePlot(w, rows, format) })
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "\nThe job: %d tasks of %.3g operations (%.3g s on a latam VM) and %.0f bytes each\n\n", job.Tasks, job.TaskOps, compute, job.TaskBytes)
+	printRows(e.stdout, rows)
+	fmt.Fprintf(e.stdout, "\nWrote %s\n", strings.Join(files, ", "))
+	return nil
+}
+
+// printRows prints the jobs' table and the summary of their ratios.
+func printRows(w io.Writer, rows []lab.Row) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "RUN\tMASTER\tPREDICTED\tMEASURED\tRATIO\tTASKS PREDICTED/DONE")
+	for _, r := range rows {
+		var parts []string
+		for _, c := range r.Clusters {
+			done := "-"
+			if c.TasksDone != nil {
+				done = fmt.Sprint(*c.TasksDone)
+			}
+			parts = append(parts, fmt.Sprintf("%s %.0f/%s", c.Name, c.TasksPredicted, done))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.1f s\t%.1f s\t%.2f\t%s\n", r.Run, r.Master, r.PredictedS, r.MeasuredS, r.Ratio, strings.Join(parts, ", "))
+	}
+	tw.Flush()
+	if len(rows) == 0 {
+		return
+	}
+	ratios := make([]float64, len(rows))
+	for i, r := range rows {
+		ratios[i] = r.Ratio
+	}
+	slices.Sort(ratios)
+	worst := slices.MaxFunc(ratios, func(a, b float64) int {
+		return cmpFloat(math.Abs(math.Log(a)), math.Abs(math.Log(b)))
+	})
+	fmt.Fprintf(w, "measured/predicted: median %.2f, worst %.2f (%d jobs)\n", median(ratios), worst, len(rows))
+	free := slices.IndexFunc(rows, func(r lab.Row) bool { return r.Run == "gramvm" })
+	forced := slices.IndexFunc(rows, func(r lab.Row) bool { return r.Run == "gramvm-master-latam-a" })
+	if free >= 0 && forced >= 0 {
+		fmt.Fprintf(w, "master chosen (%s) against forced on latam-a: measured %.2f of the time, predicted %.2f\n",
+			rows[free].Master, rows[free].MeasuredS/rows[forced].MeasuredS, rows[free].PredictedS/rows[forced].PredictedS)
+	}
+}
+
+func cmpFloat(a, b float64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// median of sorted values.
+func median(sorted []float64) float64 {
+	n := len(sorted)
+	if n%2 == 1 {
+		return sorted[n/2]
+	}
+	return (sorted[n/2-1] + sorted[n/2]) / 2
+}
+
+func newDemoVMsCmd(e *env) *cobra.Command {
+	var (
+		f     labFlags
+		jobs  int
+		every time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "demo-vms",
+		Short: "A stream of task-farm jobs on three sites of QEMU hosts: predicted against measured",
+		Long: `Start the grid of experiment realgrid (three sites of QEMU hosts under private
+libvirtds, joined by shaped links, the real agents and daemon), let the daemon
+calibrate it, and submit a stream of task-farm jobs of different sizes (one
+every --every), which the daemon places and runs in booted VMs side by side.
+Prints each job's predicted and measured run time as it ends, and a summary;
+stops everything by PID at the end (also on Ctrl-C). make demo-vms runs it.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if jobs < 1 || jobs > 100 {
+				return usagef("--jobs: must be within 1 and 100, not %d", jobs)
+			}
+			if every < 0 || every > time.Hour {
+				return usagef("--every: must be within 0s and 1h, not %s", every)
+			}
+			return demoVMs(cmd.Context(), e, f, jobs, every)
+		},
+	}
+	f.register(cmd)
+	cmd.Flags().IntVar(&jobs, "jobs", 6, "how many jobs the stream has")
+	cmd.Flags().DurationVar(&every, "every", 20*time.Second, "the time between two submissions")
+	return cmd
+}
+
+// demoJob is the i-th job of the demo's stream: sizes that vary with i.
+func demoJob(i int, perf float64) lab.RealGridJob {
+	tasks := []int{40, 80, 60}[i%3]
+	compute := []float64{1, 0.5}[i%2]
+	bytes := []float64{128 << 10, 32 << 10, 64 << 10, 256 << 10}[i%4]
+	return lab.RealGridJob{Tasks: tasks, TaskOps: math.Round(perf * compute), TaskBytes: bytes}
+}
+
+func demoVMs(ctx context.Context, e *env, f labFlags, n int, every time.Duration) error {
+	l, stop, err := startLab(ctx, e, f, lab.RealGridSpec)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	logf := func(format string, a ...any) {
+		fmt.Fprintf(e.stderr, "%s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, a...))
+	}
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Minute)
+	cal, err := l.WaitCalibrated(cctx, logf)
+	cancel()
+	if err != nil {
+		return err
+	}
+	printCalibration(e.stdout, cal)
+	perf, err := slowPerf(cal)
+	if err != nil {
+		return err
+	}
+	type result struct {
+		row lab.Row
+		err error
+	}
+	results := make(chan result, n)
+	for i := range n {
+		if i > 0 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(every):
+			}
+		}
+		r := lab.Run{Name: fmt.Sprintf("demo-%d", i+1)}
+		job := demoJob(i, perf)
+		logf("job %s: %d tasks of %.3g operations and %.0f bytes", r.Name, job.Tasks, job.TaskOps, job.TaskBytes)
+		go func() {
+			j, err := l.RunJob(ctx, job.File(r))
+			results <- result{lab.RowOf(r, j), err}
+		}()
+	}
+	var rows []lab.Row
+	var errs []error
+	for range n {
+		res := <-results
+		if res.err != nil {
+			logf("%v", res.err)
+			errs = append(errs, res.err)
+			continue
+		}
+		r := res.row
+		fmt.Fprintf(e.stdout, "%s  job %s (%s): master %s, predicted %.1f s, measured %.1f s, ratio %.2f\n",
+			time.Now().Format("15:04:05"), r.Run, r.Job, r.Master, r.PredictedS, r.MeasuredS, r.Ratio)
+		rows = append(rows, r)
+	}
+	slices.SortFunc(rows, func(a, b lab.Row) int { return strings.Compare(a.Job, b.Job) })
+	fmt.Fprintln(e.stdout)
+	printRows(e.stdout, rows)
+	return errors.Join(errs...)
+}

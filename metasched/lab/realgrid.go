@@ -1,0 +1,278 @@
+package lab
+
+import (
+	"context"
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"image/color"
+	"io"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+
+	"github.com/metasched/metasched/internal/plotx"
+	"github.com/metasched/metasched/metasched/api"
+	"github.com/metasched/metasched/metasched/lifecycle"
+	"github.com/metasched/metasched/selection"
+)
+
+// The real test of Bertogna et al. (section 4) scaled to one machine of two
+// cores: two slow, poorly connected "South American" sites and a faster
+// "Spanish" one. A site's speed is the CPU quota of its VMs (every VM of
+// every site shares the same two cores: the quotas of all the VMs of a run
+// add up to 1.25 cores, so that the VMs never ask for more than the
+// machine has), its connection the rate its uplink is shaped to (TCG
+// networking is far slower than a gigabit LAN, so the WAN is a few
+// Mbit/s, as the paper's job was bound by its WAN).
+var (
+	realGridSites = []Site{
+		{Name: "latam-a", Hosts: 2, UplinkMbit: 2, CPUQuota: 0.125, Perf: 3e7, LANMbps: 50, Cores: 1, MemoryMiB: 1024},
+		{Name: "latam-b", Hosts: 2, UplinkMbit: 2, CPUQuota: 0.125, Perf: 3e7, LANMbps: 50, Cores: 1, MemoryMiB: 1024},
+		{Name: "spain", Hosts: 3, UplinkMbit: 8, CPUQuota: 0.25, Perf: 6e7, LANMbps: 100, Cores: 1, MemoryMiB: 1024},
+	}
+)
+
+// RealGridPool is the pool (job type) of the real grid's jobs.
+const RealGridPool = "farm"
+
+// RealGridSpec is the lab of the real test, its VMs booting the image in
+// the directory image. The grid file's perf and LAN are estimates; the
+// daemon calibrates them (and the links) in VMs before the first job.
+func RealGridSpec(image string) Spec {
+	return Spec{
+		Sites:  slices.Clone(realGridSites),
+		Pools:  []Pool{{Name: RealGridPool, VCPUs: 1, MemoryMiB: 128, Image: "guest"}},
+		Images: map[string]string{"guest": image},
+		Serve:  "calibration: {bench_seconds: 5, probe_bytes: 1048576}\n",
+	}
+}
+
+// Run is one job of an experiment: how it is placed.
+type Run struct {
+	Name      string
+	Placement selection.Placement
+	Master    string
+}
+
+// RealGridRuns are the real test's jobs: GramVM with the master chosen
+// freely and forced on latam-a (the paper's comparison), and the
+// single-cluster baselines.
+var RealGridRuns = []Run{
+	{Name: "gramvm", Placement: selection.PlaceGramVM},
+	{Name: "gramvm-master-latam-a", Placement: selection.PlaceGramVM, Master: "latam-a"},
+	{Name: "met", Placement: selection.PlaceMET},
+	{Name: "mct", Placement: selection.PlaceMCT},
+	{Name: "olb", Placement: selection.PlaceOLB},
+}
+
+// RealGridJob is the task-farm job of the real test: tasks of computeSeconds
+// on a VM of the slow sites (ops from their calibrated speed) and 128 KiB
+// each, which the 2 Mbit/s uplinks carry in about half a second.
+type RealGridJob struct {
+	Tasks     int
+	TaskOps   float64
+	TaskBytes float64
+}
+
+// File is the job file of a run.
+func (j RealGridJob) File(r Run) string {
+	master := ""
+	if r.Master != "" {
+		master = "master: " + r.Master + "\n"
+	}
+	return fmt.Sprintf(`name: realgrid-%s
+type: %s
+tasks: %d
+task_ops: %g
+task_bytes: %g
+vm: {vcpus: 1, memory_mib: 128}
+walltime: 30m
+command: [taskfarm, run]
+elastic: true
+placement: %s
+%s`, r.Name, RealGridPool, j.Tasks, j.TaskOps, j.TaskBytes, r.Placement, master)
+}
+
+// Row is one job of an experiment, as it ran.
+type Row struct {
+	Run        string
+	Placement  string
+	Master     string // the master's cluster
+	Job        string // the job's ID
+	PredictedS float64
+	MeasuredS  float64
+	Ratio      float64
+	Clusters   []api.ClusterTasks
+}
+
+// WaitCalibrated waits until every figure of the daemon's calibration is
+// measured, and returns it; a failed figure is an error.
+func (l *Lab) WaitCalibrated(ctx context.Context, logf func(string, ...any)) (api.Calibration, error) {
+	last := ""
+	for {
+		c, err := l.Client.Calibration(ctx)
+		if err == nil {
+			var pending, failed []string
+			for _, f := range c.Figures {
+				switch f.State {
+				case api.CalibrationFailed:
+					failed = append(failed, fmt.Sprintf("%s: %s", f.Key, f.Error))
+				case api.CalibrationMeasured:
+				default:
+					pending = append(pending, f.Key)
+				}
+			}
+			if len(failed) > 0 {
+				return c, fmt.Errorf("lab: calibration failed: %s", strings.Join(failed, "; "))
+			}
+			if len(pending) == 0 && len(c.Figures) > 0 {
+				return c, nil
+			}
+			if note := strings.Join(pending, ", "); note != last && logf != nil {
+				logf("calibration: waiting for %s", note)
+				last = note
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return api.Calibration{}, fmt.Errorf("lab: calibration: %w (last: %v)", ctx.Err(), err)
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// RunJob submits a job file, waits for its end and returns it; a job that
+// is not done is an error carrying its reason.
+func (l *Lab) RunJob(ctx context.Context, file string) (api.Job, error) {
+	j, err := l.Client.Submit(ctx, []byte(file))
+	if err != nil {
+		return api.Job{}, fmt.Errorf("lab: submit: %w", err)
+	}
+	for !j.State.Terminal() {
+		select {
+		case <-ctx.Done():
+			return j, fmt.Errorf("lab: job %s: %w (%s: %s)", j.ID, ctx.Err(), j.State, j.Reason)
+		case <-time.After(time.Second):
+		}
+		c, cancel := context.WithTimeout(ctx, 30*time.Second)
+		n, err := l.Client.Job(c, j.ID)
+		cancel()
+		if err == nil {
+			j = n
+		}
+	}
+	if j.State != lifecycle.Done {
+		return j, fmt.Errorf("lab: job %s %s: %s", j.ID, j.State, j.Reason)
+	}
+	return j, nil
+}
+
+// RowOf is the row of a job that ran.
+func RowOf(r Run, j api.Job) Row {
+	row := Row{Run: r.Name, Placement: string(r.Placement), Job: j.ID, PredictedS: j.PredictedS, MeasuredS: j.MeasuredS,
+		Ratio: j.Ratio, Clusters: j.Clusters}
+	if j.Placement != nil {
+		row.Master = j.Placement.Plan.Master
+	}
+	return row
+}
+
+// Clusters are the names of the clusters of rows, in first-seen order.
+func clusterNames(rows []Row) []string {
+	var out []string
+	for _, r := range rows {
+		for _, c := range r.Clusters {
+			if !slices.Contains(out, c.Name) {
+				out = append(out, c.Name)
+			}
+		}
+	}
+	return out
+}
+
+// WriteCSV writes one row per job: the run, its placement and master,
+// predicted_s, measured_s, their ratio, and per cluster the tasks predicted
+// and done.
+func WriteCSV(w io.Writer, rows []Row) error {
+	names := clusterNames(rows)
+	cw := csv.NewWriter(w)
+	head := []string{"run", "placement", "master", "job", "predicted_s", "measured_s", "ratio"}
+	for _, n := range names {
+		head = append(head, "tasks_predicted_"+n, "tasks_done_"+n)
+	}
+	if err := cw.Write(head); err != nil {
+		return err
+	}
+	f := func(x float64) string { return strconv.FormatFloat(x, 'f', 3, 64) }
+	for _, r := range rows {
+		rec := []string{r.Run, r.Placement, r.Master, r.Job, f(r.PredictedS), f(r.MeasuredS), f(r.Ratio)}
+		for _, n := range names {
+			pred, done := "0", "0"
+			if i := slices.IndexFunc(r.Clusters, func(c api.ClusterTasks) bool { return c.Name == n }); i >= 0 {
+				pred = strconv.FormatFloat(r.Clusters[i].TasksPredicted, 'f', 1, 64)
+				if d := r.Clusters[i].TasksDone; d != nil {
+					done = strconv.Itoa(*d)
+				} else {
+					done = ""
+				}
+			}
+			rec = append(rec, pred, done)
+		}
+		if err := cw.Write(rec); err != nil {
+			return err
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+// WritePlot draws, per job, its predicted and measured run times side by
+// side, as "svg" or "png".
+func WritePlot(w io.Writer, rows []Row, format string) error {
+	if len(rows) == 0 {
+		return errors.New("lab: no rows to plot")
+	}
+	p := plot.New()
+	p.Title.Text = "Real grid (Bertogna et al. §4 on QEMU VMs): predicted and measured run time"
+	p.Y.Label.Text = "run time (s)"
+	pred, meas := make(plotter.Values, len(rows)), make(plotter.Values, len(rows))
+	names := make([]string, len(rows))
+	for i, r := range rows {
+		pred[i], meas[i] = r.PredictedS, r.MeasuredS
+		names[i] = r.Run
+		if r.Master != "" {
+			names[i] += "\n(master " + r.Master + ")"
+		}
+	}
+	width := vg.Points(18)
+	bp, err := plotter.NewBarChart(pred, width)
+	if err != nil {
+		return fmt.Errorf("lab: plot: %w", err)
+	}
+	bm, err := plotter.NewBarChart(meas, width)
+	if err != nil {
+		return fmt.Errorf("lab: plot: %w", err)
+	}
+	bp.Offset, bm.Offset = -width/2, width/2
+	bp.Color = color.RGBA{R: 0x44, G: 0x77, B: 0xaa, A: 0xff}
+	bm.Color = color.RGBA{R: 0xcc, G: 0x66, B: 0x44, A: 0xff}
+	bp.LineStyle.Width, bm.LineStyle.Width = 0, 0
+	p.Add(bp, bm)
+	p.Legend.Add("predicted", bp)
+	p.Legend.Add("measured", bm)
+	p.Legend.Top = true
+	p.NominalX(names...)
+	top := 0.0
+	for i := range rows {
+		top = math.Max(top, math.Max(pred[i], meas[i]))
+	}
+	p.Y.Min, p.Y.Max = 0, top*1.15
+	return plotx.Render(w, p, format)
+}
