@@ -6,6 +6,11 @@
 # make soak runs the adversary (TestAdversary) with SOAK_CYCLES (default 25)
 # SIGKILLs of the daemon under concurrent submissions instead of make test's 3.
 # make build builds bin/metasched and the static bin/taskfarm.
+# make demo-vms runs the real demo: three sites of QEMU hosts under private
+# libvirtds joined by shaped links, a stream of task-farm jobs in booted VMs,
+# predicted against measured per job (DEMO_VMS_FLAGS, e.g. --jobs 10); make
+# realgrid runs the real test of Bertogna et al. section 4 on them into
+# REALGRID_OUT (default results/realgrid). Both need root.
 # make papers runs the research tools on the bundled examples; make screenshot
 # retakes the README's picture of the dashboard (from its browser test); make
 # image builds the bundled guest image (IMAGE_KIND=disk: its disk form) into IMAGE_DIR (default bin/image) from
@@ -38,9 +43,11 @@ IMAGE_DIR ?= bin/image
 IMAGE_KIND ?= kernel
 
 DEMO_FLAGS ?=
+DEMO_VMS_FLAGS ?=
+REALGRID_OUT ?= results/realgrid
 FUZZTIME   ?= 10s
 
-.PHONY: deps test-deps install-debs build demo papers test bench screenshot soak fuzz image
+.PHONY: deps test-deps install-debs build demo demo-vms realgrid papers test bench screenshot soak fuzz image
 
 deps:
 	@$(MAKE) --no-print-directory install-debs PACKAGES="$(DEB_PACKAGES)"
@@ -64,6 +71,14 @@ build: deps
 
 demo: build
 	$(BIN) serve $(DEMO_FLAGS)
+
+demo-vms: build
+	@$(MAKE) --no-print-directory install-debs PACKAGES="$(IMAGE_PACKAGES)"
+	$(BIN) experiment demo-vms $(DEMO_VMS_FLAGS)
+
+realgrid: build
+	@$(MAKE) --no-print-directory install-debs PACKAGES="$(IMAGE_PACKAGES)"
+	$(BIN) experiment realgrid --out $(REALGRID_OUT)
 
 image: build
 	@$(MAKE) --no-print-directory install-debs PACKAGES="$(IMAGE_PACKAGES)"
