@@ -167,8 +167,8 @@ links:
   - {between: [a, b], mbps: 20, latency_ms: 1}
 `)
 	g.dataDir = filepath.Join(g.dir, "daemon")
-	// The calibration measures only on demand: these tests count and
-	// check the jobs' VMs alone.
+	// The calibration measures only on demand (its own subtest asks for
+	// it): the other tests count and check the jobs' VMs alone.
 	g.cfg = g.write("serve.yaml", fmt.Sprintf(`listen: 127.0.0.1:%d
 data_dir: daemon
 grid: grid.yaml
@@ -181,7 +181,7 @@ agents:
   - {site: b, address: %s, token_file: token}
 policy: {name: none}
 executor: {name: guest, poll: 250ms}
-calibration: {auto: false}
+calibration: {auto: false, bench_seconds: 2, probe_bytes: 4194304}
 `, freePort(t), g.agents["a"].url, g.agents["b"].url))
 	g.startDaemon()
 	t.Cleanup(g.dumpLogsOnFailure)
@@ -613,6 +613,68 @@ func TestGuestGrid(t *testing.T) {
 		t.Skip("boots guests")
 	}
 	g := startGuestGrid(t)
+
+	t.Run("calibration on demand", func(t *testing.T) {
+		g.t = t
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if _, err := g.c.Calibrate(ctx, ""); err != nil {
+			t.Fatal(err)
+		}
+		var cal api.Calibration
+		g.eventually(10*time.Minute, "every figure measured", func(ctx context.Context) (string, bool) {
+			var err error
+			if cal, err = g.c.Calibration(ctx); err != nil {
+				return err.Error(), false
+			}
+			for _, f := range cal.Figures {
+				if f.State == api.CalibrationFailed {
+					t.Fatalf("%s failed: %s", f.Key, f.Error)
+				}
+				if f.State != api.CalibrationMeasured {
+					return f.Key + " " + f.State, false
+				}
+			}
+			return "no figures", len(cal.Figures) > 0
+		})
+		kinds := map[string]int{}
+		for _, f := range cal.Figures {
+			t.Logf("%s: %.4g %s (grid file: %.4g %s)", f.Key, f.Value, f.Unit, f.Configured, f.ConfiguredUnit)
+			kinds[f.Kind]++
+			// Bounds far outside what this machine gives, against a
+			// figure of the wrong unit or a probe that measured nothing.
+			switch f.Kind {
+			case api.CalibrationPerf:
+				if f.Value < 1e6 || f.Value > 1e11 {
+					t.Errorf("%s: %g ops/s per vCPU", f.Key, f.Value)
+				}
+			case api.CalibrationLink: // shaped to 20 Mbit/s on the Ethernet frames
+				if f.Value < 2 || f.Value > 20 {
+					t.Errorf("%s: %g Mbit/s through a link shaped to 20", f.Key, f.Value)
+				}
+			case api.CalibrationLAN:
+				if f.Value < 20 {
+					t.Errorf("%s: %g Mbit/s between two VMs on one bridge", f.Key, f.Value)
+				}
+			}
+		}
+		if kinds[api.CalibrationPerf] != 2 || kinds[api.CalibrationLAN] != 1 || kinds[api.CalibrationLink] != 1 {
+			t.Errorf("figures by kind %v: want the perf of both sites, site a's LAN (b has one host) and the link", kinds)
+		}
+		job, err := os.ReadFile(example + "job-taskfarm-guests.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := g.c.Plan(ctx, job)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Placement.Calibrated) == 0 {
+			t.Errorf("a plan after the calibration uses none of its figures:\n%s", res.Explanation)
+		}
+		t.Logf("a plan on the calibrated figures:\n%s", res.Explanation)
+		g.nothingLeft()
+	})
 
 	t.Run("across sites", func(t *testing.T) {
 		g.t = t
