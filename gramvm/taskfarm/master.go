@@ -67,8 +67,8 @@ type MasterConfig struct {
 }
 
 // Master holds a run's tasks and hands them to worker connections, each
-// up to its prefetch at once, until every task is done. Create it with NewMaster
-// and run it with Serve, once.
+// up to its prefetch at once, until every task is done. Create it with
+// NewMaster and run it with Serve, once.
 type Master struct {
 	cfg       MasterConfig
 	timeout   time.Duration
