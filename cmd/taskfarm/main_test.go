@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/metasched/metasched/gramvm/taskfarm"
 )
@@ -84,6 +85,9 @@ func TestBadUsage(t *testing.T) {
 		{map[string]string{"METASCHED_ROLE": "worker"}, []string{"run", "--master", "no_such host"}, `--master: "no_such host" is neither an IP address nor a host name`},
 		{map[string]string{"METASCHED_ROLE": "worker"}, []string{"run", "--master", "m", "--procs", "0"}, "--procs: must be from 1 to 65535, not 0"},
 		{map[string]string{"METASCHED_ROLE": "worker"}, []string{"run", "--master", "m", "--retry-for", "0s"}, "--retry-for: must be more than 0, not 0s"},
+		{map[string]string{"METASCHED_ROLE": "worker"}, []string{"run", "--master", "m", "--prefetch", "0"}, "--prefetch: must be from 1 to 16, not 0"},
+		{map[string]string{"METASCHED_ROLE": "worker"}, []string{"run", "--master", "m", "--prefetch", "17"}, "--prefetch: must be from 1 to 16, not 17"},
+		{map[string]string{"METASCHED_ROLE": "worker"}, []string{"run", "--master", "m", "--prefetch", "two"}, `invalid argument "two" for "--prefetch" flag`},
 		{nil, []string{"run", "--no-such-flag"}, "unknown flag: --no-such-flag"},
 		{nil, []string{"run", "extra"}, `taskfarm run: unexpected argument "extra"`},
 		{nil, []string{"bench", "--seconds", "0"}, "--seconds: must be more than 0 and at most 3600, not 0"},
@@ -116,9 +120,10 @@ func TestHelp(t *testing.T) {
 	}
 }
 
-// A master and two worker VMs' processes, in process, on loopback: the
-// master writes the summary file and prints its line, which agree and
-// add up; non-integral task_ops and task_bytes are rounded.
+// A master and two worker VMs' processes, in process, on loopback (one
+// with the default prefetch, the other one task at a time): the master
+// writes the summary file and prints its line, which agree and add up;
+// non-integral task_ops and task_bytes are rounded.
 func TestRunLoopback(t *testing.T) {
 	dir := t.TempDir()
 	hf := filepath.Join(dir, "hostfile")
@@ -137,19 +142,40 @@ func TestRunLoopback(t *testing.T) {
 	port := strconv.Itoa(freePort(t))
 	vars := map[string]string{"METASCHED_ROLE": "master", "METASCHED_TASKS": "40", "METASCHED_TASK_OPS": "20000.4",
 		"METASCHED_TASK_BYTES": "1000.6", "METASCHED_HOSTFILE": hf, "METASCHED_JOB_ID": "j-1"}
-	var wg sync.WaitGroup
+	var mwg, wg sync.WaitGroup
 	var mcode int
 	var mout, merr string
-	wg.Go(func() { mcode, mout, merr = runCmd(t.Context(), t, dir, vars, "run", "--port", port) })
+	mdone := make(chan struct{})
+	mwg.Go(func() {
+		defer close(mdone)
+		mcode, mout, merr = runCmd(t.Context(), t, dir, vars, "run", "--port", port)
+	})
+	// A connection that says nothing keeps the master up, lingering,
+	// until both worker VMs are done: one that came after the last task
+	// is told the run is over rather than finding no master.
+	var hold net.Conn
+	for {
+		var err error
+		if hold, err = net.Dial("tcp", "127.0.0.1:"+port); err == nil {
+			break
+		}
+		select {
+		case <-mdone:
+			t.Fatalf("the master ended before it listened: exit %d:\n%s", mcode, merr)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 	wvars := map[string]string{"METASCHED_ROLE": "worker", "METASCHED_MASTER_ADDRESS": "127.0.0.1"}
 	codes := make([]int, 2)
 	errs := make([]string, 2)
-	for i := range codes {
+	for i, prefetch := range []string{"2", "1"} {
 		wg.Go(func() {
-			codes[i], _, errs[i] = runCmd(t.Context(), t, t.TempDir(), wvars, "run", "--port", port, "--procs", "2")
+			codes[i], _, errs[i] = runCmd(t.Context(), t, t.TempDir(), wvars, "run", "--port", port, "--procs", "2", "--prefetch", prefetch)
 		})
 	}
 	wg.Wait()
+	hold.Close()
+	mwg.Wait()
 	if mcode != 0 || codes[0] != 0 || codes[1] != 0 {
 		t.Fatalf("exit codes: master %d (%s), workers %v %v", mcode, merr, codes, errs)
 	}

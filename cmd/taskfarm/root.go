@@ -94,9 +94,10 @@ func newRoot(e *env) *cobra.Command {
 		Use:   "taskfarm",
 		Short: "The papers' master-worker application",
 		Long: `taskfarm is the master-worker application of the papers GramVM places: a
-master holds T tasks and hands them, one at a time, to worker processes (one
-per vCPU of each worker VM), which perform each task's operations of a fixed
-compute kernel on its input and send the result back.
+master holds T tasks and hands them to worker processes (one per vCPU of each
+worker VM), which perform each task's operations of a fixed compute kernel on
+its input and send the result back, receiving the next task's input while they
+compute one.
 
 run is the job's command in every VM; bench measures the kernel's rate; sink
 and probe measure the bandwidth between two VMs.`,
@@ -159,7 +160,7 @@ func (s source) either() string {
 func newRunCmd(e *env) *cobra.Command {
 	var (
 		role, tasks, taskOps, taskBytes, master, hostfile string
-		port, procs                                       int
+		port, procs, prefetch                             int
 		workerTimeout, retryFor                           time.Duration
 	)
 	cmd := &cobra.Command{
@@ -167,8 +168,8 @@ func newRunCmd(e *env) *cobra.Command {
 		Short: "Run the master or the worker processes of a task farm (the job's command in every VM)",
 		Long: `run is a task-farm job's command in each of its VMs. With METASCHED_ROLE=master
 (or --role master) it is the master: it listens on TCP --port (7420), runs no
-worker itself, hands the METASCHED_TASKS tasks (--tasks) to the workers one at
-a time each, and ends when every task is done: it writes the summary
+worker itself, hands the METASCHED_TASKS tasks (--tasks) to the workers, and
+ends when every task is done: it writes the summary
 (tasks per worker VM and per site, bytes moved, wall time) to
 taskfarm-summary.json in its working directory, prints one line
 "taskfarm-summary: {json}" and exits 0. Worker VMs and their sites are named
@@ -178,7 +179,10 @@ With METASCHED_ROLE=worker it runs --procs worker processes (default: the
 online CPUs), each with its own connection to the master at
 METASCHED_MASTER_ADDRESS (--master) and --port; they try to reach the master
 for --retry-for (the master starts after the workers), and exit 0 when the
-master says the run is over.
+master says the run is over. Each process holds --prefetch tasks (2): it
+computes one while the next one's input crosses the link, so that a task
+costs the longer of its computation and its transfer, not their sum, as the
+planning model counts; --prefetch 1 takes one task at a time.
 
 A task is METASCHED_TASK_OPS (--task-ops) operations of the compute kernel on
 its input; METASCHED_TASK_BYTES (--task-bytes) are exchanged with the master per
@@ -186,8 +190,8 @@ task: the result is 32 bytes (half of task-bytes below 64) and the input the
 rest. Non-integral values are rounded. Flags override the variables.
 
 A worker connection on which nothing arrives for --worker-timeout (each side
-sends a heartbeat every fifth of it) is dropped and its task given to another
-worker; a live migration's pause is far shorter.`,
+sends a heartbeat every fifth of it) is dropped and its tasks given to other
+workers; a live migration's pause is far shorter.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			src := func(flag, env string) source { return source{cmd: cmd, e: e, flag: flag, env: env} }
@@ -207,7 +211,7 @@ worker; a live migration's pause is far shorter.`,
 			// Every VM runs the same command line: a setting of the other
 			// role is left alone.
 			if r == "worker" {
-				return runWorker(cmd.Context(), log, src("master", envMaster), master, port, procs, retryFor)
+				return runWorker(cmd.Context(), log, src("master", envMaster), master, port, procs, prefetch, retryFor)
 			}
 			cfg := taskfarm.MasterConfig{WorkerTimeout: workerTimeout, Log: log}
 			var err error
@@ -248,6 +252,7 @@ worker; a live migration's pause is far shorter.`,
 	f.StringVar(&master, "master", "", "a worker's master: its address or host name, without the port (default: "+envMaster+")")
 	f.IntVar(&port, "port", taskfarm.DefaultPort, "the master's TCP port")
 	f.IntVar(&procs, "procs", runtime.NumCPU(), "a worker VM's worker processes (default: the online CPUs)")
+	f.IntVar(&prefetch, "prefetch", taskfarm.DefaultPrefetch, "the tasks each worker process holds at once: it computes one while the next arrive (1: one at a time)")
 	f.StringVar(&hostfile, "hostfile", "", "the job's hostfile, which names the worker VMs and their sites (default: "+envHostfile+")")
 	f.DurationVar(&workerTimeout, "worker-timeout", taskfarm.DefaultWorkerTimeout, "the master drops a worker connection silent this long")
 	f.DurationVar(&retryFor, "retry-for", taskfarm.DefaultRetryFor, "a worker process that cannot reach its master this long gives up")
@@ -329,13 +334,15 @@ func writeFileAtomic(path string, data []byte) error {
 	return err
 }
 
-func runWorker(ctx context.Context, log zerolog.Logger, ms source, master string, port, procs int, retryFor time.Duration) error {
+func runWorker(ctx context.Context, log zerolog.Logger, ms source, master string, port, procs, prefetch int, retryFor time.Duration) error {
 	addr, from := ms.value(master)
 	switch {
 	case from == "":
 		return usagef("%s: required: the master's address", ms.either())
 	case procs < 1 || procs > 65535:
 		return usagef("--procs: must be from 1 to 65535, not %d", procs)
+	case prefetch < 1 || prefetch > taskfarm.MaxPrefetch:
+		return usagef("--prefetch: must be from 1 to %d, not %d", taskfarm.MaxPrefetch, prefetch)
 	case retryFor <= 0:
 		return usagef("--retry-for: must be more than 0, not %v", retryFor)
 	}
@@ -349,8 +356,8 @@ func runWorker(ctx context.Context, log zerolog.Logger, ms source, master string
 	}
 	name, _ := os.Hostname()
 	rep, err := taskfarm.RunWorkers(ctx, taskfarm.WorkerConfig{Master: net.JoinHostPort(addr, strconv.Itoa(port)),
-		Procs: procs, Name: name, RetryFor: retryFor, Log: log})
-	log.Info().Int("procs", procs).Int("results", rep.Tasks).Int("connections", rep.Connections).Err(err).Msg("task farm worker: ended")
+		Procs: procs, Prefetch: prefetch, Name: name, RetryFor: retryFor, Log: log})
+	log.Info().Int("procs", procs).Int("prefetch", prefetch).Int("results", rep.Tasks).Int("connections", rep.Connections).Err(err).Msg("task farm worker: ended")
 	return err
 }
 

@@ -1,7 +1,8 @@
 // Package taskfarm is the master-worker application of the papers that
-// GramVM places: a master holds T tasks and hands them, one at a time, to
-// worker processes (one per vCPU of each worker VM), which compute each
-// task's operations and send the result back. The program
+// GramVM places: a master holds T tasks and hands them to worker
+// processes (one per vCPU of each worker VM), which compute each task's
+// operations and send the result back, each receiving its next task's
+// input while it computes one. The program
 // cmd/taskfarm runs it in the VMs of a job (the bundled guest image has
 // it at /usr/bin/taskfarm); this package is the program's whole logic.
 // It is pure Go and links no cgo, so that the program is one static
@@ -35,7 +36,8 @@
 //
 //	1 hello     worker → master, first: version uint16, procs uint16 (the
 //	            VM's worker processes), proc uint16 (this one's index),
-//	            name (the rest, UTF-8, at most 255 bytes)
+//	            prefetch uint16 (the tasks the connection may hold, 1 to
+//	            16), name (the rest, UTF-8, at most 255 bytes)
 //	2 welcome   master → worker, the answer: version uint16, heartbeat
 //	            uint32 ms, timeout uint32 ms, input_bytes uint32,
 //	            result_bytes uint8
@@ -49,14 +51,29 @@
 //	8 error     master → worker: why the master drops the connection (the
 //	            rest, UTF-8, at most 1024 bytes); the connection closes
 //
-// A worker process holds at most one task: it sends a request, gets a
-// task, computes it and sends its result, which asks for the next. When
-// no task is left to give but some are still computed elsewhere, the
-// request waits: a task of a lost connection goes to it. A frame that
-// does not decode, a frame the protocol does not allow (a second
-// request, a result for a task that is not the run's), or another
-// version, is answered with an error frame and the connection is
-// dropped. The frames are decoded by [ReadFrame] and [DecodeFrame]
+// A connection holds at most its prefetch of tasks (its hello says how
+// many, N): the tasks given to it and not yet answered, and its requests
+// not yet served, together. A worker process sends N requests at once
+// after the welcome, computes the first task that comes and sends its
+// result, which asks for the next task; so while it computes one task
+// the next N-1 are given and their inputs cross the link, and a link
+// that takes no longer to bring an input than the kernel takes to
+// compute a task never leaves the process waiting: a task costs the
+// longer of the two, not their sum (the planning model's rate min(n ·
+// perf / Oper, b / Comm) counts on that overlap). N is 2 by default
+// ([DefaultPrefetch]); 1 is one task at a time: the link idles while the
+// process computes. The master gives tasks in the order asked and takes
+// results in any order, for any task the connection holds. When no task
+// is left to give but some are still computed elsewhere, a request
+// waits: a task of a lost connection goes to the waiting connection that
+// holds the fewest tasks (a process with nothing to compute first). A
+// frame that does not decode, a frame the protocol does not allow (a
+// request or a result for a task it does not hold, beyond the
+// connection's prefetch; a result for a task that is not the run's), or
+// another version, is answered with an error frame and the connection is
+// dropped. A hello's version is read before the rest of it, so that a
+// worker of version 1 (whose hello had no prefetch) is told the versions
+// differ. The frames are decoded by [ReadFrame] and [DecodeFrame]
 // (fuzzed); [AppendFrame] encodes them.
 //
 // # Losing workers
@@ -68,12 +85,16 @@
 // read waits at most that long, so a long task frame that keeps arriving
 // is not dropped). TCP keepalive is on as well. A live-migrated VM pauses
 // for well under a second and keeps its connections: it is not lost.
-// The master gives a dropped connection's task, first, to another
-// worker (counted as reissued); the job does not restart. A worker whose
-// connection is lost connects again, for up to its retry period (5 min
-// by default), and sends on the new connection the result it finished
-// meanwhile: the master takes it unless the task is done already (then
-// it counts a duplicate and discards it), so no task counts twice.
+// The master gives every task a dropped connection held (the one being
+// computed and those on their way), first, to other workers (each
+// counted as reissued, and in the summary as the VM's lost_in_flight);
+// the job does not restart. A worker whose connection is lost connects
+// again, for up to its retry period (5 min by default), and sends on the
+// new connection the result it finished meanwhile, which asks for a task
+// as a request does (it drops the tasks it had not begun: they are the
+// master's to give again): the master takes the result unless the task
+// is done already (then it counts a duplicate and discards it), so no
+// task counts twice.
 //
 // The master identifies a worker VM by the address its connections come
 // from, and names it and its site from the job's hostfile

@@ -142,20 +142,27 @@ type group struct {
 }
 
 // startGroup runs procs worker processes from 127.0.0.x (ip) against f,
-// each connection wrapped by wrap (when not nil).
+// each connection wrapped by wrap (when not nil), with the default
+// prefetch.
 func startGroup(ctx context.Context, t *testing.T, f *farm, ip string, procs int, wrap func(net.Conn) net.Conn) *group {
+	t.Helper()
+	return startGroupWith(ctx, t, f, ip, WorkerConfig{Procs: procs}, wrap)
+}
+
+// startGroupWith is startGroup with cfg's processes and prefetch.
+func startGroupWith(ctx context.Context, t *testing.T, f *farm, ip string, cfg WorkerConfig, wrap func(net.Conn) net.Conn) *group {
 	t.Helper()
 	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
 	g := &group{done: make(chan struct{})}
-	cfg := WorkerConfig{Master: f.addr, Procs: procs, Name: "vm-" + ip, RetryFor: time.Minute,
-		Log: zerolog.New(zerolog.NewTestWriter(t)).With().Str("side", ip).Logger(),
-		Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			c, err := d.DialContext(ctx, network, addr)
-			if err != nil || wrap == nil {
-				return c, err
-			}
-			return wrap(c), nil
-		}}
+	cfg.Master, cfg.Name, cfg.RetryFor = f.addr, "vm-"+ip, time.Minute
+	cfg.Log = zerolog.New(zerolog.NewTestWriter(t)).With().Str("side", ip).Logger()
+	cfg.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := d.DialContext(ctx, network, addr)
+		if err != nil || wrap == nil {
+			return c, err
+		}
+		return wrap(c), nil
+	}
 	go func() {
 		defer close(g.done)
 		g.rep, g.err = RunWorkers(ctx, cfg)
@@ -192,17 +199,18 @@ func loopHosts(t *testing.T) []Host {
 	return hosts
 }
 
-// Three worker VMs of two sites, six processes: every task done once,
-// with the kernel's result; the summary names the VMs and sites from the
-// hostfile, counts their processes, and adds up.
+// Three worker VMs of two sites, six processes (those of w3 one task at
+// a time, the others with the default prefetch, and w4 with the most):
+// every task done once, with the kernel's result; the summary names the
+// VMs and sites from the hostfile, counts their processes, and adds up.
 func TestFarmLoopback(t *testing.T) {
 	const tasks = 200
 	f := startFarm(t, MasterConfig{Tasks: tasks, TaskOps: 20000, TaskBytes: 4096, Hosts: loopHosts(t)})
 	ctx := t.Context()
 	gs := []*group{
 		startGroup(ctx, t, f, "127.0.0.2", 2, nil),
-		startGroup(ctx, t, f, "127.0.0.3", 1, nil),
-		startGroup(ctx, t, f, "127.0.0.4", 3, nil),
+		startGroupWith(ctx, t, f, "127.0.0.3", WorkerConfig{Procs: 1, Prefetch: 1}, nil),
+		startGroupWith(ctx, t, f, "127.0.0.4", WorkerConfig{Procs: 3, Prefetch: MaxPrefetch}, nil),
 	}
 	s := f.wait()
 	sent := 0
@@ -345,10 +353,11 @@ func (p *paused) wait() {
 func (p *paused) Read(b []byte) (int, error)  { p.wait(); return p.watched.Read(b) }
 func (p *paused) Write(b []byte) (int, error) { p.wait(); return p.watched.Conn.Write(b) }
 
-// A worker VM killed while it holds a task, and one that goes silent
-// without closing its connection: both are lost, their tasks given to
-// others; one paused for less than the timeout (a live migration) is
-// not lost; the run ends with every task done once.
+// A worker VM killed while it holds tasks, and one that goes silent
+// without closing its connection, holding its prefetch of two: both are
+// lost, all their tasks given to others; one paused for less than the
+// timeout (a live migration) is not lost; the run ends with every task
+// done once.
 func TestFarmLosesWorkers(t *testing.T) {
 	const tasks = 120
 	f := startFarm(t, MasterConfig{Tasks: tasks, TaskOps: 50000, TaskBytes: 1024, WorkerTimeout: 3 * time.Second, Hosts: loopHosts(t)})
@@ -369,8 +378,8 @@ func TestFarmLosesWorkers(t *testing.T) {
 	p := f.waitFor("w2 is lost", func(s Summary) bool { w, _ := workerOf(s, "w2"); return w.Lost })
 	t.Logf("w2 killed: %+v", p.Workers)
 
-	// w3 goes silent holding its first task: it is dropped after the
-	// timeout.
+	// w3 goes silent holding its first task and the second it asked
+	// for with it: it is dropped after the timeout.
 	release := make(chan struct{})
 	defer close(release)
 	sctx, scancel := context.WithCancel(ctx)
@@ -405,12 +414,12 @@ func TestFarmLosesWorkers(t *testing.T) {
 	w2, _ := workerOf(*s, "w2")
 	w3, _ := workerOf(*s, "w3")
 	w4, _ := workerOf(*s, "w4")
-	// Its second process may have got a task before the kill too.
-	if !w2.Lost || w2.LostInFlight < 1 || w2.LostInFlight > 2 || w2.Tasks != 0 || w2.Procs != 2 {
+	// Each of its processes may have got its two tasks before the kill.
+	if !w2.Lost || w2.LostInFlight < 1 || w2.LostInFlight > 2*DefaultPrefetch || w2.Tasks != 0 || w2.Procs != 2 {
 		t.Errorf("killed worker %+v: want lost with its tasks in flight", w2)
 	}
-	if !w3.Lost || w3.LostInFlight != 1 || w3.Tasks != 0 {
-		t.Errorf("silent worker %+v: want lost with its 1 task in flight", w3)
+	if !w3.Lost || w3.LostInFlight != DefaultPrefetch || w3.Tasks != 0 {
+		t.Errorf("silent worker %+v: want lost with its %d tasks in flight", w3, DefaultPrefetch)
 	}
 	if w4.Lost || w4.LostInFlight != 0 || w4.Tasks == 0 {
 		t.Errorf("paused worker %+v: want not lost, with tasks done", w4)
@@ -458,6 +467,80 @@ func TestFarmResultAfterReconnect(t *testing.T) {
 	}
 	if w, _ := workerOf(*s, "127.0.0.7"); w.Tasks != 1 || !w.Lost || w.LostInFlight != 2 {
 		t.Errorf("the worker lost twice: %+v", w)
+	}
+}
+
+// A connection of prefetch 2 holds two tasks and may send their results
+// in any order, each asking for the next; lost holding two, it loses
+// both, which go to the connections that wait for a task at the end of
+// the run, the one holding the fewest first: every task done once, none
+// lost, its summary counting the two in flight.
+func TestFarmPrefetch(t *testing.T) {
+	f := startFarm(t, MasterConfig{Tasks: 4, TaskOps: 1000, TaskBytes: 100})
+	result := func(tk Frame) Frame {
+		d := Compute(tk.Task, tk.Ops, tk.Data)
+		return Frame{Type: FrameResult, Task: tk.Task, Data: d[:32]}
+	}
+	a := rawConn(t, f, "127.0.0.7")
+	a.helloPrefetch(1, 0, 2)
+	a.expect(FrameWelcome)
+	a.send(Frame{Type: FrameRequest})
+	a.send(Frame{Type: FrameRequest})
+	t0, t1 := a.expect(FrameTask), a.expect(FrameTask)
+	a.send(result(t1)) // the second first
+	t2 := a.expect(FrameTask)
+	a.send(result(t0))
+	t3 := a.expect(FrameTask)
+	if got := []uint64{t0.Task, t1.Task, t2.Task, t3.Task}; fmt.Sprint(got) != "[0 1 2 3]" {
+		t.Fatalf("tasks given %v, want 0 to 3 in order", got)
+	}
+
+	// Every task is given: b (prefetch 2) parks both its requests, then
+	// c (prefetch 1) its one.
+	b := rawConn(t, f, "127.0.0.8")
+	b.helloPrefetch(1, 0, 2)
+	b.expect(FrameWelcome)
+	b.send(Frame{Type: FrameRequest})
+	b.send(Frame{Type: FrameRequest})
+	c := rawConn(t, f, "127.0.0.9")
+	c.hello(1, 0)
+	c.expect(FrameWelcome)
+	c.send(Frame{Type: FrameRequest})
+	f.waitFor("b and c wait", func(Summary) bool {
+		f.m.mu.Lock()
+		defer f.m.mu.Unlock()
+		return len(f.m.waiting) == 2
+	})
+
+	// a is lost holding 2 and 3: 2, which it got first, goes to b (the
+	// first parked), 3 to c, which holds nothing, before b's second
+	// request.
+	a.close()
+	if tb := b.expect(FrameTask); tb.Task != t2.Task {
+		t.Errorf("b got task %d, want %d", tb.Task, t2.Task)
+	} else {
+		b.send(result(tb))
+	}
+	if tc := c.expect(FrameTask); tc.Task != t3.Task {
+		t.Errorf("c got task %d, want %d", tc.Task, t3.Task)
+	} else {
+		c.send(result(tc))
+	}
+	b.expect(FrameDone)
+	c.expect(FrameDone)
+	b.close()
+	c.close()
+	s := f.wait()
+	if s.Reissued != 2 || s.Duplicates != 0 {
+		t.Errorf("reissued %d, duplicates %d; want 2, 0", s.Reissued, s.Duplicates)
+	}
+	want := []Worker{
+		{Name: "127.0.0.7", Address: "127.0.0.7", Procs: 1, Tasks: 2, Lost: true, LostInFlight: 2},
+		{Name: "127.0.0.8", Address: "127.0.0.8", Procs: 1, Tasks: 1},
+		{Name: "127.0.0.9", Address: "127.0.0.9", Procs: 1, Tasks: 1},
+	}
+	if fmt.Sprint(s.Workers) != fmt.Sprint(want) {
+		t.Errorf("workers %+v, want %+v", s.Workers, want)
 	}
 }
 
@@ -541,8 +624,11 @@ func (r *raw) write(b []byte) {
 	}
 }
 
-func (r *raw) hello(procs, proc uint16) {
-	r.send(Frame{Type: FrameHello, Version: ProtocolVersion, Procs: procs, Proc: proc, Name: "raw"})
+// hello says hello with a prefetch of 1: one task at a time.
+func (r *raw) hello(procs, proc uint16) { r.helloPrefetch(procs, proc, 1) }
+
+func (r *raw) helloPrefetch(procs, proc, prefetch uint16) {
+	r.send(Frame{Type: FrameHello, Version: ProtocolVersion, Procs: procs, Proc: proc, Prefetch: prefetch, Name: "raw"})
 }
 
 // expect reads frames, heartbeats aside, until one comes; it must be of
@@ -581,8 +667,9 @@ func (r *raw) closed() {
 func (r *raw) close() { r.c.Close() }
 
 // Workers that break the protocol get an error frame naming what is
-// wrong and are dropped (their task given to another); the run goes on
-// and ends well.
+// wrong and are dropped (their tasks given to others): among them a
+// request or a result beyond the connection's prefetch, and a hello of
+// version 1; the run goes on and ends well.
 func TestMasterProtocolErrors(t *testing.T) {
 	f := startFarm(t, MasterConfig{Tasks: 4, TaskOps: 100, TaskBytes: 100})
 	for _, c := range []struct {
@@ -590,8 +677,11 @@ func TestMasterProtocolErrors(t *testing.T) {
 		do         func(r *raw)
 	}{
 		{"not hello first", "the first frame must be hello, not request", func(r *raw) { r.send(Frame{Type: FrameRequest}) }},
-		{"another version", "hello: version: 9, this master speaks version 1", func(r *raw) {
-			r.send(Frame{Type: FrameHello, Version: 9, Procs: 1})
+		{"another version", "hello: version: 9, this master speaks version 2", func(r *raw) {
+			r.send(Frame{Type: FrameHello, Version: 9, Procs: 1, Prefetch: 1})
+		}},
+		{"a hello of version 1", "hello: version: 1, this master speaks version 2", func(r *raw) {
+			r.write(frameBytes(cat([]byte{byte(FrameHello)}, u16(1), u16(1), u16(0), []byte("old-worker"))...))
 		}},
 		{"bad frame", "length: 5000", func(r *raw) { r.write(u32(5000)) }},
 		{"unknown task", "result: task: 999 is not a task of this run (0 to 3)", func(r *raw) {
@@ -604,14 +694,14 @@ func TestMasterProtocolErrors(t *testing.T) {
 			r.expect(FrameWelcome)
 			r.send(Frame{Type: FrameResult, Task: 1, Data: make([]byte, 3)})
 		}},
-		{"second request", "request: the connection already holds task", func(r *raw) {
+		{"second request", "request: it holds its prefetch of 1 already (tasks given: [", func(r *raw) {
 			r.hello(1, 0)
 			r.expect(FrameWelcome)
 			r.send(Frame{Type: FrameRequest})
 			r.expect(FrameTask)
 			r.send(Frame{Type: FrameRequest})
 		}},
-		{"another task's result", "but the connection holds task", func(r *raw) {
+		{"another task's result", "is not one the connection holds, and it holds its prefetch of 1 already", func(r *raw) {
 			r.hello(1, 0)
 			r.expect(FrameWelcome)
 			r.send(Frame{Type: FrameRequest})
@@ -620,6 +710,27 @@ func TestMasterProtocolErrors(t *testing.T) {
 				return
 			}
 			r.send(Frame{Type: FrameResult, Task: 3, Data: make([]byte, 32)})
+		}},
+		{"third request with a prefetch of 2", "request: it holds its prefetch of 2 already (tasks given: [", func(r *raw) {
+			r.helloPrefetch(1, 0, 2)
+			r.expect(FrameWelcome)
+			r.send(Frame{Type: FrameRequest})
+			r.send(Frame{Type: FrameRequest})
+			r.expect(FrameTask)
+			r.expect(FrameTask)
+			r.send(Frame{Type: FrameRequest})
+		}},
+		{"a third task's result with a prefetch of 2", "is not one the connection holds, and it holds its prefetch of 2 already", func(r *raw) {
+			r.helloPrefetch(1, 0, 2)
+			r.expect(FrameWelcome)
+			r.send(Frame{Type: FrameRequest})
+			r.send(Frame{Type: FrameRequest})
+			a, b := r.expect(FrameTask), r.expect(FrameTask)
+			other := uint64(0)
+			for other == a.Task || other == b.Task {
+				other++
+			}
+			r.send(Frame{Type: FrameResult, Task: other, Data: make([]byte, 32)})
 		}},
 		{"a master's frame", "a worker sends no done frame", func(r *raw) {
 			r.hello(1, 0)
@@ -640,8 +751,10 @@ func TestMasterProtocolErrors(t *testing.T) {
 	g := startGroup(t.Context(), t, f, "127.0.0.2", 1, nil)
 	s := f.wait()
 	g.wait(t)
-	if s.Reissued != 2 {
-		t.Errorf("reissued %d, want the tasks of the two workers dropped holding one", s.Reissued)
+	// Each task the dropped connections held (1, 1, 2 and 2) went to
+	// another.
+	if s.Reissued != 6 || s.Duplicates != 0 {
+		t.Errorf("reissued %d, duplicates %d; want the 6 tasks the dropped connections held, 0", s.Reissued, s.Duplicates)
 	}
 }
 
@@ -746,6 +859,8 @@ func TestBadConfig(t *testing.T) {
 		{WorkerConfig{Master: "10.0.0.1:7420", Procs: 0}, "procs: 0"},
 		{WorkerConfig{Master: "10.0.0.1:7420", Procs: 1, RetryFor: -1}, "retry_for"},
 		{WorkerConfig{Master: "10.0.0.1:7420", Procs: 1, Name: strings.Repeat("n", 256)}, "name: 256 bytes"},
+		{WorkerConfig{Master: "10.0.0.1:7420", Procs: 1, Prefetch: -1}, "prefetch: -1, want from 1 to 16"},
+		{WorkerConfig{Master: "10.0.0.1:7420", Procs: 1, Prefetch: 17}, "prefetch: 17, want from 1 to 16"},
 	} {
 		if _, err := RunWorkers(t.Context(), c.cfg); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("RunWorkers(%+v) = %v, want an error saying %q", c.cfg, err, c.want)
@@ -755,35 +870,40 @@ func TestBadConfig(t *testing.T) {
 
 // BenchmarkTaskFarmLoopback is the task farm's throughput over loopback
 // (tasks/s): runs of 200 small tasks (1,000 operations, 1 KiB) by one
-// worker VM of two processes.
+// worker VM of two processes, one task at a time each and with the
+// default prefetch.
 func BenchmarkTaskFarmLoopback(b *testing.B) {
 	const tasks = 200
-	var total time.Duration
-	for b.Loop() {
-		m, err := NewMaster(MasterConfig{Tasks: tasks, TaskOps: 1000, TaskBytes: 1024, Log: zerolog.Nop()})
-		if err != nil {
-			b.Fatal(err)
-		}
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			b.Fatal(err)
-		}
-		start := time.Now()
-		werr := make(chan error, 1)
-		go func() {
-			_, err := RunWorkers(b.Context(), WorkerConfig{Master: ln.Addr().String(), Procs: 2, Log: zerolog.Nop()})
-			werr <- err
-		}()
-		s, err := m.Serve(b.Context(), ln)
-		if err != nil || s.Done != tasks {
-			b.Fatal(s, err)
-		}
-		total += time.Since(start)
-		if err := <-werr; err != nil {
-			b.Fatal(err)
-		}
+	for _, prefetch := range []int{1, DefaultPrefetch} {
+		b.Run(fmt.Sprintf("prefetch=%d", prefetch), func(b *testing.B) {
+			var total time.Duration
+			for b.Loop() {
+				m, err := NewMaster(MasterConfig{Tasks: tasks, TaskOps: 1000, TaskBytes: 1024, Log: zerolog.Nop()})
+				if err != nil {
+					b.Fatal(err)
+				}
+				ln, err := net.Listen("tcp", "127.0.0.1:0")
+				if err != nil {
+					b.Fatal(err)
+				}
+				start := time.Now()
+				werr := make(chan error, 1)
+				go func() {
+					_, err := RunWorkers(b.Context(), WorkerConfig{Master: ln.Addr().String(), Procs: 2, Prefetch: prefetch, Log: zerolog.Nop()})
+					werr <- err
+				}()
+				s, err := m.Serve(b.Context(), ln)
+				if err != nil || s.Done != tasks {
+					b.Fatal(s, err)
+				}
+				total += time.Since(start)
+				if err := <-werr; err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(tasks*b.N)/total.Seconds(), "tasks/s")
+		})
 	}
-	b.ReportMetric(float64(tasks*b.N)/total.Seconds(), "tasks/s")
 }
 
 // A master of the most tasks a job may have (10 million) holds them in

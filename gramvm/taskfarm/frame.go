@@ -11,7 +11,9 @@ import (
 
 // ProtocolVersion is the version of the wire protocol that hello and
 // welcome carry; a master answers another version with an error frame.
-const ProtocolVersion = 1
+// Version 2 added the hello's prefetch: a connection may hold more than
+// one task.
+const ProtocolVersion = 2
 
 // ErrFrame: a frame that does not decode, or that the protocol does not
 // allow where it came.
@@ -58,6 +60,10 @@ func (t FrameType) String() string {
 const (
 	// MaxName bounds a worker's name in its hello.
 	MaxName = 255
+	// MaxPrefetch bounds a connection's prefetch, the tasks it may hold
+	// at once (computed, arriving or asked for): a worker holds their
+	// inputs in memory.
+	MaxPrefetch = 16
 	// MaxMessage bounds an error frame's message.
 	MaxMessage = 1024
 	// MaxTaskBytes bounds a task's bytes (task_bytes): a worker holds a
@@ -72,7 +78,7 @@ const (
 )
 
 // Frame is one message of the protocol. Which fields it carries depends
-// on its Type: hello has Version, Procs, Proc and Name; welcome has
+// on its Type: hello has Version, Procs, Proc, Prefetch and Name; welcome has
 // Version, Heartbeat, Timeout, InputBytes and ResultBytes; task has Task,
 // Ops and Data (the input); result has Task and Data (the result); error
 // has Message; request, heartbeat and done have nothing.
@@ -83,7 +89,10 @@ type Frame struct {
 	// Procs is the number of worker processes of the worker's VM, Proc
 	// this one's index (0 ≤ Proc < Procs).
 	Procs, Proc uint16
-	Name        string
+	// Prefetch is the tasks the connection may hold at once, from 1 to
+	// MaxPrefetch: the one it computes and those it asked for meanwhile.
+	Prefetch uint16
+	Name     string
 
 	// Heartbeat is how often each side sends a frame when it has nothing
 	// else to send; Timeout how long each side waits for a frame before
@@ -115,6 +124,8 @@ func (f *Frame) check() error {
 			return errField(f.Type, "procs", "0, want at least 1")
 		case f.Proc >= f.Procs:
 			return errField(f.Type, "proc", "%d, want less than procs (%d)", f.Proc, f.Procs)
+		case f.Prefetch < 1 || f.Prefetch > MaxPrefetch:
+			return errField(f.Type, "prefetch", "%d, want from 1 to %d", f.Prefetch, MaxPrefetch)
 		case len(f.Name) > MaxName:
 			return errField(f.Type, "name", "%d bytes, more than %d", len(f.Name), MaxName)
 		case !utf8.ValidString(f.Name):
@@ -171,6 +182,7 @@ func AppendFrame(dst []byte, f Frame) ([]byte, error) {
 		dst = be.AppendUint16(dst, f.Version)
 		dst = be.AppendUint16(dst, f.Procs)
 		dst = be.AppendUint16(dst, f.Proc)
+		dst = be.AppendUint16(dst, f.Prefetch)
 		dst = append(dst, f.Name...)
 	case FrameWelcome:
 		dst = be.AppendUint16(dst, f.Version)
@@ -208,22 +220,42 @@ func appendTaskHeader(dst []byte, task, ops uint64, n int) []byte {
 // for a frame that does not decode, else r's (io.EOF when r ends before a
 // frame begins, io.ErrUnexpectedEOF within one).
 func ReadFrame(r io.Reader, max int) (Frame, error) {
+	body, err := readBody(r, max)
+	if err != nil {
+		return Frame{}, err
+	}
+	return DecodeFrame(body)
+}
+
+// readBody reads one frame's type and payload (the bytes after its
+// length), as ReadFrame does, without decoding them.
+func readBody(r io.Reader, max int) ([]byte, error) {
 	var hdr [4]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
-		return Frame{}, err
+		return nil, err
 	}
 	n := binary.BigEndian.Uint32(hdr[:])
 	if n == 0 || uint64(n) > uint64(max) {
-		return Frame{}, fmt.Errorf("%w: length: %d, want from 1 to %d", ErrFrame, n, max)
+		return nil, fmt.Errorf("%w: length: %d, want from 1 to %d", ErrFrame, n, max)
 	}
 	body := make([]byte, n)
 	if _, err := io.ReadFull(r, body); err != nil {
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF
 		}
-		return Frame{}, err
+		return nil, err
 	}
-	return DecodeFrame(body)
+	return body, nil
+}
+
+// helloVersion is the protocol version of a hello's body, read before
+// the rest, whose layout depends on it: the version is the first field
+// of a hello in every version.
+func helloVersion(body []byte) (uint16, bool) {
+	if len(body) < 3 || FrameType(body[0]) != FrameHello {
+		return 0, false
+	}
+	return binary.BigEndian.Uint16(body[1:]), true
 }
 
 // DecodeFrame decodes a frame's type and payload (the bytes after its
@@ -249,11 +281,11 @@ func DecodeFrame(body []byte) (Frame, error) {
 	}
 	switch f.Type {
 	case FrameHello:
-		if err := need("name", 6); err != nil {
+		if err := need("name", 8); err != nil {
 			return Frame{}, err
 		}
-		f.Version, f.Procs, f.Proc = be.Uint16(p), be.Uint16(p[2:]), be.Uint16(p[4:])
-		f.Name = string(p[6:])
+		f.Version, f.Procs, f.Proc, f.Prefetch = be.Uint16(p), be.Uint16(p[2:]), be.Uint16(p[4:]), be.Uint16(p[6:])
+		f.Name = string(p[8:])
 	case FrameWelcome:
 		if err := exact(15); err != nil {
 			return Frame{}, err

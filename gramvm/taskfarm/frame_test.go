@@ -15,8 +15,9 @@ import (
 
 // goodFrames are one frame of each type.
 var goodFrames = []Frame{
-	{Type: FrameHello, Version: ProtocolVersion, Procs: 4, Proc: 3, Name: "j-1-a1-w1"},
-	{Type: FrameHello, Version: ProtocolVersion, Procs: 1},
+	{Type: FrameHello, Version: ProtocolVersion, Procs: 4, Proc: 3, Prefetch: 2, Name: "j-1-a1-w1"},
+	{Type: FrameHello, Version: ProtocolVersion, Procs: 1, Prefetch: 1},
+	{Type: FrameHello, Version: ProtocolVersion, Procs: 1, Prefetch: MaxPrefetch, Name: "w"},
 	{Type: FrameWelcome, Version: ProtocolVersion, Heartbeat: 3 * time.Second, Timeout: 15 * time.Second, InputBytes: 4064, ResultBytes: 32},
 	{Type: FrameRequest},
 	{Type: FrameTask, Task: 7, Ops: 1e6, Data: []byte("input bytes")},
@@ -49,11 +50,14 @@ var badFrames = []struct {
 	{"length above max", "length: 2000", cat(u32(2000), make([]byte, 2000))},
 	{"no such type", "type: 9 is no frame type", frameBytes(9)},
 	{"type 0", "type: 0 is no frame type", frameBytes(0)},
-	{"hello short", "hello: name: the payload has 4 bytes, want at least 6", frameBytes(cat([]byte{1}, u16(1), u16(1))...)},
-	{"hello procs 0", "hello: procs: 0", frameBytes(cat([]byte{1}, u16(1), u16(0), u16(0))...)},
-	{"hello proc beyond", "hello: proc: 2, want less than procs (2)", frameBytes(cat([]byte{1}, u16(1), u16(2), u16(2))...)},
-	{"hello name not utf-8", "hello: name: not UTF-8", frameBytes(cat([]byte{1}, u16(1), u16(1), u16(0), []byte{0xff, 0xfe})...)},
-	{"hello name long", "hello: name: 256 bytes", frameBytes(cat([]byte{1}, u16(1), u16(1), u16(0), bytes.Repeat([]byte("n"), 256))...)},
+	{"hello short", "hello: name: the payload has 6 bytes, want at least 8", frameBytes(cat([]byte{1}, u16(2), u16(1), u16(0))...)},
+	{"hello of version 1", "hello: name: the payload has 7 bytes, want at least 8", frameBytes(cat([]byte{1}, u16(1), u16(1), u16(0), []byte("w"))...)},
+	{"hello procs 0", "hello: procs: 0", frameBytes(cat([]byte{1}, u16(2), u16(0), u16(0), u16(1))...)},
+	{"hello proc beyond", "hello: proc: 2, want less than procs (2)", frameBytes(cat([]byte{1}, u16(2), u16(2), u16(2), u16(1))...)},
+	{"hello prefetch 0", "hello: prefetch: 0, want from 1 to 16", frameBytes(cat([]byte{1}, u16(2), u16(1), u16(0), u16(0))...)},
+	{"hello prefetch beyond", "hello: prefetch: 17, want from 1 to 16", frameBytes(cat([]byte{1}, u16(2), u16(1), u16(0), u16(17), []byte("w"))...)},
+	{"hello name not utf-8", "hello: name: not UTF-8", frameBytes(cat([]byte{1}, u16(2), u16(1), u16(0), u16(1), []byte{0xff, 0xfe})...)},
+	{"hello name long", "hello: name: 256 bytes", frameBytes(cat([]byte{1}, u16(2), u16(1), u16(0), u16(1), bytes.Repeat([]byte("n"), 256))...)},
 	{"welcome short", "welcome: length: the payload has 14 bytes, want 15", frameBytes(cat([]byte{2}, u16(1), u32(1), u32(5), u32(0))...)},
 	{"welcome heartbeat 0", "welcome: heartbeat", frameBytes(cat([]byte{2}, u16(1), u32(0), u32(5), u32(0), []byte{0})...)},
 	{"welcome timeout below", "welcome: timeout", frameBytes(cat([]byte{2}, u16(1), u32(5), u32(5), u32(0), []byte{0})...)},
@@ -125,7 +129,9 @@ func TestBadFrames(t *testing.T) {
 		}
 	}
 	for _, f := range []Frame{
-		{Type: FrameHello, Procs: 0},
+		{Type: FrameHello, Procs: 0, Prefetch: 1},
+		{Type: FrameHello, Procs: 1, Prefetch: 0},
+		{Type: FrameHello, Procs: 1, Prefetch: MaxPrefetch + 1},
 		{Type: FrameWelcome, Heartbeat: time.Second, Timeout: time.Second},
 		{Type: FrameWelcome, Heartbeat: 1500 * time.Microsecond, Timeout: time.Second},
 		{Type: FrameTask, Ops: 0},

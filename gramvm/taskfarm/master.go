@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,7 +24,7 @@ const (
 	DefaultPort = 7420
 	// DefaultWorkerTimeout is how long the master waits for a frame of a
 	// worker connection (a heartbeat at least) before it drops it and
-	// gives its task to another: far above a live migration's pause.
+	// gives its tasks to others: far above a live migration's pause.
 	DefaultWorkerTimeout = 15 * time.Second
 	// DefaultLinger is how long a master whose run is over keeps telling
 	// workers so, unless every connection has closed before.
@@ -32,6 +33,9 @@ const (
 	DefaultProgress = 10 * time.Second
 	// MinWorkerTimeout bounds the worker timeout from below.
 	MinWorkerTimeout = 10 * time.Millisecond
+	// outQueue is the frames a connection's writer may have queued: a
+	// welcome, its prefetch of tasks, a done and an error at most.
+	outQueue = MaxPrefetch + 4
 )
 
 // MasterConfig configures a master.
@@ -44,7 +48,7 @@ type MasterConfig struct {
 	// 0 to MaxTaskBytes), split as Split says.
 	TaskBytes int64
 	// WorkerTimeout: a worker connection that sends nothing this long is
-	// dropped and its task given to another (0: DefaultWorkerTimeout;
+	// dropped and its tasks given to others (0: DefaultWorkerTimeout;
 	// rounded down to a millisecond). Each side sends a heartbeat every
 	// fifth of it when it has nothing else to send.
 	WorkerTimeout time.Duration
@@ -62,9 +66,9 @@ type MasterConfig struct {
 	Log   zerolog.Logger
 }
 
-// Master holds a run's tasks and hands them to worker connections, one
-// at a time each, until every task is done. Create it with NewMaster
-// and run it with Serve, once.
+// Master holds a run's tasks and hands them to worker connections, each
+// up to its prefetch at once, until every task is done. Create it with
+// NewMaster and run it with Serve, once.
 type Master struct {
 	cfg       MasterConfig
 	timeout   time.Duration
@@ -83,7 +87,7 @@ type Master struct {
 	requeue []uint64 // tasks of lost connections, to give first (the last put back first)
 	done    bitset
 	ndone   int
-	waiting []*mconn
+	waiting []*mconn // the connections with requests parked (wants > 0), in the order they parked
 	conns   map[*mconn]bool
 	vms     map[netip.Addr]*vmState
 	order   []*vmState
@@ -190,7 +194,7 @@ func (m *Master) Serve(ctx context.Context, ln net.Listener) (*Summary, error) {
 				acceptErr <- err
 				return
 			}
-			mc := &mconn{m: m, task: -1, out: make(chan Frame, 8), writerDone: make(chan struct{})}
+			mc := &mconn{m: m, out: make(chan Frame, outQueue), writerDone: make(chan struct{})}
 			mc.c = &farmConn{Conn: c, timeout: m.timeout, bytes: &m.bytes}
 			m.mu.Lock()
 			if m.closing { // Serve returns: this one came too late
@@ -274,9 +278,7 @@ func (m *Master) logProgress() {
 	m.mu.Lock()
 	inFlight, live := 0, 0
 	for mc := range m.conns {
-		if mc.task >= 0 {
-			inFlight++
-		}
+		inFlight += len(mc.tasks)
 		if mc.vm != nil && !mc.ended {
 			live++
 		}
@@ -335,18 +337,29 @@ type mconn struct {
 	writerDone chan struct{}
 
 	// Guarded by m.mu:
-	vm      *vmState // nil until registered (never, for a connection after the end)
-	addr    netip.Addr
-	task    int64 // the task it holds, or -1
-	waiting bool
-	ended   bool
+	vm       *vmState // nil until registered (never, for a connection after the end)
+	addr     netip.Addr
+	prefetch int      // the tasks it may hold at once, from its hello
+	tasks    []uint64 // the tasks it holds (computed or on their way), in the order given
+	wants    int      // its requests parked until a task is put back
+	told     bool     // it was told the run is over
+	ended    bool
+}
+
+// held is the tasks the connection holds or asked for: never more than
+// its prefetch.
+func (mc *mconn) held() int { return len(mc.tasks) + mc.wants }
+
+// holding says what the connection holds, for a protocol error.
+func (mc *mconn) holding() string {
+	return fmt.Sprintf("it holds its prefetch of %d already (tasks given: %v; requests waiting: %d)", mc.prefetch, mc.tasks, mc.wants)
 }
 
 // send queues a frame for the connection's writer (under m.mu or not).
 func (mc *mconn) send(f Frame) {
 	select {
 	case mc.out <- f:
-	default: // cannot happen: a connection has at most a welcome, a task, a done and an error queued
+	default: // cannot happen: a connection has at most a welcome, its prefetch of tasks, a done and an error queued
 		mc.m.log.Error().Str("worker", mc.c.RemoteAddr().String()).Stringer("frame", f.Type).Msg("task farm master: a connection's queue is full: dropping it")
 		mc.c.Close()
 	}
@@ -433,17 +446,24 @@ func (m *Master) handle(mc *mconn) {
 		case <-time.After(time.Second):
 		}
 	}
-	f, err := ReadFrame(br, MaxControlFrame)
+	// A hello's version comes first, before the fields whose layout
+	// depends on it: another version is refused as such.
+	body, err := readBody(br, MaxControlFrame)
+	if err != nil {
+		fail(err)
+		return
+	}
+	if v, ok := helloVersion(body); ok && v != ProtocolVersion {
+		fail(protocolf("hello: version: %d, this master speaks version %d", v, ProtocolVersion))
+		return
+	}
+	f, err := DecodeFrame(body)
 	if err != nil {
 		fail(err)
 		return
 	}
 	if f.Type != FrameHello {
 		fail(protocolf("the first frame must be hello, not %s", f.Type))
-		return
-	}
-	if f.Version != ProtocolVersion {
-		fail(protocolf("hello: version: %d, this master speaks version %d", f.Version, ProtocolVersion))
 		return
 	}
 	m.register(mc, f)
@@ -494,9 +514,11 @@ func (m *Master) register(mc *mconn, hello Frame) {
 	mc.send(Frame{Type: FrameWelcome, Version: ProtocolVersion, Heartbeat: m.heartbeat, Timeout: m.timeout,
 		InputBytes: uint32(len(m.input)), ResultBytes: uint8(m.result)})
 	if m.over {
+		mc.told = true
 		mc.send(Frame{Type: FrameDone})
 		return
 	}
+	mc.prefetch = int(hello.Prefetch)
 	vm := m.vms[mc.addr]
 	if vm == nil {
 		vm = &vmState{w: Worker{Name: mc.addr.String(), Address: mc.addr.String()}}
@@ -536,36 +558,48 @@ func (m *Master) next() (uint64, bool) {
 	return 0, false
 }
 
-// give hands mc the next task, or parks it until one is put back.
+// give hands mc the next task, or parks its request until a task is put
+// back; after the end it tells mc the run is over.
 func (m *Master) give(mc *mconn) {
 	if m.over {
-		mc.send(Frame{Type: FrameDone})
+		m.tellOver(mc)
 		return
 	}
 	t, ok := m.next()
 	if !ok {
-		if !mc.waiting {
-			mc.waiting = true
+		if mc.wants == 0 {
 			m.waiting = append(m.waiting, mc)
 		}
+		mc.wants++
 		return
 	}
-	mc.task = int64(t)
+	m.hand(mc, t)
+}
+
+// hand sends mc task t.
+func (m *Master) hand(mc *mconn, t uint64) {
+	mc.tasks = append(mc.tasks, t)
 	mc.send(Frame{Type: FrameTask, Task: t, Ops: m.cfg.TaskOps})
+}
+
+// tellOver tells mc the run is over, once.
+func (m *Master) tellOver(mc *mconn) {
+	mc.tasks, mc.wants = nil, 0
+	if !mc.told {
+		mc.told = true
+		mc.send(Frame{Type: FrameDone})
+	}
 }
 
 // request: a worker asks for a task.
 func (m *Master) request(mc *mconn) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if mc.vm == nil { // after the end: it was told
+	if mc.vm == nil || mc.told { // it was told the run is over
 		return nil
 	}
-	if mc.task >= 0 {
-		return protocolf("request: the connection already holds task %d", mc.task)
-	}
-	if mc.waiting {
-		return protocolf("request: the connection already waits for a task")
+	if mc.held() >= mc.prefetch {
+		return protocolf("request: %s", mc.holding())
 	}
 	m.give(mc)
 	return nil
@@ -581,20 +615,22 @@ func (m *Master) accept(mc *mconn, f Frame) error {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if mc.vm == nil {
+	if mc.vm == nil || mc.told {
 		return nil
 	}
-	switch {
-	case mc.task == int64(f.Task):
-		mc.task = -1
-	case mc.task >= 0:
-		return protocolf("result: task: %d, but the connection holds task %d", f.Task, mc.task)
-	case mc.waiting:
-		return protocolf("result: task: %d, but the connection waits for a task", f.Task)
-	}
-	// A result on a connection that does not hold the task is that of a
+	// A result for a task the connection does not hold is that of a
 	// worker whose connection was lost while it computed: it is as good
-	// as any, unless the task is done already.
+	// as any, unless the task is done already; as every result, it asks
+	// for the next task, so the connection must have room for one.
+	if i := slices.Index(mc.tasks, f.Task); i >= 0 {
+		mc.tasks = slices.Delete(mc.tasks, i, i+1)
+	} else if mc.held() >= mc.prefetch {
+		return protocolf("result: task: %d is not one the connection holds, and %s", f.Task, mc.holding())
+	}
+	if m.over { // every task is done: it is told so
+		m.tellOver(mc)
+		return nil
+	}
 	if m.onResult != nil {
 		m.onResult(mc.vm.w.Name, f.Task, f.Data, m.done.has(f.Task))
 	}
@@ -606,8 +642,6 @@ func (m *Master) accept(mc *mconn, f Frame) error {
 		mc.vm.w.Tasks++
 		if m.ndone == m.cfg.Tasks {
 			m.end()
-			mc.send(Frame{Type: FrameDone})
-			return nil
 		}
 	}
 	m.give(mc)
@@ -615,27 +649,23 @@ func (m *Master) accept(mc *mconn, f Frame) error {
 }
 
 // end: every task is done. The summary is taken now, and every
-// connection is told.
+// connection that holds or waits for a task is told.
 func (m *Master) end() {
 	m.over = true
 	s := m.snapshot()
 	m.summary = s
-	for _, mc := range m.waiting {
-		mc.waiting = false
-		mc.send(Frame{Type: FrameDone})
-	}
-	m.waiting = nil
 	for mc := range m.conns {
-		if mc.vm != nil && mc.task >= 0 {
-			mc.task = -1
-			mc.send(Frame{Type: FrameDone})
+		if mc.vm != nil && mc.held() > 0 {
+			m.tellOver(mc)
 		}
 	}
+	m.waiting = nil
 	close(m.overCh)
 }
 
-// drop: a connection ended. Before the end, its task is given again
-// before any new one, to a waiting connection if there is one.
+// drop: a connection ended. Before the end, every task it held is given
+// again before any new one, to the waiting connections if there are
+// some.
 func (m *Master) drop(mc *mconn) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -643,14 +673,9 @@ func (m *Master) drop(mc *mconn) {
 		return
 	}
 	mc.ended = true
-	if mc.waiting {
-		mc.waiting = false
-		for i, w := range m.waiting {
-			if w == mc {
-				m.waiting = append(m.waiting[:i], m.waiting[i+1:]...)
-				break
-			}
-		}
+	if mc.wants > 0 {
+		mc.wants = 0
+		m.waiting = slices.DeleteFunc(m.waiting, func(w *mconn) bool { return w == mc })
 	}
 	if mc.vm == nil {
 		return
@@ -660,19 +685,46 @@ func (m *Master) drop(mc *mconn) {
 		return
 	}
 	mc.vm.lostConns++
-	if t := mc.task; t >= 0 {
-		mc.task = -1
-		if !m.done.has(uint64(t)) {
-			m.requeue = append(m.requeue, uint64(t))
-			mc.vm.w.LostInFlight++
-			m.log.Warn().Str("vm", mc.vm.w.Name).Int64("task", t).Msg("task farm master: a lost connection's task goes to another worker")
+	// The requeue is given from its end: the first task given to the
+	// connection, the one it was computing, goes again first.
+	var lost []uint64
+	for _, t := range mc.tasks {
+		if !m.done.has(t) {
+			lost = append(lost, t)
 		}
 	}
-	for len(m.waiting) > 0 && len(m.requeue) > 0 {
-		w := m.waiting[0]
-		m.waiting = m.waiting[1:]
-		w.waiting = false
-		m.give(w)
+	for _, t := range slices.Backward(lost) {
+		m.requeue = append(m.requeue, t)
+	}
+	mc.tasks = nil
+	if len(lost) > 0 {
+		mc.vm.w.LostInFlight += len(lost)
+		m.log.Warn().Str("vm", mc.vm.w.Name).Uints64("tasks", lost).Msg("task farm master: a lost connection's tasks go to other workers")
+	}
+	m.serveWaiting()
+}
+
+// serveWaiting hands the tasks put back to the parked requests, each to
+// the waiting connection that holds the fewest tasks (the first parked
+// among equals): a worker with nothing to compute gets one before
+// another's prefetch does.
+func (m *Master) serveWaiting() {
+	for len(m.waiting) > 0 {
+		t, ok := m.next()
+		if !ok {
+			return
+		}
+		best := 0
+		for i, w := range m.waiting {
+			if len(w.tasks) < len(m.waiting[best].tasks) {
+				best = i
+			}
+		}
+		w := m.waiting[best]
+		if w.wants--; w.wants == 0 {
+			m.waiting = slices.Delete(m.waiting, best, best+1)
+		}
+		m.hand(w, t)
 	}
 }
 

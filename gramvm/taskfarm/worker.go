@@ -24,6 +24,9 @@ const (
 	// computeChunk is the operations computed between two looks at the
 	// connection (has the master said the run is over?).
 	computeChunk = 1 << 18
+	// DefaultPrefetch is a worker process's prefetch: it computes one
+	// task while the next one's input arrives.
+	DefaultPrefetch = 2
 )
 
 // ErrMasterGone: a worker could not reach its master for its retry
@@ -43,6 +46,12 @@ type WorkerConfig struct {
 	// Name is the worker VM's name, sent in its hellos for the master's
 	// log (at most MaxName bytes).
 	Name string
+	// Prefetch is the tasks each process holds at once, from 1 to
+	// MaxPrefetch (0: DefaultPrefetch): it asks for the next as it starts
+	// computing one, so that the next input crosses the link during the
+	// computation. 1 asks only when a result is sent: the link idles
+	// while the process computes, and the process while the input comes.
+	Prefetch int
 	// RetryFor: a process that cannot reach the master this long, at the
 	// start or after its connection was lost, gives up (0:
 	// DefaultRetryFor).
@@ -82,12 +91,17 @@ func RunWorkers(ctx context.Context, cfg WorkerConfig) (WorkerReport, error) {
 		return WorkerReport{}, fmt.Errorf("taskfarm worker: name: %d bytes, more than %d", len(cfg.Name), MaxName)
 	case cfg.RetryFor < 0:
 		return WorkerReport{}, fmt.Errorf("taskfarm worker: retry_for: %v is negative", cfg.RetryFor)
+	case cfg.Prefetch < 0 || cfg.Prefetch > MaxPrefetch:
+		return WorkerReport{}, fmt.Errorf("taskfarm worker: prefetch: %d, want from 1 to %d (0: %d)", cfg.Prefetch, MaxPrefetch, DefaultPrefetch)
 	}
 	if _, _, err := net.SplitHostPort(cfg.Master); err != nil {
 		return WorkerReport{}, fmt.Errorf("taskfarm worker: master: %w", err)
 	}
 	if cfg.RetryFor == 0 {
 		cfg.RetryFor = DefaultRetryFor
+	}
+	if cfg.Prefetch == 0 {
+		cfg.Prefetch = DefaultPrefetch
 	}
 	if cfg.Dial == nil {
 		d := &net.Dialer{KeepAliveConfig: keepAlive, Timeout: 10 * time.Second}
@@ -198,7 +212,8 @@ func (g *workerGroup) proc(ctx context.Context, p int) error {
 // session runs one connection: hello, welcome, then tasks until the run
 // is over or the connection fails. heard says whether the master
 // answered at all. A result computed when the connection fails is left
-// in *res, to send on the next.
+// in *res, to send on the next; the tasks not begun then are left to the
+// master, which gives them to others.
 func (g *workerGroup) session(ctx context.Context, log zerolog.Logger, c net.Conn, p int, res **pending) (heard bool, err error) {
 	setKeepAlive(c)
 	var bytes atomic.Int64
@@ -211,17 +226,24 @@ func (g *workerGroup) session(ctx context.Context, log zerolog.Logger, c net.Con
 
 	var wmu sync.Mutex
 	var buf []byte
-	write := func(f Frame) error {
+	// write sends frames in one write: the first requests of a
+	// connection reach the master together.
+	write := func(fs ...Frame) error {
 		wmu.Lock()
 		defer wmu.Unlock()
-		var err error
-		if buf, err = AppendFrame(buf[:0], f); err != nil {
-			return err
+		buf = buf[:0]
+		for _, f := range fs {
+			var err error
+			if buf, err = AppendFrame(buf, f); err != nil {
+				return err
+			}
 		}
-		_, err = fc.Write(buf)
+		_, err := fc.Write(buf)
 		return err
 	}
-	if err := write(Frame{Type: FrameHello, Version: ProtocolVersion, Procs: uint16(g.cfg.Procs), Proc: uint16(p), Name: g.cfg.Name}); err != nil {
+	depth := g.cfg.Prefetch
+	if err := write(Frame{Type: FrameHello, Version: ProtocolVersion, Procs: uint16(g.cfg.Procs), Proc: uint16(p),
+		Prefetch: uint16(depth), Name: g.cfg.Name}); err != nil {
 		return false, fmt.Errorf("hello: %w", err)
 	}
 	br := bufio.NewReader(fc)
@@ -240,9 +262,12 @@ func (g *workerGroup) session(ctx context.Context, log zerolog.Logger, c net.Con
 	fc.timeout = w.Timeout // before the reader starts
 	maxFrame := 1 + 16 + int(w.InputBytes)
 
-	// The reader hands on tasks, done and errors; heartbeats only keep
-	// the connection alive.
-	frames := make(chan Frame, 4)
+	// The reader hands on the tasks, up to the prefetch of them received
+	// and not begun, and the first other frame (done or error), after
+	// which it stops; heartbeats only keep the connection alive. The
+	// tasks arrive while the process computes.
+	tasks := make(chan Frame, depth)
+	ctrl := make(chan Frame, 1)
 	readErr := make(chan error, 1)
 	go func() {
 		for {
@@ -251,14 +276,19 @@ func (g *workerGroup) session(ctx context.Context, log zerolog.Logger, c net.Con
 				readErr <- err
 				return
 			}
-			if f.Type == FrameHeartbeat {
+			switch f.Type {
+			case FrameHeartbeat:
 				continue
+			case FrameTask:
+				select {
+				case tasks <- f:
+					continue
+				default: // more than it asked for
+					f = Frame{Type: FrameError, Message: fmt.Sprintf("the master sent task %d beyond the prefetch of %d tasks asked for", f.Task, depth)}
+				}
 			}
-			select {
-			case frames <- f:
-			case <-sctx.Done():
-				return
-			}
+			ctrl <- f
+			return
 		}
 	}()
 	go func() { // heartbeats
@@ -276,17 +306,21 @@ func (g *workerGroup) session(ctx context.Context, log zerolog.Logger, c net.Con
 		}
 	}()
 
-	// The first request: a result left from a lost connection, or a plain
-	// request.
+	// The first requests, the prefetch of them: a result left from a
+	// lost connection (which asks for the next task) and plain requests.
+	first := make([]Frame, 0, depth)
+	if r := *res; r != nil {
+		first = append(first, Frame{Type: FrameResult, Task: r.task, Data: r.data})
+	}
+	for len(first) < depth {
+		first = append(first, Frame{Type: FrameRequest})
+	}
+	if err := write(first...); err != nil {
+		return true, fmt.Errorf("request: %w", err)
+	}
 	if *res != nil {
-		r := *res
-		if err := write(Frame{Type: FrameResult, Task: r.task, Data: r.data}); err != nil {
-			return true, fmt.Errorf("result: %w", err)
-		}
 		*res = nil
 		g.tasks.Add(1)
-	} else if err := write(Frame{Type: FrameRequest}); err != nil {
-		return true, fmt.Errorf("request: %w", err)
 	}
 	handle := func(f Frame) error {
 		switch f.Type {
@@ -297,14 +331,14 @@ func (g *workerGroup) session(ctx context.Context, log zerolog.Logger, c net.Con
 		}
 		return fmt.Errorf("taskfarm worker: %w: unexpected %s frame", ErrMasterRefused, f.Type)
 	}
-	// A frame read before the connection failed is in frames before the
-	// failure is in readErr: look there first.
-	queued := func() (Frame, bool) {
+	// ended is the end of the session when the master has said the run
+	// is over, or broke the protocol: looked at before all else.
+	ended := func() (bool, error) {
 		select {
-		case f := <-frames:
-			return f, true
+		case f := <-ctrl:
+			return true, handle(f)
 		default:
-			return Frame{}, false
+			return false, nil
 		}
 	}
 	for {
@@ -312,40 +346,45 @@ func (g *workerGroup) session(ctx context.Context, log zerolog.Logger, c net.Con
 		select {
 		case <-ctx.Done():
 			return true, ctx.Err()
-		case err := <-readErr:
-			var ok bool
-			if f, ok = queued(); !ok {
-				return true, fmt.Errorf("connection lost: %w", err)
-			}
-			readErr <- err // for the next look
-		case f = <-frames:
-		}
-		if f.Type != FrameTask {
+		case f = <-ctrl:
 			return true, handle(f)
+		case err := <-readErr:
+			return true, fmt.Errorf("connection lost: %w", err)
+		case f = <-tasks:
+		}
+		if ok, err := ended(); ok {
+			return true, err
+		}
+		select { // a task not begun when the connection is lost is the master's to give again
+		case err := <-readErr:
+			return true, fmt.Errorf("connection lost: %w", err)
+		default:
 		}
 		if len(f.Data) != int(w.InputBytes) {
 			return true, fmt.Errorf("taskfarm worker: %w: task %d has %d bytes of input, the welcome said %d", ErrMasterRefused, f.Task, len(f.Data), w.InputBytes)
 		}
 		// Compute, looking between chunks for the end of the run; a
-		// connection lost meanwhile does not stop the work.
+		// connection lost meanwhile does not stop the work. The next
+		// tasks arrive meanwhile.
 		k := NewKernel(f.Task, f.Data)
 		var lost error
 		for k.Ops() < f.Ops {
 			k.Run(min(computeChunk, f.Ops-k.Ops()))
-			if next, ok := queued(); ok {
-				return true, handle(next)
+			if ok, err := ended(); ok {
+				return true, err
 			}
-			select {
-			case <-ctx.Done():
-				return true, ctx.Err()
-			case err := <-readErr:
-				lost = err
-				readErr <- err
-			default:
+			if err := ctx.Err(); err != nil {
+				return true, err
+			}
+			if lost == nil {
+				select {
+				case lost = <-readErr:
+				default:
+				}
 			}
 		}
-		if next, ok := queued(); ok {
-			return true, handle(next)
+		if ok, err := ended(); ok {
+			return true, err
 		}
 		d := k.Digest()
 		r := &pending{task: f.Task, data: append([]byte(nil), d[:w.ResultBytes]...)}
@@ -353,6 +392,8 @@ func (g *workerGroup) session(ctx context.Context, log zerolog.Logger, c net.Con
 			*res = r
 			return true, fmt.Errorf("connection lost during task %d: %w", f.Task, lost)
 		}
+		// The result asks for the next task: the process holds its
+		// prefetch again.
 		if err := write(Frame{Type: FrameResult, Task: r.task, Data: r.data}); err != nil {
 			*res = r
 			return true, fmt.Errorf("result: %w", err)
