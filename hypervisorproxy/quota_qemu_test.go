@@ -69,6 +69,13 @@ func TestCPUQuotaBootedGuest(t *testing.T) {
 		_ = quota.Destroy(ctx, "capped")
 		_ = free.Destroy(ctx, "uncapped")
 	})
+	inv, err := quota.Inventory(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inv.Hosts[0].VCPUUnplug {
+		t.Errorf("QEMU host %s: vcpu_unplug true, want false (QEMU cannot unplug its guests' vCPUs)", inv.Hosts[0].Name)
+	}
 	for _, c := range []struct {
 		c    *client.Client
 		vm   string

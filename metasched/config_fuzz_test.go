@@ -99,6 +99,7 @@ func checkConfig(t *testing.T, c *Config) {
 	check(slices.Contains(AgentLosses, c.OnAgentLoss), "on_agent_loss %q", c.OnAgentLoss)
 	check(c.AgentLossGrace >= 0 && c.AgentLossGrace <= MaxAgentLossGrace, "agent_loss_grace %v", c.AgentLossGrace)
 	check(c.MinPoolHosts >= 0, "min_pool_hosts %d", c.MinPoolHosts)
+	check(c.VMHeadroom.VCPUs >= 0 && c.VMHeadroom.MemoryMiB >= 0 && c.VMHeadroom.MemoryMiB%2 == 0, "vm_headroom %+v", c.VMHeadroom)
 	if len(bad) > 0 {
 		t.Fatalf("accepted configuration breaks its rules: %v\n%+v", bad, c)
 	}
@@ -127,6 +128,9 @@ func configFile(c *Config) map[string]any {
 	}
 	if c.Agents != nil {
 		out["agents"] = c.Agents
+	}
+	if c.VMHeadroom != (VMHeadroom{}) {
+		out["vm_headroom"] = c.VMHeadroom
 	}
 	return out
 }

@@ -45,19 +45,23 @@ func (d *Daemon) tune(ctx context.Context, j *liveJob, free map[string][]string,
 	for k, v := range d.migrating {
 		inFlight[k] = v
 	}
+	shrinks := map[string]bool{}
+	for _, s := range d.sites {
+		shrinks[s.name] = s.canShrink
+	}
 	d.mu.Unlock()
 	decs, err := d.planner.Tune(ctx, j.spec, free, gramvm.HostCapacities(hosts), running, gramvm.TuneOptions{
 		MaxPerHost: d.opt.MaxMigrationsPerHost, MaxPerLink: d.opt.MaxMigrationsPerLink, InFlight: inFlight,
-		CanShrink: func(s string) bool {
-			st := d.site(s)
-			return st != nil && st.canShrink
-		}})
+		CanShrink: func(s string) bool { return shrinks[s] }})
 	if err != nil {
 		d.log.Warn().Err(err).Str("job", j.id()).Msg("bandwidth tuning")
 		return false
 	}
 	now := d.now()
 	started := false
+	for i := range decs {
+		decs[i].Reason += shrinkNote(decs[i].Cluster, shrinks[decs[i].Cluster])
+	}
 	for i, dec := range decs {
 		rec := api.TuningRecord{TuningDecision: dec, At: now, Outcome: "rejected"}
 		cand := candRejected
@@ -94,6 +98,15 @@ func (d *Daemon) tune(ctx context.Context, j *liveJob, free map[string][]string,
 		d.mu.Unlock()
 	}
 	return started
+}
+
+// shrinkNote says in a candidate's explanation whether shrinking was
+// weighed on its cluster, from what the cluster's agent reports.
+func shrinkNote(cluster string, can bool) string {
+	if can {
+		return fmt.Sprintf("; shrinking is weighed on %s: its agent reports that its hosts unplug vCPUs", cluster)
+	}
+	return fmt.Sprintf("; no shrink weighed on %s: its agent reports that its hosts cannot unplug vCPUs (QEMU cannot; VMs there only grow)", cluster)
 }
 
 // carryOut migrates or resizes the VMs of an accepted tuning decision.

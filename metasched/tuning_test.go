@@ -2,11 +2,15 @@ package metasched_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/metasched/metasched/graph"
+	hp "github.com/metasched/metasched/hypervisorproxy"
 	"github.com/metasched/metasched/metasched"
 	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/store"
@@ -162,4 +166,80 @@ func tuningStart(t *testing.T, grid *graph.Grid, memMiB int, heavyJob, freshJob 
 		return len(recs) > 0
 	})
 	return d, heavy, recs
+}
+
+// TestBandwidthTuningShrinkRemote is TestBandwidthTuningShrink with every
+// site served by a remote agent (over HTTP, as `metasched agent` serves
+// one) on the test driver: the agents' inventories say their hosts unplug
+// vCPUs, so the daemon weighs and carries out the shrink through them.
+// Before, only in-process agents could shrink.
+func TestBandwidthTuningShrinkRemote(t *testing.T) {
+	dir := t.TempDir()
+	grid := &graph.Grid{
+		Clusters: []graph.Cluster{
+			{Name: "home", Machines: 2, Cores: 4, MemoryMiB: 8192, Perf: 1e9, LANMbps: 1000, UplinkMbps: 1000},
+			{Name: "far", Machines: 6, Cores: 4, MemoryMiB: 8192, Perf: 1e9, LANMbps: 1000, UplinkMbps: 10},
+			{Name: "side", Machines: 2, Cores: 2, MemoryMiB: 4096, Perf: 1e9, LANMbps: 1000, UplinkMbps: 1000},
+		},
+		Links: []graph.Link{{Between: [2]string{"home", "far"}, Mbps: 1000}, {Between: [2]string{"home", "side"}, Mbps: 1000}},
+	}
+	var acfg []metasched.AgentConfig
+	for _, c := range grid.Clusters {
+		tok := "token-" + c.Name
+		tf := filepath.Join(dir, c.Name+".token")
+		if err := os.WriteFile(tf, []byte(tok+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		r := &remoteAgent{t: t, grid: grid, token: tok, addr: "127.0.0.1:0",
+			site: hp.Site{Site: c.Name, Pool: "render", DataDir: filepath.Join(dir, "agent-"+c.Name),
+				MigrationPorts: [2]int{49152, 49215}, MigrationProgressTimeout: hp.DefaultProgressTimeout}}
+		r.start()
+		t.Cleanup(r.stop)
+		acfg = append(acfg, metasched.AgentConfig{Site: c.Name, Address: "http://" + r.addr, TokenFile: tf})
+	}
+	td := startDaemonNet(t, grid, metasched.Options{}, func(c *metasched.Config) {
+		c.Agents = acfg
+		c.JobTypes = []api.JobType{{Name: "render", VCPUs: 2, MemoryMiB: 2048, HoldingCost: 1}}
+		c.Policy = metasched.PolicyConfig{Name: "none"}
+		c.Executor.TimeScale = 0.05
+		c.MinPoolHosts = 0
+	})
+	d, ctx := td.d, context.Background()
+	heavy, err := d.Submit(ctx, []byte("name: heavy\ntype: render\ntasks: 1000\ntask_ops: 4.0e9\ntask_bytes: 8.0e5\nvm: {vcpus: 4, memory_mib: 4096}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the heavy job running", time.Minute, func() bool {
+		j, _ := d.Job(ctx, heavy.ID)
+		return j.State == store.Running
+	})
+	fresh, err := d.Submit(ctx, []byte("name: fresh\ntype: render\ntasks: 1200\ntask_ops: 1.0e9\ntask_bytes: 1.0e3\nvm: {vcpus: 2, memory_mib: 2048}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var chosen api.TuningRecord
+	waitFor(t, "a shrink carried out through the remote agent", time.Minute, func() bool {
+		for _, r := range d.Tuning() {
+			if r.NewJob == "fresh" && r.Action == "shrink" && r.Outcome == "carried out" {
+				chosen = r
+				return true
+			}
+		}
+		return false
+	})
+	if !strings.Contains(chosen.Reason, "shrinking is weighed on "+chosen.Cluster) {
+		t.Errorf("reason %q does not say that %s can shrink", chosen.Reason, chosen.Cluster)
+	}
+	for _, sh := range chosen.Shrinks {
+		for _, vm := range d.VMs() {
+			if vm.Name == sh.VM && vm.VCPUs != sh.VCPUs {
+				t.Errorf("vm %s has %d vCPUs after the shrink to %d", vm.Name, vm.VCPUs, sh.VCPUs)
+			}
+		}
+	}
+	for _, id := range []string{heavy.ID, fresh.ID} {
+		if _, err := d.Cancel(ctx, id); err != nil && !strings.Contains(err.Error(), "cannot be cancelled") {
+			t.Error(err)
+		}
+	}
 }
