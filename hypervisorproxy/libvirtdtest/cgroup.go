@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
+	"time"
 )
 
 // A root daemon gets the cpu cgroup controller (and cpuacct, which
@@ -110,6 +112,27 @@ func (d *Daemon) makeCgroups(mounts []string) ([][2]string, error) {
 	return out, nil
 }
 
+// cgroupBusyWait bounds the wait for a cgroup whose last processes have
+// ended but are not reaped yet (a process killed with its parent, which
+// init reaps in its own time, keeps its cgroup busy until then).
+const cgroupBusyWait = 10 * time.Second
+
+// removeCgroup removes one empty cgroup directory, waiting while it is
+// busy for at most cgroupBusyWait; one already gone is no error.
+func removeCgroup(dir string) error {
+	deadline := time.Now().Add(cgroupBusyWait)
+	for {
+		err := os.Remove(dir)
+		if err == nil || errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if !errors.Is(err, syscall.EBUSY) || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // removeCgroups removes the daemon's cgroup directories, deepest first.
 // A cgroup is removed with rmdir once no process is in it and it has no
 // children: call it when every process of the daemon has ended.
@@ -137,7 +160,7 @@ func (d *Daemon) removeCgroups() error {
 		}
 		failed := false
 		for _, dir := range slices.Backward(dirs) {
-			if err := os.Remove(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			if err := removeCgroup(dir); err != nil {
 				errs = append(errs, fmt.Errorf("remove cgroup: %w", err))
 				failed = true
 				break
