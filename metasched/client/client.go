@@ -418,10 +418,11 @@ func (c *Client) Links(ctx context.Context) ([]gramvm.Link, error) {
 	return out, err
 }
 
-// Tuning returns the daemon's bandwidth-tuning decisions (resizes and
-// migrations of VMs) as the JSON it sent: their type is not fixed yet.
-func (c *Client) Tuning(ctx context.Context) (json.RawMessage, error) {
-	var out json.RawMessage
+// Tuning returns the daemon's bandwidth-tuning records, newest first:
+// every candidate evaluated, and for those carried out their migrations,
+// resizes and measured figures.
+func (c *Client) Tuning(ctx context.Context) ([]api.TuningRecord, error) {
+	var out []api.TuningRecord
 	err := c.do(ctx, http.MethodGet, "/v1/tuning", nil, nil, &out)
 	return out, err
 }

@@ -142,6 +142,12 @@ func TestMethods(t *testing.T) {
 		Pools: []api.PolicyPool{{Name: "render", Jobs: 3, Servers: 2}}, Servers: 4, Decisions: 10, Switches: 1,
 		LastAt: t0, Table: &api.PolicyTable{Source: "solved", States: 9000, Solving: true}}
 	links := []gramvm.Link{{Between: [2]string{"spain", "latam-a"}, ConfiguredMbps: 8, MeasuredMbps: 7.5, MeasuredAt: t0, Samples: 4}}
+	tuning := []api.TuningRecord{{Seq: 3, TuningDecision: gramvm.TuningDecision{NewJob: "fresh", Target: "j-000000000001",
+		Action: gramvm.ActionConsolidate, Cluster: "spain", Moves: []gramvm.Move{{VM: "j-7-0", Site: "spain", From: "es-1", To: "es-2"}},
+		GainSeconds: 100, LossSeconds: 40, MigrationSeconds: 1.1, Accepted: true}, NewJobID: "j-000000000002", At: t0,
+		Outcome: "carried out", Started: t0, Ended: t0.Add(3 * time.Second), MigrationS: 3,
+		Migrations: []api.TuningMigration{{VM: "j-7-0", From: "es-1", To: "es-2", Seconds: 2.9, Live: true, DowntimeMs: 200}},
+		Measured:   &api.TuningMeasured{NewJobPredictedS: 200, PredictedGainS: 100, NewJobMeasuredS: 110, NewJobGainS: 90, NewJobState: "done"}}}
 	outputs := api.OutputList{Job: "j-000000000007", Attempt: 2, Files: []api.OutputFile{{Name: "frames/a b%.bin", Size: 4}}, Missing: []string{"x"}}
 	plan := api.PlanResult{Placement: *testJob.Placement, FreeHosts: map[string]int{"spain": 3, "latam-a": 0},
 		Explanation: "master on spain"}
@@ -201,8 +207,13 @@ func TestMethods(t *testing.T) {
 			request{Method: "GET", Path: "/v1/policy", Auth: auth}, policy},
 		{"links", func() (any, error) { return c.Links(ctx) }, links,
 			request{Method: "GET", Path: "/v1/links", Auth: auth}, links},
-		{"tuning", func() (any, error) { return c.Tuning(ctx) }, `[{"vm":"j-7-0","action":"resize"}]`,
-			request{Method: "GET", Path: "/v1/tuning", Auth: auth}, json.RawMessage(`[{"vm":"j-7-0","action":"resize"}]`)},
+		{"tuning", func() (any, error) { return c.Tuning(ctx) }, tuning,
+			request{Method: "GET", Path: "/v1/tuning", Auth: auth}, tuning},
+		{"resize", func() (any, error) {
+			return c.ResizeVM(ctx, "j-000000000007", "j-000000000007-a1-w1", api.ResizeRequest{VCPUs: 2})
+		}, hosts[0].VMs[0],
+			request{Method: "POST", Path: "/v1/jobs/j-000000000007/vms/j-000000000007-a1-w1/resize", Auth: auth,
+				ContentType: "application/json", Body: `{"vcpus":2}`}, hosts[0].VMs[0]},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
