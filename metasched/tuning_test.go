@@ -277,7 +277,21 @@ func (a recordingAgent) MigrateVM(ctx context.Context, name string, m hp.Migrate
 // host, two per LAN). The migration's measured time, and, once the jobs
 // end, their measured run times against the predicted loss and gain, are
 // in the tuning's record.
+//
+// With a shorter running job and a longer new one, two pairs pay better
+// than one: both migrations run at once (two on far's LAN, its cap), each
+// host in one only.
 func TestTuningThenPlan(t *testing.T) {
+	for _, tc := range []struct {
+		name              string
+		heavyTasks, tasks int
+		moves             int
+	}{{"one migration", 1000, 1200, 1}, {"two migrations at once", 150, 2400, 2}} {
+		t.Run(tc.name, func(t *testing.T) { tuningThenPlan(t, tc.heavyTasks, tc.tasks, tc.moves) })
+	}
+}
+
+func tuningThenPlan(t *testing.T, heavyTasks, tasks, moves int) {
 	synctest.Test(t, func(t *testing.T) {
 		grid := &graph.Grid{
 			Clusters: []graph.Cluster{
@@ -294,11 +308,11 @@ func TestTuningThenPlan(t *testing.T) {
 		}}, func(c *metasched.Config) {
 			c.JobTypes = []api.JobType{{Name: "render", VCPUs: 2, MemoryMiB: 4096, HoldingCost: 1}}
 			c.Policy = metasched.PolicyConfig{Name: "none"}
-			c.Executor.TimeScale = 0.05
+			c.Executor.TimeScale = 0.5
 			c.MinPoolHosts = 0
 		})
 		d, ctx := td.d, context.Background()
-		heavy, err := d.Submit(ctx, []byte("name: heavy\ntype: render\ntasks: 1000\ntask_ops: 4.0e9\ntask_bytes: 8.0e5\nvm: {vcpus: 2, memory_mib: 4096}\n"))
+		heavy, err := d.Submit(ctx, []byte(fmt.Sprintf("name: heavy\ntype: render\ntasks: %d\ntask_ops: 4.0e9\ntask_bytes: 8.0e5\nvm: {vcpus: 2, memory_mib: 4096}\n", heavyTasks)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -308,7 +322,7 @@ func TestTuningThenPlan(t *testing.T) {
 		})
 		rec.show()
 		waitFor(t, "every host in the daemon's view", 20*time.Second, func() bool { return len(d.Hosts()) == 12 })
-		fresh, err := d.Submit(ctx, []byte("name: fresh\ntype: render\ntasks: 1200\ntask_ops: 1.0e9\ntask_bytes: 5.0e4\nvm: {vcpus: 4, memory_mib: 4096}\n"))
+		fresh, err := d.Submit(ctx, []byte(fmt.Sprintf("name: fresh\ntype: render\ntasks: %d\ntask_ops: 1.0e9\ntask_bytes: 5.0e4\nvm: {vcpus: 4, memory_mib: 4096}\n", tasks)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -331,8 +345,8 @@ func TestTuningThenPlan(t *testing.T) {
 			}
 			return false
 		})
-		if chosen.Action != "consolidate" || len(chosen.Moves) == 0 || !strings.Contains(chosen.Reason, "no shrink weighed on far") {
-			t.Fatalf("chosen %+v: want a consolidation, saying that far cannot shrink", chosen)
+		if chosen.Action != "consolidate" || len(chosen.Moves) != moves || !strings.Contains(chosen.Reason, "no shrink weighed on far") {
+			t.Fatalf("chosen %+v: want a consolidation of %d pair(s), saying that far cannot shrink", chosen, moves)
 		}
 		t.Logf("carrying out #%d: %s", chosen.Seq, chosen.Reason)
 		// While it is carried out, the fresh job waits for it.
@@ -396,8 +410,11 @@ func TestTuningThenPlan(t *testing.T) {
 				t.Errorf("%d migrations at once on %s: the cap is %d", n, k, limit)
 			}
 		}
+		if most["lan far"] != moves {
+			t.Errorf("at most %d migrations at once on far's LAN: want the decision's %d all at once", most["lan far"], moves)
+		}
 		// Once both jobs end, the record holds what they measured.
-		waitFor(t, "both jobs done", 10*time.Minute, func() bool {
+		waitFor(t, "both jobs done", time.Hour, func() bool {
 			a, _ := d.Job(ctx, heavy.ID)
 			b, _ := d.Job(ctx, fresh.ID)
 			return a.State.Terminal() && b.State.Terminal()
