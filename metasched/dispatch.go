@@ -166,11 +166,16 @@ func (d *Daemon) waitsForTuning(j *liveJob, held map[string]string) (string, boo
 			held[h] = j.id()
 		}
 	}
+	return w.reason(), true
+}
+
+// reason is why a job waits for the tuning w.
+func (w *tuningWait) reason() string {
 	why := fmt.Sprintf("waiting for bandwidth tuning #%d, carried out for it, to end: it is then planned on what the tuning frees", w.seq)
 	if len(w.hosts) > 0 {
 		why += fmt.Sprintf(" (hosts %s are held for it meanwhile)", strings.Join(w.hosts, ", "))
 	}
-	return why + "; GET /v1/tuning", true
+	return why + "; GET /v1/tuning"
 }
 
 // holdFor marks the hosts of the job's best plan on its empty pool as held

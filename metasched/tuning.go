@@ -107,6 +107,7 @@ func (d *Daemon) tune(ctx context.Context, j *liveJob, free map[string][]string,
 				d.migrating[gramvm.LANKey(m.Site)]++
 			}
 			j.tuning = &tuningWait{seq: rec.Seq, hosts: freedHosts(dec)}
+			j.waiting = j.tuning.reason()
 			seq := rec.Seq
 			d.mu.Unlock()
 			d.goJob(func() { d.carryOut(ctx, j, dec, seq) })
