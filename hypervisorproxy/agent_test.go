@@ -138,6 +138,11 @@ func TestAgentLifecycle(t *testing.T) {
 		!strings.HasPrefix(inv.Hosts[0].URI, "test:///") {
 		t.Fatalf("inventory = %+v", inv)
 	}
+	for _, h := range inv.Hosts {
+		if !h.VCPUUnplug {
+			t.Errorf("test-driver host %s: vcpu_unplug false, want true (the test driver unplugs vCPUs)", h.Name)
+		}
+	}
 	empty := []hostView{
 		{Name: "lab-0", Pool: "render", State: hp.HostReady, FreeVCPUs: 4, FreeMiB: 8192, VMs: []string{}},
 		{Name: "lab-1", Pool: "render", State: hp.HostReady, FreeVCPUs: 4, FreeMiB: 8192, VMs: []string{}},

@@ -70,6 +70,10 @@ type VM struct {
 	// network's prefix length (10.77.1.12/16); empty when the site has
 	// no network.
 	Address string `json:"address,omitempty"`
+	// CPUQuota is the fraction of one host core each of the VM's vCPUs
+	// may use, as its hypervisor reports it (the site file's cpu_quota
+	// when the VM was created); 0: no limit.
+	CPUQuota float64 `json:"cpu_quota,omitempty"`
 }
 
 // Host is one physical host of the site.
@@ -83,10 +87,14 @@ type Host struct {
 	CPUs  int       `json:"cpus"`
 	// MemoryMiB is the host's memory; the Free figures are what the VMs
 	// on it (running or not) leave, counting their current sizes.
-	MemoryMiB     int  `json:"memory_mib"`
-	FreeVCPUs     int  `json:"free_vcpus"`
-	FreeMemoryMiB int  `json:"free_memory_mib"`
-	VMs           []VM `json:"vms"`
+	MemoryMiB     int `json:"memory_mib"`
+	FreeVCPUs     int `json:"free_vcpus"`
+	FreeMemoryMiB int `json:"free_memory_mib"`
+	// VCPUUnplug says the host's hypervisor can take vCPUs out of a
+	// running VM (libvirt's test driver can; QEMU cannot unplug the
+	// vCPUs of its guests): bandwidth tuning shrinks VMs only there.
+	VCPUUnplug bool `json:"vcpu_unplug"`
+	VMs        []VM `json:"vms"`
 }
 
 // Inventory is the state of the whole site.

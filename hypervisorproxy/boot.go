@@ -38,9 +38,9 @@ type Boot struct {
 // image.
 type GuestHypervisor interface {
 	Hypervisor
-	// CreateGuest defines and starts a VM that boots as b says. A VM that
-	// fails to start is not left defined.
-	CreateGuest(ctx context.Context, spec VMSpec, b Boot) (Domain, error)
+	// CreateGuest defines and starts a VM that boots as b says, under
+	// the limits lim. A VM that fails to start is not left defined.
+	CreateGuest(ctx context.Context, spec VMSpec, b Boot, lim VMLimits) (Domain, error)
 	// WaitAgent returns when the VM's guest agent answers guest-ping,
 	// or with an error when ctx ends first or the VM stops running.
 	WaitAgent(ctx context.Context, name string) error
@@ -251,9 +251,9 @@ func (a *Agent) removeConsole(name string) {
 // is destroyed: the error names the VM, its host, the deadline and the
 // last lines of its console. It returns the time from the create call to
 // the agent's first answer.
-func (a *Agent) bootGuest(ctx context.Context, gh GuestHypervisor, spec VMSpec, b Boot) (Domain, time.Duration, error) {
+func (a *Agent) bootGuest(ctx context.Context, gh GuestHypervisor, spec VMSpec, b Boot, lim VMLimits) (Domain, time.Duration, error) {
 	start := time.Now()
-	d, err := gh.CreateGuest(ctx, spec, b)
+	d, err := gh.CreateGuest(ctx, spec, b, lim)
 	if err != nil {
 		return Domain{}, 0, fmt.Errorf("%w: %w; console:\n%s", ErrBoot, err, consoleTail(b.ConsoleLog, consoleLines))
 	}

@@ -46,8 +46,9 @@ func imageDaemon(tb testing.TB) (*libvirtdtest.Daemon, *image.Result) {
 }
 
 // bootAgent serves an agent of one QEMU host (qa, on d) in pool pool,
-// whose image is imgDir, with the given boot timeout and data directory.
-func bootAgent(t testing.TB, d *libvirtdtest.Daemon, dataDir, pool, imgDir string, timeout time.Duration) *client.Client {
+// whose image is imgDir, with the given boot timeout and data directory;
+// extra are more lines of its site file.
+func bootAgent(t testing.TB, d *libvirtdtest.Daemon, dataDir, pool, imgDir string, timeout time.Duration, extra ...string) *client.Client {
 	t.Helper()
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "token"), []byte(testToken), 0o600); err != nil {
@@ -60,7 +61,7 @@ boot_timeout: %s
 images: {%s: %q}
 hosts:
   - {name: qa, uri: %q, pool: %s}
-`, dataDir, timeout, pool, imgDir, d.URI(), pool)
+`, dataDir, timeout, pool, imgDir, d.URI(), pool) + strings.Join(extra, "")
 	site, err := hp.ParseSite(filepath.Join(dir, "site.yaml"), []byte(yaml))
 	if err != nil {
 		t.Fatal(err)

@@ -21,6 +21,15 @@ func (a *Agent) domainType(h *host) string {
 	return "qemu"
 }
 
+// limits are the limits of the VMs the agent creates on h: the site
+// file's CPU quota on QEMU hosts, none on test-driver hosts.
+func (a *Agent) limits(h *host) VMLimits {
+	if h.test {
+		return VMLimits{}
+	}
+	return VMLimits{CPUQuota: a.site.CPUQuota}
+}
+
 // CreateVM creates and starts a VM. Without spec.Host the agent picks the
 // ready host of the pool with the most free vCPUs that fits the VM. The
 // VM's pool is its host's.
@@ -54,8 +63,10 @@ func (a *Agent) CreateVM(ctx context.Context, spec VMSpec) (VM, error) {
 	}
 	h := st.h
 	spec.Host, spec.Pool = h.cfg.Name, h.pool
+	lim := a.limits(h)
 	if err := (domxml.Domain{Type: a.domainType(h), Name: spec.Name, VCPUs: spec.VCPUs, MaxVCPUs: spec.MaxVCPUs,
-		MemoryMiB: spec.MemoryMiB, MaxMemoryMiB: spec.MaxMemoryMiB, Job: spec.Job, Pool: spec.Pool}).Validate(); err != nil {
+		MemoryMiB: spec.MemoryMiB, MaxMemoryMiB: spec.MaxMemoryMiB, Job: spec.Job, Pool: spec.Pool,
+		CPUQuota: lim.CPUQuota}).Validate(); err != nil {
 		a.mu.Unlock()
 		return VM{}, fmt.Errorf("create vm %s: %w: %w", spec.Name, ErrInvalid, err)
 	}
@@ -82,9 +93,9 @@ func (a *Agent) CreateVM(ctx context.Context, spec VMSpec) (VM, error) {
 		boot time.Duration
 	)
 	if img == nil {
-		d, err = hv.Create(ctx, spec)
+		d, err = hv.Create(ctx, spec, lim)
 	} else {
-		d, boot, err = a.createGuest(ctx, hv, img, spec, v.addr)
+		d, boot, err = a.createGuest(ctx, hv, img, spec, v.addr, lim)
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -108,7 +119,7 @@ func (a *Agent) CreateVM(ctx context.Context, spec VMSpec) (VM, error) {
 // createGuest creates a VM that boots its pool's image img on hv and
 // waits for its guest agent (bootGuest). Its console file is removed when
 // it fails.
-func (a *Agent) createGuest(ctx context.Context, hv Hypervisor, img *image.Image, spec VMSpec, addr netip.Addr) (Domain, time.Duration, error) {
+func (a *Agent) createGuest(ctx context.Context, hv Hypervisor, img *image.Image, spec VMSpec, addr netip.Addr, lim VMLimits) (Domain, time.Duration, error) {
 	gh, ok := hv.(GuestHypervisor)
 	if !ok {
 		return Domain{}, 0, fmt.Errorf("%w: image %s: host %s cannot boot one", ErrUnsupported, spec.Image, spec.Host)
@@ -137,7 +148,7 @@ func (a *Agent) createGuest(ctx context.Context, hv Hypervisor, img *image.Image
 			return Domain{}, 0, err
 		}
 	}
-	d, boot, err := a.bootGuest(ctx, gh, spec, b)
+	d, boot, err := a.bootGuest(ctx, gh, spec, b, lim)
 	if err != nil {
 		a.removeConsole(spec.Name)
 	}

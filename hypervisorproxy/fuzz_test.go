@@ -95,6 +95,7 @@ func checkSite(t *testing.T, s *hp.Site) {
 	check(s.Pool == "" || yamlx.IsName(s.Pool), "pool %q", s.Pool)
 	check(len(s.Hosts) > 0 || s.Grid != "", "neither hosts nor a grid")
 	check(s.BootTimeout > 0, "boot_timeout %v", s.BootTimeout)
+	check(s.CPUQuota == 0 || (s.CPUQuota >= 0.01 && s.CPUQuota <= 1), "cpu_quota %g", s.CPUQuota)
 	if n := s.Network; n != nil {
 		check(n.Subnet.Contains(n.First) && n.Subnet.Contains(n.Last) && !n.Last.Less(n.First), "network %v", n)
 		check(!n.Gateway.IsValid() || n.Subnet.Contains(n.Gateway) && (n.Gateway.Less(n.First) || n.Last.Less(n.Gateway)), "network gateway %v", n)
@@ -143,6 +144,9 @@ func siteFile(s *hp.Site) map[string]any {
 			nw["gateway"] = n.Gateway.String()
 		}
 		out["network"] = nw
+	}
+	if s.CPUQuota != 0 {
+		out["cpu_quota"] = s.CPUQuota
 	}
 	return out
 }

@@ -22,7 +22,10 @@ import (
 // The guest calls: programs started and files read and written inside a
 // VM the agent manages, through its QEMU guest agent (see "The site
 // agent" in docs/design.md). They do not hold the VM: several may run at
-// once, and alongside a resize or a migration.
+// once, and alongside a resize. A call waits while the VM is being
+// migrated (its domain leaves the source host at the end, before the
+// agent's record follows it), and then goes to the host it is on; a call
+// that a migration cut is ErrGuestAgent, which the caller may try again.
 
 // GuestAgentHypervisor is a Hypervisor that reaches the guest agent of
 // its VMs (the libvirt driver). A VM whose agent does not answer is
@@ -115,20 +118,54 @@ func (a *Agent) guestHypervisor(name, op string) (GuestAgentHypervisor, string, 
 	return gh, h.cfg.Name, nil
 }
 
+// waitNotMoving returns when the VM is not being migrated (or is not the
+// agent's), or with ctx's error.
+func (a *Agent) waitNotMoving(ctx context.Context, name string) error {
+	for {
+		a.mu.Lock()
+		v, ok := a.vms[name]
+		moving := ok && v.moving != ""
+		a.mu.Unlock()
+		if !moving {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// movedFrom says the VM is being migrated, or is on another host than
+// host now.
+func (a *Agent) movedFrom(name, host string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	v, ok := a.vms[name]
+	return ok && (v.moving != "" || v.spec.Host != host)
+}
+
 // guestCall runs f on the VM's hypervisor within GuestCallTimeout. A
 // call cut by that timeout (not by the caller) is ErrGuestAgent.
 func guestCall[T any](ctx context.Context, a *Agent, name, op string, f func(ctx context.Context, gh GuestAgentHypervisor) (T, error)) (T, error) {
 	var zero T
+	cctx, cancel := context.WithTimeout(ctx, GuestCallTimeout)
+	defer cancel()
+	start := time.Now()
+	if err := a.waitNotMoving(cctx, name); err != nil {
+		return zero, fmt.Errorf("%s vm %s: %w: it is being migrated: %w", op, name, ErrGuestAgent, err)
+	}
 	gh, host, err := a.guestHypervisor(name, op)
 	if err != nil {
 		return zero, err
 	}
-	cctx, cancel := context.WithTimeout(ctx, GuestCallTimeout)
-	defer cancel()
-	start := time.Now()
 	out, err := f(cctx, gh)
 	if err != nil && ctx.Err() == nil && cctx.Err() != nil && !errors.Is(err, ErrGuestAgent) {
 		err = fmt.Errorf("%w: no answer within %v: %w", ErrGuestAgent, GuestCallTimeout, err)
+	}
+	if err != nil && !errors.Is(err, ErrGuestAgent) && a.movedFrom(name, host) {
+		err = fmt.Errorf("%w: the vm was migrated during the call: %w", ErrGuestAgent, err)
 	}
 	l := a.log.Debug()
 	if err != nil && !errors.Is(err, ErrNotFound) {

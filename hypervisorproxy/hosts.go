@@ -97,7 +97,7 @@ func (a *Agent) restore(name string) {
 		if slices.ContainsFunc(doms, func(d Domain) bool { return d.Name == s.Name }) {
 			continue
 		}
-		if _, err := hv.Create(ctx, s); err != nil && !errors.Is(err, ErrExists) {
+		if _, err := hv.Create(ctx, s, VMLimits{}); err != nil && !errors.Is(err, ErrExists) { // a test host: no limits
 			a.log.Error().Err(err).Str("host", name).Str("vm", s.Name).Msg("restore: recreate vm")
 			continue
 		}

@@ -14,8 +14,8 @@ type Hypervisor interface {
 	Node(ctx context.Context) (Node, error)
 	// Domains lists every VM on the host, in name order.
 	Domains(ctx context.Context) ([]Domain, error)
-	// Create defines and starts a VM.
-	Create(ctx context.Context, spec VMSpec) (Domain, error)
+	// Create defines and starts a VM under the limits lim.
+	Create(ctx context.Context, spec VMSpec, lim VMLimits) (Domain, error)
 	// SetVCPUs changes the VM's vCPUs live.
 	SetVCPUs(ctx context.Context, name string, n int) (Domain, error)
 	// SetMemory changes the VM's memory live.
@@ -36,6 +36,14 @@ type Node struct {
 	Model     string
 }
 
+// VMLimits are what the agent's site file imposes on every VM it
+// creates on a QEMU host (test-driver hosts take none).
+type VMLimits struct {
+	// CPUQuota is the fraction of one host core each vCPU thread may use
+	// (the site file's cpu_quota); 0: no limit.
+	CPUQuota float64
+}
+
 // Domain is a VM as its hypervisor reports it.
 type Domain struct {
 	Name         string
@@ -45,6 +53,9 @@ type Domain struct {
 	MemoryMiB    int
 	MaxMemoryMiB int
 	Job, Pool    string // from the domain's metadata
+	// CPUQuota is the domain's CPU quota per vCPU (a fraction of one
+	// core), 0 for none.
+	CPUQuota float64
 }
 
 // MigrateOptions tune a live migration.

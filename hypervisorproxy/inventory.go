@@ -11,7 +11,10 @@ import (
 func (a *Agent) hostLocked(st hostState) Host {
 	h := st.h
 	out := Host{Name: h.cfg.Name, URI: h.cfg.URI, Pool: h.pool, State: HostReady, VMs: []VM{},
-		Model: h.node.Model, CPUs: h.node.CPUs, MemoryMiB: h.node.MemoryMiB}
+		Model: h.node.Model, CPUs: h.node.CPUs, MemoryMiB: h.node.MemoryMiB,
+		// The test driver unplugs vCPUs; QEMU refuses to unplug those of
+		// its qemu64 guests (virt.Host.SetVCPUs: ErrUnsupported).
+		VCPUUnplug: h.test}
 	if h.switching {
 		out.State = HostSwitching
 	}
@@ -23,7 +26,7 @@ func (a *Agent) hostLocked(st hostState) Host {
 		live[d.Name] = d
 		if _, ok := a.vms[d.Name]; !ok {
 			out.VMs = append(out.VMs, VM{Name: d.Name, Host: h.cfg.Name, Pool: d.Pool, Job: d.Job, State: d.State,
-				VCPUs: d.VCPUs, MaxVCPUs: d.MaxVCPUs, MemoryMiB: d.MemoryMiB, MaxMemoryMiB: d.MaxMemoryMiB})
+				VCPUs: d.VCPUs, MaxVCPUs: d.MaxVCPUs, MemoryMiB: d.MemoryMiB, MaxMemoryMiB: d.MaxMemoryMiB, CPUQuota: d.CPUQuota})
 		}
 	}
 	for _, v := range a.vms {
@@ -52,6 +55,7 @@ func (a *Agent) vmLocked(v *vm, live map[string]Domain) VM {
 	}
 	if d, ok := live[s.Name]; ok {
 		out.State, out.VCPUs, out.MaxVCPUs, out.MemoryMiB, out.MaxMemoryMiB = d.State, d.VCPUs, d.MaxVCPUs, d.MemoryMiB, d.MaxMemoryMiB
+		out.CPUQuota = d.CPUQuota
 	}
 	return out
 }

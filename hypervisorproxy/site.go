@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/metasched/metasched/hypervisorproxy/domxml"
 	"github.com/metasched/metasched/internal/httpsrv"
 	"github.com/metasched/metasched/internal/yamlx"
 )
@@ -26,6 +27,7 @@ import (
 //	images: {debian: images/debian}   # the images VMs may boot on QEMU hosts, by name
 //	boot_timeout: 60s                 # wait for a booting VM's guest agent
 //	network: {bridge: msbr0, subnet: 10.77.0.0/16, addresses: 10.77.1.10-10.77.1.250}
+//	cpu_quota: 0.25                   # each vCPU of a QEMU VM gets at most a quarter of a core
 //
 // and also: grid (the grid file whose cluster entry generates the hosts when
 // hosts is omitted), pool (the pool of generated hosts), data_dir (where the
@@ -62,6 +64,11 @@ type Site struct {
 	// Network is the network the site's VMs join (see Network); nil:
 	// VMs have no network interface.
 	Network *Network
+	// CPUQuota is the fraction of one host core each vCPU of a VM the
+	// agent creates on a QEMU host may use (libvirt's <cputune>; it needs
+	// the cpu cgroup controller on the host's libvirtd); 0: no limit.
+	// Test-driver hosts ignore it.
+	CPUQuota float64
 }
 
 // SiteHost is one host of a site file.
@@ -89,7 +96,7 @@ var DefaultMigrationPorts = [2]int{49152, 49215}
 var (
 	siteFields = []string{"site", "listen", "token_file", "switch_delay", "grid", "pool", "data_dir",
 		"hosts", "migration_ports", "migration_progress_timeout", "max_unproven_connections", "max_unproven_per_address",
-		"images", "boot_timeout", "network"}
+		"images", "boot_timeout", "network", "cpu_quota"}
 	siteHostFields = []string{"name", "uri", "pool", "migration_address", "image_dir"}
 )
 
@@ -187,6 +194,13 @@ func ParseSite(file string, data []byte) (*Site, error) {
 	}
 	if v, ok := top.Get("network", false); ok {
 		s.Network = parseNetwork(v)
+	}
+	if q, ok := top.Float("cpu_quota", false); ok {
+		if msg := domxml.CheckCPUQuota(q); msg != "" {
+			top.Errorf("cpu_quota", "%s", msg)
+		} else {
+			s.CPUQuota = q
+		}
 	}
 	caps := httpsrv.ParseLimits(top)
 	s.MaxUnproven, s.MaxUnprovenPerAddress = caps.MaxUnproven, caps.MaxUnprovenPerAddress

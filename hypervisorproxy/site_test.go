@@ -37,6 +37,7 @@ network:
   subnet: 10.77.0.0/16
   addresses: 10.77.1.10 - 10.77.1.250
   gateway: 10.77.0.1
+cpu_quota: 0.25
 `
 
 func TestParseSite(t *testing.T) {
@@ -49,7 +50,7 @@ func TestParseSite(t *testing.T) {
 		Pool: "render", DataDir: "/var/lib/ms", MigrationPorts: [2]int{50000, 50009}, MigrationProgressTimeout: 2 * time.Minute,
 		MaxUnproven: 200, MaxUnprovenPerAddress: 20,
 		Images:      map[string]string{"render": "/etc/ms/images/render", "batch": "/srv/images/batch"},
-		BootTimeout: 2 * time.Minute,
+		BootTimeout: 2 * time.Minute, CPUQuota: 0.25,
 		Network: &hp.Network{Bridge: "msbr0", Subnet: netip.MustParsePrefix("10.77.0.0/16"),
 			First: netip.MustParseAddr("10.77.1.10"), Last: netip.MustParseAddr("10.77.1.250"), Gateway: netip.MustParseAddr("10.77.0.1")},
 		Hosts: []hp.SiteHost{
@@ -126,6 +127,10 @@ var siteErrorCases = []struct{ name, yaml, want string }{
 	{"gateway outside", siteOK + siteHost + "network: {bridge: b, subnet: 10.0.0.0/8, addresses: 10.0.0.1-10.0.0.9, gateway: 11.0.0.1}\n", "s.yaml: network.gateway: 11.0.0.1 is not in the subnet 10.0.0.0/8"},
 	{"bad gateway", siteOK + siteHost + "network: {bridge: b, subnet: 10.0.0.0/8, addresses: 10.0.0.1-10.0.0.9, gateway: router}\n", `s.yaml: network.gateway: must be an IPv4 address, not "router"`},
 	{"relative image dir", siteOK + "hosts:\n  - {name: h-0, uri: \"test:///default\", image_dir: images}\n", `hosts[0].image_dir: must be a clean absolute path of the host, not "images"`},
+	{"quota above a core", siteOK + siteHost + "cpu_quota: 2\n", "s.yaml: cpu_quota: must be 0 (no limit) or a fraction of one core from 0.01 to 1, not 2"},
+	{"negative quota", siteOK + siteHost + "cpu_quota: -0.25\n", "s.yaml: cpu_quota: must be 0 (no limit) or a fraction of one core from 0.01 to 1, not -0.25"},
+	{"tiny quota", siteOK + siteHost + "cpu_quota: 0.001\n", "s.yaml: cpu_quota: must be 0 (no limit) or a fraction of one core from 0.01 to 1, not 0.001"},
+	{"quota not a number", siteOK + siteHost + "cpu_quota: quarter\n", "s.yaml: cpu_quota: must be a number"},
 	{"host field", siteOK + "hosts:\n  - {name: h-0, uri: \"test:///default\", cpus: 4}\n", `hosts[0].cpus: unknown field`},
 }
 

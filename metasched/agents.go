@@ -75,12 +75,15 @@ func (r remoteAgent) GuestReadFile(ctx context.Context, vm, path string, offset 
 
 // siteAgent is one cluster of the grid and the agent that manages it.
 type siteAgent struct {
-	name      string
-	agent     SiteAgent
-	address   string // remote agents: their URL, for probes
-	token     string
-	closer    func() error // in-process agents
-	canShrink bool         // vCPU hot-unplug works (the test driver)
+	name    string
+	agent   SiteAgent
+	address string // remote agents: their URL, for probes
+	token   string
+	closer  func() error // in-process agents
+	// canShrink says the site's hypervisors can unplug vCPUs of running
+	// VMs: every host of its last inventory says so (vcpu_unplug: the
+	// test driver can, QEMU cannot). Guarded by the daemon's lock.
+	canShrink bool
 }
 
 // Connector opens a libvirt host for the in-process agents. The daemon's
@@ -147,7 +150,6 @@ func openSites(ctx context.Context, cfg *Config, grid *graph.Grid, connect Conne
 			closeAll()
 			return nil, fmt.Errorf("agents: %w", err)
 		}
-		test := true
 		for i := range hosts {
 			hosts[i].Pool = pools[next%len(pools)]
 			next++
@@ -156,8 +158,6 @@ func openSites(ctx context.Context, cfg *Config, grid *graph.Grid, connect Conne
 					closeAll()
 					return nil, fmt.Errorf("agents: site %s: host %s: %w", c.Name, hosts[i].Name, err)
 				}
-			} else {
-				test = false
 			}
 		}
 		st := &hp.Site{Site: c.Name, SwitchDelay: cfg.SwitchDelay, DataDir: dir, Hosts: hosts,
@@ -168,7 +168,7 @@ func openSites(ctx context.Context, cfg *Config, grid *graph.Grid, connect Conne
 			closeAll()
 			return nil, fmt.Errorf("agents: site %s: %w", c.Name, err)
 		}
-		sites = append(sites, &siteAgent{name: c.Name, agent: a, closer: a.Close, canShrink: test})
+		sites = append(sites, &siteAgent{name: c.Name, agent: a, closer: a.Close})
 	}
 	return sites, nil
 }

@@ -49,9 +49,11 @@ import (
 // kept: finished switches and finished jobs' run directories; see
 // RetentionConfig), and walltime ({default: D, max: M}: the longest an
 // attempt of a job runs when its job file gives no walltime, and the
-// longest a job file may ask; none by default), and calibration (when
-// and how the sites' figures are measured in VMs; see CalibrationConfig).
-// Relative paths are relative to the file's directory.
+// longest a job file may ask; none by default), calibration (when and
+// how the sites' figures are measured in VMs; see CalibrationConfig), and
+// vm_headroom ({vcpus: N, memory_mib: M}: what every VM the daemon creates
+// may grow by live, its maxima above its size; default none). Relative
+// paths are relative to the file's directory.
 type Config struct {
 	Listen      string
 	DataDir     string
@@ -80,6 +82,18 @@ type Config struct {
 	Walltime WalltimeConfig
 	// Calibration says when and how the sites' figures are measured.
 	Calibration CalibrationConfig
+	// VMHeadroom is added to the size of every VM the daemon creates to
+	// make its maxima (VMSpec.MaxVCPUs, MaxMemoryMiB), so that the VM can
+	// be grown live (POST /v1/jobs/{id}/vms/{vm}/resize). Capacity is
+	// counted at the VMs' current sizes.
+	VMHeadroom VMHeadroom
+}
+
+// VMHeadroom is how much a VM may grow live beyond the size it is created
+// with (serve configuration vm_headroom).
+type VMHeadroom struct {
+	VCPUs     int `json:"vcpus"`
+	MemoryMiB int `json:"memory_mib"`
 }
 
 // CalibrationConfig is how the daemon measures the sites' figures in VMs
@@ -223,7 +237,7 @@ var (
 )
 
 var (
-	configFields      = append([]string{"listen", "data_dir", "grid", "job_types", "agents", "policy", "executor", "switch_delay", "on_agent_loss", "agent_loss_grace", "min_pool_hosts", "hold_after", "idempotency_retention", "retention", "walltime", "calibration"}, httpsrv.LimitFields...)
+	configFields      = append([]string{"listen", "data_dir", "grid", "job_types", "agents", "policy", "executor", "switch_delay", "on_agent_loss", "agent_loss_grace", "min_pool_hosts", "hold_after", "idempotency_retention", "retention", "walltime", "calibration", "vm_headroom"}, httpsrv.LimitFields...)
 	calibrationFields = []string{"max_age", "bench_seconds", "probe_bytes", "auto"}
 	retentionFields   = []string{"switches", "job_dirs"}
 	switchesFields    = []string{"max_age", "max_count"}
@@ -448,6 +462,11 @@ func ParseConfig(file string, data []byte) (*Config, error) {
 			parseRetention(m, &c.Retention)
 		}
 	}
+	if v, ok := top.Get("vm_headroom", false); ok {
+		if m, ok := v.Map(vmFields...); ok {
+			c.VMHeadroom = parseHeadroom(m)
+		}
+	}
 	if v, ok := top.Get("agent_loss_grace", false); ok {
 		if x, ok := durationField(v, 0, MaxAgentLossGrace); ok {
 			c.AgentLossGrace = x
@@ -481,6 +500,36 @@ func ParseConfig(file string, data []byte) (*Config, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// parseHeadroom reads vm_headroom: vCPUs and memory at least 0 and at
+// most a job's VM's limits, and memory in whole 2 MiB (a QEMU VM grows
+// by DIMMs, which QEMU sizes in 2 MiB units).
+func parseHeadroom(m *yamlx.Map) VMHeadroom {
+	var h VMHeadroom
+	if n, ok := m.Int("vcpus", false); ok {
+		switch {
+		case n < 0:
+			m.Errorf("vcpus", "must be >= 0, not %d", n)
+		case n > selection.MaxVCPUs:
+			m.Errorf("vcpus", "must be at most %d (the limit of a job's vm), not %d", selection.MaxVCPUs, n)
+		default:
+			h.VCPUs = n
+		}
+	}
+	if n, ok := m.Int("memory_mib", false); ok {
+		switch {
+		case n < 0:
+			m.Errorf("memory_mib", "must be >= 0, not %d", n)
+		case n > selection.MaxMemoryMiB:
+			m.Errorf("memory_mib", "must be at most %d (the limit of a job's vm), not %d", selection.MaxMemoryMiB, n)
+		case n%2 != 0:
+			m.Errorf("memory_mib", "must be a multiple of 2 MiB (a QEMU VM grows by DIMMs, sized in 2 MiB units), not %d", n)
+		default:
+			h.MemoryMiB = n
+		}
+	}
+	return h
 }
 
 func parseRetention(m *yamlx.Map, r *RetentionConfig) {

@@ -103,6 +103,7 @@ func checkConfig(t *testing.T, c *Config) {
 	check(cal.MaxAge >= MinCalibrationMaxAge, "calibration.max_age %v", cal.MaxAge)
 	check(cal.BenchSeconds >= 1 && cal.BenchSeconds <= MaxBenchSeconds, "calibration.bench_seconds %d", cal.BenchSeconds)
 	check(cal.ProbeBytes >= MinProbeBytes && cal.ProbeBytes <= MaxProbeBytes, "calibration.probe_bytes %d", cal.ProbeBytes)
+	check(c.VMHeadroom.VCPUs >= 0 && c.VMHeadroom.MemoryMiB >= 0 && c.VMHeadroom.MemoryMiB%2 == 0, "vm_headroom %+v", c.VMHeadroom)
 	if len(bad) > 0 {
 		t.Fatalf("accepted configuration breaks its rules: %v\n%+v", bad, c)
 	}
@@ -133,6 +134,9 @@ func configFile(c *Config) map[string]any {
 	}
 	if c.Agents != nil {
 		out["agents"] = c.Agents
+	}
+	if c.VMHeadroom != (VMHeadroom{}) {
+		out["vm_headroom"] = c.VMHeadroom
 	}
 	return out
 }

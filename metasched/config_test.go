@@ -34,6 +34,7 @@ retention:
   switches: {max_age: 0s, max_count: 500}
   job_dirs: 1h
 calibration: {max_age: 30m, bench_seconds: 5, probe_bytes: 1048576, auto: false}
+vm_headroom: {vcpus: 2, memory_mib: 1024}
 `
 
 // configBase is the smallest valid configuration.
@@ -55,6 +56,7 @@ func TestParseConfig(t *testing.T) {
 		IdempotencyRetention: 72 * time.Hour,
 		Retention:            RetentionConfig{SwitchMaxAge: 0, SwitchMaxCount: 500, JobDirs: time.Hour},
 		Calibration:          CalibrationConfig{MaxAge: 30 * time.Minute, BenchSeconds: 5, ProbeBytes: 1 << 20, OnDemand: true},
+		VMHeadroom:           VMHeadroom{VCPUs: 2, MemoryMiB: 1024},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
@@ -159,6 +161,12 @@ var configErrorCases = []struct{ name, yaml, want string }{
 	{"bad switch age", configBase + "retention: {switches: {max_age: forever}}\n", `retention.switches.max_age: not a duration like 2s or 1m: "forever"`},
 	{"negative switch count", configBase + "retention: {switches: {max_count: -1}}\n", "retention.switches.max_count: must be >= 0 (0: no count limit), not -1"},
 	{"no switch limit", configBase + "retention: {switches: {max_age: 0s, max_count: 0}}\n", "retention.switches: max_age and max_count are both 0: every finished switch would be kept forever"},
+	{"negative headroom", configBase + "vm_headroom: {vcpus: -1, memory_mib: 0}\n", "c.yaml: vm_headroom.vcpus: must be >= 0, not -1"},
+	{"huge headroom", configBase + "vm_headroom: {vcpus: 2000}\n", "c.yaml: vm_headroom.vcpus: must be at most 1024 (the limit of a job's vm), not 2000"},
+	{"odd memory headroom", configBase + "vm_headroom: {memory_mib: 129}\n", "c.yaml: vm_headroom.memory_mib: must be a multiple of 2 MiB (a QEMU VM grows by DIMMs, sized in 2 MiB units), not 129"},
+	{"negative memory headroom", configBase + "vm_headroom: {memory_mib: -2}\n", "c.yaml: vm_headroom.memory_mib: must be >= 0, not -2"},
+	{"headroom field", configBase + "vm_headroom: {disk_gib: 2}\n", "c.yaml: vm_headroom.disk_gib: unknown field"},
+	{"headroom not a map", configBase + "vm_headroom: 2\n", "c.yaml: vm_headroom: must be a mapping"},
 	{"negative job dirs", configBase + "retention: {job_dirs: -1h}\n", "retention.job_dirs: must be >= 0, not -1h"},
 	{"unknown calibration", configBase + "calibration: {every: 1h}\n", "calibration.every: unknown field"},
 	{"short calibration age", configBase + "calibration: {max_age: 10s}\n", "calibration.max_age: must be at least 1m0s, not 10s"},

@@ -103,6 +103,10 @@ func (d *Daemon) dispatchPool(ctx context.Context, pool string) {
 		if ctx.Err() != nil {
 			return
 		}
+		if why, waits := d.waitsForTuning(j, held); waits {
+			d.setWaiting(j, why)
+			continue
+		}
 		free, ok := frees[j.spec.VM]
 		if !ok {
 			d.mu.Lock()
@@ -134,7 +138,8 @@ func (d *Daemon) dispatchPool(ctx context.Context, pool string) {
 				d.log.Error().Err(err).Str("job", j.id()).Msg("plan")
 				why, misfit = "cannot plan it: "+err.Error(), true
 			case tuning:
-				d.setWaiting(j, "bandwidth tuning is freeing capacity for it (GET /v1/tuning)")
+				why, _ := d.waitsForTuning(j, held)
+				d.setWaiting(j, why)
 				continue
 			case !pl.Plan.Feasible:
 				why, misfit = pl.Plan.Reason, true
@@ -158,6 +163,34 @@ func (d *Daemon) dispatchPool(ctx context.Context, pool string) {
 		}
 		d.setWaiting(j, why)
 	}
+}
+
+// waitsForTuning says whether the queued job waits for a bandwidth
+// tuning being carried out for it, and why; the hosts the tuning frees
+// are then held for it, so that younger jobs are planned around them
+// (as around the hosts of a job that has waited hold_after).
+func (d *Daemon) waitsForTuning(j *liveJob, held map[string]string) (string, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	w := j.tuning
+	if w == nil {
+		return "", false
+	}
+	for _, h := range w.hosts {
+		if _, ok := held[h]; !ok {
+			held[h] = j.id()
+		}
+	}
+	return w.reason(), true
+}
+
+// reason is why a job waits for the tuning w.
+func (w *tuningWait) reason() string {
+	why := fmt.Sprintf("waiting for bandwidth tuning #%d, carried out for it, to end: it is then planned on what the tuning frees", w.seq)
+	if len(w.hosts) > 0 {
+		why += fmt.Sprintf(" (hosts %s are held for it meanwhile)", strings.Join(w.hosts, ", "))
+	}
+	return why + "; GET /v1/tuning"
 }
 
 // holdFor marks the hosts of the job's best plan on its empty pool as held

@@ -121,6 +121,7 @@ func (d *Daemon) restoreHosts(ctx context.Context) error {
 			d.log.Warn().Err(invs[i].err).Str("site", s.name).Msg("agent unreachable at start: its hosts join when it answers")
 			continue
 		}
+		s.canShrink = unplugs(invs[i].inv)
 		for _, h := range invs[i].inv.Hosts {
 			rt := d.hosts[h.Name]
 			if rt == nil {
@@ -234,6 +235,7 @@ func (d *Daemon) refresh(ctx context.Context) {
 			}
 			continue
 		}
+		s.canShrink = unplugs(invs[i].inv)
 		for _, hi := range invs[i].inv.Hosts {
 			h := d.hosts[hi.Name]
 			if h == nil {
@@ -317,6 +319,17 @@ func (d *Daemon) refresh(ctx context.Context) {
 			d.log.Info().Str("vm", o.vm).Msg("destroyed a vm no live job owns")
 		}
 	}
+}
+
+// unplugs says every host of an inventory (and there is one) can unplug
+// vCPUs of its running VMs.
+func unplugs(inv hp.Inventory) bool {
+	for _, h := range inv.Hosts {
+		if !h.VCPUUnplug {
+			return false
+		}
+	}
+	return len(inv.Hosts) > 0
 }
 
 // reconcilePoolLocked makes the agent's pool of a host its pool in the

@@ -397,8 +397,10 @@ func (d *Daemon) createVMs(ctx context.Context, lj *liveJob, vms []lifecycle.VM)
 				errs[i] = fmt.Errorf("vm %s: no agent for site %s", v.Name, v.Site)
 				return
 			}
+			vm := lj.spec.VM
 			_, err := s.agent.CreateVM(ctx, hp.VMSpec{Name: v.Name, Host: v.Host, Pool: lj.typ(), Job: lj.id(),
-				VCPUs: lj.spec.VM.VCPUs, MemoryMiB: lj.spec.VM.MemoryMiB, Image: d.imageOf(lj.typ())})
+				VCPUs: vm.VCPUs, MemoryMiB: vm.MemoryMiB, Image: d.imageOf(lj.typ()),
+				MaxVCPUs: vm.VCPUs + d.cfg.VMHeadroom.VCPUs, MaxMemoryMiB: vm.MemoryMiB + d.cfg.VMHeadroom.MemoryMiB})
 			if err != nil {
 				errs[i] = fmt.Errorf("vm %s on %s: %w", v.Name, v.Host, err)
 				return

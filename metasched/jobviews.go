@@ -63,7 +63,7 @@ func (d *Daemon) jobViewLocked(lj *liveJob, sj store.Job) api.Job {
 	}
 	rec := decodeRecord(sj.Data)
 	if lj != nil && lj.job.State == lifecycle.Queued && sj.State == lifecycle.Queued {
-		if why := d.noRoom[lj.typ()]; why != "" {
+		if why := d.noRoom[lj.typ()]; why != "" && lj.tuning == nil {
 			v.Reason = "waiting: " + why
 		} else if lj.waiting != "" {
 			v.Reason = "waiting: " + lj.waiting

@@ -28,6 +28,9 @@ type liveJob struct {
 	// indexed is the state the job's index entry is for ("": none).
 	indexed  lifecycle.State
 	lastTune time.Time
+	// tuning is the bandwidth tuning being carried out for the queued
+	// job: it waits for it, and is planned when it is over.
+	tuning *tuningWait
 	// runs holds what runs for the job's attempts, by number, while
 	// something does.
 	runs map[int]*attempt

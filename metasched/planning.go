@@ -101,8 +101,10 @@ func (d *Daemon) availLocked(pool string, vm selection.VM, held map[string]strin
 }
 
 // runningJobsLocked lists the running jobs for gramvm: their plans, the VMs
-// where they are now, and the tasks left (from the elapsed share of the
-// predicted run time).
+// where they are now with their sizes as the agents last reported them
+// (a resize or a shrink changed them; the job's VM shape until an
+// inventory lists them), and the tasks left (from the elapsed share of
+// the predicted run time).
 func (d *Daemon) runningJobsLocked(now time.Time) []gramvm.RunningJob {
 	var out []gramvm.RunningJob
 	for _, j := range d.index.placed {
@@ -116,8 +118,15 @@ func (d *Daemon) runningJobsLocked(now time.Time) []gramvm.RunningJob {
 		}
 		rj := gramvm.RunningJob{ID: j.id(), Job: j.spec, Placement: *rec.Placement, RemainingTasks: left}
 		for _, v := range rec.VMs {
-			rj.VMs = append(rj.VMs, gramvm.TunableVM{Name: v.Name, Site: v.Site, Host: v.Host,
-				VCPUs: j.spec.VM.VCPUs, MemoryMiB: j.spec.VM.MemoryMiB})
+			tv := gramvm.TunableVM{Name: v.Name, Site: v.Site, Host: v.Host, VCPUs: j.spec.VM.VCPUs, MemoryMiB: j.spec.VM.MemoryMiB}
+			if h := d.hosts[v.Host]; h != nil {
+				for _, iv := range h.inv.VMs {
+					if iv.Name == v.Name {
+						tv.VCPUs, tv.MemoryMiB = iv.VCPUs, iv.MemoryMiB
+					}
+				}
+			}
+			rj.VMs = append(rj.VMs, tv)
 		}
 		out = append(out, rj)
 	}

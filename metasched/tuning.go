@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/metasched/metasched/gramvm"
@@ -21,9 +22,15 @@ import (
 // only when the predicted gain for the new job exceeds the predicted loss
 // plus the migration time. Every evaluated candidate is logged and kept for
 // GET /v1/tuning with its numbers. Migrations in flight are capped per host
-// and per cluster LAN (Options.MaxMigrationsPerHost, MaxMigrationsPerLink).
-// The emulated executor does not slow the consolidated job down: the loss
-// is a prediction only.
+// and per cluster LAN (Options.MaxMigrationsPerHost, MaxMigrationsPerLink):
+// gramvm chooses a decision's moves within the caps, so they all start at
+// once. The queued job waits for the decision carried out for it (every
+// migration and resize ended, or failed) and is then planned on what it
+// freed; meanwhile the hosts the decision frees are held for it, and
+// younger jobs are planned around them. Each decision carried out records
+// its migrations' measured times and, as the two jobs end, their measured
+// run times against the predicted loss and gain. The emulated executor
+// does not slow the consolidated job down: its loss is a prediction only.
 
 // tuneEvery is how often a waiting job's tuning is evaluated again.
 const tuneEvery = 10 * time.Second
@@ -32,7 +39,8 @@ const tuneEvery = 10 * time.Second
 const maxTuning = 200
 
 // tune evaluates the candidates for job j and starts carrying out the
-// chosen one; it reports whether it did.
+// chosen one; it reports whether it did. The job then waits for it
+// (liveJob.tuning) and is planned again once it is over.
 func (d *Daemon) tune(ctx context.Context, j *liveJob, free map[string][]string, running []gramvm.RunningJob) bool {
 	d.mu.Lock()
 	var hosts []gramvm.Host
@@ -45,21 +53,25 @@ func (d *Daemon) tune(ctx context.Context, j *liveJob, free map[string][]string,
 	for k, v := range d.migrating {
 		inFlight[k] = v
 	}
+	shrinks := map[string]bool{}
+	for _, s := range d.sites {
+		shrinks[s.name] = s.canShrink
+	}
 	d.mu.Unlock()
 	decs, err := d.planner.Tune(ctx, j.spec, free, gramvm.HostCapacities(hosts), running, gramvm.TuneOptions{
 		MaxPerHost: d.opt.MaxMigrationsPerHost, MaxPerLink: d.opt.MaxMigrationsPerLink, InFlight: inFlight,
-		CanShrink: func(s string) bool {
-			st := d.site(s)
-			return st != nil && st.canShrink
-		}})
+		CanShrink: func(s string) bool { return shrinks[s] }})
 	if err != nil {
 		d.log.Warn().Err(err).Str("job", j.id()).Msg("bandwidth tuning")
 		return false
 	}
 	now := d.now()
 	started := false
+	for i := range decs {
+		decs[i].Reason += shrinkNote(decs[i].Cluster, shrinks[decs[i].Cluster])
+	}
 	for i, dec := range decs {
-		rec := api.TuningRecord{TuningDecision: dec, At: now, Outcome: "rejected"}
+		rec := api.TuningRecord{TuningDecision: dec, NewJobID: j.id(), At: now, Outcome: "rejected"}
 		cand := candRejected
 		if dec.Accepted {
 			rec.Outcome, cand = "not chosen", candNotChosen
@@ -74,6 +86,15 @@ func (d *Daemon) tune(ctx context.Context, j *liveJob, free map[string][]string,
 		d.mu.Lock()
 		d.tuneSeq++
 		rec.Seq = d.tuneSeq
+		if i == 0 && dec.Accepted {
+			rec.Started = now
+			scale := d.timeScale()
+			rec.Measured = &api.TuningMeasured{PredictedLossS: dec.LossSeconds * scale,
+				NewJobPredictedS: dec.NewJobSecondsBefore * scale, PredictedGainS: dec.GainSeconds * scale}
+			if t := d.jobs[dec.Target]; t != nil {
+				rec.Measured.TargetPredictedS = t.job.Record.Predicted
+			}
+		}
 		d.tuning = append(d.tuning, rec)
 		if len(d.tuning) > maxTuning {
 			d.tuning = slices.Delete(d.tuning, 0, len(d.tuning)-maxTuning)
@@ -85,9 +106,11 @@ func (d *Daemon) tune(ctx context.Context, j *liveJob, free map[string][]string,
 				d.migrating[m.To]++
 				d.migrating[gramvm.LANKey(m.Site)]++
 			}
+			j.tuning = &tuningWait{seq: rec.Seq, hosts: freedHosts(dec)}
+			j.waiting = j.tuning.reason()
 			seq := rec.Seq
 			d.mu.Unlock()
-			d.goJob(func() { d.carryOut(ctx, dec, seq) })
+			d.goJob(func() { d.carryOut(ctx, j, dec, seq) })
 			started = true
 			continue
 		}
@@ -96,50 +119,114 @@ func (d *Daemon) tune(ctx context.Context, j *liveJob, free map[string][]string,
 	return started
 }
 
-// carryOut migrates or resizes the VMs of an accepted tuning decision.
-func (d *Daemon) carryOut(ctx context.Context, dec gramvm.TuningDecision, seq int) {
-	var errs []string
+// tuningWait is the tuning decision a queued job waits for.
+type tuningWait struct {
+	seq int
+	// hosts are the hosts the decision frees (the sources of its moves,
+	// the hosts of its shrinks): held for the job while it waits.
+	hosts []string
+}
+
+// freedHosts lists the hosts a decision frees.
+func freedHosts(dec gramvm.TuningDecision) []string {
+	var out []string
 	for _, m := range dec.Moves {
-		s := d.site(m.Site)
-		var err error
-		var mig hp.Migration
-		if s == nil {
-			err = fmt.Errorf("no agent for site %s", m.Site)
-		} else {
-			mig, err = s.agent.MigrateVM(ctx, m.VM, hp.MigrateRequest{Host: m.To})
+		if !slices.Contains(out, m.From) {
+			out = append(out, m.From)
 		}
-		d.mu.Lock()
-		d.migrating[m.From]--
-		d.migrating[m.To]--
-		d.migrating[gramvm.LANKey(m.Site)]--
-		target := d.jobs[dec.Target]
-		d.mu.Unlock()
-		if err == nil && target != nil {
-			d.answer(ctx, target, lifecycle.Moved{VM: m.VM, Site: m.Site, Host: m.To, At: d.now()})
-		}
-		if err != nil {
-			errs = append(errs, fmt.Sprintf("%s: %v", m.VM, err))
-			d.log.Warn().Err(err).Str("vm", m.VM).Str("from", m.From).Str("to", m.To).Msg("tuning migration failed")
-			continue
-		}
-		d.log.Info().Str("job", dec.Target).Str("vm", m.VM).Str("from", m.From).Str("to", m.To).Bool("live", mig.Live).
-			Float64("seconds", mig.Seconds).Msg("vm migrated to free bandwidth")
 	}
 	for _, sh := range dec.Shrinks {
-		s := d.site(sh.Site)
-		var err error
-		if s == nil {
-			err = fmt.Errorf("no agent for site %s", sh.Site)
-		} else {
-			_, err = s.agent.ResizeVM(ctx, sh.VM, hp.Resize{VCPUs: sh.VCPUs})
+		if !slices.Contains(out, sh.Host) {
+			out = append(out, sh.Host)
 		}
-		if err != nil {
-			errs = append(errs, fmt.Sprintf("%s: %v", sh.VM, err))
-			d.log.Warn().Err(err).Str("vm", sh.VM).Msg("tuning resize failed")
-			continue
-		}
-		d.log.Info().Str("job", dec.Target).Str("vm", sh.VM).Int("vcpus", sh.VCPUs).Msg("vm shrunk to free capacity")
 	}
+	return out
+}
+
+// shrinkNote says in a candidate's explanation whether shrinking was
+// weighed on its cluster, from what the cluster's agent reports.
+func shrinkNote(cluster string, can bool) string {
+	if can {
+		return fmt.Sprintf("; shrinking is weighed on %s: its agent reports that its hosts unplug vCPUs", cluster)
+	}
+	return fmt.Sprintf("; no shrink weighed on %s: its agent reports that its hosts cannot unplug vCPUs (QEMU cannot; VMs there only grow)", cluster)
+}
+
+// carryOut migrates or resizes the VMs of an accepted tuning decision for
+// the queued job j: all its moves at once (gramvm chose them within the
+// caps on migrations per host and per LAN), then its shrinks. When every
+// one has ended, or failed, j is free to be planned again, on what they
+// freed; the record gets what each took.
+func (d *Daemon) carryOut(ctx context.Context, j *liveJob, dec gramvm.TuningDecision, seq int) {
+	start := d.now()
+	migs := make([]api.TuningMigration, len(dec.Moves))
+	var wg sync.WaitGroup
+	for i, m := range dec.Moves {
+		wg.Go(func() {
+			migs[i] = api.TuningMigration{VM: m.VM, From: m.From, To: m.To}
+			s := d.site(m.Site)
+			var err error
+			var mig hp.Migration
+			if s == nil {
+				err = fmt.Errorf("no agent for site %s", m.Site)
+			} else {
+				mig, err = s.agent.MigrateVM(ctx, m.VM, hp.MigrateRequest{Host: m.To})
+			}
+			d.mu.Lock()
+			d.migrating[m.From]--
+			d.migrating[m.To]--
+			d.migrating[gramvm.LANKey(m.Site)]--
+			target := d.jobs[dec.Target]
+			d.mu.Unlock()
+			if err != nil {
+				migs[i].Error = err.Error()
+				d.log.Warn().Err(err).Str("vm", m.VM).Str("from", m.From).Str("to", m.To).Msg("tuning migration failed")
+				return
+			}
+			migs[i].Seconds, migs[i].Live, migs[i].DowntimeMs = mig.Seconds, mig.Live, mig.DowntimeMs
+			if target != nil {
+				d.answer(ctx, target, lifecycle.Moved{VM: m.VM, Site: m.Site, Host: m.To, At: d.now()})
+			}
+			d.log.Info().Str("job", dec.Target).Str("vm", m.VM).Str("from", m.From).Str("to", m.To).Bool("live", mig.Live).
+				Float64("seconds", mig.Seconds).Msg("vm migrated to free bandwidth")
+		})
+	}
+	wg.Wait()
+	migrated := d.now()
+	resizes := make([]api.TuningResize, len(dec.Shrinks))
+	for i, sh := range dec.Shrinks {
+		wg.Go(func() {
+			resizes[i] = api.TuningResize{VM: sh.VM, Host: sh.Host, VCPUs: sh.VCPUs}
+			s := d.site(sh.Site)
+			var err error
+			t0 := time.Now() // the agent's call, on the wall clock whatever the daemon's
+			if s == nil {
+				err = fmt.Errorf("no agent for site %s", sh.Site)
+			} else {
+				_, err = s.agent.ResizeVM(ctx, sh.VM, hp.Resize{VCPUs: sh.VCPUs})
+			}
+			resizes[i].Seconds = time.Since(t0).Seconds()
+			if err != nil {
+				resizes[i].Error = err.Error()
+				d.log.Warn().Err(err).Str("vm", sh.VM).Msg("tuning resize failed")
+				return
+			}
+			d.log.Info().Str("job", dec.Target).Str("vm", sh.VM).Int("vcpus", sh.VCPUs).Msg("vm shrunk to free capacity")
+		})
+	}
+	wg.Wait()
+	var errs []string
+	for _, m := range migs {
+		if m.Error != "" {
+			errs = append(errs, m.VM+": "+m.Error)
+		}
+	}
+	for _, r := range resizes {
+		if r.Error != "" {
+			errs = append(errs, r.VM+": "+r.Error)
+		}
+	}
+	end := d.now()
 	d.mu.Lock()
 	for k, v := range d.migrating {
 		if v <= 0 {
@@ -153,10 +240,54 @@ func (d *Daemon) carryOut(ctx context.Context, dec gramvm.TuningDecision, seq in
 	}
 	d.metrics.tuned(dec.Action, len(errs) > 0)
 	for i := range d.tuning {
-		if d.tuning[i].Seq == seq {
-			d.tuning[i].Outcome = outcome
+		if r := &d.tuning[i]; r.Seq == seq {
+			r.Outcome, r.Ended, r.Migrations, r.Resizes = outcome, end, migs, resizes
+			if len(migs) > 0 {
+				r.MigrationS = migrated.Sub(start).Seconds()
+			}
 		}
 	}
+	// The job is planned at the next round, on what the tuning freed: not
+	// tuned again first, and the round is not skipped.
+	if j.tuning != nil && j.tuning.seq == seq {
+		j.tuning = nil
+		j.lastTune = end
+	}
+	d.lastRound = 0
 	d.mu.Unlock()
+	d.log.Info().Str("job", j.id()).Int("seq", seq).Str("outcome", outcome).Float64("seconds", end.Sub(start).Seconds()).
+		Msg("bandwidth tuning over: the job is planned on what it freed")
 	d.kick()
+}
+
+// tuningEndedLocked fills in the measured run times of the tuning records
+// carried out with job j as their target or their new job, now that j has
+// ended: its run time from the start of its last attempt to its end.
+func (d *Daemon) tuningEndedLocked(j *liveJob) {
+	rec := j.job.Record
+	state := string(j.job.State)
+	measured := 0.0
+	if j.job.State == lifecycle.Done && !rec.Started.IsZero() && !rec.Finished.IsZero() {
+		measured = rec.Finished.Sub(rec.Started).Seconds()
+	}
+	for i := range d.tuning {
+		m := d.tuning[i].Measured
+		if m == nil {
+			continue
+		}
+		if d.tuning[i].Target == j.id() {
+			m.TargetState = state
+			if measured > 0 {
+				m.TargetMeasuredS = measured
+				m.TargetSlowdownS = measured - m.TargetPredictedS
+			}
+		}
+		if d.tuning[i].NewJobID == j.id() {
+			m.NewJobState = state
+			if measured > 0 {
+				m.NewJobMeasuredS = measured
+				m.NewJobGainS = m.NewJobPredictedS - measured
+			}
+		}
+	}
 }

@@ -218,6 +218,12 @@ func (d *Daemon) Tuning() []api.TuningRecord {
 	defer d.mu.Unlock()
 	out := slices.Clone(d.tuning)
 	slices.Reverse(out)
+	for i := range out {
+		if m := out[i].Measured; m != nil {
+			c := *m // filled in later under the lock
+			out[i].Measured = &c
+		}
+	}
 	if out == nil {
 		out = []api.TuningRecord{}
 	}

@@ -397,7 +397,7 @@ func TestDaemonCommandsNeedToken(t *testing.T) {
 	job := writeFile(t, "job.yaml", jobFileText)
 	for _, args := range [][]string{
 		{"submit", job}, {"jobs"}, {"status"}, {"status", "j-1"}, {"cancel", "j-1"}, {"logs", "j-1"},
-		{"plan", "--job", job}, {"pools"}, {"switches"}, {"hosts"}, {"hosts", "clear", "lb-3"}, {"calibration"}, {"calibrate"},
+		{"plan", "--job", job}, {"pools"}, {"switches"}, {"hosts"}, {"hosts", "clear", "lb-3"}, {"calibration"}, {"calibrate"}, {"resize", "j-1", "j-1-a1-w1", "--vcpus", "2"},
 	} {
 		code, out, errOut := runCmd(t, append(args, "--server", "http://127.0.0.1:1")...)
 		if code != 2 || out != "" || !strings.Contains(errOut, "give --token TOKEN or set METASCHED_TOKEN") {
@@ -449,6 +449,15 @@ func TestDaemonErrors(t *testing.T) {
 			daemonRoute{Method: "POST", Path: "/v1/jobs/j-000000000006/cancel", Status: 409,
 				Answer: api.APIError{Error: `job "j-000000000006" is done: it cannot be cancelled`, Code: api.CodeConflict}},
 			1, "metasched: job \"j-000000000006\" is done: it cannot be cancelled\n"},
+		{"resize unsupported", []string{"resize", "j-000000000006", "j-000000000006-a1-w1", "--vcpus", "1"},
+			daemonRoute{Method: "POST", Path: "/v1/jobs/j-000000000006/vms/j-000000000006-a1-w1/resize", Body: ptr(`{"vcpus":1}`), Status: 409,
+				Answer: api.APIError{Error: "the agent did not resize VM j-000000000006-a1-w1: not supported by the hypervisor: vcpu unplug", Code: api.CodeConflict}},
+			1, "metasched: the agent did not resize VM j-000000000006-a1-w1: not supported by the hypervisor: vcpu unplug\n"},
+		{"resize beyond the maximum", []string{"resize", "j-000000000006", "j-000000000006-m", "--memory-mib", "9000"},
+			daemonRoute{Method: "POST", Path: "/v1/jobs/j-000000000006/vms/j-000000000006-m/resize", Body: ptr(`{"memory_mib":9000}`), Status: 409,
+				Answer: api.APIError{Error: "VM j-000000000006-m cannot grow that far", Code: api.CodeConflict,
+					Fields: []api.FieldError{{Field: "memory_mib", Problem: "9000 is beyond the VM's maximum of 3072 MiB (its size plus vm_headroom.memory_mib)"}}}},
+			1, "metasched: VM j-000000000006-m cannot grow that far\n  memory_mib: 9000 is beyond the VM's maximum of 3072 MiB (its size plus vm_headroom.memory_mib)\n"},
 		{"logs unknown", []string{"logs", "j-000000000099"},
 			daemonRoute{Method: "GET", Path: "/v1/jobs/j-000000000099/logs", Status: 404,
 				Answer: api.APIError{Error: `job "j-000000000099": not found`, Code: api.CodeNotFound}},
@@ -519,6 +528,11 @@ func TestDaemonUsage(t *testing.T) {
 		{[]string{"logs", "a", "b"}, "metasched logs: want one job ID, got 2 arguments"},
 		{[]string{"logs", "j-1", "--output", "json"}, "unknown flag: --output"},
 		{[]string{"hosts", "clear"}, "metasched hosts clear: want one host name, got 0 arguments"},
+		{[]string{"resize", "j-1"}, "metasched resize: want a job ID and the name of one of its VMs, got 1 argument"},
+		{[]string{"resize", "j-1", "vm"}, "give --vcpus, --memory-mib or both"},
+		{[]string{"resize", "j-1", "vm", "--vcpus", "0"}, "--vcpus: must be >= 1, not 0"},
+		{[]string{"resize", "j-1", "vm", "--memory-mib", "-5"}, "--memory-mib: must be >= 1, not -5"},
+		{[]string{"resize", "j-1", "vm", "--vcpus", "two"}, `invalid argument "two" for "--vcpus"`},
 		{[]string{"hosts", "lb-3"}, `metasched hosts: unexpected argument "lb-3"`},
 		{[]string{"switches", "--all=maybe"}, "invalid argument"},
 		{[]string{"plan"}, "--job: required"},

@@ -77,7 +77,7 @@ simulate selection (a stream of jobs on a grid, hill climbing against the
 single-cluster baselines), agent (one site's hypervisor proxy over libvirt),
 and image build (the bundled guest image, from Debian packages).
 
-The daemon's clients: submit, jobs, status, cancel and logs (jobs), plan
+The daemon's clients: submit, jobs, status, cancel, resize and logs (jobs), plan
 without --grid (the daemon's dry run), pools, switches and hosts (the pools
 and their servers, hosts clear for a stranded host), calibration and
 calibrate (the sites' figures measured in VMs). They find the daemon
@@ -88,7 +88,7 @@ present --token or METASCHED_TOKEN; --output json prints the API's answer.`,
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(newVersionCmd(e), newPolicyCmd(e), newPlanCmd(e), newSimulateCmd(e), newAgentCmd(e), newServeCmd(e),
-		newSubmitCmd(e), newJobsCmd(e), newStatusCmd(e), newCancelCmd(e), newLogsCmd(e), newOutputsCmd(e),
+		newSubmitCmd(e), newJobsCmd(e), newStatusCmd(e), newCancelCmd(e), newResizeCmd(e), newLogsCmd(e), newOutputsCmd(e),
 		newPoolsCmd(e), newSwitchesCmd(e), newHostsCmd(e), newCalibrationCmd(e), newCalibrateCmd(e), newImageCmd(e), newExperimentCmd(e))
 	// Unknown subcommands and stray arguments are usage errors.
 	root.Args = cobra.NoArgs

@@ -61,6 +61,13 @@
 // Linux bridge of the host (<interface type='bridge'>), with the MAC
 // address MAC when it is set.
 //
+// CPUQuota (qemu only) caps what each vCPU thread of the guest may use:
+// <cputune><period>100000</period><quota>Q</quota></cputune> with Q the
+// quota times the 100 ms period (0.25: 25 ms of every 100 ms, a quarter
+// of a core), which libvirt enforces through the cpu cgroup controller
+// (it needs one: a session daemon refuses the domain) and applies to
+// vCPUs plugged later too. [Parse] reads it back as a fraction.
+//
 // Both types record the job and the pool in <metadata>, in the
 // [MetadataNS] namespace, so that an agent restarted from scratch can tell
 // whose VMs are on its hosts.

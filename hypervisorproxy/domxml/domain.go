@@ -3,6 +3,7 @@ package domxml
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"path/filepath"
 	"strconv"
@@ -81,6 +82,41 @@ type Domain struct {
 	// this Linux bridge of the host, with the MAC address MAC (qemu only;
 	// MAC "" lets libvirt choose one).
 	Bridge, MAC string
+
+	// CPUQuota is the fraction of one host core each vCPU thread may use
+	// in every period of QuotaPeriodMicros (qemu only; 0: no limit): the
+	// domain gets <cputune> with <period> and <quota> = CPUQuota × the
+	// period, which libvirt enforces with the cpu cgroup controller.
+	CPUQuota float64
+}
+
+// QuotaPeriodMicros is the period of a CPU quota, in microseconds (the
+// kernel's default CFS period).
+const QuotaPeriodMicros = 100000
+
+// MinCPUQuota and MaxCPUQuota bound Domain.CPUQuota: the kernel takes no
+// quota below 1 ms per period, and a vCPU thread cannot use more than one
+// core.
+const (
+	MinCPUQuota = 0.01
+	MaxCPUQuota = 1.0
+)
+
+// CheckCPUQuota returns what is wrong with a CPU quota (0, or from
+// MinCPUQuota to MaxCPUQuota), or "".
+func CheckCPUQuota(q float64) string {
+	if q == 0 {
+		return ""
+	}
+	if math.IsNaN(q) || q < MinCPUQuota || q > MaxCPUQuota {
+		return fmt.Sprintf("must be 0 (no limit) or a fraction of one core from %g to %g, not %g", MinCPUQuota, MaxCPUQuota, q)
+	}
+	return ""
+}
+
+// quotaMicros is the <quota> of a CPU quota q.
+func quotaMicros(q float64) int {
+	return int(math.Round(q * QuotaPeriodMicros))
 }
 
 // maxVCPUs is MaxVCPUs with its default applied.
@@ -103,8 +139,7 @@ func (d Domain) maxMemoryMiB() int {
 // starting with the field's name in the agent's JSON API (type, name, vcpus,
 // max_vcpus, memory_mib, max_memory_mib, job, pool, emulator, kernel,
 // initrd, cmdline, console_log, guest_agent, agent_socket, disk, bridge,
-// mac). It
-// returns nil when d is valid.
+// mac, cpu_quota). It returns nil when d is valid.
 //
 // Names are 1 to 64 characters of A-Z a-z 0-9 . _ -, not starting with '.'
 // or '-'. vCPUs are 1 to 4096 and memory 1 MiB to 16 TiB, with maxima not
@@ -118,7 +153,8 @@ func (d Domain) maxMemoryMiB() int {
 // most 107 bytes (a unix socket path), and cmdline is at most 2,047
 // bytes without control characters. Bridge (qemu only) is a Linux
 // interface name (CheckBridge); mac needs bridge and is a unicast MAC
-// address written in lower case.
+// address written in lower case. cpu_quota (qemu only) is 0 or from 0.01
+// to 1 (CheckCPUQuota).
 func (d Domain) Validate() error {
 	var errs []error
 	bad := func(field, format string, args ...any) {
@@ -277,6 +313,14 @@ func (d Domain) Validate() error {
 		}
 	}
 
+	// CPU quota.
+	switch msg := CheckCPUQuota(d.CPUQuota); {
+	case msg != "":
+		bad("cpu_quota", "%s", msg)
+	case d.CPUQuota != 0 && d.Type == TypeTest:
+		bad("cpu_quota", "must be 0 for type test")
+	}
+
 	return errors.Join(errs...)
 }
 
@@ -399,6 +443,13 @@ func (d Domain) XML() (string, error) {
 			textEl("memory", a("unit", "MiB"), itoa(d.MemoryMiB)),
 			textEl("currentMemory", a("unit", "MiB"), itoa(d.MemoryMiB)),
 			textEl("vcpu", a("placement", "static", "current", itoa(d.VCPUs)), itoa(maxVCPUs)),
+		)
+		if d.CPUQuota > 0 {
+			kids = append(kids, el("cputune", nil,
+				textEl("period", nil, itoa(QuotaPeriodMicros)),
+				textEl("quota", nil, itoa(quotaMicros(d.CPUQuota)))))
+		}
+		kids = append(kids,
 			bootOS(d),
 			el("features", nil, el("acpi", nil), el("apic", nil)),
 		)

@@ -45,6 +45,19 @@ func TestValidate(t *testing.T) {
 		}), nil},
 		{"qemu kernel only ok", with(okQ, func(d *Domain) { d.Kernel = "/vmlinuz" }), nil},
 		{"qemu agent without socket ok", with(okQ, func(d *Domain) { d.GuestAgent = true }), nil},
+		{"qemu quota ok", with(okQ, func(d *Domain) { d.CPUQuota = 0.25 }), nil},
+		{"qemu smallest and largest quota ok", with(okQ, func(d *Domain) { d.CPUQuota = 0.01 }), nil},
+		{"qemu whole core ok", with(okQ, func(d *Domain) { d.CPUQuota = 1 }), nil},
+		{"qemu quota above one core", with(okQ, func(d *Domain) { d.CPUQuota = 1.5 }), []string{
+			"cpu_quota: must be 0 (no limit) or a fraction of one core from 0.01 to 1, not 1.5",
+		}},
+		{"qemu quota below the kernel's least", with(okQ, func(d *Domain) { d.CPUQuota = 0.001 }), []string{
+			"cpu_quota: must be 0 (no limit) or a fraction of one core from 0.01 to 1, not 0.001",
+		}},
+		{"qemu negative quota", with(okQ, func(d *Domain) { d.CPUQuota = -0.5 }), []string{
+			"cpu_quota: must be 0 (no limit) or a fraction of one core from 0.01 to 1, not -0.5",
+		}},
+		{"test quota", with(ok, func(d *Domain) { d.CPUQuota = 0.5 }), []string{"cpu_quota: must be 0 for type test"}},
 
 		{"zero value", Domain{}, []string{
 			`type: must be test or qemu, not ""`,
@@ -189,7 +202,7 @@ func TestValidate(t *testing.T) {
 				t.Errorf("Validate() messages mismatch (-want +got):\n%s", diff)
 			}
 			fields := []string{"type", "name", "vcpus", "max_vcpus", "memory_mib", "max_memory_mib", "job", "pool", "emulator",
-				"kernel", "initrd", "cmdline", "console_log", "guest_agent", "agent_socket", "disk", "bridge", "mac"}
+				"kernel", "initrd", "cmdline", "console_log", "guest_agent", "agent_socket", "disk", "bridge", "mac", "cpu_quota"}
 			for _, msg := range got {
 				named := false
 				for _, f := range fields {

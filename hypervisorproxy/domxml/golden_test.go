@@ -108,6 +108,10 @@ func TestDomainXMLGolden(t *testing.T) {
 			Type: "qemu", Name: "d-1", VCPUs: 1, MemoryMiB: 256, Disk: "/srv/overlays/d 'q' & 1.qcow2", GuestAgent: true,
 		}},
 		{"domain-qemu-boot-net.xml", func() Domain { d := bootDomain; d.Bridge, d.MAC = "msbr-a", "52:54:0a:01:00:05"; return d }()},
+		{"domain-qemu-quota.xml", Domain{
+			Type: "qemu", Name: "j-9-w1", VCPUs: 1, MaxVCPUs: 2, MemoryMiB: 256, MaxMemoryMiB: 512, Job: "j-9", Pool: "render",
+			CPUQuota: 0.25,
+		}},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			got, err := tc.d.XML()

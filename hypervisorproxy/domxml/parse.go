@@ -46,6 +46,11 @@ type Desc struct {
 	// Disk is the file of the <disk type='file' device='disk'> on
 	// target DiskTarget.
 	Disk string
+	// CPUQuota is <cputune>'s <quota> over its <period> (libvirt's
+	// default period, 100 ms, when absent): the fraction of one core each
+	// vCPU thread may use; 0 when there is no quota (absent, or -1 or
+	// larger than libvirt's maximum: unlimited).
+	CPUQuota float64
 }
 
 // The struct tags below cannot refer to MetadataNS; TestMetadataNSTag
@@ -66,6 +71,10 @@ type xmlDomain struct {
 		Current string `xml:"current,attr"`
 		Value   string `xml:",chardata"`
 	} `xml:"vcpu"`
+	CPUTune struct {
+		Period string `xml:"period"`
+		Quota  string `xml:"quota"`
+	} `xml:"cputune"`
 	OS struct {
 		Kernel  string `xml:"kernel"`
 		Initrd  string `xml:"initrd"`
@@ -198,6 +207,26 @@ func Parse(xmlDesc string) (Desc, error) {
 		}
 	}
 
+	// CPU quota.
+	if q := strings.TrimSpace(root.CPUTune.Quota); q != "" {
+		quota, err := strconv.ParseInt(q, 10, 64)
+		period := int64(QuotaPeriodMicros)
+		if err != nil {
+			bad("cputune", "quota: %q is not a number of microseconds", q)
+		}
+		if p := strings.TrimSpace(root.CPUTune.Period); p != "" {
+			n, perr := strconv.ParseInt(p, 10, 64)
+			if perr != nil || n <= 0 {
+				bad("cputune", "period: %q is not a positive number of microseconds", p)
+			} else {
+				period = n
+			}
+		}
+		if err == nil && quota > 0 && quota < maxQuotaMicros {
+			desc.CPUQuota = float64(quota) / float64(period)
+		}
+	}
+
 	// Memory, in bytes until the end.
 	size := func(name string, s *xmlSize) uint64 {
 		b, err := s.bytes()
@@ -273,6 +302,10 @@ func Parse(xmlDesc string) (Desc, error) {
 	}
 	return desc, nil
 }
+
+// maxQuotaMicros is libvirt's largest <quota>, (2^64 − 1) / 1000: it
+// means no limit, like -1.
+const maxQuotaMicros = 18446744073709551
 
 // parseCount parses a non-negative decimal count (vCPUs, slots).
 func parseCount(s string) (int, error) {

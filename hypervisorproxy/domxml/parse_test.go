@@ -45,6 +45,10 @@ func TestParseRoundTrip(t *testing.T) {
 		}},
 		{"qemu pool only", Domain{Type: "qemu", Name: "p", VCPUs: 3, MaxVCPUs: 3, MemoryMiB: 16, Pool: "web"},
 			Desc{Type: "qemu", Name: "p", VCPUs: 3, MaxVCPUs: 3, MemoryMiB: 16, MaxMemoryMiB: 16, BootMemoryMiB: 16, Pool: "web"}},
+		{"qemu quota", Domain{Type: "qemu", Name: "q", VCPUs: 1, MaxVCPUs: 2, MemoryMiB: 64, CPUQuota: 0.25},
+			Desc{Type: "qemu", Name: "q", VCPUs: 1, MaxVCPUs: 2, MemoryMiB: 64, MaxMemoryMiB: 64, BootMemoryMiB: 64, CPUQuota: 0.25}},
+		{"qemu whole core", Domain{Type: "qemu", Name: "q", VCPUs: 1, MemoryMiB: 64, CPUQuota: 1},
+			Desc{Type: "qemu", Name: "q", VCPUs: 1, MaxVCPUs: 1, MemoryMiB: 64, MaxMemoryMiB: 64, BootMemoryMiB: 64, CPUQuota: 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			x, err := tc.d.XML()
@@ -135,6 +139,49 @@ const libvirtQEMU = `<domain type='qemu' id='3'>
   </seclabel>
 </domain>
 `
+
+// TestParseCPUTune reads the quota of <cputune> as libvirt 9.0 writes it
+// back (with the emulator's and the global period beside the vCPUs'), and
+// what libvirt means by no quota.
+func TestParseCPUTune(t *testing.T) {
+	doc := func(tune string) string {
+		return "<domain type='qemu'><name>q</name><memory unit='KiB'>65536</memory><vcpu placement='static'>1</vcpu>" + tune + "</domain>"
+	}
+	for _, tc := range []struct {
+		name, tune string
+		want       float64
+	}{
+		{"libvirt", `<cputune>
+    <period>100000</period>
+    <quota>25000</quota>
+    <emulator_period>100000</emulator_period>
+  </cputune>`, 0.25},
+		{"other period", "<cputune><period>50000</period><quota>40000</quota></cputune>", 0.8},
+		{"no period", "<cputune><quota>50000</quota></cputune>", 0.5},
+		{"unlimited", "<cputune><period>100000</period><quota>-1</quota></cputune>", 0},
+		{"libvirt's largest", "<cputune><quota>18446744073709551</quota></cputune>", 0},
+		{"shares only", "<cputune><shares>1024</shares></cputune>", 0},
+		{"none", "", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d, err := Parse(doc(tc.tune))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.CPUQuota != tc.want {
+				t.Errorf("cpu quota %g, want %g", d.CPUQuota, tc.want)
+			}
+		})
+	}
+	for _, bad := range []struct{ tune, want string }{
+		{"<cputune><quota>lots</quota></cputune>", `cputune: quota: "lots" is not a number of microseconds`},
+		{"<cputune><period>0</period><quota>10</quota></cputune>", `cputune: period: "0" is not a positive number of microseconds`},
+	} {
+		if _, err := Parse(doc(bad.tune)); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("Parse(%s) = %v, want %q", bad.tune, err, bad.want)
+		}
+	}
+}
 
 func TestParseLibvirt(t *testing.T) {
 	want := Desc{

@@ -62,9 +62,17 @@
 //	                              up before it reads qemu.conf
 //
 // qemu.conf runs QEMU as root with dynamic_ownership and remember_owner
-// off, security_driver "none", no cgroup controllers, no namespaces and
-// stdio_handler "file" (no virtlogd), so nothing of the host's system
-// services is needed. The URI is
+// off, security_driver "none", no namespaces and stdio_handler "file" (no
+// virtlogd), so nothing of the host's system services is needed. Its
+// cgroup controllers are cpu and cpuacct when the host has them (cgroup
+// v1), so that a domain's <cputune> quota holds (Daemon.CPUControl),
+// else none. libvirt makes a guest's cgroups from each hierarchy's root
+// (machine/qemu-ID-NAME.libvirt-qemu, ID counted per daemon), so two
+// daemons would share those of a guest migrating between them: each
+// daemon gets a directory of its own in every cgroup hierarchy,
+// MOUNT/metasched-STATEDIR, bind-mounted over the hierarchy's mount point
+// in its mount namespace, and Stop removes it (a test binary killed
+// before Stop leaves it, empty). The URI is
 //
 //	qemu+unix:///system?socket=DIR/run/libvirt/libvirt-sock
 //

@@ -98,9 +98,13 @@ type Daemon struct {
 	root     bool
 	netns    string
 	mntNS    string // root mode: libvirtd's mount namespace, once ready
-	cmd      *exec.Cmd
-	exited   chan struct{} // closed when cmd.Wait has returned
-	waitErr  error         // result of cmd.Wait, set before exited is closed
+	// cpuControl says the root daemon has the cpu cgroup controller;
+	// cgroups are its directories in the cgroup hierarchies (cgroup.go).
+	cpuControl bool
+	cgroups    []string
+	cmd        *exec.Cmd
+	exited     chan struct{} // closed when cmd.Wait has returned
+	waitErr    error         // result of cmd.Wait, set before exited is closed
 
 	mu      sync.Mutex
 	stopped bool
@@ -302,6 +306,13 @@ func (d *Daemon) Dir() string { return d.dir }
 
 // HostUUID returns the host_uuid the daemon was configured with.
 func (d *Daemon) HostUUID() string { return d.hostUUID }
+
+// CPUControl reports whether the daemon's guests are in cgroups with the
+// cpu controller, so that a <cputune> quota holds for them: a root daemon
+// on a host with the cgroup v1 cpu and cpuacct controllers. A session
+// daemon has none (libvirt refuses a quota there: "CPU tuning is not
+// available in session mode").
+func (d *Daemon) CPUControl() bool { return d.cpuControl }
 
 // PID returns the process ID of libvirtd.
 func (d *Daemon) PID() int { return d.cmd.Process.Pid }

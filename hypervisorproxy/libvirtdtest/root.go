@@ -31,22 +31,33 @@ const (
 	qemuGroupLine = "libvirt-qemu:x:64055:libvirt-qemu\n"
 )
 
-// rootQEMUConf runs QEMU as root, with no security driver, cgroups or
-// namespaces of its own, and its output in files (no virtlogd needed for
-// it), so that the daemon needs nothing of the host's system services.
+// rootQEMUConf runs QEMU as root, with no security driver or namespaces
+// of its own, and its output in files (no virtlogd needed for it), so
+// that the daemon needs nothing of the host's system services; %s are
+// the cgroup controllers libvirt uses (see cgroup.go): the cpu and
+// cpuacct controllers when the host has them, for <cputune>, else none.
 const rootQEMUConf = `user = "root"
 group = "root"
 dynamic_ownership = 0
 remember_owner = 0
 security_driver = "none"
-cgroup_controllers = [ ]
+cgroup_controllers = [ %s ]
 namespaces = [ ]
 stdio_handler = "file"
 `
 
-// rootMountScript bind-mounts the daemon's directories ($1 is the state
-// directory) and then becomes libvirtd, keeping its PID.
+// rootMountScript bind-mounts the daemon's cgroup directories over their
+// hierarchies' mount points (the pairs MOUNT DIR after $1) and its
+// directories ($1 is the state directory), and then becomes libvirtd,
+// keeping its PID.
 const rootMountScript = `set -e
+dir=$1
+shift
+while [ $# -ge 2 ]; do
+	mount --bind "$2" "$1"
+	shift 2
+done
+set -- "$dir"
 mount --bind "$1/etc" /etc/libvirt
 mount --bind "$1/run" /run
 mount --bind "$1/lib" /var/lib
@@ -72,12 +83,25 @@ func (d *Daemon) startRoot(ctx context.Context) error {
 	conf := fmt.Sprintf("host_uuid = %q\n", d.hostUUID) +
 		// The socket is root's only (0700): no authentication on top.
 		"auth_unix_rw = \"none\"\nauth_unix_ro = \"none\"\n"
+	mounts, cpuOK, err := cgroupMounts()
+	if err != nil {
+		return fmt.Errorf("cgroup hierarchies: %w", err)
+	}
+	controllers := ""
+	var binds [][2]string
+	if cpuOK {
+		if binds, err = d.makeCgroups(mounts); err != nil {
+			return err
+		}
+		controllers = `"cpu", "cpuacct"`
+		d.cpuControl = true
+	}
 	files := []struct {
 		name string
 		data []byte
 	}{
 		{"etc/libvirtd.conf", []byte(conf)},
-		{"etc/qemu.conf", []byte(rootQEMUConf)},
+		{"etc/qemu.conf", []byte(fmt.Sprintf(rootQEMUConf, controllers))},
 	}
 	for _, f := range []struct{ sys, sub, line string }{
 		{"/etc/passwd", "passwd", qemuUserLine},
@@ -106,6 +130,9 @@ func (d *Daemon) startRoot(ctx context.Context) error {
 	// Each program execs the next in place: the PID of the process
 	// started here is libvirtd's.
 	args := []string{"unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", rootMountScript, "sh", d.dir}
+	for _, b := range binds {
+		args = append(args, b[0], b[1])
+	}
 	if d.netns != "" {
 		args = append([]string{"nsenter", "--net=" + filepath.Join(netnsDir, d.netns)}, args...)
 	}

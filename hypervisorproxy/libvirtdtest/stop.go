@@ -87,6 +87,9 @@ func (d *Daemon) Stop() error {
 		// Processes may have been missed: keep their pid files.
 		return fmt.Errorf("libvirtdtest: stop (state directory %s kept): %w", d.dir, errors.Join(scanErrs...))
 	}
+	if err := d.removeCgroups(); err != nil {
+		return fmt.Errorf("libvirtdtest: stop (state directory %s kept): %w", d.dir, err)
+	}
 	if err := os.RemoveAll(d.dir); err != nil {
 		return fmt.Errorf("libvirtdtest: remove state directory: %w", err)
 	}

@@ -267,7 +267,7 @@ func TestBootGuest(t *testing.T) {
 	})
 
 	t.Run("no agent channel", func(t *testing.T) {
-		if _, err := g.h.Create(ctx, hp.VMSpec{Name: "bios", VCPUs: 1, MemoryMiB: 64}); err != nil {
+		if _, err := g.h.Create(ctx, hp.VMSpec{Name: "bios", VCPUs: 1, MemoryMiB: 64}, hp.VMLimits{}); err != nil {
 			t.Fatal(err)
 		}
 		err := g.h.WaitAgent(ctx, "bios")

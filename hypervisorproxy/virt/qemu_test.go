@@ -64,7 +64,7 @@ func TestLiveMigrationAbort(t *testing.T) {
 	// The guest's memory is all zero pages, which cost QEMU about 9 bytes
 	// each on the wire: 2 GiB is about 5 MiB, 5 s at 1 MiB/s, and the host
 	// allocates none of it.
-	if _, err := a.Create(ctx, hp.VMSpec{Name: "slow", VCPUs: 1, MemoryMiB: 2048}); err != nil {
+	if _, err := a.Create(ctx, hp.VMSpec{Name: "slow", VCPUs: 1, MemoryMiB: 2048}, hp.VMLimits{}); err != nil {
 		t.Fatal(err)
 	}
 	mctx, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
@@ -119,7 +119,7 @@ func BenchmarkCreateDestroy(b *testing.B) {
 	var create, destroy time.Duration
 	for b.Loop() {
 		t0 := time.Now()
-		if _, err := h.Create(ctx, spec); err != nil {
+		if _, err := h.Create(ctx, spec, hp.VMLimits{}); err != nil {
 			b.Fatal(err)
 		}
 		t1 := time.Now()
@@ -138,7 +138,7 @@ func BenchmarkCreateDestroy(b *testing.B) {
 func BenchmarkLiveMigration128MiB(b *testing.B) {
 	x, y := qemuPair(b)
 	ctx := context.Background()
-	if _, err := x.Create(ctx, hp.VMSpec{Name: "mig", VCPUs: 1, MemoryMiB: 128}); err != nil {
+	if _, err := x.Create(ctx, hp.VMSpec{Name: "mig", VCPUs: 1, MemoryMiB: 128}, hp.VMLimits{}); err != nil {
 		b.Fatal(err)
 	}
 	var downtime time.Duration

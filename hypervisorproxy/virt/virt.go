@@ -241,6 +241,7 @@ func describe(dom *libvirt.Domain) (hp.Domain, error) {
 		MaxMemoryMiB: x.MaxMemoryMiB,
 		Job:          x.Job,
 		Pool:         x.Pool,
+		CPUQuota:     x.CPUQuota,
 	}
 	if d.State != hp.StateRunning && d.State != hp.StatePaused {
 		// A stopped domain reports its configured sizes.
@@ -292,10 +293,11 @@ func (h *Host) lookupDescribed(ctx context.Context, name string) (*libvirt.Domai
 
 // Create defines the domain (persistent) and starts it. A domain that
 // fails to start is undefined again.
-func (h *Host) Create(ctx context.Context, spec hp.VMSpec) (hp.Domain, error) {
+func (h *Host) Create(ctx context.Context, spec hp.VMSpec, lim hp.VMLimits) (hp.Domain, error) {
 	return h.CreateDomain(ctx, domxml.Domain{
 		Type: h.typ, Name: spec.Name, VCPUs: spec.VCPUs, MaxVCPUs: spec.MaxVCPUs,
 		MemoryMiB: spec.MemoryMiB, MaxMemoryMiB: spec.MaxMemoryMiB, Job: spec.Job, Pool: spec.Pool,
+		CPUQuota: lim.CPUQuota,
 	})
 }
 
@@ -306,7 +308,7 @@ func (h *Host) Create(ctx context.Context, spec hp.VMSpec) (hp.Domain, error) {
 // b.OverlayDir (see overlay.go), made before the domain is defined and
 // deleted when it fails to start or is destroyed. On the test driver it
 // is ErrUnsupported.
-func (h *Host) CreateGuest(ctx context.Context, spec hp.VMSpec, b hp.Boot) (hp.Domain, error) {
+func (h *Host) CreateGuest(ctx context.Context, spec hp.VMSpec, b hp.Boot, lim hp.VMLimits) (hp.Domain, error) {
 	if h.typ != domxml.TypeQEMU {
 		return hp.Domain{}, fmt.Errorf("create %s on %s: %w: booting a guest image needs QEMU", spec.Name, h.uri, hp.ErrUnsupported)
 	}
@@ -314,7 +316,7 @@ func (h *Host) CreateGuest(ctx context.Context, spec hp.VMSpec, b hp.Boot) (hp.D
 		Type: h.typ, Name: spec.Name, VCPUs: spec.VCPUs, MaxVCPUs: spec.MaxVCPUs,
 		MemoryMiB: spec.MemoryMiB, MaxMemoryMiB: spec.MaxMemoryMiB, Job: spec.Job, Pool: spec.Pool,
 		Kernel: b.Kernel, Initrd: b.Initrd, Cmdline: b.Cmdline, ConsoleLog: b.ConsoleLog, GuestAgent: true,
-		Bridge: b.Bridge, MAC: b.MAC,
+		Bridge: b.Bridge, MAC: b.MAC, CPUQuota: lim.CPUQuota,
 	}
 	if b.Disk == "" {
 		return h.CreateDomain(ctx, d)

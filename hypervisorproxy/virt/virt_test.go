@@ -67,7 +67,7 @@ func TestDefaultHostLifecycle(t *testing.T) {
 	}
 	before := names(t, h)
 	spec := hp.VMSpec{Name: "lifecycle-1", Job: "job-7", Pool: "render", VCPUs: 2, MaxVCPUs: 4, MemoryMiB: 256, MaxMemoryMiB: 512}
-	d, err := h.Create(ctx, spec)
+	d, err := h.Create(ctx, spec, hp.VMLimits{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func TestDefaultHostLifecycle(t *testing.T) {
 	if diff := cmp.Diff(want, d); diff != "" {
 		t.Errorf("Create (-want +got):\n%s", diff)
 	}
-	if _, err := h.Create(ctx, spec); !errors.Is(err, hp.ErrExists) {
+	if _, err := h.Create(ctx, spec, hp.VMLimits{}); !errors.Is(err, hp.ErrExists) {
 		t.Errorf("second Create: err = %v, want ErrExists", err)
 	}
 	if got := names(t, h); len(got) != len(before)+1 {
@@ -143,7 +143,7 @@ func TestBadSpecs(t *testing.T) {
 		{Name: "x", VCPUs: 2, MaxVCPUs: 1, MemoryMiB: 64},
 		{Name: "x y", VCPUs: 1, MemoryMiB: 64},
 	} {
-		if _, err := h.Create(context.Background(), s); !errors.Is(err, hp.ErrInvalid) {
+		if _, err := h.Create(context.Background(), s, hp.VMLimits{}); !errors.Is(err, hp.ErrInvalid) {
 			t.Errorf("Create(%+v): err = %v, want ErrInvalid", s, err)
 		}
 	}
@@ -166,7 +166,7 @@ func TestFileHostsMoveAndReconnect(t *testing.T) {
 	if got := names(t, a); len(got) != 0 {
 		t.Fatalf("a new file host has domains: %v", got)
 	}
-	if _, err := a.Create(ctx, hp.VMSpec{Name: "mover", VCPUs: 2, MaxVCPUs: 3, MemoryMiB: 512, MaxMemoryMiB: 1024, Job: "j1"}); err != nil {
+	if _, err := a.Create(ctx, hp.VMSpec{Name: "mover", VCPUs: 2, MaxVCPUs: 3, MemoryMiB: 512, MaxMemoryMiB: 1024, Job: "j1"}, hp.VMLimits{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := a.SetVCPUs(ctx, "mover", 3); err != nil {

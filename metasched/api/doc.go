@@ -21,6 +21,7 @@
 //	GET    /v1/jobs                    ?state=S[,S]&type=T&after=ID&limit=N → JobList (pages of DefaultPageSize)
 //	GET    /v1/jobs/{id}               Job
 //	POST   /v1/jobs/{id}/cancel        → Job
+//	POST   /v1/jobs/{id}/vms/{vm}/resize  ResizeRequest → hypervisorproxy.VM (a live resize)
 //	GET    /v1/jobs/{id}/logs          the job's output, text/plain
 //	POST   /v1/plan                    a job file → PlanResult (dry run)
 //	GET    /v1/pools                   []Pool

@@ -36,3 +36,12 @@ type HostView struct {
 type ClearRequest struct {
 	Pool string `json:"pool,omitempty"`
 }
+
+// ResizeRequest asks for new current sizes of a job's VM (POST
+// /v1/jobs/{id}/vms/{vm}/resize); a zero field is left as it is, and at
+// least one must be given. A VM grows up to its maxima (its size plus the
+// serve configuration's vm_headroom) and as far as its host has room.
+type ResizeRequest struct {
+	VCPUs     int `json:"vcpus,omitempty"`
+	MemoryMiB int `json:"memory_mib,omitempty"`
+}

@@ -279,6 +279,19 @@ func (c *Client) Cancel(ctx context.Context, id string) (api.Job, error) {
 	return out, err
 }
 
+// ResizeVM changes the current vCPUs and memory of a job's VM live (a
+// zero field is left as it is) and returns the VM as its agent reports it
+// afterwards.
+func (c *Client) ResizeVM(ctx context.Context, job, vm string, r api.ResizeRequest) (hp.VM, error) {
+	body, err := json.Marshal(r)
+	if err != nil {
+		return hp.VM{}, err
+	}
+	var out hp.VM
+	err = c.do(ctx, http.MethodPost, "/v1/jobs/"+url.PathEscape(job)+"/vms/"+url.PathEscape(vm)+"/resize", nil, body, &out)
+	return out, err
+}
+
 // Logs returns a job's output as the daemon keeps it.
 func (c *Client) Logs(ctx context.Context, id string) ([]byte, error) {
 	var out []byte
@@ -405,10 +418,11 @@ func (c *Client) Links(ctx context.Context) ([]gramvm.Link, error) {
 	return out, err
 }
 
-// Tuning returns the daemon's bandwidth-tuning decisions (resizes and
-// migrations of VMs) as the JSON it sent: their type is not fixed yet.
-func (c *Client) Tuning(ctx context.Context) (json.RawMessage, error) {
-	var out json.RawMessage
+// Tuning returns the daemon's bandwidth-tuning records, newest first:
+// every candidate evaluated, and for those carried out their migrations,
+// resizes and measured figures.
+func (c *Client) Tuning(ctx context.Context) ([]api.TuningRecord, error) {
+	var out []api.TuningRecord
 	err := c.do(ctx, http.MethodGet, "/v1/tuning", nil, nil, &out)
 	return out, err
 }

@@ -147,6 +147,12 @@ func TestMethods(t *testing.T) {
 		Figures: []api.CalibrationFigure{{Key: "perf/spain/debian", Kind: api.CalibrationPerf, Site: "spain", Image: "debian", Value: 2e8,
 			Unit: "ops/s per vCPU", Configured: 2e9, ConfiguredUnit: "ops/s per machine", MeasuredAt: t0, AgeSeconds: 60,
 			Hosts: []string{"es-1"}, State: api.CalibrationMeasured, Due: t0.Add(time.Hour)}}}
+	tuning := []api.TuningRecord{{Seq: 3, TuningDecision: gramvm.TuningDecision{NewJob: "fresh", Target: "j-000000000001",
+		Action: gramvm.ActionConsolidate, Cluster: "spain", Moves: []gramvm.Move{{VM: "j-7-0", Site: "spain", From: "es-1", To: "es-2"}},
+		GainSeconds: 100, LossSeconds: 40, MigrationSeconds: 1.1, Accepted: true}, NewJobID: "j-000000000002", At: t0,
+		Outcome: "carried out", Started: t0, Ended: t0.Add(3 * time.Second), MigrationS: 3,
+		Migrations: []api.TuningMigration{{VM: "j-7-0", From: "es-1", To: "es-2", Seconds: 2.9, Live: true, DowntimeMs: 200}},
+		Measured:   &api.TuningMeasured{NewJobPredictedS: 200, PredictedGainS: 100, NewJobMeasuredS: 110, NewJobGainS: 90, NewJobState: "done"}}}
 	outputs := api.OutputList{Job: "j-000000000007", Attempt: 2, Files: []api.OutputFile{{Name: "frames/a b%.bin", Size: 4}}, Missing: []string{"x"}}
 	plan := api.PlanResult{Placement: *testJob.Placement, FreeHosts: map[string]int{"spain": 3, "latam-a": 0},
 		Explanation: "master on spain"}
@@ -206,8 +212,13 @@ func TestMethods(t *testing.T) {
 			request{Method: "GET", Path: "/v1/policy", Auth: auth}, policy},
 		{"links", func() (any, error) { return c.Links(ctx) }, links,
 			request{Method: "GET", Path: "/v1/links", Auth: auth}, links},
-		{"tuning", func() (any, error) { return c.Tuning(ctx) }, `[{"vm":"j-7-0","action":"resize"}]`,
-			request{Method: "GET", Path: "/v1/tuning", Auth: auth}, json.RawMessage(`[{"vm":"j-7-0","action":"resize"}]`)},
+		{"tuning", func() (any, error) { return c.Tuning(ctx) }, tuning,
+			request{Method: "GET", Path: "/v1/tuning", Auth: auth}, tuning},
+		{"resize", func() (any, error) {
+			return c.ResizeVM(ctx, "j-000000000007", "j-000000000007-a1-w1", api.ResizeRequest{VCPUs: 2})
+		}, hosts[0].VMs[0],
+			request{Method: "POST", Path: "/v1/jobs/j-000000000007/vms/j-000000000007-a1-w1/resize", Auth: auth,
+				ContentType: "application/json", Body: `{"vcpus":2}`}, hosts[0].VMs[0]},
 		{"calibration", func() (any, error) { return c.Calibration(ctx) }, calibration,
 			request{Method: "GET", Path: "/v1/calibration", Auth: auth}, calibration},
 		{"calibrate all", func() (any, error) { return c.Calibrate(ctx, "") }, calibration,

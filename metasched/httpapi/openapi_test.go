@@ -502,6 +502,10 @@ var openapiTypes = map[string]struct {
 	"JobsOverview":      {reflect.TypeFor[api.JobsOverview](), false},
 	"Sample":            {reflect.TypeFor[api.Sample](), false},
 	"Dashboard":         {reflect.TypeFor[api.Dashboard](), false},
+	"ResizeRequest":     {reflect.TypeFor[api.ResizeRequest](), true},
+	"TuningMigration":   {reflect.TypeFor[api.TuningMigration](), false},
+	"TuningResize":      {reflect.TypeFor[api.TuningResize](), false},
+	"TuningMeasured":    {reflect.TypeFor[api.TuningMeasured](), false},
 }
 
 // openapiField is one JSON field of a Go struct.
@@ -798,6 +802,7 @@ func TestOpenAPIBodies(t *testing.T) {
 		{"GET /v1/jobs", "200", out0(Daemon.Jobs), nil, nil},
 		{"GET /v1/jobs/{id}", "200", out0(Daemon.Job), nil, nil},
 		{"POST /v1/jobs/{id}/cancel", "200", out0(Daemon.Cancel), nil, nil},
+		{"POST /v1/jobs/{id}/vms/{vm}/resize", "200", out0(Daemon.ResizeVM), reflect.TypeFor[api.ResizeRequest](), []string{"application/json"}},
 		{"POST /v1/plan", "200", out0(Daemon.DryRun), jobFile, jobTypes},
 		{"GET /v1/pools", "200", out0(Daemon.Pools), nil, nil},
 		{"GET /v1/hosts", "200", out0(Daemon.Hosts), nil, nil},

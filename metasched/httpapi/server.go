@@ -58,6 +58,8 @@ type Daemon interface {
 	Hosts() []api.HostView
 	ClearHost(ctx context.Context, name, pool string) (api.HostView, error)
 	VMs() []hp.VM
+	// ResizeVM changes a job's VM's current vCPUs and memory live.
+	ResizeVM(ctx context.Context, job, vm string, r api.ResizeRequest) (hp.VM, error)
 	Switches(ctx context.Context, f api.SwitchFilter) (api.SwitchList, error)
 	RequestSwitch(ctx context.Context, from, to string) (api.SwitchView, error)
 	Policy() api.PolicyView
@@ -83,7 +85,7 @@ var Routes = []Route{
 	{"GET /healthz", true}, {"GET /metrics", true}, {"GET /v1/openapi.json", true},
 	{"GET /{$}", true}, {"GET /assets/{file}", true}, {"POST /login", true}, {"POST /logout", true},
 	{"POST /v1/jobs", false}, {"GET /v1/jobs", false}, {"GET /v1/jobs/{id}", false},
-	{"POST /v1/jobs/{id}/cancel", false}, {"GET /v1/jobs/{id}/logs", false},
+	{"POST /v1/jobs/{id}/cancel", false}, {"GET /v1/jobs/{id}/logs", false}, {"POST /v1/jobs/{id}/vms/{vm}/resize", false},
 	{"GET /v1/jobs/{id}/outputs", false}, {"GET /v1/jobs/{id}/outputs/{name...}", false},
 	{"POST /v1/plan", false}, {"GET /v1/pools", false}, {"GET /v1/hosts", false},
 	{"POST /v1/hosts/{name}/clear", false}, {"GET /v1/vms", false},
@@ -184,6 +186,22 @@ func (s *Server) handlers() map[string]http.HandlerFunc {
 			defer cancel()
 			j, err := d.Cancel(ctx, r.PathValue("id"))
 			reply(w, http.StatusOK, j, err)
+		},
+		"POST /v1/jobs/{id}/vms/{vm}/resize": func(w http.ResponseWriter, r *http.Request) {
+			body, err := readBody(w, r)
+			if err != nil {
+				replyErr(w, err)
+				return
+			}
+			var rr api.ResizeRequest
+			if err := strictJSON(body, &rr); err != nil {
+				replyErr(w, err)
+				return
+			}
+			ctx, cancel := context.WithTimeout(r.Context(), 2*time.Minute)
+			defer cancel()
+			vm, err := d.ResizeVM(ctx, r.PathValue("id"), r.PathValue("vm"), rr)
+			reply(w, http.StatusOK, vm, err)
 		},
 		"GET /v1/jobs/{id}/logs": func(w http.ResponseWriter, r *http.Request) {
 			b, err := d.Logs(r.Context(), r.PathValue("id"))

@@ -365,16 +365,30 @@ function renderSwitches(sws) {
 }
 
 function renderTuning(recs) {
+  // A figure measured once a job has ended done, else what it waits for.
+  const measured = (state, v) => (state === 'done' ? `${num(v)} s` : state ? `none (${esc(state)})` : 'when it ends');
   const rows = recs.map((r) => {
-    const what = [...(r.shrinks || []).map((s) => `${esc(s.vm)} to ${s.vcpus} vCPUs on ${esc(s.host)}`),
-      ...(r.moves || []).map((m) => `${esc(m.vm)} ${esc(m.from)} → ${esc(m.to)}`)].join(', ');
-    return `<tr><td>${r.seq}</td><td>${time(r.at)}</td><td>${esc(r.action)}</td><td>${esc(r.target)}</td><td>${esc(r.new_job)}</td>
-      <td>${esc(r.cluster)}</td><td>${num(r.gain_seconds)} s</td><td>${num(r.loss_seconds)} s</td><td>${num(r.migration_seconds)} s</td>
-      <td><span class="badge">${esc(r.outcome)}</span></td><td class="reason">${what}${what && r.reason ? '; ' : ''}${esc(r.reason)}</td></tr>`;
+    const m = r.measured;
+    const migs = (r.migrations || []).map((g) => `${esc(g.vm)} ${esc(g.from)} → ${esc(g.to)} ${g.error ? 'failed: ' + esc(g.error) : `in ${num(g.seconds)} s${g.live ? ' live' : ''}`}`);
+    const what = [...(r.resizes || []).map((z) => `${esc(z.vm)} to ${z.vcpus} vCPUs on ${esc(z.host)}${z.error ? ' failed: ' + esc(z.error) : ''}`),
+      ...migs];
+    if (!what.length) {
+      what.push(...(r.shrinks || []).map((z) => `${esc(z.vm)} to ${z.vcpus} vCPUs on ${esc(z.host)}`),
+        ...(r.moves || []).map((g) => `${esc(g.vm)} ${esc(g.from)} → ${esc(g.to)}`));
+    }
+    const gain = m ? `<br><small>predicted ${num(m.predicted_gain_s)} s, measured ${measured(m.new_job_state, m.new_job_gain_s)}</small>` : '';
+    const loss = m ? `<br><small>predicted ${num(m.predicted_loss_s)} s, measured ${measured(m.target_state, m.target_slowdown_s)}</small>` : '';
+    const mig = r.ended && (r.migrations || []).length ? `<br><small>measured ${num(r.migration_s)} s</small>` : '';
+    return `<tr data-tuning="${r.seq}"><td>${r.seq}</td><td>${time(r.at)}</td><td>${esc(r.action)}</td><td>${esc(r.target)}</td>
+      <td>${esc(r.new_job_id || r.new_job)}</td><td>${esc(r.cluster)}</td><td>${num(r.gain_seconds)} s${gain}</td>
+      <td>${num(r.loss_seconds)} s${loss}</td><td>${num(r.migration_seconds)} s${mig}</td>
+      <td><span class="badge">${esc(r.outcome)}</span></td><td class="reason">${what.join(', ')}${what.length && r.reason ? '; ' : ''}${esc(r.reason)}</td></tr>`;
   }).join('');
-  setSection('tuning', JSON.stringify(recs.map((r) => [r.seq, r.outcome])),
-    `<thead><tr><th>#</th><th>at</th><th>action</th><th>running job</th><th>for job</th><th>cluster</th><th>gain</th><th>loss</th>
-    <th>migration</th><th>outcome</th><th>details</th></tr></thead>
+  setSection('tuning', JSON.stringify(recs.map((r) => [r.seq, r.outcome, r.measured])),
+    `<thead><tr><th>#</th><th>at</th><th>action</th><th>running job</th><th>for job</th><th>cluster</th>
+    <th title="how much sooner the new job ends: the plan's seconds; below, in the job's own seconds, predicted and measured">gain</th>
+    <th title="how much later the running job ends: the plan's seconds; below, in the job's own seconds, predicted and measured">loss</th>
+    <th title="the migrations' predicted time; below, measured">migration</th><th>outcome</th><th>details</th></tr></thead>
     <tbody>${rows || '<tr><td colspan="11" class="muted">no tuning yet: it is tried when a queued job\'s plan is held back by a link or by busy hosts</td></tr>'}</tbody>`);
 }
 
