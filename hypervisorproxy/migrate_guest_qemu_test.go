@@ -17,6 +17,7 @@ import (
 	"github.com/metasched/metasched/hypervisorproxy/image"
 	"github.com/metasched/metasched/hypervisorproxy/libvirtdtest"
 	"github.com/metasched/metasched/hypervisorproxy/virt"
+	"github.com/metasched/metasched/internal/taskfarmtest"
 )
 
 // Guest calls keep working across a live migration of a booted guest
@@ -30,7 +31,7 @@ func TestGuestCallsDuringMigration(t *testing.T) {
 	ctx := context.Background()
 	da, db := twoDaemons(t)
 	// The image where both daemons' QEMU processes can read it.
-	res, err := image.Build(ctx, image.Options{Out: filepath.Join(da.Dir(), "images", "render")})
+	res, err := image.Build(ctx, image.Options{Out: filepath.Join(da.Dir(), "images", "render"), TaskFarm: taskfarmtest.Binary(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/metasched/metasched/hypervisorproxy/client"
 	"github.com/metasched/metasched/hypervisorproxy/image"
 	"github.com/metasched/metasched/hypervisorproxy/libvirtdtest"
+	"github.com/metasched/metasched/internal/taskfarmtest"
 )
 
 // busyLoop counts rounds of a shell loop for the given seconds of the
@@ -41,7 +42,7 @@ func TestCPUQuotaBootedGuest(t *testing.T) {
 	if !d.CPUControl() {
 		t.Fatal("the root daemon has no cpu cgroup controller (no cgroup v1 cpu and cpuacct hierarchies on this host): a CPU quota cannot hold")
 	}
-	res, err := image.Build(context.Background(), image.Options{Out: filepath.Join(d.Dir(), "images", "render")})
+	res, err := image.Build(context.Background(), image.Options{Out: filepath.Join(d.Dir(), "images", "render"), TaskFarm: taskfarmtest.Binary(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -76,8 +76,9 @@ func startTuningGrid(t *testing.T) *guestGrid {
 			})
 		}
 	}
+	tf := buildTaskFarm(t, t.TempDir())
 	wg.Go(func() {
-		if _, err := image.Build(context.Background(), image.Options{Out: filepath.Join(g.dir, "image")}); err != nil {
+		if _, err := image.Build(context.Background(), image.Options{Out: filepath.Join(g.dir, "image"), TaskFarm: tf}); err != nil {
 			t.Errorf("image: %v", err)
 		}
 	})
