@@ -78,7 +78,7 @@ func loadSite(path string) (*hp.Site, string, *graph.Grid, error) {
 	}
 	tok, err := os.ReadFile(site.TokenFile)
 	if err != nil {
-		return nil, "", nil, usageError{fmt.Errorf("%s: token_file: %w", path, err)}
+		return nil, "", nil, usageError{Err: fmt.Errorf("%s: token_file: %w", path, err)}
 	}
 	token := strings.TrimSpace(string(tok))
 	if token == "" {
@@ -91,7 +91,7 @@ func loadSite(path string) (*hp.Site, string, *graph.Grid, error) {
 		}
 		if len(site.Hosts) == 0 {
 			if _, _, err := hp.GenerateHosts(grid, site.Site, "", func(string) string { return "" }); err != nil {
-				return nil, "", nil, usageError{fmt.Errorf("%s: site: %w", path, err)}
+				return nil, "", nil, usageError{Err: fmt.Errorf("%s: site: %w", path, err)}
 			}
 		}
 	}

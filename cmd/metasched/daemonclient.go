@@ -120,7 +120,7 @@ func daemonError(c *client.Client, err error, file string) error {
 		if file != "" {
 			err = fmt.Errorf("%s: %w", file, err)
 		}
-		return usageError{err}
+		return usageError{Err: err}
 	case http.StatusUnauthorized:
 		return fmt.Errorf("unauthorized by the daemon at %s (check --token or %s): %w", c.Base(), envToken, err)
 	}

@@ -62,9 +62,7 @@ func startLab(ctx context.Context, e *env, f labFlags, spec func(image string) l
 	if err != nil {
 		return nil, nil, fmt.Errorf("this program's own path: %w", err)
 	}
-	logf := func(format string, a ...any) {
-		fmt.Fprintf(e.stderr, "%s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, a...))
-	}
+	logf := timestamped(e.stderr)
 	img := f.image
 	if img == "" {
 		tf := f.taskfarm
@@ -199,26 +197,42 @@ func slowPerf(c api.Calibration) (float64, error) {
 	return 0, errors.New("the calibration has no speed for latam-a's VMs")
 }
 
-func realGrid(ctx context.Context, e *env, f labFlags, out string, tasks int, compute float64, runs []lab.Run) error {
+// timestamped is a logf writing a line to w after the time of day.
+func timestamped(w io.Writer) func(format string, a ...any) {
+	return func(format string, a ...any) {
+		fmt.Fprintf(w, "%s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, a...))
+	}
+}
+
+// calibratedLab starts the real grid (startLab), waits until the daemon
+// has calibrated it (30 minutes at most), prints the figures, and returns
+// the calibrated speed of the slow sites' VMs per vCPU.
+func calibratedLab(ctx context.Context, e *env, f labFlags) (*lab.Lab, func(), float64, error) {
 	l, stop, err := startLab(ctx, e, f, lab.RealGridSpec)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Minute)
+	cal, err := l.WaitCalibrated(cctx, timestamped(e.stderr))
+	cancel()
+	if err == nil {
+		printCalibration(e.stdout, cal)
+		var perf float64
+		if perf, err = slowPerf(cal); err == nil {
+			return l, stop, perf, nil
+		}
+	}
+	stop()
+	return nil, nil, 0, err
+}
+
+func realGrid(ctx context.Context, e *env, f labFlags, out string, tasks int, compute float64, runs []lab.Run) error {
+	l, stop, perf, err := calibratedLab(ctx, e, f)
 	if err != nil {
 		return err
 	}
 	defer stop()
-	logf := func(format string, a ...any) {
-		fmt.Fprintf(e.stderr, "%s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, a...))
-	}
-	cctx, cancel := context.WithTimeout(ctx, 30*time.Minute)
-	cal, err := l.WaitCalibrated(cctx, logf)
-	cancel()
-	if err != nil {
-		return err
-	}
-	printCalibration(e.stdout, cal)
-	perf, err := slowPerf(cal)
-	if err != nil {
-		return err
-	}
+	logf := timestamped(e.stderr)
 	job := lab.RealGridJob{Tasks: tasks, TaskOps: math.Round(perf * compute), TaskBytes: 128 << 10}
 	var rows []lab.Row
 	for _, r := range runs {
@@ -339,25 +353,12 @@ func demoJob(i int, perf float64) lab.RealGridJob {
 }
 
 func demoVMs(ctx context.Context, e *env, f labFlags, n int, every time.Duration) error {
-	l, stop, err := startLab(ctx, e, f, lab.RealGridSpec)
+	l, stop, perf, err := calibratedLab(ctx, e, f)
 	if err != nil {
 		return err
 	}
 	defer stop()
-	logf := func(format string, a ...any) {
-		fmt.Fprintf(e.stderr, "%s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, a...))
-	}
-	cctx, cancel := context.WithTimeout(ctx, 30*time.Minute)
-	cal, err := l.WaitCalibrated(cctx, logf)
-	cancel()
-	if err != nil {
-		return err
-	}
-	printCalibration(e.stdout, cal)
-	perf, err := slowPerf(cal)
-	if err != nil {
-		return err
-	}
+	logf := timestamped(e.stderr)
 	type result struct {
 		row lab.Row
 		err error

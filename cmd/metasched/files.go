@@ -17,7 +17,7 @@ func readFlagFile(flag, path string) ([]byte, error) {
 		if flag != "" {
 			err = fmt.Errorf("%s: %w", flag, err)
 		}
-		return nil, usageError{err}
+		return nil, usageError{Err: err}
 	}
 	return data, nil
 }
@@ -33,7 +33,7 @@ func parseFlagFile[T any](flag, path string, parse func(name string, data []byte
 	v, err := parse(path, data)
 	if err != nil {
 		var zero T
-		return zero, usageError{err}
+		return zero, usageError{Err: err}
 	}
 	return v, nil
 }

@@ -38,7 +38,7 @@ func inlineInputs(file string, body []byte) ([]byte, error) {
 	}
 	j, err := selection.ParseJob(file, body)
 	if err != nil {
-		return nil, usageError{err}
+		return nil, usageError{Err: err}
 	}
 	total := 0
 	for _, in := range j.Inputs {
@@ -69,7 +69,7 @@ func inlineInputs(file string, body []byte) ([]byte, error) {
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		return nil, usageError{err}
+		return nil, usageError{Err: err}
 	}
 	out, err := yaml.Marshal(&doc)
 	if err != nil {

@@ -74,7 +74,7 @@ func loadGrid(path string) (*graph.Graph, error) {
 	}
 	g, err := graph.New(grid)
 	if err != nil {
-		return nil, usageError{fmt.Errorf("%s: %w", path, err)}
+		return nil, usageError{Err: fmt.Errorf("%s: %w", path, err)}
 	}
 	return g, nil
 }
@@ -142,7 +142,7 @@ func planCmd(ctx context.Context, e *env, f planFlags) error {
 	}
 	pl, err := selection.NewPlanner(selection.Problem{Graph: g, Job: job})
 	if err != nil {
-		return usageError{err}
+		return usageError{Err: err}
 	}
 	p, err := plan(ctx, pl, alg, selection.Options{Master: master, Restarts: f.restarts})
 	if err != nil {
@@ -179,7 +179,7 @@ func plan(ctx context.Context, pl *selection.Planner, alg selection.Algorithm, o
 		if ctx.Err() != nil {
 			return p, err
 		}
-		return p, usageError{err}
+		return p, usageError{Err: err}
 	}
 	if p.Zones == nil {
 		zones, err := pl.Graph().Zones(max(o.Restarts, 1))

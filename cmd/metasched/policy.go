@@ -148,7 +148,7 @@ func policySolve(ctx context.Context, e *env, f solveFlags) error {
 		case errors.Is(err, switching.ErrTooLarge):
 			return usagef("%s: %w (raise --max-states if the machine has the memory)", f.model, err)
 		}
-		return usageError{err}
+		return usageError{Err: err}
 	}
 	if f.save != "" {
 		if err := saveTable(f.save, sol.Table); err != nil {

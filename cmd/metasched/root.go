@@ -2,34 +2,29 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"runtime/debug"
 	"strings"
 
+	"github.com/metasched/metasched/internal/cli"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 )
 
 // Exit codes.
 const (
-	exitOK          = 0
-	exitFailure     = 1
-	exitUsage       = 2
-	exitInterrupted = 130
+	exitOK          = cli.OK
+	exitFailure     = cli.Failure
+	exitUsage       = cli.Usage
+	exitInterrupted = cli.Interrupted
 )
 
 // usageError marks bad usage or bad input: exit code 2.
-type usageError struct{ err error }
+type usageError = cli.UsageError
 
-func (e usageError) Error() string { return e.err.Error() }
-func (e usageError) Unwrap() error { return e.err }
-
-func usagef(format string, args ...any) error {
-	return usageError{fmt.Errorf(format, args...)}
-}
+var usagef = cli.Usagef
 
 // env is what commands share: their output streams and whether stdout is a
 // terminal (progress bars are shown only then).
@@ -43,23 +38,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if f, ok := stdout.(*os.File); ok {
 		e.tty = term.IsTerminal(int(f.Fd()))
 	}
-	root := newRoot(e)
-	root.SetArgs(args)
-	root.SetOut(stdout)
-	root.SetErr(stderr)
-	err := root.ExecuteContext(ctx)
-	if err == nil {
-		return exitOK
-	}
-	fmt.Fprintf(stderr, "metasched: %v\n", err)
-	var ue usageError
-	switch {
-	case errors.As(err, &ue):
-		return exitUsage
-	case errors.Is(err, context.Canceled) && ctx.Err() != nil:
-		return exitInterrupted
-	}
-	return exitFailure
+	return cli.Execute(ctx, newRoot(e), args, stdout, stderr)
 }
 
 func newRoot(e *env) *cobra.Command {
@@ -86,7 +65,7 @@ present --token or METASCHED_TOKEN; --output json prints the API's answer.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{Err: err} })
 	root.AddCommand(newVersionCmd(e), newPolicyCmd(e), newPlanCmd(e), newSimulateCmd(e), newAgentCmd(e), newServeCmd(e),
 		newSubmitCmd(e), newJobsCmd(e), newStatusCmd(e), newCancelCmd(e), newResizeCmd(e), newLogsCmd(e), newOutputsCmd(e),
 		newPoolsCmd(e), newSwitchesCmd(e), newHostsCmd(e), newCalibrationCmd(e), newCalibrateCmd(e), newImageCmd(e), newExperimentCmd(e))

@@ -129,7 +129,7 @@ func simulateSelection(ctx context.Context, e *env, f simSelectionFlags, rateSet
 	}
 	if f.out != "" {
 		if err := os.MkdirAll(f.out, 0o755); err != nil {
-			return usageError{fmt.Errorf("--out: %w", err)}
+			return usageError{Err: fmt.Errorf("--out: %w", err)}
 		}
 	}
 	cfg := replay.Config{
@@ -154,7 +154,7 @@ func simulateSelection(ctx context.Context, e *env, f simSelectionFlags, rateSet
 	case errors.Is(err, replay.ErrInfeasible):
 		return err
 	default:
-		return usageError{err}
+		return usageError{Err: err}
 	}
 	rep := &selectionReport{
 		Grid: f.grid, Job: job.Name, Requests: f.requests, Processes: f.processes, Arrivals: f.arrivals,

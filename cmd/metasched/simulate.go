@@ -261,7 +261,7 @@ func simulatePolicies(ctx context.Context, e *env, f policiesFlags) error {
 	case errors.Is(err, switching.ErrTooLarge):
 		return usagef("%s: %w (raise --max-states if the machine has the memory)", f.model, err)
 	case err != nil:
-		return usageError{fmt.Errorf("--policy %s: %w", f.policy, err)}
+		return usageError{Err: fmt.Errorf("--policy %s: %w", f.policy, err)}
 	}
 
 	cfg := sim.Config{
@@ -294,12 +294,12 @@ func simulatePolicies(ctx context.Context, e *env, f policiesFlags) error {
 func loadTable(path string, m *switching.Model, maxStates int) (*switching.Table, error) {
 	in, err := os.Open(path)
 	if err != nil {
-		return nil, usageError{fmt.Errorf("--table: %w", err)}
+		return nil, usageError{Err: fmt.Errorf("--table: %w", err)}
 	}
 	defer in.Close()
 	t, err := switching.ReadTable(in, maxStates)
 	if err != nil {
-		return nil, usageError{fmt.Errorf("--table %s: %w", path, err)}
+		return nil, usageError{Err: fmt.Errorf("--table %s: %w", path, err)}
 	}
 	if t.Model.NumPools() != m.NumPools() || t.Model.Servers != m.Servers {
 		return nil, usagef("--table %s: solved for %d servers and %d pools, the model has %d and %d",
@@ -456,7 +456,7 @@ func simulateExperiment(ctx context.Context, e *env, name string, f experimentFl
 	}
 	ex, err := experiment.Lookup(name)
 	if err != nil {
-		return usageError{err}
+		return usageError{Err: err}
 	}
 	if f.out == "" {
 		return usagef("--out: required: the directory for %s.csv, .svg and .png", name)
@@ -490,7 +490,7 @@ func simulateExperiment(ctx context.Context, e *env, name string, f experimentFl
 		}
 	}
 	if err := os.MkdirAll(f.out, 0o755); err != nil {
-		return usageError{fmt.Errorf("--out: %w", err)}
+		return usageError{Err: fmt.Errorf("--out: %w", err)}
 	}
 	var bar *progressBar
 	if e.tty {

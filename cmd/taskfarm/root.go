@@ -21,14 +21,15 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/metasched/metasched/gramvm/taskfarm"
+	"github.com/metasched/metasched/internal/cli"
 )
 
 // Exit codes.
 const (
-	exitOK          = 0
-	exitFailure     = 1
-	exitUsage       = 2
-	exitInterrupted = 130
+	exitOK          = cli.OK
+	exitFailure     = cli.Failure
+	exitUsage       = cli.Usage
+	exitInterrupted = cli.Interrupted
 )
 
 // The job's variables that `taskfarm run` reads (the guest executor sets
@@ -50,14 +51,9 @@ const SummaryLinePrefix = "taskfarm-summary: "
 const DefaultSinkPort = 7421
 
 // usageError marks bad usage or bad input: exit code 2.
-type usageError struct{ err error }
+type usageError = cli.UsageError
 
-func (e usageError) Error() string { return e.err.Error() }
-func (e usageError) Unwrap() error { return e.err }
-
-func usagef(format string, args ...any) error {
-	return usageError{fmt.Errorf(format, args...)}
-}
+var usagef = cli.Usagef
 
 // env is what the program takes from its process: its arguments, its
 // environment, its output streams and the directory the master writes its
@@ -70,23 +66,7 @@ type env struct {
 }
 
 func run(ctx context.Context, e *env) int {
-	root := newRoot(e)
-	root.SetArgs(e.args)
-	root.SetOut(e.stdout)
-	root.SetErr(e.stderr)
-	err := root.ExecuteContext(ctx)
-	if err == nil {
-		return exitOK
-	}
-	fmt.Fprintf(e.stderr, "taskfarm: %v\n", err)
-	var ue usageError
-	switch {
-	case errors.As(err, &ue):
-		return exitUsage
-	case errors.Is(err, context.Canceled) && ctx.Err() != nil:
-		return exitInterrupted
-	}
-	return exitFailure
+	return cli.Execute(ctx, newRoot(e), e.args, e.stdout, e.stderr)
 }
 
 func newRoot(e *env) *cobra.Command {
@@ -106,7 +86,7 @@ and probe measure the bandwidth between two VMs.`,
 		Args:          noArgs,
 		RunE:          func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{Err: err} })
 	root.AddCommand(newRunCmd(e), newBenchCmd(e), newSinkCmd(e), newProbeCmd(e))
 	return root
 }
@@ -289,7 +269,7 @@ func numberSetting(s source, flagValue string, min, max float64) (float64, error
 func runMaster(ctx context.Context, e *env, cfg taskfarm.MasterConfig, port int) error {
 	m, err := taskfarm.NewMaster(cfg)
 	if err != nil {
-		return usageError{err}
+		return usageError{Err: err}
 	}
 	lc := net.ListenConfig{KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: 5 * time.Second, Interval: 5 * time.Second, Count: 3}}
 	ln, err := lc.Listen(ctx, "tcp", net.JoinHostPort("", strconv.Itoa(port)))
