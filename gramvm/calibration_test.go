@@ -187,9 +187,24 @@ func TestObserveVMs(t *testing.T) {
 	if err := s.ObserveVMs("b", "a", 6, at.Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
-	want := gramvm.Link{Between: [2]string{"a", "b"}, ConfiguredMbps: 10, MeasuredMbps: 7, MeasuredAt: at.Add(time.Minute), Samples: 2, Via: gramvm.ViaVMs}
+	// The VM-to-VM figure replaces the agents' average, and their probes
+	// no longer move it (in a lab on one machine they measure the
+	// loopback).
+	want := gramvm.Link{Between: [2]string{"a", "b"}, ConfiguredMbps: 10, MeasuredMbps: 6, MeasuredAt: at.Add(time.Minute), Samples: 1,
+		Via: gramvm.ViaVMs, AgentsMbps: 8}
 	if diff := cmp.Diff(want, s.Links()[0]); diff != "" {
 		t.Errorf("link (-want +got):\n%s", diff)
+	}
+	if err := s.Observe("a", "b", 9000, at.Add(2*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ObserveVMs("a", "b", 8, at.Add(3*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	want = gramvm.Link{Between: [2]string{"a", "b"}, ConfiguredMbps: 10, MeasuredMbps: 7, MeasuredAt: at.Add(3 * time.Minute), Samples: 2,
+		Via: gramvm.ViaVMs, AgentsMbps: 4504}
+	if diff := cmp.Diff(want, s.Links()[0]); diff != "" {
+		t.Errorf("after an agents' probe of 9000 Mbit/s and a second VM-to-VM figure (-want +got):\n%s", diff)
 	}
 	job := &selection.Job{Name: "j", Type: "p", Tasks: 10, TaskOps: 1e9, TaskBytes: 1e5, Efficiency: 0.8, VM: selection.VM{VCPUs: 1, MemoryMiB: 64}}
 	free := gramvm.FreeHosts(slices.Concat(hosts("a", "p", 2), hosts("b", "p", 2)), "p", job.VM)
@@ -197,7 +212,7 @@ func TestObserveVMs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if wantLine := "a-b: 7 Mbit/s measured (2 samples, the newest 2026-11-21T12:01:00Z VM to VM), 10 configured"; !slices.Equal(pl.Measured, []string{wantLine}) {
+	if wantLine := "a-b: 7 Mbit/s measured (2 samples, the newest 2026-11-21T12:03:00Z VM to VM), 10 configured"; !slices.Equal(pl.Measured, []string{wantLine}) {
 		t.Errorf("measured = %q, want %q", pl.Measured, wantLine)
 	}
 }

@@ -1,6 +1,7 @@
 package gramvm
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -40,10 +41,15 @@ type Link struct {
 	MeasuredMbps   float64   `json:"measured_mbps,omitempty"` // 0: never measured
 	MeasuredAt     time.Time `json:"measured_at,omitzero"`
 	Samples        int       `json:"samples,omitempty"`
-	// Via says where the newest measurement came from: ViaAgents (a probe
-	// between the sites' agents) or ViaVMs (a stream between VMs of the
-	// two sites, by the calibration).
-	Via string `json:"via,omitempty"`
+	// Via says where the figure plans use came from: ViaAgents (the
+	// average of the probes between the sites' agents) or ViaVMs (streams
+	// between VMs of the two sites, by the calibration). Once a link has a
+	// VM-to-VM figure, the agents' probes no longer move it: a stream
+	// between VMs is what the jobs get, while the agents' hosts may reach
+	// each other another way (in a lab on one machine, over the loopback).
+	// Their average is then AgentsMbps.
+	Via        string  `json:"via,omitempty"`
+	AgentsMbps float64 `json:"agents_mbps,omitempty"`
 }
 
 // New returns a service over a valid grid; alpha (0: DefaultAlpha) weighs
@@ -88,10 +94,16 @@ func (s *Service) observe(a, b string, mbps float64, at time.Time, via string) e
 	}
 	k := key(a, b)
 	m := s.measured[k]
-	if m == nil {
+	switch {
+	case m == nil:
 		m = &Link{Between: k, ConfiguredMbps: s.grid.Links[i].Mbps, MeasuredMbps: mbps}
 		s.measured[k] = m
-	} else {
+	case via == ViaAgents && m.Via == ViaVMs: // the VM-to-VM figure stays
+		m.AgentsMbps = s.alpha*mbps + (1-s.alpha)*cmp.Or(m.AgentsMbps, mbps)
+		return nil
+	case via == ViaVMs && m.Via != ViaVMs: // the first VM-to-VM figure replaces the agents'
+		m.AgentsMbps, m.MeasuredMbps, m.Samples = m.MeasuredMbps, mbps, 0
+	default:
 		m.MeasuredMbps = s.alpha*mbps + (1-s.alpha)*m.MeasuredMbps
 	}
 	m.MeasuredAt, m.Samples, m.Via = at, m.Samples+1, via

@@ -336,7 +336,7 @@ func (d *Daemon) execute(ctx context.Context, lj *liveJob, a lifecycle.Execute) 
 	}
 	ev := lifecycle.Exited{Attempt: a.Attempt, At: d.now()}
 	if err == nil && d.exec.Name() == "guest" {
-		ev.TasksDone = d.tasksDone(ctx, lj.id(), a.Attempt)
+		ev.TasksDone, ev.ProgramSeconds = d.tasksDone(ctx, lj.id(), a.Attempt)
 	}
 	switch {
 	case err != nil:

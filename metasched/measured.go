@@ -21,14 +21,14 @@ import (
 
 // tasksDone reads the task-farm summary the guest executor copied out of
 // the master VM of the job's attempt: the tasks done per site, nil when
-// there is none. A summary that does not read or does not add up is noted
+// there is none, and the program's own run time. A summary that does not read or does not add up is noted
 // in the job's log and counts as none: the job's outcome is the master's
 // exit, not its summary.
-func (d *Daemon) tasksDone(ctx context.Context, id string, attempt int) map[string]int {
+func (d *Daemon) tasksDone(ctx context.Context, id string, attempt int) (map[string]int, float64) {
 	p := filepath.Join(executor.OutputsDir(filepath.Join(d.cfg.DataDir, "jobs", id), attempt), taskfarm.SummaryFile)
 	data, err := os.ReadFile(p)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil
+		return nil, 0
 	}
 	var s *taskfarm.Summary
 	if err == nil {
@@ -40,15 +40,15 @@ func (d *Daemon) tasksDone(ctx context.Context, id string, attempt int) map[stri
 		if err := d.st.AppendLog(ctx, id, []byte(note)); err != nil {
 			d.log.Warn().Err(err).Str("job", id).Msg("cannot note it in the job's log")
 		}
-		return nil
+		return nil, 0
 	}
-	return s.TasksBySite()
+	return s.TasksBySite(), s.WallSeconds
 }
 
 // runTimesOf is a job's predicted and measured run times, and their ratio
 // when both are known.
 func runTimesOf(rec lifecycle.Record) api.RunTimes {
-	rt := api.RunTimes{PredictedS: rec.Predicted}
+	rt := api.RunTimes{PredictedS: rec.Predicted, ProgramS: rec.ProgramSeconds}
 	if !rec.Started.IsZero() && !rec.Finished.IsZero() {
 		rt.MeasuredS = rec.Finished.Sub(rec.Started).Seconds()
 	}

@@ -260,7 +260,7 @@ func realGrid(ctx context.Context, e *env, f labFlags, out string, tasks int, co
 // printRows prints the jobs' table and the summary of their ratios.
 func printRows(w io.Writer, rows []lab.Row) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "RUN\tMASTER\tPREDICTED\tMEASURED\tRATIO\tTASKS PREDICTED/DONE")
+	fmt.Fprintln(tw, "RUN\tMASTER\tPREDICTED\tMEASURED\tRATIO\tPROGRAM\tRATIO\tTASKS PREDICTED/DONE")
 	for _, r := range rows {
 		var parts []string
 		for _, c := range r.Clusters {
@@ -270,21 +270,26 @@ func printRows(w io.Writer, rows []lab.Row) {
 			}
 			parts = append(parts, fmt.Sprintf("%s %.0f/%s", c.Name, c.TasksPredicted, done))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%.1f s\t%.1f s\t%.2f\t%s\n", r.Run, r.Master, r.PredictedS, r.MeasuredS, r.Ratio, strings.Join(parts, ", "))
+		fmt.Fprintf(tw, "%s\t%s\t%.1f s\t%.1f s\t%.2f\t%.1f s\t%.2f\t%s\n", r.Run, r.Master, r.PredictedS, r.MeasuredS, r.Ratio,
+			r.ProgramS, r.ProgramRatio, strings.Join(parts, ", "))
 	}
 	tw.Flush()
 	if len(rows) == 0 {
 		return
 	}
-	ratios := make([]float64, len(rows))
+	ratios, program := make([]float64, len(rows)), make([]float64, 0, len(rows))
 	for i, r := range rows {
 		ratios[i] = r.Ratio
+		if r.ProgramRatio > 0 {
+			program = append(program, r.ProgramRatio)
+		}
 	}
-	slices.Sort(ratios)
-	worst := slices.MaxFunc(ratios, func(a, b float64) int {
-		return cmpFloat(math.Abs(math.Log(a)), math.Abs(math.Log(b)))
-	})
-	fmt.Fprintf(w, "measured/predicted: median %.2f, worst %.2f (%d jobs)\n", median(ratios), worst, len(rows))
+	med, worst := spread(ratios)
+	fmt.Fprintf(w, "measured/predicted: median %.2f, worst %.2f (%d jobs)\n", med, worst, len(rows))
+	if len(program) > 0 {
+		med, worst := spread(program)
+		fmt.Fprintf(w, "the program's own run time/predicted: median %.2f, worst %.2f (%d jobs)\n", med, worst, len(program))
+	}
 	free := slices.IndexFunc(rows, func(r lab.Row) bool { return r.Run == "gramvm" })
 	forced := slices.IndexFunc(rows, func(r lab.Row) bool { return r.Run == "gramvm-master-latam-a" })
 	if free >= 0 && forced >= 0 {
@@ -303,13 +308,19 @@ func cmpFloat(a, b float64) int {
 	return 0
 }
 
-// median of sorted values.
-func median(sorted []float64) float64 {
+// spread is the median of ratios and the one farthest from 1 (by its
+// logarithm: 0.5 is as far as 2).
+func spread(ratios []float64) (median, worst float64) {
+	sorted := slices.Sorted(slices.Values(ratios))
 	n := len(sorted)
-	if n%2 == 1 {
-		return sorted[n/2]
+	median = sorted[n/2]
+	if n%2 == 0 {
+		median = (sorted[n/2-1] + sorted[n/2]) / 2
 	}
-	return (sorted[n/2-1] + sorted[n/2]) / 2
+	worst = slices.MaxFunc(sorted, func(a, b float64) int {
+		return cmpFloat(math.Abs(math.Log(a)), math.Abs(math.Log(b)))
+	})
+	return median, worst
 }
 
 func newDemoVMsCmd(e *env) *cobra.Command {

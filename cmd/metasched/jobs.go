@@ -224,6 +224,13 @@ func printJob(w io.Writer, j api.Job) {
 	fmt.Fprintf(tw, "Submitted:\t%s\n", stamp(j.Submitted))
 	fmt.Fprintf(tw, "Updated:\t%s\n", stamp(j.Updated))
 	fmt.Fprintf(tw, "Run time:\tpredicted %s, measured %s, ratio %s\n", seconds(j.PredictedS), seconds(j.MeasuredS), ratio(j.Ratio))
+	if j.ProgramS > 0 {
+		r := 0.0
+		if j.PredictedS > 0 {
+			r = j.ProgramS / j.PredictedS
+		}
+		fmt.Fprintf(tw, "Program:\t%s by its own summary (its master's start to its last result), ratio %s\n", seconds(j.ProgramS), ratio(r))
+	}
 	if j.ExitCode != nil {
 		fmt.Fprintf(tw, "Exit code:\t%d\n", *j.ExitCode)
 	}

@@ -29,6 +29,11 @@ type RunTimes struct {
 	PredictedS float64 `json:"predicted_s,omitempty"`
 	MeasuredS  float64 `json:"measured_s,omitempty"`
 	Ratio      float64 `json:"ratio,omitempty"`
+	// ProgramS is the program's own run time, when it reports one (a
+	// task farm's summary: its master's start to its last result):
+	// MeasuredS less the VMs' contextualization, the program's start and
+	// its end.
+	ProgramS float64 `json:"program_s,omitempty"`
 }
 
 // ClusterTasks is one cluster's share of a job's tasks: predicted by its

@@ -256,8 +256,8 @@ func (run *guestRun) cancelled(ctx context.Context, err error) (Result, error) {
 	return Result{}, fmt.Errorf("job %s: stopped: %w", run.name, ctx.Err())
 }
 
-// start contextualizes every VM and starts the command in each, workers
-// first.
+// start contextualizes every VM and starts the command in each: the
+// workers together, then the master.
 func (run *guestRun) start(ctx context.Context) error {
 	hostfile, _ := guestHostfile(run.r.VMs)
 	hosts := guestHosts(run.r.VMs)
@@ -271,17 +271,32 @@ func (run *guestRun) start(ctx context.Context) error {
 			dirs = append(dirs, path.Join(work, d))
 		}
 	}
-	for _, vm := range order {
-		if run.checkLost(); vm.lost {
-			continue
-		}
-		if err := run.startVM(ctx, vm, dirs, hostfile, hosts, command, maxBytes); err != nil {
-			if run.dropIfLost(vm, err) {
-				continue // a worker lost while the job starts: the others start
+	// The workers start at once, each through its own agent calls (a
+	// guest under a CPU quota answers slowly: one after the other, their
+	// starts would add up before the master's); the master starts last.
+	workers, master := order[:len(order)-1], order[len(order)-1:]
+	for _, group := range [][]*guestVM{workers, master} {
+		run.checkLost()
+		errs := make([]error, len(group))
+		var wg sync.WaitGroup
+		for i, vm := range group {
+			if vm.lost {
+				continue
 			}
-			return err
+			wg.Go(func() { errs[i] = run.startVM(ctx, vm, dirs, hostfile, hosts, command, maxBytes) })
 		}
-		run.log.Info().Str("vm", vm.Name).Str("site", vm.Site).Msg("command started in the VM")
+		wg.Wait()
+		for i, vm := range group {
+			switch {
+			case vm.lost:
+			case errs[i] == nil:
+				run.log.Info().Str("vm", vm.Name).Str("site", vm.Site).Msg("command started in the VM")
+			case run.dropIfLost(vm, errs[i]):
+				// a worker lost while the job starts: the others start
+			default:
+				return errs[i]
+			}
+		}
 	}
 	return nil
 }

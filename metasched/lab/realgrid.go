@@ -109,7 +109,10 @@ type Row struct {
 	PredictedS float64
 	MeasuredS  float64
 	Ratio      float64
-	Clusters   []api.ClusterTasks
+	// ProgramS is the task farm's own run time (its summary's), and
+	// ProgramRatio ProgramS/PredictedS.
+	ProgramS, ProgramRatio float64
+	Clusters               []api.ClusterTasks
 }
 
 // WaitCalibrated waits until every figure of the daemon's calibration is
@@ -181,6 +184,9 @@ func RowOf(r Run, j api.Job) Row {
 	if j.Placement != nil {
 		row.Master = j.Placement.Plan.Master
 	}
+	if row.ProgramS = j.ProgramS; j.PredictedS > 0 {
+		row.ProgramRatio = j.ProgramS / j.PredictedS
+	}
 	return row
 }
 
@@ -198,12 +204,12 @@ func clusterNames(rows []Row) []string {
 }
 
 // WriteCSV writes one row per job: the run, its placement and master,
-// predicted_s, measured_s, their ratio, and per cluster the tasks predicted
-// and done.
+// predicted_s, measured_s, their ratio, the program's own run time and its
+// ratio, and per cluster the tasks predicted and done.
 func WriteCSV(w io.Writer, rows []Row) error {
 	names := clusterNames(rows)
 	cw := csv.NewWriter(w)
-	head := []string{"run", "placement", "master", "job", "predicted_s", "measured_s", "ratio"}
+	head := []string{"run", "placement", "master", "job", "predicted_s", "measured_s", "ratio", "program_s", "program_ratio"}
 	for _, n := range names {
 		head = append(head, "tasks_predicted_"+n, "tasks_done_"+n)
 	}
@@ -212,7 +218,7 @@ func WriteCSV(w io.Writer, rows []Row) error {
 	}
 	f := func(x float64) string { return strconv.FormatFloat(x, 'f', 3, 64) }
 	for _, r := range rows {
-		rec := []string{r.Run, r.Placement, r.Master, r.Job, f(r.PredictedS), f(r.MeasuredS), f(r.Ratio)}
+		rec := []string{r.Run, r.Placement, r.Master, r.Job, f(r.PredictedS), f(r.MeasuredS), f(r.Ratio), f(r.ProgramS), f(r.ProgramRatio)}
 		for _, n := range names {
 			pred, done := "0", "0"
 			if i := slices.IndexFunc(r.Clusters, func(c api.ClusterTasks) bool { return c.Name == n }); i >= 0 {
@@ -242,16 +248,16 @@ func WritePlot(w io.Writer, rows []Row, format string) error {
 	p := plot.New()
 	p.Title.Text = "Real grid (Bertogna et al. §4 on QEMU VMs): predicted and measured run time"
 	p.Y.Label.Text = "run time (s)"
-	pred, meas := make(plotter.Values, len(rows)), make(plotter.Values, len(rows))
+	pred, meas, prog := make(plotter.Values, len(rows)), make(plotter.Values, len(rows)), make(plotter.Values, len(rows))
 	names := make([]string, len(rows))
 	for i, r := range rows {
-		pred[i], meas[i] = r.PredictedS, r.MeasuredS
+		pred[i], meas[i], prog[i] = r.PredictedS, r.MeasuredS, r.ProgramS
 		names[i] = r.Run
 		if r.Master != "" {
 			names[i] += "\n(master " + r.Master + ")"
 		}
 	}
-	width := vg.Points(18)
+	width := vg.Points(14)
 	bp, err := plotter.NewBarChart(pred, width)
 	if err != nil {
 		return fmt.Errorf("lab: plot: %w", err)
@@ -260,13 +266,19 @@ func WritePlot(w io.Writer, rows []Row, format string) error {
 	if err != nil {
 		return fmt.Errorf("lab: plot: %w", err)
 	}
-	bp.Offset, bm.Offset = -width/2, width/2
+	bg, err := plotter.NewBarChart(prog, width)
+	if err != nil {
+		return fmt.Errorf("lab: plot: %w", err)
+	}
+	bp.Offset, bg.Offset, bm.Offset = -width, 0, width
 	bp.Color = color.RGBA{R: 0x44, G: 0x77, B: 0xaa, A: 0xff}
 	bm.Color = color.RGBA{R: 0xcc, G: 0x66, B: 0x44, A: 0xff}
-	bp.LineStyle.Width, bm.LineStyle.Width = 0, 0
-	p.Add(bp, bm)
-	p.Legend.Add("predicted", bp)
-	p.Legend.Add("measured", bm)
+	bg.Color = color.RGBA{R: 0xdd, G: 0xaa, B: 0x33, A: 0xff}
+	bp.LineStyle.Width, bg.LineStyle.Width, bm.LineStyle.Width = 0, 0, 0
+	p.Add(bp, bg, bm)
+	p.Legend.Add("predicted (the plan's T/R)", bp)
+	p.Legend.Add("the task farm's own run", bg)
+	p.Legend.Add("measured (running to done)", bm)
 	p.Legend.Top = true
 	p.NominalX(names...)
 	top := 0.0

@@ -53,14 +53,17 @@ type CreateFailed struct {
 // Exited answers Execute: the job's run ended. Err is set when the executor
 // itself failed; Code is the command's exit code (nil for the emulated
 // executor) and Reason the executor's word on it. TasksDone, when the job's
-// master wrote a task-farm summary, is the tasks its workers did per site.
+// master wrote a task-farm summary, is the tasks its workers did per site,
+// and ProgramSeconds the program's own run time by that summary (its
+// master's start to its last result).
 type Exited struct {
-	Attempt   int
-	Code      *int
-	Reason    string
-	Err       string
-	TasksDone map[string]int
-	At        time.Time
+	Attempt        int
+	Code           *int
+	Reason         string
+	Err            string
+	TasksDone      map[string]int
+	ProgramSeconds float64
+	At             time.Time
 }
 
 // Resume picks up a job that was running when the daemon stopped: the

@@ -48,6 +48,9 @@ type Record struct {
 	// was planned, and done as the task-farm summary of its master says,
 	// once it ended with one.
 	Tasks []ClusterTasks `json:"tasks,omitempty"`
+	// ProgramSeconds is the run time the job's task-farm summary gives:
+	// from its master's start to its last result (0: no summary).
+	ProgramSeconds float64 `json:"program_s,omitempty"`
 	// LostWorkers are the worker VMs the current (or last) attempt of an
 	// elastic job lost and went on without, oldest first: VMs holds the
 	// workers that remain, Placement still what was planned.
@@ -182,6 +185,7 @@ func (j Job) Step(ev Event) (Job, []Action, error) {
 		}
 		if e.TasksDone != nil {
 			j.Record.Tasks = withDone(j.Record.Tasks, e.TasksDone)
+			j.Record.ProgramSeconds = e.ProgramSeconds
 		}
 		switch {
 		case e.Err != "":
@@ -352,7 +356,7 @@ func (j Job) stop(e Stop) (Job, []Action, error) {
 // undo).
 func (j Job) requeue(reason string, stop bool) (Job, []Action, error) {
 	n := j
-	n.Record.VMs, n.Record.Placement, n.Record.Tasks, n.Record.LostWorkers = nil, nil, nil, nil
+	n.Record.VMs, n.Record.Placement, n.Record.Tasks, n.Record.LostWorkers, n.Record.ProgramSeconds = nil, nil, nil, nil, 0
 	n.Record.Started = time.Time{}
 	return n.to(Queued, reason, j.undo(stop)...)
 }
