@@ -31,14 +31,7 @@ import (
 // the master's exit decides.
 func TestGuestExecutor(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		nets := 0
-		td := startDaemon(t, metasched.Options{WrapAgent: func(_ string, a metasched.SiteAgent) metasched.SiteAgent {
-			nets++
-			return &guesttest.Site{SiteAgent: a, Net: nets}
-		}}, func(c *metasched.Config) {
-			c.Executor = metasched.ExecutorConfig{Name: "guest", Poll: 100 * time.Millisecond}
-			c.Policy = metasched.PolicyConfig{Name: "none"}
-		})
+		td := startGuestDaemon(t)
 		d, ctx := td.d, context.Background()
 		submit := scriptSubmitter(t, d)
 		ok, bad := submit("ok", "echo hello"), submit("bad", "exit 3")
@@ -249,4 +242,19 @@ func TestGuestExecutorNeedsGuestAPI(t *testing.T) {
 	if !strings.Contains(err.Error(), "executor: guest: site ") || !strings.Contains(err.Error(), "in-process agent is on libvirt's test driver") {
 		t.Fatalf("error %q does not name the site without a guest API", err)
 	}
+}
+
+// startGuestDaemon starts a daemon with the guest executor (polling every
+// 100 ms) on in-memory guests, site N's VMs on 10.77.N.0/24, and no
+// policy.
+func startGuestDaemon(t *testing.T) *testDaemon {
+	t.Helper()
+	nets := 0
+	return startDaemon(t, metasched.Options{WrapAgent: func(_ string, a metasched.SiteAgent) metasched.SiteAgent {
+		nets++
+		return &guesttest.Site{SiteAgent: a, Net: nets}
+	}}, func(c *metasched.Config) {
+		c.Executor = metasched.ExecutorConfig{Name: "guest", Poll: 100 * time.Millisecond}
+		c.Policy = metasched.PolicyConfig{Name: "none"}
+	})
 }

@@ -13,7 +13,6 @@ import (
 	"github.com/metasched/metasched/gramvm/taskfarm"
 	"github.com/metasched/metasched/metasched"
 	"github.com/metasched/metasched/metasched/api"
-	"github.com/metasched/metasched/metasched/guesttest"
 	"github.com/metasched/metasched/metasched/lifecycle"
 	"github.com/metasched/metasched/metasched/store"
 )
@@ -108,14 +107,7 @@ const farmSummary = `{"tasks":10,"done":10,"workers":[{"name":"w1","site":"latam
 // same.
 func TestPredictedMeasuredGuest(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		nets := 0
-		td := startDaemon(t, metasched.Options{WrapAgent: func(_ string, a metasched.SiteAgent) metasched.SiteAgent {
-			nets++
-			return &guesttest.Site{SiteAgent: a, Net: nets}
-		}}, func(c *metasched.Config) {
-			c.Executor = metasched.ExecutorConfig{Name: "guest", Poll: 100 * time.Millisecond}
-			c.Policy = metasched.PolicyConfig{Name: "none"}
-		})
+		td := startGuestDaemon(t)
 		d, ctx := td.d, context.Background()
 		job := func(name, summary string) string {
 			in, _ := json.Marshal(summary)

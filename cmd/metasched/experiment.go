@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -298,16 +299,6 @@ func printRows(w io.Writer, rows []lab.Row) {
 	}
 }
 
-func cmpFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
 // spread is the median of ratios and the one farthest from 1 (by its
 // logarithm: 0.5 is as far as 2).
 func spread(ratios []float64) (median, worst float64) {
@@ -318,7 +309,7 @@ func spread(ratios []float64) (median, worst float64) {
 		median = (sorted[n/2-1] + sorted[n/2]) / 2
 	}
 	worst = slices.MaxFunc(sorted, func(a, b float64) int {
-		return cmpFloat(math.Abs(math.Log(a)), math.Abs(math.Log(b)))
+		return cmp.Compare(math.Abs(math.Log(a)), math.Abs(math.Log(b)))
 	})
 	return median, worst
 }
