@@ -113,6 +113,8 @@ hosts:
 	}
 	g.write("grid.yaml", tuningGrid)
 	g.dataDir = filepath.Join(g.dir, "daemon")
+	// The calibration measures only on demand: the tuning's hosts and
+	// migrations are the test's alone.
 	g.cfg = g.write("serve.yaml", fmt.Sprintf(`listen: 127.0.0.1:%d
 data_dir: daemon
 grid: grid.yaml
@@ -123,6 +125,7 @@ vm_headroom: {vcpus: 1, memory_mib: 128}
 agents:
 %spolicy: {name: none}
 executor: {name: guest, poll: 250ms}
+calibration: {auto: false}
 `, freePort(t), agents.String()))
 	g.startDaemon()
 	t.Cleanup(g.dumpLogsOnFailure)
