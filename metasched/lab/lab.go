@@ -22,6 +22,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -70,6 +71,10 @@ type Spec struct {
 	// Serve is added to the daemon's configuration (YAML lines, e.g.
 	// "calibration: {max_age: 1h}\n").
 	Serve string
+	// Grid is the daemon's grid file, for a lab whose model says other
+	// than its network (e.g. a site that plans as slow but is not
+	// shaped); every site must be one of its clusters. Empty: GridFile.
+	Grid string
 }
 
 // Pool is a job type of the lab: its VMs' size and the image they boot.
@@ -165,7 +170,27 @@ func (s Spec) check() error {
 			bad(f+".image", "%q is not one of the images", p.Image)
 		}
 	}
+	if s.Grid != "" {
+		g, err := graph.ParseGrid("grid", []byte(s.Grid))
+		if err != nil {
+			bad("grid", "%v", err)
+		} else {
+			for i, st := range s.Sites {
+				if _, ok := g.Index(st.Name); !ok {
+					bad("grid", "sites[%d] %q is none of its clusters", i, st.Name)
+				}
+			}
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// gridFile is the daemon's grid file: Grid, or else GridFile.
+func (s Spec) gridFile() string {
+	if s.Grid != "" {
+		return s.Grid
+	}
+	return s.GridFile()
 }
 
 // Check reports why a lab cannot run on this machine.
@@ -290,6 +315,7 @@ func (l *Lab) writeSite(i int, s Site) (*Agent, error) {
 	if s.CPUQuota > 0 {
 		quota = fmt.Sprintf("cpu_quota: %g\n", s.CPUQuota)
 	}
+	first, last := siteAddresses(i)
 	name := "site-" + s.Name + ".yaml"
 	err = l.write(name, fmt.Sprintf(`site: %s
 listen: 127.0.0.1:%d
@@ -298,9 +324,9 @@ data_dir: agent-%s
 boot_timeout: 3m
 migration_ports: %d-%d
 images: {%s}
-network: {bridge: %s, subnet: 10.77.0.0/16, addresses: 10.77.%d.10-10.77.%d.99}
+network: {bridge: %s, subnet: 10.77.0.0/16, addresses: %s-%s}
 %shosts:
-%s`, s.Name, port, s.Name, lo, lo+7, l.spec.images(), l.grid.Bridge(s.Name), i+1, i+1, quota, hosts.String()))
+%s`, s.Name, port, s.Name, lo, lo+7, l.spec.images(), l.grid.Bridge(s.Name), first, last, quota, hosts.String()))
 	if err != nil {
 		return nil, err
 	}
@@ -348,10 +374,10 @@ func uplink(s Site) float64 {
 
 // writeServe writes the daemon's grid and configuration.
 func (l *Lab) writeServe() error {
-	if _, err := graph.ParseGrid("grid.yaml", []byte(l.spec.GridFile())); err != nil {
+	if _, err := graph.ParseGrid("grid.yaml", []byte(l.spec.gridFile())); err != nil {
 		return fmt.Errorf("lab: the grid file it wrote: %w", err)
 	}
-	if err := l.write("grid.yaml", l.spec.GridFile()); err != nil {
+	if err := l.write("grid.yaml", l.spec.gridFile()); err != nil {
 		return err
 	}
 	port, err := freePort()
@@ -429,6 +455,23 @@ func (l *Lab) until(ctx context.Context, what string, p *Proc, f func(context.Co
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
+}
+
+// siteAddresses are the first and last address of the range the agent of
+// the i-th site gives its VMs: 10.77.(i+1).10 to .99.
+func siteAddresses(i int) (first, last netip.Addr) {
+	return netip.AddrFrom4([4]byte{10, 77, byte(i + 1), 10}), netip.AddrFrom4([4]byte{10, 77, byte(i + 1), 99})
+}
+
+// Addresses are the first and last address of the range a site's VMs
+// take their addresses from; ok is false for a site not in the lab.
+func (l *Lab) Addresses(site string) (first, last netip.Addr, ok bool) {
+	i := slices.IndexFunc(l.spec.Sites, func(s Site) bool { return s.Name == site })
+	if i < 0 {
+		return netip.Addr{}, netip.Addr{}, false
+	}
+	first, last = siteAddresses(i)
+	return first, last, true
 }
 
 // Hosts are the names of every host, site by site.

@@ -2,6 +2,7 @@ package lab
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -88,5 +89,61 @@ met,met,spain,j-2,30.000,33.000,1.100,0.000,0.000,120.0,,0,0
 		if err := WritePlot(&p, rows, format); err != nil || p.Len() == 0 {
 			t.Errorf("plot %s: %d bytes, %v", format, p.Len(), err)
 		}
+	}
+}
+
+// A spec's own grid file is the daemon's, checked: it must parse, and
+// every site must be one of its clusters; without one, the daemon's is
+// the one GridFile derives.
+func TestSpecGrid(t *testing.T) {
+	spec := RealGridSpec("/images/guest")
+	if got := spec.gridFile(); got != spec.GridFile() {
+		t.Errorf("without a grid file of its own the daemon's is\n%s", got)
+	}
+	own := `clusters:
+  - {name: latam-a, machines: 2, cores: 1, memory_mib: 1024, perf: 3e7, lan_mbps: 50, uplink_mbps: 1}
+  - {name: latam-b, machines: 2, cores: 1, memory_mib: 1024, perf: 3e7, lan_mbps: 50, uplink_mbps: 2}
+  - {name: spain, machines: 3, cores: 1, memory_mib: 1024, perf: 6e7, lan_mbps: 100, uplink_mbps: 8}
+links:
+  - {between: [latam-a, spain], mbps: 1, latency_ms: 1}
+  - {between: [latam-b, spain], mbps: 2, latency_ms: 1}
+`
+	spec.Grid = own
+	if err := spec.check(); err != nil {
+		t.Fatal(err)
+	}
+	if spec.gridFile() != own {
+		t.Errorf("the daemon's grid file is not the spec's own:\n%s", spec.gridFile())
+	}
+	for name, grid := range map[string]string{
+		"not a grid":      "clusters: 3\n",
+		"a site missing":  strings.ReplaceAll(own, "latam-b", "latam-c"),
+		"no links at all": "clusters: []\n",
+	} {
+		spec.Grid = grid
+		err := spec.check()
+		if err == nil || !strings.Contains(err.Error(), "lab: grid: ") {
+			t.Errorf("%s: error %v does not name the grid", name, err)
+		}
+	}
+	spec.Grid = strings.ReplaceAll(own, "latam-b", "latam-c")
+	if err := spec.check(); err == nil || !strings.Contains(err.Error(), `sites[1] "latam-b" is none of its clusters`) {
+		t.Errorf("a site missing from the grid file: %v", err)
+	}
+}
+
+// Each site's VMs take their addresses from a range of their own, the
+// i-th site's 10.77.(i+1).10 to .99.
+func TestAddresses(t *testing.T) {
+	l := &Lab{spec: RealGridSpec("/images/guest")}
+	for i, s := range l.spec.Sites {
+		first, last, ok := l.Addresses(s.Name)
+		want := fmt.Sprintf("10.77.%d.10-10.77.%d.99", i+1, i+1)
+		if got := first.String() + "-" + last.String(); !ok || got != want {
+			t.Errorf("site %s: %s (%t), want %s", s.Name, got, ok, want)
+		}
+	}
+	if _, _, ok := l.Addresses("nowhere"); ok {
+		t.Error("a site not in the lab has addresses")
 	}
 }
