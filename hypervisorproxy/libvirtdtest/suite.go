@@ -27,6 +27,11 @@ var (
 // suiteLockFile is the lock's file name in os.TempDir().
 const suiteLockFile = "metasched-libvirtdtest.lock"
 
+// LockSuite waits for the suite lock (at once when this process holds it):
+// for a caller that starts daemons with Start under a deadline of its own,
+// so that the wait for another test binary's suite is not counted in it.
+func LockSuite() error { return lockSuite() }
+
 // lockSuite waits for the lock, once per process.
 func lockSuite() error {
 	suiteOnce.Do(func() {

@@ -10,10 +10,11 @@ import (
 	"testing"
 )
 
-// TestSuiteLock: once a test binary has started a daemon, another process
-// cannot take the suite lock until this one exits.
+// TestSuiteLock: once a test binary has started a daemon (or waited for
+// the lock with LockSuite), another process cannot take the suite lock
+// until this one exits.
 func TestSuiteLock(t *testing.T) {
-	if err := lockSuite(); err != nil {
+	if err := LockSuite(); err != nil {
 		t.Fatal(err)
 	}
 	f, err := os.Open(filepath.Join(os.TempDir(), suiteLockFile))

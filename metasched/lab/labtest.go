@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/metasched/metasched/hypervisorproxy/libvirtdtest"
 )
 
 // StartTimeout bounds StartT's start of a lab: a bound against a hang
@@ -12,7 +14,8 @@ import (
 // a measure.
 const StartTimeout = 10 * time.Minute
 
-// StartT starts a lab for a test: opt.Dir defaults to a directory of the
+// StartT starts a lab for a test, once the test binary holds the QEMU
+// suites' lock (see libvirtdtest): opt.Dir defaults to a directory of the
 // test's, opt.Logf to t.Logf. When the test ends it prints the end of
 // every log of the lab's processes if the test failed, then closes the
 // lab (everything stopped by PID); a failed start fails the test.
@@ -23,6 +26,11 @@ func StartT(t testing.TB, spec Spec, opt Options) *Lab {
 	}
 	if opt.Logf == nil {
 		opt.Logf = t.Logf
+	}
+	// The wait for another test binary's QEMU suite is not part of the
+	// start (libvirtdtest.Start would count it in each host's deadline).
+	if err := libvirtdtest.LockSuite(); err != nil {
+		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), StartTimeout)
 	defer cancel()
