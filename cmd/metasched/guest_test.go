@@ -6,274 +6,122 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net/http"
+	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/metasched/metasched/gramvm/taskfarm"
 	"github.com/metasched/metasched/graph"
 	hp "github.com/metasched/metasched/hypervisorproxy"
-	hpclient "github.com/metasched/metasched/hypervisorproxy/client"
 	"github.com/metasched/metasched/hypervisorproxy/image"
-	"github.com/metasched/metasched/hypervisorproxy/libvirtdtest"
-	"github.com/metasched/metasched/hypervisorproxy/netlab"
 	"github.com/metasched/metasched/metasched"
 	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/client"
+	"github.com/metasched/metasched/metasched/lab"
 	"github.com/metasched/metasched/metasched/lifecycle"
 	"github.com/metasched/metasched/selection"
 )
 
-// The grid of the tests that run jobs inside booted guests: two sites, a
-// and b, whose bridges are joined by a link shaped to 20 Mbit/s in a
-// network namespace of their own; three root libvirtds in it (hosts a-1
-// and a-2 of site a, b-1 of site b); the bundled guest image; one agent
-// per site and the daemon, both the real binary, the daemon with the
-// guest executor. Every VM is 1 vCPU and 128 MiB; every host holds one VM
-// of a job.
+// The grid of the tests that run jobs inside booted guests, a lab (package
+// metasched/lab): two sites, a and b, whose bridges are joined through
+// the lab's wan, each site's uplink shaped to 20 Mbit/s, in a network
+// namespace of their own; three root libvirtds in it (hosts a-1 and a-2
+// of site a, b-1 of site b); the bundled guest image; one agent per site
+// and the daemon, both the real binary, the daemon with the guest
+// executor. Every VM is 1 vCPU and 128 MiB; every host holds one VM of a
+// job.
 
-// guestSites are the sites of the guest grid and their hosts.
-var guestSites = []struct {
-	name      string
-	hosts     []string
-	addresses string
-}{
-	{"a", []string{"a-1", "a-2"}, "10.77.1.10-10.77.1.99"},
-	{"b", []string{"b-1"}, "10.77.2.10-10.77.2.99"},
+// guestGridSites are the sites of the guest grid, as the grid file says
+// of them: one core and 1 GiB per machine, 1e9 operations/s, a gigabit
+// LAN and a 20 Mbit/s uplink (the link between a and b).
+var guestGridSites = []lab.Site{
+	{Name: "a", Hosts: 2, UplinkMbit: 20, Perf: 1e9, LANMbps: 1000, Cores: 1, MemoryMiB: 1024},
+	{Name: "b", Hosts: 1, UplinkMbit: 20, Perf: 1e9, LANMbps: 1000, Cores: 1, MemoryMiB: 1024},
 }
 
-// guestBootTimeout bounds a boot under TCG on this loaded machine: a bound
-// against a guest that never comes up, not a measure.
-const guestBootTimeout = 3 * time.Minute
-
-// guestGrid is a running guest grid.
+// guestGrid is a running lab and the test that checks it.
 type guestGrid struct {
-	t       *testing.T // the (sub)test that checks
-	top     *testing.T // the test that owns the processes
-	bin     string
-	dir     string
-	token   string
-	grid    *netlab.Grid
-	libvirt map[string]*libvirtdtest.Daemon // by host
-	agents  map[string]*agentProc           // by site
-	cfg     string                          // the daemon's configuration
-	dataDir string
-	logs    []string
-	d       *servedDaemon
-	c       *client.Client
-	runs    int
+	t   *testing.T // the (sub)test that checks
+	lab *lab.Lab
+	dir string         // the lab's directory
+	c   *client.Client // the daemon's client, renewed when it restarts
 }
 
-// agentProc is one run of `metasched agent` (the real binary).
-type agentProc struct {
-	site, cfg, log string
-	url            string
-	cmd            *exec.Cmd
-	done           chan struct{}
-	c              *hpclient.Client
+// buildGuestImage builds the bundled guest image with the task farm into
+// dir/image, beside the lab's files, and returns it.
+func buildGuestImage(t *testing.T, dir string) *image.Image {
+	t.Helper()
+	tf := buildTaskFarm(t, t.TempDir())
+	res, err := image.Build(context.Background(), image.Options{Out: filepath.Join(dir, "image"), TaskFarm: tf})
+	if err != nil {
+		t.Fatalf("image: %v", err)
+	}
+	t.Logf("guest image: kernel %s", res.Image.KernelRelease)
+	return res.Image
 }
 
 // startGuestGrid starts the grid; everything stops when the test ends,
-// the daemons by PID.
+// by PID, after the end of every log is printed if the test failed.
 func startGuestGrid(t *testing.T) *guestGrid {
 	t.Helper()
-	if err := libvirtdtest.Check(); err != nil {
+	if err := lab.Check(); err != nil {
 		t.Fatal(err)
 	}
-	if err := netlab.Check(); err != nil {
-		t.Fatal(err)
-	}
-	g := &guestGrid{t: t, top: t, bin: buildBinary(t), dir: t.TempDir(), token: "guest-grid-token",
-		libvirt: map[string]*libvirtdtest.Daemon{}, agents: map[string]*agentProc{}}
-	g.grid = netlab.NewGridT(t, netlab.GridOptions{Sites: []string{"a", "b"},
-		Links: []netlab.Link{{A: "a", B: "b", Options: netlab.Options{RateMbit: 20}}}})
-
-	// The daemons and the image, in parallel.
-	taskfarm := buildTaskFarm(t, t.TempDir())
-	var (
-		wg  sync.WaitGroup
-		mu  sync.Mutex
-		img *image.Image
-	)
-	for _, s := range guestSites {
-		for _, h := range s.hosts {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				d := libvirtdtest.StartT(t, libvirtdtest.Options{Root: true, NetNS: g.grid.Namespace()})
-				mu.Lock()
-				g.libvirt[h] = d
-				mu.Unlock()
-			}()
-		}
-	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		res, err := image.Build(context.Background(), image.Options{Out: filepath.Join(g.dir, "image"), TaskFarm: taskfarm})
-		if err != nil {
-			t.Errorf("image: %v", err)
-			return
-		}
-		img = res.Image
-	}()
-	wg.Wait()
-	if t.Failed() {
-		t.FailNow()
-	}
-	t.Logf("guest image: kernel %s", img.KernelRelease)
+	bin, dir := buildBinary(t), t.TempDir()
+	img := buildGuestImage(t, dir)
 	// An image whose kernel panics (its initramfs is junk): it never boots.
-	if _, err := img.CopyTo(filepath.Join(g.dir, "image-broken"), map[string][]byte{"initrd.img": []byte(strings.Repeat("not an initramfs\n", 1000))}); err != nil {
+	if _, err := img.CopyTo(filepath.Join(dir, "image-broken"), map[string][]byte{"initrd.img": []byte(strings.Repeat("not an initramfs\n", 1000))}); err != nil {
 		t.Fatal(err)
 	}
-	g.write("token", g.token+"\n")
-
-	// The agents.
-	lo, _ := libvirtdtest.FreePortRange(t, 16)
-	for i, s := range guestSites {
-		var hosts strings.Builder
-		for _, h := range s.hosts {
-			fmt.Fprintf(&hosts, "  - {name: %s, uri: %q, pool: farm, migration_address: 127.0.0.1}\n", h, g.libvirt[h].URI())
-		}
-		port := freePort(t)
-		cfg := g.write("site-"+s.name+".yaml", fmt.Sprintf(`site: %s
-listen: 127.0.0.1:%d
-token_file: token
-data_dir: agent-%s
-boot_timeout: %s
-migration_ports: %d-%d
-images: {guest: image, broken: image-broken}
-network: {bridge: %s, subnet: 10.77.0.0/16, addresses: %s}
-hosts:
-%s`, s.name, port, s.name, guestBootTimeout, lo+8*i, lo+8*i+7, g.grid.Bridge(s.name), s.addresses, hosts.String()))
-		a := &agentProc{site: s.name, cfg: cfg, url: fmt.Sprintf("http://127.0.0.1:%d", port)}
-		a.c = hpclient.New(a.url, g.token)
-		g.agents[s.name] = a
-		g.startAgent(a)
+	spec := lab.Spec{
+		Sites: guestGridSites,
+		Pools: []lab.Pool{{Name: "farm", VCPUs: 1, MemoryMiB: 128, Image: "guest"},
+			{Name: "broken", VCPUs: 1, MemoryMiB: 128, Image: "broken"}},
+		Images: map[string]string{"guest": filepath.Join(dir, "image"), "broken": filepath.Join(dir, "image-broken")},
+		// The calibration measures only on demand (its own subtest asks
+		// for it): the other tests count and check the jobs' VMs alone.
+		Serve: "calibration: {auto: false, bench_seconds: 2, probe_bytes: 4194304}\n",
 	}
-
-	// The daemon.
-	g.write("grid.yaml", `clusters:
-  - {name: a, machines: 2, cores: 1, memory_mib: 1024, perf: 1.0e9, lan_mbps: 1000, uplink_mbps: 20}
-  - {name: b, machines: 1, cores: 1, memory_mib: 1024, perf: 1.0e9, lan_mbps: 1000, uplink_mbps: 20}
-links:
-  - {between: [a, b], mbps: 20, latency_ms: 1}
-`)
-	g.dataDir = filepath.Join(g.dir, "daemon")
-	// The calibration measures only on demand (its own subtest asks for
-	// it): the other tests count and check the jobs' VMs alone.
-	g.cfg = g.write("serve.yaml", fmt.Sprintf(`listen: 127.0.0.1:%d
-data_dir: daemon
-grid: grid.yaml
-job_types:
-  - {name: farm, vm: {vcpus: 1, memory_mib: 128}, image: guest}
-  - {name: broken, vm: {vcpus: 1, memory_mib: 128}, image: broken}
-min_pool_hosts: 0
-agents:
-  - {site: a, address: %s, token_file: token}
-  - {site: b, address: %s, token_file: token}
-policy: {name: none}
-executor: {name: guest, poll: 250ms}
-calibration: {auto: false, bench_seconds: 2, probe_bytes: 4194304}
-`, freePort(t), g.agents["a"].url, g.agents["b"].url))
-	g.startDaemon()
-	t.Cleanup(g.dumpLogsOnFailure)
-	return g
+	l := lab.StartT(t, spec, lab.Options{Binary: bin, Dir: dir})
+	return &guestGrid{t: t, lab: l, dir: dir, c: l.Client}
 }
 
-// write writes a file of the grid's directory and returns its path.
-func (g *guestGrid) write(name, data string) string {
+// startAgent runs a site's agent again and waits until it answers.
+func (g *guestGrid) startAgent(site string) {
 	g.t.Helper()
-	p := filepath.Join(g.dir, name)
-	if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := g.lab.StartAgent(ctx, g.lab.Agents[site]); err != nil {
 		g.t.Fatal(err)
 	}
-	return p
 }
 
-// startAgent runs the agent and waits until it answers.
-func (g *guestGrid) startAgent(a *agentProc) {
-	t := g.t
-	t.Helper()
-	a.log = filepath.Join(g.dir, fmt.Sprintf("agent-%s-%d.log", a.site, len(g.logs)))
-	g.logs = append(g.logs, a.log)
-	f, err := os.Create(a.log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.cmd = exec.Command(g.bin, "agent", "--config", a.cfg, "--log-format", "json")
-	a.cmd.Dir = g.dir
-	a.cmd.Stdout, a.cmd.Stderr = f, f
-	if err := a.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	a.done = make(chan struct{})
-	go func() { _ = a.cmd.Wait(); f.Close(); close(a.done) }()
-	cmd, done := a.cmd, a.done
-	g.top.Cleanup(func() {
-		select {
-		case <-done:
-			return
-		default:
-		}
-		_ = cmd.Process.Signal(syscall.SIGTERM) // by PID: this test's own child
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-	})
-	g.eventually(time.Minute, "agent "+a.site+" answers", func(ctx context.Context) (string, bool) {
-		_, err := a.c.Healthz(ctx)
-		select {
-		case <-done:
-			t.Fatalf("agent %s exited: %v\n%s", a.site, cmd.ProcessState, readTail(a.log))
-		default:
-		}
-		return fmt.Sprint(err), err == nil
-	})
-}
-
-// killAgent ends the agent with SIGKILL.
-func (g *guestGrid) killAgent(a *agentProc) {
+// killAgent ends a site's agent with SIGKILL.
+func (g *guestGrid) killAgent(site string) {
 	g.t.Helper()
-	if err := a.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		g.t.Fatal(err)
-	}
-	<-a.done
-	g.t.Logf("agent %s killed (SIGKILL)", a.site)
+	g.lab.Agents[site].Proc.Kill()
+	g.t.Logf("agent %s killed (SIGKILL)", site)
 }
 
-// startDaemon runs the daemon and a client for it.
+// startDaemon runs the daemon again and renews the client.
 func (g *guestGrid) startDaemon() {
-	t := g.t
-	g.runs++
-	logPath := filepath.Join(g.dir, fmt.Sprintf("daemon-%d.log", g.runs))
-	g.logs = append(g.logs, logPath)
-	g.d = startServe(g.top, g.bin, g.dir, logPath, "--config", g.cfg, "--log-format", "json")
-	tok, err := os.ReadFile(filepath.Join(g.dataDir, "token"))
-	if err != nil {
-		t.Fatal(err)
+	g.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := g.lab.StartDaemon(ctx); err != nil {
+		g.t.Fatal(err)
 	}
-	hc := &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-	g.c = client.New(g.d.base, strings.TrimSpace(string(tok))).WithHTTPClient(hc)
+	g.c = g.lab.Client
 }
 
 // killDaemon ends the daemon with SIGKILL.
 func (g *guestGrid) killDaemon() {
 	g.t.Helper()
-	if err := g.d.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		g.t.Fatal(err)
-	}
-	<-g.d.done
+	g.lab.Daemon.Kill()
 	g.t.Log("daemon killed (SIGKILL)")
 }
 
@@ -344,16 +192,16 @@ func (g *guestGrid) nothingLeft() {
 	g.t.Helper()
 	g.eventually(2*time.Minute, "nothing left", func(ctx context.Context) (string, bool) {
 		var left []string
-		for h, d := range g.libvirt {
+		for h, d := range g.lab.Libvirt {
 			pids, err := d.GuestPIDs()
 			if err != nil || len(pids) > 0 {
 				left = append(left, fmt.Sprintf("QEMU on %s: %v %v", h, pids, err))
 			}
 		}
-		for _, a := range g.agents {
-			inv, err := a.c.Inventory(ctx)
+		for _, a := range g.lab.Agents {
+			inv, err := a.Client.Inventory(ctx)
 			if err != nil {
-				left = append(left, fmt.Sprintf("agent %s: %v", a.site, err))
+				left = append(left, fmt.Sprintf("agent %s: %v", a.Site, err))
 				continue
 			}
 			for _, h := range inv.Hosts {
@@ -361,7 +209,7 @@ func (g *guestGrid) nothingLeft() {
 					left = append(left, fmt.Sprintf("vm %s on %s (%s)", v.Name, h.Name, v.Address))
 				}
 			}
-			rec, err := os.ReadFile(filepath.Join(g.dir, "agent-"+a.site, "agent.json"))
+			rec, err := os.ReadFile(filepath.Join(g.dir, "agent-"+a.Site, "agent.json"))
 			if errors.Is(err, fs.ErrNotExist) {
 				continue // an agent that never made a VM (a case run alone)
 			}
@@ -374,33 +222,11 @@ func (g *guestGrid) nothingLeft() {
 				Addresses map[string]string `json:"addresses"`
 			}
 			if err := json.Unmarshal(rec, &r); err != nil || len(r.VMs) > 0 || len(r.Addresses) > 0 {
-				left = append(left, fmt.Sprintf("agent %s record: %s", a.site, rec))
+				left = append(left, fmt.Sprintf("agent %s record: %s", a.Site, rec))
 			}
 		}
 		return strings.Join(left, "; "), len(left) == 0
 	})
-}
-
-// dumpLogsOnFailure prints the end of every log of a failed test.
-func (g *guestGrid) dumpLogsOnFailure() {
-	if !g.top.Failed() {
-		return
-	}
-	for _, p := range g.logs {
-		g.top.Logf("--- %s:\n%s", filepath.Base(p), readTail(p))
-	}
-}
-
-// readTail is the end of a file.
-func readTail(path string) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err.Error()
-	}
-	if len(b) > 12000 {
-		b = b[len(b)-12000:]
-	}
-	return string(b)
 }
 
 // helloJob is the example job examples/job-hello-guests.yaml, named
@@ -477,10 +303,6 @@ func (g *guestGrid) checkHello(j api.Job, log string) {
 	sites := map[string]bool{}
 	for _, v := range j.VMs {
 		sites[v.Site] = true
-		prefix := "10.77.1."
-		if v.Site == "b" {
-			prefix = "10.77.2."
-		}
 		line := ""
 		for _, l := range strings.Split(log, "\n") {
 			if strings.Contains(l, "vm="+v.Name+" ") {
@@ -495,10 +317,13 @@ func (g *guestGrid) checkHello(j api.Job, log string) {
 		if v.Master {
 			role = "master"
 		}
-		for _, want := range []string{v.Name, "kernel=" + img.KernelRelease + " ", "address=" + prefix, "role=" + role, "job=" + j.ID} {
+		for _, want := range []string{v.Name, "kernel=" + img.KernelRelease + " ", "role=" + role, "job=" + j.ID} {
 			if !strings.Contains(line, want) {
 				t.Errorf("vm %s: line %q does not say %q", v.Name, line, want)
 			}
+		}
+		if !g.inSiteRange(v.Site, line) {
+			t.Errorf("vm %s: line %q does not say an address of site %s's range", v.Name, line, v.Site)
 		}
 		if !strings.HasPrefix(line, v.Name) {
 			t.Errorf("vm %s: line %q is not prefixed with the VM's name", v.Name, line)
@@ -510,6 +335,23 @@ func (g *guestGrid) checkHello(j api.Job, log string) {
 	if len(j.VMs) < 3 || !sites["a"] || !sites["b"] {
 		t.Errorf("the job ran on %d VMs of sites %v, want 3 or more on both sites", len(j.VMs), sites)
 	}
+}
+
+// inSiteRange says whether a helloJob's line says an address (address=IP/BITS)
+// within the range the lab gives the site's VMs.
+func (g *guestGrid) inSiteRange(site, line string) bool {
+	first, last, ok := g.lab.Addresses(site)
+	_, rest, found := strings.Cut(line, " address=")
+	if !ok || !found {
+		return false
+	}
+	field, _, _ := strings.Cut(rest, " ")
+	p, err := netip.ParsePrefix(field)
+	if err != nil {
+		return false
+	}
+	a := p.Addr()
+	return a.Compare(first) >= 0 && a.Compare(last) <= 0
 }
 
 // checkTaskFarm checks the summary a task-farm job's master kept as its
@@ -740,9 +582,9 @@ func TestGuestGrid(t *testing.T) {
 				site = v.Site // the master's agent: the one the job's end is read through
 			}
 		}
-		g.killAgent(g.agents[site])
+		g.killAgent(site)
 		time.Sleep(2 * time.Second)
-		g.startAgent(g.agents[site])
+		g.startAgent(site)
 		g.doneOnce(j.ID, true)
 	})
 
@@ -762,7 +604,7 @@ func TestGuestGrid(t *testing.T) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
-		m, err := g.agents["a"].c.Migrate(ctx, vm.Name, to)
+		m, err := g.lab.Agents["a"].Client.Migrate(ctx, vm.Name, to)
 		if err != nil {
 			t.Fatalf("migrate %s to %s: %v", vm.Name, to, err)
 		}

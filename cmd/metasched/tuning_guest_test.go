@@ -7,36 +7,31 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	hp "github.com/metasched/metasched/hypervisorproxy"
 	hpclient "github.com/metasched/metasched/hypervisorproxy/client"
-	"github.com/metasched/metasched/hypervisorproxy/image"
-	"github.com/metasched/metasched/hypervisorproxy/libvirtdtest"
-	"github.com/metasched/metasched/hypervisorproxy/netlab"
 	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/client"
+	"github.com/metasched/metasched/metasched/lab"
 	"github.com/metasched/metasched/metasched/lifecycle"
 )
 
-// The grid of TestGuestTuning: three sites of QEMU hosts (each a root
-// libvirtd, 2 CPUs as this machine has), one agent per site and the
-// daemon, all the real binary, with the guest executor. home (one host,
-// slower machines) and far (two hosts) are well connected; side (two
-// hosts) is behind a 1 Mbit/s uplink, too slow for a communication-heavy
-// job. VMs are created with one vCPU and 128 MiB of headroom (and 256 MiB
-// of memory: the bundled image's kernel, booted able to take more memory,
+// The grid of TestGuestTuning, a lab (package metasched/lab): three sites
+// of QEMU hosts (each a root libvirtd, 2 CPUs as this machine has), one
+// agent per site and the daemon, all the real binary, with the guest
+// executor. home (one host, slower machines) and far (two hosts) are well
+// connected; side (two hosts) is, for the model, behind a 1 Mbit/s
+// uplink, too slow for a communication-heavy job (no uplink is shaped:
+// the scenario's jobs only sleep, and the grid file alone decides). VMs
+// are created with one vCPU and 128 MiB of headroom (and 256 MiB of
+// memory: the bundled image's kernel, booted able to take more memory,
 // panicked in 128 MiB, "System is deadlocked on memory").
-var tuningSites = []struct {
-	name      string
-	hosts     []string
-	addresses string
-}{
-	{"home", []string{"home-0"}, "10.77.1.10-10.77.1.99"},
-	{"far", []string{"far-0", "far-1"}, "10.77.2.10-10.77.2.99"},
-	{"side", []string{"side-0", "side-1"}, "10.77.3.10-10.77.3.99"},
+var tuningSites = []lab.Site{
+	{Name: "home", Hosts: 1, Perf: 8e8, LANMbps: 1000, Cores: 2, MemoryMiB: 4096},
+	{Name: "far", Hosts: 2, Perf: 1e9, LANMbps: 1000, Cores: 2, MemoryMiB: 4096},
+	{Name: "side", Hosts: 2, Perf: 1e9, LANMbps: 1000, Cores: 2, MemoryMiB: 4096},
 }
 
 const tuningGrid = `clusters:
@@ -49,87 +44,24 @@ links:
 `
 
 // startTuningGrid starts the grid of TestGuestTuning; everything stops
-// when the test ends, the daemons by PID.
+// when the test ends, by PID.
 func startTuningGrid(t *testing.T) *guestGrid {
 	t.Helper()
-	if err := libvirtdtest.Check(); err != nil {
+	if err := lab.Check(); err != nil {
 		t.Fatal(err)
 	}
-	if err := netlab.Check(); err != nil {
-		t.Fatal(err)
-	}
-	g := &guestGrid{t: t, top: t, bin: buildBinary(t), dir: t.TempDir(), token: "tuning-grid-token",
-		libvirt: map[string]*libvirtdtest.Daemon{}, agents: map[string]*agentProc{}}
-	g.grid = netlab.NewGridT(t, netlab.GridOptions{Sites: []string{"home", "far", "side"},
-		Links: []netlab.Link{{A: "home", B: "far"}, {A: "home", B: "side"}}})
-	var (
-		wg sync.WaitGroup
-		mu sync.Mutex
-	)
-	for _, s := range tuningSites {
-		for _, h := range s.hosts {
-			wg.Go(func() {
-				d := libvirtdtest.StartT(t, libvirtdtest.Options{Root: true, NetNS: g.grid.Namespace()})
-				mu.Lock()
-				g.libvirt[h] = d
-				mu.Unlock()
-			})
-		}
-	}
-	tf := buildTaskFarm(t, t.TempDir())
-	wg.Go(func() {
-		if _, err := image.Build(context.Background(), image.Options{Out: filepath.Join(g.dir, "image"), TaskFarm: tf}); err != nil {
-			t.Errorf("image: %v", err)
-		}
-	})
-	wg.Wait()
-	if t.Failed() {
-		t.FailNow()
-	}
-	g.write("token", g.token+"\n")
-	lo, _ := libvirtdtest.FreePortRange(t, 8*len(tuningSites))
-	var agents strings.Builder
-	for i, s := range tuningSites {
-		var hosts strings.Builder
-		for _, h := range s.hosts {
-			fmt.Fprintf(&hosts, "  - {name: %s, uri: %q, pool: farm, migration_address: 127.0.0.1}\n", h, g.libvirt[h].URI())
-		}
-		port := freePort(t)
-		cfg := g.write("site-"+s.name+".yaml", fmt.Sprintf(`site: %s
-listen: 127.0.0.1:%d
-token_file: token
-data_dir: agent-%s
-boot_timeout: %s
-migration_ports: %d-%d
-images: {guest: image}
-network: {bridge: %s, subnet: 10.77.0.0/16, addresses: %s}
-hosts:
-%s`, s.name, port, s.name, guestBootTimeout, lo+8*i, lo+8*i+7, g.grid.Bridge(s.name), s.addresses, hosts.String()))
-		a := &agentProc{site: s.name, cfg: cfg, url: fmt.Sprintf("http://127.0.0.1:%d", port)}
-		a.c = hpclient.New(a.url, g.token)
-		g.agents[s.name] = a
-		g.startAgent(a)
-		fmt.Fprintf(&agents, "  - {site: %s, address: %s, token_file: token}\n", s.name, a.url)
-	}
-	g.write("grid.yaml", tuningGrid)
-	g.dataDir = filepath.Join(g.dir, "daemon")
-	// The calibration measures only on demand: the tuning's hosts and
-	// migrations are the test's alone.
-	g.cfg = g.write("serve.yaml", fmt.Sprintf(`listen: 127.0.0.1:%d
-data_dir: daemon
-grid: grid.yaml
-job_types:
-  - {name: farm, vm: {vcpus: 1, memory_mib: 256}, image: guest}
-min_pool_hosts: 0
-vm_headroom: {vcpus: 1, memory_mib: 128}
-agents:
-%spolicy: {name: none}
-executor: {name: guest, poll: 250ms}
-calibration: {auto: false}
-`, freePort(t), agents.String()))
-	g.startDaemon()
-	t.Cleanup(g.dumpLogsOnFailure)
-	return g
+	bin, dir := buildBinary(t), t.TempDir()
+	buildGuestImage(t, dir)
+	l := lab.StartT(t, lab.Spec{
+		Sites:  tuningSites,
+		Pools:  []lab.Pool{{Name: "farm", VCPUs: 1, MemoryMiB: 256, Image: "guest"}},
+		Images: map[string]string{"guest": filepath.Join(dir, "image")},
+		// The calibration measures only on demand: the tuning's hosts and
+		// migrations are the test's alone.
+		Serve: "vm_headroom: {vcpus: 1, memory_mib: 128}\ncalibration: {auto: false}\n",
+		Grid:  tuningGrid,
+	}, lab.Options{Binary: bin, Dir: dir})
+	return &guestGrid{t: t, lab: l, dir: dir, c: l.Client}
 }
 
 // TestGuestTuning: bandwidth tuning and resizes on booted guests, through
@@ -231,13 +163,13 @@ func TestGuestTuning(t *testing.T) {
 		t.Errorf("the fresh job's VMs are %+v: want one on %s, which the migration emptied", f.VMs, move.From)
 	}
 	// The migrated worker's QEMU process moved, and the guest goes on.
-	if pids, err := g.libvirt[move.From].GuestPIDs(); err != nil || pids[move.VM] != 0 {
+	if pids, err := g.lab.Libvirt[move.From].GuestPIDs(); err != nil || pids[move.VM] != 0 {
 		t.Errorf("QEMU of %s still on %s: %v, %v", move.VM, move.From, pids, err)
 	}
-	if pids, err := g.libvirt[move.To].GuestPIDs(); err != nil || pids[move.VM] == 0 {
+	if pids, err := g.lab.Libvirt[move.To].GuestPIDs(); err != nil || pids[move.VM] == 0 {
 		t.Errorf("no QEMU of %s on %s: %v, %v", move.VM, move.To, pids, err)
 	}
-	if st := guestExec(t, g.agents["far"].c, move.VM, "echo still here"); strings.TrimSpace(st) != "still here" {
+	if st := guestExec(t, g.lab.Agents["far"].Client, move.VM, "echo still here"); strings.TrimSpace(st) != "still here" {
 		t.Errorf("the migrated guest answered %q", st)
 	}
 	if h, err := g.job(ctx, heavy.ID); err != nil || h.State != lifecycle.Running {
@@ -271,7 +203,7 @@ func TestGuestTuning(t *testing.T) {
 		}
 	}
 	seen := func() (cpus, kib int) {
-		f := strings.Fields(guestExec(t, g.agents["home"].c, master.Name,
+		f := strings.Fields(guestExec(t, g.lab.Agents["home"].Client, master.Name,
 			"grep -c ^processor /proc/cpuinfo; sed -n 's/^MemTotal: *\\([0-9]*\\) kB/\\1/p' /proc/meminfo"))
 		if len(f) != 2 {
 			t.Fatalf("the guest answered %q", f)
