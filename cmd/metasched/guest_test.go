@@ -53,7 +53,7 @@ type guestGrid struct {
 
 // buildGuestImage builds the bundled guest image with the task farm into
 // dir/image, beside the lab's files, and returns it.
-func buildGuestImage(t *testing.T, dir string) *image.Image {
+func buildGuestImage(t testing.TB, dir string) *image.Image {
 	t.Helper()
 	tf := buildTaskFarm(t, t.TempDir())
 	res, err := image.Build(context.Background(), image.Options{Out: filepath.Join(dir, "image"), TaskFarm: tf})

@@ -15,7 +15,7 @@ import (
 )
 
 // buildBinary builds the real metasched binary into a temporary directory.
-func buildBinary(t *testing.T) string {
+func buildBinary(t testing.TB) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "metasched")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
@@ -27,7 +27,7 @@ func buildBinary(t *testing.T) string {
 // buildTaskFarm builds the task farm static (as make build does) into
 // dir, where metasched image build finds it beside a metasched binary
 // built there, and returns its path.
-func buildTaskFarm(t *testing.T, dir string) string {
+func buildTaskFarm(t testing.TB, dir string) string {
 	t.Helper()
 	bin := filepath.Join(dir, "taskfarm")
 	cmd := exec.Command("go", "build", "-o", bin, "../taskfarm")

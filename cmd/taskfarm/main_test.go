@@ -179,9 +179,9 @@ func TestRunLoopback(t *testing.T) {
 	if mcode != 0 || codes[0] != 0 || codes[1] != 0 {
 		t.Fatalf("exit codes: master %d (%s), workers %v %v", mcode, merr, codes, errs)
 	}
-	line, ok := strings.CutPrefix(strings.TrimSpace(mout), SummaryLinePrefix)
+	line, ok := strings.CutPrefix(strings.TrimSpace(mout), taskfarm.SummaryLinePrefix)
 	if !ok || strings.Count(mout, "\n") != 1 {
-		t.Fatalf("master's stdout %q: want one line %q...", mout, SummaryLinePrefix)
+		t.Fatalf("master's stdout %q: want one line %q...", mout, taskfarm.SummaryLinePrefix)
 	}
 	file, err := os.ReadFile(filepath.Join(dir, taskfarm.SummaryFile))
 	if err != nil {

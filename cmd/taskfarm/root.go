@@ -44,9 +44,6 @@ const (
 	envJobID    = "METASCHED_JOB_ID"
 )
 
-// SummaryLinePrefix starts the line the master prints with its summary.
-const SummaryLinePrefix = "taskfarm-summary: "
-
 // DefaultSinkPort is the sink's port when --port is not given.
 const DefaultSinkPort = 7421
 
@@ -287,7 +284,7 @@ func runMaster(ctx context.Context, e *env, cfg taskfarm.MasterConfig, port int)
 	if err := writeFileAtomic(filepath.Join(e.dir, taskfarm.SummaryFile), append(data, '\n')); err != nil {
 		return fmt.Errorf("master: the summary: %w", err)
 	}
-	fmt.Fprintf(e.stdout, "%s%s\n", SummaryLinePrefix, data)
+	fmt.Fprintf(e.stdout, "%s%s\n", taskfarm.SummaryLinePrefix, data)
 	return nil
 }
 

@@ -14,6 +14,10 @@ import (
 // working directory when the run ends.
 const SummaryFile = "taskfarm-summary.json"
 
+// SummaryLinePrefix starts the line the master prints on its standard
+// output with its summary, as JSON.
+const SummaryLinePrefix = "taskfarm-summary: "
+
 // MaxSummaryBytes bounds a summary that ParseSummary reads.
 const MaxSummaryBytes = 1 << 20
 

@@ -73,25 +73,33 @@ func FreePort(tb testing.TB) int {
 // hi, that were all free when asked (for an agent's migration_ports).
 func FreePortRange(tb testing.TB, n int) (lo, hi int) {
 	tb.Helper()
+	lo, err := FindFreePortRange(n)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return lo, lo + n - 1
+}
+
+// FindFreePortRange is FreePortRange outside a test: the first of n
+// consecutive ports of 127.0.0.1 free a moment ago, or an error.
+func FindFreePortRange(n int) (int, error) {
 	for range 200 {
-		lo = 20000 + rand.IntN(30000)
+		lo := 20000 + rand.IntN(30000)
 		var held []net.Listener
-		ok := true
 		for p := lo; p < lo+n; p++ {
 			ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
 			if err != nil {
-				ok = false
 				break
 			}
 			held = append(held, ln)
 		}
+		ok := len(held) == n
 		for _, ln := range held {
 			ln.Close()
 		}
 		if ok {
-			return lo, lo + n - 1
+			return lo, nil
 		}
 	}
-	tb.Fatalf("no %d consecutive free ports found", n)
-	return 0, 0
+	return 0, fmt.Errorf("no %d consecutive free ports of 127.0.0.1 found", n)
 }

@@ -307,7 +307,7 @@ func (l *Lab) writeSite(i int, s Site) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	lo, err := freePortRange(8)
+	lo, err := libvirtdtest.FindFreePortRange(8)
 	if err != nil {
 		return nil, err
 	}
@@ -533,28 +533,4 @@ func freePort() (int, error) {
 	}
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port, nil
-}
-
-// freePortRange is n consecutive free ports of 127.0.0.1 (an agent's
-// migration ports).
-func freePortRange(n int) (int, error) {
-	for try := range 200 {
-		lo := 20000 + (try*7919+os.Getpid()*31)%30000
-		var held []net.Listener
-		for p := lo; p < lo+n; p++ {
-			ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
-			if err != nil {
-				break
-			}
-			held = append(held, ln)
-		}
-		ok := len(held) == n
-		for _, ln := range held {
-			ln.Close()
-		}
-		if ok {
-			return lo, nil
-		}
-	}
-	return 0, errors.New("lab: no range of free migration ports")
 }
