@@ -107,7 +107,7 @@ screenshot: test-deps
 	$(GO) test -count=1 -run TestDashboardInBrowser ./cmd/metasched -screenshot $(CURDIR)/docs/dashboard.png
 
 bench: deps
-	$(GO) test -run '^$$' -bench . -benchmem ./switching/... ./graph ./selection/... ./gramvm/... ./hypervisorproxy/... ./metasched/...
+	$(GO) test -run '^$$' -bench . -benchmem ./switching/... ./graph ./selection/... ./gramvm/... ./hypervisorproxy/... ./metasched/... ./cmd/metasched
 
 SOAK_CYCLES ?= 25
 

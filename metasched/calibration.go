@@ -13,6 +13,7 @@ import (
 	"time"
 
 	hp "github.com/metasched/metasched/hypervisorproxy"
+	"github.com/metasched/metasched/hypervisorproxy/image"
 	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/executor"
 	"github.com/metasched/metasched/metasched/lifecycle"
@@ -51,8 +52,6 @@ const (
 	// calibrationRetry is how long a figure whose measurement failed
 	// waits before it is tried again (at most max_age).
 	calibrationRetry = 10 * time.Minute
-	// TaskfarmPath is the task farm program in the bundled guest image.
-	TaskfarmPath = "/usr/bin/taskfarm"
 	// calibrationSinkPort is the port of the task farm's sink in a
 	// calibration VM.
 	calibrationSinkPort = 7421
@@ -587,7 +586,7 @@ func (d *Daemon) measure(ctx context.Context, r calRecord, vms []calVM, created 
 			return 0, fmt.Errorf("%s: the agent gave the VM no address: the calibration needs the site's network", at(1))
 		}
 		port := strconv.Itoa(calibrationSinkPort)
-		if _, err := guest(1).GuestExec(ctx, vms[1].spec.Name, hp.GuestExec{Path: TaskfarmPath, Args: []string{"sink", "--port", port}}); err != nil {
+		if _, err := guest(1).GuestExec(ctx, vms[1].spec.Name, hp.GuestExec{Path: image.TaskFarmPath, Args: []string{"sink", "--port", port}}); err != nil {
 			return 0, fmt.Errorf("%s: taskfarm sink: %w", at(1), err)
 		}
 		n := d.cfg.Calibration.withDefaults().ProbeBytes
@@ -633,7 +632,7 @@ func (d *Daemon) sleep(ctx context.Context, x time.Duration) error {
 // returns what it printed on stdout once it exited 0, within limit on the
 // daemon's clock.
 func (d *Daemon) guestRun(ctx context.Context, g executor.GuestAgent, vm string, limit time.Duration, args ...string) ([]byte, error) {
-	p, err := g.GuestExec(ctx, vm, hp.GuestExec{Path: TaskfarmPath, Args: args, CaptureOutput: true})
+	p, err := g.GuestExec(ctx, vm, hp.GuestExec{Path: image.TaskFarmPath, Args: args, CaptureOutput: true})
 	if err != nil {
 		return nil, err
 	}

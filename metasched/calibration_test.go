@@ -15,6 +15,7 @@ import (
 
 	"github.com/metasched/metasched/graph"
 	hp "github.com/metasched/metasched/hypervisorproxy"
+	"github.com/metasched/metasched/hypervisorproxy/image"
 	"github.com/metasched/metasched/metasched"
 	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/guesttest"
@@ -95,7 +96,7 @@ func arg(args []string, name string) string {
 func (f *farm) run(site, vm string, e hp.GuestExec) hp.GuestExecStatus {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if e.Path != metasched.TaskfarmPath || len(e.Args) == 0 {
+	if e.Path != image.TaskFarmPath || len(e.Args) == 0 {
 		return hp.GuestExecStatus{Exited: true, ExitCode: 127, Stderr: []byte("no such program " + e.Path)}
 	}
 	f.runs = append(f.runs, site+" "+e.Args[0])

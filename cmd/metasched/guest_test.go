@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -64,30 +65,45 @@ func buildGuestImage(t testing.TB, dir string) *image.Image {
 	return res.Image
 }
 
-// startGuestGrid starts the grid; everything stops when the test ends,
-// by PID, after the end of every log is printed if the test failed.
+// startGuestLab starts a lab of the real binary whose pools boot the
+// bundled image ("guest", in dir/image) or the images extra adds to dir
+// (from the bundled one); everything stops when the test ends, by PID,
+// after the end of every log is printed if the test failed.
+func startGuestLab(tb testing.TB, spec lab.Spec, extra func(img *image.Image, dir string) map[string]string) *lab.Lab {
+	tb.Helper()
+	if err := lab.Check(); err != nil {
+		tb.Fatal(err)
+	}
+	bin, dir := buildBinary(tb), tb.TempDir()
+	img := buildGuestImage(tb, dir)
+	spec.Images = map[string]string{"guest": filepath.Join(dir, "image")}
+	if extra != nil {
+		maps.Copy(spec.Images, extra(img, dir))
+	}
+	return lab.StartT(tb, spec, lab.Options{Binary: bin, Dir: dir})
+}
+
+// startGuestGrid starts the grid of TestGuestGrid.
 func startGuestGrid(t *testing.T) *guestGrid {
 	t.Helper()
-	if err := lab.Check(); err != nil {
-		t.Fatal(err)
-	}
-	bin, dir := buildBinary(t), t.TempDir()
-	img := buildGuestImage(t, dir)
-	// An image whose kernel panics (its initramfs is junk): it never boots.
-	if _, err := img.CopyTo(filepath.Join(dir, "image-broken"), map[string][]byte{"initrd.img": []byte(strings.Repeat("not an initramfs\n", 1000))}); err != nil {
-		t.Fatal(err)
-	}
 	spec := lab.Spec{
 		Sites: guestGridSites,
 		Pools: []lab.Pool{{Name: "farm", VCPUs: 1, MemoryMiB: 128, Image: "guest"},
 			{Name: "broken", VCPUs: 1, MemoryMiB: 128, Image: "broken"}},
-		Images: map[string]string{"guest": filepath.Join(dir, "image"), "broken": filepath.Join(dir, "image-broken")},
 		// The calibration measures only on demand (its own subtest asks
 		// for it): the other tests count and check the jobs' VMs alone.
 		Serve: "calibration: {auto: false, bench_seconds: 2, probe_bytes: 4194304}\n",
 	}
-	l := lab.StartT(t, spec, lab.Options{Binary: bin, Dir: dir})
-	return &guestGrid{t: t, lab: l, dir: dir, c: l.Client}
+	// An image whose kernel panics (its initramfs is junk): it never boots.
+	broken := func(img *image.Image, dir string) map[string]string {
+		out := filepath.Join(dir, "image-broken")
+		if _, err := img.CopyTo(out, map[string][]byte{"initrd.img": []byte(strings.Repeat("not an initramfs\n", 1000))}); err != nil {
+			t.Fatal(err)
+		}
+		return map[string]string{"broken": out}
+	}
+	l := startGuestLab(t, spec, broken)
+	return &guestGrid{t: t, lab: l, dir: l.Dir(), c: l.Client}
 }
 
 // startAgent runs a site's agent again and waits until it answers.
@@ -590,7 +606,9 @@ func TestGuestGrid(t *testing.T) {
 
 	t.Run("live migration of a running guest", func(t *testing.T) {
 		g.t = t
-		j := g.submit(helloJob(t, "moves", 20, 0))
+		// Long enough to outlast a migration and the daemon's next look
+		// on a loaded machine: a job that ended keeps its last hosts.
+		j := g.submit(helloJob(t, "moves", 45, 0))
 		j = g.waitConnected(j.ID)
 		var vm api.JobVM
 		for _, v := range j.VMs {

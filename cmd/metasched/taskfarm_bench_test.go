@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -43,17 +42,11 @@ var benchSites = []lab.Site{
 // predicted-tasks/s and their ratio measured/predicted (1: the plan's
 // prediction holds).
 func BenchmarkTaskFarmVMs(b *testing.B) {
-	if err := lab.Check(); err != nil {
-		b.Fatal(err)
-	}
-	bin, dir := buildBinary(b), b.TempDir()
-	buildGuestImage(b, dir)
-	l := lab.StartT(b, lab.Spec{
-		Sites:  benchSites,
-		Pools:  []lab.Pool{{Name: "farm", VCPUs: 1, MemoryMiB: 128, Image: "guest"}},
-		Images: map[string]string{"guest": filepath.Join(dir, "image")},
-		Serve:  "calibration: {bench_seconds: 5, probe_bytes: 1048576}\n",
-	}, lab.Options{Binary: bin, Dir: dir})
+	l := startGuestLab(b, lab.Spec{
+		Sites: benchSites,
+		Pools: []lab.Pool{{Name: "farm", VCPUs: 1, MemoryMiB: 128, Image: "guest"}},
+		Serve: "calibration: {bench_seconds: 5, probe_bytes: 1048576}\n",
+	}, nil)
 	ctx := context.Background()
 	wctx, cancel := context.WithTimeout(ctx, 20*time.Minute)
 	cal, err := l.WaitCalibrated(wctx, b.Logf)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -47,21 +46,15 @@ links:
 // when the test ends, by PID.
 func startTuningGrid(t *testing.T) *guestGrid {
 	t.Helper()
-	if err := lab.Check(); err != nil {
-		t.Fatal(err)
-	}
-	bin, dir := buildBinary(t), t.TempDir()
-	buildGuestImage(t, dir)
-	l := lab.StartT(t, lab.Spec{
-		Sites:  tuningSites,
-		Pools:  []lab.Pool{{Name: "farm", VCPUs: 1, MemoryMiB: 256, Image: "guest"}},
-		Images: map[string]string{"guest": filepath.Join(dir, "image")},
+	l := startGuestLab(t, lab.Spec{
+		Sites: tuningSites,
+		Pools: []lab.Pool{{Name: "farm", VCPUs: 1, MemoryMiB: 256, Image: "guest"}},
 		// The calibration measures only on demand: the tuning's hosts and
 		// migrations are the test's alone.
 		Serve: "vm_headroom: {vcpus: 1, memory_mib: 128}\ncalibration: {auto: false}\n",
 		Grid:  tuningGrid,
-	}, lab.Options{Binary: bin, Dir: dir})
-	return &guestGrid{t: t, lab: l, dir: dir, c: l.Client}
+	}, nil)
+	return &guestGrid{t: t, lab: l, dir: l.Dir(), c: l.Client}
 }
 
 // TestGuestTuning: bandwidth tuning and resizes on booted guests, through

@@ -474,6 +474,9 @@ func (l *Lab) Addresses(site string) (first, last netip.Addr, ok bool) {
 	return first, last, true
 }
 
+// Dir is the lab's working directory (Options.Dir).
+func (l *Lab) Dir() string { return l.opt.Dir }
+
 // Hosts are the names of every host, site by site.
 func (l *Lab) Hosts() []string {
 	var out []string
