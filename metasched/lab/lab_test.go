@@ -49,6 +49,14 @@ func TestRealGridFiles(t *testing.T) {
 			t.Errorf("run %s: the job file gives %+v", r.Name, j)
 		}
 	}
+	// A run of no placement (the demo's jobs): the daemon's default.
+	j, err := selection.ParseJob("job.yaml", []byte(job.File(Run{Name: "demo-1"})))
+	if err != nil {
+		t.Fatalf("a run of no placement: %v\n%s", err, job.File(Run{Name: "demo-1"}))
+	}
+	if j.Placement != "" || j.Master != "" || j.PlacementOrDefault() != selection.PlaceGramVM {
+		t.Errorf("a run of no placement: the job file gives placement %q, master %q", j.Placement, j.Master)
+	}
 }
 
 // A bad spec is refused naming every bad field.

@@ -50,7 +50,7 @@ func RealGridSpec(image string) Spec {
 		Sites:  slices.Clone(realGridSites),
 		Pools:  []Pool{{Name: RealGridPool, VCPUs: 1, MemoryMiB: 128, Image: "guest"}},
 		Images: map[string]string{"guest": image},
-		Serve:  "calibration: {bench_seconds: 5, probe_bytes: 1048576}\n",
+		Serve:  "calibration: {bench_seconds: 20, probe_bytes: 1048576}\n",
 	}
 }
 
@@ -81,11 +81,15 @@ type RealGridJob struct {
 	TaskBytes float64
 }
 
-// File is the job file of a run.
+// File is the job file of a run; a run of no placement leaves the
+// daemon's default (gramvm), of no master the plan's choice.
 func (j RealGridJob) File(r Run) string {
-	master := ""
+	var extra strings.Builder
+	if r.Placement != "" {
+		fmt.Fprintf(&extra, "placement: %s\n", r.Placement)
+	}
 	if r.Master != "" {
-		master = "master: " + r.Master + "\n"
+		fmt.Fprintf(&extra, "master: %s\n", r.Master)
 	}
 	return fmt.Sprintf(`name: realgrid-%s
 type: %s
@@ -96,8 +100,7 @@ vm: {vcpus: 1, memory_mib: 128}
 walltime: 30m
 command: [taskfarm, run]
 elastic: true
-placement: %s
-%s`, r.Name, RealGridPool, j.Tasks, j.TaskOps, j.TaskBytes, r.Placement, master)
+%s`, r.Name, RealGridPool, j.Tasks, j.TaskOps, j.TaskBytes, extra.String())
 }
 
 // Row is one job of an experiment, as it ran.
