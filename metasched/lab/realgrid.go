@@ -51,6 +51,9 @@ func RealGridSpec(image string) Spec {
 		Pools:  []Pool{{Name: RealGridPool, VCPUs: 1, MemoryMiB: 128, Image: "guest"}},
 		Images: map[string]string{"guest": image},
 		Serve:  "calibration: {bench_seconds: 20, probe_bytes: 1048576}\n",
+		// The jobs' VMs are polled as the calibration's are, once a
+		// second: a faster poll would slow the VMs it measures.
+		ExecutorPoll: time.Second,
 	}
 }
 
