@@ -342,13 +342,16 @@ stops everything by PID at the end (also on Ctrl-C). make demo-vms runs it.`,
 	}
 	f.register(cmd)
 	cmd.Flags().IntVar(&jobs, "jobs", 6, "how many jobs the stream has")
-	cmd.Flags().DurationVar(&every, "every", 20*time.Second, "the time between two submissions")
+	cmd.Flags().DurationVar(&every, "every", 30*time.Second, "the time between two submissions")
 	return cmd
 }
 
 // demoJob is the i-th job of the demo's stream: sizes that vary with i.
 func demoJob(i int, perf float64) lab.RealGridJob {
-	tasks := []int{40, 80, 60}[i%3]
+	// Long enough that the few seconds of starting and ending a job
+	// (its VMs' files and commands, through their guest agents) are not
+	// most of it.
+	tasks := []int{120, 240, 180}[i%3]
 	compute := []float64{1, 0.5}[i%2]
 	bytes := []float64{128 << 10, 32 << 10, 64 << 10, 256 << 10}[i%4]
 	return lab.RealGridJob{Tasks: tasks, TaskOps: math.Round(perf * compute), TaskBytes: bytes}

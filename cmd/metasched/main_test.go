@@ -212,3 +212,25 @@ func TestVersionAndHelp(t *testing.T) {
 		}
 	}
 }
+
+// The experiments on QEMU VMs refuse bad flags before they start a lab,
+// naming the flag.
+func TestExperimentFlagsRefused(t *testing.T) {
+	for _, tc := range []struct {
+		args   []string
+		stderr string
+	}{
+		{[]string{"experiment", "realgrid"}, "--out: required"},
+		{[]string{"experiment", "realgrid", "--out", t.TempDir(), "--tasks", "0"}, "--tasks: must be within 1 and 100000, not 0"},
+		{[]string{"experiment", "realgrid", "--out", t.TempDir(), "--compute-seconds", "-1"}, "--compute-seconds: must be within 0 and 60, not -1"},
+		{[]string{"experiment", "realgrid", "--out", t.TempDir(), "--runs", "gramvm,fastest"}, `--runs: "fastest" is not a run: gramvm, gramvm-master-latam-a, met, mct, olb`},
+		{[]string{"experiment", "demo-vms", "--jobs", "0"}, "--jobs: must be within 1 and 100, not 0"},
+		{[]string{"experiment", "demo-vms", "--every", "-1s"}, "--every: must be within 0s and 1h, not -1s"},
+		{[]string{"experiment", "demo-vms", "extra"}, `unexpected argument "extra"`},
+	} {
+		code, out, errOut := runCmd(t, tc.args...)
+		if code != 2 || out != "" || !strings.Contains(errOut, tc.stderr) {
+			t.Errorf("metasched %v: exit %d, stdout %q, stderr %q; want exit 2 and %q", tc.args, code, out, errOut, tc.stderr)
+		}
+	}
+}
