@@ -110,6 +110,7 @@ func checkSite(t *testing.T, s *hp.Site) {
 		check(h.URI != "", "hosts[%d].uri empty", i)
 		check(h.Pool == "" || yamlx.IsName(h.Pool), "hosts[%d].pool %q", i, h.Pool)
 		check(h.ImageDir == "" || filepath.IsAbs(h.ImageDir) && filepath.Clean(h.ImageDir) == h.ImageDir, "hosts[%d].image_dir %q", i, h.ImageDir)
+		check(h.CPUs >= 0 && h.MemoryMiB >= 0, "hosts[%d] share %d CPUs, %d MiB", i, h.CPUs, h.MemoryMiB)
 	}
 	if len(bad) > 0 {
 		t.Fatalf("accepted site breaks its rules: %v\n%+v", bad, s)

@@ -3,6 +3,7 @@ package hypervisorproxy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -42,7 +43,10 @@ func (a *Agent) dial(ctx context.Context, h *host) {
 	hv, err := a.connect(ctx, h.cfg.URI, func() { a.restore(name) })
 	var node Node
 	if err == nil {
-		if node, err = hv.Node(ctx); err != nil {
+		if node, err = hv.Node(ctx); err == nil {
+			node, err = h.cfg.share(node)
+		}
+		if err != nil {
 			hv.Close()
 		}
 	}
@@ -62,6 +66,24 @@ func (a *Agent) dial(ctx context.Context, h *host) {
 	a.mu.Unlock()
 	a.log.Info().Str("host", name).Str("uri", h.cfg.URI).Int("cpus", node.CPUs).Int("memory_mib", node.MemoryMiB).Msg("host connected")
 	a.restore(name)
+}
+
+// share is the part of a host's node that its site file gives the agent's
+// VMs (cpus, memory_mib); more than the host has is an error.
+func (c SiteHost) share(n Node) (Node, error) {
+	if c.CPUs > n.CPUs {
+		return n, fmt.Errorf("%w: cpus: the site file gives the VMs %d CPUs of host %s, which has %d", ErrInvalid, c.CPUs, c.Name, n.CPUs)
+	}
+	if c.MemoryMiB > n.MemoryMiB {
+		return n, fmt.Errorf("%w: memory_mib: the site file gives the VMs %d MiB of host %s, which has %d", ErrInvalid, c.MemoryMiB, c.Name, n.MemoryMiB)
+	}
+	if c.CPUs > 0 {
+		n.CPUs = c.CPUs
+	}
+	if c.MemoryMiB > 0 {
+		n.MemoryMiB = c.MemoryMiB
+	}
+	return n, nil
 }
 
 // restore recreates the recorded VMs a test host does not have: such a

@@ -39,8 +39,9 @@ import (
 // request has authenticated yet, in all and per client address; default
 // 1024 and 64: see package httpsrv) and, per host, migration_address (the
 // address other hosts reach it at for live migrations; default: the host of
-// its URI, or 127.0.0.1). Relative paths are relative to the site file's
-// directory.
+// its URI, or 127.0.0.1) and cpus and memory_mib (the share of the host the
+// agent's VMs may take; default: all of it). Relative paths are relative to
+// the site file's directory.
 type Site struct {
 	Site                     string
 	Listen                   string
@@ -81,6 +82,13 @@ type SiteHost struct {
 	// its VMs boot (through libvirt's storage API: the host may be
 	// remote); "": the VMs boot the images where the agent reads them.
 	ImageDir string `json:"image_dir,omitempty"`
+	// CPUs and MemoryMiB are the share of the host the agent's VMs may
+	// take, when it is less than all of it (0: all of it, as libvirt
+	// reports it): a machine shared with other work, or, in a lab, one
+	// machine cut into several hosts. A share larger than the host makes
+	// the host unreachable with an error that says so.
+	CPUs      int `json:"cpus,omitempty"`
+	MemoryMiB int `json:"memory_mib,omitempty"`
 }
 
 // Defaults of a site file.
@@ -90,6 +98,13 @@ const (
 	DefaultBootTimeout     = 60 * time.Second
 )
 
+// The largest share of a host a site file may give (cpus, memory_mib):
+// bounds that no machine reaches, so that a typo is caught.
+const (
+	maxHostCPUs      = 1 << 16
+	maxHostMemoryMiB = 1 << 30
+)
+
 // DefaultMigrationPorts are libvirt's own default range.
 var DefaultMigrationPorts = [2]int{49152, 49215}
 
@@ -97,7 +112,7 @@ var (
 	siteFields = []string{"site", "listen", "token_file", "switch_delay", "grid", "pool", "data_dir",
 		"hosts", "migration_ports", "migration_progress_timeout", "max_unproven_connections", "max_unproven_per_address",
 		"images", "boot_timeout", "network", "cpu_quota"}
-	siteHostFields = []string{"name", "uri", "pool", "migration_address", "image_dir"}
+	siteHostFields = []string{"name", "uri", "pool", "migration_address", "image_dir", "cpus", "memory_mib"}
 )
 
 // ParseSite decodes a site file strictly: unknown fields, wrong types and
@@ -266,6 +281,18 @@ func ParseSite(file string, data []byte) (*Site, error) {
 					m.Errorf("image_dir", "must be a clean absolute path of the host, not %q", d)
 				}
 				h.ImageDir = d
+			}
+			if n, ok := m.Int("cpus", false); ok {
+				if n < 1 || n > maxHostCPUs {
+					m.Errorf("cpus", "must be within 1 and %d, not %d", maxHostCPUs, n)
+				}
+				h.CPUs = n
+			}
+			if n, ok := m.Int("memory_mib", false); ok {
+				if n < 1 || n > maxHostMemoryMiB {
+					m.Errorf("memory_mib", "must be within 1 and %d, not %d", maxHostMemoryMiB, n)
+				}
+				h.MemoryMiB = n
 			}
 			if h.Pool == "" {
 				h.Pool = s.Pool

@@ -24,7 +24,7 @@ pool: render
 hosts:
   - {name: spain-0, uri: "qemu+unix:///session?socket=/run/a/libvirt-sock"}
   - {name: spain-1, uri: "qemu+ssh://node1.example/system", pool: batch}
-  - {name: spain-2, uri: "test:///default", migration_address: 10.0.0.3, image_dir: /var/lib/metasched/images}
+  - {name: spain-2, uri: "test:///default", migration_address: 10.0.0.3, image_dir: /var/lib/metasched/images, cpus: 2, memory_mib: 1536}
 migration_ports: 50000-50009
 migration_progress_timeout: 2m
 data_dir: /var/lib/ms
@@ -56,7 +56,8 @@ func TestParseSite(t *testing.T) {
 		Hosts: []hp.SiteHost{
 			{Name: "spain-0", URI: "qemu+unix:///session?socket=/run/a/libvirt-sock", Pool: "render"},
 			{Name: "spain-1", URI: "qemu+ssh://node1.example/system", Pool: "batch"},
-			{Name: "spain-2", URI: "test:///default", Pool: "render", MigrationAddress: "10.0.0.3", ImageDir: "/var/lib/metasched/images"},
+			{Name: "spain-2", URI: "test:///default", Pool: "render", MigrationAddress: "10.0.0.3", ImageDir: "/var/lib/metasched/images",
+				CPUs: 2, MemoryMiB: 1536},
 		},
 	}
 	if diff := cmp.Diff(want, got, cmpopts.EquateComparable(netip.Addr{}, netip.Prefix{})); diff != "" {
@@ -131,7 +132,10 @@ var siteErrorCases = []struct{ name, yaml, want string }{
 	{"negative quota", siteOK + siteHost + "cpu_quota: -0.25\n", "s.yaml: cpu_quota: must be 0 (no limit) or a fraction of one core from 0.01 to 1, not -0.25"},
 	{"tiny quota", siteOK + siteHost + "cpu_quota: 0.001\n", "s.yaml: cpu_quota: must be 0 (no limit) or a fraction of one core from 0.01 to 1, not 0.001"},
 	{"quota not a number", siteOK + siteHost + "cpu_quota: quarter\n", "s.yaml: cpu_quota: must be a number"},
-	{"host field", siteOK + "hosts:\n  - {name: h-0, uri: \"test:///default\", cpus: 4}\n", `hosts[0].cpus: unknown field`},
+	{"host field", siteOK + "hosts:\n  - {name: h-0, uri: \"test:///default\", disks: 4}\n", `hosts[0].disks: unknown field`},
+	{"no cpus", siteOK + "hosts:\n  - {name: h-0, uri: \"test:///default\", cpus: 0}\n", `hosts[0].cpus: must be within 1 and 65536, not 0`},
+	{"cpus not a number", siteOK + "hosts:\n  - {name: h-0, uri: \"test:///default\", cpus: half}\n", `hosts[0].cpus: must be a number`},
+	{"negative memory", siteOK + "hosts:\n  - {name: h-0, uri: \"test:///default\", memory_mib: -512}\n", `hosts[0].memory_mib: must be within 1 and 1073741824, not -512`},
 }
 
 func TestParseSiteErrors(t *testing.T) {

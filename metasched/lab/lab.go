@@ -59,6 +59,11 @@ type Site struct {
 	LANMbps   float64
 	Cores     int
 	MemoryMiB int
+	// Sized gives each host's VMs only Cores and MemoryMiB of the machine
+	// (the site file's cpus and memory_mib), as a machine of the grid
+	// file would; else every host offers the whole machine (they all run
+	// on it), and the VMs of several jobs may share a host.
+	Sized bool
 }
 
 // Spec describes a lab.
@@ -303,11 +308,20 @@ func (s Site) hosts() []string {
 	return out
 }
 
+// hostLine is the site file's line of one of the site's hosts.
+func (s Site) hostLine(name, uri, pool string) string {
+	share := ""
+	if s.Sized {
+		share = fmt.Sprintf(", cpus: %d, memory_mib: %d", s.Cores, s.MemoryMiB)
+	}
+	return fmt.Sprintf("  - {name: %s, uri: %q, pool: %s, migration_address: 127.0.0.1%s}\n", name, uri, pool, share)
+}
+
 // writeSite writes site i's file.
 func (l *Lab) writeSite(i int, s Site) (*Agent, error) {
 	var hosts strings.Builder
 	for _, h := range s.hosts() {
-		fmt.Fprintf(&hosts, "  - {name: %s, uri: %q, pool: %s, migration_address: 127.0.0.1}\n", h, l.Libvirt[h].URI(), l.spec.Pools[0].Name)
+		hosts.WriteString(s.hostLine(h, l.Libvirt[h].URI(), l.spec.Pools[0].Name))
 	}
 	port, err := freePort()
 	if err != nil {

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	hp "github.com/metasched/metasched/hypervisorproxy"
+
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/metasched/metasched/graph"
@@ -32,9 +34,22 @@ func TestRealGridFiles(t *testing.T) {
 	if d := cmp.Diff(map[string]float64{"latam-a-latam-b": 2, "latam-a-spain": 2, "latam-b-spain": 2}, mbps); d != "" {
 		t.Errorf("links (-want +got):\n%s", d)
 	}
+	// Each host takes the VMs of its grid entry's cores, whatever jobs
+	// run side by side.
 	quota := 0.0
 	for _, s := range spec.Sites {
-		quota += float64(s.Hosts) * s.CPUQuota
+		if !s.Sized {
+			t.Errorf("site %s: its hosts offer the whole machine", s.Name)
+		}
+		quota += float64(s.Hosts*s.Cores) * s.CPUQuota
+		line := s.hostLine(s.Name+"-1", "qemu:///system", RealGridPool)
+		site, err := hp.ParseSite("site.yaml", []byte("site: "+s.Name+"\ntoken_file: token\nhosts:\n"+line))
+		if err != nil {
+			t.Fatalf("%v\n%s", err, line)
+		}
+		if h := site.Hosts[0]; h.CPUs != s.Cores || h.MemoryMiB != s.MemoryMiB {
+			t.Errorf("site %s: a host's share is %d CPUs and %d MiB, want %d and %d", s.Name, h.CPUs, h.MemoryMiB, s.Cores, s.MemoryMiB)
+		}
 	}
 	if quota > 1.5 {
 		t.Errorf("the VMs' quotas add up to %g cores: more than the machine can give besides the daemons", quota)

@@ -26,16 +26,17 @@ import (
 // The real test of Bertogna et al. (section 4) scaled to one machine of two
 // cores: two slow, poorly connected "South American" sites and a faster
 // "Spanish" one. A site's speed is the CPU quota of its VMs (every VM of
-// every site shares the same two cores: the quotas of all the VMs of a run
-// add up to 1.25 cores, so that the VMs never ask for more than the
-// machine has), its connection the rate its uplink is shaped to (TCG
+// every site shares the same two cores: each host takes one VM of one
+// vCPU, as its grid entry of one core says, so the quotas of all the VMs
+// add up to 1.25 cores at most, whatever jobs run side by side, and the
+// VMs never ask for more than the machine has), its connection the rate its uplink is shaped to (TCG
 // networking is far slower than a gigabit LAN, so the WAN is a few
 // Mbit/s, as the paper's job was bound by its WAN).
 var (
 	realGridSites = []Site{
-		{Name: "latam-a", Hosts: 2, UplinkMbit: 2, CPUQuota: 0.125, Perf: 3e7, LANMbps: 50, Cores: 1, MemoryMiB: 1024},
-		{Name: "latam-b", Hosts: 2, UplinkMbit: 2, CPUQuota: 0.125, Perf: 3e7, LANMbps: 50, Cores: 1, MemoryMiB: 1024},
-		{Name: "spain", Hosts: 3, UplinkMbit: 8, CPUQuota: 0.25, Perf: 6e7, LANMbps: 100, Cores: 1, MemoryMiB: 1024},
+		{Name: "latam-a", Hosts: 2, UplinkMbit: 2, CPUQuota: 0.125, Perf: 3e7, LANMbps: 50, Cores: 1, MemoryMiB: 1024, Sized: true},
+		{Name: "latam-b", Hosts: 2, UplinkMbit: 2, CPUQuota: 0.125, Perf: 3e7, LANMbps: 50, Cores: 1, MemoryMiB: 1024, Sized: true},
+		{Name: "spain", Hosts: 3, UplinkMbit: 8, CPUQuota: 0.25, Perf: 6e7, LANMbps: 100, Cores: 1, MemoryMiB: 1024, Sized: true},
 	}
 )
 
