@@ -628,54 +628,10 @@ func (d *Daemon) sleep(ctx context.Context, x time.Duration) error {
 	}
 }
 
-// guestRun runs the task farm program in a VM through its guest agent and
-// returns what it printed on stdout once it exited 0, within limit on the
-// daemon's clock.
+// guestRun runs the task farm's program in a VM to its end (at most
+// limit), polled every calibrationPoll on the daemon's clock.
 func (d *Daemon) guestRun(ctx context.Context, g executor.GuestAgent, vm string, limit time.Duration, args ...string) ([]byte, error) {
-	p, err := g.GuestExec(ctx, vm, hp.GuestExec{Path: image.TaskFarmPath, Args: args, CaptureOutput: true})
-	if err != nil {
-		return nil, err
-	}
-	deadline := d.now().Add(limit)
-	fails := 0
-	for {
-		st, err := g.GuestExecStatus(ctx, vm, p.PID)
-		switch {
-		case err != nil && ctx.Err() != nil:
-			return nil, ctx.Err()
-		case err != nil:
-			// The guest agent, or the agent, failed once: try again a
-			// few times before giving up.
-			if fails++; fails > 5 {
-				return nil, err
-			}
-		case st.Exited && (st.ExitCode != 0 || st.Signal != 0):
-			how := fmt.Sprintf("exit code %d", st.ExitCode)
-			if st.Signal != 0 {
-				how = fmt.Sprintf("killed by signal %d", st.Signal)
-			}
-			return nil, fmt.Errorf("%s: stderr %s, stdout %s", how, quoteOutput(st.Stderr), quoteOutput(st.Stdout))
-		case st.Exited:
-			return st.Stdout, nil
-		default:
-			fails = 0
-		}
-		if !d.now().Before(deadline) {
-			return nil, fmt.Errorf("still running after %s", limit)
-		}
-		if err := d.sleep(ctx, calibrationPoll); err != nil {
-			return nil, err
-		}
-	}
-}
-
-// quoteOutput quotes a program's output for an error, at most 200 bytes.
-func quoteOutput(b []byte) string {
-	const most = 200
-	if len(b) > most {
-		return strconv.Quote(string(b[:most])) + "..."
-	}
-	return strconv.Quote(string(b))
+	return executor.RunProgram(ctx, g, vm, executor.Program{Path: image.TaskFarmPath, Args: args, Limit: limit, Poll: calibrationPoll, Clock: d.clock})
 }
 
 // lastLine is the last line of out that is not blank.
@@ -697,7 +653,7 @@ type benchLine struct {
 // and returns its operations per second per process.
 func parseBench(out []byte, procs int) (float64, error) {
 	bad := func(problem string) (float64, error) {
-		return 0, fmt.Errorf("taskfarm bench printed %s: %s", quoteOutput(out), problem)
+		return 0, fmt.Errorf("taskfarm bench printed %s: %s", executor.QuoteOutput(out), problem)
 	}
 	var b benchLine
 	if err := json.Unmarshal(lastLine(out), &b); err != nil {
@@ -729,7 +685,7 @@ type probeLine struct {
 // and returns its Mbit/s.
 func parseProbe(out []byte, n int64) (float64, error) {
 	bad := func(problem string) (float64, error) {
-		return 0, fmt.Errorf("taskfarm probe printed %s: %s", quoteOutput(out), problem)
+		return 0, fmt.Errorf("taskfarm probe printed %s: %s", executor.QuoteOutput(out), problem)
 	}
 	var p probeLine
 	if err := json.Unmarshal(lastLine(out), &p); err != nil {

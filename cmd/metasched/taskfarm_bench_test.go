@@ -1,10 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,6 +13,7 @@ import (
 	"github.com/metasched/metasched/gramvm/taskfarm"
 	hp "github.com/metasched/metasched/hypervisorproxy"
 	"github.com/metasched/metasched/hypervisorproxy/image"
+	"github.com/metasched/metasched/metasched/executor"
 	"github.com/metasched/metasched/metasched/lab"
 )
 
@@ -127,10 +128,10 @@ func benchFarm(b *testing.B, master, worker benchVM, tasks int, ops, bytes float
 	common := []string{"run", "--task-ops", strconv.FormatFloat(ops, 'f', 0, 64), "--task-bytes", strconv.FormatFloat(bytes, 'f', 0, 64)}
 	out := make(chan result, 1)
 	go func() {
-		o, err := guestProgram(ctx, master, append(common, "--role", "master", "--tasks", strconv.Itoa(tasks), "--hostfile", "/dev/null")...)
+		o, err := guestProgram(ctx, master, slices.Concat(common, []string{"--role", "master", "--tasks", strconv.Itoa(tasks), "--hostfile", "/dev/null"})...)
 		out <- result{o, err}
 	}()
-	if _, err := guestProgram(ctx, worker, append(common, "--role", "worker", "--master", master.address)...); err != nil {
+	if _, err := guestProgram(ctx, worker, slices.Concat(common, []string{"--role", "worker", "--master", master.address})...); err != nil {
 		b.Fatalf("worker: %v", err)
 	}
 	r := <-out
@@ -161,24 +162,9 @@ type result struct {
 // guestProgram runs the task farm in a VM through its site's agent and
 // returns its standard output once it exited 0.
 func guestProgram(ctx context.Context, v benchVM, args ...string) ([]byte, error) {
-	p, err := v.agent.Client.GuestExec(ctx, v.name, hp.GuestExec{Path: image.TaskFarmPath, Args: args, CaptureOutput: true})
+	out, err := executor.RunProgram(ctx, v.agent.Client, v.name, executor.Program{Path: image.TaskFarmPath, Args: args, Poll: 500 * time.Millisecond})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s in %s: %w", strings.Join(args, " "), v.name, err)
 	}
-	for {
-		st, err := v.agent.Client.GuestExecStatus(ctx, v.name, p.PID)
-		switch {
-		case err != nil:
-			return nil, err
-		case st.Exited && st.ExitCode != 0:
-			return nil, fmt.Errorf("%s in %s: exit code %d: %s", strings.Join(args, " "), v.name, st.ExitCode, bytes.TrimSpace(st.Stderr))
-		case st.Exited:
-			return st.Stdout, nil
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(500 * time.Millisecond):
-		}
-	}
+	return out, nil
 }

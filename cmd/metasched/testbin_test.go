@@ -1,17 +1,14 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/metasched/metasched/metasched/lab"
 )
 
 // buildBinary builds the real metasched binary into a temporary directory.
@@ -67,26 +64,11 @@ func startServe(t *testing.T, bin, dir, logPath string, args ...string) *servedD
 	}
 	d := &servedDaemon{cmd: cmd, done: make(chan struct{})}
 	addr := make(chan string, 1)
-	var out bytes.Buffer
-	var outMu sync.Mutex
+	out := &lockedBuffer{}
 	eof := make(chan struct{})
 	go func() {
 		defer close(eof)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			line := sc.Text()
-			outMu.Lock()
-			out.WriteString(line + "\n")
-			outMu.Unlock()
-			if rest, ok := strings.CutPrefix(line, "metasched daemon on "); ok {
-				a, _, _ := strings.Cut(rest, " ")
-				select {
-				case addr <- a:
-				default:
-				}
-			}
-		}
-		_, _ = io.Copy(io.Discard, stdout)
+		lab.WatchServe(stdout, out, addr)
 	}()
 	go func() {
 		<-eof          // Wait closes the pipe: read it to the end first
@@ -105,8 +87,6 @@ func startServe(t *testing.T, bin, dir, logPath string, args ...string) *servedD
 	select {
 	case d.base = <-addr:
 	case <-d.done:
-		outMu.Lock()
-		defer outMu.Unlock()
 		t.Fatalf("the daemon exited before serving (%v); stdout:\n%s", cmd.ProcessState, out.String())
 	case <-time.After(30 * time.Second):
 		t.Fatal("the daemon printed no address in 30 s")

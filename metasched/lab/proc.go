@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 )
@@ -51,30 +50,33 @@ func (l *Lab) run(name string, args ...string) (*Proc, error) {
 	l.mu.Lock()
 	l.procs = append(l.procs, p)
 	l.mu.Unlock()
-	var wmu sync.Mutex
 	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			line := sc.Text()
-			wmu.Lock()
-			fmt.Fprintln(f, line)
-			wmu.Unlock()
-			if rest, ok := strings.CutPrefix(line, "metasched daemon on "); ok {
-				a, _, _ := strings.Cut(rest, " ")
-				select {
-				case p.addr <- a:
-				default:
-				}
-			}
-		}
-		wmu.Lock()
-		_, _ = io.Copy(f, stdout) // a line too long for the scanner: the rest as it is
-		wmu.Unlock()
+		WatchServe(stdout, f, p.addr)
 		_ = p.cmd.Wait()
 		f.Close()
 		close(p.done)
 	}()
 	return p, nil
+}
+
+// WatchServe copies the lines a process prints (r, its stdout) to w and
+// sends the address `metasched serve` prints first ("metasched daemon on
+// ADDR ...") on addr, if addr has room; the rest of a line too long for
+// the scanner is copied as it is. It returns at the end of r.
+func WatchServe(r io.Reader, w io.Writer, addr chan<- string) {
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		line := sc.Text()
+		fmt.Fprintln(w, line)
+		if rest, ok := strings.CutPrefix(line, "metasched daemon on "); ok {
+			a, _, _ := strings.Cut(rest, " ")
+			select {
+			case addr <- a:
+			default:
+			}
+		}
+	}
+	_, _ = io.Copy(w, r)
 }
 
 // waitAddress waits for the address a daemon prints when it serves.
