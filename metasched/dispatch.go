@@ -298,13 +298,21 @@ func (d *Daemon) claim(ctx context.Context, j *liveJob, pl *gramvm.Placement) {
 	n := j.job.Record.Attempts + 1
 	vms := vmNames(j.id(), n, pl)
 	d.reserveLocked(j, vms)
+	startEnd, samples := 0.0, 0
+	if d.exec.Name() != "emulated" {
+		startEnd, samples = d.rates[j.spec.Type].startEndCost()
+	}
 	d.mu.Unlock()
 	why := fmt.Sprintf("planned: master %s%s, %d machines on %s, predicted %.3gs", pl.Plan.Master, forcedNote(&pl.Plan), pl.Plan.Machines,
-		clusterList(pl), predicted)
+		clusterList(pl), predicted+startEnd)
+	if samples > 0 {
+		why += fmt.Sprintf(" (%.3gs of tasks, T/R, and %.2gs to start and end, the median of the pool's last %d jobs)", predicted, startEnd, samples)
+		predicted += startEnd
+	}
 	if p := j.spec.PlacementOrDefault(); p != selection.PlaceGramVM {
 		why += ", placement " + string(p)
 	}
-	if err := d.stepJob(ctx, j, lifecycle.Plan{Placement: pl, VMs: vms, Predicted: predicted, Reason: why, At: d.now()}); err != nil {
+	if err := d.stepJob(ctx, j, lifecycle.Plan{Placement: pl, VMs: vms, Predicted: predicted, StartEnd: startEnd, Reason: why, At: d.now()}); err != nil {
 		d.log.Error().Err(err).Str("job", j.id()).Msg("cannot record the plan: the job stays queued")
 		d.mu.Lock()
 		if j.job.State == lifecycle.Queued {

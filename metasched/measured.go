@@ -48,7 +48,7 @@ func (d *Daemon) tasksDone(ctx context.Context, id string, attempt int) (map[str
 // runTimesOf is a job's predicted and measured run times, and their ratio
 // when both are known.
 func runTimesOf(rec lifecycle.Record) api.RunTimes {
-	rt := api.RunTimes{PredictedS: rec.Predicted, ProgramS: rec.ProgramSeconds}
+	rt := api.RunTimes{PredictedS: rec.Predicted, StartEndS: rec.StartEnd, ProgramS: rec.ProgramSeconds}
 	if !rec.Started.IsZero() && !rec.Finished.IsZero() {
 		rt.MeasuredS = rec.Finished.Sub(rec.Started).Seconds()
 	}

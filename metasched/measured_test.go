@@ -13,6 +13,7 @@ import (
 	"github.com/metasched/metasched/gramvm/taskfarm"
 	"github.com/metasched/metasched/metasched"
 	"github.com/metasched/metasched/metasched/api"
+	"github.com/metasched/metasched/metasched/guesttest"
 	"github.com/metasched/metasched/metasched/lifecycle"
 	"github.com/metasched/metasched/metasched/store"
 )
@@ -218,6 +219,59 @@ func TestOldRecordReads(t *testing.T) {
 			if c.Name != want[i].Name || math.Abs(c.TasksPredicted-want[i].TasksPredicted) > 1e-9 || c.TasksDone != nil {
 				t.Errorf("cluster %d: %+v, want %+v", i, c, want[i])
 			}
+		}
+	})
+}
+
+// TestStartEndLearned: a job's plan adds to its T/R the start and end that
+// the pool's last jobs took beyond their programs' own run time (measured
+// less the summary's wall time); the first job of a pool has none to add.
+func TestStartEndLearned(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sites := map[string]*guesttest.Site{}
+		nets := 0
+		td := startDaemon(t, metasched.Options{WrapAgent: func(name string, a metasched.SiteAgent) metasched.SiteAgent {
+			nets++
+			s := &guesttest.Site{SiteAgent: a, Net: nets}
+			sites[name] = s
+			return s
+		}}, func(c *metasched.Config) {
+			c.Executor = metasched.ExecutorConfig{Name: "guest", Poll: 100 * time.Millisecond}
+			c.Policy = metasched.PolicyConfig{Name: "none"}
+		})
+		d, ctx := td.d, context.Background()
+		summary, _ := json.Marshal(strings.Replace(farmSummary, `{"tasks":10,`, `{"tasks":10,"wall_seconds":4,`, 1))
+		job := func(name, command string) string {
+			return "name: " + name + "\ntype: sim\ntasks: 10\ntask_ops: 1.0e9\ntask_bytes: 1.0e3\n" +
+				"command: [/bin/sh, -c, '" + command + "']\n" +
+				"inputs: [{path: summary.json, content: " + string(summary) + "}]\n"
+		}
+		first := submitText(t, d, job("first", "cp summary.json "+taskfarm.SummaryFile+"; hold"))
+		waitFor(t, "the first job running", time.Minute, func() bool { return stateOf(d, first.ID).State == lifecycle.Running })
+		time.Sleep(10 * time.Second)
+		j := stateOf(d, first.ID)
+		if !sites[j.VMs[0].Site].Exit(j.VMs[0].Name, 0) {
+			t.Fatalf("the master VM %s runs no held command", j.VMs[0].Name)
+		}
+		waitFor(t, "the first job done", time.Minute, func() bool { return stateOf(d, first.ID).State == lifecycle.Done })
+		j = stateOf(d, first.ID)
+		if j.StartEndS != 0 || j.ProgramS != 4 || j.MeasuredS < 10 {
+			t.Fatalf("the first job: start and end %g s, program %g s, measured %g s; want 0, 4 and at least 10", j.StartEndS, j.ProgramS, j.MeasuredS)
+		}
+		checkPredicted(t, j, j.Placement.Plan.Runtime, true)
+
+		second := submitText(t, d, job("second", "cp summary.json "+taskfarm.SummaryFile))
+		waitFor(t, "the second job done", time.Minute, func() bool { return stateOf(d, second.ID).State == lifecycle.Done })
+		k, err := d.Job(ctx, second.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := j.MeasuredS - 4; math.Abs(k.StartEndS-want) > 1e-9 {
+			t.Errorf("the second job's start and end: %g s, want the first's measured less its program's, %g s", k.StartEndS, want)
+		}
+		checkPredicted(t, k, k.Placement.Plan.Runtime+k.StartEndS, false)
+		if !strings.Contains(k.Transitions[1].Reason, "to start and end, the median of the pool's last 1 jobs") {
+			t.Errorf("the plan's reason says nothing of the start and end: %q", k.Transitions[1].Reason)
 		}
 	})
 }

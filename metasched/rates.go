@@ -1,6 +1,7 @@
 package metasched
 
 import (
+	"slices"
 	"time"
 
 	"github.com/metasched/metasched/metasched/api"
@@ -17,7 +18,14 @@ type poolRates struct {
 	arr       switching.ArrivalRate
 	svc       switching.ServiceRate
 	completed int
+	// startEnd are the last jobs' start and end (measured less the
+	// program's own run time), oldest first.
+	startEnd []float64
 }
+
+// startEndSamples is how many of the pool's last jobs the start-and-end
+// estimate takes the median of.
+const startEndSamples = 9
 
 // Minimum samples before an estimate replaces its prior.
 const rateMinSamples = 3
@@ -42,6 +50,32 @@ func (r *poolRates) planned(hosts int, seconds float64) {
 func (r *poolRates) completion(hostSeconds float64) {
 	r.svc.Observe(hostSeconds)
 	r.completed++
+}
+
+// ran notes a job done: its measured run time and its program's own (0:
+// no summary, and nothing to note).
+func (r *poolRates) ran(measured, program float64) {
+	if program <= 0 || measured <= program {
+		return
+	}
+	r.startEnd = append(r.startEnd, measured-program)
+	if n := len(r.startEnd); n > startEndSamples {
+		r.startEnd = slices.Delete(r.startEnd, 0, n-startEndSamples)
+	}
+}
+
+// startEndCost is the median start and end of the pool's last jobs, and
+// how many it is of (0, 0: none yet).
+func (r *poolRates) startEndCost() (float64, int) {
+	n := len(r.startEnd)
+	if n == 0 {
+		return 0, 0
+	}
+	s := slices.Sorted(slices.Values(r.startEnd))
+	if n%2 == 1 {
+		return s[n/2], n
+	}
+	return (s[n/2-1] + s[n/2]) / 2, n
 }
 
 func (r *poolRates) arrivalRate(now time.Time) float64 { return r.arr.Rate(now) }

@@ -261,7 +261,7 @@ func realGrid(ctx context.Context, e *env, f labFlags, out string, tasks int, co
 // printRows prints the jobs' table and the summary of their ratios.
 func printRows(w io.Writer, rows []lab.Row) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "RUN\tMASTER\tPREDICTED\tMEASURED\tRATIO\tPROGRAM\tRATIO\tTASKS PREDICTED/DONE")
+	fmt.Fprintln(tw, "RUN\tMASTER\tPREDICTED\tSTART/END\tMEASURED\tRATIO\tPROGRAM\tT/R RATIO\tTASKS PREDICTED/DONE")
 	for _, r := range rows {
 		var parts []string
 		for _, c := range r.Clusters {
@@ -271,7 +271,7 @@ func printRows(w io.Writer, rows []lab.Row) {
 			}
 			parts = append(parts, fmt.Sprintf("%s %.0f/%s", c.Name, c.TasksPredicted, done))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%.1f s\t%.1f s\t%.2f\t%.1f s\t%.2f\t%s\n", r.Run, r.Master, r.PredictedS, r.MeasuredS, r.Ratio,
+		fmt.Fprintf(tw, "%s\t%s\t%.1f s\t%.1f s\t%.1f s\t%.2f\t%.1f s\t%.2f\t%s\n", r.Run, r.Master, r.PredictedS, r.StartEndS, r.MeasuredS, r.Ratio,
 			r.ProgramS, r.ProgramRatio, strings.Join(parts, ", "))
 	}
 	tw.Flush()
@@ -289,7 +289,7 @@ func printRows(w io.Writer, rows []lab.Row) {
 	fmt.Fprintf(w, "measured/predicted: median %.2f, worst %.2f (%d jobs)\n", med, worst, len(rows))
 	if len(program) > 0 {
 		med, worst := spread(program)
-		fmt.Fprintf(w, "the program's own run time/predicted: median %.2f, worst %.2f (%d jobs)\n", med, worst, len(program))
+		fmt.Fprintf(w, "the program's own run time/the plan's T/R: median %.2f, worst %.2f (%d jobs)\n", med, worst, len(program))
 	}
 	free := slices.IndexFunc(rows, func(r lab.Row) bool { return r.Run == "gramvm" })
 	forced := slices.IndexFunc(rows, func(r lab.Row) bool { return r.Run == "gramvm-master-latam-a" })

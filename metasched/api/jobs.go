@@ -22,13 +22,18 @@ type JobHead struct {
 }
 
 // RunTimes are a job's run times: PredictedS is its plan's run time, T/R
-// seconds (for the emulated executor × time_scale), kept when it was
-// planned; MeasuredS the measured one, from running to its end; Ratio is
-// MeasuredS/PredictedS once both are known.
+// seconds (for the emulated executor × time_scale) plus StartEndS, kept
+// when it was planned; MeasuredS the measured one, from running to its
+// end; Ratio is MeasuredS/PredictedS once both are known.
 type RunTimes struct {
 	PredictedS float64 `json:"predicted_s,omitempty"`
-	MeasuredS  float64 `json:"measured_s,omitempty"`
-	Ratio      float64 `json:"ratio,omitempty"`
+	// StartEndS is the part of PredictedS for the job's start and end
+	// (its VMs' contextualization, the program's start, its end seen):
+	// the median of MeasuredS − ProgramS over the pool's last jobs done
+	// (absent: none yet).
+	StartEndS float64 `json:"start_end_s,omitempty"`
+	MeasuredS float64 `json:"measured_s,omitempty"`
+	Ratio     float64 `json:"ratio,omitempty"`
 	// ProgramS is the program's own run time, when it reports one (a
 	// task farm's summary: its master's start to its last result):
 	// MeasuredS less the VMs' contextualization, the program's start and

@@ -398,22 +398,50 @@ func (run *guestRun) follow(ctx context.Context) (Result, error) {
 }
 
 // poll reads every VM's exit and output once (all of the output when
-// drain); it reports whether the master has exited.
+// drain); it reports whether the master has exited. The agents are asked
+// for every VM at once (a guest under a CPU quota answers slowly: one VM
+// after the other, a round of many VMs takes seconds, and the master's
+// end is seen that much later), then the answers are taken in the VMs'
+// order.
 func (run *guestRun) poll(ctx context.Context, drain bool) (bool, error) {
 	run.checkLost()
+	var active []*guestVM
 	for _, vm := range run.vms {
-		if vm.lost {
-			continue
+		if !vm.lost {
+			active = append(active, vm)
 		}
-		if !vm.exited && !drain {
-			if err := run.readExit(ctx, vm); err != nil {
-				if run.dropIfLost(vm, err) {
-					continue
+	}
+	most := hp.MaxGuestRead
+	if !drain {
+		// The output's rate, shared among the VMs.
+		run.refill()
+		most = min(most, int(run.tokens)/max(1, len(active)))
+	}
+	reads := make([]outputRead, len(active))
+	var wg sync.WaitGroup
+	for i, vm := range active {
+		r := &reads[i]
+		r.off = run.st.Offsets[vm.Name] + int64(len(vm.pending))
+		wg.Go(func() {
+			if !vm.exited && !drain {
+				if r.exitErr = run.readExit(ctx, vm); r.exitErr != nil {
+					return
 				}
-				return false, err
 			}
+			if !run.st.Capped && most >= 1 {
+				r.chunk, r.err = run.fetchOutput(ctx, vm, r.off, most)
+				r.fetched = true
+			}
+		})
+	}
+	wg.Wait()
+	for i, vm := range active {
+		r := reads[i]
+		err := r.exitErr
+		if err == nil {
+			err = run.takeOutput(ctx, vm, r, drain)
 		}
-		if err := run.readOutput(ctx, vm, drain); err != nil {
+		if err != nil {
 			if run.dropIfLost(vm, err) {
 				continue
 			}
@@ -429,6 +457,16 @@ func (run *guestRun) poll(ctx context.Context, drain bool) (bool, error) {
 		}
 	}
 	return run.vms[0].exited, nil
+}
+
+// outputRead is what a poll read of a VM: its exit's error, and a chunk of
+// its output from off.
+type outputRead struct {
+	exitErr error
+	off     int64
+	fetched bool
+	chunk   hp.GuestFileChunk
+	err     error
 }
 
 // errVMLost: the job lost the VM (Run.Lost) while its agent was being
@@ -515,41 +553,39 @@ func (run *guestRun) readExit(ctx context.Context, vm *guestVM) error {
 	return nil
 }
 
-// readOutput reads what vm's output file has beyond what was read and
-// writes its whole lines to the log (all of it, the last line ended, when
-// drain).
-func (run *guestRun) readOutput(ctx context.Context, vm *guestVM, drain bool) error {
-	for !run.st.Capped {
-		max := hp.MaxGuestRead
-		if !drain {
-			run.refill()
-			max = min(max, int(run.tokens))
-			if max < 1 {
-				return nil
-			}
-		}
-		off := run.st.Offsets[vm.Name] + int64(len(vm.pending))
-		var chunk hp.GuestFileChunk
-		_, err := run.retry(ctx, vm, "read the output", func(ctx context.Context) error {
-			var err error
-			chunk, err = vm.agent.GuestReadFile(ctx, vm.Name, path.Join(run.gdir, "output"), off, max)
-			return err
-		})
-		if errors.Is(err, hp.ErrNotFound) {
+// fetchOutput reads at most most bytes of vm's output file from off.
+func (run *guestRun) fetchOutput(ctx context.Context, vm *guestVM, off int64, most int) (hp.GuestFileChunk, error) {
+	var chunk hp.GuestFileChunk
+	_, err := run.retry(ctx, vm, "read the output", func(ctx context.Context) error {
+		var err error
+		chunk, err = vm.agent.GuestReadFile(ctx, vm.Name, path.Join(run.gdir, "output"), off, most)
+		return err
+	})
+	return chunk, err
+}
+
+// takeOutput writes the whole lines of what a poll read of vm's output to
+// the log; when drain, it reads on to the end of the file and writes all
+// of it, the last line ended.
+func (run *guestRun) takeOutput(ctx context.Context, vm *guestVM, r outputRead, drain bool) error {
+	for r.fetched {
+		if errors.Is(r.err, hp.ErrNotFound) {
 			return nil // not made yet
 		}
-		if err != nil {
-			return err
+		if r.err != nil {
+			return r.err
 		}
 		if !drain {
-			run.tokens -= float64(len(chunk.Data))
+			run.tokens -= float64(len(r.chunk.Data))
 		}
-		vm.pending = append(vm.pending, chunk.Data...)
-		vm.eof = chunk.EOF
-		run.takeLines(vm, drain && chunk.EOF)
-		if chunk.EOF || len(chunk.Data) == 0 || !drain {
+		vm.pending = append(vm.pending, r.chunk.Data...)
+		vm.eof = r.chunk.EOF
+		run.takeLines(vm, drain && r.chunk.EOF)
+		if r.chunk.EOF || len(r.chunk.Data) == 0 || !drain || run.st.Capped {
 			return nil
 		}
+		r.off = run.st.Offsets[vm.Name] + int64(len(vm.pending))
+		r.chunk, r.err = run.fetchOutput(ctx, vm, r.off, hp.MaxGuestRead)
 	}
 	return nil
 }
@@ -617,13 +653,23 @@ func (run *guestRun) finish(ctx context.Context) (Result, error) {
 	}
 	run.saveState()
 	run.copyOutputs(ctx)
-	var wg sync.WaitGroup
+	// The workers still running are stopped; their exits are read all
+	// at once, as a poll does.
 	run.checkLost()
+	var running []*guestVM
 	for _, vm := range run.vms[1:] {
-		if vm.exited || vm.lost {
-			continue
+		if !vm.exited && !vm.lost {
+			running = append(running, vm)
 		}
-		if err := run.readExit(ctx, vm); (err == nil && vm.exited) || run.dropIfLost(vm, err) {
+	}
+	errs := make([]error, len(running))
+	var wg sync.WaitGroup
+	for i, vm := range running {
+		wg.Go(func() { errs[i] = run.readExit(ctx, vm) })
+	}
+	wg.Wait()
+	for i, vm := range running {
+		if err := errs[i]; (err == nil && vm.exited) || run.dropIfLost(vm, err) {
 			continue
 		}
 		run.log.Info().Str("vm", vm.Name).Msg("the master ended: stopping the command in the worker VM")

@@ -241,6 +241,17 @@ func (f *fakeGuests) killAll() {
 	for _, pg := range f.pids() {
 		_ = syscall.Kill(-pg, syscall.SIGKILL)
 	}
+	// A killed command's runner then writes its exit file: wait for it
+	// (a lost VM's, which no one stopped, too) before the directories go.
+	pids, _ := filepath.Glob(filepath.Join(f.root, "*", "run", "metasched", "*", "*", "pid"))
+	for _, pid := range pids {
+		exit := filepath.Join(filepath.Dir(pid), "exit")
+		for start := time.Now(); time.Since(start) < 10*time.Second; time.Sleep(10 * time.Millisecond) {
+			if _, err := os.Stat(exit); err == nil {
+				break
+			}
+		}
+	}
 }
 
 // waitGone waits until the process group pg has no process left.

@@ -91,7 +91,7 @@ func TestSpecRefused(t *testing.T) {
 func TestWriteCSV(t *testing.T) {
 	n := func(i int) *int { return &i }
 	rows := []Row{
-		{Run: "gramvm", Placement: "gramvm", Master: "spain", Job: "j-1", PredictedS: 15.4, MeasuredS: 17.2, Ratio: 17.2 / 15.4, ProgramS: 16, ProgramRatio: 16 / 15.4,
+		{Run: "gramvm", Placement: "gramvm", Master: "spain", Job: "j-1", PredictedS: 15.4, StartEndS: 2.4, MeasuredS: 17.2, Ratio: 17.2 / 15.4, ProgramS: 16, ProgramRatio: 16 / 13.0,
 			Clusters: []api.ClusterTasks{{Name: "spain", TasksPredicted: 61.4, TasksDone: n(60)}, {Name: "latam-a", TasksPredicted: 29.3, TasksDone: n(30)}}},
 		{Run: "met", Placement: "met", Master: "spain", Job: "j-2", PredictedS: 30, MeasuredS: 33, Ratio: 1.1,
 			Clusters: []api.ClusterTasks{{Name: "spain", TasksPredicted: 120}}},
@@ -100,9 +100,9 @@ func TestWriteCSV(t *testing.T) {
 	if err := WriteCSV(&b, rows); err != nil {
 		t.Fatal(err)
 	}
-	want := `run,placement,master,job,predicted_s,measured_s,ratio,program_s,program_ratio,tasks_predicted_spain,tasks_done_spain,tasks_predicted_latam-a,tasks_done_latam-a
-gramvm,gramvm,spain,j-1,15.400,17.200,1.117,16.000,1.039,61.4,60,29.3,30
-met,met,spain,j-2,30.000,33.000,1.100,0.000,0.000,120.0,,0,0
+	want := `run,placement,master,job,predicted_s,start_end_s,measured_s,ratio,program_s,program_ratio,tasks_predicted_spain,tasks_done_spain,tasks_predicted_latam-a,tasks_done_latam-a
+gramvm,gramvm,spain,j-1,15.400,2.400,17.200,1.117,16.000,1.231,61.4,60,29.3,30
+met,met,spain,j-2,30.000,0.000,33.000,1.100,0.000,0.000,120.0,,0,0
 `
 	if d := cmp.Diff(want, b.String()); d != "" {
 		t.Errorf("CSV (-want +got):\n%s", d)

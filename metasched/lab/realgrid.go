@@ -116,8 +116,12 @@ type Row struct {
 	PredictedS float64
 	MeasuredS  float64
 	Ratio      float64
+	// StartEndS is the part of PredictedS for the job's start and end
+	// (api.RunTimes).
+	StartEndS float64
 	// ProgramS is the task farm's own run time (its summary's), and
-	// ProgramRatio ProgramS/PredictedS.
+	// ProgramRatio ProgramS over the plan's T/R (PredictedS less
+	// StartEndS).
 	ProgramS, ProgramRatio float64
 	Clusters               []api.ClusterTasks
 }
@@ -191,8 +195,9 @@ func RowOf(r Run, j api.Job) Row {
 	if j.Placement != nil {
 		row.Master = j.Placement.Plan.Master
 	}
-	if row.ProgramS = j.ProgramS; j.PredictedS > 0 {
-		row.ProgramRatio = j.ProgramS / j.PredictedS
+	row.StartEndS = j.StartEndS
+	if row.ProgramS = j.ProgramS; j.PredictedS-j.StartEndS > 0 {
+		row.ProgramRatio = j.ProgramS / (j.PredictedS - j.StartEndS)
 	}
 	return row
 }
@@ -211,12 +216,13 @@ func clusterNames(rows []Row) []string {
 }
 
 // WriteCSV writes one row per job: the run, its placement and master,
-// predicted_s, measured_s, their ratio, the program's own run time and its
-// ratio, and per cluster the tasks predicted and done.
+// predicted_s and the part of it to start and end, measured_s, their
+// ratio, the program's own run time and its ratio to the plan's T/R, and
+// per cluster the tasks predicted and done.
 func WriteCSV(w io.Writer, rows []Row) error {
 	names := clusterNames(rows)
 	cw := csv.NewWriter(w)
-	head := []string{"run", "placement", "master", "job", "predicted_s", "measured_s", "ratio", "program_s", "program_ratio"}
+	head := []string{"run", "placement", "master", "job", "predicted_s", "start_end_s", "measured_s", "ratio", "program_s", "program_ratio"}
 	for _, n := range names {
 		head = append(head, "tasks_predicted_"+n, "tasks_done_"+n)
 	}
@@ -225,7 +231,7 @@ func WriteCSV(w io.Writer, rows []Row) error {
 	}
 	f := func(x float64) string { return strconv.FormatFloat(x, 'f', 3, 64) }
 	for _, r := range rows {
-		rec := []string{r.Run, r.Placement, r.Master, r.Job, f(r.PredictedS), f(r.MeasuredS), f(r.Ratio), f(r.ProgramS), f(r.ProgramRatio)}
+		rec := []string{r.Run, r.Placement, r.Master, r.Job, f(r.PredictedS), f(r.StartEndS), f(r.MeasuredS), f(r.Ratio), f(r.ProgramS), f(r.ProgramRatio)}
 		for _, n := range names {
 			pred, done := "0", "0"
 			if i := slices.IndexFunc(r.Clusters, func(c api.ClusterTasks) bool { return c.Name == n }); i >= 0 {

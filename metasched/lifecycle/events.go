@@ -18,9 +18,11 @@ type Event interface{ isEvent() }
 type Plan struct {
 	Placement *gramvm.Placement
 	VMs       []VM
-	Predicted float64
-	Reason    string
-	At        time.Time
+	// Predicted is the job's predicted run time, StartEnd the part of it
+	// for the job's start and end (Record.StartEnd).
+	Predicted, StartEnd float64
+	Reason              string
+	At                  time.Time
 }
 
 // Provision starts creating the VMs of a planned job (asked for by Plan's

@@ -48,6 +48,11 @@ type Record struct {
 	// was planned, and done as the task-farm summary of its master says,
 	// once it ended with one.
 	Tasks []ClusterTasks `json:"tasks,omitempty"`
+	// StartEnd is the part of Predicted for the job's start and end,
+	// which the plan's T/R does not hold: the VMs' contextualization, the
+	// program's start and the end's detection, as the pool's recent jobs
+	// measured them (0: none measured yet).
+	StartEnd float64 `json:"start_end_s,omitempty"`
 	// ProgramSeconds is the run time the job's task-farm summary gives:
 	// from its master's start to its last result (0: no summary).
 	ProgramSeconds float64 `json:"program_s,omitempty"`
@@ -244,7 +249,7 @@ func (j Job) plan(e Plan) (Job, []Action, error) {
 		return j, nil, fmt.Errorf("job %s: a plan needs a placement and VMs: %w", j.ID, ErrNotAllowed)
 	}
 	n := j
-	n.Record = Record{Placement: e.Placement, VMs: e.VMs, Predicted: e.Predicted, Attempts: j.Record.Attempts + 1,
+	n.Record = Record{Placement: e.Placement, VMs: e.VMs, Predicted: e.Predicted, StartEnd: e.StartEnd, Attempts: j.Record.Attempts + 1,
 		Preemptions: j.Record.Preemptions, ProvisionFailures: j.Record.ProvisionFailures, Tasks: PredictedTasks(e.Placement)}
 	return n.to(Planned, e.Reason, Reserve{VMs: e.VMs}, Next{Event: Provision{At: e.At}, Attempt: n.attempt()})
 }

@@ -341,7 +341,7 @@ async function showDetail(id) {
   el.innerHTML = `<h3>${esc(j.id)} ${esc(j.name)} <span class="badge job-${esc(j.state)}">${esc(j.state)}</span>
     <button type="button" class="close" data-close="1">Close</button></h3>
     <p>${esc(j.type)} · ${j.spec.tasks} tasks of ${num(j.spec.task_ops)} operations and ${num(j.spec.task_bytes)} bytes ·
-    VM ${j.spec.vm.vcpus} vCPU ${j.spec.vm.memory_mib} MiB · predicted ${secs(j.predicted_s)} · measured ${secs(j.measured_s)}
+    VM ${j.spec.vm.vcpus} vCPU ${j.spec.vm.memory_mib} MiB · predicted ${secs(j.predicted_s)}${j.start_end_s ? ' (' + secs(j.start_end_s) + ' of it to start and end)' : ''} · measured ${secs(j.measured_s)}
     · ratio ${ratio(j.ratio)}
     ${j.attempts ? '· attempts ' + j.attempts : ''}${j.exit_code !== undefined ? ' · exit code ' + j.exit_code : ''}</p>
     <h4>Plan</h4><pre class="explanation">${esc(j.explanation || 'not planned yet: ' + j.reason)}</pre>
