@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,6 +19,7 @@ import (
 	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/executor"
 	"github.com/metasched/metasched/metasched/lifecycle"
+	"github.com/metasched/metasched/selection"
 )
 
 // The calibration (docs/design.md, "Calibration"; Bertogna et al. §3:
@@ -31,10 +34,18 @@ import (
 //     operations per second per vCPU under the host's CPU quota and load;
 //   - lan/SITE: a VM on each of two idle hosts of the site, a taskfarm sink
 //     in one and a taskfarm probe from the other;
-//   - link/A/B: the same with one VM at each site of a grid link.
+//   - start/SITE: with the guest executor, the time it takes to run a job
+//     that does nothing (`true`) in a VM on each of two idle hosts of the
+//     site (one when it has one): the VMs' contextualization, the workers'
+//     start then the master's, its end seen and the job's finish, which a
+//     job's program run does not hold;
+//   - link/A/B: the same as lan with one VM at each site of a grid link.
 //
-// The figures go to gramvm (ObservePerf, ObserveLAN, ObserveVMs), which
-// plans on them, and to the store with their time. A figure is measured
+// The perf, lan and link figures go to gramvm (ObservePerf, ObserveLAN,
+// ObserveVMs), which plans on them; a start figure is what a pool's first
+// jobs add to their plans' T/R for their start and end, until the pool's
+// own jobs have measured it (see startEndLocked); all go to the store
+// with their time. A figure is measured
 // when it never was (the daemon's start, a site whose pools boot a new
 // image), when it is older than calibration.max_age, when its site's agent
 // registers again (reachable after it was not), and on demand (Calibrate).
@@ -114,10 +125,13 @@ type calibration struct {
 	seen map[string]bool
 	seq  int
 	kick chan struct{}
+	// start is each site's measured start and end, in seconds.
+	start map[string]float64
 }
 
 func newCalibration() calibration {
-	return calibration{figs: map[string]*calFigure{}, vms: map[string]bool{}, seen: map[string]bool{}, kick: make(chan struct{}, 1)}
+	return calibration{figs: map[string]*calFigure{}, vms: map[string]bool{}, seen: map[string]bool{}, kick: make(chan struct{}, 1),
+		start: map[string]float64{}}
 }
 
 func calKey(kind, site, other string) string {
@@ -208,9 +222,19 @@ func (d *Daemon) observe(r calRecord) error {
 		return d.planner.ObserveLAN(r.Site, r.Value, r.MeasuredAt)
 	case api.CalibrationLink:
 		return d.planner.ObserveVMs(r.Site, r.Peer, r.Value, r.MeasuredAt)
+	case api.CalibrationStart:
+		if !(r.Value > 0 && r.Value < maxStartSeconds) {
+			return fmt.Errorf("a start and end of %g s is not within 0 and %g s", r.Value, float64(maxStartSeconds))
+		}
+		d.cal.start[r.Site] = r.Value
+		return nil
 	}
 	return fmt.Errorf("calibration: no kind %q", r.Kind)
 }
+
+// maxStartSeconds bounds a start figure: a job that takes longer to start
+// than that is not starting.
+const maxStartSeconds = 3600
 
 // calibrationLoop measures what is due, one figure at a time.
 func (d *Daemon) calibrationLoop(ctx context.Context) {
@@ -285,6 +309,9 @@ func (d *Daemon) updateFiguresLocked(now time.Time) {
 		if boots >= 2 {
 			d.figureLocked(api.CalibrationLAN, s.name, "", "")
 		}
+		if boots >= 1 && d.exec.Name() == "guest" {
+			d.figureLocked(api.CalibrationStart, s.name, "", "")
+		}
 		if was, seen := d.cal.seen[s.name]; seen && !was && reachable {
 			d.log.Info().Str("site", s.name).Msg("the site's agent answers again: its figures are measured again")
 			for _, f := range d.cal.figs {
@@ -331,7 +358,7 @@ func (d *Daemon) perfInUseLocked() map[string]bool {
 // by site in grid order, perf before lan before link, then by image or
 // peer.
 func (d *Daemon) figuresLocked() []*calFigure {
-	kinds := []string{api.CalibrationPerf, api.CalibrationLAN, api.CalibrationLink}
+	kinds := []string{api.CalibrationPerf, api.CalibrationLAN, api.CalibrationStart, api.CalibrationLink}
 	inUse := d.perfInUseLocked()
 	var out []*calFigure
 	for _, f := range d.cal.figs {
@@ -430,6 +457,21 @@ func (d *Daemon) calPlanLocked(f *calFigure) ([]calVM, string) {
 			return []calVM{a, b}, ""
 		}
 		return nil, fmt.Sprintf("waiting for two idle hosts at site %s, in pools with an image", r.Site) + idle
+	case api.CalibrationStart:
+		a, okA := pick(r.Site, "")
+		if !okA {
+			return nil, fmt.Sprintf("waiting for an idle host at site %s, in a pool with an image", r.Site) + idle
+		}
+		if b, ok := pick(r.Site, ""); ok {
+			return []calVM{a, b}, ""
+		}
+		// A second host may be busy, or the site may have one: a job of
+		// one VM, unless another host could take the second VM later.
+		if d.bootingHostsLocked(r.Site) >= 2 {
+			delete(taken, a.spec.Host)
+			return nil, fmt.Sprintf("waiting for two idle hosts at site %s, in pools with an image", r.Site) + idle
+		}
+		return []calVM{a}, ""
 	case api.CalibrationLink:
 		a, okA := pick(r.Site, "")
 		b, okB := pick(r.Peer, "")
@@ -439,6 +481,18 @@ func (d *Daemon) calPlanLocked(f *calFigure) ([]calVM, string) {
 		return nil, fmt.Sprintf("waiting for an idle host at each of sites %s and %s, in a pool with an image", r.Site, r.Peer) + idle
 	}
 	return nil, "no such kind of figure"
+}
+
+// bootingHostsLocked counts the hosts of a site whose calibration VMs
+// boot their image.
+func (d *Daemon) bootingHostsLocked(site string) int {
+	s, n := d.site(site), 0
+	for _, name := range d.order {
+		if h := d.hosts[name]; h.rec.Site == site && bootsOn(s, h) {
+			n++
+		}
+	}
+	return n
 }
 
 // calIdleLocked says whether the calibration may take h now: it serves its
@@ -553,7 +607,7 @@ func (d *Daemon) measure(ctx context.Context, r calRecord, vms []calVM, created 
 	at := func(i int) string {
 		return fmt.Sprintf("site %s, VM %s on host %s", vms[i].site.name, vms[i].spec.Name, vms[i].spec.Host)
 	}
-	addrs := make([]string, len(vms))
+	addrs, prefixes := make([]string, len(vms)), make([]string, len(vms))
 	for i, v := range vms {
 		c, cancel := context.WithTimeout(ctx, calibrationBoot)
 		vm, err := v.site.agent.CreateVM(c, v.spec)
@@ -563,6 +617,7 @@ func (d *Daemon) measure(ctx context.Context, r calRecord, vms []calVM, created 
 		}
 		created[i] = true
 		d.vmsCreated.Add(1)
+		prefixes[i] = vm.Address
 		addrs[i], _, _ = strings.Cut(vm.Address, "/")
 	}
 	guest := func(i int) executor.GuestAgent { return vms[i].site.agent.(executor.GuestAgent) }
@@ -612,8 +667,40 @@ func (d *Daemon) measure(ctx context.Context, r calRecord, vms []calVM, created 
 			}
 		}
 		return 0, fmt.Errorf("%s: taskfarm probe to %s: %w", at(0), addrs[1], err)
+	case api.CalibrationStart:
+		return d.measureStart(ctx, vms, prefixes)
 	}
 	return 0, fmt.Errorf("calibration: no kind %q", r.Kind)
+}
+
+// measureStart runs a job that does nothing in the VMs through the
+// daemon's executor, the first VM its master, and returns its run time:
+// what a job's start and end take beyond its program's run.
+func (d *Daemon) measureStart(ctx context.Context, vms []calVM, prefixes []string) (float64, error) {
+	run := executor.Run{JobID: vms[0].spec.Name, Job: &selection.Job{Name: "calibration-start", Type: vms[0].spec.Pool, Tasks: 1,
+		Command: []string{"true"}}, Attempt: 1, Output: io.Discard}
+	for i, v := range vms {
+		run.VMs = append(run.VMs, executor.VM{Name: v.spec.Name, Site: v.site.name, Host: v.spec.Host, Master: i == 0,
+			VCPUs: v.spec.VCPUs, MemoryMiB: v.spec.MemoryMiB, Address: prefixes[i]})
+	}
+	dir, err := os.MkdirTemp("", "metasched-calibration-")
+	if err != nil {
+		return 0, err
+	}
+	defer os.RemoveAll(dir)
+	run.Dir = dir
+	start := d.now()
+	res, err := d.exec.Run(ctx, run)
+	took := d.now().Sub(start).Seconds()
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("site %s: a job that does nothing in %d VMs: %w", vms[0].site.name, len(vms), err)
+	case res.ExitCode != 0:
+		return 0, fmt.Errorf("site %s: a job that does nothing in %d VMs: %s", vms[0].site.name, len(vms), res.Reason)
+	case took <= 0:
+		return 0, fmt.Errorf("site %s: a job that does nothing took no time on the daemon's clock", vms[0].site.name)
+	}
+	return took, nil
 }
 
 // sleep waits on the daemon's clock.
@@ -775,6 +862,8 @@ func (d *Daemon) calibrationViewLocked(now time.Time) api.Calibration {
 			if i, ok := d.grid.Index(r.Site); ok {
 				fv.Configured = d.grid.Clusters[i].LANMbps
 			}
+		case api.CalibrationStart:
+			fv.Unit = "s" // nothing configured
 		case api.CalibrationLink:
 			fv.Unit, fv.ConfiguredUnit = "Mbit/s", "Mbit/s"
 			for _, l := range d.grid.Links {

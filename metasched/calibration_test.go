@@ -93,7 +93,15 @@ func arg(args []string, name string) string {
 	return args[i+1]
 }
 
+// contextualize is how long the guest executor's mkdir takes in a VM of
+// the farm (a guest under a CPU quota answers slowly).
+const contextualize = 1500 * time.Millisecond
+
 func (f *farm) run(site, vm string, e hp.GuestExec) hp.GuestExecStatus {
+	if e.Path == "/bin/mkdir" { // the guest executor's contextualization
+		time.Sleep(contextualize)
+		return hp.GuestExecStatus{Exited: true}
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if e.Path != image.TaskFarmPath || len(e.Args) == 0 {
@@ -702,6 +710,52 @@ func TestCalibrationNewImage(t *testing.T) {
 			return strings.HasPrefix(s, "a perf: 3e+08 ops/s (3e+08 per vCPU × 1 vCPUs, image ubuntu)")
 		}) {
 			t.Errorf("the plan's calibrated figures: %q, want the new image's", pr.Placement.Calibrated)
+		}
+	})
+}
+
+// TestCalibrationStart: with the guest executor, the calibration measures
+// each site's start and end (a job that does nothing, its master and a
+// worker in VMs on two idle hosts of the site, run by the executor), and a
+// pool's first job adds the most of its sites' to its plan's T/R.
+func TestCalibrationStart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fm := newFarm()
+		td := startDaemonGrid(t, calGrid(), fm.options(), func(c *metasched.Config) {
+			calConfig(1, metasched.CalibrationConfig{MaxAge: time.Hour, BenchSeconds: 7, ProbeBytes: 1 << 20})(c)
+			c.Executor = metasched.ExecutorConfig{Name: "guest", Poll: 100 * time.Millisecond}
+		})
+		d := td.d
+		var figs map[string]api.CalibrationFigure
+		waitFor(t, "every figure measured", 10*time.Minute, func() bool {
+			figs = figures(d)
+			for _, k := range append(slices.Clone(allFigures), "start/a", "start/b") {
+				if f, ok := figs[k]; !ok || f.State != api.CalibrationMeasured {
+					return false
+				}
+			}
+			return true
+		})
+		for _, k := range []string{"start/a", "start/b"} {
+			f := figs[k]
+			// The worker's contextualization, then the master's.
+			if f.Value < 2*contextualize.Seconds() || f.Value > 60 || f.Unit != "s" || f.ConfiguredUnit != "" || len(f.Hosts) != 2 || f.Error != "" {
+				t.Errorf("%s: %+v, want at least %g s measured on two hosts", k, f, 2*contextualize.Seconds())
+			}
+		}
+		j := submitText(t, d, "name: first\ntype: farm\ntasks: 10\ntask_ops: 1.0e8\ntask_bytes: 1.0e3\ncommand: [/bin/sh, -c, 'exit 0']\n")
+		waitFor(t, "the job done", 10*time.Minute, func() bool { return stateOf(d, j.ID).State == lifecycle.Done })
+		j = stateOf(d, j.ID)
+		most := 0.0
+		for _, v := range j.VMs {
+			most = max(most, figs["start/"+v.Site].Value)
+		}
+		if most == 0 || j.StartEndS != most || math.Abs(j.PredictedS-(j.Placement.Plan.Runtime+most)) > 1e-9 {
+			t.Errorf("the first job: predicted %g s, %g s of it to start and end; want its T/R %g s and the most of its sites' start figures, %g s",
+				j.PredictedS, j.StartEndS, j.Placement.Plan.Runtime, most)
+		}
+		if !strings.Contains(j.Transitions[1].Reason, "to start and end, as the calibration measured it at ") {
+			t.Errorf("the plan's reason does not say whence its start and end: %q", j.Transitions[1].Reason)
 		}
 	})
 }

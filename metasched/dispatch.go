@@ -298,15 +298,12 @@ func (d *Daemon) claim(ctx context.Context, j *liveJob, pl *gramvm.Placement) {
 	n := j.job.Record.Attempts + 1
 	vms := vmNames(j.id(), n, pl)
 	d.reserveLocked(j, vms)
-	startEnd, samples := 0.0, 0
-	if d.exec.Name() != "emulated" {
-		startEnd, samples = d.rates[j.spec.Type].startEndCost()
-	}
+	startEnd, how := d.startEndLocked(j.spec.Type, pl)
 	d.mu.Unlock()
 	why := fmt.Sprintf("planned: master %s%s, %d machines on %s, predicted %.3gs", pl.Plan.Master, forcedNote(&pl.Plan), pl.Plan.Machines,
 		clusterList(pl), predicted+startEnd)
-	if samples > 0 {
-		why += fmt.Sprintf(" (%.3gs of tasks, T/R, and %.2gs to start and end, the median of the pool's last %d jobs)", predicted, startEnd, samples)
+	if startEnd > 0 {
+		why += fmt.Sprintf(" (%.3gs of tasks, T/R, and %.2gs to start and end, %s)", predicted, startEnd, how)
 		predicted += startEnd
 	}
 	if p := j.spec.PlacementOrDefault(); p != selection.PlaceGramVM {

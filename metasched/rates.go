@@ -1,9 +1,11 @@
 package metasched
 
 import (
+	"fmt"
 	"slices"
 	"time"
 
+	"github.com/metasched/metasched/gramvm"
 	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/switching"
 )
@@ -62,6 +64,31 @@ func (r *poolRates) ran(measured, program float64) {
 	if n := len(r.startEnd); n > startEndSamples {
 		r.startEnd = slices.Delete(r.startEnd, 0, n-startEndSamples)
 	}
+}
+
+// startEndLocked is what a job of pool planned on pl adds to its T/R for
+// its start and end, and whence: the median of the pool's last jobs'
+// (measured less their program's own run time); before any, the most the
+// calibration measured at the plan's sites (start/SITE: a job's VMs start
+// side by side, the slowest site last); 0 with neither, and with the
+// emulated executor, whose runs have no start.
+func (d *Daemon) startEndLocked(pool string, pl *gramvm.Placement) (float64, string) {
+	if d.exec.Name() == "emulated" {
+		return 0, ""
+	}
+	if c, n := d.rates[pool].startEndCost(); n > 0 {
+		return c, fmt.Sprintf("the median of the pool's last %d jobs", n)
+	}
+	most, at := 0.0, ""
+	for _, h := range append([]gramvm.HostRef{pl.Master}, pl.Workers...) {
+		if s := d.cal.start[h.Site]; s > most {
+			most, at = s, h.Site
+		}
+	}
+	if most == 0 {
+		return 0, ""
+	}
+	return most, "as the calibration measured it at " + at
 }
 
 // startEndCost is the median start and end of the pool's last jobs, and

@@ -209,7 +209,11 @@ func printCalibration(w io.Writer, v api.Calibration) {
 		case f.Due.IsZero():
 			due = "on demand"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%.4g %s\t%s\t%s\t%s\t%s\t%s\n", f.Key, value, f.Configured, f.ConfiguredUnit, stamp(f.MeasuredAt), age,
+		configured := "-" // a start figure: the grid file has none
+		if f.ConfiguredUnit != "" {
+			configured = fmt.Sprintf("%.4g %s", f.Configured, f.ConfiguredUnit)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", f.Key, value, configured, stamp(f.MeasuredAt), age,
 			dash(strings.Join(f.Hosts, ",")), f.State, due)
 		if f.Waiting != "" {
 			notes = append(notes, fmt.Sprintf("%s: %s", f.Key, f.Waiting))

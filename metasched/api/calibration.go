@@ -13,6 +13,10 @@ const (
 	// CalibrationLink: a link's bandwidth VM to VM (a stream from a VM at
 	// one site to a VM at the other).
 	CalibrationLink = "link"
+	// CalibrationStart: the seconds a job's start and end take at a site
+	// beyond its program's run (the guest executor runs a job that does
+	// nothing in two VMs of the site, from its VMs up to its end seen).
+	CalibrationStart = "start"
 )
 
 // The states of a calibration figure.
@@ -65,7 +69,7 @@ type CalibrationSite struct {
 // CalibrationFigure is one measured figure: a site's perf for an image,
 // its LAN, or a link VM to VM.
 type CalibrationFigure struct {
-	// Key names it: perf/SITE/IMAGE, lan/SITE or link/A/B.
+	// Key names it: perf/SITE/IMAGE, lan/SITE, start/SITE or link/A/B.
 	Key  string `json:"key"`
 	Kind string `json:"kind"`
 	Site string `json:"site"`
