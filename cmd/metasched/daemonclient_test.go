@@ -259,6 +259,7 @@ var (
 		j.Updated = t0.Add(12 * time.Second)
 		j.Transitions = append(j.Transitions[:4:4], lifecycle.Transition{From: lifecycle.Running, To: lifecycle.Done, At: j.Updated, Reason: "exit code 0"})
 		j.MeasuredS, j.Ratio, j.ExitCode = 8.75, 8.75/8.571428571428571, ptr(0)
+		j.StartEndS, j.ProgramS = 2.5, 6.25
 		j.Clusters = []api.ClusterTasks{{Name: "spain", TasksPredicted: 257.14285714285717, TasksDone: ptr(251)},
 			{Name: "latam-a", TasksPredicted: 42.857142857142854, TasksDone: ptr(49)}}
 		return j

@@ -514,10 +514,17 @@ func TestGuestGrid(t *testing.T) {
 				if f.Value < 20 {
 					t.Errorf("%s: %g Mbit/s between two VMs on one bridge", f.Key, f.Value)
 				}
+			case api.CalibrationStart: // contextualization, starts, a poll
+				if f.Value < 0.1 || f.Value > 300 {
+					t.Errorf("%s: %g s to start and end a job that does nothing", f.Key, f.Value)
+				}
+				if want := map[string]int{"a": 2, "b": 1}[f.Site]; len(f.Hosts) != want {
+					t.Errorf("%s measured on %v, want %d hosts", f.Key, f.Hosts, want)
+				}
 			}
 		}
-		if kinds[api.CalibrationPerf] != 2 || kinds[api.CalibrationLAN] != 1 || kinds[api.CalibrationLink] != 1 {
-			t.Errorf("figures by kind %v: want the perf of both sites, site a's LAN (b has one host) and the link", kinds)
+		if kinds[api.CalibrationPerf] != 2 || kinds[api.CalibrationLAN] != 1 || kinds[api.CalibrationLink] != 1 || kinds[api.CalibrationStart] != 2 {
+			t.Errorf("figures by kind %v: want the perf and start of both sites, site a's LAN (b has one host) and the link", kinds)
 		}
 		job, err := os.ReadFile(example + "job-taskfarm-guests.yaml")
 		if err != nil {
