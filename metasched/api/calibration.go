@@ -67,7 +67,7 @@ type CalibrationSite struct {
 }
 
 // CalibrationFigure is one measured figure: a site's perf for an image,
-// its LAN, or a link VM to VM.
+// its LAN, its start and end of a job, or a link VM to VM.
 type CalibrationFigure struct {
 	// Key names it: perf/SITE/IMAGE, lan/SITE, start/SITE or link/A/B.
 	Key  string `json:"key"`

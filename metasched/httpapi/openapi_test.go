@@ -767,7 +767,7 @@ func TestOpenAPIEnums(t *testing.T) {
 		{[]string{"components", "schemas", "ClusterPlan", "properties", "limit"}, sorted(string(selection.LimitFree), string(selection.LimitUplink),
 			string(selection.LimitPath), string(selection.LimitMasterShare), string(selection.LimitEfficiency))},
 		{[]string{"components", "schemas", "TuningRecord", "properties", "action"}, sorted(gramvm.ActionConsolidate, gramvm.ActionShrink)},
-		{[]string{"components", "schemas", "CalibrationFigure", "properties", "kind"}, sorted(api.CalibrationPerf, api.CalibrationLAN, api.CalibrationLink)},
+		{[]string{"components", "schemas", "CalibrationFigure", "properties", "kind"}, sorted(api.CalibrationPerf, api.CalibrationLAN, api.CalibrationStart, api.CalibrationLink)},
 		{[]string{"components", "schemas", "CalibrationFigure", "properties", "state"}, sorted(api.CalibrationMeasured, api.CalibrationDue,
 			api.CalibrationMeasuring, api.CalibrationFailed)},
 		{[]string{"components", "schemas", "Link", "properties", "via"}, sorted(gramvm.ViaAgents, gramvm.ViaVMs)},
