@@ -125,6 +125,63 @@ func TestPlacementBaselines(t *testing.T) {
 	})
 }
 
+// slowDestroy is a site agent whose VM destructions wait until gate is
+// closed.
+type slowDestroy struct {
+	metasched.SiteAgent
+	gate chan struct{}
+}
+
+func (s slowDestroy) DestroyVM(ctx context.Context, name string) error {
+	select {
+	case <-s.gate:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return s.SiteAgent.DestroyVM(ctx, name)
+}
+
+// TestMCTWaitsForVMsBeingDestroyed: the hosts of a job that just ended
+// still hold its VMs while they are destroyed; a MCT job submitted then
+// counts them free in moments and runs on fast (10 s), not on slow at once
+// (40 s) as if fast's hosts were held for an unknown time.
+func TestMCTWaitsForVMsBeingDestroyed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		gate := make(chan struct{})
+		grid := &graph.Grid{Clusters: []graph.Cluster{
+			{Name: "fast", Machines: 3, Cores: 1, MemoryMiB: 8192, Perf: 4e9, LANMbps: 1000, UplinkMbps: 10},
+			{Name: "slow", Machines: 3, Cores: 1, MemoryMiB: 2048, Perf: 1e9, LANMbps: 1000, UplinkMbps: 10},
+		}, Links: []graph.Link{{Between: [2]string{"fast", "slow"}, Mbps: 10}}}
+		d := startDaemonGrid(t, grid, metasched.Options{WrapAgent: func(site string, a metasched.SiteAgent) metasched.SiteAgent {
+			if site == "fast" {
+				return slowDestroy{SiteAgent: a, gate: gate}
+			}
+			return a
+		}}, func(c *metasched.Config) {
+			c.JobTypes = []api.JobType{{Name: "sim", VCPUs: 1, MemoryMiB: 1024, HoldingCost: 1}}
+			c.Policy = metasched.PolicyConfig{Name: "none"}
+			c.Executor.TimeScale = 1
+			c.MinPoolHosts = 0
+			c.HoldAfter = time.Hour
+		}).d
+		first := submitText(t, d, placeJob("first", 40, "placement: met\n"))
+		waitFor(t, "the first job done", 5*time.Minute, func() bool { return stateOf(d, first.ID).State == lifecycle.Done })
+		if s := sitesOf(stateOf(d, first.ID)); len(s) != 1 || s[0] != "fast" {
+			t.Fatalf("the first job ran on %v, want fast", s)
+		}
+		mct := submitText(t, d, placeJob("mct", 40, "placement: mct\n"))
+		time.Sleep(5 * time.Second) // dispatch rounds, with fast's VMs still there
+		if j := stateOf(d, mct.ID); j.State != lifecycle.Queued {
+			t.Fatalf("the MCT job is %s (%s) while fast's hosts are being emptied, want it waiting for fast", j.State, j.Reason)
+		}
+		close(gate)
+		waitFor(t, "the MCT job done", 5*time.Minute, func() bool { return stateOf(d, mct.ID).State == lifecycle.Done })
+		if s := sitesOf(stateOf(d, mct.ID)); len(s) != 1 || s[0] != "fast" {
+			t.Errorf("the MCT job ran on %v, want fast, free a moment after the first job's end", s)
+		}
+	})
+}
+
 // transitionAt is when the job last entered state to.
 func transitionAt(j api.Job, to lifecycle.State) time.Time {
 	var at time.Time

@@ -50,8 +50,9 @@ func (d *Daemon) timeScale() float64 {
 // when it has the room now; else when the placed jobs with a VM on it end
 // by their predicted run time (a running job from its start, a planned or
 // provisioning one from now; one past its predicted end in a dispatch
-// round), in the plan's seconds; +Inf when a VM of no placed job takes
-// its room (when it goes is not known).
+// round), in the plan's seconds, and in a dispatch round when the VMs on
+// it are being destroyed (their job ended); +Inf when a VM of no placed
+// job, not being destroyed, takes its room (when it goes is not known).
 func (d *Daemon) availLocked(pool string, vm selection.VM, held map[string]string, now time.Time) map[string][]gramvm.HostFree {
 	free := d.freeLocked(pool, vm)
 	isFree := map[string]bool{}
@@ -85,9 +86,16 @@ func (d *Daemon) availLocked(pool string, vm selection.VM, held map[string]strin
 			h := gramvm.HostFree{Host: name}
 			if !isFree[name] {
 				end, known := ends[name]
+				// The VMs of a job that ended are being destroyed: their
+				// room is free in moments.
+				gone := true
 				for _, v := range d.hosts[name].inv.VMs {
-					known = known && jobs[v.Job]
+					gone = gone && (jobs[v.Job] || d.inHand[v.Name] > 0)
 				}
+				if !known && gone {
+					end, known = now, true
+				}
+				known = known && gone
 				if known {
 					h.In = max(end.Sub(now), dispatchEvery).Seconds() / scale
 				} else {
