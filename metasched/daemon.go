@@ -129,12 +129,13 @@ type Daemon struct {
 	hosts        map[string]*gridHost
 	order        []string // host names in grid order
 	jobs         map[string]*liveJob
-	promised     *reservations     // capacity promised to VMs the inventories do not count yet
-	index        jobIndex          // the live jobs by queue, placement and pool
-	noRoom       map[string]string // pool → why none of its queued jobs can start (no free host)
-	lastRound    uint64            // the dispatcher's last round (roundKeyLocked)
-	inHand       map[string]int    // VMs the lifecycle is creating or destroying (the count of those calls in flight)
-	missed       map[string]int    // VMs of running jobs the last refreshes missed from their hosts, and how many in a row
+	promised     *reservations        // capacity promised to VMs the inventories do not count yet
+	index        jobIndex             // the live jobs by queue, placement and pool
+	noRoom       map[string]string    // pool → why none of its queued jobs can start (no free host)
+	lastRound    uint64               // the dispatcher's last round (roundKeyLocked)
+	inHand       map[string]int       // VMs the lifecycle is creating or destroying (the count of those calls in flight)
+	destroyed    map[string]time.Time // VMs the lifecycle destroyed, when (destroyedLocked)
+	missed       map[string]int       // VMs of running jobs the last refreshes missed from their hosts, and how many in a row
 	coord        *coordinator.Coordinator
 	released     map[coordinator.SwitchID]string // PrepareRelease answers, for repeats
 	timers       map[coordinator.SwitchID]clockwork.Timer
@@ -196,7 +197,8 @@ func NewWithGrid(ctx context.Context, cfg *Config, grid *graph.Grid, opt Options
 	}
 	d := &Daemon{cfg: cfg, opt: opt, log: opt.Logger, grid: grid, types: cfg.JobTypes, clock: opt.Clock, started: opt.Clock.Now(), instance: newInstance(),
 		hosts: map[string]*gridHost{}, jobs: map[string]*liveJob{}, promised: newReservations(), index: newJobIndex(), noRoom: map[string]string{}, inHand: map[string]int{},
-		released: map[coordinator.SwitchID]string{}, timers: map[coordinator.SwitchID]clockwork.Timer{},
+		destroyed: map[string]time.Time{},
+		released:  map[coordinator.SwitchID]string{}, timers: map[coordinator.SwitchID]clockwork.Timer{},
 		timerPhase: map[coordinator.SwitchID]coordinator.Phase{},
 		rates:      map[string]*poolRates{}, migrating: map[string]int{}, switchesEnded: map[coordinator.Phase]int{}, cal: newCalibration(),
 		wake: make(chan struct{}, 1), events: make(chan coordinator.Event, 256)}

@@ -171,6 +171,7 @@ func (d *Daemon) carryOutJob(ctx context.Context, lj *liveJob, acts []lifecycle.
 			d.destroyVMs(context.WithoutCancel(ctx), a.VMs)
 			d.mu.Lock()
 			d.promised.dropVMs(a.VMs)
+			d.destroyedLocked(a.VMs)
 			d.mu.Unlock()
 			d.release(a.VMs)
 		default:
@@ -621,6 +622,25 @@ func (d *Daemon) holdLocked(vms []lifecycle.VM) {
 		d.inHand[v.Name]++
 	}
 }
+
+// destroyedLocked notes the VMs the lifecycle has just destroyed: the
+// hosts' inventories may list them until their next refresh, and their
+// room is free (availLocked). Notes older than destroyedFor go.
+func (d *Daemon) destroyedLocked(vms []lifecycle.VM) {
+	now := d.now()
+	for name, at := range d.destroyed {
+		if now.Sub(at) > destroyedFor {
+			delete(d.destroyed, name)
+		}
+	}
+	for _, v := range vms {
+		d.destroyed[v.Name] = now
+	}
+}
+
+// destroyedFor is how long a destroyed VM is noted: longer than an
+// inventory refresh takes to drop it.
+const destroyedFor = time.Minute
 
 func (d *Daemon) release(vms []lifecycle.VM) {
 	d.mu.Lock()

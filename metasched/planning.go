@@ -86,11 +86,13 @@ func (d *Daemon) availLocked(pool string, vm selection.VM, held map[string]strin
 			h := gramvm.HostFree{Host: name}
 			if !isFree[name] {
 				end, known := ends[name]
-				// The VMs of a job that ended are being destroyed: their
-				// room is free in moments.
+				// The VMs of a job that ended are being destroyed, or were
+				// and the inventory lists them until its next refresh:
+				// their room is free in moments.
 				gone := true
 				for _, v := range d.hosts[name].inv.VMs {
-					gone = gone && (jobs[v.Job] || d.inHand[v.Name] > 0)
+					_, destroyed := d.destroyed[v.Name]
+					gone = gone && (jobs[v.Job] || d.inHand[v.Name] > 0 || destroyed)
 				}
 				if !known && gone {
 					end, known = now, true
