@@ -468,7 +468,6 @@ func (d *Daemon) calPlanLocked(f *calFigure) ([]calVM, string) {
 		// A second host may be busy, or the site may have one: a job of
 		// one VM, unless another host could take the second VM later.
 		if d.bootingHostsLocked(r.Site) >= 2 {
-			delete(taken, a.spec.Host)
 			return nil, fmt.Sprintf("waiting for two idle hosts at site %s, in pools with an image", r.Site) + idle
 		}
 		return []calVM{a}, ""
@@ -834,16 +833,8 @@ func (d *Daemon) calibrationViewLocked(now time.Time) api.Calibration {
 		cs := api.CalibrationSite{Name: s.name, Calibrated: true, Note: calibratesWhy(s)}
 		if cs.Note != "" {
 			cs.Calibrated = false
-		} else {
-			boots := 0
-			for _, h := range d.hosts {
-				if h.rec.Site == s.name && bootsOn(s, h) {
-					boots++
-				}
-			}
-			if boots < 2 {
-				cs.Note = "fewer than two hosts that boot guests: its LAN is not measured (the grid file's lan_mbps holds)"
-			}
+		} else if d.bootingHostsLocked(s.name) < 2 {
+			cs.Note = "fewer than two hosts that boot guests: its LAN is not measured (the grid file's lan_mbps holds)"
 		}
 		v.Sites = append(v.Sites, cs)
 	}

@@ -41,6 +41,18 @@ type RunTimes struct {
 	ProgramS float64 `json:"program_s,omitempty"`
 }
 
+// TaskS is the plan's T/R: PredictedS less its start and end.
+func (r RunTimes) TaskS() float64 { return r.PredictedS - r.StartEndS }
+
+// ProgramRatio is the program's own run time over the plan's T/R (0: not
+// both known).
+func (r RunTimes) ProgramRatio() float64 {
+	if r.ProgramS <= 0 || r.TaskS() <= 0 {
+		return 0
+	}
+	return r.ProgramS / r.TaskS()
+}
+
 // ClusterTasks is one cluster's share of a job's tasks: predicted by its
 // plan (T·rate_c/R), and done as the task-farm summary its master wrote
 // says (absent: no summary).

@@ -195,10 +195,7 @@ func RowOf(r Run, j api.Job) Row {
 	if j.Placement != nil {
 		row.Master = j.Placement.Plan.Master
 	}
-	row.StartEndS = j.StartEndS
-	if row.ProgramS = j.ProgramS; j.PredictedS-j.StartEndS > 0 {
-		row.ProgramRatio = j.ProgramS / (j.PredictedS - j.StartEndS)
-	}
+	row.StartEndS, row.ProgramS, row.ProgramRatio = j.StartEndS, j.ProgramS, j.ProgramRatio()
 	return row
 }
 
