@@ -3,6 +3,7 @@ package httpsrv
 import (
 	"container/list"
 	"context"
+	"crypto/tls"
 	"net"
 	"net/http"
 	"net/netip"
@@ -236,6 +237,7 @@ func (g *guard) stop() {
 // connContext is http.Server.ConnContext: it puts the connection's record
 // in the context of every request on it, for Prove.
 func (g *guard) connContext(ctx context.Context, c net.Conn) context.Context {
+	c = rawConn(c)
 	g.mu.Lock()
 	t := g.conns[c]
 	g.mu.Unlock()
@@ -251,6 +253,7 @@ func (g *guard) connState(c net.Conn, s http.ConnState) {
 	if s != http.StateClosed && s != http.StateHijacked {
 		return
 	}
+	c = rawConn(c)
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if t := g.conns[c]; t != nil {
@@ -262,6 +265,14 @@ func (g *guard) stats() Stats {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return Stats{Unproven: g.unproven, Proven: g.proven, Closed: g.closed}
+}
+
+// rawConn is the connection the listener accepted under a TLS one.
+func rawConn(c net.Conn) net.Conn {
+	if tc, ok := c.(*tls.Conn); ok {
+		return tc.NetConn()
+	}
+	return c
 }
 
 type connKey struct{}

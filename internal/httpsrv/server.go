@@ -13,8 +13,11 @@ package httpsrv
 
 import (
 	"context"
+	"crypto/tls"
+	stdlog "log"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -71,6 +74,9 @@ type Config struct {
 	Logger zerolog.Logger
 	// BaseContext is http.Server.BaseContext (nil: context.Background).
 	BaseContext func(net.Listener) context.Context
+	// TLS, when set, serves HTTPS with it (package tlsx makes it); nil
+	// serves plain HTTP.
+	TLS *tls.Config
 }
 
 // WithDefaults returns c with every zero field set to its default.
@@ -128,8 +134,19 @@ func New(h http.Handler, cfg Config) *Server {
 		ConnState:   g.connState,
 		ConnContext: g.connContext,
 		BaseContext: cfg.BaseContext,
+		// A failed TLS handshake (a certificate refused, an expired one)
+		// is logged as a warning, a few a minute at most.
+		ErrorLog: stdlog.New(errorLog{cfg.Logger.Sample(&zerolog.BurstSampler{Burst: 5, Period: time.Minute})}, "", 0),
 	}
 	return s
+}
+
+// errorLog writes net/http's own error lines as warnings.
+type errorLog struct{ log zerolog.Logger }
+
+func (e errorLog) Write(p []byte) (int, error) {
+	e.log.Warn().Msg(strings.TrimSpace(string(p)))
+	return len(p), nil
 }
 
 // Config returns the server's configuration, defaults filled in.
@@ -138,7 +155,11 @@ func (s *Server) Config() Config { return s.cfg }
 // Serve accepts connections on ln and serves them until Shutdown or Close;
 // it returns http.ErrServerClosed then.
 func (s *Server) Serve(ln net.Listener) error {
-	return s.srv.Serve(&listener{Listener: ln, g: s.g})
+	var l net.Listener = &listener{Listener: ln, g: s.g}
+	if s.cfg.TLS != nil {
+		l = tls.NewListener(l, s.cfg.TLS)
+	}
+	return s.srv.Serve(l)
 }
 
 // Shutdown stops accepting and waits (until ctx ends) for the requests in
