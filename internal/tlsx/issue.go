@@ -13,8 +13,8 @@ import (
 	"math/big"
 	"net"
 	"net/url"
-	"regexp"
 	"os"
+	"regexp"
 	"strings"
 	"time"
 )
