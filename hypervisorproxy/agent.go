@@ -14,6 +14,7 @@ import (
 	"github.com/metasched/metasched/graph"
 	"github.com/metasched/metasched/hypervisorproxy/image"
 	"github.com/metasched/metasched/internal/httpsrv"
+	"github.com/metasched/metasched/internal/tlsx"
 )
 
 // Connector opens a host's hypervisor. onReconnect must be called after the
@@ -22,8 +23,15 @@ type Connector func(ctx context.Context, uri string, onReconnect func()) (Hyperv
 
 // Config configures an Agent.
 type Config struct {
-	Site    *Site
-	Token   string      // bearer token of the API; required
+	Site *Site
+	// TLS is the agent's certificate (of the agent of Site's site), key
+	// and CA: the API is served over HTTPS and checks its clients'
+	// certificates (Handler), and a probe goes to the other agent over
+	// mutual TLS. nil: plain HTTP with Token.
+	TLS *tlsx.Source
+	// Token is the bearer token of a plain HTTP API; required without
+	// TLS, none with it.
+	Token   string
 	Grid    *graph.Grid // required when the site file lists no hosts
 	Connect Connector   // required
 	Logger  zerolog.Logger
@@ -41,6 +49,7 @@ type Config struct {
 // doc lists the files of its pieces).
 type Agent struct {
 	site    *Site
+	tls     *tlsx.Source
 	token   string
 	connect Connector
 	log     zerolog.Logger
@@ -70,11 +79,17 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 	if cfg.Site == nil || cfg.Connect == nil {
 		return nil, errors.New("agent: site and connector are required")
 	}
-	if cfg.Token == "" {
+	switch {
+	case cfg.TLS == nil && cfg.Token == "":
 		return nil, fmt.Errorf("agent: token: %w: must not be empty", ErrInvalid)
+	case cfg.TLS != nil && cfg.Token != "":
+		return nil, fmt.Errorf("agent: token: %w: none with tls (the daemon proves itself by its certificate)", ErrInvalid)
+	case cfg.TLS != nil && cfg.TLS.Identity() != tlsx.Agent(cfg.Site.Site):
+		return nil, fmt.Errorf("agent: tls: cert_file %s: %w: the certificate is %s's, not the agent of site %s's",
+			cfg.TLS.Files().Cert, ErrInvalid, cfg.TLS.Identity(), cfg.Site.Site)
 	}
 	a := &Agent{
-		site: cfg.Site, token: cfg.Token, connect: cfg.Connect, log: cfg.Logger, now: cfg.Now,
+		site: cfg.Site, tls: cfg.TLS, token: cfg.Token, connect: cfg.Connect, log: cfg.Logger, now: cfg.Now,
 		dataDir: cfg.Site.DataDir, vms: map[string]*vm{}, ports: newMigrationPorts(cfg.Site.MigrationPorts),
 		httpTimeouts: cfg.HTTP,
 	}

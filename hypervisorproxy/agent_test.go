@@ -62,7 +62,7 @@ func startAgent(t testing.TB, dir, extra string) *harness {
 func labSite(t testing.TB, dir, extra string) (*hp.Site, *graph.Grid) {
 	t.Helper()
 	for name, data := range map[string]string{"grid.yaml": testGrid, "token": testToken + "\n",
-		"site.yaml": "site: lab\ntoken_file: token\ngrid: grid.yaml\npool: render\n" + extra} {
+		"site.yaml": "site: lab\ntoken_file: token\ninsecure_http: true\ngrid: grid.yaml\npool: render\n" + extra} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o600); err != nil {
 			t.Fatal(err)
 		}

@@ -161,13 +161,14 @@ type Reconfigured struct {
 	ImageSeconds float64 `json:"image_seconds,omitempty"`
 }
 
-// ProbeRequest asks the agent to measure its throughput to another agent:
-// it sends Bytes (default 8 MiB) to the other agent's probe sink within
-// Timeout (default 30 s). Token is the other agent's token (default: this
-// agent's own).
+// ProbeRequest asks the agent to measure its throughput to another agent,
+// the agent of site Site at Target (https://HOST:PORT): it sends Bytes
+// (default 8 MiB) to that agent's probe sink within Timeout (default
+// 30 s), over mutual TLS: each proves itself by its certificate, and the
+// sender checks that the other's names Site. No credential travels.
 type ProbeRequest struct {
 	Target  string `json:"target"`
-	Token   string `json:"token,omitempty"`
+	Site    string `json:"site"`
 	Bytes   int64  `json:"bytes,omitempty"`
 	Timeout string `json:"timeout,omitempty"`
 }

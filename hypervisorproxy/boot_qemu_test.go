@@ -56,6 +56,7 @@ func bootAgent(t testing.TB, d *libvirtdtest.Daemon, dataDir, pool, imgDir strin
 	}
 	yaml := fmt.Sprintf(`site: lab
 token_file: token
+insecure_http: true
 data_dir: %q
 boot_timeout: %s
 images: {%s: %q}

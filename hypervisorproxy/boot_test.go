@@ -36,6 +36,7 @@ func TestAgentImages(t *testing.T) {
 	site := func(images string) *hp.Site {
 		s, err := hp.ParseSite(filepath.Join(dir, "site.yaml"), []byte(fmt.Sprintf(`site: lab
 token_file: token
+insecure_http: true
 images: %s
 hosts:
   - {name: h-0, uri: "test:///default", pool: render}

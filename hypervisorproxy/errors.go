@@ -40,6 +40,10 @@ var (
 	ErrAborted = errors.New("aborted")
 	// ErrUnauthorized: missing or wrong bearer token.
 	ErrUnauthorized = errors.New("unauthorized")
+	// ErrForbidden: the client's certificate names a party that may not
+	// make this call (another agent outside the probe sink, a user's
+	// client).
+	ErrForbidden = errors.New("forbidden")
 	// ErrGuestAgent: the guest agent of a VM does not answer (not yet
 	// started, not connected, or timed out).
 	ErrGuestAgent = errors.New("guest agent not answering")
@@ -66,6 +70,7 @@ var codes = []struct {
 	{ErrConnLost, "conn_lost", http.StatusBadGateway},
 	{ErrAborted, "aborted", http.StatusGatewayTimeout},
 	{ErrUnauthorized, "unauthorized", http.StatusUnauthorized},
+	{ErrForbidden, "forbidden", http.StatusForbidden},
 	{ErrBoot, "boot_failed", http.StatusBadGateway},
 	{ErrGuestAgent, "guest_agent", http.StatusServiceUnavailable},
 }

@@ -3,6 +3,7 @@ package hypervisorproxy_test
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,6 +26,8 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	hp "github.com/metasched/metasched/hypervisorproxy"
+	"github.com/metasched/metasched/internal/tlsx"
+	"github.com/metasched/metasched/internal/tlsx/tlsxtest"
 	"github.com/metasched/metasched/internal/yamlx"
 	"github.com/metasched/metasched/internal/yamlx/yamlxtest"
 )
@@ -87,7 +90,8 @@ func checkSite(t *testing.T, s *hp.Site) {
 	check(yamlx.IsName(s.Site), "site %q", s.Site)
 	_, port, err := net.SplitHostPort(s.Listen)
 	check(err == nil && port != "", "listen %q", s.Listen)
-	check(s.TokenFile != "", "token_file empty")
+	check((s.TokenFile != "") != (s.TLS != nil), "token_file %q with tls %v", s.TokenFile, s.TLS)
+	check(s.TLS != nil || tlsx.Loopback(s.Listen), "plain HTTP on listen %q", s.Listen)
 	check(s.SwitchDelay >= 0, "switch_delay %v", s.SwitchDelay)
 	check(s.MigrationProgressTimeout > 0, "migration_progress_timeout %v", s.MigrationProgressTimeout)
 	check(s.MigrationPorts[0] >= 1 && s.MigrationPorts[0] <= s.MigrationPorts[1] && s.MigrationPorts[1] <= 65535,
@@ -120,7 +124,7 @@ func checkSite(t *testing.T, s *hp.Site) {
 // siteFile is the site file of s.
 func siteFile(s *hp.Site) map[string]any {
 	out := map[string]any{
-		"site": s.Site, "listen": s.Listen, "token_file": s.TokenFile,
+		"site": s.Site, "listen": s.Listen,
 		"switch_delay":               s.SwitchDelay.String(),
 		"migration_progress_timeout": s.MigrationProgressTimeout.String(),
 		"migration_ports":            fmt.Sprintf("%d-%d", s.MigrationPorts[0], s.MigrationPorts[1]),
@@ -131,6 +135,11 @@ func siteFile(s *hp.Site) map[string]any {
 		if v != "" {
 			out[k] = v
 		}
+	}
+	if s.TLS != nil {
+		out["tls"] = map[string]string{"cert_file": s.TLS.Cert, "key_file": s.TLS.Key, "ca_file": s.TLS.CA}
+	} else {
+		out["token_file"], out["insecure_http"] = s.TokenFile, true
 	}
 	if s.Hosts != nil {
 		out["hosts"] = s.Hosts
@@ -408,7 +417,8 @@ func FuzzProbeAnswer(f *testing.F) {
 		body   []byte
 	}
 	var mu sync.Mutex
-	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	pki := tlsxtest.New(f)
+	sink := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
 		mu.Lock()
 		status, body := answer.status, answer.body
@@ -417,8 +427,10 @@ func FuzzProbeAnswer(f *testing.F) {
 		w.WriteHeader(status)
 		w.Write(body)
 	}))
+	sink.TLS = pki.Source(f, tlsx.Agent("far"), "127.0.0.1").ServerConfig(tls.RequireAndVerifyClientCert)
+	sink.StartTLS()
 	f.Cleanup(sink.Close)
-	h := startAgent(f, "", "")
+	h := startTLSAgent(f, pki, "lab")
 	const sent = 4096
 	f.Fuzz(func(t *testing.T, status int, body []byte) {
 		if status < 200 || status > 599 {
@@ -427,7 +439,7 @@ func FuzzProbeAnswer(f *testing.F) {
 		mu.Lock()
 		answer.status, answer.body = status, body
 		mu.Unlock()
-		p, err := h.agent.Probe(context.Background(), hp.ProbeRequest{Target: sink.URL, Bytes: sent, Timeout: "10s"})
+		p, err := h.agent.Probe(context.Background(), hp.ProbeRequest{Target: sink.URL, Site: "far", Bytes: sent, Timeout: "10s"})
 		if err != nil {
 			return
 		}

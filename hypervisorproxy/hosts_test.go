@@ -27,6 +27,7 @@ func TestAgentReconnectAndUnreachable(t *testing.T) {
 	site, err := hp.ParseSite(filepath.Join(dir, "site.yaml"), []byte(`
 site: lab
 token_file: token
+insecure_http: true
 hosts:
   - {name: h0, uri: "test://`+hostFile+`", pool: render}
   - {name: gone, uri: "test:///no/such/host.xml", pool: render}

@@ -65,6 +65,7 @@ func TestImagesOntoHosts(t *testing.T) {
 	hostDir := filepath.Join(d.Dir(), "host-images") // made by the daemon's user
 	site, err := hp.ParseSite(filepath.Join(dir, "site.yaml"), fmt.Appendf(nil, `site: lab
 token_file: token
+insecure_http: true
 data_dir: %q
 boot_timeout: %s
 images: {render: %q, other: %q, disk: %q}

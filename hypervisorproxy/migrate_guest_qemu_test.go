@@ -42,6 +42,7 @@ func TestGuestCallsDuringMigration(t *testing.T) {
 	lo, hi := libvirtdtest.FreePortRange(t, 4)
 	site, err := hp.ParseSite(filepath.Join(dir, "site.yaml"), []byte(fmt.Sprintf(`site: lab
 token_file: token
+insecure_http: true
 data_dir: %q
 boot_timeout: %s
 migration_ports: %d-%d

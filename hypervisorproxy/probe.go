@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/metasched/metasched/graph"
+	"github.com/metasched/metasched/internal/tlsx"
 )
 
 // Probe limits.
@@ -26,15 +27,23 @@ const (
 
 // Probe measures the throughput from this agent to another: it sends a
 // bounded stream of bytes to the other agent's probe sink (PUT
-// /v1/probe/sink) over one TCP connection; the sink times the transfer
-// from its first byte to its last. A transfer cut by the timeout still
-// reports what arrived. GramVM uses the result to keep link weights
-// current.
+// /v1/probe/sink) over one TLS connection, on which each agent proves
+// itself by its certificate; the sink times the transfer from its first
+// byte to its last. A transfer cut by the timeout still reports what
+// arrived. GramVM uses the result to keep link weights current. An agent
+// without TLS cannot probe: it has no way to prove itself to another
+// but a token, which it must not pass on.
 func (a *Agent) Probe(ctx context.Context, req ProbeRequest) (Probe, error) {
+	if a.tls == nil {
+		return Probe{}, fmt.Errorf("probe: %w: this agent serves plain HTTP: probes need tls (agents prove themselves to each other by their certificates)", ErrUnsupported)
+	}
 	var errs []error
 	u, err := url.Parse(req.Target)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		errs = append(errs, fmt.Errorf("target: must be an agent's address like http://10.0.0.2:9101, not %q", req.Target))
+	if err != nil || u.Scheme != "https" || u.Host == "" || u.Path != "" && u.Path != "/" || u.RawQuery != "" || u.User != nil {
+		errs = append(errs, fmt.Errorf("target: must be an agent's address like https://10.0.0.2:9101, not %q", req.Target))
+	}
+	if err := tlsx.Agent(req.Site).Check(); err != nil || req.Site == a.site.Site {
+		errs = append(errs, fmt.Errorf("site: must be the site of another agent, not %q", req.Site))
 	}
 	n := req.Bytes
 	switch {
@@ -54,10 +63,6 @@ func (a *Agent) Probe(ctx context.Context, req ProbeRequest) (Probe, error) {
 	if len(errs) > 0 {
 		return Probe{}, fmt.Errorf("probe: %w: %w", ErrInvalid, errors.Join(errs...))
 	}
-	token := req.Token
-	if token == "" {
-		token = a.token
-	}
 	// The stream is cut at the timeout; the sink then reports what came.
 	sendCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -66,9 +71,9 @@ func (a *Agent) Probe(ctx context.Context, req ProbeRequest) (Probe, error) {
 	if err != nil {
 		return Probe{}, fmt.Errorf("probe %s: %w", req.Target, err)
 	}
-	hreq.Header.Set("Authorization", "Bearer "+token)
 	hreq.Header.Set("Content-Type", "application/octet-stream")
-	client := &http.Client{Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}, Timeout: timeout + 30*time.Second}
+	client := &http.Client{Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true,
+		TLSClientConfig: a.tls.ClientConfig(tlsx.Agent(req.Site), u.Hostname())}, Timeout: timeout + 30*time.Second}
 	resp, err := client.Do(hreq)
 	if err != nil {
 		return Probe{}, fmt.Errorf("probe %s: %w", req.Target, err)

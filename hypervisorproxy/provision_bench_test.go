@@ -46,6 +46,7 @@ func BenchmarkProvision(b *testing.B) {
 	}
 	site, err := hp.ParseSite(filepath.Join(dir, "site.yaml"), fmt.Appendf(nil, `site: lab
 token_file: token
+insecure_http: true
 boot_timeout: %s
 images: {render: %q}
 hosts:

@@ -72,6 +72,7 @@ func TestAgentQEMULiveMigration(t *testing.T) {
 	lo, hi := libvirtdtest.FreePortRange(t, 10)
 	yaml := fmt.Sprintf(`site: lab
 token_file: token
+insecure_http: true
 migration_ports: %d-%d
 hosts:
   - {name: qa, uri: %q, pool: render}

@@ -124,12 +124,12 @@ func TestSiteCapsErrors(t *testing.T) {
 		"max_unproven_connections: 2000000\n":                           "site.yaml: max_unproven_connections: must be a whole number within 1 and 1048576, not 2000000",
 		"max_unproven_connections: lots\nmax_unproven_per_address: 9\n": "site.yaml: max_unproven_connections: must be",
 	} {
-		_, err := hp.ParseSite("site.yaml", []byte("site: lab\ntoken_file: token\ngrid: grid.yaml\n"+extra))
+		_, err := hp.ParseSite("site.yaml", []byte("site: lab\ntoken_file: token\ninsecure_http: true\ngrid: grid.yaml\n"+extra))
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: %v, want %q", extra, err, want)
 		}
 	}
-	s, err := hp.ParseSite("site.yaml", []byte("site: lab\ntoken_file: token\ngrid: grid.yaml\nmax_unproven_per_address: 10\n"))
+	s, err := hp.ParseSite("site.yaml", []byte("site: lab\ntoken_file: token\ninsecure_http: true\ngrid: grid.yaml\nmax_unproven_per_address: 10\n"))
 	if err != nil || s.MaxUnproven != httpsrv.DefaultMaxUnproven || s.MaxUnprovenPerAddress != 10 {
 		t.Errorf("defaults: %+v, %v", s, err)
 	}

@@ -10,11 +10,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/metasched/metasched/internal/httpsrv"
 	"github.com/metasched/metasched/internal/httpx"
+	"github.com/metasched/metasched/internal/tlsx"
 )
 
 // Handler returns the agent's HTTP API. Every route but /healthz needs
-// "Authorization: Bearer TOKEN". Bodies are JSON; unknown fields are
+// the daemon's (or an operator's) client certificate over TLS, or over
+// plain HTTP "Authorization: Bearer TOKEN"; the probe sink also takes
+// another agent's certificate (authenticate). Bodies are JSON; unknown fields are
 // errors. Errors are {"error": MESSAGE, "code": CODE} with a 4xx status for
 // bad requests (see Status).
 //
@@ -76,10 +80,37 @@ func (a *Agent) Handler() http.Handler {
 	api.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no route %s %s", r.Method, r.URL.Path))
 	})
-	mux.Handle("/", httpx.Bearer(a.token, func(w http.ResponseWriter, msg string) {
-		writeError(w, http.StatusUnauthorized, "unauthorized", msg)
-	}, api))
+	mux.Handle("/", a.authenticate(api))
 	return httpx.LogRequests(a.log, mux)
+}
+
+// authenticate serves next for the parties allowed. Over TLS the
+// client's verified certificate says who calls: the daemon and an
+// operator's client may make every call, another agent only send a
+// probe to the sink, and no one else anything (403). Over plain HTTP,
+// the bearer token.
+func (a *Agent) authenticate(next http.Handler) http.Handler {
+	if a.tls == nil {
+		return httpx.Bearer(a.token, func(w http.ResponseWriter, msg string) {
+			writeError(w, http.StatusUnauthorized, "unauthorized", msg)
+		}, next)
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id, ok := tlsx.PeerIdentity(r.TLS)
+		if !ok {
+			writeError(w, http.StatusUnauthorized, "unauthorized", "no client certificate of the grid's CA naming a metasched identity")
+			return
+		}
+		switch {
+		case id.Kind == tlsx.KindDaemon, id.Kind == tlsx.KindClient && id.Role == tlsx.RoleOperator:
+		case id.Kind == tlsx.KindAgent && r.Method == http.MethodPut && r.URL.Path == "/v1/probe/sink":
+		default:
+			writeError(w, http.StatusForbidden, "forbidden", fmt.Sprintf("%s may not call %s %s", id, r.Method, r.URL.Path))
+			return
+		}
+		httpsrv.Prove(r.Context())
+		next.ServeHTTP(w, r)
+	})
 }
 
 // withBody makes a handler that decodes a strict JSON body of type T, calls

@@ -32,6 +32,7 @@ func TestHostShare(t *testing.T) {
 	}
 	site, err := hp.ParseSite(filepath.Join(dir, "site.yaml"), []byte(fmt.Sprintf(`site: lab
 token_file: token
+insecure_http: true
 hosts:
   - {name: part, uri: "test://%[1]s/part.xml", pool: render, cpus: 2, memory_mib: 512}
   - {name: whole, uri: "test://%[1]s/whole.xml", pool: render}

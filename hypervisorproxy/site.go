@@ -11,6 +11,7 @@ import (
 
 	"github.com/metasched/metasched/hypervisorproxy/domxml"
 	"github.com/metasched/metasched/internal/httpsrv"
+	"github.com/metasched/metasched/internal/tlsx"
 	"github.com/metasched/metasched/internal/yamlx"
 )
 
@@ -18,8 +19,8 @@ import (
 // serves and its hosts.
 //
 //	site: spain                       # the grid cluster this agent serves
-//	listen: 127.0.0.1:9101
-//	token_file: token                 # bearer token the daemon must present
+//	listen: 10.0.0.2:9101
+//	tls: {cert_file: agent-spain.pem, key_file: agent-spain-key.pem, ca_file: ca.pem}
 //	switch_delay: 0s                  # time a pool reconfiguration takes
 //	hosts:                            # default: generated from the grid's cluster entry
 //	  - {name: spain-0, uri: "qemu+unix:///session?socket=/path/libvirt-sock", pool: render}
@@ -29,7 +30,9 @@ import (
 //	network: {bridge: msbr0, subnet: 10.77.0.0/16, addresses: 10.77.1.10-10.77.1.250}
 //	cpu_quota: 0.25                   # each vCPU of a QEMU VM gets at most a quarter of a core
 //
-// and also: grid (the grid file whose cluster entry generates the hosts when
+// or, for a test on one machine, plain HTTP on a loopback address
+// (insecure_http: true, with token_file: the bearer token the daemon must
+// present); and also: grid (the grid file whose cluster entry generates the hosts when
 // hosts is omitted), pool (the pool of generated hosts), data_dir (where the
 // agent keeps its record of VMs and the host files of generated test hosts;
 // default: a temporary directory, and the record is then lost with the
@@ -43,8 +46,13 @@ import (
 // agent's VMs may take; default: all of it). Relative paths are relative to
 // the site file's directory.
 type Site struct {
-	Site                     string
-	Listen                   string
+	Site   string
+	Listen string
+	// TLS are the agent's certificate, key and CA file (package tlsx):
+	// the API is served over HTTPS to the daemon's (and operators')
+	// client certificates. nil: plain HTTP on a loopback address, with
+	// TokenFile's bearer token.
+	TLS                      *tlsx.Files
 	TokenFile                string
 	SwitchDelay              time.Duration
 	Grid                     string
@@ -111,7 +119,7 @@ var DefaultMigrationPorts = [2]int{49152, 49215}
 var (
 	siteFields = []string{"site", "listen", "token_file", "switch_delay", "grid", "pool", "data_dir",
 		"hosts", "migration_ports", "migration_progress_timeout", "max_unproven_connections", "max_unproven_per_address",
-		"images", "boot_timeout", "network", "cpu_quota"}
+		"images", "boot_timeout", "network", "cpu_quota", "tls", "insecure_http"}
 	siteHostFields = []string{"name", "uri", "pool", "migration_address", "image_dir", "cpus", "memory_mib"}
 )
 
@@ -173,7 +181,13 @@ func ParseSite(file string, data []byte) (*Site, error) {
 			s.Listen = l
 		}
 	}
-	s.TokenFile = path("token_file", true)
+	s.TLS = tlsx.Parse(top, dir, s.Listen)
+	switch {
+	case s.TLS != nil && top.Has("token_file"):
+		top.Errorf("token_file", "must not be given with tls: the daemon proves itself by its certificate")
+	case s.TLS == nil && top.Has("insecure_http"):
+		s.TokenFile = path("token_file", true)
+	}
 	duration("switch_delay", &s.SwitchDelay)
 	duration("migration_progress_timeout", &s.MigrationProgressTimeout)
 	if s.MigrationProgressTimeout == 0 {

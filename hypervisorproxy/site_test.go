@@ -12,13 +12,14 @@ import (
 	"github.com/metasched/metasched/graph"
 	hp "github.com/metasched/metasched/hypervisorproxy"
 	"github.com/metasched/metasched/internal/httpsrv"
+	"github.com/metasched/metasched/internal/tlsx"
 )
 
 // siteFull is a site file with every field.
 const siteFull = `
 site: spain
 listen: 0.0.0.0:9101
-token_file: token
+tls: {cert_file: agent-spain.pem, key_file: agent-spain-key.pem, ca_file: /etc/pki/ms/ca.pem}
 switch_delay: 1m30s
 pool: render
 hosts:
@@ -46,7 +47,8 @@ func TestParseSite(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := &hp.Site{
-		Site: "spain", Listen: "0.0.0.0:9101", TokenFile: "/etc/ms/token", SwitchDelay: 90 * time.Second,
+		Site: "spain", Listen: "0.0.0.0:9101", SwitchDelay: 90 * time.Second,
+		TLS:  &tlsx.Files{Cert: "/etc/ms/agent-spain.pem", Key: "/etc/ms/agent-spain-key.pem", CA: "/etc/pki/ms/ca.pem"},
 		Pool: "render", DataDir: "/var/lib/ms", MigrationPorts: [2]int{50000, 50009}, MigrationProgressTimeout: 2 * time.Minute,
 		MaxUnproven: 200, MaxUnprovenPerAddress: 20,
 		Images:      map[string]string{"render": "/etc/ms/images/render", "batch": "/srv/images/batch"},
@@ -64,7 +66,7 @@ func TestParseSite(t *testing.T) {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
 	// Defaults.
-	got, err = hp.ParseSite("site.yaml", []byte("site: lab\ntoken_file: /t\ngrid: g.yaml\n"))
+	got, err = hp.ParseSite("site.yaml", []byte("site: lab\ntoken_file: /t\ninsecure_http: true\ngrid: g.yaml\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,16 +81,26 @@ func TestParseSite(t *testing.T) {
 
 // siteOK is the start of a valid site file, siteHost its hosts.
 const (
-	siteOK   = "site: lab\ntoken_file: t\n"
+	siteOK   = "site: lab\ntoken_file: t\ninsecure_http: true\n"
 	siteHost = "hosts:\n  - {name: h-0, uri: \"test:///default\"}\n"
 )
 
 // siteErrorCases are invalid site files and a part of their errors
 // (TestParseSiteErrors), and seeds of FuzzParseSite.
 var siteErrorCases = []struct{ name, yaml, want string }{
-	{"no site", "token_file: t\n" + siteHost, "s.yaml: site: missing required field"},
-	{"bad site", "site: Lab\ntoken_file: t\n" + siteHost, `s.yaml: site: must be a cluster name (a-z, 0-9, -), not "Lab"`},
-	{"no token", "site: lab\n" + siteHost, "s.yaml: token_file: missing required field"},
+	{"no site", "token_file: t\ninsecure_http: true\n" + siteHost, "s.yaml: site: missing required field"},
+	{"bad site", "site: Lab\ntoken_file: t\ninsecure_http: true\n" + siteHost, `s.yaml: site: must be a cluster name (a-z, 0-9, -), not "Lab"`},
+	{"no token", "site: lab\ninsecure_http: true\n" + siteHost, "s.yaml: token_file: missing required field"},
+	{"no tls", "site: lab\n" + siteHost, "s.yaml: tls: is required: {cert_file, key_file, ca_file}"},
+	{"plain off loopback", "site: lab\nlisten: 10.0.0.2:9101\ntoken_file: t\ninsecure_http: true\n" + siteHost,
+		`s.yaml: insecure_http: plain HTTP is served on a loopback address only (127.0.0.1, ::1, localhost), not on listen "10.0.0.2:9101": give tls`},
+	{"plain and tls", "site: lab\ninsecure_http: true\ntls: {cert_file: a.pem, key_file: a-key.pem, ca_file: ca.pem}\n" + siteHost,
+		"s.yaml: insecure_http: must not be true with tls"},
+	{"tls and token", "site: lab\ntoken_file: t\ntls: {cert_file: a.pem, key_file: a-key.pem, ca_file: ca.pem}\n" + siteHost,
+		"s.yaml: token_file: must not be given with tls: the daemon proves itself by its certificate"},
+	{"tls without ca", "site: lab\ntls: {cert_file: a.pem, key_file: a-key.pem}\n" + siteHost, "s.yaml: tls.ca_file: missing required field"},
+	{"tls field", "site: lab\ntls: {cert_file: a.pem, key_file: a-key.pem, ca_file: ca.pem, verify: false}\n" + siteHost, "s.yaml: tls.verify: unknown field"},
+	{"tls empty cert", "site: lab\ntls: {cert_file: \"\", key_file: a-key.pem, ca_file: ca.pem}\n" + siteHost, "s.yaml: tls.cert_file: must not be empty"},
 	{"unknown field", siteOK + siteHost + "colour: red\n", `s.yaml: colour: unknown field`},
 	{"no hosts and no grid", siteOK, "s.yaml: hosts: is required when there is no grid"},
 	{"empty hosts", siteOK + "hosts: []\n", "s.yaml: hosts: must list at least one host"},

@@ -59,6 +59,7 @@ func TestTaskFarmInGuests(t *testing.T) {
 	}
 	site, err := hp.ParseSite(filepath.Join(dir, "site.yaml"), []byte(fmt.Sprintf(`site: a
 token_file: token
+insecure_http: true
 data_dir: %q
 boot_timeout: %s
 images: {farm: %q}

@@ -24,8 +24,10 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	hp "github.com/metasched/metasched/hypervisorproxy"
+	"github.com/metasched/metasched/internal/tlsx"
 )
 
 // Client talks to one agent.
@@ -39,6 +41,20 @@ type Client struct {
 // presents token.
 func New(base, token string) *Client {
 	return &Client{base: strings.TrimRight(base, "/"), token: token, http: &http.Client{}}
+}
+
+// NewTLS returns a client of the agent of site at base (https://HOST:PORT)
+// that presents the certificate of src (the daemon's, or an operator's
+// client) and accepts only that agent's: signed by src's CA, naming the
+// host of base and the site. No token is sent.
+func NewTLS(base string, src *tlsx.Source, site string) (*Client, error) {
+	u, err := url.Parse(base)
+	if err != nil || u.Scheme != "https" || u.Host == "" {
+		return nil, fmt.Errorf("agent address: must be https://HOST:PORT, not %q", base)
+	}
+	tr := &http.Transport{Proxy: nil, TLSClientConfig: src.ClientConfig(tlsx.Agent(site), u.Hostname()),
+		MaxIdleConnsPerHost: 16, IdleConnTimeout: 90 * time.Second, TLSHandshakeTimeout: 30 * time.Second}
+	return &Client{base: strings.TrimRight(base, "/"), http: &http.Client{Transport: tr}}, nil
 }
 
 // WithHTTPClient returns a copy of c that uses hc.
@@ -168,7 +184,9 @@ func (c *Client) send(ctx context.Context, method, path string, body io.Reader, 
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
 	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", method, path, err)
