@@ -34,9 +34,6 @@ const (
 // without TLS cannot probe: it has no way to prove itself to another
 // but a token, which it must not pass on.
 func (a *Agent) Probe(ctx context.Context, req ProbeRequest) (Probe, error) {
-	if a.tls == nil {
-		return Probe{}, fmt.Errorf("probe: %w: this agent serves plain HTTP: probes need tls (agents prove themselves to each other by their certificates)", ErrUnsupported)
-	}
 	var errs []error
 	u, err := url.Parse(req.Target)
 	if err != nil || u.Scheme != "https" || u.Host == "" || u.Path != "" && u.Path != "/" || u.RawQuery != "" || u.User != nil {
@@ -62,6 +59,9 @@ func (a *Agent) Probe(ctx context.Context, req ProbeRequest) (Probe, error) {
 	}
 	if len(errs) > 0 {
 		return Probe{}, fmt.Errorf("probe: %w: %w", ErrInvalid, errors.Join(errs...))
+	}
+	if a.tls == nil {
+		return Probe{}, fmt.Errorf("probe: %w: this agent serves plain HTTP: probes need tls (agents prove themselves to each other by their certificates)", ErrUnsupported)
 	}
 	// The stream is cut at the timeout; the sink then reports what came.
 	sendCtx, cancel := context.WithTimeout(ctx, timeout)

@@ -11,6 +11,7 @@
 //	metasched:daemon                  the daemon (server and client)
 //	metasched:agent:SITE              the agent of site SITE (server and client)
 //	metasched:client:ROLE:NAME        an operator's or user's client (client only)
+//	metasched:host:NAME               a hypervisor host's libvirt and QEMU (live migrations)
 //
 // A party checks the other's chain against the CA file it is given and
 // then the identity: the daemon wants the agent of the site it calls,
@@ -38,6 +39,9 @@ const (
 	KindDaemon Kind = "daemon"
 	KindAgent  Kind = "agent"
 	KindClient Kind = "client"
+	// KindHost is a hypervisor host: its QEMU serves and sends live
+	// migrations over TLS with it (libvirt's migrate_tls_x509_cert_dir).
+	KindHost Kind = "host"
 )
 
 // Roles of a client certificate (and of the daemon's API tokens).
@@ -65,6 +69,9 @@ func Daemon() Identity { return Identity{Kind: KindDaemon} }
 // Agent is the identity of the agent of site.
 func Agent(site string) Identity { return Identity{Kind: KindAgent, Name: site} }
 
+// Host is the identity of the hypervisor host name.
+func Host(name string) Identity { return Identity{Kind: KindHost, Name: name} }
+
 // Client is the identity of a client of a role.
 func Client(name, role string) Identity { return Identity{Kind: KindClient, Name: name, Role: role} }
 
@@ -78,12 +85,13 @@ func (id Identity) Check() error {
 			return fmt.Errorf("the daemon's identity has no name or role")
 		}
 		return nil
-	case KindAgent:
+	case KindAgent, KindHost:
 		if !nameRE.MatchString(id.Name) {
-			return fmt.Errorf("site: must be 1 to 63 letters, digits, '.', '_' or '-' (starting with a letter or digit), not %q", id.Name)
+			field := map[Kind]string{KindAgent: "site", KindHost: "host"}[id.Kind]
+			return fmt.Errorf("%s: must be 1 to 63 letters, digits, '.', '_' or '-' (starting with a letter or digit), not %q", field, id.Name)
 		}
 		if id.Role != "" {
-			return fmt.Errorf("an agent's identity has no role")
+			return fmt.Errorf("the identity of %s has no role", id.Kind)
 		}
 		return nil
 	case KindClient:
@@ -95,14 +103,14 @@ func (id Identity) Check() error {
 		}
 		return nil
 	}
-	return fmt.Errorf("kind: must be %s, %s or %s, not %q", KindDaemon, KindAgent, KindClient, id.Kind)
+	return fmt.Errorf("kind: must be %s, %s, %s or %s, not %q", KindDaemon, KindAgent, KindClient, KindHost, id.Kind)
 }
 
 // URI is id as a certificate names it.
 func (id Identity) URI() *url.URL {
 	parts := []string{string(id.Kind)}
 	switch id.Kind {
-	case KindAgent:
+	case KindAgent, KindHost:
 		parts = append(parts, id.Name)
 	case KindClient:
 		parts = append(parts, id.Role, id.Name)
@@ -120,6 +128,8 @@ func (id Identity) String() string {
 		return "the agent of site " + id.Name
 	case KindClient:
 		return fmt.Sprintf("client %s (%s)", id.Name, id.Role)
+	case KindHost:
+		return "host " + id.Name
 	}
 	return "no metasched identity"
 }
@@ -139,6 +149,8 @@ func IdentityOf(c *x509.Certificate) (Identity, error) {
 			id = Daemon()
 		case len(parts) == 2 && parts[0] == string(KindAgent):
 			id = Agent(parts[1])
+		case len(parts) == 2 && parts[0] == string(KindHost):
+			id = Host(parts[1])
 		case len(parts) == 3 && parts[0] == string(KindClient):
 			id = Client(parts[2], parts[1])
 		default:

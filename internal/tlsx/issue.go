@@ -109,8 +109,9 @@ type Request struct {
 }
 
 // Issue makes a certificate (an ECDSA P-256 key) for r: a client one
-// for a client, and one for both ends of a connection for the daemon
-// and an agent (each serves its API and calls the others').
+// for a client, and one for both ends of a connection for the daemon,
+// an agent (each serves its API and calls the others') and a host (its
+// QEMU receives and sends live migrations).
 func (ca *CA) Issue(r Request) (PEM, error) {
 	if err := r.Identity.Check(); err != nil {
 		return PEM{}, err
@@ -175,6 +176,8 @@ func commonName(id Identity) string {
 		return "metasched daemon"
 	case KindAgent:
 		return "metasched agent " + id.Name
+	case KindHost:
+		return "metasched host " + id.Name
 	}
 	return id.Name
 }
