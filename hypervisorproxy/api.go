@@ -128,6 +128,9 @@ type Migration struct {
 	// DataMiB is what the hypervisor transferred, when it says.
 	DataMiB float64 `json:"data_mib,omitempty"`
 	URI     string  `json:"uri,omitempty"` // the tcp://ADDR:PORT used
+	// TLS is true when the live migration went over TLS (the site file's
+	// migration_tls).
+	TLS bool `json:"tls,omitempty"`
 }
 
 // Reconfigure asks to move a host to another pool. Released lists the jobs

@@ -158,6 +158,9 @@ func siteFile(s *hp.Site) map[string]any {
 	if s.CPUQuota != 0 {
 		out["cpu_quota"] = s.CPUQuota
 	}
+	if s.MigrationTLS {
+		out["migration_tls"] = true
+	}
 	return out
 }
 

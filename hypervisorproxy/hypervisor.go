@@ -68,11 +68,17 @@ type MigrateOptions struct {
 	ProgressTimeout time.Duration
 	// BandwidthMiBps caps the migration's bandwidth (0: no cap).
 	BandwidthMiBps uint64
+	// TLS encrypts a live migration with the hypervisor's native TLS
+	// (libvirt's VIR_MIGRATE_TLS, with the certificates of each host's
+	// migrate_tls_x509_cert_dir); the site file's migration_tls.
+	TLS bool
 }
 
 // MigrateStats is what a driver reports of a finished move.
 type MigrateStats struct {
-	Live     bool
+	Live bool
+	// TLS is true when the live migration went over TLS.
+	TLS      bool
 	Duration time.Duration
 	Downtime time.Duration
 	DataMiB  float64

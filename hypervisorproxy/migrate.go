@@ -9,7 +9,8 @@ import (
 
 // MigrateVM moves a VM to another host of the site, of the same pool and
 // with room for it: live between QEMU hosts (over tcp://ADDR:PORT with a
-// port of the site's migration_ports), a cold move between test hosts.
+// port of the site's migration_ports, encrypted by libvirt's native TLS
+// when the site file says migration_tls), a cold move between test hosts.
 func (a *Agent) MigrateVM(ctx context.Context, name string, req MigrateRequest) (Migration, error) {
 	if req.Host == "" {
 		return Migration{}, fmt.Errorf("migrate vm %s: %w: host: is required", name, ErrInvalid)
@@ -63,17 +64,19 @@ func (a *Agent) MigrateVM(ctx context.Context, name string, req MigrateRequest) 
 	uri := fmt.Sprintf("tcp://%s:%d", dst.cfg.migrationAddress(), port)
 	l := a.opLog("migrate", s).With().Str("to", dst.cfg.Name).Str("uri", uri).Logger()
 	start := time.Now()
-	st, err := srcHV.Migrate(ctx, name, dstHV, MigrateOptions{URI: uri, ProgressTimeout: a.site.MigrationProgressTimeout})
+	st, err := srcHV.Migrate(ctx, name, dstHV, MigrateOptions{URI: uri, ProgressTimeout: a.site.MigrationProgressTimeout,
+		TLS: a.site.MigrationTLS})
 	if err != nil {
-		logDone(l, start, err, "vm migration failed")
+		logDone(l.With().Bool("tls", a.site.MigrationTLS).Logger(), start, err, "vm migration failed")
 		return Migration{}, fmt.Errorf("migrate vm %s to %s: %w", name, dst.cfg.Name, err)
 	}
 	a.mu.Lock()
 	v.spec.Host = dst.cfg.Name
 	a.saveLocked()
 	a.mu.Unlock()
-	logDone(l.With().Bool("live", st.Live).Logger(), start, nil, "vm migrated")
-	out := Migration{From: src.cfg.Name, To: dst.cfg.Name, Live: st.Live, Seconds: st.Duration.Seconds(),
+	tls := st.Live && st.TLS
+	logDone(l.With().Bool("live", st.Live).Bool("tls", tls).Logger(), start, nil, "vm migrated")
+	out := Migration{From: src.cfg.Name, To: dst.cfg.Name, Live: st.Live, TLS: tls, Seconds: st.Duration.Seconds(),
 		DowntimeMs: float64(st.Downtime.Microseconds()) / 1000, DataMiB: st.DataMiB}
 	if st.Live {
 		out.URI = uri

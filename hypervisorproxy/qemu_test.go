@@ -22,17 +22,23 @@ import (
 // end of the test, also when it fails).
 func twoDaemons(t *testing.T) (a, b *libvirtdtest.Daemon) {
 	t.Helper()
+	return twoDaemonsWith(t, libvirtdtest.Options{}, libvirtdtest.Options{})
+}
+
+// twoDaemonsWith is twoDaemons with the options of each daemon.
+func twoDaemonsWith(t *testing.T, oa, ob libvirtdtest.Options) (a, b *libvirtdtest.Daemon) {
+	t.Helper()
 	if err := libvirtdtest.Check(); err != nil {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup
 	ds := make([]*libvirtdtest.Daemon, 2)
 	errs := make([]error, 2)
-	for i := range ds {
+	for i, o := range []libvirtdtest.Options{oa, ob} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ds[i], errs[i] = libvirtdtest.Start(context.Background(), libvirtdtest.Options{})
+			ds[i], errs[i] = libvirtdtest.Start(context.Background(), o)
 		}()
 	}
 	wg.Wait()

@@ -25,6 +25,7 @@ import (
 //	hosts:                            # default: generated from the grid's cluster entry
 //	  - {name: spain-0, uri: "qemu+unix:///session?socket=/path/libvirt-sock", pool: render}
 //	migration_ports: 49152-49215      # tcp ports for incoming live migrations
+//	migration_tls: true               # live migrations encrypted by libvirt's native TLS
 //	images: {debian: images/debian}   # the images VMs may boot on QEMU hosts, by name
 //	boot_timeout: 60s                 # wait for a booting VM's guest agent
 //	network: {bridge: msbr0, subnet: 10.77.0.0/16, addresses: 10.77.1.10-10.77.1.250}
@@ -37,7 +38,10 @@ import (
 // agent keeps its record of VMs and the host files of generated test hosts;
 // default: a temporary directory, and the record is then lost with the
 // agent), migration_progress_timeout (abort a live migration that moves no
-// data for that long; default 60s), max_unproven_connections and
+// data for that long; default 60s), migration_tls (live migrations between
+// QEMU hosts go over TLS, libvirt's VIR_MIGRATE_TLS: every host's
+// qemu.conf then names its certificates in migrate_tls_x509_cert_dir, see
+// MigrationTLS; default false), max_unproven_connections and
 // max_unproven_per_address (the caps on the API's connections that no
 // request has authenticated yet, in all and per client address; default
 // 1024 and 64: see package httpsrv) and, per host, migration_address (the
@@ -61,6 +65,14 @@ type Site struct {
 	Hosts                    []SiteHost
 	MigrationPorts           [2]int
 	MigrationProgressTimeout time.Duration
+	// MigrationTLS encrypts live migrations between QEMU hosts with
+	// libvirt's native TLS (VIR_MIGRATE_TLS): the destination's QEMU
+	// serves the migration with the server certificate of its host's
+	// migrate_tls_x509_cert_dir, the source's connects with the client
+	// one, and each checks the other against that directory's
+	// ca-cert.pem (tlsx's MigrationFiles makes the five files). The
+	// destination's certificate must name the host's migration address.
+	MigrationTLS bool
 	// The caps on unproven connections of the API (httpsrv.Limits).
 	MaxUnproven, MaxUnprovenPerAddress int
 	// Images maps an image's name (the one the daemon's job types give)
@@ -118,7 +130,7 @@ var DefaultMigrationPorts = [2]int{49152, 49215}
 
 var (
 	siteFields = []string{"site", "listen", "token_file", "switch_delay", "grid", "pool", "data_dir",
-		"hosts", "migration_ports", "migration_progress_timeout", "max_unproven_connections", "max_unproven_per_address",
+		"hosts", "migration_ports", "migration_progress_timeout", "migration_tls", "max_unproven_connections", "max_unproven_per_address",
 		"images", "boot_timeout", "network", "cpu_quota", "tls", "insecure_http"}
 	siteHostFields = []string{"name", "uri", "pool", "migration_address", "image_dir", "cpus", "memory_mib"}
 )
@@ -193,6 +205,7 @@ func ParseSite(file string, data []byte) (*Site, error) {
 	if s.MigrationProgressTimeout == 0 {
 		top.Errorf("migration_progress_timeout", "must be > 0")
 	}
+	s.MigrationTLS, _ = top.Bool("migration_tls", false)
 	duration("boot_timeout", &s.BootTimeout)
 	if s.BootTimeout == 0 {
 		top.Errorf("boot_timeout", "must be > 0")

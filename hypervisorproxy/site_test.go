@@ -28,6 +28,7 @@ hosts:
   - {name: spain-2, uri: "test:///default", migration_address: 10.0.0.3, image_dir: /var/lib/metasched/images, cpus: 2, memory_mib: 1536}
 migration_ports: 50000-50009
 migration_progress_timeout: 2m
+migration_tls: true
 data_dir: /var/lib/ms
 max_unproven_connections: 200
 max_unproven_per_address: 20
@@ -50,7 +51,7 @@ func TestParseSite(t *testing.T) {
 		Site: "spain", Listen: "0.0.0.0:9101", SwitchDelay: 90 * time.Second,
 		TLS:  &tlsx.Files{Cert: "/etc/ms/agent-spain.pem", Key: "/etc/ms/agent-spain-key.pem", CA: "/etc/pki/ms/ca.pem"},
 		Pool: "render", DataDir: "/var/lib/ms", MigrationPorts: [2]int{50000, 50009}, MigrationProgressTimeout: 2 * time.Minute,
-		MaxUnproven: 200, MaxUnprovenPerAddress: 20,
+		MigrationTLS: true, MaxUnproven: 200, MaxUnprovenPerAddress: 20,
 		Images:      map[string]string{"render": "/etc/ms/images/render", "batch": "/srv/images/batch"},
 		BootTimeout: 2 * time.Minute, CPUQuota: 0.25,
 		Network: &hp.Network{Bridge: "msbr0", Subnet: netip.MustParsePrefix("10.77.0.0/16"),
@@ -110,6 +111,7 @@ var siteErrorCases = []struct{ name, yaml, want string }{
 	{"negative delay", siteOK + siteHost + "switch_delay: -1s\n", "s.yaml: switch_delay: must be >= 0"},
 	{"zero progress timeout", siteOK + siteHost + "migration_progress_timeout: 0s\n", "s.yaml: migration_progress_timeout: must be > 0"},
 	{"bad ports", siteOK + siteHost + "migration_ports: 50-40\n", `s.yaml: migration_ports: must be a range of ports within 1-65535 with FROM <= TO, not "50-40"`},
+	{"migration tls not a bool", siteOK + siteHost + "migration_tls: yes-please\n", "s.yaml: migration_tls: must be true or false"},
 	{"ports not numbers", siteOK + siteHost + "migration_ports: many\n", `migration_ports: must be a port range FROM-TO`},
 	{"host without uri", siteOK + "hosts:\n  - {name: h-0}\n", "s.yaml: hosts[0].uri: missing required field"},
 	{"bad uri", siteOK + "hosts:\n  - {name: h-0, uri: \"xen:///\"}\n", `s.yaml: hosts[0].uri: driver "xen" of "xen:///" is not supported (test or qemu)`},

@@ -13,6 +13,8 @@ import (
 	hp "github.com/metasched/metasched/hypervisorproxy"
 	"github.com/metasched/metasched/hypervisorproxy/client"
 	"github.com/metasched/metasched/hypervisorproxy/domxml"
+	"github.com/metasched/metasched/internal/httpx"
+	"github.com/metasched/metasched/internal/tlsx"
 	"github.com/metasched/metasched/metasched/executor"
 )
 
@@ -38,9 +40,7 @@ var (
 
 // remoteAgent is a site agent reached over HTTP.
 type remoteAgent struct {
-	c       *client.Client
-	address string
-	token   string
+	c *client.Client
 }
 
 func (r remoteAgent) Inventory(ctx context.Context) (hp.Inventory, error) { return r.c.Inventory(ctx) }
@@ -77,8 +77,7 @@ func (r remoteAgent) GuestReadFile(ctx context.Context, vm, path string, offset 
 type siteAgent struct {
 	name    string
 	agent   SiteAgent
-	address string // remote agents: their URL, for probes
-	token   string
+	address string       // remote agents over TLS: their URL, for probes
 	closer  func() error // in-process agents
 	// canShrink says the site's hypervisors can unplug vCPUs of running
 	// VMs: every host of its last inventory says so (vcpu_unplug: the
@@ -95,7 +94,11 @@ type Connector = hp.Connector
 // and for the clusters without one (all of them when the configuration
 // lists no agents) an in-process agent on the libvirt test driver whose
 // hosts are split round-robin among the job types.
-func openSites(ctx context.Context, cfg *Config, grid *graph.Grid, connect Connector, token string, log zerolog.Logger) ([]*siteAgent, error) {
+//
+// A remote agent at an https address is called over mutual TLS with the
+// daemon's certificate (creds); one at an http address (on the loopback
+// interface) with the token of its token_file.
+func openSites(ctx context.Context, cfg *Config, grid *graph.Grid, connect Connector, token string, creds *tlsx.Source, log zerolog.Logger) ([]*siteAgent, error) {
 	var sites []*siteAgent
 	closeAll := func() {
 		for _, s := range sites {
@@ -118,14 +121,25 @@ func openSites(ctx context.Context, cfg *Config, grid *graph.Grid, connect Conne
 	next := 0 // round-robin over the pools across the whole grid
 	for _, c := range grid.Clusters {
 		if a, ok := remote[c.Name]; ok {
-			tok, err := os.ReadFile(a.TokenFile)
+			if a.TokenFile == "" {
+				if creds == nil {
+					closeAll()
+					return nil, fmt.Errorf("agents: site %s: the https agent needs the daemon's tls", a.Site)
+				}
+				cl, err := client.NewTLS(a.Address, creds, a.Site)
+				if err != nil {
+					closeAll()
+					return nil, fmt.Errorf("agents: site %s: %w", a.Site, err)
+				}
+				sites = append(sites, &siteAgent{name: c.Name, agent: remoteAgent{c: cl}, address: a.Address})
+				continue
+			}
+			t, err := httpx.ReadTokenFile(a.TokenFile)
 			if err != nil {
 				closeAll()
 				return nil, fmt.Errorf("agents: site %s: token_file: %w", a.Site, err)
 			}
-			t := strings.TrimSpace(string(tok))
-			sites = append(sites, &siteAgent{name: c.Name, agent: remoteAgent{c: client.New(a.Address, t), address: a.Address, token: t},
-				address: a.Address, token: t})
+			sites = append(sites, &siteAgent{name: c.Name, agent: remoteAgent{c: client.New(a.Address, t)}})
 			continue
 		}
 		if len(cfg.Agents) > 0 {

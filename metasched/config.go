@@ -13,6 +13,7 @@ import (
 	hp "github.com/metasched/metasched/hypervisorproxy"
 
 	"github.com/metasched/metasched/internal/httpsrv"
+	"github.com/metasched/metasched/internal/tlsx"
 	"github.com/metasched/metasched/internal/yamlx"
 	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/policy"
@@ -22,13 +23,14 @@ import (
 // Config is the daemon's configuration file (`metasched serve --config`,
 // docs/design.md, "Serve configuration"):
 //
-//	listen: 127.0.0.1:8080
+//	listen: 10.0.0.1:8080
+//	tls: {cert_file: daemon.pem, key_file: daemon-key.pem, ca_file: ca.pem}   # or insecure_http: true (loopback only)
 //	data_dir: ./metasched-data
 //	grid: grid.yaml
 //	job_types:                      # each job type is a pool
 //	  - {name: render, vm: {vcpus: 2, memory_mib: 2048}, holding_cost: 2}
 //	agents:                         # omitted: in-process agents on the test driver
-//	  - {site: spain, address: http://127.0.0.1:9101, token_file: spain.token}
+//	  - {site: spain, address: https://10.0.0.2:9101}   # http://127.0.0.1:PORT with token_file: without tls
 //	policy: {name: heuristic, K: 5} # or optimal {table: FILE | solve: true}, static, best-static, none
 //	executor: {name: emulated, time_scale: 0.001}   # or command, or {name: guest, poll: 500ms}
 //
@@ -55,7 +57,12 @@ import (
 // may grow by live, its maxima above its size; default none). Relative
 // paths are relative to the file's directory.
 type Config struct {
-	Listen      string
+	Listen string
+	// TLS are the daemon's certificate, key and CA file (package tlsx):
+	// the API is served over HTTPS, and the daemon presents the
+	// certificate to the agents, whose certificates it checks against
+	// the CA. nil: plain HTTP, on a loopback address only.
+	TLS         *tlsx.Files
 	DataDir     string
 	Grid        string
 	JobTypes    []api.JobType
@@ -172,11 +179,14 @@ var DefaultRetention = RetentionConfig{SwitchMaxAge: 30 * 24 * time.Hour, Switch
 // its final notification is carried out before its record can go.
 const MinSwitchMaxAge = time.Minute
 
-// AgentConfig is a remote site agent.
+// AgentConfig is a remote site agent: at an https:// address, reached
+// over mutual TLS with the daemon's certificate (no token); at an
+// http:// address on the loopback interface, with the bearer token of
+// TokenFile (a test on one machine).
 type AgentConfig struct {
 	Site      string `json:"site"`
 	Address   string `json:"address"`
-	TokenFile string `json:"token_file"`
+	TokenFile string `json:"token_file,omitempty"`
 }
 
 // PolicyConfig is the switching policy.
@@ -237,7 +247,7 @@ var (
 )
 
 var (
-	configFields      = append([]string{"listen", "data_dir", "grid", "job_types", "agents", "policy", "executor", "switch_delay", "on_agent_loss", "agent_loss_grace", "min_pool_hosts", "hold_after", "idempotency_retention", "retention", "walltime", "calibration", "vm_headroom"}, httpsrv.LimitFields...)
+	configFields      = append([]string{"listen", "data_dir", "grid", "job_types", "agents", "policy", "executor", "switch_delay", "on_agent_loss", "agent_loss_grace", "min_pool_hosts", "hold_after", "idempotency_retention", "retention", "walltime", "calibration", "vm_headroom"}, slices.Concat(httpsrv.LimitFields, tlsx.Fields)...)
 	calibrationFields = []string{"max_age", "bench_seconds", "probe_bytes", "auto"}
 	retentionFields   = []string{"switches", "job_dirs"}
 	switchesFields    = []string{"max_age", "max_count"}
@@ -280,6 +290,7 @@ func ParseConfig(file string, data []byte) (*Config, error) {
 			c.Listen = l
 		}
 	}
+	c.TLS = tlsx.Parse(top, dir, c.Listen)
 	if p, ok := top.Str("data_dir", false); ok {
 		if p == "" {
 			top.Errorf("data_dir", "must not be empty")
@@ -361,18 +372,31 @@ func ParseConfig(file string, data []byte) (*Config, error) {
 					m.Errorf("site", "site %q has two agents", a.Site)
 				}
 			}
+			var u *url.URL
 			if a.Address, ok = m.Str("address", true); ok {
-				u, err := url.Parse(a.Address)
-				if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-					m.Errorf("address", "must be an agent's URL like http://10.0.0.2:9101, not %q", a.Address)
+				var err error
+				u, err = url.Parse(a.Address)
+				if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != "" && u.Path != "/" || u.RawQuery != "" || u.User != nil {
+					m.Errorf("address", "must be an agent's URL like https://10.0.0.2:9101, not %q", a.Address)
+					u = nil
 				}
 				a.Address = strings.TrimRight(a.Address, "/")
 			}
-			if p, ok := m.Str("token_file", true); ok {
-				if p == "" {
-					m.Errorf("token_file", "must not be empty")
+			switch {
+			case u == nil:
+			case u.Scheme == "https" && c.TLS == nil && !d.Failed("tls"):
+				m.Errorf("address", "an https agent needs the daemon's tls (its certificate proves the daemon to the agent)")
+			case u.Scheme == "https" && m.Has("token_file"):
+				m.Errorf("token_file", "must not be given for an https agent: the daemon proves itself by its certificate")
+			case u.Scheme == "http" && !tlsx.Loopback(u.Host):
+				m.Errorf("address", "plain HTTP goes to a loopback address only (127.0.0.1, ::1, localhost), not %q: use https and tls", a.Address)
+			case u.Scheme == "http":
+				if p, ok := m.Str("token_file", true); ok {
+					if p == "" {
+						m.Errorf("token_file", "must not be empty")
+					}
+					a.TokenFile = abs(p)
 				}
-				a.TokenFile = abs(p)
 			}
 			c.Agents = append(c.Agents, a)
 		}

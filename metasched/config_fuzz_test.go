@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/metasched/metasched/internal/tlsx"
 	"github.com/metasched/metasched/internal/yamlx"
 	"github.com/metasched/metasched/internal/yamlx/yamlxtest"
 	"github.com/metasched/metasched/metasched/api"
@@ -84,8 +85,11 @@ func checkConfig(t *testing.T, c *Config) {
 			"agents[%d].site %q", i, a.Site)
 		u, err := url.Parse(a.Address)
 		check(err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "", "agents[%d].address %q", i, a.Address)
-		check(a.TokenFile != "", "agents[%d].token_file empty", i)
+		check(err == nil && (u.Scheme == "https") == (a.TokenFile == ""), "agents[%d] at %q with token_file %q", i, a.Address, a.TokenFile)
+		check(err == nil && (u.Scheme == "https" || tlsx.Loopback(u.Host)), "agents[%d]: plain HTTP to %q", i, a.Address)
+		check(err == nil && (u.Scheme == "http" || c.TLS != nil), "agents[%d]: https without the daemon's tls", i)
 	}
+	check(c.TLS != nil || tlsx.Loopback(c.Listen), "plain HTTP on listen %q", c.Listen)
 	p := c.Policy
 	check(slices.Contains(policy.Names, p.Name), "policy.name %q", p.Name)
 	check(p.Name == "heuristic" && p.K >= 1 || p.Name != "heuristic" && p.K == 0, "policy %s with K %d", p.Name, p.K)
@@ -128,6 +132,11 @@ func configFile(c *Config) map[string]any {
 			"switches": map[string]any{"max_age": c.Retention.SwitchMaxAge.String(), "max_count": c.Retention.SwitchMaxCount}},
 		"calibration": map[string]any{"max_age": c.Calibration.MaxAge.String(), "bench_seconds": c.Calibration.BenchSeconds,
 			"probe_bytes": c.Calibration.ProbeBytes, "auto": !c.Calibration.OnDemand},
+	}
+	if c.TLS != nil {
+		out["tls"] = map[string]string{"cert_file": c.TLS.Cert, "key_file": c.TLS.Key, "ca_file": c.TLS.CA}
+	} else {
+		out["insecure_http"] = true
 	}
 	if c.IdempotencyRetention != 0 {
 		out["idempotency_retention"] = c.IdempotencyRetention.String()

@@ -8,19 +8,22 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/metasched/metasched/internal/httpsrv"
+	"github.com/metasched/metasched/internal/tlsx"
 	"github.com/metasched/metasched/metasched/api"
 )
 
 // configFull is a configuration with most fields.
 const configFull = `
 listen: 0.0.0.0:8080
+tls: {cert_file: daemon.pem, key_file: daemon-key.pem, ca_file: /etc/pki/ms/ca.pem}
 data_dir: data
 grid: grid.yaml
 job_types:
   - {name: render, vm: {vcpus: 2, memory_mib: 2048}, holding_cost: 2, image: debian}
   - {name: batch, vm: {vcpus: 1, memory_mib: 512}}
 agents:
-  - {site: spain, address: "http://127.0.0.1:9101/", token_file: spain.token}
+  - {site: spain, address: "https://10.0.0.2:9101/"}
+  - {site: latam, address: "http://127.0.0.1:9102", token_file: latam.token}
 policy: {name: optimal, table: render.policy}
 executor: {name: emulated, time_scale: 0.01}
 switch_delay: 2s
@@ -38,7 +41,7 @@ vm_headroom: {vcpus: 2, memory_mib: 1024}
 `
 
 // configBase is the smallest valid configuration.
-const configBase = "grid: g.yaml\njob_types: [{name: a, vm: {vcpus: 1, memory_mib: 64}}]\n"
+const configBase = "grid: g.yaml\njob_types: [{name: a, vm: {vcpus: 1, memory_mib: 64}}]\ninsecure_http: true\n"
 
 func TestParseConfig(t *testing.T) {
 	got, err := ParseConfig("/etc/ms/serve.yaml", []byte(configFull))
@@ -47,8 +50,9 @@ func TestParseConfig(t *testing.T) {
 	}
 	want := &Config{
 		Listen: "0.0.0.0:8080", DataDir: "/etc/ms/data", Grid: "/etc/ms/grid.yaml",
+		TLS:    &tlsx.Files{Cert: "/etc/ms/daemon.pem", Key: "/etc/ms/daemon-key.pem", CA: "/etc/pki/ms/ca.pem"},
 		JobTypes: []api.JobType{{Name: "render", VCPUs: 2, MemoryMiB: 2048, HoldingCost: 2, Image: "debian"}, {Name: "batch", VCPUs: 1, MemoryMiB: 512, HoldingCost: 1}},
-		Agents:   []AgentConfig{{Site: "spain", Address: "http://127.0.0.1:9101", TokenFile: "/etc/ms/spain.token"}},
+		Agents:   []AgentConfig{{Site: "spain", Address: "https://10.0.0.2:9101"}, {Site: "latam", Address: "http://127.0.0.1:9102", TokenFile: "/etc/ms/latam.token"}},
 		Policy:   PolicyConfig{Name: "optimal", Table: "/etc/ms/render.policy"},
 		Executor: ExecutorConfig{Name: "emulated", TimeScale: 0.01}, SwitchDelay: 2 * time.Second, OnAgentLoss: "fail", AgentLossGrace: 2 * time.Minute, MinPoolHosts: 2,
 		HoldAfter:            90 * time.Second,
@@ -75,7 +79,7 @@ func TestParseConfig(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("defaults (-want +got):\n%s", diff)
 	}
-	got, err = ParseConfig("serve.yaml", []byte("grid: g.yaml\njob_types: [{name: a, vm: {vcpus: 1, memory_mib: 64}}]\n"+
+	got, err = ParseConfig("serve.yaml", []byte(configBase+
 		"executor: {name: command, max_output_bytes: 1048576, output_bytes_per_second: 65536}\n"))
 	if err != nil {
 		t.Fatal(err)
@@ -83,7 +87,7 @@ func TestParseConfig(t *testing.T) {
 	if want := (ExecutorConfig{Name: "command", MaxOutputBytes: 1 << 20, OutputBytesPerSecond: 1 << 16}); got.Executor != want {
 		t.Errorf("executor %+v, want %+v", got.Executor, want)
 	}
-	got, err = ParseConfig("serve.yaml", []byte("grid: g.yaml\njob_types: [{name: a, vm: {vcpus: 1, memory_mib: 64}}]\n"+
+	got, err = ParseConfig("serve.yaml", []byte(configBase+
 		"executor: {name: guest, poll: 200ms, max_output_bytes: 2048, output_bytes_per_second: 4096}\n"))
 	if err != nil {
 		t.Fatal(err)
@@ -91,7 +95,7 @@ func TestParseConfig(t *testing.T) {
 	if want := (ExecutorConfig{Name: "guest", Poll: 200 * time.Millisecond, MaxOutputBytes: 2048, OutputBytesPerSecond: 4096}); got.Executor != want {
 		t.Errorf("executor %+v, want %+v", got.Executor, want)
 	}
-	got, err = ParseConfig("serve.yaml", []byte("grid: g.yaml\njob_types: [{name: a, vm: {vcpus: 1, memory_mib: 64}}]\nwalltime: {default: 10m, max: 2h}\n"))
+	got, err = ParseConfig("serve.yaml", []byte(configBase+"walltime: {default: 10m, max: 2h}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,9 +124,16 @@ var configErrorCases = []struct{ name, yaml, want string }{
 	{"bad image", "grid: g.yaml\njob_types: [{name: a, vm: {vcpus: 1, memory_mib: 64}, image: Debian}]\n", `job_types[0].image: must be an image name (a-z, 0-9, -) of at most 256 characters, not "Debian"`},
 	{"negative holding", "grid: g.yaml\njob_types: [{name: a, vm: {vcpus: 1, memory_mib: 64}, holding_cost: -1}]\n", "job_types[0].holding_cost: must be > 0, not -1"},
 	{"bad agent address", configBase + "agents: [{site: s, address: 'localhost:9101', token_file: t}]\n", `agents[0].address: must be an agent's URL`},
-	{"agent with an empty token file", configBase + "agents: [{site: s, address: 'http://h:1', token_file: ''}]\n", "agents[0].token_file: must not be empty"},
-	{"agent without token", configBase + "agents: [{site: s, address: 'http://h:1'}]\n", "agents[0].token_file: missing required field"},
-	{"two agents for a site", configBase + "agents: [{site: s, address: 'http://h:1', token_file: t}, {site: s, address: 'http://h:2', token_file: t}]\n", `agents[1].site: site "s" has two agents`},
+	{"agent with an empty token file", configBase + "agents: [{site: s, address: 'http://127.0.0.1:1', token_file: ''}]\n", "agents[0].token_file: must not be empty"},
+	{"agent without token", configBase + "agents: [{site: s, address: 'http://127.0.0.1:1'}]\n", "agents[0].token_file: missing required field"},
+	{"two agents for a site", configBase + "agents: [{site: s, address: 'http://127.0.0.1:1', token_file: t}, {site: s, address: 'http://127.0.0.1:2', token_file: t}]\n", `agents[1].site: site "s" has two agents`},
+	{"no tls", "grid: g.yaml\njob_types: [{name: a, vm: {vcpus: 1, memory_mib: 64}}]\n", "c.yaml: tls: is required: {cert_file, key_file, ca_file}"},
+	{"plain off loopback", configBase + "listen: 0.0.0.0:8080\n", `c.yaml: insecure_http: plain HTTP is served on a loopback address only (127.0.0.1, ::1, localhost), not on listen "0.0.0.0:8080": give tls`},
+	{"plain agent off loopback", configBase + "agents: [{site: s, address: 'http://10.0.0.2:9101', token_file: t}]\n", `agents[0].address: plain HTTP goes to a loopback address only (127.0.0.1, ::1, localhost), not "http://10.0.0.2:9101": use https and tls`},
+	{"https agent without tls", configBase + "agents: [{site: s, address: 'https://10.0.0.2:9101'}]\n", "agents[0].address: an https agent needs the daemon's tls"},
+	{"https agent with a token", "grid: g.yaml\njob_types: [{name: a, vm: {vcpus: 1, memory_mib: 64}}]\ntls: {cert_file: d.pem, key_file: d-key.pem, ca_file: ca.pem}\nagents: [{site: s, address: 'https://10.0.0.2:9101', token_file: t}]\n",
+		"agents[0].token_file: must not be given for an https agent: the daemon proves itself by its certificate"},
+	{"tls without key", "grid: g.yaml\njob_types: [{name: a, vm: {vcpus: 1, memory_mib: 64}}]\ntls: {cert_file: d.pem, ca_file: ca.pem}\n", "c.yaml: tls.key_file: missing required field"},
 	{"unknown policy", configBase + "policy: {name: magic}\n", "policy.name: must be one of heuristic, optimal, static, best-static, none"},
 	{"K on static", configBase + "policy: {name: static, K: 3}\n", "policy.K: applies to the heuristic policy only"},
 	{"K zero", configBase + "policy: {name: heuristic, K: 0}\n", "policy.K: must be >= 1, not 0"},

@@ -2,6 +2,7 @@ package metasched
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,6 +21,7 @@ import (
 	"github.com/metasched/metasched/gramvm"
 	"github.com/metasched/metasched/graph"
 	"github.com/metasched/metasched/internal/httpsrv"
+	"github.com/metasched/metasched/internal/tlsx"
 	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/coordinator"
 	"github.com/metasched/metasched/metasched/executor"
@@ -162,6 +164,9 @@ type Daemon struct {
 
 	vmsCreated, vmsDestroyed atomic.Int64
 
+	// tls is the daemon's certificate (nil: plain HTTP).
+	tls *tlsx.Source
+
 	revokedMu sync.Mutex
 	revoked   map[string]time.Time // logged-out sessions → their expiry
 
@@ -243,7 +248,12 @@ func NewWithGrid(ctx context.Context, cfg *Config, grid *graph.Grid, opt Options
 	if opt.AgentLogger != nil {
 		alog = *opt.AgentLogger
 	}
-	if d.sites, err = openSites(ctx, cfg, grid, opt.Connect, d.token, alog); err != nil {
+	if cfg.TLS != nil {
+		if d.tls, err = tlsx.NewSource(*cfg.TLS, tlsx.KindDaemon, d.log, d.clock.Now); err != nil {
+			return nil, err
+		}
+	}
+	if d.sites, err = openSites(ctx, cfg, grid, opt.Connect, d.token, d.tls, alog); err != nil {
 		return nil, err
 	}
 	if opt.WrapAgent != nil {
@@ -306,7 +316,8 @@ func (d *Daemon) Token() string { return d.token }
 func (d *Daemon) Store() *store.Store { return d.st }
 
 // Run starts the daemon's loops and serves h (the HTTP API, package
-// httpapi) on ln until ctx ends, then stops serving, stops the loops and
+// httpapi) on ln (over TLS with the configuration's certificate, when
+// it gives one) until ctx ends, then stops serving, stops the loops and
 // waits for them. The server is an httpsrv server: its timeouts
 // (Options.HTTP overrides them) and the configuration's caps on
 // connections no request has authenticated yet (docs/design.md, "Slow
@@ -323,8 +334,14 @@ func (d *Daemon) Run(ctx context.Context, ln net.Listener, h http.Handler) error
 	d.mu.Lock()
 	d.runCtx = runCtx
 	d.mu.Unlock()
-	srv := httpsrv.New(h, httpsrv.Config{Timeouts: d.opt.HTTP, Limits: d.cfg.Unproven, Logger: d.log,
-		BaseContext: func(net.Listener) context.Context { return ctx }})
+	hc := httpsrv.Config{Timeouts: d.opt.HTTP, Limits: d.cfg.Unproven, Logger: d.log,
+		BaseContext: func(net.Listener) context.Context { return ctx }}
+	if d.tls != nil {
+		// Clients prove themselves by a token, or by a client
+		// certificate of the grid's CA.
+		hc.TLS = d.tls.ServerConfig(tls.VerifyClientCertIfGiven)
+	}
+	srv := httpsrv.New(h, hc)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	d.loop(ctx, d.dispatchLoop)

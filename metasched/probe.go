@@ -8,11 +8,13 @@ import (
 )
 
 // probeLoop keeps the grid's link bandwidths current: for every link
-// between two sites with remote agents, the first site's agent streams a
-// probe to the second's, and the measurement goes into the link's weighted
+// between two sites with remote agents over TLS, the first site's agent
+// streams a probe to the second's (each proving itself to the other by
+// its certificate), and the measurement goes into the link's weighted
 // average (plans then use it and say so). In-process agents share one
-// machine, where a probe would measure the loopback: their links keep the
-// grid file's bandwidths.
+// machine, where a probe would measure the loopback, and agents of plain
+// HTTP have no way to prove themselves to each other: their links keep
+// the grid file's bandwidths.
 func (d *Daemon) probeLoop(ctx context.Context) {
 	first := d.clock.NewTimer(2 * time.Second)
 	defer first.Stop()
@@ -33,7 +35,7 @@ func (d *Daemon) probeLoop(ctx context.Context) {
 	}
 }
 
-// probeAll measures every link between remote agents once, one at a time
+// probeAll measures every link between remote agents over TLS once, one at a time
 // (concurrent probes would share the links they measure).
 func (d *Daemon) probeAll(ctx context.Context) {
 	for _, l := range d.grid.Links {
@@ -42,7 +44,7 @@ func (d *Daemon) probeAll(ctx context.Context) {
 			continue
 		}
 		c, cancel := context.WithTimeout(ctx, hp.DefaultProbeTimeout+5*time.Second)
-		p, err := a.agent.Probe(c, hp.ProbeRequest{Target: b.address, Token: b.token})
+		p, err := a.agent.Probe(c, hp.ProbeRequest{Target: b.address, Site: b.name})
 		cancel()
 		if err != nil {
 			if ctx.Err() == nil {

@@ -5,7 +5,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -15,6 +14,8 @@ import (
 	"github.com/metasched/metasched/graph"
 	hp "github.com/metasched/metasched/hypervisorproxy"
 	"github.com/metasched/metasched/hypervisorproxy/virt"
+	"github.com/metasched/metasched/internal/httpx"
+	"github.com/metasched/metasched/internal/tlsx"
 )
 
 func newAgentCmd(e *env) *cobra.Command {
@@ -23,12 +24,13 @@ func newAgentCmd(e *env) *cobra.Command {
 		Use:   "agent --config site.yaml",
 		Short: "Run one site's hypervisor proxy (its hosts over libvirt, an HTTP API)",
 		Long: `agent runs one site's hypervisor proxy: it connects to every host of the site
-over libvirt, and serves an HTTP API (bearer token) to list hosts and VMs,
+over libvirt, and serves an HTTPS API (the daemon's client certificate; a
+bearer token over plain HTTP on loopback with insecure_http) to list hosts and VMs,
 create, resize, live-migrate and destroy VMs, reconfigure a host for another
 pool, and measure the bandwidth to another agent.
 
-The site file (see the README) names the site, the listen address, the token
-file and the hosts with their libvirt URIs; without hosts, one file-based
+The site file (see the README) names the site, the listen address, the
+agent's certificate, key and CA (tls) and the hosts with their libvirt URIs; without hosts, one file-based
 libvirt test-driver host per machine of the site's cluster in the grid file
 is made, with the cluster's cores and memory. Logs are structured (zerolog)
 on stderr. Ctrl-C stops the agent.`,
@@ -47,8 +49,19 @@ on stderr. Ctrl-C stops the agent.`,
 			}
 			warnFileLimit(log, site.MaxUnproven)
 			ctx := cmd.Context()
-			a, err := hp.New(ctx, hp.Config{Site: site, Token: token, Grid: grid,
-				Connect: virt.Connector(log), Logger: log.With().Str("site", site.Site).Logger()})
+			alog := log.With().Str("site", site.Site).Logger()
+			var creds *tlsx.Source
+			scheme := "https"
+			if site.TLS != nil {
+				if creds, err = tlsx.NewSource(*site.TLS, tlsx.KindAgent, alog, nil); err != nil {
+					return usageError{Err: fmt.Errorf("%s: %w", config, err)}
+				}
+			} else {
+				scheme = "http"
+				alog.Warn().Str("listen", site.Listen).Msg("insecure_http: the API is plain HTTP with a bearer token, on the loopback interface only; give tls to serve the grid")
+			}
+			a, err := hp.New(ctx, hp.Config{Site: site, TLS: creds, Token: token, Grid: grid,
+				Connect: virt.Connector(log), Logger: alog})
 			if err != nil {
 				return err
 			}
@@ -57,7 +70,7 @@ on stderr. Ctrl-C stops the agent.`,
 			if err != nil {
 				return fmt.Errorf("%s: listen: %w", config, err)
 			}
-			log.Info().Str("site", site.Site).Str("address", "http://"+ln.Addr().String()).Msg("agent listening")
+			log.Info().Str("site", site.Site).Str("address", scheme+"://"+ln.Addr().String()).Msg("agent listening")
 			err = a.Serve(ctx, ln)
 			log.Info().Str("site", site.Site).Msg("agent stopped")
 			return err
@@ -69,20 +82,18 @@ on stderr. Ctrl-C stops the agent.`,
 	return cmd
 }
 
-// loadSite reads a site file, its token file and, when it names one, its
-// grid file.
+// loadSite reads a site file, its token file (plain HTTP) and, when it
+// names one, its grid file.
 func loadSite(path string) (*hp.Site, string, *graph.Grid, error) {
 	site, err := parseFlagFile("--config", path, hp.ParseSite)
 	if err != nil {
 		return nil, "", nil, err
 	}
-	tok, err := os.ReadFile(site.TokenFile)
-	if err != nil {
-		return nil, "", nil, usageError{Err: fmt.Errorf("%s: token_file: %w", path, err)}
-	}
-	token := strings.TrimSpace(string(tok))
-	if token == "" {
-		return nil, "", nil, usagef("%s: token_file: %s is empty", path, site.TokenFile)
+	var token string
+	if site.TLS == nil {
+		if token, err = httpx.ReadTokenFile(site.TokenFile); err != nil {
+			return nil, "", nil, usageError{Err: fmt.Errorf("%s: token_file: %w", path, err)}
+		}
 	}
 	var grid *graph.Grid
 	if site.Grid != "" {

@@ -140,6 +140,7 @@ func TestAgentBadUsage(t *testing.T) {
 	}
 	write("token", "t0k\n")
 	write("empty-token", "\n")
+	os.WriteFile(filepath.Join(dir, "open-token"), []byte("t0k\n"), 0o644)
 	grid, _ := filepath.Abs(example + "grid-paper.yaml")
 	for _, tc := range []struct {
 		name string
@@ -149,9 +150,14 @@ func TestAgentBadUsage(t *testing.T) {
 		{"no config", []string{"agent"}, "--config: required"},
 		{"missing config", []string{"agent", "--config", filepath.Join(dir, "nope.yaml")}, "--config: open"},
 		{"bad field", []string{"agent", "--config", write("a.yaml", "site: spain\ntoken_file: token\ngrid: "+grid+"\nport: 1\n")}, "a.yaml: port: unknown field"},
-		{"missing token file", []string{"agent", "--config", write("b.yaml", "site: spain\ntoken_file: nope\ngrid: "+grid+"\n")}, "b.yaml: token_file: open"},
-		{"empty token", []string{"agent", "--config", write("c.yaml", "site: spain\ntoken_file: empty-token\ngrid: "+grid+"\n")}, "c.yaml: token_file: " + filepath.Join(dir, "empty-token") + " is empty"},
-		{"unknown site", []string{"agent", "--config", write("d.yaml", "site: mars\ntoken_file: token\ngrid: "+grid+"\n")}, `d.yaml: site: site "mars": not found: no such cluster in the grid`},
+		{"missing token file", []string{"agent", "--config", write("b.yaml", "site: spain\ntoken_file: nope\ninsecure_http: true\ngrid: "+grid+"\n")}, "b.yaml: token_file: open"},
+		{"empty token", []string{"agent", "--config", write("c.yaml", "site: spain\ntoken_file: empty-token\ninsecure_http: true\ngrid: "+grid+"\n")}, "c.yaml: token_file: " + filepath.Join(dir, "empty-token") + ": the token file is empty"},
+		{"open token", []string{"agent", "--config", write("c2.yaml", "site: spain\ntoken_file: open-token\ninsecure_http: true\ngrid: "+grid+"\n")},
+			"c2.yaml: token_file: " + filepath.Join(dir, "open-token") + ": the token file may be read by its group or others (mode 0644)"},
+		{"unknown site", []string{"agent", "--config", write("d.yaml", "site: mars\ntoken_file: token\ninsecure_http: true\ngrid: "+grid+"\n")}, `d.yaml: site: site "mars": not found: no such cluster in the grid`},
+		{"no tls", []string{"agent", "--config", write("g.yaml", "site: spain\ngrid: "+grid+"\n")}, "g.yaml: tls: is required"},
+		{"missing certificate", []string{"agent", "--config", write("h.yaml", "site: spain\ngrid: "+grid+"\ntls: {cert_file: none.pem, key_file: none-key.pem, ca_file: ca.pem}\n")},
+			"h.yaml: tls: cert_file: stat " + filepath.Join(dir, "none.pem") + ": no such file or directory"},
 		{"bad log level", []string{"agent", "--config", write("e.yaml", "site: spain\ntoken_file: token\ngrid: "+grid+"\n"), "--log-level", "loud"}, `--log-level: must be debug, info, warn or error, not "loud"`},
 		{"bad log format", []string{"agent", "--config", write("f.yaml", "site: spain\ntoken_file: token\ngrid: "+grid+"\n"), "--log-format", "xml"}, `--log-format: must be json, console or auto, not "xml"`},
 	} {

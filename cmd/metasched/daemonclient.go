@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +14,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/metasched/metasched/internal/httpx"
+	"github.com/metasched/metasched/internal/tlsx"
 	"github.com/metasched/metasched/metasched/client"
 )
 
@@ -20,23 +23,30 @@ import (
 const (
 	envServer     = "METASCHED_SERVER"
 	envToken      = "METASCHED_TOKEN"
+	envTokenFile  = "METASCHED_TOKEN_FILE"
+	envCAFile     = "METASCHED_CA_FILE"
 	defaultServer = "http://127.0.0.1:8080"
 )
 
 // daemonFlags are the flags every command that talks to the daemon has.
+// The token never comes as an argument (the process list would show
+// it): from a file, or from the environment.
 type daemonFlags struct {
-	server, token string
+	server, tokenFile, caFile string
 }
 
 func (d *daemonFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
-	fl.StringVar(&d.server, "server", "", "the daemon's address (default $"+envServer+", else "+defaultServer+")")
-	fl.StringVar(&d.token, "token", "", "the daemon's API token (default $"+envToken+"; the variable keeps it out of the process list)")
+	fl.StringVar(&d.server, "server", "", "the daemon's address, https://HOST:PORT (default $"+envServer+", else "+defaultServer+")")
+	fl.StringVar(&d.tokenFile, "token-file", "", "a file holding the daemon's API token, private to its owner (default $"+envTokenFile+", else the token in $"+envToken+")")
+	fl.StringVar(&d.caFile, "ca-file", "", "the CA certificate the daemon's certificate must be signed by (default $"+envCAFile+", else the system's CAs)")
 }
 
 // client returns a client of the daemon: --server, else METASCHED_SERVER,
-// else the default address; --token, else METASCHED_TOKEN, which one of
-// them must give.
+// else the default address; the token of --token-file, else of
+// METASCHED_TOKEN_FILE, else METASCHED_TOKEN, which one of them must
+// give; over https, the daemon's certificate checked against --ca-file,
+// else METASCHED_CA_FILE, else the system's CAs.
 func (d *daemonFlags) client() (*client.Client, error) {
 	server := firstNonEmpty(d.server, os.Getenv(envServer), defaultServer)
 	base, err := daemonURL(server)
@@ -46,11 +56,41 @@ func (d *daemonFlags) client() (*client.Client, error) {
 		}
 		return nil, usagef("%s: %w", envServer, err)
 	}
-	token := firstNonEmpty(d.token, os.Getenv(envToken))
-	if token == "" {
-		return nil, usagef("no token for the daemon at %s: give --token TOKEN or set %s (the daemon prints its token when it starts)", base, envToken)
+	token := os.Getenv(envToken)
+	if file, name := firstNonEmpty(d.tokenFile, os.Getenv(envTokenFile)), firstNonEmptyName(d.tokenFile, "--token-file", envTokenFile); file != "" {
+		if token, err = httpx.ReadTokenFile(file); err != nil {
+			return nil, usagef("%s: %w", name, err)
+		}
 	}
-	return client.New(base, token), nil
+	if token == "" {
+		return nil, usagef("no token for the daemon at %s: give --token-file FILE, or set %s or %s (the daemon prints its token when it starts)", base, envTokenFile, envToken)
+	}
+	c := client.New(base, token)
+	caFile := firstNonEmpty(d.caFile, os.Getenv(envCAFile))
+	if !strings.HasPrefix(base, "https://") {
+		if caFile != "" && d.caFile != "" {
+			return nil, usagef("--ca-file: the daemon at %s serves plain HTTP: give its https:// address", base)
+		}
+		return c, nil
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if caFile != "" {
+		if cfg.RootCAs, err = tlsx.CAPool(caFile); err != nil {
+			return nil, usagef("%s: %w", firstNonEmptyName(d.caFile, "--ca-file", envCAFile), err)
+		}
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = cfg
+	return c.WithHTTPClient(&http.Client{Timeout: client.DefaultTimeout, Transport: tr}), nil
+}
+
+// firstNonEmptyName names where a value came from: flag when the flag's
+// value is set, else the environment variable.
+func firstNonEmptyName(flagValue, flag, env string) string {
+	if flagValue != "" {
+		return flag
+	}
+	return env
 }
 
 func firstNonEmpty(s ...string) string {
@@ -113,7 +153,7 @@ func callDaemon[T any](ctx context.Context, e *env, d *daemonFlags, output, file
 func daemonError(c *client.Client, err error, file string) error {
 	var re *client.RemoteError
 	if !errors.As(err, &re) {
-		return err
+		return tlsError(c, err)
 	}
 	switch re.Status {
 	case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType:
@@ -122,9 +162,19 @@ func daemonError(c *client.Client, err error, file string) error {
 		}
 		return usageError{Err: err}
 	case http.StatusUnauthorized:
-		return fmt.Errorf("unauthorized by the daemon at %s (check --token or %s): %w", c.Base(), envToken, err)
+		return fmt.Errorf("unauthorized by the daemon at %s (check --token-file, %s or %s): %w", c.Base(), envTokenFile, envToken, err)
 	}
 	return err
+}
+
+// tlsError says what is wrong with the daemon's certificate, when that is
+// why a call failed.
+func tlsError(c *client.Client, err error) error {
+	var cve *tls.CertificateVerificationError
+	if !errors.As(err, &cve) {
+		return err
+	}
+	return fmt.Errorf("%w (the daemon's CA: --ca-file or %s)", tlsx.Explain(cve.Err, "the daemon at "+c.Base()), envCAFile)
 }
 
 // Small formatters of the client commands' tables.

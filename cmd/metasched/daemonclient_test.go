@@ -156,9 +156,26 @@ func (f *fakeDaemon) requests() []daemonRequest {
 // test does not depend on the shell's.
 func runDaemonCmd(t *testing.T, server, token string, args ...string) (int, string, string) {
 	t.Helper()
-	t.Setenv(envServer, "")
-	t.Setenv(envToken, "")
-	return runCmd(t, append(args, "--server", server, "--token", token)...)
+	clearDaemonEnv(t)
+	return runCmd(t, append(args, "--server", server, "--token-file", tokenFile(t, token))...)
+}
+
+// clearDaemonEnv clears the variables of the daemon's address, token and
+// CA for the test.
+func clearDaemonEnv(t *testing.T) {
+	for _, v := range []string{envServer, envToken, envTokenFile, envCAFile} {
+		t.Setenv(v, "")
+	}
+}
+
+// tokenFile writes token to a file private to its owner.
+func tokenFile(t *testing.T, token string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(p, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 // closedServer returns the address of a server that is gone.
@@ -333,6 +350,10 @@ func TestDaemonFlagsAndEnv(t *testing.T) {
 	f := newFakeDaemon(t, daemonToken, daemonRoute{Method: "GET", Path: "/v1/pools", Answer: fixturePools})
 	gone := closedServer()
 	bare := strings.TrimPrefix(f.URL, "http://")
+	openTokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(openTokenFile, []byte(daemonToken), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name           string
 		envServer      string
@@ -344,19 +365,22 @@ func TestDaemonFlagsAndEnv(t *testing.T) {
 		requestReached bool
 	}{
 		{"environment", f.URL, daemonToken, nil, 0, "Bearer " + daemonToken, "", true},
-		{"flags over environment", gone, "wrong", []string{"--server", f.URL, "--token", daemonToken}, 0, "Bearer " + daemonToken, "", true},
+		{"flags over environment", gone, "wrong", []string{"--server", f.URL, "--token-file", tokenFile(t, daemonToken)}, 0, "Bearer " + daemonToken, "", true},
 		{"token from the environment", f.URL, "wrong", nil, 1, "Bearer wrong", "metasched: unauthorized by the daemon at " + f.URL, true},
 		{"server from the environment", gone, daemonToken, nil, 1, "", "metasched: cannot reach the metasched daemon at " + gone + ": GET /v1/pools: ", false},
-		{"token flag, server environment", f.URL, "", []string{"--token", daemonToken}, 0, "Bearer " + daemonToken, "", true},
+		{"token file flag, server environment", f.URL, "", []string{"--token-file", tokenFile(t, daemonToken)}, 0, "Bearer " + daemonToken, "", true},
+		{"token file readable by others", f.URL, "", []string{"--token-file", openTokenFile}, 2, "", "metasched: --token-file: " + openTokenFile + ": the token file may be read by its group or others (mode 0644): make it private (chmod 600 " + openTokenFile + ")", false},
+		{"no token file", f.URL, "", []string{"--token-file", openTokenFile + ".gone"}, 2, "", "metasched: --token-file: open " + openTokenFile + ".gone: no such file or directory", false},
 		{"server flag, token environment", gone, daemonToken, []string{"--server", f.URL}, 0, "Bearer " + daemonToken, "", true},
 		{"bare host and port", "", daemonToken, []string{"--server", bare}, 0, "Bearer " + daemonToken, "", true},
 		{"default server", "", daemonToken, nil, -1, "", "", false},
-		{"no token", f.URL, "", nil, 2, "", "metasched: no token for the daemon at " + f.URL + ": give --token TOKEN or set METASCHED_TOKEN", false},
+		{"no token", f.URL, "", nil, 2, "", "metasched: no token for the daemon at " + f.URL + ": give --token-file FILE, or set METASCHED_TOKEN_FILE or METASCHED_TOKEN", false},
 		{"bad server flag", "", daemonToken, []string{"--server", "ftp://x"}, 2, "", `metasched: --server: want http://HOST:PORT, got "ftp://x"`, false},
 		{"bad server variable", "http://", daemonToken, nil, 2, "", `metasched: METASCHED_SERVER: want http://HOST:PORT, got "http://"`, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			clearDaemonEnv(t)
 			t.Setenv(envServer, tc.envServer)
 			t.Setenv(envToken, tc.envToken)
 			before := len(f.requests())
@@ -393,15 +417,14 @@ func TestDaemonFlagsAndEnv(t *testing.T) {
 // Every command that talks to the daemon has --server and --token, and
 // says how to give the token when there is none.
 func TestDaemonCommandsNeedToken(t *testing.T) {
-	t.Setenv(envServer, "")
-	t.Setenv(envToken, "")
+	clearDaemonEnv(t)
 	job := writeFile(t, "job.yaml", jobFileText)
 	for _, args := range [][]string{
 		{"submit", job}, {"jobs"}, {"status"}, {"status", "j-1"}, {"cancel", "j-1"}, {"logs", "j-1"},
 		{"plan", "--job", job}, {"pools"}, {"switches"}, {"hosts"}, {"hosts", "clear", "lb-3"}, {"calibration"}, {"calibrate"}, {"resize", "j-1", "j-1-a1-w1", "--vcpus", "2"},
 	} {
 		code, out, errOut := runCmd(t, append(args, "--server", "http://127.0.0.1:1")...)
-		if code != 2 || out != "" || !strings.Contains(errOut, "give --token TOKEN or set METASCHED_TOKEN") {
+		if code != 2 || out != "" || !strings.Contains(errOut, "give --token-file FILE, or set METASCHED_TOKEN_FILE or METASCHED_TOKEN") {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q; want 2 and the flag and variable named", args, code, out, errOut)
 		}
 	}
@@ -491,7 +514,7 @@ func TestDaemonErrors(t *testing.T) {
 func TestDaemonUnauthorized(t *testing.T) {
 	f := newFakeDaemon(t, daemonToken)
 	code, out, errOut := runDaemonCmd(t, f.URL, "not-the-token", "jobs")
-	want := "metasched: unauthorized by the daemon at " + f.URL + " (check --token or METASCHED_TOKEN): unauthorized: missing or wrong bearer token\n"
+	want := "metasched: unauthorized by the daemon at " + f.URL + " (check --token-file, METASCHED_TOKEN_FILE or METASCHED_TOKEN): unauthorized: missing or wrong bearer token\n"
 	if code != 1 || out != "" || errOut != want {
 		t.Errorf("exit %d, stdout %q, stderr %q; want 1 and %q", code, out, errOut, want)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/metasched/metasched/graph"
 	"github.com/metasched/metasched/hypervisorproxy/virt"
 	"github.com/metasched/metasched/internal/httpsrv"
+	"github.com/metasched/metasched/internal/tlsx"
 	"github.com/metasched/metasched/metasched"
 	"github.com/metasched/metasched/metasched/dashboard"
 	"github.com/metasched/metasched/metasched/demo"
@@ -118,9 +119,15 @@ func serveCmd(ctx context.Context, e *env, f serveFlags, changed func(string) bo
 			}
 		}
 	}
+	if cfg.TLS == nil && !tlsx.Loopback(cfg.Listen) {
+		return usagef("listen %s: plain HTTP is served on a loopback address only (127.0.0.1, ::1, localhost): give the configuration's tls", cfg.Listen)
+	}
 	log, err := newLogger(e.stderr, f.logFormat, f.logLevel)
 	if err != nil {
 		return err
+	}
+	if cfg.TLS == nil {
+		log.Warn().Str("listen", cfg.Listen).Msg("plain HTTP (insecure_http, or the demo): the API and its tokens travel in clear, on the loopback interface only; give tls to serve a grid")
 	}
 	warnFileLimit(log, httpsrv.Config{Limits: cfg.Unproven}.WithDefaults().MaxUnproven)
 	// The agents log every VM operation; the daemon says what matters.
@@ -139,9 +146,12 @@ func serveCmd(ctx context.Context, e *env, f serveFlags, changed func(string) bo
 	if err := os.WriteFile(tokenFile, []byte(d.Token()+"\n"), 0o600); err != nil {
 		return err
 	}
-	addr := "http://" + ln.Addr().String()
-	fmt.Fprintf(e.stdout, "metasched daemon on %s (data in %s)\nAPI token: %s\ndashboard: %s/ (log in with the API token)\n\n  export METASCHED_SERVER=%s METASCHED_TOKEN=%s\n\n",
-		addr, cfg.DataDir, d.Token(), addr, addr, d.Token())
+	addr, caEnv := "http://"+ln.Addr().String(), ""
+	if cfg.TLS != nil {
+		addr, caEnv = "https://"+ln.Addr().String(), " "+envCAFile+"="+cfg.TLS.CA
+	}
+	fmt.Fprintf(e.stdout, "metasched daemon on %s (data in %s)\noperator token in %s\ndashboard: %s/ (log in with a token)\n\n  export METASCHED_SERVER=%s %s=%s%s\n\n",
+		addr, cfg.DataDir, tokenFile, addr, addr, envTokenFile, tokenFile, caEnv)
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	done := make(chan error, 1)

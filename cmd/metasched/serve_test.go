@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -45,7 +46,7 @@ func serveAddr(t *testing.T) string {
 func serveEnv(extra ...string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, envServer+"=") && !strings.HasPrefix(kv, envToken+"=") {
+		if name, _, _ := strings.Cut(kv, "="); !slices.Contains([]string{envServer, envToken, envTokenFile, envCAFile}, name) {
 			env = append(env, kv)
 		}
 	}
@@ -115,11 +116,15 @@ func TestServeDemoThenCLI(t *testing.T) {
 	}
 	token := strings.TrimSpace(string(tokenData))
 	lines := strings.Split(out, "\n")
-	if len(lines) < 3 || lines[0] != fmt.Sprintf("metasched daemon on http://%s (data in %s)", addr, data) || lines[1] != "API token: "+token || token == "" ||
-		lines[2] != fmt.Sprintf("dashboard: http://%s/ (log in with the API token)", addr) {
-		t.Errorf("the first lines are not the address, the token %q and the dashboard:\n%s", token, out)
+	tokenFile := filepath.Join(data, "token")
+	if len(lines) < 3 || lines[0] != fmt.Sprintf("metasched daemon on http://%s (data in %s)", addr, data) || lines[1] != "operator token in "+tokenFile || token == "" ||
+		lines[2] != fmt.Sprintf("dashboard: http://%s/ (log in with a token)", addr) {
+		t.Errorf("the first lines are not the address, the token's file and the dashboard:\n%s", out)
 	}
-	if !strings.Contains(out, "export METASCHED_SERVER=http://"+addr+" METASCHED_TOKEN="+token+"\n") {
+	if strings.Contains(out+errOut, token) {
+		t.Errorf("the token is printed:\n%s\n%s", out, errOut)
+	}
+	if !strings.Contains(out, "export METASCHED_SERVER=http://"+addr+" METASCHED_TOKEN_FILE="+tokenFile+"\n") {
 		t.Errorf("no export line:\n%s", out)
 	}
 	iDemo, iSum := strings.Index(out, "\ndemo: 12 jobs of "), strings.Index(out, "\ndemo summary: 12 jobs in ")
@@ -183,8 +188,11 @@ func TestServeDemoThenCLI(t *testing.T) {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	if got := srvOut.String(); !strings.HasPrefix(got, "metasched daemon on "+server+" (data in "+data+")\nAPI token: "+token+"\n") {
-		t.Errorf("restart: want the same token %q, printed first:\n%s", token, got)
+	if got := srvOut.String(); !strings.HasPrefix(got, "metasched daemon on "+server+" (data in "+data+")\noperator token in "+tokenFile+"\n") {
+		t.Errorf("restart: want the address and the token's file first:\n%s", got)
+	}
+	if again, err := os.ReadFile(tokenFile); err != nil || strings.TrimSpace(string(again)) != token {
+		t.Errorf("restart: the token file holds %q (%v), want the same token", again, err)
 	}
 
 	env := serveEnv(envServer+"="+server, envToken+"="+token)

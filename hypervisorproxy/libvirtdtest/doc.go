@@ -25,7 +25,14 @@
 // RPC protocol for that itself.
 //
 // Two daemons with different host UUIDs (Options.HostUUID) behave like two
-// hosts: guests can be live-migrated between them.
+// hosts: guests can be live-migrated between them. With
+// Options.MigrateTLSDir (qemu.conf's migrate_tls_x509_cert_dir: the CA's,
+// the host's server and client certificates and keys) they migrate over
+// TLS when asked (VIR_MIGRATE_TLS), and with Options.MigrateTLSForce
+// (migrate_tls_force) a daemon refuses migrations without it. A session
+// daemon's qemu.conf is DIR/config/libvirt/qemu.conf, written only when
+// an option needs it; its QEMU runs as uid 65534, so Start gives that
+// directory and its files to uid/gid 65534 (0700 and 0600).
 //
 // Daemon.Stop ends, by PID only, libvirtd (the process Start started), the
 // virtlogd it spawned and every QEMU guest, as named by this daemon's own pid
@@ -63,7 +70,8 @@
 //
 // qemu.conf runs QEMU as root with dynamic_ownership and remember_owner
 // off, security_driver "none", no namespaces and stdio_handler "file" (no
-// virtlogd), so nothing of the host's system services is needed. Its
+// virtlogd), so nothing of the host's system services is needed, and
+// then the lines of Options.MigrateTLSDir and MigrateTLSForce. Its
 // cgroup controllers are cpu and cpuacct when the host has them (cgroup
 // v1), so that a domain's <cputune> quota holds (Daemon.CPUControl),
 // else none. libvirt makes a guest's cgroups from each hierarchy's root

@@ -62,6 +62,29 @@ type Options struct {
 	// e.g. a netlab.Grid's. "" is the calling process's network
 	// namespace.
 	NetNS string
+
+	// MigrateTLSDir is the directory of the daemon's certificates for
+	// live migrations over TLS (VIR_MIGRATE_TLS), written as
+	// migrate_tls_x509_cert_dir in its qemu.conf: ca-cert.pem,
+	// server-cert.pem and server-key.pem (the destination's QEMU serves
+	// with them), client-cert.pem and client-key.pem (the source's
+	// connects with them), as tlsx's MigrationFiles makes them. It must
+	// exist when Start is called (libvirtd refuses to start without it),
+	// as an absolute path outside the directories a root daemon mounts
+	// over (/etc/libvirt, /run, /var/lib, /var/cache, /var/log). For a
+	// session daemon, whose QEMU runs as uid 65534, Start gives the
+	// directory and its files to uid/gid 65534 (directories 0700, files
+	// 0600), and every directory above it must be traversable by others:
+	// make it with os.MkdirTemp, not t.TempDir (whose parent is 0700).
+	// QEMU reads the files at each migration: a test may replace them
+	// while the daemon runs (overwriting a file keeps its owner and
+	// mode). "": libvirt's default, /etc/pki/qemu.
+	MigrateTLSDir string
+
+	// MigrateTLSForce makes the daemon refuse live migrations without
+	// TLS (migrate_tls_force = 1 in its qemu.conf): "this libvirtd
+	// instance allows migration only with VIR_MIGRATE_TLS flag".
+	MigrateTLSForce bool
 }
 
 // netnsDir is where ip netns keeps its named network namespaces.
@@ -87,7 +110,87 @@ func (o Options) check() error {
 			}
 		}
 	}
+	if o.MigrateTLSDir != "" {
+		if err := o.checkMigrateTLSDir(); err != nil {
+			errs = append(errs, fmt.Errorf("libvirtdtest: migrate tls dir: %w", err))
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// checkMigrateTLSDir says what is wrong with o.MigrateTLSDir.
+func (o Options) checkMigrateTLSDir() error {
+	dir := o.MigrateTLSDir
+	switch {
+	case !filepath.IsAbs(dir) || filepath.Clean(dir) != dir:
+		return fmt.Errorf("%q is not a clean absolute path", dir)
+	case strings.ContainsAny(dir, "\"\\\n\x00"):
+		return fmt.Errorf("%q cannot be written in qemu.conf (a quote, backslash, newline or NUL)", dir)
+	}
+	if o.Root {
+		for _, m := range rootMounts {
+			if dir == m.target || strings.HasPrefix(dir, m.target+"/") {
+				return fmt.Errorf("%s is under %s, which the root daemon's mount namespace replaces by a directory of its own", dir, m.target)
+			}
+		}
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("%w (it must exist before libvirtd starts)", err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("%s is not a directory", dir)
+	}
+	if o.Root {
+		return nil
+	}
+	// The session daemon and its QEMU (uid 65534) must reach it.
+	for p := filepath.Dir(dir); ; p = filepath.Dir(p) {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return err
+		}
+		st, _ := fi.Sys().(*syscall.Stat_t)
+		if fi.Mode().Perm()&0o001 == 0 && (st == nil || st.Uid != daemonUID || fi.Mode().Perm()&0o100 == 0) {
+			return fmt.Errorf("%s (mode %v) is not traversable by uid %d, the session daemon's QEMU: make the directory elsewhere (os.MkdirTemp)",
+				p, fi.Mode().Perm(), daemonUID)
+		}
+		if p == "/" {
+			return nil
+		}
+	}
+}
+
+// migrateTLSConf is the part of qemu.conf that o gives.
+func (o Options) migrateTLSConf() string {
+	var b strings.Builder
+	if o.MigrateTLSDir != "" {
+		fmt.Fprintf(&b, "migrate_tls_x509_cert_dir = \"%s\"\n", o.MigrateTLSDir)
+	}
+	if o.MigrateTLSForce {
+		b.WriteString("migrate_tls_force = 1\n")
+	}
+	return b.String()
+}
+
+// giveMigrateTLSDir gives dir and everything in it to the session
+// daemon's user: directories 0700, files 0600 (the keys are secrets).
+func giveMigrateTLSDir(dir string) error {
+	return filepath.WalkDir(dir, func(path string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		mode := fs.FileMode(0o600)
+		if e.IsDir() {
+			mode = 0o700
+		} else if !e.Type().IsRegular() {
+			return fmt.Errorf("libvirtdtest: migrate tls dir: %s is not a regular file", path)
+		}
+		if err := os.Chown(path, daemonUID, daemonGID); err != nil {
+			return err
+		}
+		return os.Chmod(path, mode)
+	})
 }
 
 // Daemon is a running private libvirtd session daemon. Its methods are safe
@@ -98,6 +201,10 @@ type Daemon struct {
 	root     bool
 	netns    string
 	mntNS    string // root mode: libvirtd's mount namespace, once ready
+	// qemuConf are the lines of qemu.conf the options add (migrations
+	// over TLS); migrateTLSDir is Options.MigrateTLSDir.
+	qemuConf      string
+	migrateTLSDir string
 	// cpuControl says the root daemon has the cpu cgroup controller;
 	// cgroups are its directories in the cgroup hierarchies (cgroup.go).
 	cpuControl bool
@@ -165,7 +272,8 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 	if err != nil {
 		return nil, fmt.Errorf("libvirtdtest: %w", err)
 	}
-	d := &Daemon{dir: dir, hostUUID: hostUUID, root: opts.Root, netns: opts.NetNS, exited: make(chan struct{})}
+	d := &Daemon{dir: dir, hostUUID: hostUUID, root: opts.Root, netns: opts.NetNS, qemuConf: opts.migrateTLSConf(),
+		migrateTLSDir: opts.MigrateTLSDir, exited: make(chan struct{})}
 	if err := d.start(ctx); err != nil {
 		tail := d.logTail()
 		if stopErr := d.Stop(); stopErr != nil {
@@ -230,6 +338,16 @@ func (d *Daemon) start(ctx context.Context) error {
 	conf := fmt.Sprintf("host_uuid = %q\n", d.hostUUID)
 	if err := os.WriteFile(filepath.Join(d.dir, "config", "libvirt", "libvirtd.conf"), []byte(conf), 0o644); err != nil {
 		return err
+	}
+	if d.qemuConf != "" {
+		if err := os.WriteFile(filepath.Join(d.dir, "config", "libvirt", "qemu.conf"), []byte(d.qemuConf), 0o644); err != nil {
+			return err
+		}
+	}
+	if d.migrateTLSDir != "" {
+		if err := giveMigrateTLSDir(d.migrateTLSDir); err != nil {
+			return err
+		}
 	}
 	logFile, err := os.OpenFile(d.logPath(), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {

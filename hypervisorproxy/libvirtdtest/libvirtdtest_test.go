@@ -361,3 +361,32 @@ func TestStartRejectsBadNetNS(t *testing.T) {
 		}
 	}
 }
+
+// A migration certificate directory libvirtd could not use is refused
+// before anything starts, naming the option.
+func TestStartRejectsBadMigrateTLSDir(t *testing.T) {
+	hidden := t.TempDir() // its parent is 0700: uid 65534 cannot reach it
+	file := filepath.Join(hidden, "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		opts libvirtdtest.Options
+		want string
+	}{
+		{libvirtdtest.Options{MigrateTLSDir: "certs"}, `migrate tls dir: "certs" is not a clean absolute path`},
+		{libvirtdtest.Options{MigrateTLSDir: "/nonexistent/metasched-certs"}, "no such file or directory (it must exist before libvirtd starts)"},
+		{libvirtdtest.Options{MigrateTLSDir: file}, "is not a directory"},
+		{libvirtdtest.Options{MigrateTLSDir: `/tmp/a"b`}, "cannot be written in qemu.conf"},
+		{libvirtdtest.Options{MigrateTLSDir: hidden}, "is not traversable by uid 65534"},
+		{libvirtdtest.Options{Root: true, MigrateTLSDir: "/run/metasched-certs"}, "is under /run, which the root daemon's mount namespace replaces"},
+	} {
+		d, err := libvirtdtest.Start(context.Background(), tc.opts)
+		if err == nil {
+			_ = d.Stop()
+			t.Errorf("Start(%+v): no error", tc.opts)
+		} else if !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Start(%+v): error %q lacks %q", tc.opts, err, tc.want)
+		}
+	}
+}

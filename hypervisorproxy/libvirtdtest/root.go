@@ -101,7 +101,7 @@ func (d *Daemon) startRoot(ctx context.Context) error {
 		data []byte
 	}{
 		{"etc/libvirtd.conf", []byte(conf)},
-		{"etc/qemu.conf", []byte(fmt.Sprintf(rootQEMUConf, controllers))},
+		{"etc/qemu.conf", []byte(fmt.Sprintf(rootQEMUConf, controllers) + d.qemuConf)},
 	}
 	for _, f := range []struct{ sys, sub, line string }{
 		{"/etc/passwd", "passwd", qemuUserLine},

@@ -15,6 +15,9 @@ type Error struct {
 	Op       string // what the driver was doing: "create vm-1", "set vcpus of vm-1 to 3"
 	Sentinel error  // a hypervisorproxy sentinel, or nil
 	Err      error  // the libvirt error
+	// Hint says what the host needs, when the driver can tell from the
+	// error (the certificates of a migration over TLS); "" else.
+	Hint string
 }
 
 func (e *Error) Error() string {
@@ -22,6 +25,9 @@ func (e *Error) Error() string {
 	msg := e.Err.Error()
 	if errors.As(e.Err, &lv) {
 		msg = lv.Message
+	}
+	if e.Hint != "" {
+		msg += " (" + e.Hint + ")"
 	}
 	if e.Sentinel != nil {
 		return fmt.Sprintf("%s: %v: %s", e.Op, e.Sentinel, msg)

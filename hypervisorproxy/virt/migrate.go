@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"libvirt.org/go/libvirt"
@@ -19,12 +20,16 @@ const DefaultProgressTimeout = 60 * time.Second
 const pollInterval = 200 * time.Millisecond
 
 // Migrate moves the VM to dst. Between QEMU hosts it is a live migration
-// (Migrate3, managed by this process, over opt.URI: tcp://ADDR:PORT), the
-// domain persisted on the destination and undefined on the source; it is
-// aborted when ctx is cancelled or no data moved for opt.ProgressTimeout,
-// and the VM then keeps running on the source (ErrAborted). Between test
-// driver hosts, which cannot migrate, the domain is defined and started on
-// dst and then destroyed on the source: the stats say it was not live.
+// (Migrate3, managed by this process, over opt.URI: tcp://ADDR:PORT, and
+// with opt.TLS over libvirt's native TLS), the domain persisted on the
+// destination and undefined on the source; it is aborted when ctx is
+// cancelled or no data moved for opt.ProgressTimeout, and the VM then
+// keeps running on the source (ErrAborted). A migration that fails for
+// its TLS set-up (certificates missing, of another CA, or naming another
+// host; a host that takes TLS migrations only) says what the hosts need.
+// Between test driver hosts, which cannot migrate, the domain is defined
+// and started on dst and then destroyed on the source: the stats say it
+// was not live.
 func (h *Host) Migrate(ctx context.Context, name string, dst hp.Hypervisor, opt hp.MigrateOptions) (hp.MigrateStats, error) {
 	d, ok := dst.(*Host)
 	if !ok {
@@ -90,7 +95,7 @@ func (h *Host) live(ctx context.Context, name string, d *Host, opt hp.MigrateOpt
 	if opt.BandwidthMiBps > 0 {
 		params.BandwidthSet, params.Bandwidth = true, opt.BandwidthMiBps
 	}
-	flags := libvirt.MIGRATE_LIVE | libvirt.MIGRATE_PERSIST_DEST | libvirt.MIGRATE_UNDEFINE_SOURCE
+	flags := migrateFlags(opt)
 
 	type result struct {
 		dom *libvirt.Domain
@@ -116,14 +121,14 @@ func (h *Host) live(ctx context.Context, name string, d *Host, opt hp.MigrateOpt
 				h.log.Warn().Str("vm", name).Msg("migration finished before the abort took")
 			}
 			if r.err != nil {
-				err := wrap(r.err, "migrate %s from %s to %s over %s", name, h.uri, d.uri, opt.URI)
+				err := migrationError(r.err, opt.TLS, "migrate %s from %s to %s over %s", name, h.uri, d.uri, opt.URI)
 				if why != nil {
 					err = fmt.Errorf("%w: %w", why, err)
 				}
 				return hp.MigrateStats{}, err
 			}
 			defer r.dom.Free()
-			st := hp.MigrateStats{Live: true, Duration: time.Since(start)}
+			st := hp.MigrateStats{Live: true, TLS: flags&libvirt.MIGRATE_TLS != 0, Duration: time.Since(start)}
 			if js, err := r.dom.GetJobStats(libvirt.DOMAIN_JOB_STATS_COMPLETED); err == nil {
 				if js.DowntimeSet {
 					st.Downtime = time.Duration(js.Downtime) * time.Millisecond
@@ -160,6 +165,71 @@ func (h *Host) live(ctx context.Context, name string, d *Host, opt hp.MigrateOpt
 			h.abort(dom, name, "no progress")
 		}
 	}
+}
+
+// migrateFlags are the flags of a live migration: live, the domain
+// persisted on the destination and undefined on the source, and over TLS
+// when opt says so.
+func migrateFlags(opt hp.MigrateOptions) libvirt.DomainMigrateFlags {
+	flags := libvirt.MIGRATE_LIVE | libvirt.MIGRATE_PERSIST_DEST | libvirt.MIGRATE_UNDEFINE_SOURCE
+	if opt.TLS {
+		flags |= libvirt.MIGRATE_TLS
+	}
+	return flags
+}
+
+// What a migration over TLS needs of each host, for the errors that show
+// it missing.
+const (
+	tlsFilesHint = "the live migration over TLS (migration_tls) needs libvirt's migration certificates on both hosts: " +
+		"migrate_tls_x509_cert_dir in each host's qemu.conf names a directory with ca-cert.pem (the grid's CA), " +
+		"server-cert.pem and server-key.pem, client-cert.pem and client-key.pem (the host's certificate of that CA), " +
+		"readable by the hosts' QEMU"
+	tlsNameHint  = "the destination host's server-cert.pem (in its migrate_tls_x509_cert_dir) must name the host's migration address"
+	tlsForceHint = "the host's libvirtd takes live migrations over TLS only (migrate_tls_force in its qemu.conf): " +
+		"set migration_tls: true in the site file"
+)
+
+// tlsFileProblems are the parts of QEMU's and libvirt's messages that show
+// a host's migration certificates missing, unreadable or of another CA.
+var tlsFileProblems = []string{
+	"Unable to access credentials", // a file missing from the directory
+	"Cannot load certificate",      // a file QEMU cannot read
+	"Cannot load CA",
+	"hasn't got a known issuer", // a certificate of another CA
+	"certificate is not trusted",
+}
+
+// migrationError is wrap for a failed live migration, with what the
+// hosts' TLS set-up lacks when the libvirt error shows it: with tls, the
+// migration certificates (missing, unreadable, of another CA, naming
+// another host), an error of the class libvirt's code gives; without, a
+// libvirtd that refuses plain migrations (migrate_tls_force), which is
+// ErrUnsupported (libvirt's "operation invalid" would make it ErrBusy, as
+// if a retry could help).
+func migrationError(err error, tls bool, format string, args ...any) error {
+	werr := wrap(err, format, args...)
+	e, ok := werr.(*Error)
+	if !ok {
+		return werr
+	}
+	msg := e.Err.Error()
+	switch {
+	case strings.Contains(msg, "allows migration only with VIR_MIGRATE_TLS"):
+		e.Sentinel, e.Hint = hp.ErrUnsupported, tlsForceHint
+	case !tls:
+		// A plain migration's failures are not of TLS.
+	case strings.Contains(msg, "does not match the hostname"):
+		e.Hint = tlsNameHint
+	default:
+		for _, p := range tlsFileProblems {
+			if strings.Contains(msg, p) {
+				e.Hint = tlsFilesHint
+				break
+			}
+		}
+	}
+	return e
 }
 
 func (h *Host) abort(dom *libvirt.Domain, name, reason string) {

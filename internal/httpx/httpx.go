@@ -9,7 +9,11 @@ package httpx
 import (
 	"crypto/subtle"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -106,4 +110,31 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(v)
+}
+
+// ReadTokenFile reads a bearer token from a file of one line. A file
+// that its group or others may read is refused (a token is a password),
+// as is an empty one.
+func ReadTokenFile(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return "", err
+	}
+	if perm := st.Mode().Perm(); perm&0o077 != 0 {
+		return "", fmt.Errorf("%s: the token file may be read by its group or others (mode %04o): make it private (chmod 600 %s)", path, perm, path)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, 64<<10))
+	if err != nil {
+		return "", err
+	}
+	tok := strings.TrimSpace(string(b))
+	if tok == "" {
+		return "", fmt.Errorf("%s: the token file is empty", path)
+	}
+	return tok, nil
 }
