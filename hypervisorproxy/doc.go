@@ -47,8 +47,12 @@
 // guest without a balloon driver: the driver reads every resize back, so
 // that is ErrUnsupported too, not a silent success. A live migration goes
 // over tcp://ADDR:PORT with a port of the site's migration_ports per
-// migration; it is aborted when the caller cancels or no data moved for
-// migration_progress_timeout, and the VM then keeps running where it was.
+// migration, encrypted by libvirt's native TLS when the site file says
+// migration_tls (each host's qemu.conf then names, in
+// migrate_tls_x509_cert_dir, the CA's and its own certificate, which
+// tlsx's MigrationFiles makes); it is aborted when the caller cancels or
+// no data moved for migration_progress_timeout, and the VM then keeps
+// running where it was, as it does when the migration fails.
 //
 // # Capacity
 //

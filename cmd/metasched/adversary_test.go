@@ -24,6 +24,7 @@ var adversaryCycles = flag.Int("adversary-cycles", 3, "SIGKILL cycles of TestAdv
 // commandConfig is the daemon's configuration for TestAdversary: the
 // paper's grid, one job type, the command executor, no switching.
 const commandConfig = `listen: 127.0.0.1:%d
+insecure_http: true
 data_dir: data
 grid: grid.yaml
 job_types:

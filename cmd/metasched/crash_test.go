@@ -27,6 +27,7 @@ import (
 // libvirt test driver, jobs of a few seconds and a reconfiguration of 2 s,
 // so that a kill can land in the middle of a switch.
 const crashConfig = `listen: 127.0.0.1:%d
+insecure_http: true
 data_dir: data
 grid: grid.yaml
 job_types:

@@ -475,6 +475,7 @@ func dumpLogOnFailure(t *testing.T, path string) {
 // heatConfig is a daemon with the optimal policy solved at start on a
 // grid of two clusters of two hosts and two job types.
 const heatConfig = `listen: %s
+insecure_http: true
 data_dir: data
 grid: grid.yaml
 job_types:

@@ -303,7 +303,7 @@ func TestServeUsage(t *testing.T) {
 	if err := os.WriteFile(grid, []byte(readFile(t, example+"grid-paper.yaml")), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	good := "grid: grid.yaml\njob_types:\n  - {name: render, vm: {vcpus: 2, memory_mib: 2048}}\n"
+	good := "grid: grid.yaml\ninsecure_http: true\njob_types:\n  - {name: render, vm: {vcpus: 2, memory_mib: 2048}}\n"
 	config := func(name, text string) string {
 		p := filepath.Join(dir, name)
 		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
@@ -328,6 +328,10 @@ func TestServeUsage(t *testing.T) {
 		{"missing grid", []string{"--config", config("nogrid.yaml", strings.Replace(good, "grid.yaml", "nogrid-grid.yaml", 1))}, []string{"nogrid-grid.yaml"}},
 		{"demo with a config lacking its types", []string{"--config", goodCfg, "--demo"}, []string{`--demo: the demo's jobs need the job type "sim"`}},
 		{"argument", []string{"extra"}, []string{`metasched serve: unexpected argument "extra"`}},
+		{"plain off loopback", []string{"--config", goodCfg, "--listen", "0.0.0.0:0"},
+			[]string{"listen 0.0.0.0:0: plain HTTP is served on a loopback address only (127.0.0.1, ::1, localhost): give the configuration's tls"}},
+		{"demo off loopback", []string{"--listen", "0.0.0.0:0"}, []string{"listen 0.0.0.0:0: plain HTTP is served on a loopback address only"}},
+		{"no tls", []string{"--config", config("notls.yaml", strings.Replace(good, "insecure_http: true\n", "", 1))}, []string{"notls.yaml: tls: is required"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			data := t.TempDir()

@@ -81,7 +81,7 @@ func agentSite(t *testing.T) (site, token string) {
 	token = "slow-client-token"
 	site = filepath.Join(dir, "site.yaml")
 	os.WriteFile(filepath.Join(dir, "token"), []byte(token+"\n"), 0o600)
-	os.WriteFile(site, []byte("site: spain\nlisten: 127.0.0.1:0\ntoken_file: token\ngrid: "+grid+"\n"), 0o600)
+	os.WriteFile(site, []byte("site: spain\nlisten: 127.0.0.1:0\ntoken_file: token\ninsecure_http: true\ngrid: "+grid+"\n"), 0o600)
 	return site, token
 }
 

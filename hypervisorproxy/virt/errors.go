@@ -27,7 +27,7 @@ func (e *Error) Error() string {
 		msg = lv.Message
 	}
 	if e.Hint != "" {
-		msg += " (" + e.Hint + ")"
+		msg += "; " + e.Hint
 	}
 	if e.Sentinel != nil {
 		return fmt.Sprintf("%s: %v: %s", e.Op, e.Sentinel, msg)

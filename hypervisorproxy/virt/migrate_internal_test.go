@@ -77,7 +77,7 @@ func TestMigrationError(t *testing.T) {
 			t.Errorf("%s: %v is not %v", tc.name, err, tc.sentinel)
 		}
 		msg := err.Error()
-		if !strings.HasPrefix(msg, op+": ") || !strings.Contains(msg, tc.msg) || (tc.hint != "" && !strings.HasSuffix(msg, "("+tc.hint+")")) {
+		if !strings.HasPrefix(msg, op+": ") || !strings.Contains(msg, tc.msg) || (tc.hint != "" && !strings.HasSuffix(msg, "; "+tc.hint)) {
 			t.Errorf("%s: message %q", tc.name, msg)
 		}
 		if tc.hint == tlsFilesHint && !strings.Contains(msg, "migrate_tls_x509_cert_dir") {

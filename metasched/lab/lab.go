@@ -15,8 +15,7 @@ package lab
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"maps"
@@ -35,7 +34,10 @@ import (
 	hpclient "github.com/metasched/metasched/hypervisorproxy/client"
 	"github.com/metasched/metasched/hypervisorproxy/libvirtdtest"
 	"github.com/metasched/metasched/hypervisorproxy/netlab"
+	"github.com/metasched/metasched/internal/httpx"
+	"github.com/metasched/metasched/internal/tlsx"
 	"github.com/metasched/metasched/metasched/client"
+	"github.com/rs/zerolog"
 )
 
 // WAN is the name of the bridge that joins the sites' bridges.
@@ -109,10 +111,14 @@ type Options struct {
 
 // Lab is a running lab.
 type Lab struct {
-	spec  Spec
-	opt   Options
-	token string
-	grid  *netlab.Grid
+	spec Spec
+	opt  Options
+	grid *netlab.Grid
+	// ca issues the lab's certificates (in Dir: ca.pem, daemon.pem,
+	// agent-SITE.pem, client-lab.pem and their keys); lab is the lab's
+	// own operator client certificate, with which it calls the agents.
+	ca  *tlsx.CA
+	lab *tlsx.Source
 
 	Libvirt map[string]*libvirtdtest.Daemon // by host
 	Agents  map[string]*Agent               // by site
@@ -222,10 +228,7 @@ func Start(ctx context.Context, spec Spec, opt Options) (*Lab, error) {
 	if opt.Logf == nil {
 		opt.Logf = func(string, ...any) {}
 	}
-	tok := make([]byte, 16)
-	_, _ = rand.Read(tok)
-	l := &Lab{spec: spec, opt: opt, token: hex.EncodeToString(tok), Libvirt: map[string]*libvirtdtest.Daemon{},
-		Agents: map[string]*Agent{}}
+	l := &Lab{spec: spec, opt: opt, Libvirt: map[string]*libvirtdtest.Daemon{}, Agents: map[string]*Agent{}}
 	if err := l.start(ctx); err != nil {
 		return nil, errors.Join(err, l.Close())
 	}
@@ -274,7 +277,7 @@ func (l *Lab) start(ctx context.Context) error {
 		return err
 	}
 	l.opt.Logf("libvirtd: %d hosts", len(l.Libvirt))
-	if err := l.write("token", l.token+"\n"); err != nil {
+	if err := l.certificates(); err != nil {
 		return err
 	}
 	for i, s := range spec.Sites {
@@ -317,6 +320,53 @@ func (s Site) hostLine(name, uri, pool string) string {
 	return fmt.Sprintf("  - {name: %s, uri: %q, pool: %s, migration_address: 127.0.0.1%s}\n", name, uri, pool, share)
 }
 
+// certificates makes the lab's CA and the certificates of the daemon,
+// of every site's agent (all on 127.0.0.1) and of the lab's operator
+// client, as an operator would with metasched tls.
+func (l *Lab) certificates() error {
+	now := time.Now()
+	ca, err := tlsx.NewCA("lab", now, 30*24*time.Hour)
+	if err != nil {
+		return err
+	}
+	if err := l.writePEM("ca", ca); err != nil {
+		return err
+	}
+	if l.ca, err = tlsx.LoadCA(filepath.Join(l.opt.Dir, "ca.pem"), filepath.Join(l.opt.Dir, "ca-key.pem")); err != nil {
+		return err
+	}
+	ids := map[string]tlsx.Identity{"daemon": tlsx.Daemon(), "client-lab": tlsx.Client("lab", tlsx.RoleOperator)}
+	for _, s := range l.spec.Sites {
+		ids["agent-"+s.Name] = tlsx.Agent(s.Name)
+	}
+	for name, id := range ids {
+		r := tlsx.Request{Identity: id, Now: now, ValidFor: 30 * 24 * time.Hour}
+		if id.Kind != tlsx.KindClient {
+			r.Hosts = []string{"127.0.0.1", "localhost"}
+		}
+		p, err := l.ca.Issue(r)
+		if err != nil {
+			return err
+		}
+		if err := l.writePEM(name, p); err != nil {
+			return err
+		}
+	}
+	l.lab, err = tlsx.NewSource(l.files("client-lab"), tlsx.KindClient, zerolog.Nop(), nil)
+	return err
+}
+
+// writePEM writes NAME.pem and NAME-key.pem.
+func (l *Lab) writePEM(name string, p tlsx.PEM) error {
+	return errors.Join(l.write(name+".pem", string(p.Cert)), l.write(name+"-key.pem", string(p.Key)))
+}
+
+// files are the certificate files of NAME.
+func (l *Lab) files(name string) tlsx.Files {
+	return tlsx.Files{Cert: filepath.Join(l.opt.Dir, name+".pem"), Key: filepath.Join(l.opt.Dir, name+"-key.pem"),
+		CA: filepath.Join(l.opt.Dir, "ca.pem")}
+}
+
 // writeSite writes site i's file.
 func (l *Lab) writeSite(i int, s Site) (*Agent, error) {
 	var hosts strings.Builder
@@ -339,19 +389,23 @@ func (l *Lab) writeSite(i int, s Site) (*Agent, error) {
 	name := "site-" + s.Name + ".yaml"
 	err = l.write(name, fmt.Sprintf(`site: %s
 listen: 127.0.0.1:%d
-token_file: token
+tls: {cert_file: agent-%s.pem, key_file: agent-%s-key.pem, ca_file: ca.pem}
 data_dir: agent-%s
 boot_timeout: 3m
 migration_ports: %d-%d
 images: {%s}
 network: {bridge: %s, subnet: 10.77.0.0/16, addresses: %s-%s}
 %shosts:
-%s`, s.Name, port, s.Name, lo, lo+7, l.spec.images(), l.grid.Bridge(s.Name), first, last, quota, hosts.String()))
+%s`, s.Name, port, s.Name, s.Name, s.Name, lo, lo+7, l.spec.images(), l.grid.Bridge(s.Name), first, last, quota, hosts.String()))
 	if err != nil {
 		return nil, err
 	}
-	url := fmt.Sprintf("http://127.0.0.1:%d", port)
-	return &Agent{Site: s.Name, Config: filepath.Join(l.opt.Dir, name), URL: url, Client: hpclient.New(url, l.token)}, nil
+	url := fmt.Sprintf("https://127.0.0.1:%d", port)
+	c, err := hpclient.NewTLS(url, l.lab, s.Name)
+	if err != nil {
+		return nil, err
+	}
+	return &Agent{Site: s.Name, Config: filepath.Join(l.opt.Dir, name), URL: url, Client: c}, nil
 }
 
 // GridFile is the grid file of a spec: one cluster per site, and a link
@@ -406,7 +460,7 @@ func (l *Lab) writeServe() error {
 	}
 	var agents strings.Builder
 	for _, s := range l.spec.Sites {
-		fmt.Fprintf(&agents, "  - {site: %s, address: %s, token_file: token}\n", s.Name, l.Agents[s.Name].URL)
+		fmt.Fprintf(&agents, "  - {site: %s, address: %s}\n", s.Name, l.Agents[s.Name].URL)
 	}
 	l.ServeConfig = filepath.Join(l.opt.Dir, "serve.yaml")
 	l.DataDir = filepath.Join(l.opt.Dir, "daemon")
@@ -415,6 +469,7 @@ func (l *Lab) writeServe() error {
 		fmt.Fprintf(&pools, "  - {name: %s, vm: {vcpus: %d, memory_mib: %d}, image: %s}\n", p.Name, p.VCPUs, p.MemoryMiB, p.Image)
 	}
 	return l.write("serve.yaml", fmt.Sprintf(`listen: 127.0.0.1:%d
+tls: {cert_file: daemon.pem, key_file: daemon-key.pem, ca_file: ca.pem}
 data_dir: daemon
 grid: grid.yaml
 job_types:
@@ -449,12 +504,17 @@ func (l *Lab) StartDaemon(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	tok, err := os.ReadFile(filepath.Join(l.DataDir, "token"))
+	tok, err := httpx.ReadTokenFile(filepath.Join(l.DataDir, "token"))
 	if err != nil {
 		return fmt.Errorf("lab: the daemon's token: %w", err)
 	}
-	hc := &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-	l.Client = client.New(base, strings.TrimSpace(string(tok))).WithHTTPClient(hc)
+	pool, err := tlsx.CAPool(filepath.Join(l.opt.Dir, "ca.pem"))
+	if err != nil {
+		return err
+	}
+	hc := &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{DisableKeepAlives: true,
+		TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+	l.Client = client.New(base, tok).WithHTTPClient(hc)
 	return nil
 }
 

@@ -43,7 +43,7 @@ func TestRealGridFiles(t *testing.T) {
 		}
 		quota += float64(s.Hosts*s.Cores) * s.CPUQuota
 		line := s.hostLine(s.Name+"-1", "qemu:///system", RealGridPool)
-		site, err := hp.ParseSite("site.yaml", []byte("site: "+s.Name+"\ntoken_file: token\nhosts:\n"+line))
+		site, err := hp.ParseSite("site.yaml", []byte("site: "+s.Name+"\ntoken_file: token\ninsecure_http: true\nhosts:\n"+line))
 		if err != nil {
 			t.Fatalf("%v\n%s", err, line)
 		}
