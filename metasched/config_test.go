@@ -50,7 +50,7 @@ func TestParseConfig(t *testing.T) {
 	}
 	want := &Config{
 		Listen: "0.0.0.0:8080", DataDir: "/etc/ms/data", Grid: "/etc/ms/grid.yaml",
-		TLS:    &tlsx.Files{Cert: "/etc/ms/daemon.pem", Key: "/etc/ms/daemon-key.pem", CA: "/etc/pki/ms/ca.pem"},
+		TLS:      &tlsx.Files{Cert: "/etc/ms/daemon.pem", Key: "/etc/ms/daemon-key.pem", CA: "/etc/pki/ms/ca.pem"},
 		JobTypes: []api.JobType{{Name: "render", VCPUs: 2, MemoryMiB: 2048, HoldingCost: 2, Image: "debian"}, {Name: "batch", VCPUs: 1, MemoryMiB: 512, HoldingCost: 1}},
 		Agents:   []AgentConfig{{Site: "spain", Address: "https://10.0.0.2:9101"}, {Site: "latam", Address: "http://127.0.0.1:9102", TokenFile: "/etc/ms/latam.token"}},
 		Policy:   PolicyConfig{Name: "optimal", Table: "/etc/ms/render.policy"},
