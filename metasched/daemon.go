@@ -166,6 +166,9 @@ type Daemon struct {
 
 	// tls is the daemon's certificate (nil: plain HTTP).
 	tls *tlsx.Source
+	// tokens are the API's tokens but the operator token (tokens.go).
+	tokMu  sync.RWMutex
+	tokens tokenBook
 
 	revokedMu sync.Mutex
 	revoked   map[string]time.Time // logged-out sessions → their expiry
@@ -244,6 +247,9 @@ func NewWithGrid(ctx context.Context, cfg *Config, grid *graph.Grid, opt Options
 	if d.token, err = d.st.Token(ctx); err != nil {
 		return nil, err
 	}
+	if err := d.loadTokens(ctx); err != nil {
+		return nil, err
+	}
 	alog := d.log
 	if opt.AgentLogger != nil {
 		alog = *opt.AgentLogger
@@ -264,9 +270,14 @@ func NewWithGrid(ctx context.Context, cfg *Config, grid *graph.Grid, opt Options
 	d.exec = opt.Executor
 	if d.exec == nil {
 		switch cfg.Executor.Name {
-		case "command":
-			d.exec = executor.NewCommand(d.log, executor.CommandOptions{MaxOutput: cfg.Executor.MaxOutputBytes,
-				OutputRate: cfg.Executor.OutputBytesPerSecond})
+		case HostCommand:
+			// It checks run_as, and warns that the jobs run on this machine.
+			c, err := executor.NewCommand(d.log, executor.CommandOptions{MaxOutput: cfg.Executor.MaxOutputBytes,
+				OutputRate: cfg.Executor.OutputBytesPerSecond, RunAs: cfg.Executor.RunAs})
+			if err != nil {
+				return nil, fmt.Errorf("executor.%w", err)
+			}
+			d.exec = c
 		case "guest":
 			if d.exec, err = d.newGuestExecutor(opt.WrapAgent != nil); err != nil {
 				return nil, err

@@ -139,14 +139,22 @@ func (d *Daemon) neverRuns(ctx context.Context, j *selection.Job) (string, error
 	return pl.Plan.Reason, nil
 }
 
-// Submit accepts a job file (YAML or JSON). The job is on disk when Submit
-// returns.
+// ownerOf is the owner of a job submitted with ctx: its principal's
+// name ("" for the daemon's own calls).
+func ownerOf(ctx context.Context) string {
+	p, _ := api.PrincipalFrom(ctx)
+	return p.Name
+}
+
+// Submit accepts a job file (YAML or JSON) of the principal ctx carries
+// (api.WithPrincipal; none: the daemon's own). The job is on disk when
+// Submit returns.
 func (d *Daemon) Submit(ctx context.Context, body []byte) (api.Job, error) {
 	j, err := d.parseJob(ctx, body)
 	if err != nil {
 		return api.Job{}, err
 	}
-	sj, err := d.st.SubmitJob(ctx, j.Type, mustJSON(j), "submitted")
+	sj, err := d.st.SubmitJobBy(ctx, ownerOf(ctx), j.Type, mustJSON(j), "submitted")
 	if err != nil {
 		return api.Job{}, err
 	}
@@ -184,7 +192,7 @@ func (d *Daemon) SubmitOnce(ctx context.Context, body []byte, caller, key string
 	if err != nil {
 		return api.Job{}, false, err
 	}
-	sj, made, err := d.st.SubmitJobOnce(ctx, j.Type, mustJSON(j), "submitted", k)
+	sj, made, err := d.st.SubmitJobOnce(ctx, ownerOf(ctx), j.Type, mustJSON(j), "submitted", k)
 	switch {
 	case errors.Is(err, store.ErrKeyReused):
 		return api.Job{}, false, keyReused(sj.ID)

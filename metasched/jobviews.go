@@ -47,7 +47,7 @@ func (d *Daemon) Jobs(ctx context.Context, f store.JobFilter) (api.JobList, erro
 // jobViewLocked builds the API's view of a job from the store's record and,
 // for a queued job, why it waits.
 func (d *Daemon) jobViewLocked(lj *liveJob, sj store.Job) api.Job {
-	v := api.Job{JobHead: api.JobHead{ID: sj.ID, Type: sj.Type, State: sj.State, Submitted: sj.Submitted, Updated: sj.Submitted},
+	v := api.Job{JobHead: api.JobHead{ID: sj.ID, Type: sj.Type, Owner: sj.Owner, State: sj.State, Submitted: sj.Submitted, Updated: sj.Submitted},
 		Transitions: sj.Transitions, ExitCode: sj.ExitCode}
 	if n := len(sj.Transitions); n > 0 {
 		v.Reason, v.Updated = sj.Transitions[n-1].Reason, sj.Transitions[n-1].At

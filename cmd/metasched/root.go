@@ -64,14 +64,14 @@ with --server or METASCHED_SERVER (default http://127.0.0.1:8080) and
 present the token of --token-file, METASCHED_TOKEN_FILE or METASCHED_TOKEN
 over https, checking the daemon against --ca-file or METASCHED_CA_FILE;
 --output json prints the API's answer. tls ca and tls cert make the
-grid's certificates.`,
+grid's certificates; token create, list and revoke the daemon's tokens.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{Err: err} })
 	root.AddCommand(newVersionCmd(e), newPolicyCmd(e), newPlanCmd(e), newSimulateCmd(e), newAgentCmd(e), newServeCmd(e),
 		newSubmitCmd(e), newJobsCmd(e), newStatusCmd(e), newCancelCmd(e), newResizeCmd(e), newLogsCmd(e), newOutputsCmd(e),
-		newPoolsCmd(e), newSwitchesCmd(e), newHostsCmd(e), newCalibrationCmd(e), newCalibrateCmd(e), newImageCmd(e), newExperimentCmd(e), newTLSCmd(e))
+		newPoolsCmd(e), newSwitchesCmd(e), newHostsCmd(e), newCalibrationCmd(e), newCalibrateCmd(e), newImageCmd(e), newExperimentCmd(e), newTLSCmd(e), newTokenCmd(e))
 	// Unknown subcommands and stray arguments are usage errors.
 	root.Args = cobra.NoArgs
 	root.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }

@@ -4,8 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -74,12 +77,12 @@ func newTLSCACmd(e *env) *cobra.Command {
 }
 
 func newTLSCertCmd(e *env) *cobra.Command {
-	var caDir, out, agent, client, role string
+	var caDir, out, agent, client, role, migration string
 	var daemon, force bool
 	var hosts []string
 	var days int
 	cmd := &cobra.Command{
-		Use:   "cert --ca DIR --out DIR (--daemon | --agent SITE | --client NAME [--role user|operator]) [--host NAME_OR_IP]...",
+		Use:   "cert --ca DIR --out DIR (--daemon | --agent SITE | --client NAME [--role user|operator] | --migration-host HOST) [--host NAME_OR_IP]...",
 		Short: "Make a certificate signed by the grid's CA: DIR/NAME.pem and DIR/NAME-key.pem",
 		Long: `cert makes a certificate signed by the CA of --ca (its ca.pem and
 ca-key.pem) and writes it and its key into --out:
@@ -90,6 +93,14 @@ ca-key.pem) and writes it and its key into --out:
                    (server), and its probes to the other agents (client)
   --client NAME    client-NAME.pem, client-NAME-key.pem: a client of the role
                    --role (user or operator; the agents take an operator's)
+  --migration-host HOST
+                   ca-cert.pem, server-cert.pem, server-key.pem, client-cert.pem
+                   and client-key.pem: libvirt's migration certificate
+                   directory of a hypervisor host (qemu.conf's
+                   migrate_tls_x509_cert_dir), for the agents' encrypted live
+                   migrations (the site file's migration_tls); --host gives
+                   the address other hosts migrate to it at (its
+                   migration_address); make the keys readable by QEMU's user
 
 --host (repeatable) adds a DNS name or IP address the daemon or agent is
 reached at; localhost and 127.0.0.1 are always included. A replaced
@@ -109,9 +120,12 @@ certificate is taken by a running daemon or agent at its next connection
 			if client != "" {
 				id, name, n = tlsx.Client(client, role), "client-"+client, n+1
 			}
+			if migration != "" {
+				id, n = tlsx.Host(migration), n+1
+			}
 			switch {
 			case n != 1:
-				return usagef("give one of --daemon, --agent SITE and --client NAME")
+				return usagef("give one of --daemon, --agent SITE, --client NAME and --migration-host HOST")
 			case caDir == "":
 				return usagef("--ca: required (the directory of ca.pem and ca-key.pem)")
 			case out == "":
@@ -124,7 +138,7 @@ certificate is taken by a running daemon or agent at its next connection
 				return usagef("--host: a client certificate names no hosts")
 			}
 			if err := id.Check(); err != nil {
-				flag := map[tlsx.Kind]string{tlsx.KindAgent: "--agent", tlsx.KindClient: "--client"}[id.Kind]
+				flag := map[tlsx.Kind]string{tlsx.KindAgent: "--agent", tlsx.KindClient: "--client", tlsx.KindHost: "--migration-host"}[id.Kind]
 				if id.Kind == tlsx.KindClient && tlsx.Client(client, tlsx.RoleUser).Check() == nil {
 					flag = "--role"
 				}
@@ -137,7 +151,19 @@ certificate is taken by a running daemon or agent at its next connection
 			if id.Kind != tlsx.KindClient {
 				hosts = append([]string{"localhost", "127.0.0.1"}, hosts...)
 			}
-			p, err := ca.Issue(tlsx.Request{Identity: id, Hosts: hosts, Now: time.Now(), ValidFor: time.Duration(days) * 24 * time.Hour})
+			req := tlsx.Request{Identity: id, Hosts: hosts, Now: time.Now(), ValidFor: time.Duration(days) * 24 * time.Hour}
+			if id.Kind == tlsx.KindHost {
+				files, err := ca.MigrationFiles(req)
+				if err != nil {
+					return usagef("%v", err)
+				}
+				if err := writeFiles(out, files, force); err != nil {
+					return err
+				}
+				fmt.Fprintf(e.stdout, "wrote libvirt's migration certificates of %s into %s (qemu.conf: migrate_tls_x509_cert_dir = %q)\n", id, out, out)
+				return nil
+			}
+			p, err := ca.Issue(req)
 			if err != nil {
 				return usagef("%v", err)
 			}
@@ -155,6 +181,7 @@ certificate is taken by a running daemon or agent at its next connection
 	fl.StringVar(&agent, "agent", "", "the certificate of the agent of site SITE")
 	fl.StringVar(&client, "client", "", "a client's certificate, of name NAME")
 	fl.StringVar(&role, "role", tlsx.RoleUser, "the client's role: user or operator")
+	fl.StringVar(&migration, "migration-host", "", "libvirt's migration certificates of the hypervisor host HOST")
 	fl.StringArrayVar(&hosts, "host", nil, "a DNS name or IP address the daemon or agent is reached at (repeatable)")
 	fl.IntVar(&days, "days", int(tlsx.DefaultCertValidity/(24*time.Hour)), "days the certificate is valid (at most the CA's)")
 	fl.BoolVar(&force, "force", false, "replace existing files")
@@ -166,14 +193,30 @@ certificate is taken by a running daemon or agent at its next connection
 // that a daemon or agent reading them at a handshake never sees half a
 // file. Existing files are kept unless force.
 func writePEM(dir, name string, p tlsx.PEM, force bool) error {
+	return writeFiles(dir, map[string][]byte{name + "-key.pem": p.Key, name + ".pem": p.Cert}, force)
+}
+
+// writeFiles writes files (by name) into dir as writePEM does: keys
+// (names ending in key.pem) readable by their owner only, keys first.
+func writeFiles(dir string, byName map[string][]byte, force bool) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	files := []struct {
+	type file struct {
 		path string
 		data []byte
 		mode os.FileMode
-	}{{filepath.Join(dir, name+"-key.pem"), p.Key, 0o600}, {filepath.Join(dir, name+".pem"), p.Cert, 0o644}}
+	}
+	var files []file
+	for _, name := range slices.Sorted(maps.Keys(byName)) {
+		f := file{filepath.Join(dir, name), byName[name], 0o644}
+		if strings.HasSuffix(name, "key.pem") {
+			f.mode = 0o600
+			files = append([]file{f}, files...)
+			continue
+		}
+		files = append(files, f)
+	}
 	if !force {
 		for _, f := range files {
 			if _, err := os.Stat(f.path); err == nil {

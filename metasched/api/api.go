@@ -46,7 +46,7 @@ type FieldError struct {
 const (
 	CodeInvalid      = "invalid"       // 400: a malformed request; see Fields
 	CodeUnauthorized = "unauthorized"  // 401
-	CodeForbidden    = "forbidden"     // 403: a session request without the CSRF header
+	CodeForbidden    = "forbidden"     // 403: a role that may not make the call, or a session request without the CSRF header
 	CodeNotFound     = "not_found"     // 404
 	CodeConflict     = "conflict"      // 409: the job or host is not in a state that allows it
 	CodeTooLarge     = "too_large"     // 413: the body is over MaxBodyBytes

@@ -11,6 +11,10 @@ import (
 // "state". Every event is whole, so a page that reconnects (after a
 // restart of the daemon, say) holds no stale state.
 type Dashboard struct {
+	// Viewer is who the state is for: an operator sees everything; a
+	// user its own jobs among the recent ones and no hosts, switches or
+	// tuning (they are left empty).
+	Viewer Principal `json:"viewer"`
 	// Instance changes at every start of the daemon.
 	Instance string    `json:"instance"`
 	Version  string    `json:"version"`

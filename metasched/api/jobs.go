@@ -15,6 +15,9 @@ type JobHead struct {
 	Name  string          `json:"name"`
 	Type  string          `json:"type"`
 	State lifecycle.State `json:"state"`
+	// Owner is who submitted the job: the name of the token (or client
+	// certificate) it came with; absent for the daemon's own.
+	Owner string `json:"owner,omitempty"`
 	// Reason is the reason of the last transition.
 	Reason    string    `json:"reason"`
 	Submitted time.Time `json:"submitted"`

@@ -467,6 +467,30 @@ func (e *transportError) Unwrap() error { return e.err }
 
 // do sends one request. body, when not nil, is sent as is; out is a
 // *[]byte for the raw answer, or what the JSON answer decodes into.
+// CreateToken makes an API token of a role (an operator's): the answer
+// holds the token, shown this once.
+func (c *Client) CreateToken(ctx context.Context, name, role string) (api.TokenCreated, error) {
+	body, err := json.Marshal(api.TokenRequest{Name: name, Role: role})
+	if err != nil {
+		return api.TokenCreated{}, err
+	}
+	var out api.TokenCreated
+	err = c.do(ctx, http.MethodPost, "/v1/tokens", nil, body, &out)
+	return out, err
+}
+
+// Tokens lists the API tokens (an operator's).
+func (c *Client) Tokens(ctx context.Context) ([]api.Token, error) {
+	var out []api.Token
+	err := c.do(ctx, http.MethodGet, "/v1/tokens", nil, nil, &out)
+	return out, err
+}
+
+// RevokeToken revokes the API token name (an operator's).
+func (c *Client) RevokeToken(ctx context.Context, name string) error {
+	return c.do(ctx, http.MethodDelete, "/v1/tokens/"+url.PathEscape(name), nil, nil, nil)
+}
+
 func (c *Client) do(ctx context.Context, method, path string, query url.Values, body []byte, out any) error {
 	return c.send(ctx, method, path, query, nil, body, out, nil)
 }

@@ -86,7 +86,32 @@ func (b *Board) State(ctx context.Context, withHistory bool) (api.Dashboard, err
 	return db, nil
 }
 
-// ServeState answers GET /v1/dashboard[?history=true].
+// ViewFor is what the principal of ctx may see of db (no principal: the
+// daemon's own view, everything): an operator everything; a user the job
+// types, pools, policy, charts and job counts, and of the recent jobs its
+// own, but no hosts, switches or tuning.
+func ViewFor(ctx context.Context, db api.Dashboard) api.Dashboard {
+	p, ok := api.PrincipalFrom(ctx)
+	if !ok {
+		p = api.Principal{Name: api.OperatorName, Role: api.RoleOperator}
+	}
+	db.Viewer = p
+	if p.Operator() {
+		return db
+	}
+	db.Hosts, db.Switches, db.Tuning = []api.HostView{}, []api.SwitchView{}, []api.TuningRecord{}
+	own := make([]api.JobSummary, 0, len(db.Jobs.Recent))
+	for _, j := range db.Jobs.Recent {
+		if j.Owner == p.Name {
+			own = append(own, j)
+		}
+	}
+	db.Jobs.Recent = own
+	return db
+}
+
+// ServeState answers GET /v1/dashboard[?history=true] with what the
+// request's principal may see (ViewFor).
 func (b *Board) ServeState(w http.ResponseWriter, r *http.Request) {
 	withHistory := false
 	if v := r.URL.Query().Get("history"); v != "" {
@@ -103,5 +128,5 @@ func (b *Board) ServeState(w http.ResponseWriter, r *http.Request) {
 		b.fail(w, err)
 		return
 	}
-	httpx.WriteJSON(w, http.StatusOK, db)
+	httpx.WriteJSON(w, http.StatusOK, ViewFor(r.Context(), db))
 }

@@ -24,6 +24,8 @@ import (
 type subscriber struct {
 	c     chan []byte
 	after uint64
+	// ctx carries the page's principal: what it may see (ViewFor).
+	ctx context.Context
 }
 
 // ServeEvents streams the dashboard's state as server-sent events: one
@@ -49,7 +51,7 @@ func (b *Board) ServeEvents(w http.ResponseWriter, r *http.Request) {
 	if err != nil || !send(first) {
 		return // the store is closing: the client reconnects
 	}
-	s := b.subscribe()
+	s := b.subscribe(r.Context())
 	defer b.unsubscribe(s)
 	for {
 		select {
@@ -63,20 +65,21 @@ func (b *Board) ServeEvents(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// event is the state as the data of an event.
+// event is the state, as the principal of ctx may see it, as the data of
+// an event.
 func (b *Board) event(ctx context.Context, withHistory bool) ([]byte, error) {
 	db, err := b.State(ctx, withHistory)
 	if err != nil {
 		return nil, err
 	}
-	return json.Marshal(db)
+	return json.Marshal(ViewFor(ctx, db))
 }
 
 // subscribe adds an event stream, and starts the broadcast for the first.
-func (b *Board) subscribe() *subscriber {
+func (b *Board) subscribe(ctx context.Context) *subscriber {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	s := &subscriber{c: make(chan []byte, 1), after: b.builds}
+	s := &subscriber{c: make(chan []byte, 1), after: b.builds, ctx: ctx}
 	b.subs[s] = struct{}{}
 	if b.stop == nil {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -117,7 +120,7 @@ func (b *Board) broadcast(ctx context.Context) {
 		b.builds++
 		n := b.builds
 		b.mu.Unlock()
-		data, err := b.event(ctx, false)
+		db, err := b.State(ctx, false)
 		b.mu.Lock()
 		if ctx.Err() != nil { // stopped meanwhile: another broadcast may run
 			b.mu.Unlock()
@@ -133,9 +136,16 @@ func (b *Board) broadcast(ctx context.Context) {
 			b.mu.Unlock()
 			return
 		}
+		views := map[api.Principal][]byte{} // one encoding per viewer
 		for s := range b.subs {
 			if n <= s.after {
 				continue // built before s's first state
+			}
+			view := ViewFor(s.ctx, db)
+			data, ok := views[view.Viewer]
+			if !ok {
+				data, _ = json.Marshal(view) // a state always encodes
+				views[view.Viewer] = data
 			}
 			select {
 			case <-s.c: // not sent yet: the newer state replaces it

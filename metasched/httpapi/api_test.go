@@ -174,7 +174,7 @@ func TestAPIAuth(t *testing.T) {
 	type route struct{ method, path string }
 	var routes []route
 	for _, rt := range httpapi.Routes {
-		if rt.Public {
+		if rt.Access == httpapi.Public {
 			continue
 		}
 		method, path, _ := strings.Cut(rt.Pattern, " ")

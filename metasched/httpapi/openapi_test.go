@@ -201,7 +201,7 @@ func TestOpenAPIRoutes(t *testing.T) {
 		if _, dup := public[k]; dup {
 			t.Errorf("route %s twice in Routes", k)
 		}
-		public[k] = rt.Public
+		public[k] = (rt.Access == Public)
 	}
 	inDoc := map[string]bool{}
 	for _, o := range ops {
@@ -482,6 +482,10 @@ var openapiTypes = map[string]struct {
 	"ClearRequest":      {reflect.TypeFor[api.ClearRequest](), true},
 	"SwitchList":        {reflect.TypeFor[api.SwitchList](), false},
 	"SwitchRequest":     {reflect.TypeFor[api.SwitchRequest](), true},
+	"TokenRequest":      {reflect.TypeFor[api.TokenRequest](), true},
+	"Token":             {reflect.TypeFor[api.Token](), false},
+	"TokenCreated":      {reflect.TypeFor[api.TokenCreated](), false},
+	"Principal":         {reflect.TypeFor[api.Principal](), false},
 	"SwitchView":        {reflect.TypeFor[api.SwitchView](), false},
 	"PolicyPool":        {reflect.TypeFor[api.PolicyPool](), false},
 	"PolicyTable":       {reflect.TypeFor[api.PolicyTable](), false},
@@ -960,6 +964,12 @@ func (d bareDaemon) Version() string                { return "test" }
 func (d bareDaemon) Started() time.Time             { return d.started }
 func (d bareDaemon) Registry() *prometheus.Registry { return d.reg }
 func (d bareDaemon) SessionRevoked(string) bool     { return false }
+func (d bareDaemon) Authenticate(tok string) (api.Principal, bool) {
+	return api.Principal{Name: api.OperatorName, Role: api.RoleOperator}, tok == d.token
+}
+func (d bareDaemon) Principal(name string) (api.Principal, bool) {
+	return api.Principal{Name: api.OperatorName, Role: api.RoleOperator}, name == api.OperatorName
+}
 
 // The server serves the document without a token, and answers the status
 // codes (and bodies) the document gives, for the requests a daemon without
@@ -982,7 +992,7 @@ func TestOpenAPIServed(t *testing.T) {
 	srv := httptest.NewServer(s)
 	defer srv.Close()
 	doc := openapiDoc(t)
-	session := s.newSession(time.Now().Add(time.Hour))
+	session := s.newSession(time.Now().Add(time.Hour), api.OperatorName)
 
 	type req struct {
 		method, path string
@@ -1031,7 +1041,7 @@ func TestOpenAPIServed(t *testing.T) {
 	// Every private route: 401 without a token, and 403 for a session
 	// request that changes state without the CSRF header.
 	for _, rt := range Routes {
-		if rt.Public {
+		if rt.Access == Public {
 			continue
 		}
 		method, path := openapiPath(rt.Pattern)

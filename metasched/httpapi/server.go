@@ -27,8 +27,17 @@ import (
 // routes. *metasched.Daemon implements it.
 type Daemon interface {
 	dashboard.Daemon
-	// Token is the API's bearer token; it also keys the sessions.
+	// Token is the operator token (DATA_DIR/token); it also keys the
+	// sessions.
 	Token() string
+	// Authenticate says who a bearer token belongs to; Principal who a
+	// token name is now (ok false once its token is revoked).
+	Authenticate(token string) (api.Principal, bool)
+	Principal(name string) (api.Principal, bool)
+	// The API tokens (an operator's).
+	CreateToken(ctx context.Context, r api.TokenRequest) (api.TokenCreated, error)
+	Tokens(ctx context.Context) ([]api.Token, error)
+	RevokeToken(ctx context.Context, name string) error
 	// RevokeSession ends a session at logout; SessionRevoked says whether
 	// one was.
 	RevokeSession(ctx context.Context, id string, expires time.Time) error
@@ -72,26 +81,48 @@ type Daemon interface {
 }
 
 // Route is one route of the server: "METHOD PATTERN" as net/http's
-// ServeMux reads it, and whether it is served without the token or a
-// session.
+// ServeMux reads it, and who may call it.
 type Route struct {
 	Pattern string
-	Public  bool
+	Access  Access
 }
 
+// Access is who may call a route.
+type Access int
+
+const (
+	// Public routes need no credential.
+	Public Access = iota
+	// User routes take any token, session or client certificate: a user
+	// sees and acts on its own jobs only (Owned), an operator on all.
+	User
+	// Operator routes take an operator's only (403 for a user).
+	Operator
+)
+
+func (a Access) String() string {
+	return [...]string{"public", "user", "operator"}[a]
+}
+
+// Owned says whether a route acts on one job ({id}), which a user may
+// reach only when it submitted it (404 otherwise, as for no job).
+func (r Route) Owned() bool { return strings.Contains(r.Pattern, "/v1/jobs/{id}") }
+
 // Routes lists every route the server registers (New registers exactly
-// these, and the OpenAPI document describes them).
+// these, and the OpenAPI document describes them), with who may call it
+// (docs/design.md, "Users and operators").
 var Routes = []Route{
-	{"GET /healthz", true}, {"GET /metrics", true}, {"GET /v1/openapi.json", true},
-	{"GET /{$}", true}, {"GET /assets/{file}", true}, {"POST /login", true}, {"POST /logout", true},
-	{"POST /v1/jobs", false}, {"GET /v1/jobs", false}, {"GET /v1/jobs/{id}", false},
-	{"POST /v1/jobs/{id}/cancel", false}, {"GET /v1/jobs/{id}/logs", false}, {"POST /v1/jobs/{id}/vms/{vm}/resize", false},
-	{"GET /v1/jobs/{id}/outputs", false}, {"GET /v1/jobs/{id}/outputs/{name...}", false},
-	{"POST /v1/plan", false}, {"GET /v1/pools", false}, {"GET /v1/hosts", false},
-	{"POST /v1/hosts/{name}/clear", false}, {"GET /v1/vms", false},
-	{"GET /v1/switches", false}, {"POST /v1/switches", false}, {"GET /v1/policy", false},
-	{"GET /v1/links", false}, {"GET /v1/tuning", false}, {"GET /v1/dashboard", false}, {"GET /v1/events", false},
-	{"GET /v1/calibration", false}, {"POST /v1/calibrate", false},
+	{"GET /healthz", Public}, {"GET /metrics", Public}, {"GET /v1/openapi.json", Public},
+	{"GET /{$}", Public}, {"GET /assets/{file}", Public}, {"POST /login", Public}, {"POST /logout", Public},
+	{"POST /v1/jobs", User}, {"GET /v1/jobs", User}, {"GET /v1/jobs/{id}", User},
+	{"POST /v1/jobs/{id}/cancel", User}, {"GET /v1/jobs/{id}/logs", User}, {"POST /v1/jobs/{id}/vms/{vm}/resize", User},
+	{"GET /v1/jobs/{id}/outputs", User}, {"GET /v1/jobs/{id}/outputs/{name...}", User},
+	{"POST /v1/plan", User}, {"GET /v1/pools", User}, {"GET /v1/hosts", Operator},
+	{"POST /v1/hosts/{name}/clear", Operator}, {"GET /v1/vms", Operator},
+	{"GET /v1/switches", Operator}, {"POST /v1/switches", Operator}, {"GET /v1/policy", User},
+	{"GET /v1/links", User}, {"GET /v1/tuning", Operator}, {"GET /v1/dashboard", User}, {"GET /v1/events", User},
+	{"GET /v1/calibration", User}, {"POST /v1/calibrate", Operator},
+	{"GET /v1/tokens", Operator}, {"POST /v1/tokens", Operator}, {"DELETE /v1/tokens/{name}", Operator},
 }
 
 // Server is the HTTP server of one daemon.
@@ -117,10 +148,13 @@ func New(d Daemon, log zerolog.Logger) *Server {
 		if !ok {
 			panic("httpapi: no handler for route " + rt.Pattern)
 		}
-		if rt.Public {
+		switch {
+		case rt.Access == Public:
 			mux.Handle(rt.Pattern, h)
-		} else {
-			mux.Handle(rt.Pattern, s.authenticate(h))
+		case rt.Owned():
+			mux.Handle(rt.Pattern, s.authenticate(rt.Access, s.owned(h)))
+		default:
+			mux.Handle(rt.Pattern, s.authenticate(rt.Access, h))
 		}
 		method, pattern, _ := strings.Cut(rt.Pattern, " ")
 		allow[pattern] = append(allow[pattern], method)
@@ -131,7 +165,7 @@ func New(d Daemon, log zerolog.Logger) *Server {
 	for pattern := range allow {
 		paths.HandleFunc(pattern, func(http.ResponseWriter, *http.Request) {})
 	}
-	mux.Handle("/", s.authenticate(func(w http.ResponseWriter, r *http.Request) {
+	mux.Handle("/", s.authenticate(User, func(w http.ResponseWriter, r *http.Request) {
 		if _, pattern := paths.Handler(r); pattern != "" {
 			w.Header().Set("Allow", strings.Join(allow[pattern], ", "))
 			writeError(w, http.StatusMethodNotAllowed, api.APIError{Code: api.CodeMethod,
@@ -173,6 +207,9 @@ func (s *Server) handlers() map[string]http.HandlerFunc {
 			if err != nil {
 				replyErr(w, err)
 				return
+			}
+			if p := principalOf(r); !p.Operator() {
+				f.Owner = p.Name // a user lists its own jobs
 			}
 			l, err := d.Jobs(r.Context(), f)
 			reply(w, http.StatusOK, l, err)
@@ -295,6 +332,31 @@ func (s *Server) handlers() map[string]http.HandlerFunc {
 		},
 		"GET /v1/calibration": func(w http.ResponseWriter, r *http.Request) {
 			httpx.WriteJSON(w, http.StatusOK, d.Calibration())
+		},
+		"GET /v1/tokens": func(w http.ResponseWriter, r *http.Request) {
+			l, err := d.Tokens(r.Context())
+			reply(w, http.StatusOK, l, err)
+		},
+		"POST /v1/tokens": func(w http.ResponseWriter, r *http.Request) {
+			body, err := readBody(w, r)
+			if err != nil {
+				replyErr(w, err)
+				return
+			}
+			var tr api.TokenRequest
+			if err := strictJSON(body, &tr); err != nil {
+				replyErr(w, err)
+				return
+			}
+			tc, err := d.CreateToken(r.Context(), tr)
+			reply(w, http.StatusCreated, tc, err)
+		},
+		"DELETE /v1/tokens/{name}": func(w http.ResponseWriter, r *http.Request) {
+			if err := d.RevokeToken(r.Context(), r.PathValue("name")); err != nil {
+				replyErr(w, err)
+				return
+			}
+			w.WriteHeader(http.StatusNoContent)
 		},
 		"POST /v1/calibrate": func(w http.ResponseWriter, r *http.Request) {
 			body, err := readBody(w, r)

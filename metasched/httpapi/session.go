@@ -16,17 +16,20 @@ import (
 
 	"github.com/metasched/metasched/internal/httpsrv"
 	"github.com/metasched/metasched/internal/httpx"
+	"github.com/metasched/metasched/internal/tlsx"
 	"github.com/metasched/metasched/metasched/api"
 )
 
 // The dashboard's session: a browser cannot send a bearer header with a
-// page load or an EventSource, so the operator logs in once with the token
-// (POST /login) and gets a cookie. The cookie is "EXPIRY.ID.MAC": a random
-// session ID, and an HMAC-SHA256 of the expiry and the ID keyed by the
-// token. A session outlives a restart of the daemon (same data directory,
-// same token) and ends when it expires, when the token changes, or at
-// logout: the daemon keeps the IDs of the sessions logged out (in its
-// store) until they would have expired, and refuses them.
+// page load or an EventSource, so a user or operator logs in once with a
+// token (POST /login) and gets a cookie. The cookie is "EXPIRY.ID.NAME.MAC":
+// a random session ID, the name of the token, and an HMAC-SHA256 of the
+// expiry, the ID and the name keyed by the operator token. A session
+// outlives a restart of the daemon (same data directory) and ends when it
+// expires, when its token is revoked (it then has the role the token has
+// now), when the operator token changes, or at logout: the daemon keeps
+// the IDs of the sessions logged out (in its store) until they would have
+// expired, and refuses them.
 const (
 	SessionCookie = "metasched_session"
 	// SessionTTL is how long a session lasts.
@@ -38,75 +41,122 @@ const (
 	csrfValue  = "metasched"
 )
 
-func (s *Server) sessionMAC(exp int64, id string) string {
+func (s *Server) sessionMAC(exp int64, id, name string) string {
 	m := hmac.New(sha256.New, []byte(s.token))
-	fmt.Fprintf(m, "metasched session %s until %d", id, exp)
+	fmt.Fprintf(m, "metasched session %s of %s until %d", id, name, exp)
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
-// newSession returns a cookie value of a new session valid until exp.
-func (s *Server) newSession(exp time.Time) string {
+// newSession returns a cookie value of a new session of the token name
+// valid until exp.
+func (s *Server) newSession(exp time.Time, name string) string {
 	b := make([]byte, 16)
 	rand.Read(b) // never fails (crypto/rand)
 	id := base64.RawURLEncoding.EncodeToString(b)
-	return strconv.FormatInt(exp.Unix(), 10) + "." + id + "." + s.sessionMAC(exp.Unix(), id)
+	return strconv.FormatInt(exp.Unix(), 10) + "." + id + "." + name + "." + s.sessionMAC(exp.Unix(), id, name)
 }
 
-// session reads the request's session cookie: its ID and expiry, when it
-// is ours, byte for byte as newSession wrote it, and has not expired (a
-// revoked one still reads: see validSession).
-func (s *Server) session(r *http.Request) (id string, exp time.Time, ok bool) {
+// session reads the request's session cookie: its ID, the name of the
+// token it was opened with and its expiry, when it is ours, byte for byte
+// as newSession wrote it, and has not expired (a revoked one still reads:
+// see authenticate).
+func (s *Server) session(r *http.Request) (id, name string, exp time.Time, ok bool) {
 	c, err := r.Cookie(SessionCookie)
 	if err != nil {
-		return "", time.Time{}, false
+		return "", "", time.Time{}, false
 	}
 	parts := strings.Split(c.Value, ".")
-	if len(parts) != 3 || parts[1] == "" {
-		return "", time.Time{}, false
+	if len(parts) != 4 || parts[1] == "" || parts[2] == "" {
+		return "", "", time.Time{}, false
 	}
 	// The expiry as newSession writes it: ParseInt alone also reads "+E"
 	// and "0E", which would make other cookies of the same session.
 	e, err := strconv.ParseInt(parts[0], 10, 64)
 	if err != nil || strconv.FormatInt(e, 10) != parts[0] || time.Now().Unix() >= e {
-		return "", time.Time{}, false
+		return "", "", time.Time{}, false
 	}
-	if subtle.ConstantTimeCompare([]byte(parts[2]), []byte(s.sessionMAC(e, parts[1]))) != 1 {
-		return "", time.Time{}, false
+	if subtle.ConstantTimeCompare([]byte(parts[3]), []byte(s.sessionMAC(e, parts[1], parts[2]))) != 1 {
+		return "", "", time.Time{}, false
 	}
-	return parts[1], time.Unix(e, 0), true
+	return parts[1], parts[2], time.Unix(e, 0), true
 }
 
-// validSession reports whether the request carries a session cookie that
-// is ours, not expired and not logged out.
-func (s *Server) validSession(r *http.Request) bool {
-	id, _, ok := s.session(r)
-	return ok && !s.d.SessionRevoked(id)
-}
-
-// authenticate serves next for a request with the bearer token or, when it
-// sends no Authorization header, a valid session cookie (and CSRFHeader
-// unless it only reads).
-func (s *Server) authenticate(next http.HandlerFunc) http.Handler {
-	bearer := httpx.Bearer(s.token, func(w http.ResponseWriter, msg string) {
-		writeError(w, http.StatusUnauthorized, api.APIError{Code: api.CodeUnauthorized, Error: msg})
-	}, next)
-	caller := bearerCaller(s.token)
+// authenticate serves next for a request that proves who it comes from,
+// and whose role access allows (403 otherwise): a bearer token, else a
+// client certificate of the grid's CA (over TLS), else a valid session
+// cookie (and CSRFHeader unless it only reads). The principal goes into
+// the request's context (api.WithPrincipal).
+func (s *Server) authenticate(access Access, next http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch {
-		case r.Header.Get("Authorization") != "":
-			bearer.ServeHTTP(w, withCaller(r, caller))
-		case !s.validSession(r):
-			writeError(w, http.StatusUnauthorized, api.APIError{Code: api.CodeUnauthorized,
-				Error: "missing bearer token (Authorization: Bearer TOKEN) or session (log in at /)"})
-		case r.Method != http.MethodGet && r.Method != http.MethodHead && r.Header.Get(CSRFHeader) != csrfValue:
-			writeError(w, http.StatusForbidden, api.APIError{Code: api.CodeForbidden,
-				Error: fmt.Sprintf("a request the session cookie authenticates must send %s: %s", CSRFHeader, csrfValue)})
-		default:
-			httpsrv.Prove(r.Context()) // the session authenticates the connection
-			id, _, _ := s.session(r)
-			next(w, withCaller(r, "session:"+id))
+		var p api.Principal
+		var caller string
+		if auth := r.Header.Get("Authorization"); auth != "" {
+			token, ok := strings.CutPrefix(auth, "Bearer ")
+			if !ok {
+				writeError(w, http.StatusUnauthorized, api.APIError{Code: api.CodeUnauthorized, Error: "missing bearer token (Authorization: Bearer TOKEN)"})
+				return
+			}
+			if p, ok = s.d.Authenticate(token); !ok {
+				writeError(w, http.StatusUnauthorized, api.APIError{Code: api.CodeUnauthorized, Error: "wrong bearer token"})
+				return
+			}
+			caller = bearerCaller(token)
+		} else if id, ok := tlsx.PeerIdentity(r.TLS); ok && id.Kind == tlsx.KindClient {
+			p, caller = api.Principal{Name: id.Name, Role: id.Role}, "cert:"+id.Name
+		} else {
+			sid, name, _, valid := s.session(r)
+			if valid && !s.d.SessionRevoked(sid) {
+				p, valid = s.d.Principal(name)
+			} else {
+				valid = false
+			}
+			switch {
+			case !valid:
+				writeError(w, http.StatusUnauthorized, api.APIError{Code: api.CodeUnauthorized,
+					Error: "missing bearer token (Authorization: Bearer TOKEN) or session (log in at /)"})
+				return
+			case r.Method != http.MethodGet && r.Method != http.MethodHead && r.Header.Get(CSRFHeader) != csrfValue:
+				writeError(w, http.StatusForbidden, api.APIError{Code: api.CodeForbidden,
+					Error: fmt.Sprintf("a request the session cookie authenticates must send %s: %s", CSRFHeader, csrfValue)})
+				return
+			}
+			caller = "session:" + sid
 		}
+		httpsrv.Prove(r.Context()) // the request proves the connection
+		if access == Operator && !p.Operator() {
+			writeError(w, http.StatusForbidden, api.APIError{Code: api.CodeForbidden,
+				Error: fmt.Sprintf("%s %s is an operator's: %s has the role %s", r.Method, r.URL.Path, p.Name, p.Role)})
+			return
+		}
+		ctx := api.WithPrincipal(r.Context(), p)
+		next(w, withCaller(r.WithContext(ctx), caller))
 	})
+}
+
+// principalOf is the principal authenticate found for r.
+func principalOf(r *http.Request) api.Principal {
+	p, _ := api.PrincipalFrom(r.Context())
+	return p
+}
+
+// owned serves next for an operator, or a user that submitted the job of
+// the route's {id}; another user's job, like no job, is 404.
+func (s *Server) owned(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		p := principalOf(r)
+		if !p.Operator() {
+			id := r.PathValue("id")
+			j, err := s.d.Job(r.Context(), id)
+			if err == nil && j.Owner != p.Name {
+				err = &api.RequestError{Status: http.StatusNotFound, Code: api.CodeNotFound, Msg: fmt.Sprintf("no job %q", id)}
+			}
+			if err != nil {
+				replyErr(w, err)
+				return
+			}
+		}
+		next(w, r)
+	}
 }
 
 // serveLogin checks the token of a JSON body ({"token": ...}) or of a form
@@ -144,14 +194,16 @@ func (s *Server) serveLogin(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnauthorized, api.APIError{Code: api.CodeUnauthorized, Error: "log in with the API token",
 			Fields: []api.FieldError{{Field: "token", Problem: "is empty: paste the token the daemon printed (DATA_DIR/token)"}}})
 		return
-	case subtle.ConstantTimeCompare([]byte(strings.TrimSpace(lr.Token)), []byte(s.token)) != 1:
+	}
+	p, ok := s.d.Authenticate(strings.TrimSpace(lr.Token))
+	if !ok {
 		writeError(w, http.StatusUnauthorized, api.APIError{Code: api.CodeUnauthorized, Error: "wrong token",
-			Fields: []api.FieldError{{Field: "token", Problem: "is not this daemon's token"}}})
+			Fields: []api.FieldError{{Field: "token", Problem: "is not a token of this daemon"}}})
 		return
 	}
 	httpsrv.Prove(r.Context()) // the right token: the connection is no slow stranger
 	exp := time.Now().Add(SessionTTL).Truncate(time.Second)
-	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: s.newSession(exp), Path: "/", Expires: exp,
+	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: s.newSession(exp, p.Name), Path: "/", Expires: exp,
 		MaxAge: int(SessionTTL / time.Second), HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
 	if form {
 		http.Redirect(w, r, "/", http.StatusSeeOther)
@@ -164,7 +216,7 @@ func (s *Server) serveLogin(w http.ResponseWriter, r *http.Request) {
 // any copy of it, authenticates nothing from now on), and removes the
 // cookie from the browser.
 func (s *Server) serveLogout(w http.ResponseWriter, r *http.Request) {
-	if id, exp, ok := s.session(r); ok {
+	if id, _, exp, ok := s.session(r); ok {
 		if err := s.d.RevokeSession(r.Context(), id, exp); err != nil {
 			replyErr(w, err)
 			return

@@ -62,10 +62,15 @@ func sessionCookie(t *testing.T, a apiAnswer) *http.Cookie {
 
 // forge builds a session cookie with the documented scheme.
 func forge(key string, exp time.Time) string {
+	return forgeAs(key, exp, api.OperatorName)
+}
+
+// forgeAs forges a session of the token name.
+func forgeAs(key string, exp time.Time, name string) string {
 	const id = "forged-session-id"
 	m := hmac.New(sha256.New, []byte(key))
-	fmt.Fprintf(m, "metasched session %s until %d", id, exp.Unix())
-	return fmt.Sprintf("%d.%s.%s", exp.Unix(), id, base64.RawURLEncoding.EncodeToString(m.Sum(nil)))
+	fmt.Fprintf(m, "metasched session %s of %s until %d", id, name, exp.Unix())
+	return fmt.Sprintf("%d.%s.%s.%s", exp.Unix(), id, name, base64.RawURLEncoding.EncodeToString(m.Sum(nil)))
 }
 
 // loginRefused are logins the daemon refuses (TestSession), with the
@@ -73,9 +78,9 @@ func forge(key string, exp time.Time) string {
 // in a body stands for the daemon's token.
 var loginRefused = []struct{ ctype, body, problem string }{
 	{"application/json", `{"token": ""}`, "is empty"},
-	{"application/json", `{"token": "nope"}`, "is not this daemon's token"},
-	{"application/x-www-form-urlencoded", "token=nope", "is not this daemon's token"},
-	{"application/json", `{"token": "{token}x"}`, "is not this daemon's token"},
+	{"application/json", `{"token": "nope"}`, "is not a token of this daemon"},
+	{"application/x-www-form-urlencoded", "token=nope", "is not a token of this daemon"},
+	{"application/json", `{"token": "{token}x"}`, "is not a token of this daemon"},
 }
 
 // sessionCookies are session cookies and whether the daemon takes them
@@ -85,8 +90,10 @@ var sessionCookies = []struct {
 	name, cookie string
 	ok           bool
 }{
-	{"tampered expiry", "{exp}9.{id}.{mac}", false},
-	{"tampered mac", "{exp}.{id}.{flipmac}", false},
+	{"tampered expiry", "{exp}9.{id}.{name}.{mac}", false},
+	{"tampered mac", "{exp}.{id}.{name}.{flipmac}", false},
+	{"tampered name", "{exp}.{id}.alice.{mac}", false},
+	{"no name", "{exp}.{id}.{mac}", false},
 	{"no mac", "{exp}", false},
 	{"garbage", "hello", false},
 	{"expired", "{expired}", false},
@@ -99,13 +106,13 @@ var sessionCookies = []struct {
 // {expired} a cookie forged with the token that has expired, {othertoken}
 // one forged with another key, {forged} a good one forged with the token.
 func expandCookie(tmpl, session, token string) string {
-	parts := append(strings.SplitN(session, ".", 3), "", "", "")
-	mac := parts[2]
+	parts := append(strings.SplitN(session, ".", 4), "", "", "", "")
+	mac := parts[3]
 	if mac == "" {
 		mac = "A"
 	}
 	return strings.NewReplacer(
-		"{exp}", parts[0], "{id}", parts[1], "{mac}", parts[2], "{flipmac}", flipFirst(mac),
+		"{exp}", parts[0], "{id}", parts[1], "{name}", parts[2], "{mac}", parts[3], "{flipmac}", flipFirst(mac),
 		"{expired}", forge(token, time.Now().Add(-time.Minute)),
 		"{othertoken}", forge("not-"+token, time.Now().Add(time.Hour)),
 		"{forged}", forge(token, time.Now().Add(time.Hour)),

@@ -153,13 +153,13 @@ func (s *Store) LookupKey(ctx context.Context, k IdempotencyKey) (Job, bool, err
 	return j, found, kerr
 }
 
-// SubmitJobOnce is SubmitJob with an idempotency key. When the key is
+// SubmitJobOnce is SubmitJobBy with an idempotency key. When the key is
 // known (made less than Options.KeyRetention ago) with the same body, it
 // returns the job the key made, and false; with another body, that job and
 // an error wrapping ErrKeyReused. Otherwise it records the job and the key
 // in one transaction and returns the job, and true. Concurrent calls with
 // one key make one job. It also drops a few expired keys.
-func (s *Store) SubmitJobOnce(ctx context.Context, typ string, spec json.RawMessage, reason string, k IdempotencyKey) (Job, bool, error) {
+func (s *Store) SubmitJobOnce(ctx context.Context, owner, typ string, spec json.RawMessage, reason string, k IdempotencyKey) (Job, bool, error) {
 	if err := k.check(); err != nil {
 		return Job{}, false, fmt.Errorf("submit job: %w", err)
 	}
@@ -193,7 +193,7 @@ func (s *Store) SubmitJobOnce(ctx context.Context, typ string, spec json.RawMess
 		if err := s.dropExpired(tx, now, dropPerSubmit); err != nil {
 			return err
 		}
-		if j, err = s.putNewJob(tx, typ, spec, reason, now); err != nil {
+		if j, err = s.putNewJob(tx, owner, typ, spec, reason, now); err != nil {
 			return err
 		}
 		keys, created := tx.Bucket(bucketIdem).Bucket(bucketKeys), tx.Bucket(bucketIdem).Bucket(bucketCreated)

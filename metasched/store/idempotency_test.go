@@ -48,22 +48,22 @@ func TestSubmitJobOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	spec := json.RawMessage(`{"name":"a"}`)
-	first, made, err := s.SubmitJobOnce(ctx, "sim", spec, "submitted", idemKey("k1", "body a"))
+	first, made, err := s.SubmitJobOnce(ctx, "", "sim", spec, "submitted", idemKey("k1", "body a"))
 	if err != nil || !made {
 		t.Fatalf("first: %v, made %v", err, made)
 	}
-	again, made, err := s.SubmitJobOnce(ctx, "sim", spec, "submitted", idemKey("k1", "body a"))
+	again, made, err := s.SubmitJobOnce(ctx, "", "sim", spec, "submitted", idemKey("k1", "body a"))
 	if err != nil || made || again.ID != first.ID {
 		t.Fatalf("repeat: job %s, made %v, %v; want %s, not made", again.ID, made, err, first.ID)
 	}
-	other, made, err := s.SubmitJobOnce(ctx, "sim", spec, "submitted", idemKey("k1", "body b"))
+	other, made, err := s.SubmitJobOnce(ctx, "", "sim", spec, "submitted", idemKey("k1", "body b"))
 	if !errors.Is(err, ErrKeyReused) || made || other.ID != first.ID {
 		t.Fatalf("another body: job %q, made %v, %v; want ErrKeyReused naming %s", other.ID, made, err, first.ID)
 	}
 	if !strings.Contains(err.Error(), first.ID) {
 		t.Errorf("error %q does not name the job the key made", err)
 	}
-	second, made, err := s.SubmitJobOnce(ctx, "sim", spec, "submitted", idemKey("k2", "body a"))
+	second, made, err := s.SubmitJobOnce(ctx, "", "sim", spec, "submitted", idemKey("k2", "body a"))
 	if err != nil || !made || second.ID == first.ID {
 		t.Fatalf("another key: job %s, made %v, %v", second.ID, made, err)
 	}
@@ -71,7 +71,7 @@ func TestSubmitJobOnce(t *testing.T) {
 		t.Errorf("%d queued jobs, want 2", n)
 	}
 	for _, bad := range []IdempotencyKey{{}, {Key: make([]byte, MaxKeyBytes+1)}} {
-		if _, _, err := s.SubmitJobOnce(ctx, "sim", spec, "", bad); !errors.Is(err, ErrInvalid) {
+		if _, _, err := s.SubmitJobOnce(ctx, "", "sim", spec, "", bad); !errors.Is(err, ErrInvalid) {
 			t.Errorf("key of %d bytes: %v, want ErrInvalid", len(bad.Key), err)
 		}
 		if _, _, err := s.LookupKey(ctx, bad); !errors.Is(err, ErrInvalid) {
@@ -107,7 +107,7 @@ func TestSubmitJobOnceConcurrent(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			j, m, err := s.SubmitJobOnce(ctx, "sim", json.RawMessage(`{}`), "submitted", idemKey("same", "body"))
+			j, m, err := s.SubmitJobOnce(ctx, "", "sim", json.RawMessage(`{}`), "submitted", idemKey("same", "body"))
 			if err != nil {
 				t.Error(err)
 			}
@@ -144,12 +144,12 @@ func TestKeyRetention(t *testing.T) {
 	ctx := context.Background()
 	clk := &fixedClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
 	s := openTest(t, Options{NoSync: true, Now: clk.Now})
-	first, _, err := s.SubmitJobOnce(ctx, "sim", json.RawMessage(`{}`), "", idemKey("k", "b"))
+	first, _, err := s.SubmitJobOnce(ctx, "", "sim", json.RawMessage(`{}`), "", idemKey("k", "b"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := range 20 {
-		if _, _, err := s.SubmitJobOnce(ctx, "sim", json.RawMessage(`{}`), "", idemKey("old-"+string(rune('a'+i)), "b")); err != nil {
+		if _, _, err := s.SubmitJobOnce(ctx, "", "sim", json.RawMessage(`{}`), "", idemKey("old-"+string(rune('a'+i)), "b")); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -162,7 +162,7 @@ func TestKeyRetention(t *testing.T) {
 		t.Fatalf("at the end of the retention: found %v, %v; want forgotten", found, err)
 	}
 	// Forgotten: the key makes a new job (and drops a few expired keys).
-	second, made, err := s.SubmitJobOnce(ctx, "sim", json.RawMessage(`{}`), "", idemKey("k", "another body"))
+	second, made, err := s.SubmitJobOnce(ctx, "", "sim", json.RawMessage(`{}`), "", idemKey("k", "another body"))
 	if err != nil || !made || second.ID == first.ID {
 		t.Fatalf("an expired key: job %s, made %v, %v; want a new job", second.ID, made, err)
 	}
@@ -186,7 +186,7 @@ func TestKeyRetention(t *testing.T) {
 	// A retention set longer than the default is kept.
 	clk2 := &fixedClock{t: clk.Now()}
 	s2 := openTest(t, Options{NoSync: true, Now: clk2.Now, KeyRetention: 48 * time.Hour})
-	if _, _, err := s2.SubmitJobOnce(ctx, "sim", json.RawMessage(`{}`), "", idemKey("k", "b")); err != nil {
+	if _, _, err := s2.SubmitJobOnce(ctx, "", "sim", json.RawMessage(`{}`), "", idemKey("k", "b")); err != nil {
 		t.Fatal(err)
 	}
 	clk2.add(47 * time.Hour)
@@ -227,7 +227,7 @@ func TestNewBucketsOnOldStore(t *testing.T) {
 	if _, err := s.Job(ctx, old.ID); err != nil {
 		t.Errorf("the job written before: %v", err)
 	}
-	if _, made, err := s.SubmitJobOnce(ctx, "sim", json.RawMessage(`{}`), "", idemKey("k", "b")); err != nil || !made {
+	if _, made, err := s.SubmitJobOnce(ctx, "", "sim", json.RawMessage(`{}`), "", idemKey("k", "b")); err != nil || !made {
 		t.Errorf("a keyed submission: made %v, %v", made, err)
 	}
 	if err := s.AppendLogAt(ctx, old.ID, 1, 0, []byte("out\n")); err != nil {

@@ -67,6 +67,10 @@ type Job struct {
 	ID string `json:"id"`
 	// Type is the job type, which names the pool that runs it.
 	Type string `json:"type"`
+	// Owner is who submitted the job: the name of the API token (or
+	// client certificate) it came with; "" for the daemon's own (the
+	// demo's).
+	Owner string `json:"owner,omitempty"`
 	// Spec is the job file as submitted.
 	Spec json.RawMessage `json:"spec"`
 	// State is the current state, the To of the last transition.
@@ -144,9 +148,12 @@ var (
 	bucketRevoked = []byte("sessions") // revoked session ID → its expiry (8 bytes, Unix seconds)
 	// layout 3: "STATE/TYPE/ID" for every job, and the switches (switches.go)
 	bucketStateTypes = []byte("statetypes")
-	keyToken         = []byte("token")
-	keyLayout        = []byte("layout")
-	keyLogSize       = []byte("size")
+	// "OWNER/ID" for every job with an owner, and the API tokens
+	// (tokens.go): buckets older code ignores, which need no new layout.
+	bucketOwners = []byte("owners")
+	keyToken     = []byte("token")
+	keyLayout    = []byte("layout")
+	keyLogSize   = []byte("size")
 )
 
 // Open opens the store at path, creating the file (mode 0600) and its
@@ -360,7 +367,7 @@ func upgrade(tx *bolt.Tx) error {
 	}
 	// A bucket that older code ignores (sessions) needs no new layout.
 	for _, b := range [][]byte{bucketJobs, bucketStates, bucketLogs, bucketJournal, bucketHosts, bucketMeta, bucketTypes, bucketRevoked,
-		bucketStateTypes, bucketSwitches, bucketSwitchOpen, bucketSwitchEnded, bucketSwitchHost} {
+		bucketStateTypes, bucketSwitches, bucketSwitchOpen, bucketSwitchEnded, bucketSwitchHost, bucketOwners, bucketTokens} {
 		if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 			return fmt.Errorf("create bucket %s: %w", b, err)
 		}
@@ -480,6 +487,12 @@ func putJob(tx *bolt.Tx, j Job) error {
 // once it is on disk. IDs increase with every submission and sort in
 // submission order. spec must be valid JSON.
 func (s *Store) SubmitJob(ctx context.Context, typ string, spec json.RawMessage, reason string) (Job, error) {
+	return s.SubmitJobBy(ctx, "", typ, spec, reason)
+}
+
+// SubmitJobBy is SubmitJob of a job that owner submits ("": the
+// daemon's own).
+func (s *Store) SubmitJobBy(ctx context.Context, owner, typ string, spec json.RawMessage, reason string) (Job, error) {
 	if typ == "" {
 		return Job{}, fmt.Errorf("submit job: empty type: %w", ErrInvalid)
 	}
@@ -490,7 +503,7 @@ func (s *Store) SubmitJob(ctx context.Context, typ string, spec json.RawMessage,
 	var j Job
 	err := s.batch(ctx, func(tx *bolt.Tx) error {
 		var err error
-		j, err = s.putNewJob(tx, typ, spec, reason, s.stamp())
+		j, err = s.putNewJob(tx, owner, typ, spec, reason, s.stamp())
 		return err
 	})
 	if err != nil {
@@ -501,7 +514,7 @@ func (s *Store) SubmitJob(ctx context.Context, typ string, spec json.RawMessage,
 }
 
 // putNewJob records a new queued job in tx and indexes it.
-func (s *Store) putNewJob(tx *bolt.Tx, typ string, spec json.RawMessage, reason string, now time.Time) (Job, error) {
+func (s *Store) putNewJob(tx *bolt.Tx, owner, typ string, spec json.RawMessage, reason string, now time.Time) (Job, error) {
 	n, err := tx.Bucket(bucketJobs).NextSequence()
 	if err != nil {
 		return Job{}, fmt.Errorf("next job id: %w", err)
@@ -509,6 +522,7 @@ func (s *Store) putNewJob(tx *bolt.Tx, typ string, spec json.RawMessage, reason 
 	j := Job{
 		ID:          jobID(n),
 		Type:        typ,
+		Owner:       owner,
 		Spec:        spec,
 		State:       Queued,
 		Submitted:   now,
@@ -519,6 +533,11 @@ func (s *Store) putNewJob(tx *bolt.Tx, typ string, spec json.RawMessage, reason 
 	}
 	if err := tx.Bucket(bucketTypes).Put(typeKey(typ, j.ID), nil); err != nil {
 		return Job{}, err
+	}
+	if owner != "" {
+		if err := tx.Bucket(bucketOwners).Put(typeKey(owner, j.ID), nil); err != nil {
+			return Job{}, err
+		}
 	}
 	if err := tx.Bucket(bucketStateTypes).Put(stateTypeKey(Queued, typ, j.ID), nil); err != nil {
 		return Job{}, err
@@ -699,6 +718,8 @@ type JobFilter struct {
 	States []JobState
 	// Type keeps the jobs of this type; empty keeps all.
 	Type string
+	// Owner keeps the jobs this owner submitted; empty keeps all.
+	Owner string
 	// After keeps the jobs whose ID sorts after it, for paging.
 	After string
 	// Limit caps the number of jobs returned; 0 means no limit.
@@ -709,7 +730,9 @@ type JobFilter struct {
 // page costs what it holds, whatever the number of jobs: it reads the jobs
 // bucket, or the index of the type, or one index cursor per state (of the
 // state and type when both are given) from After on, merged in ID order,
-// and decodes only the jobs it returns.
+// and decodes only the jobs it returns. With an owner it reads the index
+// of the owner's jobs and skips those of other states or types: a page
+// costs the owner's jobs it passes over.
 func (s *Store) Jobs(ctx context.Context, f JobFilter) ([]Job, error) {
 	for _, st := range f.States {
 		if !st.Valid() {
@@ -723,6 +746,8 @@ func (s *Store) Jobs(ctx context.Context, f JobFilter) ([]Job, error) {
 	err := s.view(ctx, func(tx *bolt.Tx) error {
 		var scans []*indexScan
 		switch {
+		case f.Owner != "":
+			scans = append(scans, s.scan(tx.Bucket(bucketOwners), f.Owner+"/", f.After))
 		case len(f.States) > 0:
 			states := slices.Clone(f.States)
 			slices.Sort(states)
@@ -751,6 +776,9 @@ func (s *Store) Jobs(ctx context.Context, f JobFilter) ([]Job, error) {
 			}
 			if err != nil {
 				return err
+			}
+			if f.Owner != "" && (f.Type != "" && j.Type != f.Type || len(f.States) > 0 && !slices.Contains(f.States, j.State)) {
+				continue
 			}
 			out = append(out, j)
 		}

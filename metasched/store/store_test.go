@@ -418,7 +418,7 @@ func TestCrashHelper(t *testing.T) {
 				} else {
 					// Half the submissions carry an idempotency key.
 					key := fmt.Sprintf("%d-%d", g, i)
-					j, _, err = s.SubmitJobOnce(context.Background(), "crash", json.RawMessage(fmt.Sprintf(`{"g":%d,"i":%d,"key":%q}`, g, i, key)), "helper",
+					j, _, err = s.SubmitJobOnce(context.Background(), "", "crash", json.RawMessage(fmt.Sprintf(`{"g":%d,"i":%d,"key":%q}`, g, i, key)), "helper",
 						idemKey(key, key))
 				}
 				if err != nil {

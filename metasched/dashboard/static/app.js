@@ -175,6 +175,7 @@ function render(db) {
   el.textContent = 'version ' + (db.version || '–') + ' · up since ' + new Date(db.started).toLocaleString() +
     ' · updated ' + time(db.now) + (el.dataset.restarted ? ' · reconnected after a restart' : '');
   el.dataset.instance = db.instance;
+  renderViewer(db.viewer);
   renderTypes(db.types);
   renderPools(db);
   renderCharts(db);
@@ -183,6 +184,16 @@ function render(db) {
   renderTuning(db.tuning || []);
   renderPolicy(db.policy);
   refreshDetail(db);
+}
+
+// renderViewer says who is logged in, and shows an operator's sections to
+// operators only (a user's state has no hosts, switches or tuning, and
+// only its own jobs).
+function renderViewer(v) {
+  if (!v) return;
+  const operator = v.role === 'operator';
+  $('#viewer').textContent = v.name + ' (' + v.role + (operator ? '' : ': your jobs, the pools and the policy') + ')';
+  for (const sec of document.querySelectorAll('[data-role="operator"]')) sec.hidden = !operator;
 }
 
 function renderTypes(types) {

@@ -104,6 +104,9 @@ func start(t testing.TB, g *graph.Grid, opt metasched.Options, edit func(*metasc
 			t.Fatal(err)
 		}
 		addr = "http://" + ln.Addr().String()
+		if cfg.TLS != nil { // the daemon serves TLS: its clients need the CA (and their certificates)
+			addr = "https://" + ln.Addr().String()
+		}
 	}
 	done := make(chan error, 1)
 	go func() { done <- d.Run(ctx, ln, httpapi.New(d, log)) }()

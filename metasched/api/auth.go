@@ -1,0 +1,69 @@
+package api
+
+import (
+	"context"
+	"time"
+)
+
+// The roles of the daemon's API (docs/design.md, "Users and operators"):
+// a user submits, plans, lists, cancels and reads its own jobs and sees
+// the grid's pools, policy, links and calibration; an operator also sees
+// every job, the hosts, VMs, switches and tuning, starts switches, clears
+// hosts, calibrates and manages the tokens.
+const (
+	RoleUser     = "user"
+	RoleOperator = "operator"
+)
+
+// OperatorName is the name of the operator token the daemon makes at its
+// first start (DATA_DIR/token).
+const OperatorName = "operator"
+
+// Principal is who a request comes from: the name of its token (or
+// client certificate, or of the token its session was opened with) and
+// its role.
+type Principal struct {
+	Name string `json:"name"`
+	Role string `json:"role"`
+}
+
+// Operator reports whether p has the operator role.
+func (p Principal) Operator() bool { return p.Role == RoleOperator }
+
+type principalKey struct{}
+
+// WithPrincipal returns ctx carrying p: the daemon records a job
+// submitted with it as p's.
+func WithPrincipal(ctx context.Context, p Principal) context.Context {
+	return context.WithValue(ctx, principalKey{}, p)
+}
+
+// PrincipalFrom returns the principal ctx carries (ok false: none, the
+// daemon's own call).
+func PrincipalFrom(ctx context.Context) (Principal, bool) {
+	p, ok := ctx.Value(principalKey{}).(Principal)
+	return p, ok
+}
+
+// TokenRequest is the body of POST /v1/tokens.
+type TokenRequest struct {
+	Name string `json:"name"`
+	Role string `json:"role"`
+}
+
+// Token is an API token as the daemon lists it (GET /v1/tokens): never
+// the token itself.
+type Token struct {
+	Name string `json:"name"`
+	Role string `json:"role"`
+	// Created is when the operator made it (absent for the operator
+	// token of DATA_DIR/token).
+	Created time.Time `json:"created,omitzero"`
+}
+
+// TokenCreated is the answer of POST /v1/tokens: the token, shown once
+// (the daemon keeps only its hash).
+type TokenCreated struct {
+	Token
+	Secret string `json:"token"`
+}

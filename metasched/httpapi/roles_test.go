@@ -1,0 +1,260 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/metasched/metasched/internal/tlsx"
+	"github.com/metasched/metasched/internal/tlsx/tlsxtest"
+	"github.com/metasched/metasched/metasched"
+	"github.com/metasched/metasched/metasched/api"
+	"github.com/metasched/metasched/metasched/httpapi"
+	"github.com/metasched/metasched/metasched/store"
+)
+
+// roleCase is one route's request and the status each caller gets:
+// alice (a user, who submitted the job {id}), bob (another user) and an
+// operator.
+type roleCase struct {
+	route            string // the pattern of httpapi.Routes
+	path             string // {id}: alice's job
+	body             string
+	alice, bob, oper int
+}
+
+// TestRoles holds every route of the API against each role: a user
+// reaches its own jobs and the grid's shared views, another user's job is
+// 404 (as no job), the operator's routes are 403; an operator reaches
+// everything. A revoked token and its session authenticate nothing.
+func TestRoles(t *testing.T) {
+	td := startDaemon(t, metasched.Options{}, nil)
+	ctx := context.Background()
+	tokens := map[string]string{"operator": td.d.Token()}
+	for _, tr := range []api.TokenRequest{{Name: "alice", Role: api.RoleUser}, {Name: "bob", Role: api.RoleUser}, {Name: "ops", Role: api.RoleOperator}} {
+		tc, err := td.d.CreateToken(ctx, tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tokens[tr.Name] = tc.Secret
+	}
+	// alice's job, run to its end.
+	a := apiRequest(t, td, "POST", "/v1/jobs", "Bearer "+tokens["alice"], "application/yaml", []byte(apiSimJob))
+	var job api.Job
+	if err := json.Unmarshal(a.body, &job); a.status != 201 || err != nil || job.Owner != "alice" {
+		t.Fatalf("alice's submission: %d %s (%v)", a.status, a.body, err)
+	}
+	apiWaitState(t, apiClient(td), job.ID, store.Done, time.Minute)
+
+	cases := []roleCase{
+		{route: "POST /v1/jobs", body: apiSimJob, alice: 201, bob: 201, oper: 201},
+		{route: "GET /v1/jobs", alice: 200, bob: 200, oper: 200},
+		{route: "GET /v1/jobs/{id}", alice: 200, bob: 404, oper: 200},
+		{route: "POST /v1/jobs/{id}/cancel", alice: 409, bob: 404, oper: 409}, // done: past the check, nothing to cancel
+		{route: "GET /v1/jobs/{id}/logs", alice: 200, bob: 404, oper: 200},
+		{route: "POST /v1/jobs/{id}/vms/{vm}/resize", path: "/v1/jobs/{id}/vms/none/resize", body: `{"vcpus": "x"}`, alice: 400, bob: 404, oper: 400},
+		{route: "GET /v1/jobs/{id}/outputs", alice: 404, bob: 404, oper: 404}, // an emulated job has no run directory
+		{route: "GET /v1/jobs/{id}/outputs/{name...}", path: "/v1/jobs/{id}/outputs/none", alice: 404, bob: 404, oper: 404},
+		{route: "POST /v1/plan", body: apiSimJob, alice: 200, bob: 200, oper: 200},
+		{route: "GET /v1/pools", alice: 200, bob: 200, oper: 200},
+		{route: "GET /v1/policy", alice: 200, bob: 200, oper: 200},
+		{route: "GET /v1/links", alice: 200, bob: 200, oper: 200},
+		{route: "GET /v1/calibration", alice: 200, bob: 200, oper: 200},
+		{route: "GET /v1/dashboard", alice: 200, bob: 200, oper: 200},
+		{route: "GET /v1/events", alice: 200, bob: 200, oper: 200},
+		{route: "GET /v1/hosts", alice: 403, bob: 403, oper: 200},
+		{route: "POST /v1/hosts/{name}/clear", path: "/v1/hosts/no-such-host/clear", alice: 403, bob: 403, oper: 404},
+		{route: "GET /v1/vms", alice: 403, bob: 403, oper: 200},
+		{route: "GET /v1/switches", alice: 403, bob: 403, oper: 200},
+		{route: "POST /v1/switches", body: `{"from": "render", "to": "render"}`, alice: 403, bob: 403, oper: 400},
+		{route: "GET /v1/tuning", alice: 403, bob: 403, oper: 200},
+		{route: "POST /v1/calibrate", body: `{"site": "nowhere"}`, alice: 403, bob: 403, oper: 400},
+		{route: "GET /v1/tokens", alice: 403, bob: 403, oper: 200},
+		{route: "POST /v1/tokens", body: `{"name": "carol", "role": "user"}`, alice: 403, bob: 403, oper: 201},
+		{route: "DELETE /v1/tokens/{name}", path: "/v1/tokens/carol", alice: 403, bob: 403, oper: 204},
+	}
+	covered := map[string]bool{}
+	for _, c := range cases {
+		covered[c.route] = true
+	}
+	for _, rt := range httpapi.Routes {
+		if rt.Access != httpapi.Public && !covered[rt.Pattern] {
+			t.Errorf("route %s (%s) has no case", rt.Pattern, rt.Access)
+		}
+	}
+	for _, c := range cases {
+		method, path, _ := strings.Cut(c.route, " ")
+		if c.path != "" {
+			path = c.path
+		}
+		path = strings.ReplaceAll(path, "{id}", job.ID)
+		for _, who := range []struct {
+			name, token string
+			want        int
+		}{{"bob", tokens["bob"], c.bob}, {"alice", tokens["alice"], c.alice}, {"operator", tokens["operator"], c.oper}, {"ops", tokens["ops"], c.oper}} {
+			if who.name == "ops" && c.oper == 201 && method == "POST" && path == "/v1/tokens" {
+				continue // carol exists now
+			}
+			if who.name == "ops" && method == "DELETE" {
+				continue // carol is gone
+			}
+			got, body := roleRequest(t, td, method, path, who.token, c.body)
+			if got != who.want {
+				t.Errorf("%s as %s: %d, want %d: %s", c.route, who.name, got, who.want, body)
+			}
+			if got == 403 && !strings.Contains(body, "is an operator's: "+who.name+" has the role user") {
+				t.Errorf("%s as %s: the 403 does not say why: %s", c.route, who.name, body)
+			}
+			// bob's 404 on alice's job is the answer for no job; the
+			// others' 404s are past the check (no outputs, no file).
+			if noJob := strings.Contains(body, "no job "); got == 404 && rt(c.route).Owned() && noJob != (who.name == "bob") {
+				t.Errorf("%s as %s: 404 %s", c.route, who.name, body)
+			}
+		}
+	}
+
+	// What each lists: a user its own jobs, an operator all.
+	list := func(who string) []string {
+		_, body := roleRequest(t, td, "GET", "/v1/jobs", tokens[who], "")
+		var l api.JobList
+		if err := json.Unmarshal([]byte(body), &l); err != nil {
+			t.Fatal(err)
+		}
+		var owners []string
+		for _, j := range l.Jobs {
+			owners = append(owners, j.Owner)
+		}
+		return owners
+	}
+	if got := list("alice"); len(got) != 2 || got[0] != "alice" || got[1] != "alice" {
+		t.Errorf("alice lists the jobs of %v, want her two", got)
+	}
+	if got := list("bob"); len(got) != 1 || got[0] != "bob" {
+		t.Errorf("bob lists the jobs of %v, want his one", got)
+	}
+	if got := list("operator"); len(got) != 5 {
+		t.Errorf("the operator lists the jobs of %v, want all five", got)
+	}
+	// The dashboard shows a user its own jobs and no hosts or switches.
+	_, body := roleRequest(t, td, "GET", "/v1/dashboard", tokens["bob"], "")
+	var db api.Dashboard
+	if err := json.Unmarshal([]byte(body), &db); err != nil {
+		t.Fatal(err)
+	}
+	if db.Viewer != (api.Principal{Name: "bob", Role: api.RoleUser}) || len(db.Hosts) != 0 || len(db.Switches) != 0 {
+		t.Errorf("bob's dashboard: viewer %+v, %d hosts, %d switches", db.Viewer, len(db.Hosts), len(db.Switches))
+	}
+	for _, j := range db.Jobs.Recent {
+		if j.Owner != "bob" {
+			t.Errorf("bob's dashboard shows %s's job %s", j.Owner, j.ID)
+		}
+	}
+
+	// A session of alice's, then her token revoked: both refused.
+	login := apiRequest(t, td, "POST", "/login", "", "application/json", []byte(`{"token": "`+tokens["alice"]+`"}`))
+	cookie := sessionCookie(t, login)
+	if a := cookieRequest(t, td, "GET", "/v1/hosts", cookie.Value, false, "", ""); a.status != 403 {
+		t.Errorf("alice's session on /v1/hosts: %d, want 403", a.status)
+	}
+	if a := cookieRequest(t, td, "GET", "/v1/jobs/"+job.ID, cookie.Value, false, "", ""); a.status != 200 {
+		t.Errorf("alice's session on her job: %d, want 200", a.status)
+	}
+	if err := td.d.RevokeToken(ctx, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if got, body := roleRequest(t, td, "GET", "/v1/pools", tokens["alice"], ""); got != 401 {
+		t.Errorf("alice's revoked token: %d, want 401: %s", got, body)
+	}
+	if a := cookieRequest(t, td, "GET", "/v1/pools", cookie.Value, false, "", ""); a.status != 401 {
+		t.Errorf("alice's session after her token's revocation: %d, want 401", a.status)
+	}
+}
+
+// rt is the route of a pattern.
+func rt(pattern string) httpapi.Route {
+	for _, r := range httpapi.Routes {
+		if r.Pattern == pattern {
+			return r
+		}
+	}
+	panic("no route " + pattern)
+}
+
+// roleRequest sends a request with a bearer token and returns the status
+// and body (the first bytes of a stream).
+func roleRequest(t *testing.T, td *testDaemon, method, path, token, body string) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, td.addr+path, bytes.NewReader([]byte(body)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	if body != "" && strings.HasPrefix(body, "{") {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	if path == "/v1/events" && resp.StatusCode == http.StatusOK {
+		return resp.StatusCode, "" // a stream: its status is the answer
+	}
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	return resp.StatusCode, string(b)
+}
+
+// A client certificate of the grid's CA authenticates a client to a
+// daemon serving TLS, with the role it names; a daemon serving TLS with
+// no certificate and no token is 401.
+func TestClientCertificates(t *testing.T) {
+	p := tlsxtest.New(t)
+	files := p.Issue(t, "daemon", tlsx.Request{Identity: tlsx.Daemon(), Hosts: []string{"127.0.0.1"}})
+	td := startDaemon(t, metasched.Options{}, func(c *metasched.Config) { c.TLS = &files })
+	pool, err := tlsx.CAPool(p.CAFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(path string, id *tlsx.Identity) int {
+		t.Helper()
+		cfg := &tls.Config{RootCAs: pool}
+		if id != nil {
+			f := p.Issue(t, "client-"+id.Name, tlsx.Request{Identity: *id})
+			pair, err := tls.LoadX509KeyPair(f.Cert, f.Key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg.Certificates = []tls.Certificate{pair}
+		}
+		hc := &http.Client{Transport: &http.Transport{TLSClientConfig: cfg}, Timeout: time.Minute}
+		resp, err := hc.Get(td.addr + path)
+		if err != nil {
+			t.Fatalf("GET %s as %v: %v", path, id, err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	alice, ops := tlsx.Client("alice", tlsx.RoleUser), tlsx.Client("ops", tlsx.RoleOperator)
+	for _, c := range []struct {
+		path string
+		id   *tlsx.Identity
+		want int
+	}{
+		{"/v1/pools", nil, 401}, {"/v1/pools", &alice, 200}, {"/v1/hosts", &alice, 403}, {"/v1/hosts", &ops, 200},
+	} {
+		if got := get(c.path, c.id); got != c.want {
+			t.Errorf("GET %s as %v: %d, want %d", c.path, c.id, got, c.want)
+		}
+	}
+	if !strings.HasPrefix(td.addr, "https://") {
+		t.Errorf("the daemon serves %s, want https", td.addr)
+	}
+}
