@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,9 +15,50 @@ import (
 	"github.com/metasched/metasched/metasched/store"
 )
 
-// TestCommandExecutor runs jobs' commands through the daemon: the command
-// sees its VMs in METASCHED_HOSTFILE, its output is the job's log, and its
-// exit code decides done or failed.
+// jobUser is the user the tests' jobs run as under the host-command
+// executor: nobody when the tests run as root (a job never runs as root),
+// else the tests' own user.
+func jobUser() string {
+	if os.Geteuid() == 0 {
+		return "nobody"
+	}
+	return ""
+}
+
+// hostCommand gives a test daemon the host-command executor, its jobs
+// running as jobUser, and lets that user reach the daemon's run
+// directories (DATA_DIR/jobs/ID, which the daemon makes readable) to read
+// the hostfiles there: the directory above a t.TempDir is private.
+func hostCommand(t *testing.T, c *metasched.Config) {
+	t.Helper()
+	c.Executor = metasched.ExecutorConfig{Name: metasched.HostCommand, RunAs: jobUser()}
+	openDirs(t, c.DataDir)
+}
+
+// openDirs makes dir and the directory above it searchable by others.
+func openDirs(t *testing.T, dir string) {
+	t.Helper()
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// jobWritableDir is a new temporary directory that the jobs' user owns:
+// their commands may write there.
+func jobWritableDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	openDirs(t, dir)
+	if os.Geteuid() == 0 {
+		if err := os.Chown(dir, 65534, 65534); err != nil { // nobody's
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
 // scriptSubmitter returns a function that submits a job of type sim
 // running a shell script, and returns its ID.
 func scriptSubmitter(t *testing.T, d *metasched.Daemon) func(name, script string) string {
@@ -30,14 +72,18 @@ func scriptSubmitter(t *testing.T, d *metasched.Daemon) func(name, script string
 	}
 }
 
+// TestCommandExecutor runs jobs' commands through the daemon: the command
+// sees its VMs in METASCHED_HOSTFILE, its output is the job's log, and its
+// exit code decides done or failed. It runs as run_as (nobody when the
+// tests run as root), not as the daemon's user.
 func TestCommandExecutor(t *testing.T) {
 	td := startDaemon(t, metasched.Options{}, func(c *metasched.Config) {
-		c.Executor = metasched.ExecutorConfig{Name: "command"}
+		hostCommand(t, c)
 		c.Policy = metasched.PolicyConfig{Name: "none"}
 	})
 	d, ctx := td.d, context.Background()
 	submit := scriptSubmitter(t, d)
-	ok := submit("ok", "echo job $METASCHED_JOB_ID; cat $METASCHED_HOSTFILE")
+	ok := submit("ok", "echo job $METASCHED_JOB_ID; echo uid $(id -u); cat $METASCHED_HOSTFILE")
 	bad := submit("bad", "echo failing >&2; exit 3")
 	final := func(id string) api.Job {
 		var j api.Job
@@ -57,6 +103,16 @@ func TestCommandExecutor(t *testing.T) {
 	}
 	if !strings.Contains(string(logs), "job "+ok) || !strings.Contains(string(logs), "role=master") {
 		t.Errorf("logs %q: want the job ID and the hostfile", logs)
+	}
+	uid := "uid " + strconv.Itoa(os.Getuid()) + "\n" // the daemon's own user
+	if os.Geteuid() == 0 {
+		uid = "uid 65534\n" // nobody
+	}
+	if !strings.Contains(string(logs), uid) {
+		t.Errorf("logs %q: want the command to run as %q", logs, uid)
+	}
+	if !strings.Contains(td.log.String(), "the host-command executor runs every job's command on this machine") {
+		t.Errorf("the daemon did not warn that the jobs run on its machine:\n%s", td.log.String())
 	}
 	for _, vm := range j.VMs {
 		if !strings.Contains(string(logs), vm.Name+" slots=") {
@@ -81,10 +137,10 @@ func TestCommandExecutor(t *testing.T) {
 // to the queue.
 func TestCommandSurvivesRestart(t *testing.T) {
 	dataDir := t.TempDir()
-	ran := filepath.Join(t.TempDir(), "ran")
+	ran := filepath.Join(jobWritableDir(t), "ran") // the command writes there
 	edit := func(c *metasched.Config) {
 		c.DataDir = dataDir
-		c.Executor = metasched.ExecutorConfig{Name: "command"}
+		hostCommand(t, c)
 		c.Policy = metasched.PolicyConfig{Name: "none"}
 	}
 	td := daemontest.Start(t, nil, metasched.Options{}, edit)
@@ -140,7 +196,8 @@ func TestCommandSurvivesRestart(t *testing.T) {
 // note, no more, and the job is cancelled like any other.
 func TestCommandOutputCapped(t *testing.T) {
 	td := daemontest.Start(t, nil, metasched.Options{}, func(c *metasched.Config) {
-		c.Executor = metasched.ExecutorConfig{Name: "command", MaxOutputBytes: 4096, OutputBytesPerSecond: 64 << 10}
+		hostCommand(t, c)
+		c.Executor.MaxOutputBytes, c.Executor.OutputBytesPerSecond = 4096, 64<<10
 		c.Policy = metasched.PolicyConfig{Name: "none"}
 	})
 	d, ctx := td.D, context.Background()

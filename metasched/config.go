@@ -3,10 +3,12 @@ package metasched
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"net"
 	"net/url"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -16,6 +18,7 @@ import (
 	"github.com/metasched/metasched/internal/tlsx"
 	"github.com/metasched/metasched/internal/yamlx"
 	"github.com/metasched/metasched/metasched/api"
+	"github.com/metasched/metasched/metasched/executor"
 	"github.com/metasched/metasched/metasched/policy"
 	"github.com/metasched/metasched/selection"
 )
@@ -32,7 +35,7 @@ import (
 //	agents:                         # omitted: in-process agents on the test driver
 //	  - {site: spain, address: https://10.0.0.2:9101}   # http://127.0.0.1:PORT with token_file: without tls
 //	policy: {name: heuristic, K: 5} # or optimal {table: FILE | solve: true}, static, best-static, none
-//	executor: {name: emulated, time_scale: 0.001}   # or command, or {name: guest, poll: 500ms}
+//	executor: {name: emulated, time_scale: 0.001}   # or {name: guest, poll: 500ms}, or host-command (see ExecutorConfig)
 //
 // and also switch_delay (the in-process agents' pool reconfiguration time,
 // default 0s) and on_agent_loss (what happens to the jobs of an unreachable
@@ -197,13 +200,33 @@ type PolicyConfig struct {
 	Solve bool   `json:"solve,omitempty"` // optimal: solve at start
 }
 
-// ExecutorConfig says how jobs run.
+// ExecutorConfig says how jobs run: emulated (nothing runs), guest (the
+// job's command runs inside its VMs), or host-command:
+//
+//	executor: {name: host-command, run_as: metasched-jobs, allow_users: false}
+//
+// WARNING: host-command runs every job's command on the daemon's own
+// machine, outside the VMs: whoever may submit a job runs a program there.
+// It runs as run_as, a user of that machine (a name or a numeric uid):
+// required when the daemon runs as root, and never root itself; a daemon
+// that runs as another user cannot switch users, and runs the commands as
+// itself (run_as absent or that user). The daemon checks run_as when it
+// starts (ParseConfig checks only its syntax) and logs a warning that the
+// jobs run on its machine and as whom. Only the operator may submit jobs
+// to it, unless allow_users: true lets the grid's user role too.
 type ExecutorConfig struct {
-	Name      string  `json:"name"` // emulated, command or guest
+	Name      string  `json:"name"` // emulated, host-command or guest
 	TimeScale float64 `json:"time_scale,omitempty"`
+	// RunAs is the user of the daemon's machine the jobs' commands run as
+	// (host-command only): a user name, or a numeric uid.
+	RunAs string `json:"run_as,omitempty"`
+	// AllowUsers lets the grid's user role submit jobs to a daemon whose
+	// executor is host-command (host-command only; false by default: the
+	// operator only).
+	AllowUsers bool `json:"allow_users,omitempty"`
 	// MaxOutputBytes bounds the output kept of a command's attempt;
-	// OutputBytesPerSecond the rate its output is read at (command and
-	// guest; 0: executor.DefaultMaxOutput and DefaultOutputRate).
+	// OutputBytesPerSecond the rate its output is read at (host-command
+	// and guest; 0: executor.DefaultMaxOutput and DefaultOutputRate).
 	MaxOutputBytes       int64 `json:"max_output_bytes,omitempty"`
 	OutputBytesPerSecond int64 `json:"output_bytes_per_second,omitempty"`
 	// Poll is how often the guest executor reads its VMs' output and exit
@@ -239,10 +262,14 @@ const (
 	DefaultIdempotencyRetention = 24 * time.Hour
 )
 
+// HostCommand is the name of the executor that runs the jobs' commands on
+// the daemon's own machine (executor.CommandName).
+const HostCommand = executor.CommandName
+
 // Executors and what to do on an agent's loss (the policies are
 // policy.Names).
 var (
-	Executors   = []string{"emulated", "command", "guest"}
+	Executors   = []string{"emulated", HostCommand, "guest"}
 	AgentLosses = []string{"requeue", "fail"}
 )
 
@@ -255,7 +282,7 @@ var (
 	vmFields          = []string{"vcpus", "memory_mib"}
 	agentFields       = []string{"site", "address", "token_file"}
 	policyFields      = []string{"name", "K", "table", "solve"}
-	executorFields    = []string{"name", "time_scale", "max_output_bytes", "output_bytes_per_second", "poll"}
+	executorFields    = []string{"name", "time_scale", "max_output_bytes", "output_bytes_per_second", "poll", "run_as", "allow_users"}
 )
 
 // ParseConfig decodes a configuration file strictly: every problem is
@@ -411,6 +438,9 @@ func ParseConfig(file string, data []byte) (*Config, error) {
 			if n, ok := m.Get("name", true); ok {
 				if s, ok := n.Keyword(Executors...); ok {
 					c.Executor.Name = s
+				} else if _, old := n.Keyword("command"); old {
+					n.Errorf(`"command" is now %q: it runs jobs' commands on the daemon's own machine (give run_as: USER, an unprivileged user of that machine, which the commands run as; a daemon that runs as root needs it)`, HostCommand)
+					c.Executor.Name = HostCommand // its other fields are checked as host-command's
 				} else {
 					n.Errorf("must be one of %s", strings.Join(Executors, ", "))
 				}
@@ -432,8 +462,8 @@ func ParseConfig(file string, data []byte) (*Config, error) {
 				n, ok := m.Int(f.key, false)
 				switch {
 				case !ok:
-				case c.Executor.Name != "command" && c.Executor.Name != "guest":
-					m.Errorf(f.key, "applies to the command and guest executors only")
+				case c.Executor.Name != HostCommand && c.Executor.Name != "guest":
+					m.Errorf(f.key, "applies to the host-command and guest executors only")
 				case n < MinOutputBytes || n > MaxOutputBytes:
 					m.Errorf(f.key, "must be at least %d and at most %d, not %d", MinOutputBytes, MaxOutputBytes, n)
 				default:
@@ -445,6 +475,20 @@ func ParseConfig(file string, data []byte) (*Config, error) {
 					m.Errorf("poll", "applies to the guest executor only")
 				} else if x, ok := durationField(v, MinGuestPoll, MaxGuestPoll); ok {
 					c.Executor.Poll = x
+				}
+			}
+			if v, ok := m.Get("run_as", false); ok {
+				if c.Executor.Name != HostCommand {
+					m.Errorf("run_as", "applies to the host-command executor only")
+				} else if u, ok := runAsField(v); ok {
+					c.Executor.RunAs = u
+				}
+			}
+			if b, ok := m.Bool("allow_users", false); ok {
+				if c.Executor.Name != HostCommand {
+					m.Errorf("allow_users", "applies to the host-command executor only")
+				} else {
+					c.Executor.AllowUsers = b
 				}
 			}
 			if c.Executor.Name != "emulated" {
@@ -524,6 +568,65 @@ func ParseConfig(file string, data []byte) (*Config, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// MaxUserName is the longest user name run_as takes.
+const MaxUserName = 256
+
+// runAsField reads executor.run_as: a user name (letters, digits, '.',
+// '_', '-', not first, and a '$' last) or a numeric uid (a string of
+// digits, or a number). Whether the machine has that user, and that it is
+// not root, is checked when the daemon starts.
+func runAsField(v yamlx.Value) (string, bool) {
+	if v.IsNumber() {
+		n, ok := v.Int()
+		switch {
+		case !ok:
+			return "", false
+		case n < 0 || int64(n) > math.MaxUint32-1:
+			v.Errorf("must be a user name or a uid from 0 to %d, not %d", uint32(math.MaxUint32-1), n)
+			return "", false
+		}
+		return strconv.Itoa(n), true
+	}
+	s, ok := v.Str()
+	if !ok {
+		return "", false
+	}
+	if isDigits(s) {
+		if n, err := strconv.ParseUint(s, 10, 32); err != nil || n == math.MaxUint32 {
+			v.Errorf("must be a user name or a uid from 0 to %d, not %q", uint32(math.MaxUint32-1), s)
+			return "", false
+		}
+		return s, true
+	}
+	if !isUserName(s) {
+		v.Errorf("must be a user name of the daemon's machine (letters, digits, '.', '_', '-', at most %d characters) or a numeric uid, not %q", MaxUserName, s)
+		return "", false
+	}
+	return s, true
+}
+
+func isDigits(s string) bool { return s != "" && strings.Trim(s, "0123456789") == "" }
+
+// isUserName reports whether s reads as a user name: letters, digits,
+// '.', '_' and '-', not starting with '-', with a '$' allowed last (a
+// machine account), and not all digits (a uid).
+func isUserName(s string) bool {
+	if s == "" || len(s) > MaxUserName || s[0] == '-' || isDigits(s) {
+		return false
+	}
+	body := strings.TrimSuffix(s, "$")
+	if body == "" {
+		return false
+	}
+	for _, r := range body {
+		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-'
+		if !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // parseHeadroom reads vm_headroom: vCPUs and memory at least 0 and at

@@ -27,7 +27,10 @@ import (
 func FuzzParseConfig(f *testing.F) {
 	f.Add([]byte(configFull))
 	f.Add([]byte(configBase))
-	f.Add([]byte(configBase + "policy: {name: optimal, solve: true}\nexecutor: {name: command}\nswitch_delay: 1s\nmin_pool_hosts: 0\n"))
+	f.Add([]byte(configBase + "policy: {name: optimal, solve: true}\nexecutor: {name: host-command}\nswitch_delay: 1s\nmin_pool_hosts: 0\n"))
+	f.Add([]byte(configBase + "executor: {name: host-command, run_as: nobody, allow_users: true, max_output_bytes: 4096, output_bytes_per_second: 2048}\n"))
+	f.Add([]byte(configBase + "executor: {name: host-command, run_as: 65534, allow_users: false}\n"))
+	f.Add([]byte(configBase + "executor: {name: guest, poll: 250ms, max_output_bytes: 4096}\n"))
 	for _, tc := range configErrorCases {
 		f.Add([]byte(tc.yaml))
 	}
@@ -99,6 +102,11 @@ func checkConfig(t *testing.T, c *Config) {
 	check(slices.Contains(Executors, e.Name), "executor.name %q", e.Name)
 	check(e.Name == "emulated" && e.TimeScale > 0 && e.TimeScale <= 1e6 || e.Name != "emulated" && e.TimeScale == 0,
 		"executor %s with time_scale %g", e.Name, e.TimeScale)
+	check(e.Name == HostCommand || e.RunAs == "" && !e.AllowUsers, "executor %s with run_as %q and allow_users %v", e.Name, e.RunAs, e.AllowUsers)
+	check(e.RunAs == "" || isUserName(e.RunAs) || isDigits(e.RunAs), "executor.run_as %q", e.RunAs)
+	check(e.Name == HostCommand || e.Name == "guest" || e.MaxOutputBytes == 0 && e.OutputBytesPerSecond == 0,
+		"executor %s with max_output_bytes %d and output_bytes_per_second %d", e.Name, e.MaxOutputBytes, e.OutputBytesPerSecond)
+	check(e.Name == "guest" || e.Poll == 0, "executor %s with poll %v", e.Name, e.Poll)
 	check(c.SwitchDelay >= 0, "switch_delay %v", c.SwitchDelay)
 	check(slices.Contains(AgentLosses, c.OnAgentLoss), "on_agent_loss %q", c.OnAgentLoss)
 	check(c.AgentLossGrace >= 0 && c.AgentLossGrace <= MaxAgentLossGrace, "agent_loss_grace %v", c.AgentLossGrace)
@@ -113,6 +121,31 @@ func checkConfig(t *testing.T, c *Config) {
 	}
 }
 
+// executorFile is the executor's part of a configuration file: every
+// field that its executor takes and that is not at its default.
+func executorFile(e ExecutorConfig) map[string]any {
+	out := map[string]any{"name": e.Name}
+	if e.Name == "emulated" {
+		out["time_scale"] = e.TimeScale
+	}
+	if e.RunAs != "" {
+		out["run_as"] = e.RunAs
+	}
+	if e.Name == HostCommand {
+		out["allow_users"] = e.AllowUsers
+	}
+	if e.MaxOutputBytes != 0 {
+		out["max_output_bytes"] = e.MaxOutputBytes
+	}
+	if e.OutputBytesPerSecond != 0 {
+		out["output_bytes_per_second"] = e.OutputBytesPerSecond
+	}
+	if e.Poll != 0 {
+		out["poll"] = e.Poll.String()
+	}
+	return out
+}
+
 // configFile is the configuration file of c.
 func configFile(c *Config) map[string]any {
 	types := make([]map[string]any, len(c.JobTypes))
@@ -125,7 +158,7 @@ func configFile(c *Config) map[string]any {
 	}
 	out := map[string]any{
 		"listen": c.Listen, "data_dir": c.DataDir, "grid": c.Grid, "job_types": types,
-		"policy": c.Policy, "executor": c.Executor, "switch_delay": c.SwitchDelay.String(),
+		"policy": c.Policy, "executor": executorFile(c.Executor), "switch_delay": c.SwitchDelay.String(),
 		"on_agent_loss": c.OnAgentLoss, "agent_loss_grace": c.AgentLossGrace.String(), "min_pool_hosts": c.MinPoolHosts, "hold_after": c.HoldAfter.String(),
 		"max_unproven_connections": c.Unproven.MaxUnproven, "max_unproven_per_address": c.Unproven.MaxUnprovenPerAddress,
 		"retention": map[string]any{"job_dirs": c.Retention.JobDirs.String(),

@@ -79,13 +79,30 @@ func TestParseConfig(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("defaults (-want +got):\n%s", diff)
 	}
-	got, err = ParseConfig("serve.yaml", []byte(configBase+
-		"executor: {name: command, max_output_bytes: 1048576, output_bytes_per_second: 65536}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := (ExecutorConfig{Name: "command", MaxOutputBytes: 1 << 20, OutputBytesPerSecond: 1 << 16}); got.Executor != want {
-		t.Errorf("executor %+v, want %+v", got.Executor, want)
+	for _, tc := range []struct {
+		yaml string
+		want ExecutorConfig
+	}{
+		{"{name: host-command, run_as: nobody, max_output_bytes: 1048576, output_bytes_per_second: 65536}",
+			ExecutorConfig{Name: "host-command", RunAs: "nobody", MaxOutputBytes: 1 << 20, OutputBytesPerSecond: 1 << 16}},
+		// run_as may be left out (a daemon that is not root runs the
+		// commands as itself; one that is root refuses to start).
+		{"{name: host-command}", ExecutorConfig{Name: "host-command"}},
+		{"{name: host-command, run_as: 65534, allow_users: true}", ExecutorConfig{Name: "host-command", RunAs: "65534", AllowUsers: true}},
+		{"{name: host-command, run_as: '1001', allow_users: false}", ExecutorConfig{Name: "host-command", RunAs: "1001"}},
+		{"{name: host-command, run_as: metasched-jobs_2.a$}", ExecutorConfig{Name: "host-command", RunAs: "metasched-jobs_2.a$"}},
+		// Only the syntax: whether the machine has the user, and that it
+		// is not root, is checked when the daemon starts.
+		{"{name: host-command, run_as: root}", ExecutorConfig{Name: "host-command", RunAs: "root"}},
+	} {
+		got, err = ParseConfig("serve.yaml", []byte(configBase+"executor: "+tc.yaml+"\n"))
+		if err != nil {
+			t.Errorf("%s: %v", tc.yaml, err)
+			continue
+		}
+		if got.Executor != tc.want {
+			t.Errorf("%s: executor %+v, want %+v", tc.yaml, got.Executor, tc.want)
+		}
 	}
 	got, err = ParseConfig("serve.yaml", []byte(configBase+
 		"executor: {name: guest, poll: 200ms, max_output_bytes: 2048, output_bytes_per_second: 4096}\n"))
@@ -140,25 +157,40 @@ var configErrorCases = []struct{ name, yaml, want string }{
 	{"optimal without table", configBase + "policy: {name: optimal}\n", "optimal needs table: FILE (a solved policy) or solve: true"},
 	{"optimal with both", configBase + "policy: {name: optimal, table: t.policy, solve: true}\n", "policy.solve: give either table or solve: true, not both"},
 	{"table on heuristic", configBase + "policy: {name: heuristic, table: t.policy}\n", "policy.table: applies to the optimal policy only"},
-	{"unknown executor", configBase + "executor: {name: slurm}\n", "executor.name: must be one of emulated, command, guest"},
+	{"unknown executor", configBase + "executor: {name: slurm}\n", "executor.name: must be one of emulated, host-command, guest"},
+	{"old command executor", configBase + "executor: {name: command}\n",
+		`c.yaml: executor.name: "command" is now "host-command": it runs jobs' commands on the daemon's own machine (give run_as: USER, an unprivileged user of that machine, which the commands run as; a daemon that runs as root needs it)`},
+	{"old command executor with run_as", configBase + "executor: {name: command, run_as: nobody, max_output_bytes: 4096}\n", `executor.name: "command" is now "host-command"`},
+	{"run_as on emulated", configBase + "executor: {name: emulated, run_as: nobody}\n", "c.yaml: executor.run_as: applies to the host-command executor only"},
+	{"run_as on guest", configBase + "executor: {name: guest, run_as: nobody}\n", "c.yaml: executor.run_as: applies to the host-command executor only"},
+	{"allow_users on guest", configBase + "executor: {name: guest, allow_users: true}\n", "c.yaml: executor.allow_users: applies to the host-command executor only"},
+	{"allow_users on emulated", configBase + "executor: {allow_users: false, name: emulated}\n", "c.yaml: executor.allow_users: applies to the host-command executor only"},
+	{"allow_users not a bool", configBase + "executor: {name: host-command, allow_users: yes please}\n", "c.yaml: executor.allow_users: must be true or false"},
+	{"empty run_as", configBase + "executor: {name: host-command, run_as: ''}\n", `c.yaml: executor.run_as: must be a user name of the daemon's machine (letters, digits, '.', '_', '-', at most 256 characters) or a numeric uid, not ""`},
+	{"run_as with a space", configBase + "executor: {name: host-command, run_as: 'job user'}\n", `executor.run_as: must be a user name of the daemon's machine`},
+	{"run_as with a slash", configBase + "executor: {name: host-command, run_as: ../root}\n", `executor.run_as: must be a user name of the daemon's machine`},
+	{"run_as an option", configBase + "executor: {name: host-command, run_as: -u}\n", `executor.run_as: must be a user name of the daemon's machine`},
+	{"run_as negative", configBase + "executor: {name: host-command, run_as: -1}\n", "executor.run_as: must be a user name or a uid from 0 to 4294967294, not -1"},
+	{"run_as huge uid", configBase + "executor: {name: host-command, run_as: '4294967295'}\n", `executor.run_as: must be a user name or a uid from 0 to 4294967294, not "4294967295"`},
+	{"run_as a list", configBase + "executor: {name: host-command, run_as: [nobody]}\n", "executor.run_as: must be a string"},
 	{"bad walltime", configBase + "walltime: {default: long}\n", `walltime.default: not a duration like 2s or 1m: "long"`},
 	{"walltime default above max", configBase + "walltime: {default: 2h, max: 1h}\n", "walltime.default: must be at most max (1h0m0s), not 2h0m0s"},
 	{"tiny walltime", configBase + "walltime: {max: 10ms}\n", "walltime.max: must be at least 1s, not 10ms"},
 	{"walltime unknown", configBase + "walltime: {min: 1h}\n", "walltime.min: unknown field"},
-	{"poll on command", configBase + "executor: {name: command, poll: 1s}\n", "executor.poll: applies to the guest executor only"},
+	{"poll on host-command", configBase + "executor: {name: host-command, poll: 1s}\n", "executor.poll: applies to the guest executor only"},
 	{"bad guest poll", configBase + "executor: {name: guest, poll: soon}\n", `executor.poll: not a duration like 2s or 1m: "soon"`},
 	{"tiny guest poll", configBase + "executor: {name: guest, poll: 1ms}\n", "executor.poll: must be at least 10ms, not 1ms"},
 	{"long guest poll", configBase + "executor: {name: guest, poll: 2h}\n", "executor.poll: must be at most 1m0s, not 2h0m0s"},
 	{"time scale on guest", configBase + "executor: {name: guest, time_scale: 2}\n", "executor.time_scale: applies to the emulated executor only"},
-	{"time scale on command", configBase + "executor: {name: command, time_scale: 2}\n", "executor.time_scale: applies to the emulated executor only"},
+	{"time scale on host-command", configBase + "executor: {name: host-command, time_scale: 2}\n", "executor.time_scale: applies to the emulated executor only"},
 	{"zero time scale", configBase + "executor: {name: emulated, time_scale: 0}\n", "executor.time_scale: must be > 0"},
 	{"bad switch delay", configBase + "switch_delay: later\n", `switch_delay: not a duration like 2s or 1m: "later"`},
 	{"bad min pool hosts", configBase + "min_pool_hosts: -1\n", `min_pool_hosts: must be >= 0, not -1`},
 	{"bad agent loss grace", configBase + "agent_loss_grace: 25h\n", "agent_loss_grace: must be at most 24h0m0s"},
 	{"bad agent loss", configBase + "on_agent_loss: panic\n", "on_agent_loss: must be one of requeue, fail"},
-	{"output cap on emulated", configBase + "executor: {name: emulated, max_output_bytes: 4096}\n", "executor.max_output_bytes: applies to the command and guest executors only"},
-	{"small output cap", configBase + "executor: {name: command, max_output_bytes: 10}\n", "executor.max_output_bytes: must be at least 1024 and at most 1073741824, not 10"},
-	{"zero output rate", configBase + "executor: {name: command, output_bytes_per_second: 0}\n", "executor.output_bytes_per_second: must be at least 1024"},
+	{"output cap on emulated", configBase + "executor: {name: emulated, max_output_bytes: 4096}\n", "executor.max_output_bytes: applies to the host-command and guest executors only"},
+	{"small output cap", configBase + "executor: {name: host-command, max_output_bytes: 10}\n", "executor.max_output_bytes: must be at least 1024 and at most 1073741824, not 10"},
+	{"zero output rate", configBase + "executor: {name: host-command, output_bytes_per_second: 0}\n", "executor.output_bytes_per_second: must be at least 1024"},
 	{"negative hold", configBase + "hold_after: -1s\n", `hold_after: must be >= 0`},
 	{"hold too long", configBase + "hold_after: 48h\n", `hold_after: must be at most 24h0m0s, not 48h0m0s`},
 	{"zero unproven", configBase + "max_unproven_connections: 0\n", "c.yaml: max_unproven_connections: must be a whole number within 1 and 1048576, not 0"},

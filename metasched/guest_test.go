@@ -195,13 +195,13 @@ func TestGuestExecutorNoAddress(t *testing.T) {
 func TestJobFilesNeedGuestExecutor(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		td := startDaemon(t, metasched.Options{}, func(c *metasched.Config) {
-			c.Executor = metasched.ExecutorConfig{Name: "command"}
+			hostCommand(t, c)
 		})
 		const job = "name: j\ntype: sim\ntasks: 10\ntask_ops: 1.0e9\ntask_bytes: 0\ncommand: [/bin/true]\n"
 		for field, file := range map[string]string{"inputs": job + "inputs: [{path: a, content: b}]\n", "outputs": job + "outputs: [a]\n"} {
 			_, err := td.d.Submit(context.Background(), []byte(file))
-			if err == nil || !strings.Contains(err.Error(), field) || !strings.Contains(err.Error(), "applies to the guest executor only; this daemon runs the command executor") {
-				t.Errorf("a job with %s on the command executor: %v", field, err)
+			if err == nil || !strings.Contains(err.Error(), field) || !strings.Contains(err.Error(), "applies to the guest executor only; this daemon runs the host-command executor") {
+				t.Errorf("a job with %s on the host-command executor: %v", field, err)
 			}
 		}
 	})

@@ -59,7 +59,7 @@ func (d *Daemon) resumeJobs(ctx context.Context) {
 	d.mu.Unlock()
 	slices.SortFunc(todo, func(a, b *liveJob) int { return strings.Compare(a.id(), b.id()) })
 	for _, j := range todo {
-		if j.job.State == lifecycle.Running && (d.exec.Name() == "command" || (d.exec.Name() == "emulated" || d.exec.Name() == "guest") && d.resumable(j)) {
+		if j.job.State == lifecycle.Running && (d.exec.Name() == HostCommand || (d.exec.Name() == "emulated" || d.exec.Name() == "guest") && d.resumable(j)) {
 			d.log.Info().Str("job", j.id()).Msg("resuming a running job after a restart")
 			if err := d.stepJob(ctx, j, lifecycle.Resume{At: d.now()}); err != nil {
 				d.log.Error().Err(err).Str("job", j.id()).Msg("cannot resume")

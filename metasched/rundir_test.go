@@ -31,7 +31,7 @@ func TestRunDirRetention(t *testing.T) {
 		}
 		td := startDaemon(t, metasched.Options{CommitFault: refuse}, func(c *metasched.Config) {
 			c.DataDir = dir
-			c.Executor = metasched.ExecutorConfig{Name: "command"}
+			hostCommand(t, c)
 			c.Policy = metasched.PolicyConfig{Name: "none"}
 			c.Retention = metasched.RetentionConfig{SwitchMaxCount: 10, JobDirs: 3 * time.Minute}
 		})

@@ -77,7 +77,7 @@ func TestWalltimeEmulated(t *testing.T) {
 // stopped (its process group gone) and the job fails with the reason.
 func TestWalltimeCommand(t *testing.T) {
 	td := daemontest.Start(t, nil, metasched.Options{}, func(c *metasched.Config) {
-		c.Executor = metasched.ExecutorConfig{Name: "command"}
+		hostCommand(t, c)
 		c.Policy = metasched.PolicyConfig{Name: "none"}
 	})
 	d, ctx := td.D, context.Background()

@@ -35,7 +35,10 @@ func cpu(who int) time.Duration {
 // its supervisor and command together (children-cpu-%: their CPU per second,
 // counted once they are reaped).
 func BenchmarkCommandYes(b *testing.B) {
-	ex := executor.NewCommand(zerolog.Nop(), executor.CommandOptions{})
+	ex, err := executor.NewCommand(zerolog.Nop(), executor.CommandOptions{RunAs: jobUser()})
+	if err != nil {
+		b.Fatal(err)
+	}
 	var (
 		out           countWriter
 		wall          time.Duration

@@ -35,8 +35,17 @@ const (
 	drainWait = time.Second
 )
 
-// CommandOptions configures the command executor.
+// CommandOptions configures the host-command executor.
 type CommandOptions struct {
+	// RunAs is the user of this machine the jobs' commands run as, by
+	// name or numeric uid: each command runs with its uid, gid and
+	// supplementary groups, and with HOME (and USER, LOGNAME) set to its
+	// when the daemon's environment sets them; the supervisor keeps the
+	// daemon's identity. A daemon that runs as root must give one whose
+	// uid is not 0: jobs never run as root. A daemon that runs as another
+	// user cannot switch users: RunAs is then "" or that same user, and
+	// the commands run as the daemon. NewCommand checks it.
+	RunAs string
 	// Grace is how long a cancelled command's process group has between
 	// SIGTERM and SIGKILL. Zero or negative means DefaultGrace.
 	Grace time.Duration
@@ -70,16 +79,25 @@ var (
 	ErrLost = errors.New("the command neither left an exit record nor runs under a supervisor")
 )
 
-// Command runs the job's command on the daemon's machine with a hostfile of
-// the job's VMs (see the package documentation), each attempt under a
+// Command is the host-command executor: it runs the job's command on the
+// daemon's own machine, as CommandOptions.RunAs, with a hostfile of the
+// job's VMs (see the package documentation), each attempt under a
 // supervisor that outlives the daemon. It is safe for concurrent use.
 type Command struct {
 	log zerolog.Logger
 	opt CommandOptions
+	as  account // who the commands run as
 }
 
-// NewCommand returns the command executor.
-func NewCommand(log zerolog.Logger, opt CommandOptions) *Command {
+// NewCommand returns the host-command executor, or an error (naming
+// run_as) when opt.RunAs does not fit the user the daemon runs as: see
+// CommandOptions.RunAs. It logs a warning that the jobs' commands run on
+// this machine, and as whom.
+func NewCommand(log zerolog.Logger, opt CommandOptions) (*Command, error) {
+	as, err := runAsAccount(opt.RunAs, os.Geteuid(), systemUser)
+	if err != nil {
+		return nil, err
+	}
 	if opt.Grace <= 0 {
 		opt.Grace = DefaultGrace
 	}
@@ -92,12 +110,23 @@ func NewCommand(log zerolog.Logger, opt CommandOptions) *Command {
 	if len(opt.Supervisor) == 0 {
 		opt.Supervisor = []string{"/proc/self/exe", SupervisorArg}
 	}
-	return &Command{log: log.With().Str("executor", "command").Logger(), opt: opt}
+	c := &Command{log: log.With().Str("executor", CommandName).Logger(), opt: opt, as: as}
+	how := "as the daemon's own user"
+	if as.switched {
+		how = "switching to that user from root"
+	}
+	c.log.Warn().Str("run_as", as.name).Uint32("uid", as.uid).Uint32("gid", as.gid).
+		Msgf("the host-command executor runs every job's command on this machine, the daemon's own, as user %s (%s): a job can do whatever that user can here", as, how)
+	return c, nil
 }
 
-// Name returns "command", the executor's name in the daemon's
+// CommandName is the host-command executor's name in the daemon's
+// configuration (executor: {name: host-command, run_as: USER}).
+const CommandName = "host-command"
+
+// Name returns "host-command", the executor's name in the daemon's
 // configuration.
-func (c *Command) Name() string { return "command" }
+func (c *Command) Name() string { return CommandName }
 
 // tailEvery is how often Run copies what the command wrote to Output, and
 // looks whether a supervisor it did not start has ended.
@@ -150,6 +179,23 @@ func (c *Command) Run(ctx context.Context, r Run) (Result, error) {
 		return Result{}, fmt.Errorf("job %s: hostfile: %w", name, err)
 	}
 	log := c.log.With().Str("job", r.JobID).Int("attempt", r.Attempt).Logger()
+	if c.as.switched {
+		// The command, another user, reads the hostfile whatever the
+		// daemon's umask; it writes nothing here (its output goes through
+		// a pipe to the supervisor), and may not: the directory and the
+		// attempt's files stay the daemon's.
+		for _, f := range []struct {
+			path string
+			mode os.FileMode
+		}{{dir, 0o755}, {hfPath, 0o644}} {
+			if err := os.Chmod(f.path, f.mode); err != nil {
+				return Result{}, fmt.Errorf("job %s: run directory: %w", name, err)
+			}
+		}
+		if why := unreachable(hfPath, c.as); why != "" {
+			log.Warn().Str("hostfile", hfPath).Msgf("user %s cannot reach the job's run directory (%s): its command cannot read METASCHED_HOSTFILE; give that directory search permission for others (chmod o+x)", c.as, why)
+		}
+	}
 
 	// The lock tells whether a supervisor runs the attempt.
 	lock, err := os.OpenFile(filepath.Join(adir, lockName), os.O_CREATE|os.O_RDWR, 0o644)
@@ -198,7 +244,12 @@ func (c *Command) startSupervisor(r Run, adir, hfPath string, lock *os.File) (*e
 	defer slog.Close() // the supervisor has its own copy
 	args := append(slices.Clone(c.opt.Supervisor[1:]), "--dir", adir, "--attempt", strconv.Itoa(r.Attempt),
 		"--grace", c.opt.Grace.String(), "--max-output", strconv.FormatInt(c.opt.MaxOutput, 10),
-		"--output-rate", strconv.FormatInt(c.opt.OutputRate, 10), "--")
+		"--output-rate", strconv.FormatInt(c.opt.OutputRate, 10))
+	if c.as.switched {
+		args = append(args, "--uid", strconv.FormatUint(uint64(c.as.uid), 10), "--gid", strconv.FormatUint(uint64(c.as.gid), 10),
+			"--groups", formatIDs(c.as.groups))
+	}
+	args = append(args, "--")
 	cmd := exec.Command(c.opt.Supervisor[0], append(args, r.Job.Command...)...)
 	cmd.Dir = c.opt.WorkDir
 	cmd.Env = append(os.Environ(), // exec keeps the last of duplicate keys
@@ -209,6 +260,14 @@ func (c *Command) startSupervisor(r Run, adir, hfPath string, lock *os.File) (*e
 		"METASCHED_TASK_OPS="+FormatNumber(r.Job.TaskOps),
 		"METASCHED_TASK_BYTES="+FormatNumber(r.Job.TaskBytes),
 	)
+	if c.as.switched {
+		// The command's; the supervisor does not use them.
+		for _, v := range []struct{ key, value string }{{"HOME", c.as.home}, {"USER", c.as.name}, {"LOGNAME", c.as.name}} {
+			if _, set := os.LookupEnv(v.key); set && v.value != "" {
+				cmd.Env = append(cmd.Env, v.key+"="+v.value)
+			}
+		}
+	}
 	cmd.Stdout, cmd.Stderr = slog, slog
 	cmd.ExtraFiles = []*os.File{lock}
 	cmd.SysProcAttr = supervisorAttr()

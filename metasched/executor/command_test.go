@@ -53,7 +53,7 @@ func TestCommandExit(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			out := newWatchWriter("")
-			ex := executor.NewCommand(testLogger(t), executor.CommandOptions{WorkDir: t.TempDir()})
+			ex := newCommand(t, executor.CommandOptions{WorkDir: openDir(t)})
 			res, err := ex.Run(context.Background(), shRun(t, tt.script, out))
 			if err != nil {
 				t.Fatal(err)
@@ -71,15 +71,15 @@ func TestCommandExit(t *testing.T) {
 func TestCommandEnvironment(t *testing.T) {
 	t.Setenv("METASCHED_JOB_ID", "stale")
 	t.Setenv("METASCHED_EXECUTOR_TEST", "inherited")
-	work := t.TempDir()
-	dir := filepath.Join(t.TempDir(), "runs", "j-000000000042") // created by Run
+	work := openDir(t)
+	dir := filepath.Join(openDir(t), "runs", "j-000000000042") // created by Run
 	out := newWatchWriter("")
 	r := shRun(t, `printf '%s\n' "$METASCHED_HOSTFILE" "$METASCHED_JOB_ID" "$METASCHED_JOB_NAME" "$METASCHED_TASKS" "$METASCHED_TASK_OPS" "$METASCHED_TASK_BYTES" "$METASCHED_EXECUTOR_TEST"
 pwd -P
 cat "$METASCHED_HOSTFILE"`, out)
 	r.Dir = dir
 
-	res, err := executor.NewCommand(testLogger(t), executor.CommandOptions{WorkDir: work}).Run(context.Background(), r)
+	res, err := newCommand(t, executor.CommandOptions{WorkDir: work}).Run(context.Background(), r)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,10 +138,10 @@ func TestCommandHostfile(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			work := t.TempDir()
+			work := userDir(t) // the command writes there
 			r := shRun(t, `cat "$METASCHED_HOSTFILE" > got`, newWatchWriter(""))
 			r.VMs = tt.vms
-			res, err := executor.NewCommand(testLogger(t), executor.CommandOptions{WorkDir: work}).Run(context.Background(), r)
+			res, err := newCommand(t, executor.CommandOptions{WorkDir: work}).Run(context.Background(), r)
 			got, readErr := os.ReadFile(filepath.Join(work, "got"))
 			if tt.wantErr != "" {
 				if err == nil || err.Error() != tt.wantErr {
@@ -208,7 +208,7 @@ func TestCommandCancel(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			out := newWatchWriter("ready\n")
-			ex := executor.NewCommand(testLogger(t), executor.CommandOptions{Grace: tt.grace, WorkDir: t.TempDir()})
+			ex := newCommand(t, executor.CommandOptions{Grace: tt.grace, WorkDir: openDir(t)})
 			done := startRun(t, ctx, ex, shRun(t, tt.script, out), out)
 			pgid := pgidOf(t, out.String())
 			start := time.Now()
@@ -252,7 +252,7 @@ func TestCommandLeftovers(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			out := newWatchWriter("")
-			ex := executor.NewCommand(testLogger(t), executor.CommandOptions{Grace: 300 * time.Millisecond})
+			ex := newCommand(t, executor.CommandOptions{Grace: 300 * time.Millisecond})
 			start := time.Now()
 			res, err := ex.Run(context.Background(), shRun(t, tt.script, out))
 			took := time.Since(start)
@@ -270,7 +270,7 @@ func TestCommandLeftovers(t *testing.T) {
 // TestCommandNotRun checks the runs that fail before any command runs.
 func TestCommandNotRun(t *testing.T) {
 	t.Parallel()
-	work := t.TempDir()
+	work := openDir(t)
 	if err := os.WriteFile(filepath.Join(work, "not-executable"), []byte("#!/bin/sh\necho hi\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -324,7 +324,7 @@ func TestCommandNotRun(t *testing.T) {
 			if tt.edit != nil {
 				tt.edit(&r)
 			}
-			ex := executor.NewCommand(testLogger(t), executor.CommandOptions{WorkDir: work})
+			ex := newCommand(t, executor.CommandOptions{WorkDir: work})
 			res, err := ex.Run(ctx, r)
 			if err == nil {
 				t.Fatalf("Run = %+v, nil; want an error", res)
@@ -347,14 +347,14 @@ func TestCommandNotRun(t *testing.T) {
 // is not parallel: a fork in another test while the program's file is
 // open for writing would make exec fail with ETXTBSY (golang/go#22315).
 func TestCommandRelativeProgram(t *testing.T) {
-	work := t.TempDir()
+	work := openDir(t)
 	if err := os.WriteFile(filepath.Join(work, "master"), []byte("#!/bin/sh\necho master \"$@\"\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	out := newWatchWriter("")
 	r := shRun(t, "", out)
 	r.Job.Command = []string{"./master", "--tasks", "300"}
-	res, err := executor.NewCommand(testLogger(t), executor.CommandOptions{WorkDir: work}).Run(context.Background(), r)
+	res, err := newCommand(t, executor.CommandOptions{WorkDir: work}).Run(context.Background(), r)
 	if err != nil || res != (executor.Result{}) {
 		t.Fatalf("Run = %+v, %v; want done", res, err)
 	}
@@ -368,7 +368,7 @@ func TestCommandNilOutput(t *testing.T) {
 	t.Parallel()
 	r := shRun(t, "seq 100000; exit 4", nil)
 	r.Output = nil
-	res, err := executor.NewCommand(testLogger(t), executor.CommandOptions{}).Run(context.Background(), r)
+	res, err := newCommand(t, executor.CommandOptions{}).Run(context.Background(), r)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,11 +1,13 @@
 // Package executor holds the ways the metasched daemon runs a job once the
 // job's virtual cluster (its VMs) exists. The daemon's configuration names
-// one (`executor: {name: emulated, time_scale: 0.001}` or `{name:
-// command}`); the daemon builds a Run for each job (the job file, its VMs
-// with the master first, a directory and a writer for the job's log) and
-// calls Executor.Run, which blocks until the job has ended:
+// one (`executor: {name: emulated, time_scale: 0.001}`, `{name:
+// host-command, run_as: USER}` or `{name: guest}`); the daemon builds a Run
+// for each job (the job file, its VMs with the master first, a directory
+// and a writer for the job's log) and calls Executor.Run, which blocks
+// until the job has ended:
 //
-//	ex := executor.NewCommand(log, executor.CommandOptions{Grace: 5 * time.Second})
+//	ex, err := executor.NewCommand(log, executor.CommandOptions{Grace: 5 * time.Second, RunAs: "metasched-jobs"})
+//	...
 //	res, err := ex.Run(ctx, executor.Run{JobID: id, Job: job, VMs: vms, Dir: dir, Output: logw})
 //	switch {
 //	case err != nil:        // not run (the error says why), or stopped by ctx
@@ -24,13 +26,35 @@
 // only Predicted−Elapsed more (no time at all when that is negative). A
 // cancel returns at once.
 //
-// # Command
+// # Host command
 //
-// Command runs the job file's command (an argv list, not a shell line: use
-// ["sh", "-c", "..."] for one) on the daemon's machine, in
-// CommandOptions.WorkDir. A job without a command is an error (ErrNoCommand),
-// and so is a program that cannot be started (not found, not executable):
-// the error names it and the daemon fails the job with it.
+// Command, the host-command executor (`executor: {name: host-command,
+// run_as: USER}`), runs the job file's command (an argv list, not a shell
+// line: use ["sh", "-c", "..."] for one) on the daemon's own machine, in
+// CommandOptions.WorkDir: whoever may submit a job may run a program there,
+// as the user CommandOptions.RunAs names. That user must not be root: a
+// daemon that runs as root needs RunAs, a user whose uid is not 0, and
+// each command switches to its uid, gid and supplementary groups (HOME,
+// USER and LOGNAME become its when the daemon's environment sets them); a
+// daemon that runs as another user cannot switch users, and runs the
+// commands as itself (RunAs "" or that user). NewCommand checks this
+// (an unknown user, root, a switch the daemon cannot make are errors
+// naming run_as) and logs a warning that the commands run on this machine
+// and as whom. Only the command switches: its supervisor keeps the
+// daemon's identity (it writes the attempt's files, which the daemon
+// trusts), and the run directory and the attempt's files stay the
+// daemon's: the command reads the hostfile (the run directory and the
+// hostfile are made readable by others, and a warning in the log says
+// when a directory above them is not searchable by the user) and writes
+// nothing there, its output going through a pipe to the supervisor. A
+// directory the user could write there would let a job replace the files
+// the daemon reads and writes as root (its exit record, the record of
+// which process to signal, the hostfile it writes again at the next
+// attempt). A working directory the user cannot enter fails the start.
+//
+// A job without a command is an error (ErrNoCommand), and so is a program
+// that cannot be started (not found, not executable by the user): the
+// error names it and the daemon fails the job with it.
 //
 // Before starting the command, Run writes the hostfile of the job's VMs to
 // Run.Dir/hostfile: one VM per line, the master first, in the hostfile
@@ -123,7 +147,7 @@
 // attempt with neither runs again. An emulated job resumes where it was,
 // through Run.Elapsed.
 //
-// The command executor needs Linux; elsewhere its Run fails.
+// The host-command executor needs Linux; elsewhere its Run fails.
 //
 // # Guest
 //

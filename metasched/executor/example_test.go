@@ -41,8 +41,22 @@ func ExampleCommand() {
 		return
 	}
 	defer os.RemoveAll(dir)
+	if err := os.Chmod(dir, 0o755); err != nil { // the job's user reads its hostfile there
+		fmt.Println(err)
+		return
+	}
 
-	ex := executor.NewCommand(zerolog.Nop(), executor.CommandOptions{Grace: 5 * time.Second})
+	// A daemon that runs as root runs the commands as an unprivileged
+	// user; one that runs as another user, as itself.
+	runAs := ""
+	if os.Geteuid() == 0 {
+		runAs = "nobody"
+	}
+	ex, err := executor.NewCommand(zerolog.Nop(), executor.CommandOptions{Grace: 5 * time.Second, RunAs: runAs})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	res, err := ex.Run(context.Background(), executor.Run{
 		JobID: "j-000000000042",
 		Job: &selection.Job{Name: "render-42", Tasks: 300, Command: []string{

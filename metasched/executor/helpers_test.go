@@ -3,6 +3,8 @@ package executor_test
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -63,8 +65,62 @@ func pgidOf(t *testing.T, out string) int {
 	return 0
 }
 
-func testLogger(t *testing.T) zerolog.Logger {
+func testLogger(t testing.TB) zerolog.Logger {
 	return zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.DebugLevel)
+}
+
+// nobodyUID is the uid of user nobody, which the tests' commands run as
+// when the tests run as root.
+const nobodyUID = 65534
+
+// jobUser is the user the tests' commands run as (CommandOptions.RunAs):
+// nobody when the tests run as root (the executor never runs a job as
+// root), else the tests' own user.
+func jobUser() string {
+	if os.Geteuid() == 0 {
+		return "nobody"
+	}
+	return ""
+}
+
+// newCommand is the host-command executor with opt, its commands running
+// as jobUser unless opt says whom.
+func newCommand(t testing.TB, opt executor.CommandOptions) *executor.Command {
+	t.Helper()
+	if opt.RunAs == "" {
+		opt.RunAs = jobUser()
+	}
+	ex, err := executor.NewCommand(testLogger(t), opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ex
+}
+
+// openDir is a new temporary directory that the jobs' user can reach
+// (t.TempDir's are not: the directory above them is private).
+func openDir(t testing.TB) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// userDir is a new temporary directory that the jobs' user may write in:
+// it owns it.
+func userDir(t testing.TB) string {
+	t.Helper()
+	dir := openDir(t)
+	if os.Geteuid() == 0 {
+		if err := os.Chown(dir, nobodyUID, nobodyUID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
 }
 
 // testVMs is a virtual cluster over two sites, the master first.
@@ -89,7 +145,7 @@ func shRun(t *testing.T, script string, out *watchWriter) executor.Run {
 		JobID:  "j-000000000042",
 		Job:    &selection.Job{Name: "render-42", Type: "render", Tasks: 300, TaskOps: 2e12, TaskBytes: 5e7, Command: []string{"/bin/sh", "-c", script}},
 		VMs:    testVMs(),
-		Dir:    t.TempDir(),
+		Dir:    openDir(t),
 		Output: out,
 	}
 }

@@ -35,7 +35,11 @@ func TestMain(m *testing.M) {
 // playDaemon runs the command of scriptEnv and reports how it ended; the
 // test kills it before.
 func playDaemon(dir string) int {
-	ex := executor.NewCommand(zerolog.Nop(), executor.CommandOptions{})
+	ex, err := executor.NewCommand(zerolog.Nop(), executor.CommandOptions{RunAs: jobUser()})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	res, err := ex.Run(context.Background(), daemonRun(dir, os.Getenv(scriptEnv), os.Stdout))
 	fmt.Fprintf(os.Stderr, "the command ended while its daemon lived: %+v, %v\n", res, err)
 	return 1

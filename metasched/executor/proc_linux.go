@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"syscall"
 )
@@ -37,9 +38,39 @@ func supported() error { return nil }
 // be run again beside itself after the daemon's next start. (Pdeathsig
 // follows the thread that started the command; the Go runtime ends a
 // thread only when a goroutine locked to it exits, and the supervisor
-// locks none.)
-func commandAttr() *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+// locks none.) With ids, the command runs with that user's uid, gid and
+// supplementary groups (the supervisor, root, keeps its own); the child
+// sets the parent-death signal after it switched, so the switch does not
+// clear it.
+func commandAttr(ids *commandIDs) *syscall.SysProcAttr {
+	attr := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if ids != nil {
+		attr.Credential = &syscall.Credential{Uid: ids.uid, Gid: ids.gid, Groups: ids.groups}
+	}
+	return attr
+}
+
+// noSearch says why the account may not search the directory fi (its
+// owner and mode), or "" when it may.
+func noSearch(fi os.FileInfo, a account) string {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return ""
+	}
+	perm := fi.Mode().Perm()
+	var bit os.FileMode
+	switch {
+	case st.Uid == a.uid:
+		bit = 0o100
+	case st.Gid == a.gid || slices.Contains(a.groups, st.Gid):
+		bit = 0o010
+	default:
+		bit = 0o001
+	}
+	if perm&bit != 0 {
+		return ""
+	}
+	return fmt.Sprintf("mode %04o, owned by uid %d and gid %d", perm, st.Uid, st.Gid)
 }
 
 // supervisorAttr starts the supervisor in a session of its own, with no

@@ -8,7 +8,7 @@ import (
 	"syscall"
 )
 
-var errNotLinux = errors.New("the command executor runs on Linux only")
+var errNotLinux = errors.New("the host-command executor runs on Linux only")
 
 // BecomeSubreaper makes the calling process a child subreaper on Linux;
 // elsewhere it fails.
@@ -16,7 +16,9 @@ func BecomeSubreaper() error { return errNotLinux }
 
 func supported() error { return errNotLinux }
 
-func commandAttr() *syscall.SysProcAttr { return nil }
+func commandAttr(*commandIDs) *syscall.SysProcAttr { return nil }
+
+func noSearch(os.FileInfo, account) string { return "" }
 
 func supervisorAttr() *syscall.SysProcAttr { return nil }
 

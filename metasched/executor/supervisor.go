@@ -10,6 +10,8 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -23,7 +25,7 @@ const SupervisorArg = "__metasched-supervise-command"
 
 // MaybeSupervise runs this process as a command's supervisor, and exits,
 // when it was started as one (os.Args[1] is SupervisorArg); otherwise it
-// returns at once. The command executor starts its supervisors by running
+// returns at once. The host-command executor starts its supervisors by running
 // its own binary again (/proc/self/exe), so main, and TestMain of a test
 // binary that runs commands, must call it first.
 func MaybeSupervise() {
@@ -60,8 +62,16 @@ func supervise(args []string) int {
 	grace := fs.Duration("grace", DefaultGrace, "SIGTERM to SIGKILL")
 	maxOut := fs.Int64("max-output", DefaultMaxOutput, "bytes of output kept")
 	rate := fs.Int64("output-rate", DefaultOutputRate, "bytes per second read from the command")
+	uid := fs.String("uid", "", "the uid the command runs as (none: the supervisor's)")
+	gid := fs.String("gid", "", "the command's gid, with --uid")
+	groups := fs.String("groups", "", "the command's supplementary groups, comma-separated, with --uid")
 	if err := fs.Parse(args); err != nil || *dir == "" || fs.NArg() == 0 {
 		fmt.Fprintf(os.Stderr, "%s: want --dir DIR [flags] -- COMMAND...: %v\n", SupervisorArg, err)
+		return 2
+	}
+	ids, err := parseIDs(*uid, *gid, *groups)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", SupervisorArg, err)
 		return 2
 	}
 	argv := fs.Args()
@@ -105,7 +115,7 @@ func supervise(args []string) int {
 	defer pr.Close()
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = pw, pw
-	cmd.SysProcAttr = commandAttr()
+	cmd.SysProcAttr = commandAttr(ids)
 	err = cmd.Start()
 	pw.Close()
 	if err != nil {
@@ -166,6 +176,61 @@ func supervise(args []string) int {
 	log.Info().Int("exit_code", res.ExitCode).Str("reason", res.Reason).Int64("output_kept", rec.OutputKept).
 		Int64("output_read", rec.OutputRead).Msg("command ended")
 	return record(log, *dir, rec)
+}
+
+// commandIDs are the uid, gid and supplementary groups a command runs
+// with, when they are not its supervisor's.
+type commandIDs struct {
+	uid, gid uint32
+	groups   []uint32
+}
+
+// formatIDs writes ids for the supervisor's --groups: comma-separated.
+func formatIDs(ids []uint32) string {
+	s := make([]string, len(ids))
+	for i, id := range ids {
+		s[i] = strconv.FormatUint(uint64(id), 10)
+	}
+	return strings.Join(s, ",")
+}
+
+// parseIDs reads the supervisor's --uid, --gid and --groups: nil without
+// --uid (the command runs as its supervisor).
+func parseIDs(uid, gid, groups string) (*commandIDs, error) {
+	if uid == "" {
+		if gid != "" || groups != "" {
+			return nil, errors.New("--gid and --groups go with --uid")
+		}
+		return nil, nil
+	}
+	id := func(flag, s string) (uint32, error) {
+		n, err := strconv.ParseUint(s, 10, 32)
+		if err != nil {
+			return 0, fmt.Errorf("--%s %q: not a numeric id", flag, s)
+		}
+		return uint32(n), nil
+	}
+	var ids commandIDs
+	var err error
+	if ids.uid, err = id("uid", uid); err != nil {
+		return nil, err
+	}
+	if ids.uid == 0 {
+		return nil, errors.New("--uid 0: a command never runs as root")
+	}
+	if ids.gid, err = id("gid", gid); err != nil {
+		return nil, err
+	}
+	if groups != "" {
+		for g := range strings.SplitSeq(groups, ",") {
+			n, err := id("groups", g)
+			if err != nil {
+				return nil, err
+			}
+			ids.groups = append(ids.groups, n)
+		}
+	}
+	return &ids, nil
 }
 
 // record writes the exit record durably: once it is on disk the command

@@ -98,7 +98,7 @@ func lines(t *testing.T, path string) []string {
 func TestCommandOutlivesDaemon(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	ran := filepath.Join(t.TempDir(), "ran")
+	ran := filepath.Join(userDir(t), "ran") // the command writes there
 	d := startDaemonProcess(t, dir, `echo pid=$$; sleep 1; echo ran >> `+ran+`; echo bye; exit 7`)
 	d.kill(t)
 	waitExitRecord(t, dir, 1)
@@ -108,7 +108,7 @@ func TestCommandOutlivesDaemon(t *testing.T) {
 		out := newWatchWriter("")
 		r := daemonRun(dir, "echo must not run >> "+ran, out)
 		r.Resume = resume
-		res, err := executor.NewCommand(testLogger(t), executor.CommandOptions{}).Run(context.Background(), r)
+		res, err := newCommand(t, executor.CommandOptions{}).Run(context.Background(), r)
 		if err != nil {
 			t.Fatalf("run %d (resume %v): %v", i, resume, err)
 		}
@@ -127,7 +127,7 @@ func TestCommandOutlivesDaemon(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.Resume, r.OutputFrom = true, int64(strings.IndexByte(string(first), '\n')+1)
-	if _, err := executor.NewCommand(testLogger(t), executor.CommandOptions{}).Run(context.Background(), r); err != nil {
+	if _, err := newCommand(t, executor.CommandOptions{}).Run(context.Background(), r); err != nil {
 		t.Fatal(err)
 	}
 	if got := out.String(); got != "bye\n" {
@@ -152,7 +152,7 @@ func TestCommandReattach(t *testing.T) {
 		out := newWatchWriter("late\n")
 		r := daemonRun(dir, "", out)
 		r.Resume = true
-		res, err := executor.NewCommand(testLogger(t), executor.CommandOptions{}).Run(context.Background(), r)
+		res, err := newCommand(t, executor.CommandOptions{}).Run(context.Background(), r)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -173,7 +173,7 @@ func TestCommandReattach(t *testing.T) {
 		out := newWatchWriter("ready\n")
 		r := daemonRun(dir, "", out)
 		r.Resume = true
-		done := startRun(t, ctx, executor.NewCommand(testLogger(t), executor.CommandOptions{}), r, out)
+		done := startRun(t, ctx, newCommand(t, executor.CommandOptions{}), r, out)
 		cancel()
 		rr := waitRun(t, done)
 		if !errors.Is(rr.err, context.Canceled) {
@@ -195,7 +195,7 @@ func TestCommandLost(t *testing.T) {
 	dir := t.TempDir()
 	r := shRun(t, "echo must not run", newWatchWriter(""))
 	r.Dir, r.Resume = dir, true
-	ex := executor.NewCommand(testLogger(t), executor.CommandOptions{})
+	ex := newCommand(t, executor.CommandOptions{})
 	if _, err := ex.Run(context.Background(), r); !errors.Is(err, executor.ErrLost) {
 		t.Fatalf("resume of an attempt that never started: %v, want ErrLost", err)
 	}
@@ -255,9 +255,9 @@ func TestCommandDetach(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithCancelCause(context.Background())
 	out := newWatchWriter("ready\n")
-	ran := filepath.Join(t.TempDir(), "ran")
+	ran := filepath.Join(userDir(t), "ran") // the command writes there
 	r := shRun(t, `echo pid=$$; echo ready; sleep 2; echo ran >> `+ran+`; exit 5`, out)
-	ex := executor.NewCommand(testLogger(t), executor.CommandOptions{})
+	ex := newCommand(t, executor.CommandOptions{})
 	done := startRun(t, ctx, ex, r, out)
 	cancel(executor.ErrDetached)
 	rr := waitRun(t, done)
@@ -292,7 +292,7 @@ func TestCommandOutputBounded(t *testing.T) {
 	note := "\n[metasched: the job's output reached its cap of 65536 bytes; what it writes from here on is read and discarded, and the command goes on]\n"
 	out := newWatchWriter(note)
 	r := shRun(t, "echo pid=$$; exec yes", out)
-	ex := executor.NewCommand(testLogger(t), executor.CommandOptions{MaxOutput: limit, OutputRate: rate})
+	ex := newCommand(t, executor.CommandOptions{MaxOutput: limit, OutputRate: rate})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	start := time.Now()
@@ -338,7 +338,7 @@ func TestSupervisorStoppedTwice(t *testing.T) {
 	t.Parallel()
 	out := newWatchWriter("ready\n")
 	r := shRun(t, `trap '' TERM; echo pid=$$; echo ready; while :; do sleep 0.05; done`, out)
-	ex := executor.NewCommand(testLogger(t), executor.CommandOptions{Grace: 500 * time.Millisecond})
+	ex := newCommand(t, executor.CommandOptions{Grace: 500 * time.Millisecond})
 	done := startRun(t, context.Background(), ex, r, out)
 	sup := supervisorPID(t, executor.AttemptDir(r.Dir, 0))
 	for range 3 {
@@ -369,7 +369,7 @@ func TestCommandSignals(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := newWatchWriter("")
-	res, err := executor.NewCommand(testLogger(t), executor.CommandOptions{}).Run(context.Background(), shRun(t, script, out))
+	res, err := newCommand(t, executor.CommandOptions{}).Run(context.Background(), shRun(t, script, out))
 	if err != nil || res.ExitCode != 0 {
 		t.Fatalf("Run: %+v, %v", res, err)
 	}
