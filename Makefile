@@ -111,7 +111,7 @@ bench: deps
 
 SOAK_CYCLES ?= 25
 
-# The adversary run at length: the real daemon with the command executor,
+# The adversary run at length: the real daemon with the host-command executor,
 # SIGKILLed SOAK_CYCLES times under concurrent submissions, then drained.
 soak: test-deps
 	$(GO) test -count=1 -timeout 90m -run '^TestAdversary$$' -v ./cmd/metasched -adversary-cycles $(SOAK_CYCLES)

@@ -22,7 +22,8 @@ import (
 var adversaryCycles = flag.Int("adversary-cycles", 3, "SIGKILL cycles of TestAdversary")
 
 // commandConfig is the daemon's configuration for TestAdversary: the
-// paper's grid, one job type, the command executor, no switching.
+// paper's grid, one job type, the host-command executor (the %s gives
+// run_as: nobody when the test runs as root), no switching.
 const commandConfig = `listen: 127.0.0.1:%d
 insecure_http: true
 data_dir: data
@@ -30,10 +31,10 @@ grid: grid.yaml
 job_types:
   - {name: sim, vm: {vcpus: 1, memory_mib: 1024}}
 policy: {name: none}
-executor: {name: command}
+executor: {name: host-command%s}
 `
 
-// TestAdversary runs the real daemon with the command executor under
+// TestAdversary runs the real daemon with the host-command executor under
 // concurrent submissions and SIGKILLs it -adversary-cycles times (3 here,
 // 25 in make soak). Four clients submit without pause, each submission
 // with its own Idempotency-Key, sent again with that key until it is
@@ -56,10 +57,29 @@ func TestAdversary(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := filepath.Join(dir, "metasched.yaml")
-	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(commandConfig, freePort(t))), 0o644); err != nil {
+	runAs := ""
+	if os.Geteuid() == 0 { // the jobs never run as root
+		runAs = ", run_as: nobody"
+	}
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(commandConfig, freePort(t), runAs)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	linesFile := filepath.Join(dir, "lines")
+	// The commands, nobody's, write their lines in a directory of theirs.
+	jobsDir := filepath.Join(dir, "jobs-out")
+	if err := os.Mkdir(jobsDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if os.Geteuid() == 0 {
+		if err := os.Chown(jobsDir, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+	}
+	linesFile := filepath.Join(jobsDir, "lines")
 	h := &crashHarness{t: t, bin: bin, cfg: cfg, dataDir: filepath.Join(dir, "data"), logDir: dir,
 		acked: map[string]string{}, lost: map[string]bool{}}
 	t.Cleanup(h.dumpLogsOnFailure)
