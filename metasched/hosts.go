@@ -217,6 +217,14 @@ func (d *Daemon) refresh(ctx context.Context) {
 		vm string
 	}
 	var orphans []orphan
+	// unlabelled are the new hosts of an agent that joined late whose
+	// pool is none of the job types: labelled (round-robin over the
+	// types) below, and they join at the next refresh.
+	type unlabelled struct {
+		s    *siteAgent
+		host string
+	}
+	var unlab []unlabelled
 	// where is the site and host of every VM the inventories list.
 	where := map[string][2]string{}
 	// present is every VM the inventories list that its host has (not
@@ -241,7 +249,8 @@ func (d *Daemon) refresh(ctx context.Context) {
 			if h == nil {
 				pool := hi.Pool
 				if _, _, ok := d.jobType(pool); !ok {
-					continue // labelled at the next start
+					unlab = append(unlab, unlabelled{s, hi.Name})
+					continue
 				}
 				h = &gridHost{name: hi.Name, rec: hostRecord{Site: s.name, Pool: pool}}
 				d.hosts[hi.Name] = h
@@ -311,6 +320,12 @@ func (d *Daemon) refresh(ctx context.Context) {
 				d.log.Error().Err(err).Str("job", l.job.id()).Msg("cannot stop a job on a lost host")
 			}
 		})
+	}
+	for i, u := range unlab {
+		pool := d.types[i%len(d.types)].Name
+		if _, err := u.s.agent.ReconfigureHost(ctx, u.host, hp.Reconfigure{Pool: pool, Image: d.imageOf(pool)}); err != nil {
+			d.log.Warn().Err(err).Str("host", u.host).Str("pool", pool).Msg("cannot label new host")
+		}
 	}
 	for _, o := range orphans {
 		if err := o.s.agent.DestroyVM(ctx, o.vm); err != nil && !errors.Is(err, hp.ErrNotFound) {
