@@ -5,10 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -16,17 +19,26 @@ import (
 	hp "github.com/metasched/metasched/hypervisorproxy"
 	"github.com/metasched/metasched/hypervisorproxy/client"
 	"github.com/metasched/metasched/hypervisorproxy/netlab"
+	"github.com/metasched/metasched/internal/tlsx"
+	"github.com/metasched/metasched/internal/tlsx/tlsxtest"
+	"github.com/rs/zerolog"
 )
 
 // helperEnv selects the role of the test binary when a test re-executes it
-// inside a network namespace.
-const helperEnv = "METASCHED_TEST_PROBE_CLIENT"
+// inside a network namespace: a probe's client, or a relay that records
+// what crosses it.
+const (
+	helperEnv = "METASCHED_TEST_PROBE_CLIENT"
+	relayEnv  = "METASCHED_TEST_RELAY"
+)
 
 // probeJob is what the helper process does: wait for the agents, then ask
-// Agent to probe Target.
+// Agent (of site AgentSite) to probe Target (the agent of TargetSite),
+// presenting the daemon's certificate.
 type probeJob struct {
-	Agent, Target, Token string
-	Bytes                int64
+	Agent, AgentSite, Target, TargetSite string
+	Cert, Key, CA                        string
+	Bytes                                int64
 }
 
 // TestHelperProbeClient is not a test: inside a network namespace it asks an
@@ -41,21 +53,32 @@ func TestHelperProbeClient(t *testing.T) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(3)
 	}
+	creds, err := tlsx.NewSource(tlsx.Files{Cert: job.Cert, Key: job.Key, CA: job.CA}, tlsx.KindDaemon, zerolog.Nop(), nil)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(3)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	for _, base := range []string{job.Agent, job.Target} {
-		c := client.New(base, job.Token)
+	var agent *client.Client
+	for _, a := range [][2]string{{job.Target, job.TargetSite}, {job.Agent, job.AgentSite}} {
+		c, err := client.NewTLS(a[0], creds, a[1])
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(3)
+		}
 		for {
-			if _, err := c.Healthz(ctx); err == nil {
+			if _, err := c.Inventory(ctx); err == nil {
 				break
 			} else if ctx.Err() != nil {
-				fmt.Fprintln(os.Stderr, "agent", base, "never answered:", err)
+				fmt.Fprintln(os.Stderr, "agent", a[0], "never answered:", err)
 				os.Exit(3)
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
+		agent = c
 	}
-	p, err := client.New(job.Agent, job.Token).Probe(ctx, hp.ProbeRequest{Target: job.Target, Bytes: job.Bytes})
+	p, err := agent.Probe(ctx, hp.ProbeRequest{Target: job.Target, Site: job.TargetSite, Bytes: job.Bytes})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(3)
@@ -64,9 +87,73 @@ func TestHelperProbeClient(t *testing.T) {
 	os.Exit(0)
 }
 
+// relayJob is a TCP relay: connections to Listen go on to Target, and
+// the bytes the clients send are appended to Capture.
+type relayJob struct{ Listen, Target, Capture string }
+
+// TestHelperRelay is not a test: inside a network namespace it relays
+// TCP connections and records what the clients send, until killed.
+func TestHelperRelay(t *testing.T) {
+	spec := os.Getenv(relayEnv)
+	if spec == "" {
+		return
+	}
+	var job relayJob
+	if err := json.Unmarshal([]byte(spec), &job); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(3)
+	}
+	ln, err := net.Listen("tcp", job.Listen)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(3)
+	}
+	capture, err := os.OpenFile(job.Capture, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(3)
+	}
+	var mu sync.Mutex
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			os.Exit(3)
+		}
+		go func() {
+			defer c.Close()
+			up, err := net.Dial("tcp", job.Target)
+			if err != nil {
+				return
+			}
+			defer up.Close()
+			go io.Copy(c, up)
+			buf := make([]byte, 64<<10)
+			for {
+				n, err := c.Read(buf)
+				if n > 0 {
+					mu.Lock()
+					capture.Write(buf[:n])
+					mu.Unlock()
+					if _, werr := up.Write(buf[:n]); werr != nil {
+						return
+					}
+				}
+				if err != nil {
+					return
+				}
+			}
+		}()
+	}
+}
+
 // Two agents (the real binary) in their own network namespaces on their
-// own addresses, joined by a veth link shaped to 20 Mbit/s with tc: the
-// probe from one to the other measures the shaped rate within 15%.
+// own addresses, joined by a veth link shaped to 20 Mbit/s with tc, each
+// with its certificate of the test's CA: the probe from one to the other
+// goes over mutual TLS, through a relay on the path that records every
+// byte the sender sends, and measures the shaped rate within 15%. What
+// the relay saw is TLS records, not a byte of HTTP, and the agents hold
+// no token that could travel; the probe request names the target's site
+// and carries no credential.
 func TestAgentProbeShapedLink(t *testing.T) {
 	if err := netlab.Check(); err != nil {
 		t.Fatal(err)
@@ -75,8 +162,7 @@ func TestAgentProbeShapedLink(t *testing.T) {
 	bin := buildBinary(t)
 	pair := netlab.NewPairT(t, netlab.Options{RateMbit: rate})
 	dir := t.TempDir()
-	token := "probe-token"
-	os.WriteFile(filepath.Join(dir, "token"), []byte(token), 0o600)
+	pki := tlsxtest.New(t)
 	grid, err := filepath.Abs(example + "grid-paper.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -85,9 +171,11 @@ func TestAgentProbeShapedLink(t *testing.T) {
 	var addrs []string
 	for i, site := range sites {
 		addr := pair.Addr(i) + ":9101"
-		addrs = append(addrs, "http://"+addr)
+		addrs = append(addrs, "https://"+addr)
+		f := pki.Issue(t, "agent-"+site, tlsx.Request{Identity: tlsx.Agent(site), Hosts: []string{pair.Addr(i)}})
 		file := filepath.Join(dir, site+".yaml")
-		os.WriteFile(file, []byte(fmt.Sprintf("site: %s\nlisten: %s\ntoken_file: token\ngrid: %s\n", site, addr, grid)), 0o600)
+		os.WriteFile(file, []byte(fmt.Sprintf("site: %s\nlisten: %s\ntls: {cert_file: %s, key_file: %s, ca_file: %s}\ngrid: %s\n",
+			site, addr, f.Cert, f.Key, f.CA, grid)), 0o600)
 		cmd := pair.Command(context.Background(), i, bin, "agent", "--config", file, "--log-format", "json")
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
@@ -110,7 +198,25 @@ func TestAgentProbeShapedLink(t *testing.T) {
 			}
 		})
 	}
-	job, _ := json.Marshal(probeJob{Agent: addrs[0], Target: addrs[1], Token: token, Bytes: 8 << 20})
+	// The relay stands on spain's side of the link, at spain's address.
+	capture := filepath.Join(dir, "capture")
+	relayAddr := pair.Addr(1) + ":9201"
+	rj, _ := json.Marshal(relayJob{Listen: relayAddr, Target: pair.Addr(1) + ":9101", Capture: capture})
+	relay := pair.Command(context.Background(), 1, os.Args[0], "-test.run=^TestHelperRelay$")
+	relay.Env = append(os.Environ(), relayEnv+"="+string(rj))
+	if err := relay.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { relay.Process.Kill(); relay.Wait() })
+
+	d := pki.Issue(t, "daemon", tlsx.Request{Identity: tlsx.Daemon()})
+	target := "https://" + relayAddr
+	req := hp.ProbeRequest{Target: target, Site: "spain", Bytes: 8 << 20}
+	if body, _ := json.Marshal(req); bytes.Contains(bytes.ToLower(body), []byte("token")) {
+		t.Errorf("the probe request carries a token field: %s", body)
+	}
+	job, _ := json.Marshal(probeJob{Agent: addrs[0], AgentSite: sites[0], Target: target, TargetSite: sites[1],
+		Cert: d.Cert, Key: d.Key, CA: d.CA, Bytes: req.Bytes})
 	cmd := pair.Command(context.Background(), 0, os.Args[0], "-test.run=^TestHelperProbeClient$")
 	cmd.Env = append(os.Environ(), helperEnv+"="+string(job))
 	var stdout, stderr bytes.Buffer
@@ -122,12 +228,26 @@ func TestAgentProbeShapedLink(t *testing.T) {
 	if err := json.Unmarshal(stdout.Bytes(), &p); err != nil {
 		t.Fatalf("probe client output %q: %v", stdout.String(), err)
 	}
-	t.Logf("probe %s -> %s over a %.0f Mbit/s link: %.2f Mbit/s (%d bytes in %.2f s)", sites[0], sites[1], rate, p.Mbps, p.Bytes, p.Seconds)
+	t.Logf("probe %s -> %s over a %.0f Mbit/s link, over mutual TLS: %.2f Mbit/s (%d bytes in %.2f s)", sites[0], sites[1], rate, p.Mbps, p.Bytes, p.Seconds)
 	if math.Abs(p.Mbps-rate)/rate > 0.15 {
 		t.Errorf("measured %.2f Mbit/s, want %.0f within 15%%", p.Mbps, rate)
 	}
-	if p.Target != addrs[1] || !strings.HasPrefix(p.Target, "http://10.") {
-		t.Errorf("probe target %q", p.Target)
+	if p.Target != target {
+		t.Errorf("probe target %q, want %q", p.Target, target)
+	}
+	seen, err := os.ReadFile(capture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A TLS handshake record (0x16, version 3.x) opens the stream, and
+	// nothing readable crosses: no request line, header or token.
+	if len(seen) < int(req.Bytes) || seen[0] != 0x16 || seen[1] != 0x03 {
+		t.Fatalf("the relay saw %d bytes starting %x: want the probe's stream over TLS", len(seen), seen[:min(len(seen), 8)])
+	}
+	for _, clear := range []string{"PUT /v1/probe/sink", "Authorization", "Bearer", "metasched bandwidth probe"} {
+		if bytes.Contains(seen, []byte(clear)) {
+			t.Errorf("the relay saw %q in clear", clear)
+		}
 	}
 }
 
