@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,6 +22,8 @@ import (
 
 	"github.com/metasched/metasched/graph"
 	"github.com/metasched/metasched/hypervisorproxy/virt"
+	"github.com/metasched/metasched/internal/tlsx"
+	"github.com/metasched/metasched/internal/tlsx/tlsxtest"
 	"github.com/metasched/metasched/metasched"
 	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/client"
@@ -54,6 +57,13 @@ const benchJob = "name: bench\ntype: sim\ntasks: 1000000\ntask_ops: 1.0e11\ntask
 // benchmark ends and returns a client of it whose HTTP client keeps
 // enough idle connections for conns concurrent callers, and its URL.
 func benchDaemon(b *testing.B, conns int) (*metasched.Daemon, *client.Client, string) {
+	return benchDaemonOver(b, conns, nil, nil)
+}
+
+// benchDaemonOver is benchDaemon with the daemon's certificate files
+// (nil: plain HTTP) and the clients' TLS configuration; conns < 0: a new
+// connection for every request.
+func benchDaemonOver(b *testing.B, conns int, files *tlsx.Files, tc *tls.Config) (*metasched.Daemon, *client.Client, string) {
 	b.Helper()
 	cfg, grid, err := demo.Config(b.TempDir(), "127.0.0.1:0")
 	if err != nil {
@@ -61,7 +71,8 @@ func benchDaemon(b *testing.B, conns int) (*metasched.Daemon, *client.Client, st
 	}
 	cfg.SwitchDelay = 200 * time.Millisecond
 	cfg.Policy = metasched.PolicyConfig{Name: "none"}
-	tr := &http.Transport{MaxIdleConns: conns, MaxIdleConnsPerHost: conns}
+	cfg.TLS = files
+	tr := &http.Transport{MaxIdleConns: conns, MaxIdleConnsPerHost: conns, TLSClientConfig: tc, DisableKeepAlives: conns < 0}
 	b.Cleanup(tr.CloseIdleConnections)
 	d, c, addr, _ := runBench(b, cfg, grid, &http.Client{Transport: tr, Timeout: time.Minute})
 	fillSimPool(b, c)
@@ -95,6 +106,9 @@ func runBench(b *testing.B, cfg *metasched.Config, grid *graph.Grid, hc *http.Cl
 	done := make(chan error, 1)
 	go func() { done <- d.Run(ctx, ln, httpapi.New(d, log)) }()
 	addr := "http://" + ln.Addr().String()
+	if cfg.TLS != nil {
+		addr = "https://" + ln.Addr().String()
+	}
 	c := client.New(addr, d.Token()).WithHTTPClient(hc)
 	b.Cleanup(func() {
 		cancel()
@@ -140,8 +154,42 @@ func fillSimPool(b *testing.B, c *client.Client) {
 // BenchmarkSubmitAPI submits jobs through the API from 32 goroutines per
 // CPU and reports the submissions per second.
 func BenchmarkSubmitAPI(b *testing.B) {
+	d, c, _ := benchDaemon(b, 32*64)
+	benchSubmissions(b, d, c)
+}
+
+// BenchmarkSubmitTLS is BenchmarkSubmitAPI over TLS (the daemon's
+// certificate checked against its CA): keep-alive connections, as a
+// client sends, and a new connection for every submission (a handshake
+// each; kept is the client's TLS session, as Go resumes it).
+func BenchmarkSubmitTLS(b *testing.B) {
+	for _, keep := range []bool{true, false} {
+		name := "keep-alive"
+		if !keep {
+			name = "connection-per-submission"
+		}
+		b.Run(name, func(b *testing.B) {
+			p := tlsxtest.New(b)
+			files := p.Issue(b, "daemon", tlsx.Request{Identity: tlsx.Daemon(), Hosts: []string{"127.0.0.1"}})
+			pool, err := tlsx.CAPool(p.CAFile())
+			if err != nil {
+				b.Fatal(err)
+			}
+			conns := 32 * 64
+			if !keep {
+				conns = -1 // no idle connection kept
+			}
+			d, c, _ := benchDaemonOver(b, conns, &files, &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12,
+				ClientSessionCache: tls.NewLRUClientSessionCache(64)})
+			benchSubmissions(b, d, c)
+		})
+	}
+}
+
+// benchSubmissions submits jobs through c from 32 goroutines per CPU and
+// reports the submissions per second; every one must be stored.
+func benchSubmissions(b *testing.B, d *metasched.Daemon, c *client.Client) {
 	const perCPU = 32
-	d, c, _ := benchDaemon(b, perCPU*64)
 	ctx := context.Background()
 	before, err := d.Store().Jobs(ctx, store.JobFilter{})
 	if err != nil {
