@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"net"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,6 +14,8 @@ import (
 	"github.com/metasched/metasched/graph"
 	hp "github.com/metasched/metasched/hypervisorproxy"
 	"github.com/metasched/metasched/hypervisorproxy/virt"
+	"github.com/metasched/metasched/internal/tlsx"
+	"github.com/metasched/metasched/internal/tlsx/tlsxtest"
 	"github.com/metasched/metasched/metasched"
 	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/demo"
@@ -27,7 +28,8 @@ type remoteAgent struct {
 	t      *testing.T
 	site   hp.Site
 	grid   *graph.Grid
-	token  string
+	token  string       // plain HTTP with this token, or
+	creds  *tlsx.Source // TLS with this certificate
 	addr   string
 	cancel func()
 	done   chan error
@@ -43,7 +45,7 @@ func (r *remoteAgent) start() {
 	r.addr = ln.Addr().String()
 	log := zerolog.New(&bytes.Buffer{})
 	site := r.site
-	a, err := hp.New(context.Background(), hp.Config{Site: &site, Token: r.token, Grid: r.grid, Connect: virt.Connector(log), Logger: log})
+	a, err := hp.New(context.Background(), hp.Config{Site: &site, Token: r.token, TLS: r.creds, Grid: r.grid, Connect: virt.Connector(log), Logger: log})
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -81,22 +83,21 @@ func TestAgentLoss(t *testing.T) {
 			pools := map[string]string{"latam-a": "etl", "latam-b": "sim", "spain": "render"}
 			agents := map[string]*remoteAgent{}
 			var acfg []metasched.AgentConfig
+			// The agents and the daemon prove themselves to each other by
+			// their certificates (agents of plain HTTP could not probe).
+			pki := tlsxtest.New(t)
+			daemonFiles := pki.Issue(t, "daemon", tlsx.Request{Identity: tlsx.Daemon(), Hosts: []string{"127.0.0.1"}})
 			for _, c := range grid.Clusters {
-				tok := "token-" + c.Name
-				tf := filepath.Join(dir, c.Name+".token")
-				if err := os.WriteFile(tf, []byte(tok+"\n"), 0o600); err != nil {
-					t.Fatal(err)
-				}
-				r := &remoteAgent{t: t, grid: grid, token: tok, addr: "127.0.0.1:0",
+				r := &remoteAgent{t: t, grid: grid, creds: pki.Source(t, tlsx.Agent(c.Name), "127.0.0.1"), addr: "127.0.0.1:0",
 					site: hp.Site{Site: c.Name, Pool: pools[c.Name], DataDir: filepath.Join(dir, "agent-"+c.Name),
 						MigrationPorts: [2]int{49152, 49215}, MigrationProgressTimeout: hp.DefaultProgressTimeout}}
 				r.start()
 				t.Cleanup(r.stop)
 				agents[c.Name] = r
-				acfg = append(acfg, metasched.AgentConfig{Site: c.Name, Address: "http://" + r.addr, TokenFile: tf})
+				acfg = append(acfg, metasched.AgentConfig{Site: c.Name, Address: "https://" + r.addr})
 			}
 			td := startDaemonNet(t, grid, metasched.Options{}, func(c *metasched.Config) {
-				c.Agents = acfg
+				c.Agents, c.TLS = acfg, &daemonFiles
 				c.Policy = metasched.PolicyConfig{Name: "none"}
 				c.Executor.TimeScale = 0.02
 				c.OnAgentLoss, c.AgentLossGrace = mode, 0

@@ -139,6 +139,18 @@ func (d *Daemon) neverRuns(ctx context.Context, j *selection.Job) (string, error
 	return pl.Plan.Reason, nil
 }
 
+// mayRunOnHost refuses a user's job when the executor runs jobs'
+// commands on the daemon's own machine (host-command) and the operator
+// has not allowed users to (executor.allow_users).
+func (d *Daemon) mayRunOnHost(ctx context.Context) error {
+	p, ok := api.PrincipalFrom(ctx)
+	if !ok || p.Operator() || d.cfg.Executor.Name != HostCommand || d.cfg.Executor.AllowUsers {
+		return nil
+	}
+	return &api.RequestError{Status: 403, Code: api.CodeForbidden, Msg: fmt.Sprintf(
+		"%s has the role user: this daemon runs jobs' commands on its own machine (the host-command executor), which only operators may use unless the configuration's executor.allow_users says so", p.Name)}
+}
+
 // ownerOf is the owner of a job submitted with ctx: its principal's
 // name ("" for the daemon's own calls).
 func ownerOf(ctx context.Context) string {
@@ -150,6 +162,9 @@ func ownerOf(ctx context.Context) string {
 // (api.WithPrincipal; none: the daemon's own). The job is on disk when
 // Submit returns.
 func (d *Daemon) Submit(ctx context.Context, body []byte) (api.Job, error) {
+	if err := d.mayRunOnHost(ctx); err != nil {
+		return api.Job{}, err
+	}
 	j, err := d.parseJob(ctx, body)
 	if err != nil {
 		return api.Job{}, err
@@ -171,6 +186,9 @@ func (d *Daemon) Submit(ctx context.Context, body []byte) (api.Job, error) {
 func (d *Daemon) SubmitOnce(ctx context.Context, body []byte, caller, key string) (_ api.Job, created bool, _ error) {
 	if caller == "" || key == "" {
 		return api.Job{}, false, fmt.Errorf("submit: an idempotency key needs a caller and a key: %w", store.ErrInvalid)
+	}
+	if err := d.mayRunOnHost(ctx); err != nil {
+		return api.Job{}, false, err
 	}
 	h := sha256.New()
 	h.Write([]byte(caller))

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -256,5 +257,34 @@ func TestClientCertificates(t *testing.T) {
 	}
 	if !strings.HasPrefix(td.addr, "https://") {
 		t.Errorf("the daemon serves %s, want https", td.addr)
+	}
+}
+
+// The host-command executor runs jobs' commands on the daemon's own
+// machine: a user's submission is refused (403, saying why) unless the
+// configuration's executor.allow_users lets users; an operator's goes.
+func TestHostCommandForUsers(t *testing.T) {
+	for _, allow := range []bool{false, true} {
+		t.Run(fmt.Sprintf("allow_users %v", allow), func(t *testing.T) {
+			td := startDaemon(t, metasched.Options{}, func(c *metasched.Config) {
+				c.Executor = metasched.ExecutorConfig{Name: metasched.HostCommand, RunAs: "nobody", AllowUsers: allow}
+			})
+			tc, err := td.d.CreateToken(context.Background(), api.TokenRequest{Name: "alice", Role: api.RoleUser})
+			if err != nil {
+				t.Fatal(err)
+			}
+			job := "name: hello\ntype: sim\ntasks: 1\ntask_ops: 1.0e9\ntask_bytes: 1.0e3\ncommand: [\"true\"]\n"
+			want := 403
+			if allow {
+				want = 201
+			}
+			if got, body := roleRequest(t, td, "POST", "/v1/jobs", tc.Secret, job); got != want ||
+				!allow && !strings.Contains(body, "runs jobs' commands on its own machine") {
+				t.Errorf("alice's job: %d, want %d: %s", got, want, body)
+			}
+			if got, body := roleRequest(t, td, "POST", "/v1/jobs", td.d.Token(), job); got != 201 {
+				t.Errorf("the operator's job: %d, want 201: %s", got, body)
+			}
+		})
 	}
 }
