@@ -473,3 +473,49 @@ func FuzzJobsQuery(f *testing.F) {
 		}
 	})
 }
+
+// FuzzCreateToken posts bodies to POST /v1/tokens: a token is made (201)
+// only for a valid name and role, the answer holds a token that
+// authenticates with that role, and nothing else is made.
+func FuzzCreateToken(f *testing.F) {
+	f.Add([]byte(`{"name": "alice", "role": "user"}`))
+	f.Add([]byte(`{"name": "ops", "role": "operator"}`))
+	f.Add([]byte(`{"name": "operator", "role": "user"}`))
+	f.Add([]byte(`{"name": "Alice", "role": "user"}`))
+	f.Add([]byte(`{"name": "alice", "role": "root"}`))
+	f.Add([]byte(`{"name": "", "role": ""}`))
+	f.Add([]byte(`{"name": "alice"}`))
+	f.Add([]byte(`{"name": "a", "role": "user", "token": "mine"}`))
+	f.Add([]byte(`{"name": 7, "role": "user"}`))
+	f.Add([]byte(`not json`))
+	s := startFuzzServer(f)
+	f.Fuzz(func(t *testing.T, body []byte) {
+		before, err := s.d.Tokens(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := s.serve(t, "POST", "/v1/tokens", http.Header{"Content-Type": {"application/json"}}, body, true)
+		after, err := s.d.Tokens(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.status != http.StatusCreated {
+			checkRefusal(t, "POST /v1/tokens", a, 400, 409, 413)
+			if len(after) != len(before) {
+				t.Fatalf("a refused token request %q made a token", body)
+			}
+			return
+		}
+		var tc api.TokenCreated
+		if err := json.Unmarshal(a.body, &tc); err != nil {
+			t.Fatal(err)
+		}
+		p, ok := s.d.Authenticate(tc.Secret)
+		if !ok || p.Name != tc.Name || p.Role != tc.Role || len(after) != len(before)+1 || tc.Name == api.OperatorName {
+			t.Fatalf("token %+v made for %q: authenticates as %+v (%v); %d tokens, then %d", tc.Token, body, p, ok, len(before), len(after))
+		}
+		if err := s.d.RevokeToken(context.Background(), tc.Name); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
