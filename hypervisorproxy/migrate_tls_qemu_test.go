@@ -1,14 +1,12 @@
 package hypervisorproxy_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +16,7 @@ import (
 	"github.com/metasched/metasched/hypervisorproxy/client"
 	"github.com/metasched/metasched/hypervisorproxy/libvirtdtest"
 	"github.com/metasched/metasched/hypervisorproxy/virt"
+	"github.com/metasched/metasched/internal/syncbuf"
 	"github.com/metasched/metasched/internal/tlsx"
 	"github.com/metasched/metasched/internal/tlsx/tlsxtest"
 )
@@ -89,7 +88,7 @@ func TestAgentQEMUEncryptedMigration(t *testing.T) {
 		t.Errorf("the source qemu (pid %d) still runs", srcPID)
 	}
 	dstPID := runningOn(t, secure, "secure-1", "qb", db, da, 0)
-	if line := logs.line(`"message":"vm migrated"`); !strings.Contains(line, `"tls":true`) || !strings.Contains(line, `"live":true`) {
+	if line := lastLine(logs, `"message":"vm migrated"`); !strings.Contains(line, `"tls":true`) || !strings.Contains(line, `"live":true`) {
 		t.Errorf("the agent's log line of the migration %q does not say tls", line)
 	}
 
@@ -144,7 +143,7 @@ func writeMigrationFiles(t *testing.T, dir string, ca *tlsx.CA, host string) {
 // migrationAgent serves an agent of two QEMU hosts, qa on daemon a and qb on
 // daemon b, whose site file says migration_tls when tls is true; it
 // returns its client and its log.
-func migrationAgent(t *testing.T, a, b *libvirtdtest.Daemon, tls bool) (*client.Client, *lockedBuffer) {
+func migrationAgent(t *testing.T, a, b *libvirtdtest.Daemon, tls bool) (*client.Client, *syncbuf.Buffer) {
 	t.Helper()
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "token"), []byte(testToken), 0o600); err != nil {
@@ -169,7 +168,7 @@ hosts:
 	if site.MigrationTLS != tls {
 		t.Fatalf("site.MigrationTLS = %v, want %v", site.MigrationTLS, tls)
 	}
-	logs := &lockedBuffer{}
+	logs := &syncbuf.Buffer{}
 	log := zerolog.New(zerolog.MultiLevelWriter(zerolog.NewTestWriter(t), logs))
 	return serveAgent(t, hp.Config{Site: site, Token: testToken, Connect: virt.Connector(log), Logger: log}).client, logs
 }
@@ -201,23 +200,9 @@ func runningOn(t *testing.T, c *client.Client, name, host string, on, other *lib
 	return pid
 }
 
-// lockedBuffer is a log that tests read while the agent writes it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-// line is the last line that contains s, or "".
-func (l *lockedBuffer) line(s string) string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	lines := strings.Split(l.b.String(), "\n")
+// lastLine is the last line of log that contains s, or "".
+func lastLine(log *syncbuf.Buffer, s string) string {
+	lines := strings.Split(log.String(), "\n")
 	for i := len(lines) - 1; i >= 0; i-- {
 		if strings.Contains(lines[i], s) {
 			return lines[i]

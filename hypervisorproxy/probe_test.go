@@ -37,6 +37,15 @@ func startTLSAgent(t testing.TB, p *tlsxtest.PKI, site string) *tlsAgent {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ta := &tlsAgent{agent: a, url: "https://" + serveOn(t, a)}
+	ta.client = tlsClient(t, ta.url, p.Source(t, tlsx.Daemon()), site)
+	return ta
+}
+
+// serveOn serves a's API with Serve on a port of 127.0.0.1 until the
+// test ends (then it closes a), and returns the address.
+func serveOn(t testing.TB, a *hp.Agent) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -46,12 +55,12 @@ func startTLSAgent(t testing.TB, p *tlsxtest.PKI, site string) *tlsAgent {
 	go func() { done <- a.Serve(ctx, ln) }()
 	t.Cleanup(func() {
 		cancel()
-		<-done
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
 		a.Close()
 	})
-	ta := &tlsAgent{agent: a, url: "https://" + ln.Addr().String()}
-	ta.client = tlsClient(t, ta.url, p.Source(t, tlsx.Daemon()), site)
-	return ta
+	return ln.Addr().String()
 }
 
 func tlsClient(t testing.TB, url string, src *tlsx.Source, site string) *client.Client {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -33,21 +32,7 @@ func serveTCP(t *testing.T, extra string, timeouts httpsrv.Timeouts) (string, *c
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Serve(ctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-		a.Close()
-	})
-	addr := ln.Addr().String()
+	addr := serveOn(t, a)
 	return addr, client.New("http://"+addr, testToken)
 }
 

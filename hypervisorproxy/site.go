@@ -150,20 +150,7 @@ func ParseSite(file string, data []byte) (*Site, error) {
 	s := &Site{Listen: DefaultListen, MigrationPorts: DefaultMigrationPorts, MigrationProgressTimeout: DefaultProgressTimeout,
 		BootTimeout: DefaultBootTimeout}
 	dir := filepath.Dir(file)
-	path := func(key string, required bool) string {
-		p, ok := top.Str(key, required)
-		if !ok {
-			return ""
-		}
-		if p == "" {
-			top.Errorf(key, "must not be empty")
-			return ""
-		}
-		if !filepath.IsAbs(p) {
-			p = filepath.Join(dir, p)
-		}
-		return p
-	}
+	path := func(key string, required bool) string { return top.File(key, required, dir) }
 	duration := func(key string, into *time.Duration) {
 		v, ok := top.Get(key, false)
 		if !ok {

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/metasched/metasched/internal/syncbuf"
 )
 
 // The README's secure set-up of three sites, step by step with the real
@@ -157,7 +159,7 @@ func startAgentProc(t *testing.T, bin, site, file string) {
 	t.Helper()
 	cmd := exec.Command(bin, "agent", "--config", file, "--log-format", "json")
 	cmd.Env = serveEnv()
-	stderr := &lockedBuffer{}
+	stderr := &syncbuf.Buffer{}
 	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -14,11 +14,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/metasched/metasched/internal/syncbuf"
 	"github.com/metasched/metasched/metasched/client"
 	"github.com/metasched/metasched/metasched/lifecycle"
 )
@@ -73,24 +73,6 @@ func runBin(t *testing.T, bin string, env []string, limit time.Duration, args ..
 		t.Fatalf("metasched %s: %v", strings.Join(args, " "), err)
 	}
 	return cmd.ProcessState.ExitCode(), out.String(), errOut.String()
-}
-
-// lockedBuffer is a buffer a process writes while the test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // A job file as a user writes it for the demo grid.
@@ -155,7 +137,7 @@ func TestServeDemoThenCLI(t *testing.T) {
 	srv := exec.Command(bin, "serve", "--listen", addr, "--data-dir", data, "--demo=false", "--log-format", "json")
 	srv.Env = serveEnv()
 	srv.Dir = t.TempDir()
-	srvOut, srvErr := &lockedBuffer{}, &lockedBuffer{}
+	srvOut, srvErr := &syncbuf.Buffer{}, &syncbuf.Buffer{}
 	srv.Stdout, srv.Stderr = srvOut, srvErr
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/metasched/metasched/internal/syncbuf"
 	"github.com/metasched/metasched/metasched/lab"
 )
 
@@ -64,7 +65,7 @@ func startServe(t *testing.T, bin, dir, logPath string, args ...string) *servedD
 	}
 	d := &servedDaemon{cmd: cmd, done: make(chan struct{})}
 	addr := make(chan string, 1)
-	out := &lockedBuffer{}
+	out := &syncbuf.Buffer{}
 	eof := make(chan struct{})
 	go func() {
 		defer close(eof)

@@ -3,7 +3,6 @@ package tlsx
 import (
 	"net"
 	"net/netip"
-	"path/filepath"
 
 	"github.com/metasched/metasched/internal/yamlx"
 )
@@ -43,21 +42,7 @@ func Parse(m *yamlx.Map, dir, listen string) *Files {
 	if !ok {
 		return nil
 	}
-	path := func(key string) string {
-		p, ok := t.Str(key, true)
-		if !ok {
-			return ""
-		}
-		if p == "" {
-			t.Errorf(key, "must not be empty")
-			return ""
-		}
-		if !filepath.IsAbs(p) {
-			p = filepath.Join(dir, p)
-		}
-		return p
-	}
-	return &Files{Cert: path("cert_file"), Key: path("key_file"), CA: path("ca_file")}
+	return &Files{Cert: t.File("cert_file", true, dir), Key: t.File("key_file", true, dir), CA: t.File("ca_file", true, dir)}
 }
 
 // Loopback reports whether a listen or dial address (HOST:PORT, or a

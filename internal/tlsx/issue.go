@@ -231,6 +231,15 @@ func parseKey(b []byte) (crypto.Signer, error) {
 
 // readCert reads the first certificate of a PEM file.
 func readCert(file string) (*x509.Certificate, error) {
+	certs, err := readCerts(file)
+	if err != nil {
+		return nil, err
+	}
+	return certs[0], nil
+}
+
+// readCerts reads the certificates of a PEM file: at least one.
+func readCerts(file string) ([]*x509.Certificate, error) {
 	b, err := os.ReadFile(file)
 	if err != nil {
 		return nil, err
@@ -239,7 +248,7 @@ func readCert(file string) (*x509.Certificate, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", file, err)
 	}
-	return certs[0], nil
+	return certs, nil
 }
 
 // parseCerts reads the certificates of a PEM text: at least one.

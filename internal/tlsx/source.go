@@ -87,17 +87,9 @@ func (s *Source) stampOf() (string, error) {
 
 // read loads and checks the files.
 func (s *Source) read() (*material, error) {
-	caPEM, err := os.ReadFile(s.files.CA)
+	pool, err := CAPool(s.files.CA)
 	if err != nil {
 		return nil, fmt.Errorf("tls: ca_file: %w", err)
-	}
-	cas, err := parseCerts(caPEM)
-	if err != nil {
-		return nil, fmt.Errorf("tls: ca_file %s: %w", s.files.CA, err)
-	}
-	pool := x509.NewCertPool()
-	for _, c := range cas {
-		pool.AddCert(c)
 	}
 	pair, err := tls.LoadX509KeyPair(s.files.Cert, s.files.Key)
 	if err != nil {
@@ -287,13 +279,9 @@ func PeerIdentity(cs *tls.ConnectionState) (Identity, bool) {
 // CAPool reads a CA file (PEM certificates) into a pool, for a client
 // that checks a server with the standard verification (the CLI).
 func CAPool(file string) (*x509.CertPool, error) {
-	b, err := os.ReadFile(file)
+	certs, err := readCerts(file)
 	if err != nil {
 		return nil, err
-	}
-	certs, err := parseCerts(b)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", file, err)
 	}
 	pool := x509.NewCertPool()
 	for _, c := range certs {

@@ -47,6 +47,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -516,6 +517,23 @@ func (m *Map) Str(key string, required bool) (string, bool) {
 		return v.Str()
 	}
 	return "", false
+}
+
+// File returns path field key, relative to dir when it is not absolute;
+// "" when it is absent or bad (an empty path is an error).
+func (m *Map) File(key string, required bool, dir string) string {
+	p, ok := m.Str(key, required)
+	if !ok {
+		return ""
+	}
+	if p == "" {
+		m.Errorf(key, "must not be empty")
+		return ""
+	}
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(dir, p)
+	}
+	return p
 }
 
 // Bool returns boolean field key; ok is false when it is absent or bad.

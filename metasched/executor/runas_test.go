@@ -1,7 +1,6 @@
 package executor_test
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"os/user"
@@ -9,13 +8,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/rs/zerolog"
 
+	"github.com/metasched/metasched/internal/syncbuf"
 	"github.com/metasched/metasched/metasched/executor"
 )
 
@@ -187,24 +186,6 @@ func TestSupervisorIDs(t *testing.T) {
 	}
 }
 
-// syncBuffer is a log the executor writes while the test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // TestCommandRunDirUnreachable: a daemon that runs as root warns at its
 // start that the jobs run on its machine and as whom, and in a job's run
 // when the run directory lies below a directory the user cannot search:
@@ -214,7 +195,7 @@ func TestCommandRunDirUnreachable(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("the commands switch users only under a daemon that runs as root")
 	}
-	var log syncBuffer
+	var log syncbuf.Buffer
 	ex, err := executor.NewCommand(zerolog.New(&log), executor.CommandOptions{RunAs: "nobody"})
 	if err != nil {
 		t.Fatal(err)

@@ -225,14 +225,8 @@ func (s *Server) handlers() map[string]http.HandlerFunc {
 			reply(w, http.StatusOK, j, err)
 		},
 		"POST /v1/jobs/{id}/vms/{vm}/resize": func(w http.ResponseWriter, r *http.Request) {
-			body, err := readBody(w, r)
-			if err != nil {
-				replyErr(w, err)
-				return
-			}
-			var rr api.ResizeRequest
-			if err := strictJSON(body, &rr); err != nil {
-				replyErr(w, err)
+			rr, ok := jsonBody[api.ResizeRequest](w, r, false)
+			if !ok {
 				return
 			}
 			ctx, cancel := context.WithTimeout(r.Context(), 2*time.Minute)
@@ -280,17 +274,9 @@ func (s *Server) handlers() map[string]http.HandlerFunc {
 			httpx.WriteJSON(w, http.StatusOK, d.Hosts())
 		},
 		"POST /v1/hosts/{name}/clear": func(w http.ResponseWriter, r *http.Request) {
-			body, err := readBody(w, r)
-			if err != nil {
-				replyErr(w, err)
+			cr, ok := jsonBody[api.ClearRequest](w, r, true)
+			if !ok {
 				return
-			}
-			var cr api.ClearRequest
-			if len(strings.TrimSpace(string(body))) > 0 {
-				if err := strictJSON(body, &cr); err != nil {
-					replyErr(w, err)
-					return
-				}
 			}
 			h, err := d.ClearHost(r.Context(), r.PathValue("name"), cr.Pool)
 			reply(w, http.StatusOK, h, err)
@@ -308,14 +294,8 @@ func (s *Server) handlers() map[string]http.HandlerFunc {
 			reply(w, http.StatusOK, l, err)
 		},
 		"POST /v1/switches": func(w http.ResponseWriter, r *http.Request) {
-			body, err := readBody(w, r)
-			if err != nil {
-				replyErr(w, err)
-				return
-			}
-			var sr api.SwitchRequest
-			if err := strictJSON(body, &sr); err != nil {
-				replyErr(w, err)
+			sr, ok := jsonBody[api.SwitchRequest](w, r, false)
+			if !ok {
 				return
 			}
 			sv, err := d.RequestSwitch(r.Context(), sr.From, sr.To)
@@ -338,14 +318,8 @@ func (s *Server) handlers() map[string]http.HandlerFunc {
 			reply(w, http.StatusOK, l, err)
 		},
 		"POST /v1/tokens": func(w http.ResponseWriter, r *http.Request) {
-			body, err := readBody(w, r)
-			if err != nil {
-				replyErr(w, err)
-				return
-			}
-			var tr api.TokenRequest
-			if err := strictJSON(body, &tr); err != nil {
-				replyErr(w, err)
+			tr, ok := jsonBody[api.TokenRequest](w, r, false)
+			if !ok {
 				return
 			}
 			tc, err := d.CreateToken(r.Context(), tr)
@@ -359,22 +333,29 @@ func (s *Server) handlers() map[string]http.HandlerFunc {
 			w.WriteHeader(http.StatusNoContent)
 		},
 		"POST /v1/calibrate": func(w http.ResponseWriter, r *http.Request) {
-			body, err := readBody(w, r)
-			if err != nil {
-				replyErr(w, err)
+			cr, ok := jsonBody[api.CalibrateRequest](w, r, true)
+			if !ok {
 				return
-			}
-			var cr api.CalibrateRequest
-			if len(strings.TrimSpace(string(body))) > 0 {
-				if err := strictJSON(body, &cr); err != nil {
-					replyErr(w, err)
-					return
-				}
 			}
 			c, err := d.Calibrate(r.Context(), cr.Site)
 			reply(w, http.StatusAccepted, c, err)
 		},
 	}
+}
+
+// jsonBody reads the request's body as a strict JSON T, or answers the
+// error and returns false; an optional body may be empty (the zero T).
+func jsonBody[T any](w http.ResponseWriter, r *http.Request, optional bool) (T, bool) {
+	var v T
+	body, err := readBody(w, r)
+	if err == nil && (!optional || len(strings.TrimSpace(string(body))) > 0) {
+		err = strictJSON(body, &v)
+	}
+	if err != nil {
+		replyErr(w, err)
+		return v, false
+	}
+	return v, true
 }
 
 // jobFilter reads the query of GET /v1/jobs.
