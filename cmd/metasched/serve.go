@@ -143,7 +143,12 @@ func serveCmd(ctx context.Context, e *env, f serveFlags, changed func(string) bo
 		return fmt.Errorf("listen %s: %w", cfg.Listen, err)
 	}
 	tokenFile := filepath.Join(cfg.DataDir, "token")
+	// The operator token's file is its owner's only (a file left by an
+	// older run keeps its mode through WriteFile: set it).
 	if err := os.WriteFile(tokenFile, []byte(d.Token()+"\n"), 0o600); err != nil {
+		return err
+	}
+	if err := os.Chmod(tokenFile, 0o600); err != nil {
 		return err
 	}
 	addr, caEnv := "http://"+ln.Addr().String(), ""
