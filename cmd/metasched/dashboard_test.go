@@ -298,6 +298,22 @@ func TestDashboardInBrowser(t *testing.T) {
 	if err != nil || status != fmt.Sprint(http.StatusUnauthorized) {
 		t.Errorf("GET /v1/pools from the page after logging out: %v, want 401", status)
 	}
+
+	// A user's dashboard: the pools and its own jobs; the operator's
+	// sections hidden, and none of the operator's jobs listed.
+	alice, err := c.CreateToken(bg, "alice", "user")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.run("log in as a user", p.fill("login-token", alice.Secret),
+		chromedp.Click(chromedp.CSS(`#login-form button[type=submit]`)))
+	p.waitJS(3*time.Minute, "alice's dashboard", `document.querySelector('#viewer').textContent.startsWith('alice (user') && document.querySelector('#pools .pool') ? 'alice' : ''`)
+	if hidden, err := p.eval(`String([...document.querySelectorAll('[data-role=operator]')].every(s => s.hidden))`); err != nil || hidden != "true" {
+		t.Errorf("the operator's sections are shown to a user (%v, %v)", hidden, err)
+	}
+	if rows, err := p.eval(`String(document.querySelectorAll('#jobs tr[data-job]').length)`); err != nil || rows != "0" {
+		t.Errorf("a user's dashboard lists %s jobs of others (%v), want none", rows, err)
+	}
 	if code := d2.interrupt(t, 60*time.Second); code != 0 {
 		t.Errorf("exit code of the restarted daemon after SIGINT %d, want 0", code)
 	}
