@@ -63,7 +63,7 @@ func (d *daemonFlags) client() (*client.Client, error) {
 		}
 	}
 	if token == "" {
-		return nil, usagef("no token for the daemon at %s: give --token-file FILE, or set %s or %s (the daemon prints its token when it starts)", base, envTokenFile, envToken)
+		return nil, usagef("no token for the daemon at %s: give --token-file FILE, or set %s or %s (the daemon writes its operator token to DATA_DIR/token)", base, envTokenFile, envToken)
 	}
 	c := client.New(base, token)
 	caFile := firstNonEmpty(d.caFile, os.Getenv(envCAFile))

@@ -110,8 +110,7 @@ func TestPlanBaselines(t *testing.T) {
 
 func TestPlanBadInput(t *testing.T) {
 	// Without --grid, plan asks the daemon: none is configured here.
-	t.Setenv(envServer, "")
-	t.Setenv(envToken, "")
+	clearDaemonEnv(t)
 	bad := writeFile(t, "grid.yaml", "clusters:\n  - {name: a, machines: 0, cores: 1, memory_mib: 1, perf: 1, lan_mbps: 1, uplink_mbps: 1}\n")
 	badJob := writeFile(t, "job.yaml", "name: j\ntype: t\ntasks: 1\ntask_ops: 1\n")
 	huge := writeFile(t, "huge.yaml", "name: j\ntype: t\ntasks: 1\ntask_ops: 1\ntask_bytes: 1\nvm: {vcpus: 64}\n")
@@ -120,7 +119,7 @@ func TestPlanBadInput(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"--job", renderJob}, 2, "no token for the daemon at http://127.0.0.1:8080: give --token TOKEN or set METASCHED_TOKEN"},
+		{[]string{"--job", renderJob}, 2, "no token for the daemon at http://127.0.0.1:8080: give --token-file FILE, or set METASCHED_TOKEN_FILE or METASCHED_TOKEN"},
 		{[]string{"--grid", paperGrid}, 2, "--job: required"},
 		{[]string{"--job", renderJob, "--grid", bad}, 2, "clusters[0].machines: must be an integer >= 1, got 0"},
 		{[]string{"--job", badJob, "--grid", paperGrid}, 2, "task_bytes: missing required field"},
