@@ -38,7 +38,8 @@ func TestRoles(t *testing.T) {
 	td := startDaemon(t, metasched.Options{}, nil)
 	ctx := context.Background()
 	tokens := map[string]string{"operator": td.d.Token()}
-	for _, tr := range []api.TokenRequest{{Name: "alice", Role: api.RoleUser}, {Name: "bob", Role: api.RoleUser}, {Name: "ops", Role: api.RoleOperator}} {
+	for _, tr := range []api.TokenRequest{{Name: "alice", Role: api.RoleUser}, {Name: "bob", Role: api.RoleUser}, {Name: "ops", Role: api.RoleOperator},
+		{Name: "carol.b", Role: api.RoleUser}} {
 		tc, err := td.d.CreateToken(ctx, tr)
 		if err != nil {
 			t.Fatal(err)
@@ -157,8 +158,14 @@ func TestRoles(t *testing.T) {
 		}
 	}
 
+	// A session of a token whose name has a dot.
+	login := apiRequest(t, td, "POST", "/login", "", "application/json", []byte(`{"token": "`+tokens["carol.b"]+`"}`))
+	if a := cookieRequest(t, td, "GET", "/v1/jobs", sessionCookie(t, login).Value, false, "", ""); a.status != 200 {
+		t.Errorf("carol.b's session: %d, want 200", a.status)
+	}
+
 	// A session of alice's, then her token revoked: both refused.
-	login := apiRequest(t, td, "POST", "/login", "", "application/json", []byte(`{"token": "`+tokens["alice"]+`"}`))
+	login = apiRequest(t, td, "POST", "/login", "", "application/json", []byte(`{"token": "`+tokens["alice"]+`"}`))
 	cookie := sessionCookie(t, login)
 	if a := cookieRequest(t, td, "GET", "/v1/hosts", cookie.Value, false, "", ""); a.status != 403 {
 		t.Errorf("alice's session on /v1/hosts: %d, want 403", a.status)

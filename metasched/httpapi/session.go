@@ -65,8 +65,18 @@ func (s *Server) session(r *http.Request) (id, name string, exp time.Time, ok bo
 	if err != nil {
 		return "", "", time.Time{}, false
 	}
-	parts := strings.Split(c.Value, ".")
-	if len(parts) != 4 || parts[1] == "" || parts[2] == "" {
+	// EXPIRY.ID.NAME.MAC: the ID and the MAC are base64url (no dot); a
+	// token's name may hold dots.
+	parts := strings.SplitN(c.Value, ".", 3)
+	if len(parts) != 3 {
+		return "", "", time.Time{}, false
+	}
+	cut := strings.LastIndexByte(parts[2], '.')
+	if cut < 0 {
+		return "", "", time.Time{}, false
+	}
+	parts = append(parts[:2], parts[2][:cut], parts[2][cut+1:])
+	if parts[1] == "" || parts[2] == "" {
 		return "", "", time.Time{}, false
 	}
 	// The expiry as newSession writes it: ParseInt alone also reads "+E"
