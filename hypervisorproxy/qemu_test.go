@@ -5,17 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 
-	"github.com/rs/zerolog"
-
 	hp "github.com/metasched/metasched/hypervisorproxy"
 	"github.com/metasched/metasched/hypervisorproxy/libvirtdtest"
-	"github.com/metasched/metasched/hypervisorproxy/virt"
 )
 
 // twoDaemons starts two private libvirtd daemons (stopped by PID at the
@@ -72,24 +68,7 @@ func alive(pid int) bool {
 func TestAgentQEMULiveMigration(t *testing.T) {
 	ctx := context.Background()
 	da, db := twoDaemons(t)
-	dir := t.TempDir()
-	os.WriteFile(filepath.Join(dir, "token"), []byte(testToken), 0o600)
-	siteFile := filepath.Join(dir, "site.yaml")
-	lo, hi := libvirtdtest.FreePortRange(t, 10)
-	yaml := fmt.Sprintf(`site: lab
-token_file: token
-insecure_http: true
-migration_ports: %d-%d
-hosts:
-  - {name: qa, uri: %q, pool: render}
-  - {name: qb, uri: %q, pool: render}
-`, lo, hi, da.URI(), db.URI())
-	site, err := hp.ParseSite(siteFile, []byte(yaml))
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := zerolog.New(zerolog.NewTestWriter(t))
-	c := serveAgent(t, hp.Config{Site: site, Token: testToken, Connect: virt.Connector(log), Logger: log}).client
+	c, _ := migrationAgent(t, da, db, false)
 
 	inv, err := c.Inventory(ctx)
 	if err != nil {

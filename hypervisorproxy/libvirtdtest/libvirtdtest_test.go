@@ -352,13 +352,7 @@ func TestStartRejectsBadNetNS(t *testing.T) {
 		{libvirtdtest.Options{Root: true, NetNS: "../x"}, `netns: "../x" is not a namespace name`},
 		{libvirtdtest.Options{Root: true, NetNS: "ms-no-such-namespace"}, `netns: no network namespace "ms-no-such-namespace"`},
 	} {
-		d, err := libvirtdtest.Start(context.Background(), tc.opts)
-		if err == nil {
-			_ = d.Stop()
-			t.Errorf("Start(%+v): no error", tc.opts)
-		} else if !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("Start(%+v): error %q lacks %q", tc.opts, err, tc.want)
-		}
+		checkRefused(t, tc.opts, tc.want)
 	}
 }
 
@@ -381,12 +375,18 @@ func TestStartRejectsBadMigrateTLSDir(t *testing.T) {
 		{libvirtdtest.Options{MigrateTLSDir: hidden}, "is not traversable by uid 65534"},
 		{libvirtdtest.Options{Root: true, MigrateTLSDir: "/run/metasched-certs"}, "is under /run, which the root daemon's mount namespace replaces"},
 	} {
-		d, err := libvirtdtest.Start(context.Background(), tc.opts)
-		if err == nil {
-			_ = d.Stop()
-			t.Errorf("Start(%+v): no error", tc.opts)
-		} else if !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("Start(%+v): error %q lacks %q", tc.opts, err, tc.want)
-		}
+		checkRefused(t, tc.opts, tc.want)
+	}
+}
+
+// checkRefused checks that Start refuses opts with an error holding want.
+func checkRefused(t *testing.T, opts libvirtdtest.Options, want string) {
+	t.Helper()
+	d, err := libvirtdtest.Start(context.Background(), opts)
+	if err == nil {
+		_ = d.Stop()
+		t.Errorf("Start(%+v): no error", opts)
+	} else if !strings.Contains(err.Error(), want) {
+		t.Errorf("Start(%+v): error %q lacks %q", opts, err, want)
 	}
 }
