@@ -25,6 +25,8 @@ const (
 	envToken      = "METASCHED_TOKEN"
 	envTokenFile  = "METASCHED_TOKEN_FILE"
 	envCAFile     = "METASCHED_CA_FILE"
+	envCertFile   = "METASCHED_CERT_FILE"
+	envKeyFile    = "METASCHED_KEY_FILE"
 	defaultServer = "http://127.0.0.1:8080"
 )
 
@@ -32,7 +34,7 @@ const (
 // The token never comes as an argument (the process list would show
 // it): from a file, or from the environment.
 type daemonFlags struct {
-	server, tokenFile, caFile string
+	server, tokenFile, caFile, certFile, keyFile string
 }
 
 func (d *daemonFlags) register(cmd *cobra.Command) {
@@ -40,6 +42,8 @@ func (d *daemonFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&d.server, "server", "", "the daemon's address, https://HOST:PORT (default $"+envServer+", else "+defaultServer+")")
 	fl.StringVar(&d.tokenFile, "token-file", "", "a file holding the daemon's API token, private to its owner (default $"+envTokenFile+", else the token in $"+envToken+")")
 	fl.StringVar(&d.caFile, "ca-file", "", "the CA certificate the daemon's certificate must be signed by (default $"+envCAFile+", else the system's CAs)")
+	fl.StringVar(&d.certFile, "cert-file", "", "a client certificate of the grid's CA to present instead of a token, over https (default $"+envCertFile+")")
+	fl.StringVar(&d.keyFile, "key-file", "", "the key of --cert-file (default $"+envKeyFile+")")
 }
 
 // client returns a client of the daemon: --server, else METASCHED_SERVER,
@@ -56,24 +60,39 @@ func (d *daemonFlags) client() (*client.Client, error) {
 		}
 		return nil, usagef("%s: %w", envServer, err)
 	}
+	certFile := firstNonEmpty(d.certFile, os.Getenv(envCertFile))
+	keyFile := firstNonEmpty(d.keyFile, os.Getenv(envKeyFile))
+	if (certFile == "") != (keyFile == "") {
+		return nil, usagef("--cert-file and --key-file (or %s and %s) go together", envCertFile, envKeyFile)
+	}
 	token := os.Getenv(envToken)
 	if file, name := firstNonEmpty(d.tokenFile, os.Getenv(envTokenFile)), firstNonEmptyName(d.tokenFile, "--token-file", envTokenFile); file != "" {
 		if token, err = httpx.ReadTokenFile(file); err != nil {
 			return nil, usagef("%s: %w", name, err)
 		}
 	}
-	if token == "" {
+	if token == "" && certFile == "" {
 		return nil, usagef("no token for the daemon at %s: give --token-file FILE, or set %s or %s (the daemon writes its operator token to DATA_DIR/token)", base, envTokenFile, envToken)
 	}
 	c := client.New(base, token)
 	caFile := firstNonEmpty(d.caFile, os.Getenv(envCAFile))
 	if !strings.HasPrefix(base, "https://") {
-		if caFile != "" && d.caFile != "" {
+		switch {
+		case caFile != "" && d.caFile != "":
 			return nil, usagef("--ca-file: the daemon at %s serves plain HTTP: give its https:// address", base)
+		case certFile != "":
+			return nil, usagef("%s: a client certificate goes over https only: give the daemon's https:// address", firstNonEmptyName(d.certFile, "--cert-file", envCertFile))
 		}
 		return c, nil
 	}
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if certFile != "" {
+		pair, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			return nil, usagef("%s: %w", firstNonEmptyName(d.certFile, "--cert-file", envCertFile), err)
+		}
+		cfg.Certificates = []tls.Certificate{pair}
+	}
 	if caFile != "" {
 		if cfg.RootCAs, err = tlsx.CAPool(caFile); err != nil {
 			return nil, usagef("%s: %w", firstNonEmptyName(d.caFile, "--ca-file", envCAFile), err)

@@ -121,6 +121,14 @@ min_pool_hosts: 0
 		t.Errorf("token list: exit %d, %q %q", code, out, errOut)
 	}
 
+	// An operator's client certificate instead of a token.
+	must("tls", "cert", "--ca", pki, "--out", pki, "--client", "ops", "--role", "operator")
+	byCert := serveEnv(envServer+"="+d.base, envCAFile+"="+filepath.Join(pki, "ca.pem"),
+		envCertFile+"="+filepath.Join(pki, "client-ops.pem"), envKeyFile+"="+filepath.Join(pki, "client-ops-key.pem"))
+	if code, out, errOut = run(byCert, "jobs"); code != 0 || !strings.Contains(out, m[1]) {
+		t.Errorf("jobs with an operator's certificate: exit %d, %q %q", code, out, errOut)
+	}
+
 	// The CLI refuses the daemon with another CA's file, and says why.
 	other := filepath.Join(dir, "other")
 	must("tls", "ca", "--out", other)
