@@ -331,6 +331,7 @@ func (d *Daemon) refresh(ctx context.Context) {
 		if err := o.s.agent.DestroyVM(ctx, o.vm); err != nil && !errors.Is(err, hp.ErrNotFound) {
 			d.log.Warn().Err(err).Str("vm", o.vm).Msg("cannot destroy a vm no job owns")
 		} else if err == nil {
+			d.vmsDestroyed.Add(1)
 			d.log.Info().Str("vm", o.vm).Msg("destroyed a vm no live job owns")
 		}
 	}

@@ -256,8 +256,11 @@ func (d *Daemon) reconfigure(ctx context.Context, id co.SwitchID, host, pool str
 		fail(err)
 		return
 	}
+	// The VMs of the released jobs the agent destroyed with the old pool
+	// are the daemon's, destroyed at its asking.
+	d.vmsDestroyed.Add(int64(len(r.Destroyed)))
 	d.log.Info().Str("switch", string(id)).Str("host", host).Str("pool", pool).Bool("revert", revert).
-		Float64("seconds", r.Seconds).Msg("host reconfigured")
+		Float64("seconds", r.Seconds).Int("vms_destroyed", len(r.Destroyed)).Msg("host reconfigured")
 	if revert {
 		d.post(ctx, co.Reverted{ID: id, At: d.now()})
 	} else {
