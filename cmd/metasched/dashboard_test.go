@@ -45,6 +45,9 @@ func browser(t *testing.T) context.Context {
 		chromedp.Flag("disable-component-update", true),
 		chromedp.UserDataDir(t.TempDir()),
 		chromedp.WindowSize(1440, 1700),
+		// Chromium makes directories of its own under TMPDIR
+		// (org.chromium.Chromium.*): the test's, removed with it.
+		chromedp.Env("TMPDIR="+t.TempDir()),
 	)
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelTab := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
@@ -294,6 +297,10 @@ func TestDashboardInBrowser(t *testing.T) {
 	// Log out: the page asks for the token again and the API refuses the browser.
 	p.run("log out", chromedp.Click(chromedp.ID("logout")))
 	p.waitJS(3*time.Minute, "the login form again", `!document.querySelector('#login-view').hidden ? 'login' : ''`)
+	// Logged out, the dashboard is not drawn under the login card.
+	if display, err := p.eval(`getComputedStyle(document.querySelector('#main')).display`); err != nil || display != "none" {
+		t.Errorf("logged out, the dashboard's main shows (display %q, %v)", display, err)
+	}
 	status, err := p.eval(`fetch('/v1/pools').then(r => String(r.status))`)
 	if err != nil || status != fmt.Sprint(http.StatusUnauthorized) {
 		t.Errorf("GET /v1/pools from the page after logging out: %v, want 401", status)
