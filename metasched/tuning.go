@@ -12,6 +12,7 @@ import (
 	hp "github.com/metasched/metasched/hypervisorproxy"
 	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/lifecycle"
+	"github.com/rs/zerolog"
 )
 
 // Bandwidth tuning (Bertogna et al., 004 §3.2): when a queued job's plan is
@@ -80,7 +81,13 @@ func (d *Daemon) tune(ctx context.Context, j *liveJob, free map[string][]string,
 			}
 		}
 		d.metrics.candidates.WithLabelValues(cand).Inc()
-		d.log.Info().Str("job", j.id()).Str("target", dec.Target).Str("action", dec.Action).Str("cluster", dec.Cluster).
+		// The one carried out is what an operator acts on; the others
+		// (most are rejected) are for whoever studies the tuning.
+		lvl := zerolog.DebugLevel
+		if cand == candCarryingOut {
+			lvl = zerolog.InfoLevel
+		}
+		d.log.WithLevel(lvl).Str("job", j.id()).Str("target", dec.Target).Str("action", dec.Action).Str("cluster", dec.Cluster).
 			Float64("gain_s", dec.GainSeconds).Float64("loss_s", dec.LossSeconds).Float64("migration_s", dec.MigrationSeconds).
 			Bool("accepted", dec.Accepted).Str("reason", dec.Reason).Msg("bandwidth tuning evaluated")
 		d.mu.Lock()
