@@ -196,6 +196,7 @@ type daemonCase struct {
 	args   []string
 	routes []daemonRoute
 	want   any
+	stderr string // what it says on stderr (a note beside its output)
 }
 
 func runDaemonCases(t *testing.T, cases []daemonCase) {
@@ -204,8 +205,8 @@ func runDaemonCases(t *testing.T, cases []daemonCase) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFakeDaemon(t, daemonToken, tc.routes...)
 			code, out, errOut := runDaemonCmd(t, f.URL, daemonToken, tc.args...)
-			if code != 0 || errOut != "" {
-				t.Fatalf("exit %d, stderr %q", code, errOut)
+			if code != 0 || errOut != tc.stderr {
+				t.Fatalf("exit %d, stderr %q, want %q", code, errOut, tc.stderr)
 			}
 			if got := len(f.requests()); got != len(tc.routes) {
 				t.Errorf("%d requests, want %d: %+v", got, len(tc.routes), f.requests())

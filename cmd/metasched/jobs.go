@@ -379,6 +379,12 @@ captured output, the emulated executor's record), unchanged, on stdout.`,
 			if err != nil {
 				return daemonError(c, err, "")
 			}
+			if len(out) == 0 {
+				// Nothing yet: say why, on stderr (stdout stays the output).
+				if j, err := c.Job(cmd.Context(), args[0]); err == nil && !j.State.Terminal() && j.State != lifecycle.Running {
+					fmt.Fprintf(e.stderr, "%s has not started: it is %s (no output yet)\n", j.ID, j.State)
+				}
+			}
 			_, err = e.stdout.Write(out)
 			return err
 		},

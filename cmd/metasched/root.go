@@ -49,12 +49,15 @@ func newRoot(e *env) *cobra.Command {
 job a virtual cluster of VMs, and moves servers between pools dedicated to job
 types with an optimal or heuristic switching policy.
 
-Built today: plan (GramVM's selection of clusters for a job on a grid file),
-policy solve and policy papers (the pool-switching engine), simulate policies
-and simulate experiment (the policy simulator and the papers' figures),
-simulate selection (a stream of jobs on a grid, hill climbing against the
-single-cluster baselines), agent (one site's hypervisor proxy over libvirt),
-and image build (the bundled guest image, from Debian packages).
+The commands: serve (the daemon; with no flags, the built-in demo), agent
+(one site's hypervisor proxy over libvirt), plan (GramVM's selection of
+clusters for a job on a grid file), policy solve and policy papers (the
+pool-switching engine), simulate policies and simulate experiment (the
+policy simulator and the papers' figures), simulate selection (a stream of
+jobs on a grid, hill climbing against the single-cluster baselines), image
+build (the bundled guest image, from Debian packages), experiment realgrid
+and demo-vms (the papers' workload on QEMU VMs on this machine), and tls and
+token (the grid's certificates and the daemon's tokens).
 
 The daemon's clients: submit, jobs, status, cancel, resize and logs (jobs), plan
 without --grid (the daemon's dry run), pools, switches and hosts (the pools
