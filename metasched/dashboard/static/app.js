@@ -241,7 +241,7 @@ function renderPools(db) {
       <h3>${esc(p.name)} <small class="muted">${p.vcpus} vCPU · ${p.memory_mib} MiB · cost ${num(p.holding_cost)}</small></h3>
       <dl class="stats">
         <div><dt>queue</dt><dd data-stat="queued">${p.queued}</dd></div>
-        <div><dt>served</dt><dd data-stat="active">${p.active}</dd></div>
+        <div><dt>running</dt><dd data-stat="active">${p.active}</dd></div>
         <div><dt>servers</dt><dd data-stat="servers">${p.hosts.length}</dd></div>
         <div><dt>busy / idle</dt><dd>${p.busy} / ${p.idle}</dd></div>
         <div><dt>switching out / in</dt><dd>${p.switching_out} / ${p.switching_in}</dd></div>
