@@ -18,7 +18,16 @@ type host struct {
 	pool      string
 	switching bool
 	test      bool // a test-driver host: it keeps no state across reconnects
+	// warned is when the agent last logged the host unreachable, and
+	// failed the attempts since (a repeated fault is logged once, then
+	// only when it changes or every unreachableLogEvery, with a count).
+	warned time.Time
+	failed int
 }
+
+// unreachableLogEvery is how often a host that stays unreachable for the
+// same reason is logged again.
+const unreachableLogEvery = 5 * time.Minute
 
 // host returns the host of that name, or nil. The list of hosts does not
 // change after New.
@@ -52,9 +61,18 @@ func (a *Agent) dial(ctx context.Context, h *host) {
 	}
 	a.mu.Lock()
 	if err != nil {
+		same := h.err != nil && h.err.Error() == err.Error()
 		h.err = err
+		h.failed++
+		now := a.now()
+		if same && now.Sub(h.warned) < unreachableLogEvery {
+			a.mu.Unlock()
+			return
+		}
+		failed := h.failed
+		h.warned, h.failed = now, 0
 		a.mu.Unlock()
-		a.log.Warn().Err(err).Str("host", name).Msg("host unreachable")
+		a.log.Warn().Err(err).Str("host", name).Int("attempts", failed).Msg("host unreachable")
 		return
 	}
 	if h.hv != nil { // connected meanwhile
@@ -62,7 +80,7 @@ func (a *Agent) dial(ctx context.Context, h *host) {
 		hv.Close()
 		return
 	}
-	h.hv, h.err, h.node = hv, nil, node
+	h.hv, h.err, h.node, h.warned, h.failed = hv, nil, node, time.Time{}, 0
 	a.mu.Unlock()
 	a.log.Info().Str("host", name).Str("uri", h.cfg.URI).Int("cpus", node.CPUs).Int("memory_mib", node.MemoryMiB).Msg("host connected")
 	a.restore(name)

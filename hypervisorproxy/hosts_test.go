@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -13,6 +14,7 @@ import (
 	hp "github.com/metasched/metasched/hypervisorproxy"
 	"github.com/metasched/metasched/hypervisorproxy/domxml"
 	"github.com/metasched/metasched/hypervisorproxy/virt"
+	"github.com/metasched/metasched/internal/syncbuf"
 )
 
 // A file-based test host keeps no state across a reconnect: the agent
@@ -35,7 +37,8 @@ hosts:
 	if err != nil {
 		t.Fatal(err)
 	}
-	log := zerolog.New(zerolog.NewTestWriter(t))
+	logs := &syncbuf.Buffer{}
+	log := zerolog.New(zerolog.MultiLevelWriter(zerolog.NewTestWriter(t), logs))
 	var mu sync.Mutex
 	hosts := map[string]*virt.Host{}
 	connect := func(ctx context.Context, uri string, onReconnect func()) (hp.Hypervisor, error) {
@@ -56,6 +59,16 @@ hosts:
 	}
 	if g := inv.Hosts[1]; g.State != hp.HostUnreachable || g.Error == "" {
 		t.Errorf("host gone = %+v, want unreachable with the reason", g)
+	}
+	// Asked again and again, the host that stays unreachable for the same
+	// reason is logged once.
+	for range 5 {
+		if _, err := c.Inventory(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := strings.Count(logs.String(), `"message":"host unreachable"`); n != 1 {
+		t.Errorf("the unreachable host was logged %d times in 6 inventories, want once:\n%s", n, logs.String())
 	}
 	if _, err := c.Create(ctx, hp.VMSpec{Name: "x", Host: "gone", VCPUs: 1, MemoryMiB: 64}); !errors.Is(err, hp.ErrConnLost) {
 		t.Errorf("create on an unreachable host: err = %v, want ErrConnLost", err)
