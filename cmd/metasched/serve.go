@@ -130,6 +130,10 @@ func serveCmd(ctx context.Context, e *env, f serveFlags, changed func(string) bo
 		log.Warn().Str("listen", cfg.Listen).Msg("plain HTTP (insecure_http, or the demo): the API and its tokens travel in clear, on the loopback interface only; give tls to serve a grid")
 	}
 	warnFileLimit(log, httpsrv.Config{Limits: cfg.Unproven}.WithDefaults().MaxUnproven)
+	// A demo on the data of an earlier run starts from where it ended
+	// (its pools, its jobs): say so.
+	_, err = os.Stat(filepath.Join(cfg.DataDir, "metasched.db"))
+	reused := f.demo && err == nil
 	// The agents log every VM operation; the daemon says what matters.
 	agentLog := log.Level(max(log.GetLevel(), zerolog.WarnLevel))
 	d, err := metasched.NewWithGrid(ctx, cfg, grid, metasched.Options{Logger: log, Connect: virt.Connector(agentLog),
@@ -162,6 +166,9 @@ func serveCmd(ctx context.Context, e *env, f serveFlags, changed func(string) bo
 	done := make(chan error, 1)
 	go func() { done <- d.Run(runCtx, ln, httpapi.New(d, log)) }()
 	if f.demo {
+		if reused {
+			fmt.Fprintf(e.stdout, "demo: %s holds an earlier run (its jobs, its hosts' pools): this run starts from where it ended; remove it, or give --data-dir, for a fresh start\n", cfg.DataDir)
+		}
 		stream := demo.Stream(f.demoJobs, f.demoGap, 1)
 		fmt.Fprintf(e.stdout, "demo: %d jobs of %s, one every %s; most jobs render first, then most simulate\n",
 			len(stream), typeNames(), f.demoGap)

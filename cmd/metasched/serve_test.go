@@ -109,6 +109,9 @@ func TestServeDemoThenCLI(t *testing.T) {
 	if !strings.Contains(out, "export METASCHED_SERVER=http://"+addr+" METASCHED_TOKEN_FILE="+tokenFile+"\n") {
 		t.Errorf("no export line:\n%s", out)
 	}
+	if strings.Contains(out, "holds an earlier run") {
+		t.Errorf("a demo on a fresh data directory says it reuses one:\n%s", out)
+	}
 	iDemo, iSum := strings.Index(out, "\ndemo: 12 jobs of "), strings.Index(out, "\ndemo summary: 12 jobs in ")
 	if iDemo < 0 || iSum < iDemo {
 		t.Errorf("want the demo's announcement, then its summary:\n%s", out)
