@@ -5,7 +5,9 @@
 #   make test   runs every test
 # make soak runs the adversary (TestAdversary) with SOAK_CYCLES (default 25)
 # SIGKILLs of the daemon under concurrent submissions instead of make test's 3.
-# make build builds bin/metasched and the static bin/taskfarm.
+# make build builds bin/metasched and the static bin/taskfarm; make install
+# copies them into $(PREFIX)/bin (default /usr/local/bin), where the
+# README's metasched commands find them.
 # make demo-vms runs the real demo: three sites of QEMU hosts under private
 # libvirtds joined by shaped links, a stream of task-farm jobs in booted VMs,
 # predicted against measured per job (DEMO_VMS_FLAGS, e.g. --jobs 10); make
@@ -47,7 +49,9 @@ DEMO_VMS_FLAGS ?=
 REALGRID_OUT ?= results/realgrid
 FUZZTIME   ?= 10s
 
-.PHONY: deps test-deps install-debs build demo demo-vms realgrid papers test bench screenshot soak fuzz image
+PREFIX ?= /usr/local
+
+.PHONY: install deps test-deps install-debs build demo demo-vms realgrid papers test bench screenshot soak fuzz image
 
 deps:
 	@$(MAKE) --no-print-directory install-debs PACKAGES="$(DEB_PACKAGES)"
@@ -68,6 +72,10 @@ install-debs:
 build: deps
 	$(GO) build -o $(BIN) ./cmd/metasched
 	CGO_ENABLED=0 $(GO) build -o $(TASKFARM) ./cmd/taskfarm
+
+install: build
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 0755 $(BIN) $(TASKFARM) $(DESTDIR)$(PREFIX)/bin/
 
 demo: build
 	$(BIN) serve $(DEMO_FLAGS)

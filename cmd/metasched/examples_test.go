@@ -1,6 +1,9 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -46,6 +49,7 @@ func TestExamples(t *testing.T) {
 		{"serve-", func(f string, b []byte) error { _, err := metasched.ParseConfig(f, b); return err }},
 		{"fisher-", func(f string, b []byte) error { _, err := switching.ParseModel(f, b); return err }},
 		{"palmer-", func(f string, b []byte) error { _, err := switching.ParseModel(f, b); return err }},
+		{"metasched", checkUnit},
 	}
 	for _, f := range files {
 		name := filepath.Base(f)
@@ -58,14 +62,38 @@ func TestExamples(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, p := range parsers {
-				if strings.HasPrefix(name, p.prefix) && strings.HasSuffix(name, ".yaml") {
+				if strings.HasPrefix(name, p.prefix) && (strings.HasSuffix(name, ".yaml") || p.prefix == "metasched" && strings.HasSuffix(name, ".service")) {
 					if err := p.parse(f, data); err != nil {
 						t.Error(err)
 					}
 					return
 				}
 			}
-			t.Errorf("%s is of no kind this test knows: name it grid-, job-, site-, serve-, fisher- or palmer-*.yaml, or teach the test", name)
+			t.Errorf("%s is of no kind this test knows: name it grid-, job-, site-, serve-, fisher- or palmer-*.yaml, or metasched*.service, or teach the test", name)
 		})
 	}
+}
+
+// checkUnit checks a systemd unit of the examples: its sections, and that
+// its command is a metasched command this binary has, whose flags it
+// takes (run with --help, which parses them).
+func checkUnit(file string, data []byte) error {
+	text := string(data)
+	for _, want := range []string{"[Unit]", "[Service]", "[Install]", "ExecStart=/usr/local/bin/metasched "} {
+		if !strings.Contains(text, want) {
+			return fmt.Errorf("%s: no %q", file, want)
+		}
+	}
+	for _, line := range strings.Split(text, "\n") {
+		cmdline, ok := strings.CutPrefix(line, "ExecStart=/usr/local/bin/metasched ")
+		if !ok {
+			continue
+		}
+		args := strings.Fields(strings.ReplaceAll(cmdline, "%i", "spain"))
+		var out, errOut bytes.Buffer
+		if code := run(context.Background(), append(args, "--help"), &out, &errOut); code != 0 {
+			return fmt.Errorf("%s: metasched %s: exit %d: %s", file, cmdline, code, errOut.String())
+		}
+	}
+	return nil
 }
