@@ -422,7 +422,7 @@ func TestDaemonCommandsNeedToken(t *testing.T) {
 	job := writeFile(t, "job.yaml", jobFileText)
 	for _, args := range [][]string{
 		{"submit", job}, {"jobs"}, {"status"}, {"status", "j-1"}, {"cancel", "j-1"}, {"logs", "j-1"},
-		{"plan", "--job", job}, {"pools"}, {"switches"}, {"hosts"}, {"hosts", "clear", "lb-3"}, {"calibration"}, {"calibrate"}, {"resize", "j-1", "j-1-a1-w1", "--vcpus", "2"},
+		{"plan", "--job", job}, {"pools"}, {"switches"}, {"switches", "start", "render", "sim"}, {"hosts"}, {"hosts", "clear", "lb-3"}, {"calibration"}, {"calibrate"}, {"resize", "j-1", "j-1-a1-w1", "--vcpus", "2"},
 	} {
 		code, out, errOut := runCmd(t, append(args, "--server", "http://127.0.0.1:1")...)
 		if code != 2 || out != "" || !strings.Contains(errOut, "give --token-file FILE, or set METASCHED_TOKEN_FILE or METASCHED_TOKEN") {

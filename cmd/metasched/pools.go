@@ -135,6 +135,33 @@ follow, the last line gives the --before of the next page.`,
 	fl.BoolVar(&all, "all", false, "also the switches that ended")
 	fl.StringVar(&q.Before, "before", "", "only switches started before this ID (the next page)")
 	fl.IntVar(&q.Limit, "limit", 0, "at most this many switches (0: the daemon's page size)")
+	cmd.AddCommand(newSwitchStartCmd(e))
+	return cmd
+}
+
+func newSwitchStartCmd(e *env) *cobra.Command {
+	var (
+		d      daemonFlags
+		output string
+	)
+	cmd := &cobra.Command{
+		Use:   "start FROM TO",
+		Short: "Switch a host from pool FROM to pool TO now (an operator's)",
+		Long: `start asks the daemon to switch one host from pool FROM to pool TO, whatever
+the policy says (POST /v1/switches): the daemon picks an idle host of FROM if
+it has one, and runs the two-phase protocol. FROM must keep min_pool_hosts.
+It prints the switch as switches lists it; follow it with switches.`,
+		Args: exactArgs(2, "the pools FROM and TO"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return callDaemon(cmd.Context(), e, &d, output, "",
+				func(ctx context.Context, c *client.Client) (api.SwitchView, error) {
+					return c.RequestSwitch(ctx, args[0], args[1])
+				},
+				func(w io.Writer, sv api.SwitchView) { printSwitches(w, []api.SwitchView{sv}) })
+		},
+	}
+	d.register(cmd)
+	outputFlag(cmd, &output)
 	return cmd
 }
 

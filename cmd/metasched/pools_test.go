@@ -22,6 +22,8 @@ func TestPoolCommands(t *testing.T) {
 		{name: "switches-all", args: []string{"switches", "--all"}, routes: []daemonRoute{all}},
 		{name: "switches-json", args: []string{"switches", "--all", "--output", "json"}, routes: []daemonRoute{all}, want: api.SwitchList{Switches: switchesAll}},
 		{name: "switches-page", args: []string{"switches", "--all", "--before", "s-000004", "--limit", "2"}, routes: []daemonRoute{page}},
+		{name: "switch-start", args: []string{"switches", "start", "render", "sim"},
+			routes: []daemonRoute{{Method: "POST", Path: "/v1/switches", Body: ptr(`{"from":"render","to":"sim"}`), Status: 202, Answer: switchActive}}},
 		{name: "status", args: []string{"status"}, routes: []daemonRoute{pools, policy, active}},
 		{name: "status-quiet", args: []string{"status"}, routes: []daemonRoute{pools,
 			{Method: "GET", Path: "/v1/policy", Answer: quiet},
