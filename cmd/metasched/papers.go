@@ -49,6 +49,8 @@ type paperReport struct {
 	Paper     [][]int `json:"paper"`
 	Solved    [][]int `json:"solved"`
 	Note      string  `json:"note"`
+	// Actions say what the tables' numbers mean.
+	Actions []actionLegend `json:"actions"`
 	// HorizonDifferent counts the cells where the finite-horizon policy
 	// with Horizon steps to go differs from the printed table.
 	Horizon          int  `json:"horizon,omitempty"`
@@ -82,7 +84,7 @@ func policyPapers(ctx context.Context, e *env, output string, tolerance float64)
 		}
 		rep := paperReport{Name: ref.Name, Source: ref.Source, Title: ref.Title, View: ref.View,
 			Sweeps: sol.Sweeps, Converged: sol.Converged, Cells: cmp.Cells, Different: cmp.Different,
-			Paper: ref.Table, Solved: solved, Note: ref.Note, rows: vr.Rows, cols: vr.Cols}
+			Paper: ref.Table, Solved: solved, Note: ref.Note, Actions: actionsOf(m), rows: vr.Rows, cols: vr.Cols}
 		if ref.Horizon > 0 {
 			fin, err := switching.Solve(ctx, m, switching.SolveOptions{Criterion: switching.Discounted, Horizon: ref.Horizon})
 			if err != nil {
@@ -108,6 +110,7 @@ func policyPapers(ctx context.Context, e *env, output string, tolerance float64)
 func printPaper(w io.Writer, r paperReport, c papers.Comparison) {
 	fmt.Fprintf(w, "== %s: %s\n", r.Source, r.Title)
 	fmt.Fprintf(w, "view %s; solved: discounted (α = 0.95), Λ = 1, converged after %d sweeps\n", r.View, r.Sweeps)
+	printActions(w, r.Actions)
 	var paper, solved strings.Builder
 	printGrid(&paper, r.rows, r.cols, r.Paper, nil)
 	printGrid(&solved, r.rows, r.cols, r.Solved, c.Differ)

@@ -265,10 +265,27 @@ func newSolveReport(path string, m *switching.Model, sol *switching.Solution, v 
 		c := sol.AverageCost
 		r.AverageCost = &c
 	}
-	for i, p := range switching.Pairs(m.NumPools()) {
-		r.Actions = append(r.Actions, actionLegend{i + 1, m.Pools[p.From].Name, m.Pools[p.To].Name})
-	}
+	r.Actions = actionsOf(m)
 	return r
+}
+
+// actionsOf are the actions of a model's policy tables: 1… a switch of
+// one server between two pools (0 is doing nothing).
+func actionsOf(m *switching.Model) []actionLegend {
+	var out []actionLegend
+	for i, p := range switching.Pairs(m.NumPools()) {
+		out = append(out, actionLegend{i + 1, m.Pools[p.From].Name, m.Pools[p.To].Name})
+	}
+	return out
+}
+
+// printActions prints the legend of the actions' numbers.
+func printActions(w io.Writer, actions []actionLegend) {
+	legend := []string{"0 = do nothing"}
+	for _, a := range actions {
+		legend = append(legend, fmt.Sprintf("%d = %s→%s", a.Action, a.From, a.To))
+	}
+	fmt.Fprintf(w, "actions:   %s\n", strings.Join(legend, ", "))
 }
 
 func newViewReport(v switching.View, p switching.Policy) viewReport {
@@ -325,11 +342,7 @@ func (r *solveReport) print(w io.Writer, m *switching.Model) {
 		fmt.Fprintf(w, "long run:  from the empty system at the static allocation: mean holding cost %.6g, a queue at the truncation %.3g%% of the time%s\n",
 			st.HoldingCost, 100*st.BoundaryFraction, conv)
 	}
-	legend := []string{"0 = do nothing"}
-	for _, a := range r.Actions {
-		legend = append(legend, fmt.Sprintf("%d = %s→%s", a.Action, a.From, a.To))
-	}
-	fmt.Fprintf(w, "actions:   %s\n", strings.Join(legend, ", "))
+	printActions(w, r.Actions)
 	fmt.Fprintf(w, "view:      %s\n\n", r.View.Spec)
 	printGrid(w, r.View.Rows, r.View.Cols, r.View.Actions, nil)
 }
