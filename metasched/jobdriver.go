@@ -132,7 +132,7 @@ func (d *Daemon) applyLocked(lj *liveJob, prev, next lifecycle.Job, acts []lifec
 		lj.waiting = ""
 		d.rates[next.Type].planned(len(hostsOf(rec.Placement)), rec.Predicted)
 		log.Info().Str("name", lj.spec.Name).Str("master", rec.Placement.Plan.Master).Str("clusters", clusterList(rec.Placement)).
-			Int("vms", len(rec.VMs)).Float64("predicted_s", rec.Predicted).Msg("job planned")
+			Int("vms", len(rec.VMs)).Float64("predicted_s", roundMs(rec.Predicted)).Msg("job planned")
 	case lifecycle.Running:
 		log.Info().Int("vms", len(rec.VMs)).Msg("job running: its VMs are up")
 		d.kick() // the reservation is now in the inventory
@@ -651,3 +651,7 @@ func (d *Daemon) release(vms []lifecycle.VM) {
 		}
 	}
 }
+
+// roundMs rounds seconds to the millisecond, for the log: a quantity an
+// operator reads, not 1.0000000000000002.
+func roundMs(s float64) float64 { return math.Round(s*1000) / 1000 }

@@ -216,7 +216,7 @@ func (d *Daemon) recorded(ctx context.Context, sw co.Switch) {
 			}
 			d.switchRates.observe(sw.Updated.Sub(sw.Started))
 			d.log.Info().Str("switch", string(sw.ID)).Str("host", sw.Host).Str("from", sw.From).Str("to", sw.To).
-				Dur("took", sw.Updated.Sub(sw.Started)).Msg("switch done")
+				Float64("seconds", roundMs(sw.Updated.Sub(sw.Started).Seconds())).Msg("switch done")
 		} else if sw.Phase != co.PhaseStranded {
 			d.log.Warn().Str("switch", string(sw.ID)).Str("host", sw.Host).Str("phase", string(sw.Phase)).
 				Str("failed_in", string(sw.FailedIn)).Str("reason", sw.Reason).Msg("switch " + string(sw.Phase))

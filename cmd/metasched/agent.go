@@ -126,5 +126,8 @@ func newLogger(w io.Writer, format, level string) (zerolog.Logger, error) {
 	default:
 		return zerolog.Logger{}, usagef("--log-format: must be json, console or auto, not %q", format)
 	}
+	// One unit for every duration the logs give: seconds, as their
+	// *_s and seconds fields.
+	zerolog.DurationFieldUnit = time.Second
 	return zerolog.New(w).Level(lvl).With().Timestamp().Logger(), nil
 }
