@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -228,6 +229,14 @@ func printJob(w io.Writer, j api.Job) {
 		predicted += fmt.Sprintf(" (%s of tasks, T/R, and %s to start and end)", seconds(j.TaskS()), seconds(j.StartEndS))
 	}
 	fmt.Fprintf(tw, "Run time:\tpredicted %s, measured %s, ratio %s\n", predicted, seconds(j.MeasuredS), ratio(j.Ratio))
+	// The emulated executor runs a plan's time scaled (its time_scale):
+	// say so, beside the plan's own run time printed below.
+	if j.Placement != nil && j.Placement.Plan.Runtime > 0 && j.TaskS() > 0 {
+		if scale := j.TaskS() / j.Placement.Plan.Runtime; math.Abs(scale-1) > 0.01 {
+			fmt.Fprintf(tw, "Time scale:\tthe plan's %s of tasks run in %s here (× %.3g: the emulated executor's time_scale)\n",
+				seconds(j.Placement.Plan.Runtime), seconds(j.TaskS()), scale)
+		}
+	}
 	if j.ProgramS > 0 {
 		fmt.Fprintf(tw, "Program:\t%s by its own summary (its master's start to its last result), ratio %s to T/R\n", seconds(j.ProgramS), ratio(j.ProgramRatio()))
 	}
