@@ -18,7 +18,7 @@ import (
 // (their hashes, from the store), each with its name and role.
 type tokenBook struct {
 	byHash map[string]api.Principal // store.HashToken(token) → who
-	byName map[string]api.Principal
+	hashOf map[string]string         // a token's name → its hash
 }
 
 // loadTokens reads the tokens the store keeps.
@@ -27,10 +27,9 @@ func (d *Daemon) loadTokens(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	b := tokenBook{byHash: map[string]api.Principal{}, byName: map[string]api.Principal{}}
+	b := tokenBook{byHash: map[string]api.Principal{}, hashOf: map[string]string{}}
 	for _, r := range recs {
-		p := api.Principal{Name: r.Name, Role: r.Role}
-		b.byHash[r.Hash], b.byName[r.Name] = p, p
+		b.add(r)
 	}
 	d.tokMu.Lock()
 	d.tokens = b
@@ -63,8 +62,13 @@ func (d *Daemon) Principal(name string) (api.Principal, bool) {
 	}
 	d.tokMu.RLock()
 	defer d.tokMu.RUnlock()
-	p, ok := d.tokens.byName[name]
+	p, ok := d.tokens.byHash[d.tokens.hashOf[name]]
 	return p, ok
+}
+
+// add puts a token the store keeps in the book.
+func (b tokenBook) add(r store.TokenRecord) {
+	b.byHash[r.Hash], b.hashOf[r.Name] = api.Principal{Name: r.Name, Role: r.Role}, r.Hash
 }
 
 var tokenNameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9._-]{0,62})$`)
@@ -94,9 +98,8 @@ func (d *Daemon) CreateToken(ctx context.Context, r api.TokenRequest) (api.Token
 	if err != nil {
 		return api.TokenCreated{}, err
 	}
-	p := api.Principal{Name: rec.Name, Role: rec.Role}
 	d.tokMu.Lock()
-	d.tokens.byHash[rec.Hash], d.tokens.byName[rec.Name] = p, p
+	d.tokens.add(rec)
 	d.tokMu.Unlock()
 	d.log.Info().Str("token", rec.Name).Str("role", rec.Role).Msg("api token created")
 	return api.TokenCreated{Token: api.Token{Name: rec.Name, Role: rec.Role, Created: rec.Created}, Secret: secret}, nil
@@ -130,12 +133,8 @@ func (d *Daemon) RevokeToken(ctx context.Context, name string) error {
 		return err
 	}
 	d.tokMu.Lock()
-	for h, p := range d.tokens.byHash {
-		if p.Name == name {
-			delete(d.tokens.byHash, h)
-		}
-	}
-	delete(d.tokens.byName, name)
+	delete(d.tokens.byHash, d.tokens.hashOf[name])
+	delete(d.tokens.hashOf, name)
 	d.tokMu.Unlock()
 	d.log.Info().Str("token", name).Msg("api token revoked")
 	return nil
