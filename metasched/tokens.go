@@ -18,7 +18,7 @@ import (
 // (their hashes, from the store), each with its name and role.
 type tokenBook struct {
 	byHash map[string]api.Principal // store.HashToken(token) → who
-	hashOf map[string]string         // a token's name → its hash
+	hashOf map[string]string        // a token's name → its hash
 }
 
 // loadTokens reads the tokens the store keeps.
