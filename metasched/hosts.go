@@ -26,6 +26,9 @@ type hostRecord struct {
 	Stranded bool   `json:"stranded,omitempty"`
 	Reason   string `json:"reason,omitempty"`
 	Switch   string `json:"switch,omitempty"` // the switch that stranded it
+	// Drain is an operator's drain: the host serves its pool no more
+	// (DrainHost).
+	Drain bool `json:"drain,omitempty"`
 }
 
 // gridHost is a host of the grid as the daemon sees it.
@@ -91,9 +94,10 @@ func (d *Daemon) lostLocked(h *gridHost) bool {
 type usage struct{ vcpus, mem int }
 
 // serving reports whether h counts as a server of its pool (k_i): in a
-// pool, reachable and ready, not held by a switch, not stranded.
+// pool, reachable and ready, not held by a switch, not stranded, not
+// drained.
 func (h *gridHost) serving() bool {
-	return h.reachable && h.inv.State == hp.HostReady && h.held == "" && !h.rec.Stranded && h.rec.Pool != ""
+	return h.reachable && h.inv.State == hp.HostReady && h.held == "" && !h.rec.Stranded && !h.rec.Drain && h.rec.Pool != ""
 }
 
 // serves reports whether h is a server of pool.
@@ -416,6 +420,8 @@ func (d *Daemon) hostStateLocked(h *gridHost) string {
 		return api.HostSwitching
 	case !h.reachable:
 		return api.HostUnreachable
+	case h.rec.Drain:
+		return d.drainStateLocked(h)
 	case d.hostBusyLocked(h.name):
 		return api.HostBusy
 	}

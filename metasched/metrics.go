@@ -147,7 +147,7 @@ func newStateCollector(d *Daemon) *stateCollector {
 		cost:            desc("metasched_holding_cost_rate", "Holding cost per unit of time: the sum over the pools of holding cost × jobs."),
 		switches:        desc("metasched_switches_total", "Host switches ended, by outcome (committed, cancelled, rolled_back, stranded).", "outcome"),
 		inFlight:        desc("metasched_switches_in_flight", "Host switches in flight."),
-		hosts:           desc("metasched_hosts", "Hosts by state (busy, idle, switching, stranded, unreachable).", "state"),
+		hosts:           desc("metasched_hosts", "Hosts by state (busy, idle, switching, stranded, unreachable, draining, drained).", "state"),
 		vmsCreated:      desc("metasched_vms_created_total", "VMs the daemon created since it started."),
 		vmsDestroyed:    desc("metasched_vms_destroyed_total", "VMs the daemon destroyed since it started."),
 		decisions:       desc("metasched_policy_decisions_total", "Decisions of the switching policy."),
@@ -177,7 +177,7 @@ var switchOutcomes = []struct {
 }
 
 // hostStates are the values of metasched_hosts' state label.
-var hostStates = []string{api.HostBusy, api.HostIdle, api.HostSwitching, api.HostStranded, api.HostUnreachable}
+var hostStates = []string{api.HostBusy, api.HostIdle, api.HostSwitching, api.HostStranded, api.HostUnreachable, api.HostDraining, api.HostDrained}
 
 // Collect implements prometheus.Collector. Each part takes the lock it
 // needs for as long as it reads; nothing blocks on I/O.

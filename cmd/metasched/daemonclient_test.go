@@ -320,6 +320,13 @@ var (
 		{Name: "lb-4", Site: "latam-b", Pool: "sim", State: api.HostUnreachable, Reason: "agent latam-b: connection refused",
 			CPUs: 4, MemoryMiB: 8192, VMs: []hp.VM{}},
 	}
+	drainingHost = func() api.HostView {
+		h := fixtureHosts[0]
+		h.State = api.HostDraining
+		return h
+	}()
+	drainedHost = api.HostView{Name: "es-1", Site: "spain", Pool: "render", State: api.HostDrained, CPUs: 8, MemoryMiB: 16384,
+		FreeVCPUs: 8, FreeMemoryMiB: 16384, VMs: []hp.VM{}}
 	clearedHost = api.HostView{Name: "lb-3", Site: "latam-b", Pool: "render", State: api.HostIdle,
 		CPUs: 4, MemoryMiB: 8192, FreeVCPUs: 4, FreeMemoryMiB: 8192, VMs: []hp.VM{}}
 

@@ -9,6 +9,10 @@ const (
 	HostSwitching   = "switching"
 	HostStranded    = "stranded"
 	HostUnreachable = "unreachable"
+	// HostDraining is a host an operator drains: out of its pool's
+	// service, with jobs still on it; HostDrained one with none left.
+	HostDraining = "draining"
+	HostDrained  = "drained"
 )
 
 // HostView is one host of the grid. Its VMs are the agents' wire type
@@ -35,6 +39,14 @@ type HostView struct {
 // source pool of the switch that stranded it.
 type ClearRequest struct {
 	Pool string `json:"pool,omitempty"`
+}
+
+// DrainRequest drains a host (POST /v1/hosts/{name}/drain): no new VM is
+// placed on it and it leaves its pool's service; its jobs run to their end
+// on it or, with Move, have their VMs live-migrated to other hosts of the
+// pool at its site that have room.
+type DrainRequest struct {
+	Move bool `json:"move,omitempty"`
 }
 
 // ResizeRequest asks for new current sizes of a job's VM (POST

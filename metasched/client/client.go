@@ -352,6 +352,25 @@ func (c *Client) ClearHost(ctx context.Context, name, pool string) (api.HostView
 	return out, err
 }
 
+// DrainHost takes a host out of its pool's service for maintenance: its
+// jobs finish on it, or with move have their VMs moved to other hosts.
+func (c *Client) DrainHost(ctx context.Context, name string, move bool) (api.HostView, error) {
+	body, err := json.Marshal(api.DrainRequest{Move: move})
+	if err != nil {
+		return api.HostView{}, err
+	}
+	var out api.HostView
+	err = c.do(ctx, http.MethodPost, "/v1/hosts/"+url.PathEscape(name)+"/drain", nil, body, &out)
+	return out, err
+}
+
+// UndrainHost returns a drained host to its pool.
+func (c *Client) UndrainHost(ctx context.Context, name string) (api.HostView, error) {
+	var out api.HostView
+	err := c.do(ctx, http.MethodPost, "/v1/hosts/"+url.PathEscape(name)+"/undrain", nil, nil, &out)
+	return out, err
+}
+
 // VMs returns every VM of the grid.
 func (c *Client) VMs(ctx context.Context) ([]hp.VM, error) {
 	var out []hp.VM

@@ -347,6 +347,50 @@ func FuzzClearHost(f *testing.F) {
 	})
 }
 
+// FuzzDrainHost posts bodies to POST /v1/hosts/{name}/drain: a body that
+// is not a drain request drains nothing (400), one that is drains the host
+// (200, draining or drained) and an undrain returns it to its pool; every
+// host stays in a pool of the daemon.
+func FuzzDrainHost(f *testing.F) {
+	f.Add("spain-0", []byte(""))
+	f.Add("spain-0", []byte(`{}`))
+	f.Add("spain-0", []byte(`{"move": true}`))
+	f.Add("spain-0", []byte(`{"move": "yes"}`))
+	f.Add("spain-0", []byte(`{"move": true, "force": true}`))
+	f.Add("spain-0", []byte(`{"move": false} {}`))
+	f.Add("mars-1", []byte(`{}`))
+	f.Add("", []byte(`{}`))
+	s := startFuzzServer(f)
+	f.Fuzz(func(t *testing.T, name string, body []byte) {
+		if p := url.PathEscape(name); p == "" || p == "." || p == ".." {
+			return // not a path of a host: the router redirects to the clean path
+		}
+		what := fmt.Sprintf("POST /v1/hosts/%q/drain", name)
+		path := "/v1/hosts/" + url.PathEscape(name)
+		a := s.serve(t, "POST", path+"/drain", http.Header{"Content-Type": {"application/json"}}, body, true)
+		if a.status == http.StatusOK {
+			var h api.HostView
+			if err := json.Unmarshal(a.body, &h); err != nil || h.Name != name || (h.State != api.HostDraining && h.State != api.HostDrained) {
+				t.Fatalf("%s: 200 with %s (%v): want the host, draining or drained", what, a.body, err)
+			}
+			u := s.serve(t, "POST", path+"/undrain", nil, nil, true)
+			if u.status != http.StatusOK {
+				t.Fatalf("%s: the undrain after it: %d %s", what, u.status, u.body)
+			}
+		} else {
+			checkRefusal(t, what, a, 400, 404, 405, 409, 413)
+		}
+		for _, h := range s.d.Hosts() {
+			if h.State == api.HostDraining || h.State == api.HostDrained {
+				t.Fatalf("%s: host %s is left %s", what, h.Name, h.State)
+			}
+			if !slices.Contains(s.types(), h.Pool) {
+				t.Fatalf("%s: host %s is in pool %q, not one of %v", what, h.Name, h.Pool, s.types())
+			}
+		}
+	})
+}
+
 // FuzzRequestSwitch posts bodies to POST /v1/switches: a switch starts
 // (202) only between two different pools of the daemon, and every switch
 // listed is between pools of the daemon.

@@ -72,6 +72,8 @@ func TestRoles(t *testing.T) {
 		{route: "GET /v1/events", alice: 200, bob: 200, oper: 200},
 		{route: "GET /v1/hosts", alice: 403, bob: 403, oper: 200},
 		{route: "POST /v1/hosts/{name}/clear", path: "/v1/hosts/no-such-host/clear", alice: 403, bob: 403, oper: 404},
+		{route: "POST /v1/hosts/{name}/drain", path: "/v1/hosts/no-such-host/drain", alice: 403, bob: 403, oper: 404},
+		{route: "POST /v1/hosts/{name}/undrain", path: "/v1/hosts/no-such-host/undrain", alice: 403, bob: 403, oper: 404},
 		{route: "GET /v1/vms", alice: 403, bob: 403, oper: 200},
 		{route: "GET /v1/switches", alice: 403, bob: 403, oper: 200},
 		{route: "POST /v1/switches", body: `{"from": "render", "to": "render"}`, alice: 403, bob: 403, oper: 400},

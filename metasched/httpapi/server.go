@@ -66,6 +66,10 @@ type Daemon interface {
 	Pools() []api.Pool
 	Hosts() []api.HostView
 	ClearHost(ctx context.Context, name, pool string) (api.HostView, error)
+	// DrainHost takes a host out of its pool's service for maintenance;
+	// UndrainHost returns it.
+	DrainHost(ctx context.Context, name string, r api.DrainRequest) (api.HostView, error)
+	UndrainHost(ctx context.Context, name string) (api.HostView, error)
 	VMs() []hp.VM
 	// ResizeVM changes a job's VM's current vCPUs and memory live.
 	ResizeVM(ctx context.Context, job, vm string, r api.ResizeRequest) (hp.VM, error)
@@ -118,7 +122,8 @@ var Routes = []Route{
 	{"POST /v1/jobs/{id}/cancel", User}, {"GET /v1/jobs/{id}/logs", User}, {"POST /v1/jobs/{id}/vms/{vm}/resize", User},
 	{"GET /v1/jobs/{id}/outputs", User}, {"GET /v1/jobs/{id}/outputs/{name...}", User},
 	{"POST /v1/plan", User}, {"GET /v1/pools", User}, {"GET /v1/hosts", Operator},
-	{"POST /v1/hosts/{name}/clear", Operator}, {"GET /v1/vms", Operator},
+	{"POST /v1/hosts/{name}/clear", Operator}, {"POST /v1/hosts/{name}/drain", Operator},
+	{"POST /v1/hosts/{name}/undrain", Operator}, {"GET /v1/vms", Operator},
 	{"GET /v1/switches", Operator}, {"POST /v1/switches", Operator}, {"GET /v1/policy", User},
 	{"GET /v1/links", User}, {"GET /v1/tuning", Operator}, {"GET /v1/dashboard", User}, {"GET /v1/events", User},
 	{"GET /v1/calibration", User}, {"POST /v1/calibrate", Operator},
@@ -279,6 +284,18 @@ func (s *Server) handlers() map[string]http.HandlerFunc {
 				return
 			}
 			h, err := d.ClearHost(r.Context(), r.PathValue("name"), cr.Pool)
+			reply(w, http.StatusOK, h, err)
+		},
+		"POST /v1/hosts/{name}/drain": func(w http.ResponseWriter, r *http.Request) {
+			dr, ok := jsonBody[api.DrainRequest](w, r, true)
+			if !ok {
+				return
+			}
+			h, err := d.DrainHost(r.Context(), r.PathValue("name"), dr)
+			reply(w, http.StatusOK, h, err)
+		},
+		"POST /v1/hosts/{name}/undrain": func(w http.ResponseWriter, r *http.Request) {
+			h, err := d.UndrainHost(r.Context(), r.PathValue("name"))
 			reply(w, http.StatusOK, h, err)
 		},
 		"GET /v1/vms": func(w http.ResponseWriter, r *http.Request) {

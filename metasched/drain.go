@@ -1,0 +1,212 @@
+package metasched
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/metasched/metasched/gramvm"
+	hp "github.com/metasched/metasched/hypervisorproxy"
+	"github.com/metasched/metasched/metasched/api"
+	"github.com/metasched/metasched/metasched/lifecycle"
+)
+
+// Draining a host for maintenance: an operator's drain takes the host out of
+// its pool's service at once (no new VM is placed on it, no switch takes it,
+// the switching policy no longer counts it), while the jobs already on it run
+// to their end, or, with Move, have their VMs live-migrated to other hosts of
+// the pool at the same site. Once no job is left on it the host is drained:
+// the operator may stop it. Undrain returns it to its pool. The mark is in
+// the host's record, so a restart keeps it.
+
+// DrainHost drains a host (see above) and answers its view.
+func (d *Daemon) DrainHost(ctx context.Context, name string, r api.DrainRequest) (api.HostView, error) {
+	d.mu.Lock()
+	h := d.hosts[name]
+	if h == nil {
+		d.mu.Unlock()
+		return api.HostView{}, &api.RequestError{Status: 404, Code: api.CodeNotFound, Msg: fmt.Sprintf("no host %q", name)}
+	}
+	switch {
+	case h.held != "":
+		d.mu.Unlock()
+		return api.HostView{}, &api.RequestError{Status: 409, Code: api.CodeConflict,
+			Msg: fmt.Sprintf("host %s is being switched (switch %s): drain it when the switch has ended", name, h.held)}
+	case h.rec.Stranded:
+		d.mu.Unlock()
+		return api.HostView{}, &api.RequestError{Status: 409, Code: api.CodeConflict,
+			Msg: fmt.Sprintf("host %s is stranded: it serves no pool already (clear it into one first)", name)}
+	}
+	if !h.rec.Drain {
+		rec := h.rec
+		rec.Drain = true
+		if err := d.st.SetHost(context.WithoutCancel(ctx), name, mustJSON(rec)); err != nil {
+			d.mu.Unlock()
+			return api.HostView{}, fmt.Errorf("host %s: cannot record the drain: %w", name, err)
+		}
+		h.rec = rec
+		d.log.Info().Str("host", name).Str("pool", h.rec.Pool).Int("jobs", len(d.jobsOnHostLocked(name))).
+			Bool("move", r.Move).Msg("host draining: no new VMs on it, out of its pool when its jobs have left")
+	}
+	var moves []drainMove
+	if r.Move {
+		moves = d.drainMovesLocked(h)
+	}
+	d.lastRound = 0 // the pools' sizes changed: a policy round at once
+	d.mu.Unlock()
+	d.kick()
+	if len(moves) > 0 {
+		d.carryOutDrain(ctx, name, moves)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.hostViewLocked(h), nil
+}
+
+// UndrainHost returns a draining or drained host to its pool.
+func (d *Daemon) UndrainHost(ctx context.Context, name string) (api.HostView, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	h := d.hosts[name]
+	if h == nil {
+		return api.HostView{}, &api.RequestError{Status: 404, Code: api.CodeNotFound, Msg: fmt.Sprintf("no host %q", name)}
+	}
+	if !h.rec.Drain {
+		return api.HostView{}, &api.RequestError{Status: 409, Code: api.CodeConflict,
+			Msg: fmt.Sprintf("host %s is not drained (%s)", name, d.hostStateLocked(h))}
+	}
+	rec := h.rec
+	rec.Drain = false
+	if err := d.st.SetHost(context.WithoutCancel(ctx), name, mustJSON(rec)); err != nil {
+		return api.HostView{}, fmt.Errorf("host %s: cannot record the undrain: %w", name, err)
+	}
+	h.rec = rec
+	d.lastRound = 0
+	d.log.Info().Str("host", name).Str("pool", h.rec.Pool).Msg("host undrained: back in its pool")
+	d.kick()
+	return d.hostViewLocked(h), nil
+}
+
+// jobsOnHostLocked lists the IDs of the live jobs with a VM on the host.
+func (d *Daemon) jobsOnHostLocked(name string) []string {
+	var out []string
+	for _, j := range d.index.placed {
+		if j.onHost(name) {
+			out = append(out, j.id())
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// drainStateLocked is the state of a draining host: draining while a job
+// or a VM of the daemon's is on it, drained after.
+func (d *Daemon) drainStateLocked(h *gridHost) string {
+	if d.hostBusyLocked(h.name) || slices.ContainsFunc(h.inv.VMs, func(v hp.VM) bool { return v.Managed }) {
+		return api.HostDraining
+	}
+	return api.HostDrained
+}
+
+// drainMove is one VM of a draining host to move, and where.
+type drainMove struct {
+	job  *liveJob
+	site string
+	vm   string
+	from string
+	to   string
+}
+
+// drainMovesLocked chooses, for each VM of a running job on the draining
+// host h, another host of the same site serving the same pool with room for
+// it (its free capacity less what is promised and chosen already), the
+// roomiest first. A VM with no such host stays, to finish its job there.
+func (d *Daemon) drainMovesLocked(h *gridHost) []drainMove {
+	free := map[string]usage{}
+	var targets []string
+	for _, name := range d.order {
+		t := d.hosts[name]
+		if t == h || t.rec.Site != h.rec.Site || !t.serves(h.rec.Pool) {
+			continue
+		}
+		p := d.promised.on(name)
+		free[name] = usage{t.inv.FreeVCPUs - p.vcpus, t.inv.FreeMemoryMiB - p.mem}
+		targets = append(targets, name)
+	}
+	var out []drainMove
+	for _, j := range d.index.placed {
+		if j.job.State != lifecycle.Running {
+			continue
+		}
+		for _, v := range j.job.Record.VMs {
+			if v.Host != h.name || d.inHand[v.Name] > 0 {
+				continue
+			}
+			size := d.vmSize(h, v.Name)
+			slices.SortStableFunc(targets, func(a, b string) int { return free[b].vcpus - free[a].vcpus })
+			for _, t := range targets {
+				if f := free[t]; f.vcpus >= size.vcpus && f.mem >= size.mem {
+					free[t] = usage{f.vcpus - size.vcpus, f.mem - size.mem}
+					out = append(out, drainMove{job: j, site: h.rec.Site, vm: v.Name, from: h.name, to: t})
+					d.migrating[h.name]++
+					d.migrating[t]++
+					d.migrating[gramvm.LANKey(h.rec.Site)]++
+					break
+				}
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b drainMove) int { return strings.Compare(a.vm, b.vm) })
+	return out
+}
+
+// vmSize is the size of the VM on h as its agent last reported it.
+func (d *Daemon) vmSize(h *gridHost, vm string) usage {
+	for _, v := range h.inv.VMs {
+		if v.Name == vm {
+			return usage{v.VCPUs, v.MemoryMiB}
+		}
+	}
+	return usage{}
+}
+
+// carryOutDrain live-migrates the VMs of a draining host, all at once, and
+// records each move in its job; a move that fails leaves its VM to finish
+// its job on the host.
+func (d *Daemon) carryOutDrain(ctx context.Context, host string, moves []drainMove) {
+	var wg sync.WaitGroup
+	for _, m := range moves {
+		wg.Go(func() {
+			s := d.site(m.site)
+			var err error
+			var mig hp.Migration
+			if s == nil {
+				err = fmt.Errorf("no agent for site %s", m.site)
+			} else {
+				mig, err = s.agent.MigrateVM(ctx, m.vm, hp.MigrateRequest{Host: m.to})
+			}
+			d.mu.Lock()
+			d.migrating[m.from]--
+			d.migrating[m.to]--
+			d.migrating[gramvm.LANKey(m.site)]--
+			for k, v := range d.migrating {
+				if v <= 0 {
+					delete(d.migrating, k)
+				}
+			}
+			d.mu.Unlock()
+			if err != nil {
+				d.log.Warn().Err(err).Str("host", host).Str("vm", m.vm).Str("to", m.to).
+					Msg("drain: cannot move the VM: its job finishes on the draining host")
+				return
+			}
+			d.answer(ctx, m.job, lifecycle.Moved{VM: m.vm, Site: m.site, Host: m.to, At: d.now()})
+			d.log.Info().Str("host", host).Str("job", m.job.id()).Str("vm", m.vm).Str("to", m.to).
+				Bool("live", mig.Live).Float64("seconds", mig.Seconds).Msg("drain: VM moved off the draining host")
+		})
+	}
+	wg.Wait()
+	d.refresh(ctx)
+}
