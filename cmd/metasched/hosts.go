@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -175,10 +176,13 @@ host that is not drained cannot be undrained (exit code 1).`,
 	return cmd
 }
 
-// counted is "1 job", "2 jobs".
+// counted is "1 job", "2 jobs", "2 switches".
 func counted(n int, noun string) string {
 	if n == 1 {
 		return "1 " + noun
+	}
+	if strings.HasSuffix(noun, "ch") || strings.HasSuffix(noun, "s") {
+		return fmt.Sprintf("%d %ses", n, noun)
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
 }

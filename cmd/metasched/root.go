@@ -61,7 +61,8 @@ token (the grid's certificates and the daemon's tokens).
 
 The daemon's clients: submit, jobs, status, cancel, resize and logs (jobs), plan
 without --grid (the daemon's dry run), pools, switches and hosts (the pools
-and their servers, hosts clear for a stranded host), calibration and
+and their servers, hosts clear for a stranded host, hosts drain and undrain
+for maintenance), store backup and restore (the daemon's store), calibration and
 calibrate (the sites' figures measured in VMs). They find the daemon
 with --server or METASCHED_SERVER (default http://127.0.0.1:8080) and
 present the token of --token-file, METASCHED_TOKEN_FILE or METASCHED_TOKEN
@@ -74,7 +75,7 @@ grid's certificates; token create, list and revoke the daemon's tokens.`,
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{Err: err} })
 	root.AddCommand(newVersionCmd(e), newPolicyCmd(e), newPlanCmd(e), newSimulateCmd(e), newAgentCmd(e), newServeCmd(e),
 		newSubmitCmd(e), newJobsCmd(e), newStatusCmd(e), newCancelCmd(e), newResizeCmd(e), newLogsCmd(e), newOutputsCmd(e),
-		newPoolsCmd(e), newSwitchesCmd(e), newHostsCmd(e), newCalibrationCmd(e), newCalibrateCmd(e), newImageCmd(e), newExperimentCmd(e), newTLSCmd(e), newTokenCmd(e))
+		newPoolsCmd(e), newSwitchesCmd(e), newHostsCmd(e), newCalibrationCmd(e), newCalibrateCmd(e), newImageCmd(e), newExperimentCmd(e), newTLSCmd(e), newTokenCmd(e), newStoreCmd(e))
 	// Unknown subcommands and stray arguments are usage errors.
 	root.Args = cobra.NoArgs
 	root.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }

@@ -371,6 +371,12 @@ func (c *Client) UndrainHost(ctx context.Context, name string) (api.HostView, er
 	return out, err
 }
 
+// Backup writes a consistent copy of the daemon's store to w (a file that
+// "metasched store restore" puts back).
+func (c *Client) Backup(ctx context.Context, w io.Writer) error {
+	return c.do(ctx, http.MethodGet, "/v1/backup", nil, nil, w)
+}
+
 // VMs returns every VM of the grid.
 func (c *Client) VMs(ctx context.Context) ([]hp.VM, error) {
 	var out []hp.VM
@@ -532,7 +538,9 @@ func (c *Client) send(ctx context.Context, method, path string, query url.Values
 	if body != nil {
 		req.Header.Set("Content-Type", contentType(body))
 	}
-	if _, raw := out.(*[]byte); !raw {
+	switch out.(type) {
+	case *[]byte, io.Writer:
+	default:
 		req.Header.Set("Accept", "application/json")
 	}
 	if path != "/healthz" && c.token != "" { // none: a client certificate proves the caller
@@ -552,6 +560,14 @@ func (c *Client) send(ctx context.Context, method, path string, query url.Values
 	defer resp.Body.Close()
 	if status != nil {
 		*status = resp.StatusCode
+	}
+	if w, ok := out.(io.Writer); ok && resp.StatusCode >= 200 && resp.StatusCode <= 299 {
+		// A stream of any size (a backup): copied as it comes, and short
+		// of its Content-Length when the daemon broke it off.
+		if _, err := io.Copy(w, resp.Body); err != nil {
+			return &transportError{fmt.Errorf("%s %s: read the answer: %w", method, path, err)}
+		}
+		return nil
 	}
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer+1))
 	if err != nil {

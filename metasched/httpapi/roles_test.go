@@ -82,6 +82,7 @@ func TestRoles(t *testing.T) {
 		{route: "GET /v1/tokens", alice: 403, bob: 403, oper: 200},
 		{route: "POST /v1/tokens", body: `{"name": "carol", "role": "user"}`, alice: 403, bob: 403, oper: 201},
 		{route: "DELETE /v1/tokens/{name}", path: "/v1/tokens/carol", alice: 403, bob: 403, oper: 204},
+		{route: "GET /v1/backup", alice: 403, bob: 403, oper: 200},
 	}
 	covered := map[string]bool{}
 	for _, c := range cases {

@@ -70,6 +70,9 @@ type Daemon interface {
 	// UndrainHost returns it.
 	DrainHost(ctx context.Context, name string, r api.DrainRequest) (api.HostView, error)
 	UndrainHost(ctx context.Context, name string) (api.HostView, error)
+	// Backup writes a consistent copy of the store to w, first telling
+	// size its length.
+	Backup(ctx context.Context, size func(n int64), w io.Writer) error
 	VMs() []hp.VM
 	// ResizeVM changes a job's VM's current vCPUs and memory live.
 	ResizeVM(ctx context.Context, job, vm string, r api.ResizeRequest) (hp.VM, error)
@@ -128,6 +131,7 @@ var Routes = []Route{
 	{"GET /v1/links", User}, {"GET /v1/tuning", Operator}, {"GET /v1/dashboard", User}, {"GET /v1/events", User},
 	{"GET /v1/calibration", User}, {"POST /v1/calibrate", Operator},
 	{"GET /v1/tokens", Operator}, {"POST /v1/tokens", Operator}, {"DELETE /v1/tokens/{name}", Operator},
+	{"GET /v1/backup", Operator},
 }
 
 // Server is the HTTP server of one daemon.
@@ -297,6 +301,25 @@ func (s *Server) handlers() map[string]http.HandlerFunc {
 		"POST /v1/hosts/{name}/undrain": func(w http.ResponseWriter, r *http.Request) {
 			h, err := d.UndrainHost(r.Context(), r.PathValue("name"))
 			reply(w, http.StatusOK, h, err)
+		},
+		"GET /v1/backup": func(w http.ResponseWriter, r *http.Request) {
+			started := false
+			err := d.Backup(r.Context(), func(n int64) {
+				started = true
+				w.Header().Set("Content-Type", "application/octet-stream")
+				w.Header().Set("Content-Length", strconv.FormatInt(n, 10))
+				w.Header().Set("Content-Disposition", `attachment; filename="metasched.db"`)
+				w.WriteHeader(http.StatusOK)
+			}, w)
+			switch {
+			case err == nil:
+			case !started:
+				replyErr(w, err)
+			default:
+				// The copy broke off after its header: the client sees a
+				// body shorter than its Content-Length.
+				panic(http.ErrAbortHandler)
+			}
 		},
 		"GET /v1/vms": func(w http.ResponseWriter, r *http.Request) {
 			httpx.WriteJSON(w, http.StatusOK, d.VMs())
