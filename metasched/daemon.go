@@ -158,7 +158,10 @@ type Daemon struct {
 	// switchesEnded counts the switches ended since the start, by final
 	// phase (the metrics' switches by outcome).
 	switchesEnded map[coordinator.Phase]int
-	closing       bool
+	// why is who started each switch in flight and why (the policy's
+	// decision, or an operator), for its line in the log when it ends.
+	why     map[coordinator.SwitchID]string
+	closing bool
 	// lastSwitchState is the policy state at the last switch started.
 	lastSwitchState string
 
@@ -208,7 +211,7 @@ func NewWithGrid(ctx context.Context, cfg *Config, grid *graph.Grid, opt Options
 		destroyed: map[string]time.Time{},
 		released:  map[coordinator.SwitchID]string{}, timers: map[coordinator.SwitchID]clockwork.Timer{},
 		timerPhase: map[coordinator.SwitchID]coordinator.Phase{},
-		rates:      map[string]*poolRates{}, migrating: map[string]int{}, switchesEnded: map[coordinator.Phase]int{}, cal: newCalibration(),
+		rates:      map[string]*poolRates{}, migrating: map[string]int{}, switchesEnded: map[coordinator.Phase]int{}, why: map[coordinator.SwitchID]string{}, cal: newCalibration(),
 		wake: make(chan struct{}, 1), events: make(chan coordinator.Event, 256)}
 	if d.planner, err = gramvm.New(grid, 0); err != nil {
 		return nil, err

@@ -62,8 +62,10 @@ func (d *Daemon) manage(ctx context.Context) {
 		return
 	}
 	d.lastSwitchState = sig
-	id := d.startSwitch(ctx, from, to)
-	d.log.Info().Str("switch", string(id)).Str("from", from).Str("to", to).Str("policy", dec.Policy).
+	id := d.startSwitch(ctx, from, to, dec.Policy+": "+dec.Why)
+	// At debug: the switch's one line at info is its end ("switch done",
+	// or its failure), which names the policy's decision too.
+	d.log.Debug().Str("switch", string(id)).Str("from", from).Str("to", to).Str("policy", dec.Policy).
 		Str("why", dec.Why).Msg("switch decided")
 }
 

@@ -207,6 +207,8 @@ func (d *Daemon) recorded(ctx context.Context, sw co.Switch) {
 		delete(d.timerPhase, sw.ID)
 	}
 	if sw.Phase.Final() {
+		why := d.why[sw.ID]
+		delete(d.why, sw.ID)
 		if sw.ClearedTo == "" {
 			d.switchesEnded[sw.Phase]++
 		}
@@ -216,10 +218,10 @@ func (d *Daemon) recorded(ctx context.Context, sw co.Switch) {
 			}
 			d.switchRates.observe(sw.Updated.Sub(sw.Started))
 			d.log.Info().Str("switch", string(sw.ID)).Str("host", sw.Host).Str("from", sw.From).Str("to", sw.To).
-				Float64("seconds", roundMs(sw.Updated.Sub(sw.Started).Seconds())).Msg("switch done")
+				Float64("seconds", roundMs(sw.Updated.Sub(sw.Started).Seconds())).Str("why", why).Msg("switch done")
 		} else if sw.Phase != co.PhaseStranded {
 			d.log.Warn().Str("switch", string(sw.ID)).Str("host", sw.Host).Str("phase", string(sw.Phase)).
-				Str("failed_in", string(sw.FailedIn)).Str("reason", sw.Reason).Msg("switch " + string(sw.Phase))
+				Str("failed_in", string(sw.FailedIn)).Str("reason", sw.Reason).Str("why", why).Msg("switch " + string(sw.Phase))
 		}
 		d.kick()
 		return

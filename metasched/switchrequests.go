@@ -13,11 +13,13 @@ import (
 // policy's decisions, an operator's switch, an operator's clear of a
 // stranded host.
 
-// startSwitch hands a policy decision to the coordinator.
-func (d *Daemon) startSwitch(ctx context.Context, from, to string) co.SwitchID {
+// startSwitch hands a decision to the coordinator; why says whose and
+// why, for the switch's line in the log when it ends.
+func (d *Daemon) startSwitch(ctx context.Context, from, to, why string) co.SwitchID {
 	d.mu.Lock()
 	d.seq++
 	id := co.NewSwitchID(d.seq)
+	d.why[id] = why
 	d.mu.Unlock()
 	d.post(ctx, co.Start{ID: id, From: from, To: to, At: d.now()})
 	return id
@@ -47,7 +49,7 @@ func (d *Daemon) RequestSwitch(ctx context.Context, from, to string) (api.Switch
 		return api.SwitchView{}, &api.RequestError{Status: 409, Code: api.CodeConflict,
 			Msg: fmt.Sprintf("pool %s has %d hosts: it keeps min_pool_hosts = %d", from, n, d.cfg.MinPoolHosts)}
 	}
-	id := d.startSwitch(ctx, from, to)
+	id := d.startSwitch(ctx, from, to, "requested by an operator")
 	d.log.Info().Str("switch", string(id)).Str("from", from).Str("to", to).Msg("switch requested by an operator")
 	return api.SwitchView{ID: string(id), From: from, To: to, Phase: string(co.PhaseReleasing), Started: d.now()}, nil
 }

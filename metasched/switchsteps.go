@@ -90,7 +90,8 @@ func (d *Daemon) prepareRelease(ctx context.Context, a co.PrepareRelease) {
 		return
 	}
 	if len(ids) > 0 {
-		d.log.Info().Str("switch", string(a.ID)).Str("host", best).Strs("requeued", ids).Msg("released a busy host: its jobs went back to the queue")
+		// At debug: each requeued job logs its own change to queued.
+		d.log.Debug().Str("switch", string(a.ID)).Str("host", best).Strs("requeued", ids).Msg("released a busy host: its jobs went back to the queue")
 	}
 	if len(lost) > 0 {
 		d.log.Info().Str("switch", string(a.ID)).Str("host", best).Strs("lost_workers", lost).
@@ -259,7 +260,7 @@ func (d *Daemon) reconfigure(ctx context.Context, id co.SwitchID, host, pool str
 	// The VMs of the released jobs the agent destroyed with the old pool
 	// are the daemon's, destroyed at its asking.
 	d.vmsDestroyed.Add(int64(len(r.Destroyed)))
-	d.log.Info().Str("switch", string(id)).Str("host", host).Str("pool", pool).Bool("revert", revert).
+	d.log.Debug().Str("switch", string(id)).Str("host", host).Str("pool", pool).Bool("revert", revert).
 		Float64("seconds", r.Seconds).Int("vms_destroyed", len(r.Destroyed)).Msg("host reconfigured")
 	if revert {
 		d.post(ctx, co.Reverted{ID: id, At: d.now()})

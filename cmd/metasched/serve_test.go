@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -19,6 +20,7 @@ import (
 	"time"
 
 	"github.com/metasched/metasched/internal/syncbuf"
+	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/client"
 	"github.com/metasched/metasched/metasched/lifecycle"
 )
@@ -80,6 +82,43 @@ const serveJobFile = "# a small simulation\nname: cli-sim\ntype: sim\ntasks: 20\
 
 var demoTypeLine = regexp.MustCompile(`(?m)^  (\w+) +(\d+) done, (\d+) failed, (\d+) cancelled; mean wait `)
 
+// checkDemoLog checks the demo's log at info: one line per switch, and a
+// few lines of the daemon's own (its start, the plain-HTTP warning); it
+// returns the number of lines of each job, which the caller holds against
+// the job's changes of state.
+func checkDemoLog(t *testing.T, log string) map[string]int {
+	t.Helper()
+	perJob, perSwitch := map[string]int{}, map[string]int{}
+	var other []string
+	for line := range strings.Lines(log) {
+		var rec struct {
+			Level, Message, Job, Switch string
+		}
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Errorf("a log line that is not JSON: %q", line)
+			continue
+		}
+		switch {
+		case rec.Job != "":
+			perJob[rec.Job]++
+		case rec.Switch != "":
+			perSwitch[rec.Switch]++
+		default:
+			other = append(other, line)
+		}
+	}
+	for id, n := range perSwitch {
+		if n > 1 {
+			t.Errorf("switch %s: %d lines in the log, want one", id, n)
+		}
+	}
+	if len(other) > 4 {
+		t.Errorf("%d lines of neither a job nor a switch:\n%s", len(other), strings.Join(other, ""))
+	}
+	t.Logf("the demo's log: %d jobs, %d switches, %d other lines", len(perJob), len(perSwitch), len(other))
+	return perJob
+}
+
 func TestServeDemoThenCLI(t *testing.T) {
 	bin := buildBinary(t)
 	data := t.TempDir()
@@ -87,10 +126,11 @@ func TestServeDemoThenCLI(t *testing.T) {
 	// The demo: address and token first, the summary last, exit 0.
 	addr := serveAddr(t)
 	code, out, errOut := runBin(t, bin, serveEnv(), 4*time.Minute, "serve", "--listen", addr, "--data-dir", data,
-		"--demo-jobs", "12", "--demo-gap", "100ms", "--exit-after-demo", "--log-format", "json", "--log-level", "warn")
+		"--demo-jobs", "12", "--demo-gap", "100ms", "--exit-after-demo", "--log-format", "json")
 	if code != 0 {
 		t.Fatalf("demo: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
+	jobLines := checkDemoLog(t, errOut)
 	t.Logf("demo:\n%s", out)
 	tokenData, err := os.ReadFile(filepath.Join(data, "token"))
 	if err != nil {
@@ -127,7 +167,7 @@ func TestServeDemoThenCLI(t *testing.T) {
 	if done != 12 {
 		t.Errorf("%d jobs done, want 12:\n%s", done, out)
 	}
-	if m := regexp.MustCompile(`VMs: (\d+) created, (\d+) destroyed, 0 left on the hosts\n`).FindStringSubmatch(out); m == nil || m[1] != m[2] || m[1] == "0" {
+	if m := regexp.MustCompile(`VMs: (\d+) created, (\d+) destroyed \(by every job while the demo ran\), 0 of the demo's jobs left on the hosts\n`).FindStringSubmatch(out); m == nil || m[1] != m[2] || m[1] == "0" {
 		t.Errorf("want every VM created destroyed and 0 left on the hosts:\n%s", out)
 	}
 	if strings.Contains(out, "serving on ") {
@@ -186,6 +226,19 @@ func TestServeDemoThenCLI(t *testing.T) {
 		return runBin(t, bin, env, time.Minute, args...)
 	}
 	job := writeFile(t, "job.yaml", serveJobFile)
+
+	// The demo logged at most one line per change of each job's state (its
+	// submission is the API's answer, not a line).
+	for id, n := range jobLines {
+		code, out, errOut := cli("status", id, "--output", "json")
+		var j api.Job
+		if code != 0 || json.Unmarshal([]byte(out), &j) != nil {
+			t.Fatalf("status %s: exit %d: %s", id, code, errOut)
+		}
+		if n > len(j.Transitions)-1 {
+			t.Errorf("job %s: %d lines in the demo's log for %d changes of state", id, n, len(j.Transitions)-1)
+		}
+	}
 
 	code, out, errOut = cli("submit", job)
 	m := regexp.MustCompile(`^(j-\d{12}) queued\n$`).FindStringSubmatch(out)

@@ -92,16 +92,19 @@ func Stream(n int, gap time.Duration, seed uint64) []Job {
 
 // Summary is what a stream of jobs did.
 type Summary struct {
-	Jobs         map[string]map[lifecycle.State]int // type → state → count
-	IDs          []string
-	MeanWait     map[string]float64 // type → seconds from submission to running
-	MeanRun      map[string]float64 // type → seconds running
-	Switches     map[string]int     // "from→to" → switches done
-	Outcomes     map[string]int     // phase → final switches
-	HostsBefore  map[string]int     // pool → hosts at the start
-	HostsShift   map[string]int     // at the demand shift (the first job of the second phase)
-	HostsEnd     map[string]int     // when the last job was submitted
-	HostsAfter   map[string]int     // when every job has finished
+	Jobs        map[string]map[lifecycle.State]int // type → state → count
+	IDs         []string
+	MeanWait    map[string]float64 // type → seconds from submission to running
+	MeanRun     map[string]float64 // type → seconds running
+	Switches    map[string]int     // "from→to" → switches done
+	Outcomes    map[string]int     // phase → final switches
+	HostsBefore map[string]int     // pool → hosts at the start
+	HostsShift  map[string]int     // at the demand shift (the first job of the second phase)
+	HostsEnd    map[string]int     // when the last job was submitted
+	HostsAfter  map[string]int     // when every job has finished
+	// VMsCreated and VMsDestroyed are the daemon's, for every job (the
+	// demo's and any other submitted meanwhile) while the demo ran;
+	// VMsLeft are the demo's jobs' VMs still on the hosts at its end.
 	VMsCreated   int64
 	VMsDestroyed int64
 	VMsLeft      int
@@ -223,9 +226,13 @@ func Run(ctx context.Context, d Daemon, stream []Job, progress io.Writer) (Summa
 	sum.HostsAfter = poolSizes(d)
 	c, x := d.VMCounts()
 	sum.VMsCreated, sum.VMsDestroyed = c-created0, x-destroyed0
-	// VMs still on the hosts: ask the agents now.
+	// The demo's VMs still on the hosts: ask the agents now.
 	d.Refresh(ctx)
-	sum.VMsLeft = len(d.VMs())
+	for _, v := range d.VMs() {
+		if slices.Contains(sum.IDs, v.Job) {
+			sum.VMsLeft++
+		}
+	}
 	return sum, nil
 }
 
@@ -331,7 +338,8 @@ func (s Summary) Print(w io.Writer) {
 		fmt.Fprintf(w, "  %-7s %3d done, %d failed, %d cancelled; mean wait %.1fs, mean run %.1fs\n",
 			t, c[lifecycle.Done], c[lifecycle.Failed], c[lifecycle.Cancelled], s.MeanWait[t], s.MeanRun[t])
 	}
-	fmt.Fprintf(w, "  VMs: %d created, %d destroyed, %d left on the hosts\n", s.VMsCreated, s.VMsDestroyed, s.VMsLeft)
+	fmt.Fprintf(w, "  VMs: %d created, %d destroyed (by every job while the demo ran), %d of the demo's jobs left on the hosts\n",
+		s.VMsCreated, s.VMsDestroyed, s.VMsLeft)
 	dirs := make([]string, 0, len(s.Switches))
 	for k, n := range s.Switches {
 		dirs = append(dirs, fmt.Sprintf("%s %d", k, n))

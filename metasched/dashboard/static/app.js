@@ -48,10 +48,20 @@ function ratio(x) {
   return x ? num(x) : '–';
 }
 
+// time shows a time of day as HH:MM:SS (24 hours, local time), the same
+// in every browser; stamp shows a date and time as YYYY-MM-DD HH:MM:SS.
 function time(t) {
   if (!t) return '–';
   const d = new Date(t);
-  return d.toLocaleTimeString([], {hour12: false});
+  const p = (n) => String(n).padStart(2, '0');
+  return `${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())}`;
+}
+
+function stamp(t) {
+  if (!t) return '–';
+  const d = new Date(t);
+  const p = (n) => String(n).padStart(2, '0');
+  return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())} ${time(t)}`;
 }
 
 // api calls the daemon with the session cookie; it never throws for an
@@ -172,7 +182,7 @@ function receive(db) {
 
 function render(db) {
   const el = $('#daemon');
-  el.textContent = 'version ' + (db.version || '–') + ' · up since ' + new Date(db.started).toLocaleString() +
+  el.textContent = 'version ' + (db.version || '–') + ' · up since ' + stamp(db.started) +
     ' · updated ' + time(db.now) + (el.dataset.restarted ? ' · reconnected after a restart' : '');
   el.dataset.instance = db.instance;
   renderViewer(db.viewer);
@@ -390,17 +400,21 @@ function renderTuning(recs) {
     const gain = m ? `<br><small>predicted ${num(m.predicted_gain_s)} s, measured ${measured(m.new_job_state, m.new_job_gain_s)}</small>` : '';
     const loss = m ? `<br><small>predicted ${num(m.predicted_loss_s)} s, measured ${measured(m.target_state, m.target_slowdown_s)}</small>` : '';
     const mig = r.ended && (r.migrations || []).length ? `<br><small>measured ${num(r.migration_s)} s</small>` : '';
-    return `<tr data-tuning="${r.seq}"><td>${r.seq}</td><td>${time(r.at)}</td><td>${esc(r.action)}</td><td>${esc(r.target)}</td>
+    // The figures on one row, what was moved or resized and why on the row
+    // below it, across the table: a long reason neither widens the table
+    // past its outcome nor makes its rows tall.
+    return `<tr data-tuning="${r.seq}" class="tuning-figures"><td>${r.seq}</td><td>${time(r.at)}</td><td>${esc(r.action)}</td><td>${esc(r.target)}</td>
       <td>${esc(r.new_job_id || r.new_job)}</td><td>${esc(r.cluster)}</td><td>${num(r.gain_seconds)} s${gain}</td>
       <td>${num(r.loss_seconds)} s${loss}</td><td>${num(r.migration_seconds)} s${mig}</td>
-      <td><span class="badge">${esc(r.outcome)}</span></td><td class="reason">${what.join(', ')}${what.length && r.reason ? '; ' : ''}${esc(r.reason)}</td></tr>`;
+      <td><span class="badge">${esc(r.outcome)}</span></td></tr>
+      <tr class="tuning-details"><td></td><td colspan="9" class="details">${what.join(', ')}${what.length && r.reason ? '; ' : ''}${esc(r.reason)}</td></tr>`;
   }).join('');
   setSection('tuning', JSON.stringify(recs.map((r) => [r.seq, r.outcome, r.measured])),
     `<thead><tr><th>#</th><th>at</th><th>action</th><th>running job</th><th>for job</th><th>cluster</th>
     <th title="how much sooner the new job ends: the plan's seconds; below, in the job's own seconds, predicted and measured">gain</th>
     <th title="how much later the running job ends: the plan's seconds; below, in the job's own seconds, predicted and measured">loss</th>
-    <th title="the migrations' predicted time; below, measured">migration</th><th>outcome</th><th>details</th></tr></thead>
-    <tbody>${rows || '<tr><td colspan="11" class="muted">no tuning yet: it is tried when a queued job\'s plan is held back by a link or by busy hosts</td></tr>'}</tbody>`);
+    <th title="the migrations' predicted time; below, measured">migration</th><th>outcome</th></tr></thead>
+    <tbody>${rows || '<tr><td colspan="10" class="muted">no tuning yet: it is tried when a queued job\'s plan is held back by a link or by busy hosts</td></tr>'}</tbody>`);
 }
 
 function renderPolicy(p) {
