@@ -112,7 +112,7 @@ test: test-deps
 
 # The README's picture of the dashboard, taken by its browser test.
 screenshot: test-deps
-	$(GO) test -count=1 -run TestDashboardInBrowser ./cmd/metasched -screenshot $(CURDIR)/docs/dashboard.png
+	$(GO) test -count=1 -run TestDashboardInBrowser ./cmd/metasched -screenshots $(CURDIR)/docs
 
 bench: deps
 	$(GO) test -run '^$$' -bench . -benchmem ./switching/... ./graph ./selection/... ./gramvm/... ./hypervisorproxy/... ./metasched/... ./cmd/metasched

@@ -24,10 +24,12 @@ import (
 	"github.com/metasched/metasched/metasched/lifecycle"
 )
 
-// screenshotPath, when set, is where TestDashboardInBrowser also writes its
-// screenshot of the dashboard during the demo (the README's image:
-// go test ./cmd/metasched -run TestDashboardInBrowser -screenshot ../../docs/dashboard.png).
-var screenshotPath = flag.String("screenshot", "", "write the dashboard's screenshot here too")
+// screenshotDir, when set, is where TestDashboardInBrowser also writes its
+// screenshots: login.png (the login card), dashboard.png (during the
+// demo: the README's image) and dashboard-after-demo.png (once every job
+// of the demo has ended): make screenshot, or
+// go test ./cmd/metasched -run TestDashboardInBrowser -screenshots ../../docs.
+var screenshotDir = flag.String("screenshots", "", "write the dashboard's screenshots into this directory too")
 
 // browser starts headless Chromium (Debian's chromium, which make test
 // installs) and returns a tab's context.
@@ -143,6 +145,7 @@ func TestDashboardInBrowser(t *testing.T) {
 
 	p := &page{t: t, ctx: browser(t)}
 	p.run("open the dashboard", chromedp.Navigate(d.base+"/"), chromedp.WaitVisible(chromedp.ID("login-token")))
+	screenshot(t, p, "login.png")
 
 	// A wrong token: the field says so; the right one: the pools appear.
 	p.run("log in with a wrong token", p.fill("login-token", "not-the-token"),
@@ -249,7 +252,12 @@ func TestDashboardInBrowser(t *testing.T) {
 			break
 		}
 	}
-	screenshot(t, p)
+	screenshot(t, p, "dashboard.png")
+
+	// After the demo: every job ended, the charts and tables full.
+	waitDemoEnded(t, c)
+	p.waitJS(3*time.Minute, "the pools idle on the page", `[...document.querySelectorAll('#pools .host')].every(h => h.dataset.state !== 'busy' && h.dataset.state !== 'switching') ? 'idle' : ''`)
+	screenshot(t, p, "dashboard-after-demo.png")
 
 	// Restart: the page says the connection is lost, then shows the new
 	// daemon (another instance) with the state it restored.
@@ -457,7 +465,23 @@ func jobsNamed(t *testing.T, c *client.Client, name string) []string {
 
 // screenshot takes the page as PNG into the test's directory (and
 // -screenshot) and checks it is an image of the window's width.
-func screenshot(t *testing.T, p *page) {
+// waitDemoEnded waits until no job is queued or active.
+func waitDemoEnded(t *testing.T, c *client.Client) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		l, err := c.Jobs(context.Background(), client.JobsQuery{States: []lifecycle.State{lifecycle.Queued, lifecycle.Planned, lifecycle.Provisioning, lifecycle.Running}})
+		if err == nil && len(l.Jobs) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the demo's jobs have not ended after 5 minutes (%v)", err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+func screenshot(t *testing.T, p *page, name string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(p.ctx, 30*time.Second)
 	defer cancel()
@@ -472,16 +496,16 @@ func screenshot(t *testing.T, p *page) {
 	if w := img.Bounds().Dx(); w != 1440 {
 		t.Errorf("the screenshot is %d pixels wide, want 1440", w)
 	}
-	paths := []string{filepath.Join(t.TempDir(), "dashboard.png")}
-	if *screenshotPath != "" {
-		paths = append(paths, *screenshotPath)
+	paths := []string{filepath.Join(t.TempDir(), name)}
+	if *screenshotDir != "" {
+		paths = append(paths, filepath.Join(*screenshotDir, name))
 	}
 	for _, path := range paths {
 		if err := os.WriteFile(path, buf, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	t.Logf("screenshot: %d bytes, %v", len(buf), img.Bounds())
+	t.Logf("screenshot %s: %d bytes, %v", name, len(buf), img.Bounds())
 }
 
 func dumpLogOnFailure(t *testing.T, path string) {
