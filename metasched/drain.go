@@ -7,7 +7,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/metasched/metasched/gramvm"
 	hp "github.com/metasched/metasched/hypervisorproxy"
 	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/lifecycle"
@@ -150,9 +149,7 @@ func (d *Daemon) drainMovesLocked(h *gridHost) []drainMove {
 				if f := free[t]; f.vcpus >= size.vcpus && f.mem >= size.mem {
 					free[t] = usage{f.vcpus - size.vcpus, f.mem - size.mem}
 					out = append(out, drainMove{job: j, site: h.rec.Site, vm: v.Name, from: h.name, to: t})
-					d.migrating[h.name]++
-					d.migrating[t]++
-					d.migrating[gramvm.LANKey(h.rec.Site)]++
+					d.countMigrationLocked(h.rec.Site, h.name, t, 1)
 					break
 				}
 			}
@@ -179,24 +176,7 @@ func (d *Daemon) carryOutDrain(ctx context.Context, host string, moves []drainMo
 	var wg sync.WaitGroup
 	for _, m := range moves {
 		wg.Go(func() {
-			s := d.site(m.site)
-			var err error
-			var mig hp.Migration
-			if s == nil {
-				err = fmt.Errorf("no agent for site %s", m.site)
-			} else {
-				mig, err = s.agent.MigrateVM(ctx, m.vm, hp.MigrateRequest{Host: m.to})
-			}
-			d.mu.Lock()
-			d.migrating[m.from]--
-			d.migrating[m.to]--
-			d.migrating[gramvm.LANKey(m.site)]--
-			for k, v := range d.migrating {
-				if v <= 0 {
-					delete(d.migrating, k)
-				}
-			}
-			d.mu.Unlock()
+			mig, err := d.migrate(ctx, m.site, m.vm, m.from, m.to)
 			if err != nil {
 				d.log.Warn().Err(err).Str("host", host).Str("vm", m.vm).Str("to", m.to).
 					Msg("drain: cannot move the VM: its job finishes on the draining host")

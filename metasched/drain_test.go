@@ -27,14 +27,7 @@ func drainStart(t *testing.T, n int) (*metasched.Daemon, api.Job) {
 		hidden = append(hidden, "home-"+string(rune('0'+i)))
 	}
 	rec := newTuningRecorder(0, hidden...)
-	td := startDaemonGrid(t, grid, metasched.Options{WrapAgent: func(site string, a metasched.SiteAgent) metasched.SiteAgent {
-		return recordingAgent{SiteAgent: a, site: site, r: rec}
-	}}, func(c *metasched.Config) {
-		c.JobTypes = []api.JobType{{Name: "render", VCPUs: 2, MemoryMiB: 2048, HoldingCost: 1}}
-		c.Policy = metasched.PolicyConfig{Name: "none"}
-		c.Executor.TimeScale = 0.05
-		c.MinPoolHosts = 0
-	})
+	td := startRecorded(t, grid, rec, 2048, 0.05)
 	d, ctx := td.d, context.Background()
 	long, err := d.Submit(ctx, []byte("name: long\ntype: render\ntasks: 4000\ntask_ops: 4.0e9\ntask_bytes: 1.0e3\nvm: {vcpus: 2, memory_mib: 2048}\n"))
 	if err != nil {
@@ -54,6 +47,21 @@ func drainStart(t *testing.T, n int) (*metasched.Daemon, api.Job) {
 		t.Fatalf("the long job's VMs %+v: want some on home-0", j.VMs)
 	}
 	return d, j
+}
+
+// waitDone waits until the job has ended, and fails the test unless it is
+// done.
+func waitDone(t *testing.T, d *metasched.Daemon, id string, limit time.Duration) api.Job {
+	t.Helper()
+	var j api.Job
+	waitFor(t, "job "+id+" ended", limit, func() bool {
+		j, _ = d.Job(context.Background(), id)
+		return j.State.Terminal()
+	})
+	if j.State != store.Done {
+		t.Fatalf("job %s %s: %s", id, j.State, j.Reason)
+	}
+	return j
 }
 
 func hostView(t *testing.T, d *metasched.Daemon, name string) api.HostView {
@@ -103,14 +111,7 @@ func TestDrainHost(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "the next job done", 120*time.Second, func() bool {
-			j, _ := d.Job(ctx, next.ID)
-			return j.State.Terminal()
-		})
-		nj, _ := d.Job(ctx, next.ID)
-		if nj.State != store.Done {
-			t.Fatalf("next job %s: %s", nj.State, nj.Reason)
-		}
+		nj := waitDone(t, d, next.ID, 120*time.Second)
 		for _, v := range nj.VMs {
 			if v.Host == "home-0" {
 				t.Errorf("the next job's VM %s was placed on the draining home-0", v.Name)
@@ -119,13 +120,7 @@ func TestDrainHost(t *testing.T) {
 		if lj, _ := d.Job(ctx, long.ID); lj.State != store.Running {
 			t.Errorf("the long job is %s while its host drains: want it running on", lj.State)
 		}
-		waitFor(t, "the long job done", 30*time.Minute, func() bool {
-			j, _ := d.Job(ctx, long.ID)
-			return j.State.Terminal()
-		})
-		if lj, _ := d.Job(ctx, long.ID); lj.State != store.Done {
-			t.Fatalf("long job %s: %s", lj.State, lj.Reason)
-		}
+		waitDone(t, d, long.ID, 30*time.Minute)
 		waitFor(t, "home-0 drained", 20*time.Second, func() bool { return hostView(t, d, "home-0").State == api.HostDrained })
 
 		h, err = d.UndrainHost(ctx, "home-0")
@@ -175,12 +170,6 @@ func TestDrainHostMove(t *testing.T) {
 		if j.State != store.Running {
 			t.Errorf("the long job is %s after its VMs moved: want running", j.State)
 		}
-		waitFor(t, "the long job done", 30*time.Minute, func() bool {
-			j, _ := d.Job(ctx, long.ID)
-			return j.State.Terminal()
-		})
-		if lj, _ := d.Job(ctx, long.ID); lj.State != store.Done {
-			t.Fatalf("long job %s: %s", lj.State, lj.Reason)
-		}
+		waitDone(t, d, long.ID, 30*time.Minute)
 	})
 }

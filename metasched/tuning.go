@@ -109,9 +109,7 @@ func (d *Daemon) tune(ctx context.Context, j *liveJob, free map[string][]string,
 		if i == 0 && dec.Accepted {
 			d.tuningActive++
 			for _, m := range dec.Moves {
-				d.migrating[m.From]++
-				d.migrating[m.To]++
-				d.migrating[gramvm.LANKey(m.Site)]++
+				d.countMigrationLocked(m.Site, m.From, m.To, 1)
 			}
 			j.tuning = &tuningWait{seq: rec.Seq, hosts: freedHosts(dec)}
 			j.waiting = j.tuning.reason()
@@ -171,18 +169,8 @@ func (d *Daemon) carryOut(ctx context.Context, j *liveJob, dec gramvm.TuningDeci
 	for i, m := range dec.Moves {
 		wg.Go(func() {
 			migs[i] = api.TuningMigration{VM: m.VM, From: m.From, To: m.To}
-			s := d.site(m.Site)
-			var err error
-			var mig hp.Migration
-			if s == nil {
-				err = fmt.Errorf("no agent for site %s", m.Site)
-			} else {
-				mig, err = s.agent.MigrateVM(ctx, m.VM, hp.MigrateRequest{Host: m.To})
-			}
+			mig, err := d.migrate(ctx, m.Site, m.VM, m.From, m.To)
 			d.mu.Lock()
-			d.migrating[m.From]--
-			d.migrating[m.To]--
-			d.migrating[gramvm.LANKey(m.Site)]--
 			target := d.jobs[dec.Target]
 			d.mu.Unlock()
 			if err != nil {
@@ -235,11 +223,6 @@ func (d *Daemon) carryOut(ctx context.Context, j *liveJob, dec gramvm.TuningDeci
 	}
 	end := d.now()
 	d.mu.Lock()
-	for k, v := range d.migrating {
-		if v <= 0 {
-			delete(d.migrating, k)
-		}
-	}
 	d.tuningActive--
 	outcome := "carried out"
 	if len(errs) > 0 {
@@ -265,6 +248,33 @@ func (d *Daemon) carryOut(ctx context.Context, j *liveJob, dec gramvm.TuningDeci
 	d.log.Info().Str("job", j.id()).Int("seq", seq).Str("outcome", outcome).Float64("seconds", end.Sub(start).Seconds()).
 		Msg("bandwidth tuning over: the job is planned on what it freed")
 	d.kick()
+}
+
+// countMigrationLocked adds n to the migrations in flight from and to the
+// hosts and on their site's LAN (the caps tuning keeps to); d.mu must be
+// held.
+func (d *Daemon) countMigrationLocked(site, from, to string, n int) {
+	for _, k := range []string{from, to, gramvm.LANKey(site)} {
+		if d.migrating[k] += n; d.migrating[k] <= 0 {
+			delete(d.migrating, k)
+		}
+	}
+}
+
+// migrate live-migrates a VM counted in flight (countMigrationLocked)
+// through its site's agent, and counts it out when it has ended.
+func (d *Daemon) migrate(ctx context.Context, site, vm, from, to string) (hp.Migration, error) {
+	var err error
+	var mig hp.Migration
+	if s := d.site(site); s == nil {
+		err = fmt.Errorf("no agent for site %s", site)
+	} else {
+		mig, err = s.agent.MigrateVM(ctx, vm, hp.MigrateRequest{Host: to})
+	}
+	d.mu.Lock()
+	d.countMigrationLocked(site, from, to, -1)
+	d.mu.Unlock()
+	return mig, err
 }
 
 // tuningEndedLocked fills in the measured run times of the tuning records

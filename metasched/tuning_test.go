@@ -220,6 +220,21 @@ func (r *tuningRecorder) snapshot() ([]string, map[string]int) {
 	return slices.Clone(r.events), maps.Clone(r.most)
 }
 
+// startRecorded runs a daemon on grid whose agents rec records, with one
+// render pool (VMs of 2 vCPUs and memMiB), no switching policy and the
+// emulated executor at time scale.
+func startRecorded(t *testing.T, grid *graph.Grid, rec *tuningRecorder, memMiB int, scale float64) *testDaemon {
+	t.Helper()
+	return startDaemonGrid(t, grid, metasched.Options{WrapAgent: func(site string, a metasched.SiteAgent) metasched.SiteAgent {
+		return recordingAgent{SiteAgent: a, site: site, r: rec}
+	}}, func(c *metasched.Config) {
+		c.JobTypes = []api.JobType{{Name: "render", VCPUs: 2, MemoryMiB: memMiB, HoldingCost: 1}}
+		c.Policy = metasched.PolicyConfig{Name: "none"}
+		c.Executor.TimeScale = scale
+		c.MinPoolHosts = 0
+	})
+}
+
 type recordingAgent struct {
 	metasched.SiteAgent
 	site string
@@ -303,14 +318,7 @@ func tuningThenPlan(t *testing.T, heavyTasks, tasks, moves int) {
 		// The running job is planned on home-0 and far-0..5; the other
 		// hosts join afterwards.
 		rec := newTuningRecorder(8*time.Second, "home-1", "home-2", "home-3", "far-6", "far-7")
-		td := startDaemonGrid(t, grid, metasched.Options{WrapAgent: func(site string, a metasched.SiteAgent) metasched.SiteAgent {
-			return recordingAgent{SiteAgent: a, site: site, r: rec}
-		}}, func(c *metasched.Config) {
-			c.JobTypes = []api.JobType{{Name: "render", VCPUs: 2, MemoryMiB: 4096, HoldingCost: 1}}
-			c.Policy = metasched.PolicyConfig{Name: "none"}
-			c.Executor.TimeScale = 0.5
-			c.MinPoolHosts = 0
-		})
+		td := startRecorded(t, grid, rec, 4096, 0.5)
 		d, ctx := td.d, context.Background()
 		heavy, err := d.Submit(ctx, []byte(fmt.Sprintf("name: heavy\ntype: render\ntasks: %d\ntask_ops: 4.0e9\ntask_bytes: 8.0e5\nvm: {vcpus: 2, memory_mib: 4096}\n", heavyTasks)))
 		if err != nil {
