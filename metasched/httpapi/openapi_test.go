@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"reflect"
 	"regexp"
 	"slices"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/metasched/metasched/gramvm"
 	hp "github.com/metasched/metasched/hypervisorproxy"
@@ -335,6 +337,85 @@ func TestOpenAPIRoutes(t *testing.T) {
 	}
 }
 
+// openapiNoClientError are the operations that answer no 4xx: public
+// routes that read nothing of the request.
+var openapiNoClientError = map[string]bool{"GET /healthz": true, "GET /metrics": true, "GET /v1/openapi.json": true, "GET /": true, "POST /logout": true}
+
+// Every operation gives the 4xx answers the server's checks make: 401 for
+// a route that wants a credential, 403 for an operator's route or one that
+// changes state (a session without the CSRF header), 404 for a route with
+// a path parameter, 400 and 413 for one that reads a body, 400 for one
+// that reads query or header parameters; and the public routes that read
+// nothing of the request answer none.
+func TestOpenAPIClientErrors(t *testing.T) {
+	doc := openapiDoc(t)
+	access := map[string]Access{}
+	for _, rt := range Routes {
+		m, p := openapiPath(rt.Pattern)
+		access[m+" "+p] = rt.Access
+	}
+	for _, o := range openapiOps(t, doc) {
+		resps := openapiObj(t, o.op, "responses")
+		var want []string
+		a := access[o.key]
+		if a != Public {
+			want = append(want, "401")
+		}
+		if a == Operator || a == User && !strings.HasPrefix(o.key, "GET ") {
+			want = append(want, "403")
+		}
+		if strings.Contains(o.path, "{") {
+			want = append(want, "404")
+		}
+		if _, ok := o.op["requestBody"]; ok {
+			want = append(want, "400", "413")
+		}
+		params, _ := o.op["parameters"].([]any)
+		for _, p := range params {
+			if in := openapiDeref(t, doc, p.(map[string]any))["in"]; in == "query" || in == "header" {
+				want = append(want, "400")
+			}
+		}
+		for _, code := range want {
+			if _, ok := resps[code]; !ok {
+				t.Errorf("%s: no %s response", o.key, code)
+			}
+		}
+		n := 0
+		for code := range resps {
+			if code[0] == '4' {
+				n++
+			}
+		}
+		if openapiNoClientError[o.key] != (n == 0) {
+			t.Errorf("%s: %d 4xx responses; the operations that answer none are %v", o.key, n, openapiNoClientError)
+		}
+	}
+
+	// Redocly's linter is told of them (its rule operation-4xx-response).
+	b, err := os.ReadFile("../../.redocly.lint-ignore.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ignore map[string]map[string][]string
+	if err := yaml.Unmarshal(b, &ignore); err != nil {
+		t.Fatal(err)
+	}
+	ignored := map[string]bool{}
+	for _, ptr := range ignore["metasched/httpapi/openapi.json"]["operation-4xx-response"] {
+		parts := strings.Split(strings.TrimPrefix(ptr, "#/"), "/")
+		if len(parts) != 4 || parts[0] != "paths" || parts[3] != "responses" {
+			t.Errorf(".redocly.lint-ignore.yaml: %s is not the responses of an operation", ptr)
+			continue
+		}
+		path := strings.ReplaceAll(strings.ReplaceAll(parts[1], "~1", "/"), "~0", "~")
+		ignored[strings.ToUpper(parts[2])+" "+path] = true
+	}
+	if !maps.Equal(ignored, openapiNoClientError) {
+		t.Errorf(".redocly.lint-ignore.yaml lets %v answer no 4xx, want %v", slices.Sorted(maps.Keys(ignored)), slices.Sorted(maps.Keys(openapiNoClientError)))
+	}
+}
+
 // The query parameters the handlers read, with their types.
 func TestOpenAPIQueryParameters(t *testing.T) {
 	doc := openapiDoc(t)
@@ -412,10 +493,13 @@ func TestOpenAPIHeaderParameters(t *testing.T) {
 	}
 }
 
-// Every "$ref" of the document resolves to a component.
+// Every "$ref" of the document resolves to a component, and every
+// component but the security schemes (which security names) is the target
+// of one.
 func TestOpenAPIRefs(t *testing.T) {
 	doc := openapiDoc(t)
 	n := 0
+	used := map[string]bool{}
 	var walk func(path string, v any)
 	walk = func(path string, v any) {
 		switch x := v.(type) {
@@ -423,6 +507,7 @@ func TestOpenAPIRefs(t *testing.T) {
 			if ref, ok := x["$ref"]; ok {
 				n++
 				s, _ := ref.(string)
+				used[s] = true
 				if !strings.HasPrefix(s, "#/components/") {
 					t.Errorf("%s: $ref %v is not a component", path, ref)
 				} else if _, ok := openapiResolve(doc, s); !ok {
@@ -441,6 +526,16 @@ func TestOpenAPIRefs(t *testing.T) {
 	walk("#", doc)
 	if n == 0 {
 		t.Error("no $ref in the document")
+	}
+	for kind, cs := range openapiObj(t, doc, "components") {
+		if kind == "securitySchemes" {
+			continue
+		}
+		for name := range cs.(map[string]any) {
+			if ref := "#/components/" + kind + "/" + name; !used[ref] {
+				t.Errorf("%s is never used", ref)
+			}
+		}
 	}
 }
 
