@@ -46,8 +46,9 @@ func (a apiAnswer) apiErr(t *testing.T) api.APIError {
 }
 
 // apiRequest sends one request: auth is the whole Authorization header
-// (empty: none), ctype the Content-Type (empty: none).
-func apiRequest(t *testing.T, td *testDaemon, method, path, auth, ctype string, body []byte) apiAnswer {
+// (empty: none), ctype the Content-Type (empty: none); each mark changes
+// the request (offDoc).
+func apiRequest(t *testing.T, td *testDaemon, method, path, auth, ctype string, body []byte, marks ...func(*http.Request)) apiAnswer {
 	t.Helper()
 	var rd io.Reader
 	if body != nil {
@@ -65,6 +66,9 @@ func apiRequest(t *testing.T, td *testDaemon, method, path, auth, ctype string, 
 	if ctype != "" {
 		req.Header.Set("Content-Type", ctype)
 	}
+	for _, m := range marks {
+		m(req)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, path, err)
@@ -78,9 +82,9 @@ func apiRequest(t *testing.T, td *testDaemon, method, path, auth, ctype string, 
 }
 
 // apiAuthed sends a request with the daemon's token.
-func apiAuthed(t *testing.T, td *testDaemon, method, path, ctype string, body []byte) apiAnswer {
+func apiAuthed(t *testing.T, td *testDaemon, method, path, ctype string, body []byte, marks ...func(*http.Request)) apiAnswer {
 	t.Helper()
-	return apiRequest(t, td, method, path, "Bearer "+td.d.Token(), ctype, body)
+	return apiRequest(t, td, method, path, "Bearer "+td.d.Token(), ctype, body, marks...)
 }
 
 // apiGet GETs path with the token, wants 200 and decodes the answer into
@@ -297,7 +301,7 @@ func TestAPISubmitRejected(t *testing.T) {
 				if tc.name == "too large" && len(tc.body) != api.MaxBodyBytes+1 {
 					t.Fatalf("body of %d bytes, want %d", len(tc.body), api.MaxBodyBytes+1)
 				}
-				a := apiAuthed(t, td, "POST", path, tc.ctype, []byte(tc.body))
+				a := apiAuthed(t, td, "POST", path, tc.ctype, []byte(tc.body), offDoc)
 				if a.status != tc.status {
 					t.Fatalf("%d, want %d: %s", a.status, tc.status, a.body)
 				}
@@ -556,7 +560,7 @@ func TestAPIJobList(t *testing.T) {
 		{"limit=-1", []string{"limit"}},
 		{"state=bogus&limit=x", []string{"state", "limit"}},
 	} {
-		a := apiAuthed(t, td, "GET", "/v1/jobs?"+tc.query, "", nil)
+		a := apiAuthed(t, td, "GET", "/v1/jobs?"+tc.query, "", nil, offDoc)
 		if a.status != http.StatusBadRequest {
 			t.Errorf("?%s: %d, want 400: %s", tc.query, a.status, a.body)
 			continue
@@ -643,7 +647,8 @@ func TestAPIPlanAndClear(t *testing.T) {
 		if ctype == "application/json" {
 			body = []byte(`{"name":"api-sim","type":"sim","tasks":20,"task_ops":1e10,"task_bytes":1e5}`)
 		}
-		a := apiAuthed(t, td, "POST", "/v1/plan", ctype, body)
+		// A job file without a Content-Type is beyond the document.
+		a := apiAuthed(t, td, "POST", "/v1/plan", ctype, body, offDocIf(ctype == "")...)
 		if a.status != http.StatusOK {
 			t.Fatalf("plan (%q): %d %s", ctype, a.status, a.body)
 		}
@@ -691,16 +696,17 @@ func TestAPIPlanAndClear(t *testing.T) {
 		status           int
 		code             string
 		fields           []string
+		off              bool // a body the OpenAPI document refuses
 	}{
-		{"not stranded", "spain-0", "", 409, api.CodeConflict, nil},
-		{"not stranded, with a pool", "spain-0", `{"pool":"sim"}`, 409, api.CodeConflict, nil},
-		{"unknown host", "nowhere-9", "", 404, api.CodeNotFound, nil},
-		{"unknown field", "spain-0", `{"pool":"sim","colour":"red"}`, 400, api.CodeInvalid, []string{"colour"}},
-		{"wrong type", "spain-0", `{"pool":3}`, 400, api.CodeInvalid, []string{"pool"}},
-		{"not json", "spain-0", `pool: sim`, 400, api.CodeInvalid, nil},
-		{"too large", "spain-0", `{"pool":"` + strings.Repeat("x", api.MaxBodyBytes) + `"}`, 413, api.CodeTooLarge, nil},
+		{"not stranded", "spain-0", "", 409, api.CodeConflict, nil, false},
+		{"not stranded, with a pool", "spain-0", `{"pool":"sim"}`, 409, api.CodeConflict, nil, false},
+		{"unknown host", "nowhere-9", "", 404, api.CodeNotFound, nil, false},
+		{"unknown field", "spain-0", `{"pool":"sim","colour":"red"}`, 400, api.CodeInvalid, []string{"colour"}, true},
+		{"wrong type", "spain-0", `{"pool":3}`, 400, api.CodeInvalid, []string{"pool"}, true},
+		{"not json", "spain-0", `pool: sim`, 400, api.CodeInvalid, nil, true},
+		{"too large", "spain-0", `{"pool":"` + strings.Repeat("x", api.MaxBodyBytes) + `"}`, 413, api.CodeTooLarge, nil, true},
 	} {
-		a := apiAuthed(t, td, "POST", "/v1/hosts/"+tc.host+"/clear", "application/json", []byte(tc.body))
+		a := apiAuthed(t, td, "POST", "/v1/hosts/"+tc.host+"/clear", "application/json", []byte(tc.body), offDocIf(tc.off)...)
 		if a.status != tc.status {
 			t.Errorf("%s: %d, want %d: %s", tc.name, a.status, tc.status, a.body)
 			continue
@@ -776,7 +782,7 @@ func TestAPIViews(t *testing.T) {
 		t.Errorf("active switches of an idle daemon: %+v", sw)
 	}
 	for q, field := range map[string]string{"active=maybe": "active", "limit=-1": "limit", "limit=5001": "limit", "before=j-000000000001": "before"} {
-		a := apiAuthed(t, td, "GET", "/v1/switches?"+q, "", nil)
+		a := apiAuthed(t, td, "GET", "/v1/switches?"+q, "", nil, offDoc)
 		if e := a.apiErr(t); a.status != 400 || len(e.Fields) != 1 || e.Fields[0].Field != field {
 			t.Errorf("?%s: %d %s", q, a.status, a.body)
 		}
@@ -832,13 +838,14 @@ func TestAPIViews(t *testing.T) {
 		status int
 		field  string
 		text   string
+		off    bool // a body the OpenAPI document refuses
 	}{
-		{"", 409, "", "no site can be calibrated"},
-		{`{"site":"spain"}`, 409, "", "site spain cannot be calibrated: its agent is in process"},
-		{`{"site":"mars"}`, 400, "site", `no site "mars" (the grid's sites: latam-a, latam-b, spain)`},
-		{`{"sites":"spain"}`, 400, "sites", "unknown field"},
+		{"", 409, "", "no site can be calibrated", false},
+		{`{"site":"spain"}`, 409, "", "site spain cannot be calibrated: its agent is in process", false},
+		{`{"site":"mars"}`, 400, "site", `no site "mars" (the grid's sites: latam-a, latam-b, spain)`, false},
+		{`{"sites":"spain"}`, 400, "sites", "unknown field", true},
 	} {
-		a := apiAuthed(t, td, "POST", "/v1/calibrate", "application/json", []byte(c.body))
+		a := apiAuthed(t, td, "POST", "/v1/calibrate", "application/json", []byte(c.body), offDocIf(c.off)...)
 		e := a.apiErr(t)
 		text := e.Error
 		for _, f := range e.Fields {

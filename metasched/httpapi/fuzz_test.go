@@ -51,7 +51,8 @@ func startFuzzServer(f *testing.F) *fuzzServer {
 }
 
 // serve sends one request with the token (auth true) and returns the
-// answer.
+// answer, which is held to the OpenAPI document (httpapi.CheckOpenAPI; the
+// request is anything the fuzzer makes: off the document).
 func (s *fuzzServer) serve(t testing.TB, method, target string, header http.Header, body []byte, auth bool) apiAnswer {
 	t.Helper()
 	req, err := http.NewRequestWithContext(context.Background(), method, "http://metasched"+target, bytes.NewReader(body))
@@ -64,8 +65,9 @@ func (s *fuzzServer) serve(t testing.TB, method, target string, header http.Head
 	if auth {
 		req.Header.Set("Authorization", "Bearer "+s.d.Token())
 	}
+	offDoc(req)
 	rec := httptest.NewRecorder()
-	s.h.ServeHTTP(rec, req)
+	httpapi.CheckOpenAPI(t, s.h).ServeHTTP(rec, req)
 	return apiAnswer{status: rec.Code, header: rec.Header(), body: rec.Body.Bytes()}
 }
 

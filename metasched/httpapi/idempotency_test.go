@@ -26,6 +26,13 @@ import (
 // session.
 func keyRequest(t *testing.T, td *testDaemon, cookie string, body string, keys ...string) apiAnswer {
 	t.Helper()
+	return keyRequestMarked(t, td, nil, cookie, body, keys...)
+}
+
+// keyRequestMarked is keyRequest with the request changed by mark (offDoc)
+// when it is not nil.
+func keyRequestMarked(t *testing.T, td *testDaemon, mark func(*http.Request), cookie string, body string, keys ...string) apiAnswer {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, td.addr+"/v1/jobs", strings.NewReader(body))
@@ -41,6 +48,9 @@ func keyRequest(t *testing.T, td *testDaemon, cookie string, body string, keys .
 		req.Header.Set(httpapi.CSRFHeader, "metasched")
 	} else {
 		req.Header.Set("Authorization", "Bearer "+td.d.Token())
+	}
+	if mark != nil {
+		mark(req)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -143,7 +153,7 @@ func TestIdempotencyKey(t *testing.T) {
 		{"not ascii", []string{"clé"}, "position 3"},
 		{"twice", []string{"a", "b"}, "more than once"},
 	} {
-		a := keyRequest(t, td, "", apiSimJob, c.keys...)
+		a := keyRequestMarked(t, td, offDoc, "", apiSimJob, c.keys...)
 		if a.status != http.StatusBadRequest {
 			t.Errorf("%s: %d %s, want 400", c.name, a.status, a.body)
 			continue

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"reflect"
 	"regexp"
 	"slices"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/metasched/metasched/gramvm"
 	hp "github.com/metasched/metasched/hypervisorproxy"
@@ -335,6 +337,85 @@ func TestOpenAPIRoutes(t *testing.T) {
 	}
 }
 
+// openapiNoClientError are the operations that answer no 4xx: public
+// routes that read nothing of the request.
+var openapiNoClientError = map[string]bool{"GET /healthz": true, "GET /metrics": true, "GET /v1/openapi.json": true, "GET /": true, "POST /logout": true}
+
+// Every operation gives the 4xx answers the server's checks make: 401 for
+// a route that wants a credential, 403 for an operator's route or one that
+// changes state (a session without the CSRF header), 404 for a route with
+// a path parameter, 400 and 413 for one that reads a body, 400 for one
+// that reads query or header parameters; and the public routes that read
+// nothing of the request answer none.
+func TestOpenAPIClientErrors(t *testing.T) {
+	doc := openapiDoc(t)
+	access := map[string]Access{}
+	for _, rt := range Routes {
+		m, p := openapiPath(rt.Pattern)
+		access[m+" "+p] = rt.Access
+	}
+	for _, o := range openapiOps(t, doc) {
+		resps := openapiObj(t, o.op, "responses")
+		var want []string
+		a := access[o.key]
+		if a != Public {
+			want = append(want, "401")
+		}
+		if a == Operator || a == User && !strings.HasPrefix(o.key, "GET ") {
+			want = append(want, "403")
+		}
+		if strings.Contains(o.path, "{") {
+			want = append(want, "404")
+		}
+		if _, ok := o.op["requestBody"]; ok {
+			want = append(want, "400", "413")
+		}
+		params, _ := o.op["parameters"].([]any)
+		for _, p := range params {
+			if in := openapiDeref(t, doc, p.(map[string]any))["in"]; in == "query" || in == "header" {
+				want = append(want, "400")
+			}
+		}
+		for _, code := range want {
+			if _, ok := resps[code]; !ok {
+				t.Errorf("%s: no %s response", o.key, code)
+			}
+		}
+		n := 0
+		for code := range resps {
+			if code[0] == '4' {
+				n++
+			}
+		}
+		if openapiNoClientError[o.key] != (n == 0) {
+			t.Errorf("%s: %d 4xx responses; the operations that answer none are %v", o.key, n, openapiNoClientError)
+		}
+	}
+
+	// Redocly's linter is told of them (its rule operation-4xx-response).
+	b, err := os.ReadFile("../../.redocly.lint-ignore.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ignore map[string]map[string][]string
+	if err := yaml.Unmarshal(b, &ignore); err != nil {
+		t.Fatal(err)
+	}
+	ignored := map[string]bool{}
+	for _, ptr := range ignore["metasched/httpapi/openapi.json"]["operation-4xx-response"] {
+		parts := strings.Split(strings.TrimPrefix(ptr, "#/"), "/")
+		if len(parts) != 4 || parts[0] != "paths" || parts[3] != "responses" {
+			t.Errorf(".redocly.lint-ignore.yaml: %s is not the responses of an operation", ptr)
+			continue
+		}
+		path := strings.ReplaceAll(strings.ReplaceAll(parts[1], "~1", "/"), "~0", "~")
+		ignored[strings.ToUpper(parts[2])+" "+path] = true
+	}
+	if !maps.Equal(ignored, openapiNoClientError) {
+		t.Errorf(".redocly.lint-ignore.yaml lets %v answer no 4xx, want %v", slices.Sorted(maps.Keys(ignored)), slices.Sorted(maps.Keys(openapiNoClientError)))
+	}
+}
+
 // The query parameters the handlers read, with their types.
 func TestOpenAPIQueryParameters(t *testing.T) {
 	doc := openapiDoc(t)
@@ -398,24 +479,39 @@ func TestOpenAPIHeaderParameters(t *testing.T) {
 		t.Fatalf("POST /v1/jobs: no %s header parameter", api.IdempotencyHeader)
 	}
 	s := openapiDeref(t, doc, key["schema"].(map[string]any))
-	if s["type"] != "string" || fmt.Sprint(s["minLength"]) != "1" || fmt.Sprint(s["maxLength"]) != strconv.Itoa(api.MaxIdempotencyKey) {
-		t.Errorf("%s schema %v, want a string of 1 to %d characters", api.IdempotencyHeader, s, api.MaxIdempotencyKey)
+	// A key, or its quoted form (a structured header string).
+	if s["type"] != "string" || fmt.Sprint(s["minLength"]) != "1" || fmt.Sprint(s["maxLength"]) != strconv.Itoa(api.MaxIdempotencyKey+2) {
+		t.Errorf("%s schema %v, want a string of 1 to %d characters", api.IdempotencyHeader, s, api.MaxIdempotencyKey+2)
 	}
 	re, err := regexp.Compile(s["pattern"].(string))
 	if err != nil {
 		t.Fatalf("%s pattern: %v", api.IdempotencyHeader, err)
 	}
 	for c := range 256 {
-		if got, want := re.MatchString(string([]byte{byte(c)})), keyChar(byte(c)); got != want {
-			t.Errorf("%s pattern takes %q: %v, the server: %v", api.IdempotencyHeader, byte(c), got, want)
+		for _, k := range []string{string([]byte{byte(c)}), `"` + string([]byte{byte(c)}) + `"`} {
+			if got, want := re.MatchString(k), keyChar(byte(c)); got != want {
+				t.Errorf("%s pattern takes %q: %v, the server: %v", api.IdempotencyHeader, k, got, want)
+			}
+		}
+	}
+	long := strings.Repeat("k", api.MaxIdempotencyKey)
+	for k, want := range map[string]bool{long: true, long + "k": false, `"` + long + `"`: true, `"` + long + `k"`: false, `""`: false, `"k`: false, `k"`: false} {
+		if got := re.MatchString(k); got != want {
+			t.Errorf("%s pattern takes a key of %d characters (%.3s…): %v, the server: %v", api.IdempotencyHeader, len(k), k, got, want)
+		}
+		if _, err := idempotencyKey(&http.Request{Header: http.Header{api.IdempotencyHeader: {k}}}); (err == nil) != want {
+			t.Errorf("the server takes a key of %d characters (%.3s…): %v, want %v", len(k), k, err == nil, want)
 		}
 	}
 }
 
-// Every "$ref" of the document resolves to a component.
+// Every "$ref" of the document resolves to a component, and every
+// component but the security schemes (which security names) is the target
+// of one.
 func TestOpenAPIRefs(t *testing.T) {
 	doc := openapiDoc(t)
 	n := 0
+	used := map[string]bool{}
 	var walk func(path string, v any)
 	walk = func(path string, v any) {
 		switch x := v.(type) {
@@ -423,6 +519,7 @@ func TestOpenAPIRefs(t *testing.T) {
 			if ref, ok := x["$ref"]; ok {
 				n++
 				s, _ := ref.(string)
+				used[s] = true
 				if !strings.HasPrefix(s, "#/components/") {
 					t.Errorf("%s: $ref %v is not a component", path, ref)
 				} else if _, ok := openapiResolve(doc, s); !ok {
@@ -441,6 +538,16 @@ func TestOpenAPIRefs(t *testing.T) {
 	walk("#", doc)
 	if n == 0 {
 		t.Error("no $ref in the document")
+	}
+	for kind, cs := range openapiObj(t, doc, "components") {
+		if kind == "securitySchemes" {
+			continue
+		}
+		for name := range cs.(map[string]any) {
+			if ref := "#/components/" + kind + "/" + name; !used[ref] {
+				t.Errorf("%s is never used", ref)
+			}
+		}
 	}
 }
 
@@ -892,67 +999,6 @@ func openapiSorted(xs []string) []string {
 	return xs
 }
 
-// openapiConforms checks a decoded JSON value against a schema of the
-// document: types, enums, required and unknown properties.
-func openapiConforms(t *testing.T, doc map[string]any, where string, v any, s map[string]any) {
-	t.Helper()
-	s = openapiDeref(t, doc, s)
-	if enum, ok := s["enum"].([]any); ok {
-		if !slices.ContainsFunc(enum, func(e any) bool { return fmt.Sprint(e) == fmt.Sprint(v) }) {
-			t.Errorf("%s: %v is not one of %v", where, v, enum)
-		}
-	}
-	var got string
-	switch x := v.(type) {
-	case nil:
-		got = "null"
-	case bool:
-		got = "boolean"
-	case string:
-		got = "string"
-	case json.Number:
-		got = "number"
-		if _, err := x.Int64(); err == nil && !strings.ContainsAny(x.String(), ".eE") {
-			got = "integer"
-		}
-	case []any:
-		got = "array"
-	case map[string]any:
-		got = "object"
-	}
-	types := openapiSchemaTypes(s)
-	if len(types) > 0 && !slices.Contains(types, got) && !(got == "integer" && slices.Contains(types, "number")) {
-		t.Errorf("%s: a JSON %s, want %v", where, got, types)
-		return
-	}
-	switch x := v.(type) {
-	case []any:
-		if items, ok := s["items"].(map[string]any); ok {
-			for i, e := range x {
-				openapiConforms(t, doc, fmt.Sprintf("%s[%d]", where, i), e, items)
-			}
-		}
-	case map[string]any:
-		props, _ := s["properties"].(map[string]any)
-		if req, ok := s["required"].([]any); ok {
-			for _, r := range req {
-				if _, ok := x[r.(string)]; !ok {
-					t.Errorf("%s: required %s missing", where, r)
-				}
-			}
-		}
-		for k, e := range x {
-			if p, ok := props[k].(map[string]any); ok {
-				openapiConforms(t, doc, where+"."+k, e, p)
-			} else if ap, ok := s["additionalProperties"].(map[string]any); ok {
-				openapiConforms(t, doc, where+"."+k, e, ap)
-			} else if s["additionalProperties"] == false {
-				t.Errorf("%s: property %s is not in the schema", where, k)
-			}
-		}
-	}
-}
-
 // bareDaemon is a daemon without grid or store: it has a token, a version,
 // a start and a registry; any other method panics (its Daemon is nil).
 type bareDaemon struct {
@@ -975,9 +1021,10 @@ func (d bareDaemon) Principal(name string) (api.Principal, bool) {
 }
 
 // The server serves the document without a token, and answers the status
-// codes (and bodies) the document gives, for the requests a daemon without
-// grid or store answers: the public routes, authentication, and request
-// checks made before the handler asks the daemon anything.
+// codes the document gives (CheckOpenAPI holds each answer to it), for the
+// requests a daemon without grid or store answers: the public routes,
+// authentication, and request checks made before the handler asks the
+// daemon anything.
 func TestOpenAPIServed(t *testing.T) {
 	// The handler itself.
 	rec := httptest.NewRecorder()
@@ -992,14 +1039,12 @@ func TestOpenAPIServed(t *testing.T) {
 	// The daemon's whole server.
 	d := bareDaemon{token: "openapi-test-token", started: time.Now(), reg: prometheus.NewRegistry()}
 	s := New(d, zerolog.Nop())
-	srv := httptest.NewServer(s)
+	srv := httptest.NewServer(CheckOpenAPI(t, s))
 	defer srv.Close()
-	doc := openapiDoc(t)
 	session := s.newSession(time.Now().Add(time.Hour), api.OperatorName)
 
 	type req struct {
 		method, path string
-		op           string // the document's operation: "METHOD path"
 		bearer       bool
 		cookie       bool
 		header       http.Header
@@ -1007,39 +1052,42 @@ func TestOpenAPIServed(t *testing.T) {
 		body         []byte
 		status       int
 		code         string // the APIError code of an error
+		off          bool   // a request the document refuses (OffDocument): a bad one, or a body over 1 MiB
 	}
 	big := bytes.Repeat([]byte("#"), api.MaxBodyBytes+1)
 	reqs := []req{
-		{method: "GET", path: "/v1/openapi.json", op: "GET /v1/openapi.json", status: 200},
-		{method: "GET", path: "/healthz", op: "GET /healthz", status: 200},
-		{method: "GET", path: "/", op: "GET /", status: 200},
-		{method: "GET", path: "/assets/app.js", op: "GET /assets/{file}", status: 200},
-		{method: "GET", path: "/assets/no-such-file.js", op: "GET /assets/{file}", status: 404, code: api.CodeNotFound},
-		{method: "POST", path: "/logout", op: "POST /logout", status: 204},
-		{method: "POST", path: "/login", op: "POST /login", ctype: "application/json", body: []byte(`{"token":"openapi-test-token"}`), status: 200},
-		{method: "POST", path: "/login", op: "POST /login", ctype: "application/x-www-form-urlencoded",
+		{method: "GET", path: "/v1/openapi.json", status: 200},
+		{method: "GET", path: "/healthz", status: 200},
+		{method: "GET", path: "/metrics", status: 200},
+		{method: "GET", path: "/metrics", header: http.Header{"Accept": {"application/vnd.google.protobuf; proto=io.prometheus.client.MetricFamily; encoding=delimited"}}, status: 200},
+		{method: "GET", path: "/", status: 200},
+		{method: "GET", path: "/assets/app.js", status: 200},
+		{method: "GET", path: "/assets/no-such-file.js", status: 404, code: api.CodeNotFound},
+		{method: "POST", path: "/logout", status: 204},
+		{method: "POST", path: "/login", ctype: "application/json", body: []byte(`{"token":"openapi-test-token"}`), status: 200},
+		{method: "POST", path: "/login", ctype: "application/x-www-form-urlencoded",
 			body: []byte(url.Values{"token": {"openapi-test-token"}}.Encode()), status: 303},
-		{method: "POST", path: "/login", op: "POST /login", ctype: "application/json", body: []byte(`{"token":"wrong"}`), status: 401, code: api.CodeUnauthorized},
-		{method: "POST", path: "/login", op: "POST /login", ctype: "application/json", body: []byte(`{"tok":"x"}`), status: 400, code: api.CodeInvalid},
-		{method: "POST", path: "/login", op: "POST /login", ctype: "image/png", body: []byte("x"), status: 415, code: api.CodeUnsupported},
-		{method: "POST", path: "/login", op: "POST /login", ctype: "application/json", body: big, status: 413, code: api.CodeTooLarge},
-		{method: "POST", path: "/v1/jobs", op: "POST /v1/jobs", bearer: true, ctype: "image/png", body: []byte("x"), status: 415, code: api.CodeUnsupported},
-		{method: "POST", path: "/v1/jobs", op: "POST /v1/jobs", bearer: true, ctype: "application/yaml", body: big, status: 413, code: api.CodeTooLarge},
-		{method: "POST", path: "/v1/jobs", op: "POST /v1/jobs", bearer: true, header: http.Header{api.IdempotencyHeader: {"not a key"}},
-			ctype: "application/yaml", body: []byte("x"), status: 400, code: api.CodeInvalid},
-		{method: "POST", path: "/v1/plan", op: "POST /v1/plan", bearer: true, ctype: "text/csv", body: []byte("x"), status: 415, code: api.CodeUnsupported},
-		{method: "POST", path: "/v1/plan", op: "POST /v1/plan", bearer: true, ctype: "application/json", body: big, status: 413, code: api.CodeTooLarge},
-		{method: "GET", path: "/v1/jobs?limit=many", op: "GET /v1/jobs", bearer: true, status: 400, code: api.CodeInvalid},
-		{method: "GET", path: "/v1/jobs?state=lost", op: "GET /v1/jobs", bearer: true, status: 400, code: api.CodeInvalid},
-		{method: "GET", path: "/v1/switches?active=maybe", op: "GET /v1/switches", bearer: true, status: 400, code: api.CodeInvalid},
-		{method: "GET", path: "/v1/dashboard?history=maybe", op: "GET /v1/dashboard", bearer: true, status: 400, code: api.CodeInvalid},
-		{method: "POST", path: "/v1/switches", op: "POST /v1/switches", bearer: true, ctype: "application/json", body: []byte(`{"from":1}`), status: 400, code: api.CodeInvalid},
-		{method: "POST", path: "/v1/switches", op: "POST /v1/switches", bearer: true, ctype: "application/json", body: big, status: 413, code: api.CodeTooLarge},
-		{method: "POST", path: "/v1/hosts/h1/clear", op: "POST /v1/hosts/{name}/clear", bearer: true, ctype: "application/json", body: []byte(`{"pol":"x"}`), status: 400, code: api.CodeInvalid},
-		{method: "POST", path: "/v1/hosts/h1/clear", op: "POST /v1/hosts/{name}/clear", bearer: true, ctype: "application/json", body: big, status: 413, code: api.CodeTooLarge},
-		{method: "POST", path: "/v1/calibrate", op: "POST /v1/calibrate", bearer: true, ctype: "application/json", body: []byte(`{"sites":"a"}`), status: 400, code: api.CodeInvalid},
-		{method: "POST", path: "/v1/calibrate", op: "POST /v1/calibrate", bearer: true, ctype: "application/json", body: []byte(`{"site":7}`), status: 400, code: api.CodeInvalid},
-		{method: "POST", path: "/v1/calibrate", op: "POST /v1/calibrate", bearer: true, ctype: "application/json", body: big, status: 413, code: api.CodeTooLarge},
+		{method: "POST", path: "/login", ctype: "application/json", body: []byte(`{"token":"wrong"}`), status: 401, code: api.CodeUnauthorized},
+		{method: "POST", path: "/login", ctype: "application/json", body: []byte(`{"tok":"x"}`), status: 400, code: api.CodeInvalid, off: true},
+		{method: "POST", path: "/login", ctype: "image/png", body: []byte("x"), status: 415, code: api.CodeUnsupported, off: true},
+		{method: "POST", path: "/login", ctype: "application/json", body: big, status: 413, code: api.CodeTooLarge, off: true},
+		{method: "POST", path: "/v1/jobs", bearer: true, ctype: "image/png", body: []byte("x"), status: 415, code: api.CodeUnsupported},
+		{method: "POST", path: "/v1/jobs", bearer: true, ctype: "application/yaml", body: big, status: 413, code: api.CodeTooLarge, off: true},
+		{method: "POST", path: "/v1/jobs", bearer: true, header: http.Header{api.IdempotencyHeader: {"not a key"}},
+			ctype: "application/yaml", body: []byte("x"), status: 400, code: api.CodeInvalid, off: true},
+		{method: "POST", path: "/v1/plan", bearer: true, ctype: "text/csv", body: []byte("x"), status: 415, code: api.CodeUnsupported},
+		{method: "POST", path: "/v1/plan", bearer: true, ctype: "application/json", body: big, status: 413, code: api.CodeTooLarge, off: true},
+		{method: "GET", path: "/v1/jobs?limit=many", bearer: true, status: 400, code: api.CodeInvalid, off: true},
+		{method: "GET", path: "/v1/jobs?state=lost", bearer: true, status: 400, code: api.CodeInvalid, off: true},
+		{method: "GET", path: "/v1/switches?active=maybe", bearer: true, status: 400, code: api.CodeInvalid, off: true},
+		{method: "GET", path: "/v1/dashboard?history=maybe", bearer: true, status: 400, code: api.CodeInvalid, off: true},
+		{method: "POST", path: "/v1/switches", bearer: true, ctype: "application/json", body: []byte(`{"from":1}`), status: 400, code: api.CodeInvalid, off: true},
+		{method: "POST", path: "/v1/switches", bearer: true, ctype: "application/json", body: big, status: 413, code: api.CodeTooLarge, off: true},
+		{method: "POST", path: "/v1/hosts/h1/clear", bearer: true, ctype: "application/json", body: []byte(`{"pol":"x"}`), status: 400, code: api.CodeInvalid, off: true},
+		{method: "POST", path: "/v1/hosts/h1/clear", bearer: true, ctype: "application/json", body: big, status: 413, code: api.CodeTooLarge, off: true},
+		{method: "POST", path: "/v1/calibrate", bearer: true, ctype: "application/json", body: []byte(`{"sites":"a"}`), status: 400, code: api.CodeInvalid, off: true},
+		{method: "POST", path: "/v1/calibrate", bearer: true, ctype: "application/json", body: []byte(`{"site":7}`), status: 400, code: api.CodeInvalid, off: true},
+		{method: "POST", path: "/v1/calibrate", bearer: true, ctype: "application/json", body: big, status: 413, code: api.CodeTooLarge, off: true},
 	}
 	// Every private route: 401 without a token, and 403 for a session
 	// request that changes state without the CSRF header.
@@ -1049,11 +1097,11 @@ func TestOpenAPIServed(t *testing.T) {
 		}
 		method, path := openapiPath(rt.Pattern)
 		p := strings.NewReplacer("{id}", "j-000000000001", "{name}", "h1").Replace(path)
-		reqs = append(reqs, req{method: method, path: p, op: method + " " + path, status: 401, code: api.CodeUnauthorized})
-		reqs = append(reqs, req{method: method, path: p, op: method + " " + path, header: http.Header{"Authorization": {"Bearer wrong"}},
+		reqs = append(reqs, req{method: method, path: p, status: 401, code: api.CodeUnauthorized})
+		reqs = append(reqs, req{method: method, path: p, header: http.Header{"Authorization": {"Bearer wrong"}},
 			status: 401, code: api.CodeUnauthorized})
 		if method != http.MethodGet && method != http.MethodHead {
-			reqs = append(reqs, req{method: method, path: p, op: method + " " + path, cookie: true, status: 403, code: api.CodeForbidden})
+			reqs = append(reqs, req{method: method, path: p, cookie: true, status: 403, code: api.CodeForbidden})
 		}
 	}
 
@@ -1086,6 +1134,9 @@ func TestOpenAPIServed(t *testing.T) {
 		if rq.ctype != "" {
 			r.Header.Set("Content-Type", rq.ctype)
 		}
+		if rq.off {
+			MarkOffDocument(r)
+		}
 		resp, err := client.Do(r)
 		if err != nil {
 			t.Errorf("%s: %v", what, err)
@@ -1104,44 +1155,10 @@ func TestOpenAPIServed(t *testing.T) {
 		if rq.path == "/v1/openapi.json" && !bytes.Equal(got, OpenAPI) {
 			t.Errorf("%s: the answer is not OpenAPI (%d bytes, want %d)", what, len(got), len(OpenAPI))
 		}
-
-		// The document gives this status, with this content type and body.
-		method, path, _ := strings.Cut(rq.op, " ")
-		op := openapiObj(t, doc, "paths", path, strings.ToLower(method))
-		dr, ok := openapiObj(t, op, "responses")[strconv.Itoa(rq.status)].(map[string]any)
-		if !ok {
-			t.Errorf("%s: answered %d, which the document does not give for %s", what, rq.status, rq.op)
-			continue
-		}
-		dr = openapiDeref(t, doc, dr)
-		content, _ := dr["content"].(map[string]any)
-		ct := resp.Header.Get("Content-Type")
-		if len(content) == 0 {
-			if len(got) > 0 && rq.status != http.StatusSeeOther {
-				t.Errorf("%s: a %d body (%s), but the document gives none", what, rq.status, ct)
-			}
-		} else if _, ok := content[ct]; !ok {
-			t.Errorf("%s: Content-Type %q, not one of the document's %v", what, ct, slices.Sorted(maps.Keys(content)))
-		} else if ct == "application/json" {
-			var v any
-			dec := json.NewDecoder(bytes.NewReader(got))
-			dec.UseNumber()
-			if err := dec.Decode(&v); err != nil {
-				t.Errorf("%s: not JSON: %v", what, err)
-				continue
-			}
-			openapiConforms(t, doc, what, v, content[ct].(map[string]any)["schema"].(map[string]any))
-			if rq.code != "" {
-				if m, _ := v.(map[string]any); m["code"] != rq.code {
-					t.Errorf("%s: code %v, want %s", what, m["code"], rq.code)
-				}
-			}
-		}
-		if hs, ok := dr["headers"].(map[string]any); ok {
-			for h := range hs {
-				if resp.Header.Get(h) == "" {
-					t.Errorf("%s: no %s header, which the document gives", what, h)
-				}
+		if rq.code != "" {
+			var e api.APIError
+			if err := json.Unmarshal(got, &e); err != nil || e.Code != rq.code {
+				t.Errorf("%s: %s, want code %s", what, got, rq.code)
 			}
 		}
 	}

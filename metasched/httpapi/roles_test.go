@@ -28,6 +28,7 @@ type roleCase struct {
 	path             string // {id}: alice's job
 	body             string
 	alice, bob, oper int
+	off              bool // a body the OpenAPI document refuses
 }
 
 // TestRoles holds every route of the API against each role: a user
@@ -60,7 +61,7 @@ func TestRoles(t *testing.T) {
 		{route: "GET /v1/jobs/{id}", alice: 200, bob: 404, oper: 200},
 		{route: "POST /v1/jobs/{id}/cancel", alice: 409, bob: 404, oper: 409}, // done: past the check, nothing to cancel
 		{route: "GET /v1/jobs/{id}/logs", alice: 200, bob: 404, oper: 200},
-		{route: "POST /v1/jobs/{id}/vms/{vm}/resize", path: "/v1/jobs/{id}/vms/none/resize", body: `{"vcpus": "x"}`, alice: 400, bob: 404, oper: 400},
+		{route: "POST /v1/jobs/{id}/vms/{vm}/resize", path: "/v1/jobs/{id}/vms/none/resize", body: `{"vcpus": "x"}`, alice: 400, bob: 404, oper: 400, off: true},
 		{route: "GET /v1/jobs/{id}/outputs", alice: 404, bob: 404, oper: 404}, // an emulated job has no run directory
 		{route: "GET /v1/jobs/{id}/outputs/{name...}", path: "/v1/jobs/{id}/outputs/none", alice: 404, bob: 404, oper: 404},
 		{route: "POST /v1/plan", body: apiSimJob, alice: 200, bob: 200, oper: 200},
@@ -109,7 +110,7 @@ func TestRoles(t *testing.T) {
 			if who.name == "ops" && method == "DELETE" {
 				continue // carol is gone
 			}
-			got, body := roleRequest(t, td, method, path, who.token, c.body)
+			got, body := roleRequest(t, td, method, path, who.token, c.body, offDocIf(c.off)...)
 			if got != who.want {
 				t.Errorf("%s as %s: %d, want %d: %s", c.route, who.name, got, who.want, body)
 			}
@@ -197,9 +198,10 @@ func rt(pattern string) httpapi.Route {
 	panic("no route " + pattern)
 }
 
-// roleRequest sends a request with a bearer token and returns the status
-// and body (the first bytes of a stream).
-func roleRequest(t *testing.T, td *testDaemon, method, path, token, body string) (int, string) {
+// roleRequest sends a request with a bearer token and a body (JSON, or
+// else a YAML job file) and returns the status and body (the first bytes
+// of a stream); each mark changes the request (offDoc).
+func roleRequest(t *testing.T, td *testDaemon, method, path, token, body string, marks ...func(*http.Request)) (int, string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -208,8 +210,14 @@ func roleRequest(t *testing.T, td *testDaemon, method, path, token, body string)
 		t.Fatal(err)
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
-	if body != "" && strings.HasPrefix(body, "{") {
+	switch {
+	case strings.HasPrefix(body, "{"):
 		req.Header.Set("Content-Type", "application/json")
+	case body != "":
+		req.Header.Set("Content-Type", "application/yaml")
+	}
+	for _, m := range marks {
+		m(req)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -22,8 +22,8 @@ import (
 )
 
 // cookieRequest sends a request with the session cookie value (and the
-// CSRF header when csrf).
-func cookieRequest(t *testing.T, td *testDaemon, method, path, cookie string, csrf bool, ctype string, body string) apiAnswer {
+// CSRF header when csrf); each mark changes the request (offDoc).
+func cookieRequest(t *testing.T, td *testDaemon, method, path, cookie string, csrf bool, ctype string, body string, marks ...func(*http.Request)) apiAnswer {
 	t.Helper()
 	req, err := http.NewRequest(method, td.addr+path, strings.NewReader(body))
 	if err != nil {
@@ -37,6 +37,9 @@ func cookieRequest(t *testing.T, td *testDaemon, method, path, cookie string, cs
 	}
 	if ctype != "" {
 		req.Header.Set("Content-Type", ctype)
+	}
+	for _, m := range marks {
+		m(req)
 	}
 	// Do not follow the form login's redirect.
 	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
@@ -139,10 +142,10 @@ func TestSession(t *testing.T) {
 			t.Errorf("login %q set a cookie", c.body)
 		}
 	}
-	if a := cookieRequest(t, td, "POST", "/login", "", false, "application/json", `{"tokn": "x"}`); a.status != 400 || a.apiErr(t).Fields[0].Field != "tokn" {
+	if a := cookieRequest(t, td, "POST", "/login", "", false, "application/json", `{"tokn": "x"}`, offDoc); a.status != 400 || a.apiErr(t).Fields[0].Field != "tokn" {
 		t.Errorf("login with an unknown field: %d %s", a.status, a.body)
 	}
-	if a := cookieRequest(t, td, "POST", "/login", "", false, "text/csv", "x"); a.status != http.StatusUnsupportedMediaType {
+	if a := cookieRequest(t, td, "POST", "/login", "", false, "text/csv", "x", offDoc); a.status != http.StatusUnsupportedMediaType {
 		t.Errorf("login as text/csv: %d %s", a.status, a.body)
 	}
 
@@ -263,7 +266,7 @@ func TestDashboardState(t *testing.T) {
 	if servers != 16 {
 		t.Errorf("the sample counts %d servers, want 16", servers)
 	}
-	if a := apiAuthed(t, td, "GET", "/v1/dashboard?history=maybe", "", nil); a.status != 400 || a.apiErr(t).Fields[0].Field != "history" {
+	if a := apiAuthed(t, td, "GET", "/v1/dashboard?history=maybe", "", nil, offDoc); a.status != 400 || a.apiErr(t).Fields[0].Field != "history" {
 		t.Errorf("history=maybe: %d %s", a.status, a.body)
 	}
 	// The job's explanation.

@@ -60,7 +60,7 @@ func TestSlowLoginsDoNotKeepAValidRequestOut(t *testing.T) {
 // closes the connection.
 func TestBodyThatNeverArrivesIsDropped(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		td := daemontest.StartInBubble(t, nil, metasched.Options{}, nil)
+		td := daemontest.StartInBubble(t, nil, metasched.Options{}, nil, checkOpenAPI(t))
 		dial := td.HTTP.Transport.(*http.Transport).DialContext
 		c, err := dial(t.Context(), "tcp", "memnet:80")
 		if err != nil {

@@ -41,10 +41,12 @@ type Daemon struct {
 
 // Start runs a demo-configured daemon on grid g (nil: the demo's), with a
 // switch delay of 200 ms and a tick of 100 ms unless opt says otherwise;
-// edit changes the configuration before the daemon opens it.
-func Start(t testing.TB, g *graph.Grid, opt metasched.Options, edit func(*metasched.Config)) *Daemon {
+// edit changes the configuration before the daemon opens it. Each wrap, in
+// order, wraps the server the daemon serves (a test's check of every
+// request and answer, say).
+func Start(t testing.TB, g *graph.Grid, opt metasched.Options, edit func(*metasched.Config), wrap ...func(http.Handler) http.Handler) *Daemon {
 	t.Helper()
-	return start(t, g, opt, edit, false)
+	return start(t, g, opt, edit, false, wrap)
 }
 
 // StartInBubble is Start for a test that runs in a testing/synctest
@@ -53,12 +55,12 @@ func Start(t testing.TB, g *graph.Grid, opt metasched.Options, edit func(*metasc
 // fake clock is the daemon's time. Its ticks, timers, switch delays and
 // emulated runs then pass as soon as every goroutine waits: the test steps
 // time instead of sleeping through it.
-func StartInBubble(t testing.TB, g *graph.Grid, opt metasched.Options, edit func(*metasched.Config)) *Daemon {
+func StartInBubble(t testing.TB, g *graph.Grid, opt metasched.Options, edit func(*metasched.Config), wrap ...func(http.Handler) http.Handler) *Daemon {
 	t.Helper()
-	return start(t, g, opt, edit, true)
+	return start(t, g, opt, edit, true, wrap)
 }
 
-func start(t testing.TB, g *graph.Grid, opt metasched.Options, edit func(*metasched.Config), inMemory bool) *Daemon {
+func start(t testing.TB, g *graph.Grid, opt metasched.Options, edit func(*metasched.Config), inMemory bool, wrap []func(http.Handler) http.Handler) *Daemon {
 	t.Helper()
 	cfg, grid, err := demo.Config(t.TempDir(), "127.0.0.1:0")
 	if err != nil {
@@ -108,8 +110,12 @@ func start(t testing.TB, g *graph.Grid, opt metasched.Options, edit func(*metasc
 			addr = "https://" + ln.Addr().String()
 		}
 	}
+	var h http.Handler = httpapi.New(d, log)
+	for _, w := range wrap {
+		h = w(h)
+	}
 	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx, ln, httpapi.New(d, log)) }()
+	go func() { done <- d.Run(ctx, ln, h) }()
 	td := &Daemon{D: d, Addr: addr, HTTP: hc, Log: buf}
 	stopped := false
 	td.Stop = func() {
