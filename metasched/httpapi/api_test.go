@@ -704,6 +704,7 @@ func TestAPIPlanAndClear(t *testing.T) {
 		{"unknown field", "spain-0", `{"pool":"sim","colour":"red"}`, 400, api.CodeInvalid, []string{"colour"}, true},
 		{"wrong type", "spain-0", `{"pool":3}`, 400, api.CodeInvalid, []string{"pool"}, true},
 		{"not json", "spain-0", `pool: sim`, 400, api.CodeInvalid, nil, true},
+		{"two values", "spain-0", `{"pool":"sim"} {"pool":"etl"}`, 400, api.CodeInvalid, nil, true},
 		{"too large", "spain-0", `{"pool":"` + strings.Repeat("x", api.MaxBodyBytes) + `"}`, 413, api.CodeTooLarge, nil, true},
 	} {
 		a := apiAuthed(t, td, "POST", "/v1/hosts/"+tc.host+"/clear", "application/json", []byte(tc.body), offDocIf(tc.off)...)
@@ -720,13 +721,32 @@ func TestAPIPlanAndClear(t *testing.T) {
 			t.Errorf("%s: %+v, want code %q fields %v", tc.name, e, tc.code, tc.fields)
 		}
 	}
+	// A drain and an undrain, and the drains refused.
+	for _, tc := range []struct {
+		name, body string
+		status     int
+		off        bool
+	}{
+		{"two values", `{"move":false} {"move":true}`, 400, true},
+		{"wrong type", `{"move":"yes"}`, 400, true},
+		{"unknown field", `{"move":true,"force":true}`, 400, true},
+		{"drain", `{}`, 200, false},
+	} {
+		a := apiAuthed(t, td, "POST", "/v1/hosts/spain-0/drain", "application/json", []byte(tc.body), offDocIf(tc.off)...)
+		if a.status != tc.status {
+			t.Errorf("drain, %s: %d, want %d: %s", tc.name, a.status, tc.status, a.body)
+		}
+	}
+	if a := apiAuthed(t, td, "POST", "/v1/hosts/spain-0/undrain", "", nil); a.status != 200 {
+		t.Errorf("undrain: %d %s", a.status, a.body)
+	}
 	hosts, err := c.Hosts(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, h := range hosts {
 		if h.State != api.HostIdle {
-			t.Errorf("host %s %s after refused clears", h.Name, h.State)
+			t.Errorf("host %s %s after refused clears and a drain undone", h.Name, h.State)
 		}
 	}
 }

@@ -72,6 +72,9 @@ func strictJSON(body []byte, v any) error {
 		}
 		return &api.RequestError{Status: 400, Code: api.CodeInvalid, Msg: "the body is not valid JSON: " + err.Error()}
 	}
+	if _, err := dec.Token(); err != io.EOF {
+		return &api.RequestError{Status: 400, Code: api.CodeInvalid, Msg: "the body holds more than one JSON value: it must be one object"}
+	}
 	return nil
 }
 

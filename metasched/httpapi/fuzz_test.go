@@ -17,11 +17,13 @@ import (
 
 	"github.com/rs/zerolog"
 
+	hp "github.com/metasched/metasched/hypervisorproxy"
 	"github.com/metasched/metasched/metasched"
 	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/demo"
 	"github.com/metasched/metasched/metasched/httpapi"
 	"github.com/metasched/metasched/metasched/internal/daemontest"
+	"github.com/metasched/metasched/metasched/lifecycle"
 	"github.com/metasched/metasched/selection"
 )
 
@@ -349,6 +351,67 @@ func FuzzClearHost(f *testing.F) {
 	})
 }
 
+// FuzzResizeVM posts bodies to POST /v1/jobs/{id}/vms/{vm}/resize of a
+// running job's VM (VMs of 1 vCPU and 1024 MiB that may grow by 2 vCPUs and
+// 512 MiB): a resize the daemon takes leaves the VM within its maxima and
+// sized as asked, every other is refused with a 4xx, and the job runs on.
+func FuzzResizeVM(f *testing.F) {
+	f.Add([]byte(`{"vcpus": 2}`))
+	f.Add([]byte(`{"memory_mib": 1536}`))
+	f.Add([]byte(`{"vcpus": 1, "memory_mib": 1024}`))
+	f.Add([]byte(`{"vcpus": 4}`))
+	f.Add([]byte(`{"vcpus": -1}`))
+	f.Add([]byte(`{}`))
+	f.Add([]byte(``))
+	f.Add([]byte(`{"vcpus": "x"}`))
+	f.Add([]byte(`{"vcpus": 2, "host": "spain-0"}`))
+	f.Add([]byte(`{"vcpus": 1e3}`))
+	f.Add([]byte(`{"vcpus": 2} {}`))
+	td := daemontest.Start(f, nil, metasched.Options{}, func(c *metasched.Config) {
+		c.Policy = metasched.PolicyConfig{Name: "none"}
+		c.Executor.TimeScale = 1
+		c.VMHeadroom = metasched.VMHeadroom{VCPUs: 2, MemoryMiB: 512}
+	})
+	s := &fuzzServer{d: td.D, h: httpapi.New(td.D, zerolog.Nop())}
+	ctx := context.Background()
+	job, err := td.D.Submit(ctx, []byte(apiLongJob))
+	if err != nil {
+		f.Fatal(err)
+	}
+	var vm string
+	daemontest.WaitFor(f, "the job running", time.Minute, func() bool {
+		j, _ := td.D.Job(ctx, job.ID)
+		if j.State == lifecycle.Running && len(j.VMs) > 0 {
+			vm = j.VMs[len(j.VMs)-1].Name
+		}
+		return vm != ""
+	})
+	path := "/v1/jobs/" + job.ID + "/vms/" + vm + "/resize"
+	f.Fuzz(func(t *testing.T, body []byte) {
+		a := s.serve(t, "POST", path, http.Header{"Content-Type": {"application/json"}}, body, true)
+		what := fmt.Sprintf("POST %s %q", path, body)
+		if a.status == http.StatusOK {
+			var got hp.VM
+			if err := json.Unmarshal(a.body, &got); err != nil {
+				t.Fatalf("%s: 200 with %s: %v", what, a.body, err)
+			}
+			var asked api.ResizeRequest
+			if err := json.Unmarshal(body, &asked); err != nil {
+				t.Fatalf("%s: taken, yet not a resize request: %v", what, err)
+			}
+			if got.Name != vm || got.VCPUs < 1 || got.VCPUs > got.MaxVCPUs || got.MemoryMiB > got.MaxMemoryMiB ||
+				(asked.VCPUs != 0 && got.VCPUs != asked.VCPUs) || (asked.MemoryMiB != 0 && got.MemoryMiB != asked.MemoryMiB) {
+				t.Fatalf("%s: 200 with %+v: want the VM as asked, within its maxima", what, got)
+			}
+		} else {
+			checkRefusal(t, what, a, 400, 404, 409, 413)
+		}
+		if j, _ := td.D.Job(ctx, job.ID); j.State != lifecycle.Running {
+			t.Fatalf("%s: the job is %s: %s", what, j.State, j.Reason)
+		}
+	})
+}
+
 // FuzzDrainHost posts bodies to POST /v1/hosts/{name}/drain: a body that
 // is not a drain request drains nothing (400), one that is drains the host
 // (200, draining or drained) and an undrain returns it to its pool; every
@@ -374,6 +437,10 @@ func FuzzDrainHost(f *testing.F) {
 			var h api.HostView
 			if err := json.Unmarshal(a.body, &h); err != nil || h.Name != name || (h.State != api.HostDraining && h.State != api.HostDrained) {
 				t.Fatalf("%s: 200 with %s (%v): want the host, draining or drained", what, a.body, err)
+			}
+			var dr api.DrainRequest
+			if err := json.Unmarshal(body, &dr); len(bytes.TrimSpace(body)) > 0 && err != nil {
+				t.Fatalf("%s %q: taken, yet not one drain request: %v", what, body, err)
 			}
 			u := s.serve(t, "POST", path+"/undrain", nil, nil, true)
 			if u.status != http.StatusOK {
