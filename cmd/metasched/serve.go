@@ -42,8 +42,9 @@ func newServeCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve [--config FILE]",
 		Short: "Run the metasched daemon (with no flags: the built-in demo)",
-		Long: `serve runs the metasched daemon: the jobs API (JSON over HTTP under /v1,
-bearer token), the durable store, the job lifecycle (GramVM plans each job on
+		Long: `serve runs the metasched daemon: the jobs API (JSON under /v1, over HTTPS
+with the configuration's tls, plain HTTP only on a loopback address; a
+bearer token or a client certificate of the grid's CA), the durable store, the job lifecycle (GramVM plans each job on
 the free hosts of its type's pool, the site agents create its VMs, an
 executor runs it, the VMs are destroyed), the cluster manager that asks the
 switching policy twice a second, and the two-phase switch coordinator.
@@ -56,12 +57,13 @@ With no --config it runs the built-in demo: the bundled three-site grid with
 in-process agents on the libvirt test driver, data in ./metasched-data, the
 API on 127.0.0.1:8080, and a stream of jobs of three types with a demand
 shift, so that jobs are planned across clusters, VMs created and destroyed and
-servers switched toward the busy pool. It prints the address and the API
-token first, a summary after the stream, and keeps serving until Ctrl-C
+servers switched toward the busy pool. It prints the address and the file of
+the operator token first, a summary after the stream, and keeps serving until Ctrl-C
 (--exit-after-demo exits after the summary).
 
-The API token is generated on the first start, kept in the data directory's
-database and written to DATA_DIR/token for scripts.`,
+The operator token is generated on the first start, kept in the data
+directory's database and written to DATA_DIR/token (private to its owner)
+for scripts; the daemon never prints it.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if !cmd.Flags().Changed("demo") {
