@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/metasched/metasched/internal/plotx"
 	"github.com/metasched/metasched/switching"
 )
 
@@ -41,6 +42,8 @@ type solveFlags struct {
 	save      string
 	output    string
 	boundary  bool
+	// boundarySweeps caps the long-run analysis; 0: the default budget.
+	boundarySweeps int
 }
 
 func newPolicySolveCmd(e *env) *cobra.Command {
@@ -86,6 +89,8 @@ columns, and how many lengths to show (at most J).`,
 	fl.StringVar(&f.save, "save", "", "save the policy table to this file")
 	fl.StringVar(&f.output, "output", "table", "table or json")
 	fl.BoolVar(&f.boundary, "boundary", true, "compute the long-run fraction of time at the truncation and the mean holding cost of the policy")
+	fl.IntVar(&f.boundarySweeps, "boundary-sweeps", 0, fmt.Sprintf("cap the long-run analysis at this many sweeps (0: %d× the solve's sweeps, at least %d M state updates, at most %s sweeps)",
+		switching.BoundaryFactor, switching.BoundaryFloor/1_000_000, plotx.Plain(switching.BoundaryCeiling)))
 	return cmd
 }
 
@@ -120,6 +125,9 @@ func policySolve(ctx context.Context, e *env, f solveFlags) error {
 	if f.horizon < 0 {
 		return usagef("--horizon: must be 0 (infinite) or more, got %d", f.horizon)
 	}
+	if f.boundarySweeps < 0 {
+		return usagef("--boundary-sweeps: must be 0 (the default budget) or more, got %d", f.boundarySweeps)
+	}
 	opts := switching.SolveOptions{
 		Criterion: switching.Criterion(f.criterion),
 		Method:    switching.Method(f.method),
@@ -131,6 +139,8 @@ func policySolve(ctx context.Context, e *env, f solveFlags) error {
 		Start:     f.start,
 		Boundary:  f.boundary,
 		Now:       time.Now,
+
+		BoundarySweeps: f.boundarySweeps,
 	}
 	var bar *progressBar
 	if e.tty {
@@ -156,6 +166,10 @@ func policySolve(ctx context.Context, e *env, f solveFlags) error {
 		}
 	}
 	rep := newSolveReport(f.model, m, sol, view, f.tolerance)
+	if st := rep.Stationary; st != nil && !st.Converged {
+		st.Note = stationaryNote(st, sol.Sweeps, f.boundarySweeps == 0)
+		st.budget = stationaryBudget(st, sol.Sweeps, f.boundarySweeps == 0)
+	}
 	if f.output == "json" {
 		return writeJSON(e.stdout, rep)
 	}
@@ -203,27 +217,58 @@ func writeJSON(w io.Writer, v any) error {
 
 // solveReport is the JSON output of policy solve.
 type solveReport struct {
-	Model          string                `json:"model"`
-	Criterion      switching.Criterion   `json:"criterion"`
-	Method         switching.Method      `json:"method"`
-	Horizon        int                   `json:"horizon,omitempty"`
-	Discount       *float64              `json:"discount,omitempty"`
-	Uniformization float64               `json:"uniformization"`
-	States         int                   `json:"states"`
-	Configurations int                   `json:"configurations"`
-	QueueStates    int                   `json:"queue_states"`
-	MemoryBytes    int                   `json:"memory_bytes"`
-	Sweeps         int                   `json:"sweeps"`
-	Improvements   int                   `json:"improvements,omitempty"`
-	Seconds        float64               `json:"seconds"`
-	SecondsPerSwp  float64               `json:"seconds_per_sweep"`
-	Converged      bool                  `json:"converged"`
-	Residual       float64               `json:"residual"`
-	Tolerance      float64               `json:"tolerance"`
-	AverageCost    *float64              `json:"average_cost"`
-	Stationary     *switching.Stationary `json:"stationary,omitempty"`
-	Actions        []actionLegend        `json:"actions"`
-	View           viewReport            `json:"view"`
+	Model          string              `json:"model"`
+	Criterion      switching.Criterion `json:"criterion"`
+	Method         switching.Method    `json:"method"`
+	Horizon        int                 `json:"horizon,omitempty"`
+	Discount       *float64            `json:"discount,omitempty"`
+	Uniformization float64             `json:"uniformization"`
+	States         int                 `json:"states"`
+	Configurations int                 `json:"configurations"`
+	QueueStates    int                 `json:"queue_states"`
+	MemoryBytes    int                 `json:"memory_bytes"`
+	Sweeps         int                 `json:"sweeps"`
+	Improvements   int                 `json:"improvements,omitempty"`
+	Seconds        float64             `json:"seconds"`
+	SecondsPerSwp  float64             `json:"seconds_per_sweep"`
+	Converged      bool                `json:"converged"`
+	Residual       float64             `json:"residual"`
+	Tolerance      float64             `json:"tolerance"`
+	AverageCost    *float64            `json:"average_cost"`
+	Stationary     *stationaryReport   `json:"stationary,omitempty"`
+	Actions        []actionLegend      `json:"actions"`
+	View           viewReport          `json:"view"`
+}
+
+// stationaryReport is the long-run analysis of a solve, with a note when
+// it stopped at its budget before converging.
+type stationaryReport struct {
+	*switching.Stationary
+	Note string `json:"note,omitempty"`
+
+	budget string // the budget's origin, for the text output
+}
+
+// stationaryNote says that the long-run analysis st stopped at its budget
+// before converging, what its figures are then, and how to ask for more.
+func stationaryNote(st *stationaryReport, solveSweeps int, byDefault bool) string {
+	return fmt.Sprintf("the long-run analysis stopped at %s at residual %.3g, before converging: its figures are "+
+		"those after %d steps from the empty system, not the long run; %s", stationaryBudget(st, solveSweeps, byDefault),
+		st.Residual, st.Sweeps, stationaryMore(st))
+}
+
+// stationaryBudget names the budget of an analysis.
+func stationaryBudget(st *stationaryReport, solveSweeps int, byDefault bool) string {
+	if !byDefault {
+		return fmt.Sprintf("its budget of %d sweeps (--boundary-sweeps)", st.MaxSweeps)
+	}
+	return fmt.Sprintf("its default budget of %d sweeps (%d× the solve's %d sweeps; at least %d M state updates, at most %s sweeps)",
+		st.MaxSweeps, switching.BoundaryFactor, solveSweeps, switching.BoundaryFloor/1_000_000, plotx.Plain(switching.BoundaryCeiling))
+}
+
+// stationaryMore says how to run an analysis that stopped longer.
+func stationaryMore(st *stationaryReport) string {
+	return fmt.Sprintf("--boundary-sweeps %d runs it ten times longer, --boundary=false skips it", 10*st.MaxSweeps)
 }
 
 type actionLegend struct {
@@ -251,8 +296,10 @@ func newSolveReport(path string, m *switching.Model, sol *switching.Solution, v 
 		MemoryBytes: s.States * switching.BytesPerState,
 		Sweeps:      sol.Sweeps, Improvements: sol.Improvements, Seconds: sol.Seconds,
 		Converged: sol.Converged, Residual: sol.Residual, Tolerance: tolerance,
-		Stationary: sol.Stationary,
-		View:       newViewReport(v, sol.Table),
+		View: newViewReport(v, sol.Table),
+	}
+	if sol.Stationary != nil {
+		r.Stationary = &stationaryReport{Stationary: sol.Stationary}
 	}
 	if sol.Sweeps > 0 {
 		r.SecondsPerSwp = sol.Seconds / float64(sol.Sweeps)
@@ -335,12 +382,17 @@ func (r *solveReport) print(w io.Writer, m *switching.Model) {
 		fmt.Fprintf(w, "cost:      %.6g per time unit in the long run (holding and blocking)\n", *r.AverageCost)
 	}
 	if st := r.Stationary; st != nil {
-		conv := ""
-		if !st.Converged {
-			conv = fmt.Sprintf(" (NOT CONVERGED after %d sweeps)", st.Sweeps)
+		if st.Converged {
+			fmt.Fprintf(w, "long run:  from the empty system at the static allocation: mean holding cost %.6g, a queue at the truncation %.3g%% of the time (%d sweeps, %.3g s)\n",
+				st.HoldingCost, 100*st.BoundaryFraction, st.Sweeps, st.Seconds)
+		} else {
+			fmt.Fprintf(w, "long run:  NOT CONVERGED: the analysis stopped after %d sweeps (%.3g s) at residual %.3g (tolerance %g),\n",
+				st.Sweeps, st.Seconds, st.Residual, r.Tolerance)
+			fmt.Fprintf(w, "           %s.\n", st.budget)
+			fmt.Fprintf(w, "           After %d steps from the empty system at the static allocation, not in the long run:\n", st.Sweeps)
+			fmt.Fprintf(w, "           mean holding cost %.6g, a queue at the truncation %.3g%% of the time.\n", st.HoldingCost, 100*st.BoundaryFraction)
+			fmt.Fprintf(w, "           %s.\n", stationaryMore(st))
 		}
-		fmt.Fprintf(w, "long run:  from the empty system at the static allocation: mean holding cost %.6g, a queue at the truncation %.3g%% of the time%s\n",
-			st.HoldingCost, 100*st.BoundaryFraction, conv)
 	}
 	printActions(w, r.Actions)
 	fmt.Fprintf(w, "view:      %s\n\n", r.View.Spec)
