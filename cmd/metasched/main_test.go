@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -290,5 +291,43 @@ func TestPolicySolveBoundaryBudget(t *testing.T) {
 	code, out, _ = runCmd(t, "policy", "solve", "--model", example+"palmer-table2.yaml", "--horizon", "5")
 	if code != 0 || !strings.Contains(out, "long run:  from the empty system at the static allocation: mean holding cost") {
 		t.Errorf("converged analysis, text:\n%s", out)
+	}
+}
+
+// Without --view, policy solve shows the slice where the policy acts and
+// says how it was chosen and how to ask for another; with --view, the
+// slice asked for.
+func TestPolicySolveChosenView(t *testing.T) {
+	code, out, errOut := runCmd(t, "policy", "solve", "--model", example+"fisher-table1.yaml", "--criterion", "discounted",
+		"--boundary=false", "--output", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var got solveReport
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatal(err)
+	}
+	v := got.View
+	switching := 0
+	for _, row := range v.Actions {
+		for _, a := range row {
+			if a != 0 {
+				switching++
+			}
+		}
+	}
+	if v.Chosen == nil || v.Chosen.Candidates != 6 || v.Chosen.Switching != switching || switching == 0 ||
+		v.Chosen.Default != "k=1,1,1 m=0 j3=0 rows=j1 cols=j2 size=11" {
+		t.Errorf("view %+v, chosen %+v: want a slice with switches chosen among 6", v, v.Chosen)
+	}
+	code, out, _ = runCmd(t, "policy", "solve", "--model", example+"fisher-table1.yaml", "--criterion", "discounted", "--boundary=false")
+	if code != 0 || !strings.Contains(out, "view:      "+v.Spec+"\n           chosen among 6 slices as the one whose action changes most often ("+
+		fmt.Sprint(switching)+" of 121 cells start a switch)\n") || !strings.Contains(out, "--view picks") {
+		t.Errorf("text output:\n%s", out)
+	}
+	code, out, _ = runCmd(t, "policy", "solve", "--model", example+"palmer-table2.yaml", "--criterion", "discounted", "--boundary=false",
+		"--view", "k=1,1 rows=j2 cols=j1")
+	if code != 0 || !strings.Contains(out, "view:      k=1,1 m=0 rows=j2 cols=j1 size=11\n\n") || strings.Contains(out, "chosen") {
+		t.Errorf("a view given: text output:\n%s", out)
 	}
 }

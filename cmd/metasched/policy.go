@@ -62,7 +62,10 @@ slow relative to the event rate, and then may never switch at all.
 A view picks the slice to print, e.g. --view "k=1,1,1 m=0 j1=0 rows=j2 cols=j3
 size=10": k servers per pool (summing to N), m=0 (no switches in flight), fixed
 queue lengths for the other pools (default 0), the queues on the rows and
-columns, and how many lengths to show (at most J).`,
+columns, and how many lengths to show (at most J). Without --view the slice
+shown is chosen to show where the policy acts: among the server
+configurations near the even split, every pair of queues on the axes and the
+other queues at 0 or half the size, the one whose action changes most often.`,
 		Example: `  metasched policy solve --model examples/palmer-table2.yaml --criterion discounted
   metasched policy solve --model examples/fisher-fig4-n5.yaml --output json
   metasched policy solve --model examples/fisher-table1.yaml --criterion discounted \
@@ -113,7 +116,7 @@ func policySolve(ctx context.Context, e *env, f solveFlags) error {
 	if err != nil {
 		return err
 	}
-	view := switching.DefaultView(m)
+	var view switching.View
 	if f.view != "" {
 		if view, err = switching.ParseView(m, f.view); err != nil {
 			return usagef("--view: %w", err)
@@ -165,7 +168,15 @@ func policySolve(ctx context.Context, e *env, f solveFlags) error {
 			return err
 		}
 	}
+	var choice *switching.ViewChoice
+	if f.view == "" {
+		v, c := switching.ChooseView(m, sol.Table)
+		view, choice = v, &c
+	}
 	rep := newSolveReport(f.model, m, sol, view, f.tolerance)
+	if choice != nil {
+		rep.View.Chosen = newViewChoice(m, *choice)
+	}
 	if st := rep.Stationary; st != nil && !st.Converged {
 		st.Note = stationaryNote(st, sol.Sweeps, f.boundarySweeps == 0)
 		st.budget = stationaryBudget(st, sol.Sweeps, f.boundarySweeps == 0)
@@ -278,7 +289,9 @@ type actionLegend struct {
 }
 
 type viewReport struct {
-	Spec    string         `json:"spec"`
+	Spec string `json:"spec"`
+	// Chosen says how the view was chosen when none was given.
+	Chosen  *viewChoice    `json:"chosen,omitempty"`
 	K       []int          `json:"k"`
 	Rows    string         `json:"rows"`
 	Cols    string         `json:"cols"`
@@ -333,6 +346,47 @@ func printActions(w io.Writer, actions []actionLegend) {
 		legend = append(legend, fmt.Sprintf("%d = %s→%s", a.Action, a.From, a.To))
 	}
 	fmt.Fprintf(w, "actions:   %s\n", strings.Join(legend, ", "))
+}
+
+// viewChoice is how policy solve chose its view (switching.ChooseView).
+type viewChoice struct {
+	Candidates int `json:"candidates"`
+	// Changes counts the cells whose action differs from a neighbour's,
+	// Switching those that start a switch.
+	Changes   int  `json:"changes"`
+	Switching int  `json:"switching"`
+	Unserved  bool `json:"unserved,omitempty"`
+	// Default is the spec of the even split's view, for --view.
+	Default string `json:"default"`
+}
+
+func newViewChoice(m *switching.Model, c switching.ViewChoice) *viewChoice {
+	return &viewChoice{Candidates: c.Candidates, Changes: c.Changes, Switching: c.Switching, Unserved: c.Unserved,
+		Default: switching.DefaultView(m).String()}
+}
+
+// describe says in words how the view of spec (cells × cells) was
+// chosen and how to ask for another.
+func (c *viewChoice) describe(spec string, cells int) []string {
+	var how string
+	switch {
+	case c.Switching == 0 && c.Changes == 0:
+		how = fmt.Sprintf("the policy does nothing in any of the %d slices tried; this is the even split", c.Candidates)
+	case c.Unserved:
+		how = fmt.Sprintf("chosen among %d slices as the one whose action changes most often (%d of %d cells start a switch);",
+			c.Candidates, c.Switching, cells*cells)
+		how += "\n           no slice with every pool served has a switch, so this one leaves a pool without servers"
+	case c.Candidates == 1:
+		how = fmt.Sprintf("the only slice with every pool served (%d of %d cells start a switch)", c.Switching, cells*cells)
+	default:
+		how = fmt.Sprintf("chosen among %d slices as the one whose action changes most often (%d of %d cells start a switch)",
+			c.Candidates, c.Switching, cells*cells)
+	}
+	ask := fmt.Sprintf("--view %q shows the even split; --view picks any slice (see --help)", c.Default)
+	if c.Default == spec {
+		ask = "--view picks another slice (see --help)"
+	}
+	return []string{how, ask}
 }
 
 func newViewReport(v switching.View, p switching.Policy) viewReport {
@@ -395,7 +449,13 @@ func (r *solveReport) print(w io.Writer, m *switching.Model) {
 		}
 	}
 	printActions(w, r.Actions)
-	fmt.Fprintf(w, "view:      %s\n\n", r.View.Spec)
+	fmt.Fprintf(w, "view:      %s\n", r.View.Spec)
+	if c := r.View.Chosen; c != nil {
+		for _, l := range c.describe(r.View.Spec, r.View.Size) {
+			fmt.Fprintf(w, "           %s\n", l)
+		}
+	}
+	fmt.Fprintln(w)
 	printGrid(w, r.View.Rows, r.View.Cols, r.View.Actions, nil)
 }
 
