@@ -45,3 +45,25 @@ func Sig(v float64, digits int) string {
 	}
 	return Plain(r)
 }
+
+// PlainAll writes values in Plain's format with as many decimals each as
+// the one that needs the most (2.6, 2.8, 3.0), as the labels of one axis
+// or column.
+func PlainAll(values []float64) []string {
+	decimals := 0
+	for _, v := range values {
+		s := strconv.FormatFloat(sigRound(v, 12), 'f', -1, 64)
+		if _, frac, ok := strings.Cut(s, "."); ok {
+			decimals = max(decimals, len(frac))
+		}
+	}
+	out := make([]string, len(values))
+	for i, v := range values {
+		out[i] = Plain(math.Round(v*math.Pow10(decimals)) / math.Pow10(decimals))
+		if decimals > 0 {
+			whole, frac, _ := strings.Cut(out[i], ".")
+			out[i] = whole + "." + frac + strings.Repeat("0", decimals-len(frac))
+		}
+	}
+	return out
+}
