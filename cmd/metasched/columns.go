@@ -74,3 +74,22 @@ func breakList(s string, width int) []string {
 	}
 	return append(lines, strings.TrimRight(line, " "))
 }
+
+// writeWrapped writes s wrapped at spaces to tableWidth: its first line
+// after first, the others after indent.
+func writeWrapped(w io.Writer, s, first, indent string) {
+	line, empty := first, true
+	for _, word := range strings.Fields(s) {
+		if !empty && utf8.RuneCountInString(line)+1+utf8.RuneCountInString(word) > tableWidth {
+			fmt.Fprintln(w, line)
+			line, empty = indent, true
+		}
+		if empty {
+			line += word
+		} else {
+			line += " " + word
+		}
+		empty = false
+	}
+	fmt.Fprintln(w, line)
+}

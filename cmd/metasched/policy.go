@@ -345,7 +345,7 @@ func printActions(w io.Writer, actions []actionLegend) {
 	for _, a := range actions {
 		legend = append(legend, fmt.Sprintf("%d = %s→%s", a.Action, a.From, a.To))
 	}
-	fmt.Fprintf(w, "actions:   %s\n", strings.Join(legend, ", "))
+	writeWrapped(w, strings.Join(legend, ", "), "actions:   ", "           ")
 }
 
 // viewChoice is how policy solve chose its view (switching.ChooseView).
@@ -437,8 +437,8 @@ func (r *solveReport) print(w io.Writer, m *switching.Model) {
 	}
 	if st := r.Stationary; st != nil {
 		if st.Converged {
-			fmt.Fprintf(w, "long run:  from the empty system at the static allocation: mean holding cost %.6g, a queue at the truncation %.3g%% of the time (%d sweeps, %.3g s)\n",
-				st.HoldingCost, 100*st.BoundaryFraction, st.Sweeps, st.Seconds)
+			fmt.Fprintf(w, "long run:  from the empty system at the static allocation (%d sweeps, %.3g s):\n", st.Sweeps, st.Seconds)
+			fmt.Fprintf(w, "           mean holding cost %.6g, a queue at the truncation %.3g%% of the time\n", st.HoldingCost, 100*st.BoundaryFraction)
 		} else {
 			fmt.Fprintf(w, "long run:  NOT CONVERGED: the analysis stopped after %d sweeps (%.3g s) at residual %.3g (tolerance %g),\n",
 				st.Sweeps, st.Seconds, st.Residual, r.Tolerance)
