@@ -345,7 +345,13 @@ func printActions(w io.Writer, actions []actionLegend) {
 	for _, a := range actions {
 		legend = append(legend, fmt.Sprintf("%d = %s→%s", a.Action, a.From, a.To))
 	}
-	writeWrapped(w, strings.Join(legend, ", "), "actions:   ", "           ")
+	for i, line := range breakList(strings.Join(legend, ", "), tableWidth-11) {
+		label := "actions:"
+		if i > 0 {
+			label = ""
+		}
+		fmt.Fprintf(w, "%-10s %s\n", label, line)
+	}
 }
 
 // viewChoice is how policy solve chose its view (switching.ChooseView).

@@ -5,7 +5,7 @@
 // every tick label, lines that stay visible where they coincide.
 //
 // The design is described in docs/design.md of the repository, section
-// "The simulator".
+// "Figures and tables".
 package plotx
 
 import (
