@@ -22,6 +22,19 @@ type Line struct {
 	Color  color.Color
 	Dashes []vg.Length
 	Shape  draw.GlyphDrawer
+	// Axis, when set, is every x of the figure: a segment joins two points
+	// only if they are neighbours on it, so that a missing point breaks
+	// the line.
+	Axis []float64
+}
+
+// joined reports whether the line's points k−1 and k are joined.
+func (l Line) joined(k int) bool {
+	if l.Axis == nil {
+		return true
+	}
+	a, b := slices.Index(l.Axis, l.XYs[k-1].X), slices.Index(l.Axis, l.XYs[k].X)
+	return a >= 0 && b == a+1
 }
 
 // Coincidence says that line Line has the same y as line Under at X:
@@ -74,6 +87,9 @@ func AddLines(p *plot.Plot, lines []Line) ([]Coincidence, error) {
 				continue
 			}
 			for _, o := range later {
+				if !l.joined(k) {
+					break
+				}
 				y0, ok0 := yAt(o, l.XYs[k-1].X)
 				y1, ok1 := yAt(o, pt.X)
 				if ok0 && ok1 && same(y0, l.XYs[k-1].Y) && same(y1, pt.Y) {
@@ -89,6 +105,9 @@ func AddLines(p *plot.Plot, lines []Line) ([]Coincidence, error) {
 		}
 		common := map[int]int{}
 		for k := 1; k < len(l.XYs); k++ {
+			if !l.joined(k) {
+				continue
+			}
 			seg, err := plotter.NewLine(l.XYs[k-1 : k+1])
 			if err != nil {
 				return nil, fmt.Errorf("plot %s: %w", l.Name, err)

@@ -80,7 +80,7 @@ func seriesOf(rows []Row) series {
 func (s series) lines() []plotx.Line {
 	out := make([]plotx.Line, len(s.policies))
 	for i, name := range s.policies {
-		l := plotx.Line{Name: name, Color: plotx.Color(i), Dashes: plotutil.Dashes(i), Shape: plotutil.Shape(i)}
+		l := plotx.Line{Name: name, Color: plotx.Color(i), Dashes: plotutil.Dashes(i), Shape: plotutil.Shape(i), Axis: s.xs}
 		for _, x := range s.xs {
 			r, ok := s.at[name][x]
 			if !ok || math.IsNaN(r.MeanCost) || r.MeanCost <= 0 {
@@ -140,7 +140,7 @@ func Plot(e *Experiment, rows []Row) (*plot.Plot, error) {
 
 // Notes are what a reader of the plot needs beside it, from the rows:
 // which lines coincide (and why, when the rows say: the same allocation,
-// or a policy that never switched, so kept the static allocation), which
+// or no switches), which
 // policies have no point where and why, where a policy solved on truncated
 // queues stopped switching, and where a table's queues sat at its limit
 // much of the time.
@@ -164,9 +164,9 @@ func coincidenceNotes(s series) []string {
 		} else if ok {
 			why = " (both allocate the same at each x)"
 		} else if s.switches(c.Line, c.X) == 0 {
-			why = " (it never switched)"
+			why = " (no switches)"
 			if len(c.X) < len(s.xs) {
-				why = " (it never switched there)"
+				why = " (no switches there)"
 			}
 		}
 		parts = append(parts, fmt.Sprintf("%s = %s %s%s", c.Line, c.Under, s.where(c.X), why))
@@ -272,15 +272,21 @@ func missingNotes(s series) []string {
 		case strings.HasPrefix(first, "not simulated:"):
 			why = "its solve did not converge within the sweep cap, so it was not simulated"
 		}
-		notes = append(notes, fmt.Sprintf("%s: no point %s: %s.", p, s.where(xs), why))
+		where := s.where(xs)
+		if len(xs) == len(s.xs) {
+			where = "at any x"
+		}
+		notes = append(notes, fmt.Sprintf("%s: no point %s: %s.", p, where, why))
 	}
 	return notes
 }
 
-// truncationNotes: where a table policy never switched though it did at
-// other x, with a queue at the table's limit most of the time (its cost
-// jumps there: the truncation, not the model, decides), and where a
-// table's queue sat at its limit J−1 more than 10% of the time.
+// truncationNotes: where a table policy made no switches though it did at
+// other x, with a queue at its table's limit most of the time (the
+// truncation shapes the table there: Figure 4's optimum at 3.6, whose cost
+// jumps to the static policy's), and where a table's queue sat at its
+// limit J−1 more than 10% of the time. (Switches are those of the measured
+// run, after the warm-up.)
 func truncationNotes(s series) []string {
 	var notes []string
 	var limit []string
@@ -293,25 +299,19 @@ func truncationNotes(s series) []string {
 				continue
 			}
 			j = r.QueueLimit
-			switch {
-			case r.Switches > 0:
+			if r.Switches > 0 {
 				switched = append(switched, x)
-			case r.BoundaryFraction >= 0.5:
+			} else if r.BoundaryFraction >= 0.5 {
 				stopped = append(stopped, x)
-				continue
 			}
 			if r.BoundaryFraction > 0.1 {
 				atLimit = append(atLimit, x)
 			}
 		}
 		if len(stopped) > 0 && len(switched) > 0 {
-			notes = append(notes, fmt.Sprintf("%s %s: no switch (it switched %s), a queue at the table's limit J−1 = %d "+
-				"for %s of the time: solved on queues cut at J = %d, the table stops switching there; "+
-				"a larger --queue-limit gives a truer optimum.", p, s.where(stopped), s.where(switched), j-1,
-				s.fractions(p, stopped), j))
-		} else {
-			atLimit = append(atLimit, stopped...)
-			slices.Sort(atLimit)
+			notes = append(notes, fmt.Sprintf("%s %s: no switches (it switched %s), and a queue sat at its table's limit "+
+				"J−1 = %d for %s of the time: the table, solved on queues cut at J = %d, stops switching there; "+
+				"a larger --queue-limit may change that.", p, s.where(stopped), s.where(switched), j-1, s.fractions(p, stopped), j))
 		}
 		if len(atLimit) > 0 {
 			limit = append(limit, fmt.Sprintf("%s %s (%s)", p, s.where(atLimit), s.fractions(p, atLimit)))
