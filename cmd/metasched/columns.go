@@ -44,7 +44,8 @@ func writeColumns(w io.Writer, header []string, rows [][]string) {
 }
 
 // breakList breaks a list into lines of at most width runes, after a ", "
-// or a "+" (a single item longer than width stays whole).
+// or a "+", and a piece still too long after its spaces (a word longer
+// than width stays whole).
 func breakList(s string, width int) []string {
 	if utf8.RuneCountInString(s) <= width {
 		return []string{s}
@@ -52,16 +53,21 @@ func breakList(s string, width int) []string {
 	var items []string
 	for s != "" {
 		i := strings.IndexAny(s, ",+")
-		if i < 0 {
-			items = append(items, s)
-			break
+		end := len(s)
+		if i >= 0 {
+			end = i + 1
+			if s[i] == ',' && strings.HasPrefix(s[end:], " ") {
+				end++
+			}
 		}
-		end := i + 1
-		if s[i] == ',' && strings.HasPrefix(s[end:], " ") {
-			end++
-		}
-		items = append(items, s[:end])
+		item := s[:end]
 		s = s[end:]
+		if utf8.RuneCountInString(strings.TrimRight(item, " ")) <= width {
+			items = append(items, item)
+			continue
+		}
+		words := strings.SplitAfter(item, " ")
+		items = append(items, words...)
 	}
 	var lines []string
 	line := ""
