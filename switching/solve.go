@@ -59,6 +59,10 @@ type SolveOptions struct {
 	// fraction of time some queue sits at the truncation J−1 and the mean
 	// holding cost.
 	Boundary bool
+	// BoundarySweeps caps the power iteration of the Boundary analysis;
+	// 0: DefaultBoundarySweeps of the solve. An analysis that reaches the
+	// cap returns Stationary.Converged false.
+	BoundarySweeps int
 	// Now, when set, times the sweeps (Solution.Seconds). The core keeps no
 	// clock of its own.
 	Now func() time.Time
@@ -74,6 +78,7 @@ type Progress struct {
 	Residual  float64
 	Tolerance float64
 	Horizon   int // > 0 for the finite-horizon phase: the number of sweeps to run
+	MaxSweeps int // the phase's sweep cap, when it has one of its own ("stationary")
 }
 
 // Solution is a solved policy with the figures of its solve.
@@ -123,6 +128,8 @@ func (o *SolveOptions) defaults() error {
 		return fmt.Errorf("tolerance %g: must be > 0", o.Tolerance)
 	case o.MaxSweeps < 0:
 		return fmt.Errorf("max sweeps %d: must be > 0", o.MaxSweeps)
+	case o.BoundarySweeps < 0:
+		return fmt.Errorf("boundary sweeps %d: must be > 0 (or 0 for the default)", o.BoundarySweeps)
 	case o.Horizon < 0:
 		return fmt.Errorf("horizon %d: must be > 0", o.Horizon)
 	case o.Horizon > 0 && o.Method != ValueIteration:
@@ -196,13 +203,45 @@ func Solve(ctx context.Context, m *Model, opts SolveOptions) (*Solution, error) 
 	}
 	sol.Values = V
 	if opts.Boundary {
-		st, err := stationary(ctx, m, e, sol.Table.Actions, opts)
+		budget := opts.BoundarySweeps
+		if budget == 0 {
+			budget = DefaultBoundarySweeps(sol.Sweeps, s.States)
+		}
+		st, err := stationary(ctx, m, e, sol.Table.Actions, opts, budget)
 		if err != nil {
 			return nil, err
 		}
 		sol.Stationary = st
 	}
 	return sol, nil
+}
+
+// The default budget of the long-run analysis after a solve (see
+// DefaultBoundarySweeps).
+const (
+	// BoundaryFactor: the analysis runs at most this many times the
+	// solve's sweeps.
+	BoundaryFactor = 10
+	// BoundaryFloor: and at least the sweeps of this many state updates
+	// (a second or less), so that a small model's analysis converges
+	// however short its solve.
+	BoundaryFloor = 100_000_000
+	// BoundaryCeiling: and never more than this many sweeps.
+	BoundaryCeiling = 100_000
+)
+
+// DefaultBoundarySweeps is the sweep budget of the long-run analysis
+// (SolveOptions.Boundary) after a solve of solveSweeps sweeps over states
+// states: BoundaryFactor times the solve's sweeps, at least
+// BoundaryFloor/states, at most BoundaryCeiling. The analysis is a power
+// iteration whose sweep costs about what a solve's sweep does, so it
+// costs at most about ten times the work of the solve, or a second. It
+// converges at the pace the chain mixes, which a short solve (a finite
+// horizon) says nothing about: then it stops at the budget, unconverged,
+// and says so.
+func DefaultBoundarySweeps(solveSweeps, states int) int {
+	floor := BoundaryFloor / max(states, 1)
+	return min(max(BoundaryFactor*solveSweeps, floor, 1), BoundaryCeiling)
 }
 
 // referenceState is the state the relative values are taken against: the
@@ -392,5 +431,5 @@ func EvaluatePolicy(ctx context.Context, m *Model, p Policy, opts SolveOptions) 
 	if err := fillPolicy(s, p, pol); err != nil {
 		return nil, err
 	}
-	return stationary(ctx, m, e, pol, opts)
+	return stationary(ctx, m, e, pol, opts, opts.MaxSweeps)
 }

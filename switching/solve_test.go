@@ -493,3 +493,47 @@ func TestTooManyServers(t *testing.T) {
 		t.Error("a state with 300 servers at a pool was indexed")
 	}
 }
+
+// The long-run analysis after a solve has a budget of its own: by default
+// ten times the solve's sweeps (at least 10^8 state updates, at most
+// 100,000 sweeps). When it stops at the budget it says so, with the
+// residual; otherwise it converges as before.
+func TestBoundaryBudget(t *testing.T) {
+	for _, tc := range []struct {
+		sweeps, states, want int
+	}{
+		{20, 4_343_625, 200},          // policy solve --horizon 20 at N = 5: not the 100,000 of the solve's cap
+		{303, 10_135_125, 3030},       // the N = 6 discounted solve: its analysis needs 2,763
+		{5, 9000, 11111},              // a small model: the floor of 10^8 state updates
+		{50_000, 10_000_000, 100_000}, // never more than the ceiling
+		{0, 1 << 40, 1},
+	} {
+		if got := DefaultBoundarySweeps(tc.sweeps, tc.states); got != tc.want {
+			t.Errorf("DefaultBoundarySweeps(%d, %d) = %d, want %d", tc.sweeps, tc.states, got, tc.want)
+		}
+	}
+	m := engineModels()["two pools"]
+	var last Progress
+	sol, err := Solve(context.Background(), m, SolveOptions{Criterion: Discounted, Horizon: 3, Boundary: true, BoundarySweeps: 4,
+		Progress: func(p Progress) { last = p }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := sol.Stationary
+	if st.Converged || st.Sweeps != 4 || st.MaxSweeps != 4 || !(st.Residual > 1e-6) {
+		t.Errorf("analysis capped at 4 sweeps: %+v; want not converged after 4 sweeps, residual above the tolerance", st)
+	}
+	if last.Phase != "stationary" || last.Sweep != 4 || last.MaxSweeps != 4 {
+		t.Errorf("last progress %+v, want the analysis's 4th sweep of 4", last)
+	}
+	sol, err = Solve(context.Background(), m, SolveOptions{Criterion: Discounted, Horizon: 3, Boundary: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := sol.Stationary; !st.Converged || st.MaxSweeps != DefaultBoundarySweeps(3, sol.Table.Space.States) || st.Sweeps >= st.MaxSweeps {
+		t.Errorf("default budget on a small model: %+v, want converged within DefaultBoundarySweeps", st)
+	}
+	if _, err := Solve(context.Background(), m, SolveOptions{Boundary: true, BoundarySweeps: -1}); err == nil {
+		t.Error("negative BoundarySweeps accepted")
+	}
+}

@@ -3,6 +3,7 @@ package switching
 import (
 	"context"
 	"math"
+	"time"
 )
 
 // Stationary describes the long-run behaviour of the truncated chain under
@@ -22,19 +23,26 @@ type Stationary struct {
 	// optimal policy it equals the solve's average cost.
 	Cost float64 `json:"cost"`
 	// Sweeps, Converged and Residual (the L1 change of the distribution in
-	// the last sweep) describe the power iteration.
+	// the last sweep) describe the power iteration, and MaxSweeps is the cap
+	// it had. When it stops at the cap (Converged false) the figures above
+	// are those of the chain after Sweeps steps from the empty system, not
+	// its long run.
 	Sweeps    int     `json:"sweeps"`
+	MaxSweeps int     `json:"max_sweeps"`
 	Converged bool    `json:"converged"`
 	Residual  float64 `json:"residual"`
+	// Seconds is the time the power iteration took (with
+	// SolveOptions.Now; 0 without).
+	Seconds float64 `json:"seconds"`
 }
 
 // stationary runs the power iteration π ← π P_f on the uniformized chain of
 // policy pol from the reference state, until the L1 change of π is below
-// the tolerance (or the sweep cap). Each sweep pulls: first the mass that
+// the tolerance or for at most maxSweeps sweeps. Each sweep pulls: first the mass that
 // each post-action state receives (the state itself if it does nothing, and
 // the configurations whose action leads to it), then the mass each state
 // receives by one transition from the post-action states.
-func stationary(ctx context.Context, m *Model, e *engine, pol []int8, opts SolveOptions) (*Stationary, error) {
+func stationary(ctx context.Context, m *Model, e *engine, pol []int8, opts SolveOptions, maxSweeps int) (*Stationary, error) {
 	s := e.s
 	pi := make([]float64, s.States)
 	rho := make([]float64, s.States)
@@ -44,8 +52,12 @@ func stationary(ctx context.Context, m *Model, e *engine, pol []int8, opts Solve
 	for w := range scratch {
 		scratch[w] = make([]float64, s.B)
 	}
-	out := &Stationary{}
-	for n := 1; n <= opts.MaxSweeps; n++ {
+	out := &Stationary{MaxSweeps: maxSweeps}
+	var start time.Time
+	if opts.Now != nil {
+		start = opts.Now()
+	}
+	for n := 1; n <= maxSweeps; n++ {
 		if err := canceled(ctx); err != nil {
 			return nil, err
 		}
@@ -65,12 +77,15 @@ func stationary(ctx context.Context, m *Model, e *engine, pol []int8, opts Solve
 		}
 		out.Sweeps, out.Residual = n, diff
 		if opts.Progress != nil {
-			opts.Progress(Progress{Phase: "stationary", Sweep: n, Residual: diff, Tolerance: opts.Tolerance})
+			opts.Progress(Progress{Phase: "stationary", Sweep: n, Residual: diff, Tolerance: opts.Tolerance, MaxSweeps: maxSweeps})
 		}
 		if diff < opts.Tolerance {
 			out.Converged = true
 			break
 		}
+	}
+	if opts.Now != nil {
+		out.Seconds = opts.Now().Sub(start).Seconds()
 	}
 	out.PoolBoundary = make([]float64, s.M)
 	total := 0.0

@@ -2,6 +2,7 @@ package switching
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -174,6 +175,143 @@ func (v View) Slice(p Policy) [][]Action {
 		for c := range out[r] {
 			st.Jobs[v.Rows], st.Jobs[v.Cols] = r, c
 			out[r][c] = p.Decide(st)
+		}
+	}
+	return out
+}
+
+// ViewChoice says how ChooseView picked its view.
+type ViewChoice struct {
+	// Candidates is the number of slices compared.
+	Candidates int
+	// Changes is the chosen slice's number of cells whose action differs
+	// from the cell to the right or below: the length of the policy's
+	// switching curves in it.
+	Changes int
+	// Switching is the chosen slice's number of cells where the policy
+	// starts a switch.
+	Switching int
+	// Unserved is true when the policy does nothing in every candidate
+	// slice that leaves no pool without a server, so that the choice was
+	// made among all configurations.
+	Unserved bool
+}
+
+// maxViewConfigs bounds the server configurations ChooseView compares.
+const maxViewConfigs = 64
+
+// ChooseView picks the 2-D view of policy p that shows most of where it
+// acts. The candidates are: server configurations near DefaultView's even
+// split (moving one server at a time, at most maxViewConfigs of them; the
+// static allocation is always one), first those that leave no pool
+// without a server (when N ≥ M), then, if the policy does nothing in all
+// of their slices, any; every pair of queues on the rows and columns; the
+// other queues all 0 or all at (size−1)/2. The choice is the slice with
+// the most cells whose action differs from a neighbour's (the policy's
+// switching curves), then the most distinct actions, then the most
+// switching cells, then the first in that order (DefaultView first). A
+// policy that does nothing in every candidate gets DefaultView.
+// Deterministic; at most 2·maxViewConfigs·M(M−1)·size² decisions.
+func ChooseView(m *Model, p Policy) (View, ViewChoice) {
+	def := DefaultView(m)
+	best, choice := def, ViewChoice{}
+	bestKinds := 0
+	for _, served := range []bool{true, false} {
+		if !served && (choice.Switching > 0 || m.Servers < m.NumPools()) {
+			break // the policy acts in a slice with every pool served, or every configuration was a candidate already
+		}
+		for _, v := range viewCandidates(m, def, served) {
+			choice.Candidates++
+			changes, kinds, switching := sliceScore(v.Slice(p))
+			if changes > choice.Changes || changes == choice.Changes &&
+				(kinds > bestKinds || kinds == bestKinds && switching > choice.Switching) {
+				best, bestKinds = v, kinds
+				choice.Changes, choice.Switching, choice.Unserved = changes, switching, !served
+			}
+		}
+	}
+	return best, choice
+}
+
+// viewCandidates lists ChooseView's candidate views: for each
+// configuration of viewConfigs, each pair of queues on the axes, the other
+// queues at 0 and at (size−1)/2.
+func viewCandidates(m *Model, def View, served bool) []View {
+	M := m.NumPools()
+	fixedValues := []int{0}
+	if half := (def.Size - 1) / 2; half > 0 && M > 2 {
+		fixedValues = append(fixedValues, half)
+	}
+	var out []View
+	for _, k := range viewConfigs(m, def.K, served) {
+		for a := range M {
+			for b := a + 1; b < M; b++ {
+				for _, fixed := range fixedValues {
+					v := View{K: k, Rows: a, Cols: b, Fixed: map[int]int{}, Size: def.Size}
+					for i := range M {
+						if i != a && i != b {
+							v.Fixed[i] = fixed
+						}
+					}
+					out = append(out, v)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// sliceScore counts the cells of a slice whose action differs from the
+// cell to the right or below, the distinct actions, and the cells that
+// switch.
+func sliceScore(s [][]Action) (changes, kinds, switching int) {
+	seen := map[Action]bool{}
+	for r, row := range s {
+		for c, a := range row {
+			seen[a] = true
+			if a != 0 {
+				switching++
+			}
+			if c+1 < len(row) && row[c+1] != a || r+1 < len(s) && s[r+1][c] != a {
+				changes++
+			}
+		}
+	}
+	return changes, len(seen), switching
+}
+
+// viewConfigs are the server configurations ChooseView compares: even
+// first, then the static allocation, then the others breadth first from
+// even by moving one server (from pool i to pool j, i then j in order),
+// with at least one server per pool if served (and N ≥ M); at most
+// maxViewConfigs.
+func viewConfigs(m *Model, even []int, served bool) [][]int {
+	M, N := m.NumPools(), m.Servers
+	least := 0
+	if served && N >= M {
+		least = 1
+	}
+	key := func(k []int) string { return fmt.Sprint(k) }
+	seen := map[string]bool{key(even): true}
+	out := [][]int{even}
+	if st := StaticAllocation(m); !seen[key(st)] && slices.Min(st) >= least {
+		seen[key(st)] = true
+		out = append(out, st)
+	}
+	for q := 0; q < len(out) && len(out) < maxViewConfigs; q++ {
+		for i := range M {
+			for j := range M {
+				if i == j || out[q][i] <= least || len(out) >= maxViewConfigs {
+					continue
+				}
+				k := slices.Clone(out[q])
+				k[i]--
+				k[j]++
+				if !seen[key(k)] {
+					seen[key(k)] = true
+					out = append(out, k)
+				}
+			}
 		}
 	}
 	return out

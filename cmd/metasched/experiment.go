@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -260,8 +259,7 @@ func realGrid(ctx context.Context, e *env, f labFlags, out string, tasks int, co
 
 // printRows prints the jobs' table and the summary of their ratios.
 func printRows(w io.Writer, rows []lab.Row) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "RUN\tMASTER\tPREDICTED\tSTART/END\tMEASURED\tRATIO\tPROGRAM\tT/R RATIO\tTASKS PREDICTED/DONE")
+	var table [][]string
 	for _, r := range rows {
 		var parts []string
 		for _, c := range r.Clusters {
@@ -271,10 +269,11 @@ func printRows(w io.Writer, rows []lab.Row) {
 			}
 			parts = append(parts, fmt.Sprintf("%s %.0f/%s", c.Name, c.TasksPredicted, done))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%.1f s\t%.1f s\t%.1f s\t%.2f\t%.1f s\t%.2f\t%s\n", r.Run, r.Master, r.PredictedS, r.StartEndS, r.MeasuredS, r.Ratio,
-			r.ProgramS, r.ProgramRatio, strings.Join(parts, ", "))
+		table = append(table, []string{r.Run, r.Master, fmt.Sprintf("%.1f s", r.PredictedS), fmt.Sprintf("%.1f s", r.StartEndS),
+			fmt.Sprintf("%.1f s", r.MeasuredS), fmt.Sprintf("%.2f", r.Ratio), fmt.Sprintf("%.1f s", r.ProgramS),
+			fmt.Sprintf("%.2f", r.ProgramRatio), strings.Join(parts, ", ")})
 	}
-	tw.Flush()
+	writeColumns(w, []string{"RUN", "MASTER", "PREDICTED", "START/END", "MEASURED", "RATIO", "PROGRAM", "T/R RATIO", "TASKS PREDICTED/DONE"}, table)
 	if len(rows) == 0 {
 		return
 	}

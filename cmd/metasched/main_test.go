@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -137,6 +138,7 @@ func TestPolicySolveBadInput(t *testing.T) {
 		{"max states", []string{"policy", "solve", "--model", goodPath, "--max-states", "-5"}, "--max-states: must be at least 1, got -5"},
 		{"workers", []string{"policy", "solve", "--model", goodPath, "--workers", "-1"}, "--workers: must be 0 (one per CPU) or more, got -1"},
 		{"horizon", []string{"policy", "solve", "--model", goodPath, "--horizon", "-2"}, "--horizon: must be 0 (infinite) or more, got -2"},
+		{"boundary sweeps", []string{"policy", "solve", "--model", goodPath, "--boundary-sweeps", "-1"}, "--boundary-sweeps: must be 0 (the default budget) or more, got -1"},
 		{"unknown command", []string{"policy", "dissolve"}, `unexpected argument "dissolve"`},
 	}
 	for _, tc := range tests {
@@ -232,5 +234,100 @@ func TestExperimentFlagsRefused(t *testing.T) {
 		if code != 2 || out != "" || !strings.Contains(errOut, tc.stderr) {
 			t.Errorf("metasched %v: exit %d, stdout %q, stderr %q; want exit 2 and %q", tc.args, code, out, errOut, tc.stderr)
 		}
+	}
+}
+
+// The long-run analysis after a solve stops at its budget and says so,
+// in the text (how far it went, the residual, how to ask for more) and in
+// the JSON; with the default budget a small model's analysis converges.
+func TestPolicySolveBoundaryBudget(t *testing.T) {
+	args := []string{"policy", "solve", "--model", example + "palmer-table2.yaml", "--horizon", "5", "--boundary-sweeps", "10"}
+	code, out, errOut := runCmd(t, args...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{
+		"long run:  NOT CONVERGED: the analysis stopped after 10 sweeps",
+		"its budget of 10 sweeps (--boundary-sweeps)",
+		"After 10 steps from the empty system at the static allocation, not in the long run:",
+		"--boundary-sweeps 100 runs it ten times longer, --boundary=false skips it.",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	code, out, errOut = runCmd(t, append(args, "--output", "json")...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var got struct {
+		Stationary struct {
+			Sweeps    int     `json:"sweeps"`
+			MaxSweeps int     `json:"max_sweeps"`
+			Converged bool    `json:"converged"`
+			Residual  float64 `json:"residual"`
+			Note      string  `json:"note"`
+		} `json:"stationary"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatal(err)
+	}
+	if st := got.Stationary; st.Converged || st.Sweeps != 10 || st.MaxSweeps != 10 || !(st.Residual > 0) ||
+		!strings.Contains(st.Note, "stopped at its budget of 10 sweeps") || !strings.Contains(st.Note, "--boundary-sweeps 100") {
+		t.Errorf("JSON stationary = %+v, want stopped at 10 sweeps with a note", st)
+	}
+
+	code, out, errOut = runCmd(t, "policy", "solve", "--model", example+"palmer-table2.yaml", "--horizon", "5", "--output", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	got.Stationary.Note = ""
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatal(err)
+	}
+	if st := got.Stationary; !st.Converged || st.MaxSweeps != switching.DefaultBoundarySweeps(5, 9000) || st.Note != "" {
+		t.Errorf("default budget: %+v, want converged within %d sweeps, no note", st, switching.DefaultBoundarySweeps(5, 9000))
+	}
+	code, out, _ = runCmd(t, "policy", "solve", "--model", example+"palmer-table2.yaml", "--horizon", "5")
+	if code != 0 || !strings.Contains(out, "long run:  from the empty system at the static allocation (") {
+		t.Errorf("converged analysis, text:\n%s", out)
+	}
+}
+
+// Without --view, policy solve shows the slice where the policy acts and
+// says how it was chosen and how to ask for another; with --view, the
+// slice asked for.
+func TestPolicySolveChosenView(t *testing.T) {
+	code, out, errOut := runCmd(t, "policy", "solve", "--model", example+"fisher-table1.yaml", "--criterion", "discounted",
+		"--boundary=false", "--output", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var got solveReport
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatal(err)
+	}
+	v := got.View
+	switching := 0
+	for _, row := range v.Actions {
+		for _, a := range row {
+			if a != 0 {
+				switching++
+			}
+		}
+	}
+	if v.Chosen == nil || v.Chosen.Candidates != 6 || v.Chosen.Switching != switching || switching == 0 ||
+		v.Chosen.Default != "k=1,1,1 m=0 j3=0 rows=j1 cols=j2 size=11" {
+		t.Errorf("view %+v, chosen %+v: want a slice with switches chosen among 6", v, v.Chosen)
+	}
+	code, out, _ = runCmd(t, "policy", "solve", "--model", example+"fisher-table1.yaml", "--criterion", "discounted", "--boundary=false")
+	if code != 0 || !strings.Contains(out, "view:      "+v.Spec+"\n           chosen among 6 slices as the one whose action changes most often ("+
+		fmt.Sprint(switching)+" of 121 cells start a switch)\n") || !strings.Contains(out, "--view picks") {
+		t.Errorf("text output:\n%s", out)
+	}
+	code, out, _ = runCmd(t, "policy", "solve", "--model", example+"palmer-table2.yaml", "--criterion", "discounted", "--boundary=false",
+		"--view", "k=1,1 rows=j2 cols=j1")
+	if code != 0 || !strings.Contains(out, "view:      k=1,1 m=0 rows=j2 cols=j1 size=11\n\n") || strings.Contains(out, "chosen") {
+		t.Errorf("a view given: text output:\n%s", out)
 	}
 }

@@ -131,13 +131,16 @@ func printPaper(w io.Writer, r paperReport, c papers.Comparison) {
 		}
 		fmt.Fprintf(w, "%s%s    %s\n", a, strings.Repeat(" ", width-len([]rune(a))), b)
 	}
+	var res strings.Builder
 	if r.Different == 0 {
-		fmt.Fprintf(w, "result: identical in all %d cells.", r.Cells)
+		fmt.Fprintf(&res, "identical in all %d cells.", r.Cells)
 	} else {
-		fmt.Fprintf(w, "result: %d of %d cells differ.", r.Different, r.Cells)
+		fmt.Fprintf(&res, "%d of %d cells differ.", r.Different, r.Cells)
 	}
 	if r.HorizonDifferent != nil {
-		fmt.Fprintf(w, " The finite-horizon policy with %d steps to go differs in %d cells.", r.Horizon, *r.HorizonDifferent)
+		fmt.Fprintf(&res, " The finite-horizon policy with %d steps to go differs in %d cells.", r.Horizon, *r.HorizonDifferent)
 	}
-	fmt.Fprintf(w, " Note: %s.\n\n", r.Note)
+	fmt.Fprintf(&res, " Note: %s.", r.Note)
+	writeWrapped(w, res.String(), "result: ", "        ")
+	fmt.Fprintln(w)
 }

@@ -6,7 +6,6 @@ import (
 	"io"
 	"slices"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
@@ -231,22 +230,22 @@ func printPlanBody(w io.Writer, p selection.Plan) {
 		}
 		fmt.Fprintln(w, ".")
 		fmt.Fprintln(w)
-		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "CLUSTER\tWORKERS\tFREE\tMBIT/S\tTASKS/S\tLIMIT\tWHY")
+		var rows [][]string
 		for _, c := range p.Clusters {
 			name := c.Name
 			if c.Master {
 				name += " (master)"
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%.4g\t%.4g\t%s\t%s\n", name, c.Machines, c.Free, c.BandwidthMbps, c.Rate, c.Limit, c.Why)
+			rows = append(rows, []string{name, fmt.Sprint(c.Machines), fmt.Sprint(c.Free), fmt.Sprintf("%.4g", c.BandwidthMbps),
+				fmt.Sprintf("%.4g", c.Rate), string(c.Limit), c.Why})
 		}
-		tw.Flush()
+		writeColumns(w, []string{"CLUSTER", "WORKERS", "FREE", "MBIT/S", "TASKS/S", "LIMIT", "WHY"}, rows)
 	}
 	if len(p.Excluded) > 0 {
 		fmt.Fprintln(w)
 		fmt.Fprintln(w, "Left out:")
 		for _, x := range p.Excluded {
-			fmt.Fprintf(w, "  %s: %s\n", x.Name, x.Reason)
+			writeWrapped(w, x.Reason, "  "+x.Name+": ", "    ")
 		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/metasched/metasched/internal/plotx"
 	"github.com/metasched/metasched/switching"
 )
 
@@ -41,6 +42,8 @@ type solveFlags struct {
 	save      string
 	output    string
 	boundary  bool
+	// boundarySweeps caps the long-run analysis; 0: the default budget.
+	boundarySweeps int
 }
 
 func newPolicySolveCmd(e *env) *cobra.Command {
@@ -59,7 +62,10 @@ slow relative to the event rate, and then may never switch at all.
 A view picks the slice to print, e.g. --view "k=1,1,1 m=0 j1=0 rows=j2 cols=j3
 size=10": k servers per pool (summing to N), m=0 (no switches in flight), fixed
 queue lengths for the other pools (default 0), the queues on the rows and
-columns, and how many lengths to show (at most J).`,
+columns, and how many lengths to show (at most J). Without --view the slice
+shown is chosen to show where the policy acts: among the server
+configurations near the even split, every pair of queues on the axes and the
+other queues at 0 or half the size, the one whose action changes most often.`,
 		Example: `  metasched policy solve --model examples/palmer-table2.yaml --criterion discounted
   metasched policy solve --model examples/fisher-fig4-n5.yaml --output json
   metasched policy solve --model examples/fisher-table1.yaml --criterion discounted \
@@ -86,6 +92,8 @@ columns, and how many lengths to show (at most J).`,
 	fl.StringVar(&f.save, "save", "", "save the policy table to this file")
 	fl.StringVar(&f.output, "output", "table", "table or json")
 	fl.BoolVar(&f.boundary, "boundary", true, "compute the long-run fraction of time at the truncation and the mean holding cost of the policy")
+	fl.IntVar(&f.boundarySweeps, "boundary-sweeps", 0, fmt.Sprintf("cap the long-run analysis at this many sweeps (0: %d× the solve's sweeps, at least %d M state updates, at most %s sweeps)",
+		switching.BoundaryFactor, switching.BoundaryFloor/1_000_000, plotx.Plain(switching.BoundaryCeiling)))
 	return cmd
 }
 
@@ -108,7 +116,7 @@ func policySolve(ctx context.Context, e *env, f solveFlags) error {
 	if err != nil {
 		return err
 	}
-	view := switching.DefaultView(m)
+	var view switching.View
 	if f.view != "" {
 		if view, err = switching.ParseView(m, f.view); err != nil {
 			return usagef("--view: %w", err)
@@ -119,6 +127,9 @@ func policySolve(ctx context.Context, e *env, f solveFlags) error {
 	}
 	if f.horizon < 0 {
 		return usagef("--horizon: must be 0 (infinite) or more, got %d", f.horizon)
+	}
+	if f.boundarySweeps < 0 {
+		return usagef("--boundary-sweeps: must be 0 (the default budget) or more, got %d", f.boundarySweeps)
 	}
 	opts := switching.SolveOptions{
 		Criterion: switching.Criterion(f.criterion),
@@ -131,6 +142,8 @@ func policySolve(ctx context.Context, e *env, f solveFlags) error {
 		Start:     f.start,
 		Boundary:  f.boundary,
 		Now:       time.Now,
+
+		BoundarySweeps: f.boundarySweeps,
 	}
 	var bar *progressBar
 	if e.tty {
@@ -155,7 +168,19 @@ func policySolve(ctx context.Context, e *env, f solveFlags) error {
 			return err
 		}
 	}
+	var choice *switching.ViewChoice
+	if f.view == "" {
+		v, c := switching.ChooseView(m, sol.Table)
+		view, choice = v, &c
+	}
 	rep := newSolveReport(f.model, m, sol, view, f.tolerance)
+	if choice != nil {
+		rep.View.Chosen = newViewChoice(m, *choice)
+	}
+	if st := rep.Stationary; st != nil && !st.Converged {
+		st.Note = stationaryNote(st, sol.Sweeps, f.boundarySweeps == 0)
+		st.budget = stationaryBudget(st, sol.Sweeps, f.boundarySweeps == 0)
+	}
 	if f.output == "json" {
 		return writeJSON(e.stdout, rep)
 	}
@@ -203,27 +228,58 @@ func writeJSON(w io.Writer, v any) error {
 
 // solveReport is the JSON output of policy solve.
 type solveReport struct {
-	Model          string                `json:"model"`
-	Criterion      switching.Criterion   `json:"criterion"`
-	Method         switching.Method      `json:"method"`
-	Horizon        int                   `json:"horizon,omitempty"`
-	Discount       *float64              `json:"discount,omitempty"`
-	Uniformization float64               `json:"uniformization"`
-	States         int                   `json:"states"`
-	Configurations int                   `json:"configurations"`
-	QueueStates    int                   `json:"queue_states"`
-	MemoryBytes    int                   `json:"memory_bytes"`
-	Sweeps         int                   `json:"sweeps"`
-	Improvements   int                   `json:"improvements,omitempty"`
-	Seconds        float64               `json:"seconds"`
-	SecondsPerSwp  float64               `json:"seconds_per_sweep"`
-	Converged      bool                  `json:"converged"`
-	Residual       float64               `json:"residual"`
-	Tolerance      float64               `json:"tolerance"`
-	AverageCost    *float64              `json:"average_cost"`
-	Stationary     *switching.Stationary `json:"stationary,omitempty"`
-	Actions        []actionLegend        `json:"actions"`
-	View           viewReport            `json:"view"`
+	Model          string              `json:"model"`
+	Criterion      switching.Criterion `json:"criterion"`
+	Method         switching.Method    `json:"method"`
+	Horizon        int                 `json:"horizon,omitempty"`
+	Discount       *float64            `json:"discount,omitempty"`
+	Uniformization float64             `json:"uniformization"`
+	States         int                 `json:"states"`
+	Configurations int                 `json:"configurations"`
+	QueueStates    int                 `json:"queue_states"`
+	MemoryBytes    int                 `json:"memory_bytes"`
+	Sweeps         int                 `json:"sweeps"`
+	Improvements   int                 `json:"improvements,omitempty"`
+	Seconds        float64             `json:"seconds"`
+	SecondsPerSwp  float64             `json:"seconds_per_sweep"`
+	Converged      bool                `json:"converged"`
+	Residual       float64             `json:"residual"`
+	Tolerance      float64             `json:"tolerance"`
+	AverageCost    *float64            `json:"average_cost"`
+	Stationary     *stationaryReport   `json:"stationary,omitempty"`
+	Actions        []actionLegend      `json:"actions"`
+	View           viewReport          `json:"view"`
+}
+
+// stationaryReport is the long-run analysis of a solve, with a note when
+// it stopped at its budget before converging.
+type stationaryReport struct {
+	*switching.Stationary
+	Note string `json:"note,omitempty"`
+
+	budget string // the budget's origin, for the text output
+}
+
+// stationaryNote says that the long-run analysis st stopped at its budget
+// before converging, what its figures are then, and how to ask for more.
+func stationaryNote(st *stationaryReport, solveSweeps int, byDefault bool) string {
+	return fmt.Sprintf("the long-run analysis stopped at %s at residual %.3g, before converging: its figures are "+
+		"those after %d steps from the empty system, not the long run; %s", stationaryBudget(st, solveSweeps, byDefault),
+		st.Residual, st.Sweeps, stationaryMore(st))
+}
+
+// stationaryBudget names the budget of an analysis.
+func stationaryBudget(st *stationaryReport, solveSweeps int, byDefault bool) string {
+	if !byDefault {
+		return fmt.Sprintf("its budget of %d sweeps (--boundary-sweeps)", st.MaxSweeps)
+	}
+	return fmt.Sprintf("its default budget of %d sweeps (%d× the solve's %d sweeps; at least %d M state updates, at most %s sweeps)",
+		st.MaxSweeps, switching.BoundaryFactor, solveSweeps, switching.BoundaryFloor/1_000_000, plotx.Plain(switching.BoundaryCeiling))
+}
+
+// stationaryMore says how to run an analysis that stopped longer.
+func stationaryMore(st *stationaryReport) string {
+	return fmt.Sprintf("--boundary-sweeps %d runs it ten times longer, --boundary=false skips it", 10*st.MaxSweeps)
 }
 
 type actionLegend struct {
@@ -233,7 +289,9 @@ type actionLegend struct {
 }
 
 type viewReport struct {
-	Spec    string         `json:"spec"`
+	Spec string `json:"spec"`
+	// Chosen says how the view was chosen when none was given.
+	Chosen  *viewChoice    `json:"chosen,omitempty"`
 	K       []int          `json:"k"`
 	Rows    string         `json:"rows"`
 	Cols    string         `json:"cols"`
@@ -251,8 +309,10 @@ func newSolveReport(path string, m *switching.Model, sol *switching.Solution, v 
 		MemoryBytes: s.States * switching.BytesPerState,
 		Sweeps:      sol.Sweeps, Improvements: sol.Improvements, Seconds: sol.Seconds,
 		Converged: sol.Converged, Residual: sol.Residual, Tolerance: tolerance,
-		Stationary: sol.Stationary,
-		View:       newViewReport(v, sol.Table),
+		View: newViewReport(v, sol.Table),
+	}
+	if sol.Stationary != nil {
+		r.Stationary = &stationaryReport{Stationary: sol.Stationary}
 	}
 	if sol.Sweeps > 0 {
 		r.SecondsPerSwp = sol.Seconds / float64(sol.Sweeps)
@@ -285,7 +345,54 @@ func printActions(w io.Writer, actions []actionLegend) {
 	for _, a := range actions {
 		legend = append(legend, fmt.Sprintf("%d = %s→%s", a.Action, a.From, a.To))
 	}
-	fmt.Fprintf(w, "actions:   %s\n", strings.Join(legend, ", "))
+	for i, line := range breakList(strings.Join(legend, ", "), tableWidth-11) {
+		label := "actions:"
+		if i > 0 {
+			label = ""
+		}
+		fmt.Fprintf(w, "%-10s %s\n", label, line)
+	}
+}
+
+// viewChoice is how policy solve chose its view (switching.ChooseView).
+type viewChoice struct {
+	Candidates int `json:"candidates"`
+	// Changes counts the cells whose action differs from a neighbour's,
+	// Switching those that start a switch.
+	Changes   int  `json:"changes"`
+	Switching int  `json:"switching"`
+	Unserved  bool `json:"unserved,omitempty"`
+	// Default is the spec of the even split's view, for --view.
+	Default string `json:"default"`
+}
+
+func newViewChoice(m *switching.Model, c switching.ViewChoice) *viewChoice {
+	return &viewChoice{Candidates: c.Candidates, Changes: c.Changes, Switching: c.Switching, Unserved: c.Unserved,
+		Default: switching.DefaultView(m).String()}
+}
+
+// describe says in words how the view of spec (cells × cells) was
+// chosen and how to ask for another.
+func (c *viewChoice) describe(spec string, cells int) []string {
+	var how string
+	switch {
+	case c.Switching == 0 && c.Changes == 0:
+		how = fmt.Sprintf("the policy does nothing in any of the %d slices tried; this is the even split", c.Candidates)
+	case c.Unserved:
+		how = fmt.Sprintf("chosen among %d slices as the one whose action changes most often (%d of %d cells start a switch);",
+			c.Candidates, c.Switching, cells*cells)
+		how += "\n           no slice with every pool served has a switch, so this one leaves a pool without servers"
+	case c.Candidates == 1:
+		how = fmt.Sprintf("the only slice with every pool served (%d of %d cells start a switch)", c.Switching, cells*cells)
+	default:
+		how = fmt.Sprintf("chosen among %d slices as the one whose action changes most often (%d of %d cells start a switch)",
+			c.Candidates, c.Switching, cells*cells)
+	}
+	ask := fmt.Sprintf("--view %q shows the even split; --view picks any slice (see --help)", c.Default)
+	if c.Default == spec {
+		ask = "--view picks another slice (see --help)"
+	}
+	return []string{how, ask}
 }
 
 func newViewReport(v switching.View, p switching.Policy) viewReport {
@@ -335,15 +442,26 @@ func (r *solveReport) print(w io.Writer, m *switching.Model) {
 		fmt.Fprintf(w, "cost:      %.6g per time unit in the long run (holding and blocking)\n", *r.AverageCost)
 	}
 	if st := r.Stationary; st != nil {
-		conv := ""
-		if !st.Converged {
-			conv = fmt.Sprintf(" (NOT CONVERGED after %d sweeps)", st.Sweeps)
+		if st.Converged {
+			fmt.Fprintf(w, "long run:  from the empty system at the static allocation (%d sweeps, %.3g s):\n", st.Sweeps, st.Seconds)
+			fmt.Fprintf(w, "           mean holding cost %.6g, a queue at the truncation %.3g%% of the time\n", st.HoldingCost, 100*st.BoundaryFraction)
+		} else {
+			fmt.Fprintf(w, "long run:  NOT CONVERGED: the analysis stopped after %d sweeps (%.3g s) at residual %.3g (tolerance %g),\n",
+				st.Sweeps, st.Seconds, st.Residual, r.Tolerance)
+			fmt.Fprintf(w, "           %s.\n", st.budget)
+			fmt.Fprintf(w, "           After %d steps from the empty system at the static allocation, not in the long run:\n", st.Sweeps)
+			fmt.Fprintf(w, "           mean holding cost %.6g, a queue at the truncation %.3g%% of the time.\n", st.HoldingCost, 100*st.BoundaryFraction)
+			fmt.Fprintf(w, "           %s.\n", stationaryMore(st))
 		}
-		fmt.Fprintf(w, "long run:  from the empty system at the static allocation: mean holding cost %.6g, a queue at the truncation %.3g%% of the time%s\n",
-			st.HoldingCost, 100*st.BoundaryFraction, conv)
 	}
 	printActions(w, r.Actions)
-	fmt.Fprintf(w, "view:      %s\n\n", r.View.Spec)
+	fmt.Fprintf(w, "view:      %s\n", r.View.Spec)
+	if c := r.View.Chosen; c != nil {
+		for _, l := range c.describe(r.View.Spec, r.View.Size) {
+			fmt.Fprintf(w, "           %s\n", l)
+		}
+	}
+	fmt.Fprintln(w)
 	printGrid(w, r.View.Rows, r.View.Cols, r.View.Actions, nil)
 }
 

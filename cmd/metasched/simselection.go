@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -194,19 +195,18 @@ func (r *selectionReport) title() string {
 }
 
 func (r *selectionReport) print(w io.Writer) {
-	fmt.Fprintf(w, "%s, on %s\n\n", r.title(), r.Grid)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "REQUEST\tARRIVAL S\tALGORITHM\tWAIT S\tRUN S\tTOTAL S\tMACHINES\tMASTER\tCLUSTERS")
+	fmt.Fprintf(w, "%s\ngrid: %s\n\n", r.title(), r.Grid)
+	var rows [][]string
 	for i := range r.ArrivalTimes {
 		for _, s := range r.Series {
 			q := s.Requests[i]
-			fmt.Fprintf(tw, "%d\t%.0f\t%s\t%.0f\t%.0f\t%.0f\t%d\t%s\t%s\n",
-				q.Index, q.Arrival, s.Algorithm, q.Wait, q.Run, q.Total, q.Machines, q.Master, q.Clusters)
+			rows = append(rows, []string{fmt.Sprint(q.Index), fmt.Sprintf("%.0f", q.Arrival), string(s.Algorithm),
+				fmt.Sprintf("%.0f", q.Wait), fmt.Sprintf("%.0f", q.Run), fmt.Sprintf("%.0f", q.Total), fmt.Sprint(q.Machines), q.Master, q.Clusters})
 		}
 	}
-	tw.Flush()
+	writeColumns(w, []string{"REQUEST", "ARRIVAL S", "ALGORITHM", "WAIT S", "RUN S", "TOTAL S", "MACHINES", "MASTER", "CLUSTERS"}, rows)
 	fmt.Fprintln(w)
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ALGORITHM\tMEAN WAIT S\tMEAN RUN S\tMEAN TOTAL S\tMAKESPAN S\tVS MCT")
 	for _, s := range r.Series {
 		vs := "—"
@@ -253,18 +253,18 @@ func writeSelectionCSV(w io.Writer, r *selectionReport) error {
 }
 
 // selectionPlot draws the paper's Figure 1: per algorithm, the total time
-// of each request (solid) and its waiting time (dashed), in one colour.
-func selectionPlot(r *selectionReport) (*plot.Plot, error) {
+// of each request (solid) and its waiting time (dashed), in one colour;
+// lines that coincide stay visible (plotx.AddLines). It returns the notes
+// a reader needs beside it.
+func selectionPlot(r *selectionReport) (*plot.Plot, []string, error) {
 	p := plot.New()
-	p.Title.Text = r.title()
-	p.X.Label.Text = "request"
+	p.Title.Text = r.title() + ", on " + filepath.Base(r.Grid)
+	p.X.Label.Text = "request, in order of arrival"
 	p.Y.Label.Text = "seconds"
-	p.Legend.Top = true
-	p.Legend.Left = true
 	p.X.Min, p.X.Max = 0.5, float64(len(r.ArrivalTimes))+0.5
 	p.X.Tick.Marker = requestTicks(len(r.ArrivalTimes))
-	p.Y.Min = 0
 	hi := 0.0
+	var lines []plotx.Line
 	for i, s := range r.Series {
 		total := make(plotter.XYs, len(s.Requests))
 		wait := make(plotter.XYs, len(s.Requests))
@@ -273,34 +273,45 @@ func selectionPlot(r *selectionReport) (*plot.Plot, error) {
 			wait[k] = plotter.XY{X: float64(q.Index), Y: q.Wait}
 			hi = max(hi, q.Total)
 		}
-		for _, l := range []struct {
-			pts    plotter.XYs
-			dashes []vg.Length
-			what   string
-		}{
-			{total, nil, "total"},
-			{wait, []vg.Length{vg.Points(6), vg.Points(3)}, "wait"},
-		} {
-			line, scatter, err := plotter.NewLinePoints(l.pts)
-			if err != nil {
-				return nil, fmt.Errorf("plot %s %s: %w", s.Algorithm, l.what, err)
-			}
-			line.Color = plotutil.Color(i)
-			line.Dashes = l.dashes
-			line.Width = vg.Points(1.5)
-			scatter.Color = plotutil.Color(i)
-			scatter.Shape = plotutil.Shape(i)
-			scatter.Radius = vg.Points(2.5)
-			p.Add(line, scatter)
-			p.Legend.Add(fmt.Sprintf("%s %s", s.Algorithm, l.what), line, scatter)
-		}
+		lines = append(lines,
+			plotx.Line{Name: fmt.Sprintf("%s total", s.Algorithm), XYs: total, Color: plotx.Color(i), Shape: plotutil.Shape(i)},
+			plotx.Line{Name: fmt.Sprintf("%s wait", s.Algorithm), XYs: wait, Color: plotx.Color(i), Shape: plotutil.Shape(i),
+				Dashes: []vg.Length{vg.Points(6), vg.Points(3)}})
 	}
-	// Room above the data for the legend (top left).
-	if hi > 0 {
-		p.Y.Max = hi * (1.15 + 0.09*float64(2*len(r.Series)))
-	}
+	plotx.LinearAxis(&p.Y, 0, hi)
 	p.Add(plotter.NewGrid())
-	return p, nil
+	same, err := plotx.AddLines(p, lines)
+	if err != nil {
+		return nil, nil, err
+	}
+	notes := []string{"Solid: a request's total time (waiting, then running); dashed: its waiting time."}
+	var all []float64
+	for i := range r.ArrivalTimes {
+		all = append(all, float64(i+1))
+	}
+	var parts []string
+	for _, c := range same {
+		// Lines that meet at a point only show it by their markers: the
+		// notes name those that run together from a request to the next.
+		var runs []float64
+		for k, x := range c.X {
+			if k > 0 && c.X[k-1] == x-1 || k+1 < len(c.X) && c.X[k+1] == x+1 {
+				runs = append(runs, x)
+			}
+		}
+		if len(runs) == 0 {
+			continue
+		}
+		where := "at every request"
+		if len(runs) < len(all) {
+			where = "at requests " + plotx.Ranges(all, runs)
+		}
+		parts = append(parts, fmt.Sprintf("%s = %s %s", c.Line, c.Under, where))
+	}
+	if len(parts) > 0 {
+		notes = append(notes, "Equal times, drawn as nested lines (the one underneath wider and paler): "+strings.Join(parts, "; ")+".")
+	}
+	return p, notes, nil
 }
 
 // requestTicks labels every request, or every few when there are many.
@@ -319,11 +330,11 @@ func requestTicks(n int) plot.ConstantTicks {
 
 // writeSelectionPlot renders the plot as "svg" or "png", 8×5 inches.
 func writeSelectionPlot(w io.Writer, r *selectionReport, format string) error {
-	p, err := selectionPlot(r)
+	p, notes, err := selectionPlot(r)
 	if err != nil {
 		return err
 	}
-	return plotx.Render(w, p, format)
+	return plotx.Render(w, p, notes, format)
 }
 
 // writeSelection writes DIR/selection.csv, .svg and .png.

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func selectionArgs(extra ...string) []string {
@@ -21,11 +22,11 @@ func TestSimulateSelectionTable(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	for _, want := range []string{
-		"19 requests of 300 processes (render-42), uniform arrivals at 0.0005 requests/s, seed 1, on ../../examples/grid-8x8.yaml",
+		"19 requests of 300 processes (render-42), uniform arrivals at 0.0005 requests/s, seed 1\ngrid: ../../examples/grid-8x8.yaml\n",
 		"REQUEST  ARRIVAL S  ALGORITHM  WAIT S  RUN S  TOTAL S  MACHINES  MASTER",
 		"1        0          hillclimb  0       1000   1000     44        japan",
 		"1        0          mct        0       2857   2857     8         japan",
-		"japan+spain+france+italy+argentina+brazil+chile+india",
+		"japan+spain+france+italy+argentina+brazil+\n                                                                            chile+india\n",
 		"ALGORITHM  MEAN WAIT S  MEAN RUN S  MEAN TOTAL S  MAKESPAN S  VS MCT",
 		"reference",
 	} {
@@ -39,6 +40,28 @@ func TestSimulateSelectionTable(t *testing.T) {
 	}
 	if !strings.Contains(out, "\nhillclimb  ") || !strings.Contains(out, "%\n") {
 		t.Errorf("no summary with an improvement in %%:\n%s", out)
+	}
+	checkWidth(t, out)
+	// Five algorithms: a request's clusters on the 8×8 grid no longer fit
+	// and go on under their column.
+	code, out, errOut = runCmd(t, selectionArgs("--rate", "0.002", "--algorithm", "hillclimb,exhaustive,mct,met,olb")...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	checkWidth(t, out)
+	if want := "1        0          hillclimb   0       1000   1000     44        japan      japan+spain+france+italy+argentina+brazil+\n" +
+		"                                                                             chile+india\n"; !strings.Contains(out, want) {
+		t.Errorf("output lacks %q:\n%s", want, out)
+	}
+}
+
+// checkWidth fails the test for a line of out wider than tableWidth.
+func checkWidth(t *testing.T, out string) {
+	t.Helper()
+	for i, line := range strings.Split(out, "\n") {
+		if n := utf8.RuneCountInString(line); n > tableWidth {
+			t.Errorf("line %d is %d wide, over %d: %q", i+1, n, tableWidth, line)
+		}
 	}
 }
 

@@ -592,8 +592,9 @@ func experimentReport(ex *experiment.Experiment, rows []experiment.Row, files []
 		XLabel     string          `json:"x_label"`
 		Claim      string          `json:"claim"`
 		Files      []string        `json:"files"`
+		Notes      []string        `json:"notes"` // the figure's (experiment.Notes)
 		Rows       []experimentRow `json:"rows"`
-	}{ex.Name, ex.Title, ex.Source, ex.XLabel, ex.Claim, files, nil}
+	}{ex.Name, ex.Title, ex.Source, ex.XLabel, ex.Claim, files, experiment.Notes(ex, rows), nil}
 	for _, r := range rows {
 		jr := experimentRow{X: r.X, Policy: r.Policy, Completions: r.Completions, Events: r.Events, Switches: r.Switches,
 			TransitFraction: r.TransitFraction, Seconds: r.Seconds, SolveSeconds: r.SolveSeconds,

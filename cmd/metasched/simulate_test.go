@@ -193,3 +193,31 @@ func TestSimulateExperimentBadInput(t *testing.T) {
 		}
 	}
 }
+
+// The experiment's table fits in 120 columns.
+func TestSimulateExperimentTableWidth(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "results")
+	code, out, errOut := runCmd(t, "simulate", "experiment", "fisher-fig4", "--out", dir, "--x", "2.6,3.6",
+		"--policies", "heuristic K=5,heuristic K=1,static,best-static,cmu", "--completions", "2000")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	table, _, _ := strings.Cut(out, "\nwrote ")
+	checkWidth(t, table)
+	for _, want := range []string{"x    heuristic K=5", "3.6", "x=3.6 best-static: no stable fixed allocation"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	// The figure's notes are in the JSON too.
+	code, out, errOut = runCmd(t, "simulate", "experiment", "fisher-fig4", "--out", dir, "--x", "2.6,3.6",
+		"--policies", "static,best-static", "--completions", "2000", "--output", "json")
+	var rep struct{ Notes []string }
+	if code != 0 || json.Unmarshal([]byte(out), &rep) != nil {
+		t.Fatalf("exit %d: %s %s", code, out, errOut)
+	}
+	if want := "static = best-static at 2.6 (both allocate (2,1,1))"; len(rep.Notes) < 2 || !strings.Contains(rep.Notes[0], want) ||
+		!strings.HasPrefix(rep.Notes[1], "best-static: no point at 3.6: no fixed allocation is stable") {
+		t.Errorf("notes %q", rep.Notes)
+	}
+}

@@ -285,16 +285,24 @@ func WritePlot(w io.Writer, rows []Row, format string) error {
 	bm.Color = color.RGBA{R: 0xcc, G: 0x66, B: 0x44, A: 0xff}
 	bg.Color = color.RGBA{R: 0xdd, G: 0xaa, B: 0x33, A: 0xff}
 	bp.LineStyle.Width, bg.LineStyle.Width, bm.LineStyle.Width = 0, 0, 0
-	p.Add(bp, bg, bm)
+	grid := plotter.NewGrid()
+	grid.Vertical.Width = 0
+	p.Add(grid, bp, bg, bm)
 	p.Legend.Add("predicted (the plan's T/R)", bp)
 	p.Legend.Add("the task farm's own run", bg)
 	p.Legend.Add("measured (running to done)", bm)
-	p.Legend.Top = true
 	p.NominalX(names...)
 	top := 0.0
 	for i := range rows {
-		top = math.Max(top, math.Max(pred[i], meas[i]))
+		top = math.Max(top, math.Max(math.Max(pred[i], meas[i]), prog[i]))
 	}
-	p.Y.Min, p.Y.Max = 0, top*1.15
-	return plotx.Render(w, p, format)
+	plotx.LinearAxis(&p.Y, 0, top)
+	notes := []string{"Per job, left to right: the plan's predicted run time (T/R, with the job's start and end), " +
+		"the task farm's own run time in its VMs, and the measured time from running to done."}
+	ratios := make([]string, len(rows))
+	for i, r := range rows {
+		ratios[i] = fmt.Sprintf("%s %.2f", r.Run, r.Ratio)
+	}
+	notes = append(notes, "Measured/predicted: "+strings.Join(ratios, ", ")+".")
+	return plotx.Render(w, p, notes, format)
 }

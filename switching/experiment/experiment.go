@@ -220,6 +220,7 @@ type Row struct {
 	Switches         int64
 	TransitFraction  float64
 	BoundaryFraction float64 // NaN unless the policy is a table
+	QueueLimit       int     // J of the policy's table (0 unless the policy is a table)
 	Seconds          float64 // simulation loop
 	SolveSeconds     float64
 	SolveSweeps      int
@@ -336,6 +337,7 @@ func (e *Experiment) runOne(ctx context.Context, x float64, m *switching.Model, 
 			row.SolveSweeps += s.Sweeps
 		}
 		row.Converged = b.Converged()
+		row.QueueLimit = b.QueueLimit
 	}
 	switch {
 	case unstable(err):

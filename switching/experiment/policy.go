@@ -5,7 +5,8 @@
 // and plots.
 //
 // The design is described in docs/design.md of the repository, sections
-// "The simulator" and "Why average cost is the default".
+// "The simulator", "Figures and tables" and "Why average cost is the
+// default".
 package experiment
 
 import (

@@ -1,0 +1,184 @@
+package experiment
+
+import (
+	"bytes"
+	"encoding/csv"
+	"flag"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// figures, when set, writes the plots of the test data there, to look at.
+var figures = flag.String("figures", "", "write the plots of testdata/*.csv to this directory")
+
+// readRows reads a CSV written by WriteCSV back into rows (J from the
+// experiment's model for the tables).
+func readRows(t *testing.T, path string) (*Experiment, []Row) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	recs, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := Lookup(recs[1][0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	num := func(s string) float64 {
+		if s == "" {
+			return math.NaN()
+		}
+		v, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	var rows []Row
+	for _, r := range recs[1:] {
+		row := Row{X: num(r[1]), Policy: r[2], MeanCost: num(r[3]), CI95: [2]float64{num(r[4]), num(r[5])},
+			TransitFraction: num(r[9]), BoundaryFraction: num(r[10]), Seconds: num(r[11]), Note: r[15]}
+		row.Completions, _ = strconv.ParseInt(r[6], 10, 64)
+		row.Events, _ = strconv.ParseInt(r[7], 10, 64)
+		row.Switches, _ = strconv.ParseInt(r[8], 10, 64)
+		row.Converged = r[14] == "true"
+		if !math.IsNaN(row.BoundaryFraction) {
+			row.QueueLimit = e.Model(row.X).QueueLimit
+		}
+		rows = append(rows, row)
+	}
+	return e, rows
+}
+
+// The notes of Fisher et al.'s Figure 4 (the rows of a full run): which
+// lines coincide and why, where best-static has no point and why, where
+// the average-cost table stops switching, where tables sat at their
+// limit.
+func TestFig4Notes(t *testing.T) {
+	e, rows := readRows(t, filepath.Join("testdata", "fisher-fig4.csv"))
+	want := []string{
+		"Equal costs, drawn as nested lines (the one underneath wider and paler): " +
+			"optimal (average) = static at 3.6 (no switches there); " +
+			"optimal (papers' discounted) = static at every x (no switches); " +
+			"best-static = static at 2.6–2.8 (both allocate (2,1,1)).",
+		"best-static: no point at 3.0–3.6: no fixed allocation is stable (each pool needs k_i > ρ_i; " +
+			"at 3.0: 4 servers for ρ = (1, 1, 1)).",
+		"optimal (average) at 3.6: no switches (it switched at 2.6–3.4), and a queue sat at its table's limit J−1 = 14 " +
+			"for 100% of the time: the table, solved on queues cut at J = 15, stops switching there; " +
+			"a larger --queue-limit may change that.",
+		"A queue at its table's limit J−1 over 10% of the time: optimal (average) at 3.0–3.6 (18–100%); " +
+			"optimal (papers' discounted) at every x (23–100%).",
+	}
+	if diff := cmp.Diff(want, Notes(e, rows)); diff != "" {
+		t.Errorf("notes (-want +got):\n%s", diff)
+	}
+	p, err := Plot(e, rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The cost axis starts at the labelled tick under the best policy's
+	// 10.8 and ends at the tick over the worst's 352,000.
+	if p.Y.Min != 10 || p.Y.Max != 400_000 {
+		t.Errorf("cost axis from %g to %g, want 10 to 400,000", p.Y.Min, p.Y.Max)
+	}
+	if *figures != "" {
+		for _, format := range []string{"png", "svg"} {
+			var buf bytes.Buffer
+			if err := WritePlot(&buf, e, rows, format); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(*figures, e.Name+"."+format), buf.Bytes(), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// Every line of the printed table fits in TableWidth columns, with the
+// largest costs of Figure 4 (hundreds of thousands) and seven policies.
+func TestTableWidth(t *testing.T) {
+	e, rows := readRows(t, filepath.Join("testdata", "fisher-fig4.csv"))
+	var buf bytes.Buffer
+	WriteTable(&buf, e, rows)
+	out := buf.String()
+	for i, line := range strings.Split(out, "\n") {
+		if n := utf8.RuneCountInString(line); n > TableWidth {
+			t.Errorf("line %d is %d wide, over %d: %q", i+1, n, TableWidth, line)
+		}
+	}
+	for _, want := range []string{
+		"x        (average)  (papers' discounted)  heuristic K=5    heuristic K=1         static  best-static              cmu",
+		"3.6  14,840 ±3,400         14,840 ±3,400     60.39 ±3.7  281,700 ±66,000  14,840 ±3,400            —  224,200 ±52,000",
+		"  x=3.0 best-static: no stable fixed allocation",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	// More policies than fit: the columns go on in a second block, the x
+	// column repeated.
+	var many []Row
+	for _, r := range rows {
+		many = append(many, r)
+		if r.Policy == "cmu" {
+			for _, extra := range []string{"cmu again", "cmu once more"} {
+				c := r
+				c.Policy = extra
+				many = append(many, c)
+			}
+		}
+	}
+	buf.Reset()
+	WriteTable(&buf, e, many)
+	blocks := 0
+	for _, line := range strings.Split(buf.String(), "\n") {
+		if n := utf8.RuneCountInString(line); n > TableWidth {
+			t.Errorf("%d wide, over %d: %q", n, TableWidth, line)
+		}
+		if strings.HasPrefix(line, "x ") {
+			blocks++
+		}
+	}
+	if blocks != 2 {
+		t.Errorf("%d blocks of columns, want 2:\n%s", blocks, buf.String())
+	}
+}
+
+// The notes of Palmer and Mitrani's Figures 2 and 3 (demand phases: an
+// allocation per phase) and of Fisher et al.'s Figure 3.
+func TestOtherNotes(t *testing.T) {
+	for file, want := range map[string]string{
+		"palmer-fig2.csv": "static = best-static at 4–8 (both allocate the same at each x)",
+		"palmer-fig3.csv": "static = best-static at 2.0–2.9 (both allocate (3,1), (1,3) by phase)",
+		// The average-cost solves do not converge: no point at all.
+		"fisher-fig3.csv": "optimal (average): no point at any x: its solve did not converge within the sweep cap",
+	} {
+		e, rows := readRows(t, filepath.Join("testdata", file))
+		notes := Notes(e, rows)
+		if !strings.Contains(strings.Join(notes, "\n"), want) {
+			t.Errorf("%s: notes %q lack %q", file, notes, want)
+		}
+		if *figures != "" {
+			for _, format := range []string{"png", "svg"} {
+				var buf bytes.Buffer
+				if err := WritePlot(&buf, e, rows, format); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(*figures, e.Name+"."+format), buf.Bytes(), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+}
