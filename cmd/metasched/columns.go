@@ -5,11 +5,13 @@ import (
 	"io"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/metasched/metasched/switching/experiment"
 )
 
 // tableWidth is the widest line the commands' tables print (a terminal of
 // 120 columns shows them unwrapped).
-const tableWidth = 120
+const tableWidth = experiment.TableWidth
 
 // writeColumns prints a table, its columns two spaces apart and left
 // aligned, every line at most tableWidth wide: the last column (a list)
@@ -81,21 +83,6 @@ func breakList(s string, width int) []string {
 	return append(lines, strings.TrimRight(line, " "))
 }
 
-// writeWrapped writes s wrapped at spaces to tableWidth: its first line
-// after first, the others after indent.
-func writeWrapped(w io.Writer, s, first, indent string) {
-	line, empty := first, true
-	for _, word := range strings.Fields(s) {
-		if !empty && utf8.RuneCountInString(line)+1+utf8.RuneCountInString(word) > tableWidth {
-			fmt.Fprintln(w, line)
-			line, empty = indent, true
-		}
-		if empty {
-			line += word
-		} else {
-			line += " " + word
-		}
-		empty = false
-	}
-	fmt.Fprintln(w, line)
-}
+// writeWrapped writes s wrapped at spaces to tableWidth (the experiment
+// tables' width): its first line after first, the others after indent.
+func writeWrapped(w io.Writer, s, first, indent string) { experiment.WriteWrapped(w, s, first, indent) }

@@ -427,11 +427,11 @@ func WriteTable(w io.Writer, e *Experiment, rows []Row) {
 	if len(notes) > 0 {
 		fmt.Fprintln(w)
 		for _, n := range notes {
-			writeWrapped(w, n, "  ", "      ")
+			WriteWrapped(w, n, "  ", "      ")
 		}
 	}
 	fmt.Fprintln(w)
-	writeWrapped(w, "The paper: "+e.Claim, "", "  ")
+	WriteWrapped(w, "The paper: "+e.Claim, "", "  ")
 }
 
 func ptrs[T any](xs []T) []*T {
@@ -442,11 +442,11 @@ func ptrs[T any](xs []T) []*T {
 	return out
 }
 
-// writeWrapped writes s wrapped at spaces to TableWidth, its first line
-// after first and the others after indent.
-func writeWrapped(w io.Writer, s, first, indent string) {
-	line := first
-	empty := true
+// WriteWrapped writes s wrapped at spaces to TableWidth, its first line
+// after first and the others after indent (the command line's tables wrap
+// their long cells with it too).
+func WriteWrapped(w io.Writer, s, first, indent string) {
+	line, empty := first, true
 	for _, word := range strings.Fields(s) {
 		if !empty && utf8.RuneCountInString(line)+1+utf8.RuneCountInString(word) > TableWidth {
 			fmt.Fprintln(w, line)
@@ -454,10 +454,10 @@ func writeWrapped(w io.Writer, s, first, indent string) {
 		}
 		if empty {
 			line += word
-			empty = false
 		} else {
 			line += " " + word
 		}
+		empty = false
 	}
 	fmt.Fprintln(w, line)
 }

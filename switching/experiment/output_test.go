@@ -93,15 +93,7 @@ func TestFig4Notes(t *testing.T) {
 		t.Errorf("cost axis from %g to %g, want 10 to 400,000", p.Y.Min, p.Y.Max)
 	}
 	if *figures != "" {
-		for _, format := range []string{"png", "svg"} {
-			var buf bytes.Buffer
-			if err := WritePlot(&buf, e, rows, format); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(*figures, e.Name+"."+format), buf.Bytes(), 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
+		writeFigures(t, e, rows)
 	}
 }
 
@@ -170,15 +162,21 @@ func TestOtherNotes(t *testing.T) {
 			t.Errorf("%s: notes %q lack %q", file, notes, want)
 		}
 		if *figures != "" {
-			for _, format := range []string{"png", "svg"} {
-				var buf bytes.Buffer
-				if err := WritePlot(&buf, e, rows, format); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(filepath.Join(*figures, e.Name+"."+format), buf.Bytes(), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
+			writeFigures(t, e, rows)
+		}
+	}
+}
+
+// writeFigures writes the experiment's figure, PNG and SVG, into -figures.
+func writeFigures(t *testing.T, e *Experiment, rows []Row) {
+	t.Helper()
+	for _, format := range []string{"png", "svg"} {
+		var buf bytes.Buffer
+		if err := WritePlot(&buf, e, rows, format); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(*figures, e.Name+"."+format), buf.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
 		}
 	}
 }
