@@ -226,16 +226,23 @@ func (s *Store) SubmitJobOnce(ctx context.Context, owner, typ string, spec json.
 // DropExpiredKeys drops every idempotency key made Options.KeyRetention
 // ago or earlier (by the store's clock) and returns how many it dropped.
 func (s *Store) DropExpiredKeys(ctx context.Context) (int, error) {
-	var n int
-	err := s.batch(ctx, func(tx kv.Tx) error {
-		var err error
-		n, err = s.dropExpiredCount(tx, s.stamp(), -1)
-		return err
-	})
-	if err != nil {
-		return 0, fmt.Errorf("drop expired keys: %w", err)
+	total := 0
+	now := s.stamp()
+	for {
+		var n int
+		err := s.batch(ctx, func(tx kv.Tx) error {
+			var err error
+			n, err = s.dropExpiredCount(tx, now, s.txnItems)
+			return err
+		})
+		if err != nil {
+			return total, fmt.Errorf("drop expired keys: %w", err)
+		}
+		total += n
+		if n < s.txnItems {
+			return total, nil
+		}
 	}
-	return n, nil
 }
 
 // Keys returns how many idempotency keys the store holds, expired ones

@@ -125,9 +125,13 @@ const (
 type Store struct {
 	// db is the engine; file is the bbolt file under it (nil for another
 	// engine), for what only a file has: its path, size, copy and check.
-	db        kv.DB
-	file      *bolt.DB
-	name      string // what the store is, for errors: its file, or its engine's address
+	db   kv.DB
+	file *bolt.DB
+	name string // what the store is, for errors: its file, or its engine's address
+	// txnItems bounds the records one housekeeping transaction drops
+	// (switches, keys): thousands in a file, a few dozen in etcd, whose
+	// transactions hold at most 128 operations by default.
+	txnItems  int
 	now       func() time.Time
 	maxLog    int
 	onCorrupt func(id string, err error)
@@ -198,6 +202,7 @@ func Open(path string, opt Options) (*Store, error) {
 		return nil, err
 	}
 	s.file = db
+	s.txnItems = 5000
 	return s, nil
 }
 

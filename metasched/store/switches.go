@@ -276,9 +276,6 @@ type SwitchTrim struct {
 	Keep time.Time
 }
 
-// trimBatch bounds the switches one transaction drops.
-const trimBatch = 5000
-
 // TrimSwitches drops the closed switches t selects, those that ended first
 // first, and returns how many it dropped. Open switches are never dropped,
 // nor the sequence. It costs what it drops.
@@ -294,7 +291,7 @@ func (s *Store) TrimSwitches(ctx context.Context, t SwitchTrim) (int, error) {
 			closed := switchesClosed(tx)
 			var drop [][]byte
 			c := tx.Bucket(bucketSwitchEnded).Cursor()
-			for k, _ := c.First(); k != nil && len(drop) < trimBatch; k, _ = c.Next() {
+			for k, _ := c.First(); k != nil && len(drop) < s.txnItems; k, _ = c.Next() {
 				if len(k) != 16 {
 					continue
 				}
@@ -335,7 +332,7 @@ func (s *Store) TrimSwitches(ctx context.Context, t SwitchTrim) (int, error) {
 			return total, fmt.Errorf("trim switches: %w", err)
 		}
 		total += dropped
-		if dropped < trimBatch {
+		if dropped < s.txnItems {
 			return total, nil
 		}
 	}
