@@ -835,6 +835,26 @@ type StoreEtcd struct {
 // DefaultEtcdPrefix is the root of the store's keys in etcd.
 const DefaultEtcdPrefix = "/metasched/"
 
+// ParseStoreEtcd reads a store's etcd settings on their own ({endpoints,
+// prefix, tls}, YAML or JSON) with the serve configuration's rules; file
+// names the input in errors, and relative paths are relative to its
+// directory.
+func ParseStoreEtcd(file string, data []byte) (*StoreEtcd, error) {
+	d, root, err := yamlx.Parse(file, data)
+	if err != nil {
+		return nil, err
+	}
+	m, ok := root.Map(etcdFields...)
+	if !ok {
+		return nil, d.Err()
+	}
+	out := parseStoreEtcd(m, filepath.Dir(file))
+	if err := d.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func parseStoreEtcd(m *yamlx.Map, dir string) *StoreEtcd {
 	out := &StoreEtcd{Prefix: DefaultEtcdPrefix}
 	if v, ok := m.Get("tls", false); ok {

@@ -64,8 +64,9 @@ func (l *leadership) close() error {
 	return l.client.Close()
 }
 
-// etcdClient connects to the configuration's etcd cluster.
-func etcdClient(c *StoreEtcd) (*clientv3.Client, error) {
+// EtcdClient connects to the configuration's etcd cluster (the caller
+// closes it).
+func EtcdClient(c *StoreEtcd) (*clientv3.Client, error) {
 	cfg := clientv3.Config{Endpoints: c.Endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()}
 	if c.TLS != nil {
 		cert, err := tls.LoadX509KeyPair(c.TLS.Cert, c.TLS.Key)
@@ -91,7 +92,7 @@ func etcdClient(c *StoreEtcd) (*clientv3.Client, error) {
 
 // lead connects to etcd and waits (until ctx ends) for the leadership.
 func (d *Daemon) lead(ctx context.Context, c *StoreEtcd) (*leadership, error) {
-	cl, err := etcdClient(c)
+	cl, err := EtcdClient(c)
 	if err != nil {
 		return nil, err
 	}

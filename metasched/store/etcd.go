@@ -1,7 +1,10 @@
 package store
 
 import (
+	"context"
 	"fmt"
+	"maps"
+	"os"
 	"strings"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -42,4 +45,59 @@ func OpenEtcd(c *clientv3.Client, eo EtcdOptions, opt Options) (*Store, error) {
 	}
 	s.txnItems = etcdTxnItems
 	return s, nil
+}
+
+// Migrate copies the store of a stopped daemon (the bbolt file at from) into
+// etcd under the prefix, which must hold nothing, and checks that the copy
+// holds what the file does (its jobs per state, hosts, switches, tokens and
+// layout). A migration that fails removes what it wrote.
+func Migrate(ctx context.Context, from string, c *clientv3.Client, prefix string) (Summary, error) {
+	if prefix == "" {
+		prefix = "/metasched/"
+	}
+	if !strings.HasSuffix(prefix, "/") {
+		prefix += "/"
+	}
+	if _, err := os.Stat(from); err != nil {
+		return Summary{}, fmt.Errorf("migrate: %w", err)
+	}
+	if inUse(from) {
+		return Summary{}, fmt.Errorf("migrate %s: %w: a daemon has it open; stop the daemon first", from, ErrInUse)
+	}
+	src, err := Open(from, Options{})
+	if err != nil {
+		return Summary{}, fmt.Errorf("migrate: %w", err)
+	}
+	defer src.Close()
+	want, err := src.Summary(ctx)
+	if err != nil {
+		return Summary{}, fmt.Errorf("migrate: %w", err)
+	}
+	r, err := c.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		return Summary{}, fmt.Errorf("migrate: read etcd: %w", err)
+	}
+	if r.Count > 0 {
+		return Summary{}, fmt.Errorf("migrate: etcd holds %d keys under %s already (another grid's store, or an earlier migration): choose another prefix, or delete them first", r.Count, prefix)
+	}
+	undo := func() { _, _ = c.Delete(context.WithoutCancel(ctx), prefix, clientv3.WithPrefix()) }
+	if _, err := kv.Copy(ctx, src.db, &kv.Etcd{Client: c, Prefix: prefix}, etcdTxnItems*2); err != nil {
+		undo()
+		return Summary{}, fmt.Errorf("migrate %s to etcd %s: %w", from, prefix, err)
+	}
+	dst, err := OpenEtcd(c, EtcdOptions{Prefix: prefix}, Options{})
+	if err == nil {
+		var got Summary
+		if got, err = dst.Summary(ctx); err == nil {
+			got.Bytes = want.Bytes // a file's size: etcd has none
+			if !maps.Equal(got.Jobs, want.Jobs) || got.Hosts != want.Hosts || got.Switches != want.Switches || got.Tokens != want.Tokens || got.Layout != want.Layout {
+				err = fmt.Errorf("the copy holds %+v, the file %+v", got, want)
+			}
+		}
+	}
+	if err != nil {
+		undo()
+		return Summary{}, fmt.Errorf("migrate %s to etcd %s: %w", from, prefix, err)
+	}
+	return want, nil
 }
