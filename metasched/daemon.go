@@ -268,7 +268,11 @@ func NewWithGrid(ctx context.Context, cfg *Config, grid *graph.Grid, opt Options
 			return nil, err
 		}
 	}
-	if d.sites, err = openSites(ctx, cfg, grid, opt.Connect, d.token, d.tls, alog); err != nil {
+	var epoch int64
+	if d.leader != nil {
+		epoch = d.leader.rev
+	}
+	if d.sites, err = openSites(ctx, cfg, grid, opt.Connect, d.token, d.tls, epoch, alog); err != nil {
 		return nil, err
 	}
 	if opt.WrapAgent != nil {
