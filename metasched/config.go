@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"net/netip"
 	"net/url"
 	"path/filepath"
 	"slices"
@@ -69,7 +70,12 @@ type Config struct {
 	DataDir string
 	// Store is where the daemon keeps its state: nil, a bbolt file in
 	// DataDir (one daemon); else an etcd cluster (StoreEtcd).
-	Store       *StoreEtcd
+	Store *StoreEtcd
+	// Advertise is the URL at which the other daemons (and clients) reach
+	// this one's API, with the store in etcd: the leader's is what a
+	// standby forwards requests to. Empty: the scheme and listen
+	// (AdvertiseURL).
+	Advertise   string
 	Grid        string
 	JobTypes    []api.JobType
 	Agents      []AgentConfig // empty: in-process agents
@@ -277,7 +283,7 @@ var (
 )
 
 var (
-	configFields      = append([]string{"listen", "data_dir", "grid", "job_types", "agents", "policy", "executor", "switch_delay", "on_agent_loss", "agent_loss_grace", "min_pool_hosts", "hold_after", "idempotency_retention", "retention", "walltime", "calibration", "vm_headroom", "store"}, slices.Concat(httpsrv.LimitFields, tlsx.Fields)...)
+	configFields      = append([]string{"listen", "data_dir", "grid", "job_types", "agents", "policy", "executor", "switch_delay", "on_agent_loss", "agent_loss_grace", "min_pool_hosts", "hold_after", "idempotency_retention", "retention", "walltime", "calibration", "vm_headroom", "store", "advertise"}, slices.Concat(httpsrv.LimitFields, tlsx.Fields)...)
 	calibrationFields = []string{"max_age", "bench_seconds", "probe_bytes", "auto"}
 	retentionFields   = []string{"switches", "job_dirs"}
 	switchesFields    = []string{"max_age", "max_count"}
@@ -336,6 +342,19 @@ func ParseConfig(file string, data []byte) (*Config, error) {
 					c.Store = parseStoreEtcd(em, dir)
 				}
 			}
+		}
+	}
+	if a, ok := top.Str("advertise", false); ok {
+		u, err := url.Parse(a)
+		switch {
+		case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.User != nil:
+			top.Errorf("advertise", "must be the daemon's URL like https://10.0.0.1:8080, not %q", a)
+		case u.Scheme == "https" && c.TLS == nil:
+			top.Errorf("advertise", "an https URL needs the daemon's tls")
+		case u.Scheme == "http" && c.TLS != nil:
+			top.Errorf("advertise", "the daemon serves https (tls): the URL is https://, not %q", a)
+		default:
+			c.Advertise = strings.TrimRight(a, "/")
 		}
 	}
 	if p, ok := top.Str("grid", true); ok {
@@ -900,4 +919,22 @@ func parseStoreEtcd(m *yamlx.Map, dir string) *StoreEtcd {
 		}
 	}
 	return out
+}
+
+// AdvertiseURL is the URL the other daemons reach this one at: Advertise,
+// else the scheme (https with tls) and the listen address, which must then
+// name an address (not 0.0.0.0 or [::]).
+func (c *Config) AdvertiseURL() (string, error) {
+	if c.Advertise != "" {
+		return c.Advertise, nil
+	}
+	host, port, err := net.SplitHostPort(c.Listen)
+	if ip, perr := netip.ParseAddr(host); err != nil || host == "" || (perr == nil && ip.IsUnspecified()) {
+		return "", fmt.Errorf("advertise: required when listen (%q) names no address: the URL the other daemons reach this one at", c.Listen)
+	}
+	scheme := "http"
+	if c.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + net.JoinHostPort(host, port), nil
 }

@@ -67,6 +67,11 @@ type Options struct {
 	// LeaseTTL is the leader's lease in seconds, with the store in etcd
 	// (0: DefaultLeaseTTL).
 	LeaseTTL int
+	// Standby, with the store in etcd, hears the handler of the daemon's
+	// API while it waits for the leadership (it forwards every request to
+	// the leader), and the TLS configuration to serve it with (nil: plain
+	// HTTP), before New returns: the caller serves it meanwhile.
+	Standby func(h http.Handler, tc *tls.Config)
 	// Tick is the cluster manager's period; 0 means 500 ms.
 	Tick time.Duration
 	// StepTimeout bounds each step of a switch (the reconfiguration gets
@@ -236,6 +241,12 @@ func NewWithGrid(ctx context.Context, cfg *Config, grid *graph.Grid, opt Options
 			d.log.Error().Err(err).Str("job", id).Msg("a job's record in the store cannot be read: left out of listings; restore the store from a backup")
 		}
 	}
+	// The daemon's certificate first: a standby forwards with it.
+	if cfg.TLS != nil {
+		if d.tls, err = tlsx.NewSource(*cfg.TLS, tlsx.KindDaemon, d.log, d.clock.Now); err != nil {
+			return nil, err
+		}
+	}
 	if err = d.openStore(ctx, opt.Store); err != nil {
 		return nil, err
 	}
@@ -262,11 +273,6 @@ func NewWithGrid(ctx context.Context, cfg *Config, grid *graph.Grid, opt Options
 	alog := d.log
 	if opt.AgentLogger != nil {
 		alog = *opt.AgentLogger
-	}
-	if cfg.TLS != nil {
-		if d.tls, err = tlsx.NewSource(*cfg.TLS, tlsx.KindDaemon, d.log, d.clock.Now); err != nil {
-			return nil, err
-		}
 	}
 	var epoch int64
 	if d.leader != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -106,10 +107,30 @@ func (d *Daemon) lead(ctx context.Context, c *StoreEtcd) (*leadership, error) {
 		return nil, fmt.Errorf("store.etcd: %s: open a session: %w", strings.Join(c.Endpoints, ", "), err)
 	}
 	e := concurrency.NewElection(s, c.Prefix+"leader")
-	if r, err := e.Leader(ctx); err == nil && len(r.Kvs) > 0 {
-		d.log.Info().Str("leader", string(r.Kvs[0].Value)).Msg("another daemon leads: this one waits to take over")
+	adv, err := d.cfg.AdvertiseURL()
+	if err != nil {
+		s.Close()
+		cl.Close()
+		return nil, err
 	}
-	if err := e.Campaign(ctx, d.instance); err != nil {
+	value, _ := json.Marshal(leaderValue{Instance: d.instance, API: adv})
+	if r, err := e.Leader(ctx); err == nil && len(r.Kvs) > 0 {
+		d.log.Info().Str("leader", string(r.Kvs[0].Value)).Msg("another daemon leads: this one stands by, forwarding requests to it, and takes over when it stops")
+	}
+	// Stand by: forward the API's requests to the leader until this
+	// daemon leads.
+	sb := newStandby(d)
+	octx, stopObserving := context.WithCancel(ctx)
+	defer stopObserving()
+	go sb.observe(octx, e)
+	if d.opt.Standby != nil {
+		var tc *tls.Config
+		if d.tls != nil {
+			tc = d.tls.ServerConfig(tls.VerifyClientCertIfGiven)
+		}
+		d.opt.Standby(sb, tc)
+	}
+	if err := e.Campaign(ctx, string(value)); err != nil {
 		s.Close()
 		cl.Close()
 		return nil, fmt.Errorf("store.etcd: wait for the leadership: %w", err)

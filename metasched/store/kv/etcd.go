@@ -84,7 +84,11 @@ func (e *Etcd) View(ctx context.Context, fn func(Tx) error) error {
 		return err
 	}
 	t := &etcdTx{e: e, ctx: ctx}
-	return fn(t.root())
+	err := fn(t.root())
+	if t.err != nil {
+		return t.err // a read failed: what fn made of it does not count
+	}
+	return err
 }
 
 func (e *Etcd) Update(ctx context.Context, fn func(Tx) error) error {
@@ -100,11 +104,12 @@ func (e *Etcd) Update(ctx context.Context, fn func(Tx) error) error {
 	wait := time.Millisecond
 	for range most {
 		t := &etcdTx{e: e, ctx: ctx, writable: true, writes: map[string]*write{}}
-		if err := fn(t.root()); err != nil {
-			return err
-		}
+		err := fn(t.root())
 		if t.err != nil {
-			return t.err
+			return t.err // a read failed: what fn made of it does not count
+		}
+		if err != nil {
+			return err
 		}
 		ok, err := t.commit()
 		if err != nil || ok {
@@ -153,6 +158,9 @@ func (t *etcdTx) root() etcdRoot { return etcdRoot{etcdBucket{t: t, prefix: t.e.
 
 // get reads key as the transaction sees it.
 func (t *etcdTx) get(key string) ([]byte, error) {
+	if t.err != nil {
+		return nil, t.err
+	}
 	if w, ok := t.writes[key]; ok {
 		return w.val, nil
 	}
@@ -331,7 +339,8 @@ func (b etcdBucket) read(key []byte) (byte, []byte) {
 }
 
 // fail keeps the first error of a read or write that the interface cannot
-// return: the transaction fails with it.
+// return: the transaction fails with it (View and Update return it,
+// whatever the function returned), and every later read fails at once.
 func (b etcdBucket) fail(err error) {
 	if b.t.err == nil {
 		b.t.err = err
@@ -376,9 +385,11 @@ func (b etcdBucket) Bucket(name []byte) Bucket {
 	if len(name) == 0 {
 		return nil
 	}
-	if tag, _ := b.read(name); tag != tagBucket {
+	if tag, _ := b.read(name); tag != tagBucket && b.t.err == nil {
 		return nil
 	}
+	// (After a failed read the bucket is taken to exist: the caller goes
+	// on, its reads fail too, and the transaction fails with the error.)
 	return etcdBucket{t: b.t, prefix: b.child(name)}
 }
 
@@ -478,6 +489,9 @@ type entry struct {
 // before it), in order of the walk.
 func (c *etcdCursor) fetch(from string, back bool) []entry {
 	t := c.b.t
+	if t.err != nil {
+		return nil
+	}
 	start, end := from, c.hi
 	opts := []clientv3.OpOption{clientv3.WithLimit(t.e.page())}
 	if back {
