@@ -23,7 +23,9 @@
 # both commands first install the Debian packages they need when missing
 # (libvirt for the agent, which links libvirt through cgo; libvirtd and QEMU
 # for the tests that run real guests; iproute2 for the network tests);
-# make test also installs chromium, for the dashboard's browser tests.
+# make test also installs chromium, for the dashboard's browser tests, and
+# etcd-server, whose etcd the store's tests on etcd start (make test runs
+# the store's tests twice: on bbolt, then on etcd).
 
 GO  ?= go
 BIN := bin/metasched
@@ -40,7 +42,7 @@ DEB_PACKAGES := pkg-config libvirt0 libvirt-dev libvirt-daemon libvirt-daemon-dr
 # the kernel package is fetched by the build itself; its disk form is made
 # with e2fsprogs' mke2fs and debugfs and qemu-utils' qemu-img.
 IMAGE_PACKAGES := busybox-static qemu-guest-agent e2fsprogs qemu-utils
-TEST_PACKAGES := $(DEB_PACKAGES) $(IMAGE_PACKAGES) cpio chromium
+TEST_PACKAGES := $(DEB_PACKAGES) $(IMAGE_PACKAGES) cpio chromium etcd-server
 IMAGE_DIR ?= bin/image
 IMAGE_KIND ?= kernel
 
@@ -109,6 +111,7 @@ test: test-deps
 	@test -z "$$(gofmt -l .)" || { echo "gofmt would change:"; gofmt -l .; exit 1; }
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 20m ./...
+	$(GO) test -count=1 -timeout 5m ./metasched/store -store etcd
 
 # The README's picture of the dashboard, taken by its browser test.
 screenshot: test-deps

@@ -60,6 +60,7 @@ type Agent struct {
 	httpTimeouts httpsrv.Timeouts
 
 	mu    sync.Mutex
+	epoch int64 // the highest leader epoch seen (leader.go)
 	hosts []*host
 	vms   map[string]*vm
 	ports migrationPorts
@@ -126,6 +127,7 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 		a.Close()
 		return nil, err
 	}
+	a.epoch = rec.LeaderEpoch
 	for _, hc := range hosts {
 		h := &host{cfg: hc, pool: hc.Pool, test: strings.HasPrefix(hc.URI, "test")}
 		if p, ok := rec.Pools[hc.Name]; ok {

@@ -51,6 +51,9 @@ var (
 	// start it, or its guest agent did not answer within the site's
 	// boot_timeout. The VM is gone.
 	ErrBoot = errors.New("the guest did not boot")
+	// ErrStaleLeader: the request came from a daemon that no longer leads
+	// (its leader epoch is lower than one the agent has seen; leader.go).
+	ErrStaleLeader = errors.New("the daemon no longer leads")
 )
 
 // codes are the machine-readable names of the sentinels in API errors.
@@ -73,6 +76,7 @@ var codes = []struct {
 	{ErrForbidden, "forbidden", http.StatusForbidden},
 	{ErrBoot, "boot_failed", http.StatusBadGateway},
 	{ErrGuestAgent, "guest_agent", http.StatusServiceUnavailable},
+	{ErrStaleLeader, "stale_leader", http.StatusConflict},
 }
 
 // Status returns the HTTP status and the error code of err: the first

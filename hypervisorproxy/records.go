@@ -33,6 +33,9 @@ type record struct {
 	Boot map[string]float64 `json:"boot_seconds,omitempty"`
 	// Addresses is the address each VM holds on the site's network.
 	Addresses map[string]netip.Addr `json:"addresses,omitempty"`
+	// LeaderEpoch is the highest leader epoch a request carried
+	// (LeaderEpochHeader): a request of a lower one is refused.
+	LeaderEpoch int64 `json:"leader_epoch,omitempty"`
 }
 
 const recordFile = "agent.json"
@@ -63,7 +66,7 @@ func (r *record) save(dir string) error {
 	if dir == "" {
 		return nil
 	}
-	c := record{VMs: slices.Clone(r.VMs), Pools: r.Pools, Boot: r.Boot, Addresses: r.Addresses}
+	c := record{VMs: slices.Clone(r.VMs), Pools: r.Pools, Boot: r.Boot, Addresses: r.Addresses, LeaderEpoch: r.LeaderEpoch}
 	slices.SortFunc(c.VMs, func(a, b VMSpec) int { return strings.Compare(a.Name, b.Name) })
 	data, err := json.MarshalIndent(c, "", "  ")
 	if err != nil {
@@ -94,7 +97,7 @@ func (r *record) save(dir string) error {
 // saveLocked writes the record of the agent's VMs and its hosts' pools;
 // a.mu must be held.
 func (a *Agent) saveLocked() error {
-	r := &record{Pools: map[string]string{}}
+	r := &record{Pools: map[string]string{}, LeaderEpoch: a.epoch}
 	for _, v := range a.vms {
 		r.VMs = append(r.VMs, v.spec)
 		if v.boot > 0 {

@@ -80,7 +80,7 @@ func (a *Agent) Handler() http.Handler {
 	api.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no route %s %s", r.Method, r.URL.Path))
 	})
-	mux.Handle("/", a.authenticate(api))
+	mux.Handle("/", a.authenticate(a.followLeader(api)))
 	return httpx.LogRequests(a.log, mux)
 }
 

@@ -98,7 +98,10 @@ type Connector = hp.Connector
 // A remote agent at an https address is called over mutual TLS with the
 // daemon's certificate (creds); one at an http address (on the loopback
 // interface) with the token of its token_file.
-func openSites(ctx context.Context, cfg *Config, grid *graph.Grid, connect Connector, token string, creds *tlsx.Source, log zerolog.Logger) ([]*siteAgent, error) {
+//
+// epoch, when not 0, is the leading daemon's epoch, which every request to
+// a remote agent carries (hypervisorproxy.LeaderEpochHeader).
+func openSites(ctx context.Context, cfg *Config, grid *graph.Grid, connect Connector, token string, creds *tlsx.Source, epoch int64, log zerolog.Logger) ([]*siteAgent, error) {
 	var sites []*siteAgent
 	closeAll := func() {
 		for _, s := range sites {
@@ -131,7 +134,7 @@ func openSites(ctx context.Context, cfg *Config, grid *graph.Grid, connect Conne
 					closeAll()
 					return nil, fmt.Errorf("agents: site %s: %w", a.Site, err)
 				}
-				sites = append(sites, &siteAgent{name: c.Name, agent: remoteAgent{c: cl}, address: a.Address})
+				sites = append(sites, &siteAgent{name: c.Name, agent: remoteAgent{c: cl.WithLeaderEpoch(epoch)}, address: a.Address})
 				continue
 			}
 			t, err := httpx.ReadTokenFile(a.TokenFile)
@@ -139,7 +142,7 @@ func openSites(ctx context.Context, cfg *Config, grid *graph.Grid, connect Conne
 				closeAll()
 				return nil, fmt.Errorf("agents: site %s: token_file: %w", a.Site, err)
 			}
-			sites = append(sites, &siteAgent{name: c.Name, agent: remoteAgent{c: client.New(a.Address, t)}})
+			sites = append(sites, &siteAgent{name: c.Name, agent: remoteAgent{c: client.New(a.Address, t).WithLeaderEpoch(epoch)}})
 			continue
 		}
 		if len(cfg.Agents) > 0 {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"net/netip"
 	"net/url"
 	"path/filepath"
 	"slices"
@@ -65,8 +66,16 @@ type Config struct {
 	// the API is served over HTTPS, and the daemon presents the
 	// certificate to the agents, whose certificates it checks against
 	// the CA. nil: plain HTTP, on a loopback address only.
-	TLS         *tlsx.Files
-	DataDir     string
+	TLS     *tlsx.Files
+	DataDir string
+	// Store is where the daemon keeps its state: nil, a bbolt file in
+	// DataDir (one daemon); else an etcd cluster (StoreEtcd).
+	Store *StoreEtcd
+	// Advertise is the URL at which the other daemons (and clients) reach
+	// this one's API, with the store in etcd: the leader's is what a
+	// standby forwards requests to. Empty: the scheme and listen
+	// (AdvertiseURL).
+	Advertise   string
 	Grid        string
 	JobTypes    []api.JobType
 	Agents      []AgentConfig // empty: in-process agents
@@ -274,13 +283,15 @@ var (
 )
 
 var (
-	configFields      = append([]string{"listen", "data_dir", "grid", "job_types", "agents", "policy", "executor", "switch_delay", "on_agent_loss", "agent_loss_grace", "min_pool_hosts", "hold_after", "idempotency_retention", "retention", "walltime", "calibration", "vm_headroom"}, slices.Concat(httpsrv.LimitFields, tlsx.Fields)...)
+	configFields      = append([]string{"listen", "data_dir", "grid", "job_types", "agents", "policy", "executor", "switch_delay", "on_agent_loss", "agent_loss_grace", "min_pool_hosts", "hold_after", "idempotency_retention", "retention", "walltime", "calibration", "vm_headroom", "store", "advertise"}, slices.Concat(httpsrv.LimitFields, tlsx.Fields)...)
 	calibrationFields = []string{"max_age", "bench_seconds", "probe_bytes", "auto"}
 	retentionFields   = []string{"switches", "job_dirs"}
 	switchesFields    = []string{"max_age", "max_count"}
 	jobTypeFields     = []string{"name", "vm", "holding_cost", "image"}
 	vmFields          = []string{"vcpus", "memory_mib"}
 	agentFields       = []string{"site", "address", "token_file"}
+	storeFields       = []string{"etcd"}
+	etcdFields        = []string{"endpoints", "prefix", "tls"}
 	policyFields      = []string{"name", "K", "table", "solve"}
 	executorFields    = []string{"name", "time_scale", "max_output_bytes", "output_bytes_per_second", "poll", "run_as", "allow_users"}
 )
@@ -323,6 +334,28 @@ func ParseConfig(file string, data []byte) (*Config, error) {
 			top.Errorf("data_dir", "must not be empty")
 		}
 		c.DataDir = abs(p)
+	}
+	if v, ok := top.Get("store", false); ok {
+		if m, ok := v.Map(storeFields...); ok {
+			if e, ok := m.Get("etcd", true); ok {
+				if em, ok := e.Map(etcdFields...); ok {
+					c.Store = parseStoreEtcd(em, dir)
+				}
+			}
+		}
+	}
+	if a, ok := top.Str("advertise", false); ok {
+		u, err := url.Parse(a)
+		switch {
+		case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.User != nil:
+			top.Errorf("advertise", "must be the daemon's URL like https://10.0.0.1:8080, not %q", a)
+		case u.Scheme == "https" && c.TLS == nil:
+			top.Errorf("advertise", "an https URL needs the daemon's tls")
+		case u.Scheme == "http" && c.TLS != nil:
+			top.Errorf("advertise", "the daemon serves https (tls): the URL is https://, not %q", a)
+		default:
+			c.Advertise = strings.TrimRight(a, "/")
+		}
 	}
 	if p, ok := top.Str("grid", true); ok {
 		if p == "" {
@@ -803,4 +836,105 @@ func durationField(v yamlx.Value, least, most time.Duration) (time.Duration, boo
 		return x, true
 	}
 	return 0, false
+}
+
+// StoreEtcd is the serve configuration's store: {etcd: {...}}: the
+// daemon's state in an etcd cluster, which several daemons share.
+type StoreEtcd struct {
+	// Endpoints are the members' client URLs.
+	Endpoints []string
+	// Prefix is the root of the grid's keys (default /metasched/).
+	Prefix string
+	// TLS are the certificate and key the daemon presents to etcd and the
+	// CA that signed etcd's certificates (etcd's own CA, not the grid's);
+	// nil: plain HTTP, to loopback endpoints only.
+	TLS *tlsx.Files
+}
+
+// DefaultEtcdPrefix is the root of the store's keys in etcd.
+const DefaultEtcdPrefix = "/metasched/"
+
+// ParseStoreEtcd reads a store's etcd settings on their own ({endpoints,
+// prefix, tls}, YAML or JSON) with the serve configuration's rules; file
+// names the input in errors, and relative paths are relative to its
+// directory.
+func ParseStoreEtcd(file string, data []byte) (*StoreEtcd, error) {
+	d, root, err := yamlx.Parse(file, data)
+	if err != nil {
+		return nil, err
+	}
+	m, ok := root.Map(etcdFields...)
+	if !ok {
+		return nil, d.Err()
+	}
+	out := parseStoreEtcd(m, filepath.Dir(file))
+	if err := d.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func parseStoreEtcd(m *yamlx.Map, dir string) *StoreEtcd {
+	out := &StoreEtcd{Prefix: DefaultEtcdPrefix}
+	if v, ok := m.Get("tls", false); ok {
+		if t, ok := v.Map("cert_file", "key_file", "ca_file"); ok {
+			out.TLS = &tlsx.Files{Cert: t.File("cert_file", true, dir), Key: t.File("key_file", true, dir), CA: t.File("ca_file", true, dir)}
+		}
+	}
+	if vs, ok := m.Seq("endpoints", true); ok {
+		if len(vs) == 0 {
+			m.Errorf("endpoints", "must list at least one etcd member's client URL")
+		}
+		for i, v := range vs {
+			e, ok := v.Str()
+			if !ok {
+				continue
+			}
+			u, err := url.Parse(e)
+			switch {
+			case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.User != nil:
+				m.Errorf(fmt.Sprintf("endpoints[%d]", i), "must be an etcd member's client URL like https://10.0.0.5:2379, not %q", e)
+			case u.Scheme == "http" && !tlsx.Loopback(u.Host):
+				m.Errorf(fmt.Sprintf("endpoints[%d]", i), "plain HTTP goes to a loopback address only, not %q: use https and tls", e)
+			case u.Scheme == "https" && out.TLS == nil && !m.Has("tls"):
+				m.Errorf("tls", "is required for the https endpoint %q: {cert_file, key_file, ca_file} of etcd's CA", e)
+			case slices.Contains(out.Endpoints, strings.TrimRight(e, "/")):
+				m.Errorf(fmt.Sprintf("endpoints[%d]", i), "%q is listed twice", e)
+			default:
+				out.Endpoints = append(out.Endpoints, strings.TrimRight(e, "/"))
+			}
+		}
+	}
+	if p, ok := m.Str("prefix", false); ok {
+		switch {
+		case !strings.HasPrefix(p, "/") || len(p) < 2:
+			m.Errorf("prefix", "must be a key prefix like /metasched/, not %q", p)
+		case strings.ContainsFunc(p, func(r rune) bool { return r < 0x20 || r == 0x7f }):
+			m.Errorf("prefix", "must not hold control characters")
+		default:
+			if !strings.HasSuffix(p, "/") {
+				p += "/"
+			}
+			out.Prefix = p
+		}
+	}
+	return out
+}
+
+// AdvertiseURL is the URL the other daemons reach this one at: Advertise,
+// else the scheme (https with tls) and the listen address, which must then
+// name an address (not 0.0.0.0 or [::]).
+func (c *Config) AdvertiseURL() (string, error) {
+	if c.Advertise != "" {
+		return c.Advertise, nil
+	}
+	host, port, err := net.SplitHostPort(c.Listen)
+	if ip, perr := netip.ParseAddr(host); err != nil || host == "" || (perr == nil && ip.IsUnspecified()) {
+		return "", fmt.Errorf("advertise: required when listen (%q) names no address: the URL the other daemons reach this one at", c.Listen)
+	}
+	scheme := "http"
+	if c.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + net.JoinHostPort(host, port), nil
 }

@@ -218,6 +218,16 @@ var configErrorCases = []struct{ name, yaml, want string }{
 	{"long bench", configBase + "calibration: {bench_seconds: 3600}\n", "calibration.bench_seconds: must be at least 1 and at most 600, not 3600"},
 	{"small probe", configBase + "calibration: {probe_bytes: 10}\n", "calibration.probe_bytes: must be at least 65536 and at most 1073741824, not 10"},
 	{"bad auto", configBase + "calibration: {auto: sometimes}\n", "calibration.auto:"},
+	{"store without engine", configBase + "store: {}\n", "c.yaml: store.etcd: missing required field"},
+	{"store engine", configBase + "store: {bolt: {}}\n", "c.yaml: store.bolt: unknown field"},
+	{"etcd without endpoints", configBase + "store: {etcd: {prefix: /m/}}\n", "c.yaml: store.etcd.endpoints: missing required field"},
+	{"etcd no endpoint", configBase + "store: {etcd: {endpoints: []}}\n", "store.etcd.endpoints: must list at least one etcd member's client URL"},
+	{"etcd bad endpoint", configBase + "store: {etcd: {endpoints: [10.0.0.5:2379]}}\n", `store.etcd.endpoints[0]: must be an etcd member's client URL like https://10.0.0.5:2379, not "10.0.0.5:2379"`},
+	{"etcd plain remote", configBase + "store: {etcd: {endpoints: [http://10.0.0.5:2379]}}\n", `store.etcd.endpoints[0]: plain HTTP goes to a loopback address only, not "http://10.0.0.5:2379": use https and tls`},
+	{"etcd https without tls", configBase + "store: {etcd: {endpoints: [https://10.0.0.5:2379]}}\n", "store.etcd.tls: is required for the https endpoint"},
+	{"etcd endpoint twice", configBase + "store: {etcd: {endpoints: [http://127.0.0.1:2379, http://127.0.0.1:2379/]}}\n", `store.etcd.endpoints[1]: "http://127.0.0.1:2379/" is listed twice`},
+	{"etcd bad prefix", configBase + "store: {etcd: {endpoints: [http://127.0.0.1:2379], prefix: metasched}}\n", `store.etcd.prefix: must be a key prefix like /metasched/, not "metasched"`},
+	{"etcd tls field", configBase + "store: {etcd: {endpoints: [http://127.0.0.1:2379], tls: {cert: a}}}\n", "store.etcd.tls.cert: unknown field"},
 }
 
 func TestParseConfigErrors(t *testing.T) {
@@ -228,5 +238,27 @@ func TestParseConfigErrors(t *testing.T) {
 				t.Errorf("err = %v, want %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// The store in etcd: endpoints, a prefix made to end in a slash, etcd's
+// TLS files relative to the configuration's directory.
+func TestParseConfigStore(t *testing.T) {
+	got, err := ParseConfig("/etc/metasched/serve.yaml", []byte(configBase+
+		"store: {etcd: {endpoints: [https://10.0.0.5:2379/, https://10.0.0.6:2379], prefix: /grid-a, tls: {cert_file: etcd.pem, key_file: etcd-key.pem, ca_file: etcd-ca.pem}}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &StoreEtcd{Endpoints: []string{"https://10.0.0.5:2379", "https://10.0.0.6:2379"}, Prefix: "/grid-a/",
+		TLS: &tlsx.Files{Cert: "/etc/metasched/etcd.pem", Key: "/etc/metasched/etcd-key.pem", CA: "/etc/metasched/etcd-ca.pem"}}
+	if diff := cmp.Diff(want, got.Store); diff != "" {
+		t.Errorf("store (-want +got):\n%s", diff)
+	}
+	got, err = ParseConfig("serve.yaml", []byte(configBase+"store: {etcd: {endpoints: [http://127.0.0.1:2379]}}\n"))
+	if err != nil || got.Store == nil || got.Store.Prefix != DefaultEtcdPrefix || got.Store.TLS != nil {
+		t.Errorf("a loopback etcd: %+v, %v", got.Store, err)
+	}
+	if got, _ := ParseConfig("serve.yaml", []byte(configBase)); got.Store != nil {
+		t.Errorf("no store given: %+v, want the file in data_dir (nil)", got.Store)
 	}
 }

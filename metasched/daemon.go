@@ -64,6 +64,14 @@ type Options struct {
 	Version string
 	// Store tunes the database (tests may set NoSync).
 	Store store.Options
+	// LeaseTTL is the leader's lease in seconds, with the store in etcd
+	// (0: DefaultLeaseTTL).
+	LeaseTTL int
+	// Standby, with the store in etcd, hears the handler of the daemon's
+	// API while it waits for the leadership (it forwards every request to
+	// the leader), and the TLS configuration to serve it with (nil: plain
+	// HTTP), before New returns: the caller serves it meanwhile.
+	Standby func(h http.Handler, tc *tls.Config)
 	// Tick is the cluster manager's period; 0 means 500 ms.
 	Tick time.Duration
 	// StepTimeout bounds each step of a switch (the reconfiguration gets
@@ -104,10 +112,13 @@ var ErrHang = errors.New("injected hang")
 // lifecycle, the cluster manager and the switch coordinator. New builds
 // it; Run serves until its context ends; Close releases it.
 type Daemon struct {
-	cfg     *Config
-	opt     Options
-	log     zerolog.Logger
-	st      *store.Store
+	cfg *Config
+	opt Options
+	log zerolog.Logger
+	st  *store.Store
+	// leader is the daemon's leadership, with the store in etcd (nil:
+	// the store is a file of its own).
+	leader  *leadership
 	grid    *graph.Grid
 	planner *gramvm.Service
 	sites   []*siteAgent
@@ -230,7 +241,13 @@ func NewWithGrid(ctx context.Context, cfg *Config, grid *graph.Grid, opt Options
 			d.log.Error().Err(err).Str("job", id).Msg("a job's record in the store cannot be read: left out of listings; restore the store from a backup")
 		}
 	}
-	if d.st, err = store.Open(filepath.Join(cfg.DataDir, "metasched.db"), opt.Store); err != nil {
+	// The daemon's certificate first: a standby forwards with it.
+	if cfg.TLS != nil {
+		if d.tls, err = tlsx.NewSource(*cfg.TLS, tlsx.KindDaemon, d.log, d.clock.Now); err != nil {
+			return nil, err
+		}
+	}
+	if err = d.openStore(ctx, opt.Store); err != nil {
 		return nil, err
 	}
 	d.jobCommit = d.st.Commit
@@ -257,12 +274,11 @@ func NewWithGrid(ctx context.Context, cfg *Config, grid *graph.Grid, opt Options
 	if opt.AgentLogger != nil {
 		alog = *opt.AgentLogger
 	}
-	if cfg.TLS != nil {
-		if d.tls, err = tlsx.NewSource(*cfg.TLS, tlsx.KindDaemon, d.log, d.clock.Now); err != nil {
-			return nil, err
-		}
+	var epoch int64
+	if d.leader != nil {
+		epoch = d.leader.rev
 	}
-	if d.sites, err = openSites(ctx, cfg, grid, opt.Connect, d.token, d.tls, alog); err != nil {
+	if d.sites, err = openSites(ctx, cfg, grid, opt.Connect, d.token, d.tls, epoch, alog); err != nil {
 		return nil, err
 	}
 	if opt.WrapAgent != nil {
@@ -372,9 +388,18 @@ func (d *Daemon) Run(ctx context.Context, ln net.Listener, h http.Handler) error
 	d.log.Info().Str("listen", ln.Addr().String()).Int("sites", len(d.sites)).Int("hosts", len(d.order)).
 		Str("policy", d.cfg.Policy.String()).Str("executor", d.exec.Name()).Msg("metasched daemon serving")
 	var err error
+	var lost <-chan struct{}
+	if d.leader != nil {
+		lost = d.leader.lost()
+	}
 	select {
 	case <-ctx.Done():
 	case err = <-errc:
+	case <-lost:
+		// Another daemon may lead already: stop acting at once (the
+		// store refuses this one's writes anyway).
+		d.log.Error().Msg("lost the leadership (the lease in etcd ended): stopping at once; restart the daemon to stand for it again")
+		err = ErrLostLeadership
 	}
 	d.mu.Lock()
 	d.closing = true
@@ -430,6 +455,9 @@ func (d *Daemon) Close() error {
 		}
 		if d.st != nil {
 			errs = append(errs, d.st.Close())
+		}
+		if d.leader != nil {
+			errs = append(errs, d.leader.close())
 		}
 	})
 	return errors.Join(errs...)

@@ -62,7 +62,8 @@ token (the grid's certificates and the daemon's tokens).
 The daemon's clients: submit, jobs, status, cancel, resize and logs (jobs), plan
 without --grid (the daemon's dry run), pools, switches and hosts (the pools
 and their servers, hosts clear for a stranded host, hosts drain and undrain
-for maintenance), store backup and restore (the daemon's store), calibration and
+for maintenance), store backup, restore and migrate (the daemon's store; migrate
+moves it into etcd), calibration and
 calibrate (the sites' figures measured in VMs). They find the daemon
 with --server or METASCHED_SERVER (default http://127.0.0.1:8080) and
 present the token of --token-file, METASCHED_TOKEN_FILE or METASCHED_TOKEN

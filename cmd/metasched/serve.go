@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -138,8 +140,26 @@ func serveCmd(ctx context.Context, e *env, f serveFlags, changed func(string) bo
 	reused := f.demo && err == nil
 	// The agents log every VM operation; the daemon says what matters.
 	agentLog := log.Level(max(log.GetLevel(), zerolog.WarnLevel))
-	d, err := metasched.NewWithGrid(ctx, cfg, grid, metasched.Options{Logger: log, Connect: virt.Connector(agentLog),
-		AgentLogger: &agentLog, Version: version()})
+	opts := metasched.Options{Logger: log, Connect: virt.Connector(agentLog), AgentLogger: &agentLog, Version: version()}
+	// With the store in etcd, the daemon may stand by first (another
+	// leads): it serves the API meanwhile by forwarding to the leader.
+	var standby *httpsrv.Server
+	opts.Standby = func(h http.Handler, tc *tls.Config) {
+		ln, err := net.Listen("tcp", cfg.Listen)
+		if err != nil {
+			log.Error().Err(err).Str("listen", cfg.Listen).Msg("cannot serve while standing by")
+			return
+		}
+		standby = httpsrv.New(h, httpsrv.Config{TLS: tc, Limits: cfg.Unproven, Logger: log})
+		go func() { _ = standby.Serve(ln) }()
+		fmt.Fprintf(e.stdout, "metasched daemon standing by on %s: another daemon leads; requests are forwarded to it until this one leads\n", ln.Addr())
+	}
+	d, err := metasched.NewWithGrid(ctx, cfg, grid, opts)
+	if standby != nil {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		_ = standby.Shutdown(sctx)
+		cancel()
+	}
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -23,7 +24,7 @@ const storeFile = "metasched.db"
 func newStoreCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "store",
-		Short: "Back up and restore the daemon's store",
+		Short: "Back up, restore or move into etcd the daemon's store",
 		Long: `store backs up and restores the daemon's store: DATA_DIR/metasched.db, the
 one file that holds every job and its history, the hosts' pools and marks,
 the switches' records, the API tokens' hashes and the sites' calibrated
@@ -36,11 +37,80 @@ run directories and the calibration's working files).
 A backup is taken from the running daemon (an operator's call, while it goes
 on working) or, with --data-dir, from a stopped daemon's directory. A
 restore needs the daemon stopped; it checks the backup before it replaces
-anything and keeps the store it replaces beside it.`,
+anything and keeps the store it replaces beside it. migrate moves a stopped
+daemon's store into an etcd cluster, where several daemons share it (the
+serve configuration's store: {etcd: ...}).`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	cmd.AddCommand(newStoreBackupCmd(e), newStoreRestoreCmd(e))
+	cmd.AddCommand(newStoreBackupCmd(e), newStoreRestoreCmd(e), newStoreMigrateCmd(e))
+	return cmd
+}
+
+func newStoreMigrateCmd(e *env) *cobra.Command {
+	var (
+		from, to, prefix          string
+		certFile, keyFile, caFile string
+	)
+	cmd := &cobra.Command{
+		Use:   "migrate --from bbolt:DIR --to etcd:ENDPOINTS",
+		Short: "Move a stopped daemon's store into etcd",
+		Long: `migrate copies the store of a stopped daemon (DIR/metasched.db) into an etcd
+cluster, under --prefix (default /metasched/), which must hold nothing, and
+checks that the copy holds what the file does (jobs per state, hosts,
+switches, tokens). Then give the serve configuration
+store: {etcd: {endpoints: [...], prefix: ...}} and start the daemons on it.
+A migration that fails removes what it wrote; the file is left as it was.
+
+ENDPOINTS are the members' client URLs, separated by commas; https ones
+need --etcd-cert-file, --etcd-key-file and --etcd-ca-file (etcd's CA).`,
+		Example: `  metasched store migrate --from bbolt:/var/lib/metasched \
+      --to etcd:https://10.0.0.5:2379,https://10.0.0.6:2379,https://10.0.0.7:2379 \
+      --etcd-cert-file etcd-client.pem --etcd-key-file etcd-client-key.pem --etcd-ca-file etcd-ca.pem`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			dir, ok := strings.CutPrefix(from, "bbolt:")
+			if !ok || dir == "" {
+				return usagef("--from: must be bbolt:DIR (the stopped daemon's data directory), not %q", from)
+			}
+			eps, ok := strings.CutPrefix(to, "etcd:")
+			if !ok || eps == "" {
+				return usagef("--to: must be etcd:ENDPOINTS (the members' client URLs, separated by commas), not %q", to)
+			}
+			doc := map[string]any{"endpoints": strings.Split(eps, ","), "prefix": prefix}
+			if certFile != "" || keyFile != "" || caFile != "" {
+				doc["tls"] = map[string]string{"cert_file": certFile, "key_file": keyFile, "ca_file": caFile}
+			}
+			data, err := json.Marshal(doc)
+			if err != nil {
+				return err
+			}
+			sc, err := metasched.ParseStoreEtcd("--to", data)
+			if err != nil {
+				return usageError{Err: err}
+			}
+			cl, err := metasched.EtcdClient(sc)
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			path := filepath.Join(dir, storeFile)
+			sum, err := store.Migrate(cmd.Context(), path, cl, sc.Prefix)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(e.stdout, "migrated %s to etcd %s under %s: %s\n", path, strings.Join(sc.Endpoints, ","), sc.Prefix, describeStore(sum))
+			fmt.Fprintf(e.stdout, "serve configuration: store: {etcd: {endpoints: [%s], prefix: %s}}\n", strings.Join(sc.Endpoints, ", "), sc.Prefix)
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&from, "from", "", "bbolt:DIR, the stopped daemon's data directory")
+	fl.StringVar(&to, "to", "", "etcd:ENDPOINTS, the etcd members' client URLs separated by commas")
+	fl.StringVar(&prefix, "prefix", metasched.DefaultEtcdPrefix, "the key prefix of the store in etcd")
+	fl.StringVar(&certFile, "etcd-cert-file", "", "the client certificate presented to etcd (https endpoints)")
+	fl.StringVar(&keyFile, "etcd-key-file", "", "its key")
+	fl.StringVar(&caFile, "etcd-ca-file", "", "etcd's CA certificate")
 	return cmd
 }
 

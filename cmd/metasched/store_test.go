@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/metasched/metasched/internal/etcdtest"
 	"github.com/metasched/metasched/metasched/api"
 )
 
@@ -116,5 +118,72 @@ func TestStoreBackupRestore(t *testing.T) {
 	code, out, _ = cli("store", "restore", "--data-dir", data2, backup)
 	if code != 0 || !strings.Contains(out, "the store it replaced is kept as "+filepath.Join(data2, "metasched.db.replaced-")) {
 		t.Errorf("restore over a store: exit %d, %q", code, out)
+	}
+}
+
+// TestStoreMigrate, with the real binary: a daemon's store with jobs,
+// stopped, moved into a real etcd with metasched store migrate; a daemon
+// served on it (store: {etcd}) lists the same jobs and runs a new one.
+func TestStoreMigrate(t *testing.T) {
+	bin := buildBinary(t)
+	work := t.TempDir()
+	data := filepath.Join(work, "data")
+	d := startServe(t, bin, work, filepath.Join(work, "serve1.log"), "--listen", serveAddr(t), "--data-dir", data, "--demo=false")
+	env := serveEnv(envServer+"="+d.base, envTokenFile+"="+filepath.Join(data, "token"))
+	job := writeFile(t, "job.yaml", serveJobFile)
+	var ids []string
+	for range 2 {
+		code, out, errOut := runBin(t, bin, env, time.Minute, "submit", job)
+		if code != 0 {
+			t.Fatalf("submit: exit %d: %s%s", code, out, errOut)
+		}
+		ids = append(ids, strings.Fields(out)[0])
+	}
+	c := etcdtest.Start(t, 1)
+	ep := c.Endpoints()[0]
+	if code, _, errOut := runBin(t, bin, env, time.Minute, "store", "migrate", "--from", "bbolt:"+data, "--to", "etcd:"+ep); code != 1 || !strings.Contains(errOut, "stop the daemon first") {
+		t.Errorf("migrate of a running daemon's store: exit %d, %q", code, errOut)
+	}
+	if code := d.interrupt(t, time.Minute); code != 0 {
+		t.Fatalf("the daemon exited %d on SIGINT", code)
+	}
+	for _, bad := range [][]string{{"--from", data, "--to", "etcd:" + ep}, {"--from", "bbolt:" + data, "--to", ep},
+		{"--from", "bbolt:" + data, "--to", "etcd:http://10.9.9.9:2379"}, {"--from", "bbolt:" + data, "--to", "etcd:" + ep, "--prefix", "grid"}} {
+		if code, _, errOut := runBin(t, bin, env, time.Minute, append([]string{"store", "migrate"}, bad...)...); code != 2 || errOut == "" {
+			t.Errorf("migrate %q: exit %d, %q: want a usage error", bad, code, errOut)
+		}
+	}
+	code, out, errOut := runBin(t, bin, env, time.Minute, "store", "migrate", "--from", "bbolt:"+data, "--to", "etcd:"+ep, "--prefix", "/grid-a/")
+	if code != 0 || !strings.HasPrefix(out, "migrated "+filepath.Join(data, "metasched.db")+" to etcd "+ep+" under /grid-a/: 2 jobs") {
+		t.Fatalf("migrate: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	t.Logf("%s", out)
+
+	// The demo's configuration, its store in etcd now.
+	grid, err := filepath.Abs("../../examples/grid-paper.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf := writeFile(t, "serve.yaml", fmt.Sprintf("listen: %s\ninsecure_http: true\ndata_dir: %s\ngrid: %s\n"+
+		"job_types:\n  - {name: render, vm: {vcpus: 2, memory_mib: 2048}, holding_cost: 2}\n"+
+		"  - {name: sim, vm: {vcpus: 1, memory_mib: 1024}}\n  - {name: etl, vm: {vcpus: 1, memory_mib: 1024}}\n"+
+		"executor: {name: emulated, time_scale: 0.001}\nstore: {etcd: {endpoints: [%s], prefix: /grid-a/}}\n",
+		serveAddr(t), filepath.Join(work, "data2"), grid, ep))
+	d2 := startServe(t, bin, work, filepath.Join(work, "serve2.log"), "--config", conf)
+	env = serveEnv(envServer+"="+d2.base, envTokenFile+"="+filepath.Join(work, "data2", "token"))
+	code, out, errOut = runBin(t, bin, env, time.Minute, "jobs", "--output", "json")
+	if code != 0 {
+		t.Fatalf("jobs on etcd: exit %d: %s", code, errOut)
+	}
+	for _, id := range ids {
+		if !strings.Contains(out, `"id": "`+id+`"`) {
+			t.Errorf("the daemon on etcd does not list %s:\n%s", id, out)
+		}
+	}
+	if code, out, errOut := runBin(t, bin, env, time.Minute, "submit", job); code != 0 || !strings.HasPrefix(out, "j-000000000003 ") {
+		t.Errorf("a job on etcd: exit %d, %q %q: want j-000000000003", code, out, errOut)
+	}
+	if code := d2.interrupt(t, time.Minute); code != 0 {
+		t.Errorf("the daemon on etcd exited %d on SIGINT", code)
 	}
 }

@@ -35,6 +35,7 @@ type Client struct {
 	base  string
 	token string
 	http  *http.Client
+	epoch int64 // the leader epoch every request carries (0: none)
 }
 
 // New returns a client of the agent at base (http://HOST:PORT) that
@@ -61,6 +62,15 @@ func NewTLS(base string, src *tlsx.Source, site string) (*Client, error) {
 func (c *Client) WithHTTPClient(hc *http.Client) *Client {
 	d := *c
 	d.http = hc
+	return &d
+}
+
+// WithLeaderEpoch returns a copy of c whose requests carry the leading
+// daemon's epoch (hypervisorproxy.LeaderEpochHeader): the agent refuses
+// them once it has seen a higher one (a later leader's).
+func (c *Client) WithLeaderEpoch(epoch int64) *Client {
+	d := *c
+	d.epoch = epoch
 	return &d
 }
 
@@ -186,6 +196,9 @@ func (c *Client) send(ctx context.Context, method, path string, body io.Reader, 
 	}
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	if c.epoch > 0 {
+		req.Header.Set(hp.LeaderEpochHeader, strconv.FormatInt(c.epoch, 10))
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {

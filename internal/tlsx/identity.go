@@ -142,22 +142,9 @@ func IdentityOf(c *x509.Certificate) (Identity, error) {
 		if u.Scheme != uriScheme {
 			continue
 		}
-		parts := strings.Split(u.Opaque, ":")
-		var id Identity
-		switch {
-		case len(parts) == 1 && parts[0] == string(KindDaemon):
-			id = Daemon()
-		case len(parts) == 2 && parts[0] == string(KindAgent):
-			id = Agent(parts[1])
-		case len(parts) == 2 && parts[0] == string(KindHost):
-			id = Host(parts[1])
-		case len(parts) == 3 && parts[0] == string(KindClient):
-			id = Client(parts[2], parts[1])
-		default:
-			return Identity{}, fmt.Errorf("certificate %q: the identity %q is not one of metasched:daemon, metasched:agent:SITE, metasched:client:ROLE:NAME", c.Subject.CommonName, u)
-		}
-		if err := id.Check(); err != nil {
-			return Identity{}, fmt.Errorf("certificate %q: identity %q: %w", c.Subject.CommonName, u, err)
+		id, err := identityOfURI(u)
+		if err != nil {
+			return Identity{}, fmt.Errorf("certificate %q: %w", c.Subject.CommonName, err)
 		}
 		found = append(found, id)
 	}
@@ -168,4 +155,36 @@ func IdentityOf(c *x509.Certificate) (Identity, error) {
 		return found[0], nil
 	}
 	return Identity{}, fmt.Errorf("certificate %q names %d metasched identities: one only", c.Subject.CommonName, len(found))
+}
+
+// ParseIdentity reads an identity in its URI form (Identity.URI):
+// metasched:daemon, metasched:agent:SITE, metasched:client:ROLE:NAME or
+// metasched:host:NAME.
+func ParseIdentity(s string) (Identity, error) {
+	u, err := url.Parse(s)
+	if err != nil || u.Scheme != uriScheme {
+		return Identity{}, fmt.Errorf("%q is not a metasched identity (metasched:...)", s)
+	}
+	return identityOfURI(u)
+}
+
+func identityOfURI(u *url.URL) (Identity, error) {
+	parts := strings.Split(u.Opaque, ":")
+	var id Identity
+	switch {
+	case len(parts) == 1 && parts[0] == string(KindDaemon):
+		id = Daemon()
+	case len(parts) == 2 && parts[0] == string(KindAgent):
+		id = Agent(parts[1])
+	case len(parts) == 2 && parts[0] == string(KindHost):
+		id = Host(parts[1])
+	case len(parts) == 3 && parts[0] == string(KindClient):
+		id = Client(parts[2], parts[1])
+	default:
+		return Identity{}, fmt.Errorf("the identity %q is not one of metasched:daemon, metasched:agent:SITE, metasched:client:ROLE:NAME", u)
+	}
+	if err := id.Check(); err != nil {
+		return Identity{}, fmt.Errorf("identity %q: %w", u, err)
+	}
+	return id, nil
 }

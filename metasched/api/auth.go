@@ -67,3 +67,9 @@ type TokenCreated struct {
 	Token
 	Secret string `json:"token"`
 }
+
+// ForwardedClientHeader names, on a request a standby daemon forwards to
+// the leader, the identity of the client certificate the client presented
+// to the standby (tlsx.Identity.URI). The leader takes it only from a
+// peer whose own certificate names the daemon; a client cannot forward.
+const ForwardedClientHeader = "Metasched-Forwarded-Client"

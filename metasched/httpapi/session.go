@@ -111,6 +111,8 @@ func (s *Server) authenticate(access Access, next http.HandlerFunc) http.Handler
 				return
 			}
 			caller = bearerCaller(token)
+		} else if id, ok := forwardedClient(r); ok {
+			p, caller = api.Principal{Name: id.Name, Role: id.Role}, "cert:"+id.Name
 		} else if id, ok := tlsx.PeerIdentity(r.TLS); ok && id.Kind == tlsx.KindClient {
 			p, caller = api.Principal{Name: id.Name, Role: id.Role}, "cert:"+id.Name
 		} else {
@@ -141,6 +143,24 @@ func (s *Server) authenticate(access Access, next http.HandlerFunc) http.Handler
 		ctx := api.WithPrincipal(r.Context(), p)
 		next(w, withCaller(r.WithContext(ctx), caller))
 	})
+}
+
+// forwardedClient is the client certificate's identity a standby daemon
+// forwarded r for (api.ForwardedClientHeader): taken only from a peer
+// whose certificate names the daemon.
+func forwardedClient(r *http.Request) (tlsx.Identity, bool) {
+	v := r.Header.Get(api.ForwardedClientHeader)
+	if v == "" {
+		return tlsx.Identity{}, false
+	}
+	if peer, ok := tlsx.PeerIdentity(r.TLS); !ok || peer.Kind != tlsx.KindDaemon {
+		return tlsx.Identity{}, false
+	}
+	id, err := tlsx.ParseIdentity(v)
+	if err != nil || id.Kind != tlsx.KindClient {
+		return tlsx.Identity{}, false
+	}
+	return id, true
 }
 
 // principalOf is the principal authenticate found for r.

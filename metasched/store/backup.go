@@ -21,7 +21,13 @@ import (
 // Backup writes a consistent copy of the store to w, and first tells size
 // how many bytes it will write.
 func (s *Store) Backup(ctx context.Context, size func(n int64), w io.Writer) error {
-	return s.view(ctx, func(tx *bolt.Tx) error {
+	if s.file == nil {
+		return fmt.Errorf("backup: %w: the store on %s is no file (back up its engine's data instead)", ErrInvalid, s.name)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return s.file.View(func(tx *bolt.Tx) error {
 		if size != nil {
 			size(tx.Size())
 		}
@@ -73,10 +79,12 @@ func (s *Store) Summary(ctx context.Context) (Summary, error) {
 		return out, err
 	}
 	out.Tokens = len(toks)
-	err = s.view(ctx, func(tx *bolt.Tx) error {
-		out.Bytes = tx.Size()
-		return nil
-	})
+	if s.file != nil {
+		err = s.file.View(func(tx *bolt.Tx) error {
+			out.Bytes = tx.Size()
+			return nil
+		})
+	}
 	return out, err
 }
 

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"slices"
 
-	bolt "go.etcd.io/bbolt"
+	"github.com/metasched/metasched/metasched/store/kv"
 )
 
 // The calibration's figures (docs/design.md, "Calibration"): what the
@@ -26,7 +26,7 @@ func (s *Store) SetCalibration(ctx context.Context, key string, v []byte) error 
 		return fmt.Errorf("set calibration: empty key: %w", ErrInvalid)
 	}
 	v = slices.Clone(v)
-	err := s.batch(ctx, func(tx *bolt.Tx) error {
+	err := s.batch(ctx, func(tx kv.Tx) error {
 		b, err := tx.CreateBucketIfNotExists(bucketCalibration)
 		if err != nil {
 			return err
@@ -46,7 +46,7 @@ func (s *Store) SetCalibration(ctx context.Context, key string, v []byte) error 
 // that never had one.
 func (s *Store) Calibrations(ctx context.Context) (map[string][]byte, error) {
 	out := map[string][]byte{}
-	err := s.view(ctx, func(tx *bolt.Tx) error {
+	err := s.view(ctx, func(tx kv.Tx) error {
 		b := tx.Bucket(bucketCalibration)
 		if b == nil {
 			return nil

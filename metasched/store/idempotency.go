@@ -10,7 +10,7 @@ import (
 	"slices"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
+	"github.com/metasched/metasched/metasched/store/kv"
 )
 
 // Idempotency keys of submissions (docs/design.md, "The store"): a client
@@ -105,7 +105,7 @@ func (s *Store) retention() time.Duration {
 
 // findKey reads key's record in tx: the job it made, when the key has not
 // expired and that job exists. A record for another body is ErrKeyReused.
-func (s *Store) findKey(tx *bolt.Tx, k IdempotencyKey, now time.Time) (Job, bool, error) {
+func (s *Store) findKey(tx kv.Tx, k IdempotencyKey, now time.Time) (Job, bool, error) {
 	b := tx.Bucket(bucketIdem)
 	if b == nil {
 		return Job{}, false, nil
@@ -139,7 +139,7 @@ func (s *Store) LookupKey(ctx context.Context, k IdempotencyKey) (Job, bool, err
 		found bool
 		kerr  error
 	)
-	err := s.view(ctx, func(tx *bolt.Tx) error {
+	err := s.view(ctx, func(tx kv.Tx) error {
 		var err error
 		j, found, err = s.findKey(tx, k, s.stamp())
 		if errors.Is(err, ErrKeyReused) {
@@ -176,7 +176,7 @@ func (s *Store) SubmitJobOnce(ctx context.Context, owner, typ string, spec json.
 		made    bool
 		refusal error // reported without failing the shared transaction
 	)
-	err := s.batch(ctx, func(tx *bolt.Tx) error {
+	err := s.batch(ctx, func(tx kv.Tx) error {
 		j, made, refusal = Job{}, false, nil
 		now := s.stamp()
 		old, found, err := s.findKey(tx, key, now)
@@ -226,25 +226,34 @@ func (s *Store) SubmitJobOnce(ctx context.Context, owner, typ string, spec json.
 // DropExpiredKeys drops every idempotency key made Options.KeyRetention
 // ago or earlier (by the store's clock) and returns how many it dropped.
 func (s *Store) DropExpiredKeys(ctx context.Context) (int, error) {
-	var n int
-	err := s.batch(ctx, func(tx *bolt.Tx) error {
-		var err error
-		n, err = s.dropExpiredCount(tx, s.stamp(), -1)
-		return err
-	})
-	if err != nil {
-		return 0, fmt.Errorf("drop expired keys: %w", err)
+	total := 0
+	now := s.stamp()
+	for {
+		var n int
+		err := s.batch(ctx, func(tx kv.Tx) error {
+			var err error
+			n, err = s.dropExpiredCount(tx, now, s.txnItems)
+			return err
+		})
+		if err != nil {
+			return total, fmt.Errorf("drop expired keys: %w", err)
+		}
+		total += n
+		if n < s.txnItems {
+			return total, nil
+		}
 	}
-	return n, nil
 }
 
 // Keys returns how many idempotency keys the store holds, expired ones
 // not yet dropped included.
 func (s *Store) Keys(ctx context.Context) (int, error) {
 	var n int
-	err := s.view(ctx, func(tx *bolt.Tx) error {
-		n = tx.Bucket(bucketIdem).Bucket(bucketKeys).Stats().KeyN
-		return nil
+	err := s.view(ctx, func(tx kv.Tx) error {
+		return tx.Bucket(bucketIdem).Bucket(bucketKeys).ForEach(func(_, _ []byte) error {
+			n++
+			return nil
+		})
 	})
 	if err != nil {
 		return 0, fmt.Errorf("count keys: %w", err)
@@ -252,14 +261,14 @@ func (s *Store) Keys(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-func (s *Store) dropExpired(tx *bolt.Tx, now time.Time, most int) error {
+func (s *Store) dropExpired(tx kv.Tx, now time.Time, most int) error {
 	_, err := s.dropExpiredCount(tx, now, most)
 	return err
 }
 
 // dropExpiredCount drops up to most (all when negative) of the keys that
 // expired by now, oldest first.
-func (s *Store) dropExpiredCount(tx *bolt.Tx, now time.Time, most int) (int, error) {
+func (s *Store) dropExpiredCount(tx kv.Tx, now time.Time, most int) (int, error) {
 	keys, created := tx.Bucket(bucketIdem).Bucket(bucketKeys), tx.Bucket(bucketIdem).Bucket(bucketCreated)
 	limit := createdKey(now.Add(-s.retention()), nil) // created at or before: expired
 	var drop [][]byte
@@ -285,7 +294,7 @@ func (s *Store) dropExpiredCount(tx *bolt.Tx, now time.Time, most int) (int, err
 // createNested creates the buckets of the idempotency keys and of the
 // output positions (Open's transaction): buckets older code ignores, so no
 // new layout.
-func createNested(tx *bolt.Tx) error {
+func createNested(tx kv.Tx) error {
 	if _, err := tx.CreateBucketIfNotExists(bucketOutputs); err != nil {
 		return fmt.Errorf("create bucket %s: %w", bucketOutputs, err)
 	}

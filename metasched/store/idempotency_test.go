@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
+	"github.com/metasched/metasched/metasched/store/kv"
 )
 
 // fixedClock is a clock the test moves.
@@ -210,7 +210,7 @@ func TestNewBucketsOnOldStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = s.db.Update(func(tx *bolt.Tx) error {
+	err = s.update(ctx, func(tx kv.Tx) error {
 		return errors.Join(tx.DeleteBucket(bucketIdem), tx.DeleteBucket(bucketOutputs))
 	})
 	if err != nil {

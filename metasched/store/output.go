@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"slices"
 
-	bolt "go.etcd.io/bbolt"
+	"github.com/metasched/metasched/metasched/store/kv"
 )
 
 // Where a job's log stands in the output of its attempt (docs/design.md,
@@ -20,7 +20,7 @@ import (
 var bucketOutputs = []byte("outputs")
 
 // outputAt reads the position of job id's log in attempt's output.
-func outputAt(tx *bolt.Tx, id string, attempt int) int64 {
+func outputAt(tx kv.Tx, id string, attempt int) int64 {
 	b := tx.Bucket(bucketOutputs)
 	if b == nil {
 		return 0
@@ -36,7 +36,7 @@ func outputAt(tx *bolt.Tx, id string, attempt int) int64 {
 // job id took (AppendLogAt); 0 when it took none of that attempt.
 func (s *Store) OutputTaken(ctx context.Context, id string, attempt int) (int64, error) {
 	var n int64
-	err := s.view(ctx, func(tx *bolt.Tx) error {
+	err := s.view(ctx, func(tx kv.Tx) error {
 		n = outputAt(tx, id, attempt)
 		return nil
 	})
@@ -61,7 +61,7 @@ func (s *Store) AppendLogAt(ctx context.Context, id string, attempt int, offset 
 	}
 	chunk = slices.Clone(chunk)
 	var missing error
-	err := s.batch(ctx, func(tx *bolt.Tx) error {
+	err := s.batch(ctx, func(tx kv.Tx) error {
 		missing = nil
 		if tx.Bucket(bucketJobs).Get([]byte(id)) == nil {
 			missing = fmt.Errorf("job %q: %w", id, ErrNotFound)

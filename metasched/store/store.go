@@ -20,6 +20,7 @@ import (
 	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/metasched/metasched/metasched/lifecycle"
+	"github.com/metasched/metasched/metasched/store/kv"
 )
 
 // Errors returned by the store, to be tested with errors.Is.
@@ -122,7 +123,15 @@ const (
 
 // Store is the daemon's database. Its methods are safe for concurrent use.
 type Store struct {
-	db        *bolt.DB
+	// db is the engine; file is the bbolt file under it (nil for another
+	// engine), for what only a file has: its path, size, copy and check.
+	db   kv.DB
+	file *bolt.DB
+	name string // what the store is, for errors: its file, or its engine's address
+	// txnItems bounds the records one housekeeping transaction drops
+	// (switches, keys): thousands in a file, a few dozen in etcd, whose
+	// transactions hold at most 128 operations by default.
+	txnItems  int
 	now       func() time.Time
 	maxLog    int
 	onCorrupt func(id string, err error)
@@ -187,20 +196,33 @@ func Open(path string, opt Options) (*Store, error) {
 	if db.MaxBatchSize <= 0 {
 		db.MaxBatchSize = DefaultMaxBatchSize
 	}
-	if err := db.Update(upgrade); err != nil {
+	s, err := openOn(kv.NewBolt(db), path, opt)
+	if err != nil {
 		db.Close()
-		return nil, fmt.Errorf("open store %s: %w", path, err)
+		return nil, err
 	}
-	s := &Store{db: db, now: opt.Now, maxLog: opt.MaxLogBytes, onCorrupt: opt.OnCorrupt, keyRetention: opt.KeyRetention, counts: map[JobState]int{}}
-	if err := db.View(func(tx *bolt.Tx) error {
+	s.file = db
+	s.txnItems = 5000
+	return s, nil
+}
+
+// openOn makes the store on an engine's database: it creates the buckets of
+// a new store or migrates an older layout, in one transaction, and counts
+// the jobs per state.
+func openOn(db kv.DB, name string, opt Options) (*Store, error) {
+	ctx := context.Background()
+	if err := db.Update(ctx, upgrade); err != nil {
+		return nil, fmt.Errorf("open store %s: %w", name, err)
+	}
+	s := &Store{db: db, name: name, now: opt.Now, maxLog: opt.MaxLogBytes, onCorrupt: opt.OnCorrupt, keyRetention: opt.KeyRetention, counts: map[JobState]int{}}
+	if err := db.View(ctx, func(tx kv.Tx) error {
 		return tx.Bucket(bucketStates).ForEach(func(k, _ []byte) error {
 			st, _, _ := bytes.Cut(k, []byte("/"))
 			s.counts[JobState(st)]++
 			return nil
 		})
 	}); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("open store %s: count jobs: %w", path, err)
+		return nil, fmt.Errorf("open store %s: count jobs: %w", name, err)
 	}
 	if s.now == nil {
 		s.now = time.Now
@@ -211,7 +233,7 @@ func Open(path string, opt Options) (*Store, error) {
 	return s, nil
 }
 
-// Close closes the file. Writes in flight finish first.
+// Close closes the store. Writes in flight finish first.
 func (s *Store) Close() error {
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("close store: %w", err)
@@ -219,23 +241,24 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// Path is the store's file.
-func (s *Store) Path() string { return s.db.Path() }
+// Path is the store's file, or what the engine is (its address) for a
+// store that is no file.
+func (s *Store) Path() string { return s.name }
 
-// batch runs fn in a group-committed transaction after checking ctx.
-func (s *Store) batch(ctx context.Context, fn func(*bolt.Tx) error) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	return s.db.Batch(fn)
+// batch runs fn in a group-committed transaction after checking ctx; fn
+// may run more than once.
+func (s *Store) batch(ctx context.Context, fn func(kv.Tx) error) error {
+	return s.db.Batch(ctx, fn)
+}
+
+// update runs fn in a transaction of its own; fn may run more than once.
+func (s *Store) update(ctx context.Context, fn func(kv.Tx) error) error {
+	return s.db.Update(ctx, fn)
 }
 
 // view runs fn in a read-only transaction after checking ctx.
-func (s *Store) view(ctx context.Context, fn func(*bolt.Tx) error) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	return s.db.View(fn)
+func (s *Store) view(ctx context.Context, fn func(kv.Tx) error) error {
+	return s.db.View(ctx, fn)
 }
 
 // ErrDamaged is returned by Open for a file that is not a metasched store
@@ -352,7 +375,7 @@ var ErrNewerLayout = errors.New("store written by a newer metasched")
 
 // upgrade creates the buckets of a new store, or migrates an older
 // layout to Layout, in Open's one transaction.
-func upgrade(tx *bolt.Tx) error {
+func upgrade(tx kv.Tx) error {
 	meta := tx.Bucket(bucketMeta)
 	layout := uint64(0) // a new, empty file
 	switch v := metaLayout(meta); {
@@ -421,7 +444,7 @@ func upgrade(tx *bolt.Tx) error {
 }
 
 // metaLayout reads the layout recorded in meta; 0 when there is none.
-func metaLayout(meta *bolt.Bucket) uint64 {
+func metaLayout(meta kv.Bucket) uint64 {
 	if meta == nil {
 		return 0
 	}
@@ -434,7 +457,7 @@ func metaLayout(meta *bolt.Bucket) uint64 {
 // Layout returns the layout the store's file records.
 func (s *Store) Layout() (int, error) {
 	var v uint64
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(context.Background(), func(tx kv.Tx) error {
 		v = metaLayout(tx.Bucket(bucketMeta))
 		return nil
 	})
@@ -459,7 +482,7 @@ func u64(n uint64) []byte {
 
 func (s *Store) stamp() time.Time { return s.now().UTC() }
 
-func getJob(tx *bolt.Tx, id string) (Job, error) {
+func getJob(tx kv.Tx, id string) (Job, error) {
 	v := tx.Bucket(bucketJobs).Get([]byte(id))
 	if v == nil {
 		return Job{}, fmt.Errorf("job %q: %w", id, ErrNotFound)
@@ -471,7 +494,7 @@ func getJob(tx *bolt.Tx, id string) (Job, error) {
 	return j, nil
 }
 
-func putJob(tx *bolt.Tx, j Job) error {
+func putJob(tx kv.Tx, j Job) error {
 	v, err := json.Marshal(j)
 	if err != nil {
 		return fmt.Errorf("encode job %q: %w", j.ID, err)
@@ -501,7 +524,7 @@ func (s *Store) SubmitJobBy(ctx context.Context, owner, typ string, spec json.Ra
 	}
 	spec = slices.Clone(spec)
 	var j Job
-	err := s.batch(ctx, func(tx *bolt.Tx) error {
+	err := s.batch(ctx, func(tx kv.Tx) error {
 		var err error
 		j, err = s.putNewJob(tx, owner, typ, spec, reason, s.stamp())
 		return err
@@ -514,7 +537,7 @@ func (s *Store) SubmitJobBy(ctx context.Context, owner, typ string, spec json.Ra
 }
 
 // putNewJob records a new queued job in tx and indexes it.
-func (s *Store) putNewJob(tx *bolt.Tx, owner, typ string, spec json.RawMessage, reason string, now time.Time) (Job, error) {
+func (s *Store) putNewJob(tx kv.Tx, owner, typ string, spec json.RawMessage, reason string, now time.Time) (Job, error) {
 	n, err := tx.Bucket(bucketJobs).NextSequence()
 	if err != nil {
 		return Job{}, fmt.Errorf("next job id: %w", err)
@@ -570,7 +593,7 @@ func (s *Store) Recent(ctx context.Context, n int) ([]Job, error) {
 		return nil, fmt.Errorf("recent jobs: negative count %d: %w", n, ErrInvalid)
 	}
 	out := []Job{}
-	err := s.view(ctx, func(tx *bolt.Tx) error {
+	err := s.view(ctx, func(tx kv.Tx) error {
 		c := tx.Bucket(bucketJobs).Cursor()
 		for k, _ := c.Last(); k != nil && len(out) < n; k, _ = c.Prev() {
 			j, err := getJob(tx, string(k))
@@ -626,7 +649,7 @@ func (s *Store) Commit(ctx context.Context, id string, c Change) (Job, error) {
 		j       Job
 		refusal error // reported without failing the shared transaction
 	)
-	err := s.batch(ctx, func(tx *bolt.Tx) error {
+	err := s.batch(ctx, func(tx kv.Tx) error {
 		var err error
 		refusal = nil
 		j, err = getJob(tx, id)
@@ -701,7 +724,7 @@ func (s *Store) Transition(ctx context.Context, id string, from, to JobState, re
 // Job returns job id, or ErrNotFound.
 func (s *Store) Job(ctx context.Context, id string) (Job, error) {
 	var j Job
-	err := s.view(ctx, func(tx *bolt.Tx) error {
+	err := s.view(ctx, func(tx kv.Tx) error {
 		var err error
 		j, err = getJob(tx, id)
 		return err
@@ -743,7 +766,7 @@ func (s *Store) Jobs(ctx context.Context, f JobFilter) ([]Job, error) {
 		return nil, fmt.Errorf("list jobs: negative limit %d: %w", f.Limit, ErrInvalid)
 	}
 	var out []Job
-	err := s.view(ctx, func(tx *bolt.Tx) error {
+	err := s.view(ctx, func(tx kv.Tx) error {
 		var scans []*indexScan
 		switch {
 		case f.Owner != "":
@@ -793,13 +816,13 @@ func (s *Store) Jobs(ctx context.Context, f JobFilter) ([]Job, error) {
 // indexScan walks the keys PREFIX+ID of a bucket in ID order, from the
 // first ID after a given one: the jobs bucket (no prefix) or an index.
 type indexScan struct {
-	c      *bolt.Cursor
+	c      kv.Cursor
 	prefix []byte
 	id     []byte // the current ID; nil at the end
 	visits *atomic.Uint64
 }
 
-func (s *Store) scan(b *bolt.Bucket, prefix, after string) *indexScan {
+func (s *Store) scan(b kv.Bucket, prefix, after string) *indexScan {
 	sc := &indexScan{c: b.Cursor(), prefix: []byte(prefix), visits: &s.visits}
 	// Keys are PREFIX+ID, so key order past the prefix is ID order.
 	sc.set(sc.c.Seek([]byte(prefix + after)))
@@ -849,7 +872,7 @@ func (s *Store) AppendLog(ctx context.Context, id string, line []byte) error {
 	}
 	line = slices.Clone(line)
 	var missing error
-	err := s.batch(ctx, func(tx *bolt.Tx) error {
+	err := s.batch(ctx, func(tx kv.Tx) error {
 		missing = nil
 		if tx.Bucket(bucketJobs).Get([]byte(id)) == nil {
 			missing = fmt.Errorf("job %q: %w", id, ErrNotFound)
@@ -865,7 +888,7 @@ func (s *Store) AppendLog(ctx context.Context, id string, line []byte) error {
 
 // appendLogTx adds line to job id's output in tx, dropping the oldest
 // output beyond Options.MaxLogBytes.
-func (s *Store) appendLogTx(tx *bolt.Tx, id string, line []byte) error {
+func (s *Store) appendLogTx(tx kv.Tx, id string, line []byte) error {
 	if len(line) > s.maxLog {
 		line = line[len(line)-s.maxLog:]
 	}
@@ -920,7 +943,7 @@ func (s *Store) appendLogTx(tx *bolt.Tx, id string, line []byte) error {
 // Logs returns job id's kept output, oldest first.
 func (s *Store) Logs(ctx context.Context, id string) ([]byte, error) {
 	var out []byte
-	err := s.view(ctx, func(tx *bolt.Tx) error {
+	err := s.view(ctx, func(tx kv.Tx) error {
 		if tx.Bucket(bucketJobs).Get([]byte(id)) == nil {
 			return fmt.Errorf("job %q: %w", id, ErrNotFound)
 		}
@@ -948,7 +971,7 @@ func (s *Store) SetHost(ctx context.Context, host string, v []byte) error {
 		return fmt.Errorf("set host: empty name: %w", ErrInvalid)
 	}
 	v = slices.Clone(v)
-	err := s.batch(ctx, func(tx *bolt.Tx) error {
+	err := s.batch(ctx, func(tx kv.Tx) error {
 		b := tx.Bucket(bucketHosts)
 		if v == nil {
 			return b.Delete([]byte(host))
@@ -964,7 +987,7 @@ func (s *Store) SetHost(ctx context.Context, host string, v []byte) error {
 // Hosts returns every host's recorded value.
 func (s *Store) Hosts(ctx context.Context) (map[string][]byte, error) {
 	out := map[string][]byte{}
-	err := s.view(ctx, func(tx *bolt.Tx) error {
+	err := s.view(ctx, func(tx kv.Tx) error {
 		return tx.Bucket(bucketHosts).ForEach(func(k, v []byte) error {
 			out[string(k)] = slices.Clone(v)
 			return nil
@@ -980,7 +1003,7 @@ func (s *Store) Hosts(ctx context.Context) (map[string][]byte, error) {
 // random bytes (base64url, no padding) and keeping it from then on.
 func (s *Store) Token(ctx context.Context) (string, error) {
 	var tok string
-	err := s.view(ctx, func(tx *bolt.Tx) error {
+	err := s.view(ctx, func(tx kv.Tx) error {
 		tok = string(tx.Bucket(bucketMeta).Get(keyToken))
 		return nil
 	})
@@ -992,7 +1015,7 @@ func (s *Store) Token(ctx context.Context) (string, error) {
 		return "", wrapToken(err)
 	}
 	fresh := base64.RawURLEncoding.EncodeToString(raw[:])
-	err = s.db.Update(func(tx *bolt.Tx) error {
+	err = s.update(ctx, func(tx kv.Tx) error {
 		b := tx.Bucket(bucketMeta)
 		if v := b.Get(keyToken); v != nil { // another caller was first
 			tok = string(v)
@@ -1022,7 +1045,7 @@ func (s *Store) RevokeSession(ctx context.Context, id string, expires time.Time)
 		return fmt.Errorf("revoke session: empty id: %w", ErrInvalid)
 	}
 	now := s.now().Unix()
-	err := s.batch(ctx, func(tx *bolt.Tx) error {
+	err := s.batch(ctx, func(tx kv.Tx) error {
 		b := tx.Bucket(bucketRevoked)
 		var old [][]byte
 		c := b.Cursor()
@@ -1049,7 +1072,7 @@ func (s *Store) RevokeSession(ctx context.Context, id string, expires time.Time)
 func (s *Store) RevokedSessions(ctx context.Context) (map[string]time.Time, error) {
 	out := map[string]time.Time{}
 	now := s.now().Unix()
-	err := s.view(ctx, func(tx *bolt.Tx) error {
+	err := s.view(ctx, func(tx kv.Tx) error {
 		return tx.Bucket(bucketRevoked).ForEach(func(k, v []byte) error {
 			if len(v) == 8 {
 				if exp := int64(binary.BigEndian.Uint64(v)); exp > now {

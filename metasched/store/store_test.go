@@ -5,17 +5,21 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/metasched/metasched/internal/etcdtest"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // clock is a fake clock advancing one second per reading.
@@ -33,9 +37,38 @@ func (c *clock) Now() time.Time {
 	return c.t
 }
 
+// engine is the engine the store's tests run on: bbolt, or with -store
+// etcd a one-member etcd cluster started for the package (make test runs
+// both).
+var engine = flag.String("store", "bbolt", "the engine of the store's tests: bbolt or etcd")
+
+var (
+	etcdOnce    sync.Once
+	etcdCluster *etcdtest.Cluster
+	etcdClient  *clientv3.Client
+	etcdSeq     atomic.Int64
+)
+
 func openTest(t testing.TB, opt Options) *Store {
 	t.Helper()
-	s, err := Open(filepath.Join(t.TempDir(), "metasched.db"), opt)
+	var s *Store
+	var err error
+	switch *engine {
+	case "bbolt":
+		s, err = Open(filepath.Join(t.TempDir(), "metasched.db"), opt)
+	case "etcd":
+		etcdOnce.Do(func() {
+			if etcdCluster, err = etcdtest.StartShared(1); err == nil {
+				etcdClient, err = etcdCluster.NewClient()
+			}
+		})
+		if etcdClient == nil {
+			t.Fatalf("etcd: %v", err)
+		}
+		s, err = OpenEtcd(etcdClient, EtcdOptions{Prefix: fmt.Sprintf("/storetest/%d/", etcdSeq.Add(1))}, opt)
+	default:
+		t.Fatalf("-store %q: want bbolt or etcd", *engine)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
+	"github.com/metasched/metasched/metasched/store/kv"
 )
 
 // The switches of hosts between pools (layout 3). The switch coordinator's
@@ -97,7 +97,7 @@ func (s *Store) PutSwitch(ctx context.Context, r SwitchRecord) error {
 		return fmt.Errorf("put switch: %w", err)
 	}
 	r.Data = slices.Clone(r.Data)
-	if err := s.batch(ctx, func(tx *bolt.Tx) error { return putSwitch(tx, r) }); err != nil {
+	if err := s.batch(ctx, func(tx kv.Tx) error { return putSwitch(tx, r) }); err != nil {
 		return fmt.Errorf("put switch %d: %w", r.Num, err)
 	}
 	return nil
@@ -117,7 +117,7 @@ func checkSwitch(r SwitchRecord) error {
 	return nil
 }
 
-func putSwitch(tx *bolt.Tx, r SwitchRecord) error {
+func putSwitch(tx kv.Tx, r SwitchRecord) error {
 	b := tx.Bucket(bucketSwitches)
 	key := u64(r.Num)
 	closed := switchesClosed(tx)
@@ -162,7 +162,7 @@ func putSwitch(tx *bolt.Tx, r SwitchRecord) error {
 	return tx.Bucket(bucketMeta).Put(keySwitchesClosed, u64(closed))
 }
 
-func switchesClosed(tx *bolt.Tx) uint64 {
+func switchesClosed(tx kv.Tx) uint64 {
 	if v := tx.Bucket(bucketMeta).Get(keySwitchesClosed); len(v) == 8 {
 		return binary.BigEndian.Uint64(v)
 	}
@@ -173,7 +173,7 @@ func switchesClosed(tx *bolt.Tx) uint64 {
 // switches included.
 func (s *Store) SwitchSeq(ctx context.Context) (uint64, error) {
 	var n uint64
-	err := s.view(ctx, func(tx *bolt.Tx) error {
+	err := s.view(ctx, func(tx kv.Tx) error {
 		n = tx.Bucket(bucketSwitches).Sequence()
 		return nil
 	})
@@ -189,7 +189,7 @@ func (s *Store) SwitchSeq(ctx context.Context) (uint64, error) {
 // restart costs the same however many switches are kept.
 func (s *Store) RestoreSwitches(ctx context.Context) ([]SwitchRecord, error) {
 	var out []SwitchRecord
-	err := s.view(ctx, func(tx *bolt.Tx) error {
+	err := s.view(ctx, func(tx kv.Tx) error {
 		var nums []uint64
 		if err := tx.Bucket(bucketSwitchOpen).ForEach(func(k, _ []byte) error {
 			nums = append(nums, binary.BigEndian.Uint64(k))
@@ -234,7 +234,7 @@ func (s *Store) Switches(ctx context.Context, before uint64, limit int) ([]Switc
 		return nil, fmt.Errorf("list switches: negative limit %d: %w", limit, ErrInvalid)
 	}
 	out := []SwitchRecord{}
-	err := s.view(ctx, func(tx *bolt.Tx) error {
+	err := s.view(ctx, func(tx kv.Tx) error {
 		c := tx.Bucket(bucketSwitches).Cursor()
 		var k, v []byte
 		if before == 0 {
@@ -276,9 +276,6 @@ type SwitchTrim struct {
 	Keep time.Time
 }
 
-// trimBatch bounds the switches one transaction drops.
-const trimBatch = 5000
-
 // TrimSwitches drops the closed switches t selects, those that ended first
 // first, and returns how many it dropped. Open switches are never dropped,
 // nor the sequence. It costs what it drops.
@@ -289,12 +286,12 @@ func (s *Store) TrimSwitches(ctx context.Context, t SwitchTrim) (int, error) {
 	total := 0
 	for {
 		dropped := 0
-		err := s.batch(ctx, func(tx *bolt.Tx) error {
+		err := s.batch(ctx, func(tx kv.Tx) error {
 			dropped = 0
 			closed := switchesClosed(tx)
 			var drop [][]byte
 			c := tx.Bucket(bucketSwitchEnded).Cursor()
-			for k, _ := c.First(); k != nil && len(drop) < trimBatch; k, _ = c.Next() {
+			for k, _ := c.First(); k != nil && len(drop) < s.txnItems; k, _ = c.Next() {
 				if len(k) != 16 {
 					continue
 				}
@@ -335,7 +332,7 @@ func (s *Store) TrimSwitches(ctx context.Context, t SwitchTrim) (int, error) {
 			return total, fmt.Errorf("trim switches: %w", err)
 		}
 		total += dropped
-		if dropped < trimBatch {
+		if dropped < s.txnItems {
 			return total, nil
 		}
 	}
@@ -344,7 +341,7 @@ func (s *Store) TrimSwitches(ctx context.Context, t SwitchTrim) (int, error) {
 // ClosedSwitches returns how many closed switches are kept.
 func (s *Store) ClosedSwitches(ctx context.Context) (int, error) {
 	var n uint64
-	err := s.view(ctx, func(tx *bolt.Tx) error {
+	err := s.view(ctx, func(tx kv.Tx) error {
 		n = switchesClosed(tx)
 		return nil
 	})
@@ -362,7 +359,7 @@ type JournalRecord struct {
 // has not converted yet, in append order.
 func (s *Store) Journal(ctx context.Context) ([]JournalRecord, error) {
 	var out []JournalRecord
-	err := s.view(ctx, func(tx *bolt.Tx) error {
+	err := s.view(ctx, func(tx kv.Tx) error {
 		out = journal(tx)
 		return nil
 	})
@@ -372,7 +369,7 @@ func (s *Store) Journal(ctx context.Context) ([]JournalRecord, error) {
 	return out, nil
 }
 
-func journal(tx *bolt.Tx) []JournalRecord {
+func journal(tx kv.Tx) []JournalRecord {
 	var out []JournalRecord
 	_ = tx.Bucket(bucketJournal).ForEach(func(k, v []byte) error {
 		if len(k) == 8 {
@@ -394,7 +391,7 @@ func (s *Store) ConvertJournal(ctx context.Context, convert func([]JournalRecord
 		return 0, err
 	}
 	n := 0
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(ctx, func(tx kv.Tx) error {
 		recs := journal(tx)
 		if len(recs) == 0 {
 			return nil

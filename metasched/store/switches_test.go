@@ -207,7 +207,7 @@ func TestTrimSwitches(t *testing.T) {
 func TestTrimSwitchesMany(t *testing.T) {
 	ctx := context.Background()
 	s := openTest(t, Options{NoSync: true})
-	const n = trimBatch*2 + 17
+	n := s.txnItems*2 + 17
 	var wg sync.WaitGroup
 	for w := range 32 {
 		wg.Go(func() {
@@ -225,7 +225,7 @@ func TestTrimSwitchesMany(t *testing.T) {
 		t.Fatalf("dropped %d (%v), want %d", dropped, err, n-10)
 	}
 	all, _ := s.Switches(ctx, 0, 0)
-	if len(all) != 10 || all[0].Num != n || all[9].Num != n-9 {
+	if len(all) != 10 || all[0].Num != uint64(n) || all[9].Num != uint64(n-9) {
 		t.Errorf("kept %v, want the 10 newest", nums(all))
 	}
 }

@@ -10,7 +10,7 @@ import (
 	"fmt"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
+	"github.com/metasched/metasched/metasched/store/kv"
 )
 
 // bucketTokens holds the API tokens the operator made: name → TokenRecord
@@ -48,7 +48,7 @@ func (s *Store) CreateToken(ctx context.Context, name, role string) (TokenRecord
 	if err != nil {
 		return TokenRecord{}, "", err
 	}
-	err = s.batch(ctx, func(tx *bolt.Tx) error {
+	err = s.batch(ctx, func(tx kv.Tx) error {
 		b := tx.Bucket(bucketTokens)
 		if b.Get([]byte(name)) != nil {
 			return fmt.Errorf("token %q exists: %w", name, ErrConflict)
@@ -64,7 +64,7 @@ func (s *Store) CreateToken(ctx context.Context, name, role string) (TokenRecord
 // Tokens returns every token's record, by name.
 func (s *Store) Tokens(ctx context.Context) ([]TokenRecord, error) {
 	var out []TokenRecord
-	err := s.view(ctx, func(tx *bolt.Tx) error {
+	err := s.view(ctx, func(tx kv.Tx) error {
 		return tx.Bucket(bucketTokens).ForEach(func(k, v []byte) error {
 			var r TokenRecord
 			if err := json.Unmarshal(v, &r); err != nil {
@@ -83,7 +83,7 @@ func (s *Store) Tokens(ctx context.Context) ([]TokenRecord, error) {
 // RevokeToken forgets the token named name (ErrNotFound when there is
 // none): it authenticates nothing from then on.
 func (s *Store) RevokeToken(ctx context.Context, name string) error {
-	err := s.batch(ctx, func(tx *bolt.Tx) error {
+	err := s.batch(ctx, func(tx kv.Tx) error {
 		b := tx.Bucket(bucketTokens)
 		if b.Get([]byte(name)) == nil {
 			return fmt.Errorf("token %q: %w", name, ErrNotFound)

@@ -1,0 +1,163 @@
+package metasched
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+	"go.uber.org/zap"
+
+	"github.com/metasched/metasched/metasched/store"
+)
+
+// The daemon's state in etcd (the serve configuration's store: {etcd}).
+// Several daemons may run on one etcd cluster; one of them leads: it holds
+// the election's key under a lease of its own, and only then opens the
+// store and acts. Every write of the leader's is conditional on that key
+// (its creation revision): a daemon whose lease expired (it was cut off,
+// or stalled) can no longer write a thing, and it stops at once when its
+// session ends. The others wait for the leadership and take over when the
+// lease of the leader expires (at most DefaultLeaseTTL after it stopped
+// renewing it).
+
+// DefaultLeaseTTL is the leader's lease, in seconds: how long after a
+// leader stops renewing it (its process or its machine lost) another
+// daemon may lead.
+const DefaultLeaseTTL = 5
+
+// ErrLostLeadership: the leader's lease ended (it was cut off from etcd's
+// quorum for longer than its TTL, or revoked): the daemon stopped acting.
+var ErrLostLeadership = errors.New("lost the leadership")
+
+// leadership is a daemon's place in the election.
+type leadership struct {
+	client   *clientv3.Client
+	session  *concurrency.Session
+	election *concurrency.Election
+	key      string
+	rev      int64
+}
+
+// guard is the condition of every write of the leader's.
+func (l *leadership) guard() []clientv3.Cmp {
+	return []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(l.key), "=", l.rev)}
+}
+
+// lost is closed when the leader's session ends.
+func (l *leadership) lost() <-chan struct{} { return l.session.Done() }
+
+// close gives the leadership up (another daemon leads at once) and closes
+// the client.
+func (l *leadership) close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_ = l.election.Resign(ctx)
+	_ = l.session.Close()
+	return l.client.Close()
+}
+
+// EtcdClient connects to the configuration's etcd cluster (the caller
+// closes it).
+func EtcdClient(c *StoreEtcd) (*clientv3.Client, error) {
+	cfg := clientv3.Config{Endpoints: c.Endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()}
+	if c.TLS != nil {
+		cert, err := tls.LoadX509KeyPair(c.TLS.Cert, c.TLS.Key)
+		if err != nil {
+			return nil, fmt.Errorf("store.etcd.tls: %w", err)
+		}
+		pem, err := os.ReadFile(c.TLS.CA)
+		if err != nil {
+			return nil, fmt.Errorf("store.etcd.tls.ca_file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("store.etcd.tls.ca_file %s: no certificate in it", c.TLS.CA)
+		}
+		cfg.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS12}
+	}
+	cl, err := clientv3.New(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("store.etcd: %s: %w", strings.Join(c.Endpoints, ", "), err)
+	}
+	return cl, nil
+}
+
+// lead connects to etcd and waits (until ctx ends) for the leadership.
+func (d *Daemon) lead(ctx context.Context, c *StoreEtcd) (*leadership, error) {
+	cl, err := EtcdClient(c)
+	if err != nil {
+		return nil, err
+	}
+	ttl := d.opt.LeaseTTL
+	if ttl <= 0 {
+		ttl = DefaultLeaseTTL
+	}
+	s, err := concurrency.NewSession(cl, concurrency.WithTTL(ttl), concurrency.WithContext(context.WithoutCancel(ctx)))
+	if err != nil {
+		cl.Close()
+		return nil, fmt.Errorf("store.etcd: %s: open a session: %w", strings.Join(c.Endpoints, ", "), err)
+	}
+	e := concurrency.NewElection(s, c.Prefix+"leader")
+	adv, err := d.cfg.AdvertiseURL()
+	if err != nil {
+		s.Close()
+		cl.Close()
+		return nil, err
+	}
+	value, _ := json.Marshal(leaderValue{Instance: d.instance, API: adv})
+	if r, err := e.Leader(ctx); err == nil && len(r.Kvs) > 0 {
+		d.log.Info().Str("leader", string(r.Kvs[0].Value)).Msg("another daemon leads: this one stands by, forwarding requests to it, and takes over when it stops")
+	}
+	// Stand by: forward the API's requests to the leader until this
+	// daemon leads.
+	sb := newStandby(d)
+	octx, stopObserving := context.WithCancel(ctx)
+	defer stopObserving()
+	go sb.observe(octx, e)
+	if d.opt.Standby != nil {
+		var tc *tls.Config
+		if d.tls != nil {
+			tc = d.tls.ServerConfig(tls.VerifyClientCertIfGiven)
+		}
+		d.opt.Standby(sb, tc)
+	}
+	if err := e.Campaign(ctx, string(value)); err != nil {
+		s.Close()
+		cl.Close()
+		return nil, fmt.Errorf("store.etcd: wait for the leadership: %w", err)
+	}
+	l := &leadership{client: cl, session: s, election: e, key: e.Key(), rev: e.Rev()}
+	d.log.Info().Str("instance", d.instance).Int64("revision", l.rev).Int("lease_ttl_s", ttl).Msg("leading: this daemon acts on the grid")
+	return l, nil
+}
+
+// openStore opens the daemon's store: the bbolt file in data_dir, or, with
+// the configuration's store in etcd, the leadership first (it waits for
+// it), then the store in etcd with every write fenced by it.
+func (d *Daemon) openStore(ctx context.Context, so store.Options) error {
+	if d.cfg.Store == nil {
+		var err error
+		d.st, err = store.Open(filepath.Join(d.cfg.DataDir, "metasched.db"), so)
+		return err
+	}
+	l, err := d.lead(ctx, d.cfg.Store)
+	if err != nil {
+		return err
+	}
+	st, err := store.OpenEtcd(l.client, store.EtcdOptions{Prefix: d.cfg.Store.Prefix, Guard: l.guard}, so)
+	if err != nil {
+		l.close()
+		return err
+	}
+	d.st, d.leader = st, l
+	return nil
+}

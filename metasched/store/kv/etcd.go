@@ -1,0 +1,630 @@
+package kv
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Etcd is the engine on an etcd cluster: the store of several daemons, one
+// of which writes at a time.
+//
+// Keys. A bucket is a prefix: the root's is the engine's Prefix, a
+// bucket's is its parent's, "c", its name in hex and "/". Under a bucket's
+// prefix P:
+//
+//	P "k" KEY   "v" VALUE for a key, or "b" for a nested bucket KEY
+//	P "s"       its sequence, in decimal (absent: 0)
+//
+// so that the keys of a bucket (and its nested buckets, as bbolt lists
+// them) are one range of etcd keys in the same byte order, and a bucket's
+// whole content (its nested buckets' too) is the range of its prefix.
+//
+// Transactions. A transaction reads at one revision of the cluster (the
+// revision of its first read) and keeps its writes to itself. A write
+// transaction commits them in one etcd transaction on the condition that
+// nothing it read changed since that revision: every key it read has the
+// same modification revision, and no key in a range its cursors walked was
+// written after it. If something did, the function runs again on a newer
+// revision (at most MaxRetries times). This is optimistic concurrency
+// control: serializable, as bbolt's one writer is.
+//
+// Fencing. Guard, when set, adds its conditions to every write: a daemon
+// that writes only while it leads passes the condition that its
+// leadership's key still exists with its creation revision; a commit whose
+// guard fails is refused with ErrFenced, never retried.
+type Etcd struct {
+	Client *clientv3.Client
+	// Prefix is the root of the engine's keys ("/metasched/").
+	Prefix string
+	// Guard is the fencing condition of every write (nil: none).
+	Guard func() []clientv3.Cmp
+	// MaxRetries bounds the runs of a write transaction's function
+	// that conflict with other writers (0: 100).
+	MaxRetries int
+	// Page is how many keys a cursor reads at a time (0: 256).
+	Page int64
+
+	// mu runs this process's writes one at a time, as bbolt's one
+	// writer: they never conflict with each other, only with another
+	// process's (retried).
+	mu sync.Mutex
+}
+
+// ErrFenced: a write whose fencing guard failed (its writer no longer
+// holds what the guard names, such as the leadership).
+var ErrFenced = errors.New("fenced: the writer no longer holds its lease")
+
+// ErrConflicts: a write transaction conflicted with other writers more
+// than MaxRetries times.
+var ErrConflicts = errors.New("too many conflicting writes")
+
+// Value encodings under "k".
+const (
+	tagValue  = 'v'
+	tagBucket = 'b'
+)
+
+func (e *Etcd) page() int64 {
+	if e.Page > 0 {
+		return e.Page
+	}
+	return 256
+}
+
+func (e *Etcd) View(ctx context.Context, fn func(Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	t := &etcdTx{e: e, ctx: ctx}
+	err := fn(t.root())
+	if t.err != nil {
+		return t.err // a read failed: what fn made of it does not count
+	}
+	return err
+}
+
+func (e *Etcd) Update(ctx context.Context, fn func(Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	most := e.MaxRetries
+	if most <= 0 {
+		most = 100
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	wait := time.Millisecond
+	for range most {
+		t := &etcdTx{e: e, ctx: ctx, writable: true, writes: map[string]*write{}}
+		err := fn(t.root())
+		if t.err != nil {
+			return t.err // a read failed: what fn made of it does not count
+		}
+		if err != nil {
+			return err
+		}
+		ok, err := t.commit()
+		if err != nil || ok {
+			return err
+		}
+		select { // another writer was first: run again on what it wrote
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 50*time.Millisecond)
+	}
+	return fmt.Errorf("etcd: %w (%d runs)", ErrConflicts, most)
+}
+
+// Batch is Update: etcd batches concurrent writes in its own log.
+func (e *Etcd) Batch(ctx context.Context, fn func(Tx) error) error { return e.Update(ctx, fn) }
+
+// Close closes nothing: the client is the caller's.
+func (e *Etcd) Close() error { return nil }
+
+// write is a buffered write: a value (nil: deleted).
+type write struct {
+	val []byte
+}
+
+// etcdTx is one run of a transaction.
+type etcdTx struct {
+	e        *Etcd
+	ctx      context.Context
+	writable bool
+	rev      int64 // the revision it reads at (0: not yet read)
+	// reads are the keys read, with the modification revision seen (0:
+	// absent), for a write's conditions.
+	reads map[string]int64
+	// ranges are the key ranges cursors walked, [from, to).
+	ranges [][2]string
+	// writes are the keys written, dropped the prefixes deleted (in
+	// order: a write after a drop survives it).
+	writes  map[string]*write
+	dropped []string
+	err     error // the first error of a write (refused later at commit)
+}
+
+func (t *etcdTx) root() etcdRoot { return etcdRoot{etcdBucket{t: t, prefix: t.e.Prefix}} }
+
+// get reads key as the transaction sees it.
+func (t *etcdTx) get(key string) ([]byte, error) {
+	if t.err != nil {
+		return nil, t.err
+	}
+	if w, ok := t.writes[key]; ok {
+		return w.val, nil
+	}
+	if t.droppedKey(key) {
+		return nil, nil
+	}
+	opts := []clientv3.OpOption{}
+	if t.rev > 0 {
+		opts = append(opts, clientv3.WithRev(t.rev))
+	}
+	resp, err := t.e.Client.Get(t.ctx, key, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("etcd get: %w", err)
+	}
+	if t.rev == 0 {
+		t.rev = resp.Header.Revision
+	}
+	if t.writable {
+		if t.reads == nil {
+			t.reads = map[string]int64{}
+		}
+		var mod int64
+		if len(resp.Kvs) > 0 {
+			mod = resp.Kvs[0].ModRevision
+		}
+		t.reads[key] = mod
+	}
+	if len(resp.Kvs) == 0 {
+		return nil, nil
+	}
+	return resp.Kvs[0].Value, nil
+}
+
+// droppedKey reports whether a prefix drop after the key's last write
+// covers it (writes are dropped with their prefix, so a key in writes was
+// written after the drop).
+func (t *etcdTx) droppedKey(key string) bool {
+	for _, p := range t.dropped {
+		if len(key) >= len(p) && key[:len(p)] == p {
+			return true
+		}
+	}
+	return false
+}
+
+func (t *etcdTx) put(key string, val []byte) error {
+	if !t.writable {
+		return ErrReadOnly
+	}
+	t.writes[key] = &write{val: slices.Clone(val)}
+	return nil
+}
+
+func (t *etcdTx) del(key string) error {
+	if !t.writable {
+		return ErrReadOnly
+	}
+	t.writes[key] = &write{}
+	return nil
+}
+
+// drop deletes every key under prefix.
+func (t *etcdTx) drop(prefix string) error {
+	if !t.writable {
+		return ErrReadOnly
+	}
+	for k := range t.writes {
+		if len(k) >= len(prefix) && k[:len(prefix)] == prefix {
+			delete(t.writes, k)
+		}
+	}
+	t.dropped = append(t.dropped, prefix)
+	return nil
+}
+
+// commit writes the transaction if nothing it read changed: false when
+// something did (run it again).
+func (t *etcdTx) commit() (bool, error) {
+	if len(t.writes) == 0 && len(t.dropped) == 0 {
+		return true, nil
+	}
+	var cmps []clientv3.Cmp
+	for k, mod := range t.reads {
+		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(k), "=", mod))
+	}
+	if t.rev > 0 {
+		for _, r := range t.ranges {
+			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(r[0]).WithRange(r[1]), "<", t.rev+1))
+		}
+	}
+	var guard []clientv3.Cmp
+	if t.e.Guard != nil {
+		guard = t.e.Guard()
+		cmps = append(cmps, guard...)
+	}
+	var ops []clientv3.Op
+	for _, p := range t.dropped {
+		ops = append(ops, clientv3.OpDelete(p, clientv3.WithPrefix()))
+	}
+	keys := make([]string, 0, len(t.writes))
+	for k := range t.writes {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		if w := t.writes[k]; w.val == nil {
+			ops = append(ops, clientv3.OpDelete(k))
+		} else {
+			ops = append(ops, clientv3.OpPut(k, string(w.val)))
+		}
+	}
+	resp, err := t.e.Client.Txn(t.ctx).If(cmps...).Then(ops...).Commit()
+	if err != nil {
+		return false, fmt.Errorf("etcd commit: %w", err)
+	}
+	if resp.Succeeded {
+		return true, nil
+	}
+	if len(guard) > 0 {
+		g, err := t.e.Client.Txn(t.ctx).If(guard...).Commit()
+		if err != nil {
+			return false, fmt.Errorf("etcd commit: check the guard: %w", err)
+		}
+		if !g.Succeeded {
+			return false, ErrFenced
+		}
+	}
+	return false, nil
+}
+
+// etcdRoot is the transaction's top level: the root bucket's nested
+// buckets.
+type etcdRoot struct{ b etcdBucket }
+
+func (r etcdRoot) Bucket(name []byte) Bucket { return r.b.Bucket(name) }
+func (r etcdRoot) CreateBucket(name []byte) (Bucket, error) {
+	return r.b.createBucket(name, false)
+}
+func (r etcdRoot) CreateBucketIfNotExists(name []byte) (Bucket, error) {
+	return r.b.createBucket(name, true)
+}
+func (r etcdRoot) DeleteBucket(name []byte) error { return r.b.DeleteBucket(name) }
+func (r etcdRoot) Writable() bool                 { return r.b.t.writable }
+
+func (r etcdRoot) ForEach(fn func(name []byte) error) error {
+	return r.b.ForEach(func(k, v []byte) error {
+		if v == nil {
+			return fn(k)
+		}
+		return nil
+	})
+}
+
+// etcdBucket is a bucket of a transaction.
+type etcdBucket struct {
+	t      *etcdTx
+	prefix string
+}
+
+func (b etcdBucket) entry(key []byte) string { return b.prefix + "k" + string(key) }
+func (b etcdBucket) child(name []byte) string {
+	return b.prefix + "c" + hex.EncodeToString(name) + "/"
+}
+
+// read is the entry of key: its tag and value (tag 0: none).
+func (b etcdBucket) read(key []byte) (byte, []byte) {
+	v, err := b.t.get(b.entry(key))
+	if err != nil {
+		b.fail(err)
+		return 0, nil
+	}
+	if len(v) == 0 {
+		return 0, nil
+	}
+	return v[0], v[1:]
+}
+
+// fail keeps the first error of a read or write that the interface cannot
+// return: the transaction fails with it (View and Update return it,
+// whatever the function returned), and every later read fails at once.
+func (b etcdBucket) fail(err error) {
+	if b.t.err == nil {
+		b.t.err = err
+	}
+}
+
+func (b etcdBucket) Get(key []byte) []byte {
+	tag, v := b.read(key)
+	if tag != tagValue {
+		return nil
+	}
+	if v == nil {
+		v = []byte{}
+	}
+	return v
+}
+
+func (b etcdBucket) Put(key, value []byte) error {
+	if len(key) == 0 {
+		return ErrKeyRequired
+	}
+	if !b.t.writable {
+		return ErrReadOnly
+	}
+	if tag, _ := b.read(key); tag == tagBucket {
+		return fmt.Errorf("put %q: %w: a bucket has that name", key, ErrBucketExists)
+	}
+	return b.t.put(b.entry(key), append([]byte{tagValue}, value...))
+}
+
+func (b etcdBucket) Delete(key []byte) error {
+	if !b.t.writable {
+		return ErrReadOnly
+	}
+	if tag, _ := b.read(key); tag != tagValue {
+		return nil
+	}
+	return b.t.del(b.entry(key))
+}
+
+func (b etcdBucket) Bucket(name []byte) Bucket {
+	if len(name) == 0 {
+		return nil
+	}
+	if tag, _ := b.read(name); tag != tagBucket && b.t.err == nil {
+		return nil
+	}
+	// (After a failed read the bucket is taken to exist: the caller goes
+	// on, its reads fail too, and the transaction fails with the error.)
+	return etcdBucket{t: b.t, prefix: b.child(name)}
+}
+
+func (b etcdBucket) createBucket(name []byte, ifNotExists bool) (Bucket, error) {
+	if len(name) == 0 {
+		return nil, ErrKeyRequired
+	}
+	if !b.t.writable {
+		return nil, ErrReadOnly
+	}
+	switch tag, _ := b.read(name); tag {
+	case tagBucket:
+		if ifNotExists {
+			return etcdBucket{t: b.t, prefix: b.child(name)}, nil
+		}
+		return nil, ErrBucketExists
+	case tagValue:
+		return nil, fmt.Errorf("bucket %q: %w: a key has that name", name, ErrBucketExists)
+	}
+	if err := b.t.put(b.entry(name), []byte{tagBucket}); err != nil {
+		return nil, err
+	}
+	return etcdBucket{t: b.t, prefix: b.child(name)}, nil
+}
+
+func (b etcdBucket) CreateBucketIfNotExists(name []byte) (Bucket, error) {
+	return b.createBucket(name, true)
+}
+
+func (b etcdBucket) DeleteBucket(name []byte) error {
+	if !b.t.writable {
+		return ErrReadOnly
+	}
+	if tag, _ := b.read(name); tag != tagBucket {
+		return ErrBucketNotFound
+	}
+	if err := b.t.drop(b.child(name)); err != nil {
+		return err
+	}
+	return b.t.del(b.entry(name))
+}
+
+func (b etcdBucket) Sequence() uint64 {
+	v, err := b.t.get(b.prefix + "s")
+	if err != nil {
+		b.fail(err)
+		return 0
+	}
+	n, _ := strconv.ParseUint(string(v), 10, 64)
+	return n
+}
+
+func (b etcdBucket) SetSequence(v uint64) error {
+	if !b.t.writable {
+		return ErrReadOnly
+	}
+	return b.t.put(b.prefix+"s", []byte(strconv.FormatUint(v, 10)))
+}
+
+func (b etcdBucket) NextSequence() (uint64, error) {
+	if !b.t.writable {
+		return 0, ErrReadOnly
+	}
+	n := b.Sequence() + 1
+	return n, b.SetSequence(n)
+}
+
+func (b etcdBucket) ForEach(fn func(k, v []byte) error) error {
+	c := b.Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		if err := fn(k, v); err != nil {
+			return err
+		}
+	}
+	return b.t.err
+}
+
+func (b etcdBucket) Cursor() Cursor {
+	return &etcdCursor{b: b, lo: b.prefix + "k", hi: b.prefix + "l"}
+}
+
+// etcdCursor walks a bucket's entries, [lo, hi) in etcd's keys, as the
+// transaction sees them: the entries at its revision and its own writes.
+type etcdCursor struct {
+	b      etcdBucket
+	lo, hi string
+	at     string // the entry it is on ("": none)
+}
+
+// entry is an entry seen: its etcd key and raw value.
+type entry struct {
+	key string
+	val []byte
+}
+
+// fetch reads up to one page of entries from etcd: from from on (or, back,
+// before it), in order of the walk.
+func (c *etcdCursor) fetch(from string, back bool) []entry {
+	t := c.b.t
+	if t.err != nil {
+		return nil
+	}
+	start, end := from, c.hi
+	opts := []clientv3.OpOption{clientv3.WithLimit(t.e.page())}
+	if back {
+		start, end = c.lo, from
+		opts = append(opts, clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend))
+	}
+	if start >= end {
+		return nil
+	}
+	opts = append(opts, clientv3.WithRange(end))
+	if t.rev > 0 {
+		opts = append(opts, clientv3.WithRev(t.rev))
+	}
+	resp, err := t.e.Client.Get(t.ctx, start, opts...)
+	if err != nil {
+		c.b.fail(fmt.Errorf("etcd range: %w", err))
+		return nil
+	}
+	if t.rev == 0 {
+		t.rev = resp.Header.Revision
+	}
+	out := make([]entry, len(resp.Kvs))
+	for i, kv := range resp.Kvs {
+		out[i] = entry{string(kv.Key), kv.Value}
+	}
+	// What the walk saw: the range up to the last entry read, or to its
+	// end when the page is the range's last.
+	seen := [2]string{start, end}
+	if resp.More && len(out) > 0 {
+		last := out[len(out)-1].key
+		if back {
+			seen[0] = last
+		} else {
+			seen[1] = last + "\x00"
+		}
+	}
+	if t.writable {
+		t.ranges = append(t.ranges, seen)
+	}
+	return out
+}
+
+// move goes to the first entry from from on (inclusive) forward, or the
+// last before from backward, as the transaction sees the bucket: the
+// entries at its revision that it did not write or drop, and its own
+// writes.
+func (c *etcdCursor) move(from string, back bool) ([]byte, []byte) {
+	t := c.b.t
+	before := func(a, b string) bool { return (!back && a < b) || (back && a > b) }
+	// The first of its own writes (not deletes) in the walk's order.
+	var own *entry
+	for k, w := range t.writes {
+		if w.val == nil || k < c.lo || k >= c.hi || (!back && k < from) || (back && k >= from) {
+			continue
+		}
+		if own == nil || before(k, own.key) {
+			own = &entry{k, w.val}
+		}
+	}
+	// The first entry of etcd's that it neither wrote nor dropped.
+	var stored *entry
+	for pos := from; stored == nil; {
+		page := c.fetch(pos, back)
+		for i := range page {
+			if _, ok := t.writes[page[i].key]; !ok && !t.droppedKey(page[i].key) {
+				stored = &page[i]
+				break
+			}
+		}
+		if stored != nil || len(page) < int(t.e.page()) || t.err != nil {
+			break
+		}
+		last := page[len(page)-1].key
+		if own != nil && !before(last, own.key) {
+			break // the rest of etcd's entries come after its own write
+		}
+		if back {
+			pos = last
+		} else {
+			pos = last + "\x00"
+		}
+	}
+	found := stored
+	if own != nil && (found == nil || before(own.key, found.key)) {
+		found = own
+	}
+	if found == nil {
+		c.at = ""
+		return nil, nil
+	}
+	c.at = found.key
+	return c.decode(*found)
+}
+
+// decode is an entry as the cursor returns it: its key in the bucket, and
+// its value (nil for a nested bucket).
+func (c *etcdCursor) decode(e entry) ([]byte, []byte) {
+	key := []byte(e.key[len(c.lo):])
+	if len(e.val) == 0 || e.val[0] == tagBucket {
+		return key, nil
+	}
+	v := e.val[1:]
+	if v == nil {
+		v = []byte{}
+	}
+	return key, v
+}
+
+func (c *etcdCursor) First() ([]byte, []byte) { return c.move(c.lo, false) }
+func (c *etcdCursor) Last() ([]byte, []byte)  { return c.move(c.hi, true) }
+
+func (c *etcdCursor) Seek(seek []byte) ([]byte, []byte) {
+	return c.move(c.lo+string(seek), false)
+}
+
+func (c *etcdCursor) Next() ([]byte, []byte) {
+	if c.at == "" {
+		return nil, nil
+	}
+	return c.move(c.at+"\x00", false)
+}
+
+func (c *etcdCursor) Prev() ([]byte, []byte) {
+	if c.at == "" {
+		return nil, nil
+	}
+	return c.move(c.at, true)
+}
+
+// compile-time checks
+var (
+	_ DB     = (*Etcd)(nil)
+	_ Tx     = etcdRoot{}
+	_ Bucket = etcdBucket{}
+	_ Cursor = (*etcdCursor)(nil)
+)
