@@ -71,14 +71,20 @@ func TestPredictedMeasuredEmulated(t *testing.T) {
 				t.Errorf("cluster %s: %d tasks done, with no summary", c.Name, *c.TasksDone)
 			}
 		}
-		mfs, err := d.Registry().Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
+		// The metrics follow the job's record: the histogram hears of the
+		// job just after its state is done.
 		f := families{}
-		for _, mf := range mfs {
-			f[mf.GetName()] = mf
-		}
+		waitFor(t, "the job in the ratio's histogram", time.Minute, func() bool {
+			mfs, err := d.Registry().Gather()
+			if err != nil {
+				t.Fatal(err)
+			}
+			clear(f)
+			for _, mf := range mfs {
+				f[mf.GetName()] = mf
+			}
+			return f.must(t, "metasched_job_runtime_ratio", "pool", "sim") >= 1
+		})
 		if n := f.must(t, "metasched_job_runtime_ratio", "pool", "sim"); n != 1 {
 			t.Errorf("the ratio's histogram counts %g jobs of pool sim, want 1", n)
 		}
