@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/metasched/metasched/internal/etcdtest"
+	"github.com/metasched/metasched/metasched"
 	"github.com/metasched/metasched/metasched/client"
 	"github.com/metasched/metasched/metasched/store"
 )
@@ -84,6 +86,46 @@ func BenchmarkFiguresSubmitClients(b *testing.B) {
 			b.ReportMetric(pctMs(all, 0.50), "p50-ms")
 			b.ReportMetric(pctMs(all, 0.99), "p99-ms")
 		})
+	}
+}
+
+// BenchmarkFiguresSubmitStores: BenchmarkFiguresSubmitClients on each
+// store: the bbolt file, and etcd (a three-member cluster on this machine,
+// each member syncing its log to disk).
+func BenchmarkFiguresSubmitStores(b *testing.B) {
+	var cluster *etcdtest.Cluster
+	for _, st := range []string{"bbolt", "etcd"} {
+		for _, clients := range []int{1, 16, 64} {
+			b.Run(fmt.Sprintf("store=%s/clients=%d", st, clients), func(b *testing.B) {
+				var edit func(*metasched.Config)
+				if st == "etcd" {
+					if cluster == nil {
+						var err error
+						if cluster, err = etcdtest.StartShared(3); err != nil {
+							b.Fatal(err)
+						}
+					}
+					prefix := fmt.Sprintf("/bench-%d/", time.Now().UnixNano())
+					edit = func(c *metasched.Config) {
+						c.Store = &metasched.StoreEtcd{Endpoints: cluster.Endpoints(), Prefix: prefix}
+					}
+				}
+				_, c, _ := benchDaemonEdit(b, clients*2, edit)
+				var all []time.Duration
+				var secs float64
+				for b.Loop() {
+					lat, s := submitClosedLoop(b, c, clients, 1000)
+					all, secs = append(all, lat...), secs+s
+				}
+				slices.Sort(all)
+				b.ReportMetric(float64(len(all))/secs, "submits/s")
+				b.ReportMetric(pctMs(all, 0.50), "p50-ms")
+				b.ReportMetric(pctMs(all, 0.99), "p99-ms")
+			})
+		}
+	}
+	if cluster != nil {
+		cluster.Stop()
 	}
 }
 

@@ -60,10 +60,20 @@ func benchDaemon(b *testing.B, conns int) (*metasched.Daemon, *client.Client, st
 	return benchDaemonOver(b, conns, nil, nil)
 }
 
+// benchDaemonEdit is benchDaemon with the configuration changed by edit
+// (nil: none).
+func benchDaemonEdit(b *testing.B, conns int, edit func(*metasched.Config)) (*metasched.Daemon, *client.Client, string) {
+	return benchDaemonWith(b, conns, nil, nil, edit)
+}
+
 // benchDaemonOver is benchDaemon with the daemon's certificate files
 // (nil: plain HTTP) and the clients' TLS configuration; conns < 0: a new
 // connection for every request.
 func benchDaemonOver(b *testing.B, conns int, files *tlsx.Files, tc *tls.Config) (*metasched.Daemon, *client.Client, string) {
+	return benchDaemonWith(b, conns, files, tc, nil)
+}
+
+func benchDaemonWith(b *testing.B, conns int, files *tlsx.Files, tc *tls.Config, edit func(*metasched.Config)) (*metasched.Daemon, *client.Client, string) {
 	b.Helper()
 	cfg, grid, err := demo.Config(b.TempDir(), "127.0.0.1:0")
 	if err != nil {
@@ -72,6 +82,9 @@ func benchDaemonOver(b *testing.B, conns int, files *tlsx.Files, tc *tls.Config)
 	cfg.SwitchDelay = 200 * time.Millisecond
 	cfg.Policy = metasched.PolicyConfig{Name: "none"}
 	cfg.TLS = files
+	if edit != nil {
+		edit(cfg)
+	}
 	tr := &http.Transport{MaxIdleConns: conns, MaxIdleConnsPerHost: conns, TLSClientConfig: tc, DisableKeepAlives: conns < 0}
 	b.Cleanup(tr.CloseIdleConnections)
 	d, c, addr, _ := runBench(b, cfg, grid, &http.Client{Transport: tr, Timeout: time.Minute})

@@ -45,6 +45,9 @@ func calGrid() *graph.Grid {
 type farm struct {
 	mu sync.Mutex
 	d  *metasched.Daemon
+	// agents are the sites' agents, whose inventories check reads (the
+	// daemon's view of them is as old as its last refresh).
+	agents map[string]metasched.SiteAgent
 	// perf is the ops/s per vCPU each site's bench prints; lan and link
 	// the Mbit/s of a stream within a site and between sites.
 	perf       map[string]float64
@@ -58,7 +61,7 @@ type farm struct {
 
 func newFarm() *farm {
 	return &farm{perf: map[string]float64{"a": 2e8, "b": 1e8}, lan: map[string]float64{"a": 70, "b": 60}, link: 18.5,
-		benchOut: map[string]hp.GuestExecStatus{}}
+		benchOut: map[string]hp.GuestExecStatus{}, agents: map[string]metasched.SiteAgent{}}
 }
 
 // nets are the guesttest network numbers of the sites (10.77.NET.x).
@@ -68,6 +71,9 @@ var nets = map[string]int{"a": 1, "b": 2}
 // farm plays.
 func (f *farm) options() metasched.Options {
 	return metasched.Options{WrapAgent: func(site string, a metasched.SiteAgent) metasched.SiteAgent {
+		f.mu.Lock()
+		f.agents[site] = a
+		f.mu.Unlock()
 		return &guesttest.Site{SiteAgent: a, Net: nets[site], Images: []string{"debian", "ubuntu"},
 			Run: func(vm string, e hp.GuestExec) (hp.GuestExecStatus, error) { return f.run(site, vm, e), nil }}
 	}}
@@ -148,8 +154,20 @@ func (f *farm) check(vm string) {
 			f.violations = append(f.violations, fmt.Sprintf("pool %s has %d jobs queued", p.Name, p.Queued))
 		}
 	}
+	// The VMs as the agents have them now.
+	var vms []hp.VM
+	for _, a := range f.agents {
+		inv, err := a.Inventory(context.Background())
+		if err != nil {
+			f.violations = append(f.violations, "an agent's inventory: "+err.Error())
+			continue
+		}
+		for _, h := range inv.Hosts {
+			vms = append(vms, h.VMs...)
+		}
+	}
 	cal, byHost := 0, map[string][]hp.VM{}
-	for _, v := range f.d.VMs() {
+	for _, v := range vms {
 		byHost[v.Host] = append(byHost[v.Host], v)
 		if v.Job == "calibration" {
 			cal++
