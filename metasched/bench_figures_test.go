@@ -75,18 +75,25 @@ func BenchmarkFiguresSubmitClients(b *testing.B) {
 	for _, clients := range []int{1, 16, 64} {
 		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
 			_, c, _ := benchDaemon(b, clients*2)
-			var all []time.Duration
-			var secs float64
-			for b.Loop() {
-				lat, s := submitClosedLoop(b, c, clients, 2000)
-				all, secs = append(all, lat...), secs+s
-			}
-			slices.Sort(all)
-			b.ReportMetric(float64(len(all))/secs, "submits/s")
-			b.ReportMetric(pctMs(all, 0.50), "p50-ms")
-			b.ReportMetric(pctMs(all, 0.99), "p99-ms")
+			reportSubmits(b, c, clients, 2000)
 		})
 	}
+}
+
+// reportSubmits runs submitClosedLoop at every round of the benchmark and
+// reports the submissions per second and the latency's p50 and p99.
+func reportSubmits(b *testing.B, c *client.Client, clients, n int) {
+	b.Helper()
+	var all []time.Duration
+	var secs float64
+	for b.Loop() {
+		lat, s := submitClosedLoop(b, c, clients, n)
+		all, secs = append(all, lat...), secs+s
+	}
+	slices.Sort(all)
+	b.ReportMetric(float64(len(all))/secs, "submits/s")
+	b.ReportMetric(pctMs(all, 0.50), "p50-ms")
+	b.ReportMetric(pctMs(all, 0.99), "p99-ms")
 }
 
 // BenchmarkFiguresSubmitStores: BenchmarkFiguresSubmitClients on each
@@ -111,16 +118,7 @@ func BenchmarkFiguresSubmitStores(b *testing.B) {
 					}
 				}
 				_, c, _ := benchDaemonEdit(b, clients*2, edit)
-				var all []time.Duration
-				var secs float64
-				for b.Loop() {
-					lat, s := submitClosedLoop(b, c, clients, 1000)
-					all, secs = append(all, lat...), secs+s
-				}
-				slices.Sort(all)
-				b.ReportMetric(float64(len(all))/secs, "submits/s")
-				b.ReportMetric(pctMs(all, 0.50), "p50-ms")
-				b.ReportMetric(pctMs(all, 0.99), "p99-ms")
+				reportSubmits(b, c, clients, 1000)
 			})
 		}
 	}
