@@ -538,3 +538,11 @@ func (d *Daemon) jobType(name string) (api.JobType, int, bool) {
 func (d *Daemon) vmCounts() (created, destroyed int64) {
 	return d.vmsCreated.Load(), d.vmsDestroyed.Load()
 }
+
+// vmsInHand is how many VMs the jobs' lifecycles are creating or
+// destroying now: a job's state changes before its VMs are destroyed.
+func (d *Daemon) vmsInHand() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.inHand)
+}

@@ -102,7 +102,10 @@ func TestPoolDrift(t *testing.T) {
 			return pool == "sim"
 		})
 
-		// An idle host reconfigured on its agent.
+		// An idle host reconfigured on its agent. The job is done before
+		// its VMs are destroyed: wait for them to go, or the agent refuses
+		// a host still running the job's VMs.
+		waitFor(t, "the job's VMs destroyed", time.Minute, func() bool { return d.VMsInHand() == 0 })
 		var idle string
 		for _, h := range d.Hosts() {
 			if h.Pool == "render" {

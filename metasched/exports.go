@@ -67,6 +67,10 @@ func (d *Daemon) RecentSwitches(ctx context.Context, final int) ([]api.SwitchVie
 // started.
 func (d *Daemon) VMCounts() (created, destroyed int64) { return d.vmCounts() }
 
+// VMsInHand returns how many VMs the jobs are creating or destroying now:
+// a job is done before its VMs are destroyed.
+func (d *Daemon) VMsInHand() int { return d.vmsInHand() }
+
 // Refresh reads every agent's inventory now, as the cluster manager does
 // at each tick (the views of hosts and VMs show the last inventories).
 func (d *Daemon) Refresh(ctx context.Context) { d.refresh(ctx) }

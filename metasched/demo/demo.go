@@ -121,6 +121,7 @@ type Daemon interface {
 	Switches(ctx context.Context, f api.SwitchFilter) (api.SwitchList, error)
 	VMs() []hp.VM
 	VMCounts() (created, destroyed int64)
+	VMsInHand() int
 	Refresh(ctx context.Context)
 }
 
@@ -224,6 +225,15 @@ func Run(ctx context.Context, d Daemon, stream []Job, progress io.Writer) (Summa
 		}
 	}
 	sum.HostsAfter = poolSizes(d)
+	// A job is done before its VMs are destroyed: count them once the
+	// last destruction has answered.
+	for settle := time.Now().Add(time.Minute); d.VMsInHand() > 0 && time.Now().Before(settle); {
+		select {
+		case <-ctx.Done():
+			return sum, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 	c, x := d.VMCounts()
 	sum.VMsCreated, sum.VMsDestroyed = c-created0, x-destroyed0
 	// The demo's VMs still on the hosts: ask the agents now.
