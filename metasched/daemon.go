@@ -396,9 +396,14 @@ func (d *Daemon) Run(ctx context.Context, ln net.Listener, h http.Handler) error
 	case <-ctx.Done():
 	case err = <-errc:
 	case <-lost:
-		// Another daemon may lead already: stop acting at once (the
-		// store refuses this one's writes anyway).
-		d.log.Error().Msg("lost the leadership (the lease in etcd ended): stopping at once; restart the daemon to stand for it again")
+		// Another daemon may lead soon: stop acting at once (the store
+		// refuses this one's writes anyway once its lease expired).
+		d.mu.Lock()
+		d.closing = true
+		d.mu.Unlock()
+		detach(executor.ErrDetached)
+		cancel()
+		d.log.Error().Str("why", d.leader.reason()).Msg("lost the leadership: stopped acting on the grid")
 		err = ErrLostLeadership
 	}
 	d.mu.Lock()

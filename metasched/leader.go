@@ -10,8 +10,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
@@ -25,9 +28,9 @@ import (
 // store and acts. Every write of the leader's is conditional on that key
 // (its creation revision): a daemon whose lease expired (it was cut off,
 // or stalled) can no longer write a thing, and it stops at once when its
-// session ends. The others wait for the leadership and take over when the
-// lease of the leader expires (at most DefaultLeaseTTL after it stopped
-// renewing it).
+// session ends or its lease may expire (see keep). The others wait for the
+// leadership and take over when the lease of the leader expires (at most
+// DefaultLeaseTTL after it stopped renewing it).
 
 // DefaultLeaseTTL is the leader's lease, in seconds: how long after a
 // leader stops renewing it (its process or its machine lost) another
@@ -45,6 +48,12 @@ type leadership struct {
 	election *concurrency.Election
 	key      string
 	rev      int64
+
+	lostCh   chan struct{} // closed when the leader must stop
+	lostOnce sync.Once
+	why      atomic.Pointer[string]
+	stop     chan struct{} // closed by close: keep returns
+	kept     chan struct{} // closed when keep has returned
 }
 
 // guard is the condition of every write of the leader's.
@@ -52,12 +61,68 @@ func (l *leadership) guard() []clientv3.Cmp {
 	return []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(l.key), "=", l.rev)}
 }
 
-// lost is closed when the leader's session ends.
-func (l *leadership) lost() <-chan struct{} { return l.session.Done() }
+// lost is closed when the leader must stop acting: its session ended, or
+// it could not renew its lease for so long that the lease may expire.
+func (l *leadership) lost() <-chan struct{} { return l.lostCh }
+
+// reason says why lost is closed.
+func (l *leadership) reason() string {
+	if w := l.why.Load(); w != nil {
+		return *w
+	}
+	return ""
+}
+
+func (l *leadership) lose(why string) {
+	l.lostOnce.Do(func() {
+		l.why.Store(&why)
+		close(l.lostCh)
+	})
+}
+
+// keep renews the leader's lease on its own, besides the session's
+// keep-alive, to know how long the lease surely lasts: etcd renews it on a
+// request sent at t, so it lasts until t+TTL at least. Unless a later
+// renewal succeeded, the leader stops acting (lost) a fifth of the TTL
+// before that: a leader cut off from etcd's quorum has stopped before its
+// lease can expire and another daemon can lead.
+func (l *leadership) keep(ttl time.Duration) {
+	defer close(l.kept)
+	margin := ttl / 5
+	deadline := time.Now().Add(margin) // the lease's age is unknown: renew at once
+	for {
+		if time.Now().After(deadline) {
+			l.lose(fmt.Sprintf("no renewal of the lease in etcd answered for %s", ttl-margin))
+			return
+		}
+		sent := time.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), margin/2)
+		_, err := l.client.KeepAliveOnce(ctx, l.session.Lease())
+		cancel()
+		switch {
+		case err == nil:
+			deadline = sent.Add(ttl - margin)
+		case errors.Is(err, rpctypes.ErrLeaseNotFound):
+			l.lose("the lease in etcd expired")
+			return
+		}
+		wait := min(margin, time.Until(deadline))
+		select {
+		case <-l.stop:
+			return
+		case <-l.session.Done():
+			l.lose("the session in etcd ended")
+			return
+		case <-time.After(max(wait, 0)):
+		}
+	}
+}
 
 // close gives the leadership up (another daemon leads at once) and closes
 // the client.
 func (l *leadership) close() error {
+	close(l.stop)
+	<-l.kept
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	_ = l.election.Resign(ctx)
@@ -91,7 +156,8 @@ func EtcdClient(c *StoreEtcd) (*clientv3.Client, error) {
 	return cl, nil
 }
 
-// lead connects to etcd and waits (until ctx ends) for the leadership.
+// lead connects to etcd and waits (until ctx ends) for the leadership. It
+// stands by meanwhile: the API's requests are forwarded to the leader.
 func (d *Daemon) lead(ctx context.Context, c *StoreEtcd) (*leadership, error) {
 	cl, err := EtcdClient(c)
 	if err != nil {
@@ -101,28 +167,14 @@ func (d *Daemon) lead(ctx context.Context, c *StoreEtcd) (*leadership, error) {
 	if ttl <= 0 {
 		ttl = DefaultLeaseTTL
 	}
-	s, err := concurrency.NewSession(cl, concurrency.WithTTL(ttl), concurrency.WithContext(context.WithoutCancel(ctx)))
-	if err != nil {
-		cl.Close()
-		return nil, fmt.Errorf("store.etcd: %s: open a session: %w", strings.Join(c.Endpoints, ", "), err)
-	}
-	e := concurrency.NewElection(s, c.Prefix+"leader")
 	adv, err := d.cfg.AdvertiseURL()
 	if err != nil {
-		s.Close()
 		cl.Close()
 		return nil, err
 	}
-	value, _ := json.Marshal(leaderValue{Instance: d.instance, API: adv})
-	if r, err := e.Leader(ctx); err == nil && len(r.Kvs) > 0 {
-		d.log.Info().Str("leader", string(r.Kvs[0].Value)).Msg("another daemon leads: this one stands by, forwarding requests to it, and takes over when it stops")
-	}
-	// Stand by: forward the API's requests to the leader until this
-	// daemon leads.
-	sb := newStandby(d)
-	octx, stopObserving := context.WithCancel(ctx)
-	defer stopObserving()
-	go sb.observe(octx, e)
+	// Stand by (from before the session: a daemon started while etcd has
+	// no quorum says so) until this daemon leads.
+	sb := newStandby(d, cl)
 	if d.opt.Standby != nil {
 		var tc *tls.Config
 		if d.tls != nil {
@@ -130,12 +182,61 @@ func (d *Daemon) lead(ctx context.Context, c *StoreEtcd) (*leadership, error) {
 		}
 		d.opt.Standby(sb, tc)
 	}
-	if err := e.Campaign(ctx, string(value)); err != nil {
-		s.Close()
-		cl.Close()
-		return nil, fmt.Errorf("store.etcd: wait for the leadership: %w", err)
+	for {
+		l, err := d.campaign(ctx, cl, sb, c.Prefix+"leader", ttl, adv)
+		if err == nil {
+			return l, nil
+		}
+		if ctx.Err() != nil {
+			cl.Close()
+			return nil, fmt.Errorf("store.etcd: wait for the leadership: %w", ctx.Err())
+		}
+		d.log.Warn().Err(err).Strs("endpoints", c.Endpoints).Msg("cannot stand for the leadership in etcd: trying again in a second")
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
 	}
-	l := &leadership{client: cl, session: s, election: e, key: e.Key(), rev: e.Rev()}
+}
+
+// campaign opens a session (its lease) and waits in the election until
+// this daemon leads, observing the leader for the standby meanwhile. A
+// session that ends while it waits (its lease expired: etcd lost its
+// quorum for longer than the TTL) ends the campaign with an error: the
+// caller campaigns again, on a new session.
+func (d *Daemon) campaign(ctx context.Context, cl *clientv3.Client, sb *standby, key string, ttl int, adv string) (*leadership, error) {
+	s, err := concurrency.NewSession(cl, concurrency.WithTTL(ttl), concurrency.WithContext(context.WithoutCancel(ctx)))
+	if err != nil {
+		return nil, fmt.Errorf("store.etcd: %s: open a session: %w", strings.Join(cl.Endpoints(), ", "), err)
+	}
+	e := concurrency.NewElection(s, key)
+	value, _ := json.Marshal(leaderValue{Instance: d.instance, API: adv})
+	if r, err := e.Leader(ctx); err == nil && len(r.Kvs) > 0 {
+		d.log.Info().Str("leader", string(r.Kvs[0].Value)).Msg("another daemon leads: this one stands by, forwarding requests to it, and takes over when it stops")
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go sb.observe(cctx, e)
+	go func() {
+		select {
+		case <-s.Done():
+			cancel()
+		case <-cctx.Done():
+		}
+	}()
+	err = e.Campaign(cctx, string(value))
+	select {
+	case <-s.Done():
+		err = errors.New("the session in etcd ended while this daemon waited for the leadership")
+	default:
+	}
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	l := &leadership{client: cl, session: s, election: e, key: e.Key(), rev: e.Rev(),
+		lostCh: make(chan struct{}), stop: make(chan struct{}), kept: make(chan struct{})}
+	go l.keep(time.Duration(ttl) * time.Second)
 	d.log.Info().Str("instance", d.instance).Int64("revision", l.rev).Int("lease_ttl_s", ttl).Msg("leading: this daemon acts on the grid")
 	return l, nil
 }

@@ -250,3 +250,92 @@ func TestStandbyWithoutLeader(t *testing.T) {
 		t.Fatal(d.err)
 	}
 }
+
+// TestEtcdQuorumLost: two daemons on a three-member etcd cluster. When two
+// members go, the leader stops acting before its lease could expire (it
+// can no longer renew it), a submission is refused with 503 and an error
+// that says etcd lost its quorum, and when the members return, the other
+// daemon leads with the first's jobs and takes new ones.
+func TestEtcdQuorumLost(t *testing.T) {
+	c := etcdtest.Start(t, 3)
+	a := startEtcdDaemon(t, c.Endpoints(), 5)
+	<-a.ready
+	if a.err != nil {
+		t.Fatal(a.err)
+	}
+	ctx := context.Background()
+	job, err := a.d.Submit(ctx, []byte("name: before\ntype: sim\ntasks: 10\ntask_ops: 1.0e9\ntask_bytes: 0\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := startEtcdDaemon(t, c.Endpoints(), 5)
+	daemontest.WaitFor(t, "the second daemon standing by", 30*time.Second, func() bool { return b.standby.Load() != nil })
+
+	c.Members[1].Kill()
+	c.Members[2].Kill()
+	lost := time.Now()
+	// It stops acting before its lease (5 s) could expire: it says so
+	// then, although its run ends only when what it had under way gives
+	// up.
+	daemontest.WaitFor(t, "the leader stopping", time.Minute, func() bool {
+		return strings.Contains(a.log.String(), "lost the leadership")
+	})
+	if took := time.Since(lost); took >= 5*time.Second {
+		t.Errorf("the leader stopped %s after the quorum was lost, not before its lease of 5 s could expire", took)
+	} else {
+		t.Logf("the leader stopped acting %s after the quorum was lost", took.Round(time.Millisecond))
+	}
+	if !strings.Contains(a.log.String(), "no renewal of the lease in etcd answered") {
+		t.Errorf("the leader does not say why it stopped:\n%s", a.log)
+	}
+	select {
+	case <-a.ran:
+		if !errors.Is(a.runErr, metasched.ErrLostLeadership) {
+			t.Errorf("the leader's run without a quorum: %v, want ErrLostLeadership", a.runErr)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the leader's run goes on a minute after etcd lost its quorum")
+	}
+	var msg string
+	daemontest.WaitFor(t, "the standby saying etcd lost its quorum", 30*time.Second, func() bool {
+		resp, err := http.Post(b.standby.Load().URL+"/v1/jobs", "application/yaml", strings.NewReader("name: during\ntype: sim\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var e api.APIError
+		_ = json.NewDecoder(resp.Body).Decode(&e)
+		if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+			t.Fatalf("a submission without a quorum: %s %+v, want 503 with Retry-After", resp.Status, e)
+		}
+		msg = e.Error
+		return strings.Contains(msg, "etcd has lost its quorum")
+	})
+	t.Logf("a submission without a quorum: 503 %q", msg)
+
+	for _, m := range c.Members[1:] {
+		if err := m.Start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	back := time.Now()
+	select {
+	case <-b.ready:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("no daemon leads two minutes after the quorum returned")
+	}
+	if b.err != nil {
+		t.Fatal(b.err)
+	}
+	t.Logf("the second daemon leads %s after the members returned", time.Since(back).Round(time.Millisecond))
+	next, err := b.d.Submit(ctx, []byte("name: after\ntype: etl\ntasks: 10\ntask_ops: 1.0e9\ntask_bytes: 0\n"))
+	if err != nil {
+		t.Fatalf("a submission once the quorum returned: %v", err)
+	}
+	for _, id := range []string{job.ID, next.ID} {
+		daemontest.WaitFor(t, "job "+id+" done", time.Minute, func() bool {
+			j, _ := b.d.Job(ctx, id)
+			return j.State == store.Done
+		})
+	}
+}

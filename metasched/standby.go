@@ -7,9 +7,11 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"sync"
 	"sync/atomic"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 
 	"github.com/metasched/metasched/internal/httpx"
@@ -39,7 +41,13 @@ type leaderValue struct {
 // standby forwards the API's requests to the leader it observes.
 type standby struct {
 	d      *Daemon
+	client *clientv3.Client
 	leader atomic.Pointer[leaderTarget]
+
+	mu      sync.Mutex
+	etcd    string    // etcd without its quorum: what its members said (see quorumLost)
+	etcdAt  time.Time // when they said it
+	probing bool
 }
 
 // leaderTarget is the leader a standby forwards to.
@@ -53,7 +61,62 @@ type leaderTarget struct {
 // in seconds.
 const StandbyRetryAfter = 1
 
-func newStandby(d *Daemon) *standby { return &standby{d: d} }
+func newStandby(d *Daemon, cl *clientv3.Client) *standby { return &standby{d: d, client: cl} }
+
+// forwardedHeader marks a request a standby forwarded: a daemon that
+// stands by too (the leader it was told of just lost the leadership)
+// answers it 503 rather than forward it again.
+const forwardedHeader = "Metasched-Forwarded-By"
+
+// noLeader says why no daemon leads: an election under way, or etcd
+// without its quorum.
+func (s *standby) noLeader() string {
+	if q := s.quorumLost(); q != "" {
+		return q
+	}
+	return "no daemon leads yet (an election is under way): try again shortly"
+}
+
+// quorumLost says that etcd has lost its quorum, from what its members
+// last answered (they are asked in the background, at most once a
+// second); "" when it has one, or before they first answered.
+func (s *standby) quorumLost() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if time.Since(s.etcdAt) > time.Second && !s.probing {
+		s.probing = true
+		go func() {
+			msg := s.probeEtcd()
+			s.mu.Lock()
+			s.etcd, s.etcdAt, s.probing = msg, time.Now(), false
+			s.mu.Unlock()
+		}()
+	}
+	return s.etcd
+}
+
+// probeEtcd asks each member of etcd for its status: "" when a majority
+// answers with a leader.
+func (s *standby) probeEtcd() string {
+	eps := s.client.Endpoints()
+	up, withLeader := 0, 0
+	for _, ep := range eps {
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		st, err := s.client.Status(ctx, ep)
+		cancel()
+		if err == nil {
+			up++
+			if st.Leader != 0 {
+				withLeader++
+			}
+		}
+	}
+	if up > len(eps)/2 && withLeader > len(eps)/2 {
+		return ""
+	}
+	return fmt.Sprintf("no daemon leads: etcd has lost its quorum (%d of its %d members answer, %d of them with a leader): "+
+		"the grid takes no request until a majority of its members is back", up, len(eps), withLeader)
+}
 
 // observe follows the election's leader until ctx ends.
 func (s *standby) observe(ctx context.Context, e *concurrency.Election) {
@@ -99,6 +162,7 @@ func (s *standby) set(raw []byte) {
 			pr.SetURL(u)
 			pr.Out.Host = u.Host
 			pr.Out.Header.Del(api.ForwardedClientHeader)
+			pr.Out.Header.Set(forwardedHeader, s.d.instance)
 			if id, ok := tlsx.PeerIdentity(pr.In.TLS); ok && id.Kind == tlsx.KindClient {
 				pr.Out.Header.Set(api.ForwardedClientHeader, id.URI().String())
 			}
@@ -107,7 +171,11 @@ func (s *standby) set(raw []byte) {
 		Transport:     tr,
 		FlushInterval: -1, // the event stream, as it comes
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			unavailable(w, fmt.Sprintf("this daemon stands by; the leader at %s does not answer: %v", v.API, err))
+			msg := s.quorumLost()
+			if msg == "" {
+				msg = fmt.Sprintf("this daemon stands by; the leader at %s does not answer: %v", v.API, err)
+			}
+			unavailable(w, msg)
 		},
 	}
 	if old := s.leader.Swap(&leaderTarget{value: v, proxy: p, tr: tr}); old != nil {
@@ -131,9 +199,12 @@ func (s *standby) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteJSON(w, http.StatusOK, h)
 		return
 	}
-	if t == nil {
-		unavailable(w, "no daemon leads yet (an election is under way): try again shortly")
-		return
+	switch {
+	case t == nil:
+		unavailable(w, s.noLeader())
+	case r.Header.Get(forwardedHeader) != "":
+		unavailable(w, "this daemon stands by too: the leadership is changing hands; try again shortly")
+	default:
+		t.proxy.ServeHTTP(w, r)
 	}
-	t.proxy.ServeHTTP(w, r)
 }

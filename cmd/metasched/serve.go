@@ -143,6 +143,23 @@ func serveCmd(ctx context.Context, e *env, f serveFlags, changed func(string) bo
 	opts := metasched.Options{Logger: log, Connect: virt.Connector(agentLog), AgentLogger: &agentLog, Version: version()}
 	// With the store in etcd, the daemon may stand by first (another
 	// leads): it serves the API meanwhile by forwarding to the leader.
+	for {
+		err := serveTerm(ctx, e, f, cfg, grid, opts, reused, log)
+		if !errors.Is(err, metasched.ErrLostLeadership) || ctx.Err() != nil {
+			return err
+		}
+		// The store is in etcd and another daemon may lead now: stand by
+		// again, and stand for the leadership again.
+		log.Warn().Msg("standing by again: this daemon leads again when the election in etcd chooses it")
+		reused = false
+	}
+}
+
+// serveTerm runs the daemon once: it stands by first with the store in
+// etcd, until it leads; it returns metasched.ErrLostLeadership when it
+// stopped leading.
+func serveTerm(ctx context.Context, e *env, f serveFlags, cfg *metasched.Config, grid *graph.Grid, opts metasched.Options,
+	reused bool, log zerolog.Logger) error {
 	var standby *httpsrv.Server
 	opts.Standby = func(h http.Handler, tc *tls.Config) {
 		ln, err := net.Listen("tcp", cfg.Listen)
@@ -152,7 +169,7 @@ func serveCmd(ctx context.Context, e *env, f serveFlags, changed func(string) bo
 		}
 		standby = httpsrv.New(h, httpsrv.Config{TLS: tc, Limits: cfg.Unproven, Logger: log})
 		go func() { _ = standby.Serve(ln) }()
-		fmt.Fprintf(e.stdout, "metasched daemon standing by on %s: another daemon leads; requests are forwarded to it until this one leads\n", ln.Addr())
+		fmt.Fprintf(e.stdout, "metasched daemon standing by on %s: it forwards requests to the leader until it leads itself\n", ln.Addr())
 	}
 	d, err := metasched.NewWithGrid(ctx, cfg, grid, opts)
 	if standby != nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/metasched/metasched/internal/httpx"
 	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/store"
+	"github.com/metasched/metasched/metasched/store/kv"
 )
 
 // reply answers v with status, or the error.
@@ -21,7 +22,8 @@ func reply(w http.ResponseWriter, status int, v any, err error) {
 
 // replyErr answers an error: an *api.RequestError with its status, code
 // and fields; the store's not found and conflict 404 and 409; an ended
-// context 503; anything else 500.
+// context, a store that does not answer and a write fenced off (this
+// daemon no longer leads) 503; anything else 500.
 func replyErr(w http.ResponseWriter, err error) {
 	var re *api.RequestError
 	if errors.As(err, &re) {
@@ -36,6 +38,11 @@ func replyErr(w http.ResponseWriter, err error) {
 		status, code = http.StatusConflict, api.CodeConflict
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		status, code = http.StatusServiceUnavailable, api.CodeUnavailable
+	case errors.Is(err, kv.ErrNoAnswer), errors.Is(err, kv.ErrFenced):
+		// etcd without its quorum, or this daemon no longer leads: another
+		// daemon (or this one, later) takes the request.
+		status, code = http.StatusServiceUnavailable, api.CodeUnavailable
+		w.Header().Set("Retry-After", "1")
 	}
 	writeError(w, status, api.APIError{Error: err.Error(), Code: code})
 }

@@ -1,6 +1,7 @@
 package kv
 
 import (
+	"cmp"
 	"context"
 	"encoding/hex"
 	"errors"
@@ -51,6 +52,10 @@ type Etcd struct {
 	MaxRetries int
 	// Page is how many keys a cursor reads at a time (0: 256).
 	Page int64
+	// Timeout bounds a transaction whose context has no earlier deadline
+	// (0: DefaultEtcdTimeout): without a quorum, etcd holds a request
+	// until it has one again.
+	Timeout time.Duration
 
 	// mu runs this process's writes one at a time, as bbolt's one
 	// writer: they never conflict with each other, only with another
@@ -65,6 +70,40 @@ var ErrFenced = errors.New("fenced: the writer no longer holds its lease")
 // ErrConflicts: a write transaction conflicted with other writers more
 // than MaxRetries times.
 var ErrConflicts = errors.New("too many conflicting writes")
+
+// ErrNoAnswer: etcd did not answer a transaction within its Timeout (most
+// likely, a majority of its members is down or cut off).
+var ErrNoAnswer = errors.New("etcd does not answer (is a majority of its members up?)")
+
+// DefaultEtcdTimeout is Etcd.Timeout when it is not set.
+const DefaultEtcdTimeout = 10 * time.Second
+
+// bound gives ctx the engine's timeout, unless it ends earlier; done names
+// the error of a transaction that ran out of time: ErrNoAnswer for the
+// timeout, the context's own error for its end (the client reports both
+// as an unknown error).
+func (e *Etcd) bound(ctx context.Context) (context.Context, func(error) error) {
+	d := cmp.Or(e.Timeout, DefaultEtcdTimeout)
+	bctx, cancel := ctx, context.CancelFunc(func() {})
+	if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > d {
+		bctx, cancel = context.WithTimeout(ctx, d)
+	}
+	return bctx, func(err error) error {
+		cancel()
+		switch {
+		case err == nil:
+			return nil
+		case ctx.Err() != nil:
+			if errors.Is(err, ctx.Err()) {
+				return err
+			}
+			return fmt.Errorf("etcd: %w (%w)", ctx.Err(), err)
+		case bctx.Err() != nil:
+			return fmt.Errorf("%w: nothing in %s (%w)", ErrNoAnswer, d, err)
+		}
+		return err
+	}
+}
 
 // Value encodings under "k".
 const (
@@ -83,6 +122,11 @@ func (e *Etcd) View(ctx context.Context, fn func(Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	ctx, done := e.bound(ctx)
+	return done(e.view(ctx, fn))
+}
+
+func (e *Etcd) view(ctx context.Context, fn func(Tx) error) error {
 	t := &etcdTx{e: e, ctx: ctx}
 	err := fn(t.root())
 	if t.err != nil {
@@ -95,6 +139,11 @@ func (e *Etcd) Update(ctx context.Context, fn func(Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	ctx, done := e.bound(ctx)
+	return done(e.update(ctx, fn))
+}
+
+func (e *Etcd) update(ctx context.Context, fn func(Tx) error) error {
 	most := e.MaxRetries
 	if most <= 0 {
 		most = 100

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/metasched/metasched/internal/etcdtest"
 	"github.com/metasched/metasched/metasched/store/kv"
@@ -68,5 +69,52 @@ func TestEtcdReadFails(t *testing.T) {
 		return nil
 	}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestEtcdQuorumLost: with two of three members down, a transaction ends
+// with ErrNoAnswer after the engine's timeout (etcd would hold it until
+// its quorum returns), and the same transaction commits once it returns.
+func TestEtcdQuorumLost(t *testing.T) {
+	c := etcdtest.Start(t, 3)
+	db := &kv.Etcd{Client: c.Client(t), Prefix: "/quorum/", Timeout: 3 * time.Second}
+	put := func(ctx context.Context) error {
+		return db.Update(ctx, func(tx kv.Tx) error {
+			b, err := tx.CreateBucketIfNotExists([]byte("b"))
+			if err != nil {
+				return err
+			}
+			return b.Put([]byte("k"), []byte("v"))
+		})
+	}
+	if err := put(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	c.Members[1].Kill()
+	c.Members[2].Kill()
+	if err := put(context.Background()); !errors.Is(err, kv.ErrNoAnswer) {
+		t.Errorf("a write without a quorum: %v, want ErrNoAnswer", err)
+	} else {
+		t.Logf("a write without a quorum: %v", err)
+	}
+	if err := db.View(context.Background(), func(tx kv.Tx) error { _ = tx.Bucket([]byte("b")); return nil }); !errors.Is(err, kv.ErrNoAnswer) {
+		t.Errorf("a read without a quorum: %v, want ErrNoAnswer", err)
+	}
+	// A context of its own that ends first keeps its own error.
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	if err := put(ctx); !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, kv.ErrNoAnswer) {
+		t.Errorf("a write with a shorter deadline of its own: %v, want its deadline's error", err)
+	}
+	for _, m := range c.Members[1:] {
+		if err := m.Start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.WaitHealthy(time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := put(context.Background()); err != nil {
+		t.Errorf("a write once the quorum returned: %v", err)
 	}
 }
