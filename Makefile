@@ -4,7 +4,9 @@
 #               its summary instead of serving until Ctrl-C)
 #   make test   runs every test
 # make soak runs the adversary (TestAdversary) with SOAK_CYCLES (default 25)
-# SIGKILLs of the daemon under concurrent submissions instead of make test's 3.
+# SIGKILLs of the daemon under concurrent submissions instead of make test's 3,
+# then the failover of three daemons on etcd (TestFailover) with FAILOVER_KILLS
+# (default 20) SIGKILLs of the leader instead of 3.
 # make build builds bin/metasched and the static bin/taskfarm; make install
 # copies them into $(PREFIX)/bin (default /usr/local/bin), where the
 # README's metasched commands find them.
@@ -121,11 +123,14 @@ bench: deps
 	$(GO) test -run '^$$' -bench . -benchmem ./switching/... ./graph ./selection/... ./gramvm/... ./hypervisorproxy/... ./metasched/... ./cmd/metasched
 
 SOAK_CYCLES ?= 25
+FAILOVER_KILLS ?= 20
 
 # The adversary run at length: the real daemon with the host-command executor,
-# SIGKILLed SOAK_CYCLES times under concurrent submissions, then drained.
+# SIGKILLed SOAK_CYCLES times under concurrent submissions, then drained; then
+# the leader of three daemons on etcd SIGKILLed FAILOVER_KILLS times.
 soak: test-deps
 	$(GO) test -count=1 -timeout 90m -run '^TestAdversary$$' -v ./cmd/metasched -adversary-cycles $(SOAK_CYCLES)
+	$(GO) test -count=1 -timeout 60m -run '^TestFailover$$' -v ./cmd/metasched -failover-kills $(FAILOVER_KILLS)
 
 # Every fuzz target for FUZZTIME each, one at a time, on two fuzzing
 # processes; a failing input is written under its package's

@@ -182,12 +182,12 @@ func TestAdversary(t *testing.T) {
 	if fatal != nil {
 		t.Fatal(fatal)
 	}
-	h.waitFor(d, time.Duration(2+*adversaryCycles)*time.Minute, "every job finished", func(ctx context.Context) (string, bool, error) {
+	h.waitFor(time.Duration(2+*adversaryCycles)*time.Minute, "every job finished", func(ctx context.Context) (string, bool, error) {
 		l, err := d.c.Jobs(ctx, client.JobsQuery{States: []lifecycle.State{lifecycle.Queued, lifecycle.Planned, lifecycle.Provisioning, lifecycle.Running}})
 		return "", err == nil && len(l.Jobs) == 0, err
 	})
 
-	jobs := h.allJobs(d)
+	jobs := h.allJobs(d.c)
 	written := map[string]int{}
 	for _, id := range lines() {
 		written[id]++

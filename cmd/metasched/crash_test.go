@@ -93,7 +93,7 @@ func TestCrashSafety(t *testing.T) {
 		h.submit(d, stream[next])
 		time.Sleep(gap)
 	}
-	running := h.waitFor(d, 30*time.Second, "a running job", func(ctx context.Context) (string, bool, error) {
+	running := h.waitFor(30*time.Second, "a running job", func(ctx context.Context) (string, bool, error) {
 		l, err := d.c.Jobs(ctx, client.JobsQuery{States: []lifecycle.State{lifecycle.Running}})
 		if err != nil || len(l.Jobs) == 0 {
 			return "", false, err
@@ -112,7 +112,7 @@ func TestCrashSafety(t *testing.T) {
 	// too.)
 	d = h.start()
 	resumed := map[string]bool{}
-	for _, sw := range h.switchList(d, true) {
+	for _, sw := range h.switchList(d.c, true) {
 		resumed[sw.ID] = true
 	}
 	var killed api.SwitchView
@@ -128,7 +128,7 @@ func TestCrashSafety(t *testing.T) {
 			lastSubmit = time.Now()
 		}
 		late := next == n && time.Since(lastSubmit) > 15*time.Second
-		for _, sw := range h.switchList(d, true) {
+		for _, sw := range h.switchList(d.c, true) {
 			if !sw.Final && (sw.Phase == "reconfiguring" && !resumed[sw.ID] || late) {
 				killed = sw
 				break
@@ -146,11 +146,11 @@ func TestCrashSafety(t *testing.T) {
 		h.submit(d, stream[next])
 		time.Sleep(gap)
 	}
-	h.waitFor(d, 90*time.Second, "every job finished", func(ctx context.Context) (string, bool, error) {
+	h.waitFor(90*time.Second, "every job finished", func(ctx context.Context) (string, bool, error) {
 		l, err := d.c.Jobs(ctx, client.JobsQuery{States: []lifecycle.State{lifecycle.Queued, lifecycle.Planned, lifecycle.Provisioning, lifecycle.Running}})
 		return "", err == nil && len(l.Jobs) == 0, err
 	})
-	h.waitFor(d, 60*time.Second, "no switch in flight", func(ctx context.Context) (string, bool, error) {
+	h.waitFor(60*time.Second, "no switch in flight", func(ctx context.Context) (string, bool, error) {
 		l, err := d.c.Switches(ctx, client.SwitchesQuery{Active: true})
 		if err != nil {
 			return "", false, err
@@ -158,11 +158,11 @@ func TestCrashSafety(t *testing.T) {
 		return "", !slices.ContainsFunc(l.Switches, func(s api.SwitchView) bool { return !s.Final }), nil
 	})
 
-	jobs := h.allJobs(d)
+	jobs := h.allJobs(d.c)
 	h.checkJobs(jobs, stream)
-	h.checkHosts(d, grid, types)
-	final := h.checkSwitches(d, killed)
-	h.waitFor(d, 10*time.Second, "no VM left", func(ctx context.Context) (string, bool, error) {
+	h.checkHosts(d.c, grid, types)
+	final := h.checkSwitches(d.c, killed)
+	h.waitFor(10*time.Second, "no VM left", func(ctx context.Context) (string, bool, error) {
 		vms, err := d.c.VMs(ctx)
 		return "", err == nil && len(vms) == 0, err
 	})
@@ -185,7 +185,7 @@ func TestCrashSafety(t *testing.T) {
 // crashHarness runs the daemon's binary again and again on one data
 // directory and keeps what the test learned across runs.
 type crashHarness struct {
-	t                 *testing.T
+	t                 testing.TB
 	bin, cfg, dataDir string
 	logDir            string
 	runs              int
@@ -292,7 +292,7 @@ func (h *crashHarness) interrupt(d *crashDaemon) {
 
 // waitFor polls cond until it holds, and returns its note. A request error
 // is fatal: the daemon must be serving.
-func (h *crashHarness) waitFor(d *crashDaemon, limit time.Duration, what string, cond func(context.Context) (string, bool, error)) string {
+func (h *crashHarness) waitFor(limit time.Duration, what string, cond func(context.Context) (string, bool, error)) string {
 	t := h.t
 	t.Helper()
 	deadline := time.Now().Add(limit)
@@ -314,14 +314,14 @@ func (h *crashHarness) waitFor(d *crashDaemon, limit time.Duration, what string,
 }
 
 // switchList lists the switches (active: those in flight), page by page.
-func (h *crashHarness) switchList(d *crashDaemon, active bool) []api.SwitchView {
+func (h *crashHarness) switchList(c *client.Client, active bool) []api.SwitchView {
 	h.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var out []api.SwitchView
 	q := client.SwitchesQuery{Active: active}
 	for {
-		l, err := d.c.Switches(ctx, q)
+		l, err := c.Switches(ctx, q)
 		if err != nil {
 			h.t.Fatalf("switches: %v", err)
 		}
@@ -334,13 +334,13 @@ func (h *crashHarness) switchList(d *crashDaemon, active bool) []api.SwitchView 
 }
 
 // allJobs lists every job, page by page.
-func (h *crashHarness) allJobs(d *crashDaemon) []api.Job {
+func (h *crashHarness) allJobs(c *client.Client) []api.Job {
 	h.t.Helper()
 	var out []api.Job
 	q := client.JobsQuery{Limit: 25}
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		l, err := d.c.Jobs(ctx, q)
+		l, err := c.Jobs(ctx, q)
 		cancel()
 		if err != nil {
 			h.t.Fatalf("jobs: %v", err)
@@ -395,7 +395,7 @@ func (h *crashHarness) checkJobs(jobs []api.Job, stream []demo.Job) {
 // checkLifecycle checks a job's transitions: from "" to queued first, each
 // from the state the last one left, each allowed, and exactly one into a
 // terminal state, the last.
-func checkLifecycle(t *testing.T, j api.Job) {
+func checkLifecycle(t testing.TB, j api.Job) {
 	t.Helper()
 	var trail []string
 	for _, tr := range j.Transitions {
@@ -434,16 +434,16 @@ func checkLifecycle(t *testing.T, j api.Job) {
 // checkHosts: every host of the grid is listed once, in a pool of the job
 // types, not switching; the pools' host lists agree with the hosts' pools;
 // a stranded host is in no pool's list.
-func (h *crashHarness) checkHosts(d *crashDaemon, grid *graph.Grid, types []string) {
+func (h *crashHarness) checkHosts(c *client.Client, grid *graph.Grid, types []string) {
 	t := h.t
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	hosts, err := d.c.Hosts(ctx)
+	hosts, err := c.Hosts(ctx)
 	if err != nil {
 		t.Fatalf("hosts: %v", err)
 	}
-	pools, err := d.c.Pools(ctx)
+	pools, err := c.Pools(ctx)
 	if err != nil {
 		t.Fatalf("pools: %v", err)
 	}
@@ -492,10 +492,10 @@ func (h *crashHarness) checkHosts(d *crashDaemon, grid *graph.Grid, types []stri
 }
 
 // checkSwitches: every switch is final, and the one killed mid-way ended.
-func (h *crashHarness) checkSwitches(d *crashDaemon, killed api.SwitchView) api.SwitchView {
+func (h *crashHarness) checkSwitches(c *client.Client, killed api.SwitchView) api.SwitchView {
 	t := h.t
 	t.Helper()
-	sws := h.switchList(d, false)
+	sws := h.switchList(c, false)
 	h.switches = len(sws)
 	var final api.SwitchView
 	for _, sw := range sws {
@@ -543,7 +543,7 @@ func jobName(j demo.Job) string {
 }
 
 // freePort returns a TCP port of 127.0.0.1 that nothing listens on now.
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

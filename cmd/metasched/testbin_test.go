@@ -46,13 +46,30 @@ type servedDaemon struct {
 // startServe runs `bin serve args...` in dir with its log in logPath and
 // waits for the address it prints first. The process is killed (by PID)
 // when the test ends, if it still runs.
-func startServe(t *testing.T, bin, dir, logPath string, args ...string) *servedDaemon {
+func startServe(t testing.TB, bin, dir, logPath string, args ...string) *servedDaemon {
+	t.Helper()
+	d, addr, out := startProcess(t, bin, dir, logPath, append([]string{"serve"}, args...)...)
+	select {
+	case d.base = <-addr:
+	case <-d.done:
+		t.Fatalf("the daemon exited before serving (%v); stdout:\n%s", d.cmd.ProcessState, out.String())
+	case <-time.After(30 * time.Second):
+		t.Fatal("the daemon printed no address in 30 s")
+	}
+	return d
+}
+
+// startProcess runs `bin args...` in dir with its stderr in logPath; it
+// returns the address a daemon prints on stdout first (`metasched daemon
+// on ADDR`) when it does, and its stdout. The process is killed (by PID)
+// when the test ends, if it still runs.
+func startProcess(t testing.TB, bin, dir, logPath string, args ...string) (*servedDaemon, <-chan string, *syncbuf.Buffer) {
 	t.Helper()
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, append([]string{"serve"}, args...)...)
+	cmd := exec.Command(bin, args...)
 	cmd.Dir = dir
 	cmd.Env = serveEnv()
 	cmd.Stderr = logFile
@@ -85,19 +102,12 @@ func startServe(t *testing.T, bin, dir, logPath string, args ...string) *servedD
 			<-d.done
 		}
 	})
-	select {
-	case d.base = <-addr:
-	case <-d.done:
-		t.Fatalf("the daemon exited before serving (%v); stdout:\n%s", cmd.ProcessState, out.String())
-	case <-time.After(30 * time.Second):
-		t.Fatal("the daemon printed no address in 30 s")
-	}
-	return d
+	return d, addr, out
 }
 
 // interrupt sends SIGINT and waits (at most limit) for the process to end;
 // it returns the exit code.
-func (d *servedDaemon) interrupt(t *testing.T, limit time.Duration) int {
+func (d *servedDaemon) interrupt(t testing.TB, limit time.Duration) int {
 	t.Helper()
 	if err := d.cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
