@@ -109,6 +109,9 @@ func loadSite(path string) (*hp.Site, string, *graph.Grid, error) {
 	return site, token, grid, nil
 }
 
+// logTimeFormat is the logs' time: RFC 3339 with milliseconds.
+const logTimeFormat = "2006-01-02T15:04:05.000Z07:00"
+
 // newLogger makes the zerolog logger of a long-running command.
 func newLogger(w io.Writer, format, level string) (zerolog.Logger, error) {
 	lvl, err := zerolog.ParseLevel(level)
@@ -129,5 +132,8 @@ func newLogger(w io.Writer, format, level string) (zerolog.Logger, error) {
 	// One unit for every duration the logs give: seconds, as their
 	// *_s and seconds fields.
 	zerolog.DurationFieldUnit = time.Second
+	// Times to the millisecond: the order of events across the daemons
+	// of a grid (a leader stopping, the next one leading) shows.
+	zerolog.TimeFieldFormat = logTimeFormat
 	return zerolog.New(w).Level(lvl).With().Timestamp().Logger(), nil
 }

@@ -64,8 +64,9 @@ agents:
 // again, with the same idempotency key, to another daemon. In the end
 // every submission made exactly one job, done once along the lifecycle;
 // every host is in one pool or stranded, no switch is open, the switches
-// killed mid-way ended, and no VM is left. It reports the failover time:
-// from the kill to the first job the new leader planned.
+// killed mid-way ended, and no VM is left. Then an etcd member is lost
+// (the quorum kept): jobs go on under the same leader. It reports the
+// failover time: from the kill to the first job the new leader planned.
 func TestFailover(t *testing.T) {
 	f := startFailover(t)
 	const perCycle, gap = 12, 150 * time.Millisecond
@@ -96,6 +97,24 @@ func TestFailover(t *testing.T) {
 		for ; next < perCycle; next++ {
 			f.submit(jobs[next])
 		}
+	}
+
+	// An etcd member lost, the quorum kept: the grid goes on, under the
+	// same leader.
+	leader := f.leader(time.Minute)
+	f.etcd.Members[0].Kill()
+	more := demo.Stream(6, gap, 99)
+	for i := range more {
+		more[i].Body = []byte(strings.Replace(string(more[i].Body), "name: ", "name: member-lost-", 1))
+		f.submit(more[i])
+		time.Sleep(gap)
+	}
+	stream = append(stream, more...)
+	if now := f.leader(time.Minute); now != leader {
+		t.Errorf("the leadership moved from %s to %s when an etcd member was lost", leader.name, now.name)
+	}
+	if err := f.etcd.Members[0].Start(); err != nil {
+		t.Fatal(err)
 	}
 
 	c := f.current(f.leader(time.Minute)).c

@@ -65,13 +65,22 @@ func startServe(t testing.TB, bin, dir, logPath string, args ...string) *servedD
 // when the test ends, if it still runs.
 func startProcess(t testing.TB, bin, dir, logPath string, args ...string) (*servedDaemon, <-chan string, *syncbuf.Buffer) {
 	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = dir
+	return startCmd(t, cmd, logPath)
+}
+
+// startCmd is startProcess for a command made by the caller (its
+// environment, when not set, serveEnv's).
+func startCmd(t testing.TB, cmd *exec.Cmd, logPath string) (*servedDaemon, <-chan string, *syncbuf.Buffer) {
+	t.Helper()
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, args...)
-	cmd.Dir = dir
-	cmd.Env = serveEnv()
+	if cmd.Env == nil {
+		cmd.Env = serveEnv()
+	}
 	cmd.Stderr = logFile
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

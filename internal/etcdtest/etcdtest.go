@@ -19,6 +19,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/metasched/metasched/internal/tlsx"
 )
 
 // Binary is the etcd binary the tests run: $ETCD, else etcd on the PATH
@@ -40,12 +42,31 @@ type Member struct {
 	Dir       string // its data directory
 	ClientURL string
 	PeerURL   string
-	bin       string
-	args      []string
-	log       string
-	mu        sync.Mutex
-	cmd       *exec.Cmd
-	done      chan struct{}
+	// LoopbackURL is its client URL on 127.0.0.1, for a process in its
+	// network namespace (MemberSpec.Loopback; else "").
+	LoopbackURL string
+	bin         string
+	args        []string
+	command     func(name string, args ...string) *exec.Cmd
+	log         string
+	mu          sync.Mutex
+	cmd         *exec.Cmd
+	done        chan struct{}
+}
+
+// MemberSpec places a member of NewWith's cluster.
+type MemberSpec struct {
+	// Host is the address of its client and peer URLs (""; 127.0.0.1).
+	Host string
+	// Loopback: it also serves clients on 127.0.0.1 (LoopbackURL).
+	Loopback bool
+	// Command makes the command that runs it (nil: exec.Command), such as
+	// one that runs it in a network namespace.
+	Command func(name string, args ...string) *exec.Cmd
+	// TLS: it serves clients and peers over TLS with this certificate
+	// (for both ends of a connection) and asks both for a certificate of
+	// its CA (nil: plain HTTP).
+	TLS *tlsx.Files
 }
 
 // Cluster is a cluster of members.
@@ -98,13 +119,25 @@ func StartShared(n int) (*Cluster, error) {
 // New starts a cluster of n members under dir and waits until it takes
 // writes.
 func New(n int, dir string) (*Cluster, error) {
+	return NewWith(dir, make([]MemberSpec, n))
+}
+
+// NewWith starts a cluster of a member per spec under dir. It waits until
+// the cluster takes writes unless a spec has a Command (its member may be
+// out of this process's reach) or TLS: the caller waits for it then.
+func NewWith(dir string, specs []MemberSpec) (*Cluster, error) {
 	bin, err := Binary()
 	if err != nil {
 		return nil, err
 	}
 	c := &Cluster{dir: dir}
 	var initial []string
-	for i := range n {
+	reachable := true
+	for i, spec := range specs {
+		host := spec.Host
+		if host == "" {
+			host = "127.0.0.1"
+		}
 		cp, err := freePort()
 		if err != nil {
 			return nil, err
@@ -113,30 +146,61 @@ func New(n int, dir string) (*Cluster, error) {
 		if err != nil {
 			return nil, err
 		}
-		m := &Member{Name: fmt.Sprintf("m%d", i), Dir: filepath.Join(dir, fmt.Sprintf("m%d", i)), bin: bin,
-			ClientURL: fmt.Sprintf("http://127.0.0.1:%d", cp), PeerURL: fmt.Sprintf("http://127.0.0.1:%d", pp)}
+		scheme := "http"
+		if spec.TLS != nil {
+			scheme = "https"
+		}
+		m := &Member{Name: fmt.Sprintf("m%d", i), Dir: filepath.Join(dir, fmt.Sprintf("m%d", i)), bin: bin, command: spec.Command,
+			ClientURL: fmt.Sprintf("%s://%s:%d", scheme, host, cp), PeerURL: fmt.Sprintf("%s://%s:%d", scheme, host, pp)}
+		if spec.Loopback && host != "127.0.0.1" {
+			m.LoopbackURL = fmt.Sprintf("%s://127.0.0.1:%d", scheme, cp)
+		}
+		reachable = reachable && spec.Command == nil && spec.TLS == nil
 		m.log = filepath.Join(dir, m.Name+".log")
 		initial = append(initial, m.Name+"="+m.PeerURL)
 		c.Members = append(c.Members, m)
 	}
-	for _, m := range c.Members {
+	for i, m := range c.Members {
+		listen := m.ClientURL
+		if m.LoopbackURL != "" {
+			listen += "," + m.LoopbackURL
+		}
 		m.args = []string{"--name", m.Name, "--data-dir", m.Dir,
-			"--listen-client-urls", m.ClientURL, "--advertise-client-urls", m.ClientURL,
+			"--listen-client-urls", listen, "--advertise-client-urls", m.ClientURL,
 			"--listen-peer-urls", m.PeerURL, "--initial-advertise-peer-urls", m.PeerURL,
 			"--initial-cluster", strings.Join(initial, ","), "--initial-cluster-state", "new",
 			"--initial-cluster-token", "metasched-test-" + filepath.Base(dir),
 			"--heartbeat-interval", "100", "--election-timeout", "1000",
 			"--max-txn-ops", "4096", "--max-request-bytes", "10485760", "--log-level", "warn"}
+		if f := specs[i].TLS; f != nil {
+			m.args = append(m.args, "--cert-file", f.Cert, "--key-file", f.Key, "--trusted-ca-file", f.CA, "--client-cert-auth",
+				"--peer-cert-file", f.Cert, "--peer-key-file", f.Key, "--peer-trusted-ca-file", f.CA, "--peer-client-cert-auth")
+		}
 		if err := m.Start(); err != nil {
 			c.Stop()
 			return nil, err
 		}
+	}
+	if !reachable {
+		return c, nil
 	}
 	if err := c.WaitHealthy(60 * time.Second); err != nil {
 		c.Stop()
 		return nil, err
 	}
 	return c, nil
+}
+
+// StartWith is NewWith under the test's temporary directory; the cluster
+// stops when the test ends.
+func StartWith(t testing.TB, specs []MemberSpec) *Cluster {
+	t.Helper()
+	c, err := NewWith(t.TempDir(), specs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Stop)
+	return c
 }
 
 // Endpoints are the members' client URLs.
@@ -228,7 +292,11 @@ func (m *Member) Start() error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(m.bin, m.args...)
+	newCmd := m.command
+	if newCmd == nil {
+		newCmd = exec.Command
+	}
+	cmd := newCmd(m.bin, m.args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// The member dies with the test process, even a killed one.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
