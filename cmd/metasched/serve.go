@@ -55,6 +55,13 @@ The configuration file names the grid, the job types (pools), the agents (or
 none, for in-process agents on the libvirt test driver), the policy, the
 executor, the data directory and the listen address (see the README).
 
+With the configuration's store in etcd, several daemons share one grid: one
+leads (elected under a lease) and acts; the others stand by on their own
+address, forwarding every request to the leader, and one of them takes over
+within the lease (5 s) when the leader is gone. A leader that can no longer
+renew its lease stops acting before the lease can expire and stands by
+again; serve does not exit for that.
+
 With no --config it runs the built-in demo: the bundled three-site grid with
 in-process agents on the libvirt test driver, data in ./metasched-data, the
 API on 127.0.0.1:8080, and a stream of jobs of three types with a demand

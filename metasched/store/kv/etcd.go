@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -56,11 +57,19 @@ type Etcd struct {
 	// (0: DefaultEtcdTimeout): without a quorum, etcd holds a request
 	// until it has one again.
 	Timeout time.Duration
+	// MaxTxnOps and MaxTxnBytes bound a group commit's transaction (0:
+	// DefaultMaxTxnOps, DefaultMaxTxnBytes).
+	MaxTxnOps, MaxTxnBytes int
 
 	// mu runs this process's writes one at a time, as bbolt's one
 	// writer: they never conflict with each other, only with another
 	// process's (retried).
 	mu sync.Mutex
+	// bmu guards Batch's queue: the calls waiting, and whether a caller
+	// is committing them (running).
+	bmu     sync.Mutex
+	pending []*batchCall
+	running bool
 }
 
 // ErrFenced: a write whose fencing guard failed (its writer no longer
@@ -78,10 +87,11 @@ var ErrNoAnswer = errors.New("etcd does not answer (is a majority of its members
 // DefaultEtcdTimeout is Etcd.Timeout when it is not set.
 const DefaultEtcdTimeout = 10 * time.Second
 
-// bound gives ctx the engine's timeout, unless it ends earlier; done names
-// the error of a transaction that ran out of time: ErrNoAnswer for the
-// timeout, the context's own error for its end (the client reports both
-// as an unknown error).
+// bound gives ctx the engine's timeout, unless it ends earlier; done
+// (which may be called more than once) releases it and names the error of
+// a transaction that ran out of time: ErrNoAnswer for the timeout, the
+// context's own error for its end (the client reports both as an unknown
+// error).
 func (e *Etcd) bound(ctx context.Context) (context.Context, func(error) error) {
 	d := cmp.Or(e.Timeout, DefaultEtcdTimeout)
 	bctx, cancel := ctx, context.CancelFunc(func() {})
@@ -98,7 +108,7 @@ func (e *Etcd) bound(ctx context.Context) (context.Context, func(error) error) {
 				return err
 			}
 			return fmt.Errorf("etcd: %w (%w)", ctx.Err(), err)
-		case bctx.Err() != nil:
+		case errors.Is(bctx.Err(), context.DeadlineExceeded):
 			return fmt.Errorf("%w: nothing in %s (%w)", ErrNoAnswer, d, err)
 		}
 		return err
@@ -174,8 +184,141 @@ func (e *Etcd) update(ctx context.Context, fn func(Tx) error) error {
 	return fmt.Errorf("etcd: %w (%d runs)", ErrConflicts, most)
 }
 
-// Batch is Update: etcd batches concurrent writes in its own log.
-func (e *Etcd) Batch(ctx context.Context, fn func(Tx) error) error { return e.Update(ctx, fn) }
+// Batch is Update with group commit: calls that come while a commit is in
+// flight share the next one, run one after the other in one transaction
+// (each sees the writes of those before it). A function that fails has
+// its writes undone and gets its error, the others commit; a commit that
+// conflicts runs them all again. A transaction takes functions up to
+// MaxTxnOps operations (and about MaxTxnBytes): the rest go in the next.
+// Once queued, a call waits for its commit (at most Timeout), whatever
+// ctx does: a caller never hears "failed" of a write that landed.
+func (e *Etcd) Batch(ctx context.Context, fn func(Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	c := &batchCall{fn: fn, done: make(chan error, 1)}
+	e.bmu.Lock()
+	e.pending = append(e.pending, c)
+	run := !e.running
+	e.running = true
+	e.bmu.Unlock()
+	if run {
+		e.runBatches()
+	}
+	return <-c.done
+}
+
+// batchCall is a function queued by Batch.
+type batchCall struct {
+	fn   func(Tx) error
+	done chan error
+}
+
+// runBatches commits the queued calls, a transaction at a time, until
+// none is left.
+func (e *Etcd) runBatches() {
+	for {
+		e.bmu.Lock()
+		calls := e.pending
+		e.pending = nil
+		if len(calls) == 0 {
+			e.running = false
+			e.bmu.Unlock()
+			return
+		}
+		e.bmu.Unlock()
+		for len(calls) > 0 {
+			ctx, done := e.bound(context.Background())
+			n, errs := e.commitBatch(ctx, calls)
+			for i, c := range calls[:n] {
+				c.done <- done(errs[i])
+			}
+			done(nil)
+			calls = calls[n:]
+		}
+	}
+}
+
+// DefaultMaxTxnOps is Etcd.MaxTxnOps when it is not set: etcd's own
+// default (--max-txn-ops), which bounds a transaction's conditions and
+// its writes alike.
+const DefaultMaxTxnOps = 128
+
+// DefaultMaxTxnBytes is Etcd.MaxTxnBytes when it is not set: below etcd's
+// default limit of a request (--max-request-bytes, 1.5 MiB).
+const DefaultMaxTxnBytes = 1 << 20
+
+// commitBatch runs the first calls that fit in one transaction and
+// commits it, again while it conflicts; it returns how many it took and
+// each one's error.
+func (e *Etcd) commitBatch(ctx context.Context, calls []*batchCall) (int, []error) {
+	maxOps, maxBytes := cmp.Or(e.MaxTxnOps, DefaultMaxTxnOps), cmp.Or(e.MaxTxnBytes, DefaultMaxTxnBytes)
+	most := cmp.Or(e.MaxRetries, 100)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	errs := make([]error, len(calls))
+	wait := time.Millisecond
+	for range most {
+		t := &etcdTx{e: e, ctx: ctx, writable: true, writes: map[string]*write{}}
+		n := 0
+		for n < len(calls) {
+			undo := t.mark()
+			err := calls[n].fn(t.root())
+			if t.err != nil { // a read failed: what ran with it does not commit
+				return n + 1, fill(errs[:n+1], t.err)
+			}
+			if n > 0 && !t.fits(maxOps, maxBytes) {
+				undo()
+				break // the next transaction's
+			}
+			if errs[n] = err; err != nil {
+				undo()
+			}
+			n++
+		}
+		ok, err := t.commit()
+		if err != nil {
+			return n, fill(errs[:n], err)
+		}
+		if ok {
+			return n, errs[:n]
+		}
+		select { // another writer was first: run them again on what it wrote
+		case <-ctx.Done():
+			return len(calls), fill(errs, ctx.Err())
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 50*time.Millisecond)
+	}
+	return len(calls), fill(errs, fmt.Errorf("etcd: %w (%d runs)", ErrConflicts, most))
+}
+
+func fill(errs []error, err error) []error {
+	for i := range errs {
+		errs[i] = err
+	}
+	return errs
+}
+
+// mark notes the transaction's state; undo returns it there (the writes,
+// drops and reads of what ran since).
+func (t *etcdTx) mark() (undo func()) {
+	writes, dropped, reads, ranges := maps.Clone(t.writes), len(t.dropped), maps.Clone(t.reads), len(t.ranges)
+	return func() {
+		t.writes, t.dropped, t.reads, t.ranges = writes, t.dropped[:dropped], reads, t.ranges[:ranges]
+	}
+}
+
+// fits reports whether the transaction stays within etcd's limits: its
+// conditions and its writes each at most maxOps, its writes' bytes at
+// most maxBytes.
+func (t *etcdTx) fits(maxOps, maxBytes int) bool {
+	bytes := 0
+	for k, w := range t.writes {
+		bytes += len(k) + len(w.val)
+	}
+	return len(t.reads)+len(t.ranges)+1 <= maxOps && len(t.writes)+len(t.dropped) <= maxOps && bytes <= maxBytes
+}
 
 // Close closes nothing: the client is the caller's.
 func (e *Etcd) Close() error { return nil }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -116,5 +117,89 @@ func TestEtcdQuorumLost(t *testing.T) {
 	}
 	if err := put(context.Background()); err != nil {
 		t.Errorf("a write once the quorum returned: %v", err)
+	}
+}
+
+// TestEtcdGroupCommit: Batch calls that come while a commit is in flight
+// share the next commits, as many per transaction as etcd's limit of
+// operations lets; a function that fails gets its error and its writes are
+// undone, the others land.
+func TestEtcdGroupCommit(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	cl := c.Client(t)
+	db := &kv.Etcd{Client: cl, Prefix: "/group/", MaxTxnOps: 10}
+	ctx := context.Background()
+	if err := db.Update(ctx, func(tx kv.Tx) error { _, err := tx.CreateBucket([]byte("b")); return err }); err != nil {
+		t.Fatal(err)
+	}
+	put := func(key string, fail error) func(kv.Tx) error {
+		return func(tx kv.Tx) error {
+			if err := tx.Bucket([]byte("b")).Put([]byte(key), []byte("v")); err != nil {
+				return err
+			}
+			return fail
+		}
+	}
+	// The first call holds its commit until the others wait.
+	release := make(chan struct{})
+	first := make(chan error, 1)
+	go func() {
+		first <- db.Batch(ctx, func(tx kv.Tx) error {
+			<-release
+			return put("first", nil)(tx)
+		})
+	}()
+	r0, err := cl.Get(ctx, "/group/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 30
+	failing := errors.New("this call fails")
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		var fail error
+		if i == 7 {
+			fail = failing
+		}
+		wg.Go(func() { errs[i] = db.Batch(ctx, put(fmt.Sprintf("k%02d", i), fail)) })
+	}
+	deadline := time.Now().Add(time.Minute)
+	for db.Pending() < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d calls wait, want %d", db.Pending(), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(release)
+	wg.Wait()
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	for i, err := range errs {
+		if i == 7 && !errors.Is(err, failing) || i != 7 && err != nil {
+			t.Errorf("call %d: %v", i, err)
+		}
+	}
+	r1, err := cl.Get(ctx, "/group/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	txns := r1.Header.Revision - r0.Header.Revision
+	// 29 writes, at most 10 a transaction, after the first's own.
+	if txns < 1+3 || txns > 1+6 {
+		t.Errorf("%d transactions for 1+%d calls, want 4 to 7", txns, n)
+	}
+	t.Logf("1+%d calls in %d transactions", n, txns)
+	if err := db.View(ctx, func(tx kv.Tx) error {
+		b := tx.Bucket([]byte("b"))
+		for i := range n {
+			if got := b.Get([]byte(fmt.Sprintf("k%02d", i))); (got == nil) != (i == 7) {
+				t.Errorf("key k%02d: %q", i, got)
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 }
