@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -344,6 +345,16 @@ type etcdTx struct {
 	writes  map[string]*write
 	dropped []string
 	err     error // the first error of a write (refused later at commit)
+	// seen are the keys read from etcd, at rev: a key read again (by a
+	// later function of a group commit, often) is not asked for again.
+	seen map[string]seenKey
+}
+
+// seenKey is a key as etcd had it at the transaction's revision (val nil:
+// absent).
+type seenKey struct {
+	val []byte
+	mod int64
 }
 
 func (t *etcdTx) root() etcdRoot { return etcdRoot{etcdBucket{t: t, prefix: t.e.Prefix}} }
@@ -359,31 +370,48 @@ func (t *etcdTx) get(key string) ([]byte, error) {
 	if t.droppedKey(key) {
 		return nil, nil
 	}
-	opts := []clientv3.OpOption{}
-	if t.rev > 0 {
-		opts = append(opts, clientv3.WithRev(t.rev))
-	}
-	resp, err := t.e.Client.Get(t.ctx, key, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("etcd get: %w", err)
-	}
-	if t.rev == 0 {
-		t.rev = resp.Header.Revision
+	k, ok := t.seen[key]
+	if !ok {
+		resp, err := t.read(key)
+		if err != nil {
+			return nil, fmt.Errorf("etcd get: %w", err)
+		}
+		if t.rev == 0 {
+			t.rev = resp.Header.Revision
+		}
+		if len(resp.Kvs) > 0 {
+			k = seenKey{val: resp.Kvs[0].Value, mod: resp.Kvs[0].ModRevision}
+		}
+		if t.seen == nil {
+			t.seen = map[string]seenKey{}
+		}
+		t.seen[key] = k
 	}
 	if t.writable {
 		if t.reads == nil {
 			t.reads = map[string]int64{}
 		}
-		var mod int64
-		if len(resp.Kvs) > 0 {
-			mod = resp.Kvs[0].ModRevision
-		}
-		t.reads[key] = mod
+		t.reads[key] = k.mod
 	}
-	if len(resp.Kvs) == 0 {
-		return nil, nil
+	return k.val, nil
+}
+
+// read reads from etcd: the transaction's first read is linearizable (it
+// sees every write committed before), and fixes the revision the others
+// read at. Those are serializable: the member that answers need not ask
+// the leader, the data of a revision being the same on every member. A
+// member that has not applied that revision yet answers ErrFutureRev: then
+// the read is linearizable.
+func (t *etcdTx) read(key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
+	if t.rev == 0 {
+		return t.e.Client.Get(t.ctx, key, opts...)
 	}
-	return resp.Kvs[0].Value, nil
+	opts = append(opts, clientv3.WithRev(t.rev))
+	resp, err := t.e.Client.Get(t.ctx, key, append(opts, clientv3.WithSerializable())...)
+	if errors.Is(err, rpctypes.ErrFutureRev) {
+		return t.e.Client.Get(t.ctx, key, opts...)
+	}
+	return resp, err
 }
 
 // droppedKey reports whether a prefix drop after the key's last write
@@ -694,10 +722,7 @@ func (c *etcdCursor) fetch(from string, back bool) []entry {
 		return nil
 	}
 	opts = append(opts, clientv3.WithRange(end))
-	if t.rev > 0 {
-		opts = append(opts, clientv3.WithRev(t.rev))
-	}
-	resp, err := t.e.Client.Get(t.ctx, start, opts...)
+	resp, err := t.read(start, opts...)
 	if err != nil {
 		c.b.fail(fmt.Errorf("etcd range: %w", err))
 		return nil
