@@ -39,7 +39,7 @@ type daemonFlags struct {
 
 func (d *daemonFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
-	fl.StringVar(&d.server, "server", "", "the daemon's address, https://HOST:PORT (default $"+envServer+", else "+defaultServer+")")
+	fl.StringVar(&d.server, "server", "", "the daemon's address, https://HOST:PORT, or the addresses of a grid's daemons (on etcd) separated by commas, tried in turn (default $"+envServer+", else "+defaultServer+")")
 	fl.StringVar(&d.tokenFile, "token-file", "", "a file holding the daemon's API token, private to its owner (default $"+envTokenFile+", else the token in $"+envToken+")")
 	fl.StringVar(&d.caFile, "ca-file", "", "the CA certificate the daemon's certificate must be signed by (default $"+envCAFile+", else the system's CAs)")
 	fl.StringVar(&d.certFile, "cert-file", "", "a client certificate of the grid's CA to present instead of a token, over https (default $"+envCertFile+")")
@@ -47,25 +47,32 @@ func (d *daemonFlags) register(cmd *cobra.Command) {
 }
 
 // client returns a client of the daemon: --server, else METASCHED_SERVER,
-// else the default address; the token of --token-file, else of
+// else the default address (several, separated by commas: the daemons of a
+// grid on etcd, tried in turn); the token of --token-file, else of
 // METASCHED_TOKEN_FILE, else METASCHED_TOKEN, which one of them must
 // give; over https, the daemon's certificate checked against --ca-file,
 // else METASCHED_CA_FILE, else the system's CAs.
 func (d *daemonFlags) client() (*client.Client, error) {
 	server := firstNonEmpty(d.server, os.Getenv(envServer), defaultServer)
-	base, err := daemonURL(server)
-	if err != nil {
-		if d.server != "" {
-			return nil, usagef("--server: %w", err)
+	var bases []string
+	for _, one := range strings.Split(server, ",") {
+		b, err := daemonURL(strings.TrimSpace(one))
+		if err == nil && len(bases) > 0 && strings.HasPrefix(b, "https://") != strings.HasPrefix(bases[0], "https://") {
+			err = fmt.Errorf("the daemons of one grid all serve https, or all plain http: %q and %q", bases[0], b)
 		}
-		return nil, usagef("%s: %w", envServer, err)
+		if err != nil {
+			return nil, usagef("%s: %w", firstNonEmptyName(d.server, "--server", envServer), err)
+		}
+		bases = append(bases, b)
 	}
+	base := strings.Join(bases, ", ")
 	certFile := firstNonEmpty(d.certFile, os.Getenv(envCertFile))
 	keyFile := firstNonEmpty(d.keyFile, os.Getenv(envKeyFile))
 	if (certFile == "") != (keyFile == "") {
 		return nil, usagef("--cert-file and --key-file (or %s and %s) go together", envCertFile, envKeyFile)
 	}
 	token := os.Getenv(envToken)
+	var err error
 	if file, name := firstNonEmpty(d.tokenFile, os.Getenv(envTokenFile)), firstNonEmptyName(d.tokenFile, "--token-file", envTokenFile); file != "" {
 		if token, err = httpx.ReadTokenFile(file); err != nil {
 			return nil, usagef("%s: %w", name, err)
@@ -74,7 +81,7 @@ func (d *daemonFlags) client() (*client.Client, error) {
 	if token == "" && certFile == "" {
 		return nil, usagef("no token for the daemon at %s: give --token-file FILE, or set %s or %s (the daemon writes its operator token to DATA_DIR/token)", base, envTokenFile, envToken)
 	}
-	c := client.New(base, token)
+	c := client.NewMany(bases, token)
 	caFile := firstNonEmpty(d.caFile, os.Getenv(envCAFile))
 	if !strings.HasPrefix(base, "https://") {
 		switch {

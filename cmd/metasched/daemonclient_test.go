@@ -385,6 +385,10 @@ func TestDaemonFlagsAndEnv(t *testing.T) {
 		{"no token", f.URL, "", nil, 2, "", "metasched: no token for the daemon at " + f.URL + ": give --token-file FILE, or set METASCHED_TOKEN_FILE or METASCHED_TOKEN", false},
 		{"bad server flag", "", daemonToken, []string{"--server", "ftp://x"}, 2, "", `metasched: --server: want http://HOST:PORT, got "ftp://x"`, false},
 		{"bad server variable", "http://", daemonToken, nil, 2, "", `metasched: METASCHED_SERVER: want http://HOST:PORT, got "http://"`, false},
+		{"a grid's daemons, the first gone", gone + ", " + f.URL, daemonToken, nil, 0, "Bearer " + daemonToken, "", true},
+		{"a grid's daemons, one bad", f.URL + ",ftp://x", daemonToken, nil, 2, "", `metasched: METASCHED_SERVER: want http://HOST:PORT, got "ftp://x"`, false},
+		{"a grid's daemons, https and http", "", daemonToken, []string{"--server", "https://a:1," + f.URL}, 2, "",
+			`metasched: --server: the daemons of one grid all serve https, or all plain http: "https://a:1" and "` + f.URL + `"`, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -141,6 +141,32 @@ func TestFailover(t *testing.T) {
 		vms, err := c.VMs(ctx)
 		return "", err == nil && len(vms) == 0, err
 	})
+	// The CLI, given every daemon's address, the first of them gone.
+	servers := []string{fmt.Sprintf("http://127.0.0.1:%d", freePort(t))}
+	for _, h := range f.daemons {
+		servers = append(servers, h.base)
+	}
+	env := serveEnv(envServer+"="+strings.Join(servers, ","), envToken+"="+f.token)
+	listed, after := 0, ""
+	for {
+		args := []string{"jobs", "--output", "json"}
+		if after != "" {
+			args = append(args, "--after", after)
+		}
+		code, out, errOut := runBin(t, f.bin, env, time.Minute, args...)
+		var list api.JobList
+		if err := json.Unmarshal([]byte(out), &list); code != 0 || err != nil {
+			t.Fatalf("metasched jobs with the daemons %s: exit %d (%v): %s", strings.Join(servers, ","), code, err, errOut)
+		}
+		listed += len(list.Jobs)
+		if after = list.Next; after == "" {
+			break
+		}
+	}
+	if listed != len(jobs) {
+		t.Errorf("metasched jobs with the daemons %s: %d jobs, want %d", strings.Join(servers, ","), listed, len(jobs))
+	}
+
 	times := f.failoverTimes(jobs)
 	t.Logf("%d jobs submitted, %d attempts in all (requeues: %s); %d kills: %s; switches killed mid-way ended: %s; %d switches in all",
 		len(stream), runsOf(jobs), strings.Join(requeues, "; "), len(f.kills), strings.Join(f.kills, "; "), strings.Join(ends, ", "), f.switches)

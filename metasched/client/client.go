@@ -9,10 +9,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -30,9 +32,11 @@ const DefaultTimeout = 30 * time.Second
 // are the largest).
 const maxAnswer = 64 << 20
 
-// Client talks to one metasched daemon.
+// Client talks to a metasched daemon, or to any of the daemons of one grid
+// on etcd (NewMany).
 type Client struct {
-	base  string
+	bases []string
+	cur   *atomic.Int32 // the daemon that last answered (shared by copies)
 	token string
 	http  *http.Client
 }
@@ -40,7 +44,21 @@ type Client struct {
 // New returns a client of the daemon at base (http://HOST:PORT) that
 // presents token, with an HTTP client that gives up after DefaultTimeout.
 func New(base, token string) *Client {
-	return &Client{base: strings.TrimRight(base, "/"), token: token, http: &http.Client{Timeout: DefaultTimeout}}
+	return NewMany([]string{base}, token)
+}
+
+// NewMany returns a client of the daemons of one grid at bases, whose
+// state is in etcd (any of them answers: a standby forwards to the
+// leader). A call goes to the daemon that answered last; when it cannot
+// be reached (the connection fails: nothing was sent), or answers 503 (a
+// standby with no leader, a daemon stopping) to a read or a submission
+// with an idempotency key, the call goes to the next, each daemon once.
+func NewMany(bases []string, token string) *Client {
+	c := &Client{cur: &atomic.Int32{}, token: token, http: &http.Client{Timeout: DefaultTimeout}}
+	for _, b := range bases {
+		c.bases = append(c.bases, strings.TrimRight(b, "/"))
+	}
+	return c
 }
 
 // WithHTTPClient returns a copy of c that uses hc.
@@ -50,8 +68,9 @@ func (c *Client) WithHTTPClient(hc *http.Client) *Client {
 	return &d
 }
 
-// Base returns the daemon's address.
-func (c *Client) Base() string { return c.base }
+// Base returns the address of the daemon that answered last (the first,
+// before any answered).
+func (c *Client) Base() string { return c.bases[int(c.cur.Load())%len(c.bases)] }
 
 // RemoteError is an error the daemon answered with: the HTTP status, the
 // API's error code (api.Code*), its message and, for a rejected
@@ -521,9 +540,30 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 }
 
 // send is do with more headers, and the answer's status in *status when
-// status is not nil.
+// status is not nil. With several daemons, it tries them in turn (see
+// NewMany).
 func (c *Client) send(ctx context.Context, method, path string, query url.Values, header http.Header, body []byte, out any, status *int) error {
-	u := c.base + path
+	first := int(c.cur.Load())
+	var err error
+	for i := range len(c.bases) {
+		n := (first + i) % len(c.bases)
+		var next bool
+		next, err = c.sendTo(ctx, c.bases[n], method, path, query, header, body, out, status)
+		if !next || i == len(c.bases)-1 {
+			if !next {
+				c.cur.Store(int32(n))
+			}
+			return err
+		}
+	}
+	return err
+}
+
+// sendTo is send to one daemon; next says the call may go to another
+// daemon of the grid instead: it could not reach this one, or this one
+// answered 503 to a call that may be sent again.
+func (c *Client) sendTo(ctx context.Context, base, method, path string, query url.Values, header http.Header, body []byte, out any, status *int) (next bool, err error) {
+	u := base + path
 	if len(query) > 0 {
 		u += "?" + query.Encode()
 	}
@@ -533,7 +573,7 @@ func (c *Client) send(ctx context.Context, method, path string, query url.Values
 	}
 	req, err := http.NewRequestWithContext(ctx, method, u, rd)
 	if err != nil {
-		return fmt.Errorf("%s %s: %w", method, path, err)
+		return false, fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", contentType(body))
@@ -555,8 +595,21 @@ func (c *Client) send(ctx context.Context, method, path string, query url.Values
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return &transportError{fmt.Errorf("cannot reach the metasched daemon at %s: %s %s: %w", c.base, method, path, err)}
+		var op *net.OpError
+		return errors.As(err, &op) && op.Op == "dial" && ctx.Err() == nil,
+			&transportError{fmt.Errorf("cannot reach the metasched daemon at %s: %s %s: %w", base, method, path, err)}
 	}
+	again := method == http.MethodGet || method == http.MethodHead || req.Header.Get(api.IdempotencyHeader) != ""
+	if resp.StatusCode == http.StatusServiceUnavailable && again && len(c.bases) > 1 {
+		defer resp.Body.Close()
+		data, _ := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
+		return true, decodeError(resp.StatusCode, data)
+	}
+	return false, c.answer(resp, method, path, out, status)
+}
+
+// answer reads the daemon's answer into out.
+func (c *Client) answer(resp *http.Response, method, path string, out any, status *int) error {
 	defer resp.Body.Close()
 	if status != nil {
 		*status = resp.StatusCode
