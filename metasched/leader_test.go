@@ -90,6 +90,22 @@ func startEtcdDaemon(t *testing.T, endpoints []string, ttl int) *etcdDaemon {
 	return ed
 }
 
+// leaderWithJob starts a daemon on etcd, where it leads at once, and
+// submits a job to it.
+func leaderWithJob(t *testing.T, endpoints []string) (*etcdDaemon, api.Job) {
+	t.Helper()
+	a := startEtcdDaemon(t, endpoints, 5)
+	<-a.ready
+	if a.err != nil {
+		t.Fatal(a.err)
+	}
+	job, err := a.d.Submit(context.Background(), []byte("name: before\ntype: sim\ntasks: 10\ntask_ops: 1.0e9\ntask_bytes: 0\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, job
+}
+
 // TestEtcdLeadership: two daemons on one etcd cluster. The first leads and
 // runs a job; the second stands by, answering (its health, a job, a
 // submission) by forwarding to the leader, and takes over when the first
@@ -98,16 +114,8 @@ func startEtcdDaemon(t *testing.T, endpoints []string, ttl int) *etcdDaemon {
 // still tries is refused (fenced).
 func TestEtcdLeadership(t *testing.T) {
 	c := etcdtest.Start(t, 1)
-	a := startEtcdDaemon(t, c.Endpoints(), 5)
-	<-a.ready
-	if a.err != nil {
-		t.Fatal(a.err)
-	}
+	a, job := leaderWithJob(t, c.Endpoints())
 	ctx := context.Background()
-	job, err := a.d.Submit(ctx, []byte("name: before\ntype: sim\ntasks: 10\ntask_ops: 1.0e9\ntask_bytes: 0\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	daemontest.WaitFor(t, "the job done on the first leader", time.Minute, func() bool {
 		j, _ := a.d.Job(ctx, job.ID)
 		return j.State == store.Done
@@ -258,16 +266,8 @@ func TestStandbyWithoutLeader(t *testing.T) {
 // daemon leads with the first's jobs and takes new ones.
 func TestEtcdQuorumLost(t *testing.T) {
 	c := etcdtest.Start(t, 3)
-	a := startEtcdDaemon(t, c.Endpoints(), 5)
-	<-a.ready
-	if a.err != nil {
-		t.Fatal(a.err)
-	}
+	a, job := leaderWithJob(t, c.Endpoints())
 	ctx := context.Background()
-	job, err := a.d.Submit(ctx, []byte("name: before\ntype: sim\ntasks: 10\ntask_ops: 1.0e9\ntask_bytes: 0\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	b := startEtcdDaemon(t, c.Endpoints(), 5)
 	daemontest.WaitFor(t, "the second daemon standing by", 30*time.Second, func() bool { return b.standby.Load() != nil })
 

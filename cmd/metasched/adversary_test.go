@@ -49,13 +49,7 @@ executor: {name: host-command%s}
 func TestAdversary(t *testing.T) {
 	bin := buildBinary(t)
 	dir := t.TempDir()
-	gridData, err := os.ReadFile(example + "grid-paper.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "grid.yaml"), gridData, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writePaperGrid(t, dir)
 	cfg := filepath.Join(dir, "metasched.yaml")
 	runAs := ""
 	if os.Geteuid() == 0 { // the jobs never run as root

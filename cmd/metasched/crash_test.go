@@ -30,14 +30,35 @@ const crashConfig = `listen: 127.0.0.1:%d
 insecure_http: true
 data_dir: data
 grid: grid.yaml
-job_types:
-  - {name: render, vm: {vcpus: 2, memory_mib: 2048}, holding_cost: 2}
-  - {name: sim, vm: {vcpus: 1, memory_mib: 1024}, holding_cost: 1}
-  - {name: etl, vm: {vcpus: 1, memory_mib: 1024}, holding_cost: 1}
-policy: {name: heuristic, K: 2}
+` + demoJobTypes + `policy: {name: heuristic, K: 2}
 executor: {name: emulated, time_scale: 0.005}
 switch_delay: 2s
 `
+
+// demoJobTypes are the demo's three job types in a serve configuration.
+const demoJobTypes = `job_types:
+  - {name: render, vm: {vcpus: 2, memory_mib: 2048}, holding_cost: 2}
+  - {name: sim, vm: {vcpus: 1, memory_mib: 1024}, holding_cost: 1}
+  - {name: etl, vm: {vcpus: 1, memory_mib: 1024}, holding_cost: 1}
+`
+
+// writePaperGrid writes the paper's grid (examples/grid-paper.yaml) to
+// dir/grid.yaml and returns it.
+func writePaperGrid(t testing.TB, dir string) *graph.Grid {
+	t.Helper()
+	data, err := os.ReadFile(example + "grid-paper.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	grid, err := graph.ParseGrid("grid-paper.yaml", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "grid.yaml"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return grid
+}
 
 // TestCrashSafety kills the real daemon with SIGKILL three times while a
 // stream of jobs with a demand shift goes through it: (a) with submissions
@@ -51,17 +72,7 @@ switch_delay: 2s
 func TestCrashSafety(t *testing.T) {
 	bin := buildBinary(t)
 	dir := t.TempDir()
-	gridData, err := os.ReadFile(example + "grid-paper.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	grid, err := graph.ParseGrid("grid-paper.yaml", gridData)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "grid.yaml"), gridData, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	grid := writePaperGrid(t, dir)
 	cfg := filepath.Join(dir, "metasched.yaml")
 	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(crashConfig, freePort(t))), 0o644); err != nil {
 		t.Fatal(err)

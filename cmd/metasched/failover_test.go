@@ -44,11 +44,7 @@ const failoverServe = `listen: 127.0.0.1:%d
 insecure_http: true
 data_dir: %s
 grid: grid.yaml
-job_types:
-  - {name: render, vm: {vcpus: 2, memory_mib: 2048}, holding_cost: 2}
-  - {name: sim, vm: {vcpus: 1, memory_mib: 1024}, holding_cost: 1}
-  - {name: etl, vm: {vcpus: 1, memory_mib: 1024}, holding_cost: 1}
-policy: {name: heuristic, K: 2}
+` + demoJobTypes + `policy: {name: heuristic, K: 2}
 executor: {name: emulated, time_scale: 0.005}
 agents:
 %sstore: {etcd: {endpoints: [%s], prefix: /failover/}}
@@ -210,14 +206,7 @@ func (f *failover) current(h *haDaemon) *crashDaemon {
 func startFailover(t *testing.T) *failover {
 	bin := buildBinary(t)
 	dir := t.TempDir()
-	gridData, err := os.ReadFile(example + "grid-paper.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	grid, err := graph.ParseGrid("grid-paper.yaml", gridData)
-	if err != nil {
-		t.Fatal(err)
-	}
+	grid := writePaperGrid(t, dir)
 	write := func(name, text string, mode os.FileMode) string {
 		p := filepath.Join(dir, name)
 		if err := os.WriteFile(p, []byte(text), mode); err != nil {
@@ -225,7 +214,6 @@ func startFailover(t *testing.T) *failover {
 		}
 		return p
 	}
-	write("grid.yaml", string(gridData), 0o644)
 	write("agent.token", "failover-agent-token\n", 0o600)
 	f := &failover{dir: dir, grid: grid, etcd: etcdtest.Start(t, 3),
 		crashHarness: &crashHarness{t: t, bin: bin, logDir: dir, acked: map[string]string{}, lost: map[string]bool{}}}

@@ -57,10 +57,7 @@ func TestPartitionedLeader(t *testing.T) {
 			t.Logf("etcd:\n%s", ec.Logs())
 		}
 	})
-	gridData, err := os.ReadFile(example + "grid-paper.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	writePaperGrid(t, dir)
 	write := func(name, text string) string {
 		path := filepath.Join(dir, name)
 		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
@@ -68,7 +65,6 @@ func TestPartitionedLeader(t *testing.T) {
 		}
 		return path
 	}
-	write("grid.yaml", string(gridData))
 	tlsLine := func(f tlsx.Files) string {
 		return fmt.Sprintf("{cert_file: %s, key_file: %s, ca_file: %s}", f.Cert, f.Key, f.CA)
 	}
@@ -120,11 +116,7 @@ func TestPartitionedLeader(t *testing.T) {
 tls: %s
 data_dir: %s
 grid: grid.yaml
-job_types:
-  - {name: render, vm: {vcpus: 2, memory_mib: 2048}, holding_cost: 2}
-  - {name: sim, vm: {vcpus: 1, memory_mib: 1024}, holding_cost: 1}
-  - {name: etl, vm: {vcpus: 1, memory_mib: 1024}, holding_cost: 1}
-policy: {name: heuristic, K: 2}
+`+demoJobTypes+`policy: {name: heuristic, K: 2}
 executor: {name: emulated, time_scale: 0.02}
 agents:
 %sstore: {etcd: {endpoints: [%s], prefix: /partition/, tls: %s}}
