@@ -35,6 +35,14 @@ func (d *Daemon) stepJob(ctx context.Context, lj *liveJob, ev lifecycle.Event) e
 	cur := lj.job
 	d.mu.Unlock()
 	next, acts, err := cur.Step(ev)
+	// The VMs the step destroys are in the lifecycle's hands from before
+	// its commit: whoever reads the job's end in the store finds them
+	// held until their destruction has answered (no orphans, and the
+	// demo's count of destroyed VMs waits for them).
+	doomed := destroyedBy(acts)
+	d.mu.Lock()
+	d.holdLocked(doomed)
+	d.mu.Unlock()
 	if err == nil && len(acts) > 0 {
 		if c, ok := acts[0].(lifecycle.Commit); ok {
 			err = d.commitJob(ctx, c)
@@ -42,6 +50,7 @@ func (d *Daemon) stepJob(ctx context.Context, lj *liveJob, ev lifecycle.Event) e
 		}
 	}
 	if err != nil {
+		d.release(doomed)
 		if errors.Is(err, store.ErrConflict) {
 			d.reload(ctx, lj)
 		}
@@ -54,6 +63,17 @@ func (d *Daemon) stepJob(ctx context.Context, lj *liveJob, ev lifecycle.Event) e
 	lj.steps.Unlock()
 	d.carryOutJob(ctx, lj, later)
 	return nil
+}
+
+// destroyedBy lists the VMs that a step's actions destroy.
+func destroyedBy(acts []lifecycle.Action) []lifecycle.VM {
+	var vms []lifecycle.VM
+	for _, a := range acts {
+		if x, ok := a.(lifecycle.DestroyVMs); ok {
+			vms = append(vms, x.VMs...)
+		}
+	}
+	return vms
 }
 
 // commitJob writes a change of the lifecycle to the store: the
@@ -115,8 +135,7 @@ func (d *Daemon) applyLocked(lj *liveJob, prev, next lifecycle.Job, acts []lifec
 			if run := lj.runs[a.Attempt]; run != nil {
 				run.cancel()
 			}
-		case lifecycle.DestroyVMs:
-			d.holdLocked(a.VMs) // being destroyed by the job: no orphans
+		case lifecycle.DestroyVMs: // held by stepJob, released once destroyed
 			later = append(later, a)
 		default:
 			later = append(later, a)
