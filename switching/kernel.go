@@ -189,19 +189,9 @@ func (e *engine) improve(V, U []float64, offset float64, scratch [][]float64) sw
 }
 
 func (e *engine) improveBlock(V, U []float64, c int, offset float64, best []float64) sweepStats {
-	s := e.s
-	B := s.B
+	B := e.s.B
 	base := c * B
-	copy(best, U[base:base+B])
-	for _, a := range s.acts(c) {
-		t := int(a.target) * B
-		ut := U[t : t+B]
-		for x, q := range ut {
-			if q += a.cost; q < best[x] {
-				best[x] = q
-			}
-		}
-	}
+	e.bestBlock(U, c, best)
 	v := V[base : base+B]
 	h := e.h[:B]
 	lo, hi := math.Inf(1), math.Inf(-1)
@@ -212,6 +202,50 @@ func (e *engine) improveBlock(V, U []float64, c int, offset float64, best []floa
 		v[x] = nv - offset
 	}
 	return sweepStats{lo, hi}
+}
+
+// span returns the extremes of T V − V over every state, where U = P·V, and
+// leaves V as it is.
+func (e *engine) span(V, U []float64, scratch [][]float64) sweepStats {
+	stats := make([]sweepStats, e.workers)
+	for w := range stats {
+		stats[w] = emptyStats()
+	}
+	e.parallel(func(w, c0, c1 int) {
+		best := scratch[w]
+		B := e.s.B
+		for c := c0; c < c1; c++ {
+			e.bestBlock(U, c, best)
+			base := c * B
+			lo, hi := math.Inf(1), math.Inf(-1)
+			for x, v := range V[base : base+B] {
+				d := e.h[x] + best[x] - v
+				lo, hi = min(lo, d), max(hi, d)
+			}
+			stats[w] = stats[w].merge(sweepStats{lo, hi})
+		}
+	})
+	total := emptyStats()
+	for _, st := range stats {
+		total = total.merge(st)
+	}
+	return total
+}
+
+// bestBlock sets best over configuration c to min_d [c(d) + U(d(S))].
+func (e *engine) bestBlock(U []float64, c int, best []float64) {
+	s := e.s
+	B := s.B
+	base := c * B
+	copy(best, U[base:base+B])
+	for _, a := range s.acts(c) {
+		t := int(a.target) * B
+		for x, q := range U[t : t+B] {
+			if q += a.cost; q < best[x] {
+				best[x] = q
+			}
+		}
+	}
 }
 
 // valueAt returns (T V)(idx) = h + min_d [c(d) + U(d(S))] for one state.

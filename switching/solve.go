@@ -94,8 +94,17 @@ type Solution struct {
 	Converged    bool
 	Residual     float64 // the last sup-norm or span of V_n − V_{n−1}
 	// AverageCost is the long-run average cost per unit time (gain·Λ) of
-	// the average criterion; NaN otherwise.
+	// the average criterion, the middle of its certified bounds; NaN
+	// otherwise.
 	AverageCost float64
+	// AverageCostLower and AverageCostUpper bound the optimal average cost
+	// (average criterion; NaN otherwise): Λ times the least and the
+	// greatest change of one Bellman sweep applied to the final values
+	// (Odoni's bounds, valid for any values since every configuration can
+	// reach every other by actions, so the optimal average cost is the
+	// same from every state). The table's policy, greedy for those values,
+	// costs no more than the upper bound in the long run.
+	AverageCostLower, AverageCostUpper float64
 	// Values are V at the end (relative to the reference state for the
 	// average criterion), indexed like the space.
 	Values []float64
@@ -173,8 +182,8 @@ func Solve(ctx context.Context, m *Model, opts SolveOptions) (*Solution, error) 
 	e := newEngine(m, s, alpha, opts.Workers)
 	sol := &Solution{
 		Criterion: opts.Criterion, Method: opts.Method, Horizon: opts.Horizon,
-		AverageCost: math.NaN(),
-		Table:       &Table{Model: m, Space: s, Criterion: opts.Criterion, Horizon: opts.Horizon, Actions: make([]int8, s.States)},
+		AverageCost: math.NaN(), AverageCostLower: math.NaN(), AverageCostUpper: math.NaN(),
+		Table: &Table{Model: m, Space: s, Criterion: opts.Criterion, Horizon: opts.Horizon, Actions: make([]int8, s.States)},
 	}
 	var start time.Time
 	if opts.Now != nil {
@@ -197,6 +206,14 @@ func Solve(ctx context.Context, m *Model, opts SolveOptions) (*Solution, error) 
 	}
 	if err != nil {
 		return nil, err
+	}
+	if opts.Criterion == Average {
+		// The certified bounds: one Bellman sweep applied to the final
+		// values (U = P·V is current: every method ends by deciding on
+		// it).
+		st := e.span(V, U, scratch)
+		sol.AverageCostLower, sol.AverageCostUpper = st.lo*e.lam, st.hi*e.lam
+		sol.AverageCost = (st.lo + st.hi) / 2 * e.lam
 	}
 	if opts.Now != nil {
 		sol.Seconds = opts.Now().Sub(start).Seconds()

@@ -296,6 +296,9 @@ func TestAverageCostMatchesStationary(t *testing.T) {
 		if math.Abs(st.Cost-sol.AverageCost) > 1e-6*max(1, sol.AverageCost) {
 			t.Errorf("%s: gain·Λ = %.9g, stationary cost = %.9g", name, sol.AverageCost, st.Cost)
 		}
+		if eps := 1e-9 * max(1, st.Cost); st.Cost < sol.AverageCostLower-eps || st.Cost > sol.AverageCostUpper+eps {
+			t.Errorf("%s: the policy's stationary cost %.12g is outside the certified bounds [%.12g, %.12g]", name, st.Cost, sol.AverageCostLower, sol.AverageCostUpper)
+		}
 		if st.BoundaryFraction <= 0 || st.BoundaryFraction >= 1 {
 			t.Errorf("%s: boundary fraction %g", name, st.BoundaryFraction)
 		}
@@ -535,5 +538,43 @@ func TestBoundaryBudget(t *testing.T) {
 	}
 	if _, err := Solve(context.Background(), m, SolveOptions{Boundary: true, BoundarySweeps: -1}); err == nil {
 		t.Error("negative BoundarySweeps accepted")
+	}
+}
+
+// A model whose optimal chain is two states, solved by hand: one server,
+// pool a with λ = 1, µ = 2, c = 1 and J = 2 (its queue is 0 or 1, an
+// arrival at 1 blocked at the price c·J/µ = 1); pool b gets no jobs, and a
+// server there moves to a at once. In the long run the queue of a is 1 a
+// third of the time (λ/(λ+µ)), at the rate c + λ·1 = 2: the optimal
+// average cost is 2/3.
+func TestTwoStateChainByHand(t *testing.T) {
+	m := policyModel(1, []float64{1, 0}, []float64{2, 2}, []float64{1, 1}, 1)
+	m.QueueLimit = 2
+	m.BlockingAuto = true
+	m.InstantSwitches = true
+	const want = 2.0 / 3
+	for _, method := range []Method{ValueIteration, PolicyIteration} {
+		sol, err := Solve(context.Background(), m, SolveOptions{Method: method, Tolerance: 1e-12})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !sol.Converged {
+			t.Fatalf("%s: not converged", method)
+		}
+		if !(sol.AverageCostLower <= want+1e-12 && want-1e-12 <= sol.AverageCostUpper) || sol.AverageCostUpper-sol.AverageCostLower > 1e-9 {
+			t.Errorf("%s: certified bounds [%.15g, %.15g], want them around %.15g", method, sol.AverageCostLower, sol.AverageCostUpper, want)
+		}
+		if math.Abs(sol.AverageCost-want) > 1e-9 {
+			t.Errorf("%s: average cost %.15g, want %.15g", method, sol.AverageCost, want)
+		}
+		// The server at b moves to a job waiting at a (with none, moving
+		// now or later costs the same: a tie, where doing nothing wins).
+		idx, ok := sol.Table.Space.Index(State{Jobs: []int{1, 0}, Servers: []int{0, 1}})
+		if !ok {
+			t.Fatal("no state with the server at b")
+		}
+		if d := sol.Table.Actions[idx]; d == int8(NoAction) {
+			t.Errorf("%s: the server at b stays there with a job waiting at a", method)
+		}
 	}
 }

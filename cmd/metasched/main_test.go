@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -58,6 +59,33 @@ func TestPolicySolveTable2JSON(t *testing.T) {
 	}
 	if diff := cmp.Diff(want.Table, got.View.Actions); diff != "" {
 		t.Errorf("Palmer–Mitrani Table 2 not reproduced (-paper +solved):\n%s", diff)
+	}
+}
+
+// An average-cost solve reports its certified bounds, in JSON and in the
+// table.
+func TestPolicySolveCertifiedBounds(t *testing.T) {
+	code, out, errOut := runCmd(t, "policy", "solve", "--model", example+"palmer-table2.yaml", "--output", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var got solveReport
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("output is not JSON: %v\n%s", err, out)
+	}
+	if got.AverageCost == nil || got.AverageLower == nil || got.AverageUpper == nil {
+		t.Fatalf("an average solve without its cost and bounds:\n%s", out)
+	}
+	lo, c, hi := *got.AverageLower, *got.AverageCost, *got.AverageUpper
+	if !(lo <= c && c <= hi) || hi-lo > 1e-5*hi || !strings.Contains(out, `"average_cost_lower"`) || !strings.Contains(out, `"average_cost_upper"`) {
+		t.Errorf("bounds [%g, %g] around %g:\n%s", lo, hi, c, out)
+	}
+	code, out, errOut = runCmd(t, "policy", "solve", "--model", example+"palmer-table2.yaml")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if !regexp.MustCompile(`(?m)^           the optimum certified in \[1\.97\d+, 1\.97\d+\] \(gap \S+ relative\)$`).MatchString(out) {
+		t.Errorf("no certified bounds in the table output:\n%s", out)
 	}
 }
 

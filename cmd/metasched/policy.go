@@ -246,6 +246,8 @@ type solveReport struct {
 	Residual       float64             `json:"residual"`
 	Tolerance      float64             `json:"tolerance"`
 	AverageCost    *float64            `json:"average_cost"`
+	AverageLower   *float64            `json:"average_cost_lower,omitempty"`
+	AverageUpper   *float64            `json:"average_cost_upper,omitempty"`
 	Stationary     *stationaryReport   `json:"stationary,omitempty"`
 	Actions        []actionLegend      `json:"actions"`
 	View           viewReport          `json:"view"`
@@ -300,6 +302,14 @@ type viewReport struct {
 	Actions [][]int        `json:"actions"`
 }
 
+// relGap is the certified bounds' gap relative to the upper bound.
+func relGap(lo, hi float64) float64 {
+	if hi == 0 {
+		return hi - lo
+	}
+	return (hi - lo) / math.Abs(hi)
+}
+
 func newSolveReport(path string, m *switching.Model, sol *switching.Solution, v switching.View, tolerance float64) *solveReport {
 	s := sol.Table.Space
 	r := &solveReport{
@@ -322,8 +332,8 @@ func newSolveReport(path string, m *switching.Model, sol *switching.Solution, v 
 		r.Discount = &d
 	}
 	if !math.IsNaN(sol.AverageCost) {
-		c := sol.AverageCost
-		r.AverageCost = &c
+		c, lo, hi := sol.AverageCost, sol.AverageCostLower, sol.AverageCostUpper
+		r.AverageCost, r.AverageLower, r.AverageUpper = &c, &lo, &hi
 	}
 	r.Actions = actionsOf(m)
 	return r
@@ -440,6 +450,7 @@ func (r *solveReport) print(w io.Writer, m *switching.Model) {
 	}
 	if r.AverageCost != nil {
 		fmt.Fprintf(w, "cost:      %.6g per time unit in the long run (holding and blocking)\n", *r.AverageCost)
+		fmt.Fprintf(w, "           the optimum certified in [%.9g, %.9g] (gap %.3g relative)\n", *r.AverageLower, *r.AverageUpper, relGap(*r.AverageLower, *r.AverageUpper))
 	}
 	if st := r.Stationary; st != nil {
 		if st.Converged {
