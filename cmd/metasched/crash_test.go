@@ -161,13 +161,7 @@ func TestCrashSafety(t *testing.T) {
 		l, err := d.c.Jobs(ctx, client.JobsQuery{States: []lifecycle.State{lifecycle.Queued, lifecycle.Planned, lifecycle.Provisioning, lifecycle.Running}})
 		return "", err == nil && len(l.Jobs) == 0, err
 	})
-	h.waitFor(60*time.Second, "no switch in flight", func(ctx context.Context) (string, bool, error) {
-		l, err := d.c.Switches(ctx, client.SwitchesQuery{Active: true})
-		if err != nil {
-			return "", false, err
-		}
-		return "", !slices.ContainsFunc(l.Switches, func(s api.SwitchView) bool { return !s.Final }), nil
-	})
+	h.waitQuiet(d.c, 60*time.Second)
 
 	jobs := h.allJobs(d.c)
 	h.checkJobs(jobs, stream)
@@ -322,6 +316,37 @@ func (h *crashHarness) waitFor(limit time.Duration, what string, cond func(conte
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// waitQuiet waits, once every job has finished, for the grid to settle: no
+// switch in flight and every host idle or stranded, in one look and in
+// every look for three seconds after it. One look is not enough: with every
+// queue empty the heuristic still weighs the pools' arrival rates, and is
+// asked again when a switch completes, so it may move hosts one after the
+// other (until a pool is down to min_pool_hosts), each switch starting a
+// moment after the last one ended.
+func (h *crashHarness) waitQuiet(c *client.Client, limit time.Duration) {
+	h.t.Helper()
+	var since time.Time
+	h.waitFor(limit, "no switch in flight and every host idle or stranded for 3 s", func(ctx context.Context) (string, bool, error) {
+		l, err := c.Switches(ctx, client.SwitchesQuery{Active: true})
+		if err != nil {
+			return "", false, err
+		}
+		hosts, err := c.Hosts(ctx)
+		if err != nil {
+			return "", false, err
+		}
+		quiet := !slices.ContainsFunc(l.Switches, func(s api.SwitchView) bool { return !s.Final }) &&
+			!slices.ContainsFunc(hosts, func(hv api.HostView) bool { return hv.State != api.HostIdle && hv.State != api.HostStranded })
+		switch {
+		case !quiet:
+			since = time.Time{}
+		case since.IsZero():
+			since = time.Now()
+		}
+		return "", quiet && time.Since(since) >= 3*time.Second, nil
+	})
 }
 
 // switchList lists the switches (active: those in flight), page by page.

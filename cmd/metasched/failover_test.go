@@ -118,13 +118,7 @@ func TestFailover(t *testing.T) {
 		l, err := c.Jobs(ctx, client.JobsQuery{States: []lifecycle.State{lifecycle.Queued, lifecycle.Planned, lifecycle.Provisioning, lifecycle.Running}})
 		return "", err == nil && len(l.Jobs) == 0, err
 	})
-	f.waitFor(time.Minute, "no switch in flight", func(ctx context.Context) (string, bool, error) {
-		l, err := c.Switches(ctx, client.SwitchesQuery{Active: true})
-		if err != nil {
-			return "", false, err
-		}
-		return "", !slices.ContainsFunc(l.Switches, func(s api.SwitchView) bool { return !s.Final }), nil
-	})
+	f.waitQuiet(c, time.Minute)
 	jobs := f.allJobs(c)
 	f.checkJobs(jobs, stream)
 	requeues := checkRunsKept(t, jobs)
