@@ -40,9 +40,11 @@ func (d *Daemon) stepJob(ctx context.Context, lj *liveJob, ev lifecycle.Event) e
 	// held until their destruction has answered (no orphans, and the
 	// demo's count of destroyed VMs waits for them).
 	doomed := destroyedBy(acts)
-	d.mu.Lock()
-	d.holdLocked(doomed)
-	d.mu.Unlock()
+	if len(doomed) > 0 {
+		d.mu.Lock()
+		d.holdLocked(doomed)
+		d.mu.Unlock()
+	}
 	if err == nil && len(acts) > 0 {
 		if c, ok := acts[0].(lifecycle.Commit); ok {
 			err = d.commitJob(ctx, c)
@@ -50,7 +52,9 @@ func (d *Daemon) stepJob(ctx context.Context, lj *liveJob, ev lifecycle.Event) e
 		}
 	}
 	if err != nil {
-		d.release(doomed)
+		if len(doomed) > 0 {
+			d.release(doomed)
+		}
 		if errors.Is(err, store.ErrConflict) {
 			d.reload(ctx, lj)
 		}

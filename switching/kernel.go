@@ -169,23 +169,31 @@ func (a sweepStats) merge(b sweepStats) sweepStats {
 
 func emptyStats() sweepStats { return sweepStats{math.Inf(1), math.Inf(-1)} }
 
-// improve sets V = h + min_d [c(d) + U(d(S))] − offset over every state and
-// returns the extremes of the change (before the offset is subtracted).
-func (e *engine) improve(V, U []float64, offset float64, scratch [][]float64) sweepStats {
+// extremes runs fn over configuration ranges on the workers and merges
+// the extremes each returns (a min and a max: the same for any split).
+func (e *engine) extremes(fn func(w, c0, c1 int) sweepStats) sweepStats {
 	stats := make([]sweepStats, e.workers)
 	for w := range stats {
 		stats[w] = emptyStats()
 	}
-	e.parallel(func(w, c0, c1 int) {
-		for c := c0; c < c1; c++ {
-			stats[w] = stats[w].merge(e.improveBlock(V, U, c, offset, scratch[w]))
-		}
-	})
+	e.parallel(func(w, c0, c1 int) { stats[w] = stats[w].merge(fn(w, c0, c1)) })
 	total := emptyStats()
 	for _, st := range stats {
 		total = total.merge(st)
 	}
 	return total
+}
+
+// improve sets V = h + min_d [c(d) + U(d(S))] − offset over every state and
+// returns the extremes of the change (before the offset is subtracted).
+func (e *engine) improve(V, U []float64, offset float64, scratch [][]float64) sweepStats {
+	return e.extremes(func(w, c0, c1 int) sweepStats {
+		st := emptyStats()
+		for c := c0; c < c1; c++ {
+			st = st.merge(e.improveBlock(V, U, c, offset, scratch[w]))
+		}
+		return st
+	})
 }
 
 func (e *engine) improveBlock(V, U []float64, c int, offset float64, best []float64) sweepStats {
@@ -207,29 +215,19 @@ func (e *engine) improveBlock(V, U []float64, c int, offset float64, best []floa
 // span returns the extremes of T V − V over every state, where U = P·V, and
 // leaves V as it is.
 func (e *engine) span(V, U []float64, scratch [][]float64) sweepStats {
-	stats := make([]sweepStats, e.workers)
-	for w := range stats {
-		stats[w] = emptyStats()
-	}
-	e.parallel(func(w, c0, c1 int) {
+	return e.extremes(func(w, c0, c1 int) sweepStats {
 		best := scratch[w]
 		B := e.s.B
+		lo, hi := math.Inf(1), math.Inf(-1)
 		for c := c0; c < c1; c++ {
 			e.bestBlock(U, c, best)
-			base := c * B
-			lo, hi := math.Inf(1), math.Inf(-1)
-			for x, v := range V[base : base+B] {
+			for x, v := range V[c*B : (c+1)*B] {
 				d := e.h[x] + best[x] - v
 				lo, hi = min(lo, d), max(hi, d)
 			}
-			stats[w] = stats[w].merge(sweepStats{lo, hi})
 		}
+		return sweepStats{lo, hi}
 	})
-	total := emptyStats()
-	for _, st := range stats {
-		total = total.merge(st)
-	}
-	return total
 }
 
 // bestBlock sets best over configuration c to min_d [c(d) + U(d(S))].
@@ -330,11 +328,7 @@ func (e *engine) actionValue(U []float64, c, j int, d Action) float64 {
 // evaluate sets V = h + c(f(S)) + U(f(S)(S)) − offset for a fixed policy f
 // and returns the extremes of the change.
 func (e *engine) evaluate(V, U []float64, pol []int8, offset float64) sweepStats {
-	stats := make([]sweepStats, e.workers)
-	for w := range stats {
-		stats[w] = emptyStats()
-	}
-	e.parallel(func(w, c0, c1 int) {
+	return e.extremes(func(_, c0, c1 int) sweepStats {
 		s := e.s
 		B := s.B
 		var target [256]int32
@@ -354,13 +348,8 @@ func (e *engine) evaluate(V, U []float64, pol []int8, offset float64) sweepStats
 				V[base+j] = nv - offset
 			}
 		}
-		stats[w] = stats[w].merge(sweepStats{lo, hi})
+		return sweepStats{lo, hi}
 	})
-	total := emptyStats()
-	for _, st := range stats {
-		total = total.merge(st)
-	}
-	return total
 }
 
 // evalAt returns h + c(f(S)) + U(f(S)(S)) for one state.
