@@ -96,11 +96,18 @@ const DefaultEtcdTimeout = 10 * time.Second
 func (e *Etcd) bound(ctx context.Context) (context.Context, func(error) error) {
 	d := cmp.Or(e.Timeout, DefaultEtcdTimeout)
 	bctx, cancel := ctx, context.CancelFunc(func() {})
+	own := true // the deadline in force is ctx's own
 	if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > d {
 		bctx, cancel = context.WithTimeout(ctx, d)
+		own = false
 	}
 	return bctx, func(err error) error {
 		cancel()
+		// The server may answer that the deadline passed (the deadline
+		// travels with the request) before this side's timer has ended
+		// the context: the clock says which.
+		dl, _ := bctx.Deadline()
+		expired := errors.Is(bctx.Err(), context.DeadlineExceeded) || (!dl.IsZero() && !time.Now().Before(dl))
 		switch {
 		case err == nil:
 			return nil
@@ -109,7 +116,9 @@ func (e *Etcd) bound(ctx context.Context) (context.Context, func(error) error) {
 				return err
 			}
 			return fmt.Errorf("etcd: %w (%w)", ctx.Err(), err)
-		case errors.Is(bctx.Err(), context.DeadlineExceeded):
+		case expired && own:
+			return fmt.Errorf("etcd: %w (%w)", context.DeadlineExceeded, err)
+		case expired:
 			return fmt.Errorf("%w: nothing in %s (%w)", ErrNoAnswer, d, err)
 		}
 		return err
