@@ -312,6 +312,42 @@ func (e *engine) decide(pol []int8, U []float64, keep []int8) int {
 	return n
 }
 
+// greedy writes into pol the exact minimizer of every state (no tie
+// tolerance: do nothing, then the lowest action number, wins an exact tie)
+// and returns the number of states whose action changed. Policy iteration
+// to a tight tolerance needs it: a tie tolerance relative to the values
+// would keep actions whose cost exceeds the minimum by more than the
+// tolerance.
+func (e *engine) greedy(pol []int8, U []float64) int {
+	changed := make([]int, e.workers)
+	e.parallel(func(w, c0, c1 int) {
+		s := e.s
+		B := s.B
+		for c := c0; c < c1; c++ {
+			acts := s.acts(c)
+			base := c * B
+			for j := range B {
+				idx := base + j
+				best, d := U[idx], NoAction
+				for _, a := range acts {
+					if v := a.cost + U[int(a.target)*B+j]; v < best {
+						best, d = v, a.d
+					}
+				}
+				if pol[idx] != int8(d) {
+					pol[idx] = int8(d)
+					changed[w]++
+				}
+			}
+		}
+	})
+	n := 0
+	for _, c := range changed {
+		n += c
+	}
+	return n
+}
+
 // actionValue returns c(d) + U(d(S)) for state (c, j), +Inf when d is not
 // available there.
 func (e *engine) actionValue(U []float64, c, j int, d Action) float64 {

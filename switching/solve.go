@@ -32,7 +32,31 @@ const (
 	// iterative scheme of the papers' eq. (7), improve it, repeat until no
 	// state changes its action.
 	PolicyIteration Method = "policy"
+	// Krylov is policy iteration whose evaluations solve the policy's
+	// linear system by BiCGSTAB preconditioned with an incomplete LU
+	// factorization (average criterion only). It converges on stiff models
+	// where relative value iteration barely moves, at KrylovBytesPerState
+	// more memory.
+	Krylov Method = "krylov"
 )
+
+// DefaultMethod is the method a solve uses when none is given: Krylov for
+// the average criterion, ValueIteration for the discounted one (its sweeps
+// contract by α: it needs no linear solver) and for finite horizons.
+func DefaultMethod(c Criterion, horizon int) Method {
+	if (c == Average || c == "") && horizon == 0 {
+		return Krylov
+	}
+	return ValueIteration
+}
+
+// StateBytes is the memory a solve by method needs per state of model m.
+func StateBytes(m *Model, method Method) uint64 {
+	if method == Krylov {
+		return BytesPerState + KrylovBytesPerState(m)
+	}
+	return BytesPerState
+}
 
 // ErrCanceled is returned (wrapped, with ctx's error) when a solve stops
 // because its context ended.
@@ -42,7 +66,7 @@ var ErrCanceled = errors.New("solve canceled")
 // value iteration to a tolerance of 1e-6 with at most 100,000 sweeps.
 type SolveOptions struct {
 	Criterion Criterion // default Average
-	Method    Method    // default ValueIteration
+	Method    Method    // default DefaultMethod(Criterion, Horizon)
 	// Horizon > 0 runs that many sweeps of the finite-horizon recurrence
 	// from V_0 = 0 with the model's discount (criterion discounted, method
 	// value) and returns the decisions with Horizon steps to go.
@@ -92,6 +116,9 @@ type Solution struct {
 	Improvements int     // policy-iteration improvement steps
 	Seconds      float64 // time spent in sweeps (needs SolveOptions.Now)
 	Converged    bool
+	// Fallback, when set, says why the solve left its method for relative
+	// value iteration (Method then says ValueIteration).
+	Fallback string
 	Residual     float64 // the last sup-norm or span of V_n − V_{n−1}
 	// AverageCost is the long-run average cost per unit time (gain·Λ) of
 	// the average criterion, the middle of its certified bounds; NaN
@@ -117,7 +144,7 @@ func (o *SolveOptions) defaults() error {
 		o.Criterion = Average
 	}
 	if o.Method == "" {
-		o.Method = ValueIteration
+		o.Method = DefaultMethod(o.Criterion, o.Horizon)
 	}
 	if o.Tolerance == 0 {
 		o.Tolerance = 1e-6
@@ -131,8 +158,10 @@ func (o *SolveOptions) defaults() error {
 	switch {
 	case o.Criterion != Average && o.Criterion != Discounted:
 		return fmt.Errorf("criterion %q: must be %q or %q", o.Criterion, Average, Discounted)
-	case o.Method != ValueIteration && o.Method != PolicyIteration:
-		return fmt.Errorf("method %q: must be %q or %q", o.Method, ValueIteration, PolicyIteration)
+	case o.Method != ValueIteration && o.Method != PolicyIteration && o.Method != Krylov:
+		return fmt.Errorf("method %q: must be %q, %q or %q", o.Method, ValueIteration, PolicyIteration, Krylov)
+	case o.Method == Krylov && o.Criterion != Average:
+		return fmt.Errorf("method %q: solves the %q criterion only", o.Method, Average)
 	case !(o.Tolerance > 0) || math.IsInf(o.Tolerance, 0):
 		return fmt.Errorf("tolerance %g: must be > 0", o.Tolerance)
 	case o.MaxSweeps < 0:
@@ -201,6 +230,8 @@ func Solve(ctx context.Context, m *Model, opts SolveOptions) (*Solution, error) 
 		err = solveHorizon(ctx, e, V, U, scratch, opts, sol)
 	case opts.Method == ValueIteration:
 		err = solveValue(ctx, e, V, U, scratch, ref, opts, sol)
+	case opts.Method == Krylov:
+		err = solveKrylov(ctx, m, e, V, U, scratch, ref, opts, sol)
 	default:
 		err = solvePolicy(ctx, m, e, V, U, ref, opts, sol)
 	}
@@ -352,17 +383,7 @@ func solveValue(ctx context.Context, e *engine, V, U []float64, scratch [][]floa
 
 func solvePolicy(ctx context.Context, m *Model, e *engine, V, U []float64, ref int, opts SolveOptions, sol *Solution) error {
 	pol := sol.Table.Actions
-	var start Policy
-	if opts.Start == "cmu" {
-		start = NewCMu(m)
-	} else {
-		h, err := NewHeuristic(m, 5)
-		if err != nil {
-			return err
-		}
-		start = h
-	}
-	if err := fillPolicy(e.s, start, pol); err != nil {
+	if err := startPolicy(m, e.s, opts, pol); err != nil {
 		return err
 	}
 	for {
@@ -395,6 +416,22 @@ func solvePolicy(ctx context.Context, m *Model, e *engine, V, U []float64, ref i
 			return nil
 		}
 	}
+}
+
+// startPolicy writes the first policy of policy iteration (opts.Start)
+// into pol.
+func startPolicy(m *Model, s *Space, opts SolveOptions, pol []int8) error {
+	var start Policy
+	if opts.Start == "cmu" {
+		start = NewCMu(m)
+	} else {
+		h, err := NewHeuristic(m, 5)
+		if err != nil {
+			return err
+		}
+		start = h
+	}
+	return fillPolicy(s, start, pol)
 }
 
 // fillPolicy writes p's decision for every state of s, and fails when p

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"maps"
 	"math"
 	"testing"
 
@@ -256,7 +257,7 @@ func TestValueAndPolicyIterationAgree(t *testing.T) {
 	for name, m := range smallModels() {
 		for _, crit := range []Criterion{Discounted, Average} {
 			for _, start := range []string{"heuristic", "cmu"} {
-				vi, err := Solve(ctx, m, SolveOptions{Criterion: crit, Tolerance: 1e-11})
+				vi, err := Solve(ctx, m, SolveOptions{Criterion: crit, Method: ValueIteration, Tolerance: 1e-11})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -276,6 +277,41 @@ func TestValueAndPolicyIterationAgree(t *testing.T) {
 				if pi.Improvements < 1 {
 					t.Errorf("%s: policy iteration made no improvement step", name)
 				}
+			}
+		}
+	}
+}
+
+// The krylov method and relative value iteration find the same policy, and
+// the same optimal average cost within each other's certified bounds, from
+// either first policy.
+func TestKrylovAndValueIterationAgree(t *testing.T) {
+	ctx := context.Background()
+	models := smallModels()
+	maps.Copy(models, engineModels())
+	for name, m := range models {
+		vi, err := Solve(ctx, m, SolveOptions{Method: ValueIteration, Tolerance: 1e-11})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, start := range []string{"heuristic", "cmu"} {
+			kr, err := Solve(ctx, m, SolveOptions{Method: Krylov, Tolerance: 1e-11, Start: start})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !vi.Converged || !kr.Converged || kr.Method != Krylov || kr.Fallback != "" {
+				t.Fatalf("%s: converged value %v krylov %v, krylov method %s (%s)", name, vi.Converged, kr.Converged, kr.Method, kr.Fallback)
+			}
+			if diff := cmp.Diff(vi.Table.Actions, kr.Table.Actions); diff != "" {
+				t.Errorf("%s start %s: value iteration and krylov differ (-value +krylov):\n%s", name, start, diff)
+			}
+			eps := 1e-9 * max(1, vi.AverageCost)
+			if kr.AverageCostLower > vi.AverageCostUpper+eps || vi.AverageCostLower > kr.AverageCostUpper+eps {
+				t.Errorf("%s: certified bounds disjoint: value [%.12g, %.12g], krylov [%.12g, %.12g]", name,
+					vi.AverageCostLower, vi.AverageCostUpper, kr.AverageCostLower, kr.AverageCostUpper)
+			}
+			if kr.AverageCostUpper-kr.AverageCostLower > 1e-9*max(1, kr.AverageCost) {
+				t.Errorf("%s: krylov's certified gap [%.12g, %.12g] is wider than the tolerance allows", name, kr.AverageCostLower, kr.AverageCostUpper)
 			}
 		}
 	}
@@ -354,7 +390,8 @@ func TestSolveOptionsErrors(t *testing.T) {
 		want string
 	}{
 		{SolveOptions{Criterion: "fast"}, `criterion "fast": must be "average" or "discounted"`},
-		{SolveOptions{Method: "magic"}, `method "magic": must be "value" or "policy"`},
+		{SolveOptions{Method: "magic"}, `method "magic": must be "value", "policy" or "krylov"`},
+		{SolveOptions{Method: Krylov, Criterion: Discounted}, `method "krylov": solves the "average" criterion only`},
 		{SolveOptions{Tolerance: -1}, "tolerance -1: must be > 0"},
 		{SolveOptions{Horizon: 3}, "horizon: the finite-horizon recurrence uses the discounted criterion"},
 		{SolveOptions{Horizon: 3, Criterion: Discounted, Method: PolicyIteration}, "horizon: finite horizons are solved by value iteration only"},
@@ -553,7 +590,7 @@ func TestTwoStateChainByHand(t *testing.T) {
 	m.BlockingAuto = true
 	m.InstantSwitches = true
 	const want = 2.0 / 3
-	for _, method := range []Method{ValueIteration, PolicyIteration} {
+	for _, method := range []Method{ValueIteration, PolicyIteration, Krylov} {
 		sol, err := Solve(context.Background(), m, SolveOptions{Method: method, Tolerance: 1e-12})
 		if err != nil {
 			t.Fatal(err)

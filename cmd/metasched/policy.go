@@ -81,11 +81,11 @@ other queues at 0 or half the size, the one whose action changes most often.`,
 	fl := cmd.Flags()
 	fl.StringVar(&f.model, "model", "", "model file (YAML or JSON), required")
 	fl.StringVar(&f.criterion, "criterion", "average", "average or discounted")
-	fl.StringVar(&f.method, "method", "value", "value (value iteration) or policy (policy improvement)")
+	fl.StringVar(&f.method, "method", "", "krylov (policy iteration with BiCGSTAB/ILU(0) evaluations, the default for the average criterion), value (value iteration, the default for the discounted one) or policy (policy iteration with iterative evaluations)")
 	fl.IntVar(&f.horizon, "horizon", 0, "run this many sweeps of the finite-horizon recurrence instead (discounted)")
 	fl.Float64Var(&f.tolerance, "tolerance", 1e-6, "stop when the sup-norm (discounted) or span (average) of V_n − V_{n−1} is below this")
 	fl.IntVar(&f.maxSweeps, "max-sweeps", 100_000, "give up (converged: false) after this many sweeps")
-	fl.IntVar(&f.maxStates, "max-states", 100_000_000, fmt.Sprintf("refuse models with more states (%d bytes each)", switching.BytesPerState))
+	fl.IntVar(&f.maxStates, "max-states", 100_000_000, fmt.Sprintf("refuse models with more states (%d bytes each by value iteration; krylov adds up to 20 bytes per transition of a state and 88 more)", switching.BytesPerState))
 	fl.IntVar(&f.workers, "workers", 0, "sweep goroutines (0: one per CPU)")
 	fl.StringVar(&f.start, "start", "heuristic", "first policy of policy improvement: heuristic (K=5) or cmu")
 	fl.StringVar(&f.view, "view", "", `2-D slice to print, e.g. "k=1,1 m=0 rows=j1 cols=j2 size=11"`)
@@ -240,6 +240,7 @@ type solveReport struct {
 	MemoryBytes    int                 `json:"memory_bytes"`
 	Sweeps         int                 `json:"sweeps"`
 	Improvements   int                 `json:"improvements,omitempty"`
+	Fallback       string              `json:"fallback,omitempty"`
 	Seconds        float64             `json:"seconds"`
 	SecondsPerSwp  float64             `json:"seconds_per_sweep"`
 	Converged      bool                `json:"converged"`
@@ -302,6 +303,15 @@ type viewReport struct {
 	Actions [][]int        `json:"actions"`
 }
 
+// solvedBy is the method a solve started with (a krylov solve that fell
+// back to value iteration held the krylov method's memory).
+func solvedBy(sol *switching.Solution) switching.Method {
+	if sol.Fallback != "" {
+		return switching.Krylov
+	}
+	return sol.Method
+}
+
 // relGap is the certified bounds' gap relative to the upper bound.
 func relGap(lo, hi float64) float64 {
 	if hi == 0 {
@@ -316,7 +326,8 @@ func newSolveReport(path string, m *switching.Model, sol *switching.Solution, v 
 		Model: path, Criterion: sol.Criterion, Method: sol.Method, Horizon: sol.Horizon,
 		Uniformization: m.Lambda(),
 		States:         s.States, Configurations: s.Configs, QueueStates: s.B,
-		MemoryBytes: s.States * switching.BytesPerState,
+		MemoryBytes: s.States * int(switching.StateBytes(m, solvedBy(sol))),
+		Fallback:    sol.Fallback,
 		Sweeps:      sol.Sweeps, Improvements: sol.Improvements, Seconds: sol.Seconds,
 		Converged: sol.Converged, Residual: sol.Residual, Tolerance: tolerance,
 		View: newViewReport(v, sol.Table),
@@ -434,7 +445,8 @@ func (r *solveReport) print(w io.Writer, m *switching.Model) {
 	if r.Discount != nil {
 		crit += fmt.Sprintf(" (α = %g)", *r.Discount)
 	}
-	method := map[switching.Method]string{switching.ValueIteration: "value iteration", switching.PolicyIteration: "policy improvement"}[r.Method]
+	method := map[switching.Method]string{switching.ValueIteration: "value iteration", switching.PolicyIteration: "policy improvement",
+		switching.Krylov: "policy iteration with BiCGSTAB/ILU(0) evaluations (sweeps are BiCGSTAB iterations)"}[r.Method]
 	switch {
 	case r.Horizon > 0:
 		fmt.Fprintf(w, "solve:     %s, finite horizon of %d steps, %.3g s\n", crit, r.Horizon, r.Seconds)
@@ -447,6 +459,9 @@ func (r *solveReport) print(w io.Writer, m *switching.Model) {
 	default:
 		fmt.Fprintf(w, "solve:     %s criterion, %s: NOT CONVERGED after %d sweeps, %.3g s (residual %.3g): the policy below is the last iterate\n",
 			crit, method, r.Sweeps, r.Seconds, r.Residual)
+	}
+	if r.Fallback != "" {
+		fmt.Fprintf(w, "           %s\n", r.Fallback)
 	}
 	if r.AverageCost != nil {
 		fmt.Fprintf(w, "cost:      %.6g per time unit in the long run (holding and blocking)\n", *r.AverageCost)

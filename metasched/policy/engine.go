@@ -483,6 +483,7 @@ func (e *Engine) optimal(m *switching.Model) (choice, error) {
 // solve is tried again.
 func (e *Engine) startSolve(m *switching.Model, reason string) string {
 	configs, states, ok := switching.CountStates(m)
+	perState := switching.StateBytes(m, switching.DefaultMethod(switching.Average, 0))
 	var refuse string
 	switch {
 	case m.NumPools() > switching.MaxPools:
@@ -493,8 +494,8 @@ func (e *Engine) startSolve(m *switching.Model, reason string) string {
 		refuse = fmt.Sprintf("refused to solve: more than 2^64 states, over the limit of %d states", e.cfg.MaxStates)
 	case states > uint64(e.cfg.MaxStates):
 		refuse = fmt.Sprintf("refused to solve: %d states (%d configurations × %d queue states) need %s at %d bytes per state, over the limit of %d states (%s)",
-			states, configs, states/configs, switching.FormatBytes(states*switching.BytesPerState), switching.BytesPerState,
-			e.cfg.MaxStates, switching.FormatBytes(uint64(e.cfg.MaxStates)*switching.BytesPerState))
+			states, configs, states/configs, switching.FormatBytes(states*perState), perState,
+			e.cfg.MaxStates, switching.FormatBytes(uint64(e.cfg.MaxStates)*perState))
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -504,7 +505,7 @@ func (e *Engine) startSolve(m *switching.Model, reason string) string {
 	if refuse != "" {
 		e.noSolve = refuse
 		e.log.Warn().Uint64("states", states).Int("limit", e.cfg.MaxStates).
-			Str("memory", switching.FormatBytes(states*switching.BytesPerState)).
+			Str("memory", switching.FormatBytes(states*perState)).
 			Msg("optimal policy " + refuse + "; " + heuristicName(DefaultK) + " decides")
 		return refuse
 	}

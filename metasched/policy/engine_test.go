@@ -363,7 +363,11 @@ func TestTooLargeRefused(t *testing.T) {
 		t.Fatal("a solve is running")
 	}
 	v := e.View()
-	memory := switching.FormatBytes(720 * switching.BytesPerState)
+	m, _, err := Model(in, smallJ)
+	if err != nil {
+		t.Fatal(err)
+	}
+	memory := switching.FormatBytes(720 * switching.StateBytes(m, switching.Krylov))
 	for _, want := range []string{"720 states", memory, "limit of 100 states", "no solve is tried again"} {
 		if !strings.Contains(v.Note, want) {
 			t.Errorf("note %q lacks %q", v.Note, want)

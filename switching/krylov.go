@@ -1,0 +1,465 @@
+package switching
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync"
+)
+
+// KrylovBytesPerState bounds the memory the krylov method needs per state,
+// on top of BytesPerState: the policy's sparse matrix and its ILU(0)
+// factors (20 bytes an entry, a row holding at most one entry per
+// transition of the state: 2M queue moves, the switches that may complete,
+// the state itself and the gain), the row start, diagonal and scratch
+// indexes, and the eight vectors of BiCGSTAB and the right-hand side.
+func KrylovBytesPerState(m *Model) uint64 {
+	entries := uint64(2*m.NumPools() + len(transitPairs(m)) + 2)
+	return entries*20 + 3*8 + 8*8
+}
+
+// evalSystem is the linear system of one policy's evaluation,
+//
+//	V(S) + G − Σ_S' P_f(S,S')·V(S') = h(S) + c(f(S)),  V(ref) = 0,
+//
+// in the unknowns V(S) for S ≠ ref and the gain per step G, stored by rows
+// (compressed sparse rows) with its ILU(0) factors. The equation of state
+// S is row perm(S) and V(S) is unknown perm(S), where perm moves ref to the
+// end: there G takes V(ref)'s place, so the matrix keeps a nonzero diagonal
+// and, but for G's column of ones, is the nonsingular M-matrix I − P_f
+// without ref's row and column (ILU(0) of such a matrix exists).
+type evalSystem struct {
+	e     *engine
+	n     int
+	ref   int
+	start []int     // row i is col/val[start[i]:start[i+1]], columns increasing
+	col   []int32   // unknown of each entry
+	val   []float64 // entry of the matrix
+	lu    []float64 // ILU(0): L below the diagonal (unit diagonal implied), U on and above
+	diag  []int     // position of each row's diagonal entry
+	rhs   []float64
+}
+
+func (y *evalSystem) perm(s int) int {
+	switch {
+	case s < y.ref:
+		return s
+	case s > y.ref:
+		return s - 1
+	}
+	return y.n - 1
+}
+
+func (y *evalSystem) unperm(i int) int {
+	switch {
+	case i == y.n-1:
+		return y.ref
+	case i < y.ref:
+		return i
+	}
+	return i + 1
+}
+
+// newEvalSystem allocates the system's storage for the space (the pattern
+// is rebuilt for every policy).
+func newEvalSystem(e *engine, ref int) *evalSystem {
+	n := e.s.States
+	return &evalSystem{e: e, n: n, ref: ref, start: make([]int, n+1), diag: make([]int, n), rhs: make([]float64, n)}
+}
+
+// transitions calls fn for every transition of the uniformized chain out
+// of state idx under the policy (target state, probability; the fictitious
+// self-loop included) and returns the state's step cost h + c(f(S)).
+func (e *engine) transitions(idx int, pol []int8, fn func(t int, p float64)) float64 {
+	s := e.s
+	B, J := s.B, s.J
+	c, j := idx/B, idx%B
+	post, cost := c, 0.0
+	if d := Action(pol[idx]); d != NoAction {
+		a, _ := s.find(c, d)
+		post, cost = int(a.target), a.cost
+	}
+	out := 0.0
+	for i := s.compStart[post]; i < s.compStart[post+1]; i++ {
+		fn(int(s.comps[i].target)*B+j, e.comp[i])
+		out += e.comp[i]
+	}
+	x := s.config(post)
+	base := post * B
+	for i := range s.M {
+		q := j / s.stride[i] % J
+		if q < J-1 && e.arr[i] > 0 {
+			fn(base+j+s.stride[i], e.arr[i])
+			out += e.arr[i]
+		}
+		if q > 0 && x[i] > 0 {
+			d := e.mu[i] * float64(min(q, int(x[i])))
+			fn(base+j-s.stride[i], d)
+			out += d
+		}
+	}
+	if out < 1 {
+		fn(base+j, 1-out)
+	}
+	return e.h[j] + cost
+}
+
+// build fills the system of policy pol (rows in permuted order, columns
+// increasing) and factors it.
+func (y *evalSystem) build(pol []int8) {
+	type entry struct {
+		col int32
+		val float64
+	}
+	row := make([]entry, 0, 32)
+	add := func(c int, v float64) {
+		for k := range row {
+			if int(row[k].col) == c {
+				row[k].val += v
+				return
+			}
+		}
+		row = append(row, entry{int32(c), v})
+	}
+	y.col, y.val = y.col[:0], y.val[:0]
+	g := y.n - 1
+	for i := range y.n {
+		s := y.unperm(i)
+		row = row[:0]
+		if s != y.ref {
+			add(i, 1)
+		}
+		add(g, 1)
+		y.rhs[i] = y.e.transitions(s, pol, func(t int, p float64) {
+			if t != y.ref {
+				add(y.perm(t), -p)
+			}
+		})
+		// Insertion sort: a row has a dozen entries.
+		for a := 1; a < len(row); a++ {
+			for b := a; b > 0 && row[b].col < row[b-1].col; b-- {
+				row[b], row[b-1] = row[b-1], row[b]
+			}
+		}
+		for _, en := range row {
+			if int(en.col) == i {
+				y.diag[i] = len(y.col)
+			}
+			y.col = append(y.col, en.col)
+			y.val = append(y.val, en.val)
+		}
+		y.start[i+1] = len(y.col)
+	}
+	y.factor()
+}
+
+// factor computes the ILU(0) factors: Gaussian elimination row by row that
+// keeps only the entries of the matrix's own pattern.
+func (y *evalSystem) factor() {
+	y.lu = append(y.lu[:0], y.val...)
+	pos := make([]int, y.n)
+	for i := range pos {
+		pos[i] = -1
+	}
+	lu, col := y.lu, y.col
+	for i := range y.n {
+		for k := y.start[i]; k < y.start[i+1]; k++ {
+			pos[col[k]] = k
+		}
+		for kk := y.start[i]; kk < y.diag[i]; kk++ {
+			k := int(col[kk])
+			lu[kk] /= lu[y.diag[k]]
+			f := lu[kk]
+			for jj := y.diag[k] + 1; jj < y.start[k+1]; jj++ {
+				if q := pos[col[jj]]; q >= 0 {
+					lu[q] -= f * lu[jj]
+				}
+			}
+		}
+		for k := y.start[i]; k < y.start[i+1]; k++ {
+			pos[col[k]] = -1
+		}
+		// Dropping fill can leave a pivot near zero (the gain's row, last,
+		// whose column of ones is not an M-matrix's): the preconditioner
+		// then takes the row's scale there instead, and BiCGSTAB makes up
+		// the difference.
+		d := &lu[y.diag[i]]
+		if scale := y.rowScale(i); !(math.Abs(*d) > 1e-8*scale) {
+			*d = scale
+		}
+	}
+}
+
+// rowScale is the largest magnitude in row i of the matrix.
+func (y *evalSystem) rowScale(i int) float64 {
+	m := 0.0
+	for k := y.start[i]; k < y.start[i+1]; k++ {
+		m = max(m, math.Abs(y.val[k]))
+	}
+	return m
+}
+
+// precondition sets z = (LU)⁻¹ r by forward and back substitution.
+func (y *evalSystem) precondition(z, r []float64) {
+	lu, col := y.lu, y.col
+	for i := range y.n {
+		acc := r[i]
+		for k := y.start[i]; k < y.diag[i]; k++ {
+			acc -= lu[k] * z[col[k]]
+		}
+		z[i] = acc
+	}
+	for i := y.n - 1; i >= 0; i-- {
+		acc := z[i]
+		for k := y.diag[i] + 1; k < y.start[i+1]; k++ {
+			acc -= lu[k] * z[col[k]]
+		}
+		z[i] = acc / lu[y.diag[i]]
+	}
+}
+
+// chunk is the span of the parallel vector operations; their sums are
+// taken chunk by chunk in order, so they do not depend on the workers.
+const chunk = 1 << 14
+
+// rows runs fn over ranges of [0, n) on the engine's workers.
+func (y *evalSystem) rows(fn func(c, lo, hi int)) {
+	chunks := (y.n + chunk - 1) / chunk
+	var wg sync.WaitGroup
+	next := make(chan int, chunks)
+	for c := range chunks {
+		next <- c
+	}
+	close(next)
+	for range min(y.e.workers, chunks) {
+		wg.Go(func() {
+			for c := range next {
+				fn(c, c*chunk, min((c+1)*chunk, y.n))
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// mul sets out = A x.
+func (y *evalSystem) mul(out, x []float64) {
+	y.rows(func(_, lo, hi int) {
+		for i := lo; i < hi; i++ {
+			acc := 0.0
+			for k := y.start[i]; k < y.start[i+1]; k++ {
+				acc += y.val[k] * x[y.col[k]]
+			}
+			out[i] = acc
+		}
+	})
+}
+
+// dots returns ⟨a, b⟩ and ⟨c, d⟩ (d nil: just the first).
+func (y *evalSystem) dot(a, b []float64) float64 {
+	sums := make([]float64, (y.n+chunk-1)/chunk)
+	y.rows(func(c, lo, hi int) {
+		acc := 0.0
+		for i := lo; i < hi; i++ {
+			acc += a[i] * b[i]
+		}
+		sums[c] = acc
+	})
+	total := 0.0
+	for _, s := range sums {
+		total += s
+	}
+	return total
+}
+
+// residual sets r = rhs − A x and returns its sup-norm.
+func (y *evalSystem) residual(r, x []float64) float64 {
+	y.mul(r, x)
+	sups := make([]float64, (y.n+chunk-1)/chunk)
+	y.rows(func(c, lo, hi int) {
+		m := 0.0
+		for i := lo; i < hi; i++ {
+			r[i] = y.rhs[i] - r[i]
+			m = max(m, math.Abs(r[i]))
+		}
+		sups[c] = m
+	})
+	m := 0.0
+	for _, s := range sups {
+		m = max(m, s)
+	}
+	return m
+}
+
+// bicgstab holds the vectors of the BiCGSTAB iteration (right
+// preconditioned by the ILU(0) factors).
+type bicgstab struct {
+	x, r, r0, p, v, z, t []float64
+}
+
+func newBiCGStab(n int) *bicgstab {
+	return &bicgstab{
+		x: make([]float64, n), r: make([]float64, n), r0: make([]float64, n),
+		p: make([]float64, n), v: make([]float64, n), z: make([]float64, n), t: make([]float64, n),
+	}
+}
+
+// solve runs BiCGSTAB from b.x until the sup-norm of the true residual is
+// at most target, for at most maxIter iterations; each iteration calls
+// step with its count and the residual (the recurrence's, checked against
+// the true one before stopping), and stops early when step returns an
+// error. It returns the iterations run, the final true residual's
+// sup-norm, and whether it reached target.
+func (b *bicgstab) solve(y *evalSystem, target float64, maxIter int, step func(it int, res float64) error) (int, float64, bool, error) {
+	res := y.residual(b.r, b.x)
+	if res <= target {
+		return 0, res, true, nil
+	}
+	restart := func() {
+		copy(b.r0, b.r)
+		clear(b.p)
+		clear(b.v)
+	}
+	restart()
+	rho, alpha, omega := 1.0, 1.0, 1.0
+	for it := 1; it <= maxIter; it++ {
+		if math.IsNaN(res) || math.IsInf(res, 0) {
+			return it, res, false, nil
+		}
+		rho1 := y.dot(b.r0, b.r)
+		if rho1 == 0 || omega == 0 || math.IsNaN(rho1) {
+			res = y.residual(b.r, b.x)
+			restart()
+			rho, alpha, omega = 1, 1, 1
+			rho1 = y.dot(b.r0, b.r)
+		}
+		beta := rho1 / rho * alpha / omega
+		y.rows(func(_, lo, hi int) {
+			for i := lo; i < hi; i++ {
+				b.p[i] = b.r[i] + beta*(b.p[i]-omega*b.v[i])
+			}
+		})
+		y.precondition(b.z, b.p)
+		y.mul(b.v, b.z)
+		alpha = rho1 / y.dot(b.r0, b.v)
+		y.rows(func(_, lo, hi int) {
+			for i := lo; i < hi; i++ {
+				b.x[i] += alpha * b.z[i]
+				b.r[i] -= alpha * b.v[i]
+			}
+		})
+		y.precondition(b.z, b.r)
+		y.mul(b.t, b.z)
+		tt := y.dot(b.t, b.t)
+		omega = 0
+		if tt > 0 {
+			omega = y.dot(b.t, b.r) / tt
+		}
+		sups := make([]float64, (y.n+chunk-1)/chunk)
+		y.rows(func(c, lo, hi int) {
+			m := 0.0
+			for i := lo; i < hi; i++ {
+				b.x[i] += omega * b.z[i]
+				b.r[i] -= omega * b.t[i]
+				m = max(m, math.Abs(b.r[i]))
+			}
+			sups[c] = m
+		})
+		rho = rho1
+		res = 0
+		for _, s := range sups {
+			res = max(res, s)
+		}
+		if res <= target || it == maxIter {
+			// The recurrence drifts from the true residual: check, and
+			// go on from the true one when it is not there yet.
+			res = y.residual(b.r, b.x)
+			if res <= target {
+				if err := step(it, res); err != nil {
+					return it, res, false, err
+				}
+				return it, res, true, nil
+			}
+			restart()
+			rho, alpha, omega = 1, 1, 1
+		}
+		if err := step(it, res); err != nil {
+			return it, res, false, err
+		}
+	}
+	return maxIter, res, false, nil
+}
+
+// solveKrylov is policy iteration whose evaluations solve the policy's
+// linear system by BiCGSTAB with an ILU(0) preconditioner, warm-started
+// from the previous policy's values. An evaluation is solved only as far as
+// the last Bellman sweep's span warrants (a thousandth of it, down to a
+// quarter of the tolerance), and the solve ends when one Bellman sweep
+// applied to the values changes them by a span below the tolerance: the
+// same test as relative value iteration's, and the certified bounds'
+// width divided by Λ.
+func solveKrylov(ctx context.Context, m *Model, e *engine, V, U []float64, scratch [][]float64, ref int, opts SolveOptions, sol *Solution) error {
+	pol := sol.Table.Actions
+	if err := startPolicy(m, e.s, opts, pol); err != nil {
+		return err
+	}
+	y := newEvalSystem(e, ref)
+	b := newBiCGStab(y.n)
+	// The first evaluation (from V = 0) is solved to a ten-thousandth of
+	// its starting residual.
+	target := math.NaN()
+	for {
+		if err := canceled(ctx); err != nil {
+			return err
+		}
+		y.build(pol)
+		if math.IsNaN(target) {
+			target = y.residual(b.r, b.x) * 1e-4
+		}
+		goal := max(opts.Tolerance/4, target)
+		_, res, _, err := b.solve(y, goal, opts.MaxSweeps-sol.Sweeps, func(it int, res float64) error {
+			sol.Sweeps++
+			if opts.Progress != nil {
+				opts.Progress(Progress{Phase: "evaluate", Sweep: it, Residual: res, Tolerance: goal})
+			}
+			return canceled(ctx)
+		})
+		if err != nil {
+			return err
+		}
+		if math.IsNaN(res) || math.IsInf(res, 0) {
+			// The policy's system broke the solver (a policy whose chain
+			// splits into closed classes has no single gain): go on by
+			// relative value iteration from the last values.
+			sol.Method = ValueIteration
+			sol.Fallback = fmt.Sprintf("the krylov evaluation of policy %d broke down; relative value iteration went on from its last values", sol.Improvements+1)
+			return solveValue(ctx, e, V, U, scratch, ref, opts, sol)
+		}
+		for i, v := range b.x {
+			V[y.unperm(i)] = v
+		}
+		V[ref] = 0
+		e.expect(U, V)
+		st := e.span(V, U, scratch)
+		sol.Residual = st.hi - st.lo
+		sol.AverageCost = (st.lo + st.hi) / 2 * e.lam
+		if sol.Residual < opts.Tolerance {
+			sol.Converged = true
+			e.decide(pol, U, nil)
+			return nil
+		}
+		if sol.Sweeps >= opts.MaxSweeps {
+			e.decide(pol, U, nil)
+			return nil
+		}
+		sol.Improvements++
+		changed := e.greedy(pol, U)
+		if opts.Progress != nil {
+			opts.Progress(Progress{Phase: "improve", Sweep: sol.Improvements, Residual: float64(changed)})
+		}
+		target = sol.Residual / 1000
+		if changed == 0 {
+			// The policy stands: only the evaluation is short.
+			target = min(target, goal/10)
+		}
+	}
+}
