@@ -119,7 +119,7 @@ type Solution struct {
 	// Fallback, when set, says why the solve left its method for relative
 	// value iteration (Method then says ValueIteration).
 	Fallback string
-	Residual     float64 // the last sup-norm or span of V_n − V_{n−1}
+	Residual float64 // the last sup-norm or span of V_n − V_{n−1}
 	// AverageCost is the long-run average cost per unit time (gain·Λ) of
 	// the average criterion, the middle of its certified bounds; NaN
 	// otherwise.
