@@ -312,13 +312,15 @@ func (e *engine) decide(pol []int8, U []float64, keep []int8) int {
 	return n
 }
 
-// greedy writes into pol the exact minimizer of every state (no tie
-// tolerance: do nothing, then the lowest action number, wins an exact tie)
-// and returns the number of states whose action changed. Policy iteration
-// to a tight tolerance needs it: a tie tolerance relative to the values
-// would keep actions whose cost exceeds the minimum by more than the
-// tolerance.
-func (e *engine) greedy(pol []int8, U []float64) int {
+// greedy improves pol for U: each state takes the exact minimizer (do
+// nothing, then the lowest action number, wins an exact tie), except that
+// it keeps its action when that is within keep of the minimum. It returns
+// the number of states whose action changed. Policy iteration to a tight
+// tolerance needs this rather than decide: a tie tolerance relative to the
+// values would keep actions whose cost exceeds the minimum by more than the
+// tolerance; and keeping near-ties keeps the chain from splitting on a
+// choice between actions of equal value.
+func (e *engine) greedy(pol []int8, U []float64, keep float64) int {
 	changed := make([]int, e.workers)
 	e.parallel(func(w, c0, c1 int) {
 		s := e.s
@@ -334,10 +336,12 @@ func (e *engine) greedy(pol []int8, U []float64) int {
 						best, d = v, a.d
 					}
 				}
-				if pol[idx] != int8(d) {
-					pol[idx] = int8(d)
-					changed[w]++
+				old := Action(pol[idx])
+				if old == d || e.actionValue(U, c, j, old) <= best+keep {
+					continue
 				}
+				pol[idx] = int8(d)
+				changed[w]++
 			}
 		}
 	})

@@ -11,11 +11,11 @@ import (
 // on top of BytesPerState: the policy's sparse matrix and its ILU(0)
 // factors (20 bytes an entry, a row holding at most one entry per
 // transition of the state: 2M queue moves, the switches that may complete,
-// the state itself and the gain), the row start, diagonal and scratch
-// indexes, and the eight vectors of BiCGSTAB and the right-hand side.
+// the state itself and the gain), 36 bytes of row indexes and right-hand
+// side, the seven vectors of BiCGSTAB, and the previous policy.
 func KrylovBytesPerState(m *Model) uint64 {
 	entries := uint64(2*m.NumPools() + len(transitPairs(m)) + 2)
-	return entries*20 + 3*8 + 8*8
+	return entries*20 + 36 + 7*8 + 1
 }
 
 // evalSystem is the linear system of one policy's evaluation,
@@ -37,6 +37,10 @@ type evalSystem struct {
 	val   []float64 // entry of the matrix
 	lu    []float64 // ILU(0): L below the diagonal (unit diagonal implied), U on and above
 	diag  []int     // position of each row's diagonal entry
+	bound []int     // the preconditioner's row ranges: [bound[p], bound[p+1])
+	lo    []int32   // row i's entries in its own range: start[i]+lo[i] …
+	hi    []int32   // … start[i]+hi[i]
+	pos   []int32   // factor's scratch: an entry's offset in its row, by column; −1
 	rhs   []float64
 }
 
@@ -153,41 +157,105 @@ func (y *evalSystem) build(pol []int8) {
 	y.factor()
 }
 
-// factor computes the ILU(0) factors: Gaussian elimination row by row that
-// keeps only the entries of the matrix's own pattern.
-func (y *evalSystem) factor() {
-	y.lu = append(y.lu[:0], y.val...)
-	pos := make([]int, y.n)
-	for i := range pos {
-		pos[i] = -1
+// The preconditioner is ILU(0) of the matrix's diagonal blocks: the rows
+// are cut into krylovParts ranges at configuration boundaries, entries that
+// couple two ranges are left out of the factors, and the ranges are
+// factored and solved on the workers at once. The cut is fixed, so results
+// do not depend on the number of workers.
+var krylovParts = 8
+
+var debugKrylov = false
+
+// cut sets the ranges and, for each row, where its entries inside its own
+// range begin and end (columns are sorted, so they are contiguous).
+func (y *evalSystem) cut() {
+	s := y.e.s
+	parts := min(krylovParts, s.Configs)
+	y.bound = y.bound[:0]
+	for p := range parts {
+		y.bound = append(y.bound, s.Configs*p/parts*s.B)
 	}
-	lu, col := y.lu, y.col
-	for i := range y.n {
-		for k := y.start[i]; k < y.start[i+1]; k++ {
-			pos[col[k]] = k
+	y.bound = append(y.bound, y.n)
+	if y.lo == nil {
+		y.lo = make([]int32, y.n)
+		y.hi = make([]int32, y.n)
+	}
+	for p := range parts {
+		from, to := y.bound[p], y.bound[p+1]
+		for i := from; i < to; i++ {
+			a, b := y.start[i], y.start[i+1]
+			for a < b && int(y.col[a]) < from {
+				a++
+			}
+			for b > a && int(y.col[b-1]) >= to {
+				b--
+			}
+			y.lo[i], y.hi[i] = int32(a-y.start[i]), int32(b-y.start[i])
 		}
-		for kk := y.start[i]; kk < y.diag[i]; kk++ {
-			k := int(col[kk])
-			lu[kk] /= lu[y.diag[k]]
-			f := lu[kk]
-			for jj := y.diag[k] + 1; jj < y.start[k+1]; jj++ {
-				if q := pos[col[jj]]; q >= 0 {
-					lu[q] -= f * lu[jj]
+	}
+}
+
+// inParts runs fn for every range of rows, on the workers.
+func (y *evalSystem) inParts(fn func(from, to int)) {
+	parts := len(y.bound) - 1
+	var wg sync.WaitGroup
+	next := make(chan int, parts)
+	for p := range parts {
+		next <- p
+	}
+	close(next)
+	for range min(y.e.workers, parts) {
+		wg.Go(func() {
+			for p := range next {
+				fn(y.bound[p], y.bound[p+1])
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// factor computes the ILU(0) factors of the diagonal blocks: Gaussian
+// elimination row by row that keeps only the entries of the block's own
+// pattern.
+func (y *evalSystem) factor() {
+	y.cut()
+	y.lu = append(y.lu[:0], y.val...)
+	if len(y.pos) != y.n {
+		y.pos = make([]int32, y.n)
+		for i := range y.pos {
+			y.pos[i] = -1
+		}
+	}
+	y.inParts(func(from, to int) {
+		lu, col, pos := y.lu, y.col, y.pos
+		for i := from; i < to; i++ {
+			a, b := y.start[i]+int(y.lo[i]), y.start[i]+int(y.hi[i])
+			for k := a; k < b; k++ {
+				pos[col[k]] = int32(k - y.start[i])
+			}
+			for kk := a; kk < y.diag[i]; kk++ {
+				k := int(col[kk])
+				lu[kk] /= lu[y.diag[k]]
+				f := lu[kk]
+				for jj := y.diag[k] + 1; jj < y.start[k]+int(y.hi[k]); jj++ {
+					if q := pos[col[jj]]; q >= 0 {
+						lu[y.start[i]+int(q)] -= f * lu[jj]
+					}
 				}
 			}
+			for k := a; k < b; k++ {
+				pos[col[k]] = -1
+			}
+			// Dropping fill can leave a pivot near zero (the gain's row,
+			// last, whose column of ones is not an M-matrix's): the
+			// preconditioner then takes the row's scale there instead,
+			// and BiCGSTAB makes up the difference.
+			d := &lu[y.diag[i]]
+			if scale := y.rowScale(i); !(math.Abs(*d) > 1e-8*scale) {
+				*d = scale
+			}
 		}
-		for k := y.start[i]; k < y.start[i+1]; k++ {
-			pos[col[k]] = -1
-		}
-		// Dropping fill can leave a pivot near zero (the gain's row, last,
-		// whose column of ones is not an M-matrix's): the preconditioner
-		// then takes the row's scale there instead, and BiCGSTAB makes up
-		// the difference.
-		d := &lu[y.diag[i]]
-		if scale := y.rowScale(i); !(math.Abs(*d) > 1e-8*scale) {
-			*d = scale
-		}
-	}
+	})
 }
 
 // rowScale is the largest magnitude in row i of the matrix.
@@ -199,23 +267,26 @@ func (y *evalSystem) rowScale(i int) float64 {
 	return m
 }
 
-// precondition sets z = (LU)⁻¹ r by forward and back substitution.
+// precondition sets z = (LU)⁻¹ r by forward and back substitution in each
+// diagonal block.
 func (y *evalSystem) precondition(z, r []float64) {
-	lu, col := y.lu, y.col
-	for i := range y.n {
-		acc := r[i]
-		for k := y.start[i]; k < y.diag[i]; k++ {
-			acc -= lu[k] * z[col[k]]
+	y.inParts(func(from, to int) {
+		lu, col := y.lu, y.col
+		for i := from; i < to; i++ {
+			acc := r[i]
+			for k := y.start[i] + int(y.lo[i]); k < y.diag[i]; k++ {
+				acc -= lu[k] * z[col[k]]
+			}
+			z[i] = acc
 		}
-		z[i] = acc
-	}
-	for i := y.n - 1; i >= 0; i-- {
-		acc := z[i]
-		for k := y.diag[i] + 1; k < y.start[i+1]; k++ {
-			acc -= lu[k] * z[col[k]]
+		for i := to - 1; i >= from; i-- {
+			acc := z[i]
+			for k := y.diag[i] + 1; k < y.start[i]+int(y.hi[i]); k++ {
+				acc -= lu[k] * z[col[k]]
+			}
+			z[i] = acc / lu[y.diag[i]]
 		}
-		z[i] = acc / lu[y.diag[i]]
-	}
+	})
 }
 
 // chunk is the span of the parallel vector operations; their sums are
@@ -308,12 +379,16 @@ func newBiCGStab(n int) *bicgstab {
 // step with its count and the residual (the recurrence's, checked against
 // the true one before stopping), and stops early when step returns an
 // error. It returns the iterations run, the final true residual's
-// sup-norm, and whether it reached target.
+// sup-norm (NaN when the iteration broke down: not a number, or a
+// billion times the starting residual), and whether it reached target.
 func (b *bicgstab) solve(y *evalSystem, target float64, maxIter int, step func(it int, res float64) error) (int, float64, bool, error) {
 	res := y.residual(b.r, b.x)
 	if res <= target {
 		return 0, res, true, nil
 	}
+	// A residual a billion times the starting one (or not a number) is a
+	// breakdown: the iteration is not going to come back.
+	limit := 1e9 * res
 	restart := func() {
 		copy(b.r0, b.r)
 		clear(b.p)
@@ -322,8 +397,8 @@ func (b *bicgstab) solve(y *evalSystem, target float64, maxIter int, step func(i
 	restart()
 	rho, alpha, omega := 1.0, 1.0, 1.0
 	for it := 1; it <= maxIter; it++ {
-		if math.IsNaN(res) || math.IsInf(res, 0) {
-			return it, res, false, nil
+		if !(res <= limit) {
+			return it, math.NaN(), false, nil
 		}
 		rho1 := y.dot(b.r0, b.r)
 		if rho1 == 0 || omega == 0 || math.IsNaN(rho1) {
@@ -389,14 +464,23 @@ func (b *bicgstab) solve(y *evalSystem, target float64, maxIter int, step func(i
 	return maxIter, res, false, nil
 }
 
+var krylovFirst, krylovFollow, krylovGain = 1e-4, 1e-2, 1e-2
+
 // solveKrylov is policy iteration whose evaluations solve the policy's
 // linear system by BiCGSTAB with an ILU(0) preconditioner, warm-started
 // from the previous policy's values. An evaluation is solved only as far as
-// the last Bellman sweep's span warrants (a thousandth of it, down to a
+// the last Bellman sweep's span warrants (krylovFollow of it, down to a
 // quarter of the tolerance), and the solve ends when one Bellman sweep
 // applied to the values changes them by a span below the tolerance: the
 // same test as relative value iteration's, and the certified bounds'
 // width divided by Λ.
+//
+// A policy improved from loosely evaluated values can be a bad one, even
+// one whose chain splits (no single gain: its system is singular and
+// BiCGSTAB diverges). Then the solve goes back to the previous policy and
+// its values, evaluates it a hundred times tighter, and improves again; a
+// breakdown with nothing tighter to go back to leaves the rest of the solve
+// to relative value iteration, from the last good values, and says so.
 func solveKrylov(ctx context.Context, m *Model, e *engine, V, U []float64, scratch [][]float64, ref int, opts SolveOptions, sol *Solution) error {
 	pol := sol.Table.Actions
 	if err := startPolicy(m, e.s, opts, pol); err != nil {
@@ -404,18 +488,20 @@ func solveKrylov(ctx context.Context, m *Model, e *engine, V, U []float64, scrat
 	}
 	y := newEvalSystem(e, ref)
 	b := newBiCGStab(y.n)
-	// The first evaluation (from V = 0) is solved to a ten-thousandth of
-	// its starting residual.
-	target := math.NaN()
+	prev := make([]int8, len(pol))
+	floor := opts.Tolerance / 4
+	// The first evaluation (from V = 0) is solved to krylovFirst of its
+	// starting residual.
+	target, gain, lastRes, lastGoal, good := math.NaN(), 0.0, 0.0, 0.0, false
 	for {
 		if err := canceled(ctx); err != nil {
 			return err
 		}
 		y.build(pol)
 		if math.IsNaN(target) {
-			target = y.residual(b.r, b.x) * 1e-4
+			target = y.residual(b.r, b.x) * krylovFirst
 		}
-		goal := max(opts.Tolerance/4, target)
+		goal := max(floor, target)
 		_, res, _, err := b.solve(y, goal, opts.MaxSweeps-sol.Sweeps, func(it int, res float64) error {
 			sol.Sweeps++
 			if opts.Progress != nil {
@@ -426,22 +512,43 @@ func solveKrylov(ctx context.Context, m *Model, e *engine, V, U []float64, scrat
 		if err != nil {
 			return err
 		}
-		if math.IsNaN(res) || math.IsInf(res, 0) {
-			// The policy's system broke the solver (a policy whose chain
-			// splits into closed classes has no single gain): go on by
-			// relative value iteration from the last values.
-			sol.Method = ValueIteration
-			sol.Fallback = fmt.Sprintf("the krylov evaluation of policy %d broke down; relative value iteration went on from its last values", sol.Improvements+1)
-			return solveValue(ctx, e, V, U, scratch, ref, opts, sol)
+		// Policy iteration lowers the gain at every step. A gain above the
+		// last one (beyond both evaluations' errors) means the last
+		// evaluation was too loose to improve on; so does a breakdown.
+		worse := good && b.x[y.n-1]-res > gain+lastRes
+		if debugKrylov {
+			fmt.Printf("eval: G=%.9g res=%.3g goal=%.3g prevG=%.9g prevRes=%.3g worse=%v\n", b.x[y.n-1]*e.lam, res, goal, gain*e.lam, lastRes, worse)
+		}
+		retry := math.IsNaN(res) || worse
+		if retry && (!good || lastGoal <= floor) {
+			if !worse {
+				sol.Method = ValueIteration
+				sol.Fallback = fmt.Sprintf("the krylov evaluation of policy %d broke down; relative value iteration went on from its last values", sol.Improvements+1)
+				return solveValue(ctx, e, V, U, scratch, ref, opts, sol)
+			}
+			retry = false // nothing tighter to go back to: go on
+		}
+		if retry {
+			copy(pol, prev)
+			for i := range b.x {
+				b.x[i] = V[y.unperm(i)]
+			}
+			b.x[y.n-1] = gain
+			target = lastGoal / 100
+			continue
 		}
 		for i, v := range b.x {
 			V[y.unperm(i)] = v
 		}
 		V[ref] = 0
+		gain, lastRes, lastGoal, good = b.x[y.n-1], res, goal, true
 		e.expect(U, V)
 		st := e.span(V, U, scratch)
 		sol.Residual = st.hi - st.lo
 		sol.AverageCost = (st.lo + st.hi) / 2 * e.lam
+		if debugKrylov {
+			fmt.Printf("bellman: [%.9g, %.9g] span %.3g\n", st.lo*e.lam, st.hi*e.lam, sol.Residual)
+		}
 		if sol.Residual < opts.Tolerance {
 			sol.Converged = true
 			e.decide(pol, U, nil)
@@ -452,11 +559,12 @@ func solveKrylov(ctx context.Context, m *Model, e *engine, V, U []float64, scrat
 			return nil
 		}
 		sol.Improvements++
-		changed := e.greedy(pol, U)
+		copy(prev, pol)
+		changed := e.greedy(pol, U, opts.Tolerance/16)
 		if opts.Progress != nil {
 			opts.Progress(Progress{Phase: "improve", Sweep: sol.Improvements, Residual: float64(changed)})
 		}
-		target = sol.Residual / 1000
+		target = min(sol.Residual*krylovFollow, math.Abs(gain)*krylovGain)
 		if changed == 0 {
 			// The policy stands: only the evaluation is short.
 			target = min(target, goal/10)

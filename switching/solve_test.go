@@ -615,3 +615,44 @@ func TestTwoStateChainByHand(t *testing.T) {
 		}
 	}
 }
+
+// fig3N is Fisher et al.'s Figure 3 rates at n servers and queue limit j:
+// type 1 a thousand times slower and rarer (µ = (0.001, 1, 1),
+// λ_1 = λ_2/1000), load 4n/5 split equally, c = (2, 1, 1), ζ = 0.1.
+func fig3N(n, j int) *Model {
+	rho := 0.8 * float64(n) / 3
+	m := policyModel(n, []float64{rho / 1000, rho, rho}, []float64{0.001, 1, 1}, []float64{2, 1, 1}, 0.1)
+	m.QueueLimit = j
+	m.BlockingAuto = true
+	return m
+}
+
+// On a stiff model (Figure 3's rates at N = 2, J = 8: type 1's events are
+// a thousand times rarer than the others') relative value iteration is far
+// from converged after 2,000 sweeps, and the krylov method certifies the
+// optimum to 1e-8 relative, inside value iteration's wide bounds.
+func TestKrylovConvergesOnStiffModel(t *testing.T) {
+	ctx := context.Background()
+	m := fig3N(2, 8)
+	vi, err := Solve(ctx, m, SolveOptions{Method: ValueIteration, MaxSweeps: 2000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if vi.Converged {
+		t.Fatalf("relative value iteration converged in %d sweeps: the model is not stiff", vi.Sweeps)
+	}
+	kr, err := Solve(ctx, m, SolveOptions{Tolerance: 1e-9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kr.Method != Krylov || !kr.Converged || kr.Fallback != "" {
+		t.Fatalf("krylov: method %s converged %v (%s)", kr.Method, kr.Converged, kr.Fallback)
+	}
+	if gap := (kr.AverageCostUpper - kr.AverageCostLower) / kr.AverageCostUpper; gap > 1e-8 {
+		t.Errorf("krylov certified [%.12g, %.12g], a relative gap of %.3g", kr.AverageCostLower, kr.AverageCostUpper, gap)
+	}
+	if kr.AverageCostLower < vi.AverageCostLower-1e-9 || kr.AverageCostUpper > vi.AverageCostUpper+1e-9 {
+		t.Errorf("krylov's bounds [%.12g, %.12g] are not within value iteration's [%.12g, %.12g]",
+			kr.AverageCostLower, kr.AverageCostUpper, vi.AverageCostLower, vi.AverageCostUpper)
+	}
+}

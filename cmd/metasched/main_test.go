@@ -80,6 +80,21 @@ func TestPolicySolveCertifiedBounds(t *testing.T) {
 	if !(lo <= c && c <= hi) || hi-lo > 1e-5*hi || !strings.Contains(out, `"average_cost_lower"`) || !strings.Contains(out, `"average_cost_upper"`) {
 		t.Errorf("bounds [%g, %g] around %g:\n%s", lo, hi, c, out)
 	}
+	if got.Method != switching.Krylov || !got.Converged {
+		t.Errorf("the average criterion solved by %q (converged %v), want krylov by default", got.Method, got.Converged)
+	}
+	// Relative value iteration, asked for, certifies the same optimum.
+	code, out, errOut = runCmd(t, "policy", "solve", "--model", example+"palmer-table2.yaml", "--output", "json", "--method", "value")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var vi solveReport
+	if err := json.Unmarshal([]byte(out), &vi); err != nil {
+		t.Fatalf("output is not JSON: %v\n%s", err, out)
+	}
+	if vi.Method != switching.ValueIteration || *vi.AverageLower > hi || *vi.AverageUpper < lo {
+		t.Errorf("value iteration: method %q, bounds [%g, %g] against krylov's [%g, %g]", vi.Method, *vi.AverageLower, *vi.AverageUpper, lo, hi)
+	}
 	code, out, errOut = runCmd(t, "policy", "solve", "--model", example+"palmer-table2.yaml")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
@@ -147,6 +162,7 @@ func TestPolicySolveBadInput(t *testing.T) {
 			"uniformization: 0.5 is smaller than the largest total transition rate 2.2"},
 		{"bad criterion", []string{"policy", "solve", "--model", goodPath, "--criterion", "best"}, `criterion "best"`},
 		{"bad method", []string{"policy", "solve", "--model", goodPath, "--method", "guess"}, `method "guess"`},
+		{"krylov discounted", []string{"policy", "solve", "--model", goodPath, "--method", "krylov", "--criterion", "discounted"}, `method "krylov": solves the "average" criterion only`},
 		{"bad output", []string{"policy", "solve", "--model", goodPath, "--output", "xml"}, "--output: must be table or json"},
 		{"bad flag", []string{"policy", "solve", "--model", goodPath, "--frobnicate"}, "unknown flag: --frobnicate"},
 		{"bad tolerance", []string{"policy", "solve", "--model", goodPath, "--tolerance", "x"}, "invalid argument"},
