@@ -267,46 +267,55 @@ func tieTolerance(best float64) float64 { return 1e-9 * max(1, math.Abs(best)) }
 // action of keep that ties is kept instead; the number of states whose
 // action differs from keep is returned.
 func (e *engine) decide(pol []int8, U []float64, keep []int8) int {
-	changed := make([]int, e.workers)
+	B := e.s.B
+	return e.eachState(func(c, j, idx int, acts []configAction) bool {
+		best := U[idx]
+		for _, a := range acts {
+			best = min(best, a.cost+U[int(a.target)*B+j])
+		}
+		tol := best + tieTolerance(best)
+		d := Action(-1)
+		if U[idx] <= tol {
+			d = NoAction
+		} else {
+			for _, a := range acts {
+				if a.cost+U[int(a.target)*B+j] <= tol {
+					d = a.d
+					break
+				}
+			}
+		}
+		changed := false
+		if keep != nil {
+			k := Action(keep[idx])
+			if k != d && e.actionValue(U, c, j, k) <= tol {
+				d = k
+			}
+			changed = d != k
+		}
+		pol[idx] = int8(d)
+		return changed
+	})
+}
+
+// eachState calls fn for every state (configuration c, queue vector j,
+// index idx, the actions of c) on the workers, and returns how many calls
+// returned true.
+func (e *engine) eachState(fn func(c, j, idx int, acts []configAction) bool) int {
+	counts := make([]int, e.workers)
 	e.parallel(func(w, c0, c1 int) {
-		s := e.s
-		B := s.B
+		B := e.s.B
 		for c := c0; c < c1; c++ {
-			acts := s.acts(c)
-			base := c * B
+			acts := e.s.acts(c)
 			for j := range B {
-				idx := base + j
-				best := U[idx]
-				for _, a := range acts {
-					best = min(best, a.cost+U[int(a.target)*B+j])
+				if fn(c, j, c*B+j, acts) {
+					counts[w]++
 				}
-				tol := best + tieTolerance(best)
-				d := Action(-1)
-				if U[idx] <= tol {
-					d = NoAction
-				} else {
-					for _, a := range acts {
-						if a.cost+U[int(a.target)*B+j] <= tol {
-							d = a.d
-							break
-						}
-					}
-				}
-				if keep != nil {
-					k := Action(keep[idx])
-					if k != d && e.actionValue(U, c, j, k) <= tol {
-						d = k
-					}
-					if d != k {
-						changed[w]++
-					}
-				}
-				pol[idx] = int8(d)
 			}
 		}
 	})
 	n := 0
-	for _, c := range changed {
+	for _, c := range counts {
 		n += c
 	}
 	return n
@@ -321,35 +330,21 @@ func (e *engine) decide(pol []int8, U []float64, keep []int8) int {
 // tolerance; and keeping near-ties keeps the chain from splitting on a
 // choice between actions of equal value.
 func (e *engine) greedy(pol []int8, U []float64, keep float64) int {
-	changed := make([]int, e.workers)
-	e.parallel(func(w, c0, c1 int) {
-		s := e.s
-		B := s.B
-		for c := c0; c < c1; c++ {
-			acts := s.acts(c)
-			base := c * B
-			for j := range B {
-				idx := base + j
-				best, d := U[idx], NoAction
-				for _, a := range acts {
-					if v := a.cost + U[int(a.target)*B+j]; v < best {
-						best, d = v, a.d
-					}
-				}
-				old := Action(pol[idx])
-				if old == d || e.actionValue(U, c, j, old) <= best+keep {
-					continue
-				}
-				pol[idx] = int8(d)
-				changed[w]++
+	B := e.s.B
+	return e.eachState(func(c, j, idx int, acts []configAction) bool {
+		best, d := U[idx], NoAction
+		for _, a := range acts {
+			if v := a.cost + U[int(a.target)*B+j]; v < best {
+				best, d = v, a.d
 			}
 		}
+		old := Action(pol[idx])
+		if old == d || e.actionValue(U, c, j, old) <= best+keep {
+			return false
+		}
+		pol[idx] = int8(d)
+		return true
 	})
-	n := 0
-	for _, c := range changed {
-		n += c
-	}
-	return n
 }
 
 // actionValue returns c(d) + U(d(S)) for state (c, j), +Inf when d is not

@@ -125,6 +125,17 @@ func (y *evalSystem) build(pol []int8) {
 		}
 		row = append(row, entry{int32(c), v})
 	}
+	// Size the storage once for the policy's entries (a bound: the
+	// self-loop may merge with the diagonal) rather than grow it by
+	// doubling, which would hold up to twice the matrix at once.
+	bound := 0
+	for s := range y.n {
+		bound += 2
+		y.e.transitions(s, pol, func(int, float64) { bound++ })
+	}
+	if cap(y.col) < bound {
+		y.col, y.val = make([]int32, 0, bound), make([]float64, 0, bound)
+	}
 	y.col, y.val = y.col[:0], y.val[:0]
 	g := y.n - 1
 	for i := range y.n {
@@ -162,9 +173,7 @@ func (y *evalSystem) build(pol []int8) {
 // couple two ranges are left out of the factors, and the ranges are
 // factored and solved on the workers at once. The cut is fixed, so results
 // do not depend on the number of workers.
-var krylovParts = 8
-
-var debugKrylov = false
+const krylovParts = 8
 
 // cut sets the ranges and, for each row, where its entries inside its own
 // range begin and end (columns are sorted, so they are contiguous).
@@ -197,17 +206,21 @@ func (y *evalSystem) cut() {
 
 // inParts runs fn for every range of rows, on the workers.
 func (y *evalSystem) inParts(fn func(from, to int)) {
-	parts := len(y.bound) - 1
+	y.spread(len(y.bound)-1, func(p int) { fn(y.bound[p], y.bound[p+1]) })
+}
+
+// spread calls fn(0) … fn(count−1) on the engine's workers.
+func (y *evalSystem) spread(count int, fn func(k int)) {
 	var wg sync.WaitGroup
-	next := make(chan int, parts)
-	for p := range parts {
-		next <- p
+	next := make(chan int, count)
+	for k := range count {
+		next <- k
 	}
 	close(next)
-	for range min(y.e.workers, parts) {
+	for range min(y.e.workers, count) {
 		wg.Go(func() {
-			for p := range next {
-				fn(y.bound[p], y.bound[p+1])
+			for k := range next {
+				fn(k)
 			}
 		})
 	}
@@ -219,6 +232,9 @@ func (y *evalSystem) inParts(fn func(from, to int)) {
 // pattern.
 func (y *evalSystem) factor() {
 	y.cut()
+	if cap(y.lu) < len(y.val) {
+		y.lu = make([]float64, 0, cap(y.val))
+	}
 	y.lu = append(y.lu[:0], y.val...)
 	if len(y.pos) != y.n {
 		y.pos = make([]int32, y.n)
@@ -295,21 +311,7 @@ const chunk = 1 << 14
 
 // rows runs fn over ranges of [0, n) on the engine's workers.
 func (y *evalSystem) rows(fn func(c, lo, hi int)) {
-	chunks := (y.n + chunk - 1) / chunk
-	var wg sync.WaitGroup
-	next := make(chan int, chunks)
-	for c := range chunks {
-		next <- c
-	}
-	close(next)
-	for range min(y.e.workers, chunks) {
-		wg.Go(func() {
-			for c := range next {
-				fn(c, c*chunk, min((c+1)*chunk, y.n))
-			}
-		})
-	}
-	wg.Wait()
+	y.spread((y.n+chunk-1)/chunk, func(c int) { fn(c, c*chunk, min((c+1)*chunk, y.n)) })
 }
 
 // mul sets out = A x.
@@ -325,7 +327,7 @@ func (y *evalSystem) mul(out, x []float64) {
 	})
 }
 
-// dots returns ⟨a, b⟩ and ⟨c, d⟩ (d nil: just the first).
+// dot returns ⟨a, b⟩, summed chunk by chunk in order.
 func (y *evalSystem) dot(a, b []float64) float64 {
 	sums := make([]float64, (y.n+chunk-1)/chunk)
 	y.rows(func(c, lo, hi int) {
@@ -464,7 +466,10 @@ func (b *bicgstab) solve(y *evalSystem, target float64, maxIter int, step func(i
 	return maxIter, res, false, nil
 }
 
-var krylovFirst, krylovFollow, krylovGain = 1e-4, 1e-2, 1e-2
+// How exact the krylov method's evaluations are: the first to krylovFirst
+// of its starting residual; each later one to krylovFollow of the last
+// Bellman span or krylovGain of the gain, whichever is smaller.
+const krylovFirst, krylovFollow, krylovGain = 1e-4, 1e-2, 1e-2
 
 // solveKrylov is policy iteration whose evaluations solve the policy's
 // linear system by BiCGSTAB with an ILU(0) preconditioner, warm-started
@@ -516,9 +521,6 @@ func solveKrylov(ctx context.Context, m *Model, e *engine, V, U []float64, scrat
 		// last one (beyond both evaluations' errors) means the last
 		// evaluation was too loose to improve on; so does a breakdown.
 		worse := good && b.x[y.n-1]-res > gain+lastRes
-		if debugKrylov {
-			fmt.Printf("eval: G=%.9g res=%.3g goal=%.3g prevG=%.9g prevRes=%.3g worse=%v\n", b.x[y.n-1]*e.lam, res, goal, gain*e.lam, lastRes, worse)
-		}
 		retry := math.IsNaN(res) || worse
 		if retry && (!good || lastGoal <= floor) {
 			if !worse {
@@ -546,9 +548,6 @@ func solveKrylov(ctx context.Context, m *Model, e *engine, V, U []float64, scrat
 		st := e.span(V, U, scratch)
 		sol.Residual = st.hi - st.lo
 		sol.AverageCost = (st.lo + st.hi) / 2 * e.lam
-		if debugKrylov {
-			fmt.Printf("bellman: [%.9g, %.9g] span %.3g\n", st.lo*e.lam, st.hi*e.lam, sol.Residual)
-		}
 		if sol.Residual < opts.Tolerance {
 			sol.Converged = true
 			e.decide(pol, U, nil)

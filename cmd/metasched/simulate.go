@@ -441,7 +441,7 @@ rows finished so far.`,
 			return simulateExperiment(cmd.Context(), e, args[0], f, cmd.Flags().Changed("max-sweeps"))
 		},
 	}
-	f.register(cmd, 20_000, "give up an optimal policy's solve after this many sweeps (default: the experiment's, 20,000; 2,000 for fisher-fig3)")
+	f.register(cmd, 20_000, "give up an optimal policy's solve after this many sweeps (BiCGSTAB iterations for the average criterion's default method)")
 	fl := cmd.Flags()
 	fl.StringVar(&f.out, "out", "", "directory for NAME.csv, NAME.svg and NAME.png, required")
 	fl.StringVar(&f.policies, "policies", "", `comma-separated subset of the policies, by their names in the table (e.g. "heuristic K=5,static")`)
