@@ -8,40 +8,45 @@ import (
 )
 
 // KrylovBytesPerState bounds the memory the krylov method needs per state,
-// on top of BytesPerState: the policy's sparse matrix and its ILU(0)
-// factors (20 bytes an entry, a row holding at most one entry per
-// transition of the state: 2M queue moves, the switches that may complete,
-// the state itself and the gain), 36 bytes of row indexes and right-hand
-// side, the seven vectors of BiCGSTAB, and the previous policy.
+// on top of BytesPerState: the ILU(0) factors of the policy's matrix (12
+// bytes an entry, a row holding at most one entry per transition of the
+// state: 2M queue moves, the switches that may complete, the state itself
+// and the gain), 36 bytes of row indexes, right-hand side and the product's
+// scratch vector, the seven vectors of BiCGSTAB, and the previous policy.
+// The matrix itself is never stored: its products are taken from the
+// chain's structure.
 func KrylovBytesPerState(m *Model) uint64 {
 	entries := uint64(2*m.NumPools() + len(transitPairs(m)) + 2)
-	return entries*20 + 36 + 7*8 + 1
+	return entries*12 + 36 + 7*8 + 1
 }
 
 // evalSystem is the linear system of one policy's evaluation,
 //
 //	V(S) + G − Σ_S' P_f(S,S')·V(S') = h(S) + c(f(S)),  V(ref) = 0,
 //
-// in the unknowns V(S) for S ≠ ref and the gain per step G, stored by rows
-// (compressed sparse rows) with its ILU(0) factors. The equation of state
-// S is row perm(S) and V(S) is unknown perm(S), where perm moves ref to the
-// end: there G takes V(ref)'s place, so the matrix keeps a nonzero diagonal
-// and, but for G's column of ones, is the nonsingular M-matrix I − P_f
-// without ref's row and column (ILU(0) of such a matrix exists).
+// in the unknowns V(S) for S ≠ ref and the gain per step G. The equation of
+// state S is row perm(S) and V(S) is unknown perm(S), where perm moves ref
+// to the end: there G takes V(ref)'s place, so the matrix keeps a nonzero
+// diagonal and, but for G's column of ones, is the nonsingular M-matrix
+// I − P_f without ref's row and column (ILU(0) of such a matrix exists).
+//
+// Products with the matrix go through the engine's structured sweep
+// (P_f V is P V at each state's post-decision state), so the matrix is not
+// stored; what is stored, by rows (compressed sparse rows), is the part of
+// it the preconditioner factors, with its ILU(0) factors in place.
 type evalSystem struct {
 	e     *engine
 	n     int
 	ref   int
-	start []int     // row i is col/val[start[i]:start[i+1]], columns increasing
+	pol   []int8    // the policy evaluated
+	start []int     // row i is col/lu[start[i]:start[i+1]], columns increasing
 	col   []int32   // unknown of each entry
-	val   []float64 // entry of the matrix
 	lu    []float64 // ILU(0): L below the diagonal (unit diagonal implied), U on and above
 	diag  []int     // position of each row's diagonal entry
 	bound []int     // the preconditioner's row ranges: [bound[p], bound[p+1])
-	lo    []int32   // row i's entries in its own range: start[i]+lo[i] …
-	hi    []int32   // … start[i]+hi[i]
 	pos   []int32   // factor's scratch: an entry's offset in its row, by column; −1
 	rhs   []float64
+	vn, u []float64 // the product's scratch, in state order: V, and P·V (the engine's U)
 }
 
 func (y *evalSystem) perm(s int) int {
@@ -65,10 +70,16 @@ func (y *evalSystem) unperm(i int) int {
 }
 
 // newEvalSystem allocates the system's storage for the space (the pattern
-// is rebuilt for every policy).
-func newEvalSystem(e *engine, ref int) *evalSystem {
+// is rebuilt for every policy); u is a state vector the products may use
+// (the solve's U, which a policy's evaluation leaves free).
+func newEvalSystem(e *engine, ref int, u []float64) *evalSystem {
 	n := e.s.States
-	return &evalSystem{e: e, n: n, ref: ref, start: make([]int, n+1), diag: make([]int, n), rhs: make([]float64, n)}
+	y := &evalSystem{
+		e: e, n: n, ref: ref, start: make([]int, n+1), diag: make([]int, n),
+		rhs: make([]float64, n), vn: make([]float64, n), u: u,
+	}
+	y.cut()
+	return y
 }
 
 // transitions calls fn for every transition of the uniformized chain out
@@ -108,75 +119,94 @@ func (e *engine) transitions(idx int, pol []int8, fn func(t int, p float64)) flo
 	return e.h[j] + cost
 }
 
-// build fills the system of policy pol (rows in permuted order, columns
-// increasing) and factors it.
-func (y *evalSystem) build(pol []int8) {
-	type entry struct {
-		col int32
-		val float64
-	}
-	row := make([]entry, 0, 32)
+// entry is one entry of a row being assembled.
+type entry struct {
+	col int32
+	val float64
+}
+
+// row appends to buf the entries of row i whose columns lie in [from, to),
+// merged and sorted by column, and returns them with the row's right-hand
+// side.
+func (y *evalSystem) row(buf []entry, i, from, to int) ([]entry, float64) {
 	add := func(c int, v float64) {
-		for k := range row {
-			if int(row[k].col) == c {
-				row[k].val += v
+		if c < from || c >= to {
+			return
+		}
+		for k := range buf {
+			if int(buf[k].col) == c {
+				buf[k].val += v
 				return
 			}
 		}
-		row = append(row, entry{int32(c), v})
+		buf = append(buf, entry{int32(c), v})
 	}
-	// Size the storage once for the policy's entries (a bound: the
-	// self-loop may merge with the diagonal) rather than grow it by
-	// doubling, which would hold up to twice the matrix at once.
-	bound := 0
-	for s := range y.n {
-		bound += 2
-		y.e.transitions(s, pol, func(int, float64) { bound++ })
+	s := y.unperm(i)
+	if s != y.ref {
+		add(i, 1)
 	}
-	if cap(y.col) < bound {
-		y.col, y.val = make([]int32, 0, bound), make([]float64, 0, bound)
+	add(y.n-1, 1)
+	rhs := y.e.transitions(s, y.pol, func(t int, p float64) {
+		if t != y.ref {
+			add(y.perm(t), -p)
+		}
+	})
+	// Insertion sort: a row has a dozen entries.
+	for a := 1; a < len(buf); a++ {
+		for b := a; b > 0 && buf[b].col < buf[b-1].col; b-- {
+			buf[b], buf[b-1] = buf[b-1], buf[b]
+		}
 	}
-	y.col, y.val = y.col[:0], y.val[:0]
-	g := y.n - 1
+	return buf, rhs
+}
+
+// build stores the preconditioner's part of the system of policy pol (each
+// row's entries inside its range) and the right-hand side, and factors it.
+// The rows are assembled on the workers twice: once to count the entries,
+// so the storage is sized exactly, and once to store them.
+func (y *evalSystem) build(pol []int8) {
+	y.pol = pol
+	y.inParts(func(from, to int) {
+		var row []entry
+		for i := from; i < to; i++ {
+			row, y.rhs[i] = y.row(row[:0], i, from, to)
+			y.start[i+1] = len(row)
+		}
+	})
+	y.start[0] = 0
 	for i := range y.n {
-		s := y.unperm(i)
-		row = row[:0]
-		if s != y.ref {
-			add(i, 1)
-		}
-		add(g, 1)
-		y.rhs[i] = y.e.transitions(s, pol, func(t int, p float64) {
-			if t != y.ref {
-				add(y.perm(t), -p)
-			}
-		})
-		// Insertion sort: a row has a dozen entries.
-		for a := 1; a < len(row); a++ {
-			for b := a; b > 0 && row[b].col < row[b-1].col; b-- {
-				row[b], row[b-1] = row[b-1], row[b]
-			}
-		}
-		for _, en := range row {
-			if int(en.col) == i {
-				y.diag[i] = len(y.col)
-			}
-			y.col = append(y.col, en.col)
-			y.val = append(y.val, en.val)
-		}
-		y.start[i+1] = len(y.col)
+		y.start[i+1] += y.start[i]
 	}
+	total := y.start[y.n]
+	if cap(y.col) < total {
+		y.col, y.lu = make([]int32, total), make([]float64, total)
+	}
+	y.col, y.lu = y.col[:total], y.lu[:total]
+	y.inParts(func(from, to int) {
+		var row []entry
+		for i := from; i < to; i++ {
+			row, _ = y.row(row[:0], i, from, to)
+			k := y.start[i]
+			for _, en := range row {
+				if int(en.col) == i {
+					y.diag[i] = k
+				}
+				y.col[k], y.lu[k] = en.col, en.val
+				k++
+			}
+		}
+	})
 	y.factor()
 }
 
 // The preconditioner is ILU(0) of the matrix's diagonal blocks: the rows
 // are cut into krylovParts ranges at configuration boundaries, entries that
-// couple two ranges are left out of the factors, and the ranges are
-// factored and solved on the workers at once. The cut is fixed, so results
-// do not depend on the number of workers.
+// couple two ranges are left out, and the ranges are factored and solved on
+// the workers at once. The cut is fixed, so results do not depend on the
+// number of workers.
 const krylovParts = 8
 
-// cut sets the ranges and, for each row, where its entries inside its own
-// range begin and end (columns are sorted, so they are contiguous).
+// cut sets the ranges.
 func (y *evalSystem) cut() {
 	s := y.e.s
 	parts := min(krylovParts, s.Configs)
@@ -185,23 +215,6 @@ func (y *evalSystem) cut() {
 		y.bound = append(y.bound, s.Configs*p/parts*s.B)
 	}
 	y.bound = append(y.bound, y.n)
-	if y.lo == nil {
-		y.lo = make([]int32, y.n)
-		y.hi = make([]int32, y.n)
-	}
-	for p := range parts {
-		from, to := y.bound[p], y.bound[p+1]
-		for i := from; i < to; i++ {
-			a, b := y.start[i], y.start[i+1]
-			for a < b && int(y.col[a]) < from {
-				a++
-			}
-			for b > a && int(y.col[b-1]) >= to {
-				b--
-			}
-			y.lo[i], y.hi[i] = int32(a-y.start[i]), int32(b-y.start[i])
-		}
-	}
 }
 
 // inParts runs fn for every range of rows, on the workers.
@@ -227,15 +240,10 @@ func (y *evalSystem) spread(count int, fn func(k int)) {
 	wg.Wait()
 }
 
-// factor computes the ILU(0) factors of the diagonal blocks: Gaussian
-// elimination row by row that keeps only the entries of the block's own
-// pattern.
+// factor computes, in place, the ILU(0) factors of the diagonal blocks:
+// Gaussian elimination row by row that keeps only the entries of the
+// block's own pattern.
 func (y *evalSystem) factor() {
-	y.cut()
-	if cap(y.lu) < len(y.val) {
-		y.lu = make([]float64, 0, cap(y.val))
-	}
-	y.lu = append(y.lu[:0], y.val...)
 	if len(y.pos) != y.n {
 		y.pos = make([]int32, y.n)
 		for i := range y.pos {
@@ -243,19 +251,22 @@ func (y *evalSystem) factor() {
 		}
 	}
 	y.inParts(func(from, to int) {
-		lu, col, pos := y.lu, y.col, y.pos
+		lu, col, pos, start := y.lu, y.col, y.pos, y.start
 		for i := from; i < to; i++ {
-			a, b := y.start[i]+int(y.lo[i]), y.start[i]+int(y.hi[i])
+			a, b := start[i], start[i+1]
+			// The row's scale, before elimination changes it.
+			scale := 0.0
 			for k := a; k < b; k++ {
-				pos[col[k]] = int32(k - y.start[i])
+				pos[col[k]] = int32(k - a)
+				scale = max(scale, math.Abs(lu[k]))
 			}
 			for kk := a; kk < y.diag[i]; kk++ {
 				k := int(col[kk])
 				lu[kk] /= lu[y.diag[k]]
 				f := lu[kk]
-				for jj := y.diag[k] + 1; jj < y.start[k]+int(y.hi[k]); jj++ {
+				for jj := y.diag[k] + 1; jj < start[k+1]; jj++ {
 					if q := pos[col[jj]]; q >= 0 {
-						lu[y.start[i]+int(q)] -= f * lu[jj]
+						lu[a+int(q)] -= f * lu[jj]
 					}
 				}
 			}
@@ -266,38 +277,28 @@ func (y *evalSystem) factor() {
 			// last, whose column of ones is not an M-matrix's): the
 			// preconditioner then takes the row's scale there instead,
 			// and BiCGSTAB makes up the difference.
-			d := &lu[y.diag[i]]
-			if scale := y.rowScale(i); !(math.Abs(*d) > 1e-8*scale) {
+			if d := &lu[y.diag[i]]; !(math.Abs(*d) > 1e-8*scale) {
 				*d = scale
 			}
 		}
 	})
 }
 
-// rowScale is the largest magnitude in row i of the matrix.
-func (y *evalSystem) rowScale(i int) float64 {
-	m := 0.0
-	for k := y.start[i]; k < y.start[i+1]; k++ {
-		m = max(m, math.Abs(y.val[k]))
-	}
-	return m
-}
-
 // precondition sets z = (LU)⁻¹ r by forward and back substitution in each
 // diagonal block.
 func (y *evalSystem) precondition(z, r []float64) {
 	y.inParts(func(from, to int) {
-		lu, col := y.lu, y.col
+		lu, col, start := y.lu, y.col, y.start
 		for i := from; i < to; i++ {
 			acc := r[i]
-			for k := y.start[i] + int(y.lo[i]); k < y.diag[i]; k++ {
+			for k := start[i]; k < y.diag[i]; k++ {
 				acc -= lu[k] * z[col[k]]
 			}
 			z[i] = acc
 		}
 		for i := to - 1; i >= from; i-- {
 			acc := z[i]
-			for k := y.diag[i] + 1; k < y.start[i]+int(y.hi[i]); k++ {
+			for k := y.diag[i] + 1; k < start[i+1]; k++ {
 				acc -= lu[k] * z[col[k]]
 			}
 			z[i] = acc / lu[y.diag[i]]
@@ -314,15 +315,31 @@ func (y *evalSystem) rows(fn func(c, lo, hi int)) {
 	y.spread((y.n+chunk-1)/chunk, func(c int) { fn(c, c*chunk, min((c+1)*chunk, y.n)) })
 }
 
-// mul sets out = A x.
+// mul sets out = A x. In state order, x is the values V (with V(ref) = 0)
+// and the gain G; the engine's sweep gives P·V at every state, and
+// P_f V(S) is that at S's post-decision state f(S)(S) (the chain's
+// transitions all start there), so row perm(S) is V(S) + G − (P·V)(f(S)(S)).
 func (y *evalSystem) mul(out, x []float64) {
-	y.rows(func(_, lo, hi int) {
-		for i := lo; i < hi; i++ {
-			acc := 0.0
-			for k := y.start[i]; k < y.start[i+1]; k++ {
-				acc += y.val[k] * x[y.col[k]]
+	V, U, ref, n := y.vn, y.u, y.ref, y.n
+	copy(V[:ref], x[:ref])
+	V[ref] = 0
+	copy(V[ref+1:], x[ref:n-1])
+	y.e.expect(U, V)
+	g := x[n-1]
+	y.e.parallel(func(_, c0, c1 int) {
+		s := y.e.s
+		B := s.B
+		var target [256]int32
+		for c := c0; c < c1; c++ {
+			target[0] = int32(c)
+			for _, a := range s.acts(c) {
+				target[a.d] = a.target
 			}
-			out[i] = acc
+			base := c * B
+			for j := range B {
+				st := base + j
+				out[y.perm(st)] = V[st] + g - U[int(target[y.pol[st]])*B+j]
+			}
 		}
 	})
 }
@@ -491,7 +508,7 @@ func solveKrylov(ctx context.Context, m *Model, e *engine, V, U []float64, scrat
 	if err := startPolicy(m, e.s, opts, pol); err != nil {
 		return err
 	}
-	y := newEvalSystem(e, ref)
+	y := newEvalSystem(e, ref, U)
 	b := newBiCGStab(y.n)
 	prev := make([]int8, len(pol))
 	floor := opts.Tolerance / 4
