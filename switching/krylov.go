@@ -384,6 +384,7 @@ func (y *evalSystem) residual(r, x []float64) float64 {
 // preconditioned by the ILU(0) factors).
 type bicgstab struct {
 	x, r, r0, p, v, z, t []float64
+	start                float64 // the last solve's starting residual
 }
 
 func newBiCGStab(n int) *bicgstab {
@@ -397,13 +398,14 @@ func newBiCGStab(n int) *bicgstab {
 // at most target, for at most maxIter iterations; each iteration calls
 // step with its count and the residual (the recurrence's, checked against
 // the true one before stopping), and stops early when step returns an
-// error. It returns the iterations run, the final true residual's
-// sup-norm (NaN when the iteration broke down: not a number, or a
-// billion times the starting residual), and whether it reached target.
-func (b *bicgstab) solve(y *evalSystem, target float64, maxIter int, step func(it int, res float64) error) (int, float64, bool, error) {
+// error. It returns the last residual's sup-norm (the true residual's
+// when target was reached; NaN when the iteration broke down: not a
+// number, or a billion times the starting residual).
+func (b *bicgstab) solve(y *evalSystem, target float64, maxIter int, step func(it int, res float64) error) (float64, error) {
 	res := y.residual(b.r, b.x)
+	b.start = res
 	if res <= target {
-		return 0, res, true, nil
+		return res, nil
 	}
 	// A residual a billion times the starting one (or not a number) is a
 	// breakdown: the iteration is not going to come back.
@@ -417,7 +419,7 @@ func (b *bicgstab) solve(y *evalSystem, target float64, maxIter int, step func(i
 	rho, alpha, omega := 1.0, 1.0, 1.0
 	for it := 1; it <= maxIter; it++ {
 		if !(res <= limit) {
-			return it, math.NaN(), false, nil
+			return math.NaN(), nil
 		}
 		rho1 := y.dot(b.r0, b.r)
 		if rho1 == 0 || omega == 0 || math.IsNaN(rho1) {
@@ -468,19 +470,16 @@ func (b *bicgstab) solve(y *evalSystem, target float64, maxIter int, step func(i
 			// go on from the true one when it is not there yet.
 			res = y.residual(b.r, b.x)
 			if res <= target {
-				if err := step(it, res); err != nil {
-					return it, res, false, err
-				}
-				return it, res, true, nil
+				return res, step(it, res)
 			}
 			restart()
 			rho, alpha, omega = 1, 1, 1
 		}
 		if err := step(it, res); err != nil {
-			return it, res, false, err
+			return res, err
 		}
 	}
-	return maxIter, res, false, nil
+	return res, nil
 }
 
 // How exact the krylov method's evaluations are: the first to krylovFirst
@@ -524,10 +523,11 @@ func solveKrylov(ctx context.Context, m *Model, e *engine, V, U []float64, scrat
 			target = y.residual(b.r, b.x) * krylovFirst
 		}
 		goal := max(floor, target)
-		_, res, _, err := b.solve(y, goal, opts.MaxSweeps-sol.Sweeps, func(it int, res float64) error {
+		res, err := b.solve(y, goal, opts.MaxSweeps-sol.Sweeps, func(it int, res float64) error {
 			sol.Sweeps++
 			if opts.Progress != nil {
-				opts.Progress(Progress{Phase: "evaluate", Sweep: it, Residual: res, Tolerance: goal})
+				opts.Progress(Progress{Phase: "evaluate", Sweep: it, Residual: res, Tolerance: goal,
+					Start: b.start, Policy: sol.Improvements + 1, Span: sol.Residual})
 			}
 			return canceled(ctx)
 		})

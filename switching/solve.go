@@ -103,6 +103,15 @@ type Progress struct {
 	Tolerance float64
 	Horizon   int // > 0 for the finite-horizon phase: the number of sweeps to run
 	MaxSweeps int // the phase's sweep cap, when it has one of its own ("stationary")
+	// Start is the residual the phase started from, when it is known (an
+	// evaluation of the krylov method): the phase is then as far along as
+	// the residual went from Start toward Tolerance, on a log scale.
+	Start float64
+	// Policy is the policy being evaluated (the krylov method: 1, 2, …)
+	// and Span the last Bellman sweep's span, which the solve brings
+	// below its tolerance (0 before the first evaluation ends).
+	Policy int
+	Span   float64
 }
 
 // Solution is a solved policy with the figures of its solve.

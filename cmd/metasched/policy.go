@@ -24,7 +24,7 @@ func newPolicyCmd(e *env) *cobra.Command {
 		Args:  noArgs,
 		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	cmd.AddCommand(newPolicySolveCmd(e), newPolicyPapersCmd(e))
+	cmd.AddCommand(newPolicySolveCmd(e), newPolicyEvaluateCmd(e), newPolicyPapersCmd(e))
 	return cmd
 }
 

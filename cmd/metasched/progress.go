@@ -100,6 +100,15 @@ func (p *progressBar) update(pr switching.Progress) {
 		label = fmt.Sprintf("%-10s sweep %6d/%d", pr.Phase, pr.Sweep, pr.Horizon)
 	case pr.Phase == "improve":
 		label = fmt.Sprintf("%-10s step %d: %d states changed", pr.Phase, pr.Sweep, int(pr.Residual))
+	case pr.Start > 0 && pr.Tolerance > 0 && pr.Start > pr.Tolerance:
+		// One evaluation of the krylov method: the bar and the time left
+		// are this evaluation's, from its starting residual to its goal;
+		// the span is the solve's, which ends below the tolerance.
+		frac = math.Log(pr.Start/pr.Residual) / math.Log(pr.Start/pr.Tolerance)
+		label = fmt.Sprintf("%-10s policy %d, iteration %d: residual %.3g → %.3g", pr.Phase, pr.Policy, pr.Sweep, pr.Residual, pr.Tolerance)
+		if pr.Span > 0 {
+			label += fmt.Sprintf(" (last span %.3g)", pr.Span)
+		}
 	case pr.Residual > 0 && pr.Tolerance > 0:
 		// Geometric convergence: progress is how far log(residual) went
 		// from the first sweep's scale (1) toward log(tolerance).

@@ -69,4 +69,16 @@ func TestProgressBarETA(t *testing.T) {
 	if got := out.String(); !strings.Contains(got, "stationary sweep 100/200  residual 0.5 → 1e-06  ETA 10s") {
 		t.Errorf("bar = %q, want the analysis half way through its budget, 10 s left", got)
 	}
+	// An evaluation of the krylov method: the bar is that evaluation's,
+	// from its starting residual to its goal (100 → 1e-2 here, half way at
+	// 1), and restarts with the next one.
+	out.Reset()
+	bar.update(switching.Progress{Phase: "improve", Sweep: 3, Residual: 120})
+	now = now.Add(time.Second)
+	bar.update(switching.Progress{Phase: "evaluate", Sweep: 1, Residual: 50, Tolerance: 1e-2, Start: 100, Policy: 4, Span: 0.31})
+	now = now.Add(6 * time.Second)
+	bar.update(switching.Progress{Phase: "evaluate", Sweep: 40, Residual: 1, Tolerance: 1e-2, Start: 100, Policy: 4, Span: 0.31})
+	if got := out.String(); !strings.HasSuffix(got, "[############------------] evaluate   policy 4, iteration 40: residual 1 → 0.01 (last span 0.31)  ETA 6s") {
+		t.Errorf("bar = %q, want policy 4's evaluation half way, 6 s left", got)
+	}
 }

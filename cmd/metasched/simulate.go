@@ -214,31 +214,9 @@ func simulatePolicies(ctx context.Context, e *env, f policiesFlags) error {
 	if err != nil {
 		return err
 	}
-	spec := experiment.Spec{Kind: f.policy, K: f.k, Criterion: switching.Criterion(f.criterion)}
-	switch f.policy {
-	case "":
-		return usagef("--policy: required: one of %s", strings.Join(experiment.Kinds, ", "))
-	case experiment.Heuristic:
-		if !(f.k > 0) || math.IsInf(f.k, 0) {
-			return usagef("--K: must be a positive number, got %g", f.k)
-		}
-	case experiment.Optimal:
-		if spec.Criterion != switching.Average && spec.Criterion != switching.Discounted {
-			return usagef("--criterion: must be average or discounted, got %q", f.criterion)
-		}
-	case experiment.Static, experiment.BestStatic, experiment.CMu:
-	default:
-		return usagef("--policy: %q: must be one of %s", f.policy, strings.Join(experiment.Kinds, ", "))
-	}
-	var table *switching.Table
-	if f.table != "" {
-		if f.policy != experiment.Optimal {
-			return usagef("--table: a policy table is the optimal policy; use it with --policy optimal")
-		}
-		if table, err = loadTable(f.table, m, f.maxStates); err != nil {
-			return err
-		}
-		spec.Criterion = table.Criterion
+	spec, table, err := policySpec(f.policy, f.k, f.criterion, f.table, m, f.maxStates)
+	if err != nil {
+		return err
 	}
 
 	var bar *progressBar
@@ -289,6 +267,40 @@ func simulatePolicies(ctx context.Context, e *env, f policiesFlags) error {
 	}
 	rep.print(e.stdout)
 	return nil
+}
+
+// policySpec checks the flags that name a policy (--policy, --K,
+// --criterion, --table), shared by simulate policies and policy evaluate,
+// and loads the table if one is given.
+func policySpec(policy string, k float64, criterion, tablePath string, m *switching.Model, maxStates int) (experiment.Spec, *switching.Table, error) {
+	spec := experiment.Spec{Kind: policy, K: k, Criterion: switching.Criterion(criterion)}
+	switch policy {
+	case "":
+		return spec, nil, usagef("--policy: required: one of %s", strings.Join(experiment.Kinds, ", "))
+	case experiment.Heuristic:
+		if !(k > 0) || math.IsInf(k, 0) {
+			return spec, nil, usagef("--K: must be a positive number, got %g", k)
+		}
+	case experiment.Optimal:
+		if spec.Criterion != switching.Average && spec.Criterion != switching.Discounted {
+			return spec, nil, usagef("--criterion: must be average or discounted, got %q", criterion)
+		}
+	case experiment.Static, experiment.BestStatic, experiment.CMu:
+	default:
+		return spec, nil, usagef("--policy: %q: must be one of %s", policy, strings.Join(experiment.Kinds, ", "))
+	}
+	if tablePath == "" {
+		return spec, nil, nil
+	}
+	if policy != experiment.Optimal {
+		return spec, nil, usagef("--table: a policy table is the optimal policy; use it with --policy optimal")
+	}
+	table, err := loadTable(tablePath, m, maxStates)
+	if err != nil {
+		return spec, nil, err
+	}
+	spec.Criterion = table.Criterion
+	return spec, table, nil
 }
 
 func loadTable(path string, m *switching.Model, maxStates int) (*switching.Table, error) {
