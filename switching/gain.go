@@ -38,21 +38,11 @@ var ErrSplitChain = errors.New("the policy's chain splits into classes with thei
 // converges on stiff models, but gives the cost alone; it needs
 // StateBytes(m, Krylov) bytes per state.
 func PolicyGain(ctx context.Context, m *Model, p Policy, opts SolveOptions) (*Gain, error) {
-	if err := opts.defaults(); err != nil {
-		return nil, err
-	}
-	if err := m.Validate(); err != nil {
-		return nil, err
-	}
-	s, err := NewSpace(m, opts.MaxStates)
+	e, pol, err := policyTable(m, p, &opts)
 	if err != nil {
 		return nil, err
 	}
-	e := newEngine(m, s, 1, opts.Workers)
-	pol := make([]int8, s.States)
-	if err := fillPolicy(s, p, pol); err != nil {
-		return nil, err
-	}
+	s := e.s
 	var began time.Time
 	if opts.Now != nil {
 		began = opts.Now()

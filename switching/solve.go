@@ -479,20 +479,30 @@ func fillPolicy(s *Space, p Policy, pol []int8) error {
 // MaxSweeps, MaxStates, Workers and Progress apply). The optimal policy of
 // the average criterion has the least Cost of all.
 func EvaluatePolicy(ctx context.Context, m *Model, p Policy, opts SolveOptions) (*Stationary, error) {
-	if err := opts.defaults(); err != nil {
+	e, pol, err := policyTable(m, p, &opts)
+	if err != nil {
 		return nil, err
 	}
+	return stationary(ctx, m, e, pol, opts, opts.MaxSweeps)
+}
+
+// policyTable checks opts (filling in the defaults) and m, and returns the
+// average criterion's engine over m's space and p's decision in every state.
+func policyTable(m *Model, p Policy, opts *SolveOptions) (*engine, []int8, error) {
+	if err := opts.defaults(); err != nil {
+		return nil, nil, err
+	}
 	if err := m.Validate(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	s, err := NewSpace(m, opts.MaxStates)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	e := newEngine(m, s, 1, opts.Workers)
 	pol := make([]int8, s.States)
 	if err := fillPolicy(s, p, pol); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return stationary(ctx, m, e, pol, opts, opts.MaxSweeps)
+	return e, pol, nil
 }

@@ -15,11 +15,7 @@ import (
 )
 
 type evaluateFlags struct {
-	model     string
-	policy    string
-	k         float64
-	criterion string
-	table     string
+	namedPolicy
 	tolerance float64
 	maxSweeps int
 	maxStates int
@@ -50,12 +46,8 @@ is refused.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return policyEvaluate(cmd.Context(), e, f) },
 	}
+	f.addFlags(cmd)
 	fl := cmd.Flags()
-	fl.StringVar(&f.model, "model", "", "model file (YAML or JSON), required")
-	fl.StringVar(&f.policy, "policy", "", "optimal, heuristic, static, best-static or cmu, required")
-	fl.Float64Var(&f.k, "K", 5, "constant K of the heuristic")
-	fl.StringVar(&f.criterion, "criterion", "average", "criterion the optimal policy is solved for: average or discounted")
-	fl.StringVar(&f.table, "table", "", "optimal policy table saved by policy solve --save, instead of solving")
 	fl.Float64Var(&f.tolerance, "tolerance", 1e-6, "stop when the span of the policy's step applied to the values is below this (the bounds' width over Λ)")
 	fl.IntVar(&f.maxSweeps, "max-sweeps", 100_000, "give up (converged: false, wider bounds) after this many BiCGSTAB iterations")
 	fl.IntVar(&f.maxStates, "max-states", 100_000_000, "refuse models with more states")
@@ -93,7 +85,7 @@ func policyEvaluate(ctx context.Context, e *env, f evaluateFlags) error {
 	if err != nil {
 		return err
 	}
-	spec, table, err := policySpec(f.policy, f.k, f.criterion, f.table, m, f.maxStates)
+	spec, table, err := f.spec(m, f.maxStates)
 	if err != nil {
 		return err
 	}

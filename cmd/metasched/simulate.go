@@ -71,12 +71,27 @@ func (f *simFlags) solveOptions() experiment.SolveOptions {
 
 type policiesFlags struct {
 	simFlags
+	namedPolicy
+	phases string
+}
+
+// namedPolicy is the flags that name one policy of a model, shared by
+// simulate policies and policy evaluate.
+type namedPolicy struct {
 	model     string
 	policy    string
 	k         float64
 	criterion string
 	table     string
-	phases    string
+}
+
+func (f *namedPolicy) addFlags(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.model, "model", "", "model file (YAML or JSON), required")
+	fl.StringVar(&f.policy, "policy", "", "optimal, heuristic, static, best-static or cmu, required")
+	fl.Float64Var(&f.k, "K", 5, "constant K of the heuristic")
+	fl.StringVar(&f.criterion, "criterion", "average", "criterion the optimal policy is solved for: average or discounted")
+	fl.StringVar(&f.table, "table", "", "optimal policy table saved by policy solve --save, instead of solving")
 }
 
 func newSimulatePoliciesCmd(e *env) *cobra.Command {
@@ -105,13 +120,8 @@ the optimal policy is one table per phase.`,
 		RunE: func(cmd *cobra.Command, _ []string) error { return simulatePolicies(cmd.Context(), e, f) },
 	}
 	f.register(cmd, 100_000, "give up solving the optimal policy after this many sweeps (it is then simulated anyway, and reported as not converged)")
-	fl := cmd.Flags()
-	fl.StringVar(&f.model, "model", "", "model file (YAML or JSON), required")
-	fl.StringVar(&f.policy, "policy", "", "optimal, heuristic, static, best-static or cmu, required")
-	fl.Float64Var(&f.k, "K", 5, "constant K of the heuristic")
-	fl.StringVar(&f.criterion, "criterion", "average", "criterion the optimal policy is solved for: average or discounted")
-	fl.StringVar(&f.table, "table", "", "optimal policy table saved by policy solve --save, instead of solving")
-	fl.StringVar(&f.phases, "phases", "", "demand phases high=X,low=Y,mean=Z")
+	f.addFlags(cmd)
+	cmd.Flags().StringVar(&f.phases, "phases", "", "demand phases high=X,low=Y,mean=Z")
 	return cmd
 }
 
@@ -214,7 +224,7 @@ func simulatePolicies(ctx context.Context, e *env, f policiesFlags) error {
 	if err != nil {
 		return err
 	}
-	spec, table, err := policySpec(f.policy, f.k, f.criterion, f.table, m, f.maxStates)
+	spec, table, err := f.spec(m, f.maxStates)
 	if err != nil {
 		return err
 	}
@@ -269,10 +279,10 @@ func simulatePolicies(ctx context.Context, e *env, f policiesFlags) error {
 	return nil
 }
 
-// policySpec checks the flags that name a policy (--policy, --K,
-// --criterion, --table), shared by simulate policies and policy evaluate,
-// and loads the table if one is given.
-func policySpec(policy string, k float64, criterion, tablePath string, m *switching.Model, maxStates int) (experiment.Spec, *switching.Table, error) {
+// spec checks the flags that name the policy (--policy, --K, --criterion,
+// --table) and loads the table if one is given.
+func (f *namedPolicy) spec(m *switching.Model, maxStates int) (experiment.Spec, *switching.Table, error) {
+	policy, k, criterion, tablePath := f.policy, f.k, f.criterion, f.table
 	spec := experiment.Spec{Kind: policy, K: k, Criterion: switching.Criterion(criterion)}
 	switch policy {
 	case "":
