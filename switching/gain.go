@@ -69,10 +69,7 @@ func PolicyGain(ctx context.Context, m *Model, p Policy, opts SolveOptions) (*Ga
 	if math.IsNaN(res) {
 		return nil, fmt.Errorf("%w: its evaluation broke down after %d iterations", ErrSplitChain, g.Iterations)
 	}
-	for i, v := range b.x {
-		V[y.unperm(i)] = v
-	}
-	V[ref] = 0
+	y.toStates(V, b.x)
 	e.expect(U, V)
 	st := e.evaluate(V, U, pol, 0) // V = h + c(f) + P_f V: the change is the function bounded
 	g.Lower, g.Upper = st.lo*e.lam, st.hi*e.lam

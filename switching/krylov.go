@@ -315,17 +315,33 @@ func (y *evalSystem) rows(fn func(c, lo, hi int)) {
 	y.spread((y.n+chunk-1)/chunk, func(c int) { fn(c, c*chunk, min((c+1)*chunk, y.n)) })
 }
 
+// toStates sets V, in state order, to the values among the unknowns x
+// (V(ref) = 0; x's last entry, the gain, is left out).
+func (y *evalSystem) toStates(V, x []float64) {
+	ref, n := y.ref, y.n
+	copy(V[:ref], x[:ref])
+	V[ref] = 0
+	copy(V[ref+1:], x[ref:n-1])
+}
+
+// fromStates sets the unknowns x to the values V (in state order) and the
+// gain g.
+func (y *evalSystem) fromStates(x, V []float64, g float64) {
+	ref, n := y.ref, y.n
+	copy(x[:ref], V[:ref])
+	copy(x[ref:n-1], V[ref+1:])
+	x[n-1] = g
+}
+
 // mul sets out = A x. In state order, x is the values V (with V(ref) = 0)
 // and the gain G; the engine's sweep gives P·V at every state, and
 // P_f V(S) is that at S's post-decision state f(S)(S) (the chain's
 // transitions all start there), so row perm(S) is V(S) + G − (P·V)(f(S)(S)).
 func (y *evalSystem) mul(out, x []float64) {
-	V, U, ref, n := y.vn, y.u, y.ref, y.n
-	copy(V[:ref], x[:ref])
-	V[ref] = 0
-	copy(V[ref+1:], x[ref:n-1])
+	V, U := y.vn, y.u
+	y.toStates(V, x)
 	y.e.expect(U, V)
-	g := x[n-1]
+	g := x[y.n-1]
 	y.e.parallel(func(_, c0, c1 int) {
 		s := y.e.s
 		B := s.B
@@ -549,17 +565,11 @@ func solveKrylov(ctx context.Context, m *Model, e *engine, V, U []float64, scrat
 		}
 		if retry {
 			copy(pol, prev)
-			for i := range b.x {
-				b.x[i] = V[y.unperm(i)]
-			}
-			b.x[y.n-1] = gain
+			y.fromStates(b.x, V, gain)
 			target = lastGoal / 100
 			continue
 		}
-		for i, v := range b.x {
-			V[y.unperm(i)] = v
-		}
-		V[ref] = 0
+		y.toStates(V, b.x)
 		gain, lastRes, lastGoal, good = b.x[y.n-1], res, goal, true
 		e.expect(U, V)
 		st := e.span(V, U, scratch)
