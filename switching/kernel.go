@@ -31,12 +31,13 @@ type engine struct {
 	hold    []float64 // per queue vector: Σ c_i j_i (a rate, not divided by Λ)
 	edge    []bool    // per queue vector: some j_i = J−1
 	lam     float64   // Λ
+	slow    int       // the queue the krylov method's coarse level aggregates over, or −1
 	workers int
 }
 
 func newEngine(m *Model, s *Space, alpha float64, workers int) *engine {
 	lam := m.Lambda()
-	e := &engine{s: s, alpha: alpha, lam: lam, workers: workers}
+	e := &engine{s: s, alpha: alpha, lam: lam, slow: slowPool(m), workers: workers}
 	if e.workers <= 0 {
 		e.workers = runtime.GOMAXPROCS(0)
 	}

@@ -12,12 +12,17 @@ import (
 // bytes an entry, a row holding at most one entry per transition of the
 // state: 2M queue moves, the switches that may complete, the state itself
 // and the gain), 36 bytes of row indexes, right-hand side and the product's
-// scratch vector, the seven vectors of BiCGSTAB, and the previous policy.
-// The matrix itself is never stored: its products are taken from the
-// chain's structure.
+// scratch vector, the seven vectors of BiCGSTAB, and the previous policy;
+// and, on models with a slow queue, the coarse level's
+// (coarseBytesPerState). The matrix itself is never stored: its products
+// are taken from the chain's structure.
 func KrylovBytesPerState(m *Model) uint64 {
 	entries := uint64(2*m.NumPools() + len(transitPairs(m)) + 2)
-	return entries*12 + 36 + 7*8 + 1
+	b := entries*12 + 36 + 7*8 + 1
+	if slowPool(m) >= 0 {
+		b += coarseBytesPerState(m)
+	}
+	return b
 }
 
 // evalSystem is the linear system of one policy's evaluation,
@@ -38,15 +43,30 @@ type evalSystem struct {
 	e     *engine
 	n     int
 	ref   int
-	pol   []int8    // the policy evaluated
-	start []int     // row i is col/lu[start[i]:start[i+1]], columns increasing
-	col   []int32   // unknown of each entry
-	lu    []float64 // ILU(0): L below the diagonal (unit diagonal implied), U on and above
-	diag  []int     // position of each row's diagonal entry
-	bound []int     // the preconditioner's row ranges: [bound[p], bound[p+1])
-	pos   []int32   // factor's scratch: an entry's offset in its row, by column; −1
+	pol   []int8 // the policy evaluated
+	ilu          // the preconditioner's part of the matrix, factored in place
+	bound []int  // the preconditioner's row ranges: [bound[p], bound[p+1])
 	rhs   []float64
 	vn, u []float64 // the product's scratch, in state order: V, and P·V (the engine's U)
+	co    *coarse   // the preconditioner's coarse level
+}
+
+func newILU(n int) ilu {
+	m := ilu{start: make([]int, n+1), diag: make([]int, n), pos: make([]int32, n)}
+	for i := range m.pos {
+		m.pos[i] = -1
+	}
+	return m
+}
+
+// ilu is a sparse matrix stored by rows (compressed sparse rows) and,
+// after factor, its incomplete LU factors on its own pattern in place.
+type ilu struct {
+	start []int     // row i is col/lu[start[i]:start[i+1]], columns increasing
+	col   []int32   // column of each entry
+	lu    []float64 // ILU(0): L below the diagonal (unit diagonal implied), U on and above
+	diag  []int     // position of each row's diagonal entry
+	pos   []int32   // factor's scratch: an entry's offset in its row, by column; −1
 }
 
 func (y *evalSystem) perm(s int) int {
@@ -75,10 +95,13 @@ func (y *evalSystem) unperm(i int) int {
 func newEvalSystem(e *engine, ref int, u []float64) *evalSystem {
 	n := e.s.States
 	y := &evalSystem{
-		e: e, n: n, ref: ref, start: make([]int, n+1), diag: make([]int, n),
+		e: e, n: n, ref: ref, ilu: newILU(n),
 		rhs: make([]float64, n), vn: make([]float64, n), u: u,
 	}
 	y.cut()
+	if pool := e.slow; pool >= 0 {
+		y.co = newCoarse(y, pool)
+	}
 	return y
 }
 
@@ -240,70 +263,77 @@ func (y *evalSystem) spread(count int, fn func(k int)) {
 	wg.Wait()
 }
 
-// factor computes, in place, the ILU(0) factors of the diagonal blocks:
-// Gaussian elimination row by row that keeps only the entries of the
-// block's own pattern.
+// factor computes, in place, the ILU(0) factors of the diagonal blocks.
 func (y *evalSystem) factor() {
-	if len(y.pos) != y.n {
-		y.pos = make([]int32, y.n)
-		for i := range y.pos {
-			y.pos[i] = -1
-		}
+	y.inParts(y.ilu.factor)
+	if y.co != nil {
+		y.co.build()
 	}
-	y.inParts(func(from, to int) {
-		lu, col, pos, start := y.lu, y.col, y.pos, y.start
-		for i := from; i < to; i++ {
-			a, b := start[i], start[i+1]
-			// The row's scale, before elimination changes it.
-			scale := 0.0
-			for k := a; k < b; k++ {
-				pos[col[k]] = int32(k - a)
-				scale = max(scale, math.Abs(lu[k]))
-			}
-			for kk := a; kk < y.diag[i]; kk++ {
-				k := int(col[kk])
-				lu[kk] /= lu[y.diag[k]]
-				f := lu[kk]
-				for jj := y.diag[k] + 1; jj < start[k+1]; jj++ {
-					if q := pos[col[jj]]; q >= 0 {
-						lu[a+int(q)] -= f * lu[jj]
-					}
-				}
-			}
-			for k := a; k < b; k++ {
-				pos[col[k]] = -1
-			}
-			// Dropping fill can leave a pivot near zero (the gain's row,
-			// last, whose column of ones is not an M-matrix's): the
-			// preconditioner then takes the row's scale there instead,
-			// and BiCGSTAB makes up the difference.
-			if d := &lu[y.diag[i]]; !(math.Abs(*d) > 1e-8*scale) {
-				*d = scale
-			}
-		}
-	})
 }
 
-// precondition sets z = (LU)⁻¹ r by forward and back substitution in each
-// diagonal block.
+// factor computes, in place, the ILU(0) factors of rows [from, to), which
+// couple to no row outside: Gaussian elimination row by row that keeps
+// only the entries of the pattern.
+func (m *ilu) factor(from, to int) {
+	lu, col, pos, start := m.lu, m.col, m.pos, m.start
+	for i := from; i < to; i++ {
+		a, b := start[i], start[i+1]
+		// The row's scale, before elimination changes it.
+		scale := 0.0
+		for k := a; k < b; k++ {
+			pos[col[k]] = int32(k - a)
+			scale = max(scale, math.Abs(lu[k]))
+		}
+		for kk := a; kk < m.diag[i]; kk++ {
+			k := int(col[kk])
+			lu[kk] /= lu[m.diag[k]]
+			f := lu[kk]
+			for jj := m.diag[k] + 1; jj < start[k+1]; jj++ {
+				if q := pos[col[jj]]; q >= 0 {
+					lu[a+int(q)] -= f * lu[jj]
+				}
+			}
+		}
+		for k := a; k < b; k++ {
+			pos[col[k]] = -1
+		}
+		// Dropping fill can leave a pivot near zero (the gain's row,
+		// last, whose column of ones is not an M-matrix's): the
+		// preconditioner then takes the row's scale there instead,
+		// and BiCGSTAB makes up the difference.
+		if d := &lu[m.diag[i]]; !(math.Abs(*d) > 1e-8*scale) {
+			*d = scale
+		}
+	}
+}
+
+// precondition sets z = (LU)⁻¹ r, corrected on the coarse level.
 func (y *evalSystem) precondition(z, r []float64) {
-	y.inParts(func(from, to int) {
-		lu, col, start := y.lu, y.col, y.start
-		for i := from; i < to; i++ {
-			acc := r[i]
-			for k := start[i]; k < y.diag[i]; k++ {
-				acc -= lu[k] * z[col[k]]
-			}
-			z[i] = acc
+	if y.co != nil {
+		y.co.precondition(z, r)
+		return
+	}
+	y.inParts(func(from, to int) { y.ilu.solve(z, r, from, to) })
+}
+
+// solve sets z = (LU)⁻¹ r on rows [from, to) by forward and back
+// substitution.
+func (m *ilu) solve(z, r []float64, from, to int) {
+	lu, col, start := m.lu, m.col, m.start
+	for i := from; i < to; i++ {
+		acc := r[i]
+		for k := start[i]; k < m.diag[i]; k++ {
+			acc -= lu[k] * z[col[k]]
 		}
-		for i := to - 1; i >= from; i-- {
-			acc := z[i]
-			for k := y.diag[i] + 1; k < start[i+1]; k++ {
-				acc -= lu[k] * z[col[k]]
-			}
-			z[i] = acc / lu[y.diag[i]]
+		z[i] = acc
+	}
+	for i := to - 1; i >= from; i-- {
+		acc := z[i]
+		for k := m.diag[i] + 1; k < start[i+1]; k++ {
+			acc -= lu[k] * z[col[k]]
 		}
-	})
+		z[i] = acc / lu[m.diag[i]]
+	}
 }
 
 // chunk is the span of the parallel vector operations; their sums are
@@ -312,7 +342,7 @@ const chunk = 1 << 14
 
 // rows runs fn over ranges of [0, n) on the engine's workers.
 func (y *evalSystem) rows(fn func(c, lo, hi int)) {
-	y.spread((y.n+chunk-1)/chunk, func(c int) { fn(c, c*chunk, min((c+1)*chunk, y.n)) })
+	y.spread(chunks(y.n), func(c int) { fn(c, c*chunk, min((c+1)*chunk, y.n)) })
 }
 
 // toStates sets V, in state order, to the values among the unknowns x
@@ -360,10 +390,27 @@ func (y *evalSystem) mul(out, x []float64) {
 	})
 }
 
+// linear is a system BiCGSTAB solves: a policy's evaluation system, or
+// its coarse level.
+type linear interface {
+	size() int
+	// rows runs fn over the chunks of [0, size()) (c numbers the chunk).
+	rows(fn func(c, lo, hi int))
+	mul(out, x []float64)
+	precondition(z, r []float64)
+	right() []float64
+}
+
+func (y *evalSystem) size() int        { return y.n }
+func (y *evalSystem) right() []float64 { return y.rhs }
+
+// chunks is the number of chunks of a vector of n entries.
+func chunks(n int) int { return (n + chunk - 1) / chunk }
+
 // dot returns ⟨a, b⟩, summed chunk by chunk in order.
-func (y *evalSystem) dot(a, b []float64) float64 {
-	sums := make([]float64, (y.n+chunk-1)/chunk)
-	y.rows(func(c, lo, hi int) {
+func dot(l linear, a, b []float64) float64 {
+	sums := make([]float64, chunks(l.size()))
+	l.rows(func(c, lo, hi int) {
 		acc := 0.0
 		for i := lo; i < hi; i++ {
 			acc += a[i] * b[i]
@@ -377,14 +424,15 @@ func (y *evalSystem) dot(a, b []float64) float64 {
 	return total
 }
 
-// residual sets r = rhs − A x and returns its sup-norm.
-func (y *evalSystem) residual(r, x []float64) float64 {
-	y.mul(r, x)
-	sups := make([]float64, (y.n+chunk-1)/chunk)
-	y.rows(func(c, lo, hi int) {
+// sysResidual sets r = rhs − A x and returns its sup-norm.
+func sysResidual(l linear, r, x []float64) float64 {
+	l.mul(r, x)
+	rhs := l.right()
+	sups := make([]float64, chunks(l.size()))
+	l.rows(func(c, lo, hi int) {
 		m := 0.0
 		for i := lo; i < hi; i++ {
-			r[i] = y.rhs[i] - r[i]
+			r[i] = rhs[i] - r[i]
 			m = max(m, math.Abs(r[i]))
 		}
 		sups[c] = m
@@ -417,8 +465,8 @@ func newBiCGStab(n int) *bicgstab {
 // error. It returns the last residual's sup-norm (the true residual's
 // when target was reached; NaN when the iteration broke down: not a
 // number, or a billion times the starting residual).
-func (b *bicgstab) solve(y *evalSystem, target float64, maxIter int, step func(it int, res float64) error) (float64, error) {
-	res := y.residual(b.r, b.x)
+func (b *bicgstab) solve(y linear, target float64, maxIter int, step func(it int, res float64) error) (float64, error) {
+	res := sysResidual(y, b.r, b.x)
 	b.start = res
 	if res <= target {
 		return res, nil
@@ -437,12 +485,12 @@ func (b *bicgstab) solve(y *evalSystem, target float64, maxIter int, step func(i
 		if !(res <= limit) {
 			return math.NaN(), nil
 		}
-		rho1 := y.dot(b.r0, b.r)
+		rho1 := dot(y, b.r0, b.r)
 		if rho1 == 0 || omega == 0 || math.IsNaN(rho1) {
-			res = y.residual(b.r, b.x)
+			res = sysResidual(y, b.r, b.x)
 			restart()
 			rho, alpha, omega = 1, 1, 1
-			rho1 = y.dot(b.r0, b.r)
+			rho1 = dot(y, b.r0, b.r)
 		}
 		beta := rho1 / rho * alpha / omega
 		y.rows(func(_, lo, hi int) {
@@ -452,7 +500,7 @@ func (b *bicgstab) solve(y *evalSystem, target float64, maxIter int, step func(i
 		})
 		y.precondition(b.z, b.p)
 		y.mul(b.v, b.z)
-		alpha = rho1 / y.dot(b.r0, b.v)
+		alpha = rho1 / dot(y, b.r0, b.v)
 		y.rows(func(_, lo, hi int) {
 			for i := lo; i < hi; i++ {
 				b.x[i] += alpha * b.z[i]
@@ -461,12 +509,12 @@ func (b *bicgstab) solve(y *evalSystem, target float64, maxIter int, step func(i
 		})
 		y.precondition(b.z, b.r)
 		y.mul(b.t, b.z)
-		tt := y.dot(b.t, b.t)
+		tt := dot(y, b.t, b.t)
 		omega = 0
 		if tt > 0 {
-			omega = y.dot(b.t, b.r) / tt
+			omega = dot(y, b.t, b.r) / tt
 		}
-		sups := make([]float64, (y.n+chunk-1)/chunk)
+		sups := make([]float64, chunks(y.size()))
 		y.rows(func(c, lo, hi int) {
 			m := 0.0
 			for i := lo; i < hi; i++ {
@@ -484,7 +532,7 @@ func (b *bicgstab) solve(y *evalSystem, target float64, maxIter int, step func(i
 		if res <= target || it == maxIter {
 			// The recurrence drifts from the true residual: check, and
 			// go on from the true one when it is not there yet.
-			res = y.residual(b.r, b.x)
+			res = sysResidual(y, b.r, b.x)
 			if res <= target {
 				return res, step(it, res)
 			}
@@ -536,7 +584,7 @@ func solveKrylov(ctx context.Context, m *Model, e *engine, V, U []float64, scrat
 		}
 		y.build(pol)
 		if math.IsNaN(target) {
-			target = y.residual(b.r, b.x) * krylovFirst
+			target = sysResidual(y, b.r, b.x) * krylovFirst
 		}
 		goal := max(floor, target)
 		res, err := b.solve(y, goal, opts.MaxSweeps-sol.Sweeps, func(it int, res float64) error {
