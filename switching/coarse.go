@@ -37,9 +37,11 @@ type coarse struct {
 	kr      *bicgstab
 	w       []float64 // per state: the weights
 	special []specialRow
-	exp     []float64 // per aggregate (c, a): the expected coarse value one step from post-decision configuration c
-	z0, t   []float64 // fine scratch: the prolonged correction, and the corrected residual
-	started bool      // the weights have been estimated once
+	exp     []float64     // per aggregate (c, a): the expected coarse value one step from post-decision configuration c
+	z0, t   []float64     // fine scratch: the prolonged correction, and the corrected residual
+	out     [][]float64   // per worker: a block of scratch for the power steps
+	rowsOf  [][]coarseRow // per configuration: its aggregates' rows, reused from one build to the next
+	started bool          // the weights have been estimated once
 }
 
 // specialRow is a row of the system computed entry by entry: the
@@ -97,10 +99,11 @@ func coarseBytesPerState(m *Model) uint64 {
 	return 24 + (1024+per-1)/per
 }
 
-// slowPool returns the queue the coarse level aggregates over: the one
-// whose events are rarest, when they are at least coarseRatio times rarer
-// than another queue's; or −1.
-func slowPool(m *Model) int {
+// CoarsePool returns the queue the krylov method's coarse level aggregates
+// over: the one whose events (λ + N·µ) are rarest, when they are at least
+// coarseRatio times rarer than another queue's; or −1 when the model has
+// no such queue and the method uses no coarse level.
+func CoarsePool(m *Model) int {
 	slow, lo, hi := -1, math.Inf(1), 0.0
 	for i, p := range m.Pools {
 		r := p.ArrivalRate + float64(m.Servers)*p.ServiceRate
@@ -159,6 +162,14 @@ func newCoarse(y *evalSystem, pool int) *coarse {
 	for i := range c.w {
 		c.w[i] = 1
 	}
+	c.out = make([][]float64, y.e.workers)
+	for w := range c.out {
+		c.out[w] = make([]float64, s.B)
+	}
+	c.rowsOf = make([][]coarseRow, s.Configs)
+	for k := range c.rowsOf {
+		c.rowsOf[k] = make([]coarseRow, s.J)
+	}
 	return c
 }
 
@@ -213,10 +224,9 @@ func (c *coarse) build() {
 				e.postActionBlock(rho, c.w, y.pol, k)
 			}
 		})
-		e.parallel(func(_, c0, c1 int) {
-			out := make([]float64, s.B)
+		e.parallel(func(w, c0, c1 int) {
 			for k := c0; k < c1; k++ {
-				e.transitionBlock(c.w, rho, k, out)
+				e.transitionBlock(c.w, rho, k, c.out[w])
 			}
 		})
 	}
@@ -240,7 +250,7 @@ func (c *coarse) build() {
 		c int
 		w float64
 	}
-	rowsOf := make([][]coarseRow, s.Configs)
+	rowsOf := c.rowsOf
 	e.parallel(func(_, c0, c1 int) {
 		var target [256]int32
 		posts := make([][]post, s.J)
@@ -268,9 +278,10 @@ func (c *coarse) build() {
 					}
 				}
 			})
-			rs := make([]coarseRow, s.J)
+			rs := rowsOf[k]
 			for a := range rs {
 				r := &rs[a]
+				r.cols, r.vals = r.cols[:0], r.vals[:0]
 				total := 0.0
 				for _, p := range posts[a] {
 					total += p.w
@@ -281,7 +292,6 @@ func (c *coarse) build() {
 					c.step(p.c, a, func(to int, prob float64) { r.add(to, -p.w*prob) })
 				}
 			}
-			rowsOf[k] = rs
 		}
 	})
 	// The special rows, entry by entry.

@@ -75,12 +75,12 @@ func checkCoarse(t *testing.T, name string, m *Model, s *Space, pool int, rng *r
 // BiCGSTAB iterations with it than with ILU(0) alone, to the same gain.
 // On Figure 4's rates (no slow queue) it is not used.
 func TestCoarseLevelCutsIterations(t *testing.T) {
-	if got := slowPool(fig4N(2)); got != -1 {
+	if got := CoarsePool(fig4N(2)); got != -1 {
 		t.Errorf("Figure 4's rates: the coarse level aggregates over queue %d, want none", got+1)
 	}
 	m := fig3N(2, 8)
 	m.Pools[0], m.Pools[1] = m.Pools[1], m.Pools[0] // the slow queue second
-	if got := slowPool(m); got != 1 {
+	if got := CoarsePool(m); got != 1 {
 		t.Fatalf("Figure 3's rates: the coarse level aggregates over queue %d, want 2", got+1)
 	}
 	s, err := NewSpace(m, 0)

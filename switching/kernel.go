@@ -37,7 +37,7 @@ type engine struct {
 
 func newEngine(m *Model, s *Space, alpha float64, workers int) *engine {
 	lam := m.Lambda()
-	e := &engine{s: s, alpha: alpha, lam: lam, slow: slowPool(m), workers: workers}
+	e := &engine{s: s, alpha: alpha, lam: lam, slow: CoarsePool(m), workers: workers}
 	if e.workers <= 0 {
 		e.workers = runtime.GOMAXPROCS(0)
 	}

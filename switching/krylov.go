@@ -19,7 +19,7 @@ import (
 func KrylovBytesPerState(m *Model) uint64 {
 	entries := uint64(2*m.NumPools() + len(transitPairs(m)) + 2)
 	b := entries*12 + 36 + 7*8 + 1
-	if slowPool(m) >= 0 {
+	if CoarsePool(m) >= 0 {
 		b += coarseBytesPerState(m)
 	}
 	return b

@@ -81,7 +81,7 @@ other queues at 0 or half the size, the one whose action changes most often.`,
 	fl := cmd.Flags()
 	fl.StringVar(&f.model, "model", "", "model file (YAML or JSON), required")
 	fl.StringVar(&f.criterion, "criterion", "average", "average or discounted")
-	fl.StringVar(&f.method, "method", "", "krylov (policy iteration with BiCGSTAB/ILU(0) evaluations, the default for the average criterion), value (value iteration, the default for the discounted one) or policy (policy iteration with iterative evaluations)")
+	fl.StringVar(&f.method, "method", "", "krylov (policy iteration with BiCGSTAB evaluations preconditioned by ILU(0), and by a coarse level when one queue is ten times slower than another; the default for the average criterion), value (value iteration, the default for the discounted one) or policy (policy iteration with iterative evaluations)")
 	fl.IntVar(&f.horizon, "horizon", 0, "run this many sweeps of the finite-horizon recurrence instead (discounted)")
 	fl.Float64Var(&f.tolerance, "tolerance", 1e-6, "stop when the sup-norm (discounted) or span (average) of V_n − V_{n−1} is below this")
 	fl.IntVar(&f.maxSweeps, "max-sweeps", 100_000, "give up (converged: false) after this many sweeps")
@@ -445,8 +445,12 @@ func (r *solveReport) print(w io.Writer, m *switching.Model) {
 	if r.Discount != nil {
 		crit += fmt.Sprintf(" (α = %g)", *r.Discount)
 	}
+	krylov := "policy iteration with BiCGSTAB/ILU(0) evaluations (sweeps are BiCGSTAB iterations)"
+	if p := switching.CoarsePool(m); p >= 0 {
+		krylov = fmt.Sprintf("policy iteration with BiCGSTAB evaluations preconditioned by ILU(0) and a coarse level over %s's queue (sweeps are BiCGSTAB iterations)", m.Pools[p].Name)
+	}
 	method := map[switching.Method]string{switching.ValueIteration: "value iteration", switching.PolicyIteration: "policy improvement",
-		switching.Krylov: "policy iteration with BiCGSTAB/ILU(0) evaluations (sweeps are BiCGSTAB iterations)"}[r.Method]
+		switching.Krylov: krylov}[r.Method]
 	switch {
 	case r.Horizon > 0:
 		fmt.Fprintf(w, "solve:     %s, finite horizon of %d steps, %.3g s\n", crit, r.Horizon, r.Seconds)
