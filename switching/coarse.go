@@ -42,6 +42,7 @@ type coarse struct {
 	out     [][]float64   // per worker: a block of scratch for the power steps
 	rowsOf  [][]coarseRow // per configuration: its aggregates' rows, reused from one build to the next
 	started bool          // the weights have been estimated once
+	changed int           // states whose action changed since the last build (−1: unknown)
 }
 
 // specialRow is a row of the system computed entry by entry: the
@@ -74,8 +75,10 @@ const coarseRatio = 10
 
 // The weights are estimated by coarseFirstSteps power steps from uniform
 // weights for the first policy, and updated by coarseSteps for each
-// later one (policies change little from one to the next).
-const coarseFirstSteps, coarseSteps = 100, 20
+// later one (policies change little from one to the next), or by
+// coarseFewSteps when the policy's actions changed in fewer than 1% of
+// the states.
+const coarseFirstSteps, coarseSteps, coarseFewSteps = 100, 20, 5
 
 // coarseFloor is the weight every state gets on top of its estimate
 // (scaled to average 1).
@@ -162,6 +165,7 @@ func newCoarse(y *evalSystem, pool int) *coarse {
 	for i := range c.w {
 		c.w[i] = 1
 	}
+	c.changed = -1
 	c.out = make([][]float64, y.e.workers)
 	for w := range c.out {
 		c.out[w] = make([]float64, s.B)
@@ -216,7 +220,10 @@ func (c *coarse) build() {
 	steps := coarseSteps
 	if !c.started {
 		steps, c.started = coarseFirstSteps, true
+	} else if c.changed >= 0 && c.changed*100 < s.States {
+		steps = coarseFewSteps
 	}
+	c.changed = -1
 	rho := c.t // free between preconditioner calls
 	for range steps {
 		e.parallel(func(_, c0, c1 int) {

@@ -638,6 +638,9 @@ func solveKrylov(ctx context.Context, m *Model, e *engine, V, U []float64, scrat
 		if opts.Progress != nil {
 			opts.Progress(Progress{Phase: "improve", Sweep: sol.Improvements, Residual: float64(changed)})
 		}
+		if y.co != nil {
+			y.co.changed = changed
+		}
 		target = min(sol.Residual*krylovFollow, math.Abs(gain)*krylovGain)
 		if changed == 0 {
 			// The policy stands: only the evaluation is short.
