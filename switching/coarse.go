@@ -253,35 +253,19 @@ func (c *coarse) build() {
 	// its states' rows, weighted, and the rows of the states with one
 	// post-decision configuration p sum to (their weight)·(the
 	// aggregate, the gain, minus one step from p).
-	type post struct {
-		c int
-		w float64
-	}
 	rowsOf := c.rowsOf
 	e.parallel(func(_, c0, c1 int) {
 		var target [256]int32
-		posts := make([][]post, s.J)
+		posts := make([]coarseRow, s.J) // per length a: post-decision configurations and their weights
 		for k := c0; k < c1; k++ {
 			targets(s, k, &target)
 			for a := range posts {
-				posts[a] = posts[a][:0]
+				posts[a].cols, posts[a].vals = posts[a].cols[:0], posts[a].vals[:0]
 			}
 			c.runs(k, func(a, st0, st1 int) {
 				for st := st0; st < st1; st++ {
-					if c.isSpecial(st) {
-						continue
-					}
-					p, w := int(target[y.pol[st]]), c.w[st]
-					found := false
-					for q := range posts[a] {
-						if posts[a][q].c == p {
-							posts[a][q].w += w
-							found = true
-							break
-						}
-					}
-					if !found {
-						posts[a] = append(posts[a], post{p, w})
+					if !c.isSpecial(st) {
+						posts[a].add(int(target[y.pol[st]]), c.w[st])
 					}
 				}
 			})
@@ -290,13 +274,14 @@ func (c *coarse) build() {
 				r := &rs[a]
 				r.cols, r.vals = r.cols[:0], r.vals[:0]
 				total := 0.0
-				for _, p := range posts[a] {
-					total += p.w
+				for _, w := range posts[a].vals {
+					total += w
 				}
 				r.add(k*s.J+a, total)
 				r.add(c.n-1, total)
-				for _, p := range posts[a] {
-					c.step(p.c, a, func(to int, prob float64) { r.add(to, -p.w*prob) })
+				for q, p := range posts[a].cols {
+					w := posts[a].vals[q]
+					c.step(p, a, func(to int, prob float64) { r.add(to, -w*prob) })
 				}
 			}
 		}

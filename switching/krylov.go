@@ -377,10 +377,7 @@ func (y *evalSystem) mul(out, x []float64) {
 		B := s.B
 		var target [256]int32
 		for c := c0; c < c1; c++ {
-			target[0] = int32(c)
-			for _, a := range s.acts(c) {
-				target[a.d] = a.target
-			}
+			targets(s, c, &target)
 			base := c * B
 			for j := range B {
 				st := base + j
