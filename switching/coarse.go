@@ -226,16 +226,7 @@ func (c *coarse) build() {
 	c.changed = -1
 	rho := c.t // free between preconditioner calls
 	for range steps {
-		e.parallel(func(_, c0, c1 int) {
-			for k := c0; k < c1; k++ {
-				e.postActionBlock(rho, c.w, y.pol, k)
-			}
-		})
-		e.parallel(func(w, c0, c1 int) {
-			for k := c0; k < c1; k++ {
-				e.transitionBlock(c.w, rho, k, c.out[w])
-			}
-		})
+		e.powerStep(c.w, rho, y.pol, c.out, nil)
 	}
 	// States the steps have not reached (or that the chain leaves at
 	// once) keep a little weight, so that no aggregate's equation

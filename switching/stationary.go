@@ -61,16 +61,7 @@ func stationary(ctx context.Context, m *Model, e *engine, pol []int8, opts Solve
 		if err := canceled(ctx); err != nil {
 			return nil, err
 		}
-		e.parallel(func(_, c0, c1 int) {
-			for c := c0; c < c1; c++ {
-				e.postActionBlock(rho, pi, pol, c)
-			}
-		})
-		e.parallel(func(w, c0, c1 int) {
-			for c := c0; c < c1; c++ {
-				diffs[c] = e.transitionBlock(pi, rho, c, scratch[w])
-			}
-		})
+		e.powerStep(pi, rho, pol, scratch, diffs)
 		diff := 0.0 // summed in configuration order: the same for any number of workers
 		for _, d := range diffs {
 			diff += d
@@ -112,6 +103,25 @@ func stationary(ctx context.Context, m *Model, e *engine, pol []int8, opts Solve
 		}
 	}
 	return out, nil
+}
+
+// powerStep sets pi to its image one uniformized step of policy pol later
+// (π ← π P_f), with rho and scratch (a block per worker) as scratch, and
+// diffs (when not nil) to the L1 change in each configuration.
+func (e *engine) powerStep(pi, rho []float64, pol []int8, scratch [][]float64, diffs []float64) {
+	e.parallel(func(_, c0, c1 int) {
+		for c := c0; c < c1; c++ {
+			e.postActionBlock(rho, pi, pol, c)
+		}
+	})
+	e.parallel(func(w, c0, c1 int) {
+		for c := c0; c < c1; c++ {
+			d := e.transitionBlock(pi, rho, c, scratch[w])
+			if diffs != nil {
+				diffs[c] = d
+			}
+		}
+	})
 }
 
 // postActionBlock sets rho over configuration c: the mass of the states
