@@ -291,7 +291,7 @@ var (
 	vmFields          = []string{"vcpus", "memory_mib"}
 	agentFields       = []string{"site", "address", "token_file"}
 	storeFields       = []string{"etcd"}
-	etcdFields        = []string{"endpoints", "prefix", "tls"}
+	etcdFields        = []string{"endpoints", "prefix", "tls", "lease_ttl"}
 	policyFields      = []string{"name", "K", "table", "solve"}
 	executorFields    = []string{"name", "time_scale", "max_output_bytes", "output_bytes_per_second", "poll", "run_as", "allow_users"}
 )
@@ -849,6 +849,10 @@ type StoreEtcd struct {
 	// CA that signed etcd's certificates (etcd's own CA, not the grid's);
 	// nil: plain HTTP, to loopback endpoints only.
 	TLS *tlsx.Files
+	// LeaseTTL is the leader's lease, whole seconds (0: DefaultLeaseTTL):
+	// how long after a leader died another daemon may lead, and how long
+	// an outage of etcd a leader rides out (seven tenths of it).
+	LeaseTTL time.Duration
 }
 
 // DefaultEtcdPrefix is the root of the store's keys in etcd.
@@ -902,6 +906,15 @@ func parseStoreEtcd(m *yamlx.Map, dir string) *StoreEtcd {
 				m.Errorf(fmt.Sprintf("endpoints[%d]", i), "%q is listed twice", e)
 			default:
 				out.Endpoints = append(out.Endpoints, strings.TrimRight(e, "/"))
+			}
+		}
+	}
+	if v, ok := m.Get("lease_ttl", false); ok {
+		if x, ok := durationField(v, 2*time.Second, 10*time.Minute); ok {
+			if x%time.Second != 0 {
+				v.Errorf("must be whole seconds (an etcd lease's TTL is), not %s", x)
+			} else {
+				out.LeaseTTL = x
 			}
 		}
 	}

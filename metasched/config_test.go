@@ -227,6 +227,9 @@ var configErrorCases = []struct{ name, yaml, want string }{
 	{"etcd https without tls", configBase + "store: {etcd: {endpoints: [https://10.0.0.5:2379]}}\n", "store.etcd.tls: is required for the https endpoint"},
 	{"etcd endpoint twice", configBase + "store: {etcd: {endpoints: [http://127.0.0.1:2379, http://127.0.0.1:2379/]}}\n", `store.etcd.endpoints[1]: "http://127.0.0.1:2379/" is listed twice`},
 	{"etcd bad prefix", configBase + "store: {etcd: {endpoints: [http://127.0.0.1:2379], prefix: metasched}}\n", `store.etcd.prefix: must be a key prefix like /metasched/, not "metasched"`},
+	{"etcd short lease", configBase + "store: {etcd: {endpoints: [http://127.0.0.1:2379], lease_ttl: 1s}}\n", "store.etcd.lease_ttl: must be at least 2s, not 1s"},
+	{"etcd fractional lease", configBase + "store: {etcd: {endpoints: [http://127.0.0.1:2379], lease_ttl: 2500ms}}\n", "store.etcd.lease_ttl: must be whole seconds (an etcd lease's TTL is), not 2.5s"},
+	{"etcd bad lease", configBase + "store: {etcd: {endpoints: [http://127.0.0.1:2379], lease_ttl: ten}}\n", `store.etcd.lease_ttl: not a duration like 2s or 1m: "ten"`},
 	{"etcd tls field", configBase + "store: {etcd: {endpoints: [http://127.0.0.1:2379], tls: {cert: a}}}\n", "store.etcd.tls.cert: unknown field"},
 }
 
@@ -245,17 +248,17 @@ func TestParseConfigErrors(t *testing.T) {
 // TLS files relative to the configuration's directory.
 func TestParseConfigStore(t *testing.T) {
 	got, err := ParseConfig("/etc/metasched/serve.yaml", []byte(configBase+
-		"store: {etcd: {endpoints: [https://10.0.0.5:2379/, https://10.0.0.6:2379], prefix: /grid-a, tls: {cert_file: etcd.pem, key_file: etcd-key.pem, ca_file: etcd-ca.pem}}}\n"))
+		"store: {etcd: {endpoints: [https://10.0.0.5:2379/, https://10.0.0.6:2379], prefix: /grid-a, lease_ttl: 15s, tls: {cert_file: etcd.pem, key_file: etcd-key.pem, ca_file: etcd-ca.pem}}}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := &StoreEtcd{Endpoints: []string{"https://10.0.0.5:2379", "https://10.0.0.6:2379"}, Prefix: "/grid-a/",
+	want := &StoreEtcd{Endpoints: []string{"https://10.0.0.5:2379", "https://10.0.0.6:2379"}, Prefix: "/grid-a/", LeaseTTL: 15 * time.Second,
 		TLS: &tlsx.Files{Cert: "/etc/metasched/etcd.pem", Key: "/etc/metasched/etcd-key.pem", CA: "/etc/metasched/etcd-ca.pem"}}
 	if diff := cmp.Diff(want, got.Store); diff != "" {
 		t.Errorf("store (-want +got):\n%s", diff)
 	}
 	got, err = ParseConfig("serve.yaml", []byte(configBase+"store: {etcd: {endpoints: [http://127.0.0.1:2379]}}\n"))
-	if err != nil || got.Store == nil || got.Store.Prefix != DefaultEtcdPrefix || got.Store.TLS != nil {
+	if err != nil || got.Store == nil || got.Store.Prefix != DefaultEtcdPrefix || got.Store.TLS != nil || got.Store.LeaseTTL != 0 {
 		t.Errorf("a loopback etcd: %+v, %v", got.Store, err)
 	}
 	if got, _ := ParseConfig("serve.yaml", []byte(configBase)); got.Store != nil {

@@ -32,10 +32,13 @@ import (
 // leadership and take over when the lease of the leader expires (at most
 // DefaultLeaseTTL after it stopped renewing it).
 
-// DefaultLeaseTTL is the leader's lease, in seconds: how long after a
-// leader stops renewing it (its process or its machine lost) another
-// daemon may lead.
-const DefaultLeaseTTL = 5
+// DefaultLeaseTTL is the leader's lease, in seconds (the configuration's
+// store.etcd.lease_ttl): how long after a leader stops renewing it (its
+// process or its machine lost) another daemon may lead. The leader rides
+// out an outage of etcd of 7 s at least (see keep): the election of etcd's
+// own leader when a member is lost takes seconds on a loaded machine
+// (with a lease of 5 s, one of 3 s deposed a leader).
+const DefaultLeaseTTL = 10
 
 // ErrLostLeadership: the leader's lease ended (it was cut off from etcd's
 // quorum for longer than its TTL, or revoked): the daemon stopped acting.
@@ -85,38 +88,59 @@ func (l *leadership) lose(why string) {
 // request sent at t, so it lasts until t+TTL at least. Unless a later
 // renewal succeeded, the leader stops acting (lost) a fifth of the TTL
 // before that: a leader cut off from etcd's quorum has stopped before its
-// lease can expire and another daemon can lead.
+// lease can expire and another daemon can lead. It renews every tenth of
+// the TTL, and after a renewal that failed it tries again at once (each
+// try bounded by a fifth of the TTL, so that one stuck on a dead member
+// leaves time for another): a leader rides out an outage of etcd (the
+// election of its own leader) of seven tenths of the TTL at least.
 func (l *leadership) keep(ttl time.Duration) {
 	defer close(l.kept)
 	margin := ttl / 5
 	deadline := time.Now().Add(margin) // the lease's age is unknown: renew at once
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-l.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	for {
-		if time.Now().After(deadline) {
+		left := time.Until(deadline)
+		if left <= 0 {
 			l.lose(fmt.Sprintf("no renewal of the lease in etcd answered for %s", ttl-margin))
 			return
 		}
 		sent := time.Now()
-		ctx, cancel := context.WithTimeout(context.Background(), margin/2)
-		_, err := l.client.KeepAliveOnce(ctx, l.session.Lease())
-		cancel()
+		tctx, tcancel := context.WithTimeout(ctx, min(margin, left))
+		_, err := l.client.KeepAliveOnce(tctx, l.session.Lease())
+		tcancel()
+		wait := keepRetry
 		switch {
+		case ctx.Err() != nil:
+			return
 		case err == nil:
 			deadline = sent.Add(ttl - margin)
+			wait = margin / 2
 		case errors.Is(err, rpctypes.ErrLeaseNotFound):
 			l.lose("the lease in etcd expired")
 			return
 		}
-		wait := min(margin, time.Until(deadline))
 		select {
 		case <-l.stop:
 			return
 		case <-l.session.Done():
 			l.lose("the session in etcd ended")
 			return
-		case <-time.After(max(wait, 0)):
+		case <-time.After(max(min(wait, time.Until(deadline)), 0)):
 		}
 	}
 }
+
+// keepRetry is the pause of keep after a renewal that failed (etcd
+// answered with an error: it has no leader yet, say).
+const keepRetry = 100 * time.Millisecond
 
 // close gives the leadership up (another daemon leads at once) and closes
 // the client.
@@ -164,6 +188,9 @@ func (d *Daemon) lead(ctx context.Context, c *StoreEtcd) (*leadership, error) {
 		return nil, err
 	}
 	ttl := d.opt.LeaseTTL
+	if ttl <= 0 {
+		ttl = int(c.LeaseTTL / time.Second)
+	}
 	if ttl <= 0 {
 		ttl = DefaultLeaseTTL
 	}

@@ -254,6 +254,25 @@ func (c *Cluster) WaitHealthy(limit time.Duration) error {
 	}
 }
 
+// Leader is the index of the member that leads the cluster's raft (etcd's
+// own leader, which the cluster must elect again when it is lost).
+func (c *Cluster) Leader(ctx context.Context) (int, error) {
+	cl, err := c.NewClient()
+	if err != nil {
+		return -1, err
+	}
+	for i, m := range c.Members {
+		st, err := cl.Status(ctx, m.ClientURL)
+		if err != nil {
+			continue
+		}
+		if st.Header.MemberId == st.Leader {
+			return i, nil
+		}
+	}
+	return -1, errors.New("no member says it leads")
+}
+
 // Logs are the end of every member's log, for a failure's report.
 func (c *Cluster) Logs() string {
 	var b strings.Builder
