@@ -85,3 +85,31 @@ func BenchmarkSolveAverage(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPrecondition times one application of the krylov method's
+// preconditioner (ILU(0)'s forward and back substitutions over the
+// diagonal blocks) at N = 5 of Figure 4, 4,343,625 states, on the
+// solve's first policy; BiCGSTAB applies it twice an iteration.
+func BenchmarkPrecondition(b *testing.B) {
+	m := fig4N(5)
+	s, err := NewSpace(m, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	e := newEngine(m, s, 1, 0)
+	pol := make([]int8, s.States)
+	if err := startPolicy(m, s, SolveOptions{}, pol); err != nil {
+		b.Fatal(err)
+	}
+	y := newEvalSystem(e, referenceState(m, s), make([]float64, s.States))
+	y.build(pol)
+	r, z := make([]float64, y.n), make([]float64, y.n)
+	for i := range r {
+		r[i] = float64(i%7) - 3
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		y.precondition(z, r)
+	}
+	b.ReportMetric(float64(s.States)*float64(b.N)/b.Elapsed().Seconds()/1e6, "Mstates/s")
+}

@@ -124,7 +124,7 @@ func CoarsePool(m *Model) int {
 // coarseSystem is the aggregated system, with its ILU(0) factors, solved
 // by BiCGSTAB.
 type coarseSystem struct {
-	ilu
+	ilu[float64]
 	val []float64 // the entries (ilu.lu holds their factors)
 	rhs []float64
 }
@@ -156,7 +156,7 @@ func newCoarse(y *evalSystem, pool int) *coarse {
 	n := s.Configs*s.J + 1
 	c := &coarse{
 		y: y, pool: pool, n: n,
-		sys: coarseSystem{ilu: newILU(n), rhs: make([]float64, n)},
+		sys: coarseSystem{ilu: newILU[float64](n), rhs: make([]float64, n)},
 		kr:  newBiCGStab(n),
 		w:   make([]float64, s.States),
 		exp: make([]float64, n-1),

@@ -8,8 +8,8 @@ import (
 )
 
 // KrylovBytesPerState bounds the memory the krylov method needs per state,
-// on top of BytesPerState: the ILU(0) factors of the policy's matrix (12
-// bytes an entry, a row holding at most one entry per transition of the
+// on top of BytesPerState: the ILU(0) factors of the policy's matrix (8
+// bytes an entry: its column and its factor in float32; a row holding at most one entry per transition of the
 // state: 2M queue moves, the switches that may complete, the state itself
 // and the gain), 36 bytes of row indexes, right-hand side and the product's
 // scratch vector, the seven vectors of BiCGSTAB, and the previous policy;
@@ -18,7 +18,7 @@ import (
 // are taken from the chain's structure.
 func KrylovBytesPerState(m *Model) uint64 {
 	entries := uint64(2*m.NumPools() + len(transitPairs(m)) + 2)
-	b := entries*12 + 36 + 7*8 + 1
+	b := entries*8 + 36 + 7*8 + 1
 	if CoarsePool(m) >= 0 {
 		b += coarseBytesPerState(m)
 	}
@@ -40,19 +40,19 @@ func KrylovBytesPerState(m *Model) uint64 {
 // stored; what is stored, by rows (compressed sparse rows), is the part of
 // it the preconditioner factors, with its ILU(0) factors in place.
 type evalSystem struct {
-	e     *engine
-	n     int
-	ref   int
-	pol   []int8 // the policy evaluated
-	ilu          // the preconditioner's part of the matrix, factored in place
-	bound []int  // the preconditioner's row ranges: [bound[p], bound[p+1])
-	rhs   []float64
-	vn, u []float64 // the product's scratch, in state order: V, and P·V (the engine's U)
-	co    *coarse   // the preconditioner's coarse level
+	e            *engine
+	n            int
+	ref          int
+	pol          []int8 // the policy evaluated
+	ilu[float32]        // the preconditioner's part of the matrix, factored in place
+	bound        []int  // the preconditioner's row ranges: [bound[p], bound[p+1])
+	rhs          []float64
+	vn, u        []float64 // the product's scratch, in state order: V, and P·V (the engine's U)
+	co           *coarse   // the preconditioner's coarse level
 }
 
-func newILU(n int) ilu {
-	m := ilu{start: make([]int, n+1), diag: make([]int, n), pos: make([]int32, n)}
+func newILU[T float32 | float64](n int) ilu[T] {
+	m := ilu[T]{start: make([]int, n+1), diag: make([]int, n), pos: make([]int32, n)}
 	for i := range m.pos {
 		m.pos[i] = -1
 	}
@@ -60,13 +60,17 @@ func newILU(n int) ilu {
 }
 
 // ilu is a sparse matrix stored by rows (compressed sparse rows) and,
-// after factor, its incomplete LU factors on its own pattern in place.
-type ilu struct {
-	start []int     // row i is col/lu[start[i]:start[i+1]], columns increasing
-	col   []int32   // column of each entry
-	lu    []float64 // ILU(0): L below the diagonal (unit diagonal implied), U on and above
-	diag  []int     // position of each row's diagonal entry
-	pos   []int32   // factor's scratch: an entry's offset in its row, by column; −1
+// after factor, its incomplete LU factors on its own pattern in place,
+// stored as T: float32 for the policy's matrix, whose factors only
+// precondition (the solve itself, and every product, is in float64; a
+// third less to read in each triangular solve), float64 for the coarse
+// level's, which is solved to 1e-10.
+type ilu[T float32 | float64] struct {
+	start []int   // row i is col/lu[start[i]:start[i+1]], columns increasing
+	col   []int32 // column of each entry
+	lu    []T     // ILU(0): L below the diagonal (unit diagonal implied), U above, U's diagonal inverted
+	diag  []int   // position of each row's diagonal entry
+	pos   []int32 // factor's scratch: an entry's offset in its row, by column; −1
 }
 
 func (y *evalSystem) perm(s int) int {
@@ -95,7 +99,7 @@ func (y *evalSystem) unperm(i int) int {
 func newEvalSystem(e *engine, ref int, u []float64) *evalSystem {
 	n := e.s.States
 	y := &evalSystem{
-		e: e, n: n, ref: ref, ilu: newILU(n),
+		e: e, n: n, ref: ref, ilu: newILU[float32](n),
 		rhs: make([]float64, n), vn: make([]float64, n), u: u,
 	}
 	y.cut()
@@ -202,7 +206,7 @@ func (y *evalSystem) build(pol []int8) {
 	}
 	total := y.start[y.n]
 	if cap(y.col) < total {
-		y.col, y.lu = make([]int32, total), make([]float64, total)
+		y.col, y.lu = make([]int32, total), make([]float32, total)
 	}
 	y.col, y.lu = y.col[:total], y.lu[:total]
 	y.inParts(func(from, to int) {
@@ -214,7 +218,7 @@ func (y *evalSystem) build(pol []int8) {
 				if int(en.col) == i {
 					y.diag[i] = k
 				}
-				y.col[k], y.lu[k] = en.col, en.val
+				y.col[k], y.lu[k] = en.col, float32(en.val)
 				k++
 			}
 		}
@@ -273,24 +277,29 @@ func (y *evalSystem) factor() {
 
 // factor computes, in place, the ILU(0) factors of rows [from, to), which
 // couple to no row outside: Gaussian elimination row by row that keeps
-// only the entries of the pattern.
-func (m *ilu) factor(from, to int) {
+// only the entries of the pattern, each row eliminated in float64.
+func (m *ilu[T]) factor(from, to int) {
 	lu, col, pos, start := m.lu, m.col, m.pos, m.start
+	var row []float64
 	for i := from; i < to; i++ {
 		a, b := start[i], start[i+1]
 		// The row's scale, before elimination changes it.
 		scale := 0.0
+		row = row[:0]
 		for k := a; k < b; k++ {
 			pos[col[k]] = int32(k - a)
-			scale = max(scale, math.Abs(lu[k]))
+			v := float64(lu[k])
+			row = append(row, v)
+			scale = max(scale, math.Abs(v))
 		}
-		for kk := a; kk < m.diag[i]; kk++ {
-			k := int(col[kk])
-			lu[kk] /= lu[m.diag[k]]
-			f := lu[kk]
+		d := m.diag[i] - a
+		for kk := range d {
+			k := int(col[a+kk])
+			row[kk] *= float64(lu[m.diag[k]])
+			f := row[kk]
 			for jj := m.diag[k] + 1; jj < start[k+1]; jj++ {
 				if q := pos[col[jj]]; q >= 0 {
-					lu[a+int(q)] -= f * lu[jj]
+					row[q] -= f * float64(lu[jj])
 				}
 			}
 		}
@@ -301,8 +310,12 @@ func (m *ilu) factor(from, to int) {
 		// last, whose column of ones is not an M-matrix's): the
 		// preconditioner then takes the row's scale there instead,
 		// and BiCGSTAB makes up the difference.
-		if d := &lu[m.diag[i]]; !(math.Abs(*d) > 1e-8*scale) {
-			*d = scale
+		if !(math.Abs(row[d]) > 1e-8*scale) {
+			row[d] = scale
+		}
+		row[d] = 1 / row[d] // the solve multiplies by it
+		for k, v := range row {
+			lu[a+k] = T(v)
 		}
 	}
 }
@@ -317,22 +330,34 @@ func (y *evalSystem) precondition(z, r []float64) {
 }
 
 // solve sets z = (LU)⁻¹ r on rows [from, to) by forward and back
-// substitution.
-func (m *ilu) solve(z, r []float64, from, to int) {
+// substitution. Two partial sums per row: the chain of dependent additions
+// is half as long.
+func (m *ilu[T]) solve(z, r []float64, from, to int) {
 	lu, col, start := m.lu, m.col, m.start
 	for i := from; i < to; i++ {
-		acc := r[i]
-		for k := start[i]; k < m.diag[i]; k++ {
-			acc -= lu[k] * z[col[k]]
+		a0, a1 := 0.0, 0.0
+		k, d := start[i], m.diag[i]
+		for ; k+1 < d; k += 2 {
+			a0 += float64(lu[k]) * z[col[k]]
+			a1 += float64(lu[k+1]) * z[col[k+1]]
 		}
-		z[i] = acc
+		if k < d {
+			a1 += float64(lu[k]) * z[col[k]]
+		}
+		z[i] = r[i] - a0 - a1
 	}
 	for i := to - 1; i >= from; i-- {
-		acc := z[i]
-		for k := m.diag[i] + 1; k < start[i+1]; k++ {
-			acc -= lu[k] * z[col[k]]
+		a0, a1 := 0.0, 0.0
+		d := m.diag[i]
+		k := start[i+1] - 1
+		for ; k-1 > d; k -= 2 {
+			a0 += float64(lu[k]) * z[col[k]]
+			a1 += float64(lu[k-1]) * z[col[k-1]]
 		}
-		z[i] = acc / lu[m.diag[i]]
+		if k > d {
+			a1 += float64(lu[k]) * z[col[k]]
+		}
+		z[i] = (z[i] - a0 - a1) * float64(lu[d])
 	}
 }
 
