@@ -373,10 +373,18 @@ func (y *evalSystem) rows(fn func(c, lo, hi int)) {
 // toStates sets V, in state order, to the values among the unknowns x
 // (V(ref) = 0; x's last entry, the gain, is left out).
 func (y *evalSystem) toStates(V, x []float64) {
-	ref, n := y.ref, y.n
-	copy(V[:ref], x[:ref])
-	V[ref] = 0
-	copy(V[ref+1:], x[ref:n-1])
+	ref := y.ref
+	y.rows(func(_, lo, hi int) {
+		if a := min(hi, ref); lo < a {
+			copy(V[lo:a], x[lo:a])
+		}
+		if a := max(lo, ref+1); a < hi {
+			copy(V[a:hi], x[a-1:hi-1])
+		}
+		if lo <= ref && ref < hi {
+			V[ref] = 0
+		}
+	})
 }
 
 // fromStates sets the unknowns x to the values V (in state order) and the
@@ -446,6 +454,26 @@ func dot(l linear, a, b []float64) float64 {
 	return total
 }
 
+// dot2 returns ⟨a, b⟩ and ⟨a, c⟩ in one pass, each summed as dot sums.
+func dot2(l linear, a, b, c []float64) (float64, float64) {
+	n := chunks(l.size())
+	sums := make([]float64, 2*n)
+	l.rows(func(k, lo, hi int) {
+		ab, ac := 0.0, 0.0
+		for i := lo; i < hi; i++ {
+			ab += a[i] * b[i]
+			ac += a[i] * c[i]
+		}
+		sums[k], sums[n+k] = ab, ac
+	})
+	ab, ac := 0.0, 0.0
+	for k := range n {
+		ab += sums[k]
+		ac += sums[n+k]
+	}
+	return ab, ac
+}
+
 // sysResidual sets r = rhs − A x and returns its sup-norm.
 func sysResidual(l linear, r, x []float64) float64 {
 	l.mul(r, x)
@@ -503,11 +531,19 @@ func (b *bicgstab) solve(y linear, target float64, maxIter int, step func(it int
 	}
 	restart()
 	rho, alpha, omega := 1.0, 1.0, 1.0
+	// next is ⟨r0, r⟩ when the last iteration's pass took it (NaN: not).
+	next := math.NaN()
+	n := chunks(y.size())
+	sups, rhos := make([]float64, n), make([]float64, n)
 	for it := 1; it <= maxIter; it++ {
 		if !(res <= limit) {
 			return math.NaN(), nil
 		}
-		rho1 := dot(y, b.r0, b.r)
+		rho1 := next
+		if math.IsNaN(rho1) {
+			rho1 = dot(y, b.r0, b.r)
+		}
+		next = math.NaN()
 		if rho1 == 0 || omega == 0 || math.IsNaN(rho1) {
 			res = sysResidual(y, b.r, b.x)
 			restart()
@@ -531,27 +567,31 @@ func (b *bicgstab) solve(y linear, target float64, maxIter int, step func(it int
 		})
 		y.precondition(b.z, b.r)
 		y.mul(b.t, b.z)
-		tt := dot(y, b.t, b.t)
+		tt, tr := dot2(y, b.t, b.t, b.r)
 		omega = 0
 		if tt > 0 {
-			omega = dot(y, b.t, b.r) / tt
+			omega = tr / tt
 		}
-		sups := make([]float64, chunks(y.size()))
+		// The update, the residual's sup-norm and the next iteration's
+		// ⟨r0, r⟩ in one pass (each sum chunk by chunk, as dot).
 		y.rows(func(c, lo, hi int) {
-			m := 0.0
+			m, acc := 0.0, 0.0
 			for i := lo; i < hi; i++ {
 				b.x[i] += omega * b.z[i]
 				b.r[i] -= omega * b.t[i]
 				m = max(m, math.Abs(b.r[i]))
+				acc += b.r0[i] * b.r[i]
 			}
-			sups[c] = m
+			sups[c], rhos[c] = m, acc
 		})
 		rho = rho1
-		res = 0
-		for _, s := range sups {
+		res, next = 0, 0
+		for c, s := range sups {
 			res = max(res, s)
+			next += rhos[c]
 		}
 		if res <= target || it == maxIter {
+			next = math.NaN() // r is checked, and may start again
 			// The recurrence drifts from the true residual: check, and
 			// go on from the true one when it is not there yet.
 			res = sysResidual(y, b.r, b.x)
