@@ -55,7 +55,8 @@ type leadership struct {
 	lostCh   chan struct{} // closed when the leader must stop
 	lostOnce sync.Once
 	why      atomic.Pointer[string]
-	stop     chan struct{} // closed by close: keep returns
+	stop     context.Context // ended by close (cancel): keep returns
+	cancel   context.CancelFunc
 	kept     chan struct{} // closed when keep has returned
 }
 
@@ -97,15 +98,6 @@ func (l *leadership) keep(ttl time.Duration) {
 	defer close(l.kept)
 	margin := ttl / 5
 	deadline := time.Now().Add(margin) // the lease's age is unknown: renew at once
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		select {
-		case <-l.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	for {
 		left := time.Until(deadline)
 		if left <= 0 {
@@ -113,12 +105,12 @@ func (l *leadership) keep(ttl time.Duration) {
 			return
 		}
 		sent := time.Now()
-		tctx, tcancel := context.WithTimeout(ctx, min(margin, left))
-		_, err := l.client.KeepAliveOnce(tctx, l.session.Lease())
-		tcancel()
+		ctx, cancel := context.WithTimeout(l.stop, min(margin, left))
+		_, err := l.client.KeepAliveOnce(ctx, l.session.Lease())
+		cancel()
 		wait := keepRetry
 		switch {
-		case ctx.Err() != nil:
+		case l.stop.Err() != nil:
 			return
 		case err == nil:
 			deadline = sent.Add(ttl - margin)
@@ -128,7 +120,7 @@ func (l *leadership) keep(ttl time.Duration) {
 			return
 		}
 		select {
-		case <-l.stop:
+		case <-l.stop.Done():
 			return
 		case <-l.session.Done():
 			l.lose("the session in etcd ended")
@@ -145,7 +137,7 @@ const keepRetry = 100 * time.Millisecond
 // close gives the leadership up (another daemon leads at once) and closes
 // the client.
 func (l *leadership) close() error {
-	close(l.stop)
+	l.cancel()
 	<-l.kept
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
@@ -262,7 +254,8 @@ func (d *Daemon) campaign(ctx context.Context, cl *clientv3.Client, sb *standby,
 		return nil, err
 	}
 	l := &leadership{client: cl, session: s, election: e, key: e.Key(), rev: e.Rev(),
-		lostCh: make(chan struct{}), stop: make(chan struct{}), kept: make(chan struct{})}
+		lostCh: make(chan struct{}), kept: make(chan struct{})}
+	l.stop, l.cancel = context.WithCancel(context.Background())
 	go l.keep(time.Duration(ttl) * time.Second)
 	d.log.Info().Str("instance", d.instance).Int64("revision", l.rev).Int("lease_ttl_s", ttl).Msg("leading: this daemon acts on the grid")
 	return l, nil

@@ -9,9 +9,9 @@ import (
 
 // KrylovBytesPerState bounds the memory the krylov method needs per state,
 // on top of BytesPerState: the ILU(0) factors of the policy's matrix (8
-// bytes an entry: its column and its factor in float32; a row holding at most one entry per transition of the
-// state: 2M queue moves, the switches that may complete, the state itself
-// and the gain), 36 bytes of row indexes, right-hand side and the product's
+// bytes an entry: its column and its factor in float32; a row holding at
+// most one entry per transition of the state: 2M queue moves, the switches
+// that may complete, the state itself and the gain), 36 bytes of row indexes, right-hand side and the product's
 // scratch vector, the seven vectors of BiCGSTAB, and the previous policy;
 // and, on models with a slow queue, the coarse level's
 // (coarseBytesPerState). The matrix itself is never stored: its products
@@ -705,11 +705,9 @@ func solveKrylov(ctx context.Context, m *Model, e *engine, V, U []float64, scrat
 		if opts.Progress != nil {
 			opts.Progress(Progress{Phase: "improve", Sweep: sol.Improvements, Residual: float64(changed)})
 		}
-		if y.co != nil {
-			y.co.changed = changed
-		}
 		follow, ofGain := krylovFollow, krylovGain
 		if y.co != nil {
+			y.co.changed = changed
 			follow, ofGain = krylovCoarseFollow, krylovCoarseFollow
 		}
 		target = min(sol.Residual*follow, math.Abs(gain)*ofGain)
