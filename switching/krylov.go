@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 )
 
@@ -11,14 +12,17 @@ import (
 // on top of BytesPerState: the ILU(0) factors of the policy's matrix (8
 // bytes an entry: its column and its factor in float32; a row holding at
 // most one entry per transition of the state: 2M queue moves, the switches
-// that may complete, the state itself and the gain), 36 bytes of row indexes, right-hand side and the product's
-// scratch vector, the seven vectors of BiCGSTAB, and the previous policy;
-// and, on models with a slow queue, the coarse level's
+// that may complete, the state itself and the gain), 36 bytes of row
+// indexes, right-hand side and the product's scratch vector, the seven
+// vectors of BiCGSTAB, the previous policy, and each row's entry count and
+// the action it was assembled for (a row holds at most 2·11 + 110 + 3
+// entries: a byte counts them); and, on models with a slow queue, the
+// coarse level's
 // (coarseBytesPerState). The matrix itself is never stored: its products
 // are taken from the chain's structure.
 func KrylovBytesPerState(m *Model) uint64 {
 	entries := uint64(2*m.NumPools() + len(transitPairs(m)) + 2)
-	b := entries*8 + 36 + 7*8 + 1
+	b := entries*8 + 36 + 7*8 + 1 + 2
 	if CoarsePool(m) >= 0 {
 		b += coarseBytesPerState(m)
 	}
@@ -49,6 +53,10 @@ type evalSystem struct {
 	rhs          []float64
 	vn, u        []float64 // the product's scratch, in state order: V, and P·V (the engine's U)
 	co           *coarse   // the preconditioner's coarse level
+	count        []uint8   // per row: its entries at the last build (0: none yet)
+	last         []int8    // the policy of the last build
+	lens         []int8    // per queue vector: its M queue lengths
+	compOrder    []int32   // per configuration: its completions (entries of comps) by target
 }
 
 func newILU[T float32 | float64](n int) ilu[T] {
@@ -101,8 +109,24 @@ func newEvalSystem(e *engine, ref int, u []float64) *evalSystem {
 	y := &evalSystem{
 		e: e, n: n, ref: ref, ilu: newILU[float32](n),
 		rhs: make([]float64, n), vn: make([]float64, n), u: u,
+		count: make([]uint8, n), last: make([]int8, n),
 	}
 	y.cut()
+	s := e.s
+	y.lens = make([]int8, s.B*s.M)
+	for j := range s.B {
+		for q := range s.M {
+			y.lens[j*s.M+q] = int8(j / s.stride[q] % s.J)
+		}
+	}
+	y.compOrder = make([]int32, len(s.comps))
+	for c := range s.Configs {
+		order := y.compOrder[s.compStart[c]:s.compStart[c+1]]
+		for k := range order {
+			order[k] = s.compStart[c] + int32(k)
+		}
+		slices.SortFunc(order, func(a, b int32) int { return int(s.comps[a].target - s.comps[b].target) })
+	}
 	if pool := e.slow; pool >= 0 {
 		y.co = newCoarse(y, pool)
 	}
@@ -115,12 +139,8 @@ func newEvalSystem(e *engine, ref int, u []float64) *evalSystem {
 func (e *engine) transitions(idx int, pol []int8, fn func(t int, p float64)) float64 {
 	s := e.s
 	B, J := s.B, s.J
-	c, j := idx/B, idx%B
-	post, cost := c, 0.0
-	if d := Action(pol[idx]); d != NoAction {
-		a, _ := s.find(c, d)
-		post, cost = int(a.target), a.cost
-	}
+	j := idx % B
+	post, cost := e.post(idx, pol)
 	out := 0.0
 	for i := s.compStart[post]; i < s.compStart[post+1]; i++ {
 		fn(int(s.comps[i].target)*B+j, e.comp[i])
@@ -146,6 +166,17 @@ func (e *engine) transitions(idx int, pol []int8, fn func(t int, p float64)) flo
 	return e.h[j] + cost
 }
 
+// post returns the post-decision configuration of state idx under the
+// policy, and the action's cost.
+func (e *engine) post(idx int, pol []int8) (int, float64) {
+	c := idx / e.s.B
+	if d := Action(pol[idx]); d != NoAction {
+		a, _ := e.s.find(c, d)
+		return int(a.target), a.cost
+	}
+	return c, 0
+}
+
 // entry is one entry of a row being assembled.
 type entry struct {
 	col int32
@@ -154,55 +185,132 @@ type entry struct {
 
 // row appends to buf the entries of row i whose columns lie in [from, to),
 // merged and sorted by column, and returns them with the row's right-hand
-// side.
+// side. It follows transitions, written out to emit the entries in
+// column order (every row of every policy is assembled here): the
+// completions to configurations before the post-decision one, the queue
+// moves inside its block, the completions after it, the gain last, and
+// the state's own entry merged in where it falls.
 func (y *evalSystem) row(buf []entry, i, from, to int) ([]entry, float64) {
-	add := func(c int, v float64) {
-		if c < from || c >= to {
-			return
-		}
-		for k := range buf {
-			if int(buf[k].col) == c {
-				buf[k].val += v
-				return
-			}
-		}
-		buf = append(buf, entry{int32(c), v})
+	e, s := y.e, y.e.s
+	B, J := s.B, s.J
+	st := y.unperm(i)
+	j := st % B
+	post, cost := e.post(st, y.pol)
+	lens := y.lens[j*s.M : (j+1)*s.M]
+	x := s.config(post)
+	// The chance of leaving the post-decision state, summed in
+	// transitions' order.
+	out := 0.0
+	c0, c1 := s.compStart[post], s.compStart[post+1]
+	for k := c0; k < c1; k++ {
+		out += e.comp[k]
 	}
-	s := y.unperm(i)
-	if s != y.ref {
-		add(i, 1)
-	}
-	add(y.n-1, 1)
-	rhs := y.e.transitions(s, y.pol, func(t int, p float64) {
-		if t != y.ref {
-			add(y.perm(t), -p)
+	for q, n := range lens {
+		if a := e.arr[q]; int(n) < J-1 && a > 0 {
+			out += a
 		}
-	})
-	// Insertion sort: a row has a dozen entries.
-	for a := 1; a < len(buf); a++ {
-		for b := a; b > 0 && buf[b].col < buf[b-1].col; b-- {
-			buf[b], buf[b-1] = buf[b-1], buf[b]
+		if n > 0 && x[q] > 0 {
+			out += e.mu[q] * float64(min(int(n), int(x[q])))
 		}
 	}
-	return buf, rhs
+	r := rowBuf{e: buf, from: from, to: to, y: y, own: -1}
+	if st != y.ref {
+		r.own = st
+	}
+	order := y.compOrder[c0:c1]
+	k := 0
+	for ; k < len(order) && int(s.comps[order[k]].target) < post; k++ {
+		r.add(int(s.comps[order[k]].target)*B+j, -e.comp[order[k]])
+	}
+	base := post*B + j
+	for q := range s.M {
+		if n := lens[q]; n > 0 && x[q] > 0 {
+			r.add(base-s.stride[q], -e.mu[q]*float64(min(int(n), int(x[q]))))
+		}
+	}
+	if out < 1 {
+		r.add(base, -(1 - out))
+	}
+	for q := s.M - 1; q >= 0; q-- {
+		if a := e.arr[q]; int(lens[q]) < J-1 && a > 0 {
+			r.add(base+s.stride[q], -a)
+		}
+	}
+	for ; k < len(order); k++ {
+		r.add(int(s.comps[order[k]].target)*B+j, -e.comp[order[k]])
+	}
+	r.flush()
+	if y.n-1 >= from && y.n-1 < to {
+		r.e = append(r.e, entry{int32(y.n - 1), 1})
+	}
+	return r.e, e.h[j] + cost
+}
+
+// rowBuf is a row being assembled, state by state in increasing order:
+// its entries whose columns lie in [from, to), and the state whose own
+// entry (1) is still to be merged in (−1: none).
+type rowBuf struct {
+	e        []entry
+	from, to int
+	y        *evalSystem
+	own      int
+}
+
+// add adds v to the entry of state t's unknown (none for the reference
+// state). The states come in increasing order, and so do their unknowns.
+func (r *rowBuf) add(t int, v float64) {
+	if r.own >= 0 && r.own <= t {
+		if r.own == t {
+			v = 1 + v
+		} else {
+			r.put(r.own, 1)
+		}
+		r.own = -1
+	}
+	r.put(t, v)
+}
+
+// flush adds the state's own entry if it is still to come.
+func (r *rowBuf) flush() {
+	if r.own >= 0 {
+		r.put(r.own, 1)
+		r.own = -1
+	}
+}
+
+func (r *rowBuf) put(t int, v float64) {
+	ref := r.y.ref
+	if t == ref {
+		return
+	}
+	if t > ref {
+		t--
+	}
+	if t >= r.from && t < r.to {
+		r.e = append(r.e, entry{int32(t), v})
+	}
 }
 
 // build stores the preconditioner's part of the system of policy pol (each
 // row's entries inside its range) and the right-hand side, and factors it.
-// The rows are assembled on the workers twice: once to count the entries,
-// so the storage is sized exactly, and once to store them.
+// The storage is sized exactly: the entries of each row are counted first,
+// on the workers, and the rows are then assembled. A row depends on its
+// state's action alone, so the rows whose action is the last build's keep
+// their count, and only the others are assembled to count them.
 func (y *evalSystem) build(pol []int8) {
 	y.pol = pol
 	y.inParts(func(from, to int) {
 		var row []entry
 		for i := from; i < to; i++ {
-			row, y.rhs[i] = y.row(row[:0], i, from, to)
-			y.start[i+1] = len(row)
+			if st := y.unperm(i); y.last[st] != pol[st] || y.count[i] == 0 {
+				row, _ = y.row(row[:0], i, from, to)
+				y.count[i] = uint8(len(row))
+			}
 		}
 	})
 	y.start[0] = 0
 	for i := range y.n {
-		y.start[i+1] += y.start[i]
+		y.start[i+1] = y.start[i] + int(y.count[i])
 	}
 	total := y.start[y.n]
 	if cap(y.col) < total {
@@ -212,7 +320,7 @@ func (y *evalSystem) build(pol []int8) {
 	y.inParts(func(from, to int) {
 		var row []entry
 		for i := from; i < to; i++ {
-			row, _ = y.row(row[:0], i, from, to)
+			row, y.rhs[i] = y.row(row[:0], i, from, to)
 			k := y.start[i]
 			for _, en := range row {
 				if int(en.col) == i {
@@ -223,6 +331,7 @@ func (y *evalSystem) build(pol []int8) {
 			}
 		}
 	})
+	y.rows(func(_, lo, hi int) { copy(y.last[lo:hi], pol[lo:hi]) })
 	y.factor()
 }
 
@@ -610,13 +719,23 @@ func (b *bicgstab) solve(y linear, target float64, maxIter int, step func(it int
 
 // How exact the krylov method's evaluations are: the first to krylovFirst
 // of its starting residual; each later one to krylovFollow of the last
-// Bellman span or krylovGain of the gain, whichever is smaller. With the
-// coarse level both are krylovCoarseFollow: its evaluations are cheap
-// beside a policy's set-up, and looser ones that take a few more policies
-// take fewer iterations in all (Figure 3 at N = 6: 418 iterations in 19
-// policies, 353 s, to 340 in 22, 308 s; on Figure 4, without it, looser
-// evaluations took 20 policies instead of 12 and more time).
-const krylovFirst, krylovFollow, krylovGain, krylovCoarseFollow = 1e-4, 1e-2, 1e-2, 1e-1
+// Bellman span or krylovGain of the gain, whichever is smaller, or to
+// krylovLoose of each after an improvement that changed the actions of
+// more than krylovMany of the states: values that will change that much
+// again need not be exact (Figure 4 at N = 6: 157 iterations in 11
+// policies to 139 in 12; tightening only as the changes fall keeps the
+// last policies' evaluations tight, where looser ones throughout took 20
+// policies instead of 12). With the coarse level all are
+// krylovCoarseFollow: its evaluations are cheap beside a policy's
+// set-up, and looser ones that take a few more policies take fewer
+// iterations in all (Figure 3 at N = 6: 418 iterations in 19 policies,
+// 353 s, to 340 in 22, 308 s; looser still after large changes, 0.3, took
+// 277 iterations against 256 at N = 4).
+const (
+	krylovFirst, krylovFollow, krylovGain = 1e-2, 1e-2, 1e-2
+	krylovLoose, krylovMany               = 1e-1, 0.01
+	krylovCoarseFollow                    = 1e-1
+)
 
 // solveKrylov is policy iteration whose evaluations solve the policy's
 // linear system by BiCGSTAB with an ILU(0) preconditioner, warm-started
@@ -706,9 +825,12 @@ func solveKrylov(ctx context.Context, m *Model, e *engine, V, U []float64, scrat
 			opts.Progress(Progress{Phase: "improve", Sweep: sol.Improvements, Residual: float64(changed)})
 		}
 		follow, ofGain := krylovFollow, krylovGain
-		if y.co != nil {
+		switch {
+		case y.co != nil:
 			y.co.changed = changed
 			follow, ofGain = krylovCoarseFollow, krylovCoarseFollow
+		case float64(changed) > krylovMany*float64(len(pol)):
+			follow, ofGain = krylovLoose, krylovLoose
 		}
 		target = min(sol.Residual*follow, math.Abs(gain)*ofGain)
 		if changed == 0 {

@@ -71,6 +71,18 @@ func TestKrylovSystemMatchesReference(t *testing.T) {
 				if got, want := y.rhs[y.perm(st)], r.cost(state)+c; math.Abs(got-want) > 1e-12*max(1, want) {
 					t.Fatalf("%s workers %d: right-hand side of state %d is %.15g, the reference gives %.15g", name, workers, st, got, want)
 				}
+				// The row the preconditioner factors is the same row.
+				row, rhs := y.row(nil, y.perm(st), 0, y.n)
+				got := 0.0
+				for k, en := range row {
+					if k > 0 && en.col <= row[k-1].col {
+						t.Fatalf("%s: the assembled row of state %d is not in increasing column order: %v", name, st, row)
+					}
+					got += en.val * x[en.col]
+				}
+				if math.Abs(got-want) > 1e-12*max(1, math.Abs(want)) || rhs != y.rhs[y.perm(st)] {
+					t.Fatalf("%s workers %d: the assembled row of state %d gives %.15g (right-hand side %g), the product %.15g (%g)", name, workers, st, got, rhs, want, y.rhs[y.perm(st)])
+				}
 			}
 		}
 	}
@@ -89,6 +101,9 @@ func TestKrylovFactorsAreILU0(t *testing.T) {
 		}
 		e := newEngine(m, s, 1, 2)
 		y := newEvalSystem(e, referenceState(m, s), make([]float64, s.States))
+		// The second build keeps the first one's counts of the rows
+		// whose actions are unchanged.
+		y.build(randomPolicy(s, rng))
 		y.build(randomPolicy(s, rng))
 		// The blocks' entries, assembled again.
 		a := make([]map[int32]float64, y.n)
