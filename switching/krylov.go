@@ -764,11 +764,16 @@ func solveKrylov(ctx context.Context, m *Model, e *engine, V, U []float64, scrat
 	// The first evaluation (from V = 0) is solved to krylovFirst of its
 	// starting residual.
 	target, gain, lastRes, lastGoal, good := math.NaN(), 0.0, 0.0, 0.0, false
+	// The system is built again only when the policy changed: when the
+	// improvement kept every action, only the evaluation was short.
+	rebuild := true
 	for {
 		if err := canceled(ctx); err != nil {
 			return err
 		}
-		y.build(pol)
+		if rebuild {
+			y.build(pol)
+		}
 		if math.IsNaN(target) {
 			target = sysResidual(y, b.r, b.x) * krylovFirst
 		}
@@ -799,6 +804,7 @@ func solveKrylov(ctx context.Context, m *Model, e *engine, V, U []float64, scrat
 		}
 		if retry {
 			copy(pol, prev)
+			rebuild = true
 			y.fromStates(b.x, V, gain)
 			target = lastGoal / 100
 			continue
@@ -821,6 +827,7 @@ func solveKrylov(ctx context.Context, m *Model, e *engine, V, U []float64, scrat
 		sol.Improvements++
 		copy(prev, pol)
 		changed := e.greedy(pol, U, opts.Tolerance/16)
+		rebuild = changed > 0
 		if opts.Progress != nil {
 			opts.Progress(Progress{Phase: "improve", Sweep: sol.Improvements, Residual: float64(changed)})
 		}
