@@ -351,17 +351,14 @@ func (c *coarse) findSpecial() {
 	for k := range s.Configs {
 		for _, j := range js {
 			st := k*s.B + j
-			reaches := st == y.ref
-			if !reaches {
-				y.e.transitions(st, y.pol, func(t int, _ float64) { reaches = reaches || t == y.ref })
-			}
-			if !reaches {
+			i := y.perm(st)
+			r := rowBuf{from: 0, to: y.n, ref: y.ref}
+			y.fill(&r, i)
+			if st != y.ref && !r.reaches {
 				continue
 			}
-			i := y.perm(st)
 			sp := specialRow{i: i, k: c.unknown(i)}
-			buf, _ := y.row(nil, i, 0, y.n)
-			for _, en := range buf {
+			for _, en := range r.e {
 				sp.add(c.unknown(int(en.col)), en.val)
 			}
 			c.special = append(c.special, sp)

@@ -133,39 +133,6 @@ func newEvalSystem(e *engine, ref int, u []float64) *evalSystem {
 	return y
 }
 
-// transitions calls fn for every transition of the uniformized chain out
-// of state idx under the policy (target state, probability; the fictitious
-// self-loop included) and returns the state's step cost h + c(f(S)).
-func (e *engine) transitions(idx int, pol []int8, fn func(t int, p float64)) float64 {
-	s := e.s
-	B, J := s.B, s.J
-	j := idx % B
-	post, cost := e.post(idx, pol)
-	out := 0.0
-	for i := s.compStart[post]; i < s.compStart[post+1]; i++ {
-		fn(int(s.comps[i].target)*B+j, e.comp[i])
-		out += e.comp[i]
-	}
-	x := s.config(post)
-	base := post * B
-	for i := range s.M {
-		q := j / s.stride[i] % J
-		if q < J-1 && e.arr[i] > 0 {
-			fn(base+j+s.stride[i], e.arr[i])
-			out += e.arr[i]
-		}
-		if q > 0 && x[i] > 0 {
-			d := e.mu[i] * float64(min(q, int(x[i])))
-			fn(base+j-s.stride[i], d)
-			out += d
-		}
-	}
-	if out < 1 {
-		fn(base+j, 1-out)
-	}
-	return e.h[j] + cost
-}
-
 // post returns the post-decision configuration of state idx under the
 // policy, and the action's cost.
 func (e *engine) post(idx int, pol []int8) (int, float64) {
@@ -185,12 +152,22 @@ type entry struct {
 
 // row appends to buf the entries of row i whose columns lie in [from, to),
 // merged and sorted by column, and returns them with the row's right-hand
-// side. It follows transitions, written out to emit the entries in
-// column order (every row of every policy is assembled here): the
-// completions to configurations before the post-decision one, the queue
-// moves inside its block, the completions after it, the gain last, and
-// the state's own entry merged in where it falls.
+// side.
 func (y *evalSystem) row(buf []entry, i, from, to int) ([]entry, float64) {
+	r := rowBuf{e: buf, from: from, to: to, ref: y.ref}
+	rhs := y.fill(&r, i)
+	return r.e, rhs
+}
+
+// fill assembles row i into r and returns its right-hand side. The row is
+// V(S) + G − Σ P_f(S,S')·V(S') over the transitions of the uniformized
+// chain out of S's post-decision state (the fictitious self-loop
+// included), written out to emit the entries in column order (every row
+// of every policy is assembled here): the completions to configurations
+// before the post-decision one, the queue moves inside its block, the
+// completions after it, the gain last, and the state's own entry merged
+// in where it falls.
+func (y *evalSystem) fill(r *rowBuf, i int) float64 {
 	e, s := y.e, y.e.s
 	B, J := s.B, s.J
 	st := y.unperm(i)
@@ -213,7 +190,7 @@ func (y *evalSystem) row(buf []entry, i, from, to int) ([]entry, float64) {
 			out += e.mu[q] * float64(min(int(n), int(x[q])))
 		}
 	}
-	r := rowBuf{e: buf, from: from, to: to, y: y, own: -1}
+	r.own = -1
 	if st != y.ref {
 		r.own = st
 	}
@@ -240,20 +217,22 @@ func (y *evalSystem) row(buf []entry, i, from, to int) ([]entry, float64) {
 		r.add(int(s.comps[order[k]].target)*B+j, -e.comp[order[k]])
 	}
 	r.flush()
-	if y.n-1 >= from && y.n-1 < to {
+	if y.n-1 >= r.from && y.n-1 < r.to {
 		r.e = append(r.e, entry{int32(y.n - 1), 1})
 	}
-	return r.e, e.h[j] + cost
+	return e.h[j] + cost
 }
 
 // rowBuf is a row being assembled, state by state in increasing order:
-// its entries whose columns lie in [from, to), and the state whose own
-// entry (1) is still to be merged in (−1: none).
+// its entries whose columns lie in [from, to), the state whose own entry
+// (1) is still to be merged in (−1: none), and whether a transition
+// reaches the reference state (whose value is not an unknown).
 type rowBuf struct {
 	e        []entry
 	from, to int
-	y        *evalSystem
+	ref      int
 	own      int
+	reaches  bool
 }
 
 // add adds v to the entry of state t's unknown (none for the reference
@@ -279,8 +258,9 @@ func (r *rowBuf) flush() {
 }
 
 func (r *rowBuf) put(t int, v float64) {
-	ref := r.y.ref
+	ref := r.ref
 	if t == ref {
+		r.reaches = true
 		return
 	}
 	if t > ref {
