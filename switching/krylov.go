@@ -21,7 +21,8 @@ import (
 // (coarseBytesPerState). The matrix itself is never stored: its products
 // are taken from the chain's structure.
 func KrylovBytesPerState(m *Model) uint64 {
-	entries := uint64(2*m.NumPools() + len(transitPairs(m)) + 2)
+	lanes, _ := transitLanes(m, false)
+	entries := uint64(2*m.NumPools() + len(lanes) + 2)
 	b := entries*8 + 36 + 7*8 + 1 + 2
 	if CoarsePool(m) >= 0 {
 		b += coarseBytesPerState(m)

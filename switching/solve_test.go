@@ -214,12 +214,67 @@ func TestSpaceIndexing(t *testing.T) {
 			}
 		}
 	}
-	// The papers' count: C(N + M² − 1, M² − 1)·J^M when every pair can switch.
+	// The papers' count, servers in transit by pair: C(N + M² − 1, M² − 1)·J^M
+	// when every pair can switch; by lane, one rate for every pair (M lanes):
+	// C(N + 2M − 1, 2M − 1)·J^M.
 	m := policyModel(6, []float64{1, 1, 1}, []float64{1, 1, 1}, []float64{2, 1, 1}, 0.1)
 	m.QueueLimit = 15
-	configs, states, _ := CountStates(m)
-	if configs != 3003 || states != 3003*3375 {
-		t.Errorf("M=3 N=6 J=15: %d configurations, %d states; want 3003 and 10135125", configs, states)
+	if configs, states, _ := countStates(m, true); configs != 3003 || states != 3003*3375 {
+		t.Errorf("M=3 N=6 J=15 by pair: %d configurations, %d states; want 3003 and 10135125", configs, states)
+	}
+	if configs, states, _ := CountStates(m); configs != 462 || states != 462*3375 {
+		t.Errorf("M=3 N=6 J=15 by lane: %d configurations, %d states; want 462 and 1559250", configs, states)
+	}
+}
+
+// TestLumpingIsExact compares each model's space (servers in transit by
+// lane) with the chain before lumping (by pair): states that differ only
+// in where a lane's travelling servers came from must have the same value
+// and the same decision after every sweep, discounted and not.
+func TestLumpingIsExact(t *testing.T) {
+	for name, m := range engineModels() {
+		lanes, err := NewSpace(m, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pairs, err := newSpace(m, 0, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if name == "three pools" && lanes.Configs >= pairs.Configs {
+			t.Fatalf("%s: %d configurations by lane, %d by pair: no two pairs share a lane", name, lanes.Configs, pairs.Configs)
+		}
+		// to[idx] is the lumped state of pair-space state idx.
+		to := make([]int, pairs.States)
+		for idx := range pairs.States {
+			var ok bool
+			if to[idx], ok = lanes.Index(pairs.State(idx)); !ok {
+				t.Fatalf("%s: pair-space state %v has no lumped state", name, pairs.State(idx))
+			}
+		}
+		for _, alpha := range []float64{0.9, 1} {
+			run := func(s *Space) ([]float64, []int8) {
+				e := newEngine(m, s, alpha, 2)
+				V, U := make([]float64, s.States), make([]float64, s.States)
+				scratch := [][]float64{make([]float64, s.B), make([]float64, s.B)}
+				pol := make([]int8, s.States)
+				for range 30 {
+					e.expect(U, V)
+					e.improve(V, U, 0, scratch)
+				}
+				e.expect(U, V)
+				e.decide(pol, U, nil)
+				return V, pol
+			}
+			lv, lp := run(lanes)
+			pv, pp := run(pairs)
+			for idx := range pairs.States {
+				if math.Abs(pv[idx]-lv[to[idx]]) > 1e-9*max(1, math.Abs(pv[idx])) || pp[idx] != lp[to[idx]] {
+					t.Fatalf("%s α=%g: state %v: by pair value %g, action %d; by lane %g, %d",
+						name, alpha, pairs.State(idx), pv[idx], pp[idx], lv[to[idx]], lp[to[idx]])
+				}
+			}
+		}
 	}
 }
 
@@ -230,7 +285,7 @@ func TestSpaceTooLarge(t *testing.T) {
 	if !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("err = %v, want ErrTooLarge", err)
 	}
-	for _, want := range []string{"10135125 states", "3003 configurations", "164.3 MiB", "limit of 1000000 states"} {
+	for _, want := range []string{"1559250 states", "462 configurations", "25.3 MiB", "limit of 1000000 states"} {
 		if !bytes.Contains([]byte(err.Error()), []byte(want)) {
 			t.Errorf("error %q does not say %q", err, want)
 		}

@@ -33,8 +33,13 @@ func (t *Table) Decide(s State) Action {
 	return Action(t.Actions[idx])
 }
 
-// tableMagic opens every table file, after gunzip.
-const tableMagic = "metasched-policy-table 1\n"
+// tableMagic opens every table file, after gunzip. Version 1 files were
+// written when the space counted servers in transit by pair, not by lane:
+// they read only where the two agree (no two pairs share a lane).
+const (
+	tableMagic      = "metasched-policy-table 2\n"
+	tableMagicPairs = "metasched-policy-table 1\n"
+)
 
 type tableHeader struct {
 	Criterion Criterion       `json:"criterion"`
@@ -84,7 +89,7 @@ func ReadTable(r io.Reader, maxStates int) (*Table, error) {
 	}
 	br := bufio.NewReader(zr)
 	magic := make([]byte, len(tableMagic))
-	if _, err := io.ReadFull(br, magic); err != nil || string(magic) != tableMagic {
+	if _, err := io.ReadFull(br, magic); err != nil || string(magic) != tableMagic && string(magic) != tableMagicPairs {
 		return nil, fmt.Errorf("%w: missing header", ErrBadTable)
 	}
 	line, err := br.ReadBytes('\n')
@@ -112,6 +117,10 @@ func ReadTable(r io.Reader, maxStates int) (*Table, error) {
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadTable, err)
+	}
+	if hdr.States != s.States && string(magic) == tableMagicPairs {
+		return nil, fmt.Errorf("%w: a version 1 table, whose %d states count the servers in transit by pair; this version counts them by lane (%d states): solve the model again",
+			ErrBadTable, hdr.States, s.States)
 	}
 	if hdr.States != s.States {
 		return nil, fmt.Errorf("%w: header says %d states, the model has %d", ErrBadTable, hdr.States, s.States)

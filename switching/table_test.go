@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -76,6 +78,13 @@ func tableErrorCases(t testing.TB) (table []byte, cases []tableErrorCase) {
 	header := body[:strings.Index(body[len(tableMagic):], "\n")+len(tableMagic)+1]
 	actions := body[len(header):]
 
+	// A version 1 table of a model whose pairs share lanes: its count of
+	// states is by pair.
+	three := engineModels()["three pools"]
+	threeJSON, _ := json.Marshal(ModelFile(three))
+	_, byPair, _ := countStates(three, true)
+	v1 := fmt.Sprintf("%s{\"criterion\":\"average\",\"states\":%d,\"model\":%s}\n", tableMagicPairs, byPair, threeJSON)
+
 	badAction := []byte(actions)
 	// Configuration 0 is (k1, k2, m12, m21) = (0, 0, 0, 2): pool 1 has no
 	// server, so switching 1→2 (action 1) is not available there.
@@ -92,6 +101,7 @@ func tableErrorCases(t testing.TB) (table []byte, cases []tableErrorCase) {
 		{"horizon of an average table", gz(strings.Replace(header, `"criterion":"average"`, `"criterion":"average","horizon":2`, 1) + actions),
 			"horizon 2 with criterion average"},
 		{"negative horizon", gz(strings.Replace(header, `"criterion":"average"`, `"criterion":"discounted","horizon":-1`, 1) + actions), "horizon -1"},
+		{"version 1 by pair", gz(v1), "a version 1 table, whose 7680 states count the servers in transit by pair; this version counts them by lane (5376 states)"},
 		{"too many servers", gz(strings.Replace(header, `"servers":2`, `"servers":200`, 1) + actions), "servers: 200 servers"},
 	}
 }
@@ -103,6 +113,14 @@ func TestReadTableErrors(t *testing.T) {
 		if !errors.Is(err, ErrBadTable) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: err = %v, want ErrBadTable with %q", tc.name, err, tc.want)
 		}
+	}
+	// Where no two pairs share a lane, a version 1 table reads as it was.
+	zr, _ := gzip.NewReader(bytes.NewReader(good))
+	var plain bytes.Buffer
+	plain.ReadFrom(zr)
+	old := gz(tableMagicPairs + strings.TrimPrefix(plain.String(), tableMagic))
+	if _, err := ReadTable(bytes.NewReader(old), 0); err != nil {
+		t.Errorf("version 1 table of two pools: %v", err)
 	}
 	if _, err := ReadTable(bytes.NewReader(good), 10); !errors.Is(err, ErrTooLarge) {
 		t.Errorf("over the state limit: err = %v, want ErrTooLarge", err)

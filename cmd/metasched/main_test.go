@@ -176,7 +176,7 @@ func TestPolicySolveBadInput(t *testing.T) {
 		{"view junk", []string{"policy", "solve", "--model", goodPath, "--view", "colour=red"}, `--view: "colour": unknown key`},
 		{"view no value", []string{"policy", "solve", "--model", goodPath, "--view", "k"}, `--view: "k": want key=value`},
 		{"too large", []string{"policy", "solve", "--model", example + "fisher-fig4-n6.yaml", "--max-states", "1000"},
-			"10135125 states (3003 configurations × 3375 queue states) need 164.3 MiB, over the limit of 1000 states"},
+			"1559250 states (462 configurations × 3375 queue states) need 25.3 MiB, over the limit of 1000 states"},
 		{"horizon with average", []string{"policy", "solve", "--model", goodPath, "--horizon", "3", "--criterion", "average"}, "horizon: the finite-horizon recurrence uses the discounted criterion"},
 		{"max sweeps", []string{"policy", "solve", "--model", goodPath, "--max-sweeps", "0"}, "--max-sweeps: must be at least 1, got 0"},
 		{"max states", []string{"policy", "solve", "--model", goodPath, "--max-states", "-5"}, "--max-states: must be at least 1, got -5"},
