@@ -375,8 +375,9 @@ func (s *Space) find(c int, d Action) (configAction, bool) {
 func (s *Space) Transit() []Pair { return s.transit }
 
 // Index returns the state index of s, with queue lengths clamped to J−1
-// and its servers in transit counted by lane; ok is false when the configuration is not one of this space (wrong number
-// of pools or servers, or servers in transit on a pair that cannot switch).
+// and its servers in transit counted by lane; ok is false when the
+// configuration is not one of this space (wrong number of pools or
+// servers, or servers in transit on a pair that cannot switch).
 func (s *Space) Index(st State) (int, bool) {
 	if len(st.Jobs) != s.M || len(st.Servers) != s.M {
 		return 0, false
