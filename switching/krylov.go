@@ -11,8 +11,8 @@ import (
 // KrylovBytesPerState bounds the memory the krylov method needs per state,
 // on top of BytesPerState: the ILU(0) factors of the policy's matrix (8
 // bytes an entry: its column and its factor in float32; a row holding at
-// most one entry per transition of the state: 2M queue moves, the switches
-// that may complete, the state itself and the gain), 36 bytes of row
+// most one entry per transition of the state: 2M queue moves, a switch
+// completing in each transit lane, the state itself and the gain), 36 bytes of row
 // indexes, right-hand side and the product's scratch vector, the seven
 // vectors of BiCGSTAB, the previous policy, and each row's entry count and
 // the action it was assembled for (a row holds at most 2·11 + 110 + 3
