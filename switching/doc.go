@@ -61,7 +61,10 @@
 // # Performance
 //
 // The state space has C(N + D − 1, D − 1)·J^M states, D = M + the number of
-// pairs that can switch (M² with every pair): 10.1 M for M = 3, N = 6, J = 15.
+// transit lanes (servers in transit are counted by destination and rate,
+// not by the pool they left, which changes no value: see Space): M lanes
+// when every pair switches at one rate, 1.56 M states for M = 3, N = 6,
+// J = 15 (10.1 M counted by pair).
 // States are indexed configuration-major, so the J^M queue states of one
 // server configuration are contiguous. One sweep is two passes: the expected
 // next value of every state when nothing is done (a few streaming

@@ -533,7 +533,7 @@ func fig4() *Model {
 // switches only when a queue is at the truncation, in 29 of the 3375 states.)
 func TestDiscountedPolicyNeverSwitchesInFig4(t *testing.T) {
 	if testing.Short() {
-		t.Skip("1.7 M states")
+		t.Skip("425,250 states")
 	}
 	m := fig4()
 	m.BlockingAuto = false
@@ -597,8 +597,8 @@ func TestBoundaryBudget(t *testing.T) {
 	for _, tc := range []struct {
 		sweeps, states, want int
 	}{
-		{20, 4_343_625, 200},          // policy solve --horizon 20 at N = 5: not the 100,000 of the solve's cap
-		{303, 10_135_125, 3030},       // the N = 6 discounted solve: its analysis needs 2,763
+		{20, 850_500, 200},            // policy solve --horizon 20 at N = 5: not the 100,000 of the solve's cap
+		{303, 1_559_250, 3030},        // the N = 6 discounted solve: its analysis needs 2,730
 		{5, 9000, 11111},              // a small model: the floor of 10^8 state updates
 		{50_000, 10_000_000, 100_000}, // never more than the ceiling
 		{0, 1 << 40, 1},
