@@ -348,12 +348,14 @@ func (c *coarse) findSpecial() {
 	s := y.e.s
 	c.special = c.special[:0]
 	js := append([]int{0}, s.stride...)
+	var buf []entry
 	for k := range s.Configs {
 		for _, j := range js {
 			st := k*s.B + j
 			i := y.perm(st)
-			r := rowBuf{from: 0, to: y.n, ref: y.ref}
+			r := rowBuf{e: buf[:0], from: 0, to: y.n, ref: y.ref}
 			y.fill(&r, i)
+			buf = r.e
 			if st != y.ref && !r.reaches {
 				continue
 			}

@@ -12,14 +12,13 @@ import (
 // on top of BytesPerState: the ILU(0) factors of the policy's matrix (8
 // bytes an entry: its column and its factor in float32; a row holding at
 // most one entry per transition of the state: 2M queue moves, a switch
-// completing in each transit lane, the state itself and the gain), 36 bytes of row
-// indexes, right-hand side and the product's scratch vector, the seven
-// vectors of BiCGSTAB, the previous policy, and each row's entry count and
-// the action it was assembled for (a row holds at most 2·11 + 110 + 3
-// entries: a byte counts them); and, on models with a slow queue, the
-// coarse level's
-// (coarseBytesPerState). The matrix itself is never stored: its products
-// are taken from the chain's structure.
+// completing in each transit lane, the state itself and the gain), 36
+// bytes of row indexes, right-hand side and the product's scratch vector,
+// the seven vectors of BiCGSTAB, the previous policy, and each row's entry
+// count and the action it was assembled for (a row holds at most
+// 2·11 + 110 + 3 entries: a byte counts them); and, on models with a slow
+// queue, the coarse level's (coarseBytesPerState). The matrix itself is
+// never stored: its products are taken from the chain's structure.
 func KrylovBytesPerState(m *Model) uint64 {
 	lanes, _ := transitLanes(m, false)
 	entries := uint64(2*m.NumPools() + len(lanes) + 2)

@@ -92,6 +92,7 @@ func ReadTable(r io.Reader, maxStates int) (*Table, error) {
 	if _, err := io.ReadFull(br, magic); err != nil || string(magic) != tableMagic && string(magic) != tableMagicPairs {
 		return nil, fmt.Errorf("%w: missing header", ErrBadTable)
 	}
+	byPair := string(magic) == tableMagicPairs
 	line, err := br.ReadBytes('\n')
 	if err != nil {
 		return nil, fmt.Errorf("%w: header: %w", ErrBadTable, err)
@@ -118,7 +119,7 @@ func ReadTable(r io.Reader, maxStates int) (*Table, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadTable, err)
 	}
-	if hdr.States != s.States && string(magic) == tableMagicPairs {
+	if hdr.States != s.States && byPair {
 		return nil, fmt.Errorf("%w: a version 1 table, whose %d states count the servers in transit by pair; this version counts them by lane (%d states): solve the model again",
 			ErrBadTable, hdr.States, s.States)
 	}
