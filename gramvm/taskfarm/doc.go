@@ -62,12 +62,29 @@
 // longer of the two, not their sum (the planning model's rate min(n ·
 // perf / Oper, b / Comm) counts on that overlap). N is 2 by default
 // ([DefaultPrefetch]); 1 is one task at a time: the link idles while the
-// process computes. The master gives tasks in the order asked and takes
-// results in any order, for any task the connection holds. When no task
-// is left to give but some are still computed elsewhere, a request
-// waits: a task of a lost connection goes to the waiting connection that
-// holds the fewest tasks (a process with nothing to compute first). A
-// frame that does not decode, a frame the protocol does not allow (a
+// process computes. The master takes results in any order, for any task
+// the connection holds.
+//
+// A connection that holds no task is given one at once, while one is
+// left. A request of a connection that holds a task already, a prefetch,
+// waits for the next result (of any connection) or for a lost
+// connection's tasks: then the waiting requests are served, one task at a
+// time to the connection that holds the fewest (the first to ask among
+// equals), while tasks are left. So no process gets a second task while
+// another that has asked holds none, and a prefetch takes only the tasks
+// left over once every connection holds one. The processes connect one by
+// one and the master does not know how many will come: a prefetch served
+// at once would give the first ones the tasks of those still connecting.
+// Waiting for a result, a job of T tasks on P ≥ T processes that have all
+// connected before its first result runs every task on a different
+// process. The cost is at the start: a process's second input crosses the
+// link after the run's first result, not all the while it computes its
+// first task. When no task is left to give but some are still computed
+// elsewhere, a request waits, and a task of a lost connection goes to the
+// waiting requests in the same order (a process with nothing to compute
+// first).
+//
+// A frame that does not decode, a frame the protocol does not allow (a
 // request or a result for a task it does not hold, beyond the
 // connection's prefetch; a result for a task that is not the run's), or
 // another version, is answered with an error frame and the connection is

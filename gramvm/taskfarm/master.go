@@ -558,22 +558,13 @@ func (m *Master) next() (uint64, bool) {
 	return 0, false
 }
 
-// give hands mc the next task, or parks its request until a task is put
-// back; after the end it tells mc the run is over.
-func (m *Master) give(mc *mconn) {
-	if m.over {
-		m.tellOver(mc)
-		return
+// park parks a request of mc until a result comes or a task is put
+// back.
+func (m *Master) park(mc *mconn) {
+	if mc.wants == 0 {
+		m.waiting = append(m.waiting, mc)
 	}
-	t, ok := m.next()
-	if !ok {
-		if mc.wants == 0 {
-			m.waiting = append(m.waiting, mc)
-		}
-		mc.wants++
-		return
-	}
-	m.hand(mc, t)
+	mc.wants++
 }
 
 // hand sends mc task t.
@@ -591,7 +582,11 @@ func (m *Master) tellOver(mc *mconn) {
 	}
 }
 
-// request: a worker asks for a task.
+// request: a worker asks for a task. A connection that holds none gets
+// one at once, if one is left. A request beyond that, a prefetch, waits
+// for the next result (of any connection) or a task put back: the
+// processes that have not connected yet (they connect one by one) must
+// not find the tasks gone to the prefetch of those that came first.
 func (m *Master) request(mc *mconn) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -601,7 +596,17 @@ func (m *Master) request(mc *mconn) error {
 	if mc.held() >= mc.prefetch {
 		return protocolf("request: %s", mc.holding())
 	}
-	m.give(mc)
+	if m.over {
+		m.tellOver(mc)
+		return nil
+	}
+	if len(mc.tasks) == 0 {
+		if t, ok := m.next(); ok {
+			m.hand(mc, t)
+			return nil
+		}
+	}
+	m.park(mc)
 	return nil
 }
 
@@ -644,7 +649,14 @@ func (m *Master) accept(mc *mconn, f Frame) error {
 			m.end()
 		}
 	}
-	m.give(mc)
+	if m.over {
+		m.tellOver(mc)
+		return nil
+	}
+	// The result asks for a task: it waits with the others, and every
+	// waiting request is served now, while tasks are left.
+	m.park(mc)
+	m.serveWaiting(-1)
 	return nil
 }
 
@@ -700,31 +712,42 @@ func (m *Master) drop(mc *mconn) {
 	if len(lost) > 0 {
 		mc.vm.w.LostInFlight += len(lost)
 		m.log.Warn().Str("vm", mc.vm.w.Name).Uints64("tasks", lost).Msg("task farm master: a lost connection's tasks go to other workers")
+		m.serveWaiting(len(lost)) // the tasks put back, not new ones
 	}
-	m.serveWaiting()
 }
 
-// serveWaiting hands the tasks put back to the parked requests, each to
-// the waiting connection that holds the fewest tasks (the first parked
-// among equals): a worker with nothing to compute gets one before
-// another's prefetch does.
-func (m *Master) serveWaiting() {
-	for len(m.waiting) > 0 {
-		t, ok := m.next()
-		if !ok {
+// serveWaiting hands at most n tasks (n < 0: any number) to the parked
+// requests while tasks are left, one at a time to the waiting connection
+// that holds the fewest tasks (the first parked among equals): every
+// connection that holds no task gets one before any gets a second, and
+// so on. It goes through the waiting connections once per number of
+// tasks held, so at most MaxPrefetch times.
+func (m *Master) serveWaiting(n int) {
+	if len(m.waiting) == 0 || n == 0 || (m.fresh == uint64(m.cfg.Tasks) && len(m.requeue) == 0) {
+		return
+	}
+	defer func() { m.waiting = slices.DeleteFunc(m.waiting, func(w *mconn) bool { return w.wants == 0 }) }()
+	for level := 0; level < MaxPrefetch; level++ {
+		asking := false
+		for _, w := range m.waiting {
+			if w.wants == 0 || len(w.tasks) > level {
+				asking = asking || w.wants > 0
+				continue
+			}
+			t, ok := m.next()
+			if !ok {
+				return
+			}
+			w.wants--
+			m.hand(w, t)
+			if n--; n == 0 {
+				return
+			}
+			asking = asking || w.wants > 0
+		}
+		if !asking {
 			return
 		}
-		best := 0
-		for i, w := range m.waiting {
-			if len(w.tasks) < len(m.waiting[best].tasks) {
-				best = i
-			}
-		}
-		w := m.waiting[best]
-		if w.wants--; w.wants == 0 {
-			m.waiting = slices.Delete(m.waiting, best, best+1)
-		}
-		m.hand(w, t)
 	}
 }
 
