@@ -49,7 +49,9 @@ func TestBaselinesWaitForTheirCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	const spainAlone = 300 / 0.07
+	// spain alone: 7 workers of one slot, 100 s a task: ⌈300/7⌉ = 43
+	// rounds (whole tasks).
+	const spainAlone = 4300
 	inf := math.Inf(1)
 	for _, tc := range []struct {
 		name      string
@@ -65,8 +67,8 @@ func TestBaselinesWaitForTheirCluster(t *testing.T) {
 		{"mct, all free", selection.PlaceMCT, 0, 8, "spain", 0, spainAlone, ""},
 		{"olb, all free: the first cluster", selection.PlaceOLB, 0, 8, "latam-a", 0, 30000, ""},
 		{"met waits for spain", selection.PlaceMET, 10000, 0, "spain", 10000, spainAlone, ""},
-		{"mct waits for spain: 10000 + 4286 < 15000", selection.PlaceMCT, 10000, 0, "spain", 10000, spainAlone, ""},
-		{"mct takes latam-b: 20000 + 4286 > 15000", selection.PlaceMCT, 20000, 0, "latam-b", 0, 15000, ""},
+		{"mct waits for spain: 10000 + 4300 < 15000", selection.PlaceMCT, 10000, 0, "spain", 10000, spainAlone, ""},
+		{"mct takes latam-b: 20000 + 4300 > 15000", selection.PlaceMCT, 20000, 0, "latam-b", 0, 15000, ""},
 		{"olb takes what is free", selection.PlaceOLB, 10000, 0, "latam-a", 0, 30000, ""},
 		{"met waits for all of spain's hosts", selection.PlaceMET, 500, 4, "spain", 500, spainAlone, ""},
 		{"met on a cluster whose hosts' times are unknown", selection.PlaceMET, inf, 0, "", 0, 0, "met chose cluster spain, and when its busy hosts will be free is not known"},
@@ -137,9 +139,11 @@ func TestForcedMaster(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// The paper's forced master: latam-a with latam-b, 8 machines, 8571 s.
+		// The paper's forced master: latam-a with latam-b, 8 machines, 300
+		// tasks at 0.035 tasks/s, whole by 8600 s (latam-a 2·43 = 86,
+		// latam-b's link 8600·0.025 = 215; at 8560 s 84 + 214 < 300).
 		if !pl.Plan.Feasible || pl.Plan.Master != "latam-a" || !pl.Plan.MasterForced || pl.Master.Site != "latam-a" ||
-			pl.Plan.Machines != 8 || math.Abs(pl.Plan.Runtime-300/0.035) > 1e-6 {
+			pl.Plan.Machines != 8 || math.Abs(pl.Plan.Runtime-8600) > 1e-6 {
 			t.Errorf("master forced on latam-a: %+v", pl.Plan)
 		}
 		busy := map[string][]string{"latam-b": free["latam-b"], "spain": free["spain"]}

@@ -3,6 +3,7 @@ package selection
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 )
 
@@ -38,7 +39,9 @@ func (pl *Planner) checkMaster(o Options) error {
 
 // Exhaustive evaluates every plan (m, S) over the candidate clusters (with m
 // fixed when o.Master is set) and returns the best. It refuses more than
-// MaxExhaustive candidates. O(n²·2^n) time, O(n) memory.
+// MaxExhaustive candidates. O(n²·2^n) time for the fluid bounds, and the
+// bisection of t* for the plans whose bound T/R can still win; O(n)
+// memory.
 func (pl *Planner) Exhaustive(ctx context.Context, o Options) (Plan, error) {
 	if err := pl.checkMaster(o); err != nil {
 		return Plan{}, err
@@ -53,6 +56,7 @@ func (pl *Planner) Exhaustive(ctx context.Context, o Options) (Plan, error) {
 		masters = []int{o.Master}
 	}
 	var best *candidate
+	T := float64(pl.job.Tasks)
 	rest := make([]int, 0, len(pl.cand))
 	others := make([]int, 0, len(pl.cand))
 	for _, m := range masters {
@@ -74,7 +78,18 @@ func (pl *Planner) Exhaustive(ctx context.Context, o Options) (Plan, error) {
 					others = append(others, c)
 				}
 			}
-			c := &candidate{m: m, others: others, s: pl.score(m, others)}
+			// A plan whose fluid bound T/R is later than the best t* so far
+			// cannot beat it: t* ≥ T/R.
+			pl.evals++
+			pl.scratchParts = pl.partsInto(pl.scratchParts[:0], m, others)
+			if R, _ := pl.fluidRate(pl.scratchParts); best != nil && cmpTime(T/R, best.s.t) < 0 {
+				continue
+			}
+			by := math.Inf(1)
+			if best != nil {
+				by = best.s.t
+			}
+			c := &candidate{m: m, others: others, s: pl.valueBy(pl.scratchParts, by)}
 			if best == nil || pl.better(c, best) {
 				c.others = slices.Clone(others)
 				best = c

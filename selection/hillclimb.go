@@ -29,8 +29,9 @@ type climb struct {
 	v     *view
 	in    []bool  // in[c]: c is the master or a worker cluster
 	mem   []int   // worker clusters by T, then index
-	suf   []score // suf[i]: the alone parts of mem[i:] summed (no master)
+	suf   []fluid // suf[i]: the alone parts of mem[i:] summed (no master)
 	W     float64 // Σ free·perf over mem
+	f     fluid   // the current capped plan's fluid value
 	s     score   // the current plan's value
 	loss  float64 // Σ over mem of alone rate − rate at W: what drops can win back
 	// groups gathers the workers by free machines, each by T: a worker
@@ -97,7 +98,7 @@ func (h *climb) refresh() {
 		h.W += pl.w[c]
 	}
 	h.suf = slices.Grow(h.suf[:0], len(h.mem)+1)[:len(h.mem)+1]
-	h.suf[len(h.mem)] = score{}
+	h.suf[len(h.mem)] = fluid{}
 	for i := len(h.mem) - 1; i >= 0; i-- {
 		h.suf[i] = pl.plus(h.suf[i+1], v.alone[h.mem[i]])
 	}
@@ -148,7 +149,17 @@ func (h *climb) refresh() {
 	for _, g := range h.groups {
 		h.at[g.f] = -1
 	}
-	h.s = h.evalSame(-1, -1)
+	h.f = h.evalSame(-1, -1)
+	h.s = h.exact(move{master: v.m, skip: -1, add: -1}, math.Inf(1))
+}
+
+// exact returns the value of the plan that mv makes of the current one:
+// t* by whole tasks and the sized machines. O(|S| log |S|), and O(|S|) per
+// step of the bisection of t*.
+func (h *climb) exact(mv move, by float64) score {
+	pl := h.pl
+	pl.scratchParts = pl.partsInto(pl.scratchParts[:0], mv.master, h.othersAfter(mv))
+	return pl.valueBy(pl.scratchParts, by)
 }
 
 // bound returns the machines and rate of the workers of each group whose
@@ -156,7 +167,7 @@ func (h *climb) refresh() {
 // b = s_c = up_m·free_c·perf_c/W, so with x = up_m·Oper/(θ·Comm·W):
 // n_c = min(f, ⌊f·x + slack⌋) and rate_c = perf_c/Oper · min(n_c, θ·f·x),
 // the same for the whole group but for perf_c. O(groups · log |S|).
-func (h *climb) bound(s score, W float64) score {
+func (h *climb) bound(s fluid, W float64) fluid {
 	pl, j := h.pl, h.pl.job
 	x := pl.up[h.v.m] * j.TaskOps / (j.Efficiency * j.TaskBytes * W)
 	for _, g := range h.groups {
@@ -173,9 +184,9 @@ func (h *climb) bound(s score, W float64) score {
 	return s
 }
 
-// evalSame scores the plan with the same master, cluster skip taken out
-// and cluster add put in (-1 for none).
-func (h *climb) evalSame(skip, add int) score {
+// evalSame returns the fluid value of the capped plan with the same master,
+// cluster skip taken out and cluster add put in (-1 for none).
+func (h *climb) evalSame(skip, add int) fluid {
 	pl, v := h.pl, h.v
 	pl.evals++
 	W := h.W
@@ -228,11 +239,14 @@ func (h *climb) members(mv move, fn func(c int)) {
 	}
 }
 
-// evalMaster scores a move to another master: O(|S|), and O(n) the first
-// time that master's widest paths are needed. Such moves are few (at most
-// 3·listCap per pass of the wider neighbourhood), so the plain sizing does.
-func (h *climb) evalMaster(mv move) score {
-	return h.pl.score(mv.master, h.othersAfter(mv))
+// evalMaster scores a move to another master: O(|S|) per step of the
+// bisection, and O(n) the first time that master's widest paths are
+// needed. Such moves are few (at most 3·listCap per pass of the wider
+// neighbourhood), so the plain sizing does.
+func (h *climb) evalMaster(mv move, by float64) score {
+	pl := h.pl
+	pl.evals++
+	return h.exact(mv, by)
 }
 
 // othersAfter returns the worker clusters after mv, sorted by index.
@@ -277,22 +291,30 @@ type search struct {
 	ok   bool
 }
 
-// floor is the rate a move must reach to be worth evaluating.
-func (s *search) floor() float64 { return s.best.r * (1 - pruneSlack) }
+// short reports whether a plan whose capped fluid rate is at most ub cannot
+// reach the best so far: t* ≥ T/R ≥ T/ub, later than the best t*.
+func (s *search) short(ub float64) bool {
+	return float64(s.h.pl.job.Tasks) > ub*s.best.t*(1+pruneSlack)
+}
 
-// offer evaluates mv (when ub can reach the floor) and keeps it if it is
-// the best so far. It reports false when ub fell short.
+// offer evaluates mv (when ub, an upper bound on its capped fluid rate, can
+// reach the best) and keeps it if it is the best so far in the climb's
+// order. It reports false when ub fell short.
 func (s *search) offer(mv move, ub float64) bool {
-	if ub < s.floor() {
+	if s.short(ub) {
 		return false
 	}
 	var sc score
 	if mv.master == s.h.v.m {
-		sc = s.h.evalSame(mv.skip, mv.add)
+		f := s.h.evalSame(mv.skip, mv.add)
+		if s.short(f.r) {
+			return true
+		}
+		sc = s.h.exact(mv, s.best.t)
 	} else {
-		sc = s.h.evalMaster(mv)
+		sc = s.h.evalMaster(mv, s.best.t)
 	}
-	c := cmpScore(sc, s.best)
+	c := cmpClimb(sc, s.best)
 	if c == 0 {
 		// An exact tie: the names decide against the best so far.
 		h, pl := s.h, s.h.pl
@@ -300,7 +322,7 @@ func (s *search) offer(mv move, ub float64) bool {
 		if s.ok {
 			bestC = &candidate{m: s.mv.master, others: h.othersAfter(s.mv), s: s.best}
 		}
-		if pl.better(&candidate{m: mv.master, others: h.othersAfter(mv), s: sc}, bestC) {
+		if pl.ahead(&candidate{m: mv.master, others: h.othersAfter(mv), s: sc}, bestC) {
 			c = 1
 		}
 	}
@@ -340,12 +362,12 @@ func (h *climb) outside() []int {
 func (h *climb) addDrop(s *search) {
 	v := h.v
 	for _, c := range h.outside() { // by alone rate: the bound falls
-		if !s.offer(move{master: v.m, skip: -1, add: c}, h.s.r+v.alone[c].rate) {
+		if !s.offer(move{master: v.m, skip: -1, add: c}, h.f.r+v.alone[c].rate) {
 			break
 		}
 	}
 	for _, c := range h.lowest() {
-		s.offer(move{master: v.m, skip: c, add: -1}, h.s.r-h.rate[c]+h.loss)
+		s.offer(move{master: v.m, skip: c, add: -1}, h.f.r-h.rate[c]+h.loss)
 	}
 }
 
@@ -359,7 +381,7 @@ func (h *climb) wider(s *search) {
 	for _, a := range h.lowest() {
 		pa := h.rate[a]
 		for _, b := range in {
-			if !s.offer(move{master: v.m, skip: a, add: b}, h.s.r-pa+h.loss+v.alone[b].rate) {
+			if !s.offer(move{master: v.m, skip: a, add: b}, h.f.r-pa+h.loss+v.alone[b].rate) {
 				break
 			}
 		}
@@ -408,15 +430,19 @@ func (h *climb) descend(ctx context.Context) error {
 }
 
 // jump tries to leave the current local optimum for a better one around
-// another master: for the candidate masters by decreasing upper bound
-// (stopping where the bound cannot beat the current rate), it climbs with
-// that master fixed from the master alone, moves there when that is
-// better, and descends again with the master free.
-func (h *climb) jump(ctx context.Context) error {
+// another master: for the candidate masters by decreasing upper bound on
+// the capped fluid rate (stopping where T over the bound is later than the
+// incumbent's t*), it climbs with that master fixed from the master alone,
+// and moves there when that is ahead of the current plan in the climb's
+// order or, trimmed, better than the incumbent; it then descends again
+// with the master free. inc, the best plan found so far (trimmed, by
+// better), is kept up to date.
+func (h *climb) jump(ctx context.Context, inc **candidate) error {
 	pl := h.pl
 	bound := pl.masterBounds()
+	T := float64(pl.job.Tasks)
 	for i, m := range pl.masterOrder {
-		if i == listCap || bound[m] <= h.s.r*(1+relTie) {
+		if i == listCap || T > bound[m]*(*inc).s.t*(1+pruneSlack) {
 			return nil
 		}
 		if m == h.v.m {
@@ -426,10 +452,18 @@ func (h *climb) jump(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if pl.better(c, h.cur()) {
+		t := pl.trim(c)
+		found := pl.better(t, *inc)
+		if found {
+			*inc = t
+		}
+		if found || pl.ahead(c, h.cur()) {
 			h.reset(c.m, c.others)
 			if err := h.descend(ctx); err != nil {
 				return err
+			}
+			if t := pl.trim(h.cur()); pl.better(t, *inc) {
+				*inc = t
 			}
 		}
 	}
@@ -488,13 +522,13 @@ func (pl *Planner) HillClimb(ctx context.Context, o Options) (Plan, error) {
 		if err := h.descend(ctx); err != nil {
 			return Plan{}, fmt.Errorf("hill climbing: %w", err)
 		}
+		if c := pl.trim(h.cur()); best == nil || pl.better(c, best) {
+			best = c
+		}
 		if !h.fixed {
-			if err := h.jump(ctx); err != nil {
+			if err := h.jump(ctx, &best); err != nil {
 				return Plan{}, fmt.Errorf("hill climbing: %w", err)
 			}
-		}
-		if c := h.cur(); best == nil || pl.better(c, best) {
-			best = c
 		}
 	}
 	var p Plan

@@ -10,9 +10,10 @@ import (
 )
 
 // quality runs a search against the exhaustive optimum on count random
-// problems of 3 to 12 clusters and returns the share that reached it and
-// the worst ratio of rates.
-func quality(t *testing.T, count int, seed uint64, search func(*Planner) Plan) (hit float64, worst float64, worstSeed int) {
+// problems of 3 to 12 clusters, each job of tasks(rng) tasks, and returns
+// the share that reached the optimum's run time t* and the worst ratio of
+// the optimum's t* to the search's.
+func quality(t *testing.T, count int, seed uint64, tasks func(*rand.Rand) int, search func(*Planner) Plan) (hit float64, worst float64, worstSeed int) {
 	t.Helper()
 	ctx := context.Background()
 	hits, feasible := 0, 0
@@ -20,6 +21,7 @@ func quality(t *testing.T, count int, seed uint64, search func(*Planner) Plan) (
 	for i := range count {
 		rng := rand.New(rand.NewPCG(seed, uint64(i)))
 		p := randomProblem(rng, 3+rng.IntN(10))
+		p.Job.Tasks = tasks(rng)
 		pl, err := NewPlanner(p)
 		if err != nil {
 			t.Fatal(err)
@@ -36,20 +38,36 @@ func quality(t *testing.T, count int, seed uint64, search func(*Planner) Plan) (
 			continue
 		}
 		feasible++
-		if got.Rate > opt.Rate*(1+1e-9) {
-			t.Fatalf("problem %d: search rate %g above the exhaustive optimum %g", i, got.Rate, opt.Rate)
+		if !got.Feasible {
+			worst, worstSeed = 0, i
+			continue
 		}
-		if got.Rate >= opt.Rate*(1-1e-9) {
+		if got.Runtime < opt.Runtime*(1-1e-9) {
+			t.Fatalf("problem %d: search run time %g before the exhaustive optimum's %g", i, got.Runtime, opt.Runtime)
+		}
+		if got.Runtime <= opt.Runtime*(1+1e-9) {
 			hits++
 		}
-		if got.Rate < opt.Rate*(1-1e-9) && testing.Verbose() && debugMisses {
+		if got.Runtime > opt.Runtime*(1+1e-9) && testing.Verbose() && debugMisses {
 			t.Logf("problem %d: got %s, optimum %s", i, brief(got), brief(opt))
 		}
-		if r := got.Rate / opt.Rate; r < worst {
+		if r := opt.Runtime / got.Runtime; r < worst {
 			worst, worstSeed = r, i
 		}
 	}
 	return float64(hits) / float64(feasible), worst, worstSeed
+}
+
+// jobSizes are the task counts the searches are tested on: small jobs,
+// whose t* is a few task times with wide plateaus, and large ones, near
+// the fluid limit T/R.
+var jobSizes = []struct {
+	name  string
+	tasks func(*rand.Rand) int
+}{
+	{"1-50 tasks", func(rng *rand.Rand) int { return 1 + rng.IntN(50) }},
+	{"300 tasks", func(*rand.Rand) int { return 300 }},
+	{"100000 tasks", func(*rand.Rand) int { return 100000 }},
 }
 
 func TestHillClimbAgainstExhaustive(t *testing.T) {
@@ -57,19 +75,21 @@ func TestHillClimbAgainstExhaustive(t *testing.T) {
 	if testing.Short() {
 		count = 300
 	}
-	hit, worst, at := quality(t, count, 1, func(pl *Planner) Plan {
-		p, err := pl.HillClimb(context.Background(), Options{Master: -1, Restarts: 3})
-		if err != nil {
-			t.Fatal(err)
+	for _, js := range jobSizes {
+		hit, worst, at := quality(t, count, 1, js.tasks, func(pl *Planner) Plan {
+			p, err := pl.HillClimb(context.Background(), Options{Master: -1, Restarts: 3})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return p
+		})
+		t.Logf("hill climbing, 3 restarts, jobs of %s: optimum on %.2f%% of %d random grids, worst %.3f of it (problem %d)", js.name, 100*hit, count, worst, at)
+		if hit < 0.99 {
+			t.Errorf("jobs of %s: hill climbing reached the optimum on %.2f%% of random grids, want >= 99%%", js.name, 100*hit)
 		}
-		return p
-	})
-	t.Logf("hill climbing, 3 restarts: optimum on %.2f%% of %d random grids, worst %.3f of it (problem %d)", 100*hit, count, worst, at)
-	if hit < 0.99 {
-		t.Errorf("hill climbing reached the optimum on %.2f%% of random grids, want >= 99%%", 100*hit)
-	}
-	if worst < 0.9 {
-		t.Errorf("hill climbing fell to %.3f of the optimum (problem %d), want >= 0.9", worst, at)
+		if worst < 0.9 {
+			t.Errorf("jobs of %s: hill climbing fell to %.3f of the optimum (problem %d), want >= 0.9", js.name, worst, at)
+		}
 	}
 }
 
@@ -81,7 +101,7 @@ func TestLiteralHillClimbGetsStuck(t *testing.T) {
 	if testing.Short() {
 		count = 300
 	}
-	hit, worst, _ := quality(t, count, 1, func(pl *Planner) Plan {
+	hit, worst, _ := quality(t, count, 1, jobSizes[1].tasks, func(pl *Planner) Plan {
 		return literalHillClimb(t, pl)
 	})
 	t.Logf("literal hill climbing: optimum on %.2f%% of %d random grids, worst %.3f of it", 100*hit, count, worst)
@@ -110,7 +130,7 @@ func literalHillClimb(t *testing.T, pl *Planner) Plan {
 			}
 		}) {
 		}
-		if c := h.cur(); best == nil || pl.better(c, best) {
+		if c := pl.trim(h.cur()); best == nil || pl.better(c, best) {
 			best = c
 		}
 	}
@@ -123,7 +143,7 @@ func literalHillClimb(t *testing.T, pl *Planner) Plan {
 const debugMisses = false
 
 func brief(p Plan) string {
-	s := fmt.Sprintf("%.4g (master %s:", p.Rate, p.Master)
+	s := fmt.Sprintf("%.4g s (master %s:", p.Runtime, p.Master)
 	for _, c := range p.Clusters {
 		s += fmt.Sprintf(" %s=%d/%d@%.3g,%s", c.Name, c.Machines, c.Free, c.BandwidthMbps, c.Limit)
 	}

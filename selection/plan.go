@@ -2,6 +2,7 @@ package selection
 
 import (
 	"fmt"
+	"math"
 	"slices"
 )
 
@@ -25,16 +26,25 @@ type ClusterPlan struct {
 	Name   string `json:"name"`
 	Index  int    `json:"-"`
 	Master bool   `json:"master,omitempty"`
-	// Machines counts the workers (the master's machine is not among them).
+	// Machines counts the workers (the master's machine is not among them):
+	// the fewest that finish the job's tasks by the plan's run time.
 	Machines int `json:"machines"`
-	Free     int `json:"free"`
+	// Allowed is the workers the caps allow (free machines, efficiency,
+	// bandwidth); Machines is at most Allowed.
+	Allowed int `json:"allowed"`
+	Free    int `json:"free"`
+	// Tasks is the tasks the cluster's workers finish by the plan's run
+	// time; the clusters' tasks add up to the job's.
+	Tasks int `json:"tasks"`
 	// BandwidthMbps is the bandwidth the cluster's workers share with the
 	// master: the LAN for the master's cluster, else the smallest of its
 	// uplink, the widest path and its share of the master's uplink.
 	BandwidthMbps float64 `json:"bandwidth_mbps"`
-	Rate          float64 `json:"rate_tasks_per_s"`
-	Limit         Limit   `json:"limit"`
-	Why           string  `json:"why"`
+	// Rate is the fluid rate of the cluster's workers:
+	// min(Machines·perf/Oper, bandwidth/Comm).
+	Rate  float64 `json:"rate_tasks_per_s"`
+	Limit Limit   `json:"limit"`
+	Why   string  `json:"why"`
 }
 
 // Excluded is a cluster left out of a plan and why.
@@ -58,9 +68,13 @@ type Plan struct {
 	MasterIndex int    `json:"-"`
 	// MasterForced says the master's cluster was given (Options.Master),
 	// not chosen.
-	MasterForced bool    `json:"master_forced,omitempty"`
-	Rate         float64 `json:"rate_tasks_per_s"`
-	Runtime      float64 `json:"runtime_s"`
+	MasterForced bool `json:"master_forced,omitempty"`
+	// Rate is the fluid rate of the plan's workers, the clusters' rates
+	// summed.
+	Rate float64 `json:"rate_tasks_per_s"`
+	// Runtime is t*, when the last of the job's tasks ends, every task
+	// whole (docs/design.md, "Whole tasks").
+	Runtime float64 `json:"runtime_s"`
 	// Machines counts every machine of the plan, the master's included.
 	Machines    int     `json:"machines"`
 	CostPerHour float64 `json:"cost_per_hour"`
@@ -109,47 +123,57 @@ func (pl *Planner) noWorkerReason() string {
 // plan turns a candidate into a Plan with its explanation. Clusters not in
 // the candidate are explained by what adding them would do.
 func (pl *Planner) plan(alg Algorithm, c *candidate) Plan {
-	if c.s.machines < 2 || !(c.s.r > 0) {
+	if math.IsInf(c.s.t, 1) || c.s.machines < 2 {
 		return pl.infeasible(alg, pl.noWorkerReason())
 	}
-	if rt := float64(pl.job.Tasks) / c.s.r; !(rt <= MaxRuntimeSeconds) {
+	if !(c.s.t <= MaxRuntimeSeconds) {
 		return pl.infeasible(alg, fmt.Sprintf("the best plan's predicted run time, %.3g s, is beyond the %g s (ten years) a plan may take",
-			rt, MaxRuntimeSeconds))
+			c.s.t, MaxRuntimeSeconds))
 	}
 	g, j := pl.g, pl.job
+	// The master's cluster first, then the rest in grid order.
+	others := slices.Sorted(slices.Values(c.others))
+	ps := pl.parts(c.m, others)
+	z := pl.sizeWhole(ps, c.s.t)
+	n, tasks := slices.Clone(z.n), slices.Clone(z.tasks)
 	p := Plan{
 		Algorithm: alg, Job: j.Name, Tasks: j.Tasks, Feasible: true,
 		Master: g.Cluster(c.m).Name, MasterIndex: c.m,
-		Rate: c.s.r, Runtime: float64(j.Tasks) / c.s.r, Machines: c.s.machines, CostPerHour: c.s.cost,
+		Rate: z.rate, Runtime: c.s.t, Machines: 1 + z.machines, CostPerHour: z.cost,
 		Clusters: []ClusterPlan{}, Excluded: []Excluded{}, Evaluations: pl.evals,
 	}
-	in := map[int]part{}
-	for _, pt := range pl.parts(c.m, c.others) {
-		in[pt.c] = pt
-	}
-	// The master's cluster first, then the rest in grid order.
-	order := append([]int{c.m}, c.others...)
-	slices.Sort(order[1:])
-	for _, k := range order {
-		pt := in[k]
-		if k != c.m && pt.n == 0 {
+	in := map[int]int{}
+	for i, pt := range ps {
+		in[pt.c] = i
+		if i > 0 && n[i] == 0 {
 			continue
 		}
+		limit := pt.limit
+		if n[i] < pt.n {
+			limit = LimitTasks
+		}
+		rate := 0.0
+		if n[i] > 0 {
+			rate = pl.sizedRate(pt, n[i])
+		}
 		p.Clusters = append(p.Clusters, ClusterPlan{
-			Name: g.Cluster(k).Name, Index: k, Master: k == c.m, Machines: pt.n, Free: pl.free[k],
-			BandwidthMbps: pt.b / bytesPerMbps, Rate: pt.rate, Limit: pt.limit, Why: pl.whyPart(c.m, pt),
+			Name: g.Cluster(pt.c).Name, Index: pt.c, Master: i == 0, Machines: n[i], Allowed: pt.n, Free: pl.free[pt.c],
+			Tasks: tasks[i], BandwidthMbps: pt.b / bytesPerMbps, Rate: rate, Limit: limit,
+			Why: pl.whyPart(c.m, pt, n[i], tasks[i], c.s.t),
 		})
 	}
 	for k := range pl.n {
-		pt, ok := in[k]
+		i, ok := in[k]
 		var reason string
 		switch {
 		case pl.why[k] != "":
 			reason = pl.why[k]
-		case ok && (k == c.m || pt.n > 0):
+		case ok && (k == c.m || n[i] > 0):
 			continue
+		case ok && ps[i].n == 0:
+			reason = "in the set, but " + pl.zeroReason(c.m, ps[i])
 		case ok:
-			reason = "in the set, but " + pl.zeroReason(c.m, pt)
+			reason = fmt.Sprintf("in the set, but not needed: the other clusters finish the %s by %s", count(j.Tasks, "task"), secs(c.s.t))
 		default:
 			reason = pl.whyNotAdded(c, k)
 		}
@@ -158,8 +182,34 @@ func (pl *Planner) plan(alg Algorithm, c *candidate) Plan {
 	return p
 }
 
-// whyPart explains the number of workers of one cluster of a plan.
-func (pl *Planner) whyPart(m int, pt part) string {
+// whyPart explains the workers of one cluster of a plan: n of the pt.n
+// the caps allow, finishing tasks by t.
+func (pl *Planner) whyPart(m int, pt part, n, tasks int, t float64) string {
+	head := fmt.Sprintf("%s by %s", count(tasks, "task"), secs(t))
+	if n < pt.n {
+		if pt.c == m && n == 0 {
+			return fmt.Sprintf("master's cluster: the master takes 1 machine; its other %d allowed are not needed, as the other clusters finish the %s by %s",
+				pt.n, count(pl.job.Tasks, "task"), secs(t))
+		}
+		return fmt.Sprintf("%s: %s of %d free, %s; more would not end the job sooner",
+			head, count(n, "machine"), pl.free[pt.c], pl.each(pt, n, tasks, t))
+	}
+	return head + ": " + pl.whyCap(m, pt) + ", " + pl.each(pt, n, tasks, t)
+}
+
+// each says how the tasks of n machines of part pt fall on them by t.
+func (pl *Planner) each(pt part, n, tasks int, t float64) string {
+	if tasks == n {
+		return "one task each"
+	}
+	if a := pl.slots() * int(pl.rounds(pt.c, t)); tasks == n*a {
+		return fmt.Sprintf("%d tasks each", a)
+	}
+	return fmt.Sprintf("%.3g tasks each on average", float64(tasks)/float64(n))
+}
+
+// whyCap explains what the caps allow in one cluster of a plan.
+func (pl *Planner) whyCap(m int, pt part) string {
 	g, theta := pl.g, pl.job.Efficiency
 	mb := pt.b / bytesPerMbps
 	if pt.c == m {
@@ -187,6 +237,14 @@ func (pl *Planner) whyPart(m int, pt part) string {
 	}
 }
 
+// count writes n things: "1 task", "4 tasks".
+func count(n int, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return fmt.Sprintf("%d %ss", n, thing)
+}
+
 // zeroReason explains a worker cluster given no machine.
 func (pl *Planner) zeroReason(m int, pt part) string {
 	what := map[Limit]string{
@@ -207,13 +265,15 @@ func (pl *Planner) whyNotAdded(c *candidate, k int) string {
 	switch {
 	case pt.n == 0:
 		return "adding it gives it no worker: " + pl.zeroReason(c.m, pt)
-	case cmpScore(s, c.s) < 0 && s.r < c.s.r:
-		return fmt.Sprintf("adding it lowers the rate to %.4g tasks/s: it would take a share of %s's uplink worth more to the clusters in the plan",
-			s.r, pl.g.Cluster(c.m).Name)
-	case cmpScore(s, c.s) < 0:
-		return fmt.Sprintf("adding it does not raise the rate (%.4g tasks/s) and uses %d more machines", s.r, s.machines-c.s.machines)
+	case cmpTime(s.t, c.s.t) < 0:
+		return fmt.Sprintf("adding it makes the job end later, at %s: it would take a share of %s's uplink worth more to the clusters in the plan",
+			secs(s.t), pl.g.Cluster(c.m).Name)
+	case cmpTime(s.t, c.s.t) == 0 && s.machines > c.s.machines:
+		return fmt.Sprintf("adding it does not make the job end sooner (%s) and uses %d more machines", secs(s.t), s.machines-c.s.machines)
+	case cmpTime(s.t, c.s.t) == 0:
+		return fmt.Sprintf("adding it does not make the job end sooner than %s: its machines are not needed", secs(s.t))
 	default:
-		return fmt.Sprintf("adding it would raise the rate to %.4g tasks/s, which this algorithm did not find", s.r)
+		return fmt.Sprintf("adding it would end the job at %s, sooner, which this algorithm did not find", secs(s.t))
 	}
 }
 

@@ -56,6 +56,15 @@ type briefPart struct {
 	Limit    Limit
 }
 
+// taskCounts returns the tasks of each cluster of a plan.
+func taskCounts(p Plan) []int {
+	var out []int
+	for _, c := range p.Clusters {
+		out = append(out, c.Tasks)
+	}
+	return out
+}
+
 func parts(p Plan) []briefPart {
 	var out []briefPart
 	for _, c := range p.Clusters {
@@ -82,11 +91,22 @@ func TestPlanByHand(t *testing.T) {
 		//   3 workers, rate min(3e9/2e11, 1e6/5e7) = 0.015.
 		// latam-b: b = 1e6 (path 8), ⌊5⌋ = 5 = 5 free: 5 workers, rate
 		//   min(0.025, 0.02) = 0.02.
-		// R = 0.105 tasks/s, 300/0.105 = 2857.14 s, 16 machines.
+		// R = 0.105 tasks/s, T/R = 2857.14 s, 16 machines allowed.
+		// Whole tasks (2 vCPUs, 2 slots a VM): a slot's task takes
+		//   σ = 2·2e11/2e9 = 200 s on spain, 400 s on latam; latam-b's
+		//   link carries L = 1e6/5e7 = 0.02 tasks/s. At t = 2950 s: spain
+		//   7·2·⌊14.75⌋ = 196, latam-a 3·2·⌊7.375⌋ = 42, latam-b
+		//   min(5·2·7, ⌊59⌋) = 59: 297 < 300. At 3000 s spain's 15th
+		//   round: 210 + 42 + 60 = 312 ≥ 300, so t* = 3000 s.
+		// Sizing at 3000 s: a spain machine finishes 30, a latam one 14;
+		//   latam-b's link carries 60 (4 machines of 14, then 4). Greedy:
+		//   7 spain (210), 3 latam-a (42), then 48 left: 4 latam-b
+		//   machines (56 ≥ 48). 14 workers and the master: 15 machines,
+		//   latam-b's fifth machine left free (limit tasks).
 		want := []briefPart{
 			{"spain", 7, 1000, 0.07, LimitFree},
 			{"latam-a", 3, 8, 0.015, LimitFree},
-			{"latam-b", 5, 8, 0.02, LimitFree},
+			{"latam-b", 4, 8, 0.02, LimitTasks},
 		}
 		for _, search := range []func() (Plan, error){
 			func() (Plan, error) { return paperPlanner(t, nil).HillClimb(ctx, Options{Master: -1}) },
@@ -102,8 +122,11 @@ func TestPlanByHand(t *testing.T) {
 			if p.MasterForced {
 				t.Errorf("%s: a plan of a free choice says its master was forced", p.Algorithm)
 			}
-			if p.Master != "spain" || p.Machines != 16 || math.Abs(p.Rate-0.105) > 1e-12 || math.Abs(p.Runtime-300/0.105) > 1e-9 {
-				t.Errorf("%s: master %s, %d machines, rate %g, runtime %g; want spain, 16, 0.105, 2857.14", p.Algorithm, p.Master, p.Machines, p.Rate, p.Runtime)
+			if p.Master != "spain" || p.Machines != 15 || math.Abs(p.Rate-0.105) > 1e-12 || math.Abs(p.Runtime-3000) > 1e-9 {
+				t.Errorf("%s: master %s, %d machines, rate %g, runtime %g; want spain, 15, 0.105, 3000", p.Algorithm, p.Master, p.Machines, p.Rate, p.Runtime)
+			}
+			if got := taskCounts(p); !cmp.Equal(got, []int{210, 42, 48}) {
+				t.Errorf("%s: tasks per cluster %v, want [210 42 48]", p.Algorithm, got)
 			}
 			if len(p.Excluded) != 0 {
 				t.Errorf("%s: excluded %v, want none", p.Algorithm, p.Excluded)
@@ -120,6 +143,12 @@ func TestPlanByHand(t *testing.T) {
 		// Adding spain (w = 16e9, W = 21e9): latam-b's share falls to
 		//   2.976e5 → 1 worker, 0.005; spain gets 9.524e5 → ⌊2.38⌋ = 2
 		//   workers, min(0.02, 0.019048): R = 0.034048 < 0.035.
+		// Whole tasks without spain: latam-a 2·2 slots of σ = 400 s,
+		//   latam-b L = 0.025 tasks/s: at 8800 s 2·2·22 = 88 and
+		//   min(5·2·22, 220) = 220, 308 ≥ 300 (at 8760 s, 84 + 219 < 300):
+		//   t* = 8800 s. With spain: at 8820 s latam-a 88, latam-b
+		//   min(1·2·22, ⌊52.5⌋) = 44, spain min(2·2·44, ⌊168.0⌋) = 168:
+		//   300, its first step to reach them, later than 8800 s.
 		for _, search := range []func(*Planner) (Plan, error){
 			func(pl *Planner) (Plan, error) { return pl.HillClimb(ctx, Options{Master: latamA}) },
 			func(pl *Planner) (Plan, error) { return pl.Exhaustive(ctx, Options{Master: latamA}) },
@@ -135,26 +164,33 @@ func TestPlanByHand(t *testing.T) {
 			if !p.MasterForced {
 				t.Errorf("%s: the plan does not say its master was forced", p.Algorithm)
 			}
-			if math.Abs(p.Rate-0.035) > 1e-12 || p.Machines != 8 {
-				t.Errorf("%s: rate %g with %d machines, want 0.035 with 8", p.Algorithm, p.Rate, p.Machines)
+			if math.Abs(p.Rate-0.035) > 1e-12 || p.Machines != 8 || math.Abs(p.Runtime-8800) > 1e-9 {
+				t.Errorf("%s: rate %g with %d machines in %g s, want 0.035 with 8 in 8800 s", p.Algorithm, p.Rate, p.Machines, p.Runtime)
 			}
-			if len(p.Excluded) != 1 || !strings.Contains(p.Excluded[0].Reason, "lowers the rate to 0.03405") {
-				t.Errorf("%s: excluded %+v, want spain lowering the rate to 0.03405", p.Algorithm, p.Excluded)
+			if len(p.Excluded) != 1 || !strings.Contains(p.Excluded[0].Reason, "makes the job end later, at 8820 s") {
+				t.Errorf("%s: excluded %+v, want spain making the job end at 8820 s", p.Algorithm, p.Excluded)
 			}
 		}
 	})
 
-	t.Run("a data-free job uses every machine", func(t *testing.T) {
+	t.Run("a data-free job", func(t *testing.T) {
 		// Comm = 0: no bandwidth limit, so the master goes where it costs the
 		// least compute: on a slow latam machine, R = (2·1e9 + 5·1e9 +
 		// 8·2e9)/2e11 = 0.115 (0.11 with the master in spain). latam-a
 		// and latam-b tie in everything but the name.
+		// Whole tasks, no link bound: 2 slots a VM, a task 200 s on spain,
+		// 400 s on latam. At 2600 s 8·2·13 + 7·2·6 = 292 < 300; at 2800 s
+		// 8·28 + 7·14 = 322: t* = 2800 s. The 8 spain machines finish 224,
+		// the other 76 take ⌈76/14⌉ = 6 latam machines: 15 with the
+		// master, fluid rate 8·0.01 + 6·0.005 = 0.11. With the master in
+		// spain t* is the same but 7·28 leaves 104 for 8 latam machines:
+		// one more.
 		p, err := paperPlanner(t, func(j *Job) { j.TaskBytes = 0 }).Exhaustive(ctx, Options{Master: -1})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if p.Master != "latam-a" || p.Machines != 16 || math.Abs(p.Rate-0.115) > 1e-12 {
-			t.Errorf("master %s, %d machines, rate %g; want latam-a, 16, 0.115", p.Master, p.Machines, p.Rate)
+		if p.Master != "latam-a" || p.Machines != 15 || math.Abs(p.Rate-0.11) > 1e-12 || p.Runtime != 2800 {
+			t.Errorf("master %s, %d machines, rate %g, %g s; want latam-a, 15, 0.11, 2800 s", p.Master, p.Machines, p.Rate, p.Runtime)
 		}
 	})
 
@@ -192,8 +228,8 @@ func TestPlanByHand(t *testing.T) {
 	})
 }
 
-// Alone: spain 7 workers, 0.07 tasks/s, 4285.7 s; latam-a 2 workers,
-// 0.01, 30000 s; latam-b 4 workers (one is the master), 0.02, 15000 s.
+// Alone: spain 7 workers, 0.07 tasks/s, 4400 s; latam-a 2 workers,
+// 0.01, 30000 s; latam-b 4 workers (one is the master), 0.02, 15200 s.
 func TestBaselinesByHand(t *testing.T) {
 	for _, tc := range []struct {
 		alg   Algorithm
@@ -203,12 +239,12 @@ func TestBaselinesByHand(t *testing.T) {
 	}{
 		{MET, nil, "spain", 0},
 		{MET, []float64{0, 0, 1e6}, "spain", 1e6},             // ignores availability
-		{MCT, nil, "spain", 0},                                // 4285.7 < 15000 < 30000
-		{MCT, []float64{0, 0, 20000}, "latam-b", 0},           // 24285.7 > 15000
+		{MCT, nil, "spain", 0},                                // 4400 < 15200 < 30000
+		{MCT, []float64{0, 0, 20000}, "latam-b", 0},           // 24400 > 15200
 		{OLB, []float64{0, 100, 50}, "latam-a", 0},            // free first, however slow
 		{OLB, []float64{10, 10, 10}, "latam-a", 10},           // ties: grid order
 		{OLB, []float64{100, 100, 5}, "spain", 5},             // free first
-		{MCT, []float64{30000, 30000, 1e9}, "latam-b", 30000}, // 45000 < 60000
+		{MCT, []float64{30000, 30000, 1e9}, "latam-b", 30000}, // 45200 < 60000
 	} {
 		p, err := paperPlanner(t, nil).Baseline(tc.alg, tc.ready)
 		if err != nil {
@@ -220,7 +256,10 @@ func TestBaselinesByHand(t *testing.T) {
 		}
 	}
 	pl := paperPlanner(t, nil)
-	for c, want := range []float64{30000, 15000, 300 / 0.07} {
+	// Whole tasks: latam-a 2 workers of 2 slots, 400 s a task: ⌈300/4⌉ =
+	// 75 rounds; latam-b 4 workers: ⌈300/8⌉ = 38 rounds, 15200 s; spain 7
+	// workers of 2 slots, 200 s a task: ⌈300/14⌉ = 22 rounds, 4400 s.
+	for c, want := range []float64{30000, 15200, 4400} {
 		if got := pl.Alone(c).Runtime; math.Abs(got-want) > 1e-9 {
 			t.Errorf("alone on %d: runtime %g, want %g", c, got, want)
 		}

@@ -54,6 +54,15 @@ type Planner struct {
 	// optimum of a climb with m fixed, once computed.
 	views     []*view
 	fixedBest []*candidate
+	// sigma[c] = s·Oper/perf_c, the time one slot of a VM of c takes for
+	// a task (s the VM's vCPUs, each running a task-farm process).
+	sigma []float64
+	// Scratch of score and sizeWhole.
+	scratchParts []part
+	scratchN     []int
+	scratchTasks []int
+	scratchItems []item
+	scratchSteps []stepper
 	// evals counts plan evaluations since the last reset.
 	evals int
 }
@@ -84,7 +93,7 @@ func NewPlanner(p Problem) (*Planner, error) {
 		g: p.Graph, job: *p.Job, n: n, free: slices.Clone(free),
 		why: make([]string, n), perf: make([]float64, n), w: make([]float64, n),
 		up: make([]float64, n), lan: make([]float64, n), k: make([]float64, n),
-		cost: make([]float64, n), rows: make([][]float64, n), rank: make([]int, n),
+		cost: make([]float64, n), sigma: make([]float64, n), rows: make([][]float64, n), rank: make([]int, n),
 		views: make([]*view, n), fixedBest: make([]*candidate, n),
 	}
 	j := p.Job
@@ -99,6 +108,7 @@ func NewPlanner(p Problem) (*Planner, error) {
 		pl.up[c] = cl.UplinkMbps * bytesPerMbps
 		pl.lan[c] = cl.LANMbps * bytesPerMbps
 		pl.cost[c] = cl.CostPerHour
+		pl.sigma[c] = float64(j.VM.VCPUs) * j.TaskOps / cl.Perf
 		if j.TaskBytes > 0 {
 			pl.k[c] = j.TaskOps / (j.Efficiency * j.TaskBytes * cl.Perf)
 		} else {

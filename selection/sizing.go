@@ -29,6 +29,9 @@ const (
 	// LimitEfficiency: the master's cluster, where more workers on the LAN
 	// would drop their efficiency below θ.
 	LimitEfficiency Limit = "efficiency"
+	// LimitTasks: the caps allow more machines than the job's tasks need:
+	// more would not finish them sooner (docs/design.md, "Whole tasks").
+	LimitTasks Limit = "tasks"
 )
 
 // relTie is the relative difference under which two plan rates tie.
@@ -74,11 +77,24 @@ func (pl *Planner) size(c, m int, W float64, row []float64) part {
 	return p
 }
 
-// score is the value of a plan and its first tie-breaks.
-type score struct {
+// fluid is the capped plan's fluid value: its rate, machines and cost as
+// the caps of size allow them (the search's bounds and its way across
+// plateaus of t*).
+type fluid struct {
 	r        float64 // tasks/s
 	machines int     // workers and the master
 	cost     float64 // per hour
+}
+
+// score is the value of a plan: t*, the time its sized machines finish the
+// job's tasks whole (docs/design.md, "Whole tasks"), its sized machines
+// and cost, and near, the tasks its machines finish by the step before t*,
+// which the hill climbing follows where t* is flat.
+type score struct {
+	t        float64 // s; +Inf when the plan has no worker
+	near     float64 // tasks finished just before t*
+	machines int     // sized workers and the master
+	cost     float64 // per hour, of the sized machines
 }
 
 // weight returns Σ free·perf over set.
@@ -91,38 +107,35 @@ func (pl *Planner) weight(set []int) float64 {
 }
 
 // score evaluates the plan with master m and other clusters others (m not
-// among them). O(|others|).
+// among them): O(|others|) per step of the bisection of t*.
 func (pl *Planner) score(m int, others []int) score {
 	pl.evals++
-	row := pl.row(m)
-	W := pl.weight(others)
-	p := pl.size(m, m, W, row)
-	s := score{r: p.rate, machines: 1 + p.n, cost: pl.cost[m] * float64(1+p.n)}
-	for _, c := range others {
-		p := pl.size(c, m, W, row)
-		s.r += p.rate
-		s.machines += p.n
-		s.cost += pl.cost[c] * float64(p.n)
-	}
-	return s
+	pl.scratchParts = pl.partsInto(pl.scratchParts[:0], m, others)
+	return pl.value(pl.scratchParts)
 }
 
-// parts returns every cluster's part of the plan (m first).
+// parts returns every cluster's part of the plan (m first, then others in
+// their order), in a new slice.
 func (pl *Planner) parts(m int, others []int) []part {
+	return pl.partsInto(nil, m, others)
+}
+
+// partsInto appends the plan's parts to ps.
+func (pl *Planner) partsInto(ps []part, m int, others []int) []part {
 	row := pl.row(m)
 	W := pl.weight(others)
-	ps := []part{pl.size(m, m, W, row)}
+	ps = append(ps, pl.size(m, m, W, row))
 	for _, c := range others {
 		ps = append(ps, pl.size(c, m, W, row))
 	}
 	return ps
 }
 
-// cmpScore orders plan values: a larger rate (beyond a relative 1e-12),
+// cmpScore orders plan values: an earlier t* (beyond a relative 1e-12),
 // then fewer machines, then a lower cost. It returns > 0 when a is better.
 func cmpScore(a, b score) int {
-	if d := a.r - b.r; math.Abs(d) > relTie*max(math.Abs(a.r), math.Abs(b.r)) {
-		return cmp.Compare(a.r, b.r)
+	if c := cmpTime(a.t, b.t); c != 0 {
+		return c
 	}
 	if a.machines != b.machines {
 		return cmp.Compare(b.machines, a.machines)
@@ -131,6 +144,32 @@ func cmpScore(a, b score) int {
 		return cmp.Compare(b.cost, a.cost)
 	}
 	return 0
+}
+
+// cmpTime returns > 0 when run time a is earlier than b beyond a relative
+// 1e-12 (+Inf ties +Inf).
+func cmpTime(a, b float64) int {
+	if a == b {
+		return 0
+	}
+	if d := a - b; math.IsInf(a, 1) || math.IsInf(b, 1) || math.Abs(d) > relTie*max(math.Abs(a), math.Abs(b)) {
+		return cmp.Compare(b, a)
+	}
+	return 0
+}
+
+// cmpClimb is the order the hill climbing ascends: an earlier t*, then
+// more tasks finished just before t* (t* is a step function: on its
+// plateaus, the tasks its step before falls short by say how near the next
+// step down is), then cmpScore. > 0 when a is better.
+func cmpClimb(a, b score) int {
+	if c := cmpTime(a.t, b.t); c != 0 {
+		return c
+	}
+	if a.near != b.near {
+		return cmp.Compare(a.near, b.near)
+	}
+	return cmpScore(a, b)
 }
 
 // candidate is a plan under consideration: master m, the other clusters
@@ -145,7 +184,19 @@ type candidate struct {
 // fewer clusters, then by names (the master's, then the others' in name
 // order). It is a strict total order on distinct plans.
 func (pl *Planner) better(a, b *candidate) bool {
-	if c := cmpScore(a.s, b.s); c != 0 {
+	return pl.order(cmpScore(a.s, b.s), a, b)
+}
+
+// ahead reports whether a is ahead of b in the hill climbing's order: by
+// cmpClimb, then as better.
+func (pl *Planner) ahead(a, b *candidate) bool {
+	return pl.order(cmpClimb(a.s, b.s), a, b)
+}
+
+// order breaks a tie c == 0 of two plans' values by fewer clusters, then
+// names.
+func (pl *Planner) order(c int, a, b *candidate) bool {
+	if c != 0 {
 		return c > 0
 	}
 	if len(a.others) != len(b.others) {

@@ -15,7 +15,7 @@ type view struct {
 	m     int
 	row   []float64
 	mp    part   // the master cluster's part
-	ms    score  // mp as a score
+	ms    fluid  // mp as a fluid value
 	alone []part // indexed by cluster
 	T     []float64
 	order []int // candidates other than m, by alone rate (largest first), then index
@@ -32,7 +32,7 @@ func (pl *Planner) view(m int) *view {
 	row := pl.row(m)
 	v := &view{m: m, row: row, alone: make([]part, pl.n), T: make([]float64, pl.n)}
 	v.mp = pl.size(m, m, 1, row)
-	v.ms = score{r: v.mp.rate, machines: 1 + v.mp.n, cost: pl.cost[m] * float64(1+v.mp.n)}
+	v.ms = fluid{r: v.mp.rate, machines: 1 + v.mp.n, cost: pl.cost[m] * float64(1+v.mp.n)}
 	j := pl.job
 	for _, c := range pl.cand {
 		if c == m {
@@ -67,7 +67,7 @@ func (pl *Planner) partAt(v *view, c int, W float64) part {
 	return pl.size(c, v.m, W, v.row)
 }
 
-// plus adds a part to a score.
-func (pl *Planner) plus(s score, p part) score {
-	return score{r: s.r + p.rate, machines: s.machines + p.n, cost: s.cost + pl.cost[p.c]*float64(p.n)}
+// plus adds a part to a fluid value.
+func (pl *Planner) plus(s fluid, p part) fluid {
+	return fluid{r: s.r + p.rate, machines: s.machines + p.n, cost: s.cost + pl.cost[p.c]*float64(p.n)}
 }

@@ -40,7 +40,7 @@ func TestFastEvaluationMatchesSizing(t *testing.T) {
 				set = append(set, add)
 			}
 			slices.Sort(set)
-			want := pl.score(m, set)
+			want := capped(pl, m, set)
 			if got.machines != want.machines || math.Abs(got.r-want.r) > 1e-12*want.r+1e-15 || math.Abs(got.cost-want.cost) > 1e-9*(1+want.cost) {
 				t.Fatalf("problem %d, master %d, workers %v, skip %d, add %d: fast %+v, sizing %+v", i, m, others, skip, add, got, want)
 			}
@@ -56,4 +56,16 @@ func TestFastEvaluationMatchesSizing(t *testing.T) {
 			}
 		}
 	}
+}
+
+// capped returns the fluid value of the capped plan (m, set) by the plain
+// sizing: every machine the caps allow.
+func capped(pl *Planner, m int, set []int) fluid {
+	var f fluid
+	for _, p := range pl.parts(m, set) {
+		f = pl.plus(f, p)
+	}
+	f.machines++
+	f.cost += pl.cost[m]
+	return f
 }

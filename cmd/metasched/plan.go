@@ -220,8 +220,16 @@ func printPlanBody(w io.Writer, p selection.Plan) {
 		if p.MasterForced {
 			forced = " (forced)"
 		}
-		fmt.Fprintf(w, "Master on %s%s. %d machines (%d workers and the master) process %.4g tasks/s: %d tasks in %s",
-			p.Master, forced, p.Machines, p.Machines-1, p.Rate, p.Tasks, duration(p.Runtime))
+		workers := fmt.Sprintf("%d workers", p.Machines-1)
+		if p.Machines == 2 {
+			workers = "1 worker"
+		}
+		tasks := fmt.Sprintf("%d tasks", p.Tasks)
+		if p.Tasks == 1 {
+			tasks = "1 task"
+		}
+		fmt.Fprintf(w, "Master on %s%s. %d machines (%s and the master) finish %s, whole, in %s (%.4g tasks/s)",
+			p.Master, forced, p.Machines, workers, tasks, duration(p.Runtime), p.Rate)
 		if p.Start > 0 {
 			fmt.Fprintf(w, ", once the cluster is ready in %s", duration(p.Start))
 		}
@@ -236,10 +244,10 @@ func printPlanBody(w io.Writer, p selection.Plan) {
 			if c.Master {
 				name += " (master)"
 			}
-			rows = append(rows, []string{name, fmt.Sprint(c.Machines), fmt.Sprint(c.Free), fmt.Sprintf("%.4g", c.BandwidthMbps),
+			rows = append(rows, []string{name, fmt.Sprint(c.Machines), fmt.Sprint(c.Free), fmt.Sprint(c.Tasks), fmt.Sprintf("%.4g", c.BandwidthMbps),
 				fmt.Sprintf("%.4g", c.Rate), string(c.Limit), c.Why})
 		}
-		writeColumns(w, []string{"CLUSTER", "WORKERS", "FREE", "MBIT/S", "TASKS/S", "LIMIT", "WHY"}, rows)
+		writeColumns(w, []string{"CLUSTER", "WORKERS", "FREE", "TASKS", "MBIT/S", "TASKS/S", "LIMIT", "WHY"}, rows)
 	}
 	if len(p.Excluded) > 0 {
 		fmt.Fprintln(w)

@@ -63,25 +63,35 @@ type Record struct {
 }
 
 // ClusterTasks is one cluster's share of a job's tasks: Predicted is the
-// share its plan gives it, T·rate_c/R (the master's cluster counts when it
-// has workers); Done is what the job's task-farm summary says its workers
-// did (nil: no summary).
+// tasks its plan gives it, the whole tasks its workers finish by the plan's
+// run time (docs/design.md, "Whole tasks"; the master's cluster counts when
+// it has workers); Done is what the job's task-farm summary says its
+// workers did (nil: no summary).
 type ClusterTasks struct {
 	Name      string  `json:"name"`
 	Predicted float64 `json:"predicted"`
 	Done      *int    `json:"done,omitempty"`
 }
 
-// PredictedTasks is the share of the job's tasks each cluster of a plan
-// with workers is predicted to do: T·rate_c/R, in the plan's order (the
-// master's cluster first). None for a plan without a rate (infeasible).
+// PredictedTasks is the tasks each cluster of a plan with workers is
+// predicted to do, in the plan's order (the master's cluster first): the
+// plan's per-cluster tasks, or T·rate_c/R for a plan stored before plans
+// counted whole tasks (none of its clusters has tasks). None for a plan
+// without a rate (infeasible).
 func PredictedTasks(pl *gramvm.Placement) []ClusterTasks {
 	if pl == nil || !(pl.Plan.Rate > 0) {
 		return nil
 	}
+	whole := false
+	for _, c := range pl.Plan.Clusters {
+		whole = whole || c.Tasks > 0
+	}
 	var out []ClusterTasks
 	for _, c := range pl.Plan.Clusters {
-		if c.Machines > 0 && c.Rate > 0 {
+		switch {
+		case whole && c.Machines > 0:
+			out = append(out, ClusterTasks{Name: c.Name, Predicted: float64(c.Tasks)})
+		case !whole && c.Machines > 0 && c.Rate > 0:
 			out = append(out, ClusterTasks{Name: c.Name, Predicted: float64(pl.Plan.Tasks) * c.Rate / pl.Plan.Rate})
 		}
 	}

@@ -64,7 +64,8 @@ clusters:
 `
 
 // big alone: 6 workers, 6 tasks/s, 90 tasks in 15 s; small alone: 4
-// workers of 0.9, 3.6 tasks/s, 90 tasks in 25 s.
+// workers of 0.9, 3.6 tasks/s, 90 tasks in ⌈90/4⌉ = 23 rounds of 1/0.9 s
+// each, 25.56 s (whole tasks).
 const twoClusters = `
 clusters:
   - {name: big,   machines: 7, cores: 4, memory_mib: 8192, perf: 1.0e9, lan_mbps: 1000, uplink_mbps: 100}
@@ -150,9 +151,10 @@ clusters:
 func TestMCTFasterClusterAndNoOvertaking(t *testing.T) {
 	g := parseGrid(t, twoClusters)
 	rs := simulate(t, g, cpuJob(), 90, selection.MCT, 0, 6, 7)
-	// 1: big at 0 ends at 15 (small: 25). 2: small at 6 ends at 31, big at
-	// 15 at 30: big. 3: from 15, small ends at 40, big (free at 30) at 45.
-	want := []times{{0, 15, "big"}, {15, 15, "big"}, {15, 25, "small"}}
+	// 1: big at 0 ends at 15 (small: 25.56). 2: small at 6 ends at 31.56,
+	// big at 15 at 30: big. 3: from 15, small ends at 40.56, big (free at
+	// 30) at 45.
+	want := []times{{0, 15, "big"}, {15, 15, "big"}, {15, smallAlone, "small"}}
 	if diff := cmp.Diff(want, startsAndRuns(rs), approx); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
@@ -168,7 +170,7 @@ func TestOLBFreeFirst(t *testing.T) {
 	rs := simulate(t, g, cpuJob(), 90, selection.OLB, 0, 6, 7)
 	// 1: both free at 0, big first in grid order. 2: small is free at 6.
 	// 3: from 7, big is free again at 15, small at 31.
-	want := []times{{0, 15, "big"}, {6, 25, "small"}, {15, 15, "big"}}
+	want := []times{{0, 15, "big"}, {6, smallAlone, "small"}, {15, 15, "big"}}
 	if diff := cmp.Diff(want, startsAndRuns(rs), approx); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
@@ -185,18 +187,24 @@ func TestMETIgnoresAvailability(t *testing.T) {
 	}
 }
 
-// Hill climbing uses both clusters, the master on small (its slower
-// machine is the one lost to the master): 4·0.9 + 7 = 10.6 tasks/s.
+// smallAlone is the run time of 90 tasks on small alone.
+const smallAlone = 23 / 0.9
+
+// Hill climbing uses both clusters: 10.6 tasks/s with the master on small
+// (4·0.9 + 7), 10.5 on big (6 + 5·0.9), but in whole tasks both finish at
+// 9 s (at 8/0.9 = 8.89 s 7·8 + 4·8 = 88 and 6·8 + 5·8 = 88 tasks; at 9 s
+// 63 + 32 and 54 + 40), and both on 11 workers (63 + 4 small machines of 8
+// tasks, 54 + 5): the name decides, big.
 func TestHillClimbBothClusters(t *testing.T) {
 	g := parseGrid(t, twoClusters)
 	for _, alg := range []selection.Algorithm{selection.HillClimb, selection.Exhaustive} {
 		rs := simulate(t, g, cpuJob(), 90, alg, 0, 6, 7)
-		run := 90 / 10.6
-		want := []times{{0, run, "small+big"}, {run, run, "small+big"}, {2 * run, run, "small+big"}}
+		run := 9.0
+		want := []times{{0, run, "big+small"}, {run, run, "big+small"}, {2 * run, run, "big+small"}}
 		if diff := cmp.Diff(want, startsAndRuns(rs), approx); diff != "" {
 			t.Errorf("%s (-want +got):\n%s", alg, diff)
 		}
-		if rs[1].Start != rs[0].End || rs[2].Start != rs[1].End || rs[0].Machines != 12 || rs[0].Master != "small" {
+		if rs[1].Start != rs[0].End || rs[2].Start != rs[1].End || rs[0].Machines != 12 || rs[0].Master != "big" {
 			t.Errorf("%s: %+v", alg, rs)
 		}
 	}
