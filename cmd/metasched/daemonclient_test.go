@@ -236,12 +236,12 @@ var (
 	t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
 	fixturePlan = selection.Plan{Algorithm: selection.HillClimb, Job: "render-42", Tasks: 300, Feasible: true, Master: "spain",
-		Rate: 0.035, Runtime: 8571.428571428572, Machines: 5,
+		Rate: 0.035, Runtime: 8600, Machines: 5,
 		Clusters: []selection.ClusterPlan{
-			{Name: "spain", Master: true, Machines: 3, Free: 4, BandwidthMbps: 1000, Rate: 0.03, Limit: selection.LimitFree,
-				Why: "master's cluster: the master takes 1 machine, the other 3 free work over the 1000 Mbit/s LAN"},
-			{Name: "latam-a", Machines: 1, Free: 1, BandwidthMbps: 7.5, Rate: 0.005, Limit: selection.LimitFree,
-				Why: "all 1 free machines work, fed at 7.5 Mbit/s from spain"},
+			{Name: "spain", Master: true, Machines: 3, Allowed: 3, Free: 4, Tasks: 258, BandwidthMbps: 1000, Rate: 0.03, Limit: selection.LimitFree,
+				Why: "258 tasks by 8600 s: master's cluster: the master takes 1 machine, the other 3 free work over the 1000 Mbit/s LAN, 86 tasks each"},
+			{Name: "latam-a", Machines: 1, Allowed: 1, Free: 1, Tasks: 42, BandwidthMbps: 7.5, Rate: 0.005, Limit: selection.LimitFree,
+				Why: "42 tasks by 8600 s: all 1 free machines work, fed at 7.5 Mbit/s from spain, 42 tasks each"},
 		},
 		Excluded:    []selection.Excluded{{Name: "latam-b", Reason: "no machine is free"}},
 		Zones:       [][]string{{"latam-a"}, {"latam-b"}, {"spain"}},
@@ -267,8 +267,8 @@ var (
 		VMs: []api.JobVM{{Name: "j-000000000007-0", Site: "spain", Host: "es-1", Master: true},
 			{Name: "j-000000000007-1", Site: "spain", Host: "es-1"}, {Name: "j-000000000007-2", Site: "spain", Host: "es-2"},
 			{Name: "j-000000000007-3", Site: "spain", Host: "es-3"}, {Name: "j-000000000007-4", Site: "latam-a", Host: "la-1"}},
-		RunTimes: api.RunTimes{PredictedS: 8.571428571428571},
-		Clusters: []api.ClusterTasks{{Name: "spain", TasksPredicted: 257.14285714285717}, {Name: "latam-a", TasksPredicted: 42.857142857142854}},
+		RunTimes: api.RunTimes{PredictedS: 8.6},
+		Clusters: []api.ClusterTasks{{Name: "spain", TasksPredicted: 258}, {Name: "latam-a", TasksPredicted: 42}},
 		Attempts: 1}
 	jobDone = func() api.Job {
 		j := jobRunning
@@ -276,10 +276,10 @@ var (
 		j.Spec.Name = j.Name
 		j.Updated = t0.Add(12 * time.Second)
 		j.Transitions = append(j.Transitions[:4:4], lifecycle.Transition{From: lifecycle.Running, To: lifecycle.Done, At: j.Updated, Reason: "exit code 0"})
-		j.MeasuredS, j.Ratio, j.ExitCode = 8.75, 8.75/8.571428571428571, ptr(0)
+		j.MeasuredS, j.Ratio, j.ExitCode = 8.75, 8.75/8.6, ptr(0)
 		j.StartEndS, j.ProgramS = 2.5, 6.25
-		j.Clusters = []api.ClusterTasks{{Name: "spain", TasksPredicted: 257.14285714285717, TasksDone: ptr(251)},
-			{Name: "latam-a", TasksPredicted: 42.857142857142854, TasksDone: ptr(49)}}
+		j.Clusters = []api.ClusterTasks{{Name: "spain", TasksPredicted: 258, TasksDone: ptr(251)},
+			{Name: "latam-a", TasksPredicted: 42, TasksDone: ptr(49)}}
 		return j
 	}()
 	jobQueued = api.Job{JobHead: api.JobHead{ID: "j-000000000008", Name: "sim-1", Type: "sim", State: lifecycle.Queued, Reason: "submitted",

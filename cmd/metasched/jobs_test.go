@@ -122,7 +122,7 @@ func TestPlanDaemonLikeOffline(t *testing.T) {
 		t.Errorf("job line: offline %q, daemon %q", first(offline), first(online))
 	}
 	for _, want := range []string{"Algorithm: hillclimb, 3 restarts from the Kruskal zones", "Zones: {latam-a} {latam-b} {spain}",
-		"Master on spain. ", "CLUSTER         WORKERS  FREE  MBIT/S  TASKS/S  LIMIT  WHY\nspain (master)  "} {
+		"Master on spain. ", "CLUSTER         WORKERS  FREE  TASKS  MBIT/S  TASKS/S  LIMIT  WHY\nspain (master)  "} {
 		if !strings.Contains(offline, want) || !strings.Contains(online, want) {
 			t.Errorf("%q not in both:\noffline:\n%s\ndaemon:\n%s", want, offline, online)
 		}

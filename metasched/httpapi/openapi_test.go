@@ -877,7 +877,7 @@ func TestOpenAPIEnums(t *testing.T) {
 			string(hp.StateShutoff), string(hp.StateCrashed), string(hp.StateOther), string(hp.StateMissing), string(hp.StateBuilding))},
 		{[]string{"components", "schemas", "Plan", "properties", "algorithm"}, sorted(algs...)},
 		{[]string{"components", "schemas", "ClusterPlan", "properties", "limit"}, sorted(string(selection.LimitFree), string(selection.LimitUplink),
-			string(selection.LimitPath), string(selection.LimitMasterShare), string(selection.LimitEfficiency))},
+			string(selection.LimitPath), string(selection.LimitMasterShare), string(selection.LimitEfficiency), string(selection.LimitTasks))},
 		{[]string{"components", "schemas", "TuningRecord", "properties", "action"}, sorted(gramvm.ActionConsolidate, gramvm.ActionShrink)},
 		{[]string{"components", "schemas", "CalibrationFigure", "properties", "kind"}, sorted(api.CalibrationPerf, api.CalibrationLAN, api.CalibrationStart, api.CalibrationLink)},
 		{[]string{"components", "schemas", "CalibrationFigure", "properties", "state"}, sorted(api.CalibrationMeasured, api.CalibrationDue,
