@@ -42,7 +42,7 @@ func TestPrintRowsWidth(t *testing.T) {
 	var b bytes.Buffer
 	printRows(&b, rows)
 	checkWidth(t, b.String())
-	if !strings.Contains(b.String(), "0.98       latam-a 40/41,\n") || !strings.Contains(b.String(), " latam-b 40/39, spain 40/40\n") {
+	if !strings.Contains(b.String(), "0.98        latam-a 40/41,\n") || !strings.Contains(b.String(), " latam-b 40/39, spain 40/40\n") {
 		t.Errorf("table:\n%s", b.String())
 	}
 }

@@ -237,7 +237,7 @@ func realGrid(ctx context.Context, e *env, f labFlags, out string, tasks int, co
 	var rows []lab.Row
 	for _, r := range runs {
 		logf("job %s: submitted", r.Name)
-		j, err := l.RunJob(ctx, job.File(r))
+		j, err := l.RunJob(ctx, job.For(r, perf).File(r))
 		if err != nil {
 			return err
 		}
@@ -251,7 +251,13 @@ func realGrid(ctx context.Context, e *env, f labFlags, out string, tasks int, co
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(e.stdout, "\nThe job: %d tasks of %.3g operations (%.3g s on a latam VM) and %.0f bytes each\n\n", job.Tasks, job.TaskOps, compute, job.TaskBytes)
+	fmt.Fprintf(e.stdout, "\nThe job: %d tasks of %.3g operations (%.3g s on a latam VM) and %.0f bytes each", job.Tasks, job.TaskOps, compute, job.TaskBytes)
+	for _, r := range runs {
+		if r.Tasks > 0 {
+			fmt.Fprintf(e.stdout, "; %s: %d of %.3g s", r.Name, r.Tasks, r.Compute)
+		}
+	}
+	fmt.Fprint(e.stdout, "\n\n")
 	printRows(e.stdout, rows)
 	fmt.Fprintf(e.stdout, "\nWrote %s\n", strings.Join(files, ", "))
 	return nil
@@ -273,7 +279,7 @@ func printRows(w io.Writer, rows []lab.Row) {
 			fmt.Sprintf("%.1f s", r.MeasuredS), fmt.Sprintf("%.2f", r.Ratio), fmt.Sprintf("%.1f s", r.ProgramS),
 			fmt.Sprintf("%.2f", r.ProgramRatio), strings.Join(parts, ", ")})
 	}
-	writeColumns(w, []string{"RUN", "MASTER", "PREDICTED", "START/END", "MEASURED", "RATIO", "PROGRAM", "T/R RATIO", "TASKS PREDICTED/DONE"}, table)
+	writeColumns(w, []string{"RUN", "MASTER", "PREDICTED", "START/END", "MEASURED", "RATIO", "PROGRAM", "PLAN RATIO", "TASKS PREDICTED/DONE"}, table)
 	if len(rows) == 0 {
 		return
 	}
@@ -288,7 +294,7 @@ func printRows(w io.Writer, rows []lab.Row) {
 	fmt.Fprintf(w, "measured/predicted: median %.2f, worst %.2f (%d jobs)\n", med, worst, len(rows))
 	if len(program) > 0 {
 		med, worst := spread(program)
-		fmt.Fprintf(w, "the program's own run time/the plan's T/R: median %.2f, worst %.2f (%d jobs)\n", med, worst, len(program))
+		fmt.Fprintf(w, "the program's own run time/the plan's run time: median %.2f, worst %.2f (%d jobs)\n", med, worst, len(program))
 	}
 	free := slices.IndexFunc(rows, func(r lab.Row) bool { return r.Run == "gramvm" })
 	forced := slices.IndexFunc(rows, func(r lab.Row) bool { return r.Run == "gramvm-master-latam-a" })

@@ -226,7 +226,7 @@ func printJob(w io.Writer, j api.Job) {
 	fmt.Fprintf(tw, "Updated:\t%s\n", stamp(j.Updated))
 	predicted := seconds(j.PredictedS)
 	if j.StartEndS > 0 {
-		predicted += fmt.Sprintf(" (%s of tasks, T/R, and %s to start and end)", seconds(j.TaskS()), seconds(j.StartEndS))
+		predicted += fmt.Sprintf(" (%s of tasks, whole, and %s to start and end)", seconds(j.TaskS()), seconds(j.StartEndS))
 	}
 	fmt.Fprintf(tw, "Run time:\tpredicted %s, measured %s, ratio %s\n", predicted, seconds(j.MeasuredS), ratio(j.Ratio))
 	// The emulated executor runs a plan's time scaled (its time_scale):
@@ -238,7 +238,7 @@ func printJob(w io.Writer, j api.Job) {
 		}
 	}
 	if j.ProgramS > 0 {
-		fmt.Fprintf(tw, "Program:\t%s by its own summary (its master's start to its last result), ratio %s to T/R\n", seconds(j.ProgramS), ratio(j.ProgramRatio()))
+		fmt.Fprintf(tw, "Program:\t%s by its own summary (its master's start to its last result), ratio %s to the plan's run time\n", seconds(j.ProgramS), ratio(j.ProgramRatio()))
 	}
 	if j.ExitCode != nil {
 		fmt.Fprintf(tw, "Exit code:\t%d\n", *j.ExitCode)

@@ -486,16 +486,7 @@ func TestFarmResultAfterReconnect(t *testing.T) {
 // done once, none lost, its summary counting the two in flight.
 func TestFarmPrefetch(t *testing.T) {
 	f := startFarm(t, MasterConfig{Tasks: 4, TaskOps: 1000, TaskBytes: 100})
-	result := func(tk Frame) Frame {
-		d := Compute(tk.Task, tk.Ops, tk.Data)
-		return Frame{Type: FrameResult, Task: tk.Task, Data: d[:32]}
-	}
-	a := rawConn(t, f, "127.0.0.7")
-	a.helloPrefetch(1, 0, 2)
-	a.expect(FrameWelcome)
-	a.send(Frame{Type: FrameRequest})
-	a.send(Frame{Type: FrameRequest})
-	t0 := a.expect(FrameTask)
+	a, t0 := askTwice(t, f, "127.0.0.7")
 	a.send(result(t0)) // it asks again: the waiting request and this one
 	t1, t2 := a.expect(FrameTask), a.expect(FrameTask)
 	a.send(result(t2)) // the second first
@@ -535,22 +526,11 @@ func TestFarmPrefetch(t *testing.T) {
 	} else {
 		c.send(result(tc))
 	}
-	b.expect(FrameDone)
-	c.expect(FrameDone)
-	b.close()
-	c.close()
-	s := f.wait()
-	if s.Reissued != 2 || s.Duplicates != 0 {
-		t.Errorf("reissued %d, duplicates %d; want 2, 0", s.Reissued, s.Duplicates)
-	}
-	want := []Worker{
+	endRaw(t, f, 2, []Worker{
 		{Name: "127.0.0.7", Address: "127.0.0.7", Procs: 1, Tasks: 2, Lost: true, LostInFlight: 2},
 		{Name: "127.0.0.8", Address: "127.0.0.8", Procs: 1, Tasks: 1},
 		{Name: "127.0.0.9", Address: "127.0.0.9", Procs: 1, Tasks: 1},
-	}
-	if fmt.Sprint(s.Workers) != fmt.Sprint(want) {
-		t.Errorf("workers %+v, want %+v", s.Workers, want)
-	}
+	}, b, c)
 }
 
 // A duplicate: the result of a task the master gave again and took from

@@ -165,6 +165,48 @@ func allAsked(n int) func(m *Master) bool {
 	}
 }
 
+// result is a worker's result frame for task tk: its computation's first
+// 32 bytes.
+func result(tk Frame) Frame {
+	d := Compute(tk.Task, tk.Ops, tk.Data)
+	return Frame{Type: FrameResult, Task: tk.Task, Data: d[:32]}
+}
+
+// askTwice opens a raw connection from ip with a prefetch of 2, asks for
+// two tasks, and returns it with the one task the master gives at once.
+func askTwice(t *testing.T, f *farm, ip string) (*raw, Frame) {
+	t.Helper()
+	c := rawConn(t, f, ip)
+	c.helloPrefetch(1, 0, 2)
+	c.expect(FrameWelcome)
+	c.send(Frame{Type: FrameRequest})
+	c.send(Frame{Type: FrameRequest})
+	return c, c.expect(FrameTask)
+}
+
+// vmProcs is a worker VM of gatedGroups: its address and processes.
+type vmProcs struct {
+	ip    string
+	procs int
+}
+
+// gatedGroups starts a worker group for each VM on f, their results held
+// back by a gate, and waits until every process has asked for its tasks;
+// the caller opens the gate.
+func gatedGroups(t *testing.T, f *farm, vms ...vmProcs) (*gate, []*group) {
+	t.Helper()
+	g := newGate(0)
+	var gs []*group
+	procs := 0
+	for _, v := range vms {
+		gs = append(gs, startGroup(t.Context(), t, f, v.ip, v.procs, g.wrap))
+		procs += v.procs
+	}
+	t.Cleanup(g.open)
+	f.until("every process asked", allAsked(procs))
+	return g, gs
+}
+
 // A small job: 4 tasks on 2 worker VMs of 2 processes each, with the
 // default prefetch of 2. Once every process has connected and asked for
 // its two tasks (the results are held back until then), each process
@@ -172,14 +214,7 @@ func allAsked(n int) func(m *Master) bool {
 // holds none, so the job takes one task's time, as planned.
 func TestFarmIdleBeforePrefetch(t *testing.T) {
 	f := startFarm(t, MasterConfig{Tasks: 4, TaskOps: 20000, TaskBytes: 1024, Hosts: loopHosts(t)})
-	g := newGate(0)
-	ctx := t.Context()
-	gs := []*group{
-		startGroup(ctx, t, f, "127.0.0.2", 2, g.wrap),
-		startGroup(ctx, t, f, "127.0.0.4", 2, g.wrap),
-	}
-	t.Cleanup(g.open)
-	f.until("every process asked", allAsked(4))
+	g, gs := gatedGroups(t, f, vmProcs{"127.0.0.2", 2}, vmProcs{"127.0.0.4", 2})
 	g.open()
 	s := f.wait()
 	for _, gr := range gs {
@@ -205,14 +240,7 @@ func TestFarmIdleBeforePrefetch(t *testing.T) {
 // given once.
 func TestFarmOneTaskManyProcs(t *testing.T) {
 	f := startFarm(t, MasterConfig{Tasks: 1, TaskOps: 20000, TaskBytes: 1024, Hosts: loopHosts(t)})
-	g := newGate(0)
-	ctx := t.Context()
-	gs := []*group{
-		startGroup(ctx, t, f, "127.0.0.4", 3, g.wrap),
-		startGroup(ctx, t, f, "127.0.0.5", 2, g.wrap),
-	}
-	t.Cleanup(g.open)
-	f.until("every process asked", allAsked(5))
+	g, gs := gatedGroups(t, f, vmProcs{"127.0.0.4", 3}, vmProcs{"127.0.0.5", 2})
 	f.m.mu.Lock()
 	holding := 0
 	for _, mc := range live(f.m) {
@@ -291,10 +319,6 @@ func TestFarmPrefetchWithMoreTasks(t *testing.T) {
 // that hold the fewest tasks first.
 func TestFarmHandoutOrder(t *testing.T) {
 	f := startFarm(t, MasterConfig{Tasks: 6, TaskOps: 1000, TaskBytes: 100})
-	result := func(tk Frame) Frame {
-		d := Compute(tk.Task, tk.Ops, tk.Data)
-		return Frame{Type: FrameResult, Task: tk.Task, Data: d[:32]}
-	}
 	var conns [2]*mconn // a and b on the master's side
 	asked := func(i int, ip string) func(m *Master) bool {
 		return func(m *Master) bool {
@@ -313,22 +337,12 @@ func TestFarmHandoutOrder(t *testing.T) {
 		return fmt.Sprintf("tasks %v, requests waiting %d", mc.tasks, mc.wants)
 	}
 
-	a := rawConn(t, f, "127.0.0.7")
-	a.helloPrefetch(1, 0, 2)
-	a.expect(FrameWelcome)
-	a.send(Frame{Type: FrameRequest})
-	a.send(Frame{Type: FrameRequest})
-	a0 := a.expect(FrameTask)
+	a, a0 := askTwice(t, f, "127.0.0.7")
 	f.until("a asked twice", asked(0, "127.0.0.7"))
 	if got := state(conns[0]); got != "tasks [0], requests waiting 1" {
 		t.Fatalf("a, alone, asked for 2 tasks: %s; want one given and the prefetch waiting", got)
 	}
-	b := rawConn(t, f, "127.0.0.8")
-	b.helloPrefetch(1, 0, 2)
-	b.expect(FrameWelcome)
-	b.send(Frame{Type: FrameRequest})
-	b.send(Frame{Type: FrameRequest})
-	b0 := b.expect(FrameTask)
+	b, b0 := askTwice(t, f, "127.0.0.8")
 	f.until("b asked twice", asked(1, "127.0.0.8"))
 	if got := state(conns[1]); got != "tasks [1], requests waiting 1" {
 		t.Fatalf("b: %s; want one given and the prefetch waiting", got)
@@ -367,10 +381,6 @@ func TestFarmHandoutOrder(t *testing.T) {
 // prefetch.
 func TestFarmLostTasksIdleFirst(t *testing.T) {
 	f := startFarm(t, MasterConfig{Tasks: 4, TaskOps: 1000, TaskBytes: 100})
-	result := func(tk Frame) Frame {
-		d := Compute(tk.Task, tk.Ops, tk.Data)
-		return Frame{Type: FrameResult, Task: tk.Task, Data: d[:32]}
-	}
 	waits := func(ip string, tasks, wants int) func(m *Master) bool {
 		return func(m *Master) bool {
 			for _, mc := range live(m) {
@@ -382,22 +392,12 @@ func TestFarmLostTasksIdleFirst(t *testing.T) {
 		}
 	}
 	// a holds two tasks: its first result brings two.
-	a := rawConn(t, f, "127.0.0.7")
-	a.helloPrefetch(1, 0, 2)
-	a.expect(FrameWelcome)
-	a.send(Frame{Type: FrameRequest})
-	a.send(Frame{Type: FrameRequest})
-	a0 := a.expect(FrameTask)
+	a, a0 := askTwice(t, f, "127.0.0.7")
 	f.until("a's prefetch waits", waits("127.0.0.7", 1, 1))
 	a.send(result(a0))
 	a1, a2 := a.expect(FrameTask), a.expect(FrameTask)
 	// b gets the last task and its prefetch waits; c (prefetch 1) waits.
-	b := rawConn(t, f, "127.0.0.8")
-	b.helloPrefetch(1, 0, 2)
-	b.expect(FrameWelcome)
-	b.send(Frame{Type: FrameRequest})
-	b.send(Frame{Type: FrameRequest})
-	b0 := b.expect(FrameTask)
+	b, b0 := askTwice(t, f, "127.0.0.8")
 	f.until("b's prefetch waits", waits("127.0.0.8", 1, 1))
 	c := rawConn(t, f, "127.0.0.9")
 	c.hello(1, 0)
@@ -415,18 +415,27 @@ func TestFarmLostTasksIdleFirst(t *testing.T) {
 	c.send(result(tc))
 	b.send(result(b0))
 	b.send(result(tb))
-	b.expect(FrameDone)
-	c.expect(FrameDone)
-	b.close()
-	c.close()
-	s := f.wait()
-	if s.Reissued != 2 || s.Duplicates != 0 {
-		t.Errorf("reissued %d, duplicates %d; want 2, 0", s.Reissued, s.Duplicates)
-	}
-	want := []Worker{
+	endRaw(t, f, 2, []Worker{
 		{Name: "127.0.0.7", Address: "127.0.0.7", Procs: 1, Tasks: 1, Lost: true, LostInFlight: 2},
 		{Name: "127.0.0.8", Address: "127.0.0.8", Procs: 1, Tasks: 2},
 		{Name: "127.0.0.9", Address: "127.0.0.9", Procs: 1, Tasks: 1},
+	}, b, c)
+}
+
+// endRaw waits for the done frame on each raw connection, closes them, and
+// checks that the run reissued that many tasks, with no duplicate, and the
+// workers it summarises.
+func endRaw(t *testing.T, f *farm, reissued int, want []Worker, conns ...*raw) {
+	t.Helper()
+	for _, c := range conns {
+		c.expect(FrameDone)
+	}
+	for _, c := range conns {
+		c.close()
+	}
+	s := f.wait()
+	if s.Reissued != reissued || s.Duplicates != 0 {
+		t.Errorf("reissued %d, duplicates %d; want %d, 0", s.Reissued, s.Duplicates, reissued)
 	}
 	if fmt.Sprint(s.Workers) != fmt.Sprint(want) {
 		t.Errorf("workers %+v, want %+v", s.Workers, want)

@@ -55,14 +55,24 @@ func TestRealGridFiles(t *testing.T) {
 		t.Errorf("the VMs' quotas add up to %g cores: more than the machine can give besides the daemons", quota)
 	}
 	job := RealGridJob{Tasks: 120, TaskOps: 3e7, TaskBytes: 131072}
+	small := 0
 	for _, r := range RealGridRuns {
-		j, err := selection.ParseJob("job.yaml", []byte(job.File(r)))
+		rj := job.For(r, 3e7)
+		j, err := selection.ParseJob("job.yaml", []byte(rj.File(r)))
 		if err != nil {
-			t.Fatalf("run %s: %v\n%s", r.Name, err, job.File(r))
+			t.Fatalf("run %s: %v\n%s", r.Name, err, rj.File(r))
 		}
-		if j.PlacementOrDefault() != r.Placement || j.Master != r.Master || !j.Elastic || j.Tasks != 120 || j.TaskOps != 3e7 {
-			t.Errorf("run %s: the job file gives %+v", r.Name, j)
+		tasks, ops := 120, 3e7
+		if r.Tasks > 0 {
+			tasks, ops = r.Tasks, 3e7*r.Compute
+			small++
 		}
+		if j.PlacementOrDefault() != r.Placement || j.Master != r.Master || !j.Elastic || j.Tasks != tasks || j.TaskOps != ops {
+			t.Errorf("run %s: the job file gives %+v, want %d tasks of %g", r.Name, j, tasks, ops)
+		}
+	}
+	if small < 2 {
+		t.Errorf("%d runs of a small job, want at least 2", small)
 	}
 	// A run of no placement (the demo's jobs): the daemon's default.
 	j, err := selection.ParseJob("job.yaml", []byte(job.File(Run{Name: "demo-1"})))

@@ -58,22 +58,42 @@ func RealGridSpec(image string) Spec {
 	}
 }
 
-// Run is one job of an experiment: how it is placed.
+// Run is one job of an experiment: how it is placed, and, for a job of
+// its own size, its tasks and a task's compute seconds on a VM of the slow
+// sites (0: the experiment's).
 type Run struct {
 	Name      string
 	Placement selection.Placement
 	Master    string
+	Tasks     int
+	Compute   float64
 }
 
 // RealGridRuns are the real test's jobs: GramVM with the master chosen
-// freely and forced on latam-a (the paper's comparison), and the
-// single-cluster baselines.
+// freely and forced on latam-a (the paper's comparison), the
+// single-cluster baselines, and two small GramVM jobs, of 1 and 4 tasks
+// of 8 s on a latam VM, which a plan in whole tasks gives only the
+// machines they can use.
 var RealGridRuns = []Run{
 	{Name: "gramvm", Placement: selection.PlaceGramVM},
 	{Name: "gramvm-master-latam-a", Placement: selection.PlaceGramVM, Master: "latam-a"},
 	{Name: "met", Placement: selection.PlaceMET},
 	{Name: "mct", Placement: selection.PlaceMCT},
 	{Name: "olb", Placement: selection.PlaceOLB},
+	{Name: "gramvm-1-task", Placement: selection.PlaceGramVM, Tasks: 1, Compute: 8},
+	{Name: "gramvm-4-tasks", Placement: selection.PlaceGramVM, Tasks: 4, Compute: 8},
+}
+
+// For returns the job of run r: j, or a job of r's own size when it has
+// one, whose task_ops are slowPerf × its compute seconds.
+func (j RealGridJob) For(r Run, slowPerf float64) RealGridJob {
+	if r.Tasks > 0 {
+		j.Tasks = r.Tasks
+	}
+	if r.Compute > 0 {
+		j.TaskOps = math.Round(slowPerf * r.Compute)
+	}
+	return j
 }
 
 // RealGridJob is the task-farm job of the real test: tasks of computeSeconds
@@ -120,7 +140,7 @@ type Row struct {
 	// (api.RunTimes).
 	StartEndS float64
 	// ProgramS is the task farm's own run time (its summary's), and
-	// ProgramRatio ProgramS over the plan's T/R (PredictedS less
+	// ProgramRatio ProgramS over the plan's run time t* (PredictedS less
 	// StartEndS).
 	ProgramS, ProgramRatio float64
 	Clusters               []api.ClusterTasks
@@ -214,7 +234,7 @@ func clusterNames(rows []Row) []string {
 
 // WriteCSV writes one row per job: the run, its placement and master,
 // predicted_s and the part of it to start and end, measured_s, their
-// ratio, the program's own run time and its ratio to the plan's T/R, and
+// ratio, the program's own run time and its ratio to the plan's t*, and
 // per cluster the tasks predicted and done.
 func WriteCSV(w io.Writer, rows []Row) error {
 	names := clusterNames(rows)
@@ -262,9 +282,14 @@ func WritePlot(w io.Writer, rows []Row, format string) error {
 	names := make([]string, len(rows))
 	for i, r := range rows {
 		pred[i], meas[i], prog[i] = r.PredictedS, r.MeasuredS, r.ProgramS
+		// A long run name goes on two lines, so that seven jobs' labels
+		// do not run into each other.
 		names[i] = r.Run
+		if len(r.Run) > 10 {
+			names[i] = strings.Replace(r.Run, "-", "\n", 1)
+		}
 		if r.Master != "" {
-			names[i] += "\n(master " + r.Master + ")"
+			names[i] += "\n(" + r.Master + ")"
 		}
 	}
 	width := vg.Points(14)
@@ -288,7 +313,7 @@ func WritePlot(w io.Writer, rows []Row, format string) error {
 	grid := plotter.NewGrid()
 	grid.Vertical.Width = 0
 	p.Add(grid, bp, bg, bm)
-	p.Legend.Add("predicted (the plan's T/R)", bp)
+	p.Legend.Add("predicted (the plan's run time)", bp)
 	p.Legend.Add("the task farm's own run", bg)
 	p.Legend.Add("measured (running to done)", bm)
 	p.NominalX(names...)
@@ -297,8 +322,8 @@ func WritePlot(w io.Writer, rows []Row, format string) error {
 		top = math.Max(top, math.Max(math.Max(pred[i], meas[i]), prog[i]))
 	}
 	plotx.LinearAxis(&p.Y, 0, top)
-	notes := []string{"Per job, left to right: the plan's predicted run time (T/R, with the job's start and end), " +
-		"the task farm's own run time in its VMs, and the measured time from running to done."}
+	notes := []string{"Per job, left to right: the plan's predicted run time (t*, whole tasks, with the job's start and end), " +
+		"the task farm's own run time in its VMs, and the measured time from running to done; below each job, its master's cluster."}
 	ratios := make([]string, len(rows))
 	for i, r := range rows {
 		ratios[i] = fmt.Sprintf("%s %.2f", r.Run, r.Ratio)
