@@ -157,9 +157,7 @@ func (h *climb) refresh() {
 // t* by whole tasks and the sized machines. O(|S| log |S|), and O(|S|) per
 // step of the bisection of t*.
 func (h *climb) exact(mv move, by float64) score {
-	pl := h.pl
-	pl.scratchParts = pl.partsInto(pl.scratchParts[:0], mv.master, h.othersAfter(mv))
-	return pl.valueBy(pl.scratchParts, by)
+	return h.pl.scoreBy(mv.master, h.othersAfter(mv), by)
 }
 
 // bound returns the machines and rate of the workers of each group whose

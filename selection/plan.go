@@ -131,9 +131,9 @@ func (pl *Planner) plan(alg Algorithm, c *candidate) Plan {
 			c.s.t, MaxRuntimeSeconds))
 	}
 	g, j := pl.g, pl.job
-	// The master's cluster first, then the rest in grid order.
-	others := slices.Sorted(slices.Values(c.others))
-	ps := pl.parts(c.m, others)
+	// The master's cluster first, then the rest in grid order (a
+	// candidate's others are sorted).
+	ps := pl.parts(c.m, c.others)
 	z := pl.sizeWhole(ps, c.s.t)
 	n, tasks := slices.Clone(z.n), slices.Clone(z.tasks)
 	p := Plan{

@@ -110,8 +110,14 @@ func (pl *Planner) weight(set []int) float64 {
 // among them): O(|others|) per step of the bisection of t*.
 func (pl *Planner) score(m int, others []int) score {
 	pl.evals++
+	return pl.scoreBy(m, others, math.Inf(1))
+}
+
+// scoreBy is score, not counted, for a plan that must reach run time by to
+// matter (see valueBy).
+func (pl *Planner) scoreBy(m int, others []int, by float64) score {
 	pl.scratchParts = pl.partsInto(pl.scratchParts[:0], m, others)
-	return pl.value(pl.scratchParts)
+	return pl.valueBy(pl.scratchParts, by)
 }
 
 // parts returns every cluster's part of the plan (m first, then others in

@@ -37,7 +37,7 @@ func down(q float64) float64 { return math.Floor(q * (1 + stepSlack)) }
 
 // rounds returns ⌊t/σ_c⌋, the tasks one slot of c has finished by t.
 func (pl *Planner) rounds(c int, t float64) float64 {
-	return down(t / pl.sigma[c])
+	return down(t * (1 / pl.sigma[c])) // as the steppers count it
 }
 
 // linkRate returns L_c = b/Comm in tasks/s, +Inf when Comm = 0.
@@ -57,19 +57,10 @@ func carried(t, L float64) float64 {
 	return down(t * L)
 }
 
-// doneBy returns Σ_c D_c(t) over the parts, stopping once it reaches T.
+// doneBy returns Σ_c D_c(t) over the parts, at most T.
 func (pl *Planner) doneBy(ps []part, t float64) float64 {
-	T, s, sum := float64(pl.job.Tasks), float64(pl.slots()), 0.0
-	for _, p := range ps {
-		if p.n == 0 {
-			continue
-		}
-		sum += min(float64(p.n)*s*pl.rounds(p.c, t), carried(t, pl.linkRate(p)))
-		if sum >= T {
-			return sum
-		}
-	}
-	return sum
+	done, _, _ := at(pl.steppers(ps), t, float64(pl.job.Tasks))
+	return done
 }
 
 // fluidRate returns R = Σ rate_c over the parts, and the largest step
@@ -86,10 +77,25 @@ func (pl *Planner) fluidRate(ps []part) (R, step float64) {
 }
 
 // stepper is one part with machines as the bisection of t* reads it: its
-// slot task time σ and 1/σ, its tasks per round n·s and its link's rate L
-// (+Inf: no link bound).
+// slot task time σ and 1/σ (a product is cheaper than a quotient in the
+// bisection's loop), its tasks per round n·s and its link's rate L (+Inf:
+// no link bound).
 type stepper struct {
 	sigma, inv, per, L float64
+}
+
+// steppers returns the parts with machines as steppers, in the planner's
+// scratch (valid until the next call).
+func (pl *Planner) steppers(ps []part) []stepper {
+	st := pl.scratchSteps[:0]
+	s := float64(pl.slots())
+	for _, p := range ps {
+		if p.n > 0 {
+			st = append(st, stepper{sigma: pl.sigma[p.c], inv: 1 / pl.sigma[p.c], per: float64(p.n) * s, L: pl.linkRate(p)})
+		}
+	}
+	pl.scratchSteps = st
+	return st
 }
 
 // at returns, for the steppers at time t, Σ D_c(t) (stopping at T), the
@@ -97,11 +103,11 @@ type stepper struct {
 func at(st []stepper, t, T float64) (done, prev, next float64) {
 	next = math.Inf(1)
 	for _, p := range st {
-		q := down(t * p.inv)
+		q := down(t * p.inv) // as rounds counts
 		d := p.per * q
 		prev, next = max(prev, p.sigma*q), min(next, p.sigma*(q+1))
 		if !math.IsInf(p.L, 1) {
-			j := down(t * p.L)
+			j := carried(t, p.L)
 			d = min(d, j)
 			prev, next = max(prev, j/p.L), min(next, (j+1)/p.L)
 		}
@@ -116,19 +122,8 @@ func at(st []stepper, t, T float64) (done, prev, next float64) {
 // they are within a relative 1e-12: such steps tie). O(|ps|) per step of
 // the bisection.
 func (pl *Planner) finish(ps []part) float64 {
-	st := pl.scratchSteps[:0]
-	R, step := 0.0, 0.0
-	s := float64(pl.slots())
-	for _, p := range ps {
-		if p.n == 0 {
-			continue
-		}
-		L := pl.linkRate(p)
-		st = append(st, stepper{sigma: pl.sigma[p.c], inv: 1 / pl.sigma[p.c], per: float64(p.n) * s, L: L})
-		R += p.rate
-		step = max(step, pl.sigma[p.c], 1/L)
-	}
-	pl.scratchSteps = st
+	R, step := pl.fluidRate(ps)
+	st := pl.steppers(ps)
 	if !(R > 0) {
 		return math.Inf(1)
 	}

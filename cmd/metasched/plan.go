@@ -220,16 +220,8 @@ func printPlanBody(w io.Writer, p selection.Plan) {
 		if p.MasterForced {
 			forced = " (forced)"
 		}
-		workers := fmt.Sprintf("%d workers", p.Machines-1)
-		if p.Machines == 2 {
-			workers = "1 worker"
-		}
-		tasks := fmt.Sprintf("%d tasks", p.Tasks)
-		if p.Tasks == 1 {
-			tasks = "1 task"
-		}
 		fmt.Fprintf(w, "Master on %s%s. %d machines (%s and the master) finish %s, whole, in %s (%.4g tasks/s)",
-			p.Master, forced, p.Machines, workers, tasks, duration(p.Runtime), p.Rate)
+			p.Master, forced, p.Machines, counted(p.Machines-1, "worker"), counted(p.Tasks, "task"), duration(p.Runtime), p.Rate)
 		if p.Start > 0 {
 			fmt.Fprintf(w, ", once the cluster is ready in %s", duration(p.Start))
 		}
