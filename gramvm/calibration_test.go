@@ -34,17 +34,24 @@ func calibrationGrid() *graph.Grid {
 // grid file's, and says so with the time and the grid file's value.
 //
 // The job: 120 tasks of 1e9 operations and 1e6 bytes, efficiency 0.8, on
-// the 4 free hosts of cluster a (the master takes one: 3 workers).
+// the 4 free hosts of cluster a (the master takes one: 3 workers). In
+// whole tasks, with an input every u = 1e6/b s on the LAN and slot i's
+// first at i·u:
 //   - grid file: b = 1000 Mbit/s = 1.25e8 B/s, n = min(3, ⌊1.25e8·1e9 /
 //     (0.8·1e6·1e9)⌋ = 156) = 3, rate = min(3·1e9/1e9, 1.25e8/1e6) = 3
-//     tasks/s: 40 s;
+//     tasks/s: 6 slots of 2 s a task, 20 rounds each, the 6th slot's
+//     ending at 6·0.008 + 40 = 40.048 s;
+//   - the LAN measured at 40 Mbit/s = 5e6 B/s (u = 0.2 s), the perf the
+//     grid file's: 1.2 + 40 = 41.2 s;
 //   - measured 1e8 ops/s per vCPU, VMs of 2 vCPUs (2e8 ops/s), LAN 40
-//     Mbit/s = 5e6 B/s: n = min(3, ⌊5e6·1e9/(0.8·1e6·2e8)⌋ = 31) = 3,
-//     rate = min(3·2e8/1e9, 5e6/1e6) = 0.6 tasks/s: 200 s;
-//   - the same with VMs of 1 vCPU: 0.3 tasks/s, 400 s;
+//     Mbit/s: n = min(3, ⌊5e6·1e9/(0.8·1e6·2e8)⌋ = 31) = 3, rate =
+//     min(3·2e8/1e9, 5e6/1e6) = 0.6 tasks/s: 6 slots of 10 s a task,
+//     1.2 + 200 = 201.2 s;
+//   - the same with VMs of 1 vCPU: 0.3 tasks/s, 3 slots, 0.6 + 400 s;
 //   - LAN 4 Mbit/s = 5e5 B/s and 2 vCPUs: n = ⌊5e5·1e9/(0.8·1e6·2e8)⌋ =
-//     3, rate = min(0.6, 0.5) = 0.5 tasks/s: 240 s, with 4 Mbit/s in the
-//     plan.
+//     3, rate = min(0.6, 0.5) = 0.5 tasks/s; the link is the bottleneck
+//     (6 slots take an input every 10/6 s, it delivers one every 2 s), so
+//     task j ends at 10 + 2·j: 250 s, with 4 Mbit/s in the plan.
 func TestPlanCalibrated(t *testing.T) {
 	ctx := context.Background()
 	s, err := gramvm.New(calibrationGrid(), 0)
@@ -72,7 +79,7 @@ func TestPlanCalibrated(t *testing.T) {
 		}
 	}
 	pl := plan(job)
-	runtime("the grid file's figures", pl, 40)
+	runtime("the grid file's figures", pl, 40.048)
 	if len(pl.Calibrated) != 0 {
 		t.Errorf("nothing measured yet, the plan says %q", pl.Calibrated)
 	}
@@ -88,14 +95,14 @@ func TestPlanCalibrated(t *testing.T) {
 	// is the grid file's (5e6 B/s feeds ⌊5e6·1e9/(0.8·1e6·1e9)⌋ = 6 ≥ 3
 	// workers at 1 task/s each).
 	pl = plan(job)
-	runtime("measured LAN, configured perf", pl, 40)
+	runtime("measured LAN, configured perf", pl, 41.2)
 	if want := []string{"a lan: 40 Mbit/s measured 2026-11-21T12:01:00Z, 1000 configured"}; !slices.Equal(pl.Calibrated, want) {
 		t.Errorf("calibrated = %q, want %q", pl.Calibrated, want)
 	}
 
 	s.SetPoolImages(map[string]string{"farm": "debian", "other": ""})
 	pl = plan(job)
-	runtime("measured perf and LAN", pl, 200)
+	runtime("measured perf and LAN", pl, 201.2)
 	want := []string{
 		"a perf: 2e+08 ops/s (1e+08 per vCPU × 2 vCPUs, image debian) measured 2026-11-21T12:00:00Z, 1e+09 configured",
 		"a lan: 40 Mbit/s measured 2026-11-21T12:01:00Z, 1000 configured",
@@ -105,12 +112,12 @@ func TestPlanCalibrated(t *testing.T) {
 	}
 	one := *job
 	one.VM.VCPUs = 1
-	runtime("VMs of 1 vCPU", plan(&one), 400)
+	runtime("VMs of 1 vCPU", plan(&one), 400.6)
 	// A job of another pool (no image, or one not measured) keeps the
 	// grid file's perf.
 	other := *job
 	other.Type = "other"
-	runtime("a pool without an image", plan(&other), 40)
+	runtime("a pool without an image", plan(&other), 41.2)
 
 	// A newer LAN figure replaces the older one; the configured value
 	// stays the grid file's.
@@ -118,7 +125,7 @@ func TestPlanCalibrated(t *testing.T) {
 		t.Fatal(err)
 	}
 	pl = plan(job)
-	runtime("a slower LAN", pl, 240)
+	runtime("a slower LAN", pl, 250)
 	if c := pl.Plan.Clusters[0]; c.BandwidthMbps != 4 || c.Machines != 3 {
 		t.Errorf("cluster a in the plan: %+v, want 3 workers on 4 Mbit/s", c)
 	}

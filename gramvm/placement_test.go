@@ -49,9 +49,12 @@ func TestBaselinesWaitForTheirCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	// spain alone: 7 workers of one slot, 100 s a task: ⌈300/7⌉ = 43
-	// rounds (whole tasks).
-	const spainAlone = 4300
+	// spain alone: 7 workers of one slot, 100 s a task, an input every
+	// 0.4 s on its LAN: 294 tasks in 42 rounds, then slots 1–6 a 43rd,
+	// the 6th's input in at 2.4 s (whole tasks). latam-a alone: 2 slots,
+	// 200 s a task, an input every 4 s: 150 rounds, the 2nd slot's last
+	// at 8 + 30000 s; latam-b: 4 slots, 75 rounds, at 16 + 15000 s.
+	const spainAlone, latamA, latamB = 4302.4, 30008, 15016
 	inf := math.Inf(1)
 	for _, tc := range []struct {
 		name      string
@@ -65,14 +68,14 @@ func TestBaselinesWaitForTheirCluster(t *testing.T) {
 	}{
 		{"met, all free", selection.PlaceMET, 0, 8, "spain", 0, spainAlone, ""},
 		{"mct, all free", selection.PlaceMCT, 0, 8, "spain", 0, spainAlone, ""},
-		{"olb, all free: the first cluster", selection.PlaceOLB, 0, 8, "latam-a", 0, 30000, ""},
+		{"olb, all free: the first cluster", selection.PlaceOLB, 0, 8, "latam-a", 0, latamA, ""},
 		{"met waits for spain", selection.PlaceMET, 10000, 0, "spain", 10000, spainAlone, ""},
-		{"mct waits for spain: 10000 + 4300 < 15000", selection.PlaceMCT, 10000, 0, "spain", 10000, spainAlone, ""},
-		{"mct takes latam-b: 20000 + 4300 > 15000", selection.PlaceMCT, 20000, 0, "latam-b", 0, 15000, ""},
-		{"olb takes what is free", selection.PlaceOLB, 10000, 0, "latam-a", 0, 30000, ""},
+		{"mct waits for spain: 10000 + 4302.4 < 15016", selection.PlaceMCT, 10000, 0, "spain", 10000, spainAlone, ""},
+		{"mct takes latam-b: 20000 + 4302.4 > 15016", selection.PlaceMCT, 20000, 0, "latam-b", 0, latamB, ""},
+		{"olb takes what is free", selection.PlaceOLB, 10000, 0, "latam-a", 0, latamA, ""},
 		{"met waits for all of spain's hosts", selection.PlaceMET, 500, 4, "spain", 500, spainAlone, ""},
 		{"met on a cluster whose hosts' times are unknown", selection.PlaceMET, inf, 0, "", 0, 0, "met chose cluster spain, and when its busy hosts will be free is not known"},
-		{"mct leaves a cluster of unknown times", selection.PlaceMCT, inf, 0, "latam-b", 0, 15000, ""},
+		{"mct leaves a cluster of unknown times", selection.PlaceMCT, inf, 0, "latam-b", 0, latamB, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pl, load, err := s.PlanAvailable(ctx, renderJob(tc.placement, ""), avail(tc.spainIn, tc.spainNow), nil, selection.Options{Master: -1})
@@ -140,10 +143,12 @@ func TestForcedMaster(t *testing.T) {
 			t.Fatal(err)
 		}
 		// The paper's forced master: latam-a with latam-b, 8 machines, 300
-		// tasks at 0.035 tasks/s, whole by 8600 s (latam-a 2·43 = 86,
-		// latam-b's link 8600·0.025 = 215; at 8560 s 84 + 214 < 300).
+		// tasks at 0.035 tasks/s, whole by 8760 s: latam-a's 2 slots 43
+		// each (86), latam-b's 5 slots, an input every 40 s (5·40 = 200 s,
+		// a task's time), ⌊(8760 − 40·i)/200⌋: 43, 43, 43, 43, 42 (214);
+		// just before, latam-b's 4th slot has 42.
 		if !pl.Plan.Feasible || pl.Plan.Master != "latam-a" || !pl.Plan.MasterForced || pl.Master.Site != "latam-a" ||
-			pl.Plan.Machines != 8 || math.Abs(pl.Plan.Runtime-8600) > 1e-6 {
+			pl.Plan.Machines != 8 || math.Abs(pl.Plan.Runtime-8760) > 1e-6 {
 			t.Errorf("master forced on latam-a: %+v", pl.Plan)
 		}
 		busy := map[string][]string{"latam-b": free["latam-b"], "spain": free["spain"]}

@@ -54,8 +54,12 @@ func TestPlanLoaded(t *testing.T) {
 	if far == nil || far.Limit != selection.LimitUplink || far.Machines != 1 || math.Abs(far.BandwidthMbps-0.4) > 1e-9 {
 		t.Errorf("far in the loaded plan = %+v, want 1 worker limited by a 0.4 Mbit/s uplink; plan %+v", far, got.Plan)
 	}
-	if math.Abs(got.Plan.Runtime-400) > 1e-6 {
-		t.Errorf("loaded run time = %g s, want 1200/3 = 400", got.Plan.Runtime)
+	// Whole tasks: home's 2 workers (8 slots of 4 s a task, inputs every
+	// 0.4 ms) finish 100 each by 400.0032 s; far's worker (4 slots, an
+	// input every second over 5e4 bytes/s) has its slot i start at i s:
+	// its 4th slot ends its 100th task at 404 s, T/R = 400 s.
+	if math.Abs(got.Plan.Runtime-404) > 1e-6 {
+		t.Errorf("loaded run time = %g s, want 404", got.Plan.Runtime)
 	}
 }
 

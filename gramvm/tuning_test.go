@@ -120,8 +120,11 @@ var ignoreReason = cmpopts.IgnoreFields(gramvm.TuningDecision{}, "Reason")
 //
 // Now: the new job's best plan has its master on home, 2 workers on home's
 // LAN (2 tasks/s) and 1 on far (1 task/s, see TestPlanLoaded): R = 3,
-// T/R = 1200/3 = 400 s. (Master on far: 1 LAN worker and 1 home worker fed
-// by far's 0.4 Mbit/s: R = 2.) The running job: 600/1.5 = 400 s.
+// T/R = 1200/3 = 400 s, in whole tasks 404 s (VMs of 4 vCPUs, 4 s a task;
+// far's worker takes an input a second, its 4th slot starting at 4 s).
+// (Master on far: 1 LAN worker and 1 home worker fed by far's 0.4 Mbit/s:
+// R = 2.) The running job: 600/1.5 = 400 s (its remaining tasks at its
+// rate: bandwidth tuning's loss stays fluid).
 //
 // Consolidating k = 1 pair (MaxPerLink 2 allows k ≤ 2; the pairs are
 // far-1 → far-0, far-3 → far-2, far-5 → far-4):
@@ -132,21 +135,23 @@ var ignoreReason = cmpopts.IgnoreFields(gramvm.TuningDecision{}, "Reason")
 //     2 Mbit/s = 2.5e5 bytes/s, and far-1 is free: far has 3 free hosts,
 //     6 machines free in all, so at most 5 workers of 1 task/s: R = 5 (home
 //     master, 2 home workers, far ⌊2.5e5·2.5e-5⌋ = 6 ≥ 3 workers at
-//     min(3, 5) tasks/s), T/R = 240 s, gain 160 s;
+//     min(3, 5) tasks/s), T/R = 240 s; in whole tasks far's 12 slots take
+//     an input every 0.2 s, the 12th's last ends at 2.4 + 240 = 242.4 s:
+//     gain 404 − 242.4 = 161.6 s;
 //   - migration: 4096 MiB over 1000 Mbit/s = 34.36 s;
-//   - net = 160 − 80 − 34.36 = 45.64 s > 0.
+//   - net = 161.6 − 80 − 34.36 = 47.24 s > 0.
 //
 // k = 2: rate 1.0 (loss 600 − 400 = 200 s), 6.4 Mbit/s, 4 free on far,
-// R = 6, T/R = 200 s (gain 200 s), migration 68.72 s: net −68.72 s. So
-// k = 1, accepted.
+// R = 6, T/R = 200 s (gain about 200 s), migration 68.72 s: net about
+// −68 s. So k = 1, accepted.
 func TestTuneConsolidatesCommunicationHeavyJob(t *testing.T) {
 	sc := newScenario(t, "heavy", 8e5, 1200, 600)
 	got := sc.tune(t, gramvm.TuneOptions{})
 	want := []gramvm.TuningDecision{{
 		NewJob: "fresh", Target: "heavy", Action: gramvm.ActionConsolidate, Cluster: "far",
 		Moves:       []gramvm.Move{{VM: "heavy-w1", Site: "far", From: "far-1", To: "far-0"}},
-		GainSeconds: 160, LossSeconds: 80, MigrationSeconds: migration4G,
-		NewJobSecondsBefore: 400, NewJobSecondsAfter: 240, TargetSecondsBefore: 400, TargetSecondsAfter: 480,
+		GainSeconds: 161.6, LossSeconds: 80, MigrationSeconds: migration4G,
+		NewJobSecondsBefore: 404, NewJobSecondsAfter: 242.4, TargetSecondsBefore: 400, TargetSecondsAfter: 480,
 		Accepted: true,
 	}}
 	if diff := cmp.Diff(want, got, approx, ignoreReason); diff != "" {
@@ -155,7 +160,7 @@ func TestTuneConsolidatesCommunicationHeavyJob(t *testing.T) {
 	if d := got[0]; !(d.GainSeconds > d.LossSeconds+d.MigrationSeconds) {
 		t.Errorf("accepted with gain %g <= loss %g + migration %g", d.GainSeconds, d.LossSeconds, d.MigrationSeconds)
 	}
-	for _, s := range []string{"1 pair(s)", "frees 1 host(s)", "1.6 Mbit/s", "gains 160 s", "more than heavy loses (80 s)"} {
+	for _, s := range []string{"1 pair(s)", "frees 1 host(s)", "1.6 Mbit/s", "gains 161.6 s", "more than heavy loses (80 s)"} {
 		if !strings.Contains(got[0].Reason, s) {
 			t.Errorf("reason %q does not say %q", got[0].Reason, s)
 		}
@@ -167,12 +172,14 @@ func TestTuneConsolidatesCommunicationHeavyJob(t *testing.T) {
 //
 // Now: 5 free machines (home-1..3, far-6, far-7), 4 workers of 1 task/s
 // (the master takes one; every bandwidth feeds ≥ 31 workers): R = 4, T/R
-// = 1200/4 = 300 s. Far is limited by its free machines, and the running
-// job (same type) holds hosts there.
+// = 1200/4 = 300 s; in whole tasks far's 8 slots take an input every
+// 5e4/1.2485e6 = 0.04 s, the 8th's last ending at 300.32 s. Far is limited
+// by its free machines, and the running job (same type) holds hosts there.
 //
 // Consolidating 1 pair: its rate falls to min(5·0.25, 1.25e6/1e3) = 1.25,
 // 600/1.25 − 600/1.5 = 480 − 400 = 80 s lost; far-1 frees one host: R = 5,
-// T/R = 240 s, gain 60 s; migration 34.36 s: net 60 − 80 − 34.36 < 0.
+// T/R = 240 s (12 far slots: 240.48 s), gain 59.84 s; migration 34.36 s:
+// net 59.84 − 80 − 34.36 < 0.
 // 2 pairs: loss 200 s, R = 6, gain 100 s, migration 68.72 s: worse. So
 // the best is k = 1, rejected.
 func TestTuneRejectsComputeHeavyJob(t *testing.T) {
@@ -181,25 +188,31 @@ func TestTuneRejectsComputeHeavyJob(t *testing.T) {
 	want := []gramvm.TuningDecision{{
 		NewJob: "fresh", Target: "crunch", Action: gramvm.ActionConsolidate, Cluster: "far",
 		Moves:       []gramvm.Move{{VM: "crunch-w1", Site: "far", From: "far-1", To: "far-0"}},
-		GainSeconds: 60, LossSeconds: 80, MigrationSeconds: migration4G,
-		NewJobSecondsBefore: 300, NewJobSecondsAfter: 240, TargetSecondsBefore: 400, TargetSecondsAfter: 480,
+		GainSeconds: 300.3203844613536 - 240.48048048048048, LossSeconds: 80, MigrationSeconds: migration4G,
+		NewJobSecondsBefore: 300.3203844613536, NewJobSecondsAfter: 240.48048048048048, TargetSecondsBefore: 400, TargetSecondsAfter: 480,
 		Accepted: false,
 	}}
 	if diff := cmp.Diff(want, got, approx, ignoreReason); diff != "" {
 		t.Fatalf("decisions (-want +got):\n%s", diff)
 	}
-	if !strings.Contains(got[0].Reason, "gains 60 s") || !strings.Contains(got[0].Reason, "not more than crunch loses (80 s)") {
+	if !strings.Contains(got[0].Reason, "gains 59.84 s") || !strings.Contains(got[0].Reason, "not more than crunch loses (80 s)") {
 		t.Errorf("reason = %q", got[0].Reason)
 	}
 }
 
 // TestTuneCaps uses a longer new job (2400 tasks) and a running job with
-// 150 tasks left, where two pairs are better than one:
-//   - k = 1: gain 800 − 480 = 320 s, loss 150/1.25 − 150/1.5 = 20 s,
-//     migration 34.36 s: net 265.64 s;
-//   - k = 2: gain 800 − 2400/6 = 400 s, loss 150/1 − 100 = 50 s,
-//     migration 68.72 s: net 281.28 s.
+// 150 tasks left, where two pairs are better than one. Now: 12 slots of 4
+// s a task, 200 rounds, far's 4th slot ending at 4 + 800 = 804 s.
+//   - k = 1: 20 slots, 120 rounds, far's 12th at 2.4 + 480 = 482.4 s: gain
+//     321.6 s, loss 150/1.25 − 150/1.5 = 20 s, migration 34.36 s: net
+//     267.24 s;
+//   - k = 2: R = 6 with the master on far (3 far workers on its LAN, 3
+//     home ones fed by far's 3.6 Mbit/s, an input every 1/9 s): 100
+//     rounds, home's 12th slot ending at 12/9 + 400 = 401.33 s, sooner
+//     than 16/9 + 400 with the master on home: gain 402.67 s, loss 150/1 −
+//     100 = 50 s, migration 68.72 s: net 283.95 s.
 func TestTuneCaps(t *testing.T) {
+	const capsGain2 = 804 - (12.0/9 + 400)
 	sc := newScenario(t, "heavy", 8e5, 2400, 150)
 	one := []gramvm.Move{{VM: "heavy-w1", Site: "far", From: "far-1", To: "far-0"}}
 	two := append(slices.Clone(one), gramvm.Move{VM: "heavy-w3", Site: "far", From: "far-3", To: "far-2"})
@@ -211,18 +224,18 @@ func TestTuneCaps(t *testing.T) {
 		accepted bool
 		reason   string
 	}{
-		{"defaults", gramvm.TuneOptions{}, two, 400 - 50 - 2*migration4G, true, ""},
+		{"defaults", gramvm.TuneOptions{}, two, capsGain2 - 50 - 2*migration4G, true, ""},
 		{"one in flight on the LAN", gramvm.TuneOptions{InFlight: map[string]int{gramvm.LANKey("far"): 1}},
-			one, 320 - 20 - migration4G, true, ""},
+			one, 804 - 482.4 - 20 - migration4G, true, ""},
 		{"LAN full", gramvm.TuneOptions{InFlight: map[string]int{gramvm.LANKey("far"): 2}},
 			nil, 0, false, "no migration can start on far's LAN: 2 in flight, at most 2 at a time"},
 		{"a wider LAN cap", gramvm.TuneOptions{MaxPerLink: 4, InFlight: map[string]int{gramvm.LANKey("far"): 2}},
-			two, 400 - 50 - 2*migration4G, true, ""},
+			two, capsGain2 - 50 - 2*migration4G, true, ""},
 		{"far-0 migrating", gramvm.TuneOptions{InFlight: map[string]int{"far-0": 1}},
 			[]gramvm.Move{{VM: "heavy-w2", Site: "far", From: "far-2", To: "far-1"}, {VM: "heavy-w4", Site: "far", From: "far-4", To: "far-3"}},
-			400 - 50 - 2*migration4G, true, ""},
+			capsGain2 - 50 - 2*migration4G, true, ""},
 		{"far-0 migrating, two per host", gramvm.TuneOptions{MaxPerHost: 2, InFlight: map[string]int{"far-0": 1}},
-			two, 400 - 50 - 2*migration4G, true, ""},
+			two, capsGain2 - 50 - 2*migration4G, true, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ds := sc.tune(t, tc.opt)
@@ -266,10 +279,12 @@ func TestTuneCaps(t *testing.T) {
 // 436.36 s (loss 36.36 s), traffic 1.375·8e5 = 1.1e6 bytes/s = 8.8 Mbit/s.
 // Far's uplink keeps 1.2 Mbit/s = 1.5e5 bytes/s, worth ⌊3.75⌋ = 3 ≥ 2
 // workers, so both free far hosts work (a host with 3 free vCPUs still
-// cannot take the new 4-vCPU VM): R = 2 + 2 = 4, T/R = 300 s, gain 100 s,
-// no migration: net 63.64 s. Halving two: rate 1.25, loss 80 s, the same
-// gain: net 20 s; more is worse. Shrinking one beats consolidating one pair
-// (net 45.64 s), and both are accepted.
+// cannot take the new 4-vCPU VM): R = 2 + 2 = 4, T/R = 300 s; in whole
+// tasks far's 8 slots take an input every 1/3 s, the 8th's last ending at
+// 8/3 + 300 = 302.67 s: gain 101.33 s, no migration: net 64.97 s. Halving
+// two: rate 1.25, loss 80 s, the same gain: net 21.33 s; more is worse.
+// Shrinking one beats consolidating one pair (net 47.24 s), and both are
+// accepted.
 func TestTuneShrink(t *testing.T) {
 	sc := newScenario(t, "heavy", 8e5, 1200, 600)
 	onFar := func(site string) bool { return site == "far" }
@@ -277,20 +292,20 @@ func TestTuneShrink(t *testing.T) {
 	want := []gramvm.TuningDecision{{
 		NewJob: "fresh", Target: "heavy", Action: gramvm.ActionShrink, Cluster: "far",
 		Shrinks:     []gramvm.Shrink{{VM: "heavy-w0", Site: "far", Host: "far-0", VCPUs: 1}},
-		GainSeconds: 100, LossSeconds: 600/1.375 - 400, MigrationSeconds: 0,
-		NewJobSecondsBefore: 400, NewJobSecondsAfter: 300, TargetSecondsBefore: 400, TargetSecondsAfter: 600 / 1.375,
+		GainSeconds: 404 - (8.0/3 + 300), LossSeconds: 600/1.375 - 400, MigrationSeconds: 0,
+		NewJobSecondsBefore: 404, NewJobSecondsAfter: 8.0/3 + 300, TargetSecondsBefore: 400, TargetSecondsAfter: 600 / 1.375,
 		Accepted: true,
 	}, {
 		NewJob: "fresh", Target: "heavy", Action: gramvm.ActionConsolidate, Cluster: "far",
 		Moves:       []gramvm.Move{{VM: "heavy-w1", Site: "far", From: "far-1", To: "far-0"}},
-		GainSeconds: 160, LossSeconds: 80, MigrationSeconds: migration4G,
-		NewJobSecondsBefore: 400, NewJobSecondsAfter: 240, TargetSecondsBefore: 400, TargetSecondsAfter: 480,
+		GainSeconds: 161.6, LossSeconds: 80, MigrationSeconds: migration4G,
+		NewJobSecondsBefore: 404, NewJobSecondsAfter: 242.4, TargetSecondsBefore: 400, TargetSecondsAfter: 480,
 		Accepted: true,
 	}}
 	if diff := cmp.Diff(want, got, approx, ignoreReason); diff != "" {
 		t.Fatalf("decisions (-want +got):\n%s", diff)
 	}
-	if !strings.Contains(got[1].Reason, "not chosen: to shrink heavy on far nets 63.64 s") {
+	if !strings.Contains(got[1].Reason, "not chosen: to shrink heavy on far nets 64.97 s") {
 		t.Errorf("the second decision's reason = %q", got[1].Reason)
 	}
 	// No vCPU unplug (the QEMU driver): no shrink.

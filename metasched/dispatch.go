@@ -303,7 +303,7 @@ func (d *Daemon) claim(ctx context.Context, j *liveJob, pl *gramvm.Placement) {
 	why := fmt.Sprintf("planned: master %s%s, %d machines on %s, predicted %.3gs", pl.Plan.Master, forcedNote(&pl.Plan), pl.Plan.Machines,
 		clusterList(pl), predicted+startEnd)
 	if startEnd > 0 {
-		why += fmt.Sprintf(" (%.3gs of tasks, T/R, and %.2gs to start and end, %s)", predicted, startEnd, how)
+		why += fmt.Sprintf(" (%.3gs of tasks, whole, and %.2gs to start and end, %s)", predicted, startEnd, how)
 		predicted += startEnd
 	}
 	if p := j.spec.PlacementOrDefault(); p != selection.PlaceGramVM {

@@ -172,7 +172,7 @@ func (d *Daemon) applyLocked(lj *liveJob, prev, next lifecycle.Job, acts []lifec
 		if next.State == lifecycle.Done && !rec.Started.IsZero() && rec.Placement != nil {
 			d.rates[next.Type].completion(float64(len(hostsOf(rec.Placement))) * rec.Finished.Sub(rec.Started).Seconds())
 			d.metrics.observeRatio(next.Type, rec)
-			d.rates[next.Type].ran(runTimesOf(rec).MeasuredS, rec.ProgramSeconds)
+			d.rates[next.Type].ran(rec.Placement.Master.Site, runTimesOf(rec).MeasuredS, rec.ProgramSeconds)
 		}
 	}
 	return later

@@ -21,12 +21,12 @@ type poolRates struct {
 	svc       switching.ServiceRate
 	completed int
 	// startEnd are the last jobs' start and end (measured less the
-	// program's own run time), oldest first.
-	startEnd []float64
+	// program's own run time) by the site of their master, oldest first.
+	startEnd map[string][]float64
 }
 
-// startEndSamples is how many of the pool's last jobs the start-and-end
-// estimate takes the median of.
+// startEndSamples is how many of the pool's last jobs with their master at
+// a site the start-and-end estimate takes the median of.
 const startEndSamples = 9
 
 // Minimum samples before an estimate replaces its prior.
@@ -54,30 +54,37 @@ func (r *poolRates) completion(hostSeconds float64) {
 	r.completed++
 }
 
-// ran notes a job done: its measured run time and its program's own (0:
-// no summary, and nothing to note).
-func (r *poolRates) ran(measured, program float64) {
+// ran notes a job done with its master at site: its measured run time
+// and its program's own (0: no summary, and nothing to note).
+func (r *poolRates) ran(site string, measured, program float64) {
 	if program <= 0 || measured <= program {
 		return
 	}
-	r.startEnd = append(r.startEnd, measured-program)
-	if n := len(r.startEnd); n > startEndSamples {
-		r.startEnd = slices.Delete(r.startEnd, 0, n-startEndSamples)
+	if r.startEnd == nil {
+		r.startEnd = map[string][]float64{}
 	}
+	s := append(r.startEnd[site], measured-program)
+	if n := len(s); n > startEndSamples {
+		s = slices.Delete(s, 0, n-startEndSamples)
+	}
+	r.startEnd[site] = s
 }
 
-// startEndLocked is what a job of pool planned on pl adds to its T/R for
+// startEndLocked is what a job of pool planned on pl adds to its t* for
 // its start and end, and whence: the median of the pool's last jobs'
-// (measured less their program's own run time); before any, the most the
-// calibration measured at the plan's sites (start/SITE: a job's VMs start
-// side by side, the slowest site last); 0 with neither, and with the
-// emulated executor, whose runs have no start.
+// (measured less their program's own run time) with their master at the
+// plan's master site (the master starts last, after its workers, and its
+// end is the job's: on the real grid a master on a slow site adds 5–6 s,
+// on a fast one 2.5–4); before any, the most the calibration measured at
+// the plan's sites (start/SITE: a job's VMs start side by side, the
+// slowest site last); 0 with neither, and with the emulated executor,
+// whose runs have no start.
 func (d *Daemon) startEndLocked(pool string, pl *gramvm.Placement) (float64, string) {
 	if d.exec.Name() == "emulated" {
 		return 0, ""
 	}
-	if c, n := d.rates[pool].startEndCost(); n > 0 {
-		return c, fmt.Sprintf("the median of the pool's last %d jobs", n)
+	if c, n := d.rates[pool].startEndCost(pl.Master.Site); n > 0 {
+		return c, fmt.Sprintf("the median of the pool's last %d jobs with their master at %s", n, pl.Master.Site)
 	}
 	most, at := 0.0, ""
 	for _, h := range append([]gramvm.HostRef{pl.Master}, pl.Workers...) {
@@ -91,14 +98,14 @@ func (d *Daemon) startEndLocked(pool string, pl *gramvm.Placement) (float64, str
 	return most, "as the calibration measured it at " + at
 }
 
-// startEndCost is the median start and end of the pool's last jobs, and
-// how many it is of (0, 0: none yet).
-func (r *poolRates) startEndCost() (float64, int) {
-	n := len(r.startEnd)
+// startEndCost is the median start and end of the pool's last jobs with
+// their master at site, and how many it is of (0, 0: none yet).
+func (r *poolRates) startEndCost(site string) (float64, int) {
+	n := len(r.startEnd[site])
 	if n == 0 {
 		return 0, 0
 	}
-	s := slices.Sorted(slices.Values(r.startEnd))
+	s := slices.Sorted(slices.Values(r.startEnd[site]))
 	if n%2 == 1 {
 		return s[n/2], n
 	}

@@ -21,11 +21,13 @@
 //
 // Those n_c are what the caps allow; the plan's run time counts whole
 // tasks (docs/design.md, "Whole tasks"). A VM of s vCPUs runs s task-farm
-// processes, so a slot's task takes σ_c = s·Oper/perf_c and the link carries
-// L_c = b_c/Comm tasks/s; by time t cluster c has finished
-// D_c(t) = min(n_c·s·⌊t/σ_c⌋, ⌊t·L_c⌋) tasks, and the run time is
-// t* = min{t : Σ D_c(t) ≥ T}, between T/R and T/R + max_c max(σ_c, 1/L_c)
-// (R = Σ rate_c), found by bisection over the steps. The plan keeps the
+// processes, m_c = n_c·s slots, so a slot's task takes σ_c = s·Oper/perf_c;
+// the link carries L_c = b_c/Comm tasks/s, one input after another, and a
+// task starts once its input is in. By time t cluster c has finished
+// D_c(t) = min(⌊(t − σ_c)·L_c⌋⁺, Σ_{i≤m_c} ⌊(t − i/L_c)/σ_c⌋⁺) tasks (the
+// fastest any schedule can), and the run time is t* = min{t : Σ D_c(t) ≥ T},
+// between T/R and T/R + max_c (σ_c + max(σ_c, 1/L_c)) (R = Σ rate_c),
+// found by bisection over the completions. The plan keeps the
 // fewest machines that finish T tasks by t* (greedily, the one finishing
 // most first), each cluster's tasks being what its machines finish. Plans
 // compare by t* (within a relative 1e-12), then fewer machines, lower cost,

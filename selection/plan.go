@@ -197,15 +197,24 @@ func (pl *Planner) whyPart(m int, pt part, n, tasks int, t float64) string {
 	return head + ": " + pl.whyCap(m, pt) + ", " + pl.each(pt, n, tasks, t)
 }
 
-// each says how the tasks of n machines of part pt fall on them by t.
+// each says how the tasks of n machines of part pt fall on them by t:
+// the part's machines in the sizing's order, the last taking what is left.
 func (pl *Planner) each(pt part, n, tasks int, t float64) string {
 	if tasks == n {
 		return "one task each"
 	}
-	if a := pl.slots() * int(pl.rounds(pt.c, t)); tasks == n*a {
-		return fmt.Sprintf("%d tasks each", a)
+	lo, hi, left := int64(math.MaxInt64), int64(0), int64(tasks)
+	for _, it := range pl.machines(nil, 0, pt, t, int64(pl.job.Tasks)) {
+		for range min(it.k, n) {
+			v := min(it.v, left)
+			lo, hi, left = min(lo, v), max(hi, v), left-v
+			n--
+		}
 	}
-	return fmt.Sprintf("%.3g tasks each on average", float64(tasks)/float64(n))
+	if lo == hi {
+		return fmt.Sprintf("%d tasks each", lo)
+	}
+	return fmt.Sprintf("%d to %d tasks each", lo, hi)
 }
 
 // whyCap explains what the caps allow in one cluster of a plan.

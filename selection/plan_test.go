@@ -93,15 +93,20 @@ func TestPlanByHand(t *testing.T) {
 		//   min(0.025, 0.02) = 0.02.
 		// R = 0.105 tasks/s, T/R = 2857.14 s, 16 machines allowed.
 		// Whole tasks (2 vCPUs, 2 slots a VM): a slot's task takes
-		//   σ = 2·2e11/2e9 = 200 s on spain, 400 s on latam; latam-b's
-		//   link carries L = 1e6/5e7 = 0.02 tasks/s. At t = 2950 s: spain
-		//   7·2·⌊14.75⌋ = 196, latam-a 3·2·⌊7.375⌋ = 42, latam-b
-		//   min(5·2·7, ⌊59⌋) = 59: 297 < 300. At 3000 s spain's 15th
-		//   round: 210 + 42 + 60 = 312 ≥ 300, so t* = 3000 s.
-		// Sizing at 3000 s: a spain machine finishes 30, a latam one 14;
-		//   latam-b's link carries 60 (4 machines of 14, then 4). Greedy:
-		//   7 spain (210), 3 latam-a (42), then 48 left: 4 latam-b
-		//   machines (56 ≥ 48). 14 workers and the master: 15 machines,
+		//   σ = 2·2e11/2e9 = 200 s on spain, 400 s on latam; an input
+		//   crosses spain's LAN in u = 5e7/1.25e8 = 0.4 s, the latam links
+		//   in 50 s. spain (14 slots, 14·0.4 ≤ 200) and latam-a (6 slots,
+		//   300 ≤ 400) are bound by their slots: slot i finishes
+		//   ⌊(t − i·u)/σ⌋; latam-b (10 slots, 500 > 400) by its link:
+		//   ⌊(t − 400)·0.02⌋. At 3004.8 s: spain's slots 1–12 have 15, 13
+		//   and 14 have 14: 208; latam-a's slots 1–4 have 7, 5 and 6 have
+		//   6: 40; latam-b ⌊52.096⌋ = 52: 300 tasks, spain's slot 12
+		//   ending the 300th (at 3004.8 − ε, 299), so t* = 3004.8 s.
+		// Sizing at 3004.8 s: spain's machines finish 30 (6 of them) and
+		//   28; latam-a's 14, 14, 12; latam-b's 14, 14, then 12 each up
+		//   to its link's 52. Greedy: spain's 7 (208), the four of 14
+		//   (latam-a first on the tie: 264), then latam-a's 12 and two of
+		//   latam-b's: 300. 14 workers and the master: 15 machines,
 		//   latam-b's fifth machine left free (limit tasks).
 		want := []briefPart{
 			{"spain", 7, 1000, 0.07, LimitFree},
@@ -122,11 +127,11 @@ func TestPlanByHand(t *testing.T) {
 			if p.MasterForced {
 				t.Errorf("%s: a plan of a free choice says its master was forced", p.Algorithm)
 			}
-			if p.Master != "spain" || p.Machines != 15 || math.Abs(p.Rate-0.105) > 1e-12 || math.Abs(p.Runtime-3000) > 1e-9 {
-				t.Errorf("%s: master %s, %d machines, rate %g, runtime %g; want spain, 15, 0.105, 3000", p.Algorithm, p.Master, p.Machines, p.Rate, p.Runtime)
+			if p.Master != "spain" || p.Machines != 15 || math.Abs(p.Rate-0.105) > 1e-12 || math.Abs(p.Runtime-3004.8) > 1e-9 {
+				t.Errorf("%s: master %s, %d machines, rate %g, runtime %g; want spain, 15, 0.105, 3004.8", p.Algorithm, p.Master, p.Machines, p.Rate, p.Runtime)
 			}
-			if got := taskCounts(p); !cmp.Equal(got, []int{210, 42, 48}) {
-				t.Errorf("%s: tasks per cluster %v, want [210 42 48]", p.Algorithm, got)
+			if got := taskCounts(p); !cmp.Equal(got, []int{208, 40, 52}) {
+				t.Errorf("%s: tasks per cluster %v, want [208 40 52]", p.Algorithm, got)
 			}
 			if len(p.Excluded) != 0 {
 				t.Errorf("%s: excluded %v, want none", p.Algorithm, p.Excluded)
@@ -143,12 +148,14 @@ func TestPlanByHand(t *testing.T) {
 		// Adding spain (w = 16e9, W = 21e9): latam-b's share falls to
 		//   2.976e5 → 1 worker, 0.005; spain gets 9.524e5 → ⌊2.38⌋ = 2
 		//   workers, min(0.02, 0.019048): R = 0.034048 < 0.035.
-		// Whole tasks without spain: latam-a 2·2 slots of σ = 400 s,
-		//   latam-b L = 0.025 tasks/s: at 8800 s 2·2·22 = 88 and
-		//   min(5·2·22, 220) = 220, 308 ≥ 300 (at 8760 s, 84 + 219 < 300):
-		//   t* = 8800 s. With spain: at 8820 s latam-a 88, latam-b
-		//   min(1·2·22, ⌊52.5⌋) = 44, spain min(2·2·44, ⌊168.0⌋) = 168:
-		//   300, its first step to reach them, later than 8800 s.
+		// Whole tasks without spain: latam-a 2·2 slots of σ = 400 s, an
+		//   input every 4 s on its LAN; latam-b 10 slots, an input every
+		//   40 s (10·40 = 400: bound by its slots, just). Slot i finishes
+		//   ⌊(t − i·u)/400⌋: at 8880 s latam-a's 4 slots 22 each (88),
+		//   latam-b's slots 1 and 2 22, the other 8 21 (212): 300, latam-b's
+		//   slot 2 ending the 300th at 2·40 + 22·400, so t* = 8880 s. With
+		//   spain the shares of latam-a's uplink leave latam-b one worker
+		//   and spain two, and the job ends at 9072 s.
 		for _, search := range []func(*Planner) (Plan, error){
 			func(pl *Planner) (Plan, error) { return pl.HillClimb(ctx, Options{Master: latamA}) },
 			func(pl *Planner) (Plan, error) { return pl.Exhaustive(ctx, Options{Master: latamA}) },
@@ -164,11 +171,11 @@ func TestPlanByHand(t *testing.T) {
 			if !p.MasterForced {
 				t.Errorf("%s: the plan does not say its master was forced", p.Algorithm)
 			}
-			if math.Abs(p.Rate-0.035) > 1e-12 || p.Machines != 8 || math.Abs(p.Runtime-8800) > 1e-9 {
-				t.Errorf("%s: rate %g with %d machines in %g s, want 0.035 with 8 in 8800 s", p.Algorithm, p.Rate, p.Machines, p.Runtime)
+			if math.Abs(p.Rate-0.035) > 1e-12 || p.Machines != 8 || math.Abs(p.Runtime-8880) > 1e-9 {
+				t.Errorf("%s: rate %g with %d machines in %g s, want 0.035 with 8 in 8880 s", p.Algorithm, p.Rate, p.Machines, p.Runtime)
 			}
-			if len(p.Excluded) != 1 || !strings.Contains(p.Excluded[0].Reason, "makes the job end later, at 8820 s") {
-				t.Errorf("%s: excluded %+v, want spain making the job end at 8820 s", p.Algorithm, p.Excluded)
+			if len(p.Excluded) != 1 || !strings.Contains(p.Excluded[0].Reason, "makes the job end later, at 9072 s") {
+				t.Errorf("%s: excluded %+v, want spain making the job end at 9072 s", p.Algorithm, p.Excluded)
 			}
 		}
 	})
@@ -256,10 +263,13 @@ func TestBaselinesByHand(t *testing.T) {
 		}
 	}
 	pl := paperPlanner(t, nil)
-	// Whole tasks: latam-a 2 workers of 2 slots, 400 s a task: ⌈300/4⌉ =
-	// 75 rounds; latam-b 4 workers: ⌈300/8⌉ = 38 rounds, 15200 s; spain 7
-	// workers of 2 slots, 200 s a task: ⌈300/14⌉ = 22 rounds, 4400 s.
-	for c, want := range []float64{30000, 15200, 4400} {
+	// Whole tasks, an input every 4 s on a latam LAN, 0.4 s on spain's:
+	// latam-a 2 workers of 2 slots, 400 s a task: 75 rounds each, the 4th
+	// slot's ending at 4·4 + 75·400 = 30016 s; latam-b 4 workers: 296
+	// tasks in 37 rounds, then slots 1–4 a 38th, the 4th's at 16 + 15200;
+	// spain 7 workers of 2 slots, 200 s a task: 294 in 21 rounds, then
+	// slots 1–6 a 22nd, the 6th's at 2.4 + 4400.
+	for c, want := range []float64{30016, 15216, 4402.4} {
 		if got := pl.Alone(c).Runtime; math.Abs(got-want) > 1e-9 {
 			t.Errorf("alone on %d: runtime %g, want %g", c, got, want)
 		}

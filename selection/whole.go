@@ -8,16 +8,17 @@ import (
 
 // Whole tasks (docs/design.md, "Whole tasks"). The caps of sizing (size)
 // allow n_c machines in cluster c at bandwidth b_c. A VM of s vCPUs runs s
-// task-farm processes, its slots, each at perf_c/s, so a slot's task takes
-// σ_c = s·Oper/perf_c, and the link carries L_c = b_c/Comm tasks/s. By time t
-// the cluster has finished
+// task-farm processes, its m_c = n_c·s slots, each at perf_c/s, so a slot's
+// task takes σ_c = s·Oper/perf_c; the link carries L_c = b_c/Comm tasks/s,
+// an input every u_c = 1/L_c s, and a task starts once its input is in. By
+// time t the cluster has finished
 //
-//	D_c(t) = min(n_c·s·⌊t/σ_c⌋, ⌊t·L_c⌋)
+//	D_c(t) = min(⌊(t − σ_c)·L_c⌋⁺, Σ_{i=1..m_c} ⌊(t − i·u_c)/σ_c⌋⁺)
 //
-// whole tasks (no link bound when Comm = 0), and the plan's run time is
-// t* = min{t : Σ_c D_c(t) ≥ T}. With R = Σ min(n_c·perf_c/Oper, L_c), the
-// fluid rate, T/R ≤ t* ≤ T/R + max_c max(σ_c, 1/L_c); t* is one of the
-// steps k·σ_c or j/L_c, found by bisection over the steps.
+// whole tasks (m_c·⌊t/σ_c⌋ when Comm = 0), and the plan's run time is
+// t* = min{t : Σ_c D_c(t) ≥ T}. With R = Σ min(m_c/σ_c, L_c), the fluid
+// rate, T/R ≤ t* ≤ T/R + max_c δ_c (stepper.delta); t* is one of the
+// completions i·u_c + k·σ_c or σ_c + j·u_c, found by bisection over them.
 
 // maxFinishSteps bounds the bisection's steps; each halves the interval
 // that holds t*, and it stops long before when no step separates the ends.
@@ -35,10 +36,11 @@ const stepSlack = 1e-12
 // down rounds a count of steps down with the slack.
 func down(q float64) float64 { return math.Floor(q * (1 + stepSlack)) }
 
-// rounds returns ⌊t/σ_c⌋, the tasks one slot of c has finished by t.
-func (pl *Planner) rounds(c int, t float64) float64 {
-	return down(t * (1 / pl.sigma[c])) // as the steppers count it
-}
+// downAt rounds down a count of steps q computed as a difference of terms
+// of about scale (such as (t − σ)·L, of about t·L), with the slack relative
+// to scale: the difference's rounding error is relative to its terms, not
+// to itself.
+func downAt(q, scale float64) float64 { return math.Floor(q + stepSlack*scale) }
 
 // linkRate returns L_c = b/Comm in tasks/s, +Inf when Comm = 0.
 func (pl *Planner) linkRate(p part) float64 {
@@ -48,50 +50,105 @@ func (pl *Planner) linkRate(p part) float64 {
 	return math.Inf(1)
 }
 
-// carried returns ⌊t·L⌋, the tasks a link of L tasks/s has carried by t
-// (+Inf for no link bound), with the slack.
-func carried(t, L float64) float64 {
-	if math.IsInf(L, 1) {
-		return L
-	}
-	return down(t * L)
-}
-
 // doneBy returns Σ_c D_c(t) over the parts, at most T.
 func (pl *Planner) doneBy(ps []part, t float64) float64 {
 	done, _, _ := at(pl.steppers(ps), t, float64(pl.job.Tasks))
 	return done
 }
 
-// fluidRate returns R = Σ rate_c over the parts, and the largest step
-// max_c max(σ_c, 1/L_c) over the parts with machines.
+// fluidRate returns R = Σ rate_c over the parts, and the largest δ_c over
+// the parts with machines: t* ≤ T/R + step.
 func (pl *Planner) fluidRate(ps []part) (R, step float64) {
 	for _, p := range ps {
 		if p.n == 0 {
 			continue
 		}
 		R += p.rate
-		step = max(step, pl.sigma[p.c], 1/pl.linkRate(p))
+		step = max(step, pl.stepper(p, p.n).delta())
 	}
 	return R, step
 }
 
-// stepper is one part with machines as the bisection of t* reads it: its
+// stepper is n machines of one part as the bisection of t* reads them: its
 // slot task time σ and 1/σ (a product is cheaper than a quotient in the
-// bisection's loop), its tasks per round n·s and its link's rate L (+Inf:
-// no link bound).
+// bisection's loop), its slots m = n·s, its link's rate L and u = 1/L (L =
+// +Inf and u = 0: no link bound).
 type stepper struct {
-	sigma, inv, per, L float64
+	sigma, inv, m, L, u float64
+}
+
+// stepper returns n machines of part p as a stepper.
+func (pl *Planner) stepper(p part, n int) stepper {
+	L := pl.linkRate(p)
+	return stepper{sigma: pl.sigma[p.c], inv: 1 / pl.sigma[p.c], m: float64(n * pl.slots()), L: L, u: 1 / L}
+}
+
+// linkBound reports whether the link is the part's bottleneck: its slots
+// take inputs faster than it delivers them (m·u > σ), and task j ends at
+// σ + j·u. Otherwise each slot runs back to back from its first input.
+func (p stepper) linkBound() bool { return p.m*p.u > p.sigma }
+
+// delta returns δ: D(t) > rate·(t − δ), σ + u when the link is the
+// bottleneck, σ + m·u when the slots are.
+func (p stepper) delta() float64 {
+	if p.linkBound() {
+		return p.sigma + p.u
+	}
+	return p.sigma + p.m*p.u
+}
+
+// top returns the tasks slot 1 has finished by t, ⌊(t − u)/σ⌋, and k, the
+// slots that have finished as many (the others have one less) when the
+// slots are the bottleneck (at least 1, at most m; m without a link bound).
+func (p stepper) top(t float64) (top, k float64) {
+	top = downAt((t-p.u)*p.inv, t*p.inv)
+	if p.u == 0 {
+		return top, p.m
+	}
+	return top, min(max(downAt((t-top*p.sigma)*p.L, t*p.L), 1), p.m)
+}
+
+// linkDone returns ⌊(t − σ)·L⌋⁺, the tasks whose inputs the link has
+// carried in time to be done by t (+Inf without a link bound).
+func (p stepper) linkDone(t float64) float64 {
+	if p.u == 0 {
+		return math.Inf(1)
+	}
+	return max(downAt((t-p.sigma)*p.L, t*p.L), 0)
+}
+
+// count returns D(t), the latest completion at or before t (0 for none)
+// and the earliest after it. O(1).
+func (p stepper) count(t float64) (d, prev, next float64) {
+	if p.linkBound() {
+		j := p.linkDone(t)
+		if j > 0 {
+			prev = p.sigma + j*p.u
+		}
+		return j, prev, p.sigma + (j+1)*p.u
+	}
+	top, k := p.top(t)
+	if top < 1 {
+		return 0, 0, p.u + p.sigma
+	}
+	d = k*top + (p.m-k)*(top-1)
+	prev, next = k*p.u+top*p.sigma, p.u+(top+1)*p.sigma
+	if k < p.m {
+		next = min(next, (k+1)*p.u+top*p.sigma)
+		if top > 1 {
+			prev = max(prev, p.m*p.u+(top-1)*p.sigma)
+		}
+	}
+	return d, prev, next
 }
 
 // steppers returns the parts with machines as steppers, in the planner's
 // scratch (valid until the next call).
 func (pl *Planner) steppers(ps []part) []stepper {
 	st := pl.scratchSteps[:0]
-	s := float64(pl.slots())
 	for _, p := range ps {
 		if p.n > 0 {
-			st = append(st, stepper{sigma: pl.sigma[p.c], inv: 1 / pl.sigma[p.c], per: float64(p.n) * s, L: pl.linkRate(p)})
+			st = append(st, pl.stepper(p, p.n))
 		}
 	}
 	pl.scratchSteps = st
@@ -103,14 +160,8 @@ func (pl *Planner) steppers(ps []part) []stepper {
 func at(st []stepper, t, T float64) (done, prev, next float64) {
 	next = math.Inf(1)
 	for _, p := range st {
-		q := down(t * p.inv) // as rounds counts
-		d := p.per * q
-		prev, next = max(prev, p.sigma*q), min(next, p.sigma*(q+1))
-		if !math.IsInf(p.L, 1) {
-			j := carried(t, p.L)
-			d = min(d, j)
-			prev, next = max(prev, j/p.L), min(next, (j+1)/p.L)
-		}
+		d, pv, nx := p.count(t)
+		prev, next = max(prev, pv), min(next, nx)
 		done += d
 	}
 	return min(done, T), prev, next
@@ -185,14 +236,15 @@ type sizing struct {
 }
 
 // sizeWhole keeps the fewest machines of the parts (ps[0] is the master's
-// cluster) that still finish T tasks by t: a machine of part c finishes
-// s·⌊t/σ_c⌋ tasks, and the part's total is capped by its link's ⌊t·L_c⌋.
-// Machines are taken greedily, the one finishing most first (ties to the
-// faster cluster, then the parts' order); each part's tasks are what its
-// machines finish, the last one taking the remainder. The sizing's slices
-// are the planner's scratch: valid until the next call.
+// cluster) that still finish T tasks by t: part c's slot i finishes
+// ⌊(t − i·u_c)/σ_c⌋ tasks (machines), the part's total capped by its
+// link's ⌊(t − σ_c)·L_c⌋ (machines). Machines are taken greedily, the one
+// finishing most first (ties to the faster cluster, then the parts'
+// order); each part's tasks are what its machines finish, the last one
+// taking the remainder. The sizing's slices are the planner's scratch:
+// valid until the next call.
 func (pl *Planner) sizeWhole(ps []part, t float64) sizing {
-	T, s := int64(pl.job.Tasks), int64(pl.slots())
+	T := int64(pl.job.Tasks)
 	z := sizing{t: t, n: pl.scratchN[:0], tasks: pl.scratchTasks[:0]}
 	items := pl.scratchItems[:0]
 	for i, p := range ps {
@@ -200,20 +252,7 @@ func (pl *Planner) sizeWhole(ps []part, t float64) sizing {
 		if p.n == 0 || math.IsInf(t, 1) {
 			continue
 		}
-		a := min(s*int64(pl.rounds(p.c, t)), T) // tasks of one machine
-		if a == 0 {
-			continue
-		}
-		total := min(int64(p.n)*a, T)
-		if lc := carried(t, pl.linkRate(p)); lc < float64(total) {
-			total = int64(lc)
-		}
-		if q := int(total / a); q > 0 {
-			items = append(items, item{i: i, k: q, v: a})
-		}
-		if r := total % a; r > 0 {
-			items = append(items, item{i: i, k: 1, v: r})
-		}
+		items = pl.machines(items, i, p, t, T)
 	}
 	slices.SortFunc(items, func(x, y item) int {
 		if x.v != y.v {
@@ -246,6 +285,45 @@ func (pl *Planner) sizeWhole(ps []part, t float64) sizing {
 	}
 	pl.scratchN, pl.scratchTasks, pl.scratchItems = z.n, z.tasks, items
 	return z
+}
+
+// machines appends part p's machines at t (part i of the plan), in
+// order, as runs of machines that finish as many tasks each: those whose
+// slots all finish top, the one holding slot k (k of top, the rest top −
+// 1), those whose slots finish top − 1, until the part's total reaches its
+// link's cap or T (the last machine then finishing the remainder).
+func (pl *Planner) machines(items []item, i int, p part, t float64, T int64) []item {
+	st := pl.stepper(p, p.n)
+	top, k := st.top(t)
+	if top < 1 {
+		return items
+	}
+	s, left := int64(pl.slots()), T
+	if c := st.linkDone(t); c < float64(left) {
+		left = int64(c)
+	}
+	full, mixed := int64(k)/s, int64(k)%s
+	run := func(k, v int64) {
+		if k <= 0 || v <= 0 || left <= 0 {
+			return
+		}
+		q := min(k, left/v)
+		if q > 0 {
+			items = append(items, item{i: i, k: int(q), v: v})
+			left -= q * v
+		}
+		if q < k && left > 0 {
+			items = append(items, item{i: i, k: 1, v: left})
+			left = 0
+		}
+	}
+	T0 := int64(top)
+	run(full, s*T0)
+	if mixed > 0 {
+		run(1, mixed*T0+(s-mixed)*(T0-1))
+	}
+	run(int64(p.n)-full-min(mixed, 1), s*(T0-1))
+	return items
 }
 
 // sizedRate returns the fluid rate of n machines of part p:

@@ -49,12 +49,12 @@ func TestPlanMasterMatters(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	for _, want := range []string{"Master on spain. 15 machines", "in 50.0 min (3000 s)", "latam-a", "fed at 8 Mbit/s from spain"} {
+	for _, want := range []string{"Master on spain. 15 machines", "in 50.1 min (3005 s)", "latam-a", "fed at 8 Mbit/s from spain"} {
 		if !strings.Contains(free, want) {
 			t.Errorf("free choice: no %q in\n%s", want, free)
 		}
 	}
-	for _, want := range []string{"Master on latam-a (forced). 8 machines", "2.4 h (8800 s)", "Left out:", "spain: adding it makes the job end later, at 8820 s"} {
+	for _, want := range []string{"Master on latam-a (forced). 8 machines", "2.5 h (8880 s)", "Left out:", "spain: adding it makes the job end later, at 9072 s"} {
 		if !strings.Contains(forced, want) {
 			t.Errorf("master latam-a: no %q in\n%s", want, forced)
 		}

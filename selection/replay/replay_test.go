@@ -131,11 +131,12 @@ clusters:
 `)
 	job := cpuJob()
 	// b·Oper/(θ·Comm·perf) = 3e6·1e9/(0.8·1.25e6·1e9) = 3 workers; their
-	// rate is bound by the LAN, 3e6/1.25e6 = 2.4 tasks/s: 30 tasks in 12.5 s.
+	// rate is bound by the LAN, 3e6/1.25e6 = 2.4 tasks/s, and in whole
+	// tasks task j ends 1 s after its input: 30 tasks in 1 + 30/2.4 = 13.5 s.
 	job.TaskBytes = 1.25e6
 	for _, alg := range []selection.Algorithm{selection.HillClimb, selection.Exhaustive, selection.MCT} {
 		rs := simulate(t, g, job, 30, alg, 0, 1, 2)
-		want := []times{{0, 12.5, "solo"}, {1, 12.5, "solo"}, {12.5, 12.5, "solo"}}
+		want := []times{{0, 13.5, "solo"}, {1, 13.5, "solo"}, {13.5, 13.5, "solo"}}
 		if diff := cmp.Diff(want, startsAndRuns(rs), approx); diff != "" {
 			t.Errorf("%s (-want +got):\n%s", alg, diff)
 		}
@@ -212,8 +213,9 @@ func TestHillClimbBothClusters(t *testing.T) {
 
 // A request waits for more machines when that completes sooner: on six
 // machines, the first request takes four; the second could start at once
-// with the other two (one worker, 30 s, ending at 31 s), but waiting for
-// the first's end gives three workers again (ending at 12.5 + 12.5 = 25 s).
+// with the other two (one worker, its first input in at 1/2.4 s, then 30
+// tasks of 1 s: ending at 1 + 30.42 = 31.42 s), but waiting for the
+// first's end gives three workers again (ending at 13.5 + 13.5 = 27 s).
 func TestWaitsWhenSooner(t *testing.T) {
 	g := parseGrid(t, `
 clusters:
@@ -223,16 +225,16 @@ clusters:
 	job.TaskBytes = 1.25e6
 	for _, alg := range []selection.Algorithm{selection.HillClimb, selection.Exhaustive, selection.MCT} {
 		rs := simulate(t, g, job, 30, alg, 0, 1, 2)
-		// 3: from 12.5, two machines end at 12.5 + 30 = 42.5; at 25 the
-		// second's four are free too: 25 + 12.5 = 37.5.
-		want := []times{{0, 12.5, "solo"}, {12.5, 12.5, "solo"}, {25, 12.5, "solo"}}
+		// 3: from 13.5, two machines end at 13.5 + 30.42 = 43.92; at 27
+		// the second's four are free too: 27 + 13.5 = 40.5.
+		want := []times{{0, 13.5, "solo"}, {13.5, 13.5, "solo"}, {27, 13.5, "solo"}}
 		if diff := cmp.Diff(want, startsAndRuns(rs), approx); diff != "" {
 			t.Errorf("%s (-want +got):\n%s", alg, diff)
 		}
 	}
 	// OLB takes the two machines at once.
 	rs := simulate(t, g, job, 30, selection.OLB, 0, 1)
-	if want := []times{{0, 12.5, "solo"}, {1, 30, "solo"}}; !cmp.Equal(want, startsAndRuns(rs), approx) {
+	if want := []times{{0, 13.5, "solo"}, {1, 30 + 1/2.4, "solo"}}; !cmp.Equal(want, startsAndRuns(rs), approx) {
 		t.Errorf("olb: %+v, want %+v", startsAndRuns(rs), want)
 	}
 }
