@@ -53,17 +53,31 @@ func (d *Daemon) Authenticate(token string) (api.Principal, bool) {
 	return p, ok
 }
 
-// Principal returns the principal of a token name as it is now (a
-// session opened with the token lasts while the token does): ok false
-// once the token is revoked.
-func (d *Daemon) Principal(name string) (api.Principal, bool) {
+// Principal returns the principal of a token name as it is now and the
+// key of the token that has the name now (SessionKey): ok false once the
+// token is revoked. A session is bound to the key of the token it was
+// opened with, so it ends with that token, and a new token of the same
+// name, of whatever role, does not revive it.
+func (d *Daemon) Principal(name string) (p api.Principal, key string, ok bool) {
 	if name == api.OperatorName {
-		return api.Principal{Name: api.OperatorName, Role: api.RoleOperator}, true
+		return api.Principal{Name: api.OperatorName, Role: api.RoleOperator}, "", true
 	}
 	d.tokMu.RLock()
 	defer d.tokMu.RUnlock()
-	p, ok := d.tokens.byHash[d.tokens.hashOf[name]]
-	return p, ok
+	key = d.tokens.hashOf[name]
+	p, ok = d.tokens.byHash[key]
+	return p, key, ok
+}
+
+// SessionKey returns what binds a session to the token it is opened
+// with: the hash the store keeps of a token the operator made, unique to
+// that token ("" for the operator token, whose change ends every
+// session, as it keys their MACs).
+func (d *Daemon) SessionKey(token string) string {
+	if subtle.ConstantTimeCompare([]byte(token), []byte(d.token)) == 1 {
+		return ""
+	}
+	return store.HashToken(token)
 }
 
 // add puts a token the store keeps in the book.

@@ -1016,9 +1016,10 @@ func (d bareDaemon) SessionRevoked(string) bool     { return false }
 func (d bareDaemon) Authenticate(tok string) (api.Principal, bool) {
 	return api.Principal{Name: api.OperatorName, Role: api.RoleOperator}, tok == d.token
 }
-func (d bareDaemon) Principal(name string) (api.Principal, bool) {
-	return api.Principal{Name: api.OperatorName, Role: api.RoleOperator}, name == api.OperatorName
+func (d bareDaemon) Principal(name string) (api.Principal, string, bool) {
+	return api.Principal{Name: api.OperatorName, Role: api.RoleOperator}, "", name == api.OperatorName
 }
+func (d bareDaemon) SessionKey(string) string { return "" }
 
 // The server serves the document without a token, and answers the status
 // codes the document gives (CheckOpenAPI holds each answer to it), for the
@@ -1041,7 +1042,7 @@ func TestOpenAPIServed(t *testing.T) {
 	s := New(d, zerolog.Nop())
 	srv := httptest.NewServer(CheckOpenAPI(t, s))
 	defer srv.Close()
-	session := s.newSession(time.Now().Add(time.Hour), api.OperatorName)
+	session := s.newSession(time.Now().Add(time.Hour), api.OperatorName, "")
 
 	type req struct {
 		method, path string

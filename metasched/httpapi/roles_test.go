@@ -186,6 +186,29 @@ func TestRoles(t *testing.T) {
 	if a := cookieRequest(t, td, "GET", "/v1/pools", cookie.Value, false, "", ""); a.status != 401 {
 		t.Errorf("alice's session after her token's revocation: %d, want 401", a.status)
 	}
+	// A new token of the name, an operator's: alice's old session stays
+	// dead (it was bound to the revoked token, not to the name), and a
+	// session forged for the name with the old token's key too; the new
+	// token's own session is an operator's.
+	oldKey := store.HashToken(tokens["alice"])
+	made, err := td.d.CreateToken(ctx, api.TokenRequest{Name: "alice", Role: api.RoleOperator})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []string{cookie.Value, forgeAs(td.d.Token(), time.Now().Add(time.Hour), "alice", oldKey)} {
+		for _, path := range []string{"/v1/hosts", "/v1/pools", "/v1/jobs"} {
+			if a := cookieRequest(t, td, "GET", path, c, false, "", ""); a.status != 401 {
+				t.Errorf("a session of alice's revoked token, with a new operator token named alice: GET %s %d, want 401", path, a.status)
+			}
+		}
+	}
+	login = apiRequest(t, td, "POST", "/login", "", "application/json", []byte(`{"token": "`+made.Secret+`"}`))
+	if a := cookieRequest(t, td, "GET", "/v1/hosts", sessionCookie(t, login).Value, false, "", ""); a.status != 200 {
+		t.Errorf("the new operator token alice's session on /v1/hosts: %d, want 200", a.status)
+	}
+	if a := cookieRequest(t, td, "GET", "/v1/hosts", forgeAs(td.d.Token(), time.Now().Add(time.Hour), "alice", store.HashToken(made.Secret)), false, "", ""); a.status != 200 {
+		t.Errorf("a session forged with the new token's key (the scheme): %d, want 200", a.status)
+	}
 }
 
 // rt is the route of a pattern.

@@ -31,9 +31,13 @@ type Daemon interface {
 	// sessions.
 	Token() string
 	// Authenticate says who a bearer token belongs to; Principal who a
-	// token name is now (ok false once its token is revoked).
+	// token name is now and the key of its token now (ok false once its
+	// token is revoked); SessionKey the key of a token, which a session
+	// opened with it is bound to (a token of the same name made later has
+	// another).
 	Authenticate(token string) (api.Principal, bool)
-	Principal(name string) (api.Principal, bool)
+	Principal(name string) (p api.Principal, key string, ok bool)
+	SessionKey(token string) string
 	// The API tokens (an operator's).
 	CreateToken(ctx context.Context, r api.TokenRequest) (api.TokenCreated, error)
 	Tokens(ctx context.Context) ([]api.Token, error)

@@ -24,12 +24,14 @@ import (
 // page load or an EventSource, so a user or operator logs in once with a
 // token (POST /login) and gets a cookie. The cookie is "EXPIRY.ID.NAME.MAC":
 // a random session ID, the name of the token, and an HMAC-SHA256 of the
-// expiry, the ID and the name keyed by the operator token. A session
-// outlives a restart of the daemon (same data directory) and ends when it
-// expires, when its token is revoked (it then has the role the token has
-// now), when the operator token changes, or at logout: the daemon keeps
-// the IDs of the sessions logged out (in its store) until they would have
-// expired, and refuses them.
+// expiry, the ID, the name and the token's key (Daemon.SessionKey: the
+// hash the store keeps of it, which the cookie does not carry) keyed by
+// the operator token. A session outlives a restart of the daemon (same
+// data directory) and ends when it expires, when its token is revoked
+// (for ever: a token made later under the same name has another key, so
+// the MAC no longer holds, whatever its role), when the operator token
+// changes, or at logout: the daemon keeps the IDs of the sessions logged
+// out (in its store) until they would have expired, and refuses them.
 const (
 	SessionCookie = "metasched_session"
 	// SessionTTL is how long a session lasts.
@@ -41,54 +43,58 @@ const (
 	csrfValue  = "metasched"
 )
 
-func (s *Server) sessionMAC(exp int64, id, name string) string {
+func (s *Server) sessionMAC(exp int64, id, name, key string) string {
 	m := hmac.New(sha256.New, []byte(s.token))
-	fmt.Fprintf(m, "metasched session %s of %s until %d", id, name, exp)
+	fmt.Fprintf(m, "metasched session %s of %s (%s) until %d", id, name, key, exp)
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
-// newSession returns a cookie value of a new session of the token name
-// valid until exp.
-func (s *Server) newSession(exp time.Time, name string) string {
+// newSession returns a cookie value of a new session of the token name,
+// whose key is key, valid until exp.
+func (s *Server) newSession(exp time.Time, name, key string) string {
 	b := make([]byte, 16)
 	rand.Read(b) // never fails (crypto/rand)
 	id := base64.RawURLEncoding.EncodeToString(b)
-	return strconv.FormatInt(exp.Unix(), 10) + "." + id + "." + name + "." + s.sessionMAC(exp.Unix(), id, name)
+	return strconv.FormatInt(exp.Unix(), 10) + "." + id + "." + name + "." + s.sessionMAC(exp.Unix(), id, name, key)
 }
 
-// session reads the request's session cookie: its ID, the name of the
-// token it was opened with and its expiry, when it is ours, byte for byte
-// as newSession wrote it, and has not expired (a revoked one still reads:
-// see authenticate).
-func (s *Server) session(r *http.Request) (id, name string, exp time.Time, ok bool) {
+// session reads the request's session cookie: its ID, the principal of
+// the token it was opened with and its expiry, when it is ours, byte for
+// byte as newSession wrote it for the token that has its name now, and
+// has not expired (one logged out still reads: see authenticate).
+func (s *Server) session(r *http.Request) (id string, p api.Principal, exp time.Time, ok bool) {
+	none := func() (string, api.Principal, time.Time, bool) { return "", api.Principal{}, time.Time{}, false }
 	c, err := r.Cookie(SessionCookie)
 	if err != nil {
-		return "", "", time.Time{}, false
+		return none()
 	}
 	// EXPIRY.ID.NAME.MAC: the ID and the MAC are base64url (no dot); a
 	// token's name may hold dots.
 	parts := strings.SplitN(c.Value, ".", 3)
 	if len(parts) != 3 {
-		return "", "", time.Time{}, false
+		return none()
 	}
 	cut := strings.LastIndexByte(parts[2], '.')
 	if cut < 0 {
-		return "", "", time.Time{}, false
+		return none()
 	}
 	parts = append(parts[:2], parts[2][:cut], parts[2][cut+1:])
 	if parts[1] == "" || parts[2] == "" {
-		return "", "", time.Time{}, false
+		return none()
 	}
 	// The expiry as newSession writes it: ParseInt alone also reads "+E"
 	// and "0E", which would make other cookies of the same session.
 	e, err := strconv.ParseInt(parts[0], 10, 64)
 	if err != nil || strconv.FormatInt(e, 10) != parts[0] || time.Now().Unix() >= e {
-		return "", "", time.Time{}, false
+		return none()
 	}
-	if subtle.ConstantTimeCompare([]byte(parts[3]), []byte(s.sessionMAC(e, parts[1], parts[2]))) != 1 {
-		return "", "", time.Time{}, false
+	// The token that has the name now: its key must be the one the
+	// session was opened with (none when the name has no token).
+	p, key, ok := s.d.Principal(parts[2])
+	if !ok || subtle.ConstantTimeCompare([]byte(parts[3]), []byte(s.sessionMAC(e, parts[1], parts[2], key))) != 1 {
+		return none()
 	}
-	return parts[1], parts[2], time.Unix(e, 0), true
+	return parts[1], p, time.Unix(e, 0), true
 }
 
 // authenticate serves next for a request that proves who it comes from,
@@ -116,12 +122,9 @@ func (s *Server) authenticate(access Access, next http.HandlerFunc) http.Handler
 		} else if id, ok := tlsx.PeerIdentity(r.TLS); ok && id.Kind == tlsx.KindClient {
 			p, caller = api.Principal{Name: id.Name, Role: id.Role}, "cert:"+id.Name
 		} else {
-			sid, name, _, valid := s.session(r)
-			if valid && !s.d.SessionRevoked(sid) {
-				p, valid = s.d.Principal(name)
-			} else {
-				valid = false
-			}
+			sid, sp, _, valid := s.session(r)
+			valid = valid && !s.d.SessionRevoked(sid)
+			p = sp
 			switch {
 			case !valid:
 				writeError(w, http.StatusUnauthorized, api.APIError{Code: api.CodeUnauthorized,
@@ -233,7 +236,7 @@ func (s *Server) serveLogin(w http.ResponseWriter, r *http.Request) {
 	}
 	httpsrv.Prove(r.Context()) // the right token: the connection is no slow stranger
 	exp := time.Now().Add(SessionTTL).Truncate(time.Second)
-	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: s.newSession(exp, p.Name), Path: "/", Expires: exp,
+	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: s.newSession(exp, p.Name, s.d.SessionKey(strings.TrimSpace(lr.Token))), Path: "/", Expires: exp,
 		MaxAge: int(SessionTTL / time.Second), HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
 	if form {
 		http.Redirect(w, r, "/", http.StatusSeeOther)

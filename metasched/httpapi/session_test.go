@@ -65,14 +65,15 @@ func sessionCookie(t *testing.T, a apiAnswer) *http.Cookie {
 
 // forge builds a session cookie with the documented scheme.
 func forge(key string, exp time.Time) string {
-	return forgeAs(key, exp, api.OperatorName)
+	return forgeAs(key, exp, api.OperatorName, "")
 }
 
-// forgeAs forges a session of the token name.
-func forgeAs(key string, exp time.Time, name string) string {
+// forgeAs forges a session of the token name whose token's key (the
+// hash the store keeps; "" for the operator token) is tokenKey.
+func forgeAs(key string, exp time.Time, name, tokenKey string) string {
 	const id = "forged-session-id"
 	m := hmac.New(sha256.New, []byte(key))
-	fmt.Fprintf(m, "metasched session %s of %s until %d", id, name, exp.Unix())
+	fmt.Fprintf(m, "metasched session %s of %s (%s) until %d", id, name, tokenKey, exp.Unix())
 	return fmt.Sprintf("%d.%s.%s.%s", exp.Unix(), id, name, base64.RawURLEncoding.EncodeToString(m.Sum(nil)))
 }
 
