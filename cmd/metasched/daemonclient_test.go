@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"flag"
 	"io"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/metasched/metasched/internal/cli"
 
 	"github.com/metasched/metasched/gramvm"
 	hp "github.com/metasched/metasched/hypervisorproxy"
@@ -619,6 +621,40 @@ func TestLogsRaw(t *testing.T) {
 	code, out, errOut := runDaemonCmd(t, f.URL, daemonToken, "logs", "j-000000000007")
 	if code != 0 || errOut != "" || !bytes.Equal([]byte(out), []byte(logs)) {
 		t.Errorf("exit %d, stderr %q, stdout %q; want %q", code, errOut, out, logs)
+	}
+}
+
+// The adversary's output: a title change (OSC ... BEL), a screen clear
+// (CSI 2J), a carriage return, a C1 control, a byte that is not UTF-8.
+const hostileLogs = "line 1\tok\n\x1b]0;owned\x07\x1b[2Jback\\slash\rover\u009b31m é\xff\n"
+
+// On a terminal, logs escapes what the terminal would obey; with --raw, or
+// on a pipe (TestLogsRaw), it writes the bytes unchanged.
+func TestLogsOnATerminal(t *testing.T) {
+	f := newFakeDaemon(t, daemonToken, daemonRoute{Method: "GET", Path: "/v1/jobs/j-000000000007/logs", Answer: hostileLogs})
+	clearDaemonEnv(t)
+	term := func(args ...string) (int, string) {
+		var out, errOut bytes.Buffer
+		e := &env{stdout: &out, stderr: &errOut, tty: true}
+		args = append(args, "--server", f.URL, "--token-file", tokenFile(t, daemonToken))
+		code := cli.Execute(context.Background(), newRoot(e), args, &out, &errOut)
+		return code, out.String()
+	}
+	code, out := term("logs", "j-000000000007")
+	want := `line 1` + "\t" + `ok` + "\n" + `\x1b]0;owned\x07\x1b[2Jback\\slash\rover\u009b31m é\xff` + "\n"
+	if code != 0 || out != want {
+		t.Errorf("on a terminal: exit %d, %q; want %q", code, out, want)
+	}
+	for i := range len(out) {
+		if c := out[i]; c < 0x20 && c != '\n' && c != '\t' || c == 0x7f {
+			t.Errorf("a control byte %#x reached the terminal at %d: %q", c, i, out)
+		}
+	}
+	if code, out := term("logs", "--raw", "j-000000000007"); code != 0 || out != hostileLogs {
+		t.Errorf("--raw on a terminal: exit %d, %q; want the bytes unchanged", code, out)
+	}
+	if code, out, _ := runDaemonCmd(t, f.URL, daemonToken, "logs", "j-000000000007"); code != 0 || out != hostileLogs {
+		t.Errorf("on a pipe: exit %d, %q; want the bytes unchanged", code, out)
 	}
 }
 

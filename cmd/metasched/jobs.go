@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -373,11 +374,17 @@ ended cannot be cancelled (exit code 1).`,
 
 func newLogsCmd(e *env) *cobra.Command {
 	var d daemonFlags
+	var raw bool
 	cmd := &cobra.Command{
 		Use:   "logs ID",
 		Short: "Print a job's output",
 		Long: `logs prints a job's output as the daemon keeps it (the command executor's
-captured output, the emulated executor's record), unchanged, on stdout.`,
+captured output, the emulated executor's record) on stdout: unchanged when
+stdout is a file or a pipe, or with --raw; on a terminal, every byte the
+terminal would take as a control (escape sequences, carriage returns,
+bells, bytes that are not UTF-8) is written escaped, as \x1b, \r or \xff,
+so that a job's output cannot retitle, clear or rewrite the terminal.
+Newlines and tabs stay.`,
 		Args: exactArgs(1, "one job ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := d.client()
@@ -394,12 +401,46 @@ captured output, the emulated executor's record), unchanged, on stdout.`,
 					fmt.Fprintf(e.stderr, "%s has not started: it is %s (no output yet)\n", j.ID, j.State)
 				}
 			}
+			if e.tty && !raw {
+				out = terminalSafe(out)
+			}
 			_, err = e.stdout.Write(out)
 			return err
 		},
 	}
 	d.register(cmd)
+	cmd.Flags().BoolVar(&raw, "raw", false, "write the output unchanged, control bytes too, even on a terminal")
 	return cmd
+}
+
+// terminalSafe returns b with every byte a terminal would take as a
+// control escaped: the C0 controls but newline and tab, DEL and bytes
+// that are not UTF-8 as \xNN (\r for a carriage return), the C1 controls
+// (U+0080–U+009F) as \u00NN, and a backslash as \\ so that the escapes
+// read back unambiguously. Printable UTF-8 stays.
+func terminalSafe(b []byte) []byte {
+	out := make([]byte, 0, len(b))
+	for len(b) > 0 {
+		r, n := utf8.DecodeRune(b)
+		switch {
+		case r == utf8.RuneError && n <= 1:
+			out = fmt.Appendf(out, "\\x%02x", b[0])
+		case r == '\\':
+			out = append(out, '\\', '\\')
+		case r == '\n' || r == '\t':
+			out = append(out, b[0])
+		case r == '\r':
+			out = append(out, '\\', 'r')
+		case r < 0x20 || r == 0x7f:
+			out = fmt.Appendf(out, "\\x%02x", r)
+		case r >= 0x80 && r <= 0x9f:
+			out = fmt.Appendf(out, "\\u%04x", r)
+		default:
+			out = append(out, b[:n]...)
+		}
+		b = b[n:]
+	}
+	return out
 }
 
 // planDaemon is plan without --grid: the daemon's dry run.
