@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"net/url"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -233,6 +234,11 @@ type ExecutorConfig struct {
 	// executor is host-command (host-command only; false by default: the
 	// operator only).
 	AllowUsers bool `json:"allow_users,omitempty"`
+	// Env names the variables of the daemon's environment that the jobs'
+	// commands get besides PATH, LANG, HOME, USER, LOGNAME and the
+	// METASCHED_* variables (host-command only): nothing else of the
+	// daemon's environment reaches a job.
+	Env []string `json:"env,omitempty"`
 	// MaxOutputBytes bounds the output kept of a command's attempt;
 	// OutputBytesPerSecond the rate its output is read at (host-command
 	// and guest; 0: executor.DefaultMaxOutput and DefaultOutputRate).
@@ -293,7 +299,7 @@ var (
 	storeFields       = []string{"etcd"}
 	etcdFields        = []string{"endpoints", "prefix", "tls", "lease_ttl"}
 	policyFields      = []string{"name", "K", "table", "solve"}
-	executorFields    = []string{"name", "time_scale", "max_output_bytes", "output_bytes_per_second", "poll", "run_as", "allow_users"}
+	executorFields    = []string{"name", "time_scale", "max_output_bytes", "output_bytes_per_second", "poll", "run_as", "allow_users", "env"}
 )
 
 // ParseConfig decodes a configuration file strictly: every problem is
@@ -524,6 +530,13 @@ func ParseConfig(file string, data []byte) (*Config, error) {
 					c.Executor.AllowUsers = b
 				}
 			}
+			if vs, ok := m.Seq("env", false); ok {
+				if c.Executor.Name != HostCommand {
+					m.Errorf("env", "applies to the host-command executor only")
+				} else {
+					c.Executor.Env = envField(m, vs)
+				}
+			}
 			if c.Executor.Name != "emulated" {
 				c.Executor.TimeScale = 0
 			}
@@ -601,6 +614,41 @@ func ParseConfig(file string, data []byte) (*Config, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// envNameRE is a variable name executor.env takes: a letter or '_', then
+// letters, digits and '_'.
+var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
+
+// MaxEnvNames bounds executor.env.
+const MaxEnvNames = 64
+
+// envField reads executor.env: names of variables, each once, none of
+// those a job gets anyway.
+func envField(m *yamlx.Map, vs []yamlx.Value) []string {
+	if len(vs) > MaxEnvNames {
+		m.Errorf("env", "lists %d names, more than %d", len(vs), MaxEnvNames)
+		return nil
+	}
+	var out []string
+	for i, v := range vs {
+		name, ok := v.Str()
+		if !ok {
+			continue
+		}
+		field := fmt.Sprintf("env[%d]", i)
+		switch {
+		case !envNameRE.MatchString(name):
+			m.Errorf(field, "must be a variable name (a letter or '_', then letters, digits and '_', at most 128), not %q", name)
+		case strings.HasPrefix(name, "METASCHED_") || slices.Contains(executor.CommandEnvNames, name):
+			m.Errorf(field, "%s is set for every job by the daemon: name only what it does not set", name)
+		case slices.Contains(out, name):
+			m.Errorf(field, "%s is listed twice", name)
+		default:
+			out = append(out, name)
+		}
+	}
+	return out
 }
 
 // MaxUserName is the longest user name run_as takes.

@@ -94,13 +94,15 @@ func TestParseConfig(t *testing.T) {
 		// Only the syntax: whether the machine has the user, and that it
 		// is not root, is checked when the daemon starts.
 		{"{name: host-command, run_as: root}", ExecutorConfig{Name: "host-command", RunAs: "root"}},
+		// Variables of the daemon's environment a job gets besides its own.
+		{"{name: host-command, env: [TMPDIR, OMP_NUM_THREADS, _x]}", ExecutorConfig{Name: "host-command", Env: []string{"TMPDIR", "OMP_NUM_THREADS", "_x"}}},
 	} {
 		got, err = ParseConfig("serve.yaml", []byte(configBase+"executor: "+tc.yaml+"\n"))
 		if err != nil {
 			t.Errorf("%s: %v", tc.yaml, err)
 			continue
 		}
-		if got.Executor != tc.want {
+		if !cmp.Equal(got.Executor, tc.want) {
 			t.Errorf("%s: executor %+v, want %+v", tc.yaml, got.Executor, tc.want)
 		}
 	}
@@ -109,7 +111,7 @@ func TestParseConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (ExecutorConfig{Name: "guest", Poll: 200 * time.Millisecond, MaxOutputBytes: 2048, OutputBytesPerSecond: 4096}); got.Executor != want {
+	if want := (ExecutorConfig{Name: "guest", Poll: 200 * time.Millisecond, MaxOutputBytes: 2048, OutputBytesPerSecond: 4096}); !cmp.Equal(got.Executor, want) {
 		t.Errorf("executor %+v, want %+v", got.Executor, want)
 	}
 	got, err = ParseConfig("serve.yaml", []byte(configBase+"walltime: {default: 10m, max: 2h}\n"))
@@ -165,6 +167,13 @@ var configErrorCases = []struct{ name, yaml, want string }{
 	{"run_as on guest", configBase + "executor: {name: guest, run_as: nobody}\n", "c.yaml: executor.run_as: applies to the host-command executor only"},
 	{"allow_users on guest", configBase + "executor: {name: guest, allow_users: true}\n", "c.yaml: executor.allow_users: applies to the host-command executor only"},
 	{"allow_users on emulated", configBase + "executor: {allow_users: false, name: emulated}\n", "c.yaml: executor.allow_users: applies to the host-command executor only"},
+	{"env on guest", configBase + "executor: {name: guest, env: [TMPDIR]}\n", "c.yaml: executor.env: applies to the host-command executor only"},
+	{"env not a list", configBase + "executor: {name: host-command, env: TMPDIR}\n", "c.yaml: executor.env: must be a list"},
+	{"env bad name", configBase + "executor: {name: host-command, env: [TMPDIR, 'A=B']}\n", `c.yaml: executor.env[1]: must be a variable name (a letter or '_', then letters, digits and '_', at most 128), not "A=B"`},
+	{"env a number", configBase + "executor: {name: host-command, env: [1]}\n", "c.yaml: executor.env[0]: must be a string"},
+	{"env METASCHED_", configBase + "executor: {name: host-command, env: [METASCHED_JOB_ID]}\n", "c.yaml: executor.env[0]: METASCHED_JOB_ID is set for every job by the daemon: name only what it does not set"},
+	{"env PATH", configBase + "executor: {name: host-command, env: [PATH]}\n", "c.yaml: executor.env[0]: PATH is set for every job by the daemon: name only what it does not set"},
+	{"env twice", configBase + "executor: {name: host-command, env: [TMPDIR, TMPDIR]}\n", "c.yaml: executor.env[1]: TMPDIR is listed twice"},
 	{"allow_users not a bool", configBase + "executor: {name: host-command, allow_users: yes please}\n", "c.yaml: executor.allow_users: must be true or false"},
 	{"empty run_as", configBase + "executor: {name: host-command, run_as: ''}\n", `c.yaml: executor.run_as: must be a user name of the daemon's machine (letters, digits, '.', '_', '-', at most 256 characters) or a numeric uid, not ""`},
 	{"run_as with a space", configBase + "executor: {name: host-command, run_as: 'job user'}\n", `executor.run_as: must be a user name of the daemon's machine`},

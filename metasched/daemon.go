@@ -292,7 +292,7 @@ func NewWithGrid(ctx context.Context, cfg *Config, grid *graph.Grid, opt Options
 		case HostCommand:
 			// It checks run_as, and warns that the jobs run on this machine.
 			c, err := executor.NewCommand(d.log, executor.CommandOptions{MaxOutput: cfg.Executor.MaxOutputBytes,
-				OutputRate: cfg.Executor.OutputBytesPerSecond, RunAs: cfg.Executor.RunAs})
+				OutputRate: cfg.Executor.OutputBytesPerSecond, RunAs: cfg.Executor.RunAs, Env: cfg.Executor.Env})
 			if err != nil {
 				return nil, fmt.Errorf("executor.%w", err)
 			}

@@ -49,9 +49,15 @@ type CommandOptions struct {
 	// Grace is how long a cancelled command's process group has between
 	// SIGTERM and SIGKILL. Zero or negative means DefaultGrace.
 	Grace time.Duration
-	// WorkDir is the working directory of the commands; "" is the
-	// daemon's. A relative program path ("./master") is relative to it.
+	// WorkDir is the working directory of the commands; "" is each job's
+	// run directory (Run.Dir, which holds its hostfile). A relative
+	// program path ("./master") is relative to it.
 	WorkDir string
+	// Env names the variables of the daemon's environment that the
+	// commands get besides CommandEnvNames and the METASCHED_* variables:
+	// nothing else of the daemon's environment (its secrets, its
+	// credentials) reaches a job.
+	Env []string
 	// MaxOutput bounds the bytes kept of an attempt's output (what comes
 	// after is discarded, with a note); 0 means DefaultMaxOutput.
 	MaxOutput int64
@@ -252,22 +258,10 @@ func (c *Command) startSupervisor(r Run, adir, hfPath string, lock *os.File) (*e
 	args = append(args, "--")
 	cmd := exec.Command(c.opt.Supervisor[0], append(args, r.Job.Command...)...)
 	cmd.Dir = c.opt.WorkDir
-	cmd.Env = append(os.Environ(), // exec keeps the last of duplicate keys
-		"METASCHED_HOSTFILE="+hfPath,
-		"METASCHED_JOB_ID="+r.JobID,
-		"METASCHED_JOB_NAME="+r.Job.Name,
-		"METASCHED_TASKS="+strconv.Itoa(r.Job.Tasks),
-		"METASCHED_TASK_OPS="+FormatNumber(r.Job.TaskOps),
-		"METASCHED_TASK_BYTES="+FormatNumber(r.Job.TaskBytes),
-	)
-	if c.as.switched {
-		// The command's; the supervisor does not use them.
-		for _, v := range []struct{ key, value string }{{"HOME", c.as.home}, {"USER", c.as.name}, {"LOGNAME", c.as.name}} {
-			if _, set := os.LookupEnv(v.key); set && v.value != "" {
-				cmd.Env = append(cmd.Env, v.key+"="+v.value)
-			}
-		}
+	if cmd.Dir == "" {
+		cmd.Dir = filepath.Dir(hfPath) // the job's run directory
 	}
+	cmd.Env = c.commandEnv(r, hfPath, os.LookupEnv)
 	cmd.Stdout, cmd.Stderr = slog, slog
 	cmd.ExtraFiles = []*os.File{lock}
 	cmd.SysProcAttr = supervisorAttr()
@@ -275,6 +269,42 @@ func (c *Command) startSupervisor(r Run, adir, hfPath string, lock *os.File) (*e
 		return nil, err
 	}
 	return cmd, nil
+}
+
+// CommandEnvNames are the variables of the daemon's environment a job's
+// command always gets, when the daemon has them: PATH and LANG as they
+// are, HOME, USER and LOGNAME those of run_as's account when the command
+// switches to it.
+var CommandEnvNames = []string{"PATH", "LANG", "HOME", "USER", "LOGNAME"}
+
+// commandEnv is the environment of a job's command (its supervisor
+// passes it on, and uses none of it): CommandEnvNames, the names
+// CommandOptions.Env allows, as lookup finds them in the daemon's
+// environment, and the METASCHED_* variables of the job. Nothing else.
+func (c *Command) commandEnv(r Run, hfPath string, lookup func(string) (string, bool)) []string {
+	var env []string
+	for _, k := range append(slices.Clone(CommandEnvNames), c.opt.Env...) {
+		v, ok := lookup(k)
+		if c.as.switched {
+			switch k {
+			case "HOME":
+				v = c.as.home
+			case "USER", "LOGNAME":
+				v = c.as.name
+			}
+		}
+		if ok && (v != "" || !slices.Contains(CommandEnvNames, k)) {
+			env = append(env, k+"="+v)
+		}
+	}
+	return append(env,
+		"METASCHED_HOSTFILE="+hfPath,
+		"METASCHED_JOB_ID="+r.JobID,
+		"METASCHED_JOB_NAME="+r.Job.Name,
+		"METASCHED_TASKS="+strconv.Itoa(r.Job.Tasks),
+		"METASCHED_TASK_OPS="+FormatNumber(r.Job.TaskOps),
+		"METASCHED_TASK_BYTES="+FormatNumber(r.Job.TaskBytes),
+	)
 }
 
 // follow copies the attempt's output to r.Output while its supervisor

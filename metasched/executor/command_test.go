@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -66,34 +67,62 @@ func TestCommandExit(t *testing.T) {
 }
 
 // TestCommandEnvironment checks what the command sees: the hostfile, the
-// METASCHED_ variables (overriding the daemon's), the daemon's other
-// variables and the working directory.
+// METASCHED_ variables of its job (not the daemon's), PATH and LANG, the
+// variables the operator allows by name, nothing else of the daemon's
+// environment (its secrets), and the working directory: the one given, or
+// else the job's run directory.
 func TestCommandEnvironment(t *testing.T) {
 	t.Setenv("METASCHED_JOB_ID", "stale")
-	t.Setenv("METASCHED_EXECUTOR_TEST", "inherited")
+	t.Setenv("METASCHED_EXECUTOR_TEST", "the daemon's")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "s3cret")
+	t.Setenv("ALLOWED_BY_NAME", "allowed")
+	t.Setenv("LANG", "C.UTF-8")
 	work := openDir(t)
 	dir := filepath.Join(openDir(t), "runs", "j-000000000042") // created by Run
-	out := newWatchWriter("")
-	r := shRun(t, `printf '%s\n' "$METASCHED_HOSTFILE" "$METASCHED_JOB_ID" "$METASCHED_JOB_NAME" "$METASCHED_TASKS" "$METASCHED_TASK_OPS" "$METASCHED_TASK_BYTES" "$METASCHED_EXECUTOR_TEST"
+	const script = `printf '%s\n' "$METASCHED_HOSTFILE" "$METASCHED_JOB_ID" "$METASCHED_JOB_NAME" "$METASCHED_TASKS" "$METASCHED_TASK_OPS" "$METASCHED_TASK_BYTES" "[$METASCHED_EXECUTOR_TEST]" "[$AWS_SECRET_ACCESS_KEY]" "$ALLOWED_BY_NAME" "$LANG"
 pwd -P
-cat "$METASCHED_HOSTFILE"`, out)
-	r.Dir = dir
-
-	res, err := newCommand(t, executor.CommandOptions{WorkDir: work}).Run(context.Background(), r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res != (executor.Result{}) {
-		t.Fatalf("result %+v, want done; output %q", res, out.String())
-	}
-	physWork, err := filepath.EvalSymlinks(work)
-	if err != nil {
-		t.Fatal(err)
-	}
+cat "$METASCHED_HOSTFILE"
+echo ---
+env`
 	hostfile := filepath.Join(dir, executor.HostfileName)
-	want := strings.Join([]string{hostfile, "j-000000000042", "render-42", "300", "2e+12", "5e+07", "inherited", physWork}, "\n") + "\n" + testHostfile
-	if diff := cmp.Diff(want, out.String()); diff != "" {
-		t.Fatalf("output (-want +got):\n%s", diff)
+	for _, tc := range []struct {
+		name    string
+		workDir string // "" : the run directory
+	}{{"a working directory", work}, {"the run directory", ""}} {
+		out := newWatchWriter("")
+		r := shRun(t, script, out)
+		r.Dir = dir
+		if tc.workDir == "" {
+			r.Attempt = 2 // an attempt of its own
+		}
+		res, err := newCommand(t, executor.CommandOptions{WorkDir: tc.workDir, Env: []string{"ALLOWED_BY_NAME", "NOT_SET_AT_ALL"}}).Run(context.Background(), r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res != (executor.Result{}) {
+			t.Fatalf("%s: result %+v, want done; output %q", tc.name, res, out.String())
+		}
+		wd := tc.workDir
+		if wd == "" {
+			wd = dir
+		}
+		physWork, err := filepath.EvalSymlinks(wd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, env, _ := strings.Cut(out.String(), "---\n")
+		want := strings.Join([]string{hostfile, "j-000000000042", "render-42", "300", "2e+12", "5e+07", "[]", "[]", "allowed", "C.UTF-8", physWork}, "\n") + "\n" + testHostfile
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Fatalf("%s: output (-want +got):\n%s", tc.name, diff)
+		}
+		// Every variable is one a job gets (sh adds PWD, SHLVL and _).
+		for _, line := range strings.Split(strings.TrimSpace(env), "\n") {
+			k, _, _ := strings.Cut(line, "=")
+			if !slices.Contains(executor.CommandEnvNames, k) && !strings.HasPrefix(k, "METASCHED_") &&
+				!slices.Contains([]string{"ALLOWED_BY_NAME", "PWD", "OLDPWD", "SHLVL", "_"}, k) {
+				t.Errorf("%s: the command's environment has %s, which the daemon's had and the job was not given", tc.name, line)
+			}
+		}
 	}
 	written, err := os.ReadFile(hostfile)
 	if err != nil {

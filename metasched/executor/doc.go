@@ -31,11 +31,15 @@
 // Command, the host-command executor (`executor: {name: host-command,
 // run_as: USER}`), runs the job file's command (an argv list, not a shell
 // line: use ["sh", "-c", "..."] for one) on the daemon's own machine, in
-// CommandOptions.WorkDir: whoever may submit a job may run a program there,
-// as the user CommandOptions.RunAs names. That user must not be root: a
+// the job's run directory (Run.Dir, or CommandOptions.WorkDir when set):
+// whoever may submit a job may run a program there, as the user
+// CommandOptions.RunAs names. The command's environment is clean: PATH
+// and LANG from the daemon's, HOME, USER and LOGNAME (run_as's when the
+// command switches to it), the names CommandOptions.Env allows, and the
+// job's METASCHED_* variables; nothing else of the daemon's environment
+// (its credentials, its secrets) reaches it. That user must not be root: a
 // daemon that runs as root needs RunAs, a user whose uid is not 0, and
-// each command switches to its uid, gid and supplementary groups (HOME,
-// USER and LOGNAME become its when the daemon's environment sets them); a
+// each command switches to its uid, gid and supplementary groups; a
 // daemon that runs as another user cannot switch users, and runs the
 // commands as itself (RunAs "" or that user). NewCommand checks this
 // (an unknown user, root, a switch the daemon cannot make are errors
