@@ -194,8 +194,15 @@ func (s *Server) owned(next http.HandlerFunc) http.HandlerFunc {
 
 // serveLogin checks the token of a JSON body ({"token": ...}) or of a form
 // (token=...) and sets the session cookie: the JSON answer is api.LoginResult,
-// the form's a redirect to the dashboard.
+// the form's a redirect to the dashboard. A login a browser sends from a
+// page of another site is refused (crossSite): a foreign page's form would
+// otherwise log the browser in as the attacker's account (login CSRF).
 func (s *Server) serveLogin(w http.ResponseWriter, r *http.Request) {
+	if why := crossSite(r); why != "" {
+		writeError(w, http.StatusForbidden, api.APIError{Code: api.CodeForbidden,
+			Error: "a login from a page of another site is refused: " + why})
+		return
+	}
 	body, err := readBody(w, r)
 	if err != nil {
 		replyErr(w, err)
@@ -243,6 +250,31 @@ func (s *Server) serveLogin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	httpx.WriteJSON(w, http.StatusOK, api.LoginResult{Expires: exp})
+}
+
+// crossSite says why r comes from a page of another site, or "": a
+// browser marks a request a page made with Sec-Fetch-Site and, for a POST,
+// with Origin. Sec-Fetch-Site cross-site (or same-site: another host of the
+// same site) is refused, same-origin taken (also behind a proxy that
+// changes the Host); without it (an older browser), an Origin whose host is
+// not the one the request was sent to is refused. A request with neither
+// (curl, the Go client) is no page's.
+func crossSite(r *http.Request) string {
+	switch site := r.Header.Get("Sec-Fetch-Site"); site {
+	case "cross-site", "same-site":
+		return "Sec-Fetch-Site: " + site
+	case "same-origin", "none":
+		return ""
+	}
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return ""
+	}
+	u, err := url.Parse(origin)
+	if err != nil || u.Host == "" || !strings.EqualFold(u.Host, r.Host) {
+		return fmt.Sprintf("Origin %q is not %s", origin, r.Host)
+	}
+	return ""
 }
 
 // serveLogout ends the request's session, if it has one (its cookie, and

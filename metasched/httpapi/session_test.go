@@ -150,6 +150,44 @@ func TestSession(t *testing.T) {
 		t.Errorf("login as text/csv: %d %s", a.status, a.body)
 	}
 
+	// Login CSRF: a foreign page's form, auto-submitted with the
+	// attacker's token, must not log the browser in as the attacker.
+	header := func(k, v string) func(*http.Request) { return func(r *http.Request) { r.Header.Set(k, v) } }
+	self := strings.TrimPrefix(td.addr, "http://")
+	for _, c := range []struct {
+		name   string
+		mark   func(*http.Request)
+		status int
+	}{
+		{"a form from another site's page (Origin)", header("Origin", "https://evil.example"), http.StatusForbidden},
+		{"an Origin of the same host on another port", header("Origin", "http://"+strings.Split(self, ":")[0]+":1"), http.StatusForbidden},
+		{"an opaque Origin (a sandboxed page)", header("Origin", "null"), http.StatusForbidden},
+		{"Sec-Fetch-Site: cross-site", header("Sec-Fetch-Site", "cross-site"), http.StatusForbidden},
+		{"Sec-Fetch-Site: same-site", header("Sec-Fetch-Site", "same-site"), http.StatusForbidden},
+		{"the dashboard's own page (Origin)", header("Origin", "http://"+self), http.StatusSeeOther},
+		{"the dashboard's own page (Sec-Fetch-Site)", header("Sec-Fetch-Site", "same-origin"), http.StatusSeeOther},
+		{"the dashboard's own page behind a proxy that changes the Host", func(r *http.Request) {
+			r.Header.Set("Sec-Fetch-Site", "same-origin")
+			r.Header.Set("Origin", "https://grid.example")
+		}, http.StatusSeeOther},
+		{"another site's page, Origin and Sec-Fetch-Site", func(r *http.Request) {
+			r.Header.Set("Sec-Fetch-Site", "cross-site")
+			r.Header.Set("Origin", "http://"+self)
+		}, http.StatusForbidden},
+		{"a client without either (curl)", func(*http.Request) {}, http.StatusSeeOther},
+	} {
+		a := cookieRequest(t, td, "POST", "/login", "", false, "application/x-www-form-urlencoded", "token="+url.QueryEscape(token), c.mark)
+		if a.status != c.status {
+			t.Errorf("%s: login %d %s, want %d", c.name, a.status, a.body, c.status)
+		}
+		if set := len((&http.Response{Header: a.header}).Cookies()) > 0; set != (c.status == http.StatusSeeOther) {
+			t.Errorf("%s: a cookie set: %v", c.name, set)
+		}
+		if c.status == http.StatusForbidden && a.apiErr(t).Code != api.CodeForbidden {
+			t.Errorf("%s: %s, want code forbidden", c.name, a.body)
+		}
+	}
+
 	a := cookieRequest(t, td, "POST", "/login", "", false, "application/json", `{"token": "`+token+`"}`)
 	if a.status != http.StatusOK {
 		t.Fatalf("login: %d %s", a.status, a.body)
