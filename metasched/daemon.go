@@ -187,6 +187,11 @@ type Daemon struct {
 	revokedMu sync.Mutex
 	revoked   map[string]time.Time // logged-out sessions → their expiry
 
+	// credsChanged is closed, and replaced, when a token is made or
+	// revoked or a session logged out (CredentialsChanged).
+	credsMu      sync.Mutex
+	credsChanged chan struct{}
+
 	wake     chan struct{}
 	events   chan coordinator.Event
 	runCtx   context.Context

@@ -25,7 +25,32 @@ func (d *Daemon) RevokeSession(ctx context.Context, id string, expires time.Time
 		}
 	}
 	d.revoked[id] = expires
+	d.credentialsChanged()
 	return nil
+}
+
+// CredentialsChanged returns a channel closed at the next change of the
+// credentials: a token made or revoked, a session logged out. What a
+// credential proved before may not hold after: an event stream opened
+// with it checks it again then (and ends when it no longer proves who it
+// did, with the role it had).
+func (d *Daemon) CredentialsChanged() <-chan struct{} {
+	d.credsMu.Lock()
+	defer d.credsMu.Unlock()
+	if d.credsChanged == nil {
+		d.credsChanged = make(chan struct{})
+	}
+	return d.credsChanged
+}
+
+// credentialsChanged wakes those CredentialsChanged gave a channel.
+func (d *Daemon) credentialsChanged() {
+	d.credsMu.Lock()
+	defer d.credsMu.Unlock()
+	if d.credsChanged != nil {
+		close(d.credsChanged)
+		d.credsChanged = nil
+	}
 }
 
 // SessionRevoked reports whether the session id was logged out.
@@ -42,6 +67,9 @@ func (d *Daemon) restoreSessions(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	d.revokedMu.Lock()
 	d.revoked = r
+	d.revokedMu.Unlock()
+	d.credentialsChanged()
 	return nil
 }

@@ -34,6 +34,7 @@ func (d *Daemon) loadTokens(ctx context.Context) error {
 	d.tokMu.Lock()
 	d.tokens = b
 	d.tokMu.Unlock()
+	d.credentialsChanged()
 	return nil
 }
 
@@ -115,6 +116,7 @@ func (d *Daemon) CreateToken(ctx context.Context, r api.TokenRequest) (api.Token
 	d.tokMu.Lock()
 	d.tokens.add(rec)
 	d.tokMu.Unlock()
+	d.credentialsChanged()
 	d.log.Info().Str("token", rec.Name).Str("role", rec.Role).Msg("api token created")
 	return api.TokenCreated{Token: api.Token{Name: rec.Name, Role: rec.Role, Created: rec.Created}, Secret: secret}, nil
 }
@@ -150,6 +152,7 @@ func (d *Daemon) RevokeToken(ctx context.Context, name string) error {
 	delete(d.tokens.byHash, d.tokens.hashOf[name])
 	delete(d.tokens.hashOf, name)
 	d.tokMu.Unlock()
+	d.credentialsChanged()
 	d.log.Info().Str("token", name).Msg("api token revoked")
 	return nil
 }

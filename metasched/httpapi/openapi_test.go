@@ -1019,7 +1019,8 @@ func (d bareDaemon) Authenticate(tok string) (api.Principal, bool) {
 func (d bareDaemon) Principal(name string) (api.Principal, string, bool) {
 	return api.Principal{Name: api.OperatorName, Role: api.RoleOperator}, "", name == api.OperatorName
 }
-func (d bareDaemon) SessionKey(string) string { return "" }
+func (d bareDaemon) SessionKey(string) string            { return "" }
+func (d bareDaemon) CredentialsChanged() <-chan struct{} { return nil }
 
 // The server serves the document without a token, and answers the status
 // codes the document gives (CheckOpenAPI holds each answer to it), for the

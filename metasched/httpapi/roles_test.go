@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
@@ -328,4 +329,104 @@ func TestHostCommandForUsers(t *testing.T) {
 			}
 		})
 	}
+}
+
+// An event stream ends as soon as the credential that opened it no longer
+// proves who it did: its bearer token revoked, its session logged out, the
+// token of its session revoked and made again under its name as an
+// operator's; a stream of another credential goes on. (A minute bounds
+// each wait only to catch a stream that never ends.)
+func TestStreamsEndWithTheirCredential(t *testing.T) {
+	td := startDaemon(t, metasched.Options{}, nil)
+	ctx := context.Background()
+	made := func(name, role string) string {
+		tc, err := td.d.CreateToken(ctx, api.TokenRequest{Name: name, Role: role})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tc.Secret
+	}
+	// open starts a stream with mark's credential, reads its first event
+	// and returns a channel that says when the stream ended.
+	open := func(name string, mark func(*http.Request)) <-chan struct{} {
+		t.Helper()
+		rctx, cancel := context.WithCancel(ctx) // ended by the test's end only
+		t.Cleanup(cancel)
+		req, _ := http.NewRequestWithContext(rctx, "GET", td.addr+"/v1/events", nil)
+		mark(req)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s: events %d", name, resp.StatusCode)
+		}
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 1<<20), 1<<24)
+		for sc.Scan() && !strings.HasPrefix(sc.Text(), "data: ") {
+		}
+		ended := make(chan struct{})
+		go func() {
+			defer close(ended)
+			defer resp.Body.Close()
+			for sc.Scan() {
+			}
+		}()
+		return ended
+	}
+	bearer := func(tok string) func(*http.Request) {
+		return func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+tok) }
+	}
+	cookie := func(v string) func(*http.Request) {
+		return func(r *http.Request) { r.AddCookie(&http.Cookie{Name: httpapi.SessionCookie, Value: v}) }
+	}
+	login := func(tok string) string {
+		a := apiRequest(t, td, "POST", "/login", "", "application/json", []byte(`{"token": "`+tok+`"}`))
+		return sessionCookie(t, a).Value
+	}
+	waitEnd := func(what string, ended <-chan struct{}) {
+		t.Helper()
+		select {
+		case <-ended:
+		case <-time.After(time.Minute):
+			t.Errorf("%s: the stream goes on", what)
+		}
+	}
+	goesOn := func(what string, ended <-chan struct{}) {
+		t.Helper()
+		select {
+		case <-ended:
+			t.Errorf("%s: the stream ended", what)
+		default:
+		}
+	}
+
+	erin, frank := made("erin", api.RoleUser), made("frank", api.RoleUser)
+	byErin, byFrank := open("erin's token", bearer(erin)), open("frank's token", bearer(frank))
+	erinSession := login(erin)
+	byErinSession := open("erin's session", cookie(erinSession))
+	if err := td.d.RevokeToken(ctx, "erin"); err != nil {
+		t.Fatal(err)
+	}
+	waitEnd("erin's token revoked", byErin)
+	waitEnd("erin's token revoked, her session's stream", byErinSession)
+	goesOn("erin's token revoked, frank's", byFrank)
+
+	// A session logged out.
+	frankSession := login(frank)
+	byFrankSession := open("frank's session", cookie(frankSession))
+	if a := cookieRequest(t, td, "POST", "/logout", frankSession, true, "", ""); a.status != http.StatusNoContent {
+		t.Fatalf("logout: %d %s", a.status, a.body)
+	}
+	waitEnd("frank's session logged out", byFrankSession)
+	goesOn("frank's session logged out, his token's", byFrank)
+
+	// A session whose token is revoked and made again, an operator's.
+	gina := made("gina", api.RoleUser)
+	byGina := open("gina's session", cookie(login(gina)))
+	if err := td.d.RevokeToken(ctx, "gina"); err != nil {
+		t.Fatal(err)
+	}
+	made("gina", api.RoleOperator)
+	waitEnd("gina's token made again as an operator's", byGina)
 }

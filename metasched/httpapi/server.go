@@ -46,6 +46,9 @@ type Daemon interface {
 	// one was.
 	RevokeSession(ctx context.Context, id string, expires time.Time) error
 	SessionRevoked(id string) bool
+	// CredentialsChanged is closed at the next token made or revoked or
+	// session logged out: an event stream checks its credential again.
+	CredentialsChanged() <-chan struct{}
 	// Registry is the daemon's Prometheus registry: GET /metrics serves
 	// it, and the server adds the duration of the requests it serves.
 	Registry() *prometheus.Registry
@@ -210,7 +213,10 @@ func (s *Server) handlers() map[string]http.HandlerFunc {
 		"GET /v1/dashboard":    s.board.ServeState,
 		"GET /v1/events": func(w http.ResponseWriter, r *http.Request) {
 			httpsrv.Stream(r) // each event gets the write timeout, not the whole stream
-			s.board.ServeEvents(w, r)
+			ctx, cancel := context.WithCancel(r.Context())
+			defer cancel()
+			go s.endWithCredential(ctx, cancel, r)
+			s.board.ServeEvents(w, r.WithContext(ctx))
 		},
 		"POST /v1/jobs": withJobBody(func(r *http.Request, body []byte) (any, int, error) {
 			return submit(d, r, body)

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -106,6 +107,7 @@ func (s *Server) authenticate(access Access, next http.HandlerFunc) http.Handler
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var p api.Principal
 		var caller string
+		var still func() bool // nil: a certificate's, which nothing revokes
 		if auth := r.Header.Get("Authorization"); auth != "" {
 			token, ok := strings.CutPrefix(auth, "Bearer ")
 			if !ok {
@@ -117,6 +119,7 @@ func (s *Server) authenticate(access Access, next http.HandlerFunc) http.Handler
 				return
 			}
 			caller = bearerCaller(token)
+			still = func() bool { q, ok := s.d.Authenticate(token); return ok && q == p }
 		} else if id, ok := forwardedClient(r); ok {
 			p, caller = api.Principal{Name: id.Name, Role: id.Role}, "cert:"+id.Name
 		} else if id, ok := tlsx.PeerIdentity(r.TLS); ok && id.Kind == tlsx.KindClient {
@@ -136,6 +139,10 @@ func (s *Server) authenticate(access Access, next http.HandlerFunc) http.Handler
 				return
 			}
 			caller = "session:" + sid
+			still = func() bool {
+				id, q, _, ok := s.session(r)
+				return ok && id == sid && !s.d.SessionRevoked(sid) && q == p
+			}
 		}
 		httpsrv.Prove(r.Context()) // the request proves the connection
 		if access == Operator && !p.Operator() {
@@ -143,9 +150,37 @@ func (s *Server) authenticate(access Access, next http.HandlerFunc) http.Handler
 				Error: fmt.Sprintf("%s %s is an operator's: %s has the role %s", r.Method, r.URL.Path, p.Name, p.Role)})
 			return
 		}
-		ctx := api.WithPrincipal(r.Context(), p)
+		ctx := context.WithValue(api.WithPrincipal(r.Context(), p), stillKey{}, still)
 		next(w, withCaller(r.WithContext(ctx), caller))
 	})
+}
+
+// stillKey is the context key of a request's check that its credential
+// still proves the principal it did (authenticate).
+type stillKey struct{}
+
+// endWithCredential cancels a stream (cancel) as soon as the credential
+// that opened it (r's) no longer proves the principal it did, with the
+// role it had: its token revoked (also when a token of its name is made
+// again, of another role), its session logged out. It waits for the
+// daemon's credentials to change, checks, and waits again until ctx ends.
+func (s *Server) endWithCredential(ctx context.Context, cancel context.CancelFunc, r *http.Request) {
+	still, _ := r.Context().Value(stillKey{}).(func() bool)
+	if still == nil {
+		return // a client certificate: it holds until it expires
+	}
+	for {
+		changed := s.d.CredentialsChanged()
+		if !still() {
+			cancel()
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+		}
+	}
 }
 
 // forwardedClient is the client certificate's identity a standby daemon
