@@ -19,9 +19,16 @@ const (
 // first start (DATA_DIR/token).
 const OperatorName = "operator"
 
-// Principal is who a request comes from: the name of its token (or
-// client certificate, or of the token its session was opened with) and
-// its role.
+// CertOwnerPrefix starts the name of a principal a client certificate
+// proves: "cert:alice" for the certificate of client alice. An owner names
+// its kind, so that a certificate cannot own a token's jobs (a client
+// certificate named operator is not the operator token), nor a token a
+// certificate's: token names hold no ':'.
+const CertOwnerPrefix = "cert:"
+
+// Principal is who a request comes from: the name of its token (or of the
+// token its session was opened with; CertOwnerPrefix and the client's
+// name for a client certificate) and its role.
 type Principal struct {
 	Name string `json:"name"`
 	Role string `json:"role"`

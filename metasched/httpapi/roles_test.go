@@ -300,6 +300,64 @@ func TestClientCertificates(t *testing.T) {
 	if !strings.HasPrefix(td.addr, "https://") {
 		t.Errorf("the daemon serves %s, want https", td.addr)
 	}
+
+	// A user's certificate named operator is not the operator token: it
+	// neither lists, reads nor cancels the operator token's jobs, and its
+	// own job's owner names its kind.
+	// do sends a request with the certificate of id, or with the operator
+	// token when id has no name.
+	do := func(method, path, body string, id tlsx.Identity) (int, []byte) {
+		t.Helper()
+		cfg := &tls.Config{RootCAs: pool}
+		if id.Name != "" {
+			f := p.Issue(t, "client-"+id.Name+"-"+id.Role, tlsx.Request{Identity: id})
+			pair, err := tls.LoadX509KeyPair(f.Cert, f.Key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg.Certificates = []tls.Certificate{pair}
+		}
+		hc := &http.Client{Transport: &http.Transport{TLSClientConfig: cfg}, Timeout: time.Minute}
+		req, _ := http.NewRequest(method, td.addr+path, strings.NewReader(body))
+		if body != "" {
+			req.Header.Set("Content-Type", "application/yaml")
+		}
+		if id.Name == "" {
+			req.Header.Set("Authorization", "Bearer "+td.d.Token())
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s as %v: %v", method, path, id, err)
+		}
+		defer resp.Body.Close()
+		data, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, data
+	}
+	code, body := do("POST", "/v1/jobs", apiSimJob, tlsx.Identity{})
+	var opsJob api.Job
+	if err := json.Unmarshal(body, &opsJob); code != 201 || err != nil || opsJob.Owner != api.OperatorName {
+		t.Fatalf("the operator token's submission: %d %s (%v)", code, body, err)
+	}
+	fake := tlsx.Client(api.OperatorName, tlsx.RoleUser)
+	if code, body := do("GET", "/v1/jobs", "", fake); code != 200 || strings.Contains(string(body), opsJob.ID) {
+		t.Errorf("a user's certificate named operator lists the operator token's job: %d %s", code, body)
+	}
+	for _, r := range []struct{ method, path string }{{"GET", "/v1/jobs/" + opsJob.ID}, {"POST", "/v1/jobs/" + opsJob.ID + "/cancel"}, {"GET", "/v1/jobs/" + opsJob.ID + "/logs"}} {
+		if code, body := do(r.method, r.path, "", fake); code != 404 {
+			t.Errorf("%s %s with a user's certificate named operator: %d %s, want 404", r.method, r.path, code, body)
+		}
+	}
+	code, body = do("POST", "/v1/jobs", apiSimJob, fake)
+	var own api.Job
+	if err := json.Unmarshal(body, &own); code != 201 || err != nil || own.Owner != api.CertOwnerPrefix+api.OperatorName {
+		t.Errorf("the certificate's own job: %d, owner %q (%v), want %s", code, own.Owner, err, api.CertOwnerPrefix+api.OperatorName)
+	}
+	if code, body := do("GET", "/v1/jobs/"+own.ID, "", fake); code != 200 {
+		t.Errorf("the certificate's own job: %d %s", code, body)
+	}
+	if code, body := do("GET", "/v1/jobs/"+opsJob.ID, "", tlsx.Identity{}); code != 200 || strings.Contains(string(body), `"state":"cancelled"`) {
+		t.Errorf("the operator token's job after the certificate's cancel: %d %s", code, body)
+	}
 }
 
 // The host-command executor runs jobs' commands on the daemon's own

@@ -121,9 +121,9 @@ func (s *Server) authenticate(access Access, next http.HandlerFunc) http.Handler
 			caller = bearerCaller(token)
 			still = func() bool { q, ok := s.d.Authenticate(token); return ok && q == p }
 		} else if id, ok := forwardedClient(r); ok {
-			p, caller = api.Principal{Name: id.Name, Role: id.Role}, "cert:"+id.Name
+			p, caller = api.Principal{Name: api.CertOwnerPrefix + id.Name, Role: id.Role}, "cert:"+id.Name
 		} else if id, ok := tlsx.PeerIdentity(r.TLS); ok && id.Kind == tlsx.KindClient {
-			p, caller = api.Principal{Name: id.Name, Role: id.Role}, "cert:"+id.Name
+			p, caller = api.Principal{Name: api.CertOwnerPrefix + id.Name, Role: id.Role}, "cert:"+id.Name
 		} else {
 			sid, sp, _, valid := s.session(r)
 			valid = valid && !s.d.SessionRevoked(sid)
