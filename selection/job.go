@@ -164,6 +164,13 @@ func (in *InputFile) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// The limits of a job's command: the arguments, and their bytes in all
+// (within Linux's ARG_MAX, with room for the environment).
+const (
+	MaxCommandArgs  = 4096
+	MaxCommandBytes = 256 << 10
+)
+
 // The limits of a job's files.
 const (
 	MaxJobFiles      = 64        // inputs, and outputs
@@ -439,10 +446,18 @@ func (j *Job) check(bad func(path, msg string)) {
 	}
 	j.checkPlacement(bad)
 	j.checkFiles(bad)
+	total := 0
 	for i, a := range j.Command {
 		if i == 0 && strings.TrimSpace(a) == "" {
 			bad("command[0]", "must name the program to run, got an empty string")
 		}
+		total += len(a)
+	}
+	switch {
+	case len(j.Command) > MaxCommandArgs:
+		bad("command", fmt.Sprintf("has %d arguments, more than %d", len(j.Command), MaxCommandArgs))
+	case total > MaxCommandBytes:
+		bad("command", fmt.Sprintf("has %d bytes of arguments, more than %d", total, MaxCommandBytes))
 	}
 }
 

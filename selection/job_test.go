@@ -76,6 +76,14 @@ const jobGood = "name: j\ntype: t\ntasks: 3\ntask_ops: 1e9\ntask_bytes: 1e6\n"
 // (TestParseJobErrors), and seeds of FuzzParseJob.
 var jobErrorCases = []struct{ name, text, want string }{
 	{"unknown field", jobGood + "priority: 3\n", "job.yaml: priority: unknown field"},
+	// The adversary's alias bomb, smaller: a 64 KiB anchor aliased 24
+	// times would be 1.5 MiB; aliases may expand a file 4 times (1 MiB for a small one).
+	{"alias bomb", jobGood + "command: [&a " + strings.Repeat("x", 64<<10) + strings.Repeat(", *a", 23) + "]\n",
+		"job.yaml: its aliases expand the document to 1572"},
+	{"too many arguments", jobGood + "command: [p" + strings.Repeat(", a", MaxCommandArgs) + "]\n",
+		"job.yaml: command: has 4097 arguments, more than 4096"},
+	{"too many bytes of arguments", jobGood + "command: [p, " + strings.Repeat("x", MaxCommandBytes) + "]\n",
+		"job.yaml: command: has 262145 bytes of arguments, more than 262144"},
 	{"missing tasks", "name: j\ntype: t\ntask_ops: 1\ntask_bytes: 1\n", "job.yaml: tasks: missing required field"},
 	{"missing type", "name: j\ntasks: 1\ntask_ops: 1\ntask_bytes: 1\n", "job.yaml: type: missing required field"},
 	{"zero tasks", strings.Replace(jobGood, "tasks: 3", "tasks: 0", 1), "job.yaml: tasks: must be an integer >= 1, got 0"},

@@ -118,8 +118,47 @@ func Parse(file string, data []byte) (*Decoder, Value, error) {
 	if root.Kind == 0 || root.Kind == yaml.DocumentNode || root.ShortTag() == "!!null" {
 		return nil, Value{}, &Error{File: file, Msg: "empty document"}
 	}
+	if n, most := expanded(root, map[*yaml.Node]int64{}), maxExpanded(len(data)); n > most {
+		return nil, Value{}, &Error{File: file, Msg: fmt.Sprintf("its aliases expand the document to %d bytes, more than %d (%d times its %d bytes, and at least %d): write the values out, or alias less",
+			n, most, ExpansionRatio, len(data), MinExpansion)}
+	}
 	d := &Decoder{file: file, pos: map[string][2]int{}, seen: map[string]bool{}, bad: map[string]bool{}, badIn: map[string]bool{}}
 	return d, d.value(root, ""), nil
+}
+
+// A document's aliases may expand it to at most ExpansionRatio times its
+// bytes, or MinExpansion bytes for a small one. The decoder follows
+// aliases itself (so that every error names the path it is at), so the
+// YAML library's own guard against alias bombs never runs: a 0.5 MB value
+// aliased 400 times would be 200 MB in the daemon's memory and its store.
+const (
+	ExpansionRatio = 4
+	MinExpansion   = 1 << 20
+)
+
+func maxExpanded(size int) int64 { return max(int64(size)*ExpansionRatio, MinExpansion) }
+
+// expanded returns the bytes of n's scalars with every alias expanded
+// (and a byte for every other node), each node's once (sizes, by node;
+// the library refuses an alias to a node that holds it).
+func expanded(n *yaml.Node, sizes map[*yaml.Node]int64) int64 {
+	if s, ok := sizes[n]; ok {
+		return s
+	}
+	var s int64
+	switch {
+	case n.Kind == yaml.AliasNode && n.Alias != nil:
+		s = expanded(n.Alias, sizes)
+	case n.Kind == yaml.ScalarNode:
+		s = int64(len(n.Value)) + 1
+	default:
+		s = 1
+		for _, c := range n.Content {
+			s = min(s+expanded(c, sizes), 1<<60) // far beyond any bound: no overflow
+		}
+	}
+	sizes[n] = s
+	return s
 }
 
 // syntaxError turns a parser error "yaml: line N: problem" into

@@ -2,6 +2,7 @@ package yamlx
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -410,5 +411,34 @@ func TestYamlxPaths(t *testing.T) {
 	want := []string{"pools", "pools[1]", "pools[1].service_rate", "switch_rates[0][2]"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("paths (-want +got):\n%s", diff)
+	}
+}
+
+// Aliases expand a document at most ExpansionRatio times its bytes (and
+// MinExpansion for a small one): a few aliases read, a value aliased
+// hundreds of times and nested aliases (billion laughs) are refused before
+// any value is read.
+func TestYamlxAliasExpansion(t *testing.T) {
+	_, v, err := Parse("a.yaml", []byte("base: &b {x: 1, y: [1, 2]}\none: *b\ntwo: *b\n"))
+	if err != nil {
+		t.Fatalf("a few aliases: %v", err)
+	}
+	if m, ok := v.Map("base", "one", "two"); !ok || !m.Has("two") {
+		t.Errorf("a few aliases: the document does not read")
+	}
+	big := strings.Repeat("x", 256<<10)
+	laughs := "a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n"
+	for c := 'b'; c <= 'i'; c++ {
+		p := string(c - 1)
+		laughs += fmt.Sprintf("%c: &%c [*%s, *%s, *%s, *%s, *%s, *%s, *%s, *%s, *%s, *%s]\n", c, c, p, p, p, p, p, p, p, p, p, p)
+	}
+	for _, tc := range []struct{ name, doc, want string }{
+		{"one value aliased 400 times", "cmd: [&a " + big + strings.Repeat(", *a", 399) + "]\n", "a.yaml: its aliases expand the document to 1048"},
+		{"billion laughs", laughs, "a.yaml: its aliases expand the document to 4"},
+	} {
+		_, _, err := Parse("a.yaml", []byte(tc.doc))
+		if err == nil || !strings.HasPrefix(err.Error(), tc.want) || !strings.Contains(err.Error(), "write the values out, or alias less") {
+			t.Errorf("%s: %v, want %q...", tc.name, err, tc.want)
+		}
 	}
 }
