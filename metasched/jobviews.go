@@ -21,6 +21,15 @@ func (d *Daemon) Job(ctx context.Context, id string) (api.Job, error) {
 	return d.jobViewLocked(d.jobs[id], sj), nil
 }
 
+// OwnsJob reports whether owner submitted job id: one seek in the
+// store's index of the owners' jobs, no read of the job, so that a user
+// asking for another's job and one asking for no job get their 404 by the
+// same work (a 404 of a job that exists took longer when it read and
+// built the job's view first).
+func (d *Daemon) OwnsJob(ctx context.Context, owner, id string) (bool, error) {
+	return d.st.OwnsJob(ctx, owner, id)
+}
+
 // Jobs lists jobs.
 func (d *Daemon) Jobs(ctx context.Context, f store.JobFilter) (api.JobList, error) {
 	limit := f.Limit

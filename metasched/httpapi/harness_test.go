@@ -23,7 +23,7 @@ type testDaemon struct {
 	stop func()
 }
 
-func startDaemon(t *testing.T, opt metasched.Options, edit func(*metasched.Config)) *testDaemon {
+func startDaemon(t testing.TB, opt metasched.Options, edit func(*metasched.Config)) *testDaemon {
 	t.Helper()
 	td := daemontest.Start(t, nil, opt, edit, checkOpenAPI(t))
 	return &testDaemon{d: td.D, addr: td.Addr, log: td.Log, stop: td.Stop}

@@ -46,6 +46,9 @@ type Daemon interface {
 	// one was.
 	RevokeSession(ctx context.Context, id string, expires time.Time) error
 	SessionRevoked(id string) bool
+	// OwnsJob reports whether owner submitted a job: the check of a
+	// user's access, by the same work whether the job exists or not.
+	OwnsJob(ctx context.Context, owner, id string) (bool, error)
 	// CredentialsChanged is closed at the next token made or revoked or
 	// session logged out: an event stream checks its credential again.
 	CredentialsChanged() <-chan struct{}

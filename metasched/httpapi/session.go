@@ -213,9 +213,11 @@ func (s *Server) owned(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		p := principalOf(r)
 		if !p.Operator() {
+			// Another's job and no job answer alike, by the same work: one
+			// seek in the index of the owners' jobs, then the same 404.
 			id := r.PathValue("id")
-			j, err := s.d.Job(r.Context(), id)
-			if err == nil && j.Owner != p.Name {
+			owns, err := s.d.OwnsJob(r.Context(), p.Name, id)
+			if err == nil && !owns {
 				err = &api.RequestError{Status: http.StatusNotFound, Code: api.CodeNotFound, Msg: fmt.Sprintf("no job %q", id)}
 			}
 			if err != nil {

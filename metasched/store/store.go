@@ -735,6 +735,23 @@ func (s *Store) Job(ctx context.Context, id string) (Job, error) {
 	return j, nil
 }
 
+// OwnsJob reports whether owner submitted job id: one seek in the index
+// of the owners' jobs, the same work whether the job exists or not, so
+// that the answer of another's job and of no job take alike.
+func (s *Store) OwnsJob(ctx context.Context, owner, id string) (bool, error) {
+	var owns bool
+	err := s.view(ctx, func(tx kv.Tx) error {
+		key := typeKey(owner, id)
+		k, _ := tx.Bucket(bucketOwners).Cursor().Seek(key)
+		owns = bytes.Equal(k, key)
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("job owner: %w", err)
+	}
+	return owns, nil
+}
+
 // JobFilter selects jobs for Jobs. The zero value selects every job.
 type JobFilter struct {
 	// States keeps the jobs in any of these states; empty keeps all.

@@ -1,0 +1,121 @@
+package httpapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/rs/zerolog"
+
+	"github.com/metasched/metasched/metasched"
+	"github.com/metasched/metasched/metasched/api"
+	"github.com/metasched/metasched/metasched/httpapi"
+)
+
+// countingDaemon counts the reads of jobs the server makes.
+type countingDaemon struct {
+	httpapi.Daemon
+	owners, views atomic.Int64
+}
+
+func (c *countingDaemon) OwnsJob(ctx context.Context, owner, id string) (bool, error) {
+	c.owners.Add(1)
+	return c.Daemon.OwnsJob(ctx, owner, id)
+}
+
+func (c *countingDaemon) Job(ctx context.Context, id string) (api.Job, error) {
+	c.views.Add(1)
+	return c.Daemon.Job(ctx, id)
+}
+
+// notFoundSetup starts a daemon behind a server that counts its reads of
+// jobs, with alice's job and bob's token.
+func notFoundSetup(t testing.TB) (srv *httptest.Server, c *countingDaemon, aliceJob, bob string) {
+	td := startDaemon(t, metasched.Options{}, nil)
+	ctx := context.Background()
+	tokens := map[string]string{}
+	for _, name := range []string{"alice", "bob"} {
+		tc, err := td.d.CreateToken(ctx, api.TokenRequest{Name: name, Role: api.RoleUser})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tokens[name] = tc.Secret
+	}
+	c = &countingDaemon{Daemon: td.d}
+	srv = httptest.NewServer(httpapi.New(c, zerolog.Nop()))
+	t.Cleanup(srv.Close)
+	req, _ := http.NewRequest("POST", srv.URL+"/v1/jobs", strings.NewReader(apiSimJob))
+	req.Header.Set("Authorization", "Bearer "+tokens["alice"])
+	req.Header.Set("Content-Type", "application/yaml")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var j api.Job
+	if err := json.NewDecoder(resp.Body).Decode(&j); err != nil || resp.StatusCode != 201 {
+		t.Fatalf("alice's submission: %d (%v)", resp.StatusCode, err)
+	}
+	return srv, c, j.ID, tokens["bob"]
+}
+
+func getAs(t testing.TB, srv *httptest.Server, token, path string) (int, string) {
+	req, _ := http.NewRequest("GET", srv.URL+path, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+// Another user's job and no job answer a user alike, by the same work:
+// each path makes one seek in the owners' index (OwnsJob) and reads no
+// job, and the
+// two answers differ only by the ID they name. (Their times are in
+// BenchmarkNotFound, not asserted.)
+func TestNotFoundPathsAlike(t *testing.T) {
+	srv, c, alices, bob := notFoundSetup(t)
+	missing := "j-999999999999"
+	for _, route := range []string{"/v1/jobs/%s", "/v1/jobs/%s/logs", "/v1/jobs/%s/outputs"} {
+		var answers []string
+		for _, id := range []string{alices, missing} {
+			c.owners.Store(0)
+			c.views.Store(0)
+			path := strings.Replace(route, "%s", id, 1)
+			code, body := getAs(t, srv, bob, path)
+			if code != 404 {
+				t.Errorf("GET %s as bob: %d %s, want 404", path, code, body)
+			}
+			if o, v := c.owners.Load(), c.views.Load(); o != 1 || v != 0 {
+				t.Errorf("GET %s as bob: %d seeks in the owners' index and %d reads of the job, want 1 and 0", path, o, v)
+			}
+			answers = append(answers, strings.ReplaceAll(body, id, "ID"))
+		}
+		if answers[0] != answers[1] {
+			t.Errorf("%s: another's job answers %q, no job %q", route, answers[0], answers[1])
+		}
+	}
+}
+
+// BenchmarkNotFound times a user's 404 for another user's job and for no
+// job: the figure the timing of the two paths is read from.
+func BenchmarkNotFound(b *testing.B) {
+	srv, _, alices, bob := notFoundSetup(b)
+	for _, tc := range []struct{ name, id string }{{"another's job", alices}, {"no job", "j-999999999999"}} {
+		b.Run(tc.name, func(b *testing.B) {
+			for b.Loop() {
+				if code, body := getAs(b, srv, bob, "/v1/jobs/"+tc.id); code != 404 {
+					b.Fatalf("%d %s", code, body)
+				}
+			}
+		})
+	}
+}
