@@ -105,6 +105,43 @@ func TestNotFoundPathsAlike(t *testing.T) {
 	}
 }
 
+// Another user's job answers 404 under every spelling of its ID, as a
+// missing job does, and none of the spellings reaches it: upper case,
+// padded, percent-encoded, with a trailing slash or dot segments, a
+// prefix, a NUL; the owner reaches it by its ID alone.
+func TestOthersJobUnderEverySpelling(t *testing.T) {
+	srv, _, alices, bob := notFoundSetup(t)
+	digits := strings.TrimPrefix(alices, "j-")
+	spellings := []string{
+		alices, strings.ToUpper(alices), " " + alices, alices + " ", "%20" + alices,
+		strings.Replace(alices, "-", "%2D", 1), "%6A-" + digits, alices + "/", "./" + alices,
+		"x/../" + alices, digits, "j-0" + digits, alices + "%00", alices + "%2F", "J-" + digits,
+	}
+	for _, sp := range spellings {
+		code, body := getAs(t, srv, bob, "/v1/jobs/"+sp)
+		if code == 200 || strings.Contains(body, `"owner"`) {
+			t.Errorf("GET /v1/jobs/%s as bob: %d %s, want no job of alice's", sp, code, body)
+		}
+		for _, sub := range []string{"/logs", "/outputs", "/cancel"} {
+			method := "GET"
+			if sub == "/cancel" {
+				method = "POST"
+			}
+			req, _ := http.NewRequest(method, srv.URL+"/v1/jobs/"+sp+sub, nil)
+			req.Header.Set("Authorization", "Bearer "+bob)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode < 300 {
+				t.Errorf("%s /v1/jobs/%s%s as bob: %d %s", method, sp, sub, resp.StatusCode, b)
+			}
+		}
+	}
+}
+
 // BenchmarkNotFound times a user's 404 for another user's job and for no
 // job: the figure the timing of the two paths is read from.
 func BenchmarkNotFound(b *testing.B) {
