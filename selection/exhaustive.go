@@ -82,7 +82,7 @@ func (pl *Planner) Exhaustive(ctx context.Context, o Options) (Plan, error) {
 			// cannot beat it: t* ≥ T/R.
 			pl.evals++
 			pl.scratchParts = pl.partsInto(pl.scratchParts[:0], m, others)
-			if R, _ := pl.fluidRate(pl.scratchParts); best != nil && cmpTime(T/R, best.s.t) < 0 {
+			if R := pl.fluidRate(pl.scratchParts); best != nil && cmpTime(T/R, best.s.t) < 0 {
 				continue
 			}
 			by := math.Inf(1)

@@ -27,14 +27,12 @@ const maxFinishSteps = 200
 // slots returns the task-farm processes of one VM: one per vCPU.
 func (pl *Planner) slots() int { return pl.job.VM.VCPUs }
 
-// stepSlack is the relative slack of counting steps: t/σ_c and t·L_c are
-// rounded down after growing by a relative 1e-12, so that a step at exactly
-// k·σ_c (computed as a product, divided again) is not missed, while two
-// distinct steps further apart than relTie stay apart.
+// stepSlack is the relative slack of counting steps: a count is rounded
+// down after growing by 1e-12 of the terms it is computed from (downAt), so
+// that a step at exactly i·u_c + k·σ_c (computed as a product, divided
+// again) is not missed, while two distinct steps further apart than relTie
+// stay apart.
 const stepSlack = 1e-12
-
-// down rounds a count of steps down with the slack.
-func down(q float64) float64 { return math.Floor(q * (1 + stepSlack)) }
 
 // downAt rounds down a count of steps q computed as a difference of terms
 // of about scale (such as (t − σ)·L, of about t·L), with the slack relative
@@ -56,17 +54,22 @@ func (pl *Planner) doneBy(ps []part, t float64) float64 {
 	return done
 }
 
-// fluidRate returns R = Σ rate_c over the parts, and the largest δ_c over
-// the parts with machines: t* ≤ T/R + step.
-func (pl *Planner) fluidRate(ps []part) (R, step float64) {
+// fluidRate returns R = Σ rate_c over the parts.
+func (pl *Planner) fluidRate(ps []part) (R float64) {
 	for _, p := range ps {
-		if p.n == 0 {
-			continue
+		if p.n > 0 {
+			R += p.rate
 		}
-		R += p.rate
-		step = max(step, pl.stepper(p, p.n).delta())
 	}
-	return R, step
+	return R
+}
+
+// maxDelta returns the largest δ_c of the steppers: t* ≤ T/R + maxDelta.
+func maxDelta(st []stepper) (step float64) {
+	for _, p := range st {
+		step = max(step, p.delta())
+	}
+	return step
 }
 
 // stepper is n machines of one part as the bisection of t* reads them: its
@@ -173,8 +176,8 @@ func at(st []stepper, t, T float64) (done, prev, next float64) {
 // they are within a relative 1e-12: such steps tie). O(|ps|) per step of
 // the bisection.
 func (pl *Planner) finish(ps []part) float64 {
-	R, step := pl.fluidRate(ps)
-	st := pl.steppers(ps)
+	R, st := pl.fluidRate(ps), pl.steppers(ps)
+	step := maxDelta(st)
 	if !(R > 0) {
 		return math.Inf(1)
 	}

@@ -136,7 +136,7 @@ func TestFinishProperties(t *testing.T) {
 			continue
 		}
 		ps := pl.parts(m, others)
-		R, step := pl.fluidRate(ps)
+		R, step := pl.fluidRate(ps), maxDelta(pl.steppers(ps))
 		ts := pl.finish(ps)
 		if !(R > 0) {
 			if !math.IsInf(ts, 1) {
