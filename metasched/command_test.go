@@ -219,3 +219,56 @@ func TestCommandOutputCapped(t *testing.T) {
 		t.Errorf("the job's log: %d bytes, want the 4096 of the cap and the note", len(logs))
 	}
 }
+
+// TestCommandAccountsDaemon: with executor.accounts, the daemon runs each
+// owner's job as its owner's account (alice as nobody, bob's certificate
+// as games), and refuses at the submission the job of an owner with
+// none, naming it and the field, with nothing stored.
+func TestCommandAccountsDaemon(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("an account per owner needs a daemon that runs as root")
+	}
+	var dataDir string
+	td := startDaemon(t, metasched.Options{}, func(c *metasched.Config) {
+		hostCommand(t, c)
+		dataDir = c.DataDir
+		c.Executor.RunAs = ""
+		c.Executor.Accounts = map[string]string{"alice": "nobody", "cert:bob": "games"}
+		c.Executor.AllowUsers = true
+		c.Policy = metasched.PolicyConfig{Name: "none"}
+	})
+	d := td.d
+	as := func(name string) context.Context {
+		return api.WithPrincipal(context.Background(), api.Principal{Name: name, Role: api.RoleUser})
+	}
+	job := []byte("name: who\ntype: sim\ntasks: 10\ntask_ops: 1.0e9\ntask_bytes: 0\ncommand: [/bin/sh, -c, 'id -un; pwd']\n")
+	ids := map[string]string{}
+	for _, owner := range []string{"alice", "cert:bob"} {
+		j, err := d.Submit(as(owner), job)
+		if err != nil {
+			t.Fatalf("%s: %v", owner, err)
+		}
+		ids[owner] = j.ID
+	}
+	if _, err := d.Submit(as("carol"), job); err == nil || !strings.Contains(err.Error(), "carol has none in executor.accounts") {
+		t.Errorf("carol, with no account: %v", err)
+	}
+	if l, err := d.Store().Jobs(context.Background(), store.JobFilter{Owner: "carol"}); err != nil || len(l) != 0 {
+		t.Errorf("carol's refused job is stored: %v, %v", l, err)
+	}
+	for owner, account := range map[string]string{"alice": "nobody", "cert:bob": "games"} {
+		id := ids[owner]
+		waitFor(t, "job "+id+" finished", 30*time.Second, func() bool {
+			j, _ := d.Job(context.Background(), id)
+			return j.State.Terminal()
+		})
+		logs, err := d.Store().Logs(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := account + "\n" + filepath.Join(dataDir, "jobs", id, "work") + "\n"
+		if !strings.Contains(string(logs), want) {
+			t.Errorf("%s's job: log %q, want it to run as %s in its own working directory", owner, logs, account)
+		}
+	}
+}

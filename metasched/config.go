@@ -228,8 +228,15 @@ type ExecutorConfig struct {
 	Name      string  `json:"name"` // emulated, host-command or guest
 	TimeScale float64 `json:"time_scale,omitempty"`
 	// RunAs is the user of the daemon's machine the jobs' commands run as
-	// (host-command only): a user name, or a numeric uid.
+	// (host-command only): a user name, or a numeric uid. With Accounts,
+	// the account of the owners it does not name, all together (absent:
+	// their jobs are refused).
 	RunAs string `json:"run_as,omitempty"`
+	// Accounts maps owners of jobs (a token's name, or cert:NAME for a
+	// client certificate's) to users of the daemon's machine, each its
+	// own (host-command only): a job runs as its owner's account, in a
+	// run directory only that account and the daemon can read.
+	Accounts map[string]string `json:"accounts,omitempty"`
 	// AllowUsers lets the grid's user role submit jobs to a daemon whose
 	// executor is host-command (host-command only; false by default: the
 	// operator only).
@@ -299,7 +306,7 @@ var (
 	storeFields       = []string{"etcd"}
 	etcdFields        = []string{"endpoints", "prefix", "tls", "lease_ttl"}
 	policyFields      = []string{"name", "K", "table", "solve"}
-	executorFields    = []string{"name", "time_scale", "max_output_bytes", "output_bytes_per_second", "poll", "run_as", "allow_users", "env"}
+	executorFields    = []string{"name", "time_scale", "max_output_bytes", "output_bytes_per_second", "poll", "run_as", "accounts", "allow_users", "env"}
 )
 
 // ParseConfig decodes a configuration file strictly: every problem is
@@ -523,6 +530,13 @@ func ParseConfig(file string, data []byte) (*Config, error) {
 					c.Executor.RunAs = u
 				}
 			}
+			if v, ok := m.Get("accounts", false); ok {
+				if c.Executor.Name != HostCommand {
+					m.Errorf("accounts", "applies to the host-command executor only")
+				} else {
+					c.Executor.Accounts = accountsField(v)
+				}
+			}
 			if b, ok := m.Bool("allow_users", false); ok {
 				if c.Executor.Name != HostCommand {
 					m.Errorf("allow_users", "applies to the host-command executor only")
@@ -646,6 +660,47 @@ func envField(m *yamlx.Map, vs []yamlx.Value) []string {
 			m.Errorf(field, "%s is listed twice", name)
 		default:
 			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// MaxAccounts bounds executor.accounts.
+const MaxAccounts = 10000
+
+// ownerRE is an owner of jobs: a token's name, or cert: and a client
+// certificate's.
+var ownerRE = regexp.MustCompile(`^(cert:)?[a-z0-9][a-z0-9._-]{0,62}$`)
+
+// accountsField reads executor.accounts: owners, each with a user of the
+// daemon's machine (as run_as takes it). Whether the machine has those
+// users, and that each owner's is its own, is checked when the daemon
+// starts.
+func accountsField(v yamlx.Value) map[string]string {
+	owners, ok := v.Keys()
+	if !ok {
+		return nil
+	}
+	if len(owners) > MaxAccounts {
+		v.Errorf("maps %d owners, more than %d", len(owners), MaxAccounts)
+		return nil
+	}
+	m, ok := v.Map(owners...)
+	if !ok {
+		return nil
+	}
+	out := make(map[string]string, len(owners))
+	for _, owner := range owners {
+		if !ownerRE.MatchString(owner) {
+			m.Errorf(owner, "is not an owner of jobs: a token's name (1 to 63 of a-z, 0-9, '.', '_' and '-', starting with a letter or digit), or cert: and a client certificate's")
+			continue
+		}
+		u, ok := m.Get(owner, true)
+		if !ok {
+			continue
+		}
+		if user, ok := runAsField(u); ok {
+			out[owner] = user
 		}
 	}
 	return out

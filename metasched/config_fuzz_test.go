@@ -30,6 +30,7 @@ func FuzzParseConfig(f *testing.F) {
 	f.Add([]byte(configBase + "policy: {name: optimal, solve: true}\nexecutor: {name: host-command}\nswitch_delay: 1s\nmin_pool_hosts: 0\n"))
 	f.Add([]byte(configBase + "executor: {name: host-command, run_as: nobody, allow_users: true, max_output_bytes: 4096, output_bytes_per_second: 2048}\n"))
 	f.Add([]byte(configBase + "executor: {name: host-command, run_as: 65534, allow_users: false}\n"))
+	f.Add([]byte(configBase + "executor: {name: host-command, accounts: {alice: alice-jobs, 'cert:bob': 2001}, env: [TMPDIR]}\n"))
 	f.Add([]byte(configBase + "executor: {name: guest, poll: 250ms, max_output_bytes: 4096}\n"))
 	for _, tc := range configErrorCases {
 		f.Add([]byte(tc.yaml))
@@ -104,6 +105,10 @@ func checkConfig(t *testing.T, c *Config) {
 		"executor %s with time_scale %g", e.Name, e.TimeScale)
 	check(e.Name == HostCommand || e.RunAs == "" && !e.AllowUsers, "executor %s with run_as %q and allow_users %v", e.Name, e.RunAs, e.AllowUsers)
 	check(e.RunAs == "" || isUserName(e.RunAs) || isDigits(e.RunAs), "executor.run_as %q", e.RunAs)
+	check(e.Name == HostCommand || e.Accounts == nil, "executor %s with accounts", e.Name)
+	for owner, u := range e.Accounts {
+		check(ownerRE.MatchString(owner) && (isUserName(u) || isDigits(u)), "executor.accounts.%s %q", owner, u)
+	}
 	check(e.Name == HostCommand || e.Name == "guest" || e.MaxOutputBytes == 0 && e.OutputBytesPerSecond == 0,
 		"executor %s with max_output_bytes %d and output_bytes_per_second %d", e.Name, e.MaxOutputBytes, e.OutputBytesPerSecond)
 	check(e.Name == "guest" || e.Poll == 0, "executor %s with poll %v", e.Name, e.Poll)
@@ -133,6 +138,12 @@ func executorFile(e ExecutorConfig) map[string]any {
 	}
 	if e.Name == HostCommand {
 		out["allow_users"] = e.AllowUsers
+	}
+	if e.Accounts != nil {
+		out["accounts"] = e.Accounts
+	}
+	if e.Env != nil {
+		out["env"] = e.Env
 	}
 	if e.MaxOutputBytes != 0 {
 		out["max_output_bytes"] = e.MaxOutputBytes

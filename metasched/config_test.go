@@ -94,6 +94,9 @@ func TestParseConfig(t *testing.T) {
 		// Only the syntax: whether the machine has the user, and that it
 		// is not root, is checked when the daemon starts.
 		{"{name: host-command, run_as: root}", ExecutorConfig{Name: "host-command", RunAs: "root"}},
+		// An account per owner: a token's name, or a certificate's.
+		{"{name: host-command, accounts: {alice: alice-jobs, 'cert:bob': 2001, operator: '2002'}}",
+			ExecutorConfig{Name: "host-command", Accounts: map[string]string{"alice": "alice-jobs", "cert:bob": "2001", "operator": "2002"}}},
 		// Variables of the daemon's environment a job gets besides its own.
 		{"{name: host-command, env: [TMPDIR, OMP_NUM_THREADS, _x]}", ExecutorConfig{Name: "host-command", Env: []string{"TMPDIR", "OMP_NUM_THREADS", "_x"}}},
 	} {
@@ -181,6 +184,13 @@ var configErrorCases = []struct{ name, yaml, want string }{
 	{"run_as an option", configBase + "executor: {name: host-command, run_as: -u}\n", `executor.run_as: must be a user name of the daemon's machine`},
 	{"run_as negative", configBase + "executor: {name: host-command, run_as: -1}\n", "executor.run_as: must be a user name or a uid from 0 to 4294967294, not -1"},
 	{"run_as huge uid", configBase + "executor: {name: host-command, run_as: '4294967295'}\n", `executor.run_as: must be a user name or a uid from 0 to 4294967294, not "4294967295"`},
+	{"accounts on emulated", configBase + "executor: {name: emulated, accounts: {alice: nobody}}\n", "c.yaml: executor.accounts: applies to the host-command executor only"},
+	{"accounts a list", configBase + "executor: {name: host-command, accounts: [alice]}\n", "c.yaml: executor.accounts: must be a mapping"},
+	{"accounts owner not a name", configBase + "executor: {name: host-command, accounts: {Alice: nobody}}\n", "c.yaml: executor.accounts.Alice: is not an owner of jobs: a token's name"},
+	{"accounts owner of another kind", configBase + "executor: {name: host-command, accounts: {'tls:alice': nobody}}\n", "executor.accounts.tls:alice: is not an owner of jobs"},
+	{"accounts user with a space", configBase + "executor: {name: host-command, accounts: {alice: 'job user'}}\n", "c.yaml: executor.accounts.alice: must be a user name of the daemon's machine"},
+	{"accounts negative uid", configBase + "executor: {name: host-command, accounts: {alice: -5}}\n", "c.yaml: executor.accounts.alice: must be a user name or a uid from 0 to 4294967294, not -5"},
+	{"accounts owner twice", configBase + "executor: {name: host-command, accounts: {alice: a, alice: b}}\n", "executor.accounts.alice"},
 	{"run_as a list", configBase + "executor: {name: host-command, run_as: [nobody]}\n", "executor.run_as: must be a string"},
 	{"bad walltime", configBase + "walltime: {default: long}\n", `walltime.default: not a duration like 2s or 1m: "long"`},
 	{"walltime default above max", configBase + "walltime: {default: 2h, max: 1h}\n", "walltime.default: must be at most max (1h0m0s), not 2h0m0s"},

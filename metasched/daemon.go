@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
@@ -235,6 +236,15 @@ func NewWithGrid(ctx context.Context, cfg *Config, grid *graph.Grid, opt Options
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("data_dir: %w", err)
 	}
+	// The jobs' run directories: the jobs' accounts cross it to their
+	// own, and none may list the others'.
+	runs := filepath.Join(cfg.DataDir, "jobs")
+	if err := os.Mkdir(runs, 0o711); err != nil && !errors.Is(err, fs.ErrExist) {
+		return nil, fmt.Errorf("data_dir: %w", err)
+	}
+	if err := os.Chmod(runs, 0o711); err != nil {
+		return nil, fmt.Errorf("data_dir: %w", err)
+	}
 	if opt.Store.Now == nil {
 		opt.Store.Now = opt.Clock.Now
 	}
@@ -297,7 +307,7 @@ func NewWithGrid(ctx context.Context, cfg *Config, grid *graph.Grid, opt Options
 		case HostCommand:
 			// It checks run_as, and warns that the jobs run on this machine.
 			c, err := executor.NewCommand(d.log, executor.CommandOptions{MaxOutput: cfg.Executor.MaxOutputBytes,
-				OutputRate: cfg.Executor.OutputBytesPerSecond, RunAs: cfg.Executor.RunAs, Env: cfg.Executor.Env})
+				OutputRate: cfg.Executor.OutputBytesPerSecond, RunAs: cfg.Executor.RunAs, Accounts: cfg.Executor.Accounts, Env: cfg.Executor.Env})
 			if err != nil {
 				return nil, fmt.Errorf("executor.%w", err)
 			}

@@ -14,6 +14,7 @@ import (
 	"github.com/metasched/metasched/graph"
 	"github.com/metasched/metasched/internal/yamlx"
 	"github.com/metasched/metasched/metasched/api"
+	"github.com/metasched/metasched/metasched/executor"
 	"github.com/metasched/metasched/metasched/lifecycle"
 	"github.com/metasched/metasched/metasched/store"
 	"github.com/metasched/metasched/selection"
@@ -141,14 +142,21 @@ func (d *Daemon) neverRuns(ctx context.Context, j *selection.Job) (string, error
 
 // mayRunOnHost refuses a user's job when the executor runs jobs'
 // commands on the daemon's own machine (host-command) and the operator
-// has not allowed users to (executor.allow_users).
+// has not allowed users to (executor.allow_users), and the job of an
+// owner with no account to run as there (executor.accounts, run_as).
 func (d *Daemon) mayRunOnHost(ctx context.Context) error {
 	p, ok := api.PrincipalFrom(ctx)
-	if !ok || p.Operator() || d.cfg.Executor.Name != HostCommand || d.cfg.Executor.AllowUsers {
-		return nil
+	if ok && !p.Operator() && d.cfg.Executor.Name == HostCommand && !d.cfg.Executor.AllowUsers {
+		return &api.RequestError{Status: 403, Code: api.CodeForbidden, Msg: fmt.Sprintf(
+			"%s has the role user: this daemon runs jobs' commands on its own machine (the host-command executor), which only operators may use unless the configuration's executor.allow_users says so", p.Name)}
 	}
-	return &api.RequestError{Status: 403, Code: api.CodeForbidden, Msg: fmt.Sprintf(
-		"%s has the role user: this daemon runs jobs' commands on its own machine (the host-command executor), which only operators may use unless the configuration's executor.allow_users says so", p.Name)}
+	if c, ok := d.exec.(*executor.Command); ok {
+		if err := c.Admits(p.Name); err != nil {
+			return &api.RequestError{Status: 403, Code: api.CodeForbidden, Msg: fmt.Sprintf(
+				"%v: this daemon runs jobs' commands on its own machine, each as its owner's account, which the operator gives in executor.accounts", err)}
+		}
+	}
+	return nil
 }
 
 // ownerOf is the owner of a job submitted with ctx: its principal's
@@ -246,7 +254,7 @@ func keyReused(id string) error {
 
 // accepted makes a job the store just recorded live.
 func (d *Daemon) accepted(j *selection.Job, sj store.Job) api.Job {
-	lj := newLiveJob(lifecycle.New(sj.ID, j.Type), j, sj.Submitted)
+	lj := newLiveJob(lifecycle.New(sj.ID, j.Type), j, sj.Owner, sj.Submitted)
 	d.mu.Lock()
 	d.addJobLocked(lj)
 	d.rates[j.Type].arrival(sj.Submitted)

@@ -341,7 +341,7 @@ func (d *Daemon) execute(ctx context.Context, lj *liveJob, a lifecycle.Execute) 
 			d.log.Warn().Err(err).Str("job", lj.id()).Msg("cannot read how much output the job's log took: it takes the attempt's output again from its start")
 		}
 	}
-	res, err := d.exec.Run(ctx, executor.Run{JobID: lj.id(), Job: spec, VMs: vms,
+	res, err := d.exec.Run(ctx, executor.Run{JobID: lj.id(), Owner: lj.owner, Job: spec, VMs: vms,
 		Predicted: duration(predicted), Elapsed: a.Elapsed,
 		Dir: filepath.Join(d.cfg.DataDir, "jobs", lj.id()), Attempt: a.Attempt, Resume: a.Resume,
 		Output: &logWriter{d: d, id: lj.id(), attempt: a.Attempt, at: from}, OutputFrom: from,

@@ -35,14 +35,14 @@ type liveJob struct {
 	// something does.
 	runs map[int]*attempt
 
-	// jobID and jobType are the job's ID and type, which never change:
-	// read without the lock.
-	jobID, jobType string
+	// jobID, jobType and owner are the job's ID, type and owner (who
+	// submitted it), which never change: read without the lock.
+	jobID, jobType, owner string
 }
 
-// newLiveJob is a live job in state job.
-func newLiveJob(job lifecycle.Job, spec *selection.Job, submitted time.Time) *liveJob {
-	return &liveJob{jobID: job.ID, jobType: job.Type, job: job, spec: spec, submitted: submitted}
+// newLiveJob is a live job in state job, submitted by owner.
+func newLiveJob(job lifecycle.Job, spec *selection.Job, owner string, submitted time.Time) *liveJob {
+	return &liveJob{jobID: job.ID, jobType: job.Type, owner: owner, job: job, spec: spec, submitted: submitted}
 }
 
 func (j *liveJob) id() string  { return j.jobID }

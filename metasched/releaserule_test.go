@@ -34,7 +34,7 @@ func TestReleaseRule(t *testing.T) {
 		for _, spec := range jobs {
 			f := strings.Fields(string(spec))
 			lj := newLiveJob(lifecycle.Job{ID: f[0], Type: "render", State: lifecycle.State(f[1]), Record: lifecycle.Record{Attempts: 1}},
-				&selection.Job{Name: f[0]}, t0)
+				&selection.Job{Name: f[0]}, "", t0)
 			started := t0.Add(-time.Minute)
 			for _, w := range f[2:] {
 				switch {

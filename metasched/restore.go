@@ -25,7 +25,7 @@ func (d *Daemon) restoreJobs(ctx context.Context) error {
 		if err := json.Unmarshal(sj.Spec, &spec); err != nil {
 			return fmt.Errorf("job %s: corrupt spec: %w", sj.ID, err)
 		}
-		lj := newLiveJob(fromStore(sj), &spec, sj.Submitted)
+		lj := newLiveJob(fromStore(sj), &spec, sj.Owner, sj.Submitted)
 		if _, _, ok := d.jobType(sj.Type); !ok {
 			// The configuration dropped the job's type: it can never run.
 			if _, err := d.stop(ctx, lj, lifecycle.Failed, fmt.Sprintf("job type %q is no longer configured", sj.Type)); err != nil {

@@ -44,14 +44,24 @@ type CommandOptions struct {
 	// daemon's identity. A daemon that runs as root must give one whose
 	// uid is not 0: jobs never run as root. A daemon that runs as another
 	// user cannot switch users: RunAs is then "" or that same user, and
-	// the commands run as the daemon. NewCommand checks it.
+	// the commands run as the daemon. NewCommand checks it. With
+	// Accounts, RunAs is the account of the owners Accounts does not name,
+	// all together; absent, their jobs cannot run.
 	RunAs string
+	// Accounts maps owners of jobs (Run.Owner: a token's name, or
+	// cert:NAME) to users of this machine, by name or uid: a job runs as
+	// its owner's account, so that another owner's job can neither read
+	// its files nor signal its processes. Each account has a uid of its
+	// own, never root's nor RunAs's; only a daemon that runs as root
+	// switches users. NewCommand checks it.
+	Accounts map[string]string
 	// Grace is how long a cancelled command's process group has between
 	// SIGTERM and SIGKILL. Zero or negative means DefaultGrace.
 	Grace time.Duration
 	// WorkDir is the working directory of the commands; "" is each job's
-	// run directory (Run.Dir, which holds its hostfile). A relative
-	// program path ("./master") is relative to it.
+	// own, Run.Dir/work (WorkName), which only the job's account and the
+	// daemon can reach. A relative program path ("./master") is relative
+	// to it.
 	WorkDir string
 	// Env names the variables of the daemon's environment that the
 	// commands get besides CommandEnvNames and the METASCHED_* variables:
@@ -65,6 +75,11 @@ type CommandOptions struct {
 	// (beyond a burst of 64 KiB): a command that writes faster blocks on
 	// its pipe. 0 means DefaultOutputRate.
 	OutputRate int64
+	// CgroupParent is the cgroup (v2) directory in which each attempt's
+	// command gets a cgroup of its own; "" is the daemon's own cgroup,
+	// found in the v2 hierarchy wherever it is mounted. NewCommand checks
+	// that the daemon can make cgroups there and kill them.
+	CgroupParent string
 	// Supervisor is the argv prefix that starts a supervisor (the command
 	// and its flags follow); nil means this binary run again,
 	// {"/proc/self/exe", SupervisorArg}, whose main calls MaybeSupervise.
@@ -90,9 +105,11 @@ var (
 // job's VMs (see the package documentation), each attempt under a
 // supervisor that outlives the daemon. It is safe for concurrent use.
 type Command struct {
-	log zerolog.Logger
-	opt CommandOptions
-	as  account // who the commands run as
+	log     zerolog.Logger
+	opt     CommandOptions
+	as      *account           // who the commands of owners not in owners run as; nil: nobody
+	owners  map[string]account // the owners' own accounts
+	cgroups string             // where the attempts' cgroups are made
 }
 
 // NewCommand returns the host-command executor, or an error (naming
@@ -100,9 +117,29 @@ type Command struct {
 // CommandOptions.RunAs. It logs a warning that the jobs' commands run on
 // this machine, and as whom.
 func NewCommand(log zerolog.Logger, opt CommandOptions) (*Command, error) {
-	as, err := runAsAccount(opt.RunAs, os.Geteuid(), systemUser)
+	var as *account
+	if opt.RunAs != "" || len(opt.Accounts) == 0 || os.Geteuid() != 0 {
+		a, err := runAsAccount(opt.RunAs, os.Geteuid(), systemUser)
+		if err != nil {
+			return nil, err
+		}
+		as = &a
+	}
+	owners, err := ownerAccounts(opt.Accounts, os.Geteuid(), systemUser, as)
 	if err != nil {
 		return nil, err
+	}
+	if err := supported(); err != nil {
+		return nil, err
+	}
+	cgroups := opt.CgroupParent
+	if cgroups == "" {
+		if cgroups, err = findCgroupParent(); err != nil {
+			return nil, fmt.Errorf("the host-command executor runs each job in a cgroup of its own, so that none of its processes outlives it, and finds none here: %w", err)
+		}
+	}
+	if err := checkCgroupParent(cgroups); err != nil {
+		return nil, fmt.Errorf("the host-command executor runs each job in a cgroup of its own, so that none of its processes outlives it, and cannot here: %w", err)
 	}
 	if opt.Grace <= 0 {
 		opt.Grace = DefaultGrace
@@ -116,14 +153,44 @@ func NewCommand(log zerolog.Logger, opt CommandOptions) (*Command, error) {
 	if len(opt.Supervisor) == 0 {
 		opt.Supervisor = []string{"/proc/self/exe", SupervisorArg}
 	}
-	c := &Command{log: log.With().Str("executor", CommandName).Logger(), opt: opt, as: as}
-	how := "as the daemon's own user"
-	if as.switched {
-		how = "switching to that user from root"
+	c := &Command{log: log.With().Str("executor", CommandName).Logger(), opt: opt, as: as, owners: owners, cgroups: cgroups}
+	switch {
+	case as == nil:
+		c.log.Warn().Int("accounts", len(owners)).
+			Msg("the host-command executor runs every job's command on this machine, the daemon's own, as its owner's account (executor.accounts): a job can do whatever that user can here; the jobs of owners without an account are refused")
+	case len(owners) > 0:
+		c.log.Warn().Int("accounts", len(owners)).Str("run_as", as.name).Uint32("uid", as.uid).
+			Msgf("the host-command executor runs every job's command on this machine, the daemon's own, as its owner's account (executor.accounts), or as user %s for the owners accounts does not name: a job can do whatever that user can here, and those owners' jobs can read and signal each other's", as)
+	default:
+		how := "as the daemon's own user"
+		if as.switched {
+			how = "switching to that user from root"
+		}
+		c.log.Warn().Str("run_as", as.name).Uint32("uid", as.uid).Uint32("gid", as.gid).
+			Msgf("the host-command executor runs every job's command on this machine, the daemon's own, as user %s (%s): a job can do whatever that user can here, and every job can read and signal every other's (give each owner an account: executor.accounts)", as, how)
 	}
-	c.log.Warn().Str("run_as", as.name).Uint32("uid", as.uid).Uint32("gid", as.gid).
-		Msgf("the host-command executor runs every job's command on this machine, the daemon's own, as user %s (%s): a job can do whatever that user can here", as, how)
 	return c, nil
+}
+
+// account is the account the jobs of owner run as: its own, or run_as's.
+func (c *Command) account(owner string) (account, error) {
+	if a, ok := c.owners[owner]; ok {
+		return a, nil
+	}
+	if c.as != nil {
+		return *c.as, nil
+	}
+	if owner == "" {
+		return account{}, fmt.Errorf("%w: a job submitted by the daemon itself (no principal), and no run_as", ErrNoAccount)
+	}
+	return account{}, fmt.Errorf("%w: %s has none in executor.accounts, and there is no run_as for the others", ErrNoAccount, owner)
+}
+
+// Admits says why the jobs of owner cannot run here (wrapping
+// ErrNoAccount), or nil: the daemon asks at the submission.
+func (c *Command) Admits(owner string) error {
+	_, err := c.account(owner)
+	return err
 }
 
 // CommandName is the host-command executor's name in the daemon's
@@ -165,6 +232,10 @@ func (c *Command) Run(ctx context.Context, r Run) (Result, error) {
 	if err := supported(); err != nil {
 		return Result{}, fmt.Errorf("job %s: %w", name, err)
 	}
+	as, err := c.account(r.Owner)
+	if err != nil {
+		return Result{}, fmt.Errorf("job %s: %w", name, err)
+	}
 	hf, err := hostfile(r.VMs)
 	if err != nil {
 		return Result{}, fmt.Errorf("job %s: hostfile: %w", name, err)
@@ -177,34 +248,17 @@ func (c *Command) Run(ctx context.Context, r Run) (Result, error) {
 		return Result{}, fmt.Errorf("job %s: run directory: %w", name, err)
 	}
 	adir := AttemptDir(dir, r.Attempt)
-	if err := os.MkdirAll(adir, 0o755); err != nil {
+	hfPath := filepath.Join(dir, HostfileName)
+	if err := runDir(dir, adir, hfPath, hf, as); err != nil {
 		return Result{}, fmt.Errorf("job %s: run directory: %w", name, err)
 	}
-	hfPath := filepath.Join(dir, HostfileName)
-	if err := os.WriteFile(hfPath, hf, 0o644); err != nil {
-		return Result{}, fmt.Errorf("job %s: hostfile: %w", name, err)
-	}
 	log := c.log.With().Str("job", r.JobID).Int("attempt", r.Attempt).Logger()
-	if c.as.switched {
-		// The command, another user, reads the hostfile whatever the
-		// daemon's umask; it writes nothing here (its output goes through
-		// a pipe to the supervisor), and may not: the directory and the
-		// attempt's files stay the daemon's.
-		for _, f := range []struct {
-			path string
-			mode os.FileMode
-		}{{dir, 0o755}, {hfPath, 0o644}} {
-			if err := os.Chmod(f.path, f.mode); err != nil {
-				return Result{}, fmt.Errorf("job %s: run directory: %w", name, err)
-			}
-		}
-		if why := unreachable(hfPath, c.as); why != "" {
-			log.Warn().Str("hostfile", hfPath).Msgf("user %s cannot reach the job's run directory (%s): its command cannot read METASCHED_HOSTFILE; give that directory search permission for others (chmod o+x)", c.as, why)
-		}
+	if why := unreachable(hfPath, as); why != "" {
+		log.Warn().Str("hostfile", hfPath).Msgf("user %s cannot reach the job's run directory (%s): its command cannot read METASCHED_HOSTFILE; give that directory search permission for others (chmod o+x)", as, why)
 	}
 
 	// The lock tells whether a supervisor runs the attempt.
-	lock, err := os.OpenFile(filepath.Join(adir, lockName), os.O_CREATE|os.O_RDWR, 0o644)
+	lock, err := os.OpenFile(filepath.Join(adir, lockName), os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return Result{}, fmt.Errorf("job %s: attempt lock: %w", name, err)
 	}
@@ -229,9 +283,10 @@ func (c *Command) Run(ctx context.Context, r Run) (Result, error) {
 	}
 	if r.Resume || started(adir) {
 		lock.Close()
+		c.endCgroup(log, adir) // what the lost command left
 		return Result{}, fmt.Errorf("job %s: attempt %d: %w", name, r.Attempt, ErrLost)
 	}
-	sup, err := c.startSupervisor(r, adir, hfPath, lock)
+	sup, err := c.startSupervisor(r, as, adir, hfPath, lock)
 	lock.Close() // the supervisor holds the lock now
 	if err != nil {
 		return Result{}, fmt.Errorf("job %s: start the command's supervisor: %w", name, err)
@@ -240,10 +295,68 @@ func (c *Command) Run(ctx context.Context, r Run) (Result, error) {
 	return c.follow(ctx, log, r, name, adir, sup, true)
 }
 
+// WorkName is the job's own working directory in its run directory
+// (Run.Dir/work), its account's, which only that account and the daemon
+// can reach: the command's working directory unless
+// CommandOptions.WorkDir names another.
+const WorkName = "work"
+
+// runDir makes the job's run directory dir for the account as: dir itself
+// the daemon's, which others may cross but not list (0711) when the
+// command runs as another user, else private (0700); the hostfile and the
+// working directory the account's, and private (0600, 0700); the
+// attempt's directory adir the daemon's and private (0700), its files too
+// (the command's output reaches the daemon through its supervisor). The
+// hostfile is written whole (renamed into place), in a directory the
+// account cannot write in.
+func runDir(dir, adir, hfPath string, hf []byte, as account) error {
+	mode := os.FileMode(0o700)
+	if as.switched {
+		mode = 0o711
+	}
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return err
+	}
+	if err := os.Mkdir(dir, mode); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	if err := os.Chmod(dir, mode); err != nil {
+		return err
+	}
+	for _, d := range []string{adir, filepath.Join(dir, WorkName)} {
+		if err := os.Mkdir(d, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+			return err
+		}
+		if err := os.Chmod(d, 0o700); err != nil {
+			return err
+		}
+	}
+	tmp, err := os.CreateTemp(dir, "."+HostfileName+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // once renamed, nothing to remove
+	_, err = tmp.Write(hf)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	if as.switched {
+		for _, p := range []string{tmp.Name(), filepath.Join(dir, WorkName)} {
+			if err := os.Lchown(p, int(as.uid), int(as.gid)); err != nil {
+				return err
+			}
+		}
+	}
+	return os.Rename(tmp.Name(), hfPath)
+}
+
 // startSupervisor starts the attempt's supervisor, handing it the locked
 // lock as its file descriptor 3.
-func (c *Command) startSupervisor(r Run, adir, hfPath string, lock *os.File) (*exec.Cmd, error) {
-	slog, err := os.OpenFile(filepath.Join(adir, slogName), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+func (c *Command) startSupervisor(r Run, as account, adir, hfPath string, lock *os.File) (*exec.Cmd, error) {
+	slog, err := os.OpenFile(filepath.Join(adir, slogName), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, err
 	}
@@ -251,17 +364,27 @@ func (c *Command) startSupervisor(r Run, adir, hfPath string, lock *os.File) (*e
 	args := append(slices.Clone(c.opt.Supervisor[1:]), "--dir", adir, "--attempt", strconv.Itoa(r.Attempt),
 		"--grace", c.opt.Grace.String(), "--max-output", strconv.FormatInt(c.opt.MaxOutput, 10),
 		"--output-rate", strconv.FormatInt(c.opt.OutputRate, 10))
-	if c.as.switched {
-		args = append(args, "--uid", strconv.FormatUint(uint64(c.as.uid), 10), "--gid", strconv.FormatUint(uint64(c.as.gid), 10),
-			"--groups", formatIDs(c.as.groups))
+	if as.switched {
+		args = append(args, "--uid", strconv.FormatUint(uint64(as.uid), 10), "--gid", strconv.FormatUint(uint64(as.gid), 10),
+			"--groups", formatIDs(as.groups))
 	}
-	args = append(args, "--")
+	cg, err := makeCgroup(c.cgroups, "job-"+r.JobID+"-a"+strconv.Itoa(r.Attempt))
+	if err != nil {
+		return nil, err
+	}
+	// Recorded before the supervisor starts: whoever finds the attempt
+	// without its supervisor ends what is in the cgroup.
+	if err := writeDurably(adir, cgroupName, []byte(cg+"\n")); err != nil {
+		_ = removeCgroup(cg)
+		return nil, err
+	}
+	args = append(args, "--cgroup", cg, "--")
 	cmd := exec.Command(c.opt.Supervisor[0], append(args, r.Job.Command...)...)
 	cmd.Dir = c.opt.WorkDir
 	if cmd.Dir == "" {
-		cmd.Dir = filepath.Dir(hfPath) // the job's run directory
+		cmd.Dir = filepath.Join(filepath.Dir(hfPath), WorkName)
 	}
-	cmd.Env = c.commandEnv(r, hfPath, os.LookupEnv)
+	cmd.Env = c.commandEnv(r, as, hfPath, os.LookupEnv)
 	cmd.Stdout, cmd.Stderr = slog, slog
 	cmd.ExtraFiles = []*os.File{lock}
 	cmd.SysProcAttr = supervisorAttr()
@@ -281,16 +404,16 @@ var CommandEnvNames = []string{"PATH", "LANG", "HOME", "USER", "LOGNAME"}
 // passes it on, and uses none of it): CommandEnvNames, the names
 // CommandOptions.Env allows, as lookup finds them in the daemon's
 // environment, and the METASCHED_* variables of the job. Nothing else.
-func (c *Command) commandEnv(r Run, hfPath string, lookup func(string) (string, bool)) []string {
+func (c *Command) commandEnv(r Run, as account, hfPath string, lookup func(string) (string, bool)) []string {
 	var env []string
 	for _, k := range append(slices.Clone(CommandEnvNames), c.opt.Env...) {
 		v, ok := lookup(k)
-		if c.as.switched {
+		if as.switched {
 			switch k {
 			case "HOME":
-				v = c.as.home
+				v = as.home
 			case "USER", "LOGNAME":
-				v = c.as.name
+				v = as.name
 			}
 		}
 		if ok && (v != "" || !slices.Contains(CommandEnvNames, k)) {
@@ -359,7 +482,8 @@ func (c *Command) follow(ctx context.Context, log zerolog.Logger, r Run, name, a
 			}
 		}
 	}
-	tail.copyTo(log, out) // the rest
+	tail.copyTo(log, out)  // the rest
+	c.endCgroup(log, adir) // the supervisor removed it, unless it died
 	rec, err := readExit(adir)
 	if err != nil {
 		why := "it was killed"
@@ -378,6 +502,27 @@ func (c *Command) follow(ctx context.Context, log zerolog.Logger, r Run, name, a
 		return res, fmt.Errorf("job %s: command stopped: %w", name, stop)
 	}
 	return res, nil
+}
+
+// endCgroup kills what is left in the attempt's cgroup and removes it,
+// when its supervisor has not (it died): no process of a job outlives it.
+func (c *Command) endCgroup(log zerolog.Logger, adir string) {
+	cg, err := readCgroup(adir)
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			log.Error().Err(err).Msg("cannot read the attempt's cgroup")
+		}
+		return
+	}
+	if _, err := os.Stat(cg); errors.Is(err, fs.ErrNotExist) {
+		return
+	}
+	if populated(cg) {
+		log.Warn().Str("cgroup", cg).Msg("processes of the job outlived its supervisor: killing every process of its cgroup")
+	}
+	if err := endCgroup(cg); err != nil {
+		log.Error().Err(err).Msg("the job's cgroup is not cleared")
+	}
 }
 
 // startError is the errno of a command that could not be started, so that
@@ -459,38 +604,6 @@ func (t *tailer) copyTo(log zerolog.Logger, w io.Writer) {
 func (t *tailer) close() {
 	if t.f != nil {
 		t.f.Close()
-	}
-}
-
-// clearGroup ends what is left of the job's process group once its leader
-// (the command) has been reaped: background processes it left running get
-// SIGTERM and, after the grace period, SIGKILL. termAt and killAt are when
-// the group already had those signals (zero: not yet). Zombies of the group
-// that are this process's own children (it is a subreaper) are reaped.
-func clearGroup(log zerolog.Logger, pgid int, grace time.Duration, termAt, killAt time.Time) {
-	pause := 2 * time.Millisecond
-	for {
-		reapGroup(pgid)
-		if !groupAlive(pgid) {
-			reapGroup(pgid) // zombies seen by groupAlive
-			return
-		}
-		now := time.Now()
-		switch {
-		case termAt.IsZero():
-			log.Info().Msg("the command left processes in its group: SIGTERM to them")
-			signalGroup(pgid, syscall.SIGTERM)
-			termAt = now
-		case killAt.IsZero() && now.Sub(termAt) >= grace:
-			log.Warn().Msg("processes of the job's group outlived the grace period: SIGKILL to them")
-			signalGroup(pgid, syscall.SIGKILL)
-			killAt = now
-		case !killAt.IsZero() && now.Sub(killAt) >= killWait:
-			log.Error().Msg("processes of the job's group survive SIGKILL; leaving them")
-			return
-		}
-		time.Sleep(pause)
-		pause = min(2*pause, 50*time.Millisecond)
 	}
 }
 

@@ -70,7 +70,7 @@ func TestCommandExit(t *testing.T) {
 // METASCHED_ variables of its job (not the daemon's), PATH and LANG, the
 // variables the operator allows by name, nothing else of the daemon's
 // environment (its secrets), and the working directory: the one given, or
-// else the job's run directory.
+// else the job's own in its run directory.
 func TestCommandEnvironment(t *testing.T) {
 	t.Setenv("METASCHED_JOB_ID", "stale")
 	t.Setenv("METASCHED_EXECUTOR_TEST", "the daemon's")
@@ -104,7 +104,7 @@ env`
 		}
 		wd := tc.workDir
 		if wd == "" {
-			wd = dir
+			wd = filepath.Join(dir, executor.WorkName)
 		}
 		physWork, err := filepath.EvalSymlinks(wd)
 		if err != nil {

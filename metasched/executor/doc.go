@@ -6,9 +6,10 @@
 // and a writer for the job's log) and calls Executor.Run, which blocks
 // until the job has ended:
 //
-//	ex, err := executor.NewCommand(log, executor.CommandOptions{Grace: 5 * time.Second, RunAs: "metasched-jobs"})
+//	ex, err := executor.NewCommand(log, executor.CommandOptions{Grace: 5 * time.Second, RunAs: "metasched-jobs",
+//		Accounts: map[string]string{"alice": "alice-jobs"}})
 //	...
-//	res, err := ex.Run(ctx, executor.Run{JobID: id, Job: job, VMs: vms, Dir: dir, Output: logw})
+//	res, err := ex.Run(ctx, executor.Run{JobID: id, Owner: owner, Job: job, VMs: vms, Dir: dir, Output: logw})
 //	switch {
 //	case err != nil:        // not run (the error says why), or stopped by ctx
 //	case res.ExitCode == 0: // done
@@ -29,39 +30,45 @@
 // # Host command
 //
 // Command, the host-command executor (`executor: {name: host-command,
-// run_as: USER}`), runs the job file's command (an argv list, not a shell
-// line: use ["sh", "-c", "..."] for one) on the daemon's own machine, in
-// the job's run directory (Run.Dir, or CommandOptions.WorkDir when set):
-// whoever may submit a job may run a program there, as the user
-// CommandOptions.RunAs names. The command's environment is clean: PATH
-// and LANG from the daemon's, HOME, USER and LOGNAME (run_as's when the
-// command switches to it), the names CommandOptions.Env allows, and the
-// job's METASCHED_* variables; nothing else of the daemon's environment
-// (its credentials, its secrets) reaches it. That user must not be root: a
-// daemon that runs as root needs RunAs, a user whose uid is not 0, and
-// each command switches to its uid, gid and supplementary groups; a
-// daemon that runs as another user cannot switch users, and runs the
-// commands as itself (RunAs "" or that user). NewCommand checks this
-// (an unknown user, root, a switch the daemon cannot make are errors
-// naming run_as) and logs a warning that the commands run on this machine
-// and as whom. Only the command switches: its supervisor keeps the
-// daemon's identity (it writes the attempt's files, which the daemon
-// trusts), and the run directory and the attempt's files stay the
-// daemon's: the command reads the hostfile (the run directory and the
-// hostfile are made readable by others, and a warning in the log says
-// when a directory above them is not searchable by the user) and writes
-// nothing there, its output going through a pipe to the supervisor. A
-// directory the user could write there would let a job replace the files
-// the daemon reads and writes as root (its exit record, the record of
-// which process to signal, the hostfile it writes again at the next
-// attempt). A working directory the user cannot enter fails the start.
+// run_as: USER, accounts: {OWNER: USER}}`), runs the job file's command
+// (an argv list, not a shell line: use ["sh", "-c", "..."] for one) on the
+// daemon's own machine, in the job's own working directory (Run.Dir/work,
+// or CommandOptions.WorkDir when set): whoever may submit a job may run a
+// program there, as its owner's account (CommandOptions.Accounts, by
+// Run.Owner) or, for the owners that map does not name, as
+// CommandOptions.RunAs, all together; a job whose owner has neither fails
+// with ErrNoAccount (the daemon asks Admits at the submission). The
+// command's environment is clean: PATH and LANG from the daemon's, HOME,
+// USER and LOGNAME (the account's when the command switches to it), the
+// names CommandOptions.Env allows, and the job's METASCHED_* variables;
+// nothing else of the daemon's environment (its credentials, its secrets)
+// reaches it. No account is root: a daemon that runs as root needs RunAs
+// or Accounts, users whose uid is not 0 and, in Accounts, a uid of each
+// owner's own, and each command switches to its account's uid, gid and
+// supplementary groups; a daemon that runs as another user cannot switch
+// users, and runs the commands as itself (RunAs "" or that user, no
+// Accounts). NewCommand checks this (an unknown user, root, a shared uid,
+// a switch the daemon cannot make are errors naming run_as or accounts)
+// and logs a warning that the commands run on this machine and as whom.
+// Only the command switches: its supervisor keeps the daemon's identity
+// (it writes the attempt's files, which the daemon trusts). The run
+// directory is the daemon's, crossed but not listed by others (0711), and
+// the account cannot write in it; its hostfile and working directory are
+// the account's and private (0600, 0700), and the attempts' directories
+// and files the daemon's and private (0700, 0600): another owner's job
+// reads none of them. A directory the account could write in there would
+// let a job replace the files the daemon reads and writes as root (its
+// exit record, the record of which process to signal, the hostfile it
+// writes again at the next attempt). A warning in the log says when a
+// directory above the run directory is not searchable by the account: a
+// working directory it cannot enter fails the start.
 //
 // A job without a command is an error (ErrNoCommand), and so is a program
 // that cannot be started (not found, not executable by the user): the
 // error names it and the daemon fails the job with it.
 //
 // Before starting the command, Run writes the hostfile of the job's VMs to
-// Run.Dir/hostfile: one VM per line, the master first, in the hostfile
+// Run.Dir/hostfile (HostfileName): one VM per line, the master first, in the hostfile
 // syntax of OpenMPI's mpirun (which ignores what follows a '#'), so that
 // `mpirun --hostfile "$METASCHED_HOSTFILE" ...` starts a process per vCPU:
 //
@@ -121,16 +128,21 @@
 //
 // # Stopping a command
 //
-// The command runs in a process group of its own. When ctx is cancelled,
-// Run sends SIGTERM to the supervisor, which sends SIGTERM to the whole
-// group (the command and what it started), then SIGKILL after
-// CommandOptions.Grace (default 5 s) to what is left; Run returns, with
-// ctx's error wrapped, once the exit is recorded and the output read to the
-// end. Processes that the command leaves running in its group when it
-// exits by itself get the same treatment, so a run leaves nothing behind; a
-// process that moved to another group or session (setsid) escapes it. The
-// supervisor is a child subreaper: the background processes of a job whose
-// parent is gone are re-parented to it, and it reaps them.
+// The command runs in a cgroup (v2) of its own, made for the attempt in
+// CommandOptions.CgroupParent (by default the daemon's own cgroup, found
+// wherever the v2 hierarchy is mounted), and started inside it
+// (CLONE_INTO_CGROUP): whatever it starts stays in it, a process that
+// double-forks and calls setsid too, and the account cannot move out.
+// NewCommand refuses the executor, with the reason, where it cannot make
+// and kill such cgroups. When ctx is cancelled, Run sends SIGTERM to the
+// supervisor, which sends SIGTERM to every process of the cgroup, then
+// after CommandOptions.Grace (default 5 s) kills all that is left at once
+// (cgroup.kill); Run returns, with ctx's error wrapped, once the exit is
+// recorded and the output read to the end. Processes that the command
+// leaves in its cgroup when it exits by itself get the same treatment, so
+// a run leaves nothing behind. The supervisor is a child subreaper: the
+// background processes of a job whose parent is gone are re-parented to
+// it, and it reaps them, then removes the cgroup.
 //
 // A cancel whose cause is ErrDetached (context.WithCancelCause: the daemon
 // is stopping) makes Run return at once and leaves the command running: the
@@ -144,8 +156,11 @@
 // command's output goes to a file, so the daemon's death does not SIGPIPE
 // it. The command, though, has the parent-death signal SIGKILL towards its
 // supervisor: a supervisor killed from outside records nothing, and a
-// command left running without it could be run again beside itself.
-// Processes the command started are not killed by the kernel. After a
+// command left running without it could be run again beside itself. What
+// else the command started stays in its cgroup, whose path the attempt
+// records before the supervisor starts: a Run that finds the supervisor
+// gone without a record (it watched it die, or resumes after a restart)
+// kills the cgroup and removes it. After a
 // restart the daemon resumes the attempt (Run.Resume): the recorded exit
 // completes the job, a supervisor still running is followed, and only an
 // attempt with neither runs again. An emulated job resumes where it was,

@@ -28,6 +28,9 @@ type VM struct {
 // Run is one run of a job: what an Executor needs to run it.
 type Run struct {
 	JobID string
+	// Owner is who submitted the job (its principal: a token's name,
+	// cert:NAME): Command runs the job as its owner's account.
+	Owner string
 	Job   *selection.Job // the job file: Name, Tasks, Command...
 	VMs   []VM           // the job's virtual cluster, the master first
 
@@ -39,9 +42,10 @@ type Run struct {
 	// command's attempt resumes through Resume).
 	Elapsed time.Duration
 
-	// Dir is a directory for the job's files (the hostfile, and each
-	// attempt's in Dir/attempt-N); Run creates it when missing. Command
-	// needs it; Emulated writes no file.
+	// Dir is a directory for the job's files (the hostfile, each
+	// attempt's in Dir/attempt-N, and Command's working directory
+	// Dir/work); Run creates it when missing. Command needs it; Emulated
+	// writes no file.
 	Dir string
 	// Attempt numbers this run of the job (the daemon's attempt): Command
 	// runs an attempt's command at most once, and keeps its files apart.

@@ -16,7 +16,7 @@ const prSetChildSubreaper = 36
 // BecomeSubreaper makes the calling process a child subreaper (prctl
 // PR_SET_CHILD_SUBREAPER): a process that a job leaves behind when its
 // parent exits is re-parented to the command's supervisor instead of to
-// init, and the supervisor reaps those of the job's process group, so that
+// init, and the supervisor reaps them once the command ended, so that
 // none stays a zombie even where init does not reap (some containers and
 // sandboxes). Each supervisor calls it at its start. Orphans of the
 // process's other children come to it too, and nothing here reaps them:
@@ -31,19 +31,20 @@ func BecomeSubreaper() error {
 
 func supported() error { return nil }
 
-// commandAttr puts the command in a process group of its own, so that it
-// and everything it starts can be signalled at once, and has the kernel
-// SIGKILL it when its supervisor dies: a supervisor that dies (killed from
-// outside) records no exit, and a command left running without one would
-// be run again beside itself after the daemon's next start. (Pdeathsig
-// follows the thread that started the command; the Go runtime ends a
-// thread only when a goroutine locked to it exits, and the supervisor
-// locks none.) With ids, the command runs with that user's uid, gid and
-// supplementary groups (the supervisor, root, keeps its own); the child
-// sets the parent-death signal after it switched, so the switch does not
-// clear it.
-func commandAttr(ids *commandIDs) *syscall.SysProcAttr {
-	attr := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+// commandAttr starts the command inside its cgroup (cg, clone3's
+// CLONE_INTO_CGROUP: with no moment outside it), in a process group of its
+// own, and has the kernel SIGKILL it when its supervisor dies: a
+// supervisor that dies (killed from outside) records no exit, and a
+// command left running without one would be run again beside itself
+// after the daemon's next start (the daemon then kills what is left in
+// the cgroup). (Pdeathsig follows the thread that started the command;
+// the Go runtime ends a thread only when a goroutine locked to it exits,
+// and the supervisor locks none.) With ids, the command runs with that
+// user's uid, gid and supplementary groups (the supervisor, root, keeps
+// its own); the child sets the parent-death signal after it switched, so
+// the switch does not clear it.
+func commandAttr(ids *commandIDs, cg *os.File) *syscall.SysProcAttr {
+	attr := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, UseCgroupFD: true, CgroupFD: int(cg.Fd())}
 	if ids != nil {
 		attr.Credential = &syscall.Credential{Uid: ids.uid, Gid: ids.gid, Groups: ids.groups}
 	}
@@ -143,75 +144,6 @@ func errnoError(n int) error {
 		return nil
 	}
 	return syscall.Errno(n)
-}
-
-// signalGroup sends sig to every process of the group. A group that no
-// longer exists is not an error.
-func signalGroup(pgid int, sig syscall.Signal) {
-	_ = syscall.Kill(-pgid, sig)
-}
-
-// groupAlive reports whether a process of the group is still running.
-// kill(-pgid, 0) also finds the group's zombies (exited processes that
-// their parent has not reaped: init does not everywhere), so when it finds
-// something, /proc tells whether anything but zombies is left.
-func groupAlive(pgid int) bool {
-	if err := syscall.Kill(-pgid, 0); err == syscall.ESRCH {
-		return false
-	}
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return true
-	}
-	for _, e := range entries {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
-			continue
-		}
-		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue // gone meanwhile
-		}
-		state, pg, ok := parseStat(stat)
-		if ok && pg == pgid && state != 'Z' && state != 'X' {
-			return true
-		}
-	}
-	return false
-}
-
-// parseStat reads the state and the process group of /proc/PID/stat:
-// "PID (COMM) STATE PPID PGRP ...", where COMM may hold spaces and
-// parentheses.
-func parseStat(stat []byte) (state byte, pgrp int, ok bool) {
-	i := bytes.LastIndexByte(stat, ')')
-	if i < 0 {
-		return 0, 0, false
-	}
-	f := bytes.Fields(stat[i+1:])
-	if len(f) < 3 || len(f[0]) != 1 {
-		return 0, 0, false
-	}
-	pg, err := strconv.Atoi(string(f[2]))
-	if err != nil {
-		return 0, 0, false
-	}
-	return f[0][0], pg, true
-}
-
-// reapGroup reaps the group's zombies that are children of this process.
-// The group's leader must have been reaped already (by exec.Cmd.Wait),
-// else this could take its exit status.
-func reapGroup(pgid int) {
-	for {
-		var ws syscall.WaitStatus
-		pid, err := syscall.Wait4(-pgid, &ws, syscall.WNOHANG, nil)
-		if err == syscall.EINTR {
-			continue
-		}
-		if err != nil || pid <= 0 {
-			return
-		}
-	}
 }
 
 // exitResult turns a wait status into a Result: the exit status, or

@@ -6,6 +6,9 @@ import (
 	"errors"
 	"os"
 	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
 )
 
 var errNotLinux = errors.New("the host-command executor runs on Linux only")
@@ -16,7 +19,7 @@ func BecomeSubreaper() error { return errNotLinux }
 
 func supported() error { return errNotLinux }
 
-func commandAttr(*commandIDs) *syscall.SysProcAttr { return nil }
+func commandAttr(*commandIDs, *os.File) *syscall.SysProcAttr { return nil }
 
 func noSearch(os.FileInfo, account) string { return "" }
 
@@ -34,11 +37,27 @@ func errnoOf(error) int { return 0 }
 
 func errnoError(int) error { return nil }
 
-func signalGroup(int, syscall.Signal) {}
+func findCgroupParent() (string, error) { return "", errNotLinux }
 
-func groupAlive(int) bool { return false }
+func checkCgroupParent(string) error { return errNotLinux }
 
-func reapGroup(int) {}
+func makeCgroup(string, string) (string, error) { return "", errNotLinux }
+
+func openCgroup(string) (*os.File, error) { return nil, errNotLinux }
+
+func populated(string) bool { return false }
+
+func signalCgroup(string, syscall.Signal) {}
+
+func killCgroup(string) error { return errNotLinux }
+
+func clearCgroup(zerolog.Logger, string, time.Duration, time.Time, time.Time) error {
+	return errNotLinux
+}
+
+func endCgroup(string) error { return errNotLinux }
+
+func removeCgroup(string) error { return errNotLinux }
 
 func exitResult(ps *os.ProcessState) Result {
 	if ps.ExitCode() == 0 {

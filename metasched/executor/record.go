@@ -22,7 +22,10 @@ import (
 //	exit            the exit record (JSON), written once, atomically and
 //	                durably, when the command has ended
 //	supervisor.log  the supervisor's own log
+//	cgroup          the path of the cgroup (v2) the command runs in,
+//	                written before its supervisor starts
 const (
+	cgroupName = "cgroup"
 	lockName   = "lock"
 	pidName    = "supervisor"
 	outputName = "output"
@@ -156,4 +159,21 @@ func started(adir string) bool {
 		}
 	}
 	return false
+}
+
+// cgroupPrefix begins the name of every cgroup the executor makes.
+const cgroupPrefix = "metasched-"
+
+// readCgroup reads the path of the attempt's cgroup. Only a directory
+// below a cgroup v2 mount named by the executor's prefix is taken.
+func readCgroup(adir string) (string, error) {
+	data, err := os.ReadFile(filepath.Join(adir, cgroupName))
+	if err != nil {
+		return "", err
+	}
+	cg := strings.TrimSuffix(string(data), "\n")
+	if !filepath.IsAbs(cg) || filepath.Clean(cg) != cg || !strings.HasPrefix(filepath.Base(cg), cgroupPrefix) {
+		return "", fmt.Errorf("%s: %q is not a cgroup of a job", filepath.Join(adir, cgroupName), data)
+	}
+	return cg, nil
 }

@@ -3,9 +3,11 @@ package executor
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -161,3 +163,46 @@ func unreachable(path string, a account) string {
 		}
 	}
 }
+
+// ownerAccounts decides which user each owner's jobs run as, from
+// CommandOptions.Accounts (owner → a user's name or uid) and the
+// daemon's effective uid: only a daemon that runs as root switches users;
+// no account is root; every owner has a uid of its own, which is not
+// run_as's either (shared, when given, by the owners the map does not
+// name). The errors name the configuration's field, accounts.
+func ownerAccounts(owners map[string]string, euid int, lookup lookupUser, runAs *account) (map[string]account, error) {
+	if len(owners) == 0 {
+		return nil, nil
+	}
+	if euid != 0 {
+		return nil, fmt.Errorf("accounts: the daemon runs as uid %d and cannot switch users: an account per owner needs a daemon that runs as root", euid)
+	}
+	names := slices.Sorted(maps.Keys(owners))
+	out := make(map[string]account, len(owners))
+	byUID := map[uint32]string{}
+	for _, owner := range names {
+		user := owners[owner]
+		a, err := lookup(user)
+		switch {
+		case errors.Is(err, errNoUser):
+			return nil, fmt.Errorf("accounts: %s: no user %q on this machine", owner, user)
+		case err != nil:
+			return nil, fmt.Errorf("accounts: %s: %q: %w", owner, user, err)
+		case a.uid == 0:
+			return nil, fmt.Errorf("accounts: %s: %q names root (uid 0): jobs never run as root", owner, user)
+		case runAs != nil && a.uid == runAs.uid:
+			return nil, fmt.Errorf("accounts: %s: %s is run_as, which every owner that accounts does not name shares: give %s an account of its own", owner, a, owner)
+		}
+		if other, ok := byUID[a.uid]; ok {
+			return nil, fmt.Errorf("accounts: %s and %s both run as %s: each owner needs an account of its own, or its jobs can read and signal the other's", other, owner, a)
+		}
+		byUID[a.uid] = owner
+		a.switched = true
+		out[owner] = a
+	}
+	return out, nil
+}
+
+// ErrNoAccount is returned (wrapped) by Command.Run, and by
+// Command.Admits, for a job whose owner has no account to run as.
+var ErrNoAccount = errors.New("no account on the daemon's machine for the job's owner")

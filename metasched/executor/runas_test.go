@@ -20,9 +20,10 @@ import (
 
 // TestCommandRunAs: a daemon that runs as root runs the job's command as
 // run_as (nobody here: uid, gid, groups and HOME its), while the
-// supervisor stays root: the attempt's files are root's, the daemon reads
-// the output and the exit, and the command can read its hostfile but
-// neither write in its run directory nor forge its exit record. A daemon
+// supervisor stays root: the attempt's files are root's and private, the
+// daemon reads the output and the exit, and the command can read its
+// hostfile but neither write in its run directory nor forge its exit
+// record. A daemon
 // that runs as another user runs the command as itself.
 func TestCommandRunAs(t *testing.T) {
 	t.Setenv("HOME", "/home/of-the-daemon")
@@ -74,14 +75,25 @@ exit 3`, out)
 		t.Errorf("the command's file is uid %d's, want %d's", owner, uid)
 	}
 	if os.Geteuid() == 0 {
+		// The attempt's files are root's and private; the run directory
+		// root's, crossed but not listed; the hostfile and the working
+		// directory the job's account's, and private.
 		adir := executor.AttemptDir(r.Dir, 0)
-		for _, name := range []string{".", "output", "exit", "supervisor", "lock", "../" + executor.HostfileName} {
-			fi, err := os.Stat(filepath.Join(adir, name))
+		for _, f := range []struct {
+			name string
+			uid  uint32
+			mode os.FileMode
+		}{
+			{".", 0, 0o700}, {"output", 0, 0o600}, {"exit", 0, 0o600}, {"supervisor", 0, 0o600},
+			{"supervisor.log", 0, 0o600}, {"lock", 0, 0o600}, {"cgroup", 0, 0o600},
+			{"..", 0, 0o711}, {"../" + executor.HostfileName, nobodyUID, 0o600}, {"../" + executor.WorkName, nobodyUID, 0o700},
+		} {
+			fi, err := os.Stat(filepath.Join(adir, f.name))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if owner := fi.Sys().(*syscall.Stat_t).Uid; owner != 0 {
-				t.Errorf("%s is uid %d's: the supervisor and the daemon write the attempt's files as root", name, owner)
+			if owner := fi.Sys().(*syscall.Stat_t).Uid; owner != f.uid || fi.Mode().Perm() != f.mode {
+				t.Errorf("%s is uid %d's, mode %04o; want uid %d's, mode %04o", f.name, owner, fi.Mode().Perm(), f.uid, f.mode)
 			}
 		}
 	}

@@ -65,8 +65,9 @@ func supervise(args []string) int {
 	uid := fs.String("uid", "", "the uid the command runs as (none: the supervisor's)")
 	gid := fs.String("gid", "", "the command's gid, with --uid")
 	groups := fs.String("groups", "", "the command's supplementary groups, comma-separated, with --uid")
-	if err := fs.Parse(args); err != nil || *dir == "" || fs.NArg() == 0 {
-		fmt.Fprintf(os.Stderr, "%s: want --dir DIR [flags] -- COMMAND...: %v\n", SupervisorArg, err)
+	cgroup := fs.String("cgroup", "", "the cgroup (v2) the command runs in, made for it")
+	if err := fs.Parse(args); err != nil || *dir == "" || *cgroup == "" || fs.NArg() == 0 {
+		fmt.Fprintf(os.Stderr, "%s: want --dir DIR --cgroup DIR [flags] -- COMMAND...: %v\n", SupervisorArg, err)
 		return 2
 	}
 	ids, err := parseIDs(*uid, *gid, *groups)
@@ -103,26 +104,32 @@ func supervise(args []string) int {
 	if err := writeSupervisorRef(*dir); err != nil {
 		return fail("record the supervisor", err)
 	}
-	out, err := os.OpenFile(filepath.Join(*dir, outputName), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	out, err := os.OpenFile(filepath.Join(*dir, outputName), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
 	if err != nil {
 		return fail("open the output file", err)
 	}
 	defer out.Close()
+	cg, err := openCgroup(*cgroup)
+	if err != nil {
+		return fail("open the job's cgroup", err)
+	}
 	pr, pw, err := os.Pipe()
 	if err != nil {
+		cg.Close()
 		return fail("output pipe", err)
 	}
 	defer pr.Close()
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = pw, pw
-	cmd.SysProcAttr = commandAttr(ids)
+	cmd.SysProcAttr = commandAttr(ids, cg)
 	err = cmd.Start()
 	pw.Close()
+	cg.Close()
 	if err != nil {
+		_ = removeCgroup(*cgroup)
 		return fail(fmt.Sprintf("start %q", argv[0]), err)
 	}
-	pgid := cmd.Process.Pid
-	log = log.With().Int("pgid", pgid).Logger()
+	log = log.With().Int("pid", cmd.Process.Pid).Str("cgroup", *cgroup).Logger()
 	log.Info().Strs("argv", argv).Msg("command started")
 
 	cp := &outputCopy{w: out, limit: *maxOut, rate: float64(*rate), fast: make(chan struct{})}
@@ -146,25 +153,29 @@ func supervise(args []string) int {
 				continue // stopping already; a SIGTERM again must not end the supervisor
 			}
 			rec.Stopped = true
-			log.Info().Dur("grace", *grace).Msg("stopping the command: SIGTERM to its process group")
-			signalGroup(pgid, syscall.SIGTERM)
+			log.Info().Dur("grace", *grace).Msg("stopping the command: SIGTERM to every process of its cgroup")
+			signalCgroup(*cgroup, syscall.SIGTERM)
 			termAt = time.Now()
 			t := time.NewTimer(*grace)
 			defer t.Stop()
 			killTimer = t.C
 		case <-killTimer:
-			log.Warn().Msg("the command outlived its grace period: SIGKILL to its process group")
-			signalGroup(pgid, syscall.SIGKILL)
+			log.Warn().Msg("the command outlived its grace period: killing every process of its cgroup")
+			if err := killCgroup(*cgroup); err != nil {
+				log.Error().Err(err).Msg("cannot kill the job's cgroup")
+			}
 			killAt, killTimer = time.Now(), nil
 		}
 	}
 	res := exitResult(cmd.ProcessState)
-	clearGroup(log, pgid, *grace, termAt, killAt)
+	if err := clearCgroup(log, *cgroup, *grace, termAt, killAt); err != nil {
+		log.Error().Err(err).Msg("the job's cgroup is not cleared: the daemon tries again")
+	}
 	close(cp.fast) // nobody left to slow down: read the rest at once
 	select {
 	case err = <-copied:
 	case <-time.After(drainWait):
-		log.Warn().Msg("output pipe still open after the job's processes ended: a process that left the job's process group holds it; its later output is lost")
+		log.Warn().Msg("output pipe still open after the job's processes ended: a process outside the job's cgroup holds it; its later output is lost")
 		pr.Close()
 		err = <-copied
 	}
