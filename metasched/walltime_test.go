@@ -3,6 +3,7 @@ package metasched_test
 import (
 	"context"
 	"errors"
+	"os"
 	"strconv"
 	"strings"
 	"syscall"
@@ -74,7 +75,9 @@ func TestWalltimeEmulated(t *testing.T) {
 }
 
 // TestWalltimeCommand: a command that runs past its job's walltime is
-// stopped (its process group gone) and the job fails with the reason.
+// stopped (its process group gone, and the process it double-forked into
+// a session of its own with setsid too: before the job's cgroup, that one
+// ran on) and the job fails with the reason.
 func TestWalltimeCommand(t *testing.T) {
 	td := daemontest.Start(t, nil, metasched.Options{}, func(c *metasched.Config) {
 		hostCommand(t, c)
@@ -82,7 +85,7 @@ func TestWalltimeCommand(t *testing.T) {
 	})
 	d, ctx := td.D, context.Background()
 	j, err := d.Submit(ctx, []byte("name: sleeper\ntype: sim\ntasks: 10\ntask_ops: 1.0e9\ntask_bytes: 0\nwalltime: 2s\n"+
-		"command: [/bin/sh, -c, 'echo pid=$$; exec sleep 600']\n"))
+		"command: [/bin/sh, -c, '( setsid sh -c \"echo escapee=\\$\\$; exec sleep 600\" & ); echo pid=$$; exec sleep 600']\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,15 +97,23 @@ func TestWalltimeCommand(t *testing.T) {
 		t.Fatalf("job: %s (%s), %d attempts; want failed with the walltime, once", j.State, j.Reason, j.Attempts)
 	}
 	logs, _ := d.Store().Logs(ctx, j.ID)
-	pid := 0
+	pid, escapee := 0, 0
 	for line := range strings.Lines(string(logs)) {
 		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "pid="); ok {
 			pid, _ = strconv.Atoi(v)
 		}
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "escapee="); ok {
+			escapee, _ = strconv.Atoi(v)
+		}
 	}
-	if pid == 0 {
-		t.Fatalf("no pid in the log %q", logs)
+	if pid == 0 || escapee == 0 {
+		t.Fatalf("no pid or escapee in the log %q", logs)
 	}
+	defer syscall.Kill(escapee, syscall.SIGKILL) // whatever happens
+	waitFor(t, "the command's escapee gone", time.Minute, func() bool {
+		stat, err := os.ReadFile("/proc/" + strconv.Itoa(escapee) + "/stat")
+		return err != nil || strings.Contains(string(stat), ") Z ")
+	})
 	waitFor(t, "the command's process group gone", time.Minute, func() bool {
 		return errors.Is(syscall.Kill(-pid, 0), syscall.ESRCH)
 	})

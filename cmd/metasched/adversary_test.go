@@ -17,9 +17,9 @@ import (
 	"github.com/metasched/metasched/metasched/lifecycle"
 )
 
-// adversaryCycles is how many times TestAdversary kills the daemon: 3 in
+// adversaryCycles is how many times TestAdversary kills the daemon: 4 in
 // make test, 25 in make soak.
-var adversaryCycles = flag.Int("adversary-cycles", 3, "SIGKILL cycles of TestAdversary")
+var adversaryCycles = flag.Int("adversary-cycles", 4, "SIGKILL cycles of TestAdversary")
 
 // commandConfig is the daemon's configuration for TestAdversary: the
 // paper's grid, one job type, the host-command executor (the %s gives
@@ -35,7 +35,7 @@ executor: {name: host-command%s}
 `
 
 // TestAdversary runs the real daemon with the host-command executor under
-// concurrent submissions and SIGKILLs it -adversary-cycles times (3 here,
+// concurrent submissions and SIGKILLs it -adversary-cycles times (4 here, as the adversary did,
 // 25 in make soak). Four clients submit without pause, each submission
 // with its own Idempotency-Key, sent again with that key until it is
 // answered (across the kills, as a client that lost an answer would do).

@@ -141,7 +141,10 @@ func TestCommandOutlivesDaemon(t *testing.T) {
 // TestCommandReattach: the daemon is SIGKILLed while its command runs; a
 // fresh executor resuming the attempt follows the supervisor that still
 // runs it, takes its output, and gets its exit when it ends; cancelled, it
-// has the supervisor stop the command's group.
+// has the supervisor stop the command's group. The job's cgroup outlives
+// the daemon as the supervisor does: a process of the command's that left
+// its session (setsid) runs on after the daemon's death, and ends with the
+// cancel.
 func TestCommandReattach(t *testing.T) {
 	t.Parallel()
 	t.Run("to its end", func(t *testing.T) {
@@ -166,7 +169,7 @@ func TestCommandReattach(t *testing.T) {
 	t.Run("cancelled", func(t *testing.T) {
 		t.Parallel()
 		dir := t.TempDir()
-		d := startDaemonProcess(t, dir, `echo pid=$$; sleep 60 & echo ready; wait`)
+		d := startDaemonProcess(t, dir, `echo pid=$$; ( setsid sleep 60 & echo escapee=$! ); sleep 60 & echo ready; wait`)
 		d.kill(t)
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
@@ -174,6 +177,16 @@ func TestCommandReattach(t *testing.T) {
 		r := daemonRun(dir, "", out)
 		r.Resume = true
 		done := startRun(t, ctx, newCommand(t, executor.CommandOptions{}), r, out)
+		escapee := 0
+		for line := range strings.Lines(out.String()) {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "escapee="); ok {
+				escapee, _ = strconv.Atoi(v)
+			}
+		}
+		if escapee == 0 || !running(escapee) {
+			t.Fatalf("the command's escapee (PID %d) did not outlive the daemon; output %q", escapee, out.String())
+		}
+		defer syscall.Kill(escapee, syscall.SIGKILL) // whatever happens
 		cancel()
 		rr := waitRun(t, done)
 		if !errors.Is(rr.err, context.Canceled) {
@@ -183,6 +196,9 @@ func TestCommandReattach(t *testing.T) {
 			t.Errorf("result (-want +got):\n%s", diff)
 		}
 		checkGroupGone(t, d.pid)
+		if running(escapee) {
+			t.Errorf("the command's escapee (PID %d) runs on after the cancel", escapee)
+		}
 	})
 }
 
