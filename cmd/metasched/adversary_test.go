@@ -35,10 +35,10 @@ executor: {name: host-command%s}
 `
 
 // TestAdversary runs the real daemon with the host-command executor under
-// concurrent submissions and SIGKILLs it -adversary-cycles times (4 here, as the adversary did,
-// 25 in make soak). Four clients submit without pause, each submission
-// with its own Idempotency-Key, sent again with that key until it is
-// answered (across the kills, as a client that lost an answer would do).
+// concurrent submissions and SIGKILLs it -adversary-cycles times (4 here,
+// as the adversary did; 25 in make soak). Four clients submit without
+// pause, each submission with its own Idempotency-Key, sent again with
+// that key until it is answered (across the kills, as a client that lost an answer would do).
 // Each command appends its job's ID to a file, then works on for 0.3 s.
 // Each kill comes at a random moment once two commands of that run have
 // written their line, with commands running or ending and submissions in
