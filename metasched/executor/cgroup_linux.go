@@ -118,8 +118,11 @@ func checkCgroupParent(dir string) error {
 	if err := syscall.Access(filepath.Join(dir, "cgroup.procs"), 2 /* W_OK */); err != nil {
 		return fmt.Errorf("the daemon may not move processes between the cgroups below its own, %s (cgroup.procs: %w): run it as root, or delegate its cgroup to it (Delegate=yes in its systemd unit)", dir, err)
 	}
-	probe, err := makeCgroup(dir, "probe")
+	probe, err := cgroupName(dir, "probe")
 	if err != nil {
+		return err
+	}
+	if err := makeCgroup(probe); err != nil {
 		return err
 	}
 	defer os.Remove(probe)
@@ -129,19 +132,23 @@ func checkCgroupParent(dir string) error {
 	return nil
 }
 
-// makeCgroup makes a cgroup of its own in parent, named after what it is
-// for and made unique by a random suffix (several daemons may share a
-// cgroup, and a job ID is only unique within one daemon).
-func makeCgroup(parent, what string) (string, error) {
+// cgroupName names a cgroup of its own in parent, after what it is for,
+// made unique by a random suffix (several daemons may share a cgroup, and
+// a job ID is only unique within one daemon).
+func cgroupName(parent, what string) (string, error) {
 	var rnd [6]byte
 	if _, err := rand.Read(rnd[:]); err != nil {
 		return "", err
 	}
-	dir := filepath.Join(parent, cgroupPrefix+what+"-"+hex.EncodeToString(rnd[:]))
+	return filepath.Join(parent, cgroupPrefix+what+"-"+hex.EncodeToString(rnd[:])), nil
+}
+
+// makeCgroup makes the cgroup dir (named by cgroupName).
+func makeCgroup(dir string) error {
 	if err := os.Mkdir(dir, 0o755); err != nil {
-		return "", fmt.Errorf("cannot make a cgroup in %s (run the daemon as root, or delegate its cgroup to it: Delegate=yes in its systemd unit): %w", parent, err)
+		return fmt.Errorf("cannot make a cgroup in %s (run the daemon as root, or delegate its cgroup to it: Delegate=yes in its systemd unit): %w", filepath.Dir(dir), err)
 	}
-	return dir, nil
+	return nil
 }
 
 // cgroupProcs lists the processes in the cgroup.

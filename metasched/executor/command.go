@@ -368,14 +368,17 @@ func (c *Command) startSupervisor(r Run, as account, adir, hfPath string, lock *
 		args = append(args, "--uid", strconv.FormatUint(uint64(as.uid), 10), "--gid", strconv.FormatUint(uint64(as.gid), 10),
 			"--groups", formatIDs(as.groups))
 	}
-	cg, err := makeCgroup(c.cgroups, "job-"+r.JobID+"-a"+strconv.Itoa(r.Attempt))
+	cg, err := cgroupName(c.cgroups, "job-"+r.JobID+"-a"+strconv.Itoa(r.Attempt))
 	if err != nil {
 		return nil, err
 	}
-	// Recorded before the supervisor starts: whoever finds the attempt
-	// without its supervisor ends what is in the cgroup.
-	if err := writeDurably(adir, cgroupName, []byte(cg+"\n")); err != nil {
-		_ = removeCgroup(cg)
+	// Recorded before it is made, and so before the supervisor starts:
+	// whoever finds the attempt without its supervisor (a daemon killed
+	// at any moment of this) ends what is in the cgroup, and removes it.
+	if err := writeDurably(adir, cgroupFile, []byte(cg+"\n")); err != nil {
+		return nil, err
+	}
+	if err := makeCgroup(cg); err != nil {
 		return nil, err
 	}
 	args = append(args, "--cgroup", cg, "--")
@@ -389,6 +392,7 @@ func (c *Command) startSupervisor(r Run, as account, adir, hfPath string, lock *
 	cmd.ExtraFiles = []*os.File{lock}
 	cmd.SysProcAttr = supervisorAttr()
 	if err := cmd.Start(); err != nil {
+		_ = removeCgroup(cg)
 		return nil, err
 	}
 	return cmd, nil

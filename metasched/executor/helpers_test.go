@@ -185,3 +185,14 @@ func waitRun(t *testing.T, done <-chan runResult) runResult {
 		return runResult{}
 	}
 }
+
+// running reports whether the process runs (a zombie does not: it has
+// ended, and waits for its parent to be reaped).
+func running(pid int) bool {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(stat, ')')
+	return i < 0 || i+2 >= len(stat) || (stat[i+2] != 'Z' && stat[i+2] != 'X')
+}

@@ -41,7 +41,9 @@ func findCgroupParent() (string, error) { return "", errNotLinux }
 
 func checkCgroupParent(string) error { return errNotLinux }
 
-func makeCgroup(string, string) (string, error) { return "", errNotLinux }
+func cgroupName(string, string) (string, error) { return "", errNotLinux }
+
+func makeCgroup(string) error { return errNotLinux }
 
 func openCgroup(string) (*os.File, error) { return nil, errNotLinux }
 

@@ -25,7 +25,7 @@ import (
 //	cgroup          the path of the cgroup (v2) the command runs in,
 //	                written before its supervisor starts
 const (
-	cgroupName = "cgroup"
+	cgroupFile = "cgroup"
 	lockName   = "lock"
 	pidName    = "supervisor"
 	outputName = "output"
@@ -167,13 +167,13 @@ const cgroupPrefix = "metasched-"
 // readCgroup reads the path of the attempt's cgroup. Only a directory
 // below a cgroup v2 mount named by the executor's prefix is taken.
 func readCgroup(adir string) (string, error) {
-	data, err := os.ReadFile(filepath.Join(adir, cgroupName))
+	data, err := os.ReadFile(filepath.Join(adir, cgroupFile))
 	if err != nil {
 		return "", err
 	}
 	cg := strings.TrimSuffix(string(data), "\n")
 	if !filepath.IsAbs(cg) || filepath.Clean(cg) != cg || !strings.HasPrefix(filepath.Base(cg), cgroupPrefix) {
-		return "", fmt.Errorf("%s: %q is not a cgroup of a job", filepath.Join(adir, cgroupName), data)
+		return "", fmt.Errorf("%s: %q is not a cgroup of a job", filepath.Join(adir, cgroupFile), data)
 	}
 	return cg, nil
 }

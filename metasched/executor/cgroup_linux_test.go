@@ -1,7 +1,6 @@
 package executor_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -36,17 +35,6 @@ func testCgroups(t *testing.T) string {
 		}
 	})
 	return dir
-}
-
-// running reports whether the process runs (a zombie does not: it has
-// ended, and waits for its parent to be reaped).
-func running(pid int) bool {
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	i := bytes.LastIndexByte(stat, ')')
-	return i < 0 || i+2 >= len(stat) || (stat[i+2] != 'Z' && stat[i+2] != 'X')
 }
 
 // TestCommandEscapees: a job's command starts a process that double-forks
