@@ -24,8 +24,9 @@ type Cluster struct {
 	UplinkMbps  float64 `json:"uplink_mbps"`
 	CostPerHour float64 `json:"cost_per_hour,omitempty"` // per machine
 	// Hypervisor is "test" (one file-based test-driver host per machine;
-	// "" means the same) or a libvirt URI template where {i} stands for the
-	// machine's number.
+	// "" means the same), "sim" (one simulated host per machine, in
+	// memory: hypervisorproxy/sim) or a libvirt URI template where {i}
+	// stands for the machine's number.
 	Hypervisor string `json:"hypervisor,omitempty"`
 }
 
@@ -46,6 +47,10 @@ type Grid struct {
 // HypervisorTest is the default hypervisor of a cluster: one file-based
 // libvirt test-driver host per machine.
 const HypervisorTest = "test"
+
+// HypervisorSim is a cluster of simulated hosts (in memory, no libvirt),
+// one per machine, of the cluster's cores and memory.
+const HypervisorSim = "sim"
 
 // Bounds of bandwidths, so that 1/bandwidth scales to an int64 cost (see
 // Cost) without overflow or loss of order.
@@ -283,9 +288,9 @@ func mbpsRule(x float64) string {
 
 func hypervisorRule(c Cluster) string {
 	switch {
-	case c.Hypervisor == HypervisorTest || c.Hypervisor == "":
+	case c.Hypervisor == HypervisorTest || c.Hypervisor == "" || c.Hypervisor == HypervisorSim:
 	case !strings.Contains(c.Hypervisor, "://"):
-		return fmt.Sprintf(`must be "test" or a libvirt URI template such as "qemu+ssh://node{i}/system", got %q`, c.Hypervisor)
+		return fmt.Sprintf(`must be "test", "sim" or a libvirt URI template such as "qemu+ssh://node{i}/system", got %q`, c.Hypervisor)
 	case c.Machines > 1 && !strings.Contains(c.Hypervisor, "{i}"):
 		return fmt.Sprintf("must contain {i} (the machine's number) for a cluster of %d machines, got %q", c.Machines, c.Hypervisor)
 	}

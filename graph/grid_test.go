@@ -119,7 +119,7 @@ clusters:
     perf: 2.5e8
     lan_mbps: 0.001
     uplink_mbps: 1e9
-    hypervisor: test
+    hypervisor: sim
 links:
   - between: [spain, latam-a]
     mbps: 10
@@ -137,7 +137,7 @@ links:
 				{Name: "latam-a", Machines: 1, Cores: 2, MemoryMiB: 4096, Perf: 1e9, LANMbps: 100.5, UplinkMbps: 10,
 					Hypervisor: "qemu:///system"},
 				{Name: "3rd", Machines: 2, Cores: 10, MemoryMiB: 512, Perf: 2.5e8, LANMbps: 0.001, UplinkMbps: 1e9,
-					Hypervisor: "test"},
+					Hypervisor: "sim"},
 			},
 			Links: []graph.Link{
 				{Between: [2]string{"spain", "latam-a"}, Mbps: 10, LatencyMs: 180},
@@ -390,9 +390,9 @@ links:
 
 	// Hypervisors.
 	{"hypervisor word", withCluster(2, "{name: us, machines: 1, cores: 8, memory_mib: 32768, perf: 8e9, lan_mbps: 10000, uplink_mbps: 1000, hypervisor: xen}"),
-		[]string{`grid.yaml: clusters[2].hypervisor: must be "test" or a libvirt URI template…, got "xen"`}},
+		[]string{`grid.yaml: clusters[2].hypervisor: must be "test", "sim" or a libvirt URI template…, got "xen"`}},
 	{"hypervisor Test", withCluster(2, "{name: us, machines: 1, cores: 8, memory_mib: 32768, perf: 8e9, lan_mbps: 10000, uplink_mbps: 1000, hypervisor: Test}"),
-		[]string{`grid.yaml: clusters[2].hypervisor: must be "test" or a libvirt URI template`}},
+		[]string{`grid.yaml: clusters[2].hypervisor: must be "test", "sim" or a libvirt URI template`}},
 	{"hypervisor URI without {i} for 8 machines", withCluster(0, `{name: spain, machines: 8, cores: 4, memory_mib: 16384, perf: 4.0e9, lan_mbps: 1000, uplink_mbps: 100, hypervisor: "qemu+ssh://es/system"}`),
 		[]string{`grid.yaml: clusters[0].hypervisor: must contain {i} (the machine's number) for a cluster of 8 machines, got "qemu+ssh://es/system"`}},
 

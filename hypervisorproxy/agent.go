@@ -129,7 +129,7 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 	}
 	a.epoch = rec.LeaderEpoch
 	for _, hc := range hosts {
-		h := &host{cfg: hc, pool: hc.Pool, test: strings.HasPrefix(hc.URI, "test")}
+		h := &host{cfg: hc, pool: hc.Pool, test: strings.HasPrefix(hc.URI, "test") || strings.HasPrefix(hc.URI, "sim:")}
 		if p, ok := rec.Pools[hc.Name]; ok {
 			h.pool = p
 		}

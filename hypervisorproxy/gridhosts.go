@@ -15,7 +15,9 @@ import (
 // one per machine, named SITE-0, SITE-1, ... For a cluster on the test
 // driver, hostFile(name) must return the path of the host's test-driver
 // file (which the caller writes with the cluster's cores and memory); for
-// a URI template, {i} stands for the machine's number.
+// a URI template, {i} stands for the machine's number; a cluster of
+// simulated hosts (graph.HypervisorSim) gets sim:///NAME URIs of the
+// cluster's cores and memory, with no delays.
 func GenerateHosts(g *graph.Grid, site, pool string, hostFile func(name string) string) ([]SiteHost, *graph.Cluster, error) {
 	var c *graph.Cluster
 	for i := range g.Clusters {
@@ -30,8 +32,11 @@ func GenerateHosts(g *graph.Grid, site, pool string, hostFile func(name string) 
 	for i := range hosts {
 		name := fmt.Sprintf("%s-%d", site, i)
 		uri := strings.ReplaceAll(c.Hypervisor, "{i}", strconv.Itoa(i))
-		if c.Hypervisor == "" || c.Hypervisor == graph.HypervisorTest {
+		switch c.Hypervisor {
+		case "", graph.HypervisorTest:
 			uri = "test://" + hostFile(name)
+		case graph.HypervisorSim:
+			uri = SimURI(name, c.Cores, c.MemoryMiB)
 		}
 		hosts[i] = SiteHost{Name: name, URI: uri, Pool: pool}
 	}

@@ -17,7 +17,7 @@ type host struct {
 	node      Node
 	pool      string
 	switching bool
-	test      bool // a test-driver host: it keeps no state across reconnects
+	test      bool // a test-driver or simulated host: it keeps no state across restarts, boots no image, takes no limits
 	// warned is when the agent last logged the host unreachable, and
 	// failed the attempts since (a repeated fault is logged once, then
 	// only when it changes or every unreachableLogEvery, with a count).

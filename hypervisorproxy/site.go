@@ -351,8 +351,11 @@ func checkURI(s string) error {
 	switch driver {
 	case "test", "qemu":
 		return nil
+	case SimScheme:
+		_, err := ParseSimURI(s)
+		return err
 	}
-	return fmt.Errorf("driver %q of %q is not supported (test or qemu)", driver, s)
+	return fmt.Errorf("driver %q of %q is not supported (test, qemu, or sim for a simulated host)", driver, s)
 }
 
 // migrationAddress is where other hosts reach h for a live migration.

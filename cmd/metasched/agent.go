@@ -13,6 +13,7 @@ import (
 
 	"github.com/metasched/metasched/graph"
 	hp "github.com/metasched/metasched/hypervisorproxy"
+	"github.com/metasched/metasched/hypervisorproxy/sim"
 	"github.com/metasched/metasched/hypervisorproxy/virt"
 	"github.com/metasched/metasched/internal/httpx"
 	"github.com/metasched/metasched/internal/tlsx"
@@ -61,7 +62,7 @@ on stderr. Ctrl-C stops the agent.`,
 				alog.Warn().Str("listen", site.Listen).Msg("insecure_http: the API is plain HTTP with a bearer token, on the loopback interface only; give tls to serve the grid")
 			}
 			a, err := hp.New(ctx, hp.Config{Site: site, TLS: creds, Token: token, Grid: grid,
-				Connect: virt.Connector(log), Logger: alog})
+				Connect: sim.Connector(virt.Connector(log)), Logger: alog})
 			if err != nil {
 				return err
 			}

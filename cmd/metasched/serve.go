@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/metasched/metasched/graph"
+	"github.com/metasched/metasched/hypervisorproxy/sim"
 	"github.com/metasched/metasched/hypervisorproxy/virt"
 	"github.com/metasched/metasched/internal/httpsrv"
 	"github.com/metasched/metasched/internal/tlsx"
@@ -147,7 +148,7 @@ func serveCmd(ctx context.Context, e *env, f serveFlags, changed func(string) bo
 	reused := f.demo && err == nil
 	// The agents log every VM operation; the daemon says what matters.
 	agentLog := log.Level(max(log.GetLevel(), zerolog.WarnLevel))
-	opts := metasched.Options{Logger: log, Connect: virt.Connector(agentLog), AgentLogger: &agentLog, Version: version()}
+	opts := metasched.Options{Logger: log, Connect: sim.Connector(virt.Connector(agentLog)), AgentLogger: &agentLog, Version: version()}
 	// With the store in etcd, the daemon may stand by first (another
 	// leads): it serves the API meanwhile by forwarding to the leader.
 	for {

@@ -17,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/metasched/metasched/graph"
+	"github.com/metasched/metasched/hypervisorproxy/sim"
 	"github.com/metasched/metasched/hypervisorproxy/virt"
 	"github.com/metasched/metasched/internal/memnet"
 	"github.com/metasched/metasched/metasched"
@@ -76,7 +77,7 @@ func start(t testing.TB, g *graph.Grid, opt metasched.Options, edit func(*metasc
 	buf := NewLog()
 	log := zerolog.New(buf).Level(zerolog.InfoLevel)
 	opt.Logger = log
-	opt.Connect = virt.Connector(log.Level(zerolog.WarnLevel))
+	opt.Connect = sim.Connector(virt.Connector(log.Level(zerolog.WarnLevel)))
 	opt.Store.NoSync = true
 	if inMemory {
 		// Each write commits at once: bbolt's group commit waits on a
