@@ -4,7 +4,7 @@
 #               its summary instead of serving until Ctrl-C)
 #   make test   runs every test
 # make soak runs the adversary (TestAdversary) with SOAK_CYCLES (default 25)
-# SIGKILLs of the daemon under concurrent submissions instead of make test's 3,
+# SIGKILLs of the daemon under concurrent submissions instead of make test's 4,
 # then the failover of three daemons on etcd (TestFailover) with FAILOVER_KILLS
 # (default 20) SIGKILLs of the leader instead of 3.
 # make build builds bin/metasched and the static bin/taskfarm; make install
@@ -15,6 +15,9 @@
 # predicted against measured per job (DEMO_VMS_FLAGS, e.g. --jobs 10); make
 # realgrid runs the real test of Bertogna et al. section 4 on them into
 # REALGRID_OUT (default results/realgrid). Both need root.
+# make scale measures the daemon at grid scale on simulated hosts (1,000,
+# 5,000 and 10,000 hosts; SCALE_FLAGS, e.g. --hosts 1000 --backlog 20000
+# --rate 500) into SCALE_OUT (default results/scale); no root, no libvirt.
 # make papers runs the research tools on the bundled examples; make screenshot
 # retakes the README's picture of the dashboard (from its browser test); make
 # image builds the bundled guest image (IMAGE_KIND=disk: its disk form) into IMAGE_DIR (default bin/image) from
@@ -51,11 +54,13 @@ IMAGE_KIND ?= kernel
 DEMO_FLAGS ?=
 DEMO_VMS_FLAGS ?=
 REALGRID_OUT ?= results/realgrid
+SCALE_OUT ?= results/scale
+SCALE_FLAGS ?=
 FUZZTIME   ?= 10s
 
 PREFIX ?= /usr/local
 
-.PHONY: install deps test-deps install-debs build demo demo-vms realgrid papers test bench screenshot soak fuzz image
+.PHONY: install deps test-deps install-debs build demo demo-vms realgrid scale papers test bench screenshot soak fuzz image
 
 deps:
 	@$(MAKE) --no-print-directory install-debs PACKAGES="$(DEB_PACKAGES)"
@@ -91,6 +96,9 @@ demo-vms: build
 realgrid: build
 	@$(MAKE) --no-print-directory install-debs PACKAGES="$(IMAGE_PACKAGES)"
 	$(BIN) experiment realgrid --out $(REALGRID_OUT)
+
+scale: build
+	$(BIN) experiment scale --out $(SCALE_OUT) $(SCALE_FLAGS)
 
 image: build
 	@$(MAKE) --no-print-directory install-debs PACKAGES="$(IMAGE_PACKAGES)"

@@ -62,6 +62,8 @@ func (d *Daemon) dispatch(ctx context.Context) {
 	d.lastRound = key
 	d.mu.Unlock()
 	d.metrics.rounds.WithLabelValues("planned").Inc()
+	start := time.Now()
+	defer func() { d.metrics.round.Observe(time.Since(start).Seconds()) }()
 	for _, jt := range d.types {
 		if ctx.Err() != nil {
 			return

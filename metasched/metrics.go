@@ -41,6 +41,7 @@ const (
 type metrics struct {
 	reg        *prometheus.Registry
 	plan       prometheus.Histogram
+	round      prometheus.Histogram
 	solve      prometheus.Histogram
 	migrations *prometheus.CounterVec
 	candidates *prometheus.CounterVec
@@ -57,6 +58,11 @@ func newMetrics(d *Daemon) *metrics {
 			Name:    "metasched_plan_duration_seconds",
 			Help:    "Duration of the GramVM planning of one job on the live grid.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14), // 0.5 ms to 4 s
+		}),
+		round: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "metasched_dispatch_round_duration_seconds",
+			Help:    "Duration of the dispatcher's planned rounds (the queues planned on the free hosts, the jobs that fit started).",
+			Buckets: prometheus.ExponentialBucketsRange(0.0001, 60, 15), // 0.1 ms to 1 min
 		}),
 		solve: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "metasched_policy_solve_duration_seconds",
@@ -97,8 +103,26 @@ func newMetrics(d *Daemon) *metrics {
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.plan, m.solve, m.migrations, m.candidates, m.rounds, m.ratio,
+		m.plan, m.round, m.solve, m.migrations, m.candidates, m.rounds, m.ratio,
 		newStateCollector(d),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "metasched_store_commits_total",
+			Help: "Write transactions the store committed since the daemon opened it (a group commit is one).",
+		}, func() float64 {
+			if st := d.st; st != nil {
+				return float64(st.Commits())
+			}
+			return 0
+		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "metasched_store_size_bytes",
+			Help: "Size of the store's file (0 for a store in etcd).",
+		}, func() float64 {
+			if st := d.st; st != nil {
+				return float64(st.Size())
+			}
+			return 0
+		}),
 	)
 	return m
 }

@@ -23,18 +23,20 @@ import (
 func newExperimentCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "experiment",
-		Short: "Run the papers' workload on a grid of QEMU VMs on this machine",
-		Long: `Run the papers' workload for real: a grid of sites on this machine (a bridge per
-site, each joined to a wan bridge by a link shaped to the site's uplink, a root
-libvirtd per host, QEMU guests under TCG with a CPU quota per vCPU), the real
-site agents and daemon (this binary), task-farm jobs that run in booted VMs.
-Needs root, libvirtd, QEMU and iproute2 (make demo-vms installs them), and the
-task farm beside this binary (make build). Everything started is stopped by
-PID at the end, also on Ctrl-C.`,
+		Short: "Run the papers' workload on a grid of QEMU VMs on this machine, or the daemon at grid scale",
+		Long: `realgrid and demo-vms run the papers' workload for real: a grid of sites on this
+machine (a bridge per site, each joined to a wan bridge by a link shaped to the
+site's uplink, a root libvirtd per host, QEMU guests under TCG with a CPU quota
+per vCPU), the real site agents and daemon (this binary), task-farm jobs that
+run in booted VMs. They need root, libvirtd, QEMU and iproute2 (make demo-vms
+installs them), and the task farm beside this binary (make build).
+
+scale measures the daemon at grid scale on simulated hosts: no root, no
+libvirt. Everything started is stopped by PID at the end, also on Ctrl-C.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	cmd.AddCommand(newRealGridCmd(e), newDemoVMsCmd(e))
+	cmd.AddCommand(newRealGridCmd(e), newDemoVMsCmd(e), newScaleCmd(e))
 	return cmd
 }
 

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"time"
 
@@ -35,6 +36,7 @@ var (
 
 type serveFlags struct {
 	config, listen, dataDir, logFormat, logLevel string
+	cpuProfile                                   string
 	demo, exitAfterDemo                          bool
 	demoJobs                                     int
 	demoGap                                      time.Duration
@@ -92,6 +94,7 @@ for scripts; the daemon never prints it.`,
 	fl.DurationVar(&f.demoGap, "demo-gap", 400*time.Millisecond, "time between two jobs of the demo's stream")
 	fl.StringVar(&f.logFormat, "log-format", "auto", "log format: json, console, or auto (console on a terminal)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fl.StringVar(&f.cpuProfile, "cpu-profile", "", "write a CPU profile of the daemon's whole run to this file (go tool pprof reads it)")
 	return cmd
 }
 
@@ -137,6 +140,22 @@ func serveCmd(ctx context.Context, e *env, f serveFlags, changed func(string) bo
 	log, err := newLogger(e.stderr, f.logFormat, f.logLevel)
 	if err != nil {
 		return err
+	}
+	if f.cpuProfile != "" {
+		pf, err := os.Create(f.cpuProfile)
+		if err != nil {
+			return usagef("--cpu-profile: %w", err)
+		}
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			pf.Close()
+			return fmt.Errorf("--cpu-profile: %w", err)
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			if err := pf.Close(); err != nil {
+				log.Error().Err(err).Str("file", f.cpuProfile).Msg("the CPU profile is not complete")
+			}
+		}()
 	}
 	if cfg.TLS == nil {
 		log.Warn().Str("listen", cfg.Listen).Msg("plain HTTP (insecure_http, or the demo): the API and its tokens travel in clear, on the loopback interface only; give tls to serve a grid")

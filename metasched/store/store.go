@@ -245,6 +245,23 @@ func (s *Store) Close() error {
 // store that is no file.
 func (s *Store) Path() string { return s.name }
 
+// Commits counts the write transactions the store committed since it
+// opened (a group commit is one).
+func (s *Store) Commits() int64 { return s.db.Commits() }
+
+// Size is the store's file's size in bytes (0 for a store that is no
+// file).
+func (s *Store) Size() int64 {
+	if s.file == nil {
+		return 0
+	}
+	fi, err := os.Stat(s.file.Path())
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
+}
+
 // batch runs fn in a group-committed transaction after checking ctx; fn
 // may run more than once.
 func (s *Store) batch(ctx context.Context, fn func(kv.Tx) error) error {

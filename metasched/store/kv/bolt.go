@@ -3,6 +3,7 @@ package kv
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 
 	bolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
@@ -11,10 +12,29 @@ import (
 // Bolt is the engine on one bbolt file: the store of a daemon on one
 // machine. Its Tx is the bolt transaction, reachable with BoltTx for what
 // only a file has (its size, a copy, a check).
-type Bolt struct{ DB *bolt.DB }
+type Bolt struct {
+	DB *bolt.DB
+
+	commits atomic.Int64
+	// last is the write transaction the last function ran in: bbolt
+	// runs one at a time, so a function in another is the first of a new
+	// one, whose commit is then counted.
+	last atomic.Pointer[bolt.Tx]
+}
 
 // NewBolt wraps an open bbolt database.
 func NewBolt(db *bolt.DB) *Bolt { return &Bolt{DB: db} }
+
+// Commits counts the write transactions committed.
+func (b *Bolt) Commits() int64 { return b.commits.Load() }
+
+// write runs fn in the write transaction tx, counting tx's commit once.
+func (b *Bolt) write(tx *bolt.Tx, fn func(Tx) error) error {
+	if b.last.Swap(tx) != tx {
+		tx.OnCommit(func() { b.commits.Add(1) })
+	}
+	return fn(boltTx{tx})
+}
 
 func (b *Bolt) View(ctx context.Context, fn func(Tx) error) error {
 	if err := ctx.Err(); err != nil {
@@ -27,14 +47,14 @@ func (b *Bolt) Update(ctx context.Context, fn func(Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return boltErr(b.DB.Update(func(tx *bolt.Tx) error { return fn(boltTx{tx}) }))
+	return boltErr(b.DB.Update(func(tx *bolt.Tx) error { return b.write(tx, fn) }))
 }
 
 func (b *Bolt) Batch(ctx context.Context, fn func(Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return boltErr(b.DB.Batch(func(tx *bolt.Tx) error { return fn(boltTx{tx}) }))
+	return boltErr(b.DB.Batch(func(tx *bolt.Tx) error { return b.write(tx, fn) }))
 }
 
 func (b *Bolt) Close() error { return b.DB.Close() }

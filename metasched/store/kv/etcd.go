@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -71,7 +72,12 @@ type Etcd struct {
 	bmu     sync.Mutex
 	pending []*batchCall
 	running bool
+
+	commits atomic.Int64
 }
+
+// Commits counts the write transactions committed.
+func (e *Etcd) Commits() int64 { return e.commits.Load() }
 
 // ErrFenced: a write whose fencing guard failed (its writer no longer
 // holds what the guard names, such as the leadership).
@@ -506,6 +512,7 @@ func (t *etcdTx) commit() (bool, error) {
 		return false, fmt.Errorf("etcd commit: %w", err)
 	}
 	if resp.Succeeded {
+		t.e.commits.Add(1)
 		return true, nil
 	}
 	if len(guard) > 0 {

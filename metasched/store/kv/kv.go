@@ -47,6 +47,9 @@ type DB interface {
 	// Batch is Update that may share its commit with concurrent callers
 	// (bbolt's group commit); fn may run more than once.
 	Batch(ctx context.Context, fn func(Tx) error) error
+	// Commits counts the write transactions committed so far that wrote
+	// something (a group commit is one).
+	Commits() int64
 	// Close releases the database; transactions in flight end first.
 	Close() error
 }

@@ -28,6 +28,7 @@ func Run(t *testing.T, open func(t *testing.T) kv.DB) {
 		{"rollback", rollback},
 		{"read-only", readOnly},
 		{"concurrent increments", concurrentIncrements},
+		{"commits", commits},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.f(t, open(t)) })
 	}
@@ -459,4 +460,50 @@ func concurrentIncrements(t *testing.T, db kv.DB) {
 		}
 		return nil
 	})
+}
+
+// commits: each write transaction committed counts once, one rolled
+// back not at all, and calls of Batch that share a commit count once
+// together.
+func commits(t *testing.T, db kv.DB) {
+	put := func(key string) func(kv.Tx) error {
+		return func(tx kv.Tx) error {
+			b, err := tx.CreateBucketIfNotExists([]byte("c"))
+			if err != nil {
+				return err
+			}
+			return b.Put([]byte(key), []byte("v"))
+		}
+	}
+	before := db.Commits()
+	for i := range 3 {
+		update(t, db, put(fmt.Sprint("u", i)))
+	}
+	if got := db.Commits() - before; got != 3 {
+		t.Errorf("%d commits after 3 updates", got)
+	}
+	if err := db.Update(ctx, func(tx kv.Tx) error {
+		if err := put("no")(tx); err != nil {
+			return err
+		}
+		return errors.New("rolled back")
+	}); err == nil {
+		t.Fatal("a failing update committed")
+	}
+	if got := db.Commits() - before; got != 3 {
+		t.Errorf("%d commits after a rolled back update, want 3", got)
+	}
+	const calls = 20
+	var wg sync.WaitGroup
+	for i := range calls {
+		wg.Go(func() {
+			if err := db.Batch(ctx, put(fmt.Sprint("b", i))); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if got := db.Commits() - before - 3; got < 1 || got > calls {
+		t.Errorf("%d commits for %d batched calls, want 1 to %d", got, calls, calls)
+	}
 }

@@ -1,0 +1,194 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/metasched/metasched/metasched/lab"
+)
+
+// The scale experiment's default rows: the issue's table.
+var (
+	scaleHosts   = []int{1000, 5000, 10000}
+	scaleBacklog = []int{20000, 100000, 100000}
+	scaleRate    = []int{500, 500, 250}
+)
+
+func newScaleCmd(e *env) *cobra.Command {
+	var (
+		out, dir                 string
+		keep, profile            bool
+		hosts, backlogs, rates   string
+		clients                  int
+		seed                     uint64
+		streamFor, drainFor, sub time.Duration
+	)
+	ints := func(xs []int) string {
+		s := make([]string, len(xs))
+		for i, x := range xs {
+			s[i] = strconv.Itoa(x)
+		}
+		return strings.Join(s, ",")
+	}
+	cmd := &cobra.Command{
+		Use:   "scale --out DIR",
+		Short: "The daemon at grid scale on simulated hosts: placements per second and submit-to-running latency",
+		Long: `Measure the daemon as Kubernetes' scheduler_perf measures its scheduler: for each
+row, a real metasched serve (this binary) on a generated grid of simulated hosts
+(clusters of 20 to 50, hypervisor: sim, no libvirt), two pools, policy none, the
+emulated executor with runs of about 0 s, and jobs of 1 to 8 tasks streamed
+through the API by concurrent clients.
+
+  placements/s  every host drained, the backlog submitted, every host undrained,
+                and the jobs reaching running counted in one-second samples
+                until the backlog is gone (mean, p50, p99 of the full samples)
+  latency       submit to running of a steady stream once the backlog is gone
+                (p50, p99, by the daemon's own transitions)
+
+Every sample also has the daemon's CPU and memory, the dispatch round's time,
+the store's write transactions and size; GET /v1/jobs and the dashboard's state
+are timed with the backlog queued. Writes scale.csv (a line per row),
+scale-samples.csv (every sample), scale.svg and scale.png to --out (with
+--cpu-profile, each row's daemon's CPU profile too), and prints the table. Each
+row's daemon is stopped by its PID.`,
+		Example: `  metasched experiment scale --out results
+  metasched experiment scale --out results --hosts 1000 --backlog 20000 --rate 500`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if out == "" {
+				return usagef("--out: required: the directory for scale.csv, scale-samples.csv, .svg and .png")
+			}
+			hs, err := positiveInts("--hosts", hosts, 1, 100000)
+			if err != nil {
+				return err
+			}
+			bs, err := positiveInts("--backlog", backlogs, 1, 10000000)
+			if err != nil {
+				return err
+			}
+			rs, err := positiveInts("--rate", rates, 1, 100000)
+			if err != nil {
+				return err
+			}
+			if len(bs) != len(hs) || len(rs) != len(hs) {
+				return usagef("--hosts, --backlog and --rate: give as many of each (%d, %d and %d)", len(hs), len(bs), len(rs))
+			}
+			if clients < 1 || clients > 1024 {
+				return usagef("--clients: must be within 1 and 1024, not %d", clients)
+			}
+			for _, d := range []struct {
+				flag string
+				v    time.Duration
+			}{{"--stream-for", streamFor}, {"--drain-for", drainFor}, {"--submit-for", sub}} {
+				if d.v < time.Second || d.v > 24*time.Hour {
+					return usagef("%s: must be within 1s and 24h, not %v", d.flag, d.v)
+				}
+			}
+			if err := os.MkdirAll(out, 0o755); err != nil {
+				return usagef("--out: %w", err)
+			}
+			exe, err := os.Executable()
+			if err != nil {
+				return fmt.Errorf("this program's own path: %w", err)
+			}
+			work := dir
+			if work == "" {
+				if work, err = os.MkdirTemp("", "metasched-scale-"); err != nil {
+					return err
+				}
+				if !keep {
+					defer os.RemoveAll(work)
+				}
+			}
+			profiles := ""
+			if profile {
+				profiles = out
+			}
+			log, err := newLogger(e.stderr, "console", "info")
+			if err != nil {
+				return err
+			}
+			rows := make([]lab.ScaleRow, len(hs))
+			for i := range hs {
+				rows[i] = lab.ScaleRow{Hosts: hs[i], Backlog: bs[i], Rate: float64(rs[i])}
+			}
+			res, err := lab.RunScale(cmd.Context(), lab.ScaleOptions{Binary: exe, Dir: work, Rows: rows, Seed: seed,
+				Clients: clients, DrainFor: drainFor, StreamFor: streamFor, SubmitFor: sub, Log: log, Profiles: profiles})
+			if len(res) > 0 {
+				files, werr := writeFigure(out, "scale",
+					func(w io.Writer) error { return lab.WriteScaleCSV(w, res) },
+					func(w io.Writer, format string) error { return lab.WriteScalePlot(w, res, format) })
+				if werr != nil {
+					return werr
+				}
+				samples := out + "/scale-samples.csv"
+				f, werr := os.Create(samples)
+				if werr != nil {
+					return werr
+				}
+				werr = lab.WriteScaleSamples(f, res)
+				if cerr := f.Close(); werr == nil {
+					werr = cerr
+				}
+				if werr != nil {
+					return werr
+				}
+				printScale(e.stdout, res)
+				fmt.Fprintf(e.stdout, "\nWrote %s, %s\n", strings.Join(files, ", "), samples)
+			}
+			return err
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&out, "out", "", "directory for scale.csv, scale-samples.csv, .svg and .png, required")
+	fl.StringVar(&dir, "dir", "", "the rows' working directory: configurations, logs, stores (default: a temporary directory, removed at the end unless --keep)")
+	fl.BoolVar(&keep, "keep", false, "keep the working directory at the end")
+	fl.BoolVar(&profile, "cpu-profile", false, "write each row's daemon's CPU profile to --out as cpu-HOSTS.pprof (go tool pprof reads it)")
+	fl.StringVar(&hosts, "hosts", ints(scaleHosts), "comma-separated hosts of each row")
+	fl.StringVar(&backlogs, "backlog", ints(scaleBacklog), "comma-separated backlog (jobs) of each row")
+	fl.StringVar(&rates, "rate", ints(scaleRate), "comma-separated steady stream (submissions per second) of each row")
+	fl.IntVar(&clients, "clients", 16, "clients submitting at once")
+	fl.Uint64Var(&seed, "seed", 1, "seed of the grid and the jobs")
+	fl.DurationVar(&streamFor, "stream-for", 30*time.Second, "the steady stream's length")
+	fl.DurationVar(&drainFor, "drain-for", 10*time.Minute, "the most the backlog's drain is sampled")
+	fl.DurationVar(&sub, "submit-for", 10*time.Minute, "the most the backlog's submission takes (the row goes on with what was submitted)")
+	return cmd
+}
+
+// positiveInts reads a comma-separated list of whole numbers within lo
+// and hi.
+func positiveInts(flag, s string, lo, hi int) ([]int, error) {
+	var out []int
+	for f := range strings.SplitSeq(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < lo || n > hi {
+			return nil, usagef("%s: %q is not a whole number within %d and %d", flag, strings.TrimSpace(f), lo, hi)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// printScale prints the scale table.
+func printScale(w io.Writer, rs []lab.ScaleResult) {
+	var table [][]string
+	for _, r := range rs {
+		drained := fmt.Sprintf("%.0f s", r.DrainS)
+		if !r.Drained {
+			drained = fmt.Sprintf("not in %.0f s", r.DrainS)
+		}
+		table = append(table, []string{fmt.Sprintf("%d (%d)", r.Row.Hosts, r.Clusters), fmt.Sprintf("%d at %.0f/s", r.Submitted, r.SubmitPerS),
+			fmt.Sprintf("%.0f / %.0f / %.0f", r.Placements.Mean, r.Placements.P50, r.Placements.P99), drained,
+			fmt.Sprintf("%.0f/s", r.StreamPerS), fmt.Sprintf("%.2f / %.2f s", r.Latency.P50, r.Latency.P99),
+			fmt.Sprintf("%.0f MiB", r.RSSMaxMiB), fmt.Sprintf("%.2f", r.CPUMean), fmt.Sprintf("%.1f ms", r.RoundMeanMs),
+			fmt.Sprintf("%.0f/s", r.CommitsPerS), fmt.Sprintf("%.0f / %.0f ms", r.JobsListMs.P99, r.DashboardMs.P99)})
+	}
+	writeColumns(w, []string{"HOSTS (CLUSTERS)", "BACKLOG", "PLACEMENTS/S MEAN/P50/P99", "DRAINED", "STREAM", "LATENCY P50/P99",
+		"RSS MAX", "CPU", "ROUND", "COMMITS", "JOBS/DASHBOARD P99"}, table)
+}

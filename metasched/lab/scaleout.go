@@ -1,0 +1,98 @@
+package lab
+
+import (
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+
+	"github.com/metasched/metasched/internal/plotx"
+)
+
+// WriteScaleCSV writes one line per row of the scale experiment.
+func WriteScaleCSV(w io.Writer, rs []ScaleResult) error {
+	cw := csv.NewWriter(w)
+	if err := cw.Write([]string{"hosts", "clusters", "backlog", "submitted", "submit_per_s",
+		"placements_mean", "placements_p50", "placements_p99", "drained", "drain_s",
+		"stream_rate", "stream_per_s", "stream_jobs", "latency_p50_s", "latency_p99_s",
+		"rss_max_mib", "cpu_mean_cores", "round_mean_ms", "commits_per_s", "store_mib",
+		"jobs_list_p99_ms", "dashboard_p99_ms"}); err != nil {
+		return err
+	}
+	f := func(x float64) string { return strconv.FormatFloat(x, 'f', 3, 64) }
+	for _, r := range rs {
+		if err := cw.Write([]string{strconv.Itoa(r.Row.Hosts), strconv.Itoa(r.Clusters), strconv.Itoa(r.Row.Backlog),
+			strconv.Itoa(r.Submitted), f(r.SubmitPerS), f(r.Placements.Mean), f(r.Placements.P50), f(r.Placements.P99),
+			strconv.FormatBool(r.Drained), f(r.DrainS), f(r.Row.Rate), f(r.StreamPerS), strconv.Itoa(r.StreamJobs),
+			f(r.Latency.P50), f(r.Latency.P99), f(r.RSSMaxMiB), f(r.CPUMean), f(r.RoundMeanMs), f(r.CommitsPerS),
+			f(r.StoreMiB), f(r.JobsListMs.P99), f(r.DashboardMs.P99)}); err != nil {
+			return err
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+// WriteScaleSamples writes every one-second sample of every row.
+func WriteScaleSamples(w io.Writer, rs []ScaleResult) error {
+	cw := csv.NewWriter(w)
+	if err := cw.Write([]string{"hosts", "phase", "t_s", "placed", "queued", "cpu_cores", "rss_mib", "rounds", "round_ms", "commits", "store_mib"}); err != nil {
+		return err
+	}
+	f := func(x float64) string { return strconv.FormatFloat(x, 'f', 3, 64) }
+	for _, r := range rs {
+		for _, s := range r.Samples {
+			if err := cw.Write([]string{strconv.Itoa(r.Row.Hosts), s.Phase, f(s.T), strconv.Itoa(s.Placed), strconv.Itoa(s.Queued),
+				f(s.CPU), f(s.RSSMiB), strconv.Itoa(s.Rounds), f(s.RoundMs), f(s.Commits), f(s.StoreMiB)}); err != nil {
+				return err
+			}
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+// WriteScalePlot draws how the placements per second (mean, p50, p99 of
+// the drain's samples) grow with the hosts, as "svg" or "png".
+func WriteScalePlot(w io.Writer, rs []ScaleResult, format string) error {
+	if len(rs) == 0 {
+		return errors.New("lab: no rows to plot")
+	}
+	p := plot.New()
+	p.Title.Text = "The daemon at grid scale: placements per second against hosts"
+	p.X.Label.Text = "hosts (simulated)"
+	p.Y.Label.Text = "jobs placed per second (one-second samples)"
+	top, lo, hi := 0.0, float64(rs[0].Row.Hosts), float64(rs[0].Row.Hosts)
+	for i, series := range []struct {
+		name string
+		v    func(ScaleResult) float64
+	}{{"mean", func(r ScaleResult) float64 { return r.Placements.Mean }},
+		{"p50", func(r ScaleResult) float64 { return r.Placements.P50 }},
+		{"p99", func(r ScaleResult) float64 { return r.Placements.P99 }}} {
+		pts := make(plotter.XYs, len(rs))
+		for j, r := range rs {
+			pts[j].X, pts[j].Y = float64(r.Row.Hosts), series.v(r)
+			top, lo, hi = max(top, pts[j].Y), min(lo, pts[j].X), max(hi, pts[j].X)
+		}
+		l, s, err := plotter.NewLinePoints(pts)
+		if err != nil {
+			return fmt.Errorf("lab: plot: %w", err)
+		}
+		l.Color, s.Color = plotx.Color(i), plotx.Color(i)
+		p.Add(l, s)
+		p.Legend.Add("placements/s, "+series.name, l, s)
+	}
+	plotx.LogAxis(&p.X, lo, hi)
+	plotx.LinearAxis(&p.Y, 0, top)
+	var notes []string
+	for _, r := range rs {
+		notes = append(notes, fmt.Sprintf("%d hosts in %d clusters, backlog %d: %.0f placements/s (p50 %.0f, p99 %.0f); stream %.0f/s, submit to running p50 %.2f s, p99 %.2f s; daemon at most %.0f MiB, %.2f cores, dispatch round %.1f ms.",
+			r.Row.Hosts, r.Clusters, r.Submitted, r.Placements.Mean, r.Placements.P50, r.Placements.P99, r.StreamPerS,
+			r.Latency.P50, r.Latency.P99, r.RSSMaxMiB, r.CPUMean, r.RoundMeanMs))
+	}
+	return plotx.Render(w, p, notes, format)
+}
