@@ -181,7 +181,7 @@ func printScale(w io.Writer, rs []lab.ScaleResult) {
 	for _, r := range rs {
 		drained := fmt.Sprintf("%.0f s", r.DrainS)
 		if !r.Drained {
-			drained = fmt.Sprintf("not in %.0f s", r.DrainS)
+			drained = fmt.Sprintf("not in %.0f s (%d cancelled)", r.DrainS, r.Cancelled)
 		}
 		table = append(table, []string{fmt.Sprintf("%d (%d)", r.Row.Hosts, r.Clusters), fmt.Sprintf("%d at %.0f/s", r.Submitted, r.SubmitPerS),
 			fmt.Sprintf("%.0f / %.0f / %.0f", r.Placements.Mean, r.Placements.P50, r.Placements.P99), drained,

@@ -103,6 +103,10 @@ type ScaleResult struct {
 	Placements Stats
 	Drained    bool
 	DrainS     float64
+	// Cancelled is what was left queued of a backlog not drained within
+	// DrainFor: cancelled before the stream, so that the stream meets a
+	// short queue.
+	Cancelled int
 	// StreamPerS is the stream's achieved rate, Latency its jobs' submit
 	// to running (s), of StreamJobs jobs that reached running (within 2
 	// minutes of the stream's end).
@@ -304,6 +308,15 @@ executor: {name: emulated, time_scale: 0.0001}
 	close(done)
 	drain := stopSampling()
 	log.Info().Bool("drained", res.Drained).Float64("seconds", res.DrainS).Msg("backlog drained")
+	if !res.Drained {
+		if res.Cancelled, err = cancelQueued(ctx, c, opt.Clients); err != nil {
+			return res, err
+		}
+		log.Info().Int("cancelled", res.Cancelled).Msg("the backlog left queued is cancelled before the stream")
+		wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		m.waitQueue(wctx, 0)
+		cancel()
+	}
 
 	// The steady stream.
 	log.Info().Float64("rate", row.Rate).Msg("streaming")
@@ -379,6 +392,34 @@ func parallel(ctx context.Context, k, n int, f func(ctx context.Context, i int) 
 	}
 	wg.Wait()
 	return context.Cause(ctx)
+}
+
+// cancelQueued cancels every queued job, and returns how many.
+func cancelQueued(ctx context.Context, c *client.Client, k int) (int, error) {
+	var ids []string
+	q := client.JobsQuery{States: []lifecycle.State{lifecycle.Queued}, Limit: 1000}
+	for {
+		l, err := c.Jobs(ctx, q)
+		if err != nil {
+			return 0, fmt.Errorf("list the queued jobs: %w", err)
+		}
+		for _, j := range l.Jobs {
+			ids = append(ids, j.ID)
+		}
+		if l.Next == "" {
+			break
+		}
+		q.After = l.Next
+	}
+	err := parallel(ctx, k, len(ids), func(ctx context.Context, i int) error {
+		_, err := c.Cancel(ctx, ids[i])
+		var re *client.RemoteError
+		if errors.As(err, &re) && re.Status == http.StatusConflict {
+			return nil // it started meanwhile
+		}
+		return err
+	})
+	return len(ids), err
 }
 
 // stream submits at rate per second for opt.StreamFor, from opt.Clients
