@@ -90,13 +90,21 @@ func (d *Daemon) UndrainHost(ctx context.Context, name string) (api.HostView, er
 
 // jobsOnHostLocked lists the IDs of the live jobs with a VM on the host.
 func (d *Daemon) jobsOnHostLocked(name string) []string {
-	var out []string
-	for _, j := range d.index.placed {
-		if j.onHost(name) {
-			out = append(out, j.id())
-		}
+	out := make([]string, 0, len(d.index.onHost[name]))
+	for id := range d.index.onHost[name] {
+		out = append(out, id)
 	}
 	slices.Sort(out)
+	return out
+}
+
+// placedOnLocked lists the live jobs with a VM on the host, in ID order.
+func (d *Daemon) placedOnLocked(name string) []*liveJob {
+	out := make([]*liveJob, 0, len(d.index.onHost[name]))
+	for _, j := range d.index.onHost[name] {
+		out = append(out, j)
+	}
+	slices.SortFunc(out, func(a, b *liveJob) int { return strings.Compare(a.id(), b.id()) })
 	return out
 }
 

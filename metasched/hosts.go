@@ -430,10 +430,5 @@ func (d *Daemon) hostStateLocked(h *gridHost) string {
 
 // hostBusyLocked reports whether a live job is placed on the host.
 func (d *Daemon) hostBusyLocked(name string) bool {
-	for _, j := range d.index.placed {
-		if j.onHost(name) {
-			return true
-		}
-	}
-	return false
+	return len(d.index.onHost[name]) > 0
 }

@@ -20,6 +20,9 @@ type jobIndex struct {
 	queues map[string][]*liveJob // pool → queued jobs in ID order
 	placed map[string]*liveJob   // planned, provisioning or running
 	counts map[string]*poolCount // pool → its live jobs
+	// onHost holds, for each host, the placed jobs with a VM on it (by
+	// ID): kept as jobs are placed, move and end, in O(their hosts).
+	onHost map[string]map[string]*liveJob
 	// queueGen changes whenever a job joins a queue.
 	queueGen uint64
 }
@@ -27,7 +30,8 @@ type jobIndex struct {
 type poolCount struct{ queued, placed int }
 
 func newJobIndex() jobIndex {
-	return jobIndex{queues: map[string][]*liveJob{}, placed: map[string]*liveJob{}, counts: map[string]*poolCount{}}
+	return jobIndex{queues: map[string][]*liveJob{}, placed: map[string]*liveJob{}, counts: map[string]*poolCount{},
+		onHost: map[string]map[string]*liveJob{}}
 }
 
 // addJobLocked makes a job live: in d.jobs and the index.
@@ -45,6 +49,7 @@ func (d *Daemon) trackLocked(lj *liveJob) {
 		delete(d.jobs, lj.id())
 		st = ""
 	}
+	d.index.hostsOf(lj)
 	if lj.indexed == st {
 		return
 	}
@@ -84,6 +89,32 @@ func (d *Daemon) trackLocked(lj *liveJob) {
 }
 
 func byID(j *liveJob, id string) int { return strings.Compare(j.id(), id) }
+
+// hostsOf files the job under the hosts of its VMs now (none once it is
+// queued or has ended), and out from under those it left.
+func (ix *jobIndex) hostsOf(lj *liveJob) {
+	now := lj.hostNames()
+	if slices.Equal(now, lj.hosts) {
+		return
+	}
+	for _, h := range lj.hosts {
+		if !slices.Contains(now, h) {
+			delete(ix.onHost[h], lj.id())
+			if len(ix.onHost[h]) == 0 {
+				delete(ix.onHost, h)
+			}
+		}
+	}
+	for _, h := range now {
+		m := ix.onHost[h]
+		if m == nil {
+			m = map[string]*liveJob{}
+			ix.onHost[h] = m
+		}
+		m[lj.id()] = lj
+	}
+	lj.hosts = now
+}
 
 // queuedLocked is the pool's queue, oldest first (a copy).
 func (d *Daemon) queuedLocked(pool string) []*liveJob {

@@ -35,6 +35,9 @@ type liveJob struct {
 	// something does.
 	runs map[int]*attempt
 
+	// hosts are the hosts the index files the job under (jobIndex.hostsOf).
+	hosts []string
+
 	// jobID, jobType and owner are the job's ID, type and owner (who
 	// submitted it), which never change: read without the lock.
 	jobID, jobType, owner string
@@ -69,12 +72,6 @@ func (a *attempt) wait(ctx context.Context) {
 	case <-a.done:
 	case <-ctx.Done():
 	}
-}
-
-// onHost reports whether the job is placed on the host (planned,
-// provisioning or running).
-func (j *liveJob) onHost(name string) bool {
-	return slices.Contains(j.hostNames(), name)
 }
 
 // hostNames lists the hosts of a planned, provisioning or running job: those

@@ -162,7 +162,6 @@ func (d *Daemon) chooseReleaseLocked(pool string, exclude []string) (release, st
 	var best, cheap release
 	bestLost, cheapVMs, calHost := 0.0, 0, ""
 	spared := 0
-	placed := d.placedLocked()
 	for _, name := range d.order {
 		h := d.hosts[name]
 		if !h.serves(pool) || slices.Contains(exclude, name) {
@@ -170,10 +169,7 @@ func (d *Daemon) chooseReleaseLocked(pool string, exclude []string) (release, st
 		}
 		r := release{host: name}
 		lost, protected, vms := 0.0, false, 0
-		for _, j := range placed {
-			if !j.onHost(name) {
-				continue
-			}
+		for _, j := range d.placedOnLocked(name) {
 			if names, goesOn := elasticLossLocked(j, func(h string) bool { return h == name }); goesOn {
 				r.lose = append(r.lose, workerLoss{job: j, attempt: j.job.Record.Attempts, vms: names})
 				vms += len(names)
