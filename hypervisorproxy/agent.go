@@ -61,9 +61,12 @@ type Agent struct {
 
 	mu    sync.Mutex
 	epoch int64 // the highest leader epoch seen (leader.go)
-	hosts []*host
-	vms   map[string]*vm
-	ports migrationPorts
+	// records is the record of the VMs and pools as last saved, and its
+	// journal (records.go).
+	records *recordLog
+	hosts   []*host
+	vms     map[string]*vm
+	ports   migrationPorts
 	// images are the site file's images by name, loaded and verified.
 	images map[string]*image.Image
 	// imageFiles are the files of each image as hosts hold them, computed
@@ -122,11 +125,12 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 			return nil, err
 		}
 	}
-	rec, err := loadRecord(a.dataDir)
+	rec, records, err := openRecordLog(a.dataDir)
 	if err != nil {
 		a.Close()
 		return nil, err
 	}
+	a.records = records
 	a.epoch = rec.LeaderEpoch
 	for _, hc := range hosts {
 		h := &host{cfg: hc, pool: hc.Pool, test: strings.HasPrefix(hc.URI, "test") || strings.HasPrefix(hc.URI, "sim:")}

@@ -3,6 +3,7 @@ package hypervisorproxy
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -24,8 +25,10 @@ type vm struct {
 // record is what the agent knows of its VMs and hosts beyond what the
 // hypervisors report: which VMs it manages (and their specs, so that a
 // file-based test host that lost its state can be given them back) and
-// each host's pool. It is written to DATA_DIR/agent.json after every change
-// when the site has a data_dir.
+// each host's pool. After every change what changed is appended to
+// DATA_DIR/agent.journal, and DATA_DIR/agent.json is rewritten whole only
+// when the journal grows long (see recordLog), when the site has a
+// data_dir.
 type record struct {
 	VMs   []VMSpec          `json:"vms"`   // Host and the current sizes are kept up to date
 	Pools map[string]string `json:"pools"` // host -> pool
@@ -94,31 +97,258 @@ func (r *record) save(dir string) error {
 	return nil
 }
 
-// saveLocked writes the record of the agent's VMs and its hosts' pools;
-// a.mu must be held.
-func (a *Agent) saveLocked() error {
-	r := &record{Pools: map[string]string{}, LeaderEpoch: a.epoch}
-	for _, v := range a.vms {
-		r.VMs = append(r.VMs, v.spec)
-		if v.boot > 0 {
+// The record is kept as a snapshot (agent.json, written whole and
+// atomically) and a journal (agent.journal) of what changed since, a JSON
+// line per change, appended and fsync'd: a change costs what it changed,
+// not the whole record. When the journal holds more lines than the record
+// has VMs and hosts (and at least journalMin), the snapshot is written
+// again and the journal emptied. Every line holds values, not steps, so a
+// line replayed over a snapshot that has it already changes nothing: a
+// crash between the two writes of a compaction loses nothing. A last line
+// cut short by a crash is dropped when the record is read.
+const (
+	journalFile = "agent.journal"
+	journalMin  = 64
+)
+
+// vmEntry is what the record keeps of one VM.
+type vmEntry struct {
+	Spec    VMSpec      `json:"spec"`
+	Boot    float64     `json:"boot_seconds,omitempty"`
+	Address *netip.Addr `json:"address,omitempty"`
+}
+
+// recordDelta is a line of the journal: the VMs put (whole) and gone, the
+// hosts' pools that changed, and the leader epoch when it changed.
+type recordDelta struct {
+	Put         []vmEntry         `json:"put,omitempty"`
+	Gone        []string          `json:"gone,omitempty"`
+	Pools       map[string]string `json:"pools,omitempty"`
+	LeaderEpoch int64             `json:"leader_epoch,omitempty"`
+}
+
+// entries are the record's VMs by name.
+func (r *record) entries() map[string]vmEntry {
+	out := make(map[string]vmEntry, len(r.VMs))
+	for _, s := range r.VMs {
+		e := vmEntry{Spec: s, Boot: r.Boot[s.Name]}
+		if a, ok := r.Addresses[s.Name]; ok && a.IsValid() {
+			e.Address = &a
+		}
+		out[s.Name] = e
+	}
+	return out
+}
+
+// recordOf is the record of the entries, pools and epoch.
+func recordOf(vms map[string]vmEntry, pools map[string]string, epoch int64) *record {
+	r := &record{Pools: maps.Clone(pools), LeaderEpoch: epoch}
+	for _, e := range vms {
+		r.VMs = append(r.VMs, e.Spec)
+		if e.Boot > 0 {
 			if r.Boot == nil {
 				r.Boot = map[string]float64{}
 			}
-			r.Boot[v.spec.Name] = v.boot.Seconds()
+			r.Boot[e.Spec.Name] = e.Boot
 		}
-		if v.addr.IsValid() {
+		if e.Address != nil {
 			if r.Addresses == nil {
 				r.Addresses = map[string]netip.Addr{}
 			}
-			r.Addresses[v.spec.Name] = v.addr
+			r.Addresses[e.Spec.Name] = *e.Address
 		}
 	}
-	for _, h := range a.hosts {
-		r.Pools[h.cfg.Name] = h.pool
+	return r
+}
+
+// apply makes the delta the record's.
+func (r *record) apply(d recordDelta) {
+	vms := r.entries()
+	for _, name := range d.Gone {
+		delete(vms, name)
 	}
-	if err := r.save(a.dataDir); err != nil {
+	for _, e := range d.Put {
+		vms[e.Spec.Name] = e
+	}
+	pools := r.Pools
+	for h, p := range d.Pools {
+		pools[h] = p
+	}
+	*r = *recordOf(vms, pools, max(r.LeaderEpoch, d.LeaderEpoch))
+}
+
+// readJournal applies the journal's lines in dir to r; a last line cut
+// short is dropped. It returns the lines applied.
+func readJournal(dir string, r *record) (int, error) {
+	data, err := os.ReadFile(filepath.Join(dir, journalFile))
+	if os.IsNotExist(err) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read the agent's journal: %w", err)
+	}
+	lines := strings.Split(string(data), "\n")
+	n := 0
+	for i, line := range lines {
+		if line == "" {
+			continue
+		}
+		var d recordDelta
+		if err := json.Unmarshal([]byte(line), &d); err != nil {
+			if i == len(lines)-1 { // cut short by a crash: never acknowledged
+				break
+			}
+			return 0, fmt.Errorf("read the agent's journal %s: line %d: %w", filepath.Join(dir, journalFile), i+1, err)
+		}
+		r.apply(d)
+		n++
+	}
+	return n, nil
+}
+
+// recordLog is the record as last written, and the journal it is written
+// to.
+type recordLog struct {
+	dir   string
+	vms   map[string]vmEntry
+	pools map[string]string
+	epoch int64
+	lines int // in the journal
+}
+
+// openRecordLog reads the record of dir (snapshot and journal) and
+// compacts it, so that the journal starts empty.
+func openRecordLog(dir string) (*record, *recordLog, error) {
+	rec, err := loadRecord(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	l := &recordLog{dir: dir, vms: rec.entries(), pools: maps.Clone(rec.Pools), epoch: rec.LeaderEpoch}
+	if dir == "" {
+		return rec, l, nil
+	}
+	n, err := readJournal(dir, rec)
+	if err != nil {
+		return nil, nil, err
+	}
+	if n > 0 {
+		l.vms, l.pools, l.epoch = rec.entries(), maps.Clone(rec.Pools), rec.LeaderEpoch
+		if err := l.compact(); err != nil {
+			return nil, nil, err
+		}
+	}
+	return rec, l, nil
+}
+
+// compact writes the snapshot and empties the journal.
+func (l *recordLog) compact() error {
+	if err := recordOf(l.vms, l.pools, l.epoch).save(l.dir); err != nil {
+		return err
+	}
+	if err := os.Remove(filepath.Join(l.dir, journalFile)); err != nil && !os.IsNotExist(err) {
+		return fmt.Errorf("empty the agent's journal: %w", err)
+	}
+	l.lines = 0
+	return nil
+}
+
+// write records vms, pools and epoch: the line of what changed since the
+// last write, appended and fsync'd, or a compaction when the journal is
+// long.
+func (l *recordLog) write(vms map[string]vmEntry, pools map[string]string, epoch int64) error {
+	var d recordDelta
+	for name, e := range vms {
+		if old, ok := l.vms[name]; !ok || !sameEntry(old, e) {
+			d.Put = append(d.Put, e)
+		}
+	}
+	for name := range l.vms {
+		if _, ok := vms[name]; !ok {
+			d.Gone = append(d.Gone, name)
+		}
+	}
+	for h, p := range pools {
+		if l.pools[h] != p {
+			if d.Pools == nil {
+				d.Pools = map[string]string{}
+			}
+			d.Pools[h] = p
+		}
+	}
+	if epoch != l.epoch {
+		d.LeaderEpoch = epoch
+	}
+	if d.Put == nil && d.Gone == nil && d.Pools == nil && d.LeaderEpoch == 0 {
+		return nil
+	}
+	l.vms, l.pools, l.epoch = vms, pools, epoch
+	if l.dir == "" {
+		return nil
+	}
+	if l.lines >= max(journalMin, len(vms)+len(pools)) {
+		return l.compact()
+	}
+	slices.SortFunc(d.Put, func(a, b vmEntry) int { return strings.Compare(a.Spec.Name, b.Spec.Name) })
+	slices.Sort(d.Gone)
+	line, err := json.Marshal(d)
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(filepath.Join(l.dir, journalFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("save the agent's record: %w", err)
+	}
+	_, err = f.Write(append(line, '\n'))
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("save the agent's record: %w", err)
+	}
+	l.lines++
+	return nil
+}
+
+func sameEntry(a, b vmEntry) bool {
+	return a.Spec == b.Spec && a.Boot == b.Boot && (a.Address == nil) == (b.Address == nil) && (a.Address == nil || *a.Address == *b.Address)
+}
+
+// saveLocked records the agent's VMs, its hosts' pools and the leader
+// epoch (what changed since the last save); a.mu must be held.
+func (a *Agent) saveLocked() error {
+	vms := make(map[string]vmEntry, len(a.vms))
+	for _, v := range a.vms {
+		e := vmEntry{Spec: v.spec, Boot: v.boot.Seconds()}
+		if v.addr.IsValid() {
+			addr := v.addr
+			e.Address = &addr
+		}
+		vms[v.spec.Name] = e
+	}
+	pools := make(map[string]string, len(a.hosts))
+	for _, h := range a.hosts {
+		pools[h.cfg.Name] = h.pool
+	}
+	if err := a.records.write(vms, pools, a.epoch); err != nil {
 		a.log.Error().Err(err).Msg("save record")
 		return err
 	}
 	return nil
+}
+
+// RecordedVMs reads the record an agent keeps in dataDir (its snapshot
+// and journal): the VMs it manages and their addresses, for a check from
+// outside the agent (nothing left behind).
+func RecordedVMs(dataDir string) ([]VMSpec, map[string]netip.Addr, error) {
+	r, err := loadRecord(dataDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, err := readJournal(dataDir, r); err != nil {
+		return nil, nil, err
+	}
+	return r.VMs, r.Addresses, nil
 }

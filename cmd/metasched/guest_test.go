@@ -2,10 +2,7 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"maps"
 	"net/netip"
 	"os"
@@ -225,20 +222,9 @@ func (g *guestGrid) nothingLeft() {
 					left = append(left, fmt.Sprintf("vm %s on %s (%s)", v.Name, h.Name, v.Address))
 				}
 			}
-			rec, err := os.ReadFile(filepath.Join(g.dir, "agent-"+a.Site, "agent.json"))
-			if errors.Is(err, fs.ErrNotExist) {
-				continue // an agent that never made a VM (a case run alone)
-			}
-			if err != nil {
-				left = append(left, err.Error())
-				continue
-			}
-			var r struct {
-				VMs       []hp.VMSpec       `json:"vms"`
-				Addresses map[string]string `json:"addresses"`
-			}
-			if err := json.Unmarshal(rec, &r); err != nil || len(r.VMs) > 0 || len(r.Addresses) > 0 {
-				left = append(left, fmt.Sprintf("agent %s record: %s", a.Site, rec))
+			vms, addrs, err := hp.RecordedVMs(filepath.Join(g.dir, "agent-"+a.Site))
+			if err != nil || len(vms) > 0 || len(addrs) > 0 {
+				left = append(left, fmt.Sprintf("agent %s record: %v %v %v", a.Site, vms, addrs, err))
 			}
 		}
 		return strings.Join(left, "; "), len(left) == 0

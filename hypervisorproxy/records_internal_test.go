@@ -1,0 +1,160 @@
+package hypervisorproxy
+
+import (
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// addrs compares addresses.
+var addrs = cmp.Comparer(func(a, b netip.Addr) bool { return a == b })
+
+// state is a record's VMs and pools, to compare.
+func state(t *testing.T, dir string) (map[string]vmEntry, map[string]string, int64) {
+	t.Helper()
+	rec, l, err := openRecordLog(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, journalFile)); !os.IsNotExist(err) {
+		t.Errorf("the journal is still there after the record was read: %v", err)
+	}
+	if diff := cmp.Diff(rec.entries(), l.vms, addrs); diff != "" {
+		t.Errorf("the log's state is not the record read (-read +log):\n%s", diff)
+	}
+	return rec.entries(), rec.Pools, rec.LeaderEpoch
+}
+
+func entry(name, host string, vcpus int) vmEntry {
+	return vmEntry{Spec: VMSpec{Name: name, Host: host, VCPUs: vcpus, MemoryMiB: 512}}
+}
+
+// TestRecordJournal: a change is a line of what changed (one VM among
+// 500 is one entry), the record read back is the last written, through
+// compactions, a last line cut short by a crash, and a crash between a
+// compaction's snapshot and its emptied journal; a bad line before the
+// last is an error naming it.
+func TestRecordJournal(t *testing.T) {
+	dir := t.TempDir()
+	_, l, err := openRecordLog(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vms, pools := map[string]vmEntry{}, map[string]string{"h0": "render", "h1": "sim"}
+	for i := range 500 {
+		vms[fmt.Sprint("vm-", i)] = entry(fmt.Sprint("vm-", i), "h0", 1)
+	}
+	if err := l.write(clone(vms), clone(pools), 0); err != nil {
+		t.Fatal(err)
+	}
+	// One more VM, one resized, one gone, a pool switched, a new epoch.
+	addr := netip.MustParseAddr("10.77.1.12")
+	vms["new"] = vmEntry{Spec: VMSpec{Name: "new", Host: "h1", VCPUs: 2, MemoryMiB: 512}, Boot: 3.5, Address: &addr}
+	vms["vm-7"] = entry("vm-7", "h0", 4)
+	delete(vms, "vm-9")
+	pools["h1"] = "render"
+	size := journalSize(t, dir)
+	if err := l.write(clone(vms), clone(pools), 3); err != nil {
+		t.Fatal(err)
+	}
+	line := readLines(t, dir)[1]
+	want := `{"put":[{"spec":{"name":"new","host":"h1","vcpus":2,"memory_mib":512},"boot_seconds":3.5,"address":"10.77.1.12"},` +
+		`{"spec":{"name":"vm-7","host":"h0","vcpus":4,"memory_mib":512}}],"gone":["vm-9"],"pools":{"h1":"render"},"leader_epoch":3}`
+	if line != want || journalSize(t, dir)-size != int64(len(want)+1) {
+		t.Errorf("the line of the change: %s\nwant %s", line, want)
+	}
+	if err := l.write(clone(vms), clone(pools), 3); err != nil || len(readLines(t, dir)) != 2 {
+		t.Errorf("a write with no change: %v, %d lines", err, len(readLines(t, dir)))
+	}
+
+	// A line cut short by a crash is dropped.
+	appendTo(t, dir, `{"put":[{"spec":`)
+	got, gotPools, epoch := state(t, dir)
+	if diff := cmp.Diff(vms, got, addrs); diff != "" || gotPools["h1"] != "render" || epoch != 3 {
+		t.Errorf("the record read back (-want +got):\n%s\npools %v, epoch %d", diff, gotPools, epoch)
+	}
+
+	// Many changes: compactions keep the journal short.
+	_, l, err = openRecordLog(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2000 {
+		vms[fmt.Sprint("vm-", i%500)] = entry(fmt.Sprint("vm-", i%500), "h1", 1+i%3)
+		if err := l.write(clone(vms), clone(pools), 3); err != nil {
+			t.Fatal(err)
+		}
+		if n := len(readLines(t, dir)); n > len(vms)+len(pools) {
+			t.Fatalf("write %d: %d lines in the journal, more than the record's %d VMs and hosts", i, n, len(vms)+len(pools))
+		}
+	}
+	// A crash between a compaction's snapshot and its emptied journal:
+	// the journal replays over a snapshot that has it.
+	journal := strings.Join(readLines(t, dir), "\n") + "\n"
+	if err := l.compact(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, journalFile), []byte(journal), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, _ := state(t, dir); !cmp.Equal(vms, got, addrs) {
+		t.Errorf("after a crash in a compaction: %s", cmp.Diff(vms, got, addrs))
+	}
+
+	// A bad line that is not the last is an error.
+	if err := os.WriteFile(filepath.Join(dir, journalFile), []byte("{}\nnot json\n{}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := openRecordLog(dir); err == nil || !strings.Contains(err.Error(), "line 2") {
+		t.Errorf("a bad line 2: %v", err)
+	}
+}
+
+func clone[M ~map[K]V, K comparable, V any](m M) M {
+	out := make(M, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+func readLines(t *testing.T, dir string) []string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, journalFile))
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+}
+
+func journalSize(t *testing.T, dir string) int64 {
+	t.Helper()
+	fi, err := os.Stat(filepath.Join(dir, journalFile))
+	if os.IsNotExist(err) {
+		return 0
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Size()
+}
+
+func appendTo(t *testing.T, dir, s string) {
+	t.Helper()
+	f, err := os.OpenFile(filepath.Join(dir, journalFile), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(s); err != nil {
+		t.Fatal(err)
+	}
+}
