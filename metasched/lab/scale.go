@@ -118,8 +118,11 @@ type ScaleResult struct {
 	// write transactions per second, its file, over the drain; GET /v1/jobs and the dashboard with the backlog
 	// queued (ms).
 	RSSMaxMiB, CPUMean, RoundMeanMs, CommitsPerS, StoreMiB float64
-	JobsListMs, DashboardMs                                Stats
-	Samples                                                []ScaleSample
+	// RoundsEnded counts the dispatch rounds that ended in the drain (0:
+	// one round lasted the whole drain).
+	RoundsEnded             int
+	JobsListMs, DashboardMs Stats
+	Samples                 []ScaleSample
 }
 
 // RunScale runs each row of the experiment in turn and returns their
@@ -359,6 +362,7 @@ executor: {name: emulated, time_scale: 0.0001}
 	res.CommitsPerS = stats(commits).Mean
 	if n := sum(rounds); n > 0 {
 		res.RoundMeanMs = sum(roundMs) / n
+		res.RoundsEnded = int(n)
 	}
 	res.Samples = m.all()
 	for _, s := range res.Samples {

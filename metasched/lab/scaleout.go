@@ -19,7 +19,7 @@ func WriteScaleCSV(w io.Writer, rs []ScaleResult) error {
 	if err := cw.Write([]string{"hosts", "clusters", "backlog", "submitted", "submit_per_s",
 		"placements_mean", "placements_p50", "placements_p99", "drained", "drain_s", "cancelled",
 		"stream_rate", "stream_per_s", "stream_jobs", "latency_p50_s", "latency_p99_s",
-		"rss_max_mib", "cpu_mean_cores", "round_mean_ms", "commits_per_s", "store_mib",
+		"rss_max_mib", "cpu_mean_cores", "round_mean_ms", "rounds_ended", "commits_per_s", "store_mib",
 		"jobs_list_p99_ms", "dashboard_p99_ms"}); err != nil {
 		return err
 	}
@@ -28,7 +28,7 @@ func WriteScaleCSV(w io.Writer, rs []ScaleResult) error {
 		if err := cw.Write([]string{strconv.Itoa(r.Row.Hosts), strconv.Itoa(r.Clusters), strconv.Itoa(r.Row.Backlog),
 			strconv.Itoa(r.Submitted), f(r.SubmitPerS), f(r.Placements.Mean), f(r.Placements.P50), f(r.Placements.P99),
 			strconv.FormatBool(r.Drained), f(r.DrainS), strconv.Itoa(r.Cancelled), f(r.Row.Rate), f(r.StreamPerS), strconv.Itoa(r.StreamJobs),
-			f(r.Latency.P50), f(r.Latency.P99), f(r.RSSMaxMiB), f(r.CPUMean), f(r.RoundMeanMs), f(r.CommitsPerS),
+			f(r.Latency.P50), f(r.Latency.P99), f(r.RSSMaxMiB), f(r.CPUMean), f(r.RoundMeanMs), strconv.Itoa(r.RoundsEnded), f(r.CommitsPerS),
 			f(r.StoreMiB), f(r.JobsListMs.P99), f(r.DashboardMs.P99)}); err != nil {
 			return err
 		}
