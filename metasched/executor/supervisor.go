@@ -96,8 +96,14 @@ func supervise(args []string) int {
 	signal.Notify(stop, syscall.SIGTERM)
 
 	rec := exitRecord{Attempt: *attempt}
+	// fail records why the command did not start; its cgroup, made for
+	// it and empty, goes (whoever finds the attempt later may not: its
+	// directory may be gone, which is one way to fail here).
 	fail := func(what string, err error) int {
 		log.Error().Err(err).Msg(what)
+		if err := removeCgroup(*cgroup); err != nil {
+			log.Error().Err(err).Msg("the command's cgroup is left")
+		}
 		rec.StartError, rec.Errno, rec.ExitCode = what+": "+err.Error(), errnoOf(err), -1
 		return record(log, *dir, rec)
 	}
@@ -126,7 +132,6 @@ func supervise(args []string) int {
 	pw.Close()
 	cg.Close()
 	if err != nil {
-		_ = removeCgroup(*cgroup)
 		return fail(fmt.Sprintf("start %q", argv[0]), err)
 	}
 	log = log.With().Int("pid", cmd.Process.Pid).Str("cgroup", *cgroup).Logger()
