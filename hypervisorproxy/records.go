@@ -161,22 +161,6 @@ func recordOf(vms map[string]vmEntry, pools map[string]string, epoch int64) *rec
 	return r
 }
 
-// apply makes the delta the record's.
-func (r *record) apply(d recordDelta) {
-	vms := r.entries()
-	for _, name := range d.Gone {
-		delete(vms, name)
-	}
-	for _, e := range d.Put {
-		vms[e.Spec.Name] = e
-	}
-	pools := r.Pools
-	for h, p := range d.Pools {
-		pools[h] = p
-	}
-	*r = *recordOf(vms, pools, max(r.LeaderEpoch, d.LeaderEpoch))
-}
-
 // readJournal applies the journal's lines in dir to r; a last line cut
 // short is dropped. It returns the lines applied.
 func readJournal(dir string, r *record) (int, error) {
@@ -188,6 +172,7 @@ func readJournal(dir string, r *record) (int, error) {
 		return 0, fmt.Errorf("read the agent's journal: %w", err)
 	}
 	lines := strings.Split(string(data), "\n")
+	vms, pools, epoch := r.entries(), r.Pools, r.LeaderEpoch
 	n := 0
 	for i, line := range lines {
 		if line == "" {
@@ -200,9 +185,17 @@ func readJournal(dir string, r *record) (int, error) {
 			}
 			return 0, fmt.Errorf("read the agent's journal %s: line %d: %w", filepath.Join(dir, journalFile), i+1, err)
 		}
-		r.apply(d)
+		for _, name := range d.Gone {
+			delete(vms, name)
+		}
+		for _, e := range d.Put {
+			vms[e.Spec.Name] = e
+		}
+		maps.Copy(pools, d.Pools)
+		epoch = max(epoch, d.LeaderEpoch)
 		n++
 	}
+	*r = *recordOf(vms, pools, epoch)
 	return n, nil
 }
 

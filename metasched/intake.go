@@ -14,7 +14,6 @@ import (
 	"github.com/metasched/metasched/graph"
 	"github.com/metasched/metasched/internal/yamlx"
 	"github.com/metasched/metasched/metasched/api"
-	"github.com/metasched/metasched/metasched/executor"
 	"github.com/metasched/metasched/metasched/lifecycle"
 	"github.com/metasched/metasched/metasched/store"
 	"github.com/metasched/metasched/selection"
@@ -150,8 +149,8 @@ func (d *Daemon) mayRunOnHost(ctx context.Context) error {
 		return &api.RequestError{Status: 403, Code: api.CodeForbidden, Msg: fmt.Sprintf(
 			"%s has the role user: this daemon runs jobs' commands on its own machine (the host-command executor), which only operators may use unless the configuration's executor.allow_users says so", p.Name)}
 	}
-	if c, ok := d.exec.(*executor.Command); ok {
-		if err := c.Admits(p.Name); err != nil {
+	if a, ok := d.exec.(interface{ Admits(owner string) error }); ok {
+		if err := a.Admits(p.Name); err != nil {
 			return &api.RequestError{Status: 403, Code: api.CodeForbidden, Msg: fmt.Sprintf(
 				"%v: this daemon runs jobs' commands on its own machine, each as its owner's account, which the operator gives in executor.accounts", err)}
 		}

@@ -229,9 +229,6 @@ func (c *Command) Run(ctx context.Context, r Run) (Result, error) {
 	if len(argv) == 0 {
 		return Result{}, &noCommandError{job: name}
 	}
-	if err := supported(); err != nil {
-		return Result{}, fmt.Errorf("job %s: %w", name, err)
-	}
 	as, err := c.account(r.Owner)
 	if err != nil {
 		return Result{}, fmt.Errorf("job %s: %w", name, err)
@@ -518,10 +515,7 @@ func (c *Command) endCgroup(log zerolog.Logger, adir string) {
 		}
 		return
 	}
-	if _, err := os.Stat(cg); errors.Is(err, fs.ErrNotExist) {
-		return
-	}
-	if populated(cg) {
+	if populated(cg) { // a cgroup that is gone is not
 		log.Warn().Str("cgroup", cg).Msg("processes of the job outlived its supervisor: killing every process of its cgroup")
 	}
 	if err := endCgroup(cg); err != nil {
