@@ -59,6 +59,7 @@ type LAN struct {
 func (s *Service) SetPoolImages(images map[string]string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.version++
 	s.images = map[string]string{}
 	for p, img := range images {
 		if img != "" {
@@ -79,6 +80,7 @@ func (s *Service) ObservePerf(cluster, image string, opsPerVCPU float64, at time
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.version++
 	i := s.clusterLocked(cluster)
 	if i < 0 {
 		return fmt.Errorf("observe perf of %s: %w: the grid has no such cluster", cluster, ErrNotFound)
@@ -97,6 +99,7 @@ func (s *Service) ObserveLAN(cluster string, mbps float64, at time.Time) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.version++
 	i := s.clusterLocked(cluster)
 	if i < 0 {
 		return fmt.Errorf("observe lan of %s: %w: the grid has no such cluster", cluster, ErrNotFound)

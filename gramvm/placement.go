@@ -69,23 +69,69 @@ func freeNow(avail map[string][]HostFree) map[string][]string {
 // says so. The run times and ready times compare in the same unit: give
 // In in the plan's seconds.
 func (s *Service) PlanAvailable(ctx context.Context, job *selection.Job, avail map[string][]HostFree, running []RunningJob, opt selection.Options) (Placement, Load, error) {
-	base := s.snapshot()
-	md, err := base.model(running)
+	p, err := s.Prepare(running)
 	if err != nil {
 		return Placement{}, Load{}, fmt.Errorf("plan %s: %w", jobName(job), err)
 	}
-	up, links := md.load(md.currentRates())
-	p, err := base.withGrid(md.loadedGrid(up, links)).place(ctx, job, avail, opt)
+	pl, err := p.PlanAvailable(ctx, job, avail, opt)
 	if err != nil {
 		return Placement{}, Load{}, err
 	}
-	return p, md.publicLoad(up, links), nil
+	return pl, p.Load(), nil
 }
 
-// place plans the job by its placement on the hosts of avail.
+// place plans the job by its placement on the hosts of avail, on the
+// service's grid as it is.
 func (s *Service) place(ctx context.Context, job *selection.Job, avail map[string][]HostFree, opt selection.Options) (Placement, error) {
+	return s.placeOn(ctx, job, avail, opt, nil)
+}
+
+// placeOn is place, reusing what memo (nil: nothing) holds: the graph of
+// the job's calibration and the search's answer for the job's shape on the
+// same free host counts.
+func (s *Service) placeOn(ctx context.Context, job *selection.Job, avail map[string][]HostFree, opt selection.Options, memo *Prepared) (Placement, error) {
 	if job == nil {
 		return Placement{}, fmt.Errorf("plan: %w: no job", ErrInvalid)
+	}
+	pg, err := s.graphOf(job, memo)
+	if err != nil {
+		return Placement{}, err
+	}
+	for site, hosts := range avail {
+		for i, h := range hosts {
+			if !(h.In >= 0) {
+				return Placement{}, fmt.Errorf("plan %s: %w: host %d (%s) of %s: its free time must be >= 0, got %g", job.Name, ErrInvalid, i, h.Host, site, h.In)
+			}
+		}
+	}
+	alg := job.PlacementOrDefault().Algorithm()
+	switch alg {
+	case selection.HillClimb:
+		return s.placeClimb(ctx, pg, job, freeNow(avail), opt, memo)
+	case "":
+		return Placement{}, fmt.Errorf("plan %s: placement: %w: unknown placement %q", job.Name, ErrInvalid, job.Placement)
+	}
+	if opt.Master >= 0 || job.Master != "" {
+		return Placement{}, fmt.Errorf("plan %s: master: %w: placement %s chooses its one cluster itself, no master can be forced", job.Name, ErrInvalid, job.Placement)
+	}
+	return placeBaseline(pg.g, job, alg, avail, pg.measured, pg.calibrated)
+}
+
+// planGraph is the graph a job is planned on (the service's grid with the
+// measured perf of the job's VMs) and the measurements it uses.
+type planGraph struct {
+	g                    *graph.Graph
+	measured, calibrated []string
+}
+
+// graphOf makes the graph a job is planned on, or takes memo's for the
+// job's calibration (its pool's image and its VMs' vCPUs).
+func (s *Service) graphOf(job *selection.Job, memo *Prepared) (*planGraph, error) {
+	ck := calibrationKey{job.Type, job.VM.VCPUs}
+	if memo != nil {
+		if pg, ok := memo.graphs[ck]; ok {
+			return pg, nil
+		}
 	}
 	s.mu.Lock()
 	grid := graph.Grid{Clusters: slices.Clone(s.grid.Clusters), Links: slices.Clone(s.grid.Links)}
@@ -100,26 +146,13 @@ func (s *Service) place(ctx context.Context, job *selection.Job, avail map[strin
 	s.mu.Unlock()
 	g, err := graph.New(&grid)
 	if err != nil {
-		return Placement{}, fmt.Errorf("plan %s: %w", job.Name, err)
+		return nil, fmt.Errorf("plan %s: %w", job.Name, err)
 	}
-	for site, hosts := range avail {
-		for i, h := range hosts {
-			if !(h.In >= 0) {
-				return Placement{}, fmt.Errorf("plan %s: %w: host %d (%s) of %s: its free time must be >= 0, got %g", job.Name, ErrInvalid, i, h.Host, site, h.In)
-			}
-		}
+	pg := &planGraph{g: g, measured: measured, calibrated: calibrated}
+	if memo != nil {
+		memo.graphs[ck] = pg
 	}
-	alg := job.PlacementOrDefault().Algorithm()
-	switch alg {
-	case selection.HillClimb:
-		return s.placeClimb(ctx, g, job, freeNow(avail), opt, measured, calibrated)
-	case "":
-		return Placement{}, fmt.Errorf("plan %s: placement: %w: unknown placement %q", job.Name, ErrInvalid, job.Placement)
-	}
-	if opt.Master >= 0 || job.Master != "" {
-		return Placement{}, fmt.Errorf("plan %s: master: %w: placement %s chooses its one cluster itself, no master can be forced", job.Name, ErrInvalid, job.Placement)
-	}
-	return placeBaseline(g, job, alg, avail, measured, calibrated)
+	return pg, nil
 }
 
 // placeBaseline places the whole job on the one cluster the baseline alg

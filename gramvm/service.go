@@ -32,6 +32,8 @@ type Service struct {
 	perf   map[[2]string]Perf
 	lan    map[string]LAN
 	images map[string]string
+	// version counts the changes of the grid's figures and images.
+	version uint64
 }
 
 // Link is a grid link with its configured and measured bandwidth.
@@ -88,6 +90,7 @@ func (s *Service) observe(a, b string, mbps float64, at time.Time, via string) e
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.version++
 	i := slices.IndexFunc(s.grid.Links, func(l graph.Link) bool { return key(l.Between[0], l.Between[1]) == key(a, b) })
 	if i < 0 {
 		return fmt.Errorf("observe %s-%s: %w: the grid has no such link", a, b, ErrNotFound)
@@ -109,6 +112,15 @@ func (s *Service) observe(a, b string, mbps float64, at time.Time, via string) e
 	m.MeasuredAt, m.Samples, m.Via = at, m.Samples+1, via
 	s.grid.Links[i].Mbps = m.MeasuredMbps
 	return nil
+}
+
+// Version counts the changes of what plans use besides the hosts and the
+// running jobs: the measured bandwidths, perf and LANs, and the pools'
+// images. A plan made at one version is made again the same at it.
+func (s *Service) Version() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.version
 }
 
 // Links reports every link in grid order, with its measurements.
@@ -164,12 +176,24 @@ func (s *Service) Plan(ctx context.Context, job *selection.Job, free map[string]
 }
 
 // placeClimb plans a job by hill climbing on the hosts free now, with its
-// forced master when it gives one.
-func (s *Service) placeClimb(ctx context.Context, g *graph.Graph, job *selection.Job, free map[string][]string, opt selection.Options, measured, calibrated []string) (Placement, error) {
+// forced master when it gives one. With memo, a job of the same shape
+// planned on the same free host counts per cluster gets the search's
+// answer again: the search sees only the counts, and the hosts are then
+// the first free ones of each cluster, as for any plan.
+func (s *Service) placeClimb(ctx context.Context, pg *planGraph, job *selection.Job, free map[string][]string, opt selection.Options, memo *Prepared) (Placement, error) {
+	g, measured, calibrated := pg.g, pg.measured, pg.calibrated
 	counts := make([]int, g.Len())
 	for i := range counts {
 		c := g.Cluster(i)
 		counts[i] = min(len(free[c.Name]), c.Machines)
+	}
+	var mk string
+	if memo != nil {
+		mk = memo.shapeKey(job, opt, counts)
+		if p, ok := memo.plans[mk]; ok {
+			memo.Reused++
+			return s.assign(job, reused(p, job), free, measured, calibrated)
+		}
 	}
 	pl, err := selection.NewPlanner(selection.Problem{Graph: g, Job: job, Free: counts})
 	if err != nil {
@@ -199,6 +223,15 @@ func (s *Service) placeClimb(ctx context.Context, g *graph.Graph, job *selection
 	if err != nil {
 		return Placement{}, fmt.Errorf("plan %s: %w", job.Name, err)
 	}
+	if memo != nil {
+		memo.plans[mk] = p
+	}
+	return s.assign(job, p, free, measured, calibrated)
+}
+
+// assign gives a plan's clusters their hosts: the first free ones of each,
+// the master's first.
+func (s *Service) assign(job *selection.Job, p selection.Plan, free map[string][]string, measured, calibrated []string) (Placement, error) {
 	out := Placement{Plan: p, Measured: measured, Calibrated: calibrated, Workers: []HostRef{}}
 	if !p.Feasible {
 		return out, nil

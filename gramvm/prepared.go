@@ -1,0 +1,106 @@
+package gramvm
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/metasched/metasched/selection"
+)
+
+// Prepared is the service's grid as given running jobs leave it, taken
+// once, for planning many jobs on it (the daemon prepares one per dispatch
+// round). Its plans are those of PlanAvailable with the same running jobs,
+// and cost less:
+//
+//   - the snapshot, the running jobs' traffic and the loaded grid are made
+//     once, not per plan;
+//   - the graph (Kruskal zones, widest paths) is made once per calibration
+//     of the jobs' VMs (their pool's image and vCPUs);
+//   - hill climbing sees a job's shape and the count of free hosts of
+//     each cluster only, so a job of a shape already searched on the same
+//     counts gets that search's answer again, given the first free hosts
+//     of each cluster (as Nomad's computed node classes and Kubernetes'
+//     equivalence classes reuse a feasibility answer). A placement on a
+//     host that can still take a VM of the shape leaves the counts as they
+//     were: a backlog of jobs of a few shapes is searched a few times.
+//
+// The graphs and plans it hands out share their explanations (Measured,
+// Calibrated, a plan's zones): read them only. Not safe for concurrent
+// use.
+type Prepared struct {
+	base   *Service
+	load   Load
+	graphs map[calibrationKey]*planGraph
+	plans  map[string]selection.Plan
+	// Reused counts the plans given from an earlier search.
+	Reused int
+}
+
+// calibrationKey is what a job's graph depends on: its pool's image and
+// its VMs' vCPUs (the measured perf of a cluster is per vCPU and image).
+type calibrationKey struct {
+	pool  string
+	vcpus int
+}
+
+// Prepare takes the service's grid and measurements as they are now, less
+// the traffic of the running jobs (PlanLoaded).
+func (s *Service) Prepare(running []RunningJob) (*Prepared, error) {
+	base := s.snapshot()
+	md, err := base.model(running)
+	if err != nil {
+		return nil, err
+	}
+	up, links := md.load(md.currentRates())
+	return &Prepared{base: base.withGrid(md.loadedGrid(up, links)), load: md.publicLoad(up, links),
+		graphs: map[calibrationKey]*planGraph{}, plans: map[string]selection.Plan{}}, nil
+}
+
+// Load is the traffic of the running jobs taken off the grid.
+func (p *Prepared) Load() Load { return p.load }
+
+// Plan is Service.PlanLoaded on the prepared grid.
+func (p *Prepared) Plan(ctx context.Context, job *selection.Job, free map[string][]string, opt selection.Options) (Placement, error) {
+	return p.base.placeOn(ctx, job, availableNow(free), opt, p)
+}
+
+// PlanAvailable is Service.PlanAvailable on the prepared grid.
+func (p *Prepared) PlanAvailable(ctx context.Context, job *selection.Job, avail map[string][]HostFree, opt selection.Options) (Placement, error) {
+	return p.base.placeOn(ctx, job, avail, opt, p)
+}
+
+// shapeKey is what hill climbing's answer depends on: the job's figures,
+// its VM, its pool (the calibration), its forced master, the options, and
+// each cluster's free hosts.
+func (p *Prepared) shapeKey(job *selection.Job, opt selection.Options, counts []int) string {
+	var b strings.Builder
+	f := func(x float64) { b.WriteString(strconv.FormatFloat(x, 'g', -1, 64)); b.WriteByte('|') }
+	i := func(x int) { b.WriteString(strconv.Itoa(x)); b.WriteByte('|') }
+	b.WriteString(job.Type)
+	b.WriteByte('|')
+	b.WriteString(job.Master)
+	b.WriteByte('|')
+	i(job.Tasks)
+	f(job.TaskOps)
+	f(job.TaskBytes)
+	f(job.Efficiency)
+	i(job.VM.VCPUs)
+	i(job.VM.MemoryMiB)
+	i(opt.Master)
+	i(opt.Restarts)
+	for _, c := range counts {
+		i(c)
+	}
+	return b.String()
+}
+
+// reused is a plan searched for another job of the same shape, made the
+// job's: its name, and lists of its own (the caller may keep them).
+func reused(p selection.Plan, job *selection.Job) selection.Plan {
+	p.Job = job.Name
+	p.Clusters = slices.Clone(p.Clusters)
+	p.Excluded = slices.Clone(p.Excluded)
+	return p
+}
