@@ -145,8 +145,10 @@ type Daemon struct {
 	jobs         map[string]*liveJob
 	promised     *reservations        // capacity promised to VMs the inventories do not count yet
 	index        jobIndex             // the live jobs by queue, placement and pool
-	noRoom       map[string]string    // pool → why none of its queued jobs can start (no free host)
+	noRoom       map[string]noRoom    // pool → why its queued jobs after one were not planned (no free host)
 	lastRound    uint64               // the dispatcher's last round (roundKeyLocked)
+	hostsGen     uint64               // counts the changes of the set of hosts (sortHosts)
+	never        neverRunsCache       // the answers of neverRuns
 	inHand       map[string]int       // VMs the lifecycle is creating or destroying (the count of those calls in flight)
 	destroyed    map[string]time.Time // VMs the lifecycle destroyed, when (destroyedLocked)
 	missed       map[string]int       // VMs of running jobs the last refreshes missed from their hosts, and how many in a row
@@ -224,7 +226,7 @@ func NewWithGrid(ctx context.Context, cfg *Config, grid *graph.Grid, opt Options
 		opt.Clock = clockwork.NewRealClock()
 	}
 	d := &Daemon{cfg: cfg, opt: opt, log: opt.Logger, grid: grid, types: cfg.JobTypes, clock: opt.Clock, started: opt.Clock.Now(), instance: newInstance(),
-		hosts: map[string]*gridHost{}, jobs: map[string]*liveJob{}, promised: newReservations(), index: newJobIndex(), noRoom: map[string]string{}, inHand: map[string]int{},
+		hosts: map[string]*gridHost{}, jobs: map[string]*liveJob{}, promised: newReservations(), index: newJobIndex(), noRoom: map[string]noRoom{}, inHand: map[string]int{},
 		destroyed: map[string]time.Time{},
 		released:  map[coordinator.SwitchID]string{}, timers: map[coordinator.SwitchID]clockwork.Timer{},
 		timerPhase: map[coordinator.SwitchID]coordinator.Phase{},

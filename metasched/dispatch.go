@@ -4,11 +4,11 @@ import (
 	"context"
 	"fmt"
 	"hash/fnv"
-	"slices"
-	"strings"
+	"sync"
 	"time"
 
 	"github.com/metasched/metasched/gramvm"
+	"github.com/metasched/metasched/metasched/dispatch"
 	"github.com/metasched/metasched/metasched/lifecycle"
 	"github.com/metasched/metasched/selection"
 )
@@ -34,22 +34,15 @@ func (d *Daemon) dispatchLoop(ctx context.Context) {
 // bandwidths and the running jobs' progress.
 const fullRoundEvery = 5 * time.Second
 
-// dispatch plans the queued jobs of every pool, oldest first, on the free
-// hosts of the pool. A job that fits is planned and started; one that does
-// not waits, and younger jobs that fit go first (backfill). So that a job
-// that does not fit is not passed over for ever (starved by younger, smaller
-// jobs that keep its hosts busy), one that has waited hold_after and still
-// does not fit holds the hosts of its best plan on its pool as if the pool
-// were empty: younger jobs are planned only on the other hosts, and as the
-// held hosts empty, the job is planned on them. A job whose best plan even
-// on the empty pool is infeasible holds nothing (it waits for the pool to
-// grow).
+// dispatch plans the queued jobs of every pool: a round of the pure
+// dispatch decision (metasched/dispatch) per pool, on the pool's hosts as
+// they are now, then its decisions carried out (docs/design.md, "The
+// dispatch round").
 //
 // A round costs what the hosts and the changes cost, not the backlog: it is
 // skipped when the hosts' free capacity, their pools and the queues are as
-// the last round left them (but for one round every fullRoundEvery), a pool
-// with no room is skipped whole, and a job whose shape did not fit is not
-// planned again in the round for another job of the same shape.
+// the last round left them (but for one round every fullRoundEvery), and
+// the planning of a round is prepared once (roundPlanner).
 func (d *Daemon) dispatch(ctx context.Context) {
 	d.refresh(ctx)
 	d.mu.Lock()
@@ -64,11 +57,12 @@ func (d *Daemon) dispatch(ctx context.Context) {
 	d.metrics.rounds.WithLabelValues("planned").Inc()
 	start := time.Now()
 	defer func() { d.metrics.round.Observe(time.Since(start).Seconds()) }()
+	rp := &roundPlanner{d: d, ctx: ctx, now: d.now()}
 	for _, jt := range d.types {
 		if ctx.Err() != nil {
 			return
 		}
-		d.dispatchPool(ctx, jt.Name)
+		d.dispatchPool(ctx, jt.Name, rp)
 	}
 }
 
@@ -86,200 +80,200 @@ func (d *Daemon) roundKeyLocked() uint64 {
 	return h.Sum64()
 }
 
-// dispatchPool is one round of the dispatcher for one pool.
-func (d *Daemon) dispatchPool(ctx context.Context, pool string) {
+// noRoom is why a pool's queued jobs wait without being planned: its
+// hosts had no free vCPU and memory left, for the jobs after the one
+// named (all of them when none is).
+type noRoom struct {
+	why   string
+	after string
+}
+
+// dispatchPool is one round of the dispatcher for one pool: the round's
+// input under d.mu, the decision outside it, then the waits recorded and
+// the claims carried out.
+func (d *Daemon) dispatchPool(ctx context.Context, pool string, rp *roundPlanner) {
 	d.mu.Lock()
-	if !d.anyRoomLocked(pool) {
-		d.noRoom[pool] = "no free host in pool " + pool
-		d.mu.Unlock()
-		return
-	}
-	delete(d.noRoom, pool)
-	queue := d.queuedLocked(pool)
-	d.mu.Unlock()
-	held := map[string]string{}                     // host → the job that holds it
-	misfits := map[string]string{}                  // shapes that did not fit this round → why
-	frees := map[selection.VM]map[string][]string{} // free hosts per VM shape, until a claim
-	waits := map[string]*gramvm.Placement{}         // shapes whose baseline waits for its cluster → its plan
-	for _, j := range queue {
-		if ctx.Err() != nil {
-			return
+	in := dispatch.Input{Pool: pool, Hosts: d.poolHostsLocked(pool), Now: d.now(), HoldAfter: d.cfg.HoldAfter, TimeScale: d.timeScale()}
+	queue := d.index.queues[pool]
+	in.Queue = make([]dispatch.Job, len(queue))
+	rp.jobs = make(map[string]*liveJob, len(queue))
+	for i, j := range queue {
+		in.Queue[i] = dispatch.Job{ID: j.id(), Spec: j.spec, Submitted: j.submitted}
+		if w := j.tuning; w != nil {
+			in.Queue[i].Tuning = &dispatch.Tuning{Hosts: w.hosts, Reason: w.reason()}
 		}
-		if why, waits := d.waitsForTuning(j, held); waits {
-			d.setWaiting(j, why)
+		rp.jobs[j.id()] = j
+	}
+	d.mu.Unlock()
+	res := dispatch.Round(ctx, in, rp)
+	var claims []*dispatch.Decision
+	d.mu.Lock()
+	delete(d.noRoom, pool)
+	if res.NoRoom != "" {
+		nr := noRoom{why: res.NoRoom}
+		if n := len(res.Decisions); n > 0 {
+			nr.after = res.Decisions[n-1].Job
+		}
+		d.noRoom[pool] = nr
+	}
+	for i := range res.Decisions {
+		dec := &res.Decisions[i]
+		if dec.Claim != nil {
+			claims = append(claims, dec)
 			continue
 		}
-		free, ok := frees[j.spec.VM]
-		if !ok {
-			d.mu.Lock()
-			free = d.freeLocked(pool, j.spec.VM)
-			d.mu.Unlock()
-			frees[j.spec.VM] = free
-		}
-		free = withoutHosts(free, held)
-		shape := shapeKey(j)
-		baseline := j.spec.PlacementOrDefault().Baseline()
-		why, misfit := misfits[shape]
-		if !misfit && len(free) == 0 && !baseline {
-			why, misfit = "no free host in pool "+pool+" for its VMs", true
-			misfits[shape] = why
-		}
-		if !misfit {
-			var (
-				pl     gramvm.Placement
-				tuning bool
-				err    error
-			)
-			if baseline {
-				pl, err = d.planAvailable(ctx, j.spec, held)
-			} else {
-				pl, tuning, err = d.plan(ctx, j, free)
-			}
-			switch {
-			case err != nil:
-				d.log.Error().Err(err).Str("job", j.id()).Msg("plan")
-				why, misfit = "cannot plan it: "+err.Error(), true
-			case tuning:
-				why, _ := d.waitsForTuning(j, held)
-				d.setWaiting(j, why)
-				continue
-			case !pl.Plan.Feasible:
-				why, misfit = pl.Plan.Reason, true
-				misfits[shape] = why
-			case pl.Plan.Start > 0: // its baseline waits for the cluster it chose
-				why, misfit = d.waitReason(&pl), true
-				misfits[shape], waits[shape] = why, &pl
-			default:
-				d.claim(ctx, j, &pl)
-				clear(misfits) // the free hosts changed
-				clear(frees)
-				clear(waits)
-				continue
-			}
-		}
-		if d.now().Sub(j.submitted) >= d.cfg.HoldAfter {
-			if hosts := d.holdFor(ctx, j, pool, held, waits[shape]); len(hosts) > 0 {
-				why = fmt.Sprintf("%s; it has waited more than hold_after (%s) and holds hosts %s, which younger jobs do not take",
-					why, d.cfg.HoldAfter, strings.Join(hosts, ", "))
-			}
-		}
-		d.setWaiting(j, why)
+		rp.jobs[dec.Job].waiting = dec.Why
 	}
+	d.mu.Unlock()
+	d.claimAll(ctx, claims, rp.jobs)
 }
 
-// waitsForTuning says whether the queued job waits for a bandwidth
-// tuning being carried out for it, and why; the hosts the tuning frees
-// are then held for it, so that younger jobs are planned around them
-// (as around the hosts of a job that has waited hold_after).
-func (d *Daemon) waitsForTuning(j *liveJob, held map[string]string) (string, bool) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	w := j.tuning
-	if w == nil {
-		return "", false
+// claimParallel bounds the claims of a round carried out at once: their
+// plans' commits share the store's transactions (group commit).
+const claimParallel = 64
+
+// claimAll carries out a round's claims, concurrently (each job acts once
+// its own plan is committed), and returns when all are done.
+func (d *Daemon) claimAll(ctx context.Context, claims []*dispatch.Decision, jobs map[string]*liveJob) {
+	if len(claims) == 1 {
+		d.claim(ctx, jobs[claims[0].Job], claims[0].Claim)
+		return
 	}
-	for _, h := range w.hosts {
-		if _, ok := held[h]; !ok {
-			held[h] = j.id()
-		}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, claimParallel)
+	for _, c := range claims {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			d.claim(ctx, jobs[c.Job], c.Claim)
+		}()
 	}
-	return w.reason(), true
+	wg.Wait()
 }
 
-// reason is why a job waits for the tuning w.
-func (w *tuningWait) reason() string {
-	why := fmt.Sprintf("waiting for bandwidth tuning #%d, carried out for it, to end: it is then planned on what the tuning frees", w.seq)
-	if len(w.hosts) > 0 {
-		why += fmt.Sprintf(" (hosts %s are held for it meanwhile)", strings.Join(w.hosts, ", "))
-	}
-	return why + "; GET /v1/tuning"
-}
-
-// holdFor marks the hosts of the job's best plan on its empty pool as held
-// for it (hosts held by an older job stay theirs) and returns them; none
-// when no plan is feasible even there. A job whose baseline waits for the
-// cluster it chose (waiting) holds the hosts it waits for.
-func (d *Daemon) holdFor(ctx context.Context, j *liveJob, pool string, held map[string]string, waiting *gramvm.Placement) []string {
-	pl := waiting
-	if pl == nil {
-		d.mu.Lock()
-		empty := withoutHosts(d.emptyPoolLocked(pool, j.spec.VM), held)
-		d.mu.Unlock()
-		if len(empty) == 0 {
-			return nil
-		}
-		p, _, err := d.planLoaded(ctx, j.spec, empty, nil, selection.Options{Master: -1})
-		if err != nil || !p.Plan.Feasible {
-			return nil
-		}
-		pl = &p
-	}
-	var out []string
-	for _, h := range hostsOf(pl) {
-		if _, ok := held[h.Host]; !ok {
-			held[h.Host] = j.id()
-			out = append(out, h.Host)
-		}
-	}
-	return out
-}
-
-// emptyPoolLocked lists, per site, the hosts serving pool that could take
-// a VM of the shape if they ran nothing.
-func (d *Daemon) emptyPoolLocked(pool string, vm selection.VM) map[string][]string {
-	hosts := make([]gramvm.Host, 0, len(d.order))
-	for _, name := range d.order {
-		h := d.hosts[name].plannerHost()
-		h.FreeVCPUs, h.FreeMemoryMiB = h.CPUs, h.MemoryMiB
-		hosts = append(hosts, h)
-	}
-	return gramvm.FreeHosts(hosts, pool, vm)
-}
-
-// withoutHosts is free without the held hosts.
-func withoutHosts(free map[string][]string, held map[string]string) map[string][]string {
-	if len(held) == 0 {
-		return free
-	}
-	out := map[string][]string{}
-	for site, hosts := range free {
-		for _, h := range hosts {
-			if _, ok := held[h]; !ok {
-				out[site] = append(out[site], h)
-			}
-		}
-	}
-	return out
-}
-
-// shapeKey is what a job's plan depends on besides the hosts: two queued
-// jobs with the same key get the same plan on the same free hosts.
-func shapeKey(j *liveJob) string {
-	s := j.spec
-	return fmt.Sprintf("%d|%g|%g|%g|%d|%d|%s|%s", s.Tasks, s.TaskOps, s.TaskBytes, s.Efficiency, s.VM.VCPUs, s.VM.MemoryMiB,
-		s.PlacementOrDefault(), s.Master)
-}
-
-// anyRoomLocked reports whether some host serving the pool has a free vCPU
-// and some memory left, before what is promised to jobs being provisioned.
-func (d *Daemon) anyRoomLocked(pool string) bool {
+// poolHostsLocked lists the hosts serving the pool, in grid order, with
+// their free capacity after promises.
+func (d *Daemon) poolHostsLocked(pool string) []dispatch.Host {
+	var out []dispatch.Host
 	for _, name := range d.order {
 		h := d.hosts[name]
 		if !h.serves(pool) {
 			continue
 		}
 		r := d.promised.on(name)
-		if h.inv.FreeVCPUs-r.vcpus >= 1 && h.inv.FreeMemoryMiB-r.mem >= 1 {
-			return true
-		}
+		out = append(out, dispatch.Host{Name: name, Site: h.rec.Site, CPUs: h.inv.CPUs, MemoryMiB: h.inv.MemoryMiB,
+			FreeVCPUs: h.inv.FreeVCPUs - r.vcpus, FreeMemoryMiB: h.inv.FreeMemoryMiB - r.mem})
 	}
-	return false
+	return out
 }
 
-func (d *Daemon) setWaiting(j *liveJob, why string) {
+// roundPlanner is the dispatch round's dispatch.Planner: GramVM on the
+// live grid, prepared once per round (gramvm.Prepared: the running jobs'
+// load, the graphs, the searches of each shape on the same free host
+// counts), with at most one bandwidth tuning evaluated per round.
+type roundPlanner struct {
+	d    *Daemon
+	ctx  context.Context
+	now  time.Time
+	jobs map[string]*liveJob // the pool's queued jobs
+
+	running       []gramvm.RunningJob
+	loaded, empty *gramvm.Prepared
+	err           error
+	tuned         bool
+}
+
+// prepare takes the running jobs and prepares the grid they leave, once
+// a round.
+func (p *roundPlanner) prepare() error {
+	if p.loaded != nil || p.err != nil {
+		return p.err
+	}
+	p.d.mu.Lock()
+	p.running = p.d.runningJobsLocked(p.now)
+	p.d.mu.Unlock()
+	p.loaded, p.err = p.d.planner.Prepare(p.running)
+	if p.err == nil {
+		p.empty, p.err = p.d.planner.Prepare(nil)
+	}
+	return p.err
+}
+
+// Plan plans a job on the free hosts with the links as the running jobs
+// leave them, and evaluates bandwidth tuning for it when something holds
+// the plan back (at most once a round, and for a job every tuneEvery).
+func (p *roundPlanner) Plan(dj *dispatch.Job, free map[string][]string) dispatch.Outcome {
+	if err := p.prepare(); err != nil {
+		return dispatch.Outcome{Err: err}
+	}
+	d, j := p.d, p.jobs[dj.ID]
 	d.mu.Lock()
-	j.waiting = why
+	tune := len(p.running) > 0 && !p.tuned && p.now.Sub(j.lastTune) >= tuneEvery && d.tuningActive == 0
+	if tune {
+		j.lastTune = p.now
+	}
 	d.mu.Unlock()
+	start := time.Now() // the plan's compute time, on the wall clock whatever the daemon's clock
+	pl, err := p.loaded.Plan(p.ctx, dj.Spec, free, selection.Options{Master: -1})
+	d.metrics.plan.Observe(time.Since(start).Seconds())
+	if err != nil {
+		d.log.Error().Err(err).Str("job", dj.ID).Msg("plan")
+		return dispatch.Outcome{Err: err}
+	}
+	if !tune || !heldBack(&pl) {
+		return dispatch.Outcome{Placement: pl}
+	}
+	p.tuned = true
+	if !d.tune(p.ctx, j, free, p.running) {
+		return dispatch.Outcome{Placement: pl}
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return dispatch.Outcome{Tuning: &dispatch.Tuning{Hosts: j.tuning.hosts, Reason: j.tuning.reason()}}
+}
+
+// PlanAvailable plans a job whose placement is a baseline on the pool's
+// hosts and when each is free (availLocked).
+func (p *roundPlanner) PlanAvailable(dj *dispatch.Job, free map[string][]string, held map[string]string, claims []dispatch.Decision) dispatch.Outcome {
+	if err := p.prepare(); err != nil {
+		return dispatch.Outcome{Err: err}
+	}
+	d := p.d
+	d.mu.Lock()
+	avail := d.availLocked(dj.Spec.Type, dj.Spec.VM, held, p.now, free, claims)
+	d.mu.Unlock()
+	start := time.Now()
+	pl, err := p.loaded.PlanAvailable(p.ctx, dj.Spec, avail, selection.Options{Master: -1})
+	d.metrics.plan.Observe(time.Since(start).Seconds())
+	if err != nil {
+		d.log.Error().Err(err).Str("job", dj.ID).Msg("plan")
+	}
+	return dispatch.Outcome{Placement: pl, Err: err}
+}
+
+// PlanEmpty plans a job on hosts as if nothing ran on them.
+func (p *roundPlanner) PlanEmpty(dj *dispatch.Job, hosts map[string][]string) (gramvm.Placement, error) {
+	if err := p.prepare(); err != nil {
+		return gramvm.Placement{}, err
+	}
+	start := time.Now()
+	pl, err := p.empty.Plan(p.ctx, dj.Spec, hosts, selection.Options{Master: -1})
+	p.d.metrics.plan.Observe(time.Since(start).Seconds())
+	return pl, err
+}
+
+// emptyPoolLocked lists, per site, the hosts serving pool that could take
+// a VM of the shape if they ran nothing.
+func (d *Daemon) emptyPoolLocked(pool string, vm selection.VM) map[string][]string {
+	out := map[string][]string{}
+	for _, name := range d.order {
+		h := d.hosts[name]
+		if h.serves(pool) && h.inv.CPUs >= vm.VCPUs && h.inv.MemoryMiB >= vm.MemoryMiB {
+			out[h.rec.Site] = append(out[h.rec.Site], name)
+		}
+	}
+	return out
 }
 
 // claim plans a queued job on a placement, if the job is still queued and
@@ -337,19 +331,19 @@ func (d *Daemon) claim(ctx context.Context, j *liveJob, pl *gramvm.Placement) {
 	}
 }
 
-// fitsLocked reports whether the placement's hosts are still free for the
-// job with what is reserved on them.
+// fitsLocked reports whether the placement's hosts still serve the job's
+// pool and have the room for its VMs with what is reserved on them.
 func (d *Daemon) fitsLocked(j *liveJob, pl *gramvm.Placement) bool {
-	free := d.freeLocked(j.typ(), j.spec.VM)
 	need := map[string]int{}
 	for _, h := range append([]gramvm.HostRef{pl.Master}, pl.Workers...) {
 		need[h.Host]++
 	}
 	for _, h := range hostsOf(pl) {
-		if !slices.Contains(free[h.Site], h.Host) {
+		g := d.hosts[h.Host]
+		if g == nil || g.rec.Site != h.Site || !g.serves(j.typ()) {
 			return false
 		}
-		hi := d.hosts[h.Host].inv
+		hi := g.inv
 		r := d.promised.on(h.Host)
 		if hi.FreeVCPUs-r.vcpus < need[h.Host]*j.spec.VM.VCPUs || hi.FreeMemoryMiB-r.mem < need[h.Host]*j.spec.VM.MemoryMiB {
 			return false

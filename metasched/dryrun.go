@@ -22,7 +22,7 @@ func (d *Daemon) DryRun(ctx context.Context, body []byte) (api.PlanResult, error
 	d.mu.Unlock()
 	var pl gramvm.Placement
 	if j.PlacementOrDefault().Baseline() {
-		pl, err = d.planAvailable(ctx, j, nil)
+		pl, err = d.planAvailable(ctx, j, free, running)
 	} else {
 		pl, _, err = d.planLoaded(ctx, j, free, running, selection.Options{Master: -1})
 	}

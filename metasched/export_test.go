@@ -1,5 +1,7 @@
 package metasched
 
+import "github.com/metasched/metasched/gramvm"
+
 // HeldSwitches counts the switches the daemon's coordinator holds in
 // memory (tests).
 func (d *Daemon) HeldSwitches() int {
@@ -10,3 +12,6 @@ func (d *Daemon) HeldSwitches() int {
 
 // Housekeeping runs one round of the housekeeping now (tests).
 func (d *Daemon) Housekeeping() { d.housekeeping(d.runCtx) }
+
+// Planner is the daemon's planning service (tests).
+func (d *Daemon) Planner() *gramvm.Service { return d.planner }

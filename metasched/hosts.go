@@ -155,6 +155,7 @@ func (d *Daemon) restoreHosts(ctx context.Context) error {
 // sortHosts orders the hosts like the grid's clusters and, within one,
 // like the agent lists them (SITE-0, SITE-1, ...).
 func (d *Daemon) sortHosts() {
+	d.hostsGen++
 	d.order = d.order[:0]
 	for name := range d.hosts {
 		d.order = append(d.order, name)

@@ -14,6 +14,7 @@ import (
 	"github.com/metasched/metasched/graph"
 	"github.com/metasched/metasched/internal/yamlx"
 	"github.com/metasched/metasched/metasched/api"
+	"github.com/metasched/metasched/metasched/dispatch"
 	"github.com/metasched/metasched/metasched/lifecycle"
 	"github.com/metasched/metasched/metasched/store"
 	"github.com/metasched/metasched/selection"
@@ -121,9 +122,19 @@ func (d *Daemon) parseJob(ctx context.Context, body []byte) (*selection.Job, err
 
 // neverRuns plans the job on the whole grid with every host free, and
 // says why no plan exists when none does: such a job would wait forever.
+// The answer depends on the job's shape and pool, the hosts, and the
+// planner's figures only: it is kept per shape and pool until the hosts
+// or the figures change, so that a stream of submissions of a few shapes
+// plans a few times, not once each.
 func (d *Daemon) neverRuns(ctx context.Context, j *selection.Job) (string, error) {
-	all := map[string][]string{}
+	key := j.Type + "|" + dispatch.ShapeKey(j)
 	d.mu.Lock()
+	gen := [2]uint64{d.hostsGen, d.planner.Version()}
+	if why, ok := d.never.get(gen, key); ok {
+		d.mu.Unlock()
+		return why, nil
+	}
+	all := map[string][]string{}
 	for _, name := range d.order {
 		h := d.hosts[name]
 		all[h.rec.Site] = append(all[h.rec.Site], name)
@@ -133,10 +144,40 @@ func (d *Daemon) neverRuns(ctx context.Context, j *selection.Job) (string, error
 	if err != nil {
 		return "", err
 	}
-	if pl.Plan.Feasible {
-		return "", nil
+	why := ""
+	if !pl.Plan.Feasible {
+		why = pl.Plan.Reason
 	}
-	return pl.Plan.Reason, nil
+	d.mu.Lock()
+	d.never.put(gen, key, why)
+	d.mu.Unlock()
+	return why, nil
+}
+
+// neverRunsCache keeps neverRuns' answers for one generation of the
+// hosts and the planner's figures, up to maxNeverRuns of them.
+type neverRunsCache struct {
+	gen [2]uint64
+	m   map[string]string
+}
+
+// maxNeverRuns bounds the answers kept: past it, they are dropped and
+// made again (a stream of ever new shapes plans each, as before).
+const maxNeverRuns = 4096
+
+func (c *neverRunsCache) get(gen [2]uint64, key string) (string, bool) {
+	if c.gen != gen {
+		return "", false
+	}
+	why, ok := c.m[key]
+	return why, ok
+}
+
+func (c *neverRunsCache) put(gen [2]uint64, key, why string) {
+	if c.gen != gen || len(c.m) >= maxNeverRuns {
+		c.gen, c.m = gen, map[string]string{}
+	}
+	c.m[key] = why
 }
 
 // mayRunOnHost refuses a user's job when the executor runs jobs'

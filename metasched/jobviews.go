@@ -72,8 +72,8 @@ func (d *Daemon) jobViewLocked(lj *liveJob, sj store.Job) api.Job {
 	}
 	rec := decodeRecord(sj.Data)
 	if lj != nil && lj.job.State == lifecycle.Queued && sj.State == lifecycle.Queued {
-		if why := d.noRoom[lj.typ()]; why != "" && lj.tuning == nil {
-			v.Reason = "waiting: " + why
+		if nr, ok := d.noRoom[lj.typ()]; ok && (nr.after == "" || lj.id() > nr.after) && lj.tuning == nil {
+			v.Reason = "waiting: " + nr.why
 		} else if lj.waiting != "" {
 			v.Reason = "waiting: " + lj.waiting
 		}

@@ -2,13 +2,13 @@ package metasched
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/metasched/metasched/gramvm"
+	"github.com/metasched/metasched/metasched/dispatch"
 	"github.com/metasched/metasched/metasched/lifecycle"
 	"github.com/metasched/metasched/selection"
 )
@@ -47,14 +47,14 @@ func (d *Daemon) timeScale() float64 {
 // availLocked lists, per site, the hosts serving pool that could take a VM
 // of the shape if they ran nothing, but for those held for other jobs, and
 // when each can (docs/design.md, "Planning on the live grid"): now (0)
-// when it has the room now; else when the placed jobs with a VM on it end
-// by their predicted run time (a running job from its start, a planned or
-// provisioning one from now; one past its predicted end in a dispatch
-// round), in the plan's seconds, and in a dispatch round when the VMs on
-// it are being destroyed (their job ended); +Inf when a VM of no placed
-// job, not being destroyed, takes its room (when it goes is not known).
-func (d *Daemon) availLocked(pool string, vm selection.VM, held map[string]string, now time.Time) map[string][]gramvm.HostFree {
-	free := d.freeLocked(pool, vm)
+// when it is among free (it has the room now); else when the placed jobs
+// with a VM on it end by their predicted run time (a running job from its
+// start, a planned or provisioning one from now, as a job the round
+// claimed; one past its predicted end in a dispatch round), in the plan's
+// seconds, and in a dispatch round when the VMs on it are being destroyed
+// (their job ended); +Inf when a VM of no placed job, not being destroyed,
+// takes its room (when it goes is not known).
+func (d *Daemon) availLocked(pool string, vm selection.VM, held map[string]string, now time.Time, free map[string][]string, claims []dispatch.Decision) map[string][]gramvm.HostFree {
 	isFree := map[string]bool{}
 	for _, hosts := range free {
 		for _, h := range hosts {
@@ -77,6 +77,15 @@ func (d *Daemon) availLocked(pool string, vm selection.VM, held map[string]strin
 		}
 	}
 	scale := d.timeScale()
+	for _, c := range claims {
+		startEnd, _ := d.startEndLocked(pool, c.Claim)
+		end := now.Add(duration(c.Claim.Plan.Runtime*scale + startEnd))
+		for _, h := range hostsOf(c.Claim) {
+			if end.After(ends[h.Host]) {
+				ends[h.Host] = end
+			}
+		}
+	}
 	out := map[string][]gramvm.HostFree{}
 	for site, hosts := range d.emptyPoolLocked(pool, vm) {
 		for _, name := range hosts {
@@ -144,58 +153,20 @@ func (d *Daemon) runningJobsLocked(now time.Time) []gramvm.RunningJob {
 	return out
 }
 
-// plan plans a queued job on the free hosts of its pool with the links as
-// the running jobs leave them, and evaluates bandwidth tuning for it when
-// something holds it back. tuning is true when an accepted tuning decision
-// is being carried out for the job: it then waits for it, to be planned
-// again on what the tuning frees.
-func (d *Daemon) plan(ctx context.Context, j *liveJob, free map[string][]string) (pl gramvm.Placement, tuning bool, err error) {
-	now := d.now()
-	d.mu.Lock()
-	running := d.runningJobsLocked(now)
-	tune := len(running) > 0 && now.Sub(j.lastTune) >= tuneEvery && d.tuningActive == 0
-	if tune {
-		j.lastTune = now
-	}
-	d.mu.Unlock()
-	pl, _, err = d.planLoaded(ctx, j.spec, free, running, selection.Options{Master: -1})
-	if err != nil || !tune || !heldBack(&pl) {
-		return pl, false, err
-	}
-	return pl, d.tune(ctx, j, free, running), nil
-}
-
-// planAvailable plans a queued job whose placement is a baseline (met,
-// mct, olb) on the hosts of its pool and when each is free, with the links
-// as the running jobs leave them. A plan whose Start is not 0 waits for its
+// planAvailable plans a job whose placement is a baseline (met, mct,
+// olb) on the hosts of its pool and when each is free, with the links as
+// the running jobs leave them (the dry run's; a dispatch round plans
+// through its roundPlanner). A plan whose Start is not 0 waits for its
 // cluster.
-func (d *Daemon) planAvailable(ctx context.Context, spec *selection.Job, held map[string]string) (gramvm.Placement, error) {
+func (d *Daemon) planAvailable(ctx context.Context, spec *selection.Job, free map[string][]string, running []gramvm.RunningJob) (gramvm.Placement, error) {
 	now := d.now()
 	d.mu.Lock()
-	avail := d.availLocked(spec.Type, spec.VM, held, now)
-	running := d.runningJobsLocked(now)
+	avail := d.availLocked(spec.Type, spec.VM, nil, now, free, nil)
 	d.mu.Unlock()
 	start := time.Now() // the plan's compute time, on the wall clock whatever the daemon's clock
 	pl, _, err := d.planner.PlanAvailable(ctx, spec, avail, running, selection.Options{Master: -1})
 	d.metrics.plan.Observe(time.Since(start).Seconds())
 	return pl, err
-}
-
-// waitReason says why a job whose baseline placement chose a cluster that
-// is not ready waits, in the daemon's seconds.
-func (d *Daemon) waitReason(pl *gramvm.Placement) string {
-	p := &pl.Plan
-	in, run := p.Start*d.timeScale(), p.Runtime*d.timeScale()
-	switch p.Algorithm {
-	case selection.MET:
-		return fmt.Sprintf("placement met: it runs fastest on cluster %s alone (predicted %.3gs) and waits for it: the %d hosts it needs there are free in about %.3gs, as the jobs on them end (predicted)",
-			p.Master, run, p.Machines, in)
-	case selection.MCT:
-		return fmt.Sprintf("placement mct: it ends first on cluster %s alone and waits for it: the %d hosts it needs there are free in about %.3gs, as the jobs on them end (predicted), then it runs %.3gs",
-			p.Master, p.Machines, in, run)
-	}
-	return fmt.Sprintf("placement %s: cluster %s is the first with the %d hosts it needs, free in about %.3gs as the jobs on them end (predicted), and it waits for it",
-		p.Algorithm, p.Master, p.Machines, in)
 }
 
 // heldBack reports whether a plan is limited by a link or by free hosts.

@@ -132,6 +132,15 @@ type tuningWait struct {
 	hosts []string
 }
 
+// reason is why a job waits for the tuning w.
+func (w *tuningWait) reason() string {
+	why := fmt.Sprintf("waiting for bandwidth tuning #%d, carried out for it, to end: it is then planned on what the tuning frees", w.seq)
+	if len(w.hosts) > 0 {
+		why += fmt.Sprintf(" (hosts %s are held for it meanwhile)", strings.Join(w.hosts, ", "))
+	}
+	return why + "; GET /v1/tuning"
+}
+
 // freedHosts lists the hosts a decision frees.
 func freedHosts(dec gramvm.TuningDecision) []string {
 	var out []string
