@@ -151,6 +151,7 @@ type Daemon struct {
 	never        neverRunsCache       // the answers of neverRuns
 	inHand       map[string]int       // VMs the lifecycle is creating or destroying (the count of those calls in flight)
 	destroyed    map[string]time.Time // VMs the lifecycle destroyed, when (destroyedLocked)
+	destroyedQ   []destroyedNote      // the same, oldest first, to drop them as they expire
 	missed       map[string]int       // VMs of running jobs the last refreshes missed from their hosts, and how many in a row
 	coord        *coordinator.Coordinator
 	released     map[coordinator.SwitchID]string // PrepareRelease answers, for repeats

@@ -93,7 +93,8 @@ type noRoom struct {
 // the claims carried out.
 func (d *Daemon) dispatchPool(ctx context.Context, pool string, rp *roundPlanner) {
 	d.mu.Lock()
-	in := dispatch.Input{Pool: pool, Hosts: d.poolHostsLocked(pool), Now: d.now(), HoldAfter: d.cfg.HoldAfter, TimeScale: d.timeScale()}
+	in := dispatch.Input{Pool: pool, Hosts: d.poolHostsLocked(pool), Now: d.now(), HoldAfter: d.cfg.HoldAfter, TimeScale: d.timeScale(),
+		MaxClaims: maxClaims}
 	queue := d.index.queues[pool]
 	in.Queue = make([]dispatch.Job, len(queue))
 	rp.jobs = make(map[string]*liveJob, len(queue))
@@ -126,7 +127,16 @@ func (d *Daemon) dispatchPool(ctx context.Context, pool string, rp *roundPlanner
 	}
 	d.mu.Unlock()
 	d.claimAll(ctx, claims, rp.jobs)
+	if res.Capped {
+		d.kick() // the rest of the queue in the next round
+	}
 }
+
+// maxClaims ends a round at that many claims: they are carried out, and
+// the next round plans the rest of the queue on what they left, at once.
+// A backlog of 20,000 jobs freed at once waited 27 s for the round that
+// planned them all before the first started.
+const maxClaims = 256
 
 // claimParallel bounds the claims of a round carried out at once: their
 // plans' commits share the store's transactions (group commit).

@@ -648,17 +648,32 @@ func (d *Daemon) holdLocked(vms []lifecycle.VM) {
 
 // destroyedLocked notes the VMs the lifecycle has just destroyed: the
 // hosts' inventories may list them until their next refresh, and their
-// room is free (availLocked). Notes older than destroyedFor go.
+// room is free (availLocked). Notes older than destroyedFor go, from the
+// oldest: a note costs O(1), however many VMs were destroyed in the last
+// minute.
 func (d *Daemon) destroyedLocked(vms []lifecycle.VM) {
 	now := d.now()
-	for name, at := range d.destroyed {
-		if now.Sub(at) > destroyedFor {
-			delete(d.destroyed, name)
+	n := 0
+	for _, e := range d.destroyedQ {
+		if now.Sub(e.at) <= destroyedFor {
+			break
 		}
+		if at, ok := d.destroyed[e.name]; ok && at.Equal(e.at) { // not noted again since
+			delete(d.destroyed, e.name)
+		}
+		n++
 	}
+	d.destroyedQ = d.destroyedQ[n:]
 	for _, v := range vms {
 		d.destroyed[v.Name] = now
+		d.destroyedQ = append(d.destroyedQ, destroyedNote{v.Name, now})
 	}
+}
+
+// destroyedNote is a VM destroyed and when.
+type destroyedNote struct {
+	name string
+	at   time.Time
 }
 
 // destroyedFor is how long a destroyed VM is noted: longer than an

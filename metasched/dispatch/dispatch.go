@@ -59,6 +59,10 @@ type Input struct {
 	// TimeScale is what a plan's second is in the daemon's (the emulated
 	// executor's time_scale); 0: 1.
 	TimeScale float64
+	// MaxClaims ends the round once it has claimed that many jobs (0: no
+	// end), so that the claims are carried out before the rest of a long
+	// queue is planned.
+	MaxClaims int
 }
 
 // Outcome is a plan the Planner made.
@@ -101,13 +105,17 @@ type Decision struct {
 }
 
 // Result is a round's decisions, in queue order. Jobs after the pool ran
-// out of room get none (NoRoom says so): they wait as they did.
+// out of room (NoRoom says so), or after the round's last claim (Capped),
+// get none: they wait as they did.
 type Result struct {
 	Decisions []Decision
 	// NoRoom is why the round stopped before the end of the queue: no
 	// host of the pool had a free vCPU and memory left; "" when it did
-	// not stop.
+	// not stop for that.
 	NoRoom string
+	// Capped says the round stopped at Input.MaxClaims claims: another
+	// round should follow once they are carried out.
+	Capped bool
 }
 
 // round is a round's state: the hosts' capacity as its claims leave it,
@@ -169,6 +177,10 @@ func Round(ctx context.Context, in Input, p Planner) Result {
 		}
 		if r.room == 0 {
 			out.NoRoom = "no free host in pool " + in.Pool
+			break
+		}
+		if in.MaxClaims > 0 && len(r.claims) >= in.MaxClaims {
+			out.Capped = true
 			break
 		}
 		out.Decisions = append(out.Decisions, r.decide(&in.Queue[i]))

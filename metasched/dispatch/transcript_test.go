@@ -34,7 +34,7 @@ var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 //	take HOST vcpus=C mem=M             something else takes capacity on HOST
 //	job ID tasks=N vcpus=C mem=M run=S @T [placement=P] [error] [tuning=H,H]
 //	                                    a job queued at T (run: its plan's run time)
-//	round @T hold_after=S               a round; its planner calls, its decisions,
+//	round @T hold_after=S [max_claims=N] a round; its planner calls, its decisions,
 //	                                    the claims carried out
 //	end ID                              a running job ends: its VMs go
 //
@@ -135,6 +135,9 @@ func (w *world) run(t *testing.T, cmd string) string {
 			t.Fatalf("%q: hold_after: %v", cmd, err)
 		}
 		in := Input{Pool: "a", Now: w.now, HoldAfter: time.Duration(hold * float64(time.Second))}
+		if m, ok := args["max_claims"]; ok {
+			in.MaxClaims, _ = strconv.Atoi(m)
+		}
 		for _, name := range w.order {
 			in.Hosts = append(in.Hosts, *w.hosts[name])
 		}
@@ -154,6 +157,9 @@ func (w *world) run(t *testing.T, cmd string) string {
 		}
 		if res.NoRoom != "" {
 			fmt.Fprintf(&b, "stopped: %s\n", res.NoRoom)
+		}
+		if res.Capped {
+			fmt.Fprintf(&b, "stopped: %d claims\n", in.MaxClaims)
 		}
 		b.WriteString(w.hostsLine())
 		return b.String()
