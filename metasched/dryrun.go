@@ -74,6 +74,9 @@ func explain(pl *gramvm.Placement) string {
 	for _, x := range p.Excluded {
 		fmt.Fprintf(&b, "  %s left out: %s\n", x.Name, x.Reason)
 	}
+	if p.ExcludedMore > 0 {
+		fmt.Fprintf(&b, "  and %d more clusters left out (the job's record keeps the first %d; a dry run explains each)\n", p.ExcludedMore, len(p.Excluded))
+	}
 	for _, m := range pl.Measured {
 		fmt.Fprintf(&b, "  link %s\n", m)
 	}

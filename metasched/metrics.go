@@ -46,6 +46,7 @@ type metrics struct {
 	migrations *prometheus.CounterVec
 	candidates *prometheus.CounterVec
 	rounds     *prometheus.CounterVec
+	plans      *prometheus.CounterVec
 	ratio      *prometheus.HistogramVec
 }
 
@@ -81,6 +82,10 @@ func newMetrics(d *Daemon) *metrics {
 			Name: "metasched_dispatch_rounds_total",
 			Help: "Dispatcher rounds, by kind: planned (the queues were planned) or skipped (hosts and queues as the last round left them).",
 		}, []string{"kind"}),
+		plans: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "metasched_dispatch_plans_total",
+			Help: "Plans of queued jobs in dispatch rounds, by how: searched (hill climbing or a baseline ran) or reused (a job of the same shape was searched on the same free host counts in the round).",
+		}, []string{"how"}),
 		ratio: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "metasched_job_runtime_ratio",
 			Help:    "Measured over predicted run time of the jobs done, by pool (1: as predicted; above: slower than predicted).",
@@ -92,6 +97,8 @@ func newMetrics(d *Daemon) *metrics {
 	}
 	m.rounds.WithLabelValues("planned")
 	m.rounds.WithLabelValues("skipped")
+	m.plans.WithLabelValues("searched")
+	m.plans.WithLabelValues("reused")
 	for _, kind := range []string{gramvm.ActionConsolidate, gramvm.ActionShrink} {
 		for _, out := range []string{tuneDone, tuneFailed} {
 			m.migrations.WithLabelValues(kind, out)
@@ -103,7 +110,7 @@ func newMetrics(d *Daemon) *metrics {
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.plan, m.round, m.solve, m.migrations, m.candidates, m.rounds, m.ratio,
+		m.plan, m.round, m.solve, m.migrations, m.candidates, m.rounds, m.plans, m.ratio,
 		newStateCollector(d),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "metasched_store_commits_total",

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -58,5 +59,39 @@ func TestSimulatedGrid(t *testing.T) {
 			waitFor(t, "job "+id+" done", time.Hour, func() bool { return stateOf(d, id).State == store.Done })
 		}
 		waitFor(t, "no VM left", time.Minute, func() bool { return len(d.VMs()) == 0 })
+	})
+}
+
+// TestRecordKeepsFirstExcluded: on a grid of many clusters, a placed
+// job's record lists the first clusters its plan left out, with their
+// reasons, and counts the others; its explanation says so.
+func TestRecordKeepsFirstExcluded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		grid := &graph.Grid{}
+		for i := range 12 {
+			grid.Clusters = append(grid.Clusters, graph.Cluster{Name: fmt.Sprintf("c%02d", i), Machines: 1, Cores: 4, MemoryMiB: 8192,
+				Perf: 1e9, LANMbps: 1000, UplinkMbps: 100, Hypervisor: graph.HypervisorSim})
+			if i > 0 {
+				grid.Links = append(grid.Links, graph.Link{Between: [2]string{fmt.Sprintf("c%02d", i-1), fmt.Sprintf("c%02d", i)}, Mbps: 50})
+			}
+		}
+		td := startDaemonGrid(t, grid, metasched.Options{}, func(c *metasched.Config) {
+			c.Policy = metasched.PolicyConfig{Name: "none"}
+			c.MinPoolHosts = 0
+		})
+		j, err := td.d.Submit(context.Background(), []byte("name: one\ntype: sim\ntasks: 1\ntask_ops: 1.0e9\ntask_bytes: 1.0e3\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "job placed", time.Hour, func() bool { return stateOf(td.d, j.ID).Placement != nil })
+		v := stateOf(td.d, j.ID)
+		p := v.Placement.Plan
+		if len(p.Excluded) != 8 || len(p.Excluded)+p.ExcludedMore+len(p.Clusters) != 12 || p.Excluded[0].Reason == "" {
+			t.Fatalf("record's plan: %d clusters, %d left out listed, %d more; want 8 listed and the rest counted: %+v",
+				len(p.Clusters), len(p.Excluded), p.ExcludedMore, p)
+		}
+		if want := fmt.Sprintf("and %d more clusters left out", p.ExcludedMore); !strings.Contains(v.Explanation, want) {
+			t.Errorf("explanation does not say %q:\n%s", want, v.Explanation)
+		}
 	})
 }

@@ -85,10 +85,26 @@ type Plan struct {
 	// first, then in grid order; a cluster given no worker is excluded.
 	Clusters []ClusterPlan `json:"clusters"`
 	Excluded []Excluded    `json:"excluded"`
+	// ExcludedMore counts the clusters left out beyond those Excluded
+	// lists: a plan kept in a job's record lists the first few only
+	// (TrimExcluded).
+	ExcludedMore int `json:"excluded_more,omitempty"`
 	// Zones are the Kruskal zones the hill climbing restarted from.
 	Zones [][]string `json:"zones,omitempty"`
 	// Evaluations counts the plans the algorithm evaluated.
 	Evaluations int `json:"evaluations"`
+}
+
+// TrimExcluded keeps the first n clusters left out (grid order) and
+// counts the others in ExcludedMore. On a grid of hundreds of clusters a
+// plan's reasons are most of its size; a record that keeps every job's
+// plan keeps the first few.
+func (p *Plan) TrimExcluded(n int) {
+	if len(p.Excluded) <= n {
+		return
+	}
+	p.ExcludedMore += len(p.Excluded) - n
+	p.Excluded = slices.Clip(p.Excluded[:n])
 }
 
 // Completion returns Start + Runtime.

@@ -307,3 +307,21 @@ func TestRuntimeLimit(t *testing.T) {
 		}
 	}
 }
+
+// TestTrimExcluded: a plan keeps its first clusters left out and counts
+// the others; trimming again counts on; a short list stays as it is.
+func TestTrimExcluded(t *testing.T) {
+	p := Plan{Excluded: []Excluded{{Name: "a"}, {Name: "b"}, {Name: "c"}}}
+	p.TrimExcluded(5)
+	if len(p.Excluded) != 3 || p.ExcludedMore != 0 {
+		t.Fatalf("trim to 5 of 3: %+v", p)
+	}
+	p.TrimExcluded(2)
+	if len(p.Excluded) != 2 || p.Excluded[1].Name != "b" || p.ExcludedMore != 1 {
+		t.Fatalf("trim to 2 of 3: %+v", p)
+	}
+	p.TrimExcluded(1)
+	if len(p.Excluded) != 1 || p.Excluded[0].Name != "a" || p.ExcludedMore != 2 {
+		t.Fatalf("trim to 1 of 2 (1 more): %+v", p)
+	}
+}
