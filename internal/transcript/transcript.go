@@ -6,13 +6,25 @@
 package transcript
 
 import (
+	"flag"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
+
+// Update is the -update flag of the tests that run scripts: rewrite the
+// scripts' expected output (Run's update).
+var Update = flag.Bool("update", false, "rewrite the expected output of testdata/*.txt")
+
+// Epoch is time 0 of the scripts' "@SECONDS".
+var Epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// At is the time "@SECONDS" names.
+func At(seconds float64) time.Time { return Epoch.Add(time.Duration(seconds * float64(time.Second))) }
 
 // Block is one command of a script with the comments before it and the
 // output expected after it.

@@ -1,7 +1,6 @@
 package coordinator
 
 import (
-	"flag"
 	"strings"
 	"testing"
 
@@ -9,8 +8,6 @@ import (
 
 	"github.com/metasched/metasched/internal/transcript"
 )
-
-var update = flag.Bool("update", false, "rewrite the expected output of testdata/*.txt")
 
 // TestTranscripts runs the scripts in testdata/*.txt. A script is a list of
 // blocks: comment lines starting with "#", one command line starting with
@@ -20,7 +17,7 @@ var update = flag.Bool("update", false, "rewrite the expected output of testdata
 // actions returned (or the error) and then every switch and the stranded
 // hosts. Run with -update to rewrite the expected output.
 func TestTranscripts(t *testing.T) {
-	transcript.Run(t, "testdata", *update, func(t *testing.T) func(string) string {
+	transcript.Run(t, "testdata", *transcript.Update, func(t *testing.T) func(string) string {
 		c := New()
 		var journal []Record
 		return func(cmd string) string { return runCommand(t, &c, &journal, cmd) }

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"math"
 	"slices"
@@ -17,11 +16,6 @@ import (
 	"github.com/metasched/metasched/internal/transcript"
 	"github.com/metasched/metasched/selection"
 )
-
-var update = flag.Bool("update", false, "rewrite the expected output of testdata/*.txt")
-
-// epoch is time 0 of the transcripts' "@SECONDS".
-var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // TestTranscripts runs the scripts in testdata/*.txt (the format of
 // internal/transcript) against Round with a rigid Planner: a job of
@@ -40,7 +34,7 @@ var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 //
 // Run with -update to rewrite the expected output.
 func TestTranscripts(t *testing.T) {
-	transcript.Run(t, "testdata", *update, func(t *testing.T) func(string) string {
+	transcript.Run(t, "testdata", *transcript.Update, func(t *testing.T) func(string) string {
 		w := &world{hosts: map[string]*Host{}, running: map[string]*running{}}
 		return func(cmd string) string { return w.run(t, cmd) }
 	})
@@ -105,7 +99,7 @@ func (w *world) run(t *testing.T, cmd string) string {
 		run, _ := strconv.ParseFloat(args["run"], 64)
 		spec := &selection.Job{Name: f[1], Type: "a", Tasks: num("tasks"), TaskOps: run, TaskBytes: 0, Efficiency: 1,
 			VM: selection.VM{VCPUs: num("vcpus"), MemoryMiB: num("mem")}, Placement: selection.Placement(args["placement"])}
-		j := Job{ID: f[1], Spec: spec, Submitted: epoch.Add(time.Duration(at * float64(time.Second)))}
+		j := Job{ID: f[1], Spec: spec, Submitted: transcript.At(at)}
 		if w.errs == nil {
 			w.errs, w.tunings, w.started = map[string]bool{}, map[string][]string{}, map[string][]string{}
 		}
@@ -129,7 +123,7 @@ func (w *world) run(t *testing.T, cmd string) string {
 		delete(w.running, f[1])
 		return w.hostsLine()
 	case "round":
-		w.now = epoch.Add(time.Duration(at * float64(time.Second)))
+		w.now = transcript.At(at)
 		hold, err := strconv.ParseFloat(args["hold_after"], 64)
 		if err != nil {
 			t.Fatalf("%q: hold_after: %v", cmd, err)

@@ -2,7 +2,6 @@ package lifecycle
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"slices"
 	"strconv"
@@ -17,11 +16,6 @@ import (
 	"github.com/metasched/metasched/selection"
 )
 
-var update = flag.Bool("update", false, "rewrite the expected output of testdata/*.txt")
-
-// epoch is time 0 of the transcripts' "@SECONDS".
-var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-
 // TestTranscripts runs the scripts in testdata/*.txt. A script is a list of
 // blocks: comment lines starting with "#", one command line starting with
 // "> " and the expected output after it. A command is an event (see
@@ -31,7 +25,7 @@ var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 // output lists the actions (or the error) and then the job. Run with
 // -update to rewrite the expected output.
 func TestTranscripts(t *testing.T) {
-	transcript.Run(t, "testdata", *update, func(t *testing.T) func(string) string {
+	transcript.Run(t, "testdata", *transcript.Update, func(t *testing.T) func(string) string {
 		var j Job
 		return func(cmd string) string { return run(t, &j, cmd) }
 	})
@@ -107,7 +101,7 @@ func parseEvent(j Job, cmd string) (Event, error) {
 	if len(words) == 0 {
 		return nil, fmt.Errorf("empty")
 	}
-	at := epoch
+	at := transcript.Epoch
 	kv := map[string]string{}
 	var pos []string
 	for _, w := range words[1:] {
@@ -117,7 +111,7 @@ func parseEvent(j Job, cmd string) (Event, error) {
 			if err != nil {
 				return nil, err
 			}
-			at = epoch.Add(time.Duration(s * float64(time.Second)))
+			at = transcript.At(s)
 		case ok:
 			kv[k] = v
 		default:
@@ -272,7 +266,7 @@ func seconds(t time.Time) string {
 	if t.IsZero() {
 		return "-"
 	}
-	return strconv.FormatFloat(t.Sub(epoch).Seconds(), 'g', -1, 64)
+	return strconv.FormatFloat(t.Sub(transcript.Epoch).Seconds(), 'g', -1, 64)
 }
 
 func vmList(vms []VM) string {
