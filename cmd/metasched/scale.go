@@ -127,26 +127,20 @@ row's daemon is stopped by its PID.`,
 				if werr != nil {
 					return werr
 				}
-				samples := out + "/scale-samples.csv"
-				f, werr := os.Create(samples)
-				if werr != nil {
-					return werr
-				}
-				werr = lab.WriteScaleSamples(f, res)
-				if cerr := f.Close(); werr == nil {
-					werr = cerr
-				}
+				samples, werr := writeFigure(out, "scale-samples",
+					func(w io.Writer) error { return lab.WriteScaleSamples(w, res) },
+					func(w io.Writer, format string) error { return lab.WriteScaleQueuePlot(w, res, format) })
 				if werr != nil {
 					return werr
 				}
 				printScale(e.stdout, res)
-				fmt.Fprintf(e.stdout, "\nWrote %s, %s\n", strings.Join(files, ", "), samples)
+				fmt.Fprintf(e.stdout, "\nWrote %s\n", strings.Join(append(files, samples...), ", "))
 			}
 			return err
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&out, "out", "", "directory for scale.csv, scale-samples.csv, .svg and .png, required")
+	fl.StringVar(&out, "out", "", "directory for scale.csv, .svg and .png (placements/s against hosts), scale-samples.csv, .svg and .png (memory against queued jobs), required")
 	fl.StringVar(&dir, "dir", "", "the rows' working directory: configurations, logs, stores (default: a temporary directory, removed at the end unless --keep)")
 	fl.BoolVar(&keep, "keep", false, "keep the working directory at the end")
 	fl.BoolVar(&profile, "cpu-profile", false, "write each row's daemon's CPU profile to --out as cpu-HOSTS.pprof (go tool pprof reads it)")

@@ -65,7 +65,7 @@ func TestScaleExperiment(t *testing.T) {
 	if placed != 300 {
 		t.Errorf("the drain's samples count %d placements, want the backlog's 300:\n%s", placed, samples)
 	}
-	for _, name := range []string{"scale.svg", "scale.png", "cpu-100.pprof"} {
+	for _, name := range []string{"scale.svg", "scale.png", "scale-samples.svg", "scale-samples.png", "cpu-100.pprof"} {
 		if fi, err := os.Stat(filepath.Join(out, name)); err != nil || fi.Size() == 0 {
 			t.Errorf("%s: %v", name, err)
 		}

@@ -96,3 +96,43 @@ func WriteScalePlot(w io.Writer, rs []ScaleResult, format string) error {
 	}
 	return plotx.Render(w, p, notes, format)
 }
+
+// WriteScaleQueuePlot draws how the daemon's resident memory grows with
+// the jobs queued, one line per row, from the samples taken while the
+// backlog was submitted, as "svg" or "png".
+func WriteScaleQueuePlot(w io.Writer, rs []ScaleResult, format string) error {
+	if len(rs) == 0 {
+		return errors.New("lab: no rows to plot")
+	}
+	p := plot.New()
+	p.Title.Text = "The daemon at grid scale: memory against queued jobs"
+	p.X.Label.Text = "jobs queued (while every host is drained)"
+	p.Y.Label.Text = "daemon's resident memory, MiB"
+	top, right := 0.0, 0.0
+	var notes []string
+	for i, r := range rs {
+		var pts plotter.XYs
+		for _, s := range r.Samples {
+			if s.Phase == "submit" {
+				pts = append(pts, plotter.XY{X: float64(s.Queued), Y: s.RSSMiB})
+				top, right = max(top, s.RSSMiB), max(right, float64(s.Queued))
+			}
+		}
+		if len(pts) == 0 {
+			continue
+		}
+		l, err := plotter.NewLine(pts)
+		if err != nil {
+			return fmt.Errorf("lab: plot: %w", err)
+		}
+		l.Color = plotx.Color(i)
+		p.Add(l)
+		p.Legend.Add(fmt.Sprintf("%d hosts", r.Row.Hosts), l)
+		last := pts[len(pts)-1]
+		notes = append(notes, fmt.Sprintf("%d hosts: %.0f MiB at %.0f jobs queued, submitted at %.0f/s; GET /v1/jobs p99 %.1f ms, dashboard p99 %.1f ms with them queued.",
+			r.Row.Hosts, last.Y, last.X, r.SubmitPerS, r.JobsListMs.P99, r.DashboardMs.P99))
+	}
+	plotx.LinearAxis(&p.X, 0, max(right, 1))
+	plotx.LinearAxis(&p.Y, 0, max(top, 1))
+	return plotx.Render(w, p, notes, format)
+}
