@@ -165,6 +165,7 @@ func (a *Agent) Close() error {
 			h.hv = nil
 		}
 	}
+	errs = append(errs, a.records.close())
 	a.mu.Unlock()
 	if a.tmpDir != "" {
 		errs = append(errs, os.RemoveAll(a.tmpDir))

@@ -98,22 +98,25 @@ func (a *Agent) CreateVM(ctx context.Context, spec VMSpec) (VM, error) {
 		d, boot, err = a.createGuest(ctx, hv, img, spec, v.addr, lim)
 	}
 	a.mu.Lock()
-	defer a.mu.Unlock()
 	if err != nil {
 		delete(a.vms, spec.Name)
+		a.mu.Unlock()
 		logDone(l, start, err, "create vm failed")
 		return VM{}, fmt.Errorf("create vm %s on %s: %w", spec.Name, spec.Host, err)
 	}
 	v.busy = ""
 	v.boot = boot
 	v.spec.VCPUs, v.spec.MemoryMiB = d.VCPUs, d.MemoryMiB
-	a.saveLocked()
+	n := a.saveLocked()
+	out := a.vmLocked(v, map[string]Domain{d.Name: d})
+	a.mu.Unlock()
+	a.syncRecord(n)
 	ll := l.With().Int("vcpus", d.VCPUs).Int("memory_mib", d.MemoryMiB)
 	if img != nil {
 		ll = ll.Dur("boot", boot)
 	}
 	logDone(ll.Logger(), start, nil, "vm created")
-	return a.vmLocked(v, map[string]Domain{d.Name: d}), nil
+	return out, nil
 }
 
 // createGuest creates a VM that boots its pool's image img on hv and
@@ -203,8 +206,7 @@ func (a *Agent) DestroyVM(ctx context.Context, name string) error {
 	}
 	a.mu.Lock()
 	delete(a.vms, name)
-	a.saveLocked()
-	a.mu.Unlock()
+	a.saveAndUnlock()
 	a.removeConsole(name)
 	return nil
 }

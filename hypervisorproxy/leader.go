@@ -48,7 +48,7 @@ func (a *Agent) followLeader(next http.Handler) http.Handler {
 		case epoch > a.epoch:
 			prev := a.epoch
 			a.epoch = epoch
-			if err := a.saveLocked(); err != nil {
+			if err := a.saveSyncedLocked(); err != nil {
 				a.epoch = prev
 				a.mu.Unlock()
 				writeError(w, http.StatusInternalServerError, "internal", "cannot record the leader's epoch: "+err.Error())

@@ -51,6 +51,5 @@ func (a *Agent) acquire(name, op string) (*vm, *host, error) {
 func (a *Agent) release(v *vm) {
 	a.mu.Lock()
 	v.busy, v.moving = "", ""
-	a.saveLocked()
-	a.mu.Unlock()
+	a.saveAndUnlock()
 }

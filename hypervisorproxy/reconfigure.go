@@ -94,8 +94,7 @@ func (a *Agent) ReconfigureHost(ctx context.Context, name string, r Reconfigure)
 					w.busy = ""
 				}
 			}
-			a.saveLocked()
-			a.mu.Unlock()
+			a.saveAndUnlock()
 			logDone(l, start, err, "reconfiguration failed")
 			return Reconfigured{}, fmt.Errorf("reconfigure host %s: destroy vm %s: %w", name, v.spec.Name, err)
 		}
@@ -120,8 +119,7 @@ func (a *Agent) ReconfigureHost(ctx context.Context, name string, r Reconfigure)
 		}
 		if err != nil {
 			a.mu.Lock()
-			a.saveLocked()
-			a.mu.Unlock()
+			a.saveAndUnlock()
 			logDone(l, start, err, "reconfiguration failed")
 			return Reconfigured{}, fmt.Errorf("reconfigure host %s for pool %s: image %s: %w", name, r.Pool, r.Image, err)
 		}
@@ -129,8 +127,7 @@ func (a *Agent) ReconfigureHost(ctx context.Context, name string, r Reconfigure)
 	}
 	a.mu.Lock()
 	h.pool = r.Pool
-	a.saveLocked()
-	a.mu.Unlock()
+	a.saveAndUnlock()
 	if d := a.site.SwitchDelay; d > 0 {
 		t := time.NewTimer(d)
 		select {

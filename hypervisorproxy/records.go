@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -200,13 +202,25 @@ func readJournal(dir string, r *record) (int, error) {
 }
 
 // recordLog is the record as last written, and the journal it is written
-// to.
+// to. Its lines are appended under the agent's lock and made durable
+// outside it (sync), one fsync for the lines of every operation waiting
+// then (group commit): the VMs of one job, created at once, share it.
 type recordLog struct {
 	dir   string
 	vms   map[string]vmEntry
 	pools map[string]string
 	epoch int64
 	lines int // in the journal
+
+	// f is the journal, open while lines are appended to it: changed
+	// under the agent's lock and smu both.
+	f *os.File
+	// written counts the lines appended since the log was opened; synced
+	// (under smu) those known durable.
+	written atomic.Uint64
+	smu     sync.Mutex
+	synced  uint64
+	syncs   int // fsyncs of the journal
 }
 
 // openRecordLog reads the record of dir (snapshot and journal) and
@@ -233,8 +247,15 @@ func openRecordLog(dir string) (*record, *recordLog, error) {
 	return rec, l, nil
 }
 
-// compact writes the snapshot and empties the journal.
+// compact writes the snapshot and empties the journal: every line
+// written is then durable.
 func (l *recordLog) compact() error {
+	l.smu.Lock()
+	defer l.smu.Unlock()
+	if l.f != nil {
+		l.f.Close()
+		l.f = nil
+	}
 	if err := recordOf(l.vms, l.pools, l.epoch).save(l.dir); err != nil {
 		return err
 	}
@@ -242,13 +263,15 @@ func (l *recordLog) compact() error {
 		return fmt.Errorf("empty the agent's journal: %w", err)
 	}
 	l.lines = 0
+	l.synced = l.written.Load()
 	return nil
 }
 
 // write records vms, pools and epoch: the line of what changed since the
-// last write, appended and fsync'd, or a compaction when the journal is
-// long.
-func (l *recordLog) write(vms map[string]vmEntry, pools map[string]string, epoch int64) error {
+// last write, appended (not yet durable: sync its number), or a
+// compaction when the journal is long (durable: number 0). The agent's
+// lock must be held.
+func (l *recordLog) write(vms map[string]vmEntry, pools map[string]string, epoch int64) (uint64, error) {
 	var d recordDelta
 	for name, e := range vms {
 		if old, ok := l.vms[name]; !ok || !sameEntry(old, e) {
@@ -272,37 +295,67 @@ func (l *recordLog) write(vms map[string]vmEntry, pools map[string]string, epoch
 		d.LeaderEpoch = epoch
 	}
 	if d.Put == nil && d.Gone == nil && d.Pools == nil && d.LeaderEpoch == 0 {
-		return nil
+		return 0, nil
 	}
 	l.vms, l.pools, l.epoch = vms, pools, epoch
 	if l.dir == "" {
-		return nil
+		return 0, nil
 	}
 	if l.lines >= max(journalMin, len(vms)+len(pools)) {
-		return l.compact()
+		return 0, l.compact()
 	}
 	slices.SortFunc(d.Put, func(a, b vmEntry) int { return strings.Compare(a.Spec.Name, b.Spec.Name) })
 	slices.Sort(d.Gone)
 	line, err := json.Marshal(d)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	f, err := os.OpenFile(filepath.Join(l.dir, journalFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return fmt.Errorf("save the agent's record: %w", err)
+	if l.f == nil {
+		f, err := os.OpenFile(filepath.Join(l.dir, journalFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return 0, fmt.Errorf("save the agent's record: %w", err)
+		}
+		l.smu.Lock()
+		l.f = f
+		l.smu.Unlock()
 	}
-	_, err = f.Write(append(line, '\n'))
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("save the agent's record: %w", err)
+	if _, err := l.f.Write(append(line, '\n')); err != nil {
+		return 0, fmt.Errorf("save the agent's record: %w", err)
 	}
 	l.lines++
+	return l.written.Add(1), nil
+}
+
+// sync makes the lines up to n durable, with those written since (one
+// fsync for all the operations waiting); 0 is nothing to sync.
+func (l *recordLog) sync(n uint64) error {
+	if n == 0 {
+		return nil
+	}
+	l.smu.Lock()
+	defer l.smu.Unlock()
+	if l.synced >= n {
+		return nil
+	}
+	upTo := l.written.Load()
+	if err := l.f.Sync(); err != nil {
+		return fmt.Errorf("save the agent's record: %w", err)
+	}
+	l.synced = upTo
+	l.syncs++
 	return nil
+}
+
+// close closes the journal.
+func (l *recordLog) close() error {
+	l.smu.Lock()
+	defer l.smu.Unlock()
+	if l.f == nil {
+		return nil
+	}
+	err := l.f.Close()
+	l.f = nil
+	return err
 }
 
 func sameEntry(a, b vmEntry) bool {
@@ -310,8 +363,19 @@ func sameEntry(a, b vmEntry) bool {
 }
 
 // saveLocked records the agent's VMs, its hosts' pools and the leader
-// epoch (what changed since the last save); a.mu must be held.
-func (a *Agent) saveLocked() error {
+// epoch (what changed since the last save) and returns the number to
+// sync; a.mu must be held. Call saveAndUnlock, or sync the number after
+// unlocking a.mu, before answering: the change is durable then.
+func (a *Agent) saveLocked() uint64 {
+	n, err := a.writeRecordLocked()
+	if err != nil {
+		a.log.Error().Err(err).Msg("save record")
+	}
+	return n
+}
+
+// writeRecordLocked appends what changed to the record.
+func (a *Agent) writeRecordLocked() (uint64, error) {
 	vms := make(map[string]vmEntry, len(a.vms))
 	for _, v := range a.vms {
 		e := vmEntry{Spec: v.spec, Boot: v.boot.Seconds()}
@@ -325,11 +389,33 @@ func (a *Agent) saveLocked() error {
 	for _, h := range a.hosts {
 		pools[h.cfg.Name] = h.pool
 	}
-	if err := a.records.write(vms, pools, a.epoch); err != nil {
+	return a.records.write(vms, pools, a.epoch)
+}
+
+// saveAndUnlock saves the record, unlocks a.mu and waits until the change
+// is durable (sharing the fsync of the operations waiting with it).
+func (a *Agent) saveAndUnlock() {
+	n := a.saveLocked()
+	a.mu.Unlock()
+	a.syncRecord(n)
+}
+
+// syncRecord waits until the record's line n is durable.
+func (a *Agent) syncRecord(n uint64) {
+	if err := a.records.sync(n); err != nil {
 		a.log.Error().Err(err).Msg("save record")
+	}
+}
+
+// saveSyncedLocked saves the record and waits until it is durable, a.mu
+// held: for what must be on disk before anything else happens (a new
+// leader's epoch).
+func (a *Agent) saveSyncedLocked() error {
+	n, err := a.writeRecordLocked()
+	if err != nil {
 		return err
 	}
-	return nil
+	return a.records.sync(n)
 }
 
 // RecordedVMs reads the record an agent keeps in dataDir (its snapshot

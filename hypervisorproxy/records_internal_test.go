@@ -49,7 +49,7 @@ func TestRecordJournal(t *testing.T) {
 	for i := range 500 {
 		vms[fmt.Sprint("vm-", i)] = entry(fmt.Sprint("vm-", i), "h0", 1)
 	}
-	if err := l.write(clone(vms), clone(pools), 0); err != nil {
+	if _, err := l.write(clone(vms), clone(pools), 0); err != nil {
 		t.Fatal(err)
 	}
 	// One more VM, one resized, one gone, a pool switched, a new epoch.
@@ -59,7 +59,7 @@ func TestRecordJournal(t *testing.T) {
 	delete(vms, "vm-9")
 	pools["h1"] = "render"
 	size := journalSize(t, dir)
-	if err := l.write(clone(vms), clone(pools), 3); err != nil {
+	if _, err := l.write(clone(vms), clone(pools), 3); err != nil {
 		t.Fatal(err)
 	}
 	line := readLines(t, dir)[1]
@@ -68,7 +68,7 @@ func TestRecordJournal(t *testing.T) {
 	if line != want || journalSize(t, dir)-size != int64(len(want)+1) {
 		t.Errorf("the line of the change: %s\nwant %s", line, want)
 	}
-	if err := l.write(clone(vms), clone(pools), 3); err != nil || len(readLines(t, dir)) != 2 {
+	if n, err := l.write(clone(vms), clone(pools), 3); err != nil || n != 0 || len(readLines(t, dir)) != 2 {
 		t.Errorf("a write with no change: %v, %d lines", err, len(readLines(t, dir)))
 	}
 
@@ -86,7 +86,7 @@ func TestRecordJournal(t *testing.T) {
 	}
 	for i := range 2000 {
 		vms[fmt.Sprint("vm-", i%500)] = entry(fmt.Sprint("vm-", i%500), "h1", 1+i%3)
-		if err := l.write(clone(vms), clone(pools), 3); err != nil {
+		if _, err := l.write(clone(vms), clone(pools), 3); err != nil {
 			t.Fatal(err)
 		}
 		if n := len(readLines(t, dir)); n > len(vms)+len(pools) {
@@ -155,6 +155,60 @@ func appendTo(t *testing.T, dir, s string) {
 	}
 	defer f.Close()
 	if _, err := f.WriteString(s); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRecordGroupSync: lines written before a sync are made durable by
+// one fsync, which the later syncs of those lines share; a line written
+// after it needs another; a compaction makes every line durable.
+func TestRecordGroupSync(t *testing.T) {
+	dir := t.TempDir()
+	_, l, err := openRecordLog(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pools := map[string]string{"h0": "render"}
+	vms := map[string]vmEntry{}
+	var ns []uint64
+	for i := range 3 {
+		vms[fmt.Sprint("vm-", i)] = entry(fmt.Sprint("vm-", i), "h0", 1)
+		n, err := l.write(clone(vms), clone(pools), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ns = append(ns, n)
+	}
+	for _, n := range []uint64{ns[0], ns[2], ns[1]} {
+		if err := l.sync(n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if l.syncs != 1 {
+		t.Errorf("three lines synced in any order: %d fsyncs, want 1", l.syncs)
+	}
+	vms["late"] = entry("late", "h0", 1)
+	n, err := l.write(clone(vms), clone(pools), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.sync(n); err != nil || l.syncs != 2 {
+		t.Errorf("a line written after the sync: %v, %d fsyncs, want 2", err, l.syncs)
+	}
+	vms["again"] = entry("again", "h0", 1)
+	if n, err = l.write(clone(vms), clone(pools), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.compact(); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.sync(n); err != nil || l.syncs != 2 {
+		t.Errorf("a line compacted into the snapshot: %v, %d fsyncs, want 2 (none more)", err, l.syncs)
+	}
+	if got, _, _ := state(t, dir); !cmp.Equal(vms, got, addrs) {
+		t.Errorf("the record read back: %s", cmp.Diff(vms, got, addrs))
+	}
+	if err := l.close(); err != nil {
 		t.Fatal(err)
 	}
 }
