@@ -184,9 +184,9 @@ func printScale(w io.Writer, rs []lab.ScaleResult) {
 		table = append(table, []string{fmt.Sprintf("%d (%d)", r.Row.Hosts, r.Clusters), fmt.Sprintf("%d at %.0f/s", r.Submitted, r.SubmitPerS),
 			fmt.Sprintf("%.0f / %.0f / %.0f", r.Placements.Mean, r.Placements.P50, r.Placements.P99), drained,
 			fmt.Sprintf("%.0f/s", r.StreamPerS), fmt.Sprintf("%.2f / %.2f s", r.Latency.P50, r.Latency.P99),
-			fmt.Sprintf("%.0f MiB", r.RSSMaxMiB), fmt.Sprintf("%.2f", r.CPUMean), round,
+			fmt.Sprintf("%.0f MiB", r.RSSMaxMiB), fmt.Sprintf("%.2f", r.CPUMean), round, fmt.Sprintf("%.0f%%", r.ReusedPct),
 			fmt.Sprintf("%.0f/s", r.CommitsPerS), fmt.Sprintf("%.0f / %.0f ms", r.JobsListMs.P99, r.DashboardMs.P99)})
 	}
 	writeColumns(w, []string{"HOSTS (CLUSTERS)", "BACKLOG", "PLACEMENTS/S MEAN/P50/P99", "DRAINED", "STREAM", "LATENCY P50/P99",
-		"RSS MAX", "CPU", "ROUND (ENDED)", "COMMITS", "JOBS/DASHBOARD P99"}, table)
+		"RSS MAX", "CPU", "ROUND (ENDED)", "REUSED", "COMMITS", "JOBS/DASHBOARD P99"}, table)
 }

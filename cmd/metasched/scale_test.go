@@ -50,6 +50,9 @@ func TestScaleExperiment(t *testing.T) {
 	if num("placements_mean") <= 0 || num("latency_p99_s") <= 0 || num("rss_max_mib") <= 0 || num("store_mib") <= 0 || num("commits_per_s") <= 0 {
 		t.Errorf("scale.csv: %v: want placements, latencies, memory, a store and its commits", row)
 	}
+	if p := num("plans_reused_pct"); !(p >= 0 && p < 100) {
+		t.Errorf("scale.csv: plans_reused_pct %g: want a share of the plans, some searched", p)
+	}
 	samples, err := os.ReadFile(filepath.Join(out, "scale-samples.csv"))
 	if err != nil {
 		t.Fatal(err)

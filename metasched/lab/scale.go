@@ -84,6 +84,9 @@ type ScaleSample struct {
 	Rounds   int     // dispatch rounds planned in the sample
 	Commits  float64 // store write transactions in the sample
 	StoreMiB float64 // the store's file
+	// Searched and Reused are the dispatch rounds' plans in the sample:
+	// searched, or reused from a job of the same shape.
+	Searched, Reused int
 }
 
 // Stats are the mean, median and 99th percentile of samples.
@@ -120,7 +123,10 @@ type ScaleResult struct {
 	RSSMaxMiB, CPUMean, RoundMeanMs, CommitsPerS, StoreMiB float64
 	// RoundsEnded counts the dispatch rounds that ended in the drain (0:
 	// one round lasted the whole drain).
-	RoundsEnded             int
+	RoundsEnded int
+	// ReusedPct is the share of the drain's plans reused from a job of
+	// the same shape on the same free host counts, in %.
+	ReusedPct               float64
 	JobsListMs, DashboardMs Stats
 	Samples                 []ScaleSample
 }
@@ -351,11 +357,16 @@ executor: {name: emulated, time_scale: 0.0001}
 		commits = append(commits, s.Commits)
 		res.StoreMiB = max(res.StoreMiB, s.StoreMiB)
 	}
+	searched, reused := 0, 0
 	for _, s := range drain { // a round that ends in the last sample counts
+		searched, reused = searched+s.Searched, reused+s.Reused
 		if s.Rounds > 0 {
 			rounds = append(rounds, float64(s.Rounds))
 			roundMs = append(roundMs, s.RoundMs*float64(s.Rounds))
 		}
+	}
+	if n := searched + reused; n > 0 {
+		res.ReusedPct = 100 * float64(reused) / float64(n)
 	}
 	res.Placements = stats(placed)
 	res.CPUMean = stats(cpu).Mean
@@ -510,6 +521,7 @@ type metricsRead struct {
 	cpu, rss             float64
 	roundSum, roundCount float64
 	commits, store       float64
+	searched, reused     float64
 }
 
 // scrape reads the daemon's /metrics.
@@ -563,6 +575,10 @@ func (m *scaleMeter) scrape(ctx context.Context) (metricsRead, error) {
 			r.commits = x
 		case name == "metasched_store_size_bytes":
 			r.store = x
+		case name == `metasched_dispatch_plans_total{how="searched"}`:
+			r.searched = x
+		case name == `metasched_dispatch_plans_total{how="reused"}`:
+			r.reused = x
 		}
 	}
 	r.placed = total - r.queued
@@ -588,7 +604,8 @@ func (m *scaleMeter) sample(ctx context.Context, phase string, done <-chan struc
 			}
 			defer func() { prev = r }()
 			s := ScaleSample{Phase: phase, T: r.at.Sub(m.start).Seconds(), Placed: r.placed - prev.placed, Queued: r.queued,
-				RSSMiB: r.rss / (1 << 20), Rounds: int(r.roundCount - prev.roundCount), Commits: r.commits - prev.commits, StoreMiB: r.store / (1 << 20)}
+				RSSMiB: r.rss / (1 << 20), Rounds: int(r.roundCount - prev.roundCount), Commits: r.commits - prev.commits, StoreMiB: r.store / (1 << 20),
+				Searched: int(r.searched - prev.searched), Reused: int(r.reused - prev.reused)}
 			if dt := r.at.Sub(prev.at).Seconds(); dt > 0 {
 				s.CPU = (r.cpu - prev.cpu) / dt
 			}
