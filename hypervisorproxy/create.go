@@ -108,14 +108,14 @@ func (a *Agent) CreateVM(ctx context.Context, spec VMSpec) (VM, error) {
 	v.boot = boot
 	v.spec.VCPUs, v.spec.MemoryMiB = d.VCPUs, d.MemoryMiB
 	n := a.saveLocked()
-	out := a.vmLocked(v, map[string]Domain{d.Name: d})
-	a.mu.Unlock()
-	a.syncRecord(n)
 	ll := l.With().Int("vcpus", d.VCPUs).Int("memory_mib", d.MemoryMiB)
 	if img != nil {
 		ll = ll.Dur("boot", boot)
 	}
 	logDone(ll.Logger(), start, nil, "vm created")
+	out := a.vmLocked(v, map[string]Domain{d.Name: d})
+	a.mu.Unlock()
+	a.syncRecord(n)
 	return out, nil
 }
 

@@ -1,8 +1,8 @@
 package metasched_test
 
 import (
-	"bytes"
 	"context"
+	"io"
 	"net"
 	"path/filepath"
 	"strings"
@@ -43,7 +43,7 @@ func (r *remoteAgent) start() {
 		r.t.Fatal(err)
 	}
 	r.addr = ln.Addr().String()
-	log := zerolog.New(&bytes.Buffer{})
+	log := zerolog.New(io.Discard) // concurrent writes: a bytes.Buffer raced
 	site := r.site
 	a, err := hp.New(context.Background(), hp.Config{Site: &site, Token: r.token, TLS: r.creds, Grid: r.grid, Connect: virt.Connector(log), Logger: log})
 	if err != nil {

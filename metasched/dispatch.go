@@ -57,13 +57,18 @@ func (d *Daemon) dispatch(ctx context.Context) {
 	d.metrics.rounds.WithLabelValues("planned").Inc()
 	start := time.Now()
 	defer func() { d.metrics.round.Observe(time.Since(start).Seconds()) }()
-	rp := &roundPlanner{d: d, ctx: ctx, now: d.now()}
+	// The pools' rounds run at once: their hosts are disjoint, and each
+	// plans on a grid of its own (one core each).
+	now := d.now()
+	var wg sync.WaitGroup
 	for _, jt := range d.types {
-		if ctx.Err() != nil {
-			return
-		}
-		d.dispatchPool(ctx, jt.Name, rp)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d.dispatchPool(ctx, jt.Name, &roundPlanner{d: d, ctx: ctx, now: now})
+		}()
 	}
+	wg.Wait()
 }
 
 // roundKeyLocked sums up what a dispatch round depends on: each host's
@@ -178,8 +183,8 @@ func (d *Daemon) poolHostsLocked(pool string) []dispatch.Host {
 	return out
 }
 
-// roundPlanner is the dispatch round's dispatch.Planner: GramVM on the
-// live grid, prepared once per round (gramvm.Prepared: the running jobs'
+// roundPlanner is a pool's dispatch round's dispatch.Planner: GramVM on
+// the live grid, prepared once per round (gramvm.Prepared: the running jobs'
 // load, the graphs, the searches of each shape on the same free host
 // counts), with at most one bandwidth tuning evaluated per round.
 type roundPlanner struct {
@@ -240,7 +245,14 @@ func (p *roundPlanner) Plan(dj *dispatch.Job, free map[string][]string) dispatch
 		return dispatch.Outcome{Placement: pl}
 	}
 	p.tuned = true
-	if !d.tune(p.ctx, j, free, p.running) {
+	// One tuning is carried out at a time: the pools' rounds evaluate
+	// theirs in turn, each when none is being carried out.
+	d.tuneMu.Lock()
+	defer d.tuneMu.Unlock()
+	d.mu.Lock()
+	busy := d.tuningActive > 0
+	d.mu.Unlock()
+	if busy || !d.tune(p.ctx, j, free, p.running) {
 		return dispatch.Outcome{Placement: pl}
 	}
 	d.mu.Lock()
