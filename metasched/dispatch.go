@@ -102,17 +102,15 @@ func (d *Daemon) dispatchPool(ctx context.Context, pool string, rp *roundPlanner
 		MaxClaims: maxClaims}
 	queue := d.index.queues[pool]
 	in.Queue = make([]dispatch.Job, len(queue))
-	rp.jobs = make(map[string]*liveJob, len(queue))
 	for i, j := range queue {
 		in.Queue[i] = dispatch.Job{ID: j.id(), Spec: j.spec, Submitted: j.submitted}
 		if w := j.tuning; w != nil {
 			in.Queue[i].Tuning = &dispatch.Tuning{Hosts: w.hosts, Reason: w.reason()}
 		}
-		rp.jobs[j.id()] = j
 	}
 	d.mu.Unlock()
 	res := dispatch.Round(ctx, in, rp)
-	var claims []*dispatch.Decision
+	var claims []claimed
 	d.mu.Lock()
 	delete(d.noRoom, pool)
 	if res.NoRoom != "" {
@@ -122,16 +120,18 @@ func (d *Daemon) dispatchPool(ctx context.Context, pool string, rp *roundPlanner
 		}
 		d.noRoom[pool] = nr
 	}
-	for i := range res.Decisions {
-		dec := &res.Decisions[i]
-		if dec.Claim != nil {
-			claims = append(claims, dec)
-			continue
+	for _, dec := range res.Decisions {
+		j := d.jobs[dec.Job]
+		switch {
+		case j == nil: // ended (cancelled) during the round
+		case dec.Claim != nil:
+			claims = append(claims, claimed{j, dec.Claim})
+		default:
+			j.waiting = dec.Why
 		}
-		rp.jobs[dec.Job].waiting = dec.Why
 	}
 	d.mu.Unlock()
-	d.claimAll(ctx, claims, rp.jobs)
+	d.claimAll(ctx, claims)
 	if res.Capped {
 		d.kick() // the rest of the queue in the next round
 	}
@@ -147,11 +147,17 @@ const maxClaims = 256
 // plans' commits share the store's transactions (group commit).
 const claimParallel = 64
 
+// claimed is a job a round claimed, and its placement.
+type claimed struct {
+	j  *liveJob
+	pl *gramvm.Placement
+}
+
 // claimAll carries out a round's claims, concurrently (each job acts once
 // its own plan is committed), and returns when all are done.
-func (d *Daemon) claimAll(ctx context.Context, claims []*dispatch.Decision, jobs map[string]*liveJob) {
+func (d *Daemon) claimAll(ctx context.Context, claims []claimed) {
 	if len(claims) == 1 {
-		d.claim(ctx, jobs[claims[0].Job], claims[0].Claim)
+		d.claim(ctx, claims[0].j, claims[0].pl)
 		return
 	}
 	var wg sync.WaitGroup
@@ -161,7 +167,7 @@ func (d *Daemon) claimAll(ctx context.Context, claims []*dispatch.Decision, jobs
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			d.claim(ctx, jobs[c.Job], c.Claim)
+			d.claim(ctx, c.j, c.pl)
 		}()
 	}
 	wg.Wait()
@@ -188,10 +194,9 @@ func (d *Daemon) poolHostsLocked(pool string) []dispatch.Host {
 // load, the graphs, the searches of each shape on the same free host
 // counts), with at most one bandwidth tuning evaluated per round.
 type roundPlanner struct {
-	d    *Daemon
-	ctx  context.Context
-	now  time.Time
-	jobs map[string]*liveJob // the pool's queued jobs
+	d   *Daemon
+	ctx context.Context
+	now time.Time
 
 	running       []gramvm.RunningJob
 	loaded, empty *gramvm.Prepared
@@ -222,9 +227,10 @@ func (p *roundPlanner) Plan(dj *dispatch.Job, free map[string][]string) dispatch
 	if err := p.prepare(); err != nil {
 		return dispatch.Outcome{Err: err}
 	}
-	d, j := p.d, p.jobs[dj.ID]
+	d := p.d
 	d.mu.Lock()
-	tune := len(p.running) > 0 && !p.tuned && p.now.Sub(j.lastTune) >= tuneEvery && d.tuningActive == 0
+	j := d.jobs[dj.ID]
+	tune := j != nil && len(p.running) > 0 && !p.tuned && p.now.Sub(j.lastTune) >= tuneEvery && d.tuningActive == 0
 	if tune {
 		j.lastTune = p.now
 	}
