@@ -257,10 +257,7 @@ func writeSelectionCSV(w io.Writer, r *selectionReport) error {
 // lines that coincide stay visible (plotx.AddLines). It returns the notes
 // a reader needs beside it.
 func selectionPlot(r *selectionReport) (*plot.Plot, []string, error) {
-	p := plot.New()
-	p.Title.Text = r.title() + ", on " + filepath.Base(r.Grid)
-	p.X.Label.Text = "request, in order of arrival"
-	p.Y.Label.Text = "seconds"
+	p := plotx.New(r.title()+", on "+filepath.Base(r.Grid), "request, in order of arrival", "seconds")
 	p.X.Min, p.X.Max = 0.5, float64(len(r.ArrivalTimes))+0.5
 	p.X.Tick.Marker = requestTicks(len(r.ArrivalTimes))
 	hi := 0.0

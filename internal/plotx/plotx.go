@@ -36,6 +36,13 @@ const (
 	slack = 0.05
 )
 
+// New is a plot with its title and its axes' labels ("" for none).
+func New(title, x, y string) *plot.Plot {
+	p := plot.New()
+	p.Title.Text, p.X.Label.Text, p.Y.Label.Text = title, x, y
+	return p
+}
+
 // Render writes p as "svg" or "png" (Width × Height) with the notes a
 // reader needs beside it: see Draw.
 func Render(w io.Writer, p *plot.Plot, notes []string, format string) error {

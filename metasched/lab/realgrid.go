@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 
@@ -275,9 +274,7 @@ func WritePlot(w io.Writer, rows []Row, format string) error {
 	if len(rows) == 0 {
 		return errors.New("lab: no rows to plot")
 	}
-	p := plot.New()
-	p.Title.Text = "Real grid (Bertogna et al. §4 on QEMU VMs): predicted and measured run time"
-	p.Y.Label.Text = "run time (s)"
+	p := plotx.New("Real grid (Bertogna et al. §4 on QEMU VMs): predicted and measured run time", "", "run time (s)")
 	pred, meas, prog := make(plotter.Values, len(rows)), make(plotter.Values, len(rows)), make(plotter.Values, len(rows))
 	names := make([]string, len(rows))
 	for i, r := range rows {

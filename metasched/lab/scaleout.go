@@ -7,7 +7,6 @@ import (
 	"io"
 	"strconv"
 
-	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 
 	"github.com/metasched/metasched/internal/plotx"
@@ -62,10 +61,7 @@ func WriteScalePlot(w io.Writer, rs []ScaleResult, format string) error {
 	if len(rs) == 0 {
 		return errors.New("lab: no rows to plot")
 	}
-	p := plot.New()
-	p.Title.Text = "The daemon at grid scale: placements per second against hosts"
-	p.X.Label.Text = "hosts (simulated)"
-	p.Y.Label.Text = "jobs placed per second (one-second samples)"
+	p := plotx.New("The daemon at grid scale: placements per second against hosts", "hosts (simulated)", "jobs placed per second (one-second samples)")
 	top, lo, hi := 0.0, float64(rs[0].Row.Hosts), float64(rs[0].Row.Hosts)
 	for i, series := range []struct {
 		name string
@@ -104,10 +100,7 @@ func WriteScaleQueuePlot(w io.Writer, rs []ScaleResult, format string) error {
 	if len(rs) == 0 {
 		return errors.New("lab: no rows to plot")
 	}
-	p := plot.New()
-	p.Title.Text = "The daemon at grid scale: memory against queued jobs"
-	p.X.Label.Text = "jobs queued (while every host is drained)"
-	p.Y.Label.Text = "daemon's resident memory, MiB"
+	p := plotx.New("The daemon at grid scale: memory against queued jobs", "jobs queued (while every host is drained)", "daemon's resident memory, MiB")
 	top, right := 0.0, 0.0
 	var notes []string
 	for i, r := range rs {

@@ -103,10 +103,7 @@ func (s series) lines() []plotx.Line {
 // (WritePlot).
 func Plot(e *Experiment, rows []Row) (*plot.Plot, error) {
 	s := seriesOf(rows)
-	p := plot.New()
-	p.Title.Text = fmt.Sprintf("%s (%s)", e.Title, e.Source)
-	p.X.Label.Text = e.XLabel
-	p.Y.Label.Text = "mean holding cost Σ c·j"
+	p := plotx.New(fmt.Sprintf("%s (%s)", e.Title, e.Source), e.XLabel, "mean holding cost Σ c·j")
 	lines := s.lines()
 	lo, hi := math.Inf(1), math.Inf(-1)
 	for _, l := range lines {
