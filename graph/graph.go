@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync"
 
 	yb "github.com/yourbasic/graph"
 )
@@ -45,6 +46,9 @@ type Graph struct {
 	tree *yb.Immutable
 	// up is that tree rooted at cluster 0, for its paths.
 	up rootedTree
+	// rows are the WidestFrom rows computed so far.
+	rowsMu sync.Mutex
+	rows   [][]float64
 }
 
 // New validates grid and builds its cluster graph, its edges in Kruskal's

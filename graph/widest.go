@@ -52,14 +52,24 @@ func (g *Graph) rootTree() rootedTree {
 // WidestFrom returns, for every cluster c, the bandwidth B(c, m) in Mbit/s
 // of the widest path between c and m: the largest bottleneck bandwidth over
 // all paths, which is the smallest link bandwidth on their path in the
-// maximum-bandwidth spanning tree. B(m, m) is +Inf. O(n).
+// maximum-bandwidth spanning tree. B(m, m) is +Inf. O(n): the row is
+// computed once per graph (the graph does not change) and copied out, so
+// that the many plans of one graph share it. Safe for concurrent use.
 func (g *Graph) WidestFrom(m int) []float64 {
-	b := make([]float64, g.Len())
-	b[m] = math.Inf(1)
-	yb.BFS(g.tree, m, func(v, w int, c int64) {
-		b[w] = min(b[v], g.edges[c].Mbps)
-	})
-	return b
+	g.rowsMu.Lock()
+	defer g.rowsMu.Unlock()
+	if g.rows == nil {
+		g.rows = make([][]float64, g.Len())
+	}
+	if g.rows[m] == nil {
+		b := make([]float64, g.Len())
+		b[m] = math.Inf(1)
+		yb.BFS(g.tree, m, func(v, w int, c int64) {
+			b[w] = min(b[v], g.edges[c].Mbps)
+		})
+		g.rows[m] = b
+	}
+	return slices.Clone(g.rows[m])
 }
 
 // Widest returns B(c, m) for every pair: the matrix of WidestFrom rows.

@@ -165,6 +165,7 @@ type Daemon struct {
 	cal          calibration    // the calibration's figures and its measurement under way (calibration.go)
 	tuningActive int            // accepted tuning decisions being carried out
 	tuneMu       sync.Mutex     // orders the pools' rounds' tuning evaluations (taken before mu)
+	lastTuneEval time.Time      // the last tuning evaluation (tuneGap)
 	migrating    map[string]int // tuning migrations in flight per host and "lan:CLUSTER"
 	seq          int            // switch IDs: the number of the last one
 	// switchSteps counts the switches' steps: refresh reconciles a host's

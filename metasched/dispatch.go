@@ -222,7 +222,8 @@ func (p *roundPlanner) prepare() error {
 
 // Plan plans a job on the free hosts with the links as the running jobs
 // leave them, and evaluates bandwidth tuning for it when something holds
-// the plan back (at most once a round, and for a job every tuneEvery).
+// the plan back (for a job every tuneEvery, and for any job at most once
+// a round and every tuneGap).
 func (p *roundPlanner) Plan(dj *dispatch.Job, free map[string][]string) dispatch.Outcome {
 	if err := p.prepare(); err != nil {
 		return dispatch.Outcome{Err: err}
@@ -230,7 +231,8 @@ func (p *roundPlanner) Plan(dj *dispatch.Job, free map[string][]string) dispatch
 	d := p.d
 	d.mu.Lock()
 	j := d.jobs[dj.ID]
-	tune := j != nil && len(p.running) > 0 && !p.tuned && p.now.Sub(j.lastTune) >= tuneEvery && d.tuningActive == 0
+	tune := j != nil && len(p.running) > 0 && !p.tuned && p.now.Sub(j.lastTune) >= tuneEvery && d.tuningActive == 0 &&
+		p.now.Sub(d.lastTuneEval) >= tuneGap
 	if tune {
 		j.lastTune = p.now
 	}
@@ -256,7 +258,10 @@ func (p *roundPlanner) Plan(dj *dispatch.Job, free map[string][]string) dispatch
 	d.tuneMu.Lock()
 	defer d.tuneMu.Unlock()
 	d.mu.Lock()
-	busy := d.tuningActive > 0
+	busy := d.tuningActive > 0 || p.now.Sub(d.lastTuneEval) < tuneGap
+	if !busy {
+		d.lastTuneEval = p.now
+	}
 	d.mu.Unlock()
 	if busy || !d.tune(p.ctx, j, free, p.running) {
 		return dispatch.Outcome{Placement: pl}
