@@ -116,11 +116,6 @@ func (ix *jobIndex) hostsOf(lj *liveJob) {
 	lj.hosts = now
 }
 
-// queuedLocked is the pool's queue, oldest first (a copy).
-func (d *Daemon) queuedLocked(pool string) []*liveJob {
-	return slices.Clone(d.index.queues[pool])
-}
-
 // countsLocked is the pool's count of live jobs.
 func (d *Daemon) countsLocked(pool string) poolCount {
 	if c := d.index.counts[pool]; c != nil {
