@@ -2,8 +2,11 @@ package selection
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/metasched/metasched/graph"
 )
 
 func benchProblem(b *testing.B, n int, seed uint64) Problem {
@@ -57,4 +60,59 @@ func BenchmarkExhaustive16(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// scaleGrid is the grid of the scale experiment (metasched/lab.ScaleGrid):
+// clusters of 20 to 50 machines of 8 cores, of 1 to 4 Gops/s, uplinks of
+// 100 to 160 Mbit/s, along a chain of links of 200 to 240 Mbit/s with a
+// 20 Mbit/s link every tenth.
+func scaleGrid(b *testing.B, hosts int) *graph.Graph {
+	b.Helper()
+	rng := rand.New(rand.NewPCG(1, 0x5ca1e))
+	var grid graph.Grid
+	for left, c := hosts, 0; left > 0; c++ {
+		n := min(20+rng.IntN(31), left)
+		if left-n < 20 && left-n > 0 {
+			n = left
+		}
+		left -= n
+		grid.Clusters = append(grid.Clusters, graph.Cluster{Name: fmt.Sprintf("c%d", c), Machines: n, Cores: 8, MemoryMiB: 16384,
+			Perf: float64(1+c%4) * 1e9, LANMbps: 1000, UplinkMbps: float64(100 + 10*(c%7))})
+		if c > 0 {
+			mbps := float64(200 + 5*(c%9))
+			if c%10 == 0 {
+				mbps = 20
+			}
+			grid.Links = append(grid.Links, graph.Link{Between: [2]string{fmt.Sprintf("c%d", c-1), fmt.Sprintf("c%d", c)}, Mbps: mbps})
+		}
+	}
+	g, err := graph.New(&grid)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return g
+}
+
+// BenchmarkHillClimbScale: the plans of the scale experiment's jobs (1 to
+// 8 tasks of 1 Gop and 1 MB, one vCPU) on its grid of 5,000 hosts (147
+// clusters), every machine free: one search per task count.
+func BenchmarkHillClimbScale(b *testing.B) {
+	g := scaleGrid(b, 5000)
+	var evals int
+	for b.Loop() {
+		evals = 0
+		for tasks := 1; tasks <= 8; tasks++ {
+			job := &Job{Name: "j", Type: "a", Tasks: tasks, TaskOps: 1e9, TaskBytes: 1e6, Efficiency: DefaultEfficiency, VM: VM{VCPUs: 1, MemoryMiB: 1024}}
+			pl, err := NewPlanner(Problem{Graph: g, Job: job})
+			if err != nil {
+				b.Fatal(err)
+			}
+			p, err := pl.HillClimb(context.Background(), Options{Master: -1})
+			if err != nil {
+				b.Fatal(err)
+			}
+			evals += p.Evaluations
+		}
+	}
+	b.ReportMetric(float64(evals)/8, "evals/plan")
 }

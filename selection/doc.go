@@ -75,8 +75,10 @@
 //     the other clusters' free machines and own uplinks), it climbs with
 //     that master fixed from the master alone, and moves there when the
 //     result is better, descending again. The order stops where the bound
-//     cannot beat the current rate; a fixed-master climb is remembered
-//     across restarts.
+//     cannot beat the current rate, and skips a master around which no
+//     plan can end by the best t* so far (no cluster ends a task before a
+//     slot's task time and its input's transfer); a fixed-master climb is
+//     remembered across restarts.
 //  3. Restarts from every zone, as in the paper.
 //
 // On the plateaus of t* the climb ascends in its own order: t*, then the

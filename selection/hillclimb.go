@@ -387,18 +387,18 @@ func (h *climb) wider(s *search) {
 	if h.fixed {
 		return
 	}
-	bound := pl.masterBounds()
+	pl.masterBounds()
 	members, others := 0, 0
-	for _, c := range pl.masterOrder { // by bound: the best-looking masters first
+	for _, c := range pl.masterOrder { // by fluid bound: the best-looking masters first
 		switch {
 		case c == v.m:
 		case h.in[c] && members < listCap:
 			members++
-			s.offer(move{master: c, skip: -1, add: -1}, bound[c])
-			s.offer(move{master: c, skip: v.m, add: -1}, bound[c])
+			s.offer(move{master: c, skip: -1, add: -1}, pl.masterBound(c))
+			s.offer(move{master: c, skip: v.m, add: -1}, pl.masterBound(c))
 		case !h.in[c] && others < listCap:
 			others++
-			s.offer(move{master: c, skip: -1, add: c}, bound[c])
+			s.offer(move{master: c, skip: -1, add: c}, pl.masterBound(c))
 		}
 	}
 }
@@ -437,13 +437,13 @@ func (h *climb) descend(ctx context.Context) error {
 // better), is kept up to date.
 func (h *climb) jump(ctx context.Context, inc **candidate) error {
 	pl := h.pl
-	bound := pl.masterBounds()
+	pl.masterBounds()
 	T := float64(pl.job.Tasks)
 	for i, m := range pl.masterOrder {
-		if i == listCap || T > bound[m]*(*inc).s.t*(1+pruneSlack) {
-			return nil
+		if i == listCap || T > pl.fluidBound[m]*(*inc).s.t*(1+pruneSlack) {
+			return nil // and for the masters after it, of lower fluid bounds
 		}
-		if m == h.v.m {
+		if m == h.v.m || T > pl.masterBound(m)*(*inc).s.t*(1+pruneSlack) {
 			continue
 		}
 		c, err := pl.fixedClimb(ctx, m)
@@ -540,18 +540,19 @@ func (pl *Planner) HillClimb(ctx context.Context, o Options) (Plan, error) {
 	return p, nil
 }
 
-// masterBounds returns, for each candidate master m, an upper bound on the
-// rate of any plan with master m, and sets masterOrder to the candidates
-// by decreasing bound (ties in grid order). The bound is the master
-// cluster's own rate plus the lesser of two ceilings on the workers: the
-// master's uplink, which every byte to or from another cluster crosses
-// (rate_c ≤ b_c/Comm ≤ s_c/Comm, and the shares s_c sum to the uplink),
-// and the sum over the other clusters of what their free machines and own
-// uplinks allow. O(n log n) once.
-func (pl *Planner) masterBounds() []float64 {
-	if pl.bound != nil {
-		return pl.bound
+// masterBounds sets, for each candidate master m, fluidBound[m], an upper
+// bound on the capped fluid rate of any plan with master m, and
+// masterOrder, the candidates by decreasing fluid bound (ties in grid
+// order). The bound is the master cluster's own rate plus the lesser of
+// two ceilings on the workers: the master's uplink, which every byte to or
+// from another cluster crosses (rate_c ≤ b_c/Comm ≤ s_c/Comm, and the
+// shares s_c sum to the uplink), and the sum over the other clusters of
+// what their free machines and own uplinks allow. O(n log n) once.
+func (pl *Planner) masterBounds() {
+	if pl.fluidBound != nil {
+		return
 	}
+	pl.fluidBound = make([]float64, pl.n)
 	pl.bound = make([]float64, pl.n)
 	j := pl.job
 	alone := make([]float64, pl.n)
@@ -569,19 +570,48 @@ func (pl *Planner) masterBounds() []float64 {
 			workers = min(workers, pl.up[m]/j.TaskBytes)
 		}
 		// A relative margin covers the rounding of the sums.
-		pl.bound[m] = (pl.size(m, m, 1, nil).rate + workers) * (1 + pruneSlack)
+		pl.fluidBound[m] = (pl.size(m, m, 1, nil).rate + workers) * (1 + pruneSlack)
 	}
 	pl.masterOrder = slices.Clone(pl.cand)
 	slices.SortStableFunc(pl.masterOrder, func(a, b int) int {
 		switch {
-		case pl.bound[a] > pl.bound[b]:
+		case pl.fluidBound[a] > pl.fluidBound[b]:
 			return -1
-		case pl.bound[a] < pl.bound[b]:
+		case pl.fluidBound[a] < pl.fluidBound[b]:
 			return 1
 		}
 		return 0
 	})
-	return pl.bound
+}
+
+// masterBound returns an upper bound on T/t* for any plan with master m,
+// where t* is its run time by whole tasks: the lesser of the fluid bound
+// (t* ≥ T/R) and T over the earliest a task can end in such a plan. No
+// cluster c ends a task before one slot's task time and the transfer of
+// its input, σ_c + Comm/b_c (docs/design.md, "Whole tasks"), and b_c is at
+// most the master's LAN in the master's cluster and at most the lesser of
+// the two uplinks in another (the widest path and the master's share only
+// narrow it). Where tasks are few and short, T/R is far below t* and this
+// bound is what prunes the masters of slower clusters. O(n) the first time
+// for each m (call masterBounds first).
+func (pl *Planner) masterBound(m int) float64 {
+	if b := pl.bound[m]; b > 0 {
+		return b
+	}
+	j := pl.job
+	first := pl.sigma[m] + j.TaskBytes/pl.lan[m]
+	for _, c := range pl.cand {
+		if c != m {
+			first = min(first, pl.sigma[c]+j.TaskBytes/min(pl.up[c], pl.up[m]))
+		}
+	}
+	b := pl.fluidBound[m]
+	if first > 0 {
+		// The same relative margin as the fluid bound's.
+		b = min(b, float64(j.Tasks)/first*(1+pruneSlack))
+	}
+	pl.bound[m] = b
+	return b
 }
 
 // zoneHead returns the zone's candidate cluster of largest free·perf (the

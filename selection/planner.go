@@ -46,10 +46,12 @@ type Planner struct {
 	rows [][]float64
 	// rank[c] is c's position in name order, for the last tie-break.
 	rank []int
-	// bound[m] is an upper bound on the rate of plans with master m, and
-	// masterOrder the candidates by decreasing bound (masterBounds).
-	bound       []float64
-	masterOrder []int
+	// fluidBound[m] is an upper bound on the capped fluid rate of plans
+	// with master m, and masterOrder the candidates by decreasing fluid
+	// bound (masterBounds); bound[m] is an upper bound on T/t* of those
+	// plans, no more than fluidBound[m], once computed (masterBound).
+	fluidBound, bound []float64
+	masterOrder       []int
 	// views[m] and fixedBest[m]: the view of master m and the local
 	// optimum of a climb with m fixed, once computed.
 	views     []*view
