@@ -25,6 +25,7 @@ import (
 	"github.com/metasched/metasched/internal/tlsx"
 	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/coordinator"
+	"github.com/metasched/metasched/metasched/credentials"
 	"github.com/metasched/metasched/metasched/executor"
 	"github.com/metasched/metasched/metasched/lifecycle"
 	"github.com/metasched/metasched/metasched/policy"
@@ -186,17 +187,9 @@ type Daemon struct {
 
 	// tls is the daemon's certificate (nil: plain HTTP).
 	tls *tlsx.Source
-	// tokens are the API's tokens but the operator token (tokens.go).
-	tokMu  sync.RWMutex
-	tokens tokenBook
-
-	revokedMu sync.Mutex
-	revoked   map[string]time.Time // logged-out sessions → their expiry
-
-	// credsChanged is closed, and replaced, when a token is made or
-	// revoked or a session logged out (CredentialsChanged).
-	credsMu      sync.Mutex
-	credsChanged chan struct{}
+	// creds are the API's credentials: the tokens and the sessions
+	// logged out (metasched/credentials, a subsystem with its own lock).
+	creds *credentials.Book
 
 	wake     chan struct{}
 	events   chan coordinator.Event
@@ -287,7 +280,8 @@ func NewWithGrid(ctx context.Context, cfg *Config, grid *graph.Grid, opt Options
 	if d.token, err = d.st.Token(ctx); err != nil {
 		return nil, err
 	}
-	if err := d.loadTokens(ctx); err != nil {
+	d.creds = credentials.New(d.st, d.token, d.now, d.log)
+	if err := d.creds.Load(ctx); err != nil {
 		return nil, err
 	}
 	alog := d.log
@@ -347,9 +341,6 @@ func NewWithGrid(ctx context.Context, cfg *Config, grid *graph.Grid, opt Options
 		return nil, err
 	}
 	if err := d.restoreJobs(ctx); err != nil {
-		return nil, err
-	}
-	if err := d.restoreSessions(ctx); err != nil {
 		return nil, err
 	}
 	d.dropExpiredKeys(ctx)
