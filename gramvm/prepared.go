@@ -4,7 +4,6 @@ import (
 	"context"
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/metasched/metasched/selection"
 )
@@ -71,29 +70,18 @@ func (p *Prepared) PlanAvailable(ctx context.Context, job *selection.Job, avail 
 	return p.base.placeOn(ctx, job, avail, opt, p)
 }
 
-// shapeKey is what hill climbing's answer depends on: the job's figures,
-// its VM, its pool (the calibration), its forced master, the options, and
-// each cluster's free hosts.
+// shapeKey is what hill climbing's answer depends on: the job's shape,
+// its pool (the calibration), the options, and each cluster's free hosts.
 func (p *Prepared) shapeKey(job *selection.Job, opt selection.Options, counts []int) string {
-	var b strings.Builder
-	f := func(x float64) { b.WriteString(strconv.FormatFloat(x, 'g', -1, 64)); b.WriteByte('|') }
-	i := func(x int) { b.WriteString(strconv.Itoa(x)); b.WriteByte('|') }
-	b.WriteString(job.Type)
-	b.WriteByte('|')
-	b.WriteString(job.Master)
-	b.WriteByte('|')
-	i(job.Tasks)
-	f(job.TaskOps)
-	f(job.TaskBytes)
-	f(job.Efficiency)
-	i(job.VM.VCPUs)
-	i(job.VM.MemoryMiB)
-	i(opt.Master)
-	i(opt.Restarts)
-	for _, c := range counts {
-		i(c)
+	b := make([]byte, 0, 96+4*len(counts))
+	b = append(b, job.Type...)
+	b = append(b, '|')
+	b = append(b, job.Shape()...)
+	for _, x := range append([]int{opt.Master, opt.Restarts}, counts...) {
+		b = append(b, '|')
+		b = strconv.AppendInt(b, int64(x), 10)
 	}
-	return b.String()
+	return string(b)
 }
 
 // reused is a plan searched for another job of the same shape, made the

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"hash/fnv"
+	"iter"
+	"slices"
 	"sync"
 	"time"
 
@@ -98,16 +100,8 @@ type noRoom struct {
 // the claims carried out.
 func (d *Daemon) dispatchPool(ctx context.Context, pool string, rp *roundPlanner) {
 	d.mu.Lock()
-	in := dispatch.Input{Pool: pool, Hosts: d.poolHostsLocked(pool), Now: d.now(), HoldAfter: d.cfg.HoldAfter, TimeScale: d.timeScale(),
-		MaxClaims: maxClaims}
-	queue := d.index.queues[pool]
-	in.Queue = make([]dispatch.Job, len(queue))
-	for i, j := range queue {
-		in.Queue[i] = dispatch.Job{ID: j.id(), Spec: j.spec, Submitted: j.submitted}
-		if w := j.tuning; w != nil {
-			in.Queue[i].Tuning = &dispatch.Tuning{Hosts: w.hosts, Reason: w.reason()}
-		}
-	}
+	in := dispatch.Input{Pool: pool, Hosts: d.poolHostsLocked(pool), Queue: d.queueOf(pool), Now: d.now(), HoldAfter: d.cfg.HoldAfter,
+		TimeScale: d.timeScale(), MaxClaims: maxClaims}
 	d.mu.Unlock()
 	res := dispatch.Round(ctx, in, rp)
 	var claims []claimed
@@ -136,6 +130,52 @@ func (d *Daemon) dispatchPool(ctx context.Context, pool string, rp *roundPlanner
 		d.kick() // the rest of the queue in the next round
 	}
 }
+
+// queueOf yields the pool's queued jobs, oldest first, read from the index
+// a chunk at a time under d.mu (call it without): a round that stops after
+// a few hundred jobs reads a few hundred, whatever the backlog. Each chunk
+// starts after the last job of the one before, so jobs queued meanwhile
+// after it are read too and a job that left the queue is not.
+func (d *Daemon) queueOf(pool string) iter.Seq[dispatch.Job] {
+	return func(yield func(dispatch.Job) bool) {
+		after := ""
+		chunk := make([]dispatch.Job, 0, queueChunk)
+		for {
+			chunk = chunk[:0]
+			d.mu.Lock()
+			q := d.index.queues[pool]
+			i := 0
+			if after != "" {
+				var found bool
+				if i, found = slices.BinarySearchFunc(q, after, byID); found {
+					i++
+				}
+			}
+			for ; i < len(q) && len(chunk) < queueChunk; i++ {
+				j := q[i]
+				dj := dispatch.Job{ID: j.id(), Spec: j.spec, Submitted: j.submitted}
+				if w := j.tuning; w != nil {
+					dj.Tuning = &dispatch.Tuning{Hosts: w.hosts, Reason: w.reason()}
+				}
+				chunk = append(chunk, dj)
+			}
+			d.mu.Unlock()
+			for _, dj := range chunk {
+				if !yield(dj) {
+					return
+				}
+			}
+			if len(chunk) < queueChunk {
+				return
+			}
+			after = chunk[len(chunk)-1].ID
+		}
+	}
+}
+
+// queueChunk is how many queued jobs a round reads at a time: as many as
+// it claims at most.
+const queueChunk = maxClaims
 
 // maxClaims ends a round at that many claims: they are carried out, and
 // the next round plans the rest of the queue on what they left, at once.

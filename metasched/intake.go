@@ -14,7 +14,6 @@ import (
 	"github.com/metasched/metasched/graph"
 	"github.com/metasched/metasched/internal/yamlx"
 	"github.com/metasched/metasched/metasched/api"
-	"github.com/metasched/metasched/metasched/dispatch"
 	"github.com/metasched/metasched/metasched/lifecycle"
 	"github.com/metasched/metasched/metasched/store"
 	"github.com/metasched/metasched/selection"
@@ -127,7 +126,7 @@ func (d *Daemon) parseJob(ctx context.Context, body []byte) (*selection.Job, err
 // or the figures change, so that a stream of submissions of a few shapes
 // plans a few times, not once each.
 func (d *Daemon) neverRuns(ctx context.Context, j *selection.Job) (string, error) {
-	key := j.Type + "|" + dispatch.ShapeKey(j)
+	key := j.Type + "|" + j.Shape()
 	d.mu.Lock()
 	gen := [2]uint64{d.hostsGen, d.planner.Version()}
 	if why, ok := d.never.get(gen, key); ok {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"path"
+	"strconv"
 	"strings"
 	"time"
 
@@ -368,6 +369,29 @@ func parseInput(m *yamlx.Map) InputFile {
 		}
 	}
 	return in
+}
+
+// Shape is what a job's plan depends on besides the grid and its free
+// hosts: its tasks and their figures, its VM, its placement and its forced
+// master (not its name, type or command). Two jobs of the same shape and
+// pool get the same plan on the same hosts: the dispatcher remembers what
+// did not fit per shape, and planning reuses a search per shape.
+func (j *Job) Shape() string {
+	b := make([]byte, 0, 64)
+	b = strconv.AppendInt(b, int64(j.Tasks), 10)
+	for _, x := range []float64{j.TaskOps, j.TaskBytes, j.Efficiency} {
+		b = append(b, '|')
+		b = strconv.AppendFloat(b, x, 'g', -1, 64)
+	}
+	b = append(b, '|')
+	b = strconv.AppendInt(b, int64(j.VM.VCPUs), 10)
+	b = append(b, '|')
+	b = strconv.AppendInt(b, int64(j.VM.MemoryMiB), 10)
+	b = append(b, '|')
+	b = append(b, j.PlacementOrDefault()...)
+	b = append(b, '|')
+	b = append(b, j.Master...)
+	return string(b)
 }
 
 // Validate applies the rules of ParseJob to a job built in code (a request

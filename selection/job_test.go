@@ -213,3 +213,30 @@ func BenchmarkParseJobManyProblems(b *testing.B) {
 		}
 	}
 }
+
+// TestShape: the shape tells apart jobs whose plans may differ, and only
+// those: the name, type and command do not change a plan.
+func TestShape(t *testing.T) {
+	base := Job{Name: "a", Type: "p", Tasks: 4, TaskOps: 1e9, TaskBytes: 1e6, Efficiency: 0.8, VM: VM{VCPUs: 1, MemoryMiB: 1024}}
+	same := base
+	same.Name, same.Type, same.Command = "b", "q", []string{"true"}
+	if base.Shape() != same.Shape() {
+		t.Errorf("name, type and command change the shape: %q, %q", base.Shape(), same.Shape())
+	}
+	for what, change := range map[string]func(j *Job){
+		"tasks":      func(j *Job) { j.Tasks = 5 },
+		"task_ops":   func(j *Job) { j.TaskOps = 2e9 },
+		"task_bytes": func(j *Job) { j.TaskBytes = 0 },
+		"efficiency": func(j *Job) { j.Efficiency = 0.9 },
+		"vcpus":      func(j *Job) { j.VM.VCPUs = 2 },
+		"memory":     func(j *Job) { j.VM.MemoryMiB = 2048 },
+		"placement":  func(j *Job) { j.Placement = PlaceMET },
+		"master":     func(j *Job) { j.Master = "c1" },
+	} {
+		j := base
+		change(&j)
+		if j.Shape() == base.Shape() {
+			t.Errorf("%s: the shape %q does not change", what, j.Shape())
+		}
+	}
+}

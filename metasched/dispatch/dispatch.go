@@ -11,6 +11,7 @@ package dispatch
 import (
 	"context"
 	"fmt"
+	"iter"
 	"slices"
 	"strings"
 	"time"
@@ -52,8 +53,11 @@ type Input struct {
 	Pool string
 	// Hosts are the hosts serving the pool and ready, in grid order.
 	Hosts []Host
-	// Queue is the pool's queued jobs, oldest first.
-	Queue     []Job
+	// Queue yields the pool's queued jobs, oldest first. The round reads
+	// it only as far as it decides: it stops where the pool has no room
+	// left or at MaxClaims, so a round costs the jobs it considers, not
+	// the backlog.
+	Queue     iter.Seq[Job]
 	Now       time.Time
 	HoldAfter time.Duration
 	// TimeScale is what a plan's second is in the daemon's (the emulated
@@ -171,7 +175,10 @@ func Round(ctx context.Context, in Input, p Planner) Result {
 		}
 	}
 	var out Result
-	for i := range in.Queue {
+	if in.Queue == nil {
+		return out
+	}
+	for j := range in.Queue {
 		if ctx.Err() != nil {
 			break
 		}
@@ -183,7 +190,7 @@ func Round(ctx context.Context, in Input, p Planner) Result {
 			out.Capped = true
 			break
 		}
-		out.Decisions = append(out.Decisions, r.decide(&in.Queue[i]))
+		out.Decisions = append(out.Decisions, r.decide(&j))
 	}
 	return out
 }
@@ -209,7 +216,7 @@ func (r *round) decide(j *Job) Decision {
 		d.Why = j.Tuning.Reason
 		return d
 	}
-	shape := ShapeKey(j.Spec)
+	shape := j.Spec.Shape()
 	baseline := j.Spec.PlacementOrDefault().Baseline()
 	free := r.freeUnheld(j.Spec.VM)
 	why, misfit := r.misfits[shape]
@@ -371,13 +378,6 @@ func withoutHosts(free map[string][]string, held map[string]string) map[string][
 		}
 	}
 	return out
-}
-
-// ShapeKey is what a job's plan depends on besides the hosts: two queued
-// jobs with the same key get the same plan on the same free hosts.
-func ShapeKey(s *selection.Job) string {
-	return fmt.Sprintf("%d|%g|%g|%g|%d|%d|%s|%s", s.Tasks, s.TaskOps, s.TaskBytes, s.Efficiency, s.VM.VCPUs, s.VM.MemoryMiB,
-		s.PlacementOrDefault(), s.Master)
 }
 
 // WaitReason says why a job whose baseline placement chose a cluster that

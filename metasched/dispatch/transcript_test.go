@@ -135,7 +135,7 @@ func (w *world) run(t *testing.T, cmd string) string {
 		for _, name := range w.order {
 			in.Hosts = append(in.Hosts, *w.hosts[name])
 		}
-		in.Queue = slices.Clone(w.queue)
+		in.Queue = slices.Values(slices.Clone(w.queue))
 		before := fmt.Sprint(in.Hosts)
 		w.log = nil
 		res := Round(context.Background(), in, w)
