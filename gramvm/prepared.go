@@ -23,7 +23,9 @@ import (
 //     of each cluster (as Nomad's computed node classes and Kubernetes'
 //     equivalence classes reuse a feasibility answer). A placement on a
 //     host that can still take a VM of the shape leaves the counts as they
-//     were: a backlog of jobs of a few shapes is searched a few times.
+//     were: a backlog of jobs of a few shapes is searched a few times;
+//   - its searches share their memory (selection.Scratch), one after
+//     another.
 //
 // The graphs and plans it hands out share their explanations (Measured,
 // Calibrated, a plan's zones): read them only. Not safe for concurrent
@@ -33,6 +35,8 @@ type Prepared struct {
 	load   Load
 	graphs map[calibrationKey]*planGraph
 	plans  map[string]selection.Plan
+	// scratch is the memory its searches share, one after another.
+	scratch selection.Scratch
 	// Reused counts the plans given from an earlier search.
 	Reused int
 }

@@ -195,7 +195,11 @@ func (s *Service) placeClimb(ctx context.Context, pg *planGraph, job *selection.
 			return s.assign(job, reused(p, job), free, measured, calibrated)
 		}
 	}
-	pl, err := selection.NewPlanner(selection.Problem{Graph: g, Job: job, Free: counts})
+	prob := selection.Problem{Graph: g, Job: job, Free: counts}
+	if memo != nil {
+		prob.Scratch = &memo.scratch
+	}
+	pl, err := selection.NewPlanner(prob)
 	if err != nil {
 		return Placement{}, fmt.Errorf("plan %s: %w", job.Name, err)
 	}

@@ -96,23 +96,32 @@ func scaleGrid(b *testing.B, hosts int) *graph.Graph {
 // BenchmarkHillClimbScale: the plans of the scale experiment's jobs (1 to
 // 8 tasks of 1 Gop and 1 MB, one vCPU) on its grid of 5,000 hosts (147
 // clusters), every machine free: one search per task count.
+// With scratch, the planners share one Scratch, as a dispatch round's do.
 func BenchmarkHillClimbScale(b *testing.B) {
 	g := scaleGrid(b, 5000)
-	var evals int
-	for b.Loop() {
-		evals = 0
-		for tasks := 1; tasks <= 8; tasks++ {
-			job := &Job{Name: "j", Type: "a", Tasks: tasks, TaskOps: 1e9, TaskBytes: 1e6, Efficiency: DefaultEfficiency, VM: VM{VCPUs: 1, MemoryMiB: 1024}}
-			pl, err := NewPlanner(Problem{Graph: g, Job: job})
-			if err != nil {
-				b.Fatal(err)
+	for _, scratch := range []bool{false, true} {
+		b.Run(fmt.Sprintf("scratch=%t", scratch), func(b *testing.B) {
+			var sc *Scratch
+			if scratch {
+				sc = &Scratch{}
 			}
-			p, err := pl.HillClimb(context.Background(), Options{Master: -1})
-			if err != nil {
-				b.Fatal(err)
+			var evals int
+			for b.Loop() {
+				evals = 0
+				for tasks := 1; tasks <= 8; tasks++ {
+					job := &Job{Name: "j", Type: "a", Tasks: tasks, TaskOps: 1e9, TaskBytes: 1e6, Efficiency: DefaultEfficiency, VM: VM{VCPUs: 1, MemoryMiB: 1024}}
+					pl, err := NewPlanner(Problem{Graph: g, Job: job, Scratch: sc})
+					if err != nil {
+						b.Fatal(err)
+					}
+					p, err := pl.HillClimb(context.Background(), Options{Master: -1})
+					if err != nil {
+						b.Fatal(err)
+					}
+					evals += p.Evaluations
+				}
 			}
-			evals += p.Evaluations
-		}
+			b.ReportMetric(float64(evals)/8, "evals/plan")
+		})
 	}
-	b.ReportMetric(float64(evals)/8, "evals/plan")
 }

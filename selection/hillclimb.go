@@ -42,6 +42,8 @@ type climb struct {
 	at     []int     // at[f]: the group of f free machines while refresh builds them, else -1
 	rate   []float64 // rate[c]: worker c's rate at W
 	low    []int     // see lowest
+	// buf are lists of clusters that an evaluation uses and drops.
+	buf [3][]int
 }
 
 // group is the workers with the same number of free machines f, by T, with
@@ -157,7 +159,8 @@ func (h *climb) refresh() {
 // t* by whole tasks and the sized machines. O(|S| log |S|), and O(|S|) per
 // step of the bisection of t*.
 func (h *climb) exact(mv move, by float64) score {
-	return h.pl.scoreBy(mv.master, h.othersAfter(mv), by)
+	h.buf[0] = h.othersInto(h.buf[0][:0], mv)
+	return h.pl.scoreBy(mv.master, h.buf[0], by)
 }
 
 // bound returns the machines and rate of the workers of each group whose
@@ -249,7 +252,11 @@ func (h *climb) evalMaster(mv move, by float64) score {
 
 // othersAfter returns the worker clusters after mv, sorted by index.
 func (h *climb) othersAfter(mv move) []int {
-	others := make([]int, 0, len(h.mem)+2)
+	return h.othersInto(make([]int, 0, len(h.mem)+2), mv)
+}
+
+// othersInto is othersAfter, appended to others.
+func (h *climb) othersInto(others []int, mv move) []int {
 	h.members(mv, func(c int) { others = append(others, c) })
 	slices.Sort(others)
 	return others
@@ -316,11 +323,18 @@ func (s *search) offer(mv move, ub float64) bool {
 	if c == 0 {
 		// An exact tie: the names decide against the best so far.
 		h, pl := s.h, s.h.pl
-		bestC := h.cur()
+		// The two candidates are compared and dropped: their lists are
+		// the climb's buffers.
+		bestC := candidate{m: h.v.m, others: h.buf[1], s: h.s}
 		if s.ok {
-			bestC = &candidate{m: s.mv.master, others: h.othersAfter(s.mv), s: s.best}
+			bestC.m, bestC.others, bestC.s = s.mv.master, h.othersInto(h.buf[1][:0], s.mv), s.best
+		} else {
+			bestC.others = append(bestC.others[:0], h.mem...)
+			slices.Sort(bestC.others)
 		}
-		if pl.ahead(&candidate{m: mv.master, others: h.othersAfter(mv), s: sc}, bestC) {
+		h.buf[1] = bestC.others
+		h.buf[2] = h.othersInto(h.buf[2][:0], mv)
+		if pl.ahead(&candidate{m: mv.master, others: h.buf[2], s: sc}, &bestC) {
 			c = 1
 		}
 	}

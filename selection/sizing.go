@@ -211,13 +211,15 @@ func (pl *Planner) order(c int, a, b *candidate) bool {
 	if a.m != b.m {
 		return pl.rank[a.m] < pl.rank[b.m]
 	}
-	return slices.Compare(pl.ranks(a.others), pl.ranks(b.others)) < 0
+	pl.rankA = pl.ranksInto(pl.rankA[:0], a.others)
+	pl.rankB = pl.ranksInto(pl.rankB[:0], b.others)
+	return slices.Compare(pl.rankA, pl.rankB) < 0
 }
 
-func (pl *Planner) ranks(set []int) []int {
-	r := make([]int, len(set))
-	for i, c := range set {
-		r[i] = pl.rank[c]
+// ranksInto appends the name ranks of set to r, sorted.
+func (pl *Planner) ranksInto(r, set []int) []int {
+	for _, c := range set {
+		r = append(r, pl.rank[c])
 	}
 	slices.Sort(r)
 	return r

@@ -30,7 +30,8 @@ func (pl *Planner) view(m int) *view {
 		return v
 	}
 	row := pl.row(m)
-	v := &view{m: m, row: row, alone: make([]part, pl.n), T: make([]float64, pl.n)}
+	v := pl.newView()
+	v.m, v.row = m, row
 	v.mp = pl.size(m, m, 1, row)
 	v.ms = fluid{r: v.mp.rate, machines: 1 + v.mp.n, cost: pl.cost[m] * float64(1+v.mp.n)}
 	j := pl.job
