@@ -19,7 +19,6 @@ import (
 	"github.com/metasched/metasched/metasched"
 	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/demo"
-	"github.com/metasched/metasched/metasched/store"
 )
 
 // remoteAgent is a site agent served over HTTP, as `metasched agent` runs
@@ -133,7 +132,7 @@ func TestAgentLoss(t *testing.T) {
 			}
 			waitFor(t, "the render jobs running", 20*time.Second, func() bool {
 				for _, id := range ids {
-					if j, _ := d.Job(ctx, id); j.State != store.Running {
+					if j, _ := d.Job(ctx, id); j.State != api.Running {
 						return false
 					}
 				}
@@ -150,14 +149,14 @@ func TestAgentLoss(t *testing.T) {
 					return true
 				})
 				for _, id := range ids {
-					if j, _ := d.Job(ctx, id); j.State != store.Running && j.State != store.Done {
+					if j, _ := d.Job(ctx, id); j.State != api.Running && j.State != api.Done {
 						t.Errorf("job %s is %s (%s) within the grace, want it running", id, j.State, j.Reason)
 					}
 				}
 				agents["spain"].start()
 				waitFor(t, "every job done", 60*time.Second, func() bool {
 					for _, id := range ids {
-						if j, _ := d.Job(ctx, id); j.State != store.Done {
+						if j, _ := d.Job(ctx, id); j.State != api.Done {
 							return false
 						}
 					}
@@ -171,9 +170,9 @@ func TestAgentLoss(t *testing.T) {
 				waitFor(t, "no VM left", 20*time.Second, func() bool { return len(d.VMs()) == 0 })
 				return
 			}
-			want := store.Queued
+			want := api.Queued
 			if mode == "fail" {
-				want = store.Failed
+				want = api.Failed
 			}
 			waitFor(t, "the jobs "+string(want), 20*time.Second, func() bool {
 				for _, id := range ids {
@@ -205,9 +204,9 @@ func TestAgentLoss(t *testing.T) {
 				}
 				return false
 			})
-			final := store.Done
+			final := api.Done
 			if mode == "fail" {
-				final = store.Failed
+				final = api.Failed
 			}
 			waitFor(t, "every job "+string(final), 60*time.Second, func() bool {
 				for _, id := range ids {

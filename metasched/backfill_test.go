@@ -11,7 +11,6 @@ import (
 	"github.com/metasched/metasched/graph"
 	"github.com/metasched/metasched/metasched"
 	"github.com/metasched/metasched/metasched/api"
-	"github.com/metasched/metasched/metasched/lifecycle"
 )
 
 // backfillDaemon runs one pool of four 2-core hosts whose jobs' VMs take 1
@@ -60,7 +59,7 @@ func TestBackfill(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		d := backfillDaemon(t, time.Hour).d
 		wide := submitf(t, d, wideJob, "wide")
-		waitFor(t, "the wide job running", time.Minute, func() bool { return stateOf(d, wide.ID).State == lifecycle.Running })
+		waitFor(t, "the wide job running", time.Minute, func() bool { return stateOf(d, wide.ID).State == api.Running })
 		if n := len(stateOf(d, wide.ID).VMs); n != 4 {
 			t.Fatalf("the wide job has %d VMs, want one on each host", n)
 		}
@@ -69,12 +68,12 @@ func TestBackfill(t *testing.T) {
 			big = append(big, submitf(t, d, bigJob, fmt.Sprintf("big-%d", i)))
 		}
 		small := submitf(t, d, wideJob, "small")
-		waitFor(t, "the small job running", 10*time.Second, func() bool { return stateOf(d, small.ID).State == lifecycle.Running })
-		if st := stateOf(d, wide.ID).State; st != lifecycle.Running {
+		waitFor(t, "the small job running", 10*time.Second, func() bool { return stateOf(d, small.ID).State == api.Running })
+		if st := stateOf(d, wide.ID).State; st != api.Running {
 			t.Fatalf("the wide job is %s: the small job should have run beside it", st)
 		}
 		for _, b := range big {
-			if j := stateOf(d, b.ID); j.State != lifecycle.Queued || !strings.Contains(j.Reason, "no free host") {
+			if j := stateOf(d, b.ID); j.State != api.Queued || !strings.Contains(j.Reason, "no free host") {
 				t.Errorf("big job %s: %s (%s), want it waiting for a free host", b.Name, j.State, j.Reason)
 			}
 		}
@@ -97,7 +96,7 @@ func TestNoStarvation(t *testing.T) {
 		next, n := start.Add(20*time.Second), 1
 		var ran time.Time
 		for time.Since(start) < 5*time.Minute {
-			if j := stateOf(d, big.ID); j.State != lifecycle.Queued && ran.IsZero() {
+			if j := stateOf(d, big.ID); j.State != api.Queued && ran.IsZero() {
 				ran = time.Now()
 			}
 			if !ran.IsZero() {
@@ -130,7 +129,7 @@ func TestIdleDispatchCost(t *testing.T) {
 		td := backfillDaemon(t, time.Hour)
 		d := td.d
 		wide := submitf(t, d, strings.Replace(wideJob, "tasks: 120", "tasks: 1200", 1), "wide") // 300 s
-		waitFor(t, "the wide job running", time.Minute, func() bool { return stateOf(d, wide.ID).State == lifecycle.Running })
+		waitFor(t, "the wide job running", time.Minute, func() bool { return stateOf(d, wide.ID).State == api.Running })
 		for i := range 2000 {
 			submitf(t, d, bigJob, fmt.Sprintf("big-%d", i))
 		}
@@ -141,7 +140,7 @@ func TestIdleDispatchCost(t *testing.T) {
 		planned, skipped := rounds("planned"), rounds("skipped")
 		time.Sleep(time.Minute)
 		planned, skipped = rounds("planned")-planned, rounds("skipped")-skipped
-		if st := stateOf(d, wide.ID).State; st != lifecycle.Running {
+		if st := stateOf(d, wide.ID).State; st != api.Running {
 			t.Fatalf("the wide job is %s: the minute was not idle", st)
 		}
 		t.Logf("dispatcher rounds in an idle minute with 2,000 queued: %v planned, %v skipped", planned, skipped)

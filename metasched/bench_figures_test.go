@@ -13,8 +13,8 @@ import (
 
 	"github.com/metasched/metasched/internal/etcdtest"
 	"github.com/metasched/metasched/metasched"
+	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/client"
-	"github.com/metasched/metasched/metasched/store"
 )
 
 // The figures of the README's "Load" section: submissions per second and
@@ -149,7 +149,7 @@ func BenchmarkFiguresBacklog(b *testing.B) {
 	cpu0, t0 := cpuSeconds(b), time.Now()
 	time.Sleep(20 * time.Second)
 	idle := (cpuSeconds(b) - cpu0) / time.Since(t0).Seconds()
-	l, err := d.Jobs(ctx, store.JobFilter{States: []store.JobState{store.Queued}, Limit: 1})
+	l, err := d.Jobs(ctx, api.JobFilter{States: []api.State{api.Queued}, Limit: 1})
 	if err != nil || len(l.Jobs) == 0 {
 		b.Fatalf("no queued job: %v", err)
 	}

@@ -148,7 +148,7 @@ func fillSimPool(b *testing.B, c *client.Client) {
 			b.Fatal(err)
 		}
 		deadline := time.Now().Add(30 * time.Second)
-		for j.State != store.Running && !strings.HasPrefix(j.Reason, "waiting: ") {
+		for j.State != api.Running && !strings.HasPrefix(j.Reason, "waiting: ") {
 			if time.Now().After(deadline) {
 				b.Fatalf("job %s neither runs nor waits: %s (%s)", j.ID, j.State, j.Reason)
 			}
@@ -157,7 +157,7 @@ func fillSimPool(b *testing.B, c *client.Client) {
 				b.Fatal(err)
 			}
 		}
-		if j.State != store.Running {
+		if j.State != api.Running {
 			return
 		}
 	}
@@ -394,7 +394,7 @@ func settle(b *testing.B, d *metasched.Daemon) {
 	calm := 0
 	for calm < 4 {
 		c := d.JobCounts()
-		if c[store.Running] > 0 && c[store.Planned]+c[store.Provisioning] == 0 {
+		if c[api.Running] > 0 && c[api.Planned]+c[api.Provisioning] == 0 {
 			calm++
 		} else {
 			calm = 0
@@ -421,9 +421,9 @@ func BenchmarkBacklog50k(b *testing.B) {
 	}{
 		{"jobs", client.JobsQuery{}},
 		{"jobs?type=render", client.JobsQuery{Type: "render"}},
-		{"jobs?state=queued", client.JobsQuery{States: []store.JobState{store.Queued}}},
-		{"jobs?state=queued&type=render", client.JobsQuery{States: []store.JobState{store.Queued}, Type: "render"}},
-		{"jobs?state=queued&type=render&limit=50", client.JobsQuery{States: []store.JobState{store.Queued}, Type: "render", Limit: 50}},
+		{"jobs?state=queued", client.JobsQuery{States: []api.State{api.Queued}}},
+		{"jobs?state=queued&type=render", client.JobsQuery{States: []api.State{api.Queued}, Type: "render"}},
+		{"jobs?state=queued&type=render&limit=50", client.JobsQuery{States: []api.State{api.Queued}, Type: "render", Limit: 50}},
 	} {
 		b.Run(q.name, func(b *testing.B) {
 			for b.Loop() {

@@ -19,7 +19,6 @@ import (
 	"github.com/metasched/metasched/metasched"
 	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/guesttest"
-	"github.com/metasched/metasched/metasched/lifecycle"
 )
 
 // The calibration's tests: sites whose agents are guesttest fakes that
@@ -249,7 +248,7 @@ func checkFigures(t *testing.T, d *metasched.Daemon, figs map[string]api.Calibra
 		t.Errorf("link/a/b: %+v", f)
 	}
 	waitFor(t, "no calibration VM left", time.Minute, func() bool {
-		return !slices.ContainsFunc(d.VMs(), func(v hp.VM) bool { return v.Job == "calibration" })
+		return !slices.ContainsFunc(d.VMs(), func(v api.VM) bool { return v.Job == "calibration" })
 	})
 }
 
@@ -375,7 +374,7 @@ func TestCalibrationIdleHostsOnly(t *testing.T) {
 		}
 		waitFor(t, "job one running", time.Minute, func() bool {
 			j, _ := d.Job(ctx, j1.ID)
-			return j.State == lifecycle.Running
+			return j.State == api.Running
 		})
 		j2, err := d.Submit(ctx, []byte("name: two\n"+job))
 		if err != nil {
@@ -401,12 +400,12 @@ func TestCalibrationIdleHostsOnly(t *testing.T) {
 			return two.State.Terminal()
 		})
 		one, _ := d.Job(ctx, j1.ID)
-		if one.State != lifecycle.Done || two.State != lifecycle.Done {
+		if one.State != api.Done || two.State != api.Done {
 			t.Fatalf("jobs: %s and %s", one.State, two.State)
 		}
 		var twoPlanned time.Time
 		for _, tr := range two.Transitions {
-			if tr.To == lifecycle.Planned {
+			if tr.To == api.Planned {
 				twoPlanned = tr.At
 			}
 		}
@@ -558,7 +557,7 @@ func TestCalibrationVMTakesCapacity(t *testing.T) {
 			t.Errorf("perf/a/debian: %+v, want the bench given up, naming the site", f)
 		}
 		waitFor(t, "no calibration VM left", time.Minute, func() bool {
-			return !slices.ContainsFunc(d.VMs(), func(v hp.VM) bool { return v.Job == "calibration" })
+			return !slices.ContainsFunc(d.VMs(), func(v api.VM) bool { return v.Job == "calibration" })
 		})
 		if _, bad := fm.seen(); len(bad) > 0 {
 			t.Errorf("the calibration broke its rules: %v", bad)
@@ -624,7 +623,7 @@ func TestCalibrationGivesWayToSwitch(t *testing.T) {
 			strings.Contains(log, "calibration: measurement failed") {
 			t.Errorf("the daemon's log does not say the measurement was stopped for the switch, or says it failed:\n%s", log)
 		}
-		if slices.ContainsFunc(d.VMs(), func(v hp.VM) bool { return v.Name == calVM }) {
+		if slices.ContainsFunc(d.VMs(), func(v api.VM) bool { return v.Name == calVM }) {
 			t.Errorf("the stopped measurement's VM %s is left: %v", calVM, d.VMs())
 		}
 	})
@@ -762,7 +761,7 @@ func TestCalibrationStart(t *testing.T) {
 			}
 		}
 		j := submitText(t, d, "name: first\ntype: farm\ntasks: 10\ntask_ops: 1.0e8\ntask_bytes: 1.0e3\ncommand: [/bin/sh, -c, 'exit 0']\n")
-		waitFor(t, "the job done", 10*time.Minute, func() bool { return stateOf(d, j.ID).State == lifecycle.Done })
+		waitFor(t, "the job done", 10*time.Minute, func() bool { return stateOf(d, j.ID).State == api.Done })
 		j = stateOf(d, j.ID)
 		most := 0.0
 		for _, v := range j.VMs {

@@ -9,8 +9,8 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/metasched/metasched/metasched"
+	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/internal/daemontest"
-	"github.com/metasched/metasched/metasched/lifecycle"
 )
 
 // loopWaiters is how many of the daemon's loops wait on its clock.
@@ -46,7 +46,7 @@ func TestInjectedClock(t *testing.T) {
 	}
 	daemontest.WaitFor(t, "the job running", time.Minute, func() bool {
 		j, _ := d.Job(ctx, job.ID)
-		return j.State == lifecycle.Running
+		return j.State == api.Running
 	})
 	// The emulated run waits on the clock too.
 	if err := clock.BlockUntilContext(ctx, loopWaiters+1); err != nil {
@@ -54,7 +54,7 @@ func TestInjectedClock(t *testing.T) {
 	}
 	time.Sleep(200 * time.Millisecond) // real time: the run does not end
 	j, _ := d.Job(ctx, job.ID)
-	if j.State != lifecycle.Running {
+	if j.State != api.Running {
 		t.Fatalf("the job is %s after 200 ms of real time and none of its clock, want running", j.State)
 	}
 	for _, tr := range j.Transitions {
@@ -66,7 +66,7 @@ func TestInjectedClock(t *testing.T) {
 	clock.Advance(step)
 	daemontest.WaitFor(t, "the job done", time.Minute, func() bool {
 		j, _ = d.Job(ctx, job.ID)
-		return j.State == lifecycle.Done
+		return j.State == api.Done
 	})
 	if math.Abs(j.MeasuredS-step.Seconds()) > 1e-9 {
 		t.Errorf("measured run time %gs, want the %gs the clock moved", j.MeasuredS, step.Seconds())

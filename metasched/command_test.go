@@ -94,7 +94,7 @@ func TestCommandExecutor(t *testing.T) {
 		return j
 	}
 	j := final(ok)
-	if j.State != store.Done || j.ExitCode == nil || *j.ExitCode != 0 {
+	if j.State != api.Done || j.ExitCode == nil || *j.ExitCode != 0 {
 		t.Fatalf("ok job: %s (%s), exit %v", j.State, j.Reason, j.ExitCode)
 	}
 	logs, err := d.Store().Logs(ctx, ok)
@@ -120,7 +120,7 @@ func TestCommandExecutor(t *testing.T) {
 		}
 	}
 	j = final(bad)
-	if j.State != store.Failed || j.ExitCode == nil || *j.ExitCode != 3 || !strings.Contains(j.Reason, "exit code 3") {
+	if j.State != api.Failed || j.ExitCode == nil || *j.ExitCode != 3 || !strings.Contains(j.Reason, "exit code 3") {
 		t.Fatalf("bad job: %s (%s), exit %v", j.State, j.Reason, j.ExitCode)
 	}
 	if logs, _ := d.Store().Logs(ctx, bad); !strings.Contains(string(logs), "failing") {
@@ -170,11 +170,11 @@ func TestCommandSurvivesRestart(t *testing.T) {
 		got, _ = d.Job(ctx, j.ID)
 		return got.State.Terminal()
 	})
-	if got.State != store.Done || got.ExitCode == nil || *got.ExitCode != 0 {
+	if got.State != api.Done || got.ExitCode == nil || *got.ExitCode != 0 {
 		t.Fatalf("job %s (%s), exit %v; want done with exit code 0", got.State, got.Reason, got.ExitCode)
 	}
 	for _, tr := range got.Transitions {
-		if tr.To == store.Queued && tr.From != "" {
+		if tr.To == api.Queued && tr.From != "" {
 			t.Errorf("the job went back to the queue: %s → %s (%s)", tr.From, tr.To, tr.Reason)
 		}
 	}
@@ -211,7 +211,7 @@ func TestCommandOutputCapped(t *testing.T) {
 		return strings.HasSuffix(string(logs), note)
 	})
 	got, err := d.Cancel(ctx, j.ID)
-	if err != nil || got.State != store.Cancelled {
+	if err != nil || got.State != api.Cancelled {
 		t.Fatalf("cancel: %s, %v; want cancelled", got.State, err)
 	}
 	logs, _ := d.Store().Logs(ctx, j.ID)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/metasched/metasched/metasched"
+	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/lifecycle"
 )
 
@@ -63,7 +64,7 @@ func TestCommitFailure(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.State != lifecycle.Queued || got.Attempts != 0 || len(got.VMs) != 0 {
+		if got.State != api.Queued || got.Attempts != 0 || len(got.VMs) != 0 {
 			t.Errorf("while its plan is refused the job is %s, attempts %d, VMs %v; want queued, 0, none", got.State, got.Attempts, got.VMs)
 		}
 		for _, p := range td.d.Pools() {
@@ -84,7 +85,7 @@ func TestCommitFailure(t *testing.T) {
 		fs.set(func(from, to lifecycle.State) bool { return from == lifecycle.Running })
 		waitFor(t, "three refused ends", time.Minute, func() bool { return fs.count("running->done") >= 3 })
 		got, _ = td.d.Job(ctx, job.ID)
-		if got.State != lifecycle.Running || len(got.VMs) == 0 {
+		if got.State != api.Running || len(got.VMs) == 0 {
 			t.Fatalf("while its end is refused the job is %s with VMs %v; want running with its VMs", got.State, got.VMs)
 		}
 		if n := len(td.d.VMs()); n != len(got.VMs) {
@@ -101,15 +102,15 @@ func TestCommitFailure(t *testing.T) {
 		for _, id := range []string{job.ID, second.ID} {
 			waitFor(t, id+" done", time.Minute, func() bool {
 				j, err := td.d.Job(ctx, id)
-				return err == nil && j.State == lifecycle.Done
+				return err == nil && j.State == api.Done
 			})
 		}
 		got, _ = td.d.Job(ctx, job.ID)
-		var path []lifecycle.State
+		var path []api.State
 		for _, tr := range got.Transitions {
 			path = append(path, tr.To)
 		}
-		want := []lifecycle.State{lifecycle.Queued, lifecycle.Planned, lifecycle.Provisioning, lifecycle.Running, lifecycle.Done}
+		want := []api.State{api.Queued, api.Planned, api.Provisioning, api.Running, api.Done}
 		if fmt.Sprint(path) != fmt.Sprint(want) || got.Attempts != 1 {
 			t.Errorf("transitions %v, attempts %d; want %v and 1", path, got.Attempts, want)
 		}

@@ -14,7 +14,6 @@ import (
 	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/demo"
 	"github.com/metasched/metasched/metasched/internal/daemontest"
-	"github.com/metasched/metasched/metasched/store"
 )
 
 // testDaemon runs a demo-configured daemon with in-process agents on the
@@ -123,10 +122,10 @@ func TestEndToEnd(t *testing.T) {
 
 		done := 0
 		for typ, c := range sum.Jobs {
-			if c[store.Failed]+c[store.Cancelled] > 0 {
+			if c[api.Failed]+c[api.Cancelled] > 0 {
 				t.Errorf("type %s: %v", typ, c)
 			}
-			done += c[store.Done]
+			done += c[api.Done]
 		}
 		if done != n {
 			t.Errorf("%d jobs done, want %d", done, n)

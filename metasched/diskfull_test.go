@@ -14,8 +14,7 @@ import (
 	"time"
 
 	"github.com/metasched/metasched/metasched"
-	"github.com/metasched/metasched/metasched/lifecycle"
-	"github.com/metasched/metasched/metasched/store"
+	"github.com/metasched/metasched/metasched/api"
 )
 
 // mountTmpfs mounts a tmpfs of size bytes for the test (root only: the
@@ -136,7 +135,7 @@ func TestDiskFull(t *testing.T) {
 	mu.Unlock()
 
 	waitFor(t, "every acknowledged job done", 3*time.Minute, func() bool {
-		l, err := d.Jobs(ctx, store.JobFilter{States: []store.JobState{store.Queued, store.Planned, store.Provisioning, store.Running}, Limit: 1})
+		l, err := d.Jobs(ctx, api.JobFilter{States: []api.State{api.Queued, api.Planned, api.Provisioning, api.Running}, Limit: 1})
 		return err == nil && len(l.Jobs) == 0
 	})
 	for _, id := range ids {
@@ -146,11 +145,11 @@ func TestDiskFull(t *testing.T) {
 		}
 		runs := 0
 		for _, tr := range j.Transitions {
-			if tr.To == lifecycle.Running {
+			if tr.To == api.Running {
 				runs++
 			}
 		}
-		if j.State != lifecycle.Done || runs != 1 {
+		if j.State != api.Done || runs != 1 {
 			t.Errorf("job %s: %s after %d runs (%s), want done after one", id, j.State, runs, j.Reason)
 		}
 	}

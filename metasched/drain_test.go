@@ -11,7 +11,6 @@ import (
 	"github.com/metasched/metasched/graph"
 	"github.com/metasched/metasched/metasched"
 	"github.com/metasched/metasched/metasched/api"
-	"github.com/metasched/metasched/metasched/store"
 )
 
 // drainStart runs a daemon on one site of hosts home-0..n-1 with one render
@@ -35,7 +34,7 @@ func drainStart(t *testing.T, n int) (*metasched.Daemon, api.Job) {
 	}
 	waitFor(t, "the long job running", 20*time.Second, func() bool {
 		j, _ := d.Job(ctx, long.ID)
-		return j.State == store.Running
+		return j.State == api.Running
 	})
 	rec.show()
 	waitFor(t, "every host in the daemon's view", 20*time.Second, func() bool { return len(d.Hosts()) == n })
@@ -58,7 +57,7 @@ func waitDone(t *testing.T, d *metasched.Daemon, id string, limit time.Duration)
 		j, _ = d.Job(context.Background(), id)
 		return j.State.Terminal()
 	})
-	if j.State != store.Done {
+	if j.State != api.Done {
 		t.Fatalf("job %s %s: %s", id, j.State, j.Reason)
 	}
 	return j
@@ -117,7 +116,7 @@ func TestDrainHost(t *testing.T) {
 				t.Errorf("the next job's VM %s was placed on the draining home-0", v.Name)
 			}
 		}
-		if lj, _ := d.Job(ctx, long.ID); lj.State != store.Running {
+		if lj, _ := d.Job(ctx, long.ID); lj.State != api.Running {
 			t.Errorf("the long job is %s while its host drains: want it running on", lj.State)
 		}
 		waitDone(t, d, long.ID, 30*time.Minute)
@@ -167,7 +166,7 @@ func TestDrainHostMove(t *testing.T) {
 				t.Errorf("VM %s is on %s after the drain: want it moved to home-2 or home-3", v.Name, v.Host)
 			}
 		}
-		if j.State != store.Running {
+		if j.State != api.Running {
 			t.Errorf("the long job is %s after its VMs moved: want running", j.State)
 		}
 		waitDone(t, d, long.ID, 30*time.Minute)

@@ -12,7 +12,6 @@ import (
 	hp "github.com/metasched/metasched/hypervisorproxy"
 	"github.com/metasched/metasched/metasched"
 	"github.com/metasched/metasched/metasched/api"
-	"github.com/metasched/metasched/metasched/lifecycle"
 )
 
 // driftingAgent is a site's agent whose host is reconfigured directly on
@@ -84,12 +83,12 @@ func TestPoolDrift(t *testing.T) {
 			}
 			return true
 		})
-		if j.State != lifecycle.Done {
+		if j.State != api.Done {
 			t.Fatalf("job %s: %s (%s)", j.ID, j.State, j.Reason)
 		}
 		requeued := false
 		for _, tr := range j.Transitions {
-			requeued = requeued || (tr.To == lifecycle.Queued && strings.Contains(tr.Reason, `is in pool "sim", not "render"`))
+			requeued = requeued || (tr.To == api.Queued && strings.Contains(tr.Reason, `is in pool "sim", not "render"`))
 		}
 		agent.mu.Lock()
 		moved := agent.moved

@@ -7,6 +7,7 @@ import (
 
 	"github.com/metasched/metasched/gramvm"
 	"github.com/metasched/metasched/metasched/api"
+	"github.com/metasched/metasched/metasched/wire"
 	"github.com/metasched/metasched/selection"
 )
 
@@ -33,7 +34,7 @@ func (d *Daemon) DryRun(ctx context.Context, body []byte) (api.PlanResult, error
 	for s, hs := range free {
 		counts[s] = len(hs)
 	}
-	return api.PlanResult{Placement: pl, FreeHosts: counts, Waits: !pl.Plan.Feasible || pl.Plan.Start > 0, Explanation: explain(&pl)}, nil
+	return api.PlanResult{Placement: wire.Placement(pl), FreeHosts: counts, Waits: !pl.Plan.Feasible || pl.Plan.Start > 0, Explanation: explain(&pl)}, nil
 }
 
 // placementName is the job field's name of the algorithm of a plan.

@@ -15,8 +15,6 @@ import (
 	"github.com/metasched/metasched/metasched"
 	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/guesttest"
-	"github.com/metasched/metasched/metasched/lifecycle"
-	"github.com/metasched/metasched/metasched/store"
 )
 
 // elasticGrid is one cluster of 10 two-core machines: the demo's job types
@@ -128,7 +126,7 @@ func runningFarm(t *testing.T, d *metasched.Daemon, elastic bool) api.Job {
 	}
 	waitFor(t, "the job running", time.Minute, func() bool {
 		j, _ = d.Job(ctx, j.ID)
-		return j.State == store.Running
+		return j.State == api.Running
 	})
 	for _, p := range d.Pools() {
 		if p.Name == "render" && len(j.VMs) != len(p.Hosts) {
@@ -151,7 +149,7 @@ func vmNames(d *metasched.Daemon) []string {
 	return out
 }
 
-func names(vms []lifecycle.VM) []string {
+func names(vms []api.JobVM) []string {
 	var out []string
 	for _, v := range vms {
 		out = append(out, v.Name)
@@ -187,7 +185,7 @@ func TestElasticSwitchTakesAWorker(t *testing.T) {
 						j, _ = d.Job(ctx, j.ID)
 						return j.State.Terminal()
 					})
-					if j.State != store.Done || j.Attempts != 2 {
+					if j.State != api.Done || j.Attempts != 2 {
 						t.Errorf("job %s after %d attempts (%s), want done at its second", j.State, j.Attempts, j.Reason)
 					}
 					return
@@ -196,10 +194,10 @@ func TestElasticSwitchTakesAWorker(t *testing.T) {
 					t.Fatalf("switch requeued %v and took workers %v, want one worker and no job requeued", sw.Requeued, sw.LostWorkers)
 				}
 				lost := sw.LostWorkers[0]
-				if j.State != store.Running || j.Attempts != 1 {
+				if j.State != api.Running || j.Attempts != 1 {
 					t.Fatalf("job %s at attempt %d (%s), want it running its first attempt", j.State, j.Attempts, j.Reason)
 				}
-				var want []lifecycle.VM
+				var want []api.JobVM
 				for _, v := range before.VMs {
 					if v.Name == lost {
 						if v.Master || v.Host != sw.Host {
@@ -220,7 +218,7 @@ func TestElasticSwitchTakesAWorker(t *testing.T) {
 					t.Errorf("the placement changed: %+v, want what was planned", j.Placement)
 				}
 				tr := j.Transitions[len(j.Transitions)-1]
-				if tr.From != store.Running || tr.To != store.Running || !strings.Contains(tr.Reason, "worker VM "+lost) || !strings.Contains(tr.Reason, sw.ID) {
+				if tr.From != api.Running || tr.To != api.Running || !strings.Contains(tr.Reason, "worker VM "+lost) || !strings.Contains(tr.Reason, sw.ID) {
 					t.Errorf("last transition %+v, want running to running naming the VM and the switch", tr)
 				}
 				waitFor(t, "the inventory without the lost VM", time.Minute, func() bool { return !slices.Contains(vmNames(d), lost) })
@@ -234,7 +232,7 @@ func TestElasticSwitchTakesAWorker(t *testing.T) {
 					j, _ = d.Job(ctx, j.ID)
 					return j.State.Terminal()
 				})
-				if j.State != store.Done || j.Attempts != 1 || len(j.LostWorkers) != 1 {
+				if j.State != api.Done || j.Attempts != 1 || len(j.LostWorkers) != 1 {
 					t.Errorf("job %s after %d attempts (%s), lost %v: want done at its first, one worker lost", j.State, j.Attempts, j.Reason, j.LostWorkers)
 				}
 				waitFor(t, "no VM left", time.Minute, func() bool { return len(d.VMs()) == 0 })
@@ -244,13 +242,13 @@ func TestElasticSwitchTakesAWorker(t *testing.T) {
 }
 
 // master is the master VM of a job's view.
-func master(j api.Job) lifecycle.VM {
+func master(j api.Job) api.JobVM {
 	for _, v := range j.VMs {
 		if v.Master {
 			return v
 		}
 	}
-	return lifecycle.VM{}
+	return api.JobVM{}
 }
 
 // TestElasticSwitchTakesTheMaster: a switch that takes the host of an
@@ -286,7 +284,7 @@ func TestElasticSwitchTakesTheMaster(t *testing.T) {
 		j, _ = d.Job(ctx, j.ID)
 		requeued := false
 		for _, tr := range j.Transitions {
-			requeued = requeued || tr.From == store.Running && tr.To == store.Queued && strings.Contains(tr.Reason, "host "+m.Host+" switched from pool render by "+sw.ID+": requeued")
+			requeued = requeued || tr.From == api.Running && tr.To == api.Queued && strings.Contains(tr.Reason, "host "+m.Host+" switched from pool render by "+sw.ID+": requeued")
 		}
 		if !requeued {
 			t.Errorf("no requeue by the switch in the transitions %+v", j.Transitions)
@@ -296,7 +294,7 @@ func TestElasticSwitchTakesTheMaster(t *testing.T) {
 			j, _ = d.Job(ctx, j.ID)
 			return j.State.Terminal()
 		})
-		if j.State != store.Done || j.Attempts != 2 || len(j.LostWorkers) != 0 {
+		if j.State != api.Done || j.Attempts != 2 || len(j.LostWorkers) != 0 {
 			t.Errorf("job %s after %d attempts (%s), lost %v: want done at its second attempt", j.State, j.Attempts, j.Reason, j.LostWorkers)
 		}
 	})
@@ -324,12 +322,12 @@ func TestElasticWorkerHostLost(t *testing.T) {
 				agent.set(vm.Host)
 				waitFor(t, "the job to lose "+vm.Host, time.Minute, func() bool {
 					j, _ = d.Job(ctx, j.ID)
-					return j.State != store.Running || j.Attempts > 1 || len(j.LostWorkers) > 0
+					return j.State != api.Running || j.Attempts > 1 || len(j.LostWorkers) > 0
 				})
 				if !tc.elastic || tc.master {
 					requeued := false
 					for _, tr := range j.Transitions {
-						requeued = requeued || tr.From == store.Running && tr.To == store.Queued && strings.Contains(tr.Reason, "a host of the job became unreachable: "+vm.Host)
+						requeued = requeued || tr.From == api.Running && tr.To == api.Queued && strings.Contains(tr.Reason, "a host of the job became unreachable: "+vm.Host)
 					}
 					if !requeued || len(j.LostWorkers) != 0 {
 						t.Errorf("job %s (%s) at attempt %d, lost %v: want requeued for the lost host: %+v", j.State, j.Reason, j.Attempts, j.LostWorkers, j.Transitions)
@@ -339,13 +337,13 @@ func TestElasticWorkerHostLost(t *testing.T) {
 						j, _ = d.Job(ctx, j.ID)
 						return j.State.Terminal()
 					})
-					if j.State != store.Done || j.Attempts != 2 {
+					if j.State != api.Done || j.Attempts != 2 {
 						t.Errorf("job %s after %d attempts, want done at its second", j.State, j.Attempts)
 					}
 					return
 				}
-				if j.State != store.Running || j.Attempts != 1 || len(j.LostWorkers) != 1 || j.LostWorkers[0].Name != vm.Name ||
-					j.LostWorkers[0].Reason != "host "+vm.Host+" unreachable for 5s or more" || slices.ContainsFunc(j.VMs, func(v lifecycle.VM) bool { return v.Name == vm.Name }) {
+				if j.State != api.Running || j.Attempts != 1 || len(j.LostWorkers) != 1 || j.LostWorkers[0].Name != vm.Name ||
+					j.LostWorkers[0].Reason != "host "+vm.Host+" unreachable for 5s or more" || slices.ContainsFunc(j.VMs, func(v api.JobVM) bool { return v.Name == vm.Name }) {
 					t.Fatalf("job %s (%s) at attempt %d, VMs %v, lost %+v: want it running without %s", j.State, j.Reason, j.Attempts, j.VMs, j.LostWorkers, vm.Name)
 				}
 				// The host answers again: the VM left there is no job's
@@ -356,7 +354,7 @@ func TestElasticWorkerHostLost(t *testing.T) {
 					j, _ = d.Job(ctx, j.ID)
 					return j.State.Terminal()
 				})
-				if j.State != store.Done || j.Attempts != 1 {
+				if j.State != api.Done || j.Attempts != 1 {
 					t.Errorf("job %s after %d attempts (%s), want done at its first", j.State, j.Attempts, j.Reason)
 				}
 			})
@@ -394,18 +392,18 @@ func TestElasticWorkerDestroyedOutside(t *testing.T) {
 				}
 				waitFor(t, "the job to notice", time.Minute, func() bool {
 					j, _ = d.Job(ctx, j.ID)
-					return j.State != store.Running || j.Attempts > 1 || len(j.LostWorkers) > 0
+					return j.State != api.Running || j.Attempts > 1 || len(j.LostWorkers) > 0
 				})
 				gone := "gone from its host " + vm.Host + ": its agent no longer has it there (destroyed outside the daemon)"
 				if !tc.elastic || tc.master {
 					requeued := false
 					for _, tr := range j.Transitions {
-						requeued = requeued || tr.From == store.Running && tr.To == store.Queued && strings.Contains(tr.Reason, vm.Name) && strings.Contains(tr.Reason, gone)
+						requeued = requeued || tr.From == api.Running && tr.To == api.Queued && strings.Contains(tr.Reason, vm.Name) && strings.Contains(tr.Reason, gone)
 					}
 					if !requeued {
 						t.Errorf("job %s (%s): want requeued for its VM gone, transitions %+v", j.State, j.Reason, j.Transitions)
 					}
-				} else if j.State != store.Running || len(j.LostWorkers) != 1 || j.LostWorkers[0].Name != vm.Name || j.LostWorkers[0].Reason != gone {
+				} else if j.State != api.Running || len(j.LostWorkers) != 1 || j.LostWorkers[0].Name != vm.Name || j.LostWorkers[0].Reason != gone {
 					t.Fatalf("job %s (%s), lost %+v: want it running without %s", j.State, j.Reason, j.LostWorkers, vm.Name)
 				}
 				waitFor(t, "the job done", time.Hour, func() bool {
@@ -416,7 +414,7 @@ func TestElasticWorkerDestroyedOutside(t *testing.T) {
 				if !tc.elastic || tc.master {
 					want = 2
 				}
-				if j.State != store.Done || j.Attempts != want {
+				if j.State != api.Done || j.Attempts != want {
 					t.Errorf("job %s after %d attempts (%s), want done at attempt %d", j.State, j.Attempts, j.Reason, want)
 				}
 			})
@@ -443,7 +441,7 @@ func TestElasticRestartAfterLostWorker(t *testing.T) {
 		td.stop()
 		// While the daemon is down, one more worker goes: the agents no
 		// longer list it when it starts again.
-		var gone lifecycle.VM
+		var gone api.JobVM
 		for _, v := range j.VMs {
 			if !v.Master {
 				gone = v
@@ -456,13 +454,13 @@ func TestElasticRestartAfterLostWorker(t *testing.T) {
 		d = td.d
 		waitFor(t, "the job to lose "+gone.Name, time.Minute, func() bool {
 			j, _ = d.Job(ctx, j.ID)
-			return j.State != store.Running || len(j.LostWorkers) == 2
+			return j.State != api.Running || len(j.LostWorkers) == 2
 		})
-		if j.State != store.Running || j.Attempts != 1 || len(j.LostWorkers) != 2 || j.LostWorkers[0].Name != sw.LostWorkers[0] || j.LostWorkers[1].Name != gone.Name {
+		if j.State != api.Running || j.Attempts != 1 || len(j.LostWorkers) != 2 || j.LostWorkers[0].Name != sw.LostWorkers[0] || j.LostWorkers[1].Name != gone.Name {
 			t.Fatalf("job after the restart: %s (%s), attempt %d, lost %+v", j.State, j.Reason, j.Attempts, j.LostWorkers)
 		}
 		for _, tr := range j.Transitions {
-			if tr.To == store.Queued && tr.From != "" {
+			if tr.To == api.Queued && tr.From != "" {
 				t.Errorf("the job was requeued: %+v", tr)
 			}
 		}
@@ -473,7 +471,7 @@ func TestElasticRestartAfterLostWorker(t *testing.T) {
 			j, _ = d.Job(ctx, j.ID)
 			return j.State.Terminal()
 		})
-		if j.State != store.Done || j.Attempts != 1 {
+		if j.State != api.Done || j.Attempts != 1 {
 			t.Errorf("job %s after %d attempts (%s), want done at its first", j.State, j.Attempts, j.Reason)
 		}
 	})
@@ -511,7 +509,7 @@ func TestElasticGuestLosesAWorker(t *testing.T) {
 		}
 		waitFor(t, "the command running in every VM", time.Minute, func() bool {
 			j, _ = d.Job(ctx, j.ID)
-			if j.State != store.Running {
+			if j.State != api.Running {
 				return false
 			}
 			for _, v := range j.VMs {
@@ -536,7 +534,7 @@ func TestElasticGuestLosesAWorker(t *testing.T) {
 			j, _ = d.Job(ctx, j.ID)
 			return j.State.Terminal()
 		})
-		if j.State != store.Done || j.Attempts != 1 || len(j.LostWorkers) != 1 || j.LostWorkers[0].Name != lost {
+		if j.State != api.Done || j.Attempts != 1 || len(j.LostWorkers) != 1 || j.LostWorkers[0].Name != lost {
 			t.Fatalf("job %s (%s) after %d attempts, lost %+v: want done at its first without %s", j.State, j.Reason, j.Attempts, j.LostWorkers, lost)
 		}
 		log := logs()

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/metasched/metasched/metasched/api"
-	"github.com/metasched/metasched/metasched/lifecycle"
+	"github.com/metasched/metasched/metasched/wire"
 )
 
 // What the daemon tells the clients in its process: the HTTP server
@@ -55,7 +55,7 @@ func (d *Daemon) RecentJobs(ctx context.Context, n int) ([]api.Job, error) {
 }
 
 // JobCounts counts the jobs of the store by state.
-func (d *Daemon) JobCounts() map[lifecycle.State]int { return d.st.Counts() }
+func (d *Daemon) JobCounts() map[api.State]int { return wire.JobCounts(d.st.Counts()) }
 
 // RecentSwitches lists, newest first, the switches in flight and the
 // stranded ones not cleared, and at most final of the others.

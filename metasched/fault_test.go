@@ -13,7 +13,6 @@ import (
 	"github.com/metasched/metasched/metasched"
 	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/internal/daemontest"
-	"github.com/metasched/metasched/metasched/store"
 )
 
 // faults fails the listed injection points of every switch.
@@ -103,7 +102,7 @@ func TestProtocolFaults(t *testing.T) {
 					ids = append(ids, j.ID)
 				}
 				waitFor(t, "a render job running", 20*time.Second, func() bool {
-					l, _ := d.Jobs(ctx, store.JobFilter{States: []store.JobState{store.Running}})
+					l, _ := d.Jobs(ctx, api.JobFilter{States: []api.State{api.Running}})
 					return len(l.Jobs) > 0
 				})
 				sv, err := d.RequestSwitch(ctx, "render", "sim")
@@ -164,7 +163,7 @@ func TestProtocolFaults(t *testing.T) {
 				waitFor(t, "every job done", 60*time.Second, func() bool {
 					for _, id := range ids {
 						j, err := d.Job(ctx, id)
-						if err != nil || j.State != store.Done {
+						if err != nil || j.State != api.Done {
 							return false
 						}
 					}

@@ -22,7 +22,6 @@ import (
 	"github.com/metasched/metasched/metasched/demo"
 	"github.com/metasched/metasched/metasched/executor"
 	"github.com/metasched/metasched/metasched/guesttest"
-	"github.com/metasched/metasched/metasched/store"
 )
 
 // TestGuestExecutor runs jobs with the guest executor through the sites'
@@ -42,7 +41,7 @@ func TestGuestExecutor(t *testing.T) {
 			})
 		}
 		j, _ := d.Job(ctx, ok)
-		if j.State != store.Done {
+		if j.State != api.Done {
 			t.Fatalf("ok job: %s (%s)", j.State, j.Reason)
 		}
 		logs, err := d.Store().Logs(ctx, ok)
@@ -67,7 +66,7 @@ func TestGuestExecutor(t *testing.T) {
 			}
 		}
 		j, _ = d.Job(ctx, bad)
-		if j.State != store.Failed || j.ExitCode == nil || *j.ExitCode != 3 {
+		if j.State != api.Failed || j.ExitCode == nil || *j.ExitCode != 3 {
 			t.Fatalf("bad job: %s (%s), exit %v", j.State, j.Reason, j.ExitCode)
 		}
 	})
@@ -107,7 +106,7 @@ func TestGuestJobFiles(t *testing.T) {
 			j, _ = c.Job(ctx, j.ID)
 			return j.State.Terminal()
 		})
-		if j.State != store.Done {
+		if j.State != api.Done {
 			t.Fatalf("job: %s (%s)", j.State, j.Reason)
 		}
 		if len(j.VMs) < 2 {
@@ -181,7 +180,7 @@ func TestGuestExecutorNoAddress(t *testing.T) {
 			j, _ = d.Job(ctx, j.ID)
 			return j.State.Terminal()
 		})
-		if j.State != store.Failed || !strings.Contains(j.Reason, "gave it no address: the guest executor needs the site's network") {
+		if j.State != api.Failed || !strings.Contains(j.Reason, "gave it no address: the guest executor needs the site's network") {
 			t.Fatalf("job: %s (%s), want failed for the missing address", j.State, j.Reason)
 		}
 		if waited := time.Since(start); waited > 30*time.Second {

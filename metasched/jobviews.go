@@ -7,6 +7,7 @@ import (
 	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/lifecycle"
 	"github.com/metasched/metasched/metasched/store"
+	"github.com/metasched/metasched/metasched/wire"
 	"github.com/metasched/metasched/selection"
 )
 
@@ -31,7 +32,11 @@ func (d *Daemon) OwnsJob(ctx context.Context, owner, id string) (bool, error) {
 }
 
 // Jobs lists jobs.
-func (d *Daemon) Jobs(ctx context.Context, f store.JobFilter) (api.JobList, error) {
+func (d *Daemon) Jobs(ctx context.Context, af api.JobFilter) (api.JobList, error) {
+	f := store.JobFilter{Type: af.Type, Owner: af.Owner, After: af.After, Limit: af.Limit}
+	for _, s := range af.States {
+		f.States = append(f.States, wire.DomainState(s))
+	}
 	limit := f.Limit
 	if limit > 0 {
 		f.Limit = limit + 1
@@ -56,8 +61,8 @@ func (d *Daemon) Jobs(ctx context.Context, f store.JobFilter) (api.JobList, erro
 // jobViewLocked builds the API's view of a job from the store's record and,
 // for a queued job, why it waits.
 func (d *Daemon) jobViewLocked(lj *liveJob, sj store.Job) api.Job {
-	v := api.Job{JobHead: api.JobHead{ID: sj.ID, Type: sj.Type, Owner: sj.Owner, State: sj.State, Submitted: sj.Submitted, Updated: sj.Submitted},
-		Transitions: sj.Transitions, ExitCode: sj.ExitCode}
+	v := api.Job{JobHead: api.JobHead{ID: sj.ID, Type: sj.Type, Owner: sj.Owner, State: wire.State(sj.State), Submitted: sj.Submitted, Updated: sj.Submitted},
+		Transitions: wire.Transitions(sj.Transitions), ExitCode: sj.ExitCode}
 	if n := len(sj.Transitions); n > 0 {
 		v.Reason, v.Updated = sj.Transitions[n-1].Reason, sj.Transitions[n-1].At
 	}
@@ -68,7 +73,7 @@ func (d *Daemon) jobViewLocked(lj *liveJob, sj store.Job) api.Job {
 		for i := range spec.Inputs {
 			spec.Inputs[i].Content, spec.Inputs[i].Data = "", nil
 		}
-		v.Spec, v.Name = spec, spec.Name
+		v.Spec, v.Name = wire.Spec(spec), spec.Name
 	}
 	rec := decodeRecord(sj.Data)
 	if lj != nil && lj.job.State == lifecycle.Queued && sj.State == lifecycle.Queued {
@@ -78,10 +83,10 @@ func (d *Daemon) jobViewLocked(lj *liveJob, sj store.Job) api.Job {
 			v.Reason = "waiting: " + lj.waiting
 		}
 	}
-	v.Placement, v.Attempts, v.RunTimes, v.Clusters = rec.Placement, rec.Attempts, runTimesOf(rec), clustersOf(rec)
-	v.VMs, v.LostWorkers = rec.VMs, rec.LostWorkers
-	if v.Placement != nil {
-		v.Explanation = explain(v.Placement)
+	v.Placement, v.Attempts, v.RunTimes, v.Clusters = wire.PlacementPtr(rec.Placement), rec.Attempts, runTimesOf(rec), clustersOf(rec)
+	v.VMs, v.LostWorkers = wire.JobVMs(rec.VMs), wire.LostVMs(rec.LostWorkers)
+	if rec.Placement != nil {
+		v.Explanation = explain(rec.Placement)
 	}
 	return v
 }

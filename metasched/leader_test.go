@@ -25,7 +25,6 @@ import (
 	"github.com/metasched/metasched/metasched/demo"
 	"github.com/metasched/metasched/metasched/httpapi"
 	"github.com/metasched/metasched/metasched/internal/daemontest"
-	"github.com/metasched/metasched/metasched/store"
 	"github.com/metasched/metasched/metasched/store/kv"
 )
 
@@ -118,7 +117,7 @@ func TestEtcdLeadership(t *testing.T) {
 	ctx := context.Background()
 	daemontest.WaitFor(t, "the job done on the first leader", time.Minute, func() bool {
 		j, _ := a.d.Job(ctx, job.ID)
-		return j.State == store.Done
+		return j.State == api.Done
 	})
 
 	b := startEtcdDaemon(t, c.Endpoints(), 5)
@@ -143,7 +142,7 @@ func TestEtcdLeadership(t *testing.T) {
 	if health["status"] != "standby" || health["leader"] != a.addr {
 		t.Errorf("the standby's health %v, want standby, leader %s", health, a.addr)
 	}
-	if j := getJSON[api.Job](t, sb.URL+"/v1/jobs/"+job.ID, a.d.Token()); j.ID != job.ID || j.State != store.Done {
+	if j := getJSON[api.Job](t, sb.URL+"/v1/jobs/"+job.ID, a.d.Token()); j.ID != job.ID || j.State != api.Done {
 		t.Errorf("the leader's job through the standby: %+v", j)
 	}
 	sub, err := client.New(sb.URL, a.d.Token()).Submit(ctx, []byte("name: through\ntype: sim\ntasks: 10\ntask_ops: 1.0e9\ntask_bytes: 0\n"))
@@ -165,7 +164,7 @@ func TestEtcdLeadership(t *testing.T) {
 		t.Fatal(b.err)
 	}
 	t.Logf("the second daemon leads %s after the first stopped", time.Since(stopped).Round(time.Millisecond))
-	if j, err := b.d.Job(ctx, job.ID); err != nil || j.State != store.Done {
+	if j, err := b.d.Job(ctx, job.ID); err != nil || j.State != api.Done {
 		t.Fatalf("the first leader's job on the second: %+v, %v", j, err)
 	}
 	next, err := b.d.Submit(ctx, []byte("name: after\ntype: etl\ntasks: 10\ntask_ops: 1.0e9\ntask_bytes: 0\n"))
@@ -331,7 +330,7 @@ func TestEtcdQuorumLost(t *testing.T) {
 	for _, id := range []string{job.ID, next.ID} {
 		daemontest.WaitFor(t, "job "+id+" done", time.Minute, func() bool {
 			j, _ := b.d.Job(ctx, id)
-			return j.State == store.Done
+			return j.State == api.Done
 		})
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/policy"
+	"github.com/metasched/metasched/metasched/wire"
 )
 
 // The cluster manager (Kubicek et al. §II; Fisher et al.): twice a second
@@ -145,7 +146,7 @@ func (d *Daemon) Policy() api.PolicyView {
 	if t := pv.Table; t != nil {
 		v.Table = &api.PolicyTable{Source: t.Source, States: t.States, SolvedAt: t.SolvedAt, Arrival: t.Rates.Arrival,
 			Service: t.Rates.Service, SwitchRate: t.Rates.SwitchRate, Solving: pv.Solving != nil}
-		v.TableView = d.pol.TableSlice(names, servers, jobs)
+		v.TableView = wire.PolicySlice(d.pol.TableSlice(names, servers, jobs))
 	}
 	return v
 }

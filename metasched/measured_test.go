@@ -14,7 +14,6 @@ import (
 	"github.com/metasched/metasched/metasched"
 	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/guesttest"
-	"github.com/metasched/metasched/metasched/lifecycle"
 	"github.com/metasched/metasched/metasched/store"
 )
 
@@ -60,7 +59,7 @@ func TestPredictedMeasuredEmulated(t *testing.T) {
 		})
 		d, ctx := td.d, context.Background()
 		j := submitText(t, d, "name: emu\ntype: sim\ntasks: 300\ntask_ops: 2.0e11\ntask_bytes: 5.0e7\n")
-		waitFor(t, "the job done", 5*time.Minute, func() bool { return stateOf(d, j.ID).State == lifecycle.Done })
+		waitFor(t, "the job done", 5*time.Minute, func() bool { return stateOf(d, j.ID).State == api.Done })
 		j, err := d.Job(ctx, j.ID)
 		if err != nil {
 			t.Fatal(err)
@@ -127,7 +126,7 @@ func TestPredictedMeasuredGuest(t *testing.T) {
 			waitFor(t, "job "+id+" ended", time.Minute, func() bool { return stateOf(d, id).State.Terminal() })
 		}
 		j := stateOf(d, good.ID)
-		if j.State != store.Done {
+		if j.State != api.Done {
 			t.Fatalf("job %s: %s (%s)", j.ID, j.State, j.Reason)
 		}
 		checkPredicted(t, j, j.Placement.Plan.Runtime, false)
@@ -150,7 +149,7 @@ func TestPredictedMeasuredGuest(t *testing.T) {
 		}
 
 		j = stateOf(d, bad.ID)
-		if j.State != store.Done {
+		if j.State != api.Done {
 			t.Fatalf("job %s: %s (%s)", j.ID, j.State, j.Reason)
 		}
 		for _, c := range j.Clusters {
@@ -253,13 +252,13 @@ func TestStartEndLearned(t *testing.T) {
 				"inputs: [{path: summary.json, content: " + string(summary) + "}]\n"
 		}
 		first := submitText(t, d, job("first", "cp summary.json "+taskfarm.SummaryFile+"; hold"))
-		waitFor(t, "the first job running", time.Minute, func() bool { return stateOf(d, first.ID).State == lifecycle.Running })
+		waitFor(t, "the first job running", time.Minute, func() bool { return stateOf(d, first.ID).State == api.Running })
 		time.Sleep(10 * time.Second)
 		j := stateOf(d, first.ID)
 		if !sites[j.VMs[0].Site].Exit(j.VMs[0].Name, 0) {
 			t.Fatalf("the master VM %s runs no held command", j.VMs[0].Name)
 		}
-		waitFor(t, "the first job done", time.Minute, func() bool { return stateOf(d, first.ID).State == lifecycle.Done })
+		waitFor(t, "the first job done", time.Minute, func() bool { return stateOf(d, first.ID).State == api.Done })
 		j = stateOf(d, first.ID)
 		if j.StartEndS != 0 || j.ProgramS != 4 || j.MeasuredS < 10 {
 			t.Fatalf("the first job: start and end %g s, program %g s, measured %g s; want 0, 4 and at least 10", j.StartEndS, j.ProgramS, j.MeasuredS)
@@ -267,7 +266,7 @@ func TestStartEndLearned(t *testing.T) {
 		checkPredicted(t, j, j.Placement.Plan.Runtime, true)
 
 		second := submitText(t, d, job("second", "cp summary.json "+taskfarm.SummaryFile))
-		waitFor(t, "the second job done", time.Minute, func() bool { return stateOf(d, second.ID).State == lifecycle.Done })
+		waitFor(t, "the second job done", time.Minute, func() bool { return stateOf(d, second.ID).State == api.Done })
 		k, err := d.Job(ctx, second.ID)
 		if err != nil {
 			t.Fatal(err)

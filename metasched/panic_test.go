@@ -10,8 +10,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/metasched/metasched/metasched"
+	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/executor"
-	"github.com/metasched/metasched/metasched/lifecycle"
 )
 
 // panicky runs jobs emulated, but panics on a job named boom.
@@ -41,7 +41,7 @@ func TestJobPanic(t *testing.T) {
 			}
 			ids = append(ids, j.ID)
 		}
-		final := map[string]lifecycle.State{}
+		final := map[string]api.State{}
 		waitFor(t, "both jobs ended", time.Minute, func() bool {
 			for _, id := range ids {
 				j, _ := d.Job(ctx, id)
@@ -53,10 +53,10 @@ func TestJobPanic(t *testing.T) {
 			return true
 		})
 		boom, _ := d.Job(ctx, ids[0])
-		if boom.State != lifecycle.Failed || !strings.Contains(boom.Reason, "internal error: boom: the executor broke") {
+		if boom.State != api.Failed || !strings.Contains(boom.Reason, "internal error: boom: the executor broke") {
 			t.Errorf("boom: %s (%s), want failed with the panic as its reason", boom.State, boom.Reason)
 		}
-		if final[ids[1]] != lifecycle.Done {
+		if final[ids[1]] != api.Done {
 			t.Errorf("fine: %s, want done", final[ids[1]])
 		}
 		waitFor(t, "no VM left", time.Minute, func() bool { return len(d.VMs()) == 0 })

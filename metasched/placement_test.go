@@ -12,8 +12,6 @@ import (
 	"github.com/metasched/metasched/graph"
 	"github.com/metasched/metasched/metasched"
 	"github.com/metasched/metasched/metasched/api"
-	"github.com/metasched/metasched/metasched/lifecycle"
-	"github.com/metasched/metasched/metasched/store"
 )
 
 // placementDaemon runs one pool over two clusters of three 1-core hosts:
@@ -74,7 +72,7 @@ func TestPlacementBaselines(t *testing.T) {
 		ctx := context.Background()
 		// 200 tasks of 2e9 operations at 2 × 4e9 operations/s: 50 s.
 		blocker := submitText(t, d, placeJob("blocker", 200, "placement: met\n"))
-		waitFor(t, "the blocker running", time.Minute, func() bool { return stateOf(d, blocker.ID).State == lifecycle.Running })
+		waitFor(t, "the blocker running", time.Minute, func() bool { return stateOf(d, blocker.ID).State == api.Running })
 		if s := sitesOf(stateOf(d, blocker.ID)); len(s) != 1 || s[0] != "fast" {
 			t.Fatalf("the MET blocker runs on %v, want fast alone", s)
 		}
@@ -82,7 +80,7 @@ func TestPlacementBaselines(t *testing.T) {
 		waitFor(t, "the MET job's reason", time.Minute, func() bool {
 			return strings.Contains(stateOf(d, met.ID).Reason, "waiting: placement met: it runs fastest on cluster fast alone (predicted 10s) and waits for it: the 3 hosts it needs there are free in about")
 		})
-		if j := stateOf(d, met.ID); j.State != lifecycle.Queued {
+		if j := stateOf(d, met.ID); j.State != api.Queued {
 			t.Fatalf("the MET job is %s (%s), want it waiting for fast", j.State, j.Reason)
 		}
 		dry, err := d.DryRun(ctx, []byte(placeJob("met-dry", 40, "placement: met\n")))
@@ -94,31 +92,31 @@ func TestPlacementBaselines(t *testing.T) {
 			t.Errorf("the dry run of a MET job: waits %t, %+v\n%s", dry.Waits, dry.Placement.Plan, dry.Explanation)
 		}
 		mct := submitText(t, d, placeJob("mct", 40, "placement: mct\n"))
-		waitFor(t, "the MCT job done", 5*time.Minute, func() bool { return stateOf(d, mct.ID).State == lifecycle.Done })
+		waitFor(t, "the MCT job done", 5*time.Minute, func() bool { return stateOf(d, mct.ID).State == api.Done })
 		j := stateOf(d, mct.ID)
 		if s := sitesOf(j); len(s) != 1 || s[0] != "slow" || j.Placement.Plan.Algorithm != "mct" ||
 			!strings.Contains(j.Explanation, "(placement mct)") {
 			t.Errorf("the MCT job ran on %v by %s, want slow by mct:\n%s", s, j.Placement.Plan.Algorithm, j.Explanation)
 		}
-		if st := stateOf(d, met.ID).State; st != lifecycle.Queued {
+		if st := stateOf(d, met.ID).State; st != api.Queued {
 			t.Errorf("the MET job is %s while the blocker runs, want queued", st)
 		}
 		olb := submitText(t, d, placeJob("olb", 40, "placement: olb\n"))
-		waitFor(t, "the OLB job done", 5*time.Minute, func() bool { return stateOf(d, olb.ID).State == lifecycle.Done })
+		waitFor(t, "the OLB job done", 5*time.Minute, func() bool { return stateOf(d, olb.ID).State == api.Done })
 		if s := sitesOf(stateOf(d, olb.ID)); len(s) != 1 || s[0] != "slow" {
 			t.Errorf("the OLB job ran on %v, want slow, free first", s)
 		}
-		waitFor(t, "the MET job done", 5*time.Minute, func() bool { return stateOf(d, met.ID).State == lifecycle.Done })
+		waitFor(t, "the MET job done", 5*time.Minute, func() bool { return stateOf(d, met.ID).State == api.Done })
 		j, b := stateOf(d, met.ID), stateOf(d, blocker.ID)
 		if s := sitesOf(j); len(s) != 1 || s[0] != "fast" || !strings.Contains(j.Explanation, "(placement met)") {
 			t.Errorf("the MET job ran on %v, want fast:\n%s", s, j.Explanation)
 		}
-		if planned, ended := transitionAt(j, lifecycle.Planned), transitionAt(b, lifecycle.Done); planned.Before(ended) {
+		if planned, ended := transitionAt(j, api.Planned), transitionAt(b, api.Done); planned.Before(ended) {
 			t.Errorf("the MET job was planned at %s, before the blocker on fast ended at %s", planned, ended)
 		}
 		// Everything free: MCT takes fast, as MET does.
 		mct2 := submitText(t, d, placeJob("mct-free", 40, "placement: mct\n"))
-		waitFor(t, "the second MCT job done", 5*time.Minute, func() bool { return stateOf(d, mct2.ID).State == lifecycle.Done })
+		waitFor(t, "the second MCT job done", 5*time.Minute, func() bool { return stateOf(d, mct2.ID).State == api.Done })
 		if s := sitesOf(stateOf(d, mct2.ID)); len(s) != 1 || s[0] != "fast" {
 			t.Errorf("the MCT job on a free grid ran on %v, want fast", s)
 		}
@@ -165,17 +163,17 @@ func TestMCTWaitsForVMsBeingDestroyed(t *testing.T) {
 			c.HoldAfter = time.Hour
 		}).d
 		first := submitText(t, d, placeJob("first", 40, "placement: met\n"))
-		waitFor(t, "the first job done", 5*time.Minute, func() bool { return stateOf(d, first.ID).State == lifecycle.Done })
+		waitFor(t, "the first job done", 5*time.Minute, func() bool { return stateOf(d, first.ID).State == api.Done })
 		if s := sitesOf(stateOf(d, first.ID)); len(s) != 1 || s[0] != "fast" {
 			t.Fatalf("the first job ran on %v, want fast", s)
 		}
 		mct := submitText(t, d, placeJob("mct", 40, "placement: mct\n"))
 		time.Sleep(5 * time.Second) // dispatch rounds, with fast's VMs still there
-		if j := stateOf(d, mct.ID); j.State != lifecycle.Queued {
+		if j := stateOf(d, mct.ID); j.State != api.Queued {
 			t.Fatalf("the MCT job is %s (%s) while fast's hosts are being emptied, want it waiting for fast", j.State, j.Reason)
 		}
 		close(gate)
-		waitFor(t, "the MCT job done", 5*time.Minute, func() bool { return stateOf(d, mct.ID).State == lifecycle.Done })
+		waitFor(t, "the MCT job done", 5*time.Minute, func() bool { return stateOf(d, mct.ID).State == api.Done })
 		if s := sitesOf(stateOf(d, mct.ID)); len(s) != 1 || s[0] != "fast" {
 			t.Errorf("the MCT job ran on %v, want fast, free a moment after the first job's end", s)
 		}
@@ -183,7 +181,7 @@ func TestMCTWaitsForVMsBeingDestroyed(t *testing.T) {
 }
 
 // transitionAt is when the job last entered state to.
-func transitionAt(j api.Job, to lifecycle.State) time.Time {
+func transitionAt(j api.Job, to api.State) time.Time {
 	var at time.Time
 	for _, tr := range j.Transitions {
 		if tr.To == to {
@@ -200,12 +198,12 @@ func TestForcedMasterJob(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		d := placementDaemon(t).d
 		free := submitText(t, d, placeJob("free", 40, ""))
-		waitFor(t, "the free job done", 5*time.Minute, func() bool { return stateOf(d, free.ID).State == lifecycle.Done })
+		waitFor(t, "the free job done", 5*time.Minute, func() bool { return stateOf(d, free.ID).State == api.Done })
 		if j := stateOf(d, free.ID); j.Placement.Plan.Master != "slow" || j.Placement.Plan.MasterForced {
 			t.Fatalf("free choice: master %s (forced %t), want slow, chosen", j.Placement.Plan.Master, j.Placement.Plan.MasterForced)
 		}
 		forced := submitText(t, d, placeJob("forced", 40, "master: fast\n"))
-		waitFor(t, "the forced job done", 5*time.Minute, func() bool { return stateOf(d, forced.ID).State == lifecycle.Done })
+		waitFor(t, "the forced job done", 5*time.Minute, func() bool { return stateOf(d, forced.ID).State == api.Done })
 		j := stateOf(d, forced.ID)
 		if j.Placement.Plan.Master != "fast" || !j.Placement.Plan.MasterForced || j.VMs[0].Site != "fast" || !j.VMs[0].Master {
 			t.Fatalf("master forced on fast: plan master %s (forced %t), master VM %+v", j.Placement.Plan.Master, j.Placement.Plan.MasterForced, j.VMs[0])
@@ -215,7 +213,7 @@ func TestForcedMasterJob(t *testing.T) {
 		}
 		var planned string
 		for _, tr := range j.Transitions {
-			if tr.To == lifecycle.Planned {
+			if tr.To == api.Planned {
 				planned = tr.Reason
 			}
 		}
@@ -244,7 +242,7 @@ func TestPlacementFieldsRefused(t *testing.T) {
 				t.Errorf("%q: %v (%+v), want 400 on %s: %s", tc.extra, err, re, tc.field, tc.problem)
 			}
 		}
-		if l, err := d.Jobs(ctx, store.JobFilter{}); err != nil || len(l.Jobs) != 0 {
+		if l, err := d.Jobs(ctx, api.JobFilter{}); err != nil || len(l.Jobs) != 0 {
 			t.Errorf("jobs stored: %d, %v", len(l.Jobs), err)
 		}
 	})

@@ -10,7 +10,6 @@ import (
 	"github.com/metasched/metasched/graph"
 	"github.com/metasched/metasched/metasched"
 	"github.com/metasched/metasched/metasched/api"
-	"github.com/metasched/metasched/metasched/lifecycle"
 )
 
 // TestReleaseSparesAStoppedJob runs one long job across the render pool's
@@ -42,7 +41,7 @@ func TestReleaseSparesAStoppedJob(t *testing.T) {
 		}
 		running := func() bool {
 			j, _ = d.Job(ctx, j.ID)
-			return j.State == lifecycle.Running
+			return j.State == api.Running
 		}
 		waitFor(t, "the job running", time.Minute, running)
 		if n := len(j.Spec.Name); n == 0 || j.Placement == nil || j.Placement.Plan.Machines < 3 {

@@ -13,7 +13,6 @@ import (
 	hp "github.com/metasched/metasched/hypervisorproxy"
 	"github.com/metasched/metasched/metasched"
 	"github.com/metasched/metasched/metasched/api"
-	"github.com/metasched/metasched/metasched/lifecycle"
 )
 
 // laggingAgent answers each inventory request with what the previous one
@@ -79,7 +78,7 @@ func TestReservationsUntilInventory(t *testing.T) {
 		})
 		for _, id := range ids {
 			j, _ := d.Job(ctx, id)
-			if j.State != lifecycle.Done {
+			if j.State != api.Done {
 				t.Errorf("job %s: %s (%s)", id, j.State, j.Reason)
 			}
 			for _, tr := range j.Transitions {

@@ -10,6 +10,7 @@ import (
 	hp "github.com/metasched/metasched/hypervisorproxy"
 	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/lifecycle"
+	"github.com/metasched/metasched/metasched/wire"
 )
 
 // Resizing a job's VM live (POST /v1/jobs/{id}/vms/{vm}/resize): through
@@ -24,7 +25,7 @@ import (
 // growth is promised on the host while the agent works, so that no plan
 // takes it meanwhile. Afterwards the daemon reads the inventories again:
 // its view of the host's capacity follows the VM's new size.
-func (d *Daemon) ResizeVM(ctx context.Context, jobID, vmName string, r api.ResizeRequest) (hp.VM, error) {
+func (d *Daemon) ResizeVM(ctx context.Context, jobID, vmName string, r api.ResizeRequest) (api.VM, error) {
 	var fields []api.FieldError
 	if r.VCPUs < 0 {
 		fields = append(fields, api.FieldError{Field: "vcpus", Problem: fmt.Sprintf("must be >= 1, not %d", r.VCPUs)})
@@ -36,14 +37,14 @@ func (d *Daemon) ResizeVM(ctx context.Context, jobID, vmName string, r api.Resiz
 		fields = append(fields, api.FieldError{Field: "vcpus", Problem: "give vcpus or memory_mib (or both)"})
 	}
 	if len(fields) > 0 {
-		return hp.VM{}, &api.RequestError{Status: 400, Code: api.CodeInvalid, Msg: "invalid resize", Fields: fields}
+		return api.VM{}, &api.RequestError{Status: 400, Code: api.CodeInvalid, Msg: "invalid resize", Fields: fields}
 	}
 	sj, err := d.st.Job(ctx, jobID)
 	if err != nil {
-		return hp.VM{}, notFoundJob(jobID, err)
+		return api.VM{}, notFoundJob(jobID, err)
 	}
-	conflict := func(format string, args ...any) (hp.VM, error) {
-		return hp.VM{}, &api.RequestError{Status: 409, Code: api.CodeConflict, Msg: fmt.Sprintf(format, args...)}
+	conflict := func(format string, args ...any) (api.VM, error) {
+		return api.VM{}, &api.RequestError{Status: 409, Code: api.CodeConflict, Msg: fmt.Sprintf(format, args...)}
 	}
 	d.mu.Lock()
 	j := d.jobs[jobID]
@@ -62,7 +63,7 @@ func (d *Daemon) ResizeVM(ctx context.Context, jobID, vmName string, r api.Resiz
 			names[k] = v.Name
 		}
 		d.mu.Unlock()
-		return hp.VM{}, &api.RequestError{Status: 404, Code: api.CodeNotFound,
+		return api.VM{}, &api.RequestError{Status: 404, Code: api.CodeNotFound,
 			Msg: fmt.Sprintf("job %s has no VM %q (its VMs: %s)", jobID, vmName, strings.Join(names, ", "))}
 	}
 	rec := j.job.Record.VMs[i]
@@ -88,7 +89,7 @@ func (d *Daemon) ResizeVM(ctx context.Context, jobID, vmName string, r api.Resiz
 	}
 	if len(fields) > 0 {
 		d.mu.Unlock()
-		return hp.VM{}, &api.RequestError{Status: 409, Code: api.CodeConflict, Msg: fmt.Sprintf("VM %s cannot grow that far", vmName), Fields: fields}
+		return api.VM{}, &api.RequestError{Status: 409, Code: api.CodeConflict, Msg: fmt.Sprintf("VM %s cannot grow that far", vmName), Fields: fields}
 	}
 	growC, growM := max(r.VCPUs-cur.VCPUs, 0), max(r.MemoryMiB-cur.MemoryMiB, 0)
 	p := d.promised.on(h.name)
@@ -116,10 +117,10 @@ func (d *Daemon) ResizeVM(ctx context.Context, jobID, vmName string, r api.Resiz
 	d.kick()
 	if err != nil {
 		d.log.Warn().Err(err).Str("job", jobID).Str("vm", vmName).Int("vcpus", r.VCPUs).Int("memory_mib", r.MemoryMiB).Msg("resize refused")
-		return vm, resizeError(vmName, err)
+		return wire.VM(vm), resizeError(vmName, err)
 	}
 	d.log.Info().Str("job", jobID).Str("vm", vmName).Int("vcpus", vm.VCPUs).Int("memory_mib", vm.MemoryMiB).Msg("vm resized")
-	return vm, nil
+	return wire.VM(vm), nil
 }
 
 // resizeError is an agent's refusal of a resize as the API answers it.

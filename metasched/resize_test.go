@@ -9,11 +9,9 @@ import (
 	"time"
 
 	"github.com/metasched/metasched/graph"
-	hp "github.com/metasched/metasched/hypervisorproxy"
 	"github.com/metasched/metasched/metasched"
 	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/client"
-	"github.com/metasched/metasched/metasched/store"
 )
 
 // TestResizeVM: with vm_headroom, the VMs the daemon creates have maxima
@@ -42,10 +40,10 @@ func TestResizeVM(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var vm hp.VM
+		var vm api.VM
 		waitFor(t, "the job running with its VMs listed", 20*time.Second, func() bool {
 			j, _ := d.Job(ctx, job.ID)
-			if j.State != store.Running {
+			if j.State != api.Running {
 				return false
 			}
 			for _, v := range d.VMs() {

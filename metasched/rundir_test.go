@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/metasched/metasched/metasched"
+	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/lifecycle"
-	"github.com/metasched/metasched/metasched/store"
 )
 
 // A finished job's run directory (DATA_DIR/jobs/ID, its hostfile) is
@@ -54,7 +54,7 @@ func TestRunDirRetention(t *testing.T) {
 		}
 		waitFor(t, "the job done", 30*time.Second, func() bool {
 			j, _ := d.Job(ctx, done.ID)
-			return j.State == store.Done
+			return j.State == api.Done
 		})
 		if !exists(done.ID) {
 			t.Fatalf("no run directory %s for the job that ran", done.ID)
@@ -78,7 +78,7 @@ func TestRunDirRetention(t *testing.T) {
 		if !exists(held) || !exists("notes") {
 			t.Errorf("the live job's directory (%v) or one that is no job's (%v) was removed", exists(held), exists("notes"))
 		}
-		if j, _ := d.Job(ctx, held); j.State != store.Queued {
+		if j, _ := d.Job(ctx, held); j.State != api.Queued {
 			t.Errorf("the live job is %s, want queued", j.State)
 		}
 	})

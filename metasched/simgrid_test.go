@@ -12,7 +12,7 @@ import (
 
 	"github.com/metasched/metasched/graph"
 	"github.com/metasched/metasched/metasched"
-	"github.com/metasched/metasched/metasched/store"
+	"github.com/metasched/metasched/metasched/api"
 )
 
 // TestSimulatedGrid: a daemon whose grid's clusters say hypervisor: sim
@@ -56,7 +56,7 @@ func TestSimulatedGrid(t *testing.T) {
 			ids = append(ids, j.ID)
 		}
 		for _, id := range ids {
-			waitFor(t, "job "+id+" done", time.Hour, func() bool { return stateOf(d, id).State == store.Done })
+			waitFor(t, "job "+id+" done", time.Hour, func() bool { return stateOf(d, id).State == api.Done })
 		}
 		waitFor(t, "no VM left", time.Minute, func() bool { return len(d.VMs()) == 0 })
 	})

@@ -12,6 +12,7 @@ import (
 	hp "github.com/metasched/metasched/hypervisorproxy"
 	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/lifecycle"
+	"github.com/metasched/metasched/metasched/wire"
 	"github.com/rs/zerolog"
 )
 
@@ -78,7 +79,7 @@ func (d *Daemon) tune(ctx context.Context, j *liveJob, free map[string][]string,
 		decs[i].Reason += shrinkNote(decs[i].Cluster, shrinks[decs[i].Cluster])
 	}
 	for i, dec := range decs {
-		rec := api.TuningRecord{TuningDecision: dec, NewJobID: j.id(), At: now, Outcome: "rejected"}
+		rec := api.TuningRecord{TuningDecision: wire.TuningDecision(dec), NewJobID: j.id(), At: now, Outcome: "rejected"}
 		cand := candRejected
 		if dec.Accepted {
 			rec.Outcome, cand = "not chosen", candNotChosen

@@ -17,7 +17,6 @@ import (
 	hp "github.com/metasched/metasched/hypervisorproxy"
 	"github.com/metasched/metasched/metasched"
 	"github.com/metasched/metasched/metasched/api"
-	"github.com/metasched/metasched/metasched/store"
 )
 
 // TestBandwidthTuning: a communication-heavy job runs on a cluster behind a
@@ -159,7 +158,7 @@ func tuningStart(t *testing.T, grid *graph.Grid, memMiB int, heavyJob, freshJob 
 	}
 	waitFor(t, "the heavy job running", 20*time.Second, func() bool {
 		j, _ := d.Job(ctx, heavy.ID)
-		return j.State == store.Running
+		return j.State == api.Running
 	})
 	if _, err := d.Submit(ctx, []byte(freshJob)); err != nil {
 		t.Fatal(err)
@@ -326,7 +325,7 @@ func tuningThenPlan(t *testing.T, heavyTasks, tasks, moves int) {
 		}
 		waitFor(t, "the heavy job running", 20*time.Second, func() bool {
 			j, _ := d.Job(ctx, heavy.ID)
-			return j.State == store.Running
+			return j.State == api.Running
 		})
 		rec.show()
 		waitFor(t, "every host in the daemon's view", 20*time.Second, func() bool { return len(d.Hosts()) == 12 })
@@ -362,12 +361,12 @@ func tuningThenPlan(t *testing.T, heavyTasks, tasks, moves int) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if j.State != store.Queued || !strings.Contains(j.Reason, fmt.Sprintf("waiting for bandwidth tuning #%d", chosen.Seq)) {
+		if j.State != api.Queued || !strings.Contains(j.Reason, fmt.Sprintf("waiting for bandwidth tuning #%d", chosen.Seq)) {
 			t.Errorf("during the migration the fresh job is %s: %q; want queued, waiting for tuning #%d", j.State, j.Reason, chosen.Seq)
 		}
 		waitFor(t, "the fresh job running", 60*time.Second, func() bool {
 			j, _ := d.Job(ctx, fresh.ID)
-			return j.State == store.Running || j.State.Terminal()
+			return j.State == api.Running || j.State.Terminal()
 		})
 		events, most := rec.snapshot()
 		t.Logf("agent calls: %s", strings.Join(events, "; "))
@@ -400,7 +399,7 @@ func tuningThenPlan(t *testing.T, heavyTasks, tasks, moves int) {
 			t.Fatal(err)
 		}
 		for _, tr := range j.Transitions {
-			if tr.To == store.Planned && tr.At.Before(done.Ended) {
+			if tr.To == api.Planned && tr.At.Before(done.Ended) {
 				t.Errorf("the fresh job was planned at %s, before the tuning ended at %s", tr.At, done.Ended)
 			}
 		}
@@ -487,7 +486,7 @@ func TestBandwidthTuningShrinkRemote(t *testing.T) {
 	}
 	waitFor(t, "the heavy job running", time.Minute, func() bool {
 		j, _ := d.Job(ctx, heavy.ID)
-		return j.State == store.Running
+		return j.State == api.Running
 	})
 	fresh, err := d.Submit(ctx, []byte("name: fresh\ntype: render\ntasks: 1200\ntask_ops: 1.0e9\ntask_bytes: 1.0e3\nvm: {vcpus: 2, memory_mib: 2048}\n"))
 	if err != nil {

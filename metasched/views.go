@@ -6,10 +6,9 @@ import (
 	"slices"
 	"time"
 
-	"github.com/metasched/metasched/gramvm"
-	hp "github.com/metasched/metasched/hypervisorproxy"
 	"github.com/metasched/metasched/metasched/api"
 	co "github.com/metasched/metasched/metasched/coordinator"
+	"github.com/metasched/metasched/metasched/wire"
 )
 
 // Pools reports every pool: its queue, hosts and switches in flight.
@@ -70,9 +69,9 @@ func (d *Daemon) Hosts() []api.HostView {
 func (d *Daemon) hostViewLocked(h *gridHost) api.HostView {
 	v := api.HostView{Name: h.name, Site: h.rec.Site, Pool: h.rec.Pool, State: d.hostStateLocked(h),
 		CPUs: h.inv.CPUs, MemoryMiB: h.inv.MemoryMiB, FreeVCPUs: h.inv.FreeVCPUs, FreeMemoryMiB: h.inv.FreeMemoryMiB,
-		VMs: h.inv.VMs, Reason: h.err}
+		VMs: wire.VMs(h.inv.VMs), Reason: h.err}
 	if v.VMs == nil {
-		v.VMs = []hp.VM{}
+		v.VMs = []api.VM{}
 	}
 	if h.held != "" {
 		if sw, ok := d.coord.Switch(h.held); ok {
@@ -89,12 +88,14 @@ func (d *Daemon) hostViewLocked(h *gridHost) api.HostView {
 }
 
 // VMs lists every VM the agents last reported.
-func (d *Daemon) VMs() []hp.VM {
+func (d *Daemon) VMs() []api.VM {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	out := []hp.VM{}
+	out := []api.VM{}
 	for _, name := range d.order {
-		out = append(out, d.hosts[name].inv.VMs...)
+		for _, vm := range d.hosts[name].inv.VMs {
+			out = append(out, wire.VM(vm))
+		}
 	}
 	return out
 }
@@ -231,7 +232,7 @@ func (d *Daemon) Tuning() []api.TuningRecord {
 }
 
 // Links reports every link of the grid with its measurements.
-func (d *Daemon) Links() []gramvm.Link { return d.planner.Links() }
+func (d *Daemon) Links() []api.Link { return wire.Links(d.planner.Links()) }
 
 // switchView is the API's view of a switch.
 func switchView(sw co.Switch, now time.Time) api.SwitchView {

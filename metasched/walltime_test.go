@@ -14,7 +14,6 @@ import (
 	"github.com/metasched/metasched/metasched"
 	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/internal/daemontest"
-	"github.com/metasched/metasched/metasched/store"
 )
 
 // TestWalltimeEmulated: an emulated job that would run for hours fails when
@@ -57,7 +56,7 @@ func TestWalltimeEmulated(t *testing.T) {
 			id, reason string
 		}{{own.ID, "walltime 10m0s exceeded"}, {dflt.ID, "walltime 20m0s exceeded"}} {
 			j := final(c.id)
-			if j.State != store.Failed || j.Reason != c.reason {
+			if j.State != api.Failed || j.Reason != c.reason {
 				t.Errorf("job %s: %s (%s), want failed with %q", c.id, j.State, j.Reason, c.reason)
 			}
 			if j.Attempts != 1 {
@@ -67,7 +66,7 @@ func TestWalltimeEmulated(t *testing.T) {
 				t.Errorf("job %s: predicted %g s: the test needs jobs that would run for hours", c.id, j.PredictedS)
 			}
 		}
-		if j := final(short.ID); j.State != store.Done {
+		if j := final(short.ID); j.State != api.Done {
 			t.Errorf("job within its walltime: %s (%s), want done", j.State, j.Reason)
 		}
 		waitFor(t, "no VM left", time.Minute, func() bool { return len(d.VMs()) == 0 })
@@ -93,7 +92,7 @@ func TestWalltimeCommand(t *testing.T) {
 		j, _ = d.Job(ctx, j.ID)
 		return j.State.Terminal()
 	})
-	if j.State != store.Failed || j.Reason != "walltime 2s exceeded" || j.Attempts != 1 {
+	if j.State != api.Failed || j.Reason != "walltime 2s exceeded" || j.Attempts != 1 {
 		t.Fatalf("job: %s (%s), %d attempts; want failed with the walltime, once", j.State, j.Reason, j.Attempts)
 	}
 	logs, _ := d.Store().Logs(ctx, j.ID)
@@ -140,7 +139,7 @@ func TestWalltimeAcrossRestart(t *testing.T) {
 		}
 		waitFor(t, "the job running", time.Minute, func() bool {
 			j, _ = d.Job(ctx, j.ID)
-			return j.State == store.Running
+			return j.State == api.Running
 		})
 		time.Sleep(6 * time.Minute)
 		td.stop()
@@ -153,7 +152,7 @@ func TestWalltimeAcrossRestart(t *testing.T) {
 			j, _ = d.Job(ctx, j.ID)
 			return j.State.Terminal()
 		})
-		if j.State != store.Failed || j.Reason != "walltime 10m0s exceeded" {
+		if j.State != api.Failed || j.Reason != "walltime 10m0s exceeded" {
 			t.Fatalf("job: %s (%s), want failed past its walltime", j.State, j.Reason)
 		}
 		if after := time.Since(restarted); after > 3*time.Minute {

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/client"
-	"github.com/metasched/metasched/metasched/lifecycle"
 )
 
 // adversaryCycles is how many times TestAdversary kills the daemon: 4 in
@@ -177,7 +177,7 @@ func TestAdversary(t *testing.T) {
 		t.Fatal(fatal)
 	}
 	h.waitFor(time.Duration(2+*adversaryCycles)*time.Minute, "every job finished", func(ctx context.Context) (string, bool, error) {
-		l, err := d.c.Jobs(ctx, client.JobsQuery{States: []lifecycle.State{lifecycle.Queued, lifecycle.Planned, lifecycle.Provisioning, lifecycle.Running}})
+		l, err := d.c.Jobs(ctx, client.JobsQuery{States: []api.State{api.Queued, api.Planned, api.Provisioning, api.Running}})
 		return "", err == nil && len(l.Jobs) == 0, err
 	})
 
@@ -195,7 +195,7 @@ func TestAdversary(t *testing.T) {
 		if byJob[j.ID] != j.Name {
 			t.Errorf("job %s (%s) is not the job of an acknowledged submission (a duplicate?)", j.ID, j.Name)
 		}
-		if j.State == lifecycle.Done {
+		if j.State == api.Done {
 			done++
 		} else {
 			t.Errorf("job %s (%s) is %s (%s), want done", j.ID, j.Name, j.State, j.Reason)
@@ -209,7 +209,7 @@ func TestAdversary(t *testing.T) {
 		}
 		checkLifecycle(t, j)
 		for _, tr := range j.Transitions {
-			if tr.To == lifecycle.Queued && tr.From == lifecycle.Running {
+			if tr.To == api.Queued && tr.From == api.Running {
 				requeued++
 			}
 		}

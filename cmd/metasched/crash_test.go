@@ -20,6 +20,7 @@ import (
 	"github.com/metasched/metasched/metasched/client"
 	"github.com/metasched/metasched/metasched/demo"
 	"github.com/metasched/metasched/metasched/lifecycle"
+	"github.com/metasched/metasched/metasched/wire"
 )
 
 // crashConfig is the daemon's configuration for TestCrashSafety: the
@@ -105,7 +106,7 @@ func TestCrashSafety(t *testing.T) {
 		time.Sleep(gap)
 	}
 	running := h.waitFor(30*time.Second, "a running job", func(ctx context.Context) (string, bool, error) {
-		l, err := d.c.Jobs(ctx, client.JobsQuery{States: []lifecycle.State{lifecycle.Running}})
+		l, err := d.c.Jobs(ctx, client.JobsQuery{States: []api.State{api.Running}})
 		if err != nil || len(l.Jobs) == 0 {
 			return "", false, err
 		}
@@ -158,7 +159,7 @@ func TestCrashSafety(t *testing.T) {
 		time.Sleep(gap)
 	}
 	h.waitFor(90*time.Second, "every job finished", func(ctx context.Context) (string, bool, error) {
-		l, err := d.c.Jobs(ctx, client.JobsQuery{States: []lifecycle.State{lifecycle.Queued, lifecycle.Planned, lifecycle.Provisioning, lifecycle.Running}})
+		l, err := d.c.Jobs(ctx, client.JobsQuery{States: []api.State{api.Queued, api.Planned, api.Provisioning, api.Running}})
 		return "", err == nil && len(l.Jobs) == 0, err
 	})
 	h.waitQuiet(d.c, 60*time.Second)
@@ -413,7 +414,7 @@ func (h *crashHarness) checkJobs(jobs []api.Job, stream []demo.Job) {
 		} else if !h.lost[j.Name] {
 			t.Errorf("job %s (%s) was never acknowledged and no submission of it was in flight at a kill", j.ID, j.Name)
 		}
-		if j.State != lifecycle.Done {
+		if j.State != api.Done {
 			t.Errorf("job %s (%s) is %s (%s), want done", j.ID, j.Name, j.State, j.Reason)
 		}
 		checkLifecycle(t, j)
@@ -440,7 +441,7 @@ func checkLifecycle(t testing.TB, j api.Job) {
 	fail := func(format string, args ...any) {
 		t.Errorf("job %s (%s): %s; transitions:\n  %s", j.ID, j.Name, fmt.Sprintf(format, args...), strings.Join(trail, "\n  "))
 	}
-	if len(j.Transitions) == 0 || j.Transitions[0].From != "" || j.Transitions[0].To != lifecycle.Queued {
+	if len(j.Transitions) == 0 || j.Transitions[0].From != "" || j.Transitions[0].To != api.Queued {
 		fail("the first transition is not from nothing to queued")
 		return
 	}
@@ -455,7 +456,7 @@ func checkLifecycle(t testing.TB, j api.Job) {
 		if prev := j.Transitions[i-1].To; tr.From != prev {
 			fail("transition %d leaves %s, the job was %s", i, tr.From, prev)
 		}
-		if !lifecycle.CanTransition(tr.From, tr.To) {
+		if !lifecycle.CanTransition(wire.DomainState(tr.From), wire.DomainState(tr.To)) {
 			fail("transition %d, %s→%s, is not allowed by the lifecycle", i, tr.From, tr.To)
 		}
 	}

@@ -20,11 +20,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/metasched/metasched/internal/cli"
 
-	"github.com/metasched/metasched/gramvm"
-	hp "github.com/metasched/metasched/hypervisorproxy"
 	"github.com/metasched/metasched/metasched/api"
-	"github.com/metasched/metasched/metasched/lifecycle"
-	"github.com/metasched/metasched/selection"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata")
@@ -237,33 +233,33 @@ func runDaemonCases(t *testing.T, cases []daemonCase) {
 var (
 	t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
-	fixturePlan = selection.Plan{Algorithm: selection.HillClimb, Job: "render-42", Tasks: 300, Feasible: true, Master: "spain",
+	fixturePlan = api.Plan{Algorithm: "hillclimb", Job: "render-42", Tasks: 300, Feasible: true, Master: "spain",
 		Rate: 0.035, Runtime: 8600, Machines: 5,
-		Clusters: []selection.ClusterPlan{
-			{Name: "spain", Master: true, Machines: 3, Allowed: 3, Free: 4, Tasks: 258, BandwidthMbps: 1000, Rate: 0.03, Limit: selection.LimitFree,
+		Clusters: []api.ClusterPlan{
+			{Name: "spain", Master: true, Machines: 3, Allowed: 3, Free: 4, Tasks: 258, BandwidthMbps: 1000, Rate: 0.03, Limit: "free",
 				Why: "258 tasks by 8600 s: master's cluster: the master takes 1 machine, the other 3 free work over the 1000 Mbit/s LAN, 86 tasks each"},
-			{Name: "latam-a", Machines: 1, Allowed: 1, Free: 1, Tasks: 42, BandwidthMbps: 7.5, Rate: 0.005, Limit: selection.LimitFree,
+			{Name: "latam-a", Machines: 1, Allowed: 1, Free: 1, Tasks: 42, BandwidthMbps: 7.5, Rate: 0.005, Limit: "free",
 				Why: "42 tasks by 8600 s: all 1 free machines work, fed at 7.5 Mbit/s from spain, 42 tasks each"},
 		},
-		Excluded:    []selection.Excluded{{Name: "latam-b", Reason: "no machine is free"}},
+		Excluded:    []api.Excluded{{Name: "latam-b", Reason: "no machine is free"}},
 		Zones:       [][]string{{"latam-a"}, {"latam-b"}, {"spain"}},
 		Evaluations: 14,
 	}
-	fixturePlacement = gramvm.Placement{Plan: fixturePlan, Master: gramvm.HostRef{Site: "spain", Host: "es-1"},
-		Workers: []gramvm.HostRef{{Site: "spain", Host: "es-1"}, {Site: "spain", Host: "es-2"}, {Site: "spain", Host: "es-3"},
+	fixturePlacement = api.Placement{Plan: fixturePlan, Master: api.HostRef{Site: "spain", Host: "es-1"},
+		Workers: []api.HostRef{{Site: "spain", Host: "es-1"}, {Site: "spain", Host: "es-2"}, {Site: "spain", Host: "es-3"},
 			{Site: "latam-a", Host: "la-1"}},
 		Measured:   []string{"spain-latam-a: 7.5 Mbit/s measured (3 samples, the newest 2026-03-01T11:59:00Z agent to agent), 8 configured"},
 		Calibrated: []string{"spain perf: 4e+08 ops/s (2e+08 per vCPU × 2 vCPUs, image debian) measured 2026-03-01T11:00:00Z, 2e+09 configured"}}
-	renderSpec = selection.Job{Name: "render-42", Type: "render", Tasks: 300, TaskOps: 2e11, TaskBytes: 5e7, Efficiency: 0.8,
-		VM: selection.VM{VCPUs: 2, MemoryMiB: 2048}}
+	renderSpec = api.JobSpec{Name: "render-42", Type: "render", Tasks: 300, TaskOps: 2e11, TaskBytes: 5e7, Efficiency: 0.8,
+		VM: api.VMSize{VCPUs: 2, MemoryMiB: 2048}}
 
-	jobRunning = api.Job{JobHead: api.JobHead{ID: "j-000000000007", Name: "render-42", Type: "render", State: lifecycle.Running,
+	jobRunning = api.Job{JobHead: api.JobHead{ID: "j-000000000007", Name: "render-42", Type: "render", State: api.Running,
 		Reason: "started on 5 VMs", Submitted: t0, Updated: t0.Add(3 * time.Second)}, Spec: renderSpec,
-		Transitions: []lifecycle.Transition{
-			{To: lifecycle.Queued, At: t0, Reason: "submitted"},
-			{From: lifecycle.Queued, To: lifecycle.Planned, At: t0.Add(time.Second), Reason: "master on spain, 5 machines"},
-			{From: lifecycle.Planned, To: lifecycle.Provisioning, At: t0.Add(time.Second), Reason: "creating 5 VMs"},
-			{From: lifecycle.Provisioning, To: lifecycle.Running, At: t0.Add(3 * time.Second), Reason: "started on 5 VMs"},
+		Transitions: []api.Transition{
+			{To: api.Queued, At: t0, Reason: "submitted"},
+			{From: api.Queued, To: api.Planned, At: t0.Add(time.Second), Reason: "master on spain, 5 machines"},
+			{From: api.Planned, To: api.Provisioning, At: t0.Add(time.Second), Reason: "creating 5 VMs"},
+			{From: api.Provisioning, To: api.Running, At: t0.Add(3 * time.Second), Reason: "started on 5 VMs"},
 		},
 		Placement: &fixturePlacement,
 		VMs: []api.JobVM{{Name: "j-000000000007-0", Site: "spain", Host: "es-1", Master: true},
@@ -274,25 +270,25 @@ var (
 		Attempts: 1}
 	jobDone = func() api.Job {
 		j := jobRunning
-		j.ID, j.Name, j.State, j.Reason = "j-000000000006", "render-41", lifecycle.Done, "exit code 0"
+		j.ID, j.Name, j.State, j.Reason = "j-000000000006", "render-41", api.Done, "exit code 0"
 		j.Spec.Name = j.Name
 		j.Updated = t0.Add(12 * time.Second)
-		j.Transitions = append(j.Transitions[:4:4], lifecycle.Transition{From: lifecycle.Running, To: lifecycle.Done, At: j.Updated, Reason: "exit code 0"})
+		j.Transitions = append(j.Transitions[:4:4], api.Transition{From: api.Running, To: api.Done, At: j.Updated, Reason: "exit code 0"})
 		j.MeasuredS, j.Ratio, j.ExitCode = 8.75, 8.75/8.6, ptr(0)
 		j.StartEndS, j.ProgramS = 2.5, 6.25
 		j.Clusters = []api.ClusterTasks{{Name: "spain", TasksPredicted: 258, TasksDone: ptr(251)},
 			{Name: "latam-a", TasksPredicted: 42, TasksDone: ptr(49)}}
 		return j
 	}()
-	jobQueued = api.Job{JobHead: api.JobHead{ID: "j-000000000008", Name: "sim-1", Type: "sim", State: lifecycle.Queued, Reason: "submitted",
+	jobQueued = api.Job{JobHead: api.JobHead{ID: "j-000000000008", Name: "sim-1", Type: "sim", State: api.Queued, Reason: "submitted",
 		Submitted: t0.Add(5 * time.Second), Updated: t0.Add(5 * time.Second)},
-		Spec: selection.Job{Name: "sim-1", Type: "sim", Tasks: 40, TaskOps: 1e12, TaskBytes: 1e6, Efficiency: 0.9,
-			VM: selection.VM{VCPUs: 4, MemoryMiB: 4096}, Command: []string{"/opt/sim/run", "--fast"}},
-		Transitions: []lifecycle.Transition{{To: lifecycle.Queued, At: t0.Add(5 * time.Second), Reason: "submitted"}}}
-	jobFailed = api.Job{JobHead: api.JobHead{ID: "j-000000000005", Name: "render-40", Type: "render", State: lifecycle.Failed,
+		Spec: api.JobSpec{Name: "sim-1", Type: "sim", Tasks: 40, TaskOps: 1e12, TaskBytes: 1e6, Efficiency: 0.9,
+			VM: api.VMSize{VCPUs: 4, MemoryMiB: 4096}, Command: []string{"/opt/sim/run", "--fast"}},
+		Transitions: []api.Transition{{To: api.Queued, At: t0.Add(5 * time.Second), Reason: "submitted"}}}
+	jobFailed = api.Job{JobHead: api.JobHead{ID: "j-000000000005", Name: "render-40", Type: "render", State: api.Failed,
 		Reason: "agent latam-b unreachable", Submitted: t0.Add(-time.Hour), Updated: t0.Add(-50 * time.Minute)}, Spec: renderSpec,
-		Transitions: []lifecycle.Transition{{To: lifecycle.Queued, At: t0.Add(-time.Hour), Reason: "submitted"},
-			{From: lifecycle.Queued, To: lifecycle.Failed, At: t0.Add(-50 * time.Minute), Reason: "agent latam-b unreachable"}},
+		Transitions: []api.Transition{{To: api.Queued, At: t0.Add(-time.Hour), Reason: "submitted"},
+			{From: api.Queued, To: api.Failed, At: t0.Add(-50 * time.Minute), Reason: "agent latam-b unreachable"}},
 		RunTimes: api.RunTimes{PredictedS: 9000}, Attempts: 2}
 
 	fixturePools = []api.Pool{
@@ -303,24 +299,24 @@ var (
 			Hosts: []string{"lb-1"}, Idle: 1, SwitchingOut: 1,
 			Rates: api.Rates{Arrival: 0.01, Service: 0.02, Samples: 2, Prior: true}},
 	}
-	vm = func(name, host string, vcpus, mib int) hp.VM {
-		return hp.VM{Name: name, Host: host, Pool: "render", Job: "j-000000000007", State: hp.StateRunning, VCPUs: vcpus,
+	vm = func(name, host string, vcpus, mib int) api.VM {
+		return api.VM{Name: name, Host: host, Pool: "render", Job: "j-000000000007", State: api.VMRunning, VCPUs: vcpus,
 			MaxVCPUs: 4, MemoryMiB: mib, MaxMemoryMiB: 4096, Managed: true}
 	}
 	fixtureHosts = []api.HostView{
 		{Name: "es-1", Site: "spain", Pool: "render", State: api.HostBusy, CPUs: 8, MemoryMiB: 16384, FreeVCPUs: 4,
-			FreeMemoryMiB: 12288, VMs: []hp.VM{vm("j-000000000007-0", "es-1", 2, 2048), vm("j-000000000007-1", "es-1", 2, 2048)}},
+			FreeMemoryMiB: 12288, VMs: []api.VM{vm("j-000000000007-0", "es-1", 2, 2048), vm("j-000000000007-1", "es-1", 2, 2048)}},
 		{Name: "es-2", Site: "spain", Pool: "render", State: api.HostBusy, CPUs: 8, MemoryMiB: 16384, FreeVCPUs: 6,
-			FreeMemoryMiB: 14336, VMs: []hp.VM{vm("j-000000000007-2", "es-2", 2, 2048)}},
+			FreeMemoryMiB: 14336, VMs: []api.VM{vm("j-000000000007-2", "es-2", 2, 2048)}},
 		{Name: "lb-1", Site: "latam-b", Pool: "sim", State: api.HostIdle, CPUs: 4, MemoryMiB: 8192, FreeVCPUs: 4,
-			FreeMemoryMiB: 8192, VMs: []hp.VM{}},
+			FreeMemoryMiB: 8192, VMs: []api.VM{}},
 		{Name: "lb-2", Site: "latam-b", Pool: "sim", State: api.HostSwitching, Switch: "s-000003", From: "sim", To: "render",
-			CPUs: 4, MemoryMiB: 8192, FreeVCPUs: 4, FreeMemoryMiB: 8192, VMs: []hp.VM{}},
+			CPUs: 4, MemoryMiB: 8192, FreeVCPUs: 4, FreeMemoryMiB: 8192, VMs: []api.VM{}},
 		{Name: "lb-3", Site: "latam-b", State: api.HostStranded, Switch: "s-000002", From: "sim", To: "render",
-			CPUs: 4, MemoryMiB: 8192, FreeVCPUs: 4, FreeMemoryMiB: 8192, VMs: []hp.VM{},
+			CPUs: 4, MemoryMiB: 8192, FreeVCPUs: 4, FreeMemoryMiB: 8192, VMs: []api.VM{},
 			Reason: "prepare-add failed: agent latam-b timed out; the revert to sim failed too"},
 		{Name: "lb-4", Site: "latam-b", Pool: "sim", State: api.HostUnreachable, Reason: "agent latam-b: connection refused",
-			CPUs: 4, MemoryMiB: 8192, VMs: []hp.VM{}},
+			CPUs: 4, MemoryMiB: 8192, VMs: []api.VM{}},
 	}
 	drainingHost = func() api.HostView {
 		h := fixtureHosts[0]
@@ -328,9 +324,9 @@ var (
 		return h
 	}()
 	drainedHost = api.HostView{Name: "es-1", Site: "spain", Pool: "render", State: api.HostDrained, CPUs: 8, MemoryMiB: 16384,
-		FreeVCPUs: 8, FreeMemoryMiB: 16384, VMs: []hp.VM{}}
+		FreeVCPUs: 8, FreeMemoryMiB: 16384, VMs: []api.VM{}}
 	clearedHost = api.HostView{Name: "lb-3", Site: "latam-b", Pool: "render", State: api.HostIdle,
-		CPUs: 4, MemoryMiB: 8192, FreeVCPUs: 4, FreeMemoryMiB: 8192, VMs: []hp.VM{}}
+		CPUs: 4, MemoryMiB: 8192, FreeVCPUs: 4, FreeMemoryMiB: 8192, VMs: []api.VM{}}
 
 	switchActive = api.SwitchView{ID: "s-000003", From: "sim", To: "render", Host: "lb-2", Phase: "reconfigure",
 		Started: t0.Add(10 * time.Second), Updated: t0.Add(11 * time.Second), Seconds: 1.5}

@@ -21,7 +21,6 @@ import (
 	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/client"
 	"github.com/metasched/metasched/metasched/httpapi"
-	"github.com/metasched/metasched/metasched/lifecycle"
 )
 
 // screenshotDir, when set, is where TestDashboardInBrowser also writes its
@@ -276,7 +275,7 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Errorf("the page does not say it reconnected after a restart (%q, %v)", restarted, err)
 	}
 	after, err := c.Job(bg, formJob)
-	if err != nil || after.State != lifecycle.Done {
+	if err != nil || after.State != api.Done {
 		t.Fatalf("the form's job after the restart: %+v, %v", after, err)
 	}
 	checkJobRows(t, p, c)
@@ -470,7 +469,7 @@ func waitDemoEnded(t *testing.T, c *client.Client) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Minute)
 	for {
-		l, err := c.Jobs(context.Background(), client.JobsQuery{States: []lifecycle.State{lifecycle.Queued, lifecycle.Planned, lifecycle.Provisioning, lifecycle.Running}})
+		l, err := c.Jobs(context.Background(), client.JobsQuery{States: []api.State{api.Queued, api.Planned, api.Provisioning, api.Running}})
 		if err == nil && len(l.Jobs) == 0 {
 			return
 		}

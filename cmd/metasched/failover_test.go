@@ -21,7 +21,6 @@ import (
 	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/client"
 	"github.com/metasched/metasched/metasched/demo"
-	"github.com/metasched/metasched/metasched/lifecycle"
 )
 
 var failoverKills = flag.Int("failover-kills", 3, "leader kills of TestFailover (make soak: 20)")
@@ -123,7 +122,7 @@ func TestFailover(t *testing.T) {
 
 	c := f.current(f.leader(time.Minute)).c
 	f.waitFor(3*time.Minute, "every job finished", func(ctx context.Context) (string, bool, error) {
-		l, err := c.Jobs(ctx, client.JobsQuery{States: []lifecycle.State{lifecycle.Queued, lifecycle.Planned, lifecycle.Provisioning, lifecycle.Running}})
+		l, err := c.Jobs(ctx, client.JobsQuery{States: []api.State{api.Queued, api.Planned, api.Provisioning, api.Running}})
 		return "", err == nil && len(l.Jobs) == 0, err
 	})
 	f.waitQuiet(c, time.Minute)
@@ -471,7 +470,7 @@ func (f *failover) killLeader(h *haDaemon, what string) {
 	f.t.Helper()
 	d := f.current(h)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	l, err := d.c.Jobs(ctx, client.JobsQuery{States: []lifecycle.State{lifecycle.Running}})
+	l, err := d.c.Jobs(ctx, client.JobsQuery{States: []api.State{api.Running}})
 	cancel()
 	if err != nil {
 		f.t.Fatalf("the jobs running on %s: %v", h.name, err)
@@ -491,7 +490,7 @@ func (f *failover) failoverTimes(jobs []api.Job) []float64 {
 		var first time.Time
 		for _, j := range jobs {
 			for _, tr := range j.Transitions {
-				if tr.To == lifecycle.Planned && tr.At.After(at) && (first.IsZero() || tr.At.Before(first)) {
+				if tr.To == api.Planned && tr.At.After(at) && (first.IsZero() || tr.At.Before(first)) {
 					first = tr.At
 				}
 			}
@@ -516,10 +515,10 @@ func checkRunsKept(t testing.TB, jobs []api.Job) []string {
 	reasons := map[string]int{}
 	for _, j := range jobs {
 		for _, tr := range j.Transitions {
-			if tr.To == lifecycle.Queued && tr.From != "" {
+			if tr.To == api.Queued && tr.From != "" {
 				reasons[switchedHost.ReplaceAllString(tr.Reason, "a host switched by the policy:")]++
 			}
-			if tr.From == lifecycle.Running && tr.To != lifecycle.Running && !tr.To.Terminal() && !strings.Contains(tr.Reason, " switched from pool ") {
+			if tr.From == api.Running && tr.To != api.Running && !tr.To.Terminal() && !strings.Contains(tr.Reason, " switched from pool ") {
 				t.Errorf("job %s (%s) left running for %s: %q", j.ID, j.Name, tr.To, tr.Reason)
 			}
 		}

@@ -16,11 +16,11 @@ import (
 
 	"github.com/metasched/metasched/hypervisorproxy/virt"
 	"github.com/metasched/metasched/metasched"
+	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/demo"
 	"github.com/metasched/metasched/metasched/executor"
 	"github.com/metasched/metasched/metasched/guesttest"
 	"github.com/metasched/metasched/metasched/httpapi"
-	"github.com/metasched/metasched/metasched/lifecycle"
 )
 
 // TestJobFilesThroughCLI: a job file's input from a local file that is not
@@ -91,7 +91,7 @@ func TestJobFilesThroughCLI(t *testing.T) {
 			t.Fatal(err)
 		}
 		if j.State.Terminal() {
-			if j.State != lifecycle.Done {
+			if j.State != api.Done {
 				t.Fatalf("job %s: %s (%s)", id, j.State, j.Reason)
 			}
 			work := executor.GuestWorkDir(id)

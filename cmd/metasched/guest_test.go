@@ -20,7 +20,6 @@ import (
 	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/client"
 	"github.com/metasched/metasched/metasched/lab"
-	"github.com/metasched/metasched/metasched/lifecycle"
 	"github.com/metasched/metasched/selection"
 )
 
@@ -174,7 +173,7 @@ func (g *guestGrid) submit(job string) api.Job {
 func (g *guestGrid) job(ctx context.Context, id string) (api.Job, error) { return g.c.Job(ctx, id) }
 
 // waitState waits until the job is in one of the states, and returns it.
-func (g *guestGrid) waitState(id string, limit time.Duration, states ...lifecycle.State) api.Job {
+func (g *guestGrid) waitState(id string, limit time.Duration, states ...api.State) api.Job {
 	g.t.Helper()
 	var j api.Job
 	g.eventually(limit, "job "+id+" in "+fmt.Sprint(states), func(ctx context.Context) (string, bool) {
@@ -432,7 +431,7 @@ func (g *guestGrid) waitWorkersJoined(id string) api.Job {
 		if j.State.Terminal() {
 			g.t.Fatalf("job %s ended: %s (%s)", id, j.State, j.Reason)
 		}
-		if j.State != lifecycle.Running {
+		if j.State != api.Running {
 			return string(j.State), false
 		}
 		log, err := g.c.Logs(ctx, id)
@@ -534,10 +533,10 @@ func TestGuestGrid(t *testing.T) {
 		g.t = t
 		start := time.Now()
 		j := g.submit(helloJob(t, "hello", 0, 0))
-		j = g.waitState(j.ID, 10*time.Minute, lifecycle.Done, lifecycle.Failed, lifecycle.Cancelled)
+		j = g.waitState(j.ID, 10*time.Minute, api.Done, api.Failed, api.Cancelled)
 		log := g.jobLog(j.ID)
 		t.Logf("job %s %s after %.1f s (%s); log:\n%s", j.ID, j.State, time.Since(start).Seconds(), j.Reason, log)
-		if j.State != lifecycle.Done {
+		if j.State != api.Done {
 			t.Fatalf("job %s: %s (%s)", j.ID, j.State, j.Reason)
 		}
 		g.checkHello(j, log)
@@ -552,9 +551,9 @@ func TestGuestGrid(t *testing.T) {
 		}
 		start := time.Now()
 		j := g.submit(string(job))
-		j = g.waitState(j.ID, 10*time.Minute, lifecycle.Done, lifecycle.Failed, lifecycle.Cancelled)
+		j = g.waitState(j.ID, 10*time.Minute, api.Done, api.Failed, api.Cancelled)
 		t.Logf("job %s %s after %.1f s (%s); log:\n%s", j.ID, j.State, time.Since(start).Seconds(), j.Reason, g.jobLog(j.ID))
-		if j.State != lifecycle.Done {
+		if j.State != api.Done {
 			t.Fatalf("job %s: %s (%s)", j.ID, j.State, j.Reason)
 		}
 		g.checkTaskFarm(j, 200)
@@ -570,7 +569,7 @@ func TestGuestGrid(t *testing.T) {
 		if _, err := g.c.Cancel(ctx, j.ID); err != nil {
 			t.Fatal(err)
 		}
-		j = g.waitState(j.ID, 3*time.Minute, lifecycle.Cancelled)
+		j = g.waitState(j.ID, 3*time.Minute, api.Cancelled)
 		t.Logf("cancelled: %s", j.Reason)
 		g.nothingLeft()
 	})
@@ -664,9 +663,9 @@ func TestGuestGrid(t *testing.T) {
 			t.Fatalf("job %s runs %d workers, want 2 (one to lose, one to go on): %+v", j.ID, len(workers), j.VMs)
 		}
 		g.switchHost("farm", "broken") // every host is busy: it takes a worker's, the job's master's is last
-		j = g.waitState(j.ID, 10*time.Minute, lifecycle.Done, lifecycle.Failed, lifecycle.Cancelled)
+		j = g.waitState(j.ID, 10*time.Minute, api.Done, api.Failed, api.Cancelled)
 		t.Logf("job %s %s (%s); log:\n%s", j.ID, j.State, j.Reason, g.jobLog(j.ID))
-		if j.State != lifecycle.Done || j.Attempts != first {
+		if j.State != api.Done || j.Attempts != first {
 			t.Fatalf("job %s: %s after %d attempts (%s), want done in its attempt %d", j.ID, j.State, j.Attempts, j.Reason, first)
 		}
 		if len(j.LostWorkers) != 1 || workers[j.LostWorkers[0].Name] == "" || j.LostWorkers[0].Host == masterHost {
@@ -698,7 +697,7 @@ func TestGuestGrid(t *testing.T) {
 			if j, err = g.job(ctx, j.ID); err != nil {
 				return err.Error(), false
 			}
-			return fmt.Sprintf("%s after %d attempts (%s)", j.State, j.Attempts, j.Reason), j.Attempts > first && j.State == lifecycle.Running
+			return fmt.Sprintf("%s after %d attempts (%s)", j.State, j.Attempts, j.Reason), j.Attempts > first && j.State == api.Running
 		})
 		j = g.waitConnected(j.ID)
 		t.Logf("job %s runs again after the switch, on %d VMs", j.ID, len(j.VMs))
@@ -707,13 +706,13 @@ func TestGuestGrid(t *testing.T) {
 		if _, err := g.c.Cancel(ctx, j.ID); err != nil {
 			t.Fatal(err)
 		}
-		g.waitState(j.ID, 3*time.Minute, lifecycle.Cancelled)
+		g.waitState(j.ID, 3*time.Minute, api.Cancelled)
 
 		g.switchHost("farm", "broken") // a job needs two hosts: a master's and a worker's
 		b := g.submit(strings.Replace(helloJob(t, "never-boots", 0, 0), "type: farm", "type: broken", 1))
-		b = g.waitState(b.ID, 10*time.Minute, lifecycle.Done, lifecycle.Failed, lifecycle.Cancelled)
+		b = g.waitState(b.ID, 10*time.Minute, api.Done, api.Failed, api.Cancelled)
 		t.Logf("job %s: %s (%s) after %d attempts", b.ID, b.State, b.Reason, b.Attempts)
-		if b.State != lifecycle.Failed || !strings.Contains(b.Reason, "provisioning failed 3 times") || !strings.Contains(b.Reason, "its kernel panicked") {
+		if b.State != api.Failed || !strings.Contains(b.Reason, "provisioning failed 3 times") || !strings.Contains(b.Reason, "its kernel panicked") {
 			t.Errorf("job %s of the pool whose image does not boot: %s (%s), want failed after 3 provisioning failures", b.ID, b.State, b.Reason)
 		}
 		g.switchHost("broken", "farm")
@@ -760,7 +759,7 @@ func (g *guestGrid) waitConnected(id string) api.Job {
 		if j.State.Terminal() {
 			g.t.Fatalf("job %s ended: %s (%s)", id, j.State, j.Reason)
 		}
-		if j.State != lifecycle.Running {
+		if j.State != api.Running {
 			return string(j.State), false
 		}
 		log, err := g.c.Logs(ctx, id)
@@ -782,9 +781,9 @@ func (g *guestGrid) waitConnected(id string) api.Job {
 // and checks that nothing is left of it.
 func (g *guestGrid) doneOnce(id string, once bool) {
 	g.t.Helper()
-	j := g.waitState(id, 5*time.Minute, lifecycle.Done, lifecycle.Failed, lifecycle.Cancelled)
+	j := g.waitState(id, 5*time.Minute, api.Done, api.Failed, api.Cancelled)
 	log := g.jobLog(j.ID)
-	if j.State != lifecycle.Done || j.Attempts != 1 {
+	if j.State != api.Done || j.Attempts != 1 {
 		g.t.Fatalf("job %s: %s (%s) after %d attempts, want done after 1; log:\n%s", j.ID, j.State, j.Reason, j.Attempts, log)
 	}
 	g.checkHello(j, log)

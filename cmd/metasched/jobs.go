@@ -14,7 +14,7 @@ import (
 
 	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/client"
-	"github.com/metasched/metasched/metasched/lifecycle"
+	"github.com/metasched/metasched/metasched/wire"
 	"github.com/metasched/metasched/selection"
 )
 
@@ -85,16 +85,16 @@ func printJobState(w io.Writer, j api.Job) {
 }
 
 // parseStates reads --state: job states separated by commas.
-func parseStates(s string) ([]lifecycle.State, error) {
+func parseStates(s string) ([]api.State, error) {
 	if s == "" {
 		return nil, nil
 	}
-	var out []lifecycle.State
+	var out []api.State
 	for x := range strings.SplitSeq(s, ",") {
-		st := lifecycle.State(strings.TrimSpace(x))
+		st := api.State(strings.TrimSpace(x))
 		if !st.Valid() {
-			names := make([]string, len(lifecycle.States))
-			for i, n := range lifecycle.States {
+			names := make([]string, len(api.States))
+			for i, n := range api.States {
 				names[i] = string(n)
 			}
 			return nil, usagef("--state: unknown state %q: want one or more of %s, separated by commas", x, strings.Join(names, ", "))
@@ -257,7 +257,7 @@ func printJob(w io.Writer, j api.Job) {
 	switch p := j.Placement; {
 	case p != nil:
 		fmt.Fprintf(w, "Plan (%s, %d plans evaluated):\n", p.Plan.Algorithm, p.Plan.Evaluations)
-		printPlanBody(w, p.Plan)
+		printPlanBody(w, wire.DomainPlan(p.Plan))
 		fmt.Fprintln(w)
 		printMeasured(w, p.Measured)
 		printCalibrated(w, p.Calibrated)
@@ -327,7 +327,7 @@ func ratio(r float64) string {
 }
 
 // taskSummary describes a job's work as plan's first line does.
-func taskSummary(j *selection.Job) string {
+func taskSummary(j *api.JobSpec) string {
 	return fmt.Sprintf("%d tasks of %.3g operations, %.3g bytes to and from the master each, efficiency >= %g, VMs of %d vCPUs and %d MiB",
 		j.Tasks, j.TaskOps, j.TaskBytes, j.Efficiency, j.VM.VCPUs, j.VM.MemoryMiB)
 }
@@ -397,7 +397,7 @@ Newlines and tabs stay.`,
 			}
 			if len(out) == 0 {
 				// Nothing yet: say why, on stderr (stdout stays the output).
-				if j, err := c.Job(cmd.Context(), args[0]); err == nil && !j.State.Terminal() && j.State != lifecycle.Running {
+				if j, err := c.Job(cmd.Context(), args[0]); err == nil && !j.State.Terminal() && j.State != api.Running {
 					fmt.Fprintf(e.stderr, "%s has not started: it is %s (no output yet)\n", j.ID, j.State)
 				}
 			}
@@ -485,7 +485,7 @@ func planDaemon(cmd *cobra.Command, e *env, f planFlags) error {
 // plan, then the free hosts, the measured links and whether the job would
 // wait.
 func printPlanResult(w io.Writer, res api.PlanResult, body []byte, path string) {
-	p := res.Placement.Plan
+	p := wire.DomainPlan(res.Placement.Plan)
 	// The daemon accepted the file, so it parses here too; the job line
 	// falls back on what the plan says if it does not.
 	job, err := selection.ParseJob(path, body)

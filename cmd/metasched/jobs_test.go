@@ -8,27 +8,26 @@ import (
 	"time"
 
 	"github.com/metasched/metasched/metasched/api"
-	"github.com/metasched/metasched/metasched/lifecycle"
 )
 
 func TestJobCommands(t *testing.T) {
 	job := writeFile(t, "job.yaml", jobFileText)
 	jsonJob := writeFile(t, "job.json", `{"name": "render-42", "type": "render", "tasks": 300, "task_ops": 2e11, "task_bytes": 5e7}`)
 	queued := jobRunning
-	queued.State, queued.Reason, queued.Placement, queued.VMs = lifecycle.Queued, "submitted", nil, nil
+	queued.State, queued.Reason, queued.Placement, queued.VMs = api.Queued, "submitted", nil, nil
 	queued.Transitions = queued.Transitions[:1]
 	queued.PredictedS, queued.Attempts = 0, 0
 	cancelled := jobRunning
-	cancelled.State, cancelled.Reason = lifecycle.Cancelled, "cancelled by the user"
+	cancelled.State, cancelled.Reason = api.Cancelled, "cancelled by the user"
 	// An elastic job that lost a worker to a switch and went on.
 	elastic := jobRunning
 	elastic.Spec.Elastic = true
 	elastic.VMs = jobRunning.VMs[:4]
 	lostAt := t0.Add(6 * time.Second)
 	why := "host la-1 switched from pool render by s-000003"
-	elastic.LostWorkers = []api.JobLostVM{{VM: jobRunning.VMs[4], At: lostAt, Reason: why}}
+	elastic.LostWorkers = []api.JobLostVM{{JobVM: jobRunning.VMs[4], At: lostAt, Reason: why}}
 	elastic.Reason = "worker VM j-000000000007-4 on la-1 lost (" + why + "): the job goes on with 3 workers"
-	elastic.Transitions = append(slices.Clone(jobRunning.Transitions), lifecycle.Transition{From: lifecycle.Running, To: lifecycle.Running, At: lostAt, Reason: elastic.Reason})
+	elastic.Transitions = append(slices.Clone(jobRunning.Transitions), api.Transition{From: api.Running, To: api.Running, At: lostAt, Reason: elastic.Reason})
 	list := api.JobList{Jobs: []api.Job{jobFailed, jobDone, jobRunning, jobQueued}}
 	page := api.JobList{Jobs: []api.Job{jobDone, jobRunning}, Next: "j-000000000007"}
 	submit := daemonRoute{Method: "POST", Path: "/v1/jobs", Body: ptr(jobFileText), Status: 201, Answer: queued}

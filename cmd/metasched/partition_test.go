@@ -16,7 +16,6 @@ import (
 	"github.com/metasched/metasched/internal/tlsx"
 	"github.com/metasched/metasched/internal/tlsx/tlsxtest"
 	"github.com/metasched/metasched/metasched/api"
-	"github.com/metasched/metasched/metasched/lifecycle"
 )
 
 // TestPartitionedLeader cuts the leader off: two network namespaces joined
@@ -196,7 +195,7 @@ agents:
 		jobs := list.Jobs
 		done := 0
 		for _, j := range jobs {
-			if j.State == lifecycle.Done {
+			if j.State == api.Done {
 				done++
 			} else if j.State.Terminal() {
 				t.Fatalf("job %s %s: %s", j.ID, j.State, j.Reason)

@@ -7,7 +7,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	hp "github.com/metasched/metasched/hypervisorproxy"
 	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/client"
 )
@@ -40,10 +39,10 @@ VM's new size, or with --output json the VM.`,
 				return usagef("--memory-mib: must be >= 1, not %d", r.MemoryMiB)
 			}
 			return callDaemon(cmd.Context(), e, &d, output, "",
-				func(ctx context.Context, c *client.Client) (hp.VM, error) {
+				func(ctx context.Context, c *client.Client) (api.VM, error) {
 					return c.ResizeVM(ctx, args[0], args[1], r)
 				},
-				func(w io.Writer, vm hp.VM) {
+				func(w io.Writer, vm api.VM) {
 					fmt.Fprintf(w, "%s on %s: %d vCPUs (at most %d), %d MiB (at most %d)\n",
 						vm.Name, vm.Host, vm.VCPUs, vm.MaxVCPUs, vm.MemoryMiB, vm.MaxMemoryMiB)
 				})

@@ -22,7 +22,6 @@ import (
 	"github.com/metasched/metasched/internal/syncbuf"
 	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/client"
-	"github.com/metasched/metasched/metasched/lifecycle"
 )
 
 // The real binary: serve runs the demo and exits, serves again on the
@@ -258,7 +257,7 @@ func TestServeDemoThenCLI(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if j.State == lifecycle.Done {
+		if j.State == api.Done {
 			break
 		}
 		if j.State.Terminal() || time.Now().After(deadline) {

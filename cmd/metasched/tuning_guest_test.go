@@ -14,7 +14,6 @@ import (
 	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/client"
 	"github.com/metasched/metasched/metasched/lab"
-	"github.com/metasched/metasched/metasched/lifecycle"
 )
 
 // The grid of TestGuestTuning, a lab (package metasched/lab): three sites
@@ -82,8 +81,8 @@ func TestGuestTuning(t *testing.T) {
 	ctx := context.Background()
 
 	heavy := g.submit("name: heavy\ntype: farm\ntasks: 30\ntask_ops: 4.0e9\ntask_bytes: 8.0e5\nwalltime: 30m\ncommand: [/bin/sh, -c, 'sleep 1800']\n")
-	h := g.waitState(heavy.ID, 10*time.Minute, lifecycle.Running, lifecycle.Failed, lifecycle.Cancelled)
-	if h.State != lifecycle.Running {
+	h := g.waitState(heavy.ID, 10*time.Minute, api.Running, api.Failed, api.Cancelled)
+	if h.State != api.Running {
 		t.Fatalf("heavy job %s: %s (%s)", h.ID, h.State, h.Reason)
 	}
 	t.Logf("heavy job running: %s", h.Explanation)
@@ -121,8 +120,8 @@ func TestGuestTuning(t *testing.T) {
 	}
 	move := chosen.Moves[0]
 
-	f := g.waitState(fresh.ID, 10*time.Minute, lifecycle.Running, lifecycle.Done, lifecycle.Failed, lifecycle.Cancelled)
-	if f.State == lifecycle.Failed || f.State == lifecycle.Cancelled {
+	f := g.waitState(fresh.ID, 10*time.Minute, api.Running, api.Done, api.Failed, api.Cancelled)
+	if f.State == api.Failed || f.State == api.Cancelled {
 		t.Fatalf("fresh job %s: %s (%s)", f.ID, f.State, f.Reason)
 	}
 	var rec api.TuningRecord
@@ -144,7 +143,7 @@ func TestGuestTuning(t *testing.T) {
 	t.Logf("migration of %s %s → %s: %.2f s by its agent, %.2f s in all (%.2f s predicted), downtime %.0f ms",
 		move.VM, move.From, move.To, rec.Migrations[0].Seconds, rec.MigrationS, rec.MigrationSeconds, rec.Migrations[0].DowntimeMs)
 	for _, tr := range f.Transitions {
-		if tr.To == lifecycle.Planned && tr.At.Before(rec.Ended) {
+		if tr.To == api.Planned && tr.At.Before(rec.Ended) {
 			t.Errorf("the fresh job was planned at %s, before the tuning ended at %s", tr.At, rec.Ended)
 		}
 	}
@@ -165,12 +164,12 @@ func TestGuestTuning(t *testing.T) {
 	if st := guestExec(t, g.lab.Agents["far"].Client, move.VM, "echo still here"); strings.TrimSpace(st) != "still here" {
 		t.Errorf("the migrated guest answered %q", st)
 	}
-	if h, err := g.job(ctx, heavy.ID); err != nil || h.State != lifecycle.Running {
+	if h, err := g.job(ctx, heavy.ID); err != nil || h.State != api.Running {
 		t.Errorf("heavy job after the migration: %s, %v: want it running", h.State, err)
 	}
 
 	// The new job ends done: the record has its measured gain.
-	g.waitState(fresh.ID, 10*time.Minute, lifecycle.Done)
+	g.waitState(fresh.ID, 10*time.Minute, api.Done)
 	g.eventually(time.Minute, "the new job's gain measured", func(ctx context.Context) (string, bool) {
 		recs, err := g.c.Tuning(ctx)
 		if err != nil {
@@ -189,7 +188,7 @@ func TestGuestTuning(t *testing.T) {
 
 	// A live resize of the heavy job's master through the daemon and the
 	// remote agent of home.
-	var master lifecycle.VM
+	var master api.JobVM
 	for _, v := range h.VMs {
 		if v.Master {
 			master = v

@@ -2,8 +2,6 @@ package api
 
 import (
 	"time"
-
-	"github.com/metasched/metasched/metasched/lifecycle"
 )
 
 // Dashboard is the state the dashboard shows: GET /v1/dashboard answers it
@@ -54,8 +52,8 @@ const EventEvery = 500 * time.Millisecond
 // JobsOverview counts the jobs by state and lists the newest
 // DashboardJobs.
 type JobsOverview struct {
-	Counts map[lifecycle.State]int `json:"counts"`
-	Recent []JobSummary            `json:"recent"`
+	Counts map[State]int `json:"counts"`
+	Recent []JobSummary  `json:"recent"`
 }
 
 // JobSummary is a job as the dashboard lists it: the JobHead and RunTimes

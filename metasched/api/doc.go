@@ -2,10 +2,12 @@
 // bodies of its requests and answers and their constants. The daemon
 // (package metasched) and its HTTP server (package httpapi) answer with
 // them, the Go client (package client) and the command line decode them;
-// the OpenAPI document the server serves describes them. Package api imports only pure packages (the job
-// lifecycle, selection, gramvm and the agents' wire types), so that a
-// program that talks to the daemon does not link the daemon: neither its
-// store nor Prometheus nor libvirt.
+// the OpenAPI document the server serves describes them. Package api imports
+// only the standard library: its types are plain structs with the JSON of
+// the daemon's own (the job lifecycle's, selection's, gramvm's and the
+// agents'), which the daemon converts to them (package wire), so that a
+// program that talks to the daemon links neither the daemon nor its
+// solver: not its store, Prometheus, libvirt or the agent's server.
 //
 // # Routes
 //
@@ -21,17 +23,17 @@
 //	GET    /v1/jobs                    ?state=S[,S]&type=T&after=ID&limit=N → JobList (pages of DefaultPageSize)
 //	GET    /v1/jobs/{id}               Job
 //	POST   /v1/jobs/{id}/cancel        → Job
-//	POST   /v1/jobs/{id}/vms/{vm}/resize  ResizeRequest → hypervisorproxy.VM (a live resize)
+//	POST   /v1/jobs/{id}/vms/{vm}/resize  ResizeRequest → VM (a live resize)
 //	GET    /v1/jobs/{id}/logs          the job's output, text/plain
 //	POST   /v1/plan                    a job file → PlanResult (dry run)
 //	GET    /v1/pools                   []Pool
 //	GET    /v1/hosts                   []HostView
 //	POST   /v1/hosts/{name}/clear      ClearRequest → HostView
-//	GET    /v1/vms                     []hypervisorproxy.VM
+//	GET    /v1/vms                     []VM
 //	GET    /v1/switches                ?active=true&before=ID&limit=N → SwitchList (newest first, pages of DefaultPageSize)
 //	POST   /v1/switches                SwitchRequest → 202 SwitchView (an operator's switch)
 //	GET    /v1/policy                  PolicyView
-//	GET    /v1/links                   []gramvm.Link
+//	GET    /v1/links                   []Link
 //	GET    /v1/tuning                  []TuningRecord
 //	GET    /v1/dashboard               ?history=true → Dashboard
 //	GET    /v1/events                  server-sent events "state": a Dashboard every EventEvery

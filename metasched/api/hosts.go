@@ -1,7 +1,5 @@
 package api
 
-import hp "github.com/metasched/metasched/hypervisorproxy"
-
 // Host states as the daemon shows them.
 const (
 	HostBusy        = "busy"
@@ -24,15 +22,15 @@ type HostView struct {
 	State string `json:"state"`
 	// Switch is the switch holding the host, with its source and
 	// destination pools, while switching or stranded.
-	Switch        string  `json:"switch,omitempty"`
-	From          string  `json:"from,omitempty"`
-	To            string  `json:"to,omitempty"`
-	Reason        string  `json:"reason,omitempty"`
-	CPUs          int     `json:"cpus"`
-	MemoryMiB     int     `json:"memory_mib"`
-	FreeVCPUs     int     `json:"free_vcpus"`
-	FreeMemoryMiB int     `json:"free_memory_mib"`
-	VMs           []hp.VM `json:"vms"`
+	Switch        string `json:"switch,omitempty"`
+	From          string `json:"from,omitempty"`
+	To            string `json:"to,omitempty"`
+	Reason        string `json:"reason,omitempty"`
+	CPUs          int    `json:"cpus"`
+	MemoryMiB     int    `json:"memory_mib"`
+	FreeVCPUs     int    `json:"free_vcpus"`
+	FreeMemoryMiB int    `json:"free_memory_mib"`
+	VMs           []VM   `json:"vms"`
 }
 
 // ClearRequest returns a stranded host to a pool; an empty Pool means the
@@ -56,4 +54,40 @@ type DrainRequest struct {
 type ResizeRequest struct {
 	VCPUs     int `json:"vcpus,omitempty"`
 	MemoryMiB int `json:"memory_mib,omitempty"`
+}
+
+// The states of a VM as its agent reports it (VM.State).
+const (
+	VMRunning  = "running"
+	VMPaused   = "paused"
+	VMShutoff  = "shutoff"
+	VMCrashed  = "crashed"
+	VMOther    = "other"
+	VMMissing  = "missing" // in the agent's record, not on its host
+	VMBuilding = "building"
+)
+
+// VM is a VM of a site, as its agent reports it.
+type VM struct {
+	Name         string `json:"name"`
+	Host         string `json:"host"`
+	Pool         string `json:"pool,omitempty"`
+	Job          string `json:"job,omitempty"`
+	State        string `json:"state"`
+	VCPUs        int    `json:"vcpus"`
+	MaxVCPUs     int    `json:"max_vcpus"`
+	MemoryMiB    int    `json:"memory_mib"`
+	MaxMemoryMiB int    `json:"max_memory_mib"`
+	// Managed is false for a domain the agent did not create (found on
+	// the host); the agent counts its size but does not touch it.
+	Managed bool `json:"managed"`
+	// BootSeconds is the time from the VM's creation to its guest agent's
+	// first answer, for a VM that booted its pool's image.
+	BootSeconds float64 `json:"boot_seconds,omitempty"`
+	// Address is the VM's IPv4 address with its network's prefix length;
+	// empty when the site has no network.
+	Address string `json:"address,omitempty"`
+	// CPUQuota is the fraction of one host core each vCPU may use; 0: no
+	// limit.
+	CPUQuota float64 `json:"cpu_quota,omitempty"`
 }

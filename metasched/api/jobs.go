@@ -2,19 +2,15 @@ package api
 
 import (
 	"time"
-
-	"github.com/metasched/metasched/gramvm"
-	"github.com/metasched/metasched/metasched/lifecycle"
-	"github.com/metasched/metasched/selection"
 )
 
 // JobHead opens every view of a job (Job, and JobSummary in the dashboard's
 // list): which job it is and where it stands.
 type JobHead struct {
-	ID    string          `json:"id"`
-	Name  string          `json:"name"`
-	Type  string          `json:"type"`
-	State lifecycle.State `json:"state"`
+	ID    string `json:"id"`
+	Name  string `json:"name"`
+	Type  string `json:"type"`
+	State State  `json:"state"`
 	// Owner is who submitted the job: the name of the token (or client
 	// certificate) it came with; absent for the daemon's own.
 	Owner string `json:"owner,omitempty"`
@@ -68,10 +64,10 @@ type ClusterTasks struct {
 // Job is a job as the API shows it.
 type Job struct {
 	JobHead
-	Spec        selection.Job          `json:"spec"`
-	Transitions []lifecycle.Transition `json:"transitions"`
+	Spec        JobSpec      `json:"spec"`
+	Transitions []Transition `json:"transitions"`
 	// Placement is the plan the job runs (or ran) on, once planned.
-	Placement *gramvm.Placement `json:"placement,omitempty"`
+	Placement *Placement `json:"placement,omitempty"`
 	// VMs are the names of the job's VMs, once provisioning started.
 	VMs []JobVM `json:"vms,omitempty"`
 	// LostWorkers are the worker VMs the job's attempt lost and went on
@@ -89,12 +85,6 @@ type Job struct {
 	Explanation string `json:"explanation,omitempty"`
 }
 
-// JobVM is one VM of a job, as its lifecycle records it.
-type JobVM = lifecycle.VM
-
-// JobLostVM is a worker VM a job lost, as its lifecycle records it.
-type JobLostVM = lifecycle.LostVM
-
 // JobList is a page of jobs. Next, when set, is the After of the next page.
 type JobList struct {
 	Jobs []Job  `json:"jobs"`
@@ -104,7 +94,7 @@ type JobList struct {
 // PlanResult is the answer of the dry run POST /v1/plan: the placement the
 // job would get now, or why it would wait.
 type PlanResult struct {
-	Placement gramvm.Placement `json:"placement"`
+	Placement Placement `json:"placement"`
 	// FreeHosts counts, per cluster, the free hosts of the job's pool the
 	// plan was made on.
 	FreeHosts map[string]int `json:"free_hosts"`
@@ -112,4 +102,15 @@ type PlanResult struct {
 	Waits bool `json:"waits"`
 	// Explanation is the plan's explanation in text.
 	Explanation string `json:"explanation"`
+}
+
+// JobFilter selects the jobs of a list (GET /v1/jobs): those in any of
+// States (none: all), of Type and Owner ("" : any), whose ID sorts after
+// After, at most Limit of them (0: no limit).
+type JobFilter struct {
+	States []State
+	Type   string
+	Owner  string
+	After  string
+	Limit  int
 }

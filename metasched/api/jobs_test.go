@@ -7,10 +7,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-
-	"github.com/metasched/metasched/gramvm"
-	"github.com/metasched/metasched/metasched/lifecycle"
-	"github.com/metasched/metasched/selection"
 )
 
 // jsonKeys lists the keys of a JSON object in the order they are written.
@@ -45,12 +41,12 @@ func TestJobJSONFields(t *testing.T) {
 	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	code := 0
 	j := Job{
-		JobHead: JobHead{ID: "j-000000000007", Name: "render-42", Type: "render", State: lifecycle.Done, Reason: "exit code 0",
+		JobHead: JobHead{ID: "j-000000000007", Name: "render-42", Type: "render", State: Done, Reason: "exit code 0",
 			Submitted: t0, Updated: t0.Add(12 * time.Second)},
-		Spec:        selection.Job{Name: "render-42", Type: "render", Tasks: 300},
-		Transitions: []lifecycle.Transition{{To: lifecycle.Queued, At: t0, Reason: "submitted"}},
-		Placement: &gramvm.Placement{Plan: selection.Plan{Feasible: true, Master: "spain", Machines: 5,
-			Clusters: []selection.ClusterPlan{{Name: "spain", Machines: 3}, {Name: "latam-a", Machines: 1}}}},
+		Spec:        JobSpec{Name: "render-42", Type: "render", Tasks: 300},
+		Transitions: []Transition{{To: Queued, At: t0, Reason: "submitted"}},
+		Placement: &Placement{Plan: Plan{Feasible: true, Master: "spain", Machines: 5,
+			Clusters: []ClusterPlan{{Name: "spain", Machines: 3}, {Name: "latam-a", Machines: 1}}}},
 		VMs:      []JobVM{{Name: "j-000000000007-0", Site: "spain", Host: "es-1", Master: true}},
 		RunTimes: RunTimes{PredictedS: 8.5, MeasuredS: 8.75, Ratio: 8.75 / 8.5},
 		Clusters: []ClusterTasks{{Name: "spain", TasksPredicted: 240, TasksDone: ptr(236)}, {Name: "latam-a", TasksPredicted: 60, TasksDone: ptr(64)}},

@@ -1,10 +1,6 @@
 package api
 
-import (
-	"time"
-
-	"github.com/metasched/metasched/metasched/policy"
-)
+import "time"
 
 // JobType is a pool: the jobs of one type and the hosts that serve them
 // (the job_types of the daemon's configuration).
@@ -75,8 +71,8 @@ type PolicyView struct {
 	// Table describes a loaded or solved optimal table: the rates it was
 	// solved for, and when; TableView is a view of it at the live state,
 	// like the papers' tables.
-	Table     *PolicyTable  `json:"table,omitempty"`
-	TableView *policy.Slice `json:"table_view,omitempty"`
+	Table     *PolicyTable `json:"table,omitempty"`
+	TableView *PolicySlice `json:"table_view,omitempty"`
 }
 
 // PolicyPool is one pool's inputs to the policy.
@@ -98,4 +94,27 @@ type PolicyTable struct {
 	Service    []float64 `json:"service_per_host_s"`
 	SwitchRate float64   `json:"switch_rate_per_s"`
 	Solving    bool      `json:"solving,omitempty"`
+}
+
+// PolicySlice is a 2-D view of the optimal table in force, like the
+// papers' tables: the servers in place at each pool, the first two pools'
+// queue lengths on the rows and columns, the other queues fixed.
+type PolicySlice struct {
+	// Spec is the view in the syntax of `metasched policy --view`.
+	Spec string `json:"spec"`
+	// Pools are the table's pools in order; Rows and Cols index them.
+	Pools []string `json:"pools"`
+	Rows  int      `json:"rows"`
+	Cols  int      `json:"cols"`
+	// Servers are the servers in place per pool, Fixed the queue lengths
+	// of the pools on neither axis.
+	Servers []int       `json:"servers"`
+	Fixed   map[int]int `json:"fixed,omitempty"`
+	// Actions[r][c] is the decision with r jobs at pool Rows and c at pool
+	// Cols: "" does nothing, "a→b" switches a server from pool a to b.
+	Actions [][]string `json:"actions"`
+	// LiveRow and LiveCol mark the cell of the live queue lengths, -1 when
+	// it is out of the view.
+	LiveRow int `json:"live_row"`
+	LiveCol int `json:"live_col"`
 }

@@ -1,10 +1,6 @@
 package api
 
-import (
-	"time"
-
-	"github.com/metasched/metasched/gramvm"
-)
+import "time"
 
 // TuningRecord is one evaluated bandwidth tuning candidate and what became
 // of it (GET /v1/tuning). The chosen candidate also says how its carrying
@@ -13,7 +9,7 @@ import (
 // (Measured).
 type TuningRecord struct {
 	Seq int `json:"seq"`
-	gramvm.TuningDecision
+	TuningDecision
 	// NewJobID is the ID of the queued job the candidate was evaluated
 	// for (NewJob is its name).
 	NewJobID string    `json:"new_job_id"`
@@ -90,4 +86,52 @@ type TuningMeasured struct {
 	NewJobMeasuredS float64 `json:"new_job_measured_s"`
 	NewJobGainS     float64 `json:"new_job_gain_s"`
 	NewJobState     string  `json:"new_job_state,omitempty"`
+}
+
+// The actions of a TuningDecision.
+const (
+	ActionConsolidate = "consolidate"
+	ActionShrink      = "shrink"
+)
+
+// TuningDecision is one candidate action on a running job (the target) in
+// one cluster, with what it would do to the new job and to the target
+// (docs/design.md, "Bandwidth tuning").
+type TuningDecision struct {
+	NewJob string `json:"new_job"`
+	Target string `json:"target"`
+	// Action is ActionConsolidate or ActionShrink.
+	Action  string         `json:"action"`
+	Cluster string         `json:"cluster"`
+	Moves   []TuningMove   `json:"moves,omitempty"`
+	Shrinks []TuningShrink `json:"shrinks,omitempty"`
+	// GainSeconds is how much sooner the new job ends, LossSeconds how
+	// much later the target ends, MigrationSeconds the moved memory over
+	// the cluster's LAN.
+	GainSeconds         float64 `json:"gain_seconds"`
+	LossSeconds         float64 `json:"loss_seconds"`
+	MigrationSeconds    float64 `json:"migration_seconds"`
+	NewJobSecondsBefore float64 `json:"new_job_seconds_before"`
+	NewJobSecondsAfter  float64 `json:"new_job_seconds_after"`
+	TargetSecondsBefore float64 `json:"target_seconds_before"`
+	TargetSecondsAfter  float64 `json:"target_seconds_after"`
+	// Accepted is GainSeconds > LossSeconds + MigrationSeconds.
+	Accepted bool   `json:"accepted"`
+	Reason   string `json:"reason"`
+}
+
+// TuningMove is one live migration of a decision.
+type TuningMove struct {
+	VM   string `json:"vm"`
+	Site string `json:"site"`
+	From string `json:"from"`
+	To   string `json:"to"`
+}
+
+// TuningShrink is one vCPU hot-unplug of a decision.
+type TuningShrink struct {
+	VM    string `json:"vm"`
+	Site  string `json:"site"`
+	Host  string `json:"host"`
+	VCPUs int    `json:"vcpus"` // after the shrink
 }

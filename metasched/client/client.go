@@ -18,10 +18,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/metasched/metasched/gramvm"
-	hp "github.com/metasched/metasched/hypervisorproxy"
 	"github.com/metasched/metasched/metasched/api"
-	"github.com/metasched/metasched/metasched/lifecycle"
 )
 
 // DefaultTimeout bounds a whole call (connection, request and answer) with
@@ -249,7 +246,7 @@ func newKey() string {
 // Type (empty: every type), with IDs after After, at most Limit of them
 // (0: the daemon's page size).
 type JobsQuery struct {
-	States []lifecycle.State
+	States []api.State
 	Type   string
 	After  string
 	Limit  int
@@ -301,12 +298,12 @@ func (c *Client) Cancel(ctx context.Context, id string) (api.Job, error) {
 // ResizeVM changes the current vCPUs and memory of a job's VM live (a
 // zero field is left as it is) and returns the VM as its agent reports it
 // afterwards.
-func (c *Client) ResizeVM(ctx context.Context, job, vm string, r api.ResizeRequest) (hp.VM, error) {
+func (c *Client) ResizeVM(ctx context.Context, job, vm string, r api.ResizeRequest) (api.VM, error) {
 	body, err := json.Marshal(r)
 	if err != nil {
-		return hp.VM{}, err
+		return api.VM{}, err
 	}
-	var out hp.VM
+	var out api.VM
 	err = c.do(ctx, http.MethodPost, "/v1/jobs/"+url.PathEscape(job)+"/vms/"+url.PathEscape(vm)+"/resize", nil, body, &out)
 	return out, err
 }
@@ -397,8 +394,8 @@ func (c *Client) Backup(ctx context.Context, w io.Writer) error {
 }
 
 // VMs returns every VM of the grid.
-func (c *Client) VMs(ctx context.Context) ([]hp.VM, error) {
-	var out []hp.VM
+func (c *Client) VMs(ctx context.Context) ([]api.VM, error) {
+	var out []api.VM
 	err := c.do(ctx, http.MethodGet, "/v1/vms", nil, nil, &out)
 	return out, err
 }
@@ -456,8 +453,8 @@ func (c *Client) Policy(ctx context.Context) (api.PolicyView, error) {
 
 // Links returns the grid's links with their configured and measured
 // bandwidths.
-func (c *Client) Links(ctx context.Context) ([]gramvm.Link, error) {
-	var out []gramvm.Link
+func (c *Client) Links(ctx context.Context) ([]api.Link, error) {
+	var out []api.Link
 	err := c.do(ctx, http.MethodGet, "/v1/links", nil, nil, &out)
 	return out, err
 }

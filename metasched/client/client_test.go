@@ -15,11 +15,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/metasched/metasched/gramvm"
-	hp "github.com/metasched/metasched/hypervisorproxy"
 	"github.com/metasched/metasched/metasched/api"
-	"github.com/metasched/metasched/metasched/lifecycle"
-	"github.com/metasched/metasched/selection"
 )
 
 const testToken = "s3cret-token"
@@ -102,17 +98,17 @@ var (
 	t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
 	testJob = api.Job{
-		JobHead: api.JobHead{ID: "j-000000000007", Name: "render-42", Type: "render", State: lifecycle.Running, Reason: "started",
+		JobHead: api.JobHead{ID: "j-000000000007", Name: "render-42", Type: "render", State: api.Running, Reason: "started",
 			Submitted: t0, Updated: t0.Add(3 * time.Second)},
-		Spec: selection.Job{Name: "render-42", Type: "render", Tasks: 300, TaskOps: 2e11, TaskBytes: 5e7, Efficiency: 0.8,
-			VM: selection.VM{VCPUs: 2, MemoryMiB: 2048}},
-		Transitions: []lifecycle.Transition{
-			{To: lifecycle.Queued, At: t0, Reason: "submitted"},
-			{From: lifecycle.Queued, To: lifecycle.Running, At: t0.Add(3 * time.Second), Reason: "started"},
+		Spec: api.JobSpec{Name: "render-42", Type: "render", Tasks: 300, TaskOps: 2e11, TaskBytes: 5e7, Efficiency: 0.8,
+			VM: api.VMSize{VCPUs: 2, MemoryMiB: 2048}},
+		Transitions: []api.Transition{
+			{To: api.Queued, At: t0, Reason: "submitted"},
+			{From: api.Queued, To: api.Running, At: t0.Add(3 * time.Second), Reason: "started"},
 		},
-		Placement: &gramvm.Placement{Plan: selection.Plan{Algorithm: selection.HillClimb, Job: "render-42", Tasks: 300,
-			Feasible: true, Master: "spain", Machines: 3, Clusters: []selection.ClusterPlan{{Name: "spain", Master: true, Machines: 2}}},
-			Master: gramvm.HostRef{Site: "spain", Host: "es-1"}},
+		Placement: &api.Placement{Plan: api.Plan{Algorithm: "hillclimb", Job: "render-42", Tasks: 300,
+			Feasible: true, Master: "spain", Machines: 3, Clusters: []api.ClusterPlan{{Name: "spain", Master: true, Machines: 2}}},
+			Master: api.HostRef{Site: "spain", Host: "es-1"}},
 		VMs:      []api.JobVM{{Name: "j-7-0", Site: "spain", Host: "es-1", Master: true}},
 		RunTimes: api.RunTimes{PredictedS: 2.5},
 	}
@@ -129,26 +125,26 @@ func TestMethods(t *testing.T) {
 	auth := "Bearer " + testToken
 	exit := 3
 	done := testJob
-	done.State, done.ExitCode, done.MeasuredS = lifecycle.Done, &exit, 2.75
+	done.State, done.ExitCode, done.MeasuredS = api.Done, &exit, 2.75
 	pools := []api.Pool{{Name: "render", VCPUs: 2, MemoryMiB: 2048, HoldingCost: 2, Queued: 1, Active: 2, Jobs: 3,
 		Hosts: []string{"es-1", "es-2"}, Busy: 1, Idle: 1, Rates: api.Rates{Arrival: 0.5, Service: 0.25, Samples: 9}}}
 	hosts := []api.HostView{{Name: "es-1", Site: "spain", Pool: "render", State: api.HostBusy, CPUs: 8,
-		MemoryMiB: 16384, FreeVCPUs: 6, FreeMemoryMiB: 14336, VMs: []hp.VM{{Name: "j-7-0", Host: "es-1", State: hp.StateRunning, VCPUs: 2}}}}
-	cleared := api.HostView{Name: "es-2", Site: "spain", Pool: "sim", State: api.HostIdle, VMs: []hp.VM{}}
+		MemoryMiB: 16384, FreeVCPUs: 6, FreeMemoryMiB: 14336, VMs: []api.VM{{Name: "j-7-0", Host: "es-1", State: api.VMRunning, VCPUs: 2}}}}
+	cleared := api.HostView{Name: "es-2", Site: "spain", Pool: "sim", State: api.HostIdle, VMs: []api.VM{}}
 	switches := api.SwitchList{Switches: []api.SwitchView{{ID: "s-000002", From: "render", To: "sim", Host: "es-2", Phase: "reconfigure",
 		Started: t0, Updated: t0.Add(time.Second), Seconds: 1}}}
 	page := api.SwitchList{Switches: switches.Switches, Next: "s-000002"}
 	policy := api.PolicyView{Configured: "optimal", InForce: "heuristic", Note: "solving",
 		Pools: []api.PolicyPool{{Name: "render", Jobs: 3, Servers: 2}}, Servers: 4, Decisions: 10, Switches: 1,
 		LastAt: t0, Table: &api.PolicyTable{Source: "solved", States: 9000, Solving: true}}
-	links := []gramvm.Link{{Between: [2]string{"spain", "latam-a"}, ConfiguredMbps: 8, MeasuredMbps: 7.5, MeasuredAt: t0, Samples: 4, Via: gramvm.ViaVMs}}
+	links := []api.Link{{Between: [2]string{"spain", "latam-a"}, ConfiguredMbps: 8, MeasuredMbps: 7.5, MeasuredAt: t0, Samples: 4, Via: api.ViaVMs}}
 	calibration := api.Calibration{At: t0, MaxAgeSeconds: 3600, Auto: true, BenchSeconds: 10, ProbeBytes: 8 << 20,
 		Sites: []api.CalibrationSite{{Name: "spain", Calibrated: true}},
 		Figures: []api.CalibrationFigure{{Key: "perf/spain/debian", Kind: api.CalibrationPerf, Site: "spain", Image: "debian", Value: 2e8,
 			Unit: "ops/s per vCPU", Configured: 2e9, ConfiguredUnit: "ops/s per machine", MeasuredAt: t0, AgeSeconds: 60,
 			Hosts: []string{"es-1"}, State: api.CalibrationMeasured, Due: t0.Add(time.Hour)}}}
-	tuning := []api.TuningRecord{{Seq: 3, TuningDecision: gramvm.TuningDecision{NewJob: "fresh", Target: "j-000000000001",
-		Action: gramvm.ActionConsolidate, Cluster: "spain", Moves: []gramvm.Move{{VM: "j-7-0", Site: "spain", From: "es-1", To: "es-2"}},
+	tuning := []api.TuningRecord{{Seq: 3, TuningDecision: api.TuningDecision{NewJob: "fresh", Target: "j-000000000001",
+		Action: api.ActionConsolidate, Cluster: "spain", Moves: []api.TuningMove{{VM: "j-7-0", Site: "spain", From: "es-1", To: "es-2"}},
 		GainSeconds: 100, LossSeconds: 40, MigrationSeconds: 1.1, Accepted: true}, NewJobID: "j-000000000002", At: t0,
 		Outcome: "carried out", Started: t0, Ended: t0.Add(3 * time.Second), MigrationS: 3,
 		Migrations: []api.TuningMigration{{VM: "j-7-0", From: "es-1", To: "es-2", Seconds: 2.9, Live: true, DowntimeMs: 200}},
@@ -174,7 +170,7 @@ func TestMethods(t *testing.T) {
 		{"jobs all", func() (any, error) { return c.Jobs(ctx, JobsQuery{}) }, api.JobList{Jobs: []api.Job{testJob}},
 			request{Method: "GET", Path: "/v1/jobs", Auth: auth}, api.JobList{Jobs: []api.Job{testJob}}},
 		{"jobs query", func() (any, error) {
-			return c.Jobs(ctx, JobsQuery{States: []lifecycle.State{lifecycle.Queued, lifecycle.Running}, Type: "render", After: "j-000000000002", Limit: 5})
+			return c.Jobs(ctx, JobsQuery{States: []api.State{api.Queued, api.Running}, Type: "render", After: "j-000000000002", Limit: 5})
 		}, api.JobList{Jobs: []api.Job{testJob}, Next: "j-000000000007"},
 			request{Method: "GET", Path: "/v1/jobs", Query: "after=j-000000000002&limit=5&state=queued%2Crunning&type=render", Auth: auth},
 			api.JobList{Jobs: []api.Job{testJob}, Next: "j-000000000007"}},
@@ -250,7 +246,7 @@ func TestSubmitCreated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.ID != testJob.ID || got.State != lifecycle.Running {
+	if got.ID != testJob.ID || got.State != api.Running {
 		t.Errorf("got %s %s", got.ID, got.State)
 	}
 }

@@ -10,7 +10,6 @@ import (
 
 	"github.com/metasched/metasched/internal/httpx"
 	"github.com/metasched/metasched/metasched/api"
-	"github.com/metasched/metasched/metasched/lifecycle"
 )
 
 // Daemon is what the dashboard reads of the daemon. *metasched.Daemon
@@ -26,7 +25,7 @@ type Daemon interface {
 	Pools() []api.Pool
 	Hosts() []api.HostView
 	Policy() api.PolicyView
-	JobCounts() map[lifecycle.State]int
+	JobCounts() map[api.State]int
 	// RecentJobs returns the newest n jobs, newest first.
 	RecentJobs(ctx context.Context, n int) ([]api.Job, error)
 	// RecentSwitches lists the switches in flight and the stranded ones

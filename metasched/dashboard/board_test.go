@@ -16,7 +16,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/metasched/metasched/metasched/api"
-	"github.com/metasched/metasched/metasched/lifecycle"
 )
 
 // fakeDaemon records what the dashboard asks of it. Each state the
@@ -40,8 +39,8 @@ func (f *fakeDaemon) Hosts() []api.HostView {
 func (f *fakeDaemon) Policy() api.PolicyView {
 	return api.PolicyView{Configured: "none", InForce: "none"}
 }
-func (f *fakeDaemon) JobCounts() map[lifecycle.State]int {
-	return map[lifecycle.State]int{lifecycle.Done: 2}
+func (f *fakeDaemon) JobCounts() map[api.State]int {
+	return map[api.State]int{api.Done: 2}
 }
 func (f *fakeDaemon) Sample() api.Sample { return api.Sample{At: time.Unix(1, 0).UTC()} }
 func (f *fakeDaemon) History() []api.Sample {
@@ -61,7 +60,7 @@ func (f *fakeDaemon) RecentJobs(ctx context.Context, n int) ([]api.Job, error) {
 	if f.fail != nil {
 		return nil, f.fail
 	}
-	return []api.Job{{JobHead: api.JobHead{ID: "j-2", State: lifecycle.Done}}, {JobHead: api.JobHead{ID: "j-1", State: lifecycle.Done}}}, nil
+	return []api.Job{{JobHead: api.JobHead{ID: "j-2", State: api.Done}}, {JobHead: api.JobHead{ID: "j-1", State: api.Done}}}, nil
 }
 
 func (f *fakeDaemon) RecentSwitches(_ context.Context, final int) ([]api.SwitchView, error) {
@@ -91,8 +90,8 @@ func TestState(t *testing.T) {
 	if db.Instance != "i-1" || db.Version != "test" || !db.Now.Equal(time.Unix(1, 0)) || len(db.Types) != 1 || len(db.Pools) != 1 || len(db.Hosts) != 1 {
 		t.Errorf("state %+v", db)
 	}
-	want := api.JobsOverview{Counts: map[lifecycle.State]int{lifecycle.Done: 2},
-		Recent: []api.JobSummary{{JobHead: api.JobHead{ID: "j-2", State: lifecycle.Done}}, {JobHead: api.JobHead{ID: "j-1", State: lifecycle.Done}}}}
+	want := api.JobsOverview{Counts: map[api.State]int{api.Done: 2},
+		Recent: []api.JobSummary{{JobHead: api.JobHead{ID: "j-2", State: api.Done}}, {JobHead: api.JobHead{ID: "j-1", State: api.Done}}}}
 	if diff := cmp.Diff(want, db.Jobs); diff != "" {
 		t.Errorf("jobs (-want +got):\n%s", diff)
 	}

@@ -11,11 +11,9 @@ import (
 	"time"
 
 	"github.com/metasched/metasched/graph"
-	hp "github.com/metasched/metasched/hypervisorproxy"
 	"github.com/metasched/metasched/metasched"
 	"github.com/metasched/metasched/metasched/api"
 	co "github.com/metasched/metasched/metasched/coordinator"
-	"github.com/metasched/metasched/metasched/lifecycle"
 )
 
 // grid is the bundled three-site grid of the demo: the real test of
@@ -92,7 +90,7 @@ func Stream(n int, gap time.Duration, seed uint64) []Job {
 
 // Summary is what a stream of jobs did.
 type Summary struct {
-	Jobs        map[string]map[lifecycle.State]int // type → state → count
+	Jobs        map[string]map[api.State]int // type → state → count
 	IDs         []string
 	MeanWait    map[string]float64 // type → seconds from submission to running
 	MeanRun     map[string]float64 // type → seconds running
@@ -119,7 +117,7 @@ type Daemon interface {
 	Job(ctx context.Context, id string) (api.Job, error)
 	Pools() []api.Pool
 	Switches(ctx context.Context, f api.SwitchFilter) (api.SwitchList, error)
-	VMs() []hp.VM
+	VMs() []api.VM
 	VMCounts() (created, destroyed int64)
 	VMsInHand() int
 	Refresh(ctx context.Context)
@@ -130,7 +128,7 @@ type Daemon interface {
 // returns the summary.
 func Run(ctx context.Context, d Daemon, stream []Job, progress io.Writer) (Summary, error) {
 	start := time.Now()
-	sum := Summary{Jobs: map[string]map[lifecycle.State]int{}, MeanWait: map[string]float64{}, MeanRun: map[string]float64{},
+	sum := Summary{Jobs: map[string]map[api.State]int{}, MeanWait: map[string]float64{}, MeanRun: map[string]float64{},
 		Switches: map[string]int{}, Outcomes: map[string]int{}, HostsBefore: poolSizes(d), HostsAfter: map[string]int{}}
 	created0, destroyed0 := d.VMCounts()
 	firstSwitch, err := lastSwitch(ctx, d)
@@ -194,12 +192,12 @@ func Run(ctx context.Context, d Daemon, stream []Job, progress io.Writer) (Summa
 			return sum, err
 		}
 		if sum.Jobs[j.Type] == nil {
-			sum.Jobs[j.Type] = map[lifecycle.State]int{}
+			sum.Jobs[j.Type] = map[api.State]int{}
 		}
 		sum.Jobs[j.Type][j.State]++
 		var running, end time.Time
 		for _, t := range j.Transitions {
-			if t.To == lifecycle.Running && t.From != lifecycle.Running { // not a lost worker
+			if t.To == api.Running && t.From != api.Running { // not a lost worker
 				running = t.At
 			}
 			if t.To.Terminal() {
@@ -346,7 +344,7 @@ func (s Summary) Print(w io.Writer) {
 	for _, t := range types {
 		c := s.Jobs[t]
 		fmt.Fprintf(w, "  %-7s %3d done, %d failed, %d cancelled; mean wait %.1fs, mean run %.1fs\n",
-			t, c[lifecycle.Done], c[lifecycle.Failed], c[lifecycle.Cancelled], s.MeanWait[t], s.MeanRun[t])
+			t, c[api.Done], c[api.Failed], c[api.Cancelled], s.MeanWait[t], s.MeanRun[t])
 	}
 	fmt.Fprintf(w, "  VMs: %d created, %d destroyed (by every job while the demo ran), %d of the demo's jobs left on the hosts\n",
 		s.VMsCreated, s.VMsDestroyed, s.VMsLeft)

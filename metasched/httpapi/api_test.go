@@ -140,7 +140,7 @@ func apiWait(t *testing.T, timeout time.Duration, what string, cond func() (bool
 }
 
 // apiWaitState polls the job until it is in state want.
-func apiWaitState(t *testing.T, c *client.Client, id string, want store.JobState, timeout time.Duration) api.Job {
+func apiWaitState(t *testing.T, c *client.Client, id string, want api.State, timeout time.Duration) api.Job {
 	t.Helper()
 	var j api.Job
 	apiWait(t, timeout, fmt.Sprintf("job %s %s", id, want), func() (bool, string) {
@@ -360,7 +360,7 @@ func TestAPIJobLifecycle(t *testing.T) {
 	if err := json.Unmarshal(a.body, &sub); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(sub.ID, "j-") || sub.State != store.Queued || sub.Name != "api-sim" || sub.Type != "sim" ||
+	if !strings.HasPrefix(sub.ID, "j-") || sub.State != api.Queued || sub.Name != "api-sim" || sub.Type != "sim" ||
 		sub.Spec.Tasks != 20 || sub.Spec.VM.VCPUs != 1 || sub.Spec.VM.MemoryMiB != 1024 || sub.Submitted.IsZero() {
 		t.Errorf("submitted job: %+v", sub)
 	}
@@ -376,8 +376,8 @@ func TestAPIJobLifecycle(t *testing.T) {
 		t.Errorf("GET /v1/jobs/%s: %+v", sub.ID, got)
 	}
 
-	done := apiWaitState(t, c, sub.ID, store.Done, time.Minute)
-	type step struct{ From, To store.JobState }
+	done := apiWaitState(t, c, sub.ID, api.Done, time.Minute)
+	type step struct{ From, To api.State }
 	var steps []step
 	for i, tr := range done.Transitions {
 		steps = append(steps, step{tr.From, tr.To})
@@ -388,8 +388,8 @@ func TestAPIJobLifecycle(t *testing.T) {
 			t.Errorf("transition %d at %v, before the previous one at %v", i, tr.At, done.Transitions[i-1].At)
 		}
 	}
-	want := []step{{"", store.Queued}, {store.Queued, store.Planned}, {store.Planned, store.Provisioning},
-		{store.Provisioning, store.Running}, {store.Running, store.Done}}
+	want := []step{{"", api.Queued}, {api.Queued, api.Planned}, {api.Planned, api.Provisioning},
+		{api.Provisioning, api.Running}, {api.Running, api.Done}}
 	if diff := cmp.Diff(want, steps); diff != "" {
 		var b strings.Builder
 		for _, tr := range done.Transitions {
@@ -415,7 +415,7 @@ func TestAPIJobLifecycle(t *testing.T) {
 
 	_, err = c.Cancel(ctx, sub.ID)
 	apiRemoteErr(t, "cancel of a done job", err, http.StatusConflict, api.CodeConflict)
-	if j, _ := c.Job(ctx, sub.ID); j.State != store.Done || len(j.Transitions) != 5 {
+	if j, _ := c.Job(ctx, sub.ID); j.State != api.Done || len(j.Transitions) != 5 {
 		t.Errorf("after a refused cancel: %s with %d transitions", j.State, len(j.Transitions))
 	}
 
@@ -455,9 +455,9 @@ func TestAPICancel(t *testing.T) {
 			if j, err = c.Job(ctx, j.ID); err != nil {
 				t.Fatal(err)
 			}
-			return j.State == store.Running || strings.HasPrefix(j.Reason, "waiting: "), fmt.Sprintf("%s (%s)", j.State, j.Reason)
+			return j.State == api.Running || strings.HasPrefix(j.Reason, "waiting: "), fmt.Sprintf("%s (%s)", j.State, j.Reason)
 		})
-		if j.State == store.Running {
+		if j.State == api.Running {
 			running = append(running, j)
 		} else {
 			queued = j
@@ -483,7 +483,7 @@ func TestAPICancel(t *testing.T) {
 		t.Fatalf("cancel of a queued job: %v", err)
 	}
 	last := j.Transitions[len(j.Transitions)-1]
-	if j.State != store.Cancelled || last.From != store.Queued || last.To != store.Cancelled || last.Reason == "" || len(j.VMs) != 0 {
+	if j.State != api.Cancelled || last.From != api.Queued || last.To != api.Cancelled || last.Reason == "" || len(j.VMs) != 0 {
 		t.Errorf("cancelled queued job: %s, last transition %+v, %d VMs", j.State, last, len(j.VMs))
 	}
 
@@ -517,7 +517,7 @@ func TestAPICancel(t *testing.T) {
 		t.Fatalf("cancel of a running job: %v", err)
 	}
 	last = j.Transitions[len(j.Transitions)-1]
-	if j.State != store.Cancelled || last.From != store.Running || last.To != store.Cancelled || last.Reason == "" {
+	if j.State != api.Cancelled || last.From != api.Running || last.To != api.Cancelled || last.Reason == "" {
 		t.Errorf("cancelled running job: %s, last transition %+v", j.State, last)
 	}
 	apiWait(t, 10*time.Second, "the cancelled job's VMs gone", func() (bool, string) {
@@ -528,11 +528,11 @@ func TestAPICancel(t *testing.T) {
 	_, err = c.Cancel(ctx, victim.ID)
 	apiRemoteErr(t, "second cancel", err, http.StatusConflict, api.CodeConflict)
 	for _, r := range running[1:] {
-		if j, err := c.Job(ctx, r.ID); err != nil || j.State != store.Running {
+		if j, err := c.Job(ctx, r.ID); err != nil || j.State != api.Running {
 			t.Errorf("job %s: %s, %v; want running on", r.ID, j.State, err)
 		}
 	}
-	cancelled, err := c.Jobs(ctx, client.JobsQuery{States: []store.JobState{store.Cancelled}})
+	cancelled, err := c.Jobs(ctx, client.JobsQuery{States: []api.State{api.Cancelled}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -624,13 +624,13 @@ func TestAPIJobList(t *testing.T) {
 		t.Errorf("type render: %v, %v; want none", apiJobIDs(l.Jobs), err)
 	}
 	for _, id := range ids {
-		apiWaitState(t, c, id, store.Done, time.Minute)
+		apiWaitState(t, c, id, api.Done, time.Minute)
 	}
-	l, err := c.Jobs(ctx, client.JobsQuery{States: []store.JobState{store.Done}, Limit: 3, After: ids[0]})
+	l, err := c.Jobs(ctx, client.JobsQuery{States: []api.State{api.Done}, Limit: 3, After: ids[0]})
 	if err != nil || !slices.Equal(apiJobIDs(l.Jobs), ids[1:4]) || l.Next != ids[3] {
 		t.Errorf("done after %s limit 3: %v next %q, %v; want %v next %s", ids[0], apiJobIDs(l.Jobs), l.Next, err, ids[1:4], ids[3])
 	}
-	if l, err := c.Jobs(ctx, client.JobsQuery{States: []store.JobState{store.Queued, store.Running}}); err != nil || len(l.Jobs) != 0 {
+	if l, err := c.Jobs(ctx, client.JobsQuery{States: []api.State{api.Queued, api.Running}}); err != nil || len(l.Jobs) != 0 {
 		t.Errorf("queued or running once all are done: %v, %v", apiJobIDs(l.Jobs), err)
 	}
 }
@@ -967,7 +967,7 @@ func TestAPILoneJobRunsOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	j = apiWaitState(t, c, j.ID, store.Done, time.Minute)
+	j = apiWaitState(t, c, j.ID, api.Done, time.Minute)
 	sws, err := td.d.Switches(ctx, api.SwitchFilter{Limit: api.MaxPageSize})
 	if err != nil {
 		t.Fatal(err)

@@ -17,13 +17,11 @@ import (
 
 	"github.com/rs/zerolog"
 
-	hp "github.com/metasched/metasched/hypervisorproxy"
 	"github.com/metasched/metasched/metasched"
 	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/demo"
 	"github.com/metasched/metasched/metasched/httpapi"
 	"github.com/metasched/metasched/metasched/internal/daemontest"
-	"github.com/metasched/metasched/metasched/lifecycle"
 	"github.com/metasched/metasched/selection"
 )
 
@@ -381,7 +379,7 @@ func FuzzResizeVM(f *testing.F) {
 	var vm string
 	daemontest.WaitFor(f, "the job running", time.Minute, func() bool {
 		j, _ := td.D.Job(ctx, job.ID)
-		if j.State == lifecycle.Running && len(j.VMs) > 0 {
+		if j.State == api.Running && len(j.VMs) > 0 {
 			vm = j.VMs[len(j.VMs)-1].Name
 		}
 		return vm != ""
@@ -391,7 +389,7 @@ func FuzzResizeVM(f *testing.F) {
 		a := s.serve(t, "POST", path, http.Header{"Content-Type": {"application/json"}}, body, true)
 		what := fmt.Sprintf("POST %s %q", path, body)
 		if a.status == http.StatusOK {
-			var got hp.VM
+			var got api.VM
 			if err := json.Unmarshal(a.body, &got); err != nil {
 				t.Fatalf("%s: 200 with %s: %v", what, a.body, err)
 			}
@@ -406,7 +404,7 @@ func FuzzResizeVM(f *testing.F) {
 		} else {
 			checkRefusal(t, what, a, 400, 404, 409, 413)
 		}
-		if j, _ := td.D.Job(ctx, job.ID); j.State != lifecycle.Running {
+		if j, _ := td.D.Job(ctx, job.ID); j.State != api.Running {
 			t.Fatalf("%s: the job is %s: %s", what, j.State, j.Reason)
 		}
 	})

@@ -23,13 +23,10 @@ import (
 	"github.com/rs/zerolog"
 	"go.yaml.in/yaml/v3"
 
-	"github.com/metasched/metasched/gramvm"
 	hp "github.com/metasched/metasched/hypervisorproxy"
 	"github.com/metasched/metasched/metasched/api"
 	co "github.com/metasched/metasched/metasched/coordinator"
 	"github.com/metasched/metasched/metasched/dashboard"
-	"github.com/metasched/metasched/metasched/lifecycle"
-	"github.com/metasched/metasched/metasched/policy"
 	"github.com/metasched/metasched/selection"
 )
 
@@ -451,8 +448,8 @@ func TestOpenAPIQueryParameters(t *testing.T) {
 			states, _ = items["enum"].([]any)
 		}
 	}
-	if got := fmt.Sprint(states); got != fmt.Sprint(lifecycle.States) {
-		t.Errorf("GET /v1/jobs ?state= enum %s, want %s", got, fmt.Sprint(lifecycle.States))
+	if got := fmt.Sprint(states); got != fmt.Sprint(api.States) {
+		t.Errorf("GET /v1/jobs ?state= enum %s, want %s", got, fmt.Sprint(api.States))
 	}
 }
 
@@ -564,27 +561,27 @@ var openapiTypes = map[string]struct {
 	"LoginRequest":      {reflect.TypeFor[api.LoginRequest](), true},
 	"LoginForm":         {reflect.TypeFor[api.LoginRequest](), true},
 	"LoginResult":       {reflect.TypeFor[api.LoginResult](), false},
-	"Transition":        {reflect.TypeFor[lifecycle.Transition](), false},
+	"Transition":        {reflect.TypeFor[api.Transition](), false},
 	"JobFile":           {reflect.TypeFor[selection.Job](), true},
 	"JobFileVM":         {reflect.TypeFor[selection.VM](), true},
 	"JobInputFile":      {reflect.TypeFor[selection.InputFile](), true},
-	"JobSpec":           {reflect.TypeFor[selection.Job](), false},
-	"VMShape":           {reflect.TypeFor[selection.VM](), false},
+	"JobSpec":           {reflect.TypeFor[api.JobSpec](), false},
+	"VMShape":           {reflect.TypeFor[api.VMSize](), false},
 	"JobVM":             {reflect.TypeFor[api.JobVM](), false},
 	"JobLostVM":         {reflect.TypeFor[api.JobLostVM](), false},
 	"Job":               {reflect.TypeFor[api.Job](), false},
 	"JobList":           {reflect.TypeFor[api.JobList](), false},
 	"OutputList":        {reflect.TypeFor[api.OutputList](), false},
 	"OutputFile":        {reflect.TypeFor[api.OutputFile](), false},
-	"HostRef":           {reflect.TypeFor[gramvm.HostRef](), false},
-	"Placement":         {reflect.TypeFor[gramvm.Placement](), false},
-	"Plan":              {reflect.TypeFor[selection.Plan](), false},
-	"ClusterPlan":       {reflect.TypeFor[selection.ClusterPlan](), false},
-	"Excluded":          {reflect.TypeFor[selection.Excluded](), false},
+	"HostRef":           {reflect.TypeFor[api.HostRef](), false},
+	"Placement":         {reflect.TypeFor[api.Placement](), false},
+	"Plan":              {reflect.TypeFor[api.Plan](), false},
+	"ClusterPlan":       {reflect.TypeFor[api.ClusterPlan](), false},
+	"Excluded":          {reflect.TypeFor[api.Excluded](), false},
 	"PlanResult":        {reflect.TypeFor[api.PlanResult](), false},
 	"Rates":             {reflect.TypeFor[api.Rates](), false},
 	"Pool":              {reflect.TypeFor[api.Pool](), false},
-	"HypervisorVM":      {reflect.TypeFor[hp.VM](), false},
+	"HypervisorVM":      {reflect.TypeFor[api.VM](), false},
 	"HostView":          {reflect.TypeFor[api.HostView](), false},
 	"ClearRequest":      {reflect.TypeFor[api.ClearRequest](), true},
 	"DrainRequest":      {reflect.TypeFor[api.DrainRequest](), true},
@@ -597,15 +594,15 @@ var openapiTypes = map[string]struct {
 	"SwitchView":        {reflect.TypeFor[api.SwitchView](), false},
 	"PolicyPool":        {reflect.TypeFor[api.PolicyPool](), false},
 	"PolicyTable":       {reflect.TypeFor[api.PolicyTable](), false},
-	"PolicySlice":       {reflect.TypeFor[policy.Slice](), false},
+	"PolicySlice":       {reflect.TypeFor[api.PolicySlice](), false},
 	"PolicyView":        {reflect.TypeFor[api.PolicyView](), false},
-	"Link":              {reflect.TypeFor[gramvm.Link](), false},
+	"Link":              {reflect.TypeFor[api.Link](), false},
 	"Calibration":       {reflect.TypeFor[api.Calibration](), false},
 	"CalibrationSite":   {reflect.TypeFor[api.CalibrationSite](), false},
 	"CalibrationFigure": {reflect.TypeFor[api.CalibrationFigure](), false},
 	"CalibrateRequest":  {reflect.TypeFor[api.CalibrateRequest](), true},
-	"Move":              {reflect.TypeFor[gramvm.Move](), false},
-	"Shrink":            {reflect.TypeFor[gramvm.Shrink](), false},
+	"Move":              {reflect.TypeFor[api.TuningMove](), false},
+	"Shrink":            {reflect.TypeFor[api.TuningShrink](), false},
 	"TuningRecord":      {reflect.TypeFor[api.TuningRecord](), false},
 	"JobType":           {reflect.TypeFor[api.JobType](), false},
 	"ClusterShare":      {reflect.TypeFor[api.ClusterShare](), false},
@@ -690,8 +687,15 @@ func openapiSchemaTypes(s map[string]any) []string {
 
 var (
 	openapiTimeType = reflect.TypeFor[time.Time]()
-	// A job's walltime: JSON holds it as a duration string.
-	openapiDurationType = reflect.TypeFor[selection.Duration]()
+	// A job's walltime: JSON holds it as a duration string, in a job file
+	// and in a job's spec alike.
+	openapiDurationTypes = []reflect.Type{reflect.TypeFor[selection.Duration](), reflect.TypeFor[api.Duration]()}
+	// openapiSameSchema pairs a type of the job file, which the server
+	// parses, with its mirror in a job's spec, which the server answers
+	// with: one schema describes both.
+	openapiSameSchema = map[reflect.Type]reflect.Type{
+		reflect.TypeFor[api.InputFile](): reflect.TypeFor[selection.InputFile](),
+	}
 )
 
 // openapiCheckType checks that schema s describes values of the Go type
@@ -710,7 +714,7 @@ func openapiCheckType(t *testing.T, doc map[string]any, where string, gt reflect
 			t.Errorf("%s: the Go type %s wants a $ref to its component schema, got %v", where, gt, s)
 			return
 		}
-		if c, ok := openapiTypes[name]; !ok || c.typ != gt {
+		if c, ok := openapiTypes[name]; !ok || c.typ != gt && openapiSameSchema[gt] != c.typ {
 			t.Errorf("%s: $ref %s, but the Go type is %s", where, ref, gt)
 		}
 		return
@@ -746,7 +750,7 @@ func openapiCheckType(t *testing.T, doc map[string]any, where string, gt reflect
 		t.Errorf("%s: the Go type %s has no JSON schema type here", where, gt)
 		return
 	}
-	if gt == openapiDurationType {
+	if slices.Contains(openapiDurationTypes, gt) {
 		want = "string"
 	}
 	if types := openapiSchemaTypes(s); !slices.Contains(types, want) {
@@ -854,7 +858,7 @@ func TestOpenAPIEnums(t *testing.T) {
 	}
 	sorted := func(xs ...string) []string { return openapiSorted(xs) }
 	var states []string
-	for _, s := range lifecycle.States {
+	for _, s := range api.States {
 		states = append(states, string(s))
 	}
 	var algs []string
@@ -873,16 +877,16 @@ func TestOpenAPIEnums(t *testing.T) {
 		{[]string{"components", "schemas", "SwitchView", "properties", "phase"}, sorted(string(co.PhaseReleasing), string(co.PhaseReconfiguring),
 			string(co.PhaseAdding), string(co.PhaseCommitting), string(co.PhaseCancelling), string(co.PhaseRollingBack), string(co.PhaseDone),
 			string(co.PhaseCancelled), string(co.PhaseRolledBack), string(co.PhaseStranded))},
-		{[]string{"components", "schemas", "HypervisorVM", "properties", "state"}, sorted(string(hp.StateRunning), string(hp.StatePaused),
+		{[]string{"components", "schemas", "HypervisorVM", "properties", "state"}, sorted(string(api.VMRunning), string(hp.StatePaused),
 			string(hp.StateShutoff), string(hp.StateCrashed), string(hp.StateOther), string(hp.StateMissing), string(hp.StateBuilding))},
 		{[]string{"components", "schemas", "Plan", "properties", "algorithm"}, sorted(algs...)},
-		{[]string{"components", "schemas", "ClusterPlan", "properties", "limit"}, sorted(string(selection.LimitFree), string(selection.LimitUplink),
-			string(selection.LimitPath), string(selection.LimitMasterShare), string(selection.LimitEfficiency), string(selection.LimitTasks))},
-		{[]string{"components", "schemas", "TuningRecord", "properties", "action"}, sorted(gramvm.ActionConsolidate, gramvm.ActionShrink)},
+		{[]string{"components", "schemas", "ClusterPlan", "properties", "limit"}, sorted(string("free"), string("uplink"),
+			string("path"), string(selection.LimitMasterShare), string("efficiency"), string("tasks"))},
+		{[]string{"components", "schemas", "TuningRecord", "properties", "action"}, sorted(api.ActionConsolidate, api.ActionShrink)},
 		{[]string{"components", "schemas", "CalibrationFigure", "properties", "kind"}, sorted(api.CalibrationPerf, api.CalibrationLAN, api.CalibrationStart, api.CalibrationLink)},
 		{[]string{"components", "schemas", "CalibrationFigure", "properties", "state"}, sorted(api.CalibrationMeasured, api.CalibrationDue,
 			api.CalibrationMeasuring, api.CalibrationFailed)},
-		{[]string{"components", "schemas", "Link", "properties", "via"}, sorted(gramvm.ViaAgents, gramvm.ViaVMs)},
+		{[]string{"components", "schemas", "Link", "properties", "via"}, sorted(api.ViaAgents, api.ViaVMs)},
 	} {
 		if got := enum(c.path...); !slices.Equal(got, c.want) {
 			t.Errorf("%s: enum %q, want %q", strings.Join(c.path, "."), got, c.want)

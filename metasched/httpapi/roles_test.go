@@ -54,7 +54,7 @@ func TestRoles(t *testing.T) {
 	if err := json.Unmarshal(a.body, &job); a.status != 201 || err != nil || job.Owner != "alice" {
 		t.Fatalf("alice's submission: %d %s (%v)", a.status, a.body, err)
 	}
-	apiWaitState(t, apiClient(td), job.ID, store.Done, time.Minute)
+	apiWaitState(t, apiClient(td), job.ID, api.Done, time.Minute)
 
 	cases := []roleCase{
 		{route: "POST /v1/jobs", body: apiSimJob, alice: 201, bob: 201, oper: 201},

@@ -13,13 +13,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
-	"github.com/metasched/metasched/gramvm"
-	hp "github.com/metasched/metasched/hypervisorproxy"
 	"github.com/metasched/metasched/internal/httpsrv"
 	"github.com/metasched/metasched/internal/httpx"
 	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/dashboard"
-	"github.com/metasched/metasched/metasched/store"
 )
 
 // Daemon is what the server needs of the daemon: what the dashboard
@@ -64,7 +61,7 @@ type Daemon interface {
 	// SubmitOnce is Submit with the caller's idempotency key (see
 	// api.IdempotencyHeader); created is false for a repeat.
 	SubmitOnce(ctx context.Context, body []byte, caller, key string) (job api.Job, created bool, err error)
-	Jobs(ctx context.Context, f store.JobFilter) (api.JobList, error)
+	Jobs(ctx context.Context, f api.JobFilter) (api.JobList, error)
 	Job(ctx context.Context, id string) (api.Job, error)
 	Cancel(ctx context.Context, id string) (api.Job, error)
 	Logs(ctx context.Context, id string) ([]byte, error)
@@ -83,13 +80,13 @@ type Daemon interface {
 	// Backup writes a consistent copy of the store to w, first telling
 	// size its length.
 	Backup(ctx context.Context, size func(n int64), w io.Writer) error
-	VMs() []hp.VM
+	VMs() []api.VM
 	// ResizeVM changes a job's VM's current vCPUs and memory live.
-	ResizeVM(ctx context.Context, job, vm string, r api.ResizeRequest) (hp.VM, error)
+	ResizeVM(ctx context.Context, job, vm string, r api.ResizeRequest) (api.VM, error)
 	Switches(ctx context.Context, f api.SwitchFilter) (api.SwitchList, error)
 	RequestSwitch(ctx context.Context, from, to string) (api.SwitchView, error)
 	Policy() api.PolicyView
-	Links() []gramvm.Link
+	Links() []api.Link
 	Tuning() []api.TuningRecord
 	// Calibration lists the figures the daemon measures in VMs; Calibrate
 	// asks for a site's (every site's: "") to be measured now.
@@ -412,15 +409,15 @@ func jsonBody[T any](w http.ResponseWriter, r *http.Request, optional bool) (T, 
 }
 
 // jobFilter reads the query of GET /v1/jobs.
-func jobFilter(r *http.Request) (store.JobFilter, error) {
+func jobFilter(r *http.Request) (api.JobFilter, error) {
 	q := r.URL.Query()
-	var f store.JobFilter
+	var f api.JobFilter
 	var fields []api.FieldError
 	for _, s := range strings.Split(q.Get("state"), ",") {
 		if s = strings.TrimSpace(s); s == "" {
 			continue
 		}
-		st := store.JobState(s)
+		st := api.State(s)
 		if !st.Valid() {
 			fields = append(fields, api.FieldError{Field: "state", Problem: fmt.Sprintf("no state %q (queued, planned, provisioning, running, done, failed, cancelled)", s)})
 			continue

@@ -282,17 +282,17 @@ func TestDashboardState(t *testing.T) {
 	}
 	waitFor(t, "the job done", 60*time.Second, func() bool {
 		j, err := c.Job(ctx, j.ID)
-		return err == nil && j.State == store.Done
+		return err == nil && j.State == api.Done
 	})
 	db := apiGet[api.Dashboard](t, td, "/v1/dashboard?history=true")
 	if db.Instance == "" || len(db.Pools) != 3 || len(db.Hosts) != 16 || len(db.Types) != 3 {
 		t.Fatalf("dashboard: instance %q, %d pools, %d hosts, %d types", db.Instance, len(db.Pools), len(db.Hosts), len(db.Types))
 	}
-	if db.Jobs.Counts[store.Done] != 1 || len(db.Jobs.Recent) != 1 || db.Jobs.Recent[0].ID != j.ID {
+	if db.Jobs.Counts[api.Done] != 1 || len(db.Jobs.Recent) != 1 || db.Jobs.Recent[0].ID != j.ID {
 		t.Errorf("jobs: %+v", db.Jobs)
 	}
 	js := db.Jobs.Recent[0]
-	if js.State != store.Done || js.Master == "" || js.Machines < 1 || js.PredictedS <= 0 || js.MeasuredS <= 0 || len(js.Clusters) == 0 {
+	if js.State != api.Done || js.Master == "" || js.Machines < 1 || js.PredictedS <= 0 || js.MeasuredS <= 0 || len(js.Clusters) == 0 {
 		t.Errorf("job summary %+v: want the plan and both run times", js)
 	}
 	if len(db.History) == 0 || db.Sample.At.IsZero() || len(db.Sample.Servers) != 3 {

@@ -18,7 +18,6 @@ import (
 
 	"github.com/metasched/metasched/internal/plotx"
 	"github.com/metasched/metasched/metasched/api"
-	"github.com/metasched/metasched/metasched/lifecycle"
 	"github.com/metasched/metasched/selection"
 )
 
@@ -201,7 +200,7 @@ func (l *Lab) RunJob(ctx context.Context, file string) (api.Job, error) {
 			j = n
 		}
 	}
-	if j.State != lifecycle.Done {
+	if j.State != api.Done {
 		return j, fmt.Errorf("lab: job %s %s: %s", j.ID, j.State, j.Reason)
 	}
 	return j, nil

@@ -22,8 +22,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/metasched/metasched/internal/httpx"
+	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/client"
-	"github.com/metasched/metasched/metasched/lifecycle"
 )
 
 // The scale experiment measures the daemon as Kubernetes' scheduler_perf
@@ -412,7 +412,7 @@ func parallel(ctx context.Context, k, n int, f func(ctx context.Context, i int) 
 // cancelQueued cancels every queued job, and returns how many.
 func cancelQueued(ctx context.Context, c *client.Client, k int) (int, error) {
 	var ids []string
-	q := client.JobsQuery{States: []lifecycle.State{lifecycle.Queued}, Limit: 1000}
+	q := client.JobsQuery{States: []api.State{api.Queued}, Limit: 1000}
 	for {
 		l, err := c.Jobs(ctx, q)
 		if err != nil {
@@ -474,7 +474,7 @@ func latencies(ctx context.Context, c *client.Client, k int, ids []string) ([]fl
 		}
 		out[i] = -1
 		for _, tr := range j.Transitions {
-			if tr.To == lifecycle.Running && len(j.Transitions) > 0 {
+			if tr.To == api.Running && len(j.Transitions) > 0 {
 				out[i] = tr.At.Sub(j.Transitions[0].At).Seconds()
 				break
 			}
@@ -560,7 +560,7 @@ func (m *scaleMeter) scrape(ctx context.Context) (metricsRead, error) {
 		case strings.HasPrefix(name, `metasched_jobs{state="`):
 			total += int(x)
 			st := strings.TrimSuffix(strings.TrimPrefix(name, `metasched_jobs{state="`), `"}`)
-			if st == string(lifecycle.Queued) || st == string(lifecycle.Planned) || st == string(lifecycle.Provisioning) {
+			if st == string(api.Queued) || st == string(api.Planned) || st == string(api.Provisioning) {
 				r.queued += int(x)
 			}
 		case name == "process_cpu_seconds_total":
