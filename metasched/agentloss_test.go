@@ -19,6 +19,7 @@ import (
 	"github.com/metasched/metasched/metasched"
 	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/demo"
+	"github.com/metasched/metasched/metasched/jobfile"
 )
 
 // remoteAgent is a site agent served over HTTP, as `metasched agent` runs
@@ -115,7 +116,7 @@ func TestAgentLoss(t *testing.T) {
 				}
 				return true
 			})
-			pr, err := d.DryRun(ctx, []byte("name: probe\ntype: render\ntasks: 40\ntask_ops: 1.0e11\ntask_bytes: 1.0e5\n"))
+			pr, err := d.DryRun(ctx, jobfile.Decode([]byte("name: probe\ntype: render\ntasks: 40\ntask_ops: 1.0e11\ntask_bytes: 1.0e5\n")))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -124,7 +125,7 @@ func TestAgentLoss(t *testing.T) {
 			}
 			var ids []string
 			for _, name := range []string{"r1", "r2"} {
-				j, err := d.Submit(ctx, []byte("name: "+name+"\ntype: render\ntasks: 40\ntask_ops: 1.0e11\ntask_bytes: 1.0e5\n"))
+				j, err := d.Submit(ctx, jobfile.Decode([]byte("name: "+name+"\ntype: render\ntasks: 40\ntask_ops: 1.0e11\ntask_bytes: 1.0e5\n")))
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -11,6 +11,7 @@ import (
 	"github.com/metasched/metasched/graph"
 	"github.com/metasched/metasched/metasched"
 	"github.com/metasched/metasched/metasched/api"
+	"github.com/metasched/metasched/metasched/jobfile"
 )
 
 // backfillDaemon runs one pool of four 2-core hosts whose jobs' VMs take 1
@@ -38,7 +39,7 @@ const bigJob = "name: %s\ntype: sim\ntasks: 40\ntask_ops: 1.0e9\ntask_bytes: 1.0
 
 func submitf(t *testing.T, d *metasched.Daemon, format, name string) api.Job {
 	t.Helper()
-	j, err := d.Submit(context.Background(), []byte(fmt.Sprintf(format, name)))
+	j, err := d.Submit(context.Background(), jobfile.Decode([]byte(fmt.Sprintf(format, name))))
 	if err != nil {
 		t.Fatal(err)
 	}

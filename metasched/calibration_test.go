@@ -19,6 +19,7 @@ import (
 	"github.com/metasched/metasched/metasched"
 	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/guesttest"
+	"github.com/metasched/metasched/metasched/jobfile"
 )
 
 // The calibration's tests: sites whose agents are guesttest fakes that
@@ -292,7 +293,7 @@ func TestCalibrationAtStart(t *testing.T) {
 
 		// The plans use the figures: perf = 2e8 ops/s per vCPU × 1 vCPU
 		// at a, LAN 70 Mbit/s; the link's measurement is VM to VM.
-		pr, err := d.DryRun(ctx, []byte("name: j\ntype: farm\ntasks: 100\ntask_ops: 1.0e9\ntask_bytes: 1.0e4\n"))
+		pr, err := d.DryRun(ctx, jobfile.Decode([]byte("name: j\ntype: farm\ntasks: 100\ntask_ops: 1.0e9\ntask_bytes: 1.0e4\n")))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -317,7 +318,7 @@ func TestCalibrationAtStart(t *testing.T) {
 		fm.mu.Unlock()
 		td = startDaemonGrid(t, calGrid(), fm.options(), edit)
 		d = td.d
-		pr, err = d.DryRun(ctx, []byte("name: j\ntype: farm\ntasks: 100\ntask_ops: 1.0e9\ntask_bytes: 1.0e4\n"))
+		pr, err = d.DryRun(ctx, jobfile.Decode([]byte("name: j\ntype: farm\ntasks: 100\ntask_ops: 1.0e9\ntask_bytes: 1.0e4\n")))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -368,7 +369,7 @@ func TestCalibrationIdleHostsOnly(t *testing.T) {
 		}
 		// Two jobs that need every host: the first runs, the second waits.
 		const job = "type: farm\ntasks: 400\ntask_ops: 1.0e9\ntask_bytes: 0\n"
-		j1, err := d.Submit(ctx, []byte("name: one\n"+job))
+		j1, err := d.Submit(ctx, jobfile.Decode([]byte("name: one\n"+job)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -376,7 +377,7 @@ func TestCalibrationIdleHostsOnly(t *testing.T) {
 			j, _ := d.Job(ctx, j1.ID)
 			return j.State == api.Running
 		})
-		j2, err := d.Submit(ctx, []byte("name: two\n"+job))
+		j2, err := d.Submit(ctx, jobfile.Decode([]byte("name: two\n"+job)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -465,7 +466,7 @@ func TestCalibrationFailures(t *testing.T) {
 				t.Errorf("%s: %+v, want measured", k, figs[k])
 			}
 		}
-		pr, err := d.DryRun(ctx, []byte("name: j\ntype: farm\ntasks: 100\ntask_ops: 1.0e9\ntask_bytes: 1.0e4\n"))
+		pr, err := d.DryRun(ctx, jobfile.Decode([]byte("name: j\ntype: farm\ntasks: 100\ntask_ops: 1.0e9\ntask_bytes: 1.0e4\n")))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -536,7 +537,7 @@ func TestCalibrationVMTakesCapacity(t *testing.T) {
 			}
 			return calHost != ""
 		})
-		j, err := d.Submit(ctx, []byte("name: j\ntype: farm\ntasks: 100\ntask_ops: 1.0e9\ntask_bytes: 0\n"))
+		j, err := d.Submit(ctx, jobfile.Decode([]byte("name: j\ntype: farm\ntasks: 100\ntask_ops: 1.0e9\ntask_bytes: 0\n")))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -719,7 +720,7 @@ func TestCalibrationNewImage(t *testing.T) {
 		if runs, _ := fm.seen(); len(runs) != 2 || runs[0] != "a bench" || runs[1] != "b bench" {
 			t.Errorf("programs run after the image changed: %v, want a bench at each site", runs)
 		}
-		pr, err := d.DryRun(context.Background(), []byte("name: j\ntype: farm\ntasks: 100\ntask_ops: 1.0e9\ntask_bytes: 1.0e4\n"))
+		pr, err := d.DryRun(context.Background(), jobfile.Decode([]byte("name: j\ntype: farm\ntasks: 100\ntask_ops: 1.0e9\ntask_bytes: 1.0e4\n")))
 		if err != nil {
 			t.Fatal(err)
 		}

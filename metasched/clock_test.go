@@ -11,6 +11,7 @@ import (
 	"github.com/metasched/metasched/metasched"
 	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/internal/daemontest"
+	"github.com/metasched/metasched/metasched/jobfile"
 )
 
 // loopWaiters is how many of the daemon's loops wait on its clock.
@@ -40,7 +41,7 @@ func TestInjectedClock(t *testing.T) {
 		t.Fatalf("more than %d waiters on the clock before any job", loopWaiters)
 	}
 	cancel()
-	job, err := d.Submit(ctx, []byte("name: a\ntype: render\ntasks: 40\ntask_ops: 1e12\ntask_bytes: 1e5\n"))
+	job, err := d.Submit(ctx, jobfile.Decode([]byte("name: a\ntype: render\ntasks: 40\ntask_ops: 1e12\ntask_bytes: 1e5\n")))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/metasched/metasched/metasched"
 	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/internal/daemontest"
+	"github.com/metasched/metasched/metasched/jobfile"
 	"github.com/metasched/metasched/metasched/store"
 )
 
@@ -64,7 +65,7 @@ func jobWritableDir(t *testing.T) string {
 func scriptSubmitter(t *testing.T, d *metasched.Daemon) func(name, script string) string {
 	return func(name, script string) string {
 		t.Helper()
-		j, err := d.Submit(context.Background(), []byte("name: "+name+"\ntype: sim\ntasks: 10\ntask_ops: 1.0e9\ntask_bytes: 0\ncommand: [/bin/sh, -c, '"+script+"']\n"))
+		j, err := d.Submit(context.Background(), jobfile.Decode([]byte("name: "+name+"\ntype: sim\ntasks: 10\ntask_ops: 1.0e9\ntask_bytes: 0\ncommand: [/bin/sh, -c, '"+script+"']\n")))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -145,8 +146,8 @@ func TestCommandSurvivesRestart(t *testing.T) {
 	}
 	td := daemontest.Start(t, nil, metasched.Options{}, edit)
 	d, ctx := td.D, context.Background()
-	j, err := d.Submit(ctx, []byte("name: survivor\ntype: sim\ntasks: 10\ntask_ops: 1.0e9\ntask_bytes: 0\n"+
-		"command: [/bin/sh, -c, 'echo started; sleep 3; echo $METASCHED_JOB_ID >> "+ran+"; echo ended; exit 0']\n"))
+	j, err := d.Submit(ctx, jobfile.Decode([]byte("name: survivor\ntype: sim\ntasks: 10\ntask_ops: 1.0e9\ntask_bytes: 0\n"+
+		"command: [/bin/sh, -c, 'echo started; sleep 3; echo $METASCHED_JOB_ID >> "+ran+"; echo ended; exit 0']\n")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +202,7 @@ func TestCommandOutputCapped(t *testing.T) {
 		c.Policy = metasched.PolicyConfig{Name: "none"}
 	})
 	d, ctx := td.D, context.Background()
-	j, err := d.Submit(ctx, []byte("name: yes\ntype: sim\ntasks: 10\ntask_ops: 1.0e9\ntask_bytes: 0\ncommand: [yes]\n"))
+	j, err := d.Submit(ctx, jobfile.Decode([]byte("name: yes\ntype: sim\ntasks: 10\ntask_ops: 1.0e9\ntask_bytes: 0\ncommand: [yes]\n")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,13 +245,13 @@ func TestCommandAccountsDaemon(t *testing.T) {
 	job := []byte("name: who\ntype: sim\ntasks: 10\ntask_ops: 1.0e9\ntask_bytes: 0\ncommand: [/bin/sh, -c, 'id -un; pwd']\n")
 	ids := map[string]string{}
 	for _, owner := range []string{"alice", "cert:bob"} {
-		j, err := d.Submit(as(owner), job)
+		j, err := d.Submit(as(owner), jobfile.Decode(job))
 		if err != nil {
 			t.Fatalf("%s: %v", owner, err)
 		}
 		ids[owner] = j.ID
 	}
-	if _, err := d.Submit(as("carol"), job); err == nil || !strings.Contains(err.Error(), "carol has none in executor.accounts") {
+	if _, err := d.Submit(as("carol"), jobfile.Decode(job)); err == nil || !strings.Contains(err.Error(), "carol has none in executor.accounts") {
 		t.Errorf("carol, with no account: %v", err)
 	}
 	if l, err := d.Store().Jobs(context.Background(), store.JobFilter{Owner: "carol"}); err != nil || len(l) != 0 {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/metasched/metasched/metasched"
 	"github.com/metasched/metasched/metasched/api"
+	"github.com/metasched/metasched/metasched/jobfile"
 	"github.com/metasched/metasched/metasched/lifecycle"
 )
 
@@ -55,7 +56,7 @@ func TestCommitFailure(t *testing.T) {
 		fs.set(func(from, to lifecycle.State) bool { return to == lifecycle.Planned })
 		td := startDaemon(t, metasched.Options{CommitFault: fs.fault}, func(c *metasched.Config) { c.Executor.TimeScale = 0.0005 })
 		ctx := context.Background()
-		job, err := td.d.Submit(ctx, []byte("name: a\ntype: render\ntasks: 40\ntask_ops: 1e12\ntask_bytes: 1e5\n"))
+		job, err := td.d.Submit(ctx, jobfile.Decode([]byte("name: a\ntype: render\ntasks: 40\ntask_ops: 1e12\ntask_bytes: 1e5\n")))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -95,7 +96,7 @@ func TestCommitFailure(t *testing.T) {
 		// The store takes writes again: the job ends, once, and its VMs go; a
 		// new job runs too.
 		fs.set(nil)
-		second, err := td.d.Submit(ctx, []byte("name: b\ntype: render\ntasks: 40\ntask_ops: 1e12\ntask_bytes: 1e5\n"))
+		second, err := td.d.Submit(ctx, jobfile.Decode([]byte("name: b\ntype: render\ntasks: 40\ntask_ops: 1e12\ntask_bytes: 1e5\n")))
 		if err != nil {
 			t.Fatal(err)
 		}

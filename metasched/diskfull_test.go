@@ -15,6 +15,7 @@ import (
 
 	"github.com/metasched/metasched/metasched"
 	"github.com/metasched/metasched/metasched/api"
+	"github.com/metasched/metasched/metasched/jobfile"
 )
 
 // mountTmpfs mounts a tmpfs of size bytes for the test (root only: the
@@ -101,7 +102,7 @@ func TestDiskFull(t *testing.T) {
 				return
 			default:
 			}
-			j, err := d.Submit(ctx, []byte(fmt.Sprintf("name: full-%d\ntype: sim\ntasks: 30\ntask_ops: 1.0e9\ntask_bytes: 1.0e4\n", i)))
+			j, err := d.Submit(ctx, jobfile.Decode([]byte(fmt.Sprintf("name: full-%d\ntype: sim\ntasks: 30\ntask_ops: 1.0e9\ntask_bytes: 1.0e4\n", i))))
 			mu.Lock()
 			if err != nil {
 				failed++

@@ -11,6 +11,7 @@ import (
 	"github.com/metasched/metasched/graph"
 	"github.com/metasched/metasched/metasched"
 	"github.com/metasched/metasched/metasched/api"
+	"github.com/metasched/metasched/metasched/jobfile"
 )
 
 // drainStart runs a daemon on one site of hosts home-0..n-1 with one render
@@ -28,7 +29,7 @@ func drainStart(t *testing.T, n int) (*metasched.Daemon, api.Job) {
 	rec := newTuningRecorder(0, hidden...)
 	td := startRecorded(t, grid, rec, 2048, 0.05)
 	d, ctx := td.d, context.Background()
-	long, err := d.Submit(ctx, []byte("name: long\ntype: render\ntasks: 4000\ntask_ops: 4.0e9\ntask_bytes: 1.0e3\nvm: {vcpus: 2, memory_mib: 2048}\n"))
+	long, err := d.Submit(ctx, jobfile.Decode([]byte("name: long\ntype: render\ntasks: 4000\ntask_ops: 4.0e9\ntask_bytes: 1.0e3\nvm: {vcpus: 2, memory_mib: 2048}\n")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +107,7 @@ func TestDrainHost(t *testing.T) {
 		if h, err = d.DrainHost(ctx, "home-0", api.DrainRequest{}); err != nil || h.State != api.HostDraining {
 			t.Errorf("second drain: %s, %v", h.State, err)
 		}
-		next, err := d.Submit(ctx, []byte("name: next\ntype: render\ntasks: 40\ntask_ops: 1.0e9\ntask_bytes: 1.0e3\nvm: {vcpus: 2, memory_mib: 2048}\n"))
+		next, err := d.Submit(ctx, jobfile.Decode([]byte("name: next\ntype: render\ntasks: 40\ntask_ops: 1.0e9\ntask_bytes: 1.0e3\nvm: {vcpus: 2, memory_mib: 2048}\n")))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -12,6 +12,7 @@ import (
 	hp "github.com/metasched/metasched/hypervisorproxy"
 	"github.com/metasched/metasched/metasched"
 	"github.com/metasched/metasched/metasched/api"
+	"github.com/metasched/metasched/metasched/jobfile"
 )
 
 // driftingAgent is a site's agent whose host is reconfigured directly on
@@ -66,7 +67,7 @@ func TestPoolDrift(t *testing.T) {
 			c.MinPoolHosts = 0
 		})
 		d, ctx := td.d, context.Background()
-		j, err := d.Submit(ctx, []byte("name: drift\ntype: render\ntasks: 4\ntask_ops: 1.0e9\ntask_bytes: 1.0e3\n"))
+		j, err := d.Submit(ctx, jobfile.Decode([]byte("name: drift\ntype: render\ntasks: 4\ntask_ops: 1.0e9\ntask_bytes: 1.0e3\n")))
 		if err != nil {
 			t.Fatal(err)
 		}

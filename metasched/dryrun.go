@@ -7,13 +7,14 @@ import (
 
 	"github.com/metasched/metasched/gramvm"
 	"github.com/metasched/metasched/metasched/api"
+	"github.com/metasched/metasched/metasched/jobfile"
 	"github.com/metasched/metasched/metasched/wire"
 	"github.com/metasched/metasched/selection"
 )
 
 // DryRun plans a job on the live grid without changing anything.
-func (d *Daemon) DryRun(ctx context.Context, body []byte) (api.PlanResult, error) {
-	j, err := d.parseJob(ctx, body)
+func (d *Daemon) DryRun(ctx context.Context, req jobfile.Request) (api.PlanResult, error) {
+	j, err := d.checkJob(ctx, req)
 	if err != nil {
 		return api.PlanResult{}, err
 	}

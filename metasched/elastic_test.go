@@ -15,6 +15,7 @@ import (
 	"github.com/metasched/metasched/metasched"
 	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/guesttest"
+	"github.com/metasched/metasched/metasched/jobfile"
 )
 
 // elasticGrid is one cluster of 10 two-core machines: the demo's job types
@@ -120,7 +121,7 @@ func elasticDaemon(t *testing.T, dataDir string, edit func(*metasched.Config), h
 func runningFarm(t *testing.T, d *metasched.Daemon, elastic bool) api.Job {
 	t.Helper()
 	ctx := context.Background()
-	j, err := d.Submit(ctx, farmJob(elastic))
+	j, err := d.Submit(ctx, jobfile.Decode(farmJob(elastic)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -499,7 +500,7 @@ func TestElasticGuestLosesAWorker(t *testing.T) {
 			c.MinPoolHosts = 0
 		})
 		d, ctx := td.d, context.Background()
-		j, err := d.Submit(ctx, append(farmJob(true), "command: [taskfarm, run, hold]\n"...))
+		j, err := d.Submit(ctx, jobfile.Decode(append(farmJob(true), "command: [taskfarm, run, hold]\n"...)))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/metasched/metasched/metasched"
 	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/internal/daemontest"
+	"github.com/metasched/metasched/metasched/jobfile"
 )
 
 // faults fails the listed injection points of every switch.
@@ -95,7 +96,7 @@ func TestProtocolFaults(t *testing.T) {
 				// with jobs on it.
 				var ids []string
 				for i := range 6 {
-					j, err := d.Submit(ctx, []byte(fmt.Sprintf("name: r%d\ntype: render\ntasks: 60\ntask_ops: 1.0e11\ntask_bytes: 1.0e5\n", i)))
+					j, err := d.Submit(ctx, jobfile.Decode([]byte(fmt.Sprintf("name: r%d\ntype: render\ntasks: 60\ntask_ops: 1.0e11\ntask_bytes: 1.0e5\n", i))))
 					if err != nil {
 						t.Fatal(err)
 					}

@@ -22,6 +22,7 @@ import (
 	"github.com/metasched/metasched/metasched/demo"
 	"github.com/metasched/metasched/metasched/executor"
 	"github.com/metasched/metasched/metasched/guesttest"
+	"github.com/metasched/metasched/metasched/jobfile"
 )
 
 // TestGuestExecutor runs jobs with the guest executor through the sites'
@@ -171,7 +172,7 @@ func TestGuestExecutorNoAddress(t *testing.T) {
 			c.Policy = metasched.PolicyConfig{Name: "none"}
 		})
 		d, ctx := td.d, context.Background()
-		j, err := d.Submit(ctx, []byte("name: j\ntype: sim\ntasks: 10\ntask_ops: 1.0e9\ntask_bytes: 0\ncommand: [/bin/true]\n"))
+		j, err := d.Submit(ctx, jobfile.Decode([]byte("name: j\ntype: sim\ntasks: 10\ntask_ops: 1.0e9\ntask_bytes: 0\ncommand: [/bin/true]\n")))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -198,7 +199,7 @@ func TestJobFilesNeedGuestExecutor(t *testing.T) {
 		})
 		const job = "name: j\ntype: sim\ntasks: 10\ntask_ops: 1.0e9\ntask_bytes: 0\ncommand: [/bin/true]\n"
 		for field, file := range map[string]string{"inputs": job + "inputs: [{path: a, content: b}]\n", "outputs": job + "outputs: [a]\n"} {
-			_, err := td.d.Submit(context.Background(), []byte(file))
+			_, err := td.d.Submit(context.Background(), jobfile.Decode([]byte(file)))
 			if err == nil || !strings.Contains(err.Error(), field) || !strings.Contains(err.Error(), "applies to the guest executor only; this daemon runs the host-command executor") {
 				t.Errorf("a job with %s on the host-command executor: %v", field, err)
 			}
@@ -215,8 +216,8 @@ func TestJobInputFromRefused(t *testing.T) {
 		}}, func(c *metasched.Config) {
 			c.Executor = metasched.ExecutorConfig{Name: "guest"}
 		})
-		_, err := td.d.Submit(context.Background(), []byte("name: j\ntype: sim\ntasks: 10\ntask_ops: 1.0e9\ntask_bytes: 0\ncommand: [/bin/true]\n"+
-			"inputs: [{path: a, content: b}, {path: in.bin, from: /etc/hostname}]\n"))
+		_, err := td.d.Submit(context.Background(), jobfile.Decode([]byte("name: j\ntype: sim\ntasks: 10\ntask_ops: 1.0e9\ntask_bytes: 0\ncommand: [/bin/true]\n"+
+			"inputs: [{path: a, content: b}, {path: in.bin, from: /etc/hostname}]\n")))
 		if err == nil || !strings.Contains(err.Error(), `inputs[1].from: "/etc/hostname" is a file of the submitting machine, which the daemon does not read`) {
 			t.Fatalf("a job with an input from a local file: %v", err)
 		}

@@ -9,61 +9,30 @@ import (
 	"strings"
 	"time"
 
-	"go.yaml.in/yaml/v3"
-
 	"github.com/metasched/metasched/graph"
-	"github.com/metasched/metasched/internal/yamlx"
 	"github.com/metasched/metasched/metasched/api"
+	"github.com/metasched/metasched/metasched/jobfile"
 	"github.com/metasched/metasched/metasched/lifecycle"
 	"github.com/metasched/metasched/metasched/store"
 	"github.com/metasched/metasched/selection"
 )
 
-func invalid(fields ...api.FieldError) *api.RequestError {
-	return &api.RequestError{Status: 400, Code: api.CodeInvalid, Msg: "the job is not valid", Fields: fields}
-}
+func invalid(fields ...api.FieldError) *api.RequestError { return jobfile.Invalid(fields...) }
 
-// fieldErrors turns the problems of a job file's parse error (each a
-// *yamlx.Error, with the field's path) into field errors. The field is the
-// path as the decoder found it, never read back from the error's text: a
-// key may hold ": ", a space or a line break.
-func fieldErrors(err error) []api.FieldError {
-	var out []api.FieldError
-	var walk func(e error)
-	walk = func(e error) {
-		if ye, ok := e.(*yamlx.Error); ok {
-			out = append(out, api.FieldError{Field: ye.Path, Problem: ye.Msg})
-			return
-		}
-		if j, ok := e.(interface{ Unwrap() []error }); ok {
-			for _, c := range j.Unwrap() {
-				walk(c)
-			}
-			return
-		}
-		out = append(out, api.FieldError{Problem: e.Error()})
+// checkJob checks a job sent to the API beyond the job file's own rules
+// (jobfile.Decode checked those): a registered type, the executor's
+// features, the walltime, and a VM that some cluster's machines can hold.
+// A job file without vm gets its type's VM shape. The job returned is the
+// daemon's own copy: the request may be submitted again.
+func (d *Daemon) checkJob(ctx context.Context, req jobfile.Request) (*selection.Job, error) {
+	if req.Err != nil {
+		return nil, req.Err
 	}
-	walk(err)
-	return out
-}
-
-// parseJob checks a job file sent to the API: the job's own rules, a
-// registered type, and a VM that some cluster's machines can hold. A job
-// file without vm gets its type's VM shape.
-func (d *Daemon) parseJob(ctx context.Context, body []byte) (*selection.Job, error) {
-	if len(strings.TrimSpace(string(body))) == 0 {
-		return nil, invalid(api.FieldError{Problem: "the body is empty: send a job file (YAML or JSON)"})
+	if req.Job == nil {
+		return nil, errors.New("submit: a request without a job: decode the body with jobfile.Decode")
 	}
-	j, err := selection.ParseJob("body", body)
-	if err != nil {
-		return nil, invalid(fieldErrors(err)...)
-	}
-	for i, in := range j.Inputs {
-		if in.From != "" {
-			return nil, invalid(api.FieldError{Field: fmt.Sprintf("inputs[%d].from", i), Problem: fmt.Sprintf(
-				"%q is a file of the submitting machine, which the daemon does not read: send its bytes as data (base64), as metasched submit does", in.From)})
-		}
-	}
+	j := new(*req.Job)
+	j.Command, j.Inputs, j.Outputs = slices.Clone(j.Command), slices.Clone(j.Inputs), slices.Clone(j.Outputs)
 	jt, _, ok := d.jobType(j.Type)
 	if !ok {
 		names := make([]string, len(d.types))
@@ -85,11 +54,8 @@ func (d *Daemon) parseJob(ctx context.Context, body []byte) (*selection.Job, err
 	if most := d.cfg.Walltime.Max; most > 0 && time.Duration(j.Walltime) > most {
 		return nil, invalid(api.FieldError{Field: "walltime", Problem: fmt.Sprintf("must be at most %s (the daemon's most), not %s", most, time.Duration(j.Walltime))})
 	}
-	var raw map[string]any
-	if yaml.Unmarshal(body, &raw) == nil {
-		if _, has := raw["vm"]; !has {
-			j.VM = selection.VM{VCPUs: jt.VCPUs, MemoryMiB: jt.MemoryMiB}
-		}
+	if !req.VMGiven {
+		j.VM = selection.VM{VCPUs: jt.VCPUs, MemoryMiB: jt.MemoryMiB}
 	}
 	fits := slices.ContainsFunc(d.grid.Clusters, func(c graph.Cluster) bool {
 		return c.Cores >= j.VM.VCPUs && c.MemoryMiB >= j.VM.MemoryMiB
@@ -205,14 +171,14 @@ func ownerOf(ctx context.Context) string {
 	return p.Name
 }
 
-// Submit accepts a job file (YAML or JSON) of the principal ctx carries
-// (api.WithPrincipal; none: the daemon's own). The job is on disk when
-// Submit returns.
-func (d *Daemon) Submit(ctx context.Context, body []byte) (api.Job, error) {
+// Submit accepts a job file (YAML or JSON, decoded by jobfile.Decode) of
+// the principal ctx carries (api.WithPrincipal; none: the daemon's own).
+// The job is on disk when Submit returns.
+func (d *Daemon) Submit(ctx context.Context, req jobfile.Request) (api.Job, error) {
 	if err := d.mayRunOnHost(ctx); err != nil {
 		return api.Job{}, err
 	}
-	j, err := d.parseJob(ctx, body)
+	j, err := d.checkJob(ctx, req)
 	if err != nil {
 		return api.Job{}, err
 	}
@@ -229,8 +195,9 @@ func (d *Daemon) Submit(ctx context.Context, body []byte) (api.Job, error) {
 // a repeat with the same body, while the store keeps the key (the
 // configuration's idempotency_retention), returns that job as it is now
 // and makes none; a repeat with another body is refused (422). The key is
-// recorded in the transaction that records the job.
-func (d *Daemon) SubmitOnce(ctx context.Context, body []byte, caller, key string) (_ api.Job, created bool, _ error) {
+// recorded in the transaction that records the job, with the hash of the
+// body sent (req.BodyHash).
+func (d *Daemon) SubmitOnce(ctx context.Context, req jobfile.Request, caller, key string) (_ api.Job, created bool, _ error) {
 	if caller == "" || key == "" {
 		return api.Job{}, false, fmt.Errorf("submit: an idempotency key needs a caller and a key: %w", store.ErrInvalid)
 	}
@@ -241,8 +208,10 @@ func (d *Daemon) SubmitOnce(ctx context.Context, body []byte, caller, key string
 	h.Write([]byte(caller))
 	h.Write([]byte{0})
 	h.Write([]byte(key))
-	k := store.IdempotencyKey{Key: h.Sum(nil), Body: sha256.Sum256(body)}
-	// A repeat is answered without parsing the body again.
+	k := store.IdempotencyKey{Key: h.Sum(nil), Body: req.BodyHash}
+	// A repeat is answered before the job is checked: the job it made
+	// as it is now, or the key's reuse with another body (even one that
+	// is not a valid job).
 	sj, found, err := d.st.LookupKey(ctx, k)
 	switch {
 	case errors.Is(err, store.ErrKeyReused):
@@ -253,7 +222,7 @@ func (d *Daemon) SubmitOnce(ctx context.Context, body []byte, caller, key string
 		v, err := d.Job(ctx, sj.ID)
 		return v, false, err
 	}
-	j, err := d.parseJob(ctx, body)
+	j, err := d.checkJob(ctx, req)
 	if err != nil {
 		return api.Job{}, false, err
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/metasched/metasched/metasched/demo"
 	"github.com/metasched/metasched/metasched/httpapi"
 	"github.com/metasched/metasched/metasched/internal/daemontest"
+	"github.com/metasched/metasched/metasched/jobfile"
 	"github.com/metasched/metasched/metasched/store/kv"
 )
 
@@ -98,7 +99,7 @@ func leaderWithJob(t *testing.T, endpoints []string) (*etcdDaemon, api.Job) {
 	if a.err != nil {
 		t.Fatal(a.err)
 	}
-	job, err := a.d.Submit(context.Background(), []byte("name: before\ntype: sim\ntasks: 10\ntask_ops: 1.0e9\ntask_bytes: 0\n"))
+	job, err := a.d.Submit(context.Background(), jobfile.Decode([]byte("name: before\ntype: sim\ntasks: 10\ntask_ops: 1.0e9\ntask_bytes: 0\n")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +168,7 @@ func TestEtcdLeadership(t *testing.T) {
 	if j, err := b.d.Job(ctx, job.ID); err != nil || j.State != api.Done {
 		t.Fatalf("the first leader's job on the second: %+v, %v", j, err)
 	}
-	next, err := b.d.Submit(ctx, []byte("name: after\ntype: etl\ntasks: 10\ntask_ops: 1.0e9\ntask_bytes: 0\n"))
+	next, err := b.d.Submit(ctx, jobfile.Decode([]byte("name: after\ntype: etl\ntasks: 10\ntask_ops: 1.0e9\ntask_bytes: 0\n")))
 	if err != nil || next.ID <= job.ID {
 		t.Fatalf("a job on the second leader: %+v, %v", next, err)
 	}
@@ -323,7 +324,7 @@ func TestEtcdQuorumLost(t *testing.T) {
 		t.Fatal(b.err)
 	}
 	t.Logf("the second daemon leads %s after the members returned", time.Since(back).Round(time.Millisecond))
-	next, err := b.d.Submit(ctx, []byte("name: after\ntype: etl\ntasks: 10\ntask_ops: 1.0e9\ntask_bytes: 0\n"))
+	next, err := b.d.Submit(ctx, jobfile.Decode([]byte("name: after\ntype: etl\ntasks: 10\ntask_ops: 1.0e9\ntask_bytes: 0\n")))
 	if err != nil {
 		t.Fatalf("a submission once the quorum returned: %v", err)
 	}

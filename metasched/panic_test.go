@@ -12,6 +12,7 @@ import (
 	"github.com/metasched/metasched/metasched"
 	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/executor"
+	"github.com/metasched/metasched/metasched/jobfile"
 )
 
 // panicky runs jobs emulated, but panics on a job named boom.
@@ -35,7 +36,7 @@ func TestJobPanic(t *testing.T) {
 		d, ctx := td.d, context.Background()
 		var ids []string
 		for _, name := range []string{"boom", "fine"} {
-			j, err := d.Submit(ctx, []byte("name: "+name+"\ntype: render\ntasks: 40\ntask_ops: 1e12\ntask_bytes: 1e5\n"))
+			j, err := d.Submit(ctx, jobfile.Decode([]byte("name: "+name+"\ntype: render\ntasks: 40\ntask_ops: 1e12\ntask_bytes: 1e5\n")))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -12,6 +12,7 @@ import (
 	"github.com/metasched/metasched/graph"
 	"github.com/metasched/metasched/metasched"
 	"github.com/metasched/metasched/metasched/api"
+	"github.com/metasched/metasched/metasched/jobfile"
 )
 
 // placementDaemon runs one pool over two clusters of three 1-core hosts:
@@ -42,7 +43,7 @@ func placeJob(name string, tasks int, extra string) string {
 
 func submitText(t *testing.T, d *metasched.Daemon, text string) api.Job {
 	t.Helper()
-	j, err := d.Submit(context.Background(), []byte(text))
+	j, err := d.Submit(context.Background(), jobfile.Decode([]byte(text)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +84,7 @@ func TestPlacementBaselines(t *testing.T) {
 		if j := stateOf(d, met.ID); j.State != api.Queued {
 			t.Fatalf("the MET job is %s (%s), want it waiting for fast", j.State, j.Reason)
 		}
-		dry, err := d.DryRun(ctx, []byte(placeJob("met-dry", 40, "placement: met\n")))
+		dry, err := d.DryRun(ctx, jobfile.Decode([]byte(placeJob("met-dry", 40, "placement: met\n"))))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -235,7 +236,7 @@ func TestPlacementFieldsRefused(t *testing.T) {
 			{"placement: random\n", "placement", `must be one of gramvm, met, mct, olb, got "random"`},
 			{"placement: olb\nmaster: fast\n", "master", "a baseline placement (olb) places the whole job on the one cluster it chooses"},
 		} {
-			_, err := d.Submit(ctx, []byte(placeJob("bad", 10, tc.extra)))
+			_, err := d.Submit(ctx, jobfile.Decode([]byte(placeJob("bad", 10, tc.extra))))
 			var re *api.RequestError
 			if !errors.As(err, &re) || re.Status != 400 || len(re.Fields) != 1 || re.Fields[0].Field != tc.field ||
 				!strings.Contains(re.Fields[0].Problem, tc.problem) {

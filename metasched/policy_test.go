@@ -10,6 +10,7 @@ import (
 	"github.com/metasched/metasched/graph"
 	"github.com/metasched/metasched/metasched"
 	"github.com/metasched/metasched/metasched/api"
+	"github.com/metasched/metasched/metasched/jobfile"
 )
 
 // TestOptimalPolicyLive: with `optimal, solve: true` the daemon refuses a
@@ -47,7 +48,7 @@ func TestOptimalPolicyLive(t *testing.T) {
 				c.Policy = metasched.PolicyConfig{Name: "optimal", Solve: true}
 				c.MinPoolHosts = 1
 			})
-			if _, err := td.d.Submit(context.Background(), []byte("name: one\ntype: x\ntasks: 4\ntask_ops: 1.0e9\ntask_bytes: 0\n")); err != nil {
+			if _, err := td.d.Submit(context.Background(), jobfile.Decode([]byte("name: one\ntype: x\ntasks: 4\ntask_ops: 1.0e9\ntask_bytes: 0\n"))); err != nil {
 				t.Fatal(err)
 			}
 			var v api.PolicyView

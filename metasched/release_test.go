@@ -10,6 +10,7 @@ import (
 	"github.com/metasched/metasched/graph"
 	"github.com/metasched/metasched/metasched"
 	"github.com/metasched/metasched/metasched/api"
+	"github.com/metasched/metasched/metasched/jobfile"
 )
 
 // TestReleaseSparesAStoppedJob runs one long job across the render pool's
@@ -35,7 +36,7 @@ func TestReleaseSparesAStoppedJob(t *testing.T) {
 			c.MinPoolHosts = 0
 		})
 		d, ctx := td.d, context.Background()
-		j, err := d.Submit(ctx, []byte("name: long\ntype: render\ntasks: 4000\ntask_ops: 1.0e10\ntask_bytes: 1.0e3\n"))
+		j, err := d.Submit(ctx, jobfile.Decode([]byte("name: long\ntype: render\ntasks: 4000\ntask_ops: 1.0e10\ntask_bytes: 1.0e3\n")))
 		if err != nil {
 			t.Fatal(err)
 		}

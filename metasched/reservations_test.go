@@ -13,6 +13,7 @@ import (
 	hp "github.com/metasched/metasched/hypervisorproxy"
 	"github.com/metasched/metasched/metasched"
 	"github.com/metasched/metasched/metasched/api"
+	"github.com/metasched/metasched/metasched/jobfile"
 )
 
 // laggingAgent answers each inventory request with what the previous one
@@ -62,7 +63,7 @@ func TestReservationsUntilInventory(t *testing.T) {
 		d, ctx := td.d, context.Background()
 		var ids []string
 		for i := range 8 {
-			j, err := d.Submit(ctx, []byte(fmt.Sprintf("name: fill-%d\ntype: render\ntasks: 400\ntask_ops: 1.0e9\ntask_bytes: 1.0e3\n", i)))
+			j, err := d.Submit(ctx, jobfile.Decode([]byte(fmt.Sprintf("name: fill-%d\ntype: render\ntasks: 400\ntask_ops: 1.0e9\ntask_bytes: 1.0e3\n", i))))
 			if err != nil {
 				t.Fatal(err)
 			}

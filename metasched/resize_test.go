@@ -12,6 +12,7 @@ import (
 	"github.com/metasched/metasched/metasched"
 	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/client"
+	"github.com/metasched/metasched/metasched/jobfile"
 )
 
 // TestResizeVM: with vm_headroom, the VMs the daemon creates have maxima
@@ -36,7 +37,7 @@ func TestResizeVM(t *testing.T) {
 		})
 		d, ctx := td.d, context.Background()
 		c := client.New(td.addr, d.Token()).WithHTTPClient(td.http)
-		job, err := d.Submit(ctx, []byte("name: long\ntype: render\ntasks: 100000\ntask_ops: 1.0e10\ntask_bytes: 1.0e3\n"))
+		job, err := d.Submit(ctx, jobfile.Decode([]byte("name: long\ntype: render\ntasks: 100000\ntask_ops: 1.0e10\ntask_bytes: 1.0e3\n")))
 		if err != nil {
 			t.Fatal(err)
 		}

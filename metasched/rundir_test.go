@@ -11,6 +11,7 @@ import (
 
 	"github.com/metasched/metasched/metasched"
 	"github.com/metasched/metasched/metasched/api"
+	"github.com/metasched/metasched/metasched/jobfile"
 	"github.com/metasched/metasched/metasched/lifecycle"
 )
 
@@ -44,11 +45,11 @@ func TestRunDirRetention(t *testing.T) {
 		// The live job first, so that the store refuses its plan from the
 		// start.
 		held = "j-000000000001"
-		live, err := d.Submit(ctx, []byte("name: live\ntype: sim\ntasks: 10\ntask_ops: 1.0e9\ntask_bytes: 0\ncommand: [/bin/true]\n"))
+		live, err := d.Submit(ctx, jobfile.Decode([]byte("name: live\ntype: sim\ntasks: 10\ntask_ops: 1.0e9\ntask_bytes: 0\ncommand: [/bin/true]\n")))
 		if err != nil || live.ID != held {
 			t.Fatalf("the live job: %s %v", live.ID, err)
 		}
-		done, err := d.Submit(ctx, []byte("name: done\ntype: sim\ntasks: 10\ntask_ops: 1.0e9\ntask_bytes: 0\ncommand: [/bin/true]\n"))
+		done, err := d.Submit(ctx, jobfile.Decode([]byte("name: done\ntype: sim\ntasks: 10\ntask_ops: 1.0e9\ntask_bytes: 0\ncommand: [/bin/true]\n")))
 		if err != nil {
 			t.Fatal(err)
 		}

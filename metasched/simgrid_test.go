@@ -13,6 +13,7 @@ import (
 	"github.com/metasched/metasched/graph"
 	"github.com/metasched/metasched/metasched"
 	"github.com/metasched/metasched/metasched/api"
+	"github.com/metasched/metasched/metasched/jobfile"
 )
 
 // TestSimulatedGrid: a daemon whose grid's clusters say hypervisor: sim
@@ -49,7 +50,7 @@ func TestSimulatedGrid(t *testing.T) {
 		}
 		var ids []string
 		for i := range 6 {
-			j, err := d.Submit(context.Background(), []byte(fmt.Sprintf("name: j%d\ntype: sim\ntasks: %d\ntask_ops: 1.0e9\ntask_bytes: 1.0e3\n", i, 1+i)))
+			j, err := d.Submit(context.Background(), jobfile.Decode([]byte(fmt.Sprintf("name: j%d\ntype: sim\ntasks: %d\ntask_ops: 1.0e9\ntask_bytes: 1.0e3\n", i, 1+i))))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -79,7 +80,7 @@ func TestRecordKeepsFirstExcluded(t *testing.T) {
 			c.Policy = metasched.PolicyConfig{Name: "none"}
 			c.MinPoolHosts = 0
 		})
-		j, err := td.d.Submit(context.Background(), []byte("name: one\ntype: sim\ntasks: 1\ntask_ops: 1.0e9\ntask_bytes: 1.0e3\n"))
+		j, err := td.d.Submit(context.Background(), jobfile.Decode([]byte("name: one\ntype: sim\ntasks: 1\ntask_ops: 1.0e9\ntask_bytes: 1.0e3\n")))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -17,6 +17,7 @@ import (
 	hp "github.com/metasched/metasched/hypervisorproxy"
 	"github.com/metasched/metasched/metasched"
 	"github.com/metasched/metasched/metasched/api"
+	"github.com/metasched/metasched/metasched/jobfile"
 )
 
 // TestBandwidthTuning: a communication-heavy job runs on a cluster behind a
@@ -152,7 +153,7 @@ func tuningStart(t *testing.T, grid *graph.Grid, memMiB int, heavyJob, freshJob 
 		c.MinPoolHosts = 0
 	})
 	d, ctx := td.d, context.Background()
-	heavy, err := d.Submit(ctx, []byte(heavyJob))
+	heavy, err := d.Submit(ctx, jobfile.Decode([]byte(heavyJob)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +161,7 @@ func tuningStart(t *testing.T, grid *graph.Grid, memMiB int, heavyJob, freshJob 
 		j, _ := d.Job(ctx, heavy.ID)
 		return j.State == api.Running
 	})
-	if _, err := d.Submit(ctx, []byte(freshJob)); err != nil {
+	if _, err := d.Submit(ctx, jobfile.Decode([]byte(freshJob))); err != nil {
 		t.Fatal(err)
 	}
 	var recs []api.TuningRecord
@@ -319,7 +320,7 @@ func tuningThenPlan(t *testing.T, heavyTasks, tasks, moves int) {
 		rec := newTuningRecorder(8*time.Second, "home-1", "home-2", "home-3", "far-6", "far-7")
 		td := startRecorded(t, grid, rec, 4096, 0.5)
 		d, ctx := td.d, context.Background()
-		heavy, err := d.Submit(ctx, []byte(fmt.Sprintf("name: heavy\ntype: render\ntasks: %d\ntask_ops: 4.0e9\ntask_bytes: 8.0e5\nvm: {vcpus: 2, memory_mib: 4096}\n", heavyTasks)))
+		heavy, err := d.Submit(ctx, jobfile.Decode([]byte(fmt.Sprintf("name: heavy\ntype: render\ntasks: %d\ntask_ops: 4.0e9\ntask_bytes: 8.0e5\nvm: {vcpus: 2, memory_mib: 4096}\n", heavyTasks))))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -329,7 +330,7 @@ func tuningThenPlan(t *testing.T, heavyTasks, tasks, moves int) {
 		})
 		rec.show()
 		waitFor(t, "every host in the daemon's view", 20*time.Second, func() bool { return len(d.Hosts()) == 12 })
-		fresh, err := d.Submit(ctx, []byte(fmt.Sprintf("name: fresh\ntype: render\ntasks: %d\ntask_ops: 1.0e9\ntask_bytes: 5.0e4\nvm: {vcpus: 4, memory_mib: 4096}\n", tasks)))
+		fresh, err := d.Submit(ctx, jobfile.Decode([]byte(fmt.Sprintf("name: fresh\ntype: render\ntasks: %d\ntask_ops: 1.0e9\ntask_bytes: 5.0e4\nvm: {vcpus: 4, memory_mib: 4096}\n", tasks))))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -480,7 +481,7 @@ func TestBandwidthTuningShrinkRemote(t *testing.T) {
 		c.MinPoolHosts = 0
 	})
 	d, ctx := td.d, context.Background()
-	heavy, err := d.Submit(ctx, []byte("name: heavy\ntype: render\ntasks: 1000\ntask_ops: 4.0e9\ntask_bytes: 8.0e5\nvm: {vcpus: 4, memory_mib: 4096}\n"))
+	heavy, err := d.Submit(ctx, jobfile.Decode([]byte("name: heavy\ntype: render\ntasks: 1000\ntask_ops: 4.0e9\ntask_bytes: 8.0e5\nvm: {vcpus: 4, memory_mib: 4096}\n")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -488,7 +489,7 @@ func TestBandwidthTuningShrinkRemote(t *testing.T) {
 		j, _ := d.Job(ctx, heavy.ID)
 		return j.State == api.Running
 	})
-	fresh, err := d.Submit(ctx, []byte("name: fresh\ntype: render\ntasks: 1200\ntask_ops: 1.0e9\ntask_bytes: 1.0e3\nvm: {vcpus: 2, memory_mib: 2048}\n"))
+	fresh, err := d.Submit(ctx, jobfile.Decode([]byte("name: fresh\ntype: render\ntasks: 1200\ntask_ops: 1.0e9\ntask_bytes: 1.0e3\nvm: {vcpus: 2, memory_mib: 2048}\n")))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/metasched/metasched/metasched"
 	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/internal/daemontest"
+	"github.com/metasched/metasched/metasched/jobfile"
 )
 
 // TestWalltimeEmulated: an emulated job that would run for hours fails when
@@ -31,13 +32,13 @@ func TestWalltimeEmulated(t *testing.T) {
 		d, ctx := td.d, context.Background()
 		const long = "type: sim\ntasks: 400\ntask_ops: 1.0e13\ntask_bytes: 0\n"
 		submit := func(file string) api.Job {
-			j, err := d.Submit(ctx, []byte(file))
+			j, err := d.Submit(ctx, jobfile.Decode([]byte(file)))
 			if err != nil {
 				t.Fatal(err)
 			}
 			return j
 		}
-		if _, err := d.Submit(ctx, []byte("name: greedy\n"+long+"walltime: 3h\n")); err == nil || !strings.Contains(err.Error(), "walltime") ||
+		if _, err := d.Submit(ctx, jobfile.Decode([]byte("name: greedy\n"+long+"walltime: 3h\n"))); err == nil || !strings.Contains(err.Error(), "walltime") ||
 			!strings.Contains(err.Error(), "at most 2h0m0s") {
 			t.Fatalf("a job asking 3h with a max of 2h: %v; want refused naming walltime", err)
 		}
@@ -83,8 +84,8 @@ func TestWalltimeCommand(t *testing.T) {
 		c.Policy = metasched.PolicyConfig{Name: "none"}
 	})
 	d, ctx := td.D, context.Background()
-	j, err := d.Submit(ctx, []byte("name: sleeper\ntype: sim\ntasks: 10\ntask_ops: 1.0e9\ntask_bytes: 0\nwalltime: 2s\n"+
-		"command: [/bin/sh, -c, '( setsid sh -c \"echo escapee=\\$\\$; exec sleep 600\" & ); echo pid=$$; exec sleep 600']\n"))
+	j, err := d.Submit(ctx, jobfile.Decode([]byte("name: sleeper\ntype: sim\ntasks: 10\ntask_ops: 1.0e9\ntask_bytes: 0\nwalltime: 2s\n"+
+		"command: [/bin/sh, -c, '( setsid sh -c \"echo escapee=\\$\\$; exec sleep 600\" & ); echo pid=$$; exec sleep 600']\n")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +134,7 @@ func TestWalltimeAcrossRestart(t *testing.T) {
 		}
 		td := startDaemon(t, metasched.Options{}, edit)
 		d, ctx := td.d, context.Background()
-		j, err := d.Submit(ctx, []byte("name: long\ntype: sim\ntasks: 400\ntask_ops: 1.0e13\ntask_bytes: 0\nwalltime: 10m\n"))
+		j, err := d.Submit(ctx, jobfile.Decode([]byte("name: long\ntype: sim\ntasks: 400\ntask_ops: 1.0e13\ntask_bytes: 0\nwalltime: 10m\n")))
 		if err != nil {
 			t.Fatal(err)
 		}

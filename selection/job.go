@@ -246,13 +246,22 @@ var (
 // document order. The job's type is checked for its form only: whether it
 // names a registered pool is for the daemon to say.
 func ParseJob(file string, data []byte) (*Job, error) {
+	j, _, err := ParseJobFields(file, data)
+	return j, err
+}
+
+// ParseJobFields is ParseJob that also lists the top-level fields the file
+// gave, in the order of the job file's fields: a field left out has its
+// default in the job, which a reader of the job alone cannot tell from the
+// same value given (the daemon gives a job without vm its type's VM).
+func ParseJobFields(file string, data []byte) (*Job, []string, error) {
 	d, root, err := yamlx.Parse(file, data)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	top, ok := root.Map(jobFields...)
 	if !ok {
-		return nil, d.Err()
+		return nil, nil, d.Err()
 	}
 	j := &Job{Efficiency: DefaultEfficiency, VM: VM{VCPUs: DefaultVCPUs, MemoryMiB: DefaultMemoryMiB}}
 	j.Name, _ = top.Str("name", true)
@@ -324,9 +333,15 @@ func ParseJob(file string, data []byte) (*Job, error) {
 		}
 	})
 	if err := d.Err(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return j, nil
+	var given []string
+	for _, f := range jobFields {
+		if top.Has(f) {
+			given = append(given, f)
+		}
+	}
+	return j, given, nil
 }
 
 // parseInput reads an input: its path and exactly one of content, data

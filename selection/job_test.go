@@ -240,3 +240,32 @@ func TestShape(t *testing.T) {
 		}
 	}
 }
+
+// ParseJobFields lists the top-level fields a file gave, in the job
+// file's order whatever the file's, and none of those it left to their
+// defaults; a file with problems lists none.
+func TestParseJobFields(t *testing.T) {
+	for _, tc := range []struct {
+		body string
+		want []string
+	}{
+		{"{name: j, type: sim, tasks: 3, task_ops: 1.0e9, task_bytes: 0}", []string{"name", "type", "tasks", "task_ops", "task_bytes"}},
+		{"vm: {vcpus: 2}\nname: j\ntype: sim\ntasks: 3\ntask_ops: 1.0e9\ntask_bytes: 0\nelastic: false\n",
+			[]string{"name", "type", "tasks", "task_ops", "task_bytes", "vm", "elastic"}},
+		{`{"name": "j", "type": "sim", "tasks": 3, "task_ops": 1e9, "task_bytes": 0, "vm": {}}`, []string{"name", "type", "tasks", "task_ops", "task_bytes", "vm"}},
+	} {
+		j, given, err := ParseJobFields("job.yaml", []byte(tc.body))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.body, err)
+		}
+		if diff := cmp.Diff(tc.want, given); diff != "" {
+			t.Errorf("%s: fields given (-want +got):\n%s", tc.body, diff)
+		}
+		if want, _ := ParseJob("job.yaml", []byte(tc.body)); !cmp.Equal(want, j) {
+			t.Errorf("%s: ParseJobFields's job %+v, ParseJob's %+v", tc.body, j, want)
+		}
+	}
+	if j, given, err := ParseJobFields("job.yaml", []byte("{name: j, vm: 2}")); err == nil || j != nil || given != nil {
+		t.Errorf("a bad file: %v, %v, %v; want an error alone", j, given, err)
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/metasched/metasched/metasched"
 	"github.com/metasched/metasched/metasched/api"
 	co "github.com/metasched/metasched/metasched/coordinator"
+	"github.com/metasched/metasched/metasched/jobfile"
 )
 
 // grid is the bundled three-site grid of the demo: the real test of
@@ -113,7 +114,7 @@ type Summary struct {
 // pools, switches and VMs, its VM counters and an inventory refresh.
 // *metasched.Daemon implements it.
 type Daemon interface {
-	Submit(ctx context.Context, body []byte) (api.Job, error)
+	Submit(ctx context.Context, job jobfile.Request) (api.Job, error)
 	Job(ctx context.Context, id string) (api.Job, error)
 	Pools() []api.Pool
 	Switches(ctx context.Context, f api.SwitchFilter) (api.SwitchList, error)
@@ -155,7 +156,7 @@ func Run(ctx context.Context, d Daemon, stream []Job, progress io.Writer) (Summa
 				if next == len(stream)*2/5 {
 					sum.HostsShift = poolSizes(d)
 				}
-				j, err := d.Submit(ctx, stream[next].Body)
+				j, err := d.Submit(ctx, jobfile.Decode(stream[next].Body))
 				if err != nil {
 					return sum, fmt.Errorf("demo job %d: %w", next+1, err)
 				}

@@ -10,10 +10,13 @@ import (
 	"strings"
 
 	"github.com/metasched/metasched/metasched/api"
+	"github.com/metasched/metasched/metasched/jobfile"
 )
 
-// withJobBody reads a size-limited job file body and calls f.
-func withJobBody(f func(r *http.Request, body []byte) (any, int, error)) http.HandlerFunc {
+// withJobBody reads a size-limited job file body, decodes it once (the
+// daemon takes the decoded job, or answers the decoding's field errors)
+// and calls f.
+func withJobBody(f func(r *http.Request, job jobfile.Request) (any, int, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if ct := r.Header.Get("Content-Type"); ct != "" && !acceptedType(ct) {
 			writeError(w, http.StatusUnsupportedMediaType, api.APIError{Code: api.CodeUnsupported,
@@ -25,7 +28,7 @@ func withJobBody(f func(r *http.Request, body []byte) (any, int, error)) http.Ha
 			replyErr(w, err)
 			return
 		}
-		out, status, err := f(r, body)
+		out, status, err := f(r, jobfile.Decode(body))
 		reply(w, status, out, err)
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/metasched/metasched/metasched/demo"
 	"github.com/metasched/metasched/metasched/httpapi"
 	"github.com/metasched/metasched/metasched/internal/daemontest"
+	"github.com/metasched/metasched/metasched/jobfile"
 	"github.com/metasched/metasched/selection"
 )
 
@@ -372,7 +373,7 @@ func FuzzResizeVM(f *testing.F) {
 	})
 	s := &fuzzServer{d: td.D, h: httpapi.New(td.D, zerolog.Nop())}
 	ctx := context.Background()
-	job, err := td.D.Submit(ctx, []byte(apiLongJob))
+	job, err := td.D.Submit(ctx, jobfile.Decode([]byte(apiLongJob)))
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -534,7 +535,7 @@ func FuzzJobsQuery(f *testing.F) {
 	}
 	s := startFuzzServer(f)
 	for range 3 {
-		if _, err := s.d.Submit(context.Background(), []byte(apiSimJob)); err != nil {
+		if _, err := s.d.Submit(context.Background(), jobfile.Decode([]byte(apiSimJob))); err != nil {
 			f.Fatal(err)
 		}
 	}

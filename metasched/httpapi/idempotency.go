@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/metasched/metasched/metasched/api"
+	"github.com/metasched/metasched/metasched/jobfile"
 )
 
 // idempotencyKey reads the request's key: "" when it sends none. A key is
@@ -74,16 +75,16 @@ func bearerCaller(token string) string {
 
 // submit serves POST /v1/jobs: 201 and the new job, or 200 and the job an
 // earlier request with the same idempotency key made.
-func submit(d Daemon, r *http.Request, body []byte) (any, int, error) {
+func submit(d Daemon, r *http.Request, job jobfile.Request) (any, int, error) {
 	key, err := idempotencyKey(r)
 	if err != nil {
 		return nil, 0, err
 	}
 	if key == "" {
-		j, err := d.Submit(r.Context(), body)
+		j, err := d.Submit(r.Context(), job)
 		return j, http.StatusCreated, err
 	}
-	j, created, err := d.SubmitOnce(r.Context(), body, callerOf(r), key)
+	j, created, err := d.SubmitOnce(r.Context(), job, callerOf(r), key)
 	if !created {
 		return j, http.StatusOK, err
 	}

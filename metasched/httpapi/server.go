@@ -17,6 +17,7 @@ import (
 	"github.com/metasched/metasched/internal/httpx"
 	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/dashboard"
+	"github.com/metasched/metasched/metasched/jobfile"
 )
 
 // Daemon is what the server needs of the daemon: what the dashboard
@@ -57,10 +58,10 @@ type Daemon interface {
 	Version() string
 	Started() time.Time
 	// The API under /v1.
-	Submit(ctx context.Context, body []byte) (api.Job, error)
+	Submit(ctx context.Context, job jobfile.Request) (api.Job, error)
 	// SubmitOnce is Submit with the caller's idempotency key (see
 	// api.IdempotencyHeader); created is false for a repeat.
-	SubmitOnce(ctx context.Context, body []byte, caller, key string) (job api.Job, created bool, err error)
+	SubmitOnce(ctx context.Context, job jobfile.Request, caller, key string) (_ api.Job, created bool, _ error)
 	Jobs(ctx context.Context, f api.JobFilter) (api.JobList, error)
 	Job(ctx context.Context, id string) (api.Job, error)
 	Cancel(ctx context.Context, id string) (api.Job, error)
@@ -69,7 +70,7 @@ type Daemon interface {
 	// server closes it).
 	Outputs(ctx context.Context, id string) (api.OutputList, error)
 	Output(ctx context.Context, id, name string) (*os.File, error)
-	DryRun(ctx context.Context, body []byte) (api.PlanResult, error)
+	DryRun(ctx context.Context, job jobfile.Request) (api.PlanResult, error)
 	Pools() []api.Pool
 	Hosts() []api.HostView
 	ClearHost(ctx context.Context, name, pool string) (api.HostView, error)
@@ -218,8 +219,8 @@ func (s *Server) handlers() map[string]http.HandlerFunc {
 			go s.endWithCredential(ctx, cancel, r)
 			s.board.ServeEvents(w, r.WithContext(ctx))
 		},
-		"POST /v1/jobs": withJobBody(func(r *http.Request, body []byte) (any, int, error) {
-			return submit(d, r, body)
+		"POST /v1/jobs": withJobBody(func(r *http.Request, job jobfile.Request) (any, int, error) {
+			return submit(d, r, job)
 		}),
 		"GET /v1/jobs": func(w http.ResponseWriter, r *http.Request) {
 			f, err := jobFilter(r)
@@ -282,8 +283,8 @@ func (s *Server) handlers() map[string]http.HandlerFunc {
 			w.Header().Set("Content-Length", strconv.FormatInt(st.Size(), 10))
 			_, _ = io.Copy(w, f)
 		},
-		"POST /v1/plan": withJobBody(func(r *http.Request, body []byte) (any, int, error) {
-			p, err := d.DryRun(r.Context(), body)
+		"POST /v1/plan": withJobBody(func(r *http.Request, job jobfile.Request) (any, int, error) {
+			p, err := d.DryRun(r.Context(), job)
 			return p, http.StatusOK, err
 		}),
 		"GET /v1/pools": func(w http.ResponseWriter, r *http.Request) {
