@@ -117,7 +117,7 @@ func runBench(b *testing.B, cfg *metasched.Config, grid *graph.Grid, hc *http.Cl
 		b.Fatal(err)
 	}
 	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx, ln, httpapi.New(d, log)) }()
+	go func() { done <- d.Run(ctx, ln, httpapi.New(httpapi.All(d), log)) }()
 	addr := "http://" + ln.Addr().String()
 	if cfg.TLS != nil {
 		addr = "https://" + ln.Addr().String()

@@ -889,7 +889,8 @@ func (d *Daemon) calibrationViewLocked(now time.Time) api.Calibration {
 // Calibrate asks for the figures of a site (every site that can be
 // calibrated: site empty) to be measured as soon as their hosts are idle,
 // and returns the calibration's view.
-func (d *Daemon) Calibrate(ctx context.Context, site string) (api.Calibration, error) {
+func (d *Daemon) Calibrate(ctx context.Context, site string) (_ api.Calibration, err error) {
+	defer apiError(&err)
 	var sites []string
 	if site != "" {
 		s := d.site(site)

@@ -23,20 +23,26 @@ func (d *Daemon) Principal(name string) (api.Principal, string, bool) { return d
 func (d *Daemon) SessionKey(token string) string { return d.creds.SessionKey(token) }
 
 // CreateToken makes a token of a role for a name (credentials.Book).
-func (d *Daemon) CreateToken(ctx context.Context, r api.TokenRequest) (api.TokenCreated, error) {
+func (d *Daemon) CreateToken(ctx context.Context, r api.TokenRequest) (_ api.TokenCreated, err error) {
+	defer apiError(&err)
 	return d.creds.CreateToken(ctx, r)
 }
 
 // Tokens lists the tokens (credentials.Book).
-func (d *Daemon) Tokens(ctx context.Context) ([]api.Token, error) { return d.creds.Tokens(ctx) }
+func (d *Daemon) Tokens(ctx context.Context) (_ []api.Token, err error) {
+	defer apiError(&err)
+	return d.creds.Tokens(ctx)
+}
 
 // RevokeToken revokes a token the operator made (credentials.Book).
-func (d *Daemon) RevokeToken(ctx context.Context, name string) error {
+func (d *Daemon) RevokeToken(ctx context.Context, name string) (err error) {
+	defer apiError(&err)
 	return d.creds.RevokeToken(ctx, name)
 }
 
 // RevokeSession ends a dashboard session (credentials.Book).
-func (d *Daemon) RevokeSession(ctx context.Context, id string, expires time.Time) error {
+func (d *Daemon) RevokeSession(ctx context.Context, id string, expires time.Time) (err error) {
+	defer apiError(&err)
 	return d.creds.RevokeSession(ctx, id, expires)
 }
 

@@ -21,7 +21,8 @@ import (
 // the host's record, so a restart keeps it.
 
 // DrainHost drains a host (see above) and answers its view.
-func (d *Daemon) DrainHost(ctx context.Context, name string, r api.DrainRequest) (api.HostView, error) {
+func (d *Daemon) DrainHost(ctx context.Context, name string, r api.DrainRequest) (_ api.HostView, err error) {
+	defer apiError(&err)
 	d.mu.Lock()
 	h := d.hosts[name]
 	if h == nil {
@@ -65,7 +66,8 @@ func (d *Daemon) DrainHost(ctx context.Context, name string, r api.DrainRequest)
 }
 
 // UndrainHost returns a draining or drained host to its pool.
-func (d *Daemon) UndrainHost(ctx context.Context, name string) (api.HostView, error) {
+func (d *Daemon) UndrainHost(ctx context.Context, name string) (_ api.HostView, err error) {
+	defer apiError(&err)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	h := d.hosts[name]

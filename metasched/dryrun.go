@@ -13,7 +13,8 @@ import (
 )
 
 // DryRun plans a job on the live grid without changing anything.
-func (d *Daemon) DryRun(ctx context.Context, req jobfile.Request) (api.PlanResult, error) {
+func (d *Daemon) DryRun(ctx context.Context, req jobfile.Request) (_ api.PlanResult, err error) {
+	defer apiError(&err)
 	j, err := d.checkJob(ctx, req)
 	if err != nil {
 		return api.PlanResult{}, err

@@ -31,7 +31,8 @@ func (d *Daemon) Now() time.Time { return d.now() }
 func (d *Daemon) Types() []api.JobType { return slices.Clone(d.types) }
 
 // Logs returns what a job's command wrote.
-func (d *Daemon) Logs(ctx context.Context, id string) ([]byte, error) {
+func (d *Daemon) Logs(ctx context.Context, id string) (_ []byte, err error) {
+	defer apiError(&err)
 	b, err := d.st.Logs(ctx, id)
 	if err != nil {
 		return nil, notFoundJob(id, err)
@@ -40,7 +41,8 @@ func (d *Daemon) Logs(ctx context.Context, id string) ([]byte, error) {
 }
 
 // RecentJobs returns the newest n jobs, newest first.
-func (d *Daemon) RecentJobs(ctx context.Context, n int) ([]api.Job, error) {
+func (d *Daemon) RecentJobs(ctx context.Context, n int) (_ []api.Job, err error) {
+	defer apiError(&err)
 	recent, err := d.st.Recent(ctx, n)
 	if err != nil {
 		return nil, err
@@ -59,7 +61,8 @@ func (d *Daemon) JobCounts() map[api.State]int { return wire.JobCounts(d.st.Coun
 
 // RecentSwitches lists, newest first, the switches in flight and the
 // stranded ones not cleared, and at most final of the others.
-func (d *Daemon) RecentSwitches(ctx context.Context, final int) ([]api.SwitchView, error) {
+func (d *Daemon) RecentSwitches(ctx context.Context, final int) (_ []api.SwitchView, err error) {
+	defer apiError(&err)
 	return d.recentSwitches(ctx, final)
 }
 

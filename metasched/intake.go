@@ -174,7 +174,8 @@ func ownerOf(ctx context.Context) string {
 // Submit accepts a job file (YAML or JSON, decoded by jobfile.Decode) of
 // the principal ctx carries (api.WithPrincipal; none: the daemon's own).
 // The job is on disk when Submit returns.
-func (d *Daemon) Submit(ctx context.Context, req jobfile.Request) (api.Job, error) {
+func (d *Daemon) Submit(ctx context.Context, req jobfile.Request) (_ api.Job, err error) {
+	defer apiError(&err)
 	if err := d.mayRunOnHost(ctx); err != nil {
 		return api.Job{}, err
 	}
@@ -197,7 +198,8 @@ func (d *Daemon) Submit(ctx context.Context, req jobfile.Request) (api.Job, erro
 // and makes none; a repeat with another body is refused (422). The key is
 // recorded in the transaction that records the job, with the hash of the
 // body sent (req.BodyHash).
-func (d *Daemon) SubmitOnce(ctx context.Context, req jobfile.Request, caller, key string) (_ api.Job, created bool, _ error) {
+func (d *Daemon) SubmitOnce(ctx context.Context, req jobfile.Request, caller, key string) (_ api.Job, created bool, err error) {
+	defer apiError(&err)
 	if caller == "" || key == "" {
 		return api.Job{}, false, fmt.Errorf("submit: an idempotency key needs a caller and a key: %w", store.ErrInvalid)
 	}
@@ -274,7 +276,8 @@ func (d *Daemon) accepted(j *selection.Job, sj store.Job) api.Job {
 
 // Cancel cancels a live job and waits (up to ctx) until what ran for it
 // has stopped and its VMs are gone.
-func (d *Daemon) Cancel(ctx context.Context, id string) (api.Job, error) {
+func (d *Daemon) Cancel(ctx context.Context, id string) (_ api.Job, err error) {
+	defer apiError(&err)
 	d.mu.Lock()
 	lj := d.jobs[id]
 	d.mu.Unlock()

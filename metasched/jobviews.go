@@ -12,7 +12,8 @@ import (
 )
 
 // Job returns one job.
-func (d *Daemon) Job(ctx context.Context, id string) (api.Job, error) {
+func (d *Daemon) Job(ctx context.Context, id string) (_ api.Job, err error) {
+	defer apiError(&err)
 	sj, err := d.st.Job(ctx, id)
 	if err != nil {
 		return api.Job{}, notFoundJob(id, err)
@@ -27,12 +28,14 @@ func (d *Daemon) Job(ctx context.Context, id string) (api.Job, error) {
 // asking for another's job and one asking for no job get their 404 by the
 // same work (a 404 of a job that exists took longer when it read and
 // built the job's view first).
-func (d *Daemon) OwnsJob(ctx context.Context, owner, id string) (bool, error) {
+func (d *Daemon) OwnsJob(ctx context.Context, owner, id string) (_ bool, err error) {
+	defer apiError(&err)
 	return d.st.OwnsJob(ctx, owner, id)
 }
 
 // Jobs lists jobs.
-func (d *Daemon) Jobs(ctx context.Context, af api.JobFilter) (api.JobList, error) {
+func (d *Daemon) Jobs(ctx context.Context, af api.JobFilter) (_ api.JobList, err error) {
+	defer apiError(&err)
 	f := store.JobFilter{Type: af.Type, Owner: af.Owner, After: af.After, Limit: af.Limit}
 	for _, s := range af.States {
 		f.States = append(f.States, wire.DomainState(s))

@@ -78,7 +78,7 @@ func startEtcdDaemon(t *testing.T, endpoints []string, ttl int) *etcdDaemon {
 			ed.runErr = ed.err
 			return
 		}
-		ed.runErr = ed.d.Run(ctx, ln, httpapi.New(ed.d, log))
+		ed.runErr = ed.d.Run(ctx, ln, httpapi.New(httpapi.All(ed.d), log))
 	}()
 	t.Cleanup(func() {
 		cancel()

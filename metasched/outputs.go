@@ -43,7 +43,8 @@ func (d *Daemon) outputsDir(ctx context.Context, id string) (string, api.Job, er
 }
 
 // Outputs lists the output files of a finished job's last attempt.
-func (d *Daemon) Outputs(ctx context.Context, id string) (api.OutputList, error) {
+func (d *Daemon) Outputs(ctx context.Context, id string) (_ api.OutputList, err error) {
+	defer apiError(&err)
 	odir, j, err := d.outputsDir(ctx, id)
 	if err != nil {
 		return api.OutputList{}, err
@@ -87,7 +88,8 @@ func (d *Daemon) Outputs(ctx context.Context, id string) (api.OutputList, error)
 // not a clean relative path is refused (400), one that was not copied is
 // 404; the file is opened inside the outputs directory, so that nothing
 // (a symbolic link included) reads outside it.
-func (d *Daemon) Output(ctx context.Context, id, name string) (*os.File, error) {
+func (d *Daemon) Output(ctx context.Context, id, name string) (_ *os.File, err error) {
+	defer apiError(&err)
 	if why := selection.CheckJobFilePath(name); why != "" || !filepath.IsLocal(filepath.FromSlash(name)) {
 		if why == "" {
 			why = fmt.Sprintf("must be a local path, got %q", name)

@@ -25,7 +25,8 @@ import (
 // growth is promised on the host while the agent works, so that no plan
 // takes it meanwhile. Afterwards the daemon reads the inventories again:
 // its view of the host's capacity follows the VM's new size.
-func (d *Daemon) ResizeVM(ctx context.Context, jobID, vmName string, r api.ResizeRequest) (api.VM, error) {
+func (d *Daemon) ResizeVM(ctx context.Context, jobID, vmName string, r api.ResizeRequest) (_ api.VM, err error) {
+	defer apiError(&err)
 	var fields []api.FieldError
 	if r.VCPUs < 0 {
 		fields = append(fields, api.FieldError{Field: "vcpus", Problem: fmt.Sprintf("must be >= 1, not %d", r.VCPUs)})

@@ -28,7 +28,8 @@ func (d *Daemon) startSwitch(ctx context.Context, from, to, why string) co.Switc
 // RequestSwitch starts a switch of one host from pool from to pool to on
 // an operator's request, whatever the policy says. The source pool must
 // keep min_pool_hosts.
-func (d *Daemon) RequestSwitch(ctx context.Context, from, to string) (api.SwitchView, error) {
+func (d *Daemon) RequestSwitch(ctx context.Context, from, to string) (_ api.SwitchView, err error) {
+	defer apiError(&err)
 	var fields []api.FieldError
 	for _, p := range [][2]string{{"from", from}, {"to", to}} {
 		if _, _, ok := d.jobType(p[1]); !ok {
@@ -56,7 +57,8 @@ func (d *Daemon) RequestSwitch(ctx context.Context, from, to string) (api.Switch
 
 // ClearHost returns a stranded host to a pool (its switch's source pool
 // when pool is empty): the host's agent configures it for that pool first.
-func (d *Daemon) ClearHost(ctx context.Context, name, pool string) (api.HostView, error) {
+func (d *Daemon) ClearHost(ctx context.Context, name, pool string) (_ api.HostView, err error) {
+	defer apiError(&err)
 	d.mu.Lock()
 	h := d.hosts[name]
 	if h == nil {

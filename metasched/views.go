@@ -104,7 +104,8 @@ func (d *Daemon) VMs() []api.VM {
 // store (f.Active: only the open ones, in flight or stranded and not
 // cleared), started before f.Before, at most f.Limit (0: the default page).
 // A page costs what it holds, whatever the number of switches kept.
-func (d *Daemon) Switches(ctx context.Context, f api.SwitchFilter) (api.SwitchList, error) {
+func (d *Daemon) Switches(ctx context.Context, f api.SwitchFilter) (_ api.SwitchList, err error) {
+	defer apiError(&err)
 	var before uint64
 	if f.Before != "" {
 		n, ok := co.SwitchIDNumber(co.SwitchID(f.Before))

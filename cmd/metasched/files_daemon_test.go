@@ -57,7 +57,7 @@ func TestJobFilesThroughCLI(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx, ln, httpapi.New(d, log)) }()
+	go func() { done <- d.Run(ctx, ln, httpapi.New(httpapi.All(d), log)) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {

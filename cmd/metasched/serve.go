@@ -230,7 +230,7 @@ func serveTerm(ctx context.Context, e *env, f serveFlags, cfg *metasched.Config,
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	done := make(chan error, 1)
-	go func() { done <- d.Run(runCtx, ln, httpapi.New(d, log)) }()
+	go func() { done <- d.Run(runCtx, ln, httpapi.New(httpapi.All(d), log)) }()
 	if f.demo {
 		if reused {
 			fmt.Fprintf(e.stdout, "demo: %s holds an earlier run (its jobs, its hosts' pools): this run starts from where it ended; remove it, or give --data-dir, for a fresh start\n", cfg.DataDir)

@@ -7,8 +7,6 @@ import (
 
 	"github.com/metasched/metasched/internal/httpx"
 	"github.com/metasched/metasched/metasched/api"
-	"github.com/metasched/metasched/metasched/store"
-	"github.com/metasched/metasched/metasched/store/kv"
 )
 
 // reply answers v with status, or the error.
@@ -21,9 +19,11 @@ func reply(w http.ResponseWriter, status int, v any, err error) {
 }
 
 // replyErr answers an error: an *api.RequestError with its status, code
-// and fields; the store's not found and conflict 404 and 409; an ended
-// context, a store that does not answer and a write fenced off (this
-// daemon no longer leads) 503; anything else 500.
+// and fields; the daemon's api.ErrNotFound and api.ErrConflict 404 and
+// 409; an ended context 503; api.ErrUnavailable (a store that does not
+// answer, a write fenced off because this daemon no longer leads) 503 with
+// Retry-After; anything else 500. The server maps the daemon's errors
+// only: the daemon marks its store's (api.Mark).
 func replyErr(w http.ResponseWriter, err error) {
 	var re *api.RequestError
 	if errors.As(err, &re) {
@@ -32,13 +32,13 @@ func replyErr(w http.ResponseWriter, err error) {
 	}
 	status, code := http.StatusInternalServerError, api.CodeInternal
 	switch {
-	case errors.Is(err, store.ErrNotFound):
+	case errors.Is(err, api.ErrNotFound):
 		status, code = http.StatusNotFound, api.CodeNotFound
-	case errors.Is(err, store.ErrConflict):
+	case errors.Is(err, api.ErrConflict):
 		status, code = http.StatusConflict, api.CodeConflict
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		status, code = http.StatusServiceUnavailable, api.CodeUnavailable
-	case errors.Is(err, kv.ErrNoAnswer), errors.Is(err, kv.ErrFenced):
+	case errors.Is(err, api.ErrUnavailable):
 		// etcd without its quorum, or this daemon no longer leads: another
 		// daemon (or this one, later) takes the request.
 		status, code = http.StatusServiceUnavailable, api.CodeUnavailable

@@ -48,7 +48,7 @@ func startFuzzServer(f *testing.F) *fuzzServer {
 		c.Policy = metasched.PolicyConfig{Name: "none"}
 		c.Executor.TimeScale = 1e-6
 	})
-	return &fuzzServer{d: td.D, h: httpapi.New(td.D, zerolog.Nop())}
+	return &fuzzServer{d: td.D, h: httpapi.New(httpapi.All(td.D), zerolog.Nop())}
 }
 
 // serve sends one request with the token (auth true) and returns the
@@ -371,7 +371,7 @@ func FuzzResizeVM(f *testing.F) {
 		c.Executor.TimeScale = 1
 		c.VMHeadroom = metasched.VMHeadroom{VCPUs: 2, MemoryMiB: 512}
 	})
-	s := &fuzzServer{d: td.D, h: httpapi.New(td.D, zerolog.Nop())}
+	s := &fuzzServer{d: td.D, h: httpapi.New(httpapi.All(td.D), zerolog.Nop())}
 	ctx := context.Background()
 	job, err := td.D.Submit(ctx, jobfile.Decode([]byte(apiLongJob)))
 	if err != nil {

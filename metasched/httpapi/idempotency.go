@@ -75,7 +75,7 @@ func bearerCaller(token string) string {
 
 // submit serves POST /v1/jobs: 201 and the new job, or 200 and the job an
 // earlier request with the same idempotency key made.
-func submit(d Daemon, r *http.Request, job jobfile.Request) (any, int, error) {
+func submit(d Jobs, r *http.Request, job jobfile.Request) (any, int, error) {
 	key, err := idempotencyKey(r)
 	if err != nil {
 		return nil, 0, err

@@ -47,7 +47,7 @@ func notFoundSetup(t testing.TB) (srv *httptest.Server, c *countingDaemon, alice
 		tokens[name] = tc.Secret
 	}
 	c = &countingDaemon{Daemon: td.d}
-	srv = httptest.NewServer(httpapi.New(c, zerolog.Nop()))
+	srv = httptest.NewServer(httpapi.New(httpapi.All(c), zerolog.Nop()))
 	t.Cleanup(srv.Close)
 	req, _ := http.NewRequest("POST", srv.URL+"/v1/jobs", strings.NewReader(apiSimJob))
 	req.Header.Set("Authorization", "Bearer "+tokens["alice"])

@@ -1044,7 +1044,7 @@ func TestOpenAPIServed(t *testing.T) {
 
 	// The daemon's whole server.
 	d := bareDaemon{token: "openapi-test-token", started: time.Now(), reg: prometheus.NewRegistry()}
-	s := New(d, zerolog.Nop())
+	s := New(All(d), zerolog.Nop())
 	srv := httptest.NewServer(CheckOpenAPI(t, s))
 	defer srv.Close()
 	session := s.newSession(time.Now().Add(time.Hour), api.OperatorName, "")

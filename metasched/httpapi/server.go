@@ -5,12 +5,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
 	"github.com/metasched/metasched/internal/httpsrv"
@@ -19,81 +17,6 @@ import (
 	"github.com/metasched/metasched/metasched/dashboard"
 	"github.com/metasched/metasched/metasched/jobfile"
 )
-
-// Daemon is what the server needs of the daemon: what the dashboard
-// reads, the token, the metrics registry, and the methods behind the
-// routes. *metasched.Daemon implements it.
-type Daemon interface {
-	dashboard.Daemon
-	// Token is the operator token (DATA_DIR/token); it also keys the
-	// sessions.
-	Token() string
-	// Authenticate says who a bearer token belongs to; Principal who a
-	// token name is now and the key of its token now (ok false once its
-	// token is revoked); SessionKey the key of a token, which a session
-	// opened with it is bound to (a token of the same name made later has
-	// another).
-	Authenticate(token string) (api.Principal, bool)
-	Principal(name string) (p api.Principal, key string, ok bool)
-	SessionKey(token string) string
-	// The API tokens (an operator's).
-	CreateToken(ctx context.Context, r api.TokenRequest) (api.TokenCreated, error)
-	Tokens(ctx context.Context) ([]api.Token, error)
-	RevokeToken(ctx context.Context, name string) error
-	// RevokeSession ends a session at logout; SessionRevoked says whether
-	// one was.
-	RevokeSession(ctx context.Context, id string, expires time.Time) error
-	SessionRevoked(id string) bool
-	// OwnsJob reports whether owner submitted a job: the check of a
-	// user's access, by the same work whether the job exists or not.
-	OwnsJob(ctx context.Context, owner, id string) (bool, error)
-	// CredentialsChanged is closed at the next token made or revoked or
-	// session logged out: an event stream checks its credential again.
-	CredentialsChanged() <-chan struct{}
-	// Registry is the daemon's Prometheus registry: GET /metrics serves
-	// it, and the server adds the duration of the requests it serves.
-	Registry() *prometheus.Registry
-
-	// GET /healthz
-	Version() string
-	Started() time.Time
-	// The API under /v1.
-	Submit(ctx context.Context, job jobfile.Request) (api.Job, error)
-	// SubmitOnce is Submit with the caller's idempotency key (see
-	// api.IdempotencyHeader); created is false for a repeat.
-	SubmitOnce(ctx context.Context, job jobfile.Request, caller, key string) (_ api.Job, created bool, _ error)
-	Jobs(ctx context.Context, f api.JobFilter) (api.JobList, error)
-	Job(ctx context.Context, id string) (api.Job, error)
-	Cancel(ctx context.Context, id string) (api.Job, error)
-	Logs(ctx context.Context, id string) ([]byte, error)
-	// Outputs lists a finished job's output files; Output opens one (the
-	// server closes it).
-	Outputs(ctx context.Context, id string) (api.OutputList, error)
-	Output(ctx context.Context, id, name string) (*os.File, error)
-	DryRun(ctx context.Context, job jobfile.Request) (api.PlanResult, error)
-	Pools() []api.Pool
-	Hosts() []api.HostView
-	ClearHost(ctx context.Context, name, pool string) (api.HostView, error)
-	// DrainHost takes a host out of its pool's service for maintenance;
-	// UndrainHost returns it.
-	DrainHost(ctx context.Context, name string, r api.DrainRequest) (api.HostView, error)
-	UndrainHost(ctx context.Context, name string) (api.HostView, error)
-	// Backup writes a consistent copy of the store to w, first telling
-	// size its length.
-	Backup(ctx context.Context, size func(n int64), w io.Writer) error
-	VMs() []api.VM
-	// ResizeVM changes a job's VM's current vCPUs and memory live.
-	ResizeVM(ctx context.Context, job, vm string, r api.ResizeRequest) (api.VM, error)
-	Switches(ctx context.Context, f api.SwitchFilter) (api.SwitchList, error)
-	RequestSwitch(ctx context.Context, from, to string) (api.SwitchView, error)
-	Policy() api.PolicyView
-	Links() []api.Link
-	Tuning() []api.TuningRecord
-	// Calibration lists the figures the daemon measures in VMs; Calibrate
-	// asks for a site's (every site's: "") to be measured now.
-	Calibration() api.Calibration
-	Calibrate(ctx context.Context, site string) (api.Calibration, error)
-}
 
 // Route is one route of the server: "METHOD PATTERN" as net/http's
 // ServeMux reads it, and who may call it.
@@ -144,16 +67,19 @@ var Routes = []Route{
 
 // Server is the HTTP server of one daemon.
 type Server struct {
-	d     Daemon
+	p     Parts
 	token string
 	board *dashboard.Board
 	h     http.Handler
 }
 
-// New returns the server of d; log gets a line for every request.
-func New(d Daemon, log zerolog.Logger) *Server {
-	s := &Server{d: d, token: d.Token()}
-	s.board = dashboard.New(d, replyErr)
+// New returns the server of the daemon's parts (All of a daemon gives
+// them all); log gets a line for every request. It panics on a part left
+// out.
+func New(p Parts, log zerolog.Logger) *Server {
+	p.check()
+	s := &Server{p: p, token: p.Auth.Token()}
+	s.board = dashboard.New(p.Board, replyErr)
 	hs := s.handlers()
 	if len(hs) != len(Routes) {
 		panic(fmt.Sprintf("httpapi: %d handlers for %d routes", len(hs), len(Routes)))
@@ -191,7 +117,7 @@ func New(d Daemon, log zerolog.Logger) *Server {
 		}
 		writeError(w, http.StatusNotFound, api.APIError{Code: api.CodeUnknownRoute, Error: fmt.Sprintf("no route %s %s", r.Method, r.URL.Path)})
 	}))
-	s.h = httpx.LogRequests(log, instrument(requestDurations(d.Registry()), mux))
+	s.h = httpx.LogRequests(log, instrument(requestDurations(p.Health.Registry()), mux))
 	return s
 }
 
@@ -200,12 +126,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.h.ServeHT
 
 // handlers returns the handler of every route of Routes.
 func (s *Server) handlers() map[string]http.HandlerFunc {
-	d := s.d
+	health, jobs, outputs, hosts, pools, grid, tokens, backups := s.p.Health, s.p.Jobs, s.p.Outputs, s.p.Hosts, s.p.Pools, s.p.Grid, s.p.Tokens, s.p.Backups
 	return map[string]http.HandlerFunc{
 		"GET /healthz": func(w http.ResponseWriter, r *http.Request) {
-			httpx.WriteJSON(w, http.StatusOK, api.Health{Status: "ok", Version: d.Version(), Since: d.Started()})
+			httpx.WriteJSON(w, http.StatusOK, api.Health{Status: "ok", Version: health.Version(), Since: health.Started()})
 		},
-		"GET /metrics":         metricsHandler(d.Registry()).ServeHTTP,
+		"GET /metrics":         metricsHandler(health.Registry()).ServeHTTP,
 		"GET /v1/openapi.json": serveOpenAPI,
 		"GET /{$}":             dashboard.ServeIndex,
 		"GET /assets/{file}":   dashboard.ServeAsset,
@@ -220,7 +146,7 @@ func (s *Server) handlers() map[string]http.HandlerFunc {
 			s.board.ServeEvents(w, r.WithContext(ctx))
 		},
 		"POST /v1/jobs": withJobBody(func(r *http.Request, job jobfile.Request) (any, int, error) {
-			return submit(d, r, job)
+			return submit(jobs, r, job)
 		}),
 		"GET /v1/jobs": func(w http.ResponseWriter, r *http.Request) {
 			f, err := jobFilter(r)
@@ -231,17 +157,17 @@ func (s *Server) handlers() map[string]http.HandlerFunc {
 			if p := principalOf(r); !p.Operator() {
 				f.Owner = p.Name // a user lists its own jobs
 			}
-			l, err := d.Jobs(r.Context(), f)
+			l, err := jobs.Jobs(r.Context(), f)
 			reply(w, http.StatusOK, l, err)
 		},
 		"GET /v1/jobs/{id}": func(w http.ResponseWriter, r *http.Request) {
-			j, err := d.Job(r.Context(), r.PathValue("id"))
+			j, err := jobs.Job(r.Context(), r.PathValue("id"))
 			reply(w, http.StatusOK, j, err)
 		},
 		"POST /v1/jobs/{id}/cancel": func(w http.ResponseWriter, r *http.Request) {
 			ctx, cancel := context.WithTimeout(r.Context(), time.Minute)
 			defer cancel()
-			j, err := d.Cancel(ctx, r.PathValue("id"))
+			j, err := jobs.Cancel(ctx, r.PathValue("id"))
 			reply(w, http.StatusOK, j, err)
 		},
 		"POST /v1/jobs/{id}/vms/{vm}/resize": func(w http.ResponseWriter, r *http.Request) {
@@ -251,11 +177,11 @@ func (s *Server) handlers() map[string]http.HandlerFunc {
 			}
 			ctx, cancel := context.WithTimeout(r.Context(), 2*time.Minute)
 			defer cancel()
-			vm, err := d.ResizeVM(ctx, r.PathValue("id"), r.PathValue("vm"), rr)
+			vm, err := jobs.ResizeVM(ctx, r.PathValue("id"), r.PathValue("vm"), rr)
 			reply(w, http.StatusOK, vm, err)
 		},
 		"GET /v1/jobs/{id}/logs": func(w http.ResponseWriter, r *http.Request) {
-			b, err := d.Logs(r.Context(), r.PathValue("id"))
+			b, err := jobs.Logs(r.Context(), r.PathValue("id"))
 			if err != nil {
 				replyErr(w, err)
 				return
@@ -264,11 +190,11 @@ func (s *Server) handlers() map[string]http.HandlerFunc {
 			_, _ = w.Write(b)
 		},
 		"GET /v1/jobs/{id}/outputs": func(w http.ResponseWriter, r *http.Request) {
-			l, err := d.Outputs(r.Context(), r.PathValue("id"))
+			l, err := outputs.Outputs(r.Context(), r.PathValue("id"))
 			reply(w, http.StatusOK, l, err)
 		},
 		"GET /v1/jobs/{id}/outputs/{name...}": func(w http.ResponseWriter, r *http.Request) {
-			f, err := d.Output(r.Context(), r.PathValue("id"), r.PathValue("name"))
+			f, err := outputs.Output(r.Context(), r.PathValue("id"), r.PathValue("name"))
 			if err != nil {
 				replyErr(w, err)
 				return
@@ -284,21 +210,21 @@ func (s *Server) handlers() map[string]http.HandlerFunc {
 			_, _ = io.Copy(w, f)
 		},
 		"POST /v1/plan": withJobBody(func(r *http.Request, job jobfile.Request) (any, int, error) {
-			p, err := d.DryRun(r.Context(), job)
+			p, err := jobs.DryRun(r.Context(), job)
 			return p, http.StatusOK, err
 		}),
 		"GET /v1/pools": func(w http.ResponseWriter, r *http.Request) {
-			httpx.WriteJSON(w, http.StatusOK, d.Pools())
+			httpx.WriteJSON(w, http.StatusOK, pools.Pools())
 		},
 		"GET /v1/hosts": func(w http.ResponseWriter, r *http.Request) {
-			httpx.WriteJSON(w, http.StatusOK, d.Hosts())
+			httpx.WriteJSON(w, http.StatusOK, hosts.Hosts())
 		},
 		"POST /v1/hosts/{name}/clear": func(w http.ResponseWriter, r *http.Request) {
 			cr, ok := jsonBody[api.ClearRequest](w, r, true)
 			if !ok {
 				return
 			}
-			h, err := d.ClearHost(r.Context(), r.PathValue("name"), cr.Pool)
+			h, err := hosts.ClearHost(r.Context(), r.PathValue("name"), cr.Pool)
 			reply(w, http.StatusOK, h, err)
 		},
 		"POST /v1/hosts/{name}/drain": func(w http.ResponseWriter, r *http.Request) {
@@ -306,16 +232,16 @@ func (s *Server) handlers() map[string]http.HandlerFunc {
 			if !ok {
 				return
 			}
-			h, err := d.DrainHost(r.Context(), r.PathValue("name"), dr)
+			h, err := hosts.DrainHost(r.Context(), r.PathValue("name"), dr)
 			reply(w, http.StatusOK, h, err)
 		},
 		"POST /v1/hosts/{name}/undrain": func(w http.ResponseWriter, r *http.Request) {
-			h, err := d.UndrainHost(r.Context(), r.PathValue("name"))
+			h, err := hosts.UndrainHost(r.Context(), r.PathValue("name"))
 			reply(w, http.StatusOK, h, err)
 		},
 		"GET /v1/backup": func(w http.ResponseWriter, r *http.Request) {
 			started := false
-			err := d.Backup(r.Context(), func(n int64) {
+			err := backups.Backup(r.Context(), func(n int64) {
 				started = true
 				w.Header().Set("Content-Type", "application/octet-stream")
 				w.Header().Set("Content-Length", strconv.FormatInt(n, 10))
@@ -333,7 +259,7 @@ func (s *Server) handlers() map[string]http.HandlerFunc {
 			}
 		},
 		"GET /v1/vms": func(w http.ResponseWriter, r *http.Request) {
-			httpx.WriteJSON(w, http.StatusOK, d.VMs())
+			httpx.WriteJSON(w, http.StatusOK, hosts.VMs())
 		},
 		"GET /v1/switches": func(w http.ResponseWriter, r *http.Request) {
 			f, err := switchFilter(r)
@@ -341,7 +267,7 @@ func (s *Server) handlers() map[string]http.HandlerFunc {
 				replyErr(w, err)
 				return
 			}
-			l, err := d.Switches(r.Context(), f)
+			l, err := pools.Switches(r.Context(), f)
 			reply(w, http.StatusOK, l, err)
 		},
 		"POST /v1/switches": func(w http.ResponseWriter, r *http.Request) {
@@ -349,23 +275,23 @@ func (s *Server) handlers() map[string]http.HandlerFunc {
 			if !ok {
 				return
 			}
-			sv, err := d.RequestSwitch(r.Context(), sr.From, sr.To)
+			sv, err := pools.RequestSwitch(r.Context(), sr.From, sr.To)
 			reply(w, http.StatusAccepted, sv, err)
 		},
 		"GET /v1/policy": func(w http.ResponseWriter, r *http.Request) {
-			httpx.WriteJSON(w, http.StatusOK, d.Policy())
+			httpx.WriteJSON(w, http.StatusOK, pools.Policy())
 		},
 		"GET /v1/links": func(w http.ResponseWriter, r *http.Request) {
-			httpx.WriteJSON(w, http.StatusOK, d.Links())
+			httpx.WriteJSON(w, http.StatusOK, grid.Links())
 		},
 		"GET /v1/tuning": func(w http.ResponseWriter, r *http.Request) {
-			httpx.WriteJSON(w, http.StatusOK, d.Tuning())
+			httpx.WriteJSON(w, http.StatusOK, grid.Tuning())
 		},
 		"GET /v1/calibration": func(w http.ResponseWriter, r *http.Request) {
-			httpx.WriteJSON(w, http.StatusOK, d.Calibration())
+			httpx.WriteJSON(w, http.StatusOK, grid.Calibration())
 		},
 		"GET /v1/tokens": func(w http.ResponseWriter, r *http.Request) {
-			l, err := d.Tokens(r.Context())
+			l, err := tokens.Tokens(r.Context())
 			reply(w, http.StatusOK, l, err)
 		},
 		"POST /v1/tokens": func(w http.ResponseWriter, r *http.Request) {
@@ -373,11 +299,11 @@ func (s *Server) handlers() map[string]http.HandlerFunc {
 			if !ok {
 				return
 			}
-			tc, err := d.CreateToken(r.Context(), tr)
+			tc, err := tokens.CreateToken(r.Context(), tr)
 			reply(w, http.StatusCreated, tc, err)
 		},
 		"DELETE /v1/tokens/{name}": func(w http.ResponseWriter, r *http.Request) {
-			if err := d.RevokeToken(r.Context(), r.PathValue("name")); err != nil {
+			if err := tokens.RevokeToken(r.Context(), r.PathValue("name")); err != nil {
 				replyErr(w, err)
 				return
 			}
@@ -388,7 +314,7 @@ func (s *Server) handlers() map[string]http.HandlerFunc {
 			if !ok {
 				return
 			}
-			c, err := d.Calibrate(r.Context(), cr.Site)
+			c, err := grid.Calibrate(r.Context(), cr.Site)
 			reply(w, http.StatusAccepted, c, err)
 		},
 	}

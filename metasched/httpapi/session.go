@@ -91,7 +91,7 @@ func (s *Server) session(r *http.Request) (id string, p api.Principal, exp time.
 	}
 	// The token that has the name now: its key must be the one the
 	// session was opened with (none when the name has no token).
-	p, key, ok := s.d.Principal(parts[2])
+	p, key, ok := s.p.Auth.Principal(parts[2])
 	if !ok || subtle.ConstantTimeCompare([]byte(parts[3]), []byte(s.sessionMAC(e, parts[1], parts[2], key))) != 1 {
 		return none()
 	}
@@ -114,19 +114,19 @@ func (s *Server) authenticate(access Access, next http.HandlerFunc) http.Handler
 				writeError(w, http.StatusUnauthorized, api.APIError{Code: api.CodeUnauthorized, Error: "missing bearer token (Authorization: Bearer TOKEN)"})
 				return
 			}
-			if p, ok = s.d.Authenticate(token); !ok {
+			if p, ok = s.p.Auth.Authenticate(token); !ok {
 				writeError(w, http.StatusUnauthorized, api.APIError{Code: api.CodeUnauthorized, Error: "wrong bearer token"})
 				return
 			}
 			caller = bearerCaller(token)
-			still = func() bool { q, ok := s.d.Authenticate(token); return ok && q == p }
+			still = func() bool { q, ok := s.p.Auth.Authenticate(token); return ok && q == p }
 		} else if id, ok := forwardedClient(r); ok {
 			p, caller = api.Principal{Name: api.CertOwnerPrefix + id.Name, Role: id.Role}, "cert:"+id.Name
 		} else if id, ok := tlsx.PeerIdentity(r.TLS); ok && id.Kind == tlsx.KindClient {
 			p, caller = api.Principal{Name: api.CertOwnerPrefix + id.Name, Role: id.Role}, "cert:"+id.Name
 		} else {
 			sid, sp, _, valid := s.session(r)
-			valid = valid && !s.d.SessionRevoked(sid)
+			valid = valid && !s.p.Auth.SessionRevoked(sid)
 			p = sp
 			switch {
 			case !valid:
@@ -141,7 +141,7 @@ func (s *Server) authenticate(access Access, next http.HandlerFunc) http.Handler
 			caller = "session:" + sid
 			still = func() bool {
 				id, q, _, ok := s.session(r)
-				return ok && id == sid && !s.d.SessionRevoked(sid) && q == p
+				return ok && id == sid && !s.p.Auth.SessionRevoked(sid) && q == p
 			}
 		}
 		httpsrv.Prove(r.Context()) // the request proves the connection
@@ -170,7 +170,7 @@ func (s *Server) endWithCredential(ctx context.Context, cancel context.CancelFun
 		return // a client certificate: it holds until it expires
 	}
 	for {
-		changed := s.d.CredentialsChanged()
+		changed := s.p.Auth.CredentialsChanged()
 		if !still() {
 			cancel()
 			return
@@ -216,7 +216,7 @@ func (s *Server) owned(next http.HandlerFunc) http.HandlerFunc {
 			// Another's job and no job answer alike, by the same work: one
 			// seek in the index of the owners' jobs, then the same 404.
 			id := r.PathValue("id")
-			owns, err := s.d.OwnsJob(r.Context(), p.Name, id)
+			owns, err := s.p.Auth.OwnsJob(r.Context(), p.Name, id)
 			if err == nil && !owns {
 				err = &api.RequestError{Status: http.StatusNotFound, Code: api.CodeNotFound, Msg: fmt.Sprintf("no job %q", id)}
 			}
@@ -272,7 +272,7 @@ func (s *Server) serveLogin(w http.ResponseWriter, r *http.Request) {
 			Fields: []api.FieldError{{Field: "token", Problem: "is empty: paste the token the daemon printed (DATA_DIR/token)"}}})
 		return
 	}
-	p, ok := s.d.Authenticate(strings.TrimSpace(lr.Token))
+	p, ok := s.p.Auth.Authenticate(strings.TrimSpace(lr.Token))
 	if !ok {
 		writeError(w, http.StatusUnauthorized, api.APIError{Code: api.CodeUnauthorized, Error: "wrong token",
 			Fields: []api.FieldError{{Field: "token", Problem: "is not a token of this daemon"}}})
@@ -280,7 +280,7 @@ func (s *Server) serveLogin(w http.ResponseWriter, r *http.Request) {
 	}
 	httpsrv.Prove(r.Context()) // the right token: the connection is no slow stranger
 	exp := time.Now().Add(SessionTTL).Truncate(time.Second)
-	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: s.newSession(exp, p.Name, s.d.SessionKey(strings.TrimSpace(lr.Token))), Path: "/", Expires: exp,
+	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: s.newSession(exp, p.Name, s.p.Auth.SessionKey(strings.TrimSpace(lr.Token))), Path: "/", Expires: exp,
 		MaxAge: int(SessionTTL / time.Second), HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
 	if form {
 		http.Redirect(w, r, "/", http.StatusSeeOther)
@@ -319,7 +319,7 @@ func crossSite(r *http.Request) string {
 // cookie from the browser.
 func (s *Server) serveLogout(w http.ResponseWriter, r *http.Request) {
 	if id, _, exp, ok := s.session(r); ok {
-		if err := s.d.RevokeSession(r.Context(), id, exp); err != nil {
+		if err := s.p.Auth.RevokeSession(r.Context(), id, exp); err != nil {
 			replyErr(w, err)
 			return
 		}

@@ -111,7 +111,7 @@ func start(t testing.TB, g *graph.Grid, opt metasched.Options, edit func(*metasc
 			addr = "https://" + ln.Addr().String()
 		}
 	}
-	var h http.Handler = httpapi.New(d, log)
+	var h http.Handler = httpapi.New(httpapi.All(d), log)
 	for _, w := range wrap {
 		h = w(h)
 	}
