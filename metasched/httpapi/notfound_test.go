@@ -17,25 +17,37 @@ import (
 	"github.com/metasched/metasched/metasched/httpapi"
 )
 
-// countingDaemon counts the reads of jobs the server makes.
-type countingDaemon struct {
-	httpapi.Daemon
-	owners, views atomic.Int64
+// counts are the reads of jobs the server makes: the owner checks of its
+// authentication (Auth) and the views of its job routes (Jobs), counted
+// by fakes of those two parts around a real daemon.
+type counts struct{ owners, views atomic.Int64 }
+
+type countingAuth struct {
+	httpapi.Auth
+	c *counts
 }
 
-func (c *countingDaemon) OwnsJob(ctx context.Context, owner, id string) (bool, error) {
-	c.owners.Add(1)
-	return c.Daemon.OwnsJob(ctx, owner, id)
+func (a countingAuth) OwnsJob(ctx context.Context, owner, id string) (bool, error) {
+	a.c.owners.Add(1)
+	return a.Auth.OwnsJob(ctx, owner, id)
 }
 
-func (c *countingDaemon) Job(ctx context.Context, id string) (api.Job, error) {
-	c.views.Add(1)
-	return c.Daemon.Job(ctx, id)
+// jobsPart names the embedded part otherwise than its method Jobs.
+type jobsPart = httpapi.Jobs
+
+type countingJobs struct {
+	jobsPart
+	c *counts
+}
+
+func (j countingJobs) Job(ctx context.Context, id string) (api.Job, error) {
+	j.c.views.Add(1)
+	return j.jobsPart.Job(ctx, id)
 }
 
 // notFoundSetup starts a daemon behind a server that counts its reads of
 // jobs, with alice's job and bob's token.
-func notFoundSetup(t testing.TB) (srv *httptest.Server, c *countingDaemon, aliceJob, bob string) {
+func notFoundSetup(t testing.TB) (srv *httptest.Server, c *counts, aliceJob, bob string) {
 	td := startDaemon(t, metasched.Options{}, nil)
 	ctx := context.Background()
 	tokens := map[string]string{}
@@ -46,8 +58,10 @@ func notFoundSetup(t testing.TB) (srv *httptest.Server, c *countingDaemon, alice
 		}
 		tokens[name] = tc.Secret
 	}
-	c = &countingDaemon{Daemon: td.d}
-	srv = httptest.NewServer(httpapi.New(httpapi.All(c), zerolog.Nop()))
+	c = &counts{}
+	parts := httpapi.All(td.d)
+	parts.Auth, parts.Jobs = countingAuth{td.d, c}, countingJobs{td.d, c}
+	srv = httptest.NewServer(httpapi.New(parts, zerolog.Nop()))
 	t.Cleanup(srv.Close)
 	req, _ := http.NewRequest("POST", srv.URL+"/v1/jobs", strings.NewReader(apiSimJob))
 	req.Header.Set("Authorization", "Bearer "+tokens["alice"])

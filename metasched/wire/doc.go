@@ -13,7 +13,8 @@
 // bytes as the domain value, and a JSON field added to a domain type fails
 // the tests until its mirror has it too.
 //
-// A conversion copies: the slices and maps of the result are its own,
-// and a nil slice stays nil (null in JSON) while an empty one stays empty
-// ([]), as the domain value encodes.
+// A conversion copies: the slices and maps of the result are its own (but
+// for the bytes of a job's inputs, which nothing changes), and a nil slice
+// stays nil (null in JSON) while an empty one stays empty ([]), as the
+// domain value encodes.
 package wire
