@@ -17,7 +17,9 @@
 # REALGRID_OUT (default results/realgrid). Both need root.
 # make scale measures the daemon at grid scale on simulated hosts (1,000,
 # 5,000 and 10,000 hosts; SCALE_FLAGS, e.g. --hosts 1000 --backlog 20000
-# --rate 500) into SCALE_OUT (default results/scale); no root, no libvirt.
+# --rate 500, and --store etcd or --agents 10) into SCALE_OUT (default
+# results/scale); no root, no libvirt; --store etcd runs Debian's
+# etcd-server's etcd (make test-deps installs it).
 # make papers runs the research tools on the bundled examples; make screenshot
 # retakes the README's picture of the dashboard (from its browser test); make
 # image builds the bundled guest image (IMAGE_KIND=disk: its disk form) into IMAGE_DIR (default bin/image) from

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -20,9 +22,12 @@ import (
 )
 
 func newAgentCmd(e *env) *cobra.Command {
-	var config, logFormat, logLevel string
+	var (
+		configs             []string
+		logFormat, logLevel string
+	)
 	cmd := &cobra.Command{
-		Use:   "agent --config site.yaml",
+		Use:   "agent --config site.yaml [--config site2.yaml ...]",
 		Short: "Run one site's hypervisor proxy (its hosts over libvirt, an HTTP API)",
 		Long: `agent runs one site's hypervisor proxy: it connects to every host of the site
 over libvirt, and serves an HTTPS API (the daemon's client certificate; a
@@ -33,54 +38,117 @@ pool, and measure the bandwidth to another agent.
 The site file (see the README) names the site, the listen address, the
 agent's certificate, key and CA (tls) and the hosts with their libvirt URIs; without hosts, one file-based
 libvirt test-driver host per machine of the site's cluster in the grid file
-is made, with the cluster's cores and memory. Logs are structured (zerolog)
-on stderr. Ctrl-C stops the agent.`,
+is made, with the cluster's cores and memory. --config given more than once
+runs the agents of several sites in one process, each as it would run alone
+(its own listen address, certificate and data directory); the process ends
+when any of them ends. Logs are structured (zerolog) on stderr. Ctrl-C stops
+the agent.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if config == "" {
+			if len(configs) == 0 {
 				return usagef("--config: required (a site file)")
 			}
 			log, err := newLogger(e.stderr, logFormat, logLevel)
 			if err != nil {
 				return err
 			}
-			site, token, grid, err := loadSite(config)
-			if err != nil {
-				return err
-			}
-			warnFileLimit(log, site.MaxUnproven)
-			ctx := cmd.Context()
-			alog := log.With().Str("site", site.Site).Logger()
-			var creds *tlsx.Source
-			scheme := "https"
-			if site.TLS != nil {
-				if creds, err = tlsx.NewSource(*site.TLS, tlsx.KindAgent, alog, nil); err != nil {
-					return usageError{Err: fmt.Errorf("%s: %w", config, err)}
+			sites := make([]servedSite, len(configs))
+			for i, config := range configs {
+				s := &sites[i]
+				s.config = config
+				if s.site, s.token, s.grid, err = loadSite(config); err != nil {
+					return err
 				}
-			} else {
-				scheme = "http"
-				alog.Warn().Str("listen", site.Listen).Msg("insecure_http: the API is plain HTTP with a bearer token, on the loopback interface only; give tls to serve the grid")
+				for _, o := range sites[:i] {
+					switch {
+					case o.site.Site == s.site.Site:
+						return usageError{Err: fmt.Errorf("%s: site: %q is %s's too: a site has one agent", config, s.site.Site, o.config)}
+					case s.site.DataDir != "" && o.site.DataDir == s.site.DataDir:
+						return usageError{Err: fmt.Errorf("%s: data_dir: %s is %s's too", config, s.site.DataDir, o.config)}
+					}
+				}
 			}
-			a, err := hp.New(ctx, hp.Config{Site: site, TLS: creds, Token: token, Grid: grid,
-				Connect: sim.Connector(virt.Connector(log)), Logger: alog})
-			if err != nil {
-				return err
+			ctx, cancel := context.WithCancel(cmd.Context())
+			defer cancel()
+			for i := range sites {
+				if err := sites[i].start(ctx, log); err != nil {
+					return err
+				}
+				defer sites[i].close()
 			}
-			defer a.Close()
-			ln, err := net.Listen("tcp", site.Listen)
-			if err != nil {
-				return fmt.Errorf("%s: listen: %w", config, err)
+			// Each site serves until the context ends; the first to end
+			// (an error, or the signal) ends the others.
+			errs := make(chan error, len(sites))
+			for i := range sites {
+				go func() {
+					err := sites[i].agent.Serve(ctx, sites[i].ln)
+					cancel()
+					errs <- err
+				}()
 			}
-			log.Info().Str("site", site.Site).Str("address", scheme+"://"+ln.Addr().String()).Msg("agent listening")
-			err = a.Serve(ctx, ln)
-			log.Info().Str("site", site.Site).Msg("agent stopped")
-			return err
+			var all []error
+			for range sites {
+				if err := <-errs; err != nil {
+					all = append(all, err)
+				}
+			}
+			return errors.Join(all...)
 		},
 	}
-	cmd.Flags().StringVar(&config, "config", "", "site file (YAML)")
+	cmd.Flags().StringArrayVar(&configs, "config", nil, "site file (YAML); more than once: one process serves each site")
 	cmd.Flags().StringVar(&logFormat, "log-format", "auto", "log format: json, console, or auto (console on a terminal)")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	return cmd
+}
+
+// servedSite is one site that an agent process serves.
+type servedSite struct {
+	config string
+	site   *hp.Site
+	token  string
+	grid   *graph.Grid
+	agent  *hp.Agent
+	ln     net.Listener
+	log    zerolog.Logger
+}
+
+// start makes the site's agent and its listener.
+func (s *servedSite) start(ctx context.Context, log zerolog.Logger) error {
+	warnFileLimit(log, s.site.MaxUnproven)
+	alog := log.With().Str("site", s.site.Site).Logger()
+	var creds *tlsx.Source
+	scheme := "https"
+	if s.site.TLS != nil {
+		var err error
+		if creds, err = tlsx.NewSource(*s.site.TLS, tlsx.KindAgent, alog, nil); err != nil {
+			return usageError{Err: fmt.Errorf("%s: %w", s.config, err)}
+		}
+	} else {
+		scheme = "http"
+		alog.Warn().Str("listen", s.site.Listen).Msg("insecure_http: the API is plain HTTP with a bearer token, on the loopback interface only; give tls to serve the grid")
+	}
+	a, err := hp.New(ctx, hp.Config{Site: s.site, TLS: creds, Token: s.token, Grid: s.grid,
+		Connect: sim.Connector(virt.Connector(log)), Logger: alog})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", s.site.Listen)
+	if err != nil {
+		a.Close()
+		return fmt.Errorf("%s: listen: %w", s.config, err)
+	}
+	s.agent, s.ln, s.log = a, ln, alog
+	alog.Info().Str("address", scheme+"://"+ln.Addr().String()).Msg("agent listening")
+	return nil
+}
+
+// close closes the site's listener (if Serve has not) and agent.
+func (s *servedSite) close() {
+	_ = s.ln.Close()
+	if err := s.agent.Close(); err != nil {
+		s.log.Warn().Err(err).Msg("agent close")
+	}
+	s.log.Info().Msg("agent stopped")
 }
 
 // loadSite reads a site file, its token file (plain HTTP) and, when it

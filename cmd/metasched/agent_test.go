@@ -278,6 +278,12 @@ func TestAgentBadUsage(t *testing.T) {
 		{"no tls", []string{"agent", "--config", write("g.yaml", "site: spain\ngrid: "+grid+"\n")}, "g.yaml: tls: is required"},
 		{"missing certificate", []string{"agent", "--config", write("h.yaml", "site: spain\ngrid: "+grid+"\ntls: {cert_file: none.pem, key_file: none-key.pem, ca_file: ca.pem}\n")},
 			"h.yaml: tls: cert_file: stat " + filepath.Join(dir, "none.pem") + ": no such file or directory"},
+		{"a site twice", []string{"agent", "--config", write("i.yaml", "site: spain\ntoken_file: token\ninsecure_http: true\ngrid: "+grid+"\n"),
+			"--config", write("j.yaml", "site: spain\ntoken_file: token\ninsecure_http: true\ngrid: "+grid+"\nlisten: 127.0.0.1:9102\n")},
+			`j.yaml: site: "spain" is ` + filepath.Join(dir, "i.yaml") + "'s too: a site has one agent"},
+		{"a data directory twice", []string{"agent", "--config", write("k.yaml", "site: spain\ntoken_file: token\ninsecure_http: true\ngrid: "+grid+"\ndata_dir: d\n"),
+			"--config", write("l.yaml", "site: latam-a\ntoken_file: token\ninsecure_http: true\ngrid: "+grid+"\ndata_dir: d\n")},
+			"l.yaml: data_dir: " + filepath.Join(dir, "d") + " is " + filepath.Join(dir, "k.yaml") + "'s too"},
 		{"bad log level", []string{"agent", "--config", write("e.yaml", "site: spain\ntoken_file: token\ngrid: "+grid+"\n"), "--log-level", "loud"}, `--log-level: must be debug, info, warn or error, not "loud"`},
 		{"bad log format", []string{"agent", "--config", write("f.yaml", "site: spain\ntoken_file: token\ngrid: "+grid+"\n"), "--log-format", "xml"}, `--log-format: must be json, console or auto, not "xml"`},
 	} {

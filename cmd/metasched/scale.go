@@ -4,12 +4,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/metasched/metasched/internal/etcdtest"
 	"github.com/metasched/metasched/metasched/lab"
 )
 
@@ -25,7 +27,8 @@ func newScaleCmd(e *env) *cobra.Command {
 		out, dir                 string
 		keep, profile            bool
 		hosts, backlogs, rates   string
-		clients                  int
+		store                    string
+		clients, agents          int
 		seed                     uint64
 		streamFor, drainFor, sub time.Duration
 	)
@@ -45,6 +48,14 @@ row, a real metasched serve (this binary) on a generated grid of simulated hosts
 emulated executor with runs of about 0 s, and jobs of 1 to 8 tasks streamed
 through the API by concurrent clients.
 
+The daemon's store is its bbolt file, or with --store etcd an etcd (the etcd
+binary: $ETCD, else etcd on the PATH, Debian's etcd-server) that each row
+starts with its data in the row's directory, on a port free at the time. The
+clusters are the daemon's in-process sites, or with --agents N the sites of N
+metasched agent processes (this binary; each serves a share of consecutive
+clusters, at most one agent a cluster), which the daemon reaches over TLS
+with its client certificate (the row makes a CA and the certificates).
+
   placements/s  every host drained, the backlog submitted, every host undrained,
                 and the jobs reaching running counted in one-second samples
                 until the backlog is gone (mean, p50, p99 of the full samples)
@@ -53,12 +64,15 @@ through the API by concurrent clients.
 
 Every sample also has the daemon's CPU and memory, the dispatch round's time,
 the store's write transactions and size; GET /v1/jobs and the dashboard's state
-are timed with the backlog queued. Writes scale.csv (a line per row),
-scale-samples.csv (every sample), scale.svg and scale.png to --out (with
---cpu-profile, each row's daemon's CPU profile too), and prints the table. Each
-row's daemon is stopped by its PID.`,
+are timed with the backlog queued, and the CPU and memory of the row's other
+processes (etcd, the agents) are read from /proc. Writes scale.csv (a line per
+row, with its store and agents), scale-samples.csv (every sample), scale.svg and
+scale.png to --out (with --cpu-profile, each row's daemon's CPU profile too),
+and prints the table. Every process a row starts is stopped by its PID when
+the row ends, also on an error or an interrupt.`,
 		Example: `  metasched experiment scale --out results
-  metasched experiment scale --out results --hosts 1000 --backlog 20000 --rate 500`,
+  metasched experiment scale --out results --hosts 1000 --backlog 20000 --rate 500
+  metasched experiment scale --out results --hosts 1000 --backlog 20000 --rate 500 --store etcd --agents 10`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if out == "" {
@@ -82,12 +96,28 @@ row's daemon is stopped by its PID.`,
 			if clients < 1 || clients > 1024 {
 				return usagef("--clients: must be within 1 and 1024, not %d", clients)
 			}
+			if !slices.Contains(lab.ScaleStores, store) {
+				return usagef("--store: must be %s, not %q", strings.Join(lab.ScaleStores, " or "), store)
+			}
+			if agents < 0 || agents > 100000 {
+				return usagef("--agents: must be within 0 and 100000, not %d", agents)
+			}
+			for _, h := range hs {
+				if _, clusters := lab.ScaleGrid(h, seed); agents > clusters {
+					return usagef("--agents: %d agents for the %d clusters of --hosts %d: at most one a cluster", agents, clusters, h)
+				}
+			}
 			for _, d := range []struct {
 				flag string
 				v    time.Duration
 			}{{"--stream-for", streamFor}, {"--drain-for", drainFor}, {"--submit-for", sub}} {
 				if d.v < time.Second || d.v > 24*time.Hour {
 					return usagef("%s: must be within 1s and 24h, not %v", d.flag, d.v)
+				}
+			}
+			if store == "etcd" {
+				if _, err := etcdtest.Binary(); err != nil {
+					return fmt.Errorf("--store etcd: %w", err)
 				}
 			}
 			if err := os.MkdirAll(out, 0o755); err != nil {
@@ -119,7 +149,8 @@ row's daemon is stopped by its PID.`,
 				rows[i] = lab.ScaleRow{Hosts: hs[i], Backlog: bs[i], Rate: float64(rs[i])}
 			}
 			res, err := lab.RunScale(cmd.Context(), lab.ScaleOptions{Binary: exe, Dir: work, Rows: rows, Seed: seed,
-				Clients: clients, DrainFor: drainFor, StreamFor: streamFor, SubmitFor: sub, Log: log, Profiles: profiles})
+				Clients: clients, DrainFor: drainFor, StreamFor: streamFor, SubmitFor: sub, Log: log, Profiles: profiles,
+				Store: store, Agents: agents})
 			if len(res) > 0 {
 				files, werr := writeFigure(out, "scale",
 					func(w io.Writer) error { return lab.WriteScaleCSV(w, res) },
@@ -148,6 +179,8 @@ row's daemon is stopped by its PID.`,
 	fl.StringVar(&backlogs, "backlog", ints(scaleBacklog), "comma-separated backlog (jobs) of each row")
 	fl.StringVar(&rates, "rate", ints(scaleRate), "comma-separated steady stream (submissions per second) of each row")
 	fl.IntVar(&clients, "clients", 16, "clients submitting at once")
+	fl.StringVar(&store, "store", "bbolt", "the daemon's store: bbolt (its file) or etcd (an etcd each row starts)")
+	fl.IntVar(&agents, "agents", 0, "serve the clusters from this many metasched agent processes over TLS (0: the daemon's in-process sites)")
 	fl.Uint64Var(&seed, "seed", 1, "seed of the grid and the jobs")
 	fl.DurationVar(&streamFor, "stream-for", 30*time.Second, "the steady stream's length")
 	fl.DurationVar(&drainFor, "drain-for", 10*time.Minute, "the most the backlog's drain is sampled")
@@ -181,12 +214,19 @@ func printScale(w io.Writer, rs []lab.ScaleResult) {
 		if r.RoundsEnded == 0 {
 			round = "none ended"
 		}
-		table = append(table, []string{fmt.Sprintf("%d (%d)", r.Row.Hosts, r.Clusters), fmt.Sprintf("%d at %.0f/s", r.Submitted, r.SubmitPerS),
+		agents, others := "in-process", "-"
+		if r.Agents > 0 {
+			agents = strconv.Itoa(r.Agents)
+		}
+		if r.Agents > 0 || r.Store == "etcd" {
+			others = fmt.Sprintf("%.2f / %.0f MiB", r.OthersCPUMean, r.OthersRSSMaxMiB)
+		}
+		table = append(table, []string{fmt.Sprintf("%d (%d)", r.Row.Hosts, r.Clusters), r.Store, agents, fmt.Sprintf("%d at %.0f/s", r.Submitted, r.SubmitPerS),
 			fmt.Sprintf("%.0f / %.0f / %.0f", r.Placements.Mean, r.Placements.P50, r.Placements.P99), drained,
 			fmt.Sprintf("%.0f/s", r.StreamPerS), fmt.Sprintf("%.2f / %.2f s", r.Latency.P50, r.Latency.P99),
 			fmt.Sprintf("%.0f MiB", r.RSSMaxMiB), fmt.Sprintf("%.2f", r.CPUMean), round, fmt.Sprintf("%.0f%%", r.ReusedPct),
-			fmt.Sprintf("%.0f/s", r.CommitsPerS), fmt.Sprintf("%.0f / %.0f ms", r.JobsListMs.P99, r.DashboardMs.P99)})
+			fmt.Sprintf("%.0f/s", r.CommitsPerS), fmt.Sprintf("%.0f MiB", r.StoreMiB), fmt.Sprintf("%.0f / %.0f ms", r.JobsListMs.P99, r.DashboardMs.P99), others})
 	}
-	writeColumns(w, []string{"HOSTS (CLUSTERS)", "BACKLOG", "PLACEMENTS/S MEAN/P50/P99", "DRAINED", "STREAM", "LATENCY P50/P99",
-		"RSS MAX", "CPU", "ROUND (ENDED)", "REUSED", "COMMITS", "JOBS/DASHBOARD P99"}, table)
+	writeColumns(w, []string{"HOSTS (CLUSTERS)", "STORE", "AGENTS", "BACKLOG", "PLACEMENTS/S MEAN/P50/P99", "DRAINED", "STREAM", "LATENCY P50/P99",
+		"RSS MAX", "CPU", "ROUND (ENDED)", "REUSED", "COMMITS", "STORE SIZE", "JOBS/DASHBOARD P99", "OTHERS CPU/RSS"}, table)
 }

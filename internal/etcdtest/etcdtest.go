@@ -1,6 +1,7 @@
-// Package etcdtest starts real etcd clusters for tests: members of the
-// etcd binary (ETCD, else etcd on the PATH) under a temporary directory,
-// on ports the system gives, stopped by PID.
+// Package etcdtest starts real etcd clusters for tests and experiments:
+// members of the etcd binary (ETCD, else etcd on the PATH) under a
+// temporary directory (or one given: New), on ports the system gives,
+// stopped by PID.
 package etcdtest
 
 import (
@@ -331,6 +332,16 @@ func (m *Member) Start() error {
 	}()
 	m.cmd, m.done = cmd, done
 	return nil
+}
+
+// PID is the member's process ID, 0 when it is not running.
+func (m *Member) PID() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.cmd == nil {
+		return 0
+	}
+	return m.cmd.Process.Pid
 }
 
 // Kill stops the member's process with SIGKILL, by its PID, and waits for

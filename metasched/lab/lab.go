@@ -34,6 +34,7 @@ import (
 	hpclient "github.com/metasched/metasched/hypervisorproxy/client"
 	"github.com/metasched/metasched/hypervisorproxy/libvirtdtest"
 	"github.com/metasched/metasched/hypervisorproxy/netlab"
+	"github.com/metasched/metasched/internal/etcdtest"
 	"github.com/metasched/metasched/internal/httpx"
 	"github.com/metasched/metasched/internal/tlsx"
 	"github.com/metasched/metasched/metasched/client"
@@ -127,6 +128,10 @@ type Lab struct {
 	Client *client.Client
 	// ServeConfig is the daemon's configuration file; DataDir its data.
 	ServeConfig, DataDir string
+
+	// etcd is the store's etcd, when the lab started one (the scale
+	// experiment's), stopped by Close after the processes.
+	etcd *etcdtest.Cluster
 
 	mu     sync.Mutex
 	procs  []*Proc
@@ -277,7 +282,11 @@ func (l *Lab) start(ctx context.Context) error {
 		return err
 	}
 	l.opt.Logf("libvirtd: %d hosts", len(l.Libvirt))
-	if err := l.certificates(); err != nil {
+	names := make([]string, len(spec.Sites))
+	for i, s := range spec.Sites {
+		names[i] = s.Name
+	}
+	if err := l.certificates(names); err != nil {
 		return err
 	}
 	for i, s := range spec.Sites {
@@ -321,9 +330,9 @@ func (s Site) hostLine(name, uri, pool string) string {
 }
 
 // certificates makes the lab's CA and the certificates of the daemon,
-// of every site's agent (all on 127.0.0.1) and of the lab's operator
-// client, as an operator would with metasched tls.
-func (l *Lab) certificates() error {
+// of the agent of every site of sites (all on 127.0.0.1) and of the lab's
+// operator client, as an operator would with metasched tls.
+func (l *Lab) certificates(sites []string) error {
 	now := time.Now()
 	ca, err := tlsx.NewCA("lab", now, 30*24*time.Hour)
 	if err != nil {
@@ -336,8 +345,8 @@ func (l *Lab) certificates() error {
 		return err
 	}
 	ids := map[string]tlsx.Identity{"daemon": tlsx.Daemon(), "client-lab": tlsx.Client("lab", tlsx.RoleOperator)}
-	for _, s := range l.spec.Sites {
-		ids["agent-"+s.Name] = tlsx.Agent(s.Name)
+	for _, s := range sites {
+		ids["agent-"+s] = tlsx.Agent(s)
 	}
 	for name, id := range ids {
 		r := tlsx.Request{Identity: id, Now: now, ValidFor: 30 * 24 * time.Hour}
@@ -389,23 +398,35 @@ func (l *Lab) writeSite(i int, s Site) (*Agent, error) {
 	name := "site-" + s.Name + ".yaml"
 	err = l.write(name, fmt.Sprintf(`site: %s
 listen: 127.0.0.1:%d
-tls: {cert_file: agent-%s.pem, key_file: agent-%s-key.pem, ca_file: ca.pem}
+%s
 data_dir: agent-%s
 boot_timeout: 3m
 migration_ports: %d-%d
 images: {%s}
 network: {bridge: %s, subnet: 10.77.0.0/16, addresses: %s-%s}
 %shosts:
-%s`, s.Name, port, s.Name, s.Name, s.Name, lo, lo+7, l.spec.images(), l.grid.Bridge(s.Name), first, last, quota, hosts.String()))
+%s`, s.Name, port, agentTLS(s.Name), s.Name, lo, lo+7, l.spec.images(), l.grid.Bridge(s.Name), first, last, quota, hosts.String()))
 	if err != nil {
 		return nil, err
 	}
+	return l.agentAt(s.Name, name, port)
+}
+
+// agentTLS is the site file's tls line of site's agent: the certificate
+// that certificates made for it.
+func agentTLS(site string) string {
+	return fmt.Sprintf("tls: {cert_file: agent-%s.pem, key_file: agent-%s-key.pem, ca_file: ca.pem}", site, site)
+}
+
+// agentAt is site's agent, its site file config (in the lab's directory),
+// served over TLS at 127.0.0.1:port, with the lab's client of it.
+func (l *Lab) agentAt(site, config string, port int) (*Agent, error) {
 	url := fmt.Sprintf("https://127.0.0.1:%d", port)
-	c, err := hpclient.NewTLS(url, l.lab, s.Name)
+	c, err := hpclient.NewTLS(url, l.lab, site)
 	if err != nil {
 		return nil, err
 	}
-	return &Agent{Site: s.Name, Config: filepath.Join(l.opt.Dir, name), URL: url, Client: c}, nil
+	return &Agent{Site: site, Config: filepath.Join(l.opt.Dir, config), URL: url, Client: c}, nil
 }
 
 // GridFile is the grid file of a spec: one cluster per site, and a link
@@ -482,15 +503,31 @@ executor: {name: guest, poll: %s}
 
 // StartAgent runs a site's agent and waits until it answers.
 func (l *Lab) StartAgent(ctx context.Context, a *Agent) error {
-	p, err := l.run("agent-"+a.Site, "agent", "--config", a.Config, "--log-format", "json")
+	return l.startAgents(ctx, "agent-"+a.Site, []*Agent{a}, "info")
+}
+
+// startAgents runs the agents of several sites in one process (an agent
+// with a --config for each), logging at level, and waits until each
+// answers.
+func (l *Lab) startAgents(ctx context.Context, name string, as []*Agent, level string) error {
+	args := []string{"agent", "--log-format", "json", "--log-level", level}
+	for _, a := range as {
+		args = append(args, "--config", a.Config)
+	}
+	p, err := l.run(name, args...)
 	if err != nil {
 		return err
 	}
-	a.Proc = p
-	return l.until(ctx, "agent "+a.Site+" answers", p, func(ctx context.Context) error {
-		_, err := a.Client.Healthz(ctx)
-		return err
-	})
+	for _, a := range as {
+		a.Proc = p
+		if err := l.until(ctx, "agent "+a.Site+" answers", p, func(ctx context.Context) error {
+			_, err := a.Client.Healthz(ctx)
+			return err
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // StartDaemon runs the daemon and waits until it answers.
@@ -577,8 +614,9 @@ func (l *Lab) Logs() []string {
 	return out
 }
 
-// Close stops the daemon, the agents (SIGTERM, then SIGKILL after 30 s)
-// and the libvirtds with their guests, by PID, and deletes the network.
+// Close stops the daemon, the agents (SIGTERM, then SIGKILL after 30 s),
+// etcd and the libvirtds with their guests, by PID, and deletes the
+// network.
 func (l *Lab) Close() error {
 	l.mu.Lock()
 	if l.closed {
@@ -594,6 +632,9 @@ func (l *Lab) Close() error {
 		if err := p.Stop(30 * time.Second); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if l.etcd != nil {
+		l.etcd.Stop()
 	}
 	for h, d := range l.Libvirt {
 		if err := d.Stop(); err != nil {

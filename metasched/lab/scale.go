@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -21,17 +22,21 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/metasched/metasched/internal/etcdtest"
 	"github.com/metasched/metasched/internal/httpx"
+	"github.com/metasched/metasched/internal/tlsx"
 	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/client"
 )
 
 // The scale experiment measures the daemon as Kubernetes' scheduler_perf
 // measures its scheduler: a real `metasched serve` process on a generated
-// grid of simulated hosts (hypervisor: sim, in its in-process sites), two
-// pools, policy none, the emulated executor with runs of about 0 s, and
-// jobs of 1 to 8 tasks (one vCPU a VM, 1 MB a task) streamed through its
-// API by concurrent clients. Each row measures:
+// grid of simulated hosts (hypervisor: sim, in its in-process sites or in
+// remote `metasched agent` processes over TLS), on the bbolt store or on
+// an etcd it starts, two pools, policy none, the emulated executor with
+// runs of about 0 s, and jobs of 1 to 8 tasks (one vCPU a VM, 1 MB a
+// task) streamed through its API by concurrent clients. Each row
+// measures:
 //
 //   - placements/s, the drain rate of a backlog: every host is drained,
 //     the backlog submitted, every host undrained, and the jobs that reach
@@ -40,8 +45,9 @@ import (
 //     the backlog is gone;
 //
 // and, in every sample, the dispatch round's mean time, the daemon's CPU
-// and memory (its own process metrics), the store's size and write
-// transactions, and the time GET /v1/jobs and the dashboard take.
+// and memory (its own process metrics), those of the row's other
+// processes (etcd, the agents), the store's size and write transactions,
+// and the time GET /v1/jobs and the dashboard take.
 
 // ScaleRow is one row of the scale experiment.
 type ScaleRow struct {
@@ -69,7 +75,38 @@ type ScaleOptions struct {
 	// Profiles, when set, is a directory for each row's daemon's CPU
 	// profile, cpu-HOSTS.pprof.
 	Profiles string
-	Log      zerolog.Logger
+	// Store is the daemon's store: "bbolt" (the default: its file in the
+	// row's directory) or "etcd": a one-member etcd that the row starts
+	// (the etcd binary: $ETCD, else etcd on the PATH), its data in the
+	// row's directory, on a port free at the time.
+	Store string
+	// Agents, above 0, is how many `metasched agent` processes serve the
+	// grid's clusters, each the sites of a share of them (consecutive
+	// clusters, as even as they divide), over TLS: the daemon reaches them
+	// as remote sites with its client certificate. 0: the daemon's
+	// in-process sites. At most the clusters of each row.
+	Agents int
+	Log    zerolog.Logger
+}
+
+// ScaleStores are the stores a row may run on (ScaleOptions.Store).
+var ScaleStores = []string{"bbolt", "etcd"}
+
+// check reports what of the options is wrong, naming the field.
+func (o ScaleOptions) check() error {
+	var errs []error
+	if o.Store != "" && !slices.Contains(ScaleStores, o.Store) {
+		errs = append(errs, fmt.Errorf("scale: store: %q is none of %s", o.Store, strings.Join(ScaleStores, ", ")))
+	}
+	if o.Agents < 0 {
+		errs = append(errs, fmt.Errorf("scale: agents: %d is negative", o.Agents))
+	}
+	for _, r := range o.Rows {
+		if _, clusters := ScaleGrid(r.Hosts, o.Seed); o.Agents > clusters {
+			errs = append(errs, fmt.Errorf("scale: agents: %d agents for the %d clusters of %d hosts: at most one a cluster", o.Agents, clusters, r.Hosts))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // ScaleSample is one second of a row.
@@ -83,7 +120,10 @@ type ScaleSample struct {
 	RoundMs  float64 // the mean time of the dispatch rounds of the sample (0: none)
 	Rounds   int     // dispatch rounds planned in the sample
 	Commits  float64 // store write transactions in the sample
-	StoreMiB float64 // the store's file
+	StoreMiB float64 // the store's file (bbolt) or etcd's database
+	// OthersCPU (cores) and OthersRSSMiB are the row's other processes'
+	// (etcd, the agents) in all, from /proc.
+	OthersCPU, OthersRSSMiB float64
 	// Searched and Reused are the dispatch rounds' plans in the sample:
 	// searched, or reused from a job of the same shape.
 	Searched, Reused int
@@ -96,6 +136,10 @@ type Stats struct{ Mean, P50, P99 float64 }
 type ScaleResult struct {
 	Row      ScaleRow
 	Clusters int
+	// Store and Agents are the options the row ran with (ScaleOptions):
+	// "bbolt" or "etcd", and 0 for in-process sites.
+	Store  string
+	Agents int
 	// Submitted is the backlog submitted (Row.Backlog unless SubmitFor
 	// ran out), at SubmitPerS.
 	Submitted  int
@@ -118,9 +162,13 @@ type ScaleResult struct {
 	Latency    Stats
 	// The daemon: its most memory (over the row), mean CPU (cores), the
 	// dispatch rounds' mean time (of those that ended in the drain), store
-	// write transactions per second, its file, over the drain; GET /v1/jobs and the dashboard with the backlog
-	// queued (ms).
+	// write transactions per second, its file (or etcd's database), over
+	// the drain; GET /v1/jobs and the dashboard with the backlog queued
+	// (ms).
 	RSSMaxMiB, CPUMean, RoundMeanMs, CommitsPerS, StoreMiB float64
+	// The row's other processes (etcd, the agents), in all: their mean
+	// CPU over the drain (cores) and their most memory over the row.
+	OthersCPUMean, OthersRSSMaxMiB float64
 	// RoundsEnded counts the dispatch rounds that ended in the drain (0:
 	// one round lasted the whole drain).
 	RoundsEnded int
@@ -139,6 +187,17 @@ func RunScale(ctx context.Context, opt ScaleOptions) ([]ScaleResult, error) {
 	opt.DrainFor = cmp.Or(opt.DrainFor, 10*time.Minute)
 	opt.StreamFor = cmp.Or(opt.StreamFor, 30*time.Second)
 	opt.SubmitFor = cmp.Or(opt.SubmitFor, 10*time.Minute)
+	opt.Store = cmp.Or(opt.Store, "bbolt")
+	if err := opt.check(); err != nil {
+		return nil, err
+	}
+	// The processes run in their row's directory, and are given its
+	// files' paths.
+	dir, err := filepath.Abs(opt.Dir)
+	if err != nil {
+		return nil, err
+	}
+	opt.Dir = dir
 	var out []ScaleResult
 	for i, row := range opt.Rows {
 		dir := filepath.Join(opt.Dir, fmt.Sprintf("row-%d-hosts-%d", i, row.Hosts))
@@ -195,55 +254,192 @@ func scaleJob(rng *rand.Rand, name string) []byte {
 	return fmt.Appendf(nil, "name: %s\ntype: %s\ntasks: %d\ntask_ops: 1.0e9\ntask_bytes: 1.0e6\n", name, pool, 1+rng.IntN(8))
 }
 
-func runScaleRow(ctx context.Context, opt ScaleOptions, row ScaleRow, dir string) (ScaleResult, error) {
-	res := ScaleResult{Row: row}
-	grid, clusters := ScaleGrid(row.Hosts, opt.Seed)
-	res.Clusters = clusters
-	port, err := freePort()
-	if err != nil {
-		return res, err
+// scaleCluster is the name of the i-th cluster of ScaleGrid's grid.
+func scaleCluster(i int) string { return fmt.Sprintf("c%d", i) }
+
+// ScaleShares are the clusters each of n agents serves: consecutive
+// clusters, the first share starting at cluster 0, the shares' sizes
+// differing by at most one.
+func ScaleShares(clusters, n int) [][]string {
+	out := make([][]string, n)
+	for k := range n {
+		for i := k * clusters / n; i < (k+1)*clusters/n; i++ {
+			out[k] = append(out[k], scaleCluster(i))
+		}
 	}
-	l := &Lab{opt: Options{Binary: opt.Binary, Dir: dir}}
-	defer l.Close()
-	for name, data := range map[string]string{"grid.yaml": grid, "serve.yaml": fmt.Sprintf(`listen: 127.0.0.1:%d
-insecure_http: true
-data_dir: daemon
+	return out
+}
+
+// scaleServe is what a row's serve.yaml says beyond what every row's
+// does.
+type scaleServe struct {
+	Port int
+	// Etcd is the store's etcd endpoint ("": the bbolt file).
+	Etcd string
+	// Agents are the sites' remote agents (none: in-process sites).
+	Agents []*Agent
+}
+
+// file is the daemon's configuration.
+func (s scaleServe) file() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "listen: 127.0.0.1:%d\n", s.Port)
+	if len(s.Agents) > 0 {
+		// The daemon proves itself to the agents by its certificate,
+		// which is also its server's.
+		b.WriteString("tls: {cert_file: daemon.pem, key_file: daemon-key.pem, ca_file: ca.pem}\n")
+	} else {
+		b.WriteString("insecure_http: true\n")
+	}
+	b.WriteString(`data_dir: daemon
 grid: grid.yaml
 job_types:
   - {name: a, vm: {vcpus: 1, memory_mib: 1024}}
   - {name: b, vm: {vcpus: 1, memory_mib: 1024}}
 policy: {name: none}
 executor: {name: emulated, time_scale: 0.0001}
-`, port)} {
-		if err := l.write(name, data); err != nil {
-			return res, err
+`)
+	if len(s.Agents) > 0 {
+		b.WriteString("agents:\n")
+		for _, a := range s.Agents {
+			fmt.Fprintf(&b, "  - {site: %s, address: %s}\n", a.Site, a.URL)
 		}
+		// A remote agent is taken to boot guests, which simulated hosts
+		// do not: the calibration would try to measure them.
+		b.WriteString("calibration: {auto: false}\n")
+	}
+	if s.Etcd != "" {
+		fmt.Fprintf(&b, "store: {etcd: {endpoints: [%s], prefix: /metasched/}}\n", s.Etcd)
+	}
+	return b.String()
+}
+
+// scaleSite is the site file of the agent of a row's cluster site on
+// 127.0.0.1:port: its simulated hosts made from the grid file, its record
+// journaled in its data directory.
+func scaleSite(site string, port int) string {
+	return fmt.Sprintf("site: %s\nlisten: 127.0.0.1:%d\n%s\ngrid: grid.yaml\ndata_dir: agent-%s\n", site, port, agentTLS(site), site)
+}
+
+// startScale writes a row's files and starts its etcd, its agents and its
+// daemon (in l, which stops them whatever happens), and returns the
+// daemon's process and a meter of it (its client has the operator token).
+func startScale(ctx context.Context, l *Lab, opt ScaleOptions, row ScaleRow, dir string) (*scaleMeter, *Proc, error) {
+	grid, clusters := ScaleGrid(row.Hosts, opt.Seed)
+	if err := l.write("grid.yaml", grid); err != nil {
+		return nil, nil, err
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, nil, err
+	}
+	serve := scaleServe{Port: port}
+	var others []func() int
+	if opt.Store == "etcd" {
+		ed := filepath.Join(dir, "etcd")
+		if err := os.MkdirAll(ed, 0o755); err != nil {
+			return nil, nil, err
+		}
+		if l.etcd, err = etcdtest.New(1, ed); err != nil {
+			return nil, nil, fmt.Errorf("etcd: %w", err)
+		}
+		serve.Etcd = l.etcd.Endpoints()[0]
+		others = append(others, l.etcd.Members[0].PID)
+	}
+	if opt.Agents > 0 {
+		shares := ScaleShares(clusters, opt.Agents)
+		var all []string
+		for _, sh := range shares {
+			all = append(all, sh...)
+		}
+		if err := l.certificates(all); err != nil {
+			return nil, nil, err
+		}
+		for k, sh := range shares {
+			var as []*Agent
+			for _, site := range sh {
+				port, err := freePort()
+				if err != nil {
+					return nil, nil, err
+				}
+				name := "site-" + site + ".yaml"
+				if err := l.write(name, scaleSite(site, port)); err != nil {
+					return nil, nil, err
+				}
+				a, err := l.agentAt(site, name, port)
+				if err != nil {
+					return nil, nil, err
+				}
+				as = append(as, a)
+			}
+			if err := l.startAgents(ctx, fmt.Sprintf("agents-%d", k), as, "warn"); err != nil {
+				return nil, nil, err
+			}
+			others = append(others, as[0].Proc.PID)
+			serve.Agents = append(serve.Agents, as...)
+		}
+	}
+	if err := l.write("serve.yaml", serve.file()); err != nil {
+		return nil, nil, err
 	}
 	args := []string{"serve", "--config", filepath.Join(dir, "serve.yaml"), "--log-format", "json", "--log-level", "warn"}
 	if opt.Profiles != "" {
 		pf, err := filepath.Abs(filepath.Join(opt.Profiles, fmt.Sprintf("cpu-%d.pprof", row.Hosts)))
 		if err != nil {
-			return res, err
+			return nil, nil, err
 		}
 		args = append(args, "--cpu-profile", pf)
 	}
 	p, err := l.run("daemon", args...)
 	if err != nil {
-		return res, err
+		return nil, nil, err
 	}
 	base, err := p.waitAddress(ctx)
 	if err != nil {
-		return res, err
+		return nil, nil, err
 	}
 	tok, err := httpx.ReadTokenFile(filepath.Join(dir, "daemon", "token"))
 	if err != nil {
-		return res, fmt.Errorf("the daemon's token: %w", err)
+		return nil, nil, fmt.Errorf("the daemon's token: %w", err)
 	}
-	hc := &http.Client{Timeout: 5 * time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: 2 * opt.Clients}}
-	c := client.New(base, tok).WithHTTPClient(hc)
-	log := opt.Log.With().Int("hosts", row.Hosts).Logger()
-	start := time.Now()
-	m := &scaleMeter{c: c, hc: hc, base: base, token: tok, start: start}
+	tr := &http.Transport{MaxIdleConnsPerHost: 2 * opt.Clients}
+	if len(serve.Agents) > 0 {
+		pool, err := tlsx.CAPool(filepath.Join(dir, "ca.pem"))
+		if err != nil {
+			return nil, nil, err
+		}
+		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	}
+	hc := &http.Client{Timeout: 5 * time.Minute, Transport: tr}
+	m := &scaleMeter{c: client.New(base, tok).WithHTTPClient(hc), hc: hc, base: base, token: tok, others: others}
+	if l.etcd != nil {
+		ec, err := l.etcd.NewClient()
+		if err != nil {
+			return nil, nil, fmt.Errorf("etcd: %w", err)
+		}
+		m.size = func(ctx context.Context) (float64, error) {
+			st, err := ec.Status(ctx, serve.Etcd)
+			if err != nil {
+				return 0, fmt.Errorf("etcd status: %w", err)
+			}
+			return float64(st.DbSize), nil
+		}
+	}
+	return m, p, nil
+}
+
+func runScaleRow(ctx context.Context, opt ScaleOptions, row ScaleRow, dir string) (ScaleResult, error) {
+	res := ScaleResult{Row: row, Store: opt.Store, Agents: opt.Agents}
+	_, res.Clusters = ScaleGrid(row.Hosts, opt.Seed)
+	l := &Lab{opt: Options{Binary: opt.Binary, Dir: dir}}
+	defer l.Close()
+	m, p, err := startScale(ctx, l, opt, row, dir)
+	if err != nil {
+		return res, err
+	}
+	c := m.c
+	log := opt.Log.With().Int("hosts", row.Hosts).Str("store", opt.Store).Int("agents", opt.Agents).Logger()
+	m.start = time.Now()
 	if _, err := m.scrape(ctx); err != nil {
 		return res, err
 	}
@@ -256,7 +452,7 @@ executor: {name: emulated, time_scale: 0.0001}
 	for i, h := range hosts {
 		names[i] = h.Name
 	}
-	log.Info().Int("clusters", clusters).Int("hosts", len(names)).Msg("daemon up: draining every host")
+	log.Info().Int("clusters", res.Clusters).Int("hosts", len(names)).Msg("daemon up: draining every host")
 	if err := parallel(ctx, opt.Clients, len(names), func(ctx context.Context, i int) error {
 		_, err := c.DrainHost(ctx, names[i], false)
 		return err
@@ -350,10 +546,11 @@ executor: {name: emulated, time_scale: 0.0001}
 	if len(full) > 1 {
 		full = full[:len(full)-1]
 	}
-	var placed, cpu, rounds, roundMs, commits []float64
+	var placed, cpu, others, rounds, roundMs, commits []float64
 	for _, s := range full {
 		placed = append(placed, float64(s.Placed))
 		cpu = append(cpu, s.CPU)
+		others = append(others, s.OthersCPU)
 		commits = append(commits, s.Commits)
 		res.StoreMiB = max(res.StoreMiB, s.StoreMiB)
 	}
@@ -370,6 +567,7 @@ executor: {name: emulated, time_scale: 0.0001}
 	}
 	res.Placements = stats(placed)
 	res.CPUMean = stats(cpu).Mean
+	res.OthersCPUMean = stats(others).Mean
 	res.CommitsPerS = stats(commits).Mean
 	if n := sum(rounds); n > 0 {
 		res.RoundMeanMs = sum(roundMs) / n
@@ -378,6 +576,7 @@ executor: {name: emulated, time_scale: 0.0001}
 	res.Samples = m.all()
 	for _, s := range res.Samples {
 		res.RSSMaxMiB = max(res.RSSMaxMiB, s.RSSMiB)
+		res.OthersRSSMaxMiB = max(res.OthersRSSMaxMiB, s.OthersRSSMiB)
 	}
 	log.Info().Float64("placements_mean", res.Placements.Mean).Float64("latency_p99", res.Latency.P99).
 		Float64("rss_max_mib", res.RSSMaxMiB).Msg("row done")
@@ -509,6 +708,11 @@ type scaleMeter struct {
 	base  string
 	token string
 	start time.Time
+	// others are the PIDs of the row's other processes (etcd, the
+	// agents), read at each scrape; size, when set, is the store's size
+	// (etcd's database), read instead of the daemon's figure.
+	others []func() int
+	size   func(context.Context) (float64, error)
 
 	mu      sync.Mutex
 	samples []ScaleSample
@@ -522,6 +726,8 @@ type metricsRead struct {
 	roundSum, roundCount float64
 	commits, store       float64
 	searched, reused     float64
+	// The other processes' CPU seconds and resident memory, in all.
+	othersCPU, othersRSS float64
 }
 
 // scrape reads the daemon's /metrics.
@@ -585,7 +791,46 @@ func (m *scaleMeter) scrape(ctx context.Context) (metricsRead, error) {
 	if err := sc.Err(); err != nil {
 		return r, fmt.Errorf("metrics: %w", err)
 	}
+	if m.size != nil {
+		if r.store, err = m.size(ctx); err != nil {
+			return r, err
+		}
+	}
+	for _, pid := range m.others {
+		cpu, rss, err := procUsage(pid())
+		if err != nil {
+			return r, err
+		}
+		r.othersCPU, r.othersRSS = r.othersCPU+cpu, r.othersRSS+rss
+	}
 	return r, nil
+}
+
+// procUsage is a process's CPU time (user and system, s) and resident
+// memory (bytes), from /proc/PID/stat.
+func procUsage(pid int) (cpu, rss float64, err error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, 0, fmt.Errorf("lab: usage of process %d: %w", pid, err)
+	}
+	// The fields after the command's name, in parentheses, from the
+	// third (state) on: utime and stime are the 14th and 15th (clock
+	// ticks, 100 a second on Linux), rss the 24th (pages).
+	i := strings.LastIndexByte(string(b), ')')
+	var f []string
+	if i >= 0 {
+		f = strings.Fields(string(b[i+1:]))
+	}
+	if len(f) < 22 {
+		return 0, 0, fmt.Errorf("lab: usage of process %d: /proc/%d/stat: %q", pid, pid, b)
+	}
+	var n [3]float64
+	for j, k := range []int{14, 15, 24} {
+		if n[j], err = strconv.ParseFloat(f[k-3], 64); err != nil {
+			return 0, 0, fmt.Errorf("lab: usage of process %d: field %d: %w", pid, k, err)
+		}
+	}
+	return (n[0] + n[1]) / 100, n[2] * float64(os.Getpagesize()), nil
 }
 
 // sample takes a sample of phase every second until the function it
@@ -606,8 +851,10 @@ func (m *scaleMeter) sample(ctx context.Context, phase string, done <-chan struc
 			s := ScaleSample{Phase: phase, T: r.at.Sub(m.start).Seconds(), Placed: r.placed - prev.placed, Queued: r.queued,
 				RSSMiB: r.rss / (1 << 20), Rounds: int(r.roundCount - prev.roundCount), Commits: r.commits - prev.commits, StoreMiB: r.store / (1 << 20),
 				Searched: int(r.searched - prev.searched), Reused: int(r.reused - prev.reused)}
+			s.OthersRSSMiB = r.othersRSS / (1 << 20)
 			if dt := r.at.Sub(prev.at).Seconds(); dt > 0 {
 				s.CPU = (r.cpu - prev.cpu) / dt
+				s.OthersCPU = (r.othersCPU - prev.othersCPU) / dt
 			}
 			if s.Rounds > 0 {
 				s.RoundMs = 1000 * (r.roundSum - prev.roundSum) / float64(s.Rounds)
