@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -713,6 +714,43 @@ type etcdCursor struct {
 	b      etcdBucket
 	lo, hi string
 	at     string // the entry it is on ("": none)
+	// last is the page it fetched last, which the moves after it read
+	// from while it covers them: a walk fetches a page per page of
+	// entries, not per entry.
+	last cursorPage
+}
+
+// cursorPage is a page of entries fetched from etcd: in the walk's order
+// (back: descending), from from on (back: before it), more when the
+// range holds entries after its last.
+type cursorPage struct {
+	ok, back, more bool
+	from           string
+	entries        []entry
+}
+
+// rest returns the page's entries from pos on (back: before pos) when the
+// page covers pos: pos is within what the page read (no entry of etcd's
+// between the page's start and pos is missing from it), and whether the
+// range holds entries after the last of them.
+func (p *cursorPage) rest(pos string, back bool) ([]entry, bool, bool) {
+	if !p.ok || p.back != back || len(p.entries) == 0 {
+		return nil, false, false
+	}
+	last := p.entries[len(p.entries)-1].key
+	var i int
+	if back {
+		if pos > p.from || p.more && pos <= last {
+			return nil, false, false
+		}
+		i = sort.Search(len(p.entries), func(i int) bool { return p.entries[i].key < pos })
+	} else {
+		if pos < p.from || p.more && pos > last {
+			return nil, false, false
+		}
+		i = sort.Search(len(p.entries), func(i int) bool { return p.entries[i].key >= pos })
+	}
+	return p.entries[i:], p.more, true
 }
 
 // entry is an entry seen: its etcd key and raw value.
@@ -787,14 +825,19 @@ func (c *etcdCursor) move(from string, back bool) ([]byte, []byte) {
 	// The first entry of etcd's that it neither wrote nor dropped.
 	var stored *entry
 	for pos := from; stored == nil; {
-		page := c.fetch(pos, back)
+		page, more, ok := c.last.rest(pos, back)
+		if !ok {
+			page = c.fetch(pos, back)
+			more = len(page) == int(t.e.page())
+			c.last = cursorPage{ok: t.err == nil, back: back, more: more, from: pos, entries: page}
+		}
 		for i := range page {
 			if _, ok := t.writes[page[i].key]; !ok && !t.droppedKey(page[i].key) {
 				stored = &page[i]
 				break
 			}
 		}
-		if stored != nil || len(page) < int(t.e.page()) || t.err != nil {
+		if stored != nil || !more || len(page) == 0 || t.err != nil {
 			break
 		}
 		last := page[len(page)-1].key

@@ -203,3 +203,56 @@ func TestEtcdGroupCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestEtcdCursorReadsPages: a walk over a bucket reads a page of entries
+// from etcd per page, forward and back, not a page per entry (a page of
+// GET /v1/jobs took 0.7 s with 20,000 jobs when each step fetched a page
+// of 256 job records and kept the first).
+func TestEtcdCursorReadsPages(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	db := &kv.Etcd{Client: c.Client(t), Prefix: "/pages/", Page: 5}
+	ctx := context.Background()
+	if err := db.Update(ctx, func(tx kv.Tx) error {
+		b, err := tx.CreateBucket([]byte("b"))
+		if err != nil {
+			return err
+		}
+		for i := range 20 {
+			if err := b.Put(fmt.Appendf(nil, "k%02d", i), []byte("v")); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, back := range []bool{false, true} {
+		if err := db.Update(ctx, func(tx kv.Tx) error {
+			b := tx.Bucket([]byte("b"))
+			before := kv.RangesRead(tx)
+			cur := b.Cursor()
+			n := 0
+			var k []byte
+			if back {
+				k, _ = cur.Last()
+			} else {
+				k, _ = cur.First()
+			}
+			for ; k != nil; n++ {
+				if back {
+					k, _ = cur.Prev()
+				} else {
+					k, _ = cur.Next()
+				}
+			}
+			// 20 entries in pages of 5: 4 full pages and the empty one
+			// that says the range has no more.
+			if got := kv.RangesRead(tx) - before; n != 20 || got > 5 {
+				t.Errorf("back %t: %d entries walked with %d pages read, want 20 with at most 5", back, n, got)
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -6,3 +6,7 @@ func (e *Etcd) Pending() int {
 	defer e.bmu.Unlock()
 	return len(e.pending)
 }
+
+// RangesRead is how many pages of entries the write transaction of tx
+// read from etcd so far (tests).
+func RangesRead(tx Tx) int { return len(tx.(etcdRoot).b.t.ranges) }
