@@ -312,7 +312,8 @@ func (d *Daemon) updateFiguresLocked(now time.Time) {
 		if boots >= 1 && d.exec.Name() == "guest" {
 			d.figureLocked(api.CalibrationStart, s.name, "", "")
 		}
-		if was, seen := d.cal.seen[s.name]; seen && !was && reachable {
+		// With auto: false only what an operator asks for is measured.
+		if was, seen := d.cal.seen[s.name]; seen && !was && reachable && !d.cfg.Calibration.OnDemand {
 			d.log.Info().Str("site", s.name).Msg("the site's agent answers again: its figures are measured again")
 			for _, f := range d.cal.figs {
 				if f.rec.Site == s.name || f.rec.Peer == s.name {

@@ -632,49 +632,82 @@ func TestCalibrationGivesWayToSwitch(t *testing.T) {
 
 // TestCalibrationAgentBack: when a site's agent answers again after it did
 // not, the site's figures (and its links') are measured again; the other
-// site's are not.
+// site's are not. With auto: false, nothing is measured but on demand.
 func TestCalibrationAgentBack(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		fm := newFarm()
-		sites := map[string]*guesttest.Site{}
-		opt := fm.options()
-		wrap := opt.WrapAgent
-		opt.WrapAgent = func(site string, a metasched.SiteAgent) metasched.SiteAgent {
-			g := wrap(site, a).(*guesttest.Site)
-			sites[site] = g
-			return g
+	for _, onDemand := range []bool{false, true} {
+		t.Run(fmt.Sprintf("on demand %t", onDemand), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) { calibrationAgentBack(t, onDemand) })
+		})
+	}
+}
+
+func calibrationAgentBack(t *testing.T, onDemand bool) {
+	fm := newFarm()
+	sites := map[string]*guesttest.Site{}
+	opt := fm.options()
+	wrap := opt.WrapAgent
+	opt.WrapAgent = func(site string, a metasched.SiteAgent) metasched.SiteAgent {
+		g := wrap(site, a).(*guesttest.Site)
+		sites[site] = g
+		return g
+	}
+	td := startDaemonGrid(t, calGrid(), opt, calConfig(0.001, metasched.CalibrationConfig{OnDemand: onDemand}))
+	d := td.d
+	if onDemand {
+		if _, err := d.Calibrate(context.Background(), ""); err != nil {
+			t.Fatal(err)
 		}
-		td := startDaemonGrid(t, calGrid(), opt, calConfig(0.001, metasched.CalibrationConfig{}))
-		d := td.d
-		first := waitMeasured(t, d, time.Time{})
-		sites["b"].Down.Store(true)
-		waitFor(t, "site b unreachable", time.Minute, func() bool {
-			for _, h := range d.Hosts() {
-				if h.Site == "b" && h.State != api.HostUnreachable {
-					return false
-				}
-			}
-			return true
-		})
-		time.Sleep(5 * time.Second)
-		sites["b"].Down.Store(false)
-		back := time.Now()
-		var figs map[string]api.CalibrationFigure
-		waitFor(t, "site b's figures measured again", 10*time.Minute, func() bool {
-			figs = figures(d)
-			for _, k := range []string{"perf/b/debian", "lan/b", "link/a/b"} {
-				if f := figs[k]; f.State != api.CalibrationMeasured || f.MeasuredAt.Before(back) {
-					return false
-				}
-			}
-			return true
-		})
-		for _, k := range []string{"perf/a/debian", "lan/a"} {
-			if !figs[k].MeasuredAt.Equal(first[k].MeasuredAt) {
-				t.Errorf("%s measured again at %v: its site's agent never stopped answering", k, figs[k].MeasuredAt)
+	}
+	first := waitMeasured(t, d, time.Time{})
+	before, _ := fm.seen()
+	sites["b"].Down.Store(true)
+	waitFor(t, "site b unreachable", time.Minute, func() bool {
+		for _, h := range d.Hosts() {
+			if h.Site == "b" && h.State != api.HostUnreachable {
+				return false
 			}
 		}
+		return true
 	})
+	time.Sleep(5 * time.Second)
+	sites["b"].Down.Store(false)
+	back := time.Now()
+	var figs map[string]api.CalibrationFigure
+	if onDemand {
+		waitFor(t, "site b's hosts back", time.Minute, func() bool {
+			for _, h := range d.Hosts() {
+				if h.Site == "b" && h.State == api.HostUnreachable {
+					return false
+				}
+			}
+			return true
+		})
+		time.Sleep(time.Minute)
+		figs = figures(d)
+		for _, k := range allFigures {
+			if f := figs[k]; !f.MeasuredAt.Equal(first[k].MeasuredAt) || f.State != api.CalibrationMeasured {
+				t.Errorf("%s %s, measured at %v after %v: with auto: false only what is asked for is measured", k, f.State, f.MeasuredAt, first[k].MeasuredAt)
+			}
+		}
+		if runs, _ := fm.seen(); len(runs) != len(before) {
+			t.Errorf("the calibration ran %v after site b came back", runs[len(before):])
+		}
+		return
+	}
+	waitFor(t, "site b's figures measured again", 10*time.Minute, func() bool {
+		figs = figures(d)
+		for _, k := range []string{"perf/b/debian", "lan/b", "link/a/b"} {
+			if f := figs[k]; f.State != api.CalibrationMeasured || f.MeasuredAt.Before(back) {
+				return false
+			}
+		}
+		return true
+	})
+	for _, k := range []string{"perf/a/debian", "lan/a"} {
+		if !figs[k].MeasuredAt.Equal(first[k].MeasuredAt) {
+			t.Errorf("%s measured again at %v: its site's agent never stopped answering", k, figs[k].MeasuredAt)
+		}
+	}
 }
 
 // TestCalibrationNewImage: when the image a site's pools boot changes (the

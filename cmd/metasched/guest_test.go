@@ -604,6 +604,7 @@ func TestGuestGrid(t *testing.T) {
 		// Long enough to outlast a migration and the daemon's next look
 		// on a loaded machine: a job that ended keeps its last hosts.
 		j := g.submit(helloJob(t, "moves", 45, 0))
+		t.Cleanup(func() { g.cancelIfFailed(t, j.ID) })
 		j = g.waitConnected(j.ID)
 		var vm api.JobVM
 		for _, v := range j.VMs {
@@ -615,6 +616,7 @@ func TestGuestGrid(t *testing.T) {
 		if vm.Host == "a-1" {
 			to = "a-2"
 		}
+		g.logHosts("a")
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
 		m, err := g.lab.Agents["a"].Client.Migrate(ctx, vm.Name, to)
@@ -648,6 +650,7 @@ func TestGuestGrid(t *testing.T) {
 	t.Run("elastic task farm loses a worker's host to a switch", func(t *testing.T) {
 		g.t = t
 		j := g.submit(elasticFarmJob(t))
+		t.Cleanup(func() { g.cancelIfFailed(t, j.ID) })
 		j = g.waitWorkersJoined(j.ID)
 		first := j.Attempts
 		var masterHost string
@@ -791,6 +794,46 @@ func (g *guestGrid) doneOnce(id string, once bool) {
 		g.onceEach(j, log)
 	}
 	g.nothingLeft()
+}
+
+// cancelIfFailed cancels a job of a failed subtest t and waits for it to
+// end, so that the next subtests find the grid's hosts free.
+func (g *guestGrid) cancelIfFailed(t *testing.T, id string) {
+	if !t.Failed() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if _, err := g.c.Cancel(ctx, id); err != nil {
+		t.Logf("cancel %s after the failure: %v", id, err)
+	}
+	for ctx.Err() == nil {
+		if j, err := g.job(ctx, id); err == nil && j.State.Terminal() {
+			return
+		}
+		time.Sleep(time.Second)
+	}
+	t.Logf("job %s has not ended 3 minutes after its cancel", id)
+}
+
+// logHosts logs what the site's agent reports of its hosts: their CPUs
+// and memory, what is free, and their VMs.
+func (g *guestGrid) logHosts(site string) {
+	g.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	inv, err := g.lab.Agents[site].Client.Inventory(ctx)
+	if err != nil {
+		g.t.Logf("site %s: %v", site, err)
+		return
+	}
+	for _, h := range inv.Hosts {
+		var vms []string
+		for _, v := range h.VMs {
+			vms = append(vms, fmt.Sprintf("%s (%d vCPUs, %s)", v.Name, v.VCPUs, v.State))
+		}
+		g.t.Logf("host %s: %d CPUs, %d free; %d MiB, %d free; VMs %v", h.Name, h.CPUs, h.FreeVCPUs, h.MemoryMiB, h.FreeMemoryMiB, vms)
+	}
 }
 
 // onceEach checks that the first line of every VM is in the log once:
