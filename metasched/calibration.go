@@ -17,6 +17,7 @@ import (
 	hp "github.com/metasched/metasched/hypervisorproxy"
 	"github.com/metasched/metasched/hypervisorproxy/image"
 	"github.com/metasched/metasched/metasched/api"
+	"github.com/metasched/metasched/metasched/calibration"
 	"github.com/metasched/metasched/metasched/executor"
 	"github.com/metasched/metasched/metasched/lifecycle"
 	"github.com/metasched/metasched/selection"
@@ -54,9 +55,6 @@ import (
 // so that it never takes a host a queued job could use now; its VMs count
 // in capacity like any VM (a promise until the inventory lists them).
 
-// calibrationJob is the job label of the calibration's VMs on their hosts.
-const calibrationJob = "calibration"
-
 const (
 	// calibrationEvery is the calibration loop's round.
 	calibrationEvery = time.Second
@@ -84,62 +82,6 @@ const (
 // on libvirt's test driver when it is a remote agent, and never when it is
 // an in-process one.
 type GuestBooter interface{ BootsGuests() bool }
-
-// calRecord is a figure as the store keeps it.
-type calRecord struct {
-	Kind        string    `json:"kind"`
-	Site        string    `json:"site"`
-	Peer        string    `json:"peer,omitempty"`
-	Image       string    `json:"image,omitempty"`
-	Value       float64   `json:"value,omitempty"`
-	MeasuredAt  time.Time `json:"measured_at,omitzero"`
-	Hosts       []string  `json:"hosts,omitempty"`
-	LastAttempt time.Time `json:"last_attempt,omitzero"`
-	Error       string    `json:"error,omitempty"`
-	ErrorAt     time.Time `json:"error_at,omitzero"`
-}
-
-// calFigure is a figure the daemon keeps: its record, and when it was
-// asked for (on demand, or its site's agent registered again: zero when
-// it was not, or its measurement has started since).
-type calFigure struct {
-	key     string
-	rec     calRecord
-	forced  time.Time
-	waiting string
-}
-
-// calibration is the calibration's state; the daemon's lock guards it.
-type calibration struct {
-	figs map[string]*calFigure
-	// The measurement under way: its figure, hosts and VMs, its cancel,
-	// a channel closed when its VMs are gone, and why it was stopped.
-	running string
-	hosts   []string
-	vms     map[string]bool
-	cancel  context.CancelFunc
-	done    chan struct{}
-	aborted string
-	// seen is whether each site's agent answered at the last round
-	// (absent: not seen yet).
-	seen map[string]bool
-	seq  int
-	kick chan struct{}
-	// start is each site's measured start and end, in seconds.
-	start map[string]float64
-}
-
-func newCalibration() calibration {
-	return calibration{figs: map[string]*calFigure{}, vms: map[string]bool{}, seen: map[string]bool{}, kick: make(chan struct{}, 1),
-		start: map[string]float64{}}
-}
-
-func calKey(kind, site, other string) string {
-	if other == "" {
-		return kind + "/" + site
-	}
-	return kind + "/" + site + "/" + other
-}
 
 // calibratesWhy says why a site's figures cannot be measured ("" when
 // they can).
@@ -172,6 +114,12 @@ func (d *Daemon) anySiteCalibrates() bool {
 	return slices.ContainsFunc(d.sites, func(s *siteAgent) bool { return calibratesWhy(s) == "" })
 }
 
+// newCalibration is the calibration's book on the daemon's configuration.
+func (d *Daemon) newCalibration() *calibration.Book {
+	c := d.cfg.Calibration.withDefaults()
+	return calibration.NewBook(calibration.Config{OnDemand: c.OnDemand, MaxAge: c.MaxAge, Retry: calibrationRetry}, d.instance, d.observe)
+}
+
 // restoreCalibration reads the figures the store keeps and gives the
 // measured ones to the planner, with their time.
 func (d *Daemon) restoreCalibration(ctx context.Context) error {
@@ -180,28 +128,10 @@ func (d *Daemon) restoreCalibration(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	for key, v := range recs {
-		var r calRecord
-		if err := json.Unmarshal(v, &r); err != nil || calKey(r.Kind, r.Site, cmpOr(r.Image, r.Peer)) != key {
-			d.log.Warn().Str("figure", key).Msg("a calibration figure in the store cannot be read: it is measured again")
-			continue
-		}
-		if r.Value > 0 {
-			if err := d.observe(r); err != nil {
-				d.log.Warn().Err(err).Str("figure", key).Msg("a calibration figure in the store is refused: it is measured again")
-				r.Value, r.MeasuredAt, r.LastAttempt = 0, time.Time{}, time.Time{}
-			}
-		}
-		d.cal.figs[key] = &calFigure{key: key, rec: r}
+	for _, bad := range d.cal.Restore(recs) {
+		d.log.Warn().Str("figure", bad.Key).Msg(bad.Why)
 	}
 	return nil
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // poolImages is the image of each pool.
@@ -213,8 +143,8 @@ func (d *Daemon) poolImages() map[string]string {
 	return out
 }
 
-// observe gives a measured figure to the planner.
-func (d *Daemon) observe(r calRecord) error {
+// observe gives a measured perf, LAN or link figure to the planner.
+func (d *Daemon) observe(r calibration.Record) error {
 	switch r.Kind {
 	case api.CalibrationPerf:
 		return d.planner.ObservePerf(r.Site, r.Image, r.Value, r.MeasuredAt)
@@ -222,19 +152,9 @@ func (d *Daemon) observe(r calRecord) error {
 		return d.planner.ObserveLAN(r.Site, r.Value, r.MeasuredAt)
 	case api.CalibrationLink:
 		return d.planner.ObserveVMs(r.Site, r.Peer, r.Value, r.MeasuredAt)
-	case api.CalibrationStart:
-		if !(r.Value > 0 && r.Value < maxStartSeconds) {
-			return fmt.Errorf("a start and end of %g s is not within 0 and %g s", r.Value, float64(maxStartSeconds))
-		}
-		d.cal.start[r.Site] = r.Value
-		return nil
 	}
-	return fmt.Errorf("calibration: no kind %q", r.Kind)
+	return fmt.Errorf("calibration: the planner takes no %q figure", r.Kind)
 }
-
-// maxStartSeconds bounds a start figure: a job that takes longer to start
-// than that is not starting.
-const maxStartSeconds = 3600
 
 // calibrationLoop measures what is due, one figure at a time.
 func (d *Daemon) calibrationLoop(ctx context.Context) {
@@ -246,253 +166,78 @@ func (d *Daemon) calibrationLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.Chan():
-		case <-d.cal.kick:
+		case <-d.cal.Kicked():
 		}
 	}
 }
 
+// calGridLocked is the grid as the calibration sees it: the sites in grid
+// order, each calibrated one with its hosts, and the links. One pass over
+// the hosts; d.mu must be held.
+func (d *Daemon) calGridLocked() calibration.Grid {
+	g := calibration.Grid{Starts: d.exec.Name() == "guest"}
+	at := map[string]int{}
+	for _, c := range d.grid.Clusters {
+		s := d.site(c.Name)
+		if s == nil {
+			continue
+		}
+		at[c.Name] = len(g.Sites)
+		g.Sites = append(g.Sites, calibration.Site{Name: c.Name, Why: calibratesWhy(s), Perf: c.Perf, LANMbps: c.LANMbps})
+	}
+	for _, name := range d.order {
+		h := d.hosts[name]
+		i, ok := at[h.rec.Site]
+		if !ok || g.Sites[i].Why != "" {
+			continue
+		}
+		ch := calibration.Host{Name: name, Pool: h.rec.Pool, Reachable: h.reachable, Boots: bootsOn(d.site(h.rec.Site), h)}
+		if jt, _, ok := d.jobType(h.rec.Pool); ok {
+			ch.Image, ch.VCPUs, ch.MemoryMiB = jt.Image, jt.VCPUs, jt.MemoryMiB
+		}
+		ch.Idle = ch.Boots && d.calIdleLocked(h) && h.inv.FreeVCPUs >= ch.VCPUs && h.inv.FreeMemoryMiB >= ch.MemoryMiB
+		g.Sites[i].Hosts = append(g.Sites[i].Hosts, ch)
+	}
+	for _, l := range d.grid.Links {
+		g.Links = append(g.Links, calibration.Link{Between: l.Between, Mbps: l.Mbps})
+	}
+	return g
+}
+
 // calibrateRound brings the figures up to date with the sites (new
 // images, agents registered again) and starts the first due figure whose
-// hosts are idle, when nothing is being measured.
+// hosts are idle, when nothing is being measured: the VMs' capacity is
+// promised on their hosts under d.mu, before a dispatch round can see
+// those hosts free.
 func (d *Daemon) calibrateRound(ctx context.Context) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closing || ctx.Err() != nil {
 		return
 	}
-	now := d.now()
-	d.updateFiguresLocked(now)
-	if d.cal.running != "" {
+	s, back, ok := d.cal.Round(ctx, d.calGridLocked(), d.now())
+	for _, site := range back {
+		d.log.Info().Str("site", site).Msg("the site's agent answers again: its figures are measured again")
+	}
+	if !ok {
 		return
 	}
-	for _, f := range d.figuresLocked() {
-		if _, due := d.dueLocked(f, now); !due {
-			f.waiting = ""
-			continue
-		}
-		vms, why := d.calPlanLocked(f)
-		f.waiting = why
-		if why != "" {
-			continue
-		}
-		d.startCalibrationLocked(ctx, f, vms, now)
-		return
+	vms := make([]calVM, len(s.VMs))
+	hosts := make([]string, len(s.VMs))
+	for i, v := range s.VMs {
+		vms[i] = calVM{site: d.site(v.Site), spec: hp.VMSpec{Name: v.Name, Host: v.Host, Pool: v.Pool, Job: calibration.Job,
+			VCPUs: v.VCPUs, MemoryMiB: v.MemoryMiB, Image: v.Image}}
+		hosts[i] = v.Host
+		d.promised.add(calibration.Job, []lifecycle.VM{{Name: v.Name, Site: v.Site, Host: v.Host}}, usage{vcpus: v.VCPUs, mem: v.MemoryMiB})
 	}
-}
-
-// updateFiguresLocked adds the figures the sites call for now (an image a
-// pool of the site boots, a LAN of two hosts or more, a link between two
-// calibrated sites) and asks again for those of a site whose agent answers
-// again after it did not.
-func (d *Daemon) updateFiguresLocked(now time.Time) {
-	ok := map[string]bool{}
-	for _, s := range d.sites {
-		if calibratesWhy(s) != "" {
-			continue
-		}
-		ok[s.name] = true
-		reachable, boots := false, 0
-		for _, name := range d.order {
-			h := d.hosts[name]
-			if h.rec.Site != s.name {
-				continue
-			}
-			reachable = reachable || h.reachable
-			if !bootsOn(s, h) {
-				continue
-			}
-			boots++
-			if img := d.imageOf(h.rec.Pool); img != "" && h.rec.Pool != "" {
-				d.figureLocked(api.CalibrationPerf, s.name, "", img)
-			}
-		}
-		if boots >= 2 {
-			d.figureLocked(api.CalibrationLAN, s.name, "", "")
-		}
-		if boots >= 1 && d.exec.Name() == "guest" {
-			d.figureLocked(api.CalibrationStart, s.name, "", "")
-		}
-		// With auto: false only what an operator asks for is measured.
-		if was, seen := d.cal.seen[s.name]; seen && !was && reachable && !d.cfg.Calibration.OnDemand {
-			d.log.Info().Str("site", s.name).Msg("the site's agent answers again: its figures are measured again")
-			for _, f := range d.cal.figs {
-				if f.rec.Site == s.name || f.rec.Peer == s.name {
-					f.forced = now
-				}
-			}
-		}
-		d.cal.seen[s.name] = reachable
-	}
-	for _, l := range d.grid.Links {
-		if ok[l.Between[0]] && ok[l.Between[1]] {
-			d.figureLocked(api.CalibrationLink, l.Between[0], l.Between[1], "")
-		}
-	}
-}
-
-// figureLocked returns the figure, made when missing.
-func (d *Daemon) figureLocked(kind, site, peer, image string) *calFigure {
-	key := calKey(kind, site, cmpOr(image, peer))
-	f := d.cal.figs[key]
-	if f == nil {
-		f = &calFigure{key: key, rec: calRecord{Kind: kind, Site: site, Peer: peer, Image: image}}
-		d.cal.figs[key] = f
-	}
-	return f
-}
-
-// perfInUseLocked lists the perf figures a pool of their site boots the
-// image of now.
-func (d *Daemon) perfInUseLocked() map[string]bool {
-	out := map[string]bool{}
-	for _, name := range d.order {
-		h := d.hosts[name]
-		if img := d.imageOf(h.rec.Pool); img != "" && h.rec.Pool != "" {
-			out[calKey(api.CalibrationPerf, h.rec.Site, img)] = true
-		}
-	}
-	return out
-}
-
-// figuresLocked lists the figures of the sites that can be calibrated, but
-// the perf of an image no pool of its site boots now (a plan uses none):
-// by site in grid order, perf before lan before link, then by image or
-// peer.
-func (d *Daemon) figuresLocked() []*calFigure {
-	kinds := []string{api.CalibrationPerf, api.CalibrationLAN, api.CalibrationStart, api.CalibrationLink}
-	inUse := d.perfInUseLocked()
-	var out []*calFigure
-	for _, f := range d.cal.figs {
-		if s := d.site(f.rec.Site); s == nil || calibratesWhy(s) != "" {
-			continue
-		}
-		if f.rec.Kind == api.CalibrationPerf && !inUse[f.key] {
-			continue
-		}
-		if f.rec.Peer != "" {
-			if s := d.site(f.rec.Peer); s == nil || calibratesWhy(s) != "" {
-				continue
-			}
-		}
-		out = append(out, f)
-	}
-	slices.SortFunc(out, func(a, b *calFigure) int {
-		ia, _ := d.grid.Index(a.rec.Site)
-		ib, _ := d.grid.Index(b.rec.Site)
-		if ia != ib {
-			return ia - ib
-		}
-		if c := slices.Index(kinds, a.rec.Kind) - slices.Index(kinds, b.rec.Kind); c != 0 {
-			return c
-		}
-		return strings.Compare(a.key, b.key)
-	})
-	return out
-}
-
-// dueLocked says when the figure is (or was) due, and whether it is due
-// now: asked for; never tried (with auto); failed, calibrationRetry (at
-// most max_age) after its failure; else max_age after its measurement.
-// Without auto, only a figure asked for is due.
-func (d *Daemon) dueLocked(f *calFigure, now time.Time) (time.Time, bool) {
-	c := d.cfg.Calibration.withDefaults()
-	if !f.forced.IsZero() {
-		return f.forced, true
-	}
-	if c.OnDemand {
-		return time.Time{}, false
-	}
-	r := f.rec
-	var at time.Time
-	switch {
-	case r.LastAttempt.IsZero():
-		return now, true
-	case r.Error != "" && !r.ErrorAt.Before(r.MeasuredAt):
-		at = r.ErrorAt.Add(min(calibrationRetry, c.MaxAge))
-	default:
-		at = r.MeasuredAt.Add(c.MaxAge)
-	}
-	return at, !now.Before(at)
+	d.log.Info().Str("figure", s.Key).Strs("hosts", hosts).Msg("calibration: measuring")
+	d.goJob(func() { d.runCalibration(s, vms) })
 }
 
 // calVM is one VM of a measurement.
 type calVM struct {
 	site *siteAgent
 	spec hp.VMSpec
-}
-
-// calPlanLocked chooses the idle hosts of a figure's measurement and the
-// VMs on them, or says what it waits for.
-func (d *Daemon) calPlanLocked(f *calFigure) ([]calVM, string) {
-	r := f.rec
-	taken := map[string]bool{}
-	pick := func(site, image string) (calVM, bool) {
-		s := d.site(site)
-		for _, name := range d.order {
-			h := d.hosts[name]
-			if h.rec.Site != site || taken[name] || !bootsOn(s, h) || !d.calIdleLocked(h) {
-				continue
-			}
-			jt, _, ok := d.jobType(h.rec.Pool)
-			if !ok || jt.Image == "" || (image != "" && jt.Image != image) || h.inv.FreeVCPUs < jt.VCPUs || h.inv.FreeMemoryMiB < jt.MemoryMiB {
-				continue
-			}
-			taken[name] = true
-			d.cal.seq++
-			return calVM{site: s, spec: hp.VMSpec{Name: fmt.Sprintf("cal-%s-%d", d.instance, d.cal.seq), Host: name, Pool: h.rec.Pool,
-				Job: calibrationJob, VCPUs: jt.VCPUs, MemoryMiB: jt.MemoryMiB, Image: jt.Image}}, true
-		}
-		return calVM{}, false
-	}
-	const idle = " (idle: serving its pool, with no VM, and no job queued in its pool)"
-	switch r.Kind {
-	case api.CalibrationPerf:
-		if v, ok := pick(r.Site, r.Image); ok {
-			return []calVM{v}, ""
-		}
-		return nil, fmt.Sprintf("waiting for an idle host of a pool of site %s whose VMs boot image %s", r.Site, r.Image) + idle
-	case api.CalibrationLAN:
-		a, okA := pick(r.Site, "")
-		b, okB := pick(r.Site, "")
-		if okA && okB {
-			return []calVM{a, b}, ""
-		}
-		return nil, fmt.Sprintf("waiting for two idle hosts at site %s, in pools with an image", r.Site) + idle
-	case api.CalibrationStart:
-		a, okA := pick(r.Site, "")
-		if !okA {
-			return nil, fmt.Sprintf("waiting for an idle host at site %s, in a pool with an image", r.Site) + idle
-		}
-		if b, ok := pick(r.Site, ""); ok {
-			return []calVM{a, b}, ""
-		}
-		// A second host may be busy, or the site may have one: a job of
-		// one VM, unless another host could take the second VM later.
-		if d.bootingHostsLocked(r.Site) >= 2 {
-			return nil, fmt.Sprintf("waiting for two idle hosts at site %s, in pools with an image", r.Site) + idle
-		}
-		return []calVM{a}, ""
-	case api.CalibrationLink:
-		a, okA := pick(r.Site, "")
-		b, okB := pick(r.Peer, "")
-		if okA && okB {
-			return []calVM{a, b}, ""
-		}
-		return nil, fmt.Sprintf("waiting for an idle host at each of sites %s and %s, in a pool with an image", r.Site, r.Peer) + idle
-	}
-	return nil, "no such kind of figure"
-}
-
-// bootingHostsLocked counts the hosts of a site whose calibration VMs
-// boot their image.
-func (d *Daemon) bootingHostsLocked(site string) int {
-	s, n := d.site(site), 0
-	for _, name := range d.order {
-		if h := d.hosts[name]; h.rec.Site == site && bootsOn(s, h) {
-			n++
-		}
-	}
-	return n
 }
 
 // calIdleLocked says whether the calibration may take h now: it serves its
@@ -505,27 +250,9 @@ func (d *Daemon) calIdleLocked(h *gridHost) bool {
 	return len(d.index.queues[h.rec.Pool]) == 0
 }
 
-// startCalibrationLocked promises the VMs' capacity on their hosts and
-// starts the measurement.
-func (d *Daemon) startCalibrationLocked(ctx context.Context, f *calFigure, vms []calVM, now time.Time) {
-	f.forced, f.waiting = time.Time{}, ""
-	f.rec.LastAttempt = now
-	mctx, cancel := context.WithCancel(ctx)
-	d.cal.running, d.cal.cancel, d.cal.done, d.cal.aborted, d.cal.hosts = f.key, cancel, make(chan struct{}), "", nil
-	for _, v := range vms {
-		d.cal.hosts = append(d.cal.hosts, v.spec.Host)
-		d.cal.vms[v.spec.Name] = true
-		d.promised.add(calibrationJob, []lifecycle.VM{{Name: v.spec.Name, Site: v.site.name, Host: v.spec.Host}},
-			usage{vcpus: v.spec.VCPUs, mem: v.spec.MemoryMiB})
-	}
-	d.log.Info().Str("figure", f.key).Strs("hosts", d.cal.hosts).Msg("calibration: measuring")
-	rec := f.rec
-	d.goJob(func() { d.runCalibration(mctx, f, rec, vms) })
-}
-
-// runCalibration measures a figure (rec is its record when it started),
-// records it, and destroys its VMs.
-func (d *Daemon) runCalibration(ctx context.Context, f *calFigure, rec calRecord, vms []calVM) {
+// runCalibration measures a figure, records it, and destroys its VMs.
+func (d *Daemon) runCalibration(s calibration.Start, vms []calVM) {
+	ctx := s.Ctx
 	created := make([]bool, len(vms))
 	defer func() {
 		for i, v := range vms {
@@ -545,65 +272,34 @@ func (d *Daemon) runCalibration(ctx context.Context, f *calFigure, rec calRecord
 		}
 		d.mu.Lock()
 		for _, v := range vms {
-			delete(d.cal.vms, v.spec.Name)
 			d.promised.drop(v.spec.Name)
 		}
-		d.cal.cancel()
-		close(d.cal.done)
-		d.cal.running, d.cal.hosts, d.cal.cancel, d.cal.done = "", nil, nil, nil
 		d.mu.Unlock()
-		select {
-		case d.cal.kick <- struct{}{}:
-		default:
-		}
+		d.cal.Ended(s)
 	}()
-	value, err := d.measure(ctx, rec, vms, created)
+	value, err := d.measure(ctx, s.Rec, vms, created)
 	now := d.now()
-	d.mu.Lock()
 	if ctx.Err() != nil {
-		why := d.cal.aborted
-		if why != "" {
-			f.forced = now // stopped for a switch: measured again when hosts allow
-		}
-		d.mu.Unlock()
-		if why != "" {
-			d.log.Info().Str("figure", f.key).Str("why", why).Msg("calibration: measurement stopped")
+		if why := d.cal.Stopped(s, now); why != "" {
+			d.log.Info().Str("figure", s.Key).Str("why", why).Msg("calibration: measurement stopped")
 		}
 		return
 	}
-	r := &f.rec
-	if err == nil {
-		old := *r
-		r.Value, r.MeasuredAt, r.Error, r.ErrorAt = value, now, "", time.Time{}
-		r.Hosts = nil
-		for _, v := range vms {
-			r.Hosts = append(r.Hosts, v.spec.Host)
-		}
-		if err = d.observe(*r); err != nil {
-			old.LastAttempt = r.LastAttempt
-			*r = old
-			err = fmt.Errorf("site %s: the figure %g is refused: %w", r.Site, value, err)
-		}
-	}
+	rec, err := d.cal.Measured(s, value, err, now)
 	if err != nil {
-		r.Error, r.ErrorAt = err.Error(), now
-	}
-	rec = *r
-	d.mu.Unlock()
-	if err != nil {
-		d.log.Warn().Str("figure", f.key).Err(err).Msg("calibration: measurement failed")
+		d.log.Warn().Str("figure", s.Key).Err(err).Msg("calibration: measurement failed")
 	} else {
-		d.log.Info().Str("figure", f.key).Float64("value", value).Strs("hosts", rec.Hosts).Msg("calibration: measured")
+		d.log.Info().Str("figure", s.Key).Float64("value", value).Strs("hosts", rec.Hosts).Msg("calibration: measured")
 		d.kick() // plans follow the new figure
 	}
-	if err := d.st.SetCalibration(context.WithoutCancel(ctx), f.key, mustJSON(rec)); err != nil {
-		d.log.Error().Err(err).Str("figure", f.key).Msg("calibration: cannot record a figure")
+	if err := d.st.SetCalibration(context.WithoutCancel(ctx), s.Key, mustJSON(rec)); err != nil {
+		d.log.Error().Err(err).Str("figure", s.Key).Msg("calibration: cannot record a figure")
 	}
 }
 
 // measure creates the VMs of a measurement (created says which exist) and
 // takes the figure in them.
-func (d *Daemon) measure(ctx context.Context, r calRecord, vms []calVM, created []bool) (float64, error) {
+func (d *Daemon) measure(ctx context.Context, r calibration.Record, vms []calVM, created []bool) (float64, error) {
 	at := func(i int) string {
 		return fmt.Sprintf("site %s, VM %s on host %s", vms[i].site.name, vms[i].spec.Name, vms[i].spec.Host)
 	}
@@ -800,90 +496,31 @@ func near(a, b float64) bool { return math.Abs(a-b) <= 1e-3*math.Max(math.Abs(a)
 // abortCalibrationOn stops the measurement that uses host, if any, and
 // waits until its VMs are gone (a switch takes the host).
 func (d *Daemon) abortCalibrationOn(ctx context.Context, host, why string) {
-	d.mu.Lock()
-	if !slices.Contains(d.cal.hosts, host) {
-		d.mu.Unlock()
+	done := d.cal.Abort(host, why)
+	if done == nil {
 		return
 	}
-	d.cal.aborted = why
-	d.cal.cancel()
-	done := d.cal.done
-	d.mu.Unlock()
 	select {
 	case <-ctx.Done():
 	case <-done:
 	}
 }
 
-// calibratingLocked says whether a measurement uses host.
-func (d *Daemon) calibratingLocked(host string) bool { return slices.Contains(d.cal.hosts, host) }
-
 // Calibration is the calibration's view: every site, every figure with
 // its age and when it is due.
 func (d *Daemon) Calibration() api.Calibration {
 	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.calibrationViewLocked(d.now())
+	g := d.calGridLocked()
+	d.mu.Unlock()
+	return d.calibrationView(g)
 }
 
-func (d *Daemon) calibrationViewLocked(now time.Time) api.Calibration {
+// calibrationView is the calibration's view on the grid g, with the
+// configuration's figures.
+func (d *Daemon) calibrationView(g calibration.Grid) api.Calibration {
+	v := d.cal.View(g, d.now())
 	c := d.cfg.Calibration.withDefaults()
-	v := api.Calibration{At: now, MaxAgeSeconds: c.MaxAge.Seconds(), Auto: !c.OnDemand, BenchSeconds: c.BenchSeconds, ProbeBytes: c.ProbeBytes,
-		Measuring: d.cal.running, Sites: []api.CalibrationSite{}, Figures: []api.CalibrationFigure{}}
-	for _, s := range d.sites {
-		cs := api.CalibrationSite{Name: s.name, Calibrated: true, Note: calibratesWhy(s)}
-		if cs.Note != "" {
-			cs.Calibrated = false
-		} else if d.bootingHostsLocked(s.name) < 2 {
-			cs.Note = "fewer than two hosts that boot guests: its LAN is not measured (the grid file's lan_mbps holds)"
-		}
-		v.Sites = append(v.Sites, cs)
-	}
-	for _, f := range d.figuresLocked() {
-		r := f.rec
-		fv := api.CalibrationFigure{Key: f.key, Kind: r.Kind, Site: r.Site, Peer: r.Peer, Image: r.Image, Value: r.Value,
-			MeasuredAt: r.MeasuredAt, Hosts: r.Hosts, Error: r.Error, ErrorAt: r.ErrorAt, Waiting: f.waiting}
-		switch r.Kind {
-		case api.CalibrationPerf:
-			fv.Unit, fv.ConfiguredUnit = "ops/s per vCPU", "ops/s per machine"
-			if i, ok := d.grid.Index(r.Site); ok {
-				fv.Configured = d.grid.Clusters[i].Perf
-			}
-		case api.CalibrationLAN:
-			fv.Unit, fv.ConfiguredUnit = "Mbit/s", "Mbit/s"
-			if i, ok := d.grid.Index(r.Site); ok {
-				fv.Configured = d.grid.Clusters[i].LANMbps
-			}
-		case api.CalibrationStart:
-			fv.Unit = "s" // nothing configured
-		case api.CalibrationLink:
-			fv.Unit, fv.ConfiguredUnit = "Mbit/s", "Mbit/s"
-			for _, l := range d.grid.Links {
-				if l.Between == [2]string{r.Site, r.Peer} {
-					fv.Configured = l.Mbps
-				}
-			}
-		}
-		if !r.MeasuredAt.IsZero() {
-			fv.AgeSeconds = now.Sub(r.MeasuredAt).Seconds()
-		}
-		at, due := d.dueLocked(f, now)
-		fv.Due = at
-		switch {
-		case d.cal.running == f.key:
-			fv.State, fv.Waiting = api.CalibrationMeasuring, ""
-		case due:
-			fv.State = api.CalibrationDue
-		case r.Error != "":
-			fv.State = api.CalibrationFailed
-		default:
-			fv.State = api.CalibrationMeasured
-		}
-		if fv.State != api.CalibrationDue {
-			fv.Waiting = ""
-		}
-		v.Figures = append(v.Figures, fv)
-	}
+	v.BenchSeconds, v.ProbeBytes = c.BenchSeconds, c.ProbeBytes
 	return v
 }
 
@@ -918,21 +555,9 @@ func (d *Daemon) Calibrate(ctx context.Context, site string) (_ api.Calibration,
 		}
 	}
 	d.mu.Lock()
-	now := d.now()
-	d.updateFiguresLocked(now)
-	n := 0
-	for _, f := range d.figuresLocked() {
-		if slices.Contains(sites, f.rec.Site) || slices.Contains(sites, f.rec.Peer) {
-			f.forced = now
-			n++
-		}
-	}
-	v := d.calibrationViewLocked(now)
+	g := d.calGridLocked()
 	d.mu.Unlock()
+	n := d.cal.Ask(g, sites, d.now())
 	d.log.Info().Strs("sites", sites).Int("figures", n).Msg("calibration asked for")
-	select {
-	case d.cal.kick <- struct{}{}:
-	default:
-	}
-	return v, nil
+	return d.calibrationView(g), nil
 }

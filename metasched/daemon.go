@@ -24,12 +24,14 @@ import (
 	"github.com/metasched/metasched/internal/httpsrv"
 	"github.com/metasched/metasched/internal/tlsx"
 	"github.com/metasched/metasched/metasched/api"
+	"github.com/metasched/metasched/metasched/calibration"
 	"github.com/metasched/metasched/metasched/coordinator"
 	"github.com/metasched/metasched/metasched/credentials"
 	"github.com/metasched/metasched/metasched/executor"
 	"github.com/metasched/metasched/metasched/lifecycle"
 	"github.com/metasched/metasched/metasched/policy"
 	"github.com/metasched/metasched/metasched/store"
+	"github.com/metasched/metasched/metasched/tuning"
 )
 
 // FaultPoint names a step of the switching protocol where a test can make
@@ -139,36 +141,29 @@ type Daemon struct {
 	instance string
 	hist     history
 
-	refreshMu    sync.Mutex // one refresh of the inventories at a time
-	mu           sync.Mutex
-	hosts        map[string]*gridHost
-	order        []string // host names in grid order
-	jobs         map[string]*liveJob
-	promised     *reservations        // capacity promised to VMs the inventories do not count yet
-	index        jobIndex             // the live jobs by queue, placement and pool
-	noRoom       map[string]noRoom    // pool → why its queued jobs after one were not planned (no free host)
-	lastRound    uint64               // the dispatcher's last round (roundKeyLocked)
-	hostsGen     uint64               // counts the changes of the set of hosts (sortHosts)
-	never        neverRunsCache       // the answers of neverRuns
-	inHand       map[string]int       // VMs the lifecycle is creating or destroying (the count of those calls in flight)
-	destroyed    map[string]time.Time // VMs the lifecycle destroyed, when (destroyedLocked)
-	destroyedQ   []destroyedNote      // the same, oldest first, to drop them as they expire
-	missed       map[string]int       // VMs of running jobs the last refreshes missed from their hosts, and how many in a row
-	coord        *coordinator.Coordinator
-	released     map[coordinator.SwitchID]string // PrepareRelease answers, for repeats
-	timers       map[coordinator.SwitchID]clockwork.Timer
-	timerPhase   map[coordinator.SwitchID]coordinator.Phase
-	restoreActs  []coordinator.Action
-	rates        map[string]*poolRates
-	switchRates  *switchRate
-	tuning       []api.TuningRecord
-	tuneSeq      int
-	cal          calibration    // the calibration's figures and its measurement under way (calibration.go)
-	tuningActive int            // accepted tuning decisions being carried out
-	tuneMu       sync.Mutex     // orders the pools' rounds' tuning evaluations (taken before mu)
-	lastTuneEval time.Time      // the last tuning evaluation (tuneGap)
-	migrating    map[string]int // tuning migrations in flight per host and "lan:CLUSTER"
-	seq          int            // switch IDs: the number of the last one
+	refreshMu   sync.Mutex // one refresh of the inventories at a time
+	mu          sync.Mutex
+	hosts       map[string]*gridHost
+	order       []string // host names in grid order
+	jobs        map[string]*liveJob
+	promised    *reservations        // capacity promised to VMs the inventories do not count yet
+	index       jobIndex             // the live jobs by queue, placement and pool
+	noRoom      map[string]noRoom    // pool → why its queued jobs after one were not planned (no free host)
+	lastRound   uint64               // the dispatcher's last round (roundKeyLocked)
+	hostsGen    uint64               // counts the changes of the set of hosts (sortHosts)
+	never       neverRunsCache       // the answers of neverRuns
+	inHand      map[string]int       // VMs the lifecycle is creating or destroying (the count of those calls in flight)
+	destroyed   map[string]time.Time // VMs the lifecycle destroyed, when (destroyedLocked)
+	destroyedQ  []destroyedNote      // the same, oldest first, to drop them as they expire
+	missed      map[string]int       // VMs of running jobs the last refreshes missed from their hosts, and how many in a row
+	coord       *coordinator.Coordinator
+	released    map[coordinator.SwitchID]string // PrepareRelease answers, for repeats
+	timers      map[coordinator.SwitchID]clockwork.Timer
+	timerPhase  map[coordinator.SwitchID]coordinator.Phase
+	restoreActs []coordinator.Action
+	rates       map[string]*poolRates
+	switchRates *switchRate
+	seq         int // switch IDs: the number of the last one
 	// switchSteps counts the switches' steps: refresh reconciles a host's
 	// pool with its agent's only when no switch stepped while it read the
 	// inventories.
@@ -190,6 +185,14 @@ type Daemon struct {
 	// creds are the API's credentials: the tokens and the sessions
 	// logged out (metasched/credentials, a subsystem with its own lock).
 	creds *credentials.Book
+	// cal is the calibration: its figures and its measurement under way
+	// (metasched/calibration, a subsystem with its own lock, taken after
+	// mu when both are held).
+	cal *calibration.Book
+	// tuner is the bandwidth tuning's records, the decisions being
+	// carried out and the migrations in flight (metasched/tuning, a
+	// subsystem with its own lock, a leaf).
+	tuner *tuning.Book
 
 	wake     chan struct{}
 	events   chan coordinator.Event
@@ -226,11 +229,13 @@ func NewWithGrid(ctx context.Context, cfg *Config, grid *graph.Grid, opt Options
 		destroyed: map[string]time.Time{},
 		released:  map[coordinator.SwitchID]string{}, timers: map[coordinator.SwitchID]clockwork.Timer{},
 		timerPhase: map[coordinator.SwitchID]coordinator.Phase{},
-		rates:      map[string]*poolRates{}, migrating: map[string]int{}, switchesEnded: map[coordinator.Phase]int{}, why: map[coordinator.SwitchID]string{}, cal: newCalibration(),
+		rates:      map[string]*poolRates{}, switchesEnded: map[coordinator.Phase]int{}, why: map[coordinator.SwitchID]string{},
 		wake: make(chan struct{}, 1), events: make(chan coordinator.Event, 256)}
 	if d.planner, err = gramvm.New(grid, 0); err != nil {
 		return nil, err
 	}
+	d.cal = d.newCalibration()
+	d.tuner = tuning.NewBook()
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("data_dir: %w", err)
 	}

@@ -271,8 +271,7 @@ func (p *roundPlanner) Plan(dj *dispatch.Job, free map[string][]string) dispatch
 	d := p.d
 	d.mu.Lock()
 	j := d.jobs[dj.ID]
-	tune := j != nil && len(p.running) > 0 && !p.tuned && p.now.Sub(j.lastTune) >= tuneEvery && d.tuningActive == 0 &&
-		p.now.Sub(d.lastTuneEval) >= tuneGap
+	tune := j != nil && len(p.running) > 0 && !p.tuned && p.now.Sub(j.lastTune) >= tuneEvery && d.tuner.Idle(p.now, tuneGap)
 	if tune {
 		j.lastTune = p.now
 	}
@@ -295,15 +294,9 @@ func (p *roundPlanner) Plan(dj *dispatch.Job, free map[string][]string) dispatch
 	p.tuned = true
 	// One tuning is carried out at a time: the pools' rounds evaluate
 	// theirs in turn, each when none is being carried out.
-	d.tuneMu.Lock()
-	defer d.tuneMu.Unlock()
-	d.mu.Lock()
-	busy := d.tuningActive > 0 || p.now.Sub(d.lastTuneEval) < tuneGap
-	if !busy {
-		d.lastTuneEval = p.now
-	}
-	d.mu.Unlock()
-	if busy || !d.tune(p.ctx, j, free, p.running) {
+	done, ok := d.tuner.Evaluate(p.now, tuneGap)
+	defer done()
+	if !ok || !d.tune(p.ctx, j, free, p.running) {
 		return dispatch.Outcome{Placement: pl}
 	}
 	d.mu.Lock()

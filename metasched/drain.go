@@ -7,9 +7,11 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/metasched/metasched/gramvm"
 	hp "github.com/metasched/metasched/hypervisorproxy"
 	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/lifecycle"
+	"github.com/metasched/metasched/metasched/tuning"
 )
 
 // Draining a host for maintenance: an operator's drain takes the host out of
@@ -159,7 +161,7 @@ func (d *Daemon) drainMovesLocked(h *gridHost) []drainMove {
 				if f := free[t]; f.vcpus >= size.vcpus && f.mem >= size.mem {
 					free[t] = usage{f.vcpus - size.vcpus, f.mem - size.mem}
 					out = append(out, drainMove{job: j, site: h.rec.Site, vm: v.Name, from: h.name, to: t})
-					d.countMigrationLocked(h.rec.Site, h.name, t, 1)
+					d.tuner.Migrating(tuning.Move{From: h.name, To: t, LAN: gramvm.LANKey(h.rec.Site)})
 					break
 				}
 			}

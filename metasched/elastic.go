@@ -49,7 +49,7 @@ func (d *Daemon) goneVMsLocked(present map[string]bool, answered map[string]bool
 		}
 		for _, v := range rec.VMs {
 			h := d.hosts[v.Host]
-			if present[v.Name] || !answered[v.Site] || h == nil || !h.reachable || d.inHand[v.Name] > 0 || d.migrating[v.Host] > 0 {
+			if present[v.Name] || !answered[v.Site] || h == nil || !h.reachable || d.inHand[v.Name] > 0 || d.tuner.Moving(v.Host) {
 				continue
 			}
 			missed[v.Name] = d.missed[v.Name] + 1

@@ -13,6 +13,7 @@ import (
 	"github.com/metasched/metasched/gramvm"
 	hp "github.com/metasched/metasched/hypervisorproxy"
 	"github.com/metasched/metasched/metasched/api"
+	"github.com/metasched/metasched/metasched/calibration"
 	"github.com/metasched/metasched/metasched/coordinator"
 	"github.com/metasched/metasched/metasched/lifecycle"
 	"github.com/metasched/metasched/metasched/store"
@@ -292,7 +293,7 @@ func (d *Daemon) refresh(ctx context.Context) {
 		d.sortHosts()
 	}
 	for _, job := range d.promised.jobs() {
-		if d.jobs[job] == nil && job != calibrationJob {
+		if d.jobs[job] == nil && job != calibration.Job {
 			d.promised.dropJob(job) // ended: its VMs are gone or going
 		}
 	}
@@ -380,8 +381,8 @@ func (d *Daemon) ownsVMLocked(job, vm string) bool {
 	if d.inHand[vm] > 0 {
 		return true // the job's own creation or destroy is under way
 	}
-	if job == calibrationJob {
-		return d.cal.vms[vm] // a measurement's, or left by a crash
+	if job == calibration.Job {
+		return d.cal.Owns(vm) // a measurement's, or left by a crash
 	}
 	j := d.jobs[job]
 	if j == nil {

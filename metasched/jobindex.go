@@ -45,7 +45,7 @@ func (d *Daemon) addJobLocked(lj *liveJob) {
 func (d *Daemon) trackLocked(lj *liveJob) {
 	st := lj.job.State
 	if st.Terminal() {
-		d.tuningEndedLocked(lj)
+		d.tuningEnded(lj)
 		delete(d.jobs, lj.id())
 		st = ""
 	}

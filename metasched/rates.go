@@ -88,7 +88,7 @@ func (d *Daemon) startEndLocked(pool string, pl *gramvm.Placement) (float64, str
 	}
 	most, at := 0.0, ""
 	for _, h := range append([]gramvm.HostRef{pl.Master}, pl.Workers...) {
-		if s := d.cal.start[h.Site]; s > most {
+		if s := d.cal.StartSeconds(h.Site); s > most {
 			most, at = s, h.Site
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	hp "github.com/metasched/metasched/hypervisorproxy"
+	"github.com/metasched/metasched/metasched/calibration"
 	"github.com/metasched/metasched/metasched/lifecycle"
 	"github.com/metasched/metasched/selection"
 )
@@ -26,7 +27,8 @@ func TestReleaseRule(t *testing.T) {
 	// first VM its master.
 	type job string
 	build := func(hosts []string, jobs []job) *Daemon {
-		d := &Daemon{clock: clockwork.NewFakeClockAt(t0), hosts: map[string]*gridHost{}, jobs: map[string]*liveJob{}, index: newJobIndex()}
+		d := &Daemon{clock: clockwork.NewFakeClockAt(t0), hosts: map[string]*gridHost{}, jobs: map[string]*liveJob{}, index: newJobIndex(),
+			cal: calibration.NewBook(calibration.Config{}, "t", nil)}
 		for _, h := range hosts {
 			d.hosts[h] = &gridHost{name: h, rec: hostRecord{Site: "solo", Pool: "render"}, inv: hp.Host{State: hp.HostReady}, reachable: true}
 			d.order = append(d.order, h)

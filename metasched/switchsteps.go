@@ -40,7 +40,7 @@ func (d *Daemon) prepareRelease(ctx context.Context, a co.PrepareRelease) {
 	best := rel.host
 	d.released[a.ID] = best
 	d.hosts[best].held = a.ID // no new job is placed on it from now on
-	calibrating := d.calibratingLocked(best)
+	calibrating := d.cal.Measuring(best)
 	attempts := make([]int, len(rel.requeue))
 	for i, j := range rel.requeue {
 		attempts[i] = j.job.Record.Attempts
@@ -182,7 +182,7 @@ func (d *Daemon) chooseReleaseLocked(pool string, exclude []string) (release, st
 			}
 		}
 		switch {
-		case len(r.requeue) == 0 && len(r.lose) == 0 && d.calibratingLocked(name):
+		case len(r.requeue) == 0 && len(r.lose) == 0 && d.cal.Measuring(name):
 			if calHost == "" {
 				calHost = name
 			}

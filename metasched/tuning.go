@@ -12,6 +12,7 @@ import (
 	hp "github.com/metasched/metasched/hypervisorproxy"
 	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/lifecycle"
+	"github.com/metasched/metasched/metasched/tuning"
 	"github.com/metasched/metasched/metasched/wire"
 	"github.com/rs/zerolog"
 )
@@ -43,9 +44,6 @@ const tuneEvery = 10 * time.Second
 // once a round).
 const tuneGap = 5 * time.Second
 
-// maxTuning bounds the kept tuning records.
-const maxTuning = 200
-
 // tune evaluates the candidates for job j and starts carrying out the
 // chosen one; it reports whether it did. The job then waits for it
 // (liveJob.tuning) and is planned again once it is over.
@@ -57,17 +55,13 @@ func (d *Daemon) tune(ctx context.Context, j *liveJob, free map[string][]string,
 			hosts = append(hosts, h.plannerHost())
 		}
 	}
-	inFlight := map[string]int{}
-	for k, v := range d.migrating {
-		inFlight[k] = v
-	}
 	shrinks := map[string]bool{}
 	for _, s := range d.sites {
 		shrinks[s.name] = s.canShrink
 	}
 	d.mu.Unlock()
 	decs, err := d.planner.Tune(ctx, j.spec, free, gramvm.HostCapacities(hosts), running, gramvm.TuneOptions{
-		MaxPerHost: d.opt.MaxMigrationsPerHost, MaxPerLink: d.opt.MaxMigrationsPerLink, InFlight: inFlight,
+		MaxPerHost: d.opt.MaxMigrationsPerHost, MaxPerLink: d.opt.MaxMigrationsPerLink, InFlight: d.tuner.InFlight(),
 		CanShrink: func(s string) bool { return shrinks[s] }})
 	if err != nil {
 		d.log.Warn().Err(err).Str("job", j.id()).Msg("bandwidth tuning")
@@ -97,30 +91,25 @@ func (d *Daemon) tune(ctx context.Context, j *liveJob, free map[string][]string,
 		d.log.WithLevel(lvl).Str("job", j.id()).Str("target", dec.Target).Str("action", dec.Action).Str("cluster", dec.Cluster).
 			Float64("gain_s", dec.GainSeconds).Float64("loss_s", dec.LossSeconds).Float64("migration_s", dec.MigrationSeconds).
 			Bool("accepted", dec.Accepted).Str("reason", dec.Reason).Msg("bandwidth tuning evaluated")
-		d.mu.Lock()
-		d.tuneSeq++
-		rec.Seq = d.tuneSeq
-		if i == 0 && dec.Accepted {
+		carried := i == 0 && dec.Accepted
+		var moves []tuning.Move
+		if carried {
 			rec.Started = now
 			scale := d.timeScale()
 			rec.Measured = &api.TuningMeasured{PredictedLossS: dec.LossSeconds * scale,
 				NewJobPredictedS: dec.NewJobSecondsBefore * scale, PredictedGainS: dec.GainSeconds * scale}
-			if t := d.jobs[dec.Target]; t != nil {
-				rec.Measured.TargetPredictedS = t.job.Record.Predicted
-			}
-		}
-		d.tuning = append(d.tuning, rec)
-		if len(d.tuning) > maxTuning {
-			d.tuning = slices.Delete(d.tuning, 0, len(d.tuning)-maxTuning)
-		}
-		if i == 0 && dec.Accepted {
-			d.tuningActive++
 			for _, m := range dec.Moves {
-				d.countMigrationLocked(m.Site, m.From, m.To, 1)
+				moves = append(moves, tuning.Move{From: m.From, To: m.To, LAN: gramvm.LANKey(m.Site)})
 			}
-			j.tuning = &tuningWait{seq: rec.Seq, hosts: freedHosts(dec)}
+		}
+		d.mu.Lock()
+		if t := d.jobs[dec.Target]; t != nil && carried {
+			rec.Measured.TargetPredictedS = t.job.Record.Predicted
+		}
+		seq := d.tuner.Add(rec, carried, moves)
+		if carried {
+			j.tuning = &tuningWait{seq: seq, hosts: freedHosts(dec)}
 			j.waiting = j.tuning.reason()
-			seq := rec.Seq
 			d.mu.Unlock()
 			d.goJob(func() { d.carryOut(ctx, j, dec, seq) })
 			started = true
@@ -238,21 +227,17 @@ func (d *Daemon) carryOut(ctx context.Context, j *liveJob, dec gramvm.TuningDeci
 		}
 	}
 	end := d.now()
-	d.mu.Lock()
-	d.tuningActive--
 	outcome := "carried out"
 	if len(errs) > 0 {
 		outcome = "failed: " + strings.Join(errs, "; ")
 	}
 	d.metrics.tuned(dec.Action, len(errs) > 0)
-	for i := range d.tuning {
-		if r := &d.tuning[i]; r.Seq == seq {
-			r.Outcome, r.Ended, r.Migrations, r.Resizes = outcome, end, migs, resizes
-			if len(migs) > 0 {
-				r.MigrationS = migrated.Sub(start).Seconds()
-			}
-		}
+	migrationS := 0.0
+	if len(migs) > 0 {
+		migrationS = migrated.Sub(start).Seconds()
 	}
+	d.tuner.Ended(seq, outcome, end, migs, resizes, migrationS)
+	d.mu.Lock()
 	// The job is planned at the next round, on what the tuning freed: not
 	// tuned again first, and the round is not skipped.
 	if j.tuning != nil && j.tuning.seq == seq {
@@ -266,19 +251,8 @@ func (d *Daemon) carryOut(ctx context.Context, j *liveJob, dec gramvm.TuningDeci
 	d.kick()
 }
 
-// countMigrationLocked adds n to the migrations in flight from and to the
-// hosts and on their site's LAN (the caps tuning keeps to); d.mu must be
-// held.
-func (d *Daemon) countMigrationLocked(site, from, to string, n int) {
-	for _, k := range []string{from, to, gramvm.LANKey(site)} {
-		if d.migrating[k] += n; d.migrating[k] <= 0 {
-			delete(d.migrating, k)
-		}
-	}
-}
-
-// migrate live-migrates a VM counted in flight (countMigrationLocked)
-// through its site's agent, and counts it out when it has ended.
+// migrate live-migrates a VM counted in flight (tuning.Book) through its
+// site's agent, and counts it out when it has ended.
 func (d *Daemon) migrate(ctx context.Context, site, vm, from, to string) (hp.Migration, error) {
 	var err error
 	var mig hp.Migration
@@ -287,40 +261,18 @@ func (d *Daemon) migrate(ctx context.Context, site, vm, from, to string) (hp.Mig
 	} else {
 		mig, err = s.agent.MigrateVM(ctx, vm, hp.MigrateRequest{Host: to})
 	}
-	d.mu.Lock()
-	d.countMigrationLocked(site, from, to, -1)
-	d.mu.Unlock()
+	d.tuner.MigrationEnded(tuning.Move{From: from, To: to, LAN: gramvm.LANKey(site)})
 	return mig, err
 }
 
-// tuningEndedLocked fills in the measured run times of the tuning records
+// tuningEnded fills in the measured run times of the tuning records
 // carried out with job j as their target or their new job, now that j has
 // ended: its run time from the start of its last attempt to its end.
-func (d *Daemon) tuningEndedLocked(j *liveJob) {
+func (d *Daemon) tuningEnded(j *liveJob) {
 	rec := j.job.Record
-	state := string(j.job.State)
 	measured := 0.0
 	if j.job.State == lifecycle.Done && !rec.Started.IsZero() && !rec.Finished.IsZero() {
 		measured = rec.Finished.Sub(rec.Started).Seconds()
 	}
-	for i := range d.tuning {
-		m := d.tuning[i].Measured
-		if m == nil {
-			continue
-		}
-		if d.tuning[i].Target == j.id() {
-			m.TargetState = state
-			if measured > 0 {
-				m.TargetMeasuredS = measured
-				m.TargetSlowdownS = measured - m.TargetPredictedS
-			}
-		}
-		if d.tuning[i].NewJobID == j.id() {
-			m.NewJobState = state
-			if measured > 0 {
-				m.NewJobMeasuredS = measured
-				m.NewJobGainS = m.NewJobPredictedS - measured
-			}
-		}
-	}
+	d.tuner.JobEnded(j.id(), string(j.job.State), measured)
 }

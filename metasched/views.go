@@ -215,22 +215,7 @@ func (d *Daemon) recentSwitches(ctx context.Context, final int) ([]api.SwitchVie
 }
 
 // Tuning lists the bandwidth tuning decisions, newest first.
-func (d *Daemon) Tuning() []api.TuningRecord {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	out := slices.Clone(d.tuning)
-	slices.Reverse(out)
-	for i := range out {
-		if m := out[i].Measured; m != nil {
-			c := *m // filled in later under the lock
-			out[i].Measured = &c
-		}
-	}
-	if out == nil {
-		out = []api.TuningRecord{}
-	}
-	return out
-}
+func (d *Daemon) Tuning() []api.TuningRecord { return d.tuner.Records() }
 
 // Links reports every link of the grid with its measurements.
 func (d *Daemon) Links() []api.Link { return wire.Links(d.planner.Links()) }
