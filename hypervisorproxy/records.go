@@ -267,28 +267,40 @@ func (l *recordLog) compact() error {
 	return nil
 }
 
-// write records vms, pools and epoch: the line of what changed since the
-// last write, appended (not yet durable: sync its number), or a
-// compaction when the journal is long (durable: number 0). The agent's
-// lock must be held.
-func (l *recordLog) write(vms map[string]vmEntry, pools map[string]string, epoch int64) (uint64, error) {
+// write records the agent's VMs, its hosts' pools and epoch: the line of
+// what changed since the last write, appended (not yet durable: sync its
+// number), or a compaction when the journal is long (durable: number 0).
+// It compares the agent's state with the record as last written entry by
+// entry, building nothing for what did not change (a change of one VM of
+// a site of many costs no copy of the others). The agent's lock must be
+// held.
+func (l *recordLog) write(vms map[string]*vm, hosts []*host, epoch int64) (uint64, error) {
 	var d recordDelta
-	for name, e := range vms {
-		if old, ok := l.vms[name]; !ok || !sameEntry(old, e) {
-			d.Put = append(d.Put, e)
+	for name, v := range vms {
+		if old, ok := l.vms[name]; !ok || !v.recorded(old) {
+			d.Put = append(d.Put, v.entry())
 		}
 	}
-	for name := range l.vms {
-		if _, ok := vms[name]; !ok {
-			d.Gone = append(d.Gone, name)
+	if len(l.vms) > len(vms)-len(d.Put) {
+		for name := range l.vms {
+			if _, ok := vms[name]; !ok {
+				d.Gone = append(d.Gone, name)
+			}
 		}
 	}
-	for h, p := range pools {
-		if l.pools[h] != p {
+	for _, h := range hosts {
+		if p, ok := l.pools[h.cfg.Name]; !ok || p != h.pool {
 			if d.Pools == nil {
 				d.Pools = map[string]string{}
 			}
-			d.Pools[h] = p
+			d.Pools[h.cfg.Name] = h.pool
+		}
+	}
+	if len(l.pools) > len(hosts) { // hosts the site file no longer has
+		for name := range l.pools {
+			if !slices.ContainsFunc(hosts, func(h *host) bool { return h.cfg.Name == name }) {
+				delete(l.pools, name)
+			}
 		}
 	}
 	if epoch != l.epoch {
@@ -297,11 +309,18 @@ func (l *recordLog) write(vms map[string]vmEntry, pools map[string]string, epoch
 	if d.Put == nil && d.Gone == nil && d.Pools == nil && d.LeaderEpoch == 0 {
 		return 0, nil
 	}
-	l.vms, l.pools, l.epoch = vms, pools, epoch
+	for _, e := range d.Put {
+		l.vms[e.Spec.Name] = e
+	}
+	for _, name := range d.Gone {
+		delete(l.vms, name)
+	}
+	maps.Copy(l.pools, d.Pools)
+	l.epoch = epoch
 	if l.dir == "" {
 		return 0, nil
 	}
-	if l.lines >= max(journalMin, len(vms)+len(pools)) {
+	if l.lines >= max(journalMin, len(l.vms)+len(l.pools)) {
 		return 0, l.compact()
 	}
 	slices.SortFunc(d.Put, func(a, b vmEntry) int { return strings.Compare(a.Spec.Name, b.Spec.Name) })
@@ -324,6 +343,21 @@ func (l *recordLog) write(vms map[string]vmEntry, pools map[string]string, epoch
 	}
 	l.lines++
 	return l.written.Add(1), nil
+}
+
+// entry is what the record keeps of v.
+func (v *vm) entry() vmEntry {
+	e := vmEntry{Spec: v.spec, Boot: v.boot.Seconds()}
+	if v.addr.IsValid() {
+		addr := v.addr
+		e.Address = &addr
+	}
+	return e
+}
+
+// recorded reports whether e records v as it is.
+func (v *vm) recorded(e vmEntry) bool {
+	return v.spec == e.Spec && v.boot.Seconds() == e.Boot && v.addr.IsValid() == (e.Address != nil) && (e.Address == nil || *e.Address == v.addr)
 }
 
 // sync makes the lines up to n durable, with those written since (one
@@ -358,10 +392,6 @@ func (l *recordLog) close() error {
 	return err
 }
 
-func sameEntry(a, b vmEntry) bool {
-	return a.Spec == b.Spec && a.Boot == b.Boot && (a.Address == nil) == (b.Address == nil) && (a.Address == nil || *a.Address == *b.Address)
-}
-
 // saveLocked records the agent's VMs, its hosts' pools and the leader
 // epoch (what changed since the last save) and returns the number to
 // sync; a.mu must be held. Call saveAndUnlock, or sync the number after
@@ -376,20 +406,7 @@ func (a *Agent) saveLocked() uint64 {
 
 // writeRecordLocked appends what changed to the record.
 func (a *Agent) writeRecordLocked() (uint64, error) {
-	vms := make(map[string]vmEntry, len(a.vms))
-	for _, v := range a.vms {
-		e := vmEntry{Spec: v.spec, Boot: v.boot.Seconds()}
-		if v.addr.IsValid() {
-			addr := v.addr
-			e.Address = &addr
-		}
-		vms[v.spec.Name] = e
-	}
-	pools := make(map[string]string, len(a.hosts))
-	for _, h := range a.hosts {
-		pools[h.cfg.Name] = h.pool
-	}
-	return a.records.write(vms, pools, a.epoch)
+	return a.records.write(a.vms, a.hosts, a.epoch)
 }
 
 // saveAndUnlock saves the record, unlocks a.mu and waits until the change

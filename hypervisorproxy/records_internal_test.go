@@ -2,11 +2,14 @@ package hypervisorproxy
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -49,7 +52,7 @@ func TestRecordJournal(t *testing.T) {
 	for i := range 500 {
 		vms[fmt.Sprint("vm-", i)] = entry(fmt.Sprint("vm-", i), "h0", 1)
 	}
-	if _, err := l.write(clone(vms), clone(pools), 0); err != nil {
+	if _, err := l.write(live(vms), hostsOf(pools), 0); err != nil {
 		t.Fatal(err)
 	}
 	// One more VM, one resized, one gone, a pool switched, a new epoch.
@@ -59,7 +62,7 @@ func TestRecordJournal(t *testing.T) {
 	delete(vms, "vm-9")
 	pools["h1"] = "render"
 	size := journalSize(t, dir)
-	if _, err := l.write(clone(vms), clone(pools), 3); err != nil {
+	if _, err := l.write(live(vms), hostsOf(pools), 3); err != nil {
 		t.Fatal(err)
 	}
 	line := readLines(t, dir)[1]
@@ -68,7 +71,7 @@ func TestRecordJournal(t *testing.T) {
 	if line != want || journalSize(t, dir)-size != int64(len(want)+1) {
 		t.Errorf("the line of the change: %s\nwant %s", line, want)
 	}
-	if n, err := l.write(clone(vms), clone(pools), 3); err != nil || n != 0 || len(readLines(t, dir)) != 2 {
+	if n, err := l.write(live(vms), hostsOf(pools), 3); err != nil || n != 0 || len(readLines(t, dir)) != 2 {
 		t.Errorf("a write with no change: %v, %d lines", err, len(readLines(t, dir)))
 	}
 
@@ -86,7 +89,7 @@ func TestRecordJournal(t *testing.T) {
 	}
 	for i := range 2000 {
 		vms[fmt.Sprint("vm-", i%500)] = entry(fmt.Sprint("vm-", i%500), "h1", 1+i%3)
-		if _, err := l.write(clone(vms), clone(pools), 3); err != nil {
+		if _, err := l.write(live(vms), hostsOf(pools), 3); err != nil {
 			t.Fatal(err)
 		}
 		if n := len(readLines(t, dir)); n > len(vms)+len(pools) {
@@ -115,10 +118,24 @@ func TestRecordJournal(t *testing.T) {
 	}
 }
 
-func clone[M ~map[K]V, K comparable, V any](m M) M {
-	out := make(M, len(m))
-	for k, v := range m {
-		out[k] = v
+// live is the agent's VMs that the entries record.
+func live(vms map[string]vmEntry) map[string]*vm {
+	out := make(map[string]*vm, len(vms))
+	for name, e := range vms {
+		v := &vm{spec: e.Spec, boot: time.Duration(e.Boot * float64(time.Second))}
+		if e.Address != nil {
+			v.addr = *e.Address
+		}
+		out[name] = v
+	}
+	return out
+}
+
+// hostsOf is the agent's hosts in the pools, in name order.
+func hostsOf(pools map[string]string) []*host {
+	var out []*host
+	for _, name := range slices.Sorted(maps.Keys(pools)) {
+		out = append(out, &host{cfg: SiteHost{Name: name}, pool: pools[name]})
 	}
 	return out
 }
@@ -173,7 +190,7 @@ func TestRecordGroupSync(t *testing.T) {
 	var ns []uint64
 	for i := range 3 {
 		vms[fmt.Sprint("vm-", i)] = entry(fmt.Sprint("vm-", i), "h0", 1)
-		n, err := l.write(clone(vms), clone(pools), 0)
+		n, err := l.write(live(vms), hostsOf(pools), 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -188,7 +205,7 @@ func TestRecordGroupSync(t *testing.T) {
 		t.Errorf("three lines synced in any order: %d fsyncs, want 1", l.syncs)
 	}
 	vms["late"] = entry("late", "h0", 1)
-	n, err := l.write(clone(vms), clone(pools), 0)
+	n, err := l.write(live(vms), hostsOf(pools), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +213,7 @@ func TestRecordGroupSync(t *testing.T) {
 		t.Errorf("a line written after the sync: %v, %d fsyncs, want 2", err, l.syncs)
 	}
 	vms["again"] = entry("again", "h0", 1)
-	if n, err = l.write(clone(vms), clone(pools), 0); err != nil {
+	if n, err = l.write(live(vms), hostsOf(pools), 0); err != nil {
 		t.Fatal(err)
 	}
 	if err := l.compact(); err != nil {
@@ -210,5 +227,33 @@ func TestRecordGroupSync(t *testing.T) {
 	}
 	if err := l.close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// BenchmarkRecordWrite: a change of one VM on a site of 50 hosts holding
+// 100 VMs, written to the journal (no fsync): the write compares the
+// agent's state with the record entry by entry.
+func BenchmarkRecordWrite(b *testing.B) {
+	_, l, err := openRecordLog(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	vms, pools := map[string]vmEntry{}, map[string]string{}
+	for i := range 50 {
+		pools[fmt.Sprint("h", i)] = "render"
+	}
+	for i := range 100 {
+		vms[fmt.Sprint("vm-", i)] = entry(fmt.Sprint("vm-", i), fmt.Sprint("h", i%50), 1)
+	}
+	agent, hosts := live(vms), hostsOf(pools)
+	if _, err := l.write(agent, hosts, 0); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		agent[fmt.Sprint("vm-", i%100)].spec.VCPUs = 1 + i%3
+		if _, err := l.write(agent, hosts, 0); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
