@@ -174,8 +174,10 @@ func checkSpec(s VMSpec) error {
 	if s.MaxVCPUs < s.VCPUs && s.VCPUs >= 1 {
 		bad("max_vcpus: must be >= vcpus (%d), not %d", s.VCPUs, s.MaxVCPUs)
 	}
-	if msg := CheckImageName(s.Image); s.Image != "" && msg != "" {
-		bad("image: %s", msg)
+	if s.Image != "" { // no image: nothing to name (and no message to format)
+		if msg := CheckImageName(s.Image); msg != "" {
+			bad("image: %s", msg)
+		}
 	}
 	if s.MaxMemoryMiB < s.MemoryMiB && s.MemoryMiB >= 1 {
 		bad("max_memory_mib: must be >= memory_mib (%d), not %d", s.MemoryMiB, s.MaxMemoryMiB)
