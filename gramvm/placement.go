@@ -80,10 +80,20 @@ func (s *Service) PlanAvailable(ctx context.Context, job *selection.Job, avail m
 	return pl, p.Load(), nil
 }
 
-// place plans the job by its placement on the hosts of avail, on the
-// service's grid as it is.
-func (s *Service) place(ctx context.Context, job *selection.Job, avail map[string][]HostFree, opt selection.Options) (Placement, error) {
-	return s.placeOn(ctx, job, avail, opt, nil)
+// placeFree is placeOn with every host of free free now. Hill climbing
+// plans on the lists as they are given: a plan costs no copy of the
+// grid's free hosts (thousands, at grid scale), which availableNow and
+// freeNow would make and unmake; the baselines take the lists as
+// available now.
+func (s *Service) placeFree(ctx context.Context, job *selection.Job, free map[string][]string, opt selection.Options, memo *Prepared) (Placement, error) {
+	if job == nil || job.PlacementOrDefault().Algorithm() != selection.HillClimb {
+		return s.placeOn(ctx, job, availableNow(free), opt, memo)
+	}
+	pg, err := s.graphOf(job, memo)
+	if err != nil {
+		return Placement{}, err
+	}
+	return s.placeClimb(ctx, pg, job, free, opt, memo)
 }
 
 // placeOn is place, reusing what memo (nil: nothing) holds: the graph of

@@ -66,7 +66,7 @@ func (p *Prepared) Load() Load { return p.load }
 
 // Plan is Service.PlanLoaded on the prepared grid.
 func (p *Prepared) Plan(ctx context.Context, job *selection.Job, free map[string][]string, opt selection.Options) (Placement, error) {
-	return p.base.placeOn(ctx, job, availableNow(free), opt, p)
+	return p.base.placeFree(ctx, job, free, opt, p)
 }
 
 // PlanAvailable is Service.PlanAvailable on the prepared grid.

@@ -172,7 +172,7 @@ type Placement struct {
 // result (Plan.Feasible false), not an error; so is a forced master's
 // cluster without a free host now.
 func (s *Service) Plan(ctx context.Context, job *selection.Job, free map[string][]string, opt selection.Options) (Placement, error) {
-	return s.place(ctx, job, availableNow(free), opt)
+	return s.placeFree(ctx, job, free, opt, nil)
 }
 
 // placeClimb plans a job by hill climbing on the hosts free now, with its
