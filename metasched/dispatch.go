@@ -6,6 +6,7 @@ import (
 	"hash/fnv"
 	"iter"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -78,12 +79,21 @@ func (d *Daemon) dispatch(ctx context.Context) {
 // queues' changes; and the time, in steps of fullRoundEvery.
 func (d *Daemon) roundKeyLocked() uint64 {
 	h := fnv.New64a()
+	b := make([]byte, 0, 128)
 	for _, name := range d.order {
 		g := d.hosts[name]
 		r := d.promised.on(name)
-		fmt.Fprintf(h, "%s|%s|%t|%d|%d\n", name, g.rec.Pool, g.serving(), g.inv.FreeVCPUs-r.vcpus, g.inv.FreeMemoryMiB-r.mem)
+		// NAME|POOL|SERVING|VCPUS|MIB, appended by hand: a host costs no
+		// formatting (this runs over every host at every tick).
+		b = append(append(append(append(b[:0], name...), '|'), g.rec.Pool...), '|')
+		b = strconv.AppendBool(b, g.serving())
+		b = strconv.AppendInt(append(b, '|'), int64(g.inv.FreeVCPUs-r.vcpus), 10)
+		b = strconv.AppendInt(append(b, '|'), int64(g.inv.FreeMemoryMiB-r.mem), 10)
+		h.Write(append(b, '\n'))
 	}
-	fmt.Fprintf(h, "q%d|t%d", d.index.queueGen, d.now().UnixNano()/int64(fullRoundEvery))
+	b = strconv.AppendUint(append(b[:0], 'q'), d.index.queueGen, 10)
+	b = strconv.AppendInt(append(b, "|t"...), d.now().UnixNano()/int64(fullRoundEvery), 10)
+	h.Write(b)
 	return h.Sum64()
 }
 

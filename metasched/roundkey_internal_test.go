@@ -1,0 +1,57 @@
+package metasched
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/jonboulle/clockwork"
+
+	hp "github.com/metasched/metasched/hypervisorproxy"
+)
+
+// keyDaemon is a daemon's hosts alone: n hosts in pool render, serving,
+// with a VM's room taken on every third.
+func keyDaemon(n int) *Daemon {
+	d := &Daemon{hosts: map[string]*gridHost{}, promised: newReservations(), index: newJobIndex()}
+	d.clock = clockwork.NewFakeClock()
+	for i := range n {
+		name := fmt.Sprintf("c%d-%d", i/34, i%34)
+		h := &gridHost{name: name, rec: hostRecord{Site: fmt.Sprintf("c%d", i/34), Pool: "render"}, reachable: true,
+			inv: hp.Host{Name: name, State: hp.HostReady, CPUs: 8, MemoryMiB: 16384, FreeVCPUs: 8 - i%3, FreeMemoryMiB: 16384}}
+		d.hosts[name] = h
+		d.order = append(d.order, name)
+	}
+	return d
+}
+
+// The round's key follows what a round depends on: a host's free
+// capacity, its pool, whether it serves, the queues.
+func TestRoundKey(t *testing.T) {
+	d := keyDaemon(100)
+	k := d.roundKeyLocked()
+	if d.roundKeyLocked() != k {
+		t.Fatal("the key of the same hosts changed")
+	}
+	for _, change := range []func(){
+		func() { d.hosts["c1-3"].inv.FreeVCPUs-- },
+		func() { d.hosts["c2-0"].rec.Pool = "sim" },
+		func() { d.hosts["c0-7"].reachable = false },
+		func() { d.index.queueGen++ },
+	} {
+		change()
+		if n := d.roundKeyLocked(); n == k {
+			t.Error("a change left the key as it was")
+		} else {
+			k = n
+		}
+	}
+}
+
+// BenchmarkRoundKey: the key of a round over 5,000 hosts.
+func BenchmarkRoundKey(b *testing.B) {
+	d := keyDaemon(5000)
+	b.ReportAllocs()
+	for b.Loop() {
+		d.roundKeyLocked()
+	}
+}
