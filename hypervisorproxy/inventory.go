@@ -8,7 +8,11 @@ import (
 )
 
 // hostLocked builds the API view of a host. a.mu must be held.
-func (a *Agent) hostLocked(st hostState) Host {
+func (a *Agent) hostLocked(st hostState) Host { return a.hostOf(st, a.vmsOnLocked(st.h.cfg.Name)) }
+
+// hostOf is hostLocked with the managed VMs that take room on the host
+// (vmsOnLocked). a.mu must be held.
+func (a *Agent) hostOf(st hostState, on []*vm) Host {
 	h := st.h
 	out := Host{Name: h.cfg.Name, URI: h.cfg.URI, Pool: h.pool, State: HostReady, VMs: []VM{},
 		Model: h.node.Model, CPUs: h.node.CPUs, MemoryMiB: h.node.MemoryMiB,
@@ -29,14 +33,14 @@ func (a *Agent) hostLocked(st hostState) Host {
 				VCPUs: d.VCPUs, MaxVCPUs: d.MaxVCPUs, MemoryMiB: d.MemoryMiB, MaxMemoryMiB: d.MaxMemoryMiB, CPUQuota: d.CPUQuota})
 		}
 	}
-	for _, v := range a.vms {
+	for _, v := range on {
 		if v.spec.Host != h.cfg.Name {
-			continue
+			continue // migrating to it: listed on its source
 		}
 		out.VMs = append(out.VMs, a.vmLocked(v, live))
 	}
 	slices.SortFunc(out.VMs, func(x, y VM) int { return strings.Compare(x.Name, y.Name) })
-	out.FreeVCPUs, out.FreeMemoryMiB = a.freeLocked(st)
+	out.FreeVCPUs, out.FreeMemoryMiB = a.freeOf(st, on)
 	return out
 }
 
@@ -66,8 +70,9 @@ func (a *Agent) Inventory(ctx context.Context) (Inventory, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	inv := Inventory{Site: a.site.Site, At: a.now().UTC(), Hosts: make([]Host, len(sts))}
+	on := a.vmsByHostLocked() // one pass over the VMs, not one per host
 	for i, st := range sts {
-		inv.Hosts[i] = a.hostLocked(st)
+		inv.Hosts[i] = a.hostOf(st, on[st.h.cfg.Name])
 	}
 	return inv, ctx.Err()
 }

@@ -6,16 +6,13 @@ import (
 	"strings"
 )
 
-// usageLocked is what a host's VMs take: the managed VMs of the record
-// (a VM being migrated counts on both hosts) and the running domains the
-// agent does not manage. a.mu must be held.
-func (a *Agent) usageLocked(st hostState) (vcpus, mib int) {
-	name := st.h.cfg.Name
-	for _, v := range a.vms {
-		if v.spec.Host == name || v.moving == name {
-			vcpus += v.spec.VCPUs
-			mib += v.spec.MemoryMiB
-		}
+// usageOf is what a host's VMs take: the managed VMs that take room on it
+// (on, from vmsOnLocked: a VM being migrated counts on both hosts) and the
+// running domains the agent does not manage. a.mu must be held.
+func (a *Agent) usageOf(st hostState, on []*vm) (vcpus, mib int) {
+	for _, v := range on {
+		vcpus += v.spec.VCPUs
+		mib += v.spec.MemoryMiB
 	}
 	for _, d := range st.doms {
 		if _, ok := a.vms[d.Name]; ok || (d.State != StateRunning && d.State != StatePaused) {
@@ -27,16 +24,48 @@ func (a *Agent) usageLocked(st hostState) (vcpus, mib int) {
 	return vcpus, mib
 }
 
-// freeLocked is what a host has left: its CPUs and memory less usageLocked.
+// vmsOnLocked lists the managed VMs that take room on the host: those on
+// it, and those migrating to it. a.mu must be held.
+func (a *Agent) vmsOnLocked(host string) []*vm {
+	var out []*vm
+	for _, v := range a.vms {
+		if v.spec.Host == host || v.moving == host {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// vmsByHostLocked is vmsOnLocked for every host at once, in one pass over
+// the VMs. a.mu must be held.
+func (a *Agent) vmsByHostLocked() map[string][]*vm {
+	out := make(map[string][]*vm, len(a.hosts))
+	for _, v := range a.vms {
+		out[v.spec.Host] = append(out[v.spec.Host], v)
+		if v.moving != "" && v.moving != v.spec.Host {
+			out[v.moving] = append(out[v.moving], v)
+		}
+	}
+	return out
+}
+
+// freeLocked is what a host has left: its CPUs and memory less usageOf.
 // a.mu must be held.
 func (a *Agent) freeLocked(st hostState) (vcpus, mib int) {
-	usedC, usedM := a.usageLocked(st)
+	return a.freeOf(st, a.vmsOnLocked(st.h.cfg.Name))
+}
+
+// freeOf is freeLocked with the managed VMs that take room on the host
+// given. a.mu must be held.
+func (a *Agent) freeOf(st hostState, on []*vm) (vcpus, mib int) {
+	usedC, usedM := a.usageOf(st, on)
 	return st.h.node.CPUs - usedC, st.h.node.MemoryMiB - usedM
 }
 
 // placeLocked picks the host of a new VM among sts. a.mu must be held.
 func (a *Agent) placeLocked(spec VMSpec, sts []hostState) (hostState, error) {
 	var best hostState
+	var on map[string][]*vm
 	bestFree := -1
 	var why []string
 	for _, st := range sts {
@@ -61,7 +90,10 @@ func (a *Agent) placeLocked(spec VMSpec, sts []hostState) (hostState, error) {
 			}
 			continue
 		}
-		freeC, freeM := a.freeLocked(st)
+		if on == nil {
+			on = a.vmsByHostLocked() // one pass over the VMs for all the hosts
+		}
+		freeC, freeM := a.freeOf(st, on[h.cfg.Name])
 		if spec.VCPUs > freeC || spec.MemoryMiB > freeM {
 			why = append(why, fmt.Sprintf("%s has %d vcpus and %d MiB free", h.cfg.Name, freeC, freeM))
 			continue
