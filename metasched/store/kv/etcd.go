@@ -32,14 +32,20 @@ import (
 // them) are one range of etcd keys in the same byte order, and a bucket's
 // whole content (its nested buckets' too) is the range of its prefix.
 //
-// Transactions. A transaction reads at one revision of the cluster (the
-// revision of its first read) and keeps its writes to itself. A write
-// transaction commits them in one etcd transaction on the condition that
-// nothing it read changed since that revision: every key it read has the
-// same modification revision, and no key in a range its cursors walked was
-// written after it. If something did, the function runs again on a newer
-// revision (at most MaxRetries times). This is optimistic concurrency
-// control: serializable, as bbolt's one writer is.
+// Transactions. A read transaction reads at one revision of the cluster
+// (the revision of its first read). A write transaction reads a key from
+// the engine's cache of keys when it is there (etcdcache.go: the keys this
+// process's write transactions read and wrote, as it last knew them), from
+// etcd at one revision otherwise, and keeps its writes to itself. It
+// commits them in one etcd transaction on the condition that nothing it
+// read changed: every key it read has the modification revision it saw,
+// and no key in a range its cursors walked was written after the revision
+// it read the range at. If something did, the function runs again, on
+// etcd's state and not the cache's (at most MaxRetries times). This is
+// optimistic concurrency control: serializable, as bbolt's one writer is.
+// A write transaction that commits nothing checks its keys read from the
+// cache the same way before it returns (etcdTx.check), so what it returns
+// was etcd's state at one moment, as a commit's is.
 //
 // Fencing. Guard, when set, adds its conditions to every write: a daemon
 // that writes only while it leads passes the condition that its
@@ -63,11 +69,18 @@ type Etcd struct {
 	// MaxTxnOps and MaxTxnBytes bound a group commit's transaction (0:
 	// DefaultMaxTxnOps, DefaultMaxTxnBytes).
 	MaxTxnOps, MaxTxnBytes int
+	// CacheKeys and CacheBytes bound the cache of keys of the write
+	// transactions (0: DefaultCacheKeys, DefaultCacheBytes; either
+	// negative: no cache).
+	CacheKeys, CacheBytes int
 
 	// mu runs this process's writes one at a time, as bbolt's one
 	// writer: they never conflict with each other, only with another
-	// process's (retried).
-	mu sync.Mutex
+	// process's (retried). It guards the cache, which only write
+	// transactions use: the read transactions, which run beside them,
+	// never touch it.
+	mu    sync.Mutex
+	cache keyCache
 	// bmu guards Batch's queue: the calls waiting, and whether a caller
 	// is committing them (running).
 	bmu     sync.Mutex
@@ -177,19 +190,33 @@ func (e *Etcd) update(ctx context.Context, fn func(Tx) error) error {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.cache.init(e.CacheKeys, e.CacheBytes)
 	wait := time.Millisecond
+	uncached := false
 	for range most {
-		t := &etcdTx{e: e, ctx: ctx, writable: true, writes: map[string]*write{}}
-		err := fn(t.root())
+		t := &etcdTx{e: e, ctx: ctx, writable: true, uncached: uncached, writes: map[string]*write{}}
+		failed := fn(t.root())
 		if t.err != nil {
 			return t.err // a read failed: what fn made of it does not count
+		}
+		var ok bool
+		var err error
+		if failed == nil {
+			ok, err = t.commit()
+		} else {
+			// fn's error stands if what it read was etcd's: it may have
+			// read a key from the cache that another process changed.
+			ok, err = t.check()
+		}
+		if errors.Is(err, errUnchecked) {
+			uncached = true
+			continue
 		}
 		if err != nil {
 			return err
 		}
-		ok, err := t.commit()
-		if err != nil || ok {
-			return err
+		if ok {
+			return failed
 		}
 		select { // another writer was first: run again on what it wrote
 		case <-ctx.Done():
@@ -273,10 +300,12 @@ func (e *Etcd) commitBatch(ctx context.Context, calls []*batchCall) (int, []erro
 	most := cmp.Or(e.MaxRetries, 100)
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.cache.init(e.CacheKeys, e.CacheBytes)
 	errs := make([]error, len(calls))
 	wait := time.Millisecond
+	uncached := false
 	for range most {
-		t := &etcdTx{e: e, ctx: ctx, writable: true, writes: map[string]*write{}}
+		t := &etcdTx{e: e, ctx: ctx, writable: true, uncached: uncached, writes: map[string]*write{}}
 		n := 0
 		for n < len(calls) {
 			undo := t.mark()
@@ -285,15 +314,22 @@ func (e *Etcd) commitBatch(ctx context.Context, calls []*batchCall) (int, []erro
 				return n + 1, fill(errs[:n+1], t.err)
 			}
 			if n > 0 && !t.fits(maxOps, maxBytes) {
-				undo()
+				undo(true)
 				break // the next transaction's
 			}
 			if errs[n] = err; err != nil {
-				undo()
+				// Its writes go; what it read stays among the
+				// conditions, so that its error stands only if what it
+				// read (some from the cache, maybe) was etcd's.
+				undo(false)
 			}
 			n++
 		}
 		ok, err := t.commit()
+		if errors.Is(err, errUnchecked) {
+			uncached = true
+			continue
+		}
 		if err != nil {
 			return n, fill(errs[:n], err)
 		}
@@ -317,12 +353,15 @@ func fill(errs []error, err error) []error {
 	return errs
 }
 
-// mark notes the transaction's state; undo returns it there (the writes,
-// drops and reads of what ran since).
-func (t *etcdTx) mark() (undo func()) {
+// mark notes the transaction's state; undo returns it there: the writes
+// and drops of what ran since, and with all its reads too.
+func (t *etcdTx) mark() (undo func(all bool)) {
 	writes, dropped, reads, ranges := maps.Clone(t.writes), len(t.dropped), maps.Clone(t.reads), len(t.ranges)
-	return func() {
-		t.writes, t.dropped, t.reads, t.ranges = writes, t.dropped[:dropped], reads, t.ranges[:ranges]
+	return func(all bool) {
+		t.writes, t.dropped = writes, t.dropped[:dropped]
+		if all {
+			t.reads, t.ranges = reads, t.ranges[:ranges]
+		}
 	}
 }
 
@@ -350,7 +389,20 @@ type etcdTx struct {
 	e        *Etcd
 	ctx      context.Context
 	writable bool
-	rev      int64 // the revision it reads at (0: not yet read)
+	// rev is the revision it reads etcd at: that of its first read from
+	// etcd (0: none yet). A key from the cache has no revision of its
+	// own to agree with it: it is etcd's at some revision up to the
+	// latest, and the commit's condition on its modification revision
+	// checks it as it does a key read at rev. The ranges, read from etcd
+	// only, are read at rev and checked against it. So a write
+	// transaction whose keys all came from the cache and that walked no
+	// range has no rev, and needs none.
+	rev int64
+	// cached: it read a key from the cache; uncached: it reads none from
+	// it (a run after one that could not be checked: etcdTx.check).
+	cached, uncached bool
+	// keysRead counts the keys it asked etcd for (tests).
+	keysRead int
 	// reads are the keys read, with the modification revision seen (0:
 	// absent), for a write's conditions.
 	reads map[string]int64
@@ -361,13 +413,13 @@ type etcdTx struct {
 	writes  map[string]*write
 	dropped []string
 	err     error // the first error of a write (refused later at commit)
-	// seen are the keys read from etcd, at rev: a key read again (by a
-	// later function of a group commit, often) is not asked for again.
+	// seen are the keys read, from etcd at rev or from the cache: a key
+	// read again (by a later function of a group commit, often) is read
+	// as it was the first time.
 	seen map[string]seenKey
 }
 
-// seenKey is a key as etcd had it at the transaction's revision (val nil:
-// absent).
+// seenKey is a key as etcd had it at a revision (val nil: absent).
 type seenKey struct {
 	val []byte
 	mod int64
@@ -387,11 +439,21 @@ func (t *etcdTx) get(key string) ([]byte, error) {
 		return nil, nil
 	}
 	k, ok := t.seen[key]
+	if !ok && t.writable && !t.uncached {
+		if k, ok = t.e.cache.get(key); ok {
+			t.cached = true
+			if t.seen == nil {
+				t.seen = map[string]seenKey{}
+			}
+			t.seen[key] = k
+		}
+	}
 	if !ok {
 		resp, err := t.read(key)
 		if err != nil {
 			return nil, fmt.Errorf("etcd get: %w", err)
 		}
+		t.keysRead++
 		if t.rev == 0 {
 			t.rev = resp.Header.Revision
 		}
@@ -472,12 +534,10 @@ func (t *etcdTx) drop(prefix string) error {
 	return nil
 }
 
-// commit writes the transaction if nothing it read changed: false when
-// something did (run it again).
-func (t *etcdTx) commit() (bool, error) {
-	if len(t.writes) == 0 && len(t.dropped) == 0 {
-		return true, nil
-	}
+// conds are the conditions that nothing the transaction read changed:
+// every key it read has the modification revision it saw, no key in a
+// range it walked was written after rev.
+func (t *etcdTx) conds() []clientv3.Cmp {
 	var cmps []clientv3.Cmp
 	for k, mod := range t.reads {
 		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(k), "=", mod))
@@ -487,6 +547,17 @@ func (t *etcdTx) commit() (bool, error) {
 			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(r[0]).WithRange(r[1]), "<", t.rev+1))
 		}
 	}
+	return cmps
+}
+
+// commit writes the transaction if nothing it read changed: false when
+// something did (run it again). A transaction that writes nothing is
+// checked instead (check).
+func (t *etcdTx) commit() (bool, error) {
+	if len(t.writes) == 0 && len(t.dropped) == 0 {
+		return t.check()
+	}
+	cmps := t.conds()
 	var guard []clientv3.Cmp
 	if t.e.Guard != nil {
 		guard = t.e.Guard()
@@ -510,12 +581,20 @@ func (t *etcdTx) commit() (bool, error) {
 	}
 	resp, err := t.e.Client.Txn(t.ctx).If(cmps...).Then(ops...).Commit()
 	if err != nil {
+		// It may have landed or not: the cache cannot tell its keys.
+		t.e.cache.clear()
 		return false, fmt.Errorf("etcd commit: %w", err)
 	}
 	if resp.Succeeded {
 		t.e.commits.Add(1)
+		t.remember(resp.Header.Revision)
 		return true, nil
 	}
+	// Another process wrote under the prefix (or took the lead): any
+	// key the cache knows may have changed with those this transaction
+	// read, and the next run reads every key from etcd, at one revision,
+	// as without the cache, so that the cache never makes it fail again.
+	t.e.cache.clear()
 	if len(guard) > 0 {
 		g, err := t.e.Client.Txn(t.ctx).If(guard...).Commit()
 		if err != nil {
@@ -526,6 +605,67 @@ func (t *etcdTx) commit() (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// errUnchecked: a transaction that commits nothing read keys from the
+// cache, and its conditions are more than etcd lets a transaction hold:
+// it runs again, reading etcd only.
+var errUnchecked = errors.New("too many conditions to check")
+
+// check confirms, for a write transaction that commits nothing, that the
+// keys it read from the cache are etcd's (with every other key it read and
+// the ranges it walked, so that all it saw was etcd's at one moment), in
+// an etcd transaction of its conditions alone; with a read of one key in
+// it, so that etcd answers it as a linearizable read (one with nothing
+// but conditions may be answered from a member's own state, which may be
+// behind). False: something changed (run it again). A transaction that
+// read nothing from the cache read etcd at one revision, and needs no
+// check.
+func (t *etcdTx) check() (bool, error) {
+	if t.cached {
+		cmps := t.conds()
+		if len(cmps) > cmp.Or(t.e.MaxTxnOps, DefaultMaxTxnOps) {
+			return false, errUnchecked
+		}
+		// The read: of the root's sequence, whose name is never empty
+		// (the prefix may be); whether it exists does not matter.
+		read := clientv3.OpGet(t.e.Prefix+"s", clientv3.WithCountOnly())
+		resp, err := t.e.Client.Txn(t.ctx).If(cmps...).Then(read).Commit()
+		if err != nil {
+			return false, fmt.Errorf("etcd check: %w", err)
+		}
+		if !resp.Succeeded {
+			t.e.cache.clear() // as after a failed commit
+			return false, nil
+		}
+	}
+	t.remember(0)
+	return true, nil
+}
+
+// remember puts in the cache what a transaction that committed at
+// revision rev (0: that committed nothing, was checked) knows of etcd's
+// keys: those it read, as it saw them (its conditions held them
+// unchanged), then what it committed, as it is at rev: its drops (every
+// key under a dropped prefix absent) and its writes.
+func (t *etcdTx) remember(rev int64) {
+	c := &t.e.cache
+	for k := range t.reads {
+		c.put(k, t.seen[k])
+	}
+	if rev == 0 {
+		return
+	}
+	for _, p := range t.dropped {
+		c.drop(p)
+	}
+	for k, w := range t.writes {
+		if w.val == nil {
+			c.put(k, seenKey{})
+		} else {
+			c.put(k, seenKey{val: slices.Clip(w.val), mod: rev})
+		}
+	}
 }
 
 // etcdRoot is the transaction's top level: the root bucket's nested

@@ -32,7 +32,8 @@ func TestEtcd(t *testing.T) {
 // nothing.
 func TestEtcdReadFails(t *testing.T) {
 	c := etcdtest.Start(t, 1)
-	db := &kv.Etcd{Client: c.Client(t), Prefix: "/readfails/"}
+	cl := c.Client(t)
+	db := &kv.Etcd{Client: cl, Prefix: "/readfails/"}
 	if err := db.Update(context.Background(), func(tx kv.Tx) error {
 		b, err := tx.CreateBucket([]byte("b"))
 		if err != nil {
@@ -44,9 +45,12 @@ func TestEtcdReadFails(t *testing.T) {
 	}
 	for _, write := range []bool{false, true} {
 		ctx, cancel := context.WithCancel(context.Background())
-		run := db.View
+		// An engine of its own, whose cache is empty: its write
+		// transaction reads etcd too.
+		fresh := &kv.Etcd{Client: cl, Prefix: "/readfails/"}
+		run := fresh.View
 		if write {
-			run = db.Update
+			run = fresh.Update
 		}
 		err := run(ctx, func(tx kv.Tx) error {
 			cancel()
