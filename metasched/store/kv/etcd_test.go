@@ -216,20 +216,7 @@ func TestEtcdCursorReadsPages(t *testing.T) {
 	c := etcdtest.Start(t, 1)
 	db := &kv.Etcd{Client: c.Client(t), Prefix: "/pages/", Page: 5}
 	ctx := context.Background()
-	if err := db.Update(ctx, func(tx kv.Tx) error {
-		b, err := tx.CreateBucket([]byte("b"))
-		if err != nil {
-			return err
-		}
-		for i := range 20 {
-			if err := b.Put(fmt.Appendf(nil, "k%02d", i), []byte("v")); err != nil {
-				return err
-			}
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	fillBucket(t, db, 20)
 	for _, back := range []bool{false, true} {
 		if err := db.Update(ctx, func(tx kv.Tx) error {
 			b := tx.Bucket([]byte("b"))
@@ -258,5 +245,24 @@ func TestEtcdCursorReadsPages(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// fillBucket makes bucket b of db with n keys k00, k01, ... valued v.
+func fillBucket(t *testing.T, db *kv.Etcd, n int) {
+	t.Helper()
+	if err := db.Update(context.Background(), func(tx kv.Tx) error {
+		b, err := tx.CreateBucket([]byte("b"))
+		if err != nil {
+			return err
+		}
+		for i := range n {
+			if err := b.Put(fmt.Appendf(nil, "k%02d", i), []byte("v")); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 }

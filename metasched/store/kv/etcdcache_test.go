@@ -364,20 +364,7 @@ func TestEtcdCacheUnchecked(t *testing.T) {
 	c := etcdtest.Start(t, 1)
 	db := &kv.Etcd{Client: c.Client(t), Prefix: "/unchecked/", MaxTxnOps: 10}
 	ctx := context.Background()
-	if err := db.Update(ctx, func(tx kv.Tx) error {
-		b, err := tx.CreateBucket([]byte("b"))
-		if err != nil {
-			return err
-		}
-		for i := range 20 {
-			if err := b.Put(fmt.Appendf(nil, "k%02d", i), []byte("v")); err != nil {
-				return err
-			}
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	fillBucket(t, db, 20)
 	var read []int
 	if err := db.Update(ctx, func(tx kv.Tx) error {
 		b := tx.Bucket([]byte("b"))
