@@ -81,7 +81,7 @@ func (p *Prepared) shapeKey(job *selection.Job, opt selection.Options, counts []
 	b = append(b, job.Type...)
 	b = append(b, '|')
 	b = append(b, job.Shape()...)
-	for _, x := range append([]int{opt.Master, opt.Restarts}, counts...) {
+	for _, x := range append([]int{opt.Master, opt.Restarts, opt.ExcludedReasons}, counts...) {
 		b = append(b, '|')
 		b = strconv.AppendInt(b, int64(x), 10)
 	}

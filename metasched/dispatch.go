@@ -287,7 +287,9 @@ func (p *roundPlanner) Plan(dj *dispatch.Job, free map[string][]string) dispatch
 	}
 	d.mu.Unlock()
 	start, reused := time.Now(), p.loaded.Reused // the plan's compute time, on the wall clock whatever the daemon's clock
-	pl, err := p.loaded.Plan(p.ctx, dj.Spec, free, selection.Options{Master: -1})
+	// The job's record keeps the first clusters left out (claim): those
+	// alone are explained.
+	pl, err := p.loaded.Plan(p.ctx, dj.Spec, free, selection.Options{Master: -1, ExcludedReasons: recordExcluded})
 	d.metrics.plan.Observe(time.Since(start).Seconds())
 	if p.loaded.Reused > reused {
 		d.metrics.plans.WithLabelValues("reused").Inc()

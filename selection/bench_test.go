@@ -66,7 +66,7 @@ func BenchmarkExhaustive16(b *testing.B) {
 // clusters of 20 to 50 machines of 8 cores, of 1 to 4 Gops/s, uplinks of
 // 100 to 160 Mbit/s, along a chain of links of 200 to 240 Mbit/s with a
 // 20 Mbit/s link every tenth.
-func scaleGrid(b *testing.B, hosts int) *graph.Graph {
+func scaleGrid(b testing.TB, hosts int) *graph.Graph {
 	b.Helper()
 	rng := rand.New(rand.NewPCG(1, 0x5ca1e))
 	var grid graph.Grid
@@ -96,11 +96,17 @@ func scaleGrid(b *testing.B, hosts int) *graph.Graph {
 // BenchmarkHillClimbScale: the plans of the scale experiment's jobs (1 to
 // 8 tasks of 1 Gop and 1 MB, one vCPU) on its grid of 5,000 hosts (147
 // clusters), every machine free: one search per task count.
-// With scratch, the planners share one Scratch, as a dispatch round's do.
+// With scratch, the planners share one Scratch, as a dispatch round's do;
+// with reasons=8 a plan explains its first 8 clusters left out, as the
+// dispatch asks (Options.ExcludedReasons), not all 146.
 func BenchmarkHillClimbScale(b *testing.B) {
 	g := scaleGrid(b, 5000)
-	for _, scratch := range []bool{false, true} {
-		b.Run(fmt.Sprintf("scratch=%t", scratch), func(b *testing.B) {
+	for _, c := range []struct {
+		scratch bool
+		reasons int
+	}{{false, 0}, {true, 0}, {true, 8}} {
+		scratch := c.scratch
+		b.Run(fmt.Sprintf("scratch=%t/reasons=%d", scratch, c.reasons), func(b *testing.B) {
 			var sc *Scratch
 			if scratch {
 				sc = &Scratch{}
@@ -114,7 +120,7 @@ func BenchmarkHillClimbScale(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					p, err := pl.HillClimb(context.Background(), Options{Master: -1})
+					p, err := pl.HillClimb(context.Background(), Options{Master: -1, ExcludedReasons: c.reasons})
 					if err != nil {
 						b.Fatal(err)
 					}

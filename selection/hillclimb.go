@@ -547,7 +547,9 @@ func (pl *Planner) HillClimb(ctx context.Context, o Options) (Plan, error) {
 	if best == nil {
 		p = pl.infeasible(HillClimb, pl.noWorkerReason())
 	} else {
+		pl.excludedReasons = o.ExcludedReasons
 		p = pl.plan(HillClimb, best)
+		pl.excludedReasons = 0
 	}
 	p.Zones = pl.g.ZoneNames(zones)
 	p.MasterForced = o.Master >= 0

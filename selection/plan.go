@@ -180,12 +180,17 @@ func (pl *Planner) plan(alg Algorithm, c *candidate) Plan {
 	}
 	for k := range pl.n {
 		i, ok := in[k]
+		if pl.why[k] == "" && ok && (k == c.m || n[i] > 0) {
+			continue // in the plan
+		}
+		if pl.excludedReasons > 0 && len(p.Excluded) >= pl.excludedReasons {
+			p.ExcludedMore++ // left out, its reason not worked out (Options.ExcludedReasons)
+			continue
+		}
 		var reason string
 		switch {
 		case pl.why[k] != "":
 			reason = pl.why[k]
-		case ok && (k == c.m || n[i] > 0):
-			continue
 		case ok && ps[i].n == 0:
 			reason = "in the set, but " + pl.zeroReason(c.m, ps[i])
 		case ok:

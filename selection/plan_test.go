@@ -325,3 +325,33 @@ func TestTrimExcluded(t *testing.T) {
 		t.Fatalf("trim to 1 of 2 (1 more): %+v", p)
 	}
 }
+
+// TestExcludedReasons: a plan that explains only its first clusters left
+// out is the plan that explains them all, trimmed: the same clusters,
+// run time and machines, the same first reasons, the others counted.
+func TestExcludedReasons(t *testing.T) {
+	g := scaleGrid(t, 1000)
+	for tasks := 1; tasks <= 8; tasks++ {
+		job := &Job{Name: "j", Type: "a", Tasks: tasks, TaskOps: 1e9, TaskBytes: 1e6, Efficiency: DefaultEfficiency, VM: VM{VCPUs: 1, MemoryMiB: 1024}}
+		plan := func(o Options) Plan {
+			pl, err := NewPlanner(Problem{Graph: g, Job: job})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := pl.HillClimb(context.Background(), o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return p
+		}
+		all := plan(Options{Master: -1})
+		few := plan(Options{Master: -1, ExcludedReasons: 8})
+		if len(all.Excluded) <= 8 {
+			t.Fatalf("%d tasks: %d clusters left out, the test wants more than 8", tasks, len(all.Excluded))
+		}
+		all.TrimExcluded(8)
+		if diff := cmp.Diff(all, few); diff != "" {
+			t.Errorf("%d tasks: the plan explaining 8 clusters left out (-all trimmed +8):\n%s", tasks, diff)
+		}
+	}
+}

@@ -70,6 +70,9 @@ type Planner struct {
 	free []int
 	// why[c] says why cluster c cannot take part ("" when it can).
 	why []string
+	// excludedReasons is the Options.ExcludedReasons of the plan being
+	// written (0: every cluster left out explained).
+	excludedReasons int
 	// cand lists the clusters that can take part, in grid order.
 	cand []int
 	// Per cluster: perf, weight w = free·perf, uplink and LAN in bytes/s,
