@@ -18,8 +18,8 @@ import (
 	"github.com/metasched/metasched/hypervisorproxy/image"
 	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/calibration"
+	"github.com/metasched/metasched/metasched/capacity"
 	"github.com/metasched/metasched/metasched/executor"
-	"github.com/metasched/metasched/metasched/lifecycle"
 	"github.com/metasched/metasched/selection"
 )
 
@@ -228,7 +228,7 @@ func (d *Daemon) calibrateRound(ctx context.Context) {
 		vms[i] = calVM{site: d.site(v.Site), spec: hp.VMSpec{Name: v.Name, Host: v.Host, Pool: v.Pool, Job: calibration.Job,
 			VCPUs: v.VCPUs, MemoryMiB: v.MemoryMiB, Image: v.Image}}
 		hosts[i] = v.Host
-		d.promised.add(calibration.Job, []lifecycle.VM{{Name: v.Name, Site: v.Site, Host: v.Host}}, usage{vcpus: v.VCPUs, mem: v.MemoryMiB})
+		d.ledger.Promise(calibration.Job, capacity.Use{VCPUs: v.VCPUs, MemoryMiB: v.MemoryMiB}, capacity.Spot{VM: v.Name, Host: v.Host})
 	}
 	d.log.Info().Str("figure", s.Key).Strs("hosts", hosts).Msg("calibration: measuring")
 	d.goJob(func() { d.runCalibration(s, vms) })
@@ -244,7 +244,7 @@ type calVM struct {
 // pool, no VM is on it or promised to it, no live job is placed on it, and
 // no job waits in its pool's queue (a queued job could use it now).
 func (d *Daemon) calIdleLocked(h *gridHost) bool {
-	if !h.serving() || len(h.inv.VMs) > 0 || d.promised.on(h.name) != (usage{}) || d.hostBusyLocked(h.name) {
+	if !h.serving() || len(h.inv.VMs) > 0 || d.ledger.On(h.name) != (capacity.Use{}) || d.hostBusyLocked(h.name) {
 		return false
 	}
 	return len(d.index.queues[h.rec.Pool]) == 0
@@ -270,11 +270,9 @@ func (d *Daemon) runCalibration(s calibration.Start, vms []calVM) {
 				d.vmsDestroyed.Add(1)
 			}
 		}
-		d.mu.Lock()
 		for _, v := range vms {
-			d.promised.drop(v.spec.Name)
+			d.ledger.Drop(v.spec.Name)
 		}
-		d.mu.Unlock()
 		d.cal.Ended(s)
 	}()
 	value, err := d.measure(ctx, s.Rec, vms, created)

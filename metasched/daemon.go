@@ -25,6 +25,7 @@ import (
 	"github.com/metasched/metasched/internal/tlsx"
 	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/calibration"
+	"github.com/metasched/metasched/metasched/capacity"
 	"github.com/metasched/metasched/metasched/coordinator"
 	"github.com/metasched/metasched/metasched/credentials"
 	"github.com/metasched/metasched/metasched/executor"
@@ -146,16 +147,11 @@ type Daemon struct {
 	hosts       map[string]*gridHost
 	order       []string // host names in grid order
 	jobs        map[string]*liveJob
-	promised    *reservations        // capacity promised to VMs the inventories do not count yet
-	index       jobIndex             // the live jobs by queue, placement and pool
-	noRoom      map[string]noRoom    // pool → why its queued jobs after one were not planned (no free host)
-	lastRound   uint64               // the dispatcher's last round (roundKeyLocked)
-	hostsGen    uint64               // counts the changes of the set of hosts (sortHosts)
-	never       neverRunsCache       // the answers of neverRuns
-	inHand      map[string]int       // VMs the lifecycle is creating or destroying (the count of those calls in flight)
-	destroyed   map[string]time.Time // VMs the lifecycle destroyed, when (destroyedLocked)
-	destroyedQ  []destroyedNote      // the same, oldest first, to drop them as they expire
-	missed      map[string]int       // VMs of running jobs the last refreshes missed from their hosts, and how many in a row
+	index       jobIndex          // the live jobs by queue, placement and pool
+	noRoom      map[string]noRoom // pool → why its queued jobs after one were not planned (no free host)
+	lastRound   uint64            // the dispatcher's last round (roundKeyLocked)
+	hostsGen    uint64            // counts the changes of the set of hosts (sortHosts)
+	never       neverRunsCache    // the answers of neverRuns
 	coord       *coordinator.Coordinator
 	released    map[coordinator.SwitchID]string // PrepareRelease answers, for repeats
 	timers      map[coordinator.SwitchID]clockwork.Timer
@@ -189,6 +185,10 @@ type Daemon struct {
 	// (metasched/calibration, a subsystem with its own lock, taken after
 	// mu when both are held).
 	cal *calibration.Book
+	// ledger is the capacity beside the inventories: promised to VMs on
+	// their way, VMs being created or destroyed, destroyed lately, missed
+	// (metasched/capacity, a subsystem with its own lock, a leaf).
+	ledger *capacity.Ledger
 	// tuner is the bandwidth tuning's records, the decisions being
 	// carried out and the migrations in flight (metasched/tuning, a
 	// subsystem with its own lock, a leaf).
@@ -225,9 +225,8 @@ func NewWithGrid(ctx context.Context, cfg *Config, grid *graph.Grid, opt Options
 		opt.Clock = clockwork.NewRealClock()
 	}
 	d := &Daemon{cfg: cfg, opt: opt, log: opt.Logger, grid: grid, types: cfg.JobTypes, clock: opt.Clock, started: opt.Clock.Now(), instance: newInstance(),
-		hosts: map[string]*gridHost{}, jobs: map[string]*liveJob{}, promised: newReservations(), index: newJobIndex(), noRoom: map[string]noRoom{}, inHand: map[string]int{},
-		destroyed: map[string]time.Time{},
-		released:  map[coordinator.SwitchID]string{}, timers: map[coordinator.SwitchID]clockwork.Timer{},
+		hosts: map[string]*gridHost{}, jobs: map[string]*liveJob{}, ledger: capacity.NewLedger(), index: newJobIndex(), noRoom: map[string]noRoom{},
+		released: map[coordinator.SwitchID]string{}, timers: map[coordinator.SwitchID]clockwork.Timer{},
 		timerPhase: map[coordinator.SwitchID]coordinator.Phase{},
 		rates:      map[string]*poolRates{}, switchesEnded: map[coordinator.Phase]int{}, why: map[coordinator.SwitchID]string{},
 		wake: make(chan struct{}, 1), events: make(chan coordinator.Event, 256)}
@@ -562,8 +561,4 @@ func (d *Daemon) vmCounts() (created, destroyed int64) {
 
 // vmsInHand is how many VMs the jobs' lifecycles are creating or
 // destroying now: a job's state changes before its VMs are destroyed.
-func (d *Daemon) vmsInHand() int {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return len(d.inHand)
-}
+func (d *Daemon) vmsInHand() int { return d.ledger.Handled() }

@@ -80,15 +80,16 @@ func (d *Daemon) dispatch(ctx context.Context) {
 func (d *Daemon) roundKeyLocked() uint64 {
 	h := fnv.New64a()
 	b := make([]byte, 0, 128)
+	promised := d.ledger.Promised()
 	for _, name := range d.order {
 		g := d.hosts[name]
-		r := d.promised.on(name)
+		r := promised[name]
 		// NAME|POOL|SERVING|VCPUS|MIB, appended by hand: a host costs no
 		// formatting (this runs over every host at every tick).
 		b = append(append(append(append(b[:0], name...), '|'), g.rec.Pool...), '|')
 		b = strconv.AppendBool(b, g.serving())
-		b = strconv.AppendInt(append(b, '|'), int64(g.inv.FreeVCPUs-r.vcpus), 10)
-		b = strconv.AppendInt(append(b, '|'), int64(g.inv.FreeMemoryMiB-r.mem), 10)
+		b = strconv.AppendInt(append(b, '|'), int64(g.inv.FreeVCPUs-r.VCPUs), 10)
+		b = strconv.AppendInt(append(b, '|'), int64(g.inv.FreeMemoryMiB-r.MemoryMiB), 10)
 		h.Write(append(b, '\n'))
 	}
 	b = strconv.AppendUint(append(b[:0], 'q'), d.index.queueGen, 10)
@@ -227,14 +228,15 @@ func (d *Daemon) claimAll(ctx context.Context, claims []claimed) {
 // their free capacity after promises.
 func (d *Daemon) poolHostsLocked(pool string) []dispatch.Host {
 	var out []dispatch.Host
+	promised := d.ledger.Promised()
 	for _, name := range d.order {
 		h := d.hosts[name]
 		if !h.serves(pool) {
 			continue
 		}
-		r := d.promised.on(name)
+		r := promised[name]
 		out = append(out, dispatch.Host{Name: name, Site: h.rec.Site, CPUs: h.inv.CPUs, MemoryMiB: h.inv.MemoryMiB,
-			FreeVCPUs: h.inv.FreeVCPUs - r.vcpus, FreeMemoryMiB: h.inv.FreeMemoryMiB - r.mem})
+			FreeVCPUs: h.inv.FreeVCPUs - r.VCPUs, FreeMemoryMiB: h.inv.FreeMemoryMiB - r.MemoryMiB})
 	}
 	return out
 }
@@ -435,8 +437,8 @@ func (d *Daemon) fitsLocked(j *liveJob, pl *gramvm.Placement) bool {
 			return false
 		}
 		hi := g.inv
-		r := d.promised.on(h.Host)
-		if hi.FreeVCPUs-r.vcpus < need[h.Host]*j.spec.VM.VCPUs || hi.FreeMemoryMiB-r.mem < need[h.Host]*j.spec.VM.MemoryMiB {
+		r := d.ledger.On(h.Host)
+		if hi.FreeVCPUs-r.VCPUs < need[h.Host]*j.spec.VM.VCPUs || hi.FreeMemoryMiB-r.MemoryMiB < need[h.Host]*j.spec.VM.MemoryMiB {
 			return false
 		}
 	}

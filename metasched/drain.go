@@ -10,6 +10,7 @@ import (
 	"github.com/metasched/metasched/gramvm"
 	hp "github.com/metasched/metasched/hypervisorproxy"
 	"github.com/metasched/metasched/metasched/api"
+	"github.com/metasched/metasched/metasched/capacity"
 	"github.com/metasched/metasched/metasched/lifecycle"
 	"github.com/metasched/metasched/metasched/tuning"
 )
@@ -135,15 +136,15 @@ type drainMove struct {
 // it (its free capacity less what is promised and chosen already), the
 // roomiest first. A VM with no such host stays, to finish its job there.
 func (d *Daemon) drainMovesLocked(h *gridHost) []drainMove {
-	free := map[string]usage{}
+	free := map[string]capacity.Use{}
 	var targets []string
 	for _, name := range d.order {
 		t := d.hosts[name]
 		if t == h || t.rec.Site != h.rec.Site || !t.serves(h.rec.Pool) {
 			continue
 		}
-		p := d.promised.on(name)
-		free[name] = usage{t.inv.FreeVCPUs - p.vcpus, t.inv.FreeMemoryMiB - p.mem}
+		p := d.ledger.On(name)
+		free[name] = capacity.Use{VCPUs: t.inv.FreeVCPUs - p.VCPUs, MemoryMiB: t.inv.FreeMemoryMiB - p.MemoryMiB}
 		targets = append(targets, name)
 	}
 	var out []drainMove
@@ -152,14 +153,14 @@ func (d *Daemon) drainMovesLocked(h *gridHost) []drainMove {
 			continue
 		}
 		for _, v := range j.job.Record.VMs {
-			if v.Host != h.name || d.inHand[v.Name] > 0 {
+			if v.Host != h.name || d.ledger.InHand(v.Name) {
 				continue
 			}
 			size := d.vmSize(h, v.Name)
-			slices.SortStableFunc(targets, func(a, b string) int { return free[b].vcpus - free[a].vcpus })
+			slices.SortStableFunc(targets, func(a, b string) int { return free[b].VCPUs - free[a].VCPUs })
 			for _, t := range targets {
-				if f := free[t]; f.vcpus >= size.vcpus && f.mem >= size.mem {
-					free[t] = usage{f.vcpus - size.vcpus, f.mem - size.mem}
+				if f := free[t]; f.VCPUs >= size.VCPUs && f.MemoryMiB >= size.MemoryMiB {
+					free[t] = capacity.Use{VCPUs: f.VCPUs - size.VCPUs, MemoryMiB: f.MemoryMiB - size.MemoryMiB}
 					out = append(out, drainMove{job: j, site: h.rec.Site, vm: v.Name, from: h.name, to: t})
 					d.tuner.Migrating(tuning.Move{From: h.name, To: t, LAN: gramvm.LANKey(h.rec.Site)})
 					break
@@ -172,13 +173,13 @@ func (d *Daemon) drainMovesLocked(h *gridHost) []drainMove {
 }
 
 // vmSize is the size of the VM on h as its agent last reported it.
-func (d *Daemon) vmSize(h *gridHost, vm string) usage {
+func (d *Daemon) vmSize(h *gridHost, vm string) capacity.Use {
 	for _, v := range h.inv.VMs {
 		if v.Name == vm {
-			return usage{v.VCPUs, v.MemoryMiB}
+			return capacity.Use{VCPUs: v.VCPUs, MemoryMiB: v.MemoryMiB}
 		}
 	}
-	return usage{}
+	return capacity.Use{}
 }
 
 // carryOutDrain live-migrates the VMs of a draining host, all at once, and

@@ -40,8 +40,7 @@ type goneVM struct {
 // after readAt (its VMs may have come after the inventory), is not
 // counted. present is every VM the inventories list on its host.
 func (d *Daemon) goneVMsLocked(present map[string]bool, answered map[string]bool, readAt time.Time) []goneVM {
-	missed := map[string]int{}
-	var out []goneVM
+	var cand []goneVM
 	for _, j := range d.placedLocked() {
 		rec := j.job.Record
 		if j.job.State != lifecycle.Running || rec.Started.IsZero() || !rec.Started.Before(readAt) {
@@ -49,16 +48,22 @@ func (d *Daemon) goneVMsLocked(present map[string]bool, answered map[string]bool
 		}
 		for _, v := range rec.VMs {
 			h := d.hosts[v.Host]
-			if present[v.Name] || !answered[v.Site] || h == nil || !h.reachable || d.inHand[v.Name] > 0 || d.tuner.Moving(v.Host) {
+			if present[v.Name] || !answered[v.Site] || h == nil || !h.reachable || d.ledger.InHand(v.Name) || d.tuner.Moving(v.Host) {
 				continue
 			}
-			missed[v.Name] = d.missed[v.Name] + 1
-			if missed[v.Name] >= missedFor {
-				out = append(out, goneVM{job: j, attempt: rec.Attempts, vm: v})
-			}
+			cand = append(cand, goneVM{job: j, attempt: rec.Attempts, vm: v})
 		}
 	}
-	d.missed = missed
+	names := make([]string, len(cand))
+	for i, g := range cand {
+		names[i] = g.vm.Name
+	}
+	var out []goneVM
+	for i, n := range d.ledger.Missed(names) {
+		if n >= missedFor {
+			out = append(out, cand[i])
+		}
+	}
 	return out
 }
 

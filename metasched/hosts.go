@@ -91,9 +91,6 @@ func (d *Daemon) lostLocked(h *gridHost) bool {
 	return now.Sub(h.lostSince) >= d.cfg.AgentLossGrace
 }
 
-// usage is capacity promised to VMs not yet in the inventory.
-type usage struct{ vcpus, mem int }
-
 // serving reports whether h counts as a server of its pool (k_i): in a
 // pool, reachable and ready, not held by a switch, not stranded, not
 // drained.
@@ -277,8 +274,8 @@ func (d *Daemon) refresh(ctx context.Context) {
 			case !was && h.reachable:
 				d.log.Info().Str("host", h.name).Msg("host reachable again")
 			}
-			d.promised.seen(hi.VMs)
 			for _, vm := range hi.VMs {
+				d.ledger.Seen(vm.Name)
 				where[vm.Name] = [2]string{s.name, hi.Name}
 				if vm.State != hp.StateMissing {
 					present[vm.Name] = true
@@ -292,9 +289,9 @@ func (d *Daemon) refresh(ctx context.Context) {
 	if added {
 		d.sortHosts()
 	}
-	for _, job := range d.promised.jobs() {
+	for _, job := range d.ledger.Jobs() {
 		if d.jobs[job] == nil && job != calibration.Job {
-			d.promised.dropJob(job) // ended: its VMs are gone or going
+			d.ledger.DropJob(job) // ended: its VMs are gone or going
 		}
 	}
 	to := store.Queued
@@ -378,7 +375,7 @@ func (d *Daemon) reconcilePoolLocked(ctx context.Context, h *gridHost, hi hp.Hos
 // ownsVMLocked reports whether a live job owns the VM now (a VM of an
 // earlier attempt of a requeued job is not owned).
 func (d *Daemon) ownsVMLocked(job, vm string) bool {
-	if d.inHand[vm] > 0 {
+	if d.ledger.InHand(vm) {
 		return true // the job's own creation or destroy is under way
 	}
 	if job == calibration.Job {

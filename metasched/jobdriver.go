@@ -13,6 +13,7 @@ import (
 	"time"
 
 	hp "github.com/metasched/metasched/hypervisorproxy"
+	"github.com/metasched/metasched/metasched/capacity"
 	"github.com/metasched/metasched/metasched/executor"
 	"github.com/metasched/metasched/metasched/lifecycle"
 	"github.com/metasched/metasched/metasched/store"
@@ -41,9 +42,7 @@ func (d *Daemon) stepJob(ctx context.Context, lj *liveJob, ev lifecycle.Event) e
 	// demo's count of destroyed VMs waits for them).
 	doomed := destroyedBy(acts)
 	if len(doomed) > 0 {
-		d.mu.Lock()
-		d.holdLocked(doomed)
-		d.mu.Unlock()
+		d.ledger.Take(names(doomed)...)
 	}
 	if err == nil && len(acts) > 0 {
 		if c, ok := acts[0].(lifecycle.Commit); ok {
@@ -53,7 +52,7 @@ func (d *Daemon) stepJob(ctx context.Context, lj *liveJob, ev lifecycle.Event) e
 	}
 	if err != nil {
 		if len(doomed) > 0 {
-			d.release(doomed)
+			d.ledger.Release(names(doomed)...)
 		}
 		if errors.Is(err, store.ErrConflict) {
 			d.reload(ctx, lj)
@@ -192,11 +191,9 @@ func (d *Daemon) carryOutJob(ctx context.Context, lj *liveJob, acts []lifecycle.
 			d.goAttempt(lj, a.Attempt, func(actx context.Context) { d.execute(actx, lj, a) })
 		case lifecycle.DestroyVMs:
 			d.destroyVMs(context.WithoutCancel(ctx), a.VMs)
-			d.mu.Lock()
-			d.promised.dropVMs(a.VMs)
-			d.destroyedLocked(a.VMs)
-			d.mu.Unlock()
-			d.release(a.VMs)
+			vms := names(a.VMs)
+			d.ledger.Destroyed(d.now(), vms...)
+			d.ledger.Release(vms...)
 		default:
 			d.log.Error().Str("job", lj.id()).Str("action", fmt.Sprintf("%T", a)).Msg("unknown lifecycle action")
 		}
@@ -292,10 +289,9 @@ func (d *Daemon) runDone() <-chan struct{} {
 func (d *Daemon) provision(ctx context.Context, lj *liveJob, a lifecycle.CreateVMs) {
 	// Until the answer is carried out (the VMs of a stopped attempt are
 	// destroyed by it), the VMs are the job's, not orphans.
-	d.mu.Lock()
-	d.holdLocked(a.VMs)
-	d.mu.Unlock()
-	defer d.release(a.VMs)
+	vms := names(a.VMs)
+	d.ledger.Take(vms...)
+	defer d.ledger.Release(vms...)
 	err := d.createVMs(ctx, lj, a.VMs)
 	if err != nil && d.stopping() {
 		return // a restart requeues the job
@@ -400,14 +396,18 @@ func (d *Daemon) stopWith(ctx context.Context, lj *liveJob, e lifecycle.Stop) (*
 }
 
 // reserveLocked promises the capacity of the job's VMs on their hosts until
-// the inventories count them (see reservations).
+// the inventories count them (capacity.Ledger.Promise).
 func (d *Daemon) reserveLocked(lj *liveJob, vms []lifecycle.VM) {
-	d.promised.add(lj.id(), vms, usage{vcpus: lj.spec.VM.VCPUs, mem: lj.spec.VM.MemoryMiB})
+	spots := make([]capacity.Spot, len(vms))
+	for i, v := range vms {
+		spots[i] = capacity.Spot{VM: v.Name, Host: v.Host}
+	}
+	d.ledger.Promise(lj.id(), capacity.Use{VCPUs: lj.spec.VM.VCPUs, MemoryMiB: lj.spec.VM.MemoryMiB}, spots...)
 }
 
 // unreserveLocked gives back what reserveLocked promised for the job; a
 // job with nothing promised is fine.
-func (d *Daemon) unreserveLocked(lj *liveJob) { d.promised.dropJob(lj.id()) }
+func (d *Daemon) unreserveLocked(lj *liveJob) { d.ledger.DropJob(lj.id()) }
 
 // createVMs creates the job's VMs, concurrently.
 func (d *Daemon) createVMs(ctx context.Context, lj *liveJob, vms []lifecycle.VM) error {
@@ -637,57 +637,13 @@ func duration(seconds float64) time.Duration {
 	return time.Duration(seconds * float64(time.Second))
 }
 
-// holdLocked marks VMs as in the lifecycle's hands (being created or
-// destroyed), so that refresh does not take them for orphans; release
-// unmarks them.
-func (d *Daemon) holdLocked(vms []lifecycle.VM) {
-	for _, v := range vms {
-		d.inHand[v.Name]++
+// names lists the VMs' names.
+func names(vms []lifecycle.VM) []string {
+	out := make([]string, len(vms))
+	for i, v := range vms {
+		out[i] = v.Name
 	}
-}
-
-// destroyedLocked notes the VMs the lifecycle has just destroyed: the
-// hosts' inventories may list them until their next refresh, and their
-// room is free (availLocked). Notes older than destroyedFor go, from the
-// oldest: a note costs O(1), however many VMs were destroyed in the last
-// minute.
-func (d *Daemon) destroyedLocked(vms []lifecycle.VM) {
-	now := d.now()
-	n := 0
-	for _, e := range d.destroyedQ {
-		if now.Sub(e.at) <= destroyedFor {
-			break
-		}
-		if at, ok := d.destroyed[e.name]; ok && at.Equal(e.at) { // not noted again since
-			delete(d.destroyed, e.name)
-		}
-		n++
-	}
-	d.destroyedQ = d.destroyedQ[n:]
-	for _, v := range vms {
-		d.destroyed[v.Name] = now
-		d.destroyedQ = append(d.destroyedQ, destroyedNote{v.Name, now})
-	}
-}
-
-// destroyedNote is a VM destroyed and when.
-type destroyedNote struct {
-	name string
-	at   time.Time
-}
-
-// destroyedFor is how long a destroyed VM is noted: longer than an
-// inventory refresh takes to drop it.
-const destroyedFor = time.Minute
-
-func (d *Daemon) release(vms []lifecycle.VM) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for _, v := range vms {
-		if d.inHand[v.Name]--; d.inHand[v.Name] <= 0 {
-			delete(d.inHand, v.Name)
-		}
-	}
+	return out
 }
 
 // roundMs rounds seconds to the millisecond, for the log: a quantity an

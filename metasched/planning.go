@@ -27,9 +27,9 @@ func (d *Daemon) freeLocked(pool string, vm selection.VM) map[string][]string {
 	hosts := make([]gramvm.Host, 0, len(d.order))
 	for _, name := range d.order {
 		h := d.hosts[name].plannerHost()
-		r := d.promised.on(name)
-		h.FreeVCPUs -= r.vcpus
-		h.FreeMemoryMiB -= r.mem
+		r := d.ledger.On(name)
+		h.FreeVCPUs -= r.VCPUs
+		h.FreeMemoryMiB -= r.MemoryMiB
 		hosts = append(hosts, h)
 	}
 	return gramvm.FreeHosts(hosts, pool, vm)
@@ -100,8 +100,7 @@ func (d *Daemon) availLocked(pool string, vm selection.VM, held map[string]strin
 				// their room is free in moments.
 				gone := true
 				for _, v := range d.hosts[name].inv.VMs {
-					_, destroyed := d.destroyed[v.Name]
-					gone = gone && (jobs[v.Job] || d.inHand[v.Name] > 0 || destroyed)
+					gone = gone && (jobs[v.Job] || d.ledger.Gone(v.Name))
 				}
 				if !known && gone {
 					end, known = now, true

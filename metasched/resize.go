@@ -9,6 +9,7 @@ import (
 
 	hp "github.com/metasched/metasched/hypervisorproxy"
 	"github.com/metasched/metasched/metasched/api"
+	"github.com/metasched/metasched/metasched/capacity"
 	"github.com/metasched/metasched/metasched/lifecycle"
 	"github.com/metasched/metasched/metasched/wire"
 )
@@ -93,15 +94,15 @@ func (d *Daemon) ResizeVM(ctx context.Context, jobID, vmName string, r api.Resiz
 		return api.VM{}, &api.RequestError{Status: 409, Code: api.CodeConflict, Msg: fmt.Sprintf("VM %s cannot grow that far", vmName), Fields: fields}
 	}
 	growC, growM := max(r.VCPUs-cur.VCPUs, 0), max(r.MemoryMiB-cur.MemoryMiB, 0)
-	p := d.promised.on(h.name)
-	freeC, freeM := h.inv.FreeVCPUs-p.vcpus, h.inv.FreeMemoryMiB-p.mem
+	p := d.ledger.On(h.name)
+	freeC, freeM := h.inv.FreeVCPUs-p.VCPUs, h.inv.FreeMemoryMiB-p.MemoryMiB
 	if growC > freeC || growM > freeM {
 		d.mu.Unlock()
 		return conflict("host %s has %d vCPUs and %d MiB free: VM %s cannot grow by %d vCPUs and %d MiB there", h.name, freeC, freeM, vmName, growC, growM)
 	}
 	s := d.site(rec.Site)
 	hold := lifecycle.VM{Name: "resize:" + vmName, Site: rec.Site, Host: rec.Host}
-	d.promised.add(jobID, []lifecycle.VM{hold}, usage{vcpus: growC, mem: growM})
+	d.ledger.Promise(jobID, capacity.Use{VCPUs: growC, MemoryMiB: growM}, capacity.Spot{VM: hold.Name, Host: hold.Host})
 	d.mu.Unlock()
 
 	var vm hp.VM
@@ -110,9 +111,7 @@ func (d *Daemon) ResizeVM(ctx context.Context, jobID, vmName string, r api.Resiz
 	} else {
 		vm, err = s.agent.ResizeVM(ctx, vmName, hp.Resize{VCPUs: r.VCPUs, MemoryMiB: r.MemoryMiB})
 	}
-	d.mu.Lock()
-	d.promised.drop(hold.Name)
-	d.mu.Unlock()
+	d.ledger.Drop(hold.Name)
 	// The capacity view follows what the VM is now, resized or not.
 	d.refresh(context.WithoutCancel(ctx))
 	d.kick()

@@ -7,12 +7,13 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	hp "github.com/metasched/metasched/hypervisorproxy"
+	"github.com/metasched/metasched/metasched/capacity"
 )
 
 // keyDaemon is a daemon's hosts alone: n hosts in pool render, serving,
 // with a VM's room taken on every third.
 func keyDaemon(n int) *Daemon {
-	d := &Daemon{hosts: map[string]*gridHost{}, promised: newReservations(), index: newJobIndex()}
+	d := &Daemon{hosts: map[string]*gridHost{}, ledger: capacity.NewLedger(), index: newJobIndex()}
 	d.clock = clockwork.NewFakeClock()
 	for i := range n {
 		name := fmt.Sprintf("c%d-%d", i/34, i%34)
@@ -37,6 +38,10 @@ func TestRoundKey(t *testing.T) {
 		func() { d.hosts["c2-0"].rec.Pool = "sim" },
 		func() { d.hosts["c0-7"].reachable = false },
 		func() { d.index.queueGen++ },
+		func() {
+			d.ledger.Promise("j", capacity.Use{VCPUs: 1, MemoryMiB: 64}, capacity.Spot{VM: "j-0", Host: "c1-4"})
+		},
+		func() { d.ledger.Seen("j-0") },
 	} {
 		change()
 		if n := d.roundKeyLocked(); n == k {
