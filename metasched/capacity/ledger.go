@@ -10,6 +10,7 @@
 package capacity
 
 import (
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -101,11 +102,7 @@ func (l *Ledger) On(host string) Use {
 func (l *Ledger) Promised() map[string]Use {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	out := make(map[string]Use, len(l.perHost))
-	for h, u := range l.perHost {
-		out[h] = u
-	}
-	return out
+	return maps.Clone(l.perHost)
 }
 
 // Jobs lists the jobs that hold promises, sorted.
