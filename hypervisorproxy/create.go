@@ -83,6 +83,7 @@ func (a *Agent) CreateVM(ctx context.Context, spec VMSpec) (VM, error) {
 		}
 	}
 	a.vms[spec.Name] = v
+	a.touchLocked(spec.Name)
 	hv := h.hv
 	a.mu.Unlock()
 
@@ -100,6 +101,7 @@ func (a *Agent) CreateVM(ctx context.Context, spec VMSpec) (VM, error) {
 	a.mu.Lock()
 	if err != nil {
 		delete(a.vms, spec.Name)
+		a.touchLocked(spec.Name)
 		a.mu.Unlock()
 		logDone(l, start, err, "create vm failed")
 		return VM{}, fmt.Errorf("create vm %s on %s: %w", spec.Name, spec.Host, err)
@@ -107,6 +109,7 @@ func (a *Agent) CreateVM(ctx context.Context, spec VMSpec) (VM, error) {
 	v.busy = ""
 	v.boot = boot
 	v.spec.VCPUs, v.spec.MemoryMiB = d.VCPUs, d.MemoryMiB
+	a.touchLocked(spec.Name)
 	n := a.saveLocked()
 	ll := l.With().Int("vcpus", d.VCPUs).Int("memory_mib", d.MemoryMiB)
 	if img != nil {
@@ -208,6 +211,7 @@ func (a *Agent) DestroyVM(ctx context.Context, name string) error {
 	}
 	a.mu.Lock()
 	delete(a.vms, name)
+	a.touchLocked(name)
 	a.saveAndUnlock()
 	a.removeConsole(name)
 	return nil

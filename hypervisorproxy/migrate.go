@@ -72,6 +72,7 @@ func (a *Agent) MigrateVM(ctx context.Context, name string, req MigrateRequest) 
 	}
 	a.mu.Lock()
 	v.spec.Host = dst.cfg.Name
+	a.touchLocked(name)
 	a.saveAndUnlock()
 	tls := st.Live && st.TLS
 	logDone(l.With().Bool("live", st.Live).Bool("tls", tls).Logger(), start, nil, "vm migrated")

@@ -99,6 +99,7 @@ func (a *Agent) ReconfigureHost(ctx context.Context, name string, r Reconfigure)
 			return Reconfigured{}, fmt.Errorf("reconfigure host %s: destroy vm %s: %w", name, v.spec.Name, err)
 		}
 		delete(a.vms, v.spec.Name)
+		a.touchLocked(v.spec.Name)
 		a.mu.Unlock()
 		destroyed = append(destroyed, v.spec.Name)
 	}

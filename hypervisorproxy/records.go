@@ -211,6 +211,9 @@ type recordLog struct {
 	pools map[string]string
 	epoch int64
 	lines int // in the journal
+	// touched are the VMs that may have changed since the last write (the
+	// agent's touchLocked): a write compares those alone with the record.
+	touched map[string]struct{}
 
 	// f is the journal, open while lines are appended to it: changed
 	// under the agent's lock and smu both.
@@ -270,22 +273,16 @@ func (l *recordLog) compact() error {
 // write records the agent's VMs, its hosts' pools and epoch: the line of
 // what changed since the last write, appended (not yet durable: sync its
 // number), or a compaction when the journal is long (durable: number 0).
-// It compares the agent's state with the record as last written entry by
-// entry, building nothing for what did not change (a change of one VM of
-// a site of many costs no copy of the others). The agent's lock must be
-// held.
+// It compares the VMs touched since the last write with the record as last
+// written, entry by entry, and the hosts' pools: a change of one VM of a
+// site of many costs neither a copy nor a look at the others. The agent's
+// lock must be held.
 func (l *recordLog) write(vms map[string]*vm, hosts []*host, epoch int64) (uint64, error) {
-	var d recordDelta
-	for name, v := range vms {
-		if old, ok := l.vms[name]; !ok || !v.recorded(old) {
-			d.Put = append(d.Put, v.entry())
-		}
-	}
-	if len(l.vms) > len(vms)-len(d.Put) {
-		for name := range l.vms {
-			if _, ok := vms[name]; !ok {
-				d.Gone = append(d.Gone, name)
-			}
+	d := l.delta(vms, l.touched)
+	clear(l.touched)
+	if verifyRecord {
+		if full := l.delta(vms, nil); !full.sameVMs(d) {
+			panic(fmt.Sprintf("agent record: a VM changed without touchLocked: the touched ones give %+v, all of them %+v", d, full))
 		}
 	}
 	for _, h := range hosts {
@@ -343,6 +340,73 @@ func (l *recordLog) write(vms map[string]*vm, hosts []*host, epoch int64) (uint6
 	}
 	l.lines++
 	return l.written.Add(1), nil
+}
+
+// verifyRecord makes every write also compare all the VMs with the
+// record, and panic when the VMs touched missed a change: the package's
+// tests set it.
+var verifyRecord bool
+
+// delta is what changed of the VMs since the record was written: of the
+// names given, or of all the VMs when names is nil.
+func (l *recordLog) delta(vms map[string]*vm, names map[string]struct{}) recordDelta {
+	var d recordDelta
+	diff := func(name string) {
+		v, ok := vms[name]
+		old, was := l.vms[name]
+		switch {
+		case ok && (!was || !v.recorded(old)):
+			d.Put = append(d.Put, v.entry())
+		case !ok && was:
+			d.Gone = append(d.Gone, name)
+		}
+	}
+	if names != nil {
+		for name := range names {
+			diff(name)
+		}
+		return d
+	}
+	for name := range vms {
+		diff(name)
+	}
+	for name := range l.vms {
+		if _, ok := vms[name]; !ok {
+			diff(name)
+		}
+	}
+	return d
+}
+
+// sameVMs says d and e change the same VMs the same way.
+func (d recordDelta) sameVMs(e recordDelta) bool {
+	key := func(x recordDelta) []string {
+		var out []string
+		for _, p := range x.Put {
+			b, _ := json.Marshal(p)
+			out = append(out, "put "+string(b))
+		}
+		for _, g := range x.Gone {
+			out = append(out, "gone "+g)
+		}
+		slices.Sort(out)
+		return out
+	}
+	return slices.Equal(key(d), key(e))
+}
+
+// touchLocked notes that the VM may have changed (created, destroyed, or
+// what the record keeps of it): the next write compares it with the
+// record. Every change of a.vms that the record keeps calls it; a.mu must
+// be held.
+func (a *Agent) touchLocked(name string) { a.records.touch(name) }
+
+// touch notes that the VM may have changed since the last write.
+func (l *recordLog) touch(name string) {
+	if l.touched == nil {
+		l.touched = map[string]struct{}{}
+	}
+	l.touched[name] = struct{}{}
 }
 
 // entry is what the record keeps of v.

@@ -52,7 +52,7 @@ func TestRecordJournal(t *testing.T) {
 	for i := range 500 {
 		vms[fmt.Sprint("vm-", i)] = entry(fmt.Sprint("vm-", i), "h0", 1)
 	}
-	if _, err := l.write(live(vms), hostsOf(pools), 0); err != nil {
+	if _, err := writeAll(l, live(vms), hostsOf(pools), 0); err != nil {
 		t.Fatal(err)
 	}
 	// One more VM, one resized, one gone, a pool switched, a new epoch.
@@ -62,7 +62,7 @@ func TestRecordJournal(t *testing.T) {
 	delete(vms, "vm-9")
 	pools["h1"] = "render"
 	size := journalSize(t, dir)
-	if _, err := l.write(live(vms), hostsOf(pools), 3); err != nil {
+	if _, err := writeAll(l, live(vms), hostsOf(pools), 3); err != nil {
 		t.Fatal(err)
 	}
 	line := readLines(t, dir)[1]
@@ -71,7 +71,7 @@ func TestRecordJournal(t *testing.T) {
 	if line != want || journalSize(t, dir)-size != int64(len(want)+1) {
 		t.Errorf("the line of the change: %s\nwant %s", line, want)
 	}
-	if n, err := l.write(live(vms), hostsOf(pools), 3); err != nil || n != 0 || len(readLines(t, dir)) != 2 {
+	if n, err := writeAll(l, live(vms), hostsOf(pools), 3); err != nil || n != 0 || len(readLines(t, dir)) != 2 {
 		t.Errorf("a write with no change: %v, %d lines", err, len(readLines(t, dir)))
 	}
 
@@ -89,7 +89,7 @@ func TestRecordJournal(t *testing.T) {
 	}
 	for i := range 2000 {
 		vms[fmt.Sprint("vm-", i%500)] = entry(fmt.Sprint("vm-", i%500), "h1", 1+i%3)
-		if _, err := l.write(live(vms), hostsOf(pools), 3); err != nil {
+		if _, err := writeAll(l, live(vms), hostsOf(pools), 3); err != nil {
 			t.Fatal(err)
 		}
 		if n := len(readLines(t, dir)); n > len(vms)+len(pools) {
@@ -190,7 +190,7 @@ func TestRecordGroupSync(t *testing.T) {
 	var ns []uint64
 	for i := range 3 {
 		vms[fmt.Sprint("vm-", i)] = entry(fmt.Sprint("vm-", i), "h0", 1)
-		n, err := l.write(live(vms), hostsOf(pools), 0)
+		n, err := writeAll(l, live(vms), hostsOf(pools), 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -205,7 +205,7 @@ func TestRecordGroupSync(t *testing.T) {
 		t.Errorf("three lines synced in any order: %d fsyncs, want 1", l.syncs)
 	}
 	vms["late"] = entry("late", "h0", 1)
-	n, err := l.write(live(vms), hostsOf(pools), 0)
+	n, err := writeAll(l, live(vms), hostsOf(pools), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +213,7 @@ func TestRecordGroupSync(t *testing.T) {
 		t.Errorf("a line written after the sync: %v, %d fsyncs, want 2", err, l.syncs)
 	}
 	vms["again"] = entry("again", "h0", 1)
-	if n, err = l.write(live(vms), hostsOf(pools), 0); err != nil {
+	if n, err = writeAll(l, live(vms), hostsOf(pools), 0); err != nil {
 		t.Fatal(err)
 	}
 	if err := l.compact(); err != nil {
@@ -246,14 +246,72 @@ func BenchmarkRecordWrite(b *testing.B) {
 		vms[fmt.Sprint("vm-", i)] = entry(fmt.Sprint("vm-", i), fmt.Sprint("h", i%50), 1)
 	}
 	agent, hosts := live(vms), hostsOf(pools)
-	if _, err := l.write(agent, hosts, 0); err != nil {
+	if _, err := writeAll(l, agent, hosts, 0); err != nil {
 		b.Fatal(err)
 	}
+	verifyRecord = false // what is measured is the write of what was touched
+	defer func() { verifyRecord = true }()
+	names := slices.Sorted(maps.Keys(agent))
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
-		agent[fmt.Sprint("vm-", i%100)].spec.VCPUs = 1 + i%3
+		name := names[i%len(names)]
+		agent[name].spec.VCPUs = 1 + i%3
+		l.touch(name)
 		if _, err := l.write(agent, hosts, 0); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// writeAll writes the record with every VM touched (those of vms and of
+// the record), as if each had changed.
+func writeAll(l *recordLog, vms map[string]*vm, hosts []*host, epoch int64) (uint64, error) {
+	for name := range vms {
+		l.touch(name)
+	}
+	for name := range l.vms {
+		l.touch(name)
+	}
+	return l.write(vms, hosts, epoch)
+}
+
+func TestMain(m *testing.M) {
+	verifyRecord = true // a VM changed without touchLocked panics
+	os.Exit(m.Run())
+}
+
+// A write compares only the VMs touched since the last: the package's
+// tests check each write against all the VMs, and a change nobody
+// touched is a panic there (and, outside the tests, a change the record
+// would miss until the VM is touched again).
+func TestRecordTouched(t *testing.T) {
+	_, l, err := openRecordLog(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent, hosts := live(map[string]vmEntry{"a": entry("a", "h0", 1), "b": entry("b", "h0", 1)}), hostsOf(map[string]string{"h0": "render"})
+	if _, err := writeAll(l, agent, hosts, 0); err != nil {
+		t.Fatal(err)
+	}
+	agent["a"].spec.VCPUs = 2
+	l.touch("a")
+	if _, err := l.write(agent, hosts, 0); err != nil || l.vms["a"].Spec.VCPUs != 2 {
+		t.Fatalf("a touched change: %v, recorded %+v", err, l.vms["a"])
+	}
+	agent["b"].spec.VCPUs = 3
+	func() {
+		defer func() {
+			if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "without touchLocked") {
+				t.Errorf("an untouched change: %v, want the check's panic", r)
+			}
+		}()
+		l.write(agent, hosts, 0)
+	}()
+	verifyRecord = false
+	defer func() { verifyRecord = true }()
+	delete(agent, "a")
+	l.touch("a")
+	if n, err := l.write(agent, hosts, 0); err != nil || n == 0 || len(l.vms) != 1 || l.vms["b"].Spec.VCPUs != 1 {
+		t.Errorf("a touched removal beside an untouched change: line %d, %v, recorded %+v", n, err, l.vms)
 	}
 }

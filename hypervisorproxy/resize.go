@@ -69,6 +69,7 @@ func (a *Agent) ResizeVM(ctx context.Context, name string, r Resize) (VM, error)
 	} else {
 		v.spec.VCPUs, v.spec.MemoryMiB = s.VCPUs, s.MemoryMiB
 	}
+	a.touchLocked(name)
 	out := a.vmLocked(v, map[string]Domain{d.Name: d})
 	a.mu.Unlock()
 	logDone(l.With().Int("vcpus", out.VCPUs).Int("memory_mib", out.MemoryMiB).Logger(), start, err, "vm resized")
