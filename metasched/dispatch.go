@@ -68,7 +68,7 @@ func (d *Daemon) dispatch(ctx context.Context) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			d.dispatchPool(ctx, jt.Name, &roundPlanner{d: d, ctx: ctx, now: now})
+			d.dispatchPool(ctx, jt.Name, &roundPlanner{d: d, ctx: ctx, now: now, live: map[string]*liveJob{}})
 		}()
 	}
 	wg.Wait()
@@ -110,12 +110,24 @@ type noRoom struct {
 // input under d.mu, the decision outside it, then the waits recorded and
 // the claims carried out.
 func (d *Daemon) dispatchPool(ctx context.Context, pool string, rp *roundPlanner) {
+	// Each claim is carried out as soon as the round makes it, while the
+	// round plans the next jobs; the round ends once they are all done.
+	var claims sync.WaitGroup
+	sem := make(chan struct{}, claimParallel)
+	claim := func(dec dispatch.Decision) {
+		j := rp.live[dec.Job] // claim checks it is still queued
+		sem <- struct{}{}
+		claims.Go(func() {
+			defer func() { <-sem }()
+			d.claim(ctx, j, dec.Claim)
+		})
+	}
 	d.mu.Lock()
-	in := dispatch.Input{Pool: pool, Hosts: d.poolHostsLocked(pool), Queue: d.queueOf(pool), Now: d.now(), HoldAfter: d.cfg.HoldAfter,
-		TimeScale: d.timeScale(), MaxClaims: maxClaims}
+	in := dispatch.Input{Pool: pool, Hosts: d.poolHostsLocked(pool), Queue: d.queueOf(pool, rp.live), Now: d.now(), HoldAfter: d.cfg.HoldAfter,
+		TimeScale: d.timeScale(), MaxClaims: maxClaims, Claimed: claim}
 	d.mu.Unlock()
 	res := dispatch.Round(ctx, in, rp)
-	var claims []claimed
+	defer claims.Wait()
 	d.mu.Lock()
 	delete(d.noRoom, pool)
 	if res.NoRoom != "" {
@@ -126,17 +138,11 @@ func (d *Daemon) dispatchPool(ctx context.Context, pool string, rp *roundPlanner
 		d.noRoom[pool] = nr
 	}
 	for _, dec := range res.Decisions {
-		j := d.jobs[dec.Job]
-		switch {
-		case j == nil: // ended (cancelled) during the round
-		case dec.Claim != nil:
-			claims = append(claims, claimed{j, dec.Claim})
-		default:
+		if j := d.jobs[dec.Job]; j != nil && dec.Claim == nil {
 			j.waiting = dec.Why
 		}
 	}
 	d.mu.Unlock()
-	d.claimAll(ctx, claims)
 	if res.Capped {
 		d.kick() // the rest of the queue in the next round
 	}
@@ -146,8 +152,9 @@ func (d *Daemon) dispatchPool(ctx context.Context, pool string, rp *roundPlanner
 // a chunk at a time under d.mu (call it without): a round that stops after
 // a few hundred jobs reads a few hundred, whatever the backlog. Each chunk
 // starts after the last job of the one before, so jobs queued meanwhile
-// after it are read too and a job that left the queue is not.
-func (d *Daemon) queueOf(pool string) iter.Seq[dispatch.Job] {
+// after it are read too and a job that left the queue is not. Each job
+// yielded is filed in live, for the round's Planner and claims.
+func (d *Daemon) queueOf(pool string, live map[string]*liveJob) iter.Seq[dispatch.Job] {
 	return func(yield func(dispatch.Job) bool) {
 		after := ""
 		chunk := make([]dispatch.Job, 0, queueChunk)
@@ -165,6 +172,7 @@ func (d *Daemon) queueOf(pool string) iter.Seq[dispatch.Job] {
 			for ; i < len(q) && len(chunk) < queueChunk; i++ {
 				j := q[i]
 				dj := dispatch.Job{ID: j.id(), Spec: j.spec, Submitted: j.submitted}
+				live[dj.ID] = j
 				if w := j.tuning; w != nil {
 					dj.Tuning = &dispatch.Tuning{Hosts: w.hosts, Reason: w.reason()}
 				}
@@ -198,32 +206,6 @@ const maxClaims = 256
 // plans' commits share the store's transactions (group commit).
 const claimParallel = 64
 
-// claimed is a job a round claimed, and its placement.
-type claimed struct {
-	j  *liveJob
-	pl *gramvm.Placement
-}
-
-// claimAll carries out a round's claims, concurrently (each job acts once
-// its own plan is committed), and returns when all are done.
-func (d *Daemon) claimAll(ctx context.Context, claims []claimed) {
-	if len(claims) == 1 {
-		d.claim(ctx, claims[0].j, claims[0].pl)
-		return
-	}
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, claimParallel)
-	for _, c := range claims {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			d.claim(ctx, c.j, c.pl)
-		}()
-	}
-	wg.Wait()
-}
-
 // poolHostsLocked lists the hosts serving the pool, in grid order, with
 // their free capacity after promises.
 func (d *Daemon) poolHostsLocked(pool string) []dispatch.Host {
@@ -250,6 +232,8 @@ type roundPlanner struct {
 	ctx context.Context
 	now time.Time
 
+	// live are the jobs the round read from the queue (queueOf).
+	live          map[string]*liveJob
 	running       []gramvm.RunningJob
 	loaded, empty *gramvm.Prepared
 	err           error
@@ -281,13 +265,13 @@ func (p *roundPlanner) Plan(dj *dispatch.Job, free map[string][]string) dispatch
 		return dispatch.Outcome{Err: err}
 	}
 	d := p.d
-	d.mu.Lock()
-	j := d.jobs[dj.ID]
-	tune := j != nil && len(p.running) > 0 && !p.tuned && p.now.Sub(j.lastTune) >= tuneEvery && d.tuner.Idle(p.now, tuneGap)
+	// The job as the round read it from the queue: no lock per job (the
+	// round would wait behind every job driver for each).
+	j := p.live[dj.ID]
+	tune := j != nil && len(p.running) > 0 && !p.tuned && p.now.Sub(time.Unix(0, j.lastTune.Load())) >= tuneEvery && d.tuner.Idle(p.now, tuneGap)
 	if tune {
-		j.lastTune = p.now
+		j.lastTune.Store(p.now.UnixNano())
 	}
-	d.mu.Unlock()
 	start, reused := time.Now(), p.loaded.Reused // the plan's compute time, on the wall clock whatever the daemon's clock
 	// The job's record keeps the first clusters left out (claim): those
 	// alone are explained.

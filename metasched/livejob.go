@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/metasched/metasched/gramvm"
@@ -26,8 +27,11 @@ type liveJob struct {
 	// waiting says why a queued job is not planned yet.
 	waiting string
 	// indexed is the state the job's index entry is for ("": none).
-	indexed  lifecycle.State
-	lastTune time.Time
+	indexed lifecycle.State
+	// lastTune is when the dispatch last considered a bandwidth tuning
+	// for the job, or a tuning for it ended (Unix nanoseconds): read and
+	// set by its pool's round without the daemon's lock.
+	lastTune atomic.Int64
 	// tuning is the bandwidth tuning being carried out for the queued
 	// job: it waits for it, and is planned when it is over.
 	tuning *tuningWait

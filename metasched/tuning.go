@@ -242,7 +242,7 @@ func (d *Daemon) carryOut(ctx context.Context, j *liveJob, dec gramvm.TuningDeci
 	// tuned again first, and the round is not skipped.
 	if j.tuning != nil && j.tuning.seq == seq {
 		j.tuning = nil
-		j.lastTune = end
+		j.lastTune.Store(end.UnixNano())
 	}
 	d.lastRound = 0
 	d.mu.Unlock()

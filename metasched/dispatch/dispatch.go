@@ -67,6 +67,10 @@ type Input struct {
 	// end), so that the claims are carried out before the rest of a long
 	// queue is planned.
 	MaxClaims int
+	// Claimed, when set, hears each claim as soon as the round makes it
+	// (the decision is in the Result too), so that the caller can carry
+	// it out while the round plans the next jobs.
+	Claimed func(Decision)
 }
 
 // Outcome is a plan the Planner made.
@@ -190,7 +194,11 @@ func Round(ctx context.Context, in Input, p Planner) Result {
 			out.Capped = true
 			break
 		}
-		out.Decisions = append(out.Decisions, r.decide(&j))
+		d := r.decide(&j)
+		out.Decisions = append(out.Decisions, d)
+		if d.Claim != nil && in.Claimed != nil {
+			in.Claimed(d)
+		}
 	}
 	return out
 }

@@ -138,9 +138,26 @@ func (w *world) run(t *testing.T, cmd string) string {
 		in.Queue = slices.Values(slices.Clone(w.queue))
 		before := fmt.Sprint(in.Hosts)
 		w.log = nil
+		// Claimed hears each claim before the round plans another job.
+		var heard []string
+		in.Claimed = func(d Decision) {
+			if n := len(w.log); n == 0 || !strings.Contains(w.log[n-1], " "+d.Job+" ") {
+				t.Errorf("%q: claim of %s heard after %q", cmd, d.Job, w.log)
+			}
+			heard = append(heard, d.Job)
+		}
 		res := Round(context.Background(), in, w)
 		if after := fmt.Sprint(in.Hosts); after != before {
 			t.Errorf("%q: Round changed its input's hosts:\n%s\n%s", cmd, before, after)
+		}
+		var claimed []string
+		for _, d := range res.Decisions {
+			if d.Claim != nil {
+				claimed = append(claimed, d.Job)
+			}
+		}
+		if !slices.Equal(heard, claimed) {
+			t.Errorf("%q: Claimed heard %v, the round claimed %v", cmd, heard, claimed)
 		}
 		var b strings.Builder
 		for _, l := range w.log {
