@@ -41,15 +41,20 @@ func (d *Daemon) DrainHost(ctx context.Context, name string, r api.DrainRequest)
 		d.mu.Unlock()
 		return api.HostView{}, &api.RequestError{Status: 409, Code: api.CodeConflict,
 			Msg: fmt.Sprintf("host %s is stranded: it serves no pool already (clear it into one first)", name)}
+	case h.recording:
+		d.mu.Unlock()
+		return api.HostView{}, recordingConflict(name)
 	}
 	if !h.rec.Drain {
-		rec := h.rec
-		rec.Drain = true
-		if err := d.st.SetHost(context.WithoutCancel(ctx), name, mustJSON(rec)); err != nil {
+		// Out of service at once; recorded without the daemon's lock (a
+		// store write waits for its group commit), and undone if the store
+		// refuses it.
+		h.rec.Drain = true
+		if err := d.recordHostLocked(ctx, h, func(r *hostRecord) {}); err != nil {
+			h.rec.Drain = false
 			d.mu.Unlock()
 			return api.HostView{}, fmt.Errorf("host %s: cannot record the drain: %w", name, err)
 		}
-		h.rec = rec
 		d.log.Info().Str("host", name).Str("pool", h.rec.Pool).Int("jobs", len(d.jobsOnHostLocked(name))).
 			Bool("move", r.Move).Msg("host draining: no new VMs on it, out of its pool when its jobs have left")
 	}
@@ -77,20 +82,54 @@ func (d *Daemon) UndrainHost(ctx context.Context, name string) (_ api.HostView, 
 	if h == nil {
 		return api.HostView{}, &api.RequestError{Status: 404, Code: api.CodeNotFound, Msg: fmt.Sprintf("no host %q", name)}
 	}
+	if h.recording {
+		return api.HostView{}, recordingConflict(name)
+	}
 	if !h.rec.Drain {
 		return api.HostView{}, &api.RequestError{Status: 409, Code: api.CodeConflict,
 			Msg: fmt.Sprintf("host %s is not drained (%s)", name, d.hostStateLocked(h))}
 	}
-	rec := h.rec
-	rec.Drain = false
-	if err := d.st.SetHost(context.WithoutCancel(ctx), name, mustJSON(rec)); err != nil {
+	// Back in service once recorded: the host stays drained meanwhile.
+	if err := d.recordHostLocked(ctx, h, func(r *hostRecord) { r.Drain = false }); err != nil {
 		return api.HostView{}, fmt.Errorf("host %s: cannot record the undrain: %w", name, err)
 	}
-	h.rec = rec
 	d.lastRound = 0
 	d.log.Info().Str("host", name).Str("pool", h.rec.Pool).Msg("host undrained: back in its pool")
 	d.kick()
 	return d.hostViewLocked(h), nil
+}
+
+// recordHostLocked writes h's record with change made to the store, and
+// once it is there makes the change to h's record: without holding d.mu
+// meanwhile (it is unlocked and locked again), as the write waits for a
+// group commit, which every other user of the lock would wait for too (the
+// undrain of 5,000 hosts held the daemon for seconds). h is marked
+// recording meanwhile, so that another drain or undrain of it waits for
+// this one; whatever else changed h's record meanwhile is written again.
+// d.mu must be held.
+func (d *Daemon) recordHostLocked(ctx context.Context, h *gridHost, change func(*hostRecord)) error {
+	rec := h.rec
+	change(&rec)
+	h.recording = true
+	d.mu.Unlock()
+	err := d.st.SetHost(context.WithoutCancel(ctx), h.name, mustJSON(rec))
+	d.mu.Lock()
+	h.recording = false
+	if err != nil {
+		return err
+	}
+	change(&h.rec)
+	if h.rec != rec {
+		d.persistHost(ctx, h) // changed meanwhile: the latest goes to the store
+	}
+	return nil
+}
+
+// recordingConflict is the answer to a drain or undrain of a host whose
+// last one is being recorded.
+func recordingConflict(name string) error {
+	return &api.RequestError{Status: 409, Code: api.CodeConflict,
+		Msg: fmt.Sprintf("host %s: its last drain or undrain is being recorded: try again", name)}
 }
 
 // jobsOnHostLocked lists the IDs of the live jobs with a VM on the host.

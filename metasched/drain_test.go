@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -136,6 +137,33 @@ func TestDrainHost(t *testing.T) {
 		}
 		if _, err := d.DrainHost(ctx, "nowhere", api.DrainRequest{}); !errors.As(err, &re) || re.Status != 404 {
 			t.Errorf("drain of an unknown host: %v, want a 404", err)
+		}
+
+		// Drains and undrains of one host at once (each records it
+		// without the daemon's lock): each is done or a 409 (not
+		// drained, or the last one still being recorded), and the host
+		// ends as the last one done left it.
+		var wg sync.WaitGroup
+		for i := range 16 {
+			wg.Go(func() {
+				var err error
+				if i%2 == 0 {
+					_, err = d.DrainHost(ctx, "home-1", api.DrainRequest{})
+				} else {
+					_, err = d.UndrainHost(ctx, "home-1")
+				}
+				var re *api.RequestError
+				if err != nil && (!errors.As(err, &re) || re.Status != 409) {
+					t.Errorf("a drain or undrain among others: %v, want done or a 409", err)
+				}
+			})
+		}
+		wg.Wait()
+		if _, err := d.DrainHost(ctx, "home-1", api.DrainRequest{}); err != nil {
+			t.Fatal(err)
+		}
+		if h, err := d.UndrainHost(ctx, "home-1"); err != nil || h.State != api.HostIdle || !slices.Contains(poolHosts(d, "render"), "home-1") {
+			t.Errorf("home-1 undrained after the others: %s, %v, render's hosts %v", h.State, err, poolHosts(d, "render"))
 		}
 	})
 }

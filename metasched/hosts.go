@@ -48,6 +48,9 @@ type gridHost struct {
 	// yet timed); its jobs are stopped once it has been so for the
 	// agent-loss grace.
 	lostSince time.Time
+	// recording says an operator's drain or undrain of the host is being
+	// written to the store (recordHostLocked).
+	recording bool
 }
 
 // movedVM is a VM of a live job that its agent reports on another host
