@@ -16,6 +16,8 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // Etcd is the engine on an etcd cluster: the store of several daemons, one
@@ -101,8 +103,9 @@ var ErrFenced = errors.New("fenced: the writer no longer holds its lease")
 // than MaxRetries times.
 var ErrConflicts = errors.New("too many conflicting writes")
 
-// ErrNoAnswer: etcd did not answer a transaction within its Timeout (most
-// likely, a majority of its members is down or cut off).
+// ErrNoAnswer: etcd did not answer a transaction within its Timeout, or
+// the member the client talked to went away with the request and no other
+// answered it (most likely, a majority of its members is down or cut off).
 var ErrNoAnswer = errors.New("etcd does not answer (is a majority of its members up?)")
 
 // DefaultEtcdTimeout is Etcd.Timeout when it is not set.
@@ -110,7 +113,8 @@ const DefaultEtcdTimeout = 10 * time.Second
 
 // bound gives ctx the engine's timeout, unless it ends earlier; done
 // (which may be called more than once) releases it and names the error of
-// a transaction that ran out of time: ErrNoAnswer for the timeout, the
+// a transaction that ran out of time: ErrNoAnswer for the timeout (and
+// for a member that went away with the request: gRPC's Unavailable), the
 // context's own error for its end (the client reports both as an unknown
 // error).
 func (e *Etcd) bound(ctx context.Context) (context.Context, func(error) error) {
@@ -140,6 +144,10 @@ func (e *Etcd) bound(ctx context.Context) (context.Context, func(error) error) {
 			return fmt.Errorf("etcd: %w (%w)", context.DeadlineExceeded, err)
 		case expired:
 			return fmt.Errorf("%w: nothing in %s (%w)", ErrNoAnswer, d, err)
+		case status.Code(err) == codes.Unavailable:
+			// The member the client talked to went away with the request
+			// (killed, or its connection reset) and no other answered it.
+			return fmt.Errorf("%w: the member went away (%w)", ErrNoAnswer, err)
 		}
 		return err
 	}

@@ -4,9 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/metasched/metasched/internal/etcdtest"
 	"github.com/metasched/metasched/metasched/store/kv"
@@ -121,6 +125,22 @@ func TestEtcdQuorumLost(t *testing.T) {
 	}
 	if err := put(context.Background()); err != nil {
 		t.Errorf("a write once the quorum returned: %v", err)
+	}
+}
+
+// A member that goes away with a request (its connection reset: gRPC's
+// Unavailable, which the quorum test meets when the client talked to a
+// member it killed) is no answer, like a timeout; other errors stay theirs.
+func TestEtcdUnavailableIsNoAnswer(t *testing.T) {
+	db := &kv.Etcd{Timeout: time.Minute}
+	_, done := db.Bound(context.Background())
+	gone := fmt.Errorf("etcd commit: %w", status.Error(codes.Unavailable, "error reading from server: EOF"))
+	if err := done(gone); !errors.Is(err, kv.ErrNoAnswer) || !strings.Contains(err.Error(), "EOF") {
+		t.Errorf("a member gone with the request: %v, want ErrNoAnswer with its cause", err)
+	}
+	other := status.Error(codes.InvalidArgument, "too many operations in txn request")
+	if err := done(other); errors.Is(err, kv.ErrNoAnswer) || !errors.Is(err, other) {
+		t.Errorf("another error: %v, want it as it was", err)
 	}
 }
 

@@ -1,6 +1,9 @@
 package kv
 
-import "encoding/hex"
+import (
+	"context"
+	"encoding/hex"
+)
 
 // Pending is how many Batch calls wait for a commit (tests).
 func (e *Etcd) Pending() int {
@@ -43,3 +46,6 @@ func CacheLen(e *Etcd) int {
 	defer e.mu.Unlock()
 	return e.cache.len()
 }
+
+// Bound is e.bound (tests).
+func (e *Etcd) Bound(ctx context.Context) (context.Context, func(error) error) { return e.bound(ctx) }
