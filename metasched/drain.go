@@ -104,8 +104,9 @@ func (d *Daemon) UndrainHost(ctx context.Context, name string) (_ api.HostView, 
 // meanwhile (it is unlocked and locked again), as the write waits for a
 // group commit, which every other user of the lock would wait for too (the
 // undrain of 5,000 hosts held the daemon for seconds). h is marked
-// recording meanwhile, so that another drain or undrain of it waits for
-// this one; whatever else changed h's record meanwhile is written again.
+// recording meanwhile, so that another drain or undrain of it is refused
+// (a 409) until this one is recorded; whatever else changed h's record
+// meanwhile is written again.
 // d.mu must be held.
 func (d *Daemon) recordHostLocked(ctx context.Context, h *gridHost, change func(*hostRecord)) error {
 	rec := h.rec

@@ -109,12 +109,7 @@ func (l *Ledger) Promised() map[string]Use {
 func (l *Ledger) Jobs() []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	out := make([]string, 0, len(l.byJob))
-	for j := range l.byJob {
-		out = append(out, j)
-	}
-	slices.Sort(out)
-	return out
+	return slices.Sorted(maps.Keys(l.byJob))
 }
 
 // DropJob gives back every promise of the job.
