@@ -141,6 +141,7 @@ func serveCmd(ctx context.Context, e *env, f serveFlags, changed func(string) bo
 	if err != nil {
 		return err
 	}
+	log.Debug().Int("procs", setProcs()).Msg("Ps (GOMAXPROCS): the CPUs and 6 more, for the goroutines waiting in fsync, unless GOMAXPROCS is set")
 	if f.cpuProfile != "" {
 		pf, err := os.Create(f.cpuProfile)
 		if err != nil {

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -386,5 +387,21 @@ func TestServeUsage(t *testing.T) {
 				t.Errorf("data directory after bad usage: %d entries, %v; want it untouched", len(entries), err)
 			}
 		})
+	}
+}
+
+// TestSetProcs: serve runs with extraProcs Ps beyond Go's default, and
+// with GOMAXPROCS when the environment sets it.
+func TestSetProcs(t *testing.T) {
+	base := runtime.GOMAXPROCS(0)
+	defer runtime.GOMAXPROCS(base)
+	t.Setenv("GOMAXPROCS", "")
+	if got := setProcs(); got != base+extraProcs || runtime.GOMAXPROCS(0) != got {
+		t.Errorf("setProcs() = %d with GOMAXPROCS %d, want %d", got, runtime.GOMAXPROCS(0), base+extraProcs)
+	}
+	t.Setenv("GOMAXPROCS", "3")
+	runtime.GOMAXPROCS(3) // as the runtime does with the variable at start
+	if got := setProcs(); got != 3 || runtime.GOMAXPROCS(0) != 3 {
+		t.Errorf("setProcs() = %d with GOMAXPROCS=3 set, GOMAXPROCS %d: want 3", got, runtime.GOMAXPROCS(0))
 	}
 }
