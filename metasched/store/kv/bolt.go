@@ -3,6 +3,7 @@ package kv
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 
 	bolt "go.etcd.io/bbolt"
@@ -14,6 +15,9 @@ import (
 // only a file has (its size, a copy, a check).
 type Bolt struct {
 	DB *bolt.DB
+
+	// batches are the writes waiting for the next group commit (Batch).
+	batches batches
 
 	commits atomic.Int64
 	// last is the write transaction the last function ran in: bbolt
@@ -50,11 +54,85 @@ func (b *Bolt) Update(ctx context.Context, fn func(Tx) error) error {
 	return boltErr(b.DB.Update(func(tx *bolt.Tx) error { return b.write(tx, fn) }))
 }
 
+// Batch runs fn in a write transaction shared with the other writes that
+// wait meanwhile (group commit), and returns once that transaction is
+// committed. A write that comes when no commit is under way waits up to
+// the DB's MaxBatchDelay for others (MaxBatchSize of them end the wait);
+// the writes that come while a commit runs all go into the next one,
+// which starts as soon as that ends.
+//
+// bbolt's own DB.Batch starts a commit at each MaxBatchDelay and queues
+// the commits behind its write lock: under load they stack up, each with
+// the writes of one delay, and a write waits behind all of them.
+//
+// As with DB.Batch, a function that fails (or panics) is taken out of the
+// batch and run in a transaction of its own, whose error it returns (or
+// in which it panics again, in its caller's goroutine); the others run
+// again together.
 func (b *Bolt) Batch(ctx context.Context, fn func(Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return boltErr(b.DB.Batch(func(tx *bolt.Tx) error { return b.write(tx, fn) }))
+	c := &batchCall{fn: fn, done: make(chan error, 1)}
+	if b.batches.add(c) {
+		go b.commitLoop()
+	}
+	if err := <-c.done; err != errSolo {
+		return err
+	}
+	return b.Update(ctx, fn)
+}
+
+// errSolo tells a write that its function failed in a batch: it runs
+// again alone, for its own error.
+var errSolo = errors.New("batch function failed: run it alone")
+
+// commitLoop commits the queued writes, a transaction at a time, until
+// none is left. Its first commit waits MaxBatchDelay for writes to share
+// it; each next takes all that came while the one before committed.
+func (b *Bolt) commitLoop() {
+	b.batches.gather(max(b.DB.MaxBatchSize, 1), b.DB.MaxBatchDelay)
+	for calls := b.batches.take(); len(calls) > 0; calls = b.batches.take() {
+		b.commit(calls)
+	}
+}
+
+// commit runs the calls in one transaction, as bbolt's batch does: a call
+// whose function fails (or panics) is told to run alone, and the rest
+// run again together.
+func (b *Bolt) commit(calls []*batchCall) {
+	for len(calls) > 0 {
+		failed := -1
+		err := b.DB.Update(func(tx *bolt.Tx) error {
+			for i, c := range calls {
+				if err := safely(func() error { return b.write(tx, c.fn) }); err != nil {
+					failed = i
+					return err
+				}
+			}
+			return nil
+		})
+		if failed >= 0 {
+			calls[failed].done <- errSolo
+			calls = append(calls[:failed:failed], calls[failed+1:]...)
+			continue
+		}
+		for _, c := range calls {
+			c.done <- boltErr(err)
+		}
+		return
+	}
+}
+
+// safely runs fn, a panic in it an error (the call runs again alone, in
+// its caller's goroutine, where it panics again).
+func safely(fn func() error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panic in a batch function: %v", p)
+		}
+	}()
+	return fn()
 }
 
 func (b *Bolt) Close() error { return b.DB.Close() }

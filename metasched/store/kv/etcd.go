@@ -83,11 +83,8 @@ type Etcd struct {
 	// never touch it.
 	mu    sync.Mutex
 	cache keyCache
-	// bmu guards Batch's queue: the calls waiting, and whether a caller
-	// is committing them (running).
-	bmu     sync.Mutex
-	pending []*batchCall
-	running bool
+	// batches are the calls waiting for the next group commit (Batch).
+	batches batches
 
 	commits atomic.Int64
 }
@@ -249,36 +246,16 @@ func (e *Etcd) Batch(ctx context.Context, fn func(Tx) error) error {
 		return err
 	}
 	c := &batchCall{fn: fn, done: make(chan error, 1)}
-	e.bmu.Lock()
-	e.pending = append(e.pending, c)
-	run := !e.running
-	e.running = true
-	e.bmu.Unlock()
-	if run {
-		e.runBatches()
+	if e.batches.add(c) {
+		go e.runBatches()
 	}
 	return <-c.done
-}
-
-// batchCall is a function queued by Batch.
-type batchCall struct {
-	fn   func(Tx) error
-	done chan error
 }
 
 // runBatches commits the queued calls, a transaction at a time, until
 // none is left.
 func (e *Etcd) runBatches() {
-	for {
-		e.bmu.Lock()
-		calls := e.pending
-		e.pending = nil
-		if len(calls) == 0 {
-			e.running = false
-			e.bmu.Unlock()
-			return
-		}
-		e.bmu.Unlock()
+	for calls := e.batches.take(); len(calls) > 0; calls = e.batches.take() {
 		for len(calls) > 0 {
 			ctx, done := e.bound(context.Background())
 			n, errs := e.commitBatch(ctx, calls)

@@ -6,11 +6,10 @@ import (
 )
 
 // Pending is how many Batch calls wait for a commit (tests).
-func (e *Etcd) Pending() int {
-	e.bmu.Lock()
-	defer e.bmu.Unlock()
-	return len(e.pending)
-}
+func (e *Etcd) Pending() int { return e.batches.len() }
+
+// Pending is how many Batch calls wait for a commit (tests).
+func (b *Bolt) Pending() int { return b.batches.len() }
 
 // RangesRead is how many pages of entries the write transaction of tx
 // read from etcd so far (tests).

@@ -45,7 +45,7 @@ type DB interface {
 	// nil; fn may run more than once (see the package comment).
 	Update(ctx context.Context, fn func(Tx) error) error
 	// Batch is Update that may share its commit with concurrent callers
-	// (bbolt's group commit); fn may run more than once.
+	// (group commit); fn may run more than once.
 	Batch(ctx context.Context, fn func(Tx) error) error
 	// Commits counts the write transactions committed so far that wrote
 	// something (a group commit is one).
