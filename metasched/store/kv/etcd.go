@@ -223,6 +223,7 @@ func (e *Etcd) update(ctx context.Context, fn func(Tx) error) error {
 		if ok {
 			return failed
 		}
+		uncached = uncached || t.blind
 		select { // another writer was first: run again on what it wrote
 		case <-ctx.Done():
 			return ctx.Err()
@@ -321,6 +322,7 @@ func (e *Etcd) commitBatch(ctx context.Context, calls []*batchCall) (int, []erro
 		if ok {
 			return n, errs[:n]
 		}
+		uncached = uncached || t.blind
 		select { // another writer was first: run them again on what it wrote
 		case <-ctx.Done():
 			return len(calls), fill(errs, ctx.Err())
@@ -383,9 +385,13 @@ type etcdTx struct {
 	// transaction whose keys all came from the cache and that walked no
 	// range has no rev, and needs none.
 	rev int64
-	// cached: it read a key from the cache; uncached: it reads none from
-	// it (a run after one that could not be checked: etcdTx.check).
+	// cached: it read a key from the cache, or took one absent (blind);
+	// uncached: it reads none from the cache and takes none absent (a
+	// run after one that could not be checked, etcdTx.check, or after
+	// one that took a key absent and failed its conditions).
 	cached, uncached bool
+	// blind: it took a key absent without asking etcd (getting).
+	blind bool
 	// keysRead counts the keys it asked etcd for (tests).
 	keysRead int
 	// reads are the keys read, with the modification revision seen (0:
@@ -413,7 +419,19 @@ type seenKey struct {
 func (t *etcdTx) root() etcdRoot { return etcdRoot{etcdBucket{t: t, prefix: t.e.Prefix}} }
 
 // get reads key as the transaction sees it.
-func (t *etcdTx) get(key string) ([]byte, error) {
+func (t *etcdTx) get(key string) ([]byte, error) { return t.getting(key, false) }
+
+// getting reads key as get does; blind, a key the transaction does not
+// know (it did not write, drop or see it, and the cache has not got it)
+// is taken to be absent, with no request to etcd, on the commit's
+// condition that it is (its modification revision 0, checked as a key
+// from the cache is). A Put reads so the key it writes: it needs only to
+// know that the key is not a nested bucket, and nearly every key the
+// daemon puts without having read it is new (a job's entries in the
+// indexes of the states it moves to, its output's lines). A key that
+// exists after all fails the commit's conditions, and the run after reads
+// etcd only (blind).
+func (t *etcdTx) getting(key string, blind bool) ([]byte, error) {
 	if t.err != nil {
 		return nil, t.err
 	}
@@ -432,6 +450,13 @@ func (t *etcdTx) get(key string) ([]byte, error) {
 			}
 			t.seen[key] = k
 		}
+	}
+	if !ok && blind && t.writable && !t.uncached {
+		k, ok, t.blind, t.cached = seenKey{}, true, true, true
+		if t.seen == nil {
+			t.seen = map[string]seenKey{}
+		}
+		t.seen[key] = k
 	}
 	if !ok {
 		resp, err := t.read(key)
@@ -688,8 +713,11 @@ func (b etcdBucket) child(name []byte) string {
 }
 
 // read is the entry of key: its tag and value (tag 0: none).
-func (b etcdBucket) read(key []byte) (byte, []byte) {
-	v, err := b.t.get(b.entry(key))
+func (b etcdBucket) read(key []byte) (byte, []byte) { return b.reading(key, false) }
+
+// reading reads the entry of key, blind as etcdTx.getting does.
+func (b etcdBucket) reading(key []byte, blind bool) (byte, []byte) {
+	v, err := b.t.getting(b.entry(key), blind)
 	if err != nil {
 		b.fail(err)
 		return 0, nil
@@ -727,7 +755,7 @@ func (b etcdBucket) Put(key, value []byte) error {
 	if !b.t.writable {
 		return ErrReadOnly
 	}
-	if tag, _ := b.read(key); tag == tagBucket {
+	if tag, _ := b.reading(key, true); tag == tagBucket {
 		return fmt.Errorf("put %q: %w: a bucket has that name", key, ErrBucketExists)
 	}
 	return b.t.put(b.entry(key), append([]byte{tagValue}, value...))

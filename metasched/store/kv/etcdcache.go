@@ -13,8 +13,9 @@ import (
 // that leads is the only writer of its store (the others are fenced), so
 // its entries are etcd's keys, and a transaction that reads what it
 // committed last waits for no read at all. A key it never read nor wrote
-// is still asked of etcd, an absent one too: a Put reads the key it writes
-// (a key and a nested bucket never share a name), and the keys that a
+// is still asked of etcd, but for the key of a Put, taken to be absent on
+// the commit's condition (etcdTx.getting): a Put reads the key it writes
+// only to know that no nested bucket has its name, and the keys that a
 // job's transactions create (its entries in the indexes of the states it
 // moves to, its output's) were most of the daemon's reads left at 1,000
 // hosts.

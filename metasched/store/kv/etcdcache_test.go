@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"testing"
 
@@ -380,5 +381,65 @@ func TestEtcdCacheUnchecked(t *testing.T) {
 	}
 	if fmt.Sprint(read) != "[0 21]" {
 		t.Errorf("the runs asked etcd for %v keys, want [0 21] (the cache's, then etcd's)", read)
+	}
+}
+
+// TestEtcdBlindPut: a Put of a key the engine does not know asks etcd
+// nothing and commits on the condition that the key is absent. When
+// another client made it meanwhile, a value or a nested bucket of that
+// name, the commit fails its condition and the run after reads etcd: the
+// value is overwritten, the bucket's name refused (ErrBucketExists),
+// with Update and Batch alike.
+func TestEtcdBlindPut(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	cl := c.Client(t)
+	ctx := context.Background()
+	for _, batch := range []bool{false, true} {
+		prefix := fmt.Sprintf("/blind/%t/", batch)
+		db := &kv.Etcd{Client: cl, Prefix: prefix}
+		run := db.Update
+		if batch {
+			run = db.Batch
+		}
+		if err := db.Update(ctx, func(tx kv.Tx) error { _, err := tx.CreateBucket([]byte("b")); return err }); err != nil {
+			t.Fatal(err)
+		}
+		var runs, read []int
+		put := func(key string) error {
+			runs, read = nil, nil
+			return run(ctx, func(tx kv.Tx) error {
+				b := tx.Bucket([]byte("b"))
+				before := kv.KeysRead(tx)
+				err := b.Put([]byte(key), []byte("mine"))
+				runs, read = append(runs, len(runs)+1), append(read, kv.KeysRead(tx)-before)
+				return err
+			})
+		}
+		// A new key: no read.
+		if err := put("new"); err != nil || !slices.Equal(read, []int{0}) {
+			t.Errorf("batch %t: a new key: error %v, keys asked of etcd per run %v, want none and [0]", batch, err, read)
+		}
+		// A key another client wrote: the condition fails, the second
+		// run reads it and overwrites it.
+		if _, err := cl.Put(ctx, etcdKey(prefix, "b", "theirs"), "vtheirs"); err != nil {
+			t.Fatal(err)
+		}
+		if err := put("theirs"); err != nil || !slices.Equal(read, []int{0, 1}) {
+			t.Errorf("batch %t: a key written behind its back: error %v, keys asked per run %v, want none and [0 1]", batch, err, read)
+		}
+		if r, err := cl.Get(ctx, etcdKey(prefix, "b", "theirs")); err != nil || len(r.Kvs) != 1 || string(r.Kvs[0].Value) != "vmine" {
+			t.Errorf("batch %t: etcd holds %v (%v), want vmine", batch, r.Kvs, err)
+		}
+		// A nested bucket another client made: refused on the second run.
+		other := &kv.Etcd{Client: cl, Prefix: prefix}
+		if err := other.Update(ctx, func(tx kv.Tx) error {
+			_, err := tx.Bucket([]byte("b")).CreateBucketIfNotExists([]byte("nest"))
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if err := put("nest"); !errors.Is(err, kv.ErrBucketExists) || len(runs) != 2 {
+			t.Errorf("batch %t: a Put on a bucket's name: %v after %d runs, want ErrBucketExists after 2", batch, err, len(runs))
+		}
 	}
 }
