@@ -17,6 +17,17 @@ import (
 // etcdKey is the etcd key of key in the top-level bucket b under prefix.
 func etcdKey(prefix, b, key string) string { return fmt.Sprintf("%sc%x/k%s", prefix, b, key) }
 
+// engine is an engine under a prefix of its own (/NAME/BATCH/) and its
+// Batch, or its Update.
+func engine(cl *clientv3.Client, name string, batch bool) (*kv.Etcd, string, func(context.Context, func(kv.Tx) error) error) {
+	prefix := fmt.Sprintf("/%s/%t/", name, batch)
+	db := &kv.Etcd{Client: cl, Prefix: prefix}
+	if batch {
+		return db, prefix, db.Batch
+	}
+	return db, prefix, db.Update
+}
+
 // counter reads the decimal count under key "n" of bucket "b" (0: none).
 func counter(t *testing.T, tx kv.Tx) int {
 	v := tx.Bucket([]byte("b")).Get([]byte("n"))
@@ -117,12 +128,7 @@ func TestEtcdCacheOutOfDate(t *testing.T) {
 	cl := c.Client(t)
 	ctx := context.Background()
 	for _, batch := range []bool{false, true} {
-		prefix := fmt.Sprintf("/stale/%t/", batch)
-		db := &kv.Etcd{Client: cl, Prefix: prefix}
-		run := db.Update
-		if batch {
-			run = db.Batch
-		}
+		db, prefix, run := engine(cl, "stale", batch)
 		// incr adds one to the count and returns what each run read.
 		incr := func() []int {
 			var seen []int
@@ -395,12 +401,7 @@ func TestEtcdBlindPut(t *testing.T) {
 	cl := c.Client(t)
 	ctx := context.Background()
 	for _, batch := range []bool{false, true} {
-		prefix := fmt.Sprintf("/blind/%t/", batch)
-		db := &kv.Etcd{Client: cl, Prefix: prefix}
-		run := db.Update
-		if batch {
-			run = db.Batch
-		}
+		db, prefix, run := engine(cl, "blind", batch)
 		if err := db.Update(ctx, func(tx kv.Tx) error { _, err := tx.CreateBucket([]byte("b")); return err }); err != nil {
 			t.Fatal(err)
 		}
