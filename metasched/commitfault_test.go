@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -116,5 +117,50 @@ func TestCommitFailure(t *testing.T) {
 			t.Errorf("transitions %v, attempts %d; want %v and 1", path, got.Attempts, want)
 		}
 		waitFor(t, "no VM left", time.Minute, func() bool { return len(td.d.VMs()) == 0 })
+	})
+}
+
+// TestCommitFailsAsItStops: a job's change whose commit fails after the
+// daemon stopped (a leader cut off from etcd stops before its commit's
+// bound ends) is not tried again, nor logged as an error of the job: the
+// daemon says it is stopping, and the job resumes after the restart or
+// under the next leader.
+func TestCommitFailsAsItStops(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		entered, release := make(chan struct{}), make(chan struct{})
+		var once sync.Once
+		fault := func(job string, from, to lifecycle.State) error {
+			if to != lifecycle.Provisioning {
+				return nil
+			}
+			first := false
+			once.Do(func() { first = true })
+			if !first {
+				return nil
+			}
+			close(entered)
+			<-release
+			return errors.New("etcd does not answer (is a majority of its members up?): nothing in 10s")
+		}
+		td := startDaemon(t, metasched.Options{CommitFault: fault}, func(c *metasched.Config) { c.Executor.TimeScale = 0.0005 })
+		if _, err := td.d.Submit(context.Background(), jobfile.Decode([]byte("name: a\ntype: render\ntasks: 4\ntask_ops: 1e9\ntask_bytes: 1e5\n"))); err != nil {
+			t.Fatal(err)
+		}
+		<-entered
+		stopped := make(chan struct{})
+		go func() {
+			td.stop()
+			close(stopped)
+		}()
+		synctest.Wait() // the daemon has stopped but for the job's commit
+		close(release)
+		<-stopped
+		log := td.log.String()
+		if !strings.Contains(log, "daemon stopping: the job's change is not recorded") {
+			t.Errorf("the daemon did not say its stop left the job's change unrecorded:\n%s", log)
+		}
+		if strings.Contains(log, "cannot record the job's change: trying again") {
+			t.Errorf("the daemon logged a retry of a commit that failed as it stopped:\n%s", log)
+		}
 	})
 }

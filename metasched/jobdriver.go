@@ -263,6 +263,14 @@ func (d *Daemon) answer(ctx context.Context, lj *liveJob, ev lifecycle.Event) {
 		if err == nil || errors.Is(err, lifecycle.ErrNotAllowed) {
 			return
 		}
+		if d.stopping() {
+			// It stopped while the commit waited (a leader cut off from
+			// etcd stops before its commit's bound): not an error of its
+			// own, and nothing is tried again.
+			d.log.Info().Err(err).Str("job", lj.id()).Str("event", fmt.Sprintf("%T", ev)).
+				Msg("daemon stopping: the job's change is not recorded; it resumes after the restart, or under the next leader")
+			return
+		}
 		d.log.Error().Err(err).Str("job", lj.id()).Str("event", fmt.Sprintf("%T", ev)).Dur("retry_in", wait).
 			Msg("cannot record the job's change: trying again")
 		select {
