@@ -377,7 +377,9 @@ func (d *Daemon) claim(ctx context.Context, j *liveJob, pl *gramvm.Placement) {
 		why += ", placement " + string(p)
 	}
 	if err := d.stepJob(ctx, j, lifecycle.Plan{Placement: pl, VMs: vms, Predicted: predicted, StartEnd: startEnd, Reason: why, At: d.now()}); err != nil {
-		d.log.Error().Err(err).Str("job", j.id()).Msg("cannot record the plan: the job stays queued")
+		if !d.stoppedDuring(j, err, "the job's plan") {
+			d.log.Error().Err(err).Str("job", j.id()).Msg("cannot record the plan: the job stays queued")
+		}
 		d.mu.Lock()
 		if j.job.State == lifecycle.Queued {
 			d.unreserveLocked(j)

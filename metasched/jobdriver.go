@@ -263,12 +263,7 @@ func (d *Daemon) answer(ctx context.Context, lj *liveJob, ev lifecycle.Event) {
 		if err == nil || errors.Is(err, lifecycle.ErrNotAllowed) {
 			return
 		}
-		if d.stopping() {
-			// It stopped while the commit waited (a leader cut off from
-			// etcd stops before its commit's bound): not an error of its
-			// own, and nothing is tried again.
-			d.log.Info().Err(err).Str("job", lj.id()).Str("event", fmt.Sprintf("%T", ev)).
-				Msg("daemon stopping: the job's change is not recorded; it resumes after the restart, or under the next leader")
+		if d.stoppedDuring(lj, err, "the job's change") {
 			return
 		}
 		d.log.Error().Err(err).Str("job", lj.id()).Str("event", fmt.Sprintf("%T", ev)).Dur("retry_in", wait).
@@ -280,6 +275,19 @@ func (d *Daemon) answer(ctx context.Context, lj *liveJob, ev lifecycle.Event) {
 		}
 		wait = min(2*wait, 5*time.Second)
 	}
+}
+
+// stoppedDuring reports whether the daemon has stopped, and then logs that
+// what (a change of the job) was not recorded: a commit that failed once
+// the daemon stopped (a leader cut off from etcd stops before its
+// commit's bound ends) is not an error of the job's, and nothing is tried
+// again; the job resumes after the restart, or under the next leader.
+func (d *Daemon) stoppedDuring(lj *liveJob, err error, what string) bool {
+	if !d.stopping() {
+		return false
+	}
+	d.log.Info().Err(err).Str("job", lj.id()).Msgf("daemon stopping: %s is not recorded; the job resumes after the restart, or under the next leader", what)
+	return true
 }
 
 // runDone is closed when the daemon stops.
