@@ -78,10 +78,3 @@ func (q *batches) take() []*batchCall {
 	}
 	return calls
 }
-
-// len is how many calls wait.
-func (q *batches) len() int {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return len(q.pending)
-}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 
 	bolt "go.etcd.io/bbolt"
@@ -114,7 +115,7 @@ func (b *Bolt) commit(calls []*batchCall) {
 		})
 		if failed >= 0 {
 			calls[failed].done <- errSolo
-			calls = append(calls[:failed:failed], calls[failed+1:]...)
+			calls = slices.Delete(calls, failed, failed+1)
 			continue
 		}
 		for _, c := range calls {

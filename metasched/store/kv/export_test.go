@@ -6,10 +6,17 @@ import (
 )
 
 // Pending is how many Batch calls wait for a commit (tests).
-func (e *Etcd) Pending() int { return e.batches.len() }
+func (e *Etcd) Pending() int { return e.batches.waiting() }
 
 // Pending is how many Batch calls wait for a commit (tests).
-func (b *Bolt) Pending() int { return b.batches.len() }
+func (b *Bolt) Pending() int { return b.batches.waiting() }
+
+// waiting is how many calls wait.
+func (q *batches) waiting() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.pending)
+}
 
 // RangesRead is how many pages of entries the write transaction of tx
 // read from etcd so far (tests).
