@@ -61,8 +61,8 @@ type Run struct {
 	// discards the output.
 	Output io.Writer
 	// OutputFrom is how many bytes of the attempt's output Output already
-	// took (before a restart): Command writes what follows them. Emulated
-	// ignores it.
+	// took (before a restart): Command and Guest write what follows them.
+	// Emulated ignores it.
 	OutputFrom int64
 	// Lost, when set, says which worker VMs of the attempt the job has
 	// lost since it started, by name, with why (an elastic job goes on

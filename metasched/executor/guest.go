@@ -141,6 +141,11 @@ type guestState struct {
 	Exited map[string]int `json:"exited,omitempty"`
 	// Lost is, per worker VM the job lost, why, once the log said so.
 	Lost map[string]string `json:"lost,omitempty"`
+	// Pending is the text last given to the log, ending at Kept, recorded
+	// here before the log takes it: a daemon killed in between gives the
+	// log, after its restart, the part of it that the log had not taken
+	// (Run.OutputFrom), so that no line is lost or taken twice.
+	Pending string `json:"pending,omitempty"`
 }
 
 // guestVM is one VM of a run as the executor follows it.
@@ -169,6 +174,7 @@ type guestRun struct {
 	st    guestState
 	out   io.Writer
 	dirty bool
+	buf   []byte // text for the log not yet recorded as Pending
 
 	tokens float64
 	last   time.Time
@@ -208,6 +214,9 @@ func (g *Guest) Run(ctx context.Context, r Run) (Result, error) {
 	}
 	if err := run.loadState(); err != nil {
 		return Result{}, fmt.Errorf("job %s: %w", name, err)
+	}
+	if r.Resume {
+		run.givePending(r.OutputFrom)
 	}
 	for i, vm := range r.VMs {
 		a, err := g.opt.Agents(vm.Site)
@@ -619,29 +628,21 @@ func (run *guestRun) takeLines(vm *guestVM, all bool) {
 			run.st.Capped = true
 			return
 		}
-		if !run.write(text) {
-			return
-		}
+		run.write(text)
 		run.st.Offsets[vm.Name] += int64(len(line))
 		vm.pending = vm.pending[len(line):]
-		run.dirty = true
 	}
 }
 
 // note writes a line of the executor's own to the log.
-func (run *guestRun) note(s string) {
-	if run.write(s) {
-		run.dirty = true
-	}
-}
+func (run *guestRun) note(s string) { run.write(s) }
 
-func (run *guestRun) write(s string) bool {
-	if _, err := io.WriteString(run.out, s); err != nil {
-		run.log.Warn().Err(err).Msg("job output not taken")
-		return false
-	}
+// write adds s to the text for the log; saveState records it, then gives
+// it to the log.
+func (run *guestRun) write(s string) {
+	run.buf = append(run.buf, s...)
 	run.st.Kept += int64(len(s))
-	return true
+	run.dirty = true
 }
 
 // finish ends a run whose master exited: the rest of every VM's output,
@@ -680,6 +681,7 @@ func (run *guestRun) finish(ctx context.Context) (Result, error) {
 	if res.ExitCode != 0 {
 		res.Reason = fmt.Sprintf("exit status %d in the master VM %s", res.ExitCode, run.vms[0].Name)
 	}
+	run.saveState() // the notes of workers lost meanwhile
 	run.log.Info().Int("exit_code", res.ExitCode).Int64("output_kept", run.st.Kept).Msg("the job ended")
 	return res, nil
 }
@@ -893,21 +895,48 @@ func (run *guestRun) loadState() error {
 	return nil
 }
 
-// saveState writes the record when the log took something since the last
-// write: a restart then repeats at most what one poll wrote.
+// saveState writes the record when something changed since the last
+// write, the text for the log among it (Pending), then gives that text to
+// the log: the record is durable before the log takes anything, and a
+// restart gives the log what it did not take (givePending).
 func (run *guestRun) saveState() {
 	if !run.dirty {
 		return
 	}
+	run.st.Pending += string(run.buf)
+	run.buf = run.buf[:0]
 	data, err := json.Marshal(run.st)
 	if err == nil {
 		err = writeDurably(run.adir, guestStateName, data)
 	}
 	if err != nil {
 		run.log.Warn().Err(err).Msg("cannot record how far the log took the output: a restart may repeat more of it")
+	} else {
+		run.dirty = false
+	}
+	run.givePending(-1)
+}
+
+// givePending writes the text recorded as Pending to the log, the part of
+// it before from skipped (from is where the log stands in the attempt's
+// output, -1 when the log took everything before Pending). Text the log
+// refuses stays pending, to be given again with the next.
+func (run *guestRun) givePending(from int64) {
+	p := run.st.Pending
+	if from >= 0 {
+		at := run.st.Kept - int64(len(p))
+		p = p[min(max(from-at, 0), int64(len(p))):]
+	}
+	if p == "" {
+		run.st.Pending = ""
 		return
 	}
-	run.dirty = false
+	if _, err := io.WriteString(run.out, p); err != nil {
+		run.log.Warn().Err(err).Msg("job output not taken: given again with the next")
+		run.st.Pending = p
+		return
+	}
+	run.st.Pending = ""
 }
 
 // guestHostfile is the job's hostfile inside its VMs: one VM per line,

@@ -418,7 +418,7 @@ func TestGuestResumeFollowsWithoutRestart(t *testing.T) {
 	}
 
 	out2 := newWatchWriter("")
-	r.Output, r.Resume = out2, true
+	r.Output, r.Resume, r.OutputFrom = out2, true, int64(len(out1.String())) // as the daemon gives it
 	if err := os.WriteFile(gate, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -438,6 +438,87 @@ func TestGuestResumeFollowsWithoutRestart(t *testing.T) {
 	starts, err := os.ReadFile(filepath.Join(f.root, "starts"))
 	if err != nil || string(starts) != "started\n" {
 		t.Errorf("the master's command started %q times (%v), want once", starts, err)
+	}
+}
+
+// crashWriter is a job's log in a daemon killed at the first write that
+// holds mark: the guest executor's record is kept as it was on disk at
+// that moment; the write is taken when took, and nothing after it.
+type crashWriter struct {
+	mark, state string
+	took        bool
+	crash       func()
+
+	mu      sync.Mutex
+	buf     bytes.Buffer
+	crashed bool
+	record  []byte // the record at the crash; nil when there was none
+}
+
+func (w *crashWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.crashed {
+		return 0, errors.New("the daemon is dead")
+	}
+	if !strings.Contains(string(p), w.mark) {
+		w.buf.Write(p)
+		return len(p), nil
+	}
+	w.crashed = true
+	w.record, _ = os.ReadFile(w.state)
+	w.crash()
+	if !w.took {
+		return 0, errors.New("the daemon is dead")
+	}
+	w.buf.Write(p)
+	return len(p), nil
+}
+
+// TestGuestResumeAfterKill: a daemon killed as the log took the output of
+// a poll, or just before, gives the log every line once after its
+// restart: the executor records the text before the log takes it.
+func TestGuestResumeAfterKill(t *testing.T) {
+	t.Parallel()
+	for _, took := range []bool{true, false} {
+		t.Run(fmt.Sprintf("took=%v", took), func(t *testing.T) {
+			t.Parallel()
+			f := newFakeGuests(t, guestVMs())
+			gate := filepath.Join(t.TempDir(), "go")
+			master := `for i in 1 2 3 4 5 6 7 8; do echo line-$i; done; while [ ! -f ` + gate + ` ]; do sleep 0.02; done; echo last`
+			ctx, detach := context.WithCancelCause(t.Context())
+			r := guestRun(t, master, `echo worker`, nil)
+			state := filepath.Join(executor.AttemptDir(r.Dir, r.Attempt), "guest-state.json")
+			out1 := &crashWriter{mark: "line-", state: state, took: took, crash: func() { detach(executor.ErrDetached) }}
+			r.Output = out1
+			g := newGuest(t, f, executor.GuestOptions{})
+			if _, err := g.Run(ctx, r); !errors.Is(err, executor.ErrDetached) {
+				t.Fatalf("Run of the killed daemon: %v, want ErrDetached", err)
+			}
+			// The disk as the kill left it.
+			if out1.record == nil {
+				if err := os.Remove(state); err != nil && !errors.Is(err, os.ErrNotExist) {
+					t.Fatal(err)
+				}
+			} else if err := os.WriteFile(state, out1.record, 0o644); err != nil {
+				t.Fatal(err)
+			}
+
+			out2 := newWatchWriter("")
+			r.Output, r.Resume, r.OutputFrom = out2, true, int64(out1.buf.Len())
+			if err := os.WriteFile(gate, nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := g.Run(t.Context(), r); err != nil {
+				t.Fatal(err)
+			}
+			all := out1.buf.String() + out2.String()
+			for _, line := range []string{"j-1-m| line-1\n", "j-1-m| line-5\n", "j-1-m| line-8\n", "j-1-m| last\n", "j-1-w1| worker\n", "j-1-w2| worker\n"} {
+				if n := strings.Count(all, line); n != 1 {
+					t.Errorf("%q is %d times in the logs before and after the kill, want once:\n%s----\n%s", line, n, out1.buf.String(), out2.String())
+				}
+			}
+		})
 	}
 }
 
@@ -680,7 +761,7 @@ func TestGuestResumeAfterLostWorker(t *testing.T) {
 	lost.lose("j-1-w2", "host latam-a-1 unreachable for 1m0s or more")
 	f.setFail("j-1-w2", fmt.Errorf("vm j-1-w2: %w", hp.ErrNotFound))
 	out2 := newWatchWriter("")
-	r.VMs, r.Output, r.Resume, r.Lost = r.VMs[:2], out2, true, lost.get
+	r.VMs, r.Output, r.Resume, r.Lost, r.OutputFrom = r.VMs[:2], out2, true, lost.get, int64(len(out1.String()))
 	if err := os.WriteFile(gate, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
