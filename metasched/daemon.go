@@ -142,37 +142,27 @@ type Daemon struct {
 	instance string
 	hist     history
 
-	refreshMu   sync.Mutex // one refresh of the inventories at a time
-	mu          sync.Mutex
-	hosts       map[string]*gridHost
-	order       []string // host names in grid order
-	jobs        map[string]*liveJob
-	index       jobIndex          // the live jobs by queue, placement and pool
-	noRoom      map[string]noRoom // pool → why its queued jobs after one were not planned (no free host)
-	lastRound   uint64            // the dispatcher's last round (roundKeyLocked)
-	hostsGen    uint64            // counts the changes of the set of hosts (sortHosts)
-	never       neverRunsCache    // the answers of neverRuns
-	coord       *coordinator.Coordinator
-	released    map[coordinator.SwitchID]string // PrepareRelease answers, for repeats
-	timers      map[coordinator.SwitchID]clockwork.Timer
-	timerPhase  map[coordinator.SwitchID]coordinator.Phase
-	restoreActs []coordinator.Action
-	rates       map[string]*poolRates
-	switchRates *switchRate
-	seq         int // switch IDs: the number of the last one
+	refreshMu sync.Mutex // one refresh of the inventories at a time
+	mu        sync.Mutex
+	hosts     map[string]*gridHost
+	order     []string // host names in grid order
+	jobs      map[string]*liveJob
+	index     jobIndex          // the live jobs by queue, placement and pool
+	noRoom    map[string]noRoom // pool → why its queued jobs after one were not planned (no free host)
+	lastRound uint64            // the dispatcher's last round (roundKeyLocked)
+	hostsGen  uint64            // counts the changes of the set of hosts (sortHosts)
+	never     neverRunsCache    // the answers of neverRuns
+	rates     map[string]*poolRates
 	// switchSteps counts the switches' steps: refresh reconciles a host's
 	// pool with its agent's only when no switch stepped while it read the
 	// inventories.
 	switchSteps uint64
-	// switchesEnded counts the switches ended since the start, by final
-	// phase (the metrics' switches by outcome).
-	switchesEnded map[coordinator.Phase]int
-	// why is who started each switch in flight and why (the policy's
-	// decision, or an operator), for its line in the log when it ends.
-	why     map[coordinator.SwitchID]string
-	closing bool
-	// lastSwitchState is the policy state at the last switch started.
-	lastSwitchState string
+	closing     bool
+
+	// sw is the switch driver's state: the coordinator, the timers, the
+	// switches' numbers, ends and rate (switchBook, a subsystem with its
+	// own lock, a leaf).
+	sw *switchBook
 
 	vmsCreated, vmsDestroyed atomic.Int64
 
@@ -226,9 +216,7 @@ func NewWithGrid(ctx context.Context, cfg *Config, grid *graph.Grid, opt Options
 	}
 	d := &Daemon{cfg: cfg, opt: opt, log: opt.Logger, grid: grid, types: cfg.JobTypes, clock: opt.Clock, started: opt.Clock.Now(), instance: newInstance(),
 		hosts: map[string]*gridHost{}, jobs: map[string]*liveJob{}, ledger: capacity.NewLedger(), index: newJobIndex(), noRoom: map[string]noRoom{},
-		released: map[coordinator.SwitchID]string{}, timers: map[coordinator.SwitchID]clockwork.Timer{},
-		timerPhase: map[coordinator.SwitchID]coordinator.Phase{},
-		rates:      map[string]*poolRates{}, switchesEnded: map[coordinator.Phase]int{}, why: map[coordinator.SwitchID]string{},
+		rates: map[string]*poolRates{}, sw: newSwitchBook(cfg.SwitchDelay),
 		wake: make(chan struct{}, 1), events: make(chan coordinator.Event, 256)}
 	if d.planner, err = gramvm.New(grid, 0); err != nil {
 		return nil, err
@@ -337,7 +325,6 @@ func NewWithGrid(ctx context.Context, cfg *Config, grid *graph.Grid, opt Options
 	for _, jt := range cfg.JobTypes {
 		d.rates[jt.Name] = newPoolRates(d.started)
 	}
-	d.switchRates = newSwitchRate(cfg.SwitchDelay)
 	if err := d.restoreHosts(ctx); err != nil {
 		return nil, err
 	}

@@ -7,7 +7,7 @@ import "github.com/metasched/metasched/gramvm"
 func (d *Daemon) HeldSwitches() int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return len(d.coord.Switches())
+	return len(d.sw.all())
 }
 
 // Housekeeping runs one round of the housekeeping now (tests).

@@ -45,7 +45,7 @@ func (d *Daemon) manage(ctx context.Context) {
 	// seconds, and asking every tick would start a switch per tick for
 	// the same queue.
 	sig := stateSignature(in)
-	if sig == d.lastSwitchState {
+	if !d.sw.changed(sig) {
 		return
 	}
 	dec, err := d.pol.Decide(in)
@@ -62,7 +62,7 @@ func (d *Daemon) manage(ctx context.Context) {
 			Msg("switch not started: the source pool is at min_pool_hosts")
 		return
 	}
-	d.lastSwitchState = sig
+	d.sw.started(sig)
 	id := d.startSwitch(ctx, from, to, dec.Policy+": "+dec.Why)
 	// At debug: the switch's one line at info is its end ("switch done",
 	// or its failure), which names the policy's decision too.
@@ -87,12 +87,11 @@ func stateSignature(in policy.Inputs) string {
 // policyInputsLocked gathers the policy's inputs.
 func (d *Daemon) policyInputsLocked(now time.Time) policy.Inputs {
 	idx := map[string]int{}
-	in := policy.Inputs{Pools: make([]policy.PoolInput, len(d.types)), Transit: make([][]int, len(d.types))}
+	in := policy.Inputs{Pools: make([]policy.PoolInput, len(d.types))}
 	for i, jt := range d.types {
 		idx[jt.Name] = i
 		r := d.rates[jt.Name]
 		in.Pools[i] = policy.PoolInput{Name: jt.Name, Arrival: r.arrivalRate(now), Service: r.serviceRate(), HoldingCost: jt.HoldingCost}
-		in.Transit[i] = make([]int, len(d.types))
 	}
 	for i, jt := range d.types {
 		c := d.countsLocked(jt.Name)
@@ -104,17 +103,8 @@ func (d *Daemon) policyInputsLocked(now time.Time) policy.Inputs {
 			in.Pools[i].Servers++
 		}
 	}
-	for _, sw := range d.coord.Switches() {
-		if sw.Phase.Final() {
-			continue
-		}
-		a, oka := idx[sw.From]
-		b, okb := idx[sw.To]
-		if oka && okb {
-			in.Transit[a][b]++
-		}
-	}
-	in.SwitchRate = d.switchRates.rate()
+	in.Transit = d.sw.transit(idx, len(d.types))
+	in.SwitchRate, _ = d.sw.rate()
 	in.Locked = make([]bool, len(d.types))
 	for i, p := range in.Pools {
 		in.Locked[i] = p.Servers <= d.cfg.MinPoolHosts
@@ -127,8 +117,8 @@ func (d *Daemon) Policy() api.PolicyView {
 	d.mu.Lock()
 	in := d.policyInputsLocked(d.now())
 	n := in.Servers()
-	samples := d.switchRates.samples()
 	d.mu.Unlock()
+	_, samples := d.sw.rate()
 	pv := d.pol.View()
 	v := api.PolicyView{Configured: d.cfg.Policy.String(), InForce: pv.InForce, Note: pv.Note, Servers: n,
 		SwitchRate: in.SwitchRate, SwitchSamples: samples, Decisions: pv.Decisions, Switches: pv.Switches,

@@ -1,8 +1,6 @@
 package metasched
 
 import (
-	"maps"
-
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
@@ -240,16 +238,9 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(c.cost, holdingCostRate(pools))
 
-	ended := map[co.Phase]int{}
-	inFlight := 0
+	inFlight, ended := d.sw.counts()
 	hosts := map[string]int{}
 	d.mu.Lock()
-	for _, sw := range d.coord.Switches() {
-		if !sw.Phase.Final() {
-			inFlight++
-		}
-	}
-	maps.Copy(ended, d.switchesEnded)
 	for _, name := range d.order {
 		hosts[d.hostStateLocked(d.hosts[name])]++
 	}

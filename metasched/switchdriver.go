@@ -30,12 +30,7 @@ func (d *Daemon) switchLoop(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
-			d.mu.Lock()
-			for id, t := range d.timers {
-				t.Stop()
-				delete(d.timers, id)
-			}
-			d.mu.Unlock()
+			d.sw.stopTimers()
 			return
 		case ev := <-d.events:
 			d.stepSwitch(ctx, ev)
@@ -46,16 +41,11 @@ func (d *Daemon) switchLoop(ctx context.Context) {
 // stepSwitch feeds one event to the coordinator and carries out its actions.
 func (d *Daemon) stepSwitch(ctx context.Context, ev co.Event) {
 	d.mu.Lock()
-	if t, ok := ev.(co.Timeout); ok {
-		// A timer that fired for a phase the switch has left is stale.
-		sw, found := d.coord.Switch(t.ID)
-		if !found || d.timerPhase[t.ID] != sw.Phase {
-			d.mu.Unlock()
-			return
-		}
-	}
-	acts, err := d.stepSwitchLocked(ev)
+	acts, stale, err := d.stepSwitchLocked(ev)
 	d.mu.Unlock()
+	if stale {
+		return // a timer that fired for a phase the switch has left
+	}
 	if err != nil {
 		lvl := d.log.Warn()
 		if errors.Is(err, co.ErrWrongPhase) || errors.Is(err, co.ErrUnknownSwitch) {
@@ -70,9 +60,13 @@ func (d *Daemon) stepSwitch(ctx context.Context, ev co.Event) {
 // stepSwitchLocked steps the coordinator and makes the host view follow each
 // switch's new state at once, so that the API never shows a host as
 // switching under a final switch, nor serving while it is held. What must
-// last (a host's record) is written after the journal, by the actions.
-func (d *Daemon) stepSwitchLocked(ev co.Event) ([]co.Action, error) {
-	acts, err := d.coord.Step(ev)
+// last (a host's record) is written after the journal, by the actions. A
+// timeout for a phase its switch has left is stale: nothing is stepped.
+func (d *Daemon) stepSwitchLocked(ev co.Event) (_ []co.Action, stale bool, _ error) {
+	acts, stale, err := d.sw.step(ev)
+	if stale {
+		return nil, true, nil
+	}
 	d.switchSteps++
 	for _, a := range acts {
 		p, ok := a.(co.Persist)
@@ -94,7 +88,7 @@ func (d *Daemon) stepSwitchLocked(ev co.Event) ([]co.Action, error) {
 			h.held = ""
 		}
 	}
-	return acts, err
+	return acts, false, err
 }
 
 // applySwitch carries out the coordinator's actions in order: the switch's
@@ -103,10 +97,8 @@ func (d *Daemon) stepSwitchLocked(ev co.Event) ([]co.Action, error) {
 func (d *Daemon) applySwitch(ctx context.Context, acts []co.Action) {
 	var over []co.SwitchID
 	defer func() {
-		d.mu.Lock()
-		defer d.mu.Unlock()
 		for _, id := range over {
-			d.forgetLocked(id)
+			d.forget(id)
 		}
 	}()
 	for _, a := range acts {
@@ -153,14 +145,14 @@ func (d *Daemon) applySwitch(ctx context.Context, acts []co.Action) {
 			d.goJob(func() { d.reconfigure(ctx, a.ID, a.Host, a.Pool, true) })
 		case co.AbortRelease:
 			d.mu.Lock()
+			chosen := d.sw.takeReleased(a.ID)
 			if a.Host == "" {
 				// Ended before the release was on record: a host this
 				// daemon chose for it is held under its ID still.
-				if h := d.hosts[d.released[a.ID]]; h != nil && h.held == a.ID {
+				if h := d.hosts[chosen]; h != nil && h.held == a.ID {
 					h.held = ""
 				}
 			}
-			delete(d.released, a.ID)
 			d.switchSteps++
 			if h := d.hosts[a.Host]; h != nil {
 				h.rec.Pool = a.Pool
@@ -199,33 +191,6 @@ func (d *Daemon) applySwitch(ctx context.Context, acts []co.Action) {
 // recorded updates the host view and the timers after a switch's new state
 // is journaled.
 func (d *Daemon) recorded(ctx context.Context, sw co.Switch) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if t := d.timers[sw.ID]; t != nil {
-		t.Stop()
-		delete(d.timers, sw.ID)
-		delete(d.timerPhase, sw.ID)
-	}
-	if sw.Phase.Final() {
-		why := d.why[sw.ID]
-		delete(d.why, sw.ID)
-		if sw.ClearedTo == "" {
-			d.switchesEnded[sw.Phase]++
-		}
-		if sw.Phase == co.PhaseDone {
-			if h := d.hosts[sw.Host]; h != nil {
-				d.persistHost(ctx, h)
-			}
-			d.switchRates.observe(sw.Updated.Sub(sw.Started))
-			d.log.Info().Str("switch", string(sw.ID)).Str("host", sw.Host).Str("from", sw.From).Str("to", sw.To).
-				Float64("seconds", roundMs(sw.Updated.Sub(sw.Started).Seconds())).Str("why", why).Msg("switch done")
-		} else if sw.Phase != co.PhaseStranded {
-			d.log.Warn().Str("switch", string(sw.ID)).Str("host", sw.Host).Str("phase", string(sw.Phase)).
-				Str("failed_in", string(sw.FailedIn)).Str("reason", sw.Reason).Str("why", why).Msg("switch " + string(sw.Phase))
-		}
-		d.kick()
-		return
-	}
 	timeout := d.opt.StepTimeout
 	if sw.Phase == co.PhaseReconfiguring || sw.Phase == co.PhaseCancelling || sw.Phase == co.PhaseRollingBack {
 		timeout += d.cfg.SwitchDelay
@@ -233,9 +198,24 @@ func (d *Daemon) recorded(ctx context.Context, sw co.Switch) {
 	if sw.Phase == co.PhaseReleasing {
 		timeout += time.Minute // the host's jobs leave first
 	}
-	id, phase := sw.ID, sw.Phase
-	d.timerPhase[id] = phase
-	d.timers[id] = d.clock.AfterFunc(timeout, func() { d.post(ctx, co.Timeout{ID: id, At: d.now()}) })
+	id := sw.ID
+	d.sw.arm(sw, d.clock, timeout, func() { d.post(ctx, co.Timeout{ID: id, At: d.now()}) })
+	if sw.Phase.Final() {
+		why := d.sw.end(sw)
+		if sw.Phase == co.PhaseDone {
+			d.mu.Lock()
+			if h := d.hosts[sw.Host]; h != nil {
+				d.persistHost(ctx, h)
+			}
+			d.mu.Unlock()
+			d.log.Info().Str("switch", string(sw.ID)).Str("host", sw.Host).Str("from", sw.From).Str("to", sw.To).
+				Float64("seconds", roundMs(sw.Updated.Sub(sw.Started).Seconds())).Str("why", why).Msg("switch done")
+		} else if sw.Phase != co.PhaseStranded {
+			d.log.Warn().Str("switch", string(sw.ID)).Str("host", sw.Host).Str("phase", string(sw.Phase)).
+				Str("failed_in", string(sw.FailedIn)).Str("reason", sw.Reason).Str("why", why).Msg("switch " + string(sw.Phase))
+		}
+		d.kick()
+	}
 }
 
 // fault asks the test hook.

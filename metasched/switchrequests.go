@@ -16,11 +16,7 @@ import (
 // startSwitch hands a decision to the coordinator; why says whose and
 // why, for the switch's line in the log when it ends.
 func (d *Daemon) startSwitch(ctx context.Context, from, to, why string) co.SwitchID {
-	d.mu.Lock()
-	d.seq++
-	id := co.NewSwitchID(d.seq)
-	d.why[id] = why
-	d.mu.Unlock()
+	id := d.sw.next(why)
 	d.post(ctx, co.Start{ID: id, From: from, To: to, At: d.now()})
 	return id
 }
@@ -77,7 +73,7 @@ func (d *Daemon) ClearHost(ctx context.Context, name, pool string) (_ api.HostVi
 	}
 	target := pool
 	if target == "" {
-		if sw, ok := d.coord.Switch(co.SwitchID(h.rec.Switch)); ok {
+		if sw, ok := d.sw.get(co.SwitchID(h.rec.Switch)); ok {
 			target = sw.From
 		}
 	}
@@ -91,7 +87,7 @@ func (d *Daemon) ClearHost(ctx context.Context, name, pool string) (_ api.HostVi
 			Msg: fmt.Sprintf("host %s is still stranded: its agent cannot configure it for pool %s: %v", name, target, err)}
 	}
 	d.mu.Lock()
-	acts, err := d.stepSwitchLocked(co.Cleared{Host: name, Pool: target, At: d.now()})
+	acts, _, err := d.stepSwitchLocked(co.Cleared{Host: name, Pool: target, At: d.now()})
 	d.mu.Unlock()
 	if err != nil {
 		return api.HostView{}, &api.RequestError{Status: 409, Code: api.CodeConflict, Msg: err.Error()}

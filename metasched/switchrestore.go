@@ -101,17 +101,14 @@ func (d *Daemon) restoreSwitches(ctx context.Context) error {
 		return err
 	}
 	latest := map[string]int{} // host → the number of its last switch
+	last := int(seq)
 	for _, sw := range c.Switches() {
 		n, _ := co.SwitchIDNumber(sw.ID)
 		if sw.Host != "" && n > latest[sw.Host] {
 			latest[sw.Host] = n
 		}
-		if n > d.seq {
-			d.seq = n
-		}
+		last = max(last, n)
 	}
-	d.seq = max(d.seq, int(seq))
-	d.coord = c
 	for _, sw := range c.Switches() {
 		n, _ := co.SwitchIDNumber(sw.ID)
 		h := d.hosts[sw.Host]
@@ -124,6 +121,7 @@ func (d *Daemon) restoreSwitches(ctx context.Context) error {
 			d.persistHost(ctx, h)
 		}
 	}
+	var again []co.Action
 	for _, a := range acts {
 		var host string // the host a final notification is about
 		var id co.SwitchID
@@ -138,8 +136,9 @@ func (d *Daemon) restoreSwitches(ctx context.Context) error {
 		if n, _ := co.SwitchIDNumber(id); host != "" && latest[host] != n {
 			continue
 		}
-		d.restoreActs = append(d.restoreActs, a)
+		again = append(again, a)
 	}
+	d.sw.restored(c, last, again)
 	return nil
 }
 
@@ -147,11 +146,8 @@ func (d *Daemon) restoreSwitches(ctx context.Context) error {
 // their requests and the final notifications, then forgets the switches
 // that are over.
 func (d *Daemon) resumeSwitches(ctx context.Context) {
-	d.mu.Lock()
-	acts := d.restoreActs
-	d.restoreActs = nil
-	sws := d.coord.Switches()
-	d.mu.Unlock()
+	acts := d.sw.takeRestored()
+	sws := d.sw.all()
 	n := 0
 	for _, sw := range sws {
 		if !sw.Phase.Final() {
@@ -163,26 +159,17 @@ func (d *Daemon) resumeSwitches(ctx context.Context) {
 		d.log.Info().Int("switches", n).Msg("resuming the switches in flight")
 	}
 	d.applySwitch(ctx, acts)
-	d.mu.Lock()
-	defer d.mu.Unlock()
 	for _, sw := range sws {
 		if !sw.Open() {
-			d.forgetLocked(sw.ID)
+			d.forget(sw.ID)
 		}
 	}
 }
 
-// forgetLocked drops a switch that is over from memory: its history is in
-// the store.
-func (d *Daemon) forgetLocked(id co.SwitchID) {
-	if err := d.coord.Forget(id); err != nil {
+// forget drops a switch that is over from memory: its history is in the
+// store.
+func (d *Daemon) forget(id co.SwitchID) {
+	if err := d.sw.forget(id); err != nil {
 		d.log.Error().Err(err).Str("switch", string(id)).Msg("cannot forget a switch")
-		return
 	}
-	delete(d.released, id)
-	if t := d.timers[id]; t != nil {
-		t.Stop()
-	}
-	delete(d.timers, id)
-	delete(d.timerPhase, id)
 }

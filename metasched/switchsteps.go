@@ -26,7 +26,7 @@ func (d *Daemon) prepareRelease(ctx context.Context, a co.PrepareRelease) {
 		return
 	}
 	d.mu.Lock()
-	if h, ok := d.released[a.ID]; ok { // a repeat: the same answer
+	if h, ok := d.sw.releasedHost(a.ID); ok { // a repeat: the same answer
 		d.mu.Unlock()
 		d.post(ctx, co.Released{ID: a.ID, Host: h, At: d.now()})
 		return
@@ -38,7 +38,7 @@ func (d *Daemon) prepareRelease(ctx context.Context, a co.PrepareRelease) {
 		return
 	}
 	best := rel.host
-	d.released[a.ID] = best
+	d.sw.setReleased(a.ID, best)
 	d.hosts[best].held = a.ID // no new job is placed on it from now on
 	calibrating := d.cal.Measuring(best)
 	attempts := make([]int, len(rel.requeue))
@@ -237,8 +237,8 @@ func (d *Daemon) reconfigure(ctx context.Context, id co.SwitchID, host, pool str
 	if h != nil {
 		s = d.site(h.rec.Site)
 	}
-	sw, _ := d.coord.Switch(id)
 	d.mu.Unlock()
+	sw, _ := d.sw.get(id)
 	if s == nil {
 		fail(fmt.Errorf("host %s: no agent", host))
 		return

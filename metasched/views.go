@@ -41,7 +41,7 @@ func (d *Daemon) Pools() []api.Pool {
 			out[i].Idle++
 		}
 	}
-	for _, sw := range d.coord.Switches() {
+	for _, sw := range d.sw.all() {
 		if sw.Phase.Final() {
 			continue
 		}
@@ -74,13 +74,13 @@ func (d *Daemon) hostViewLocked(h *gridHost) api.HostView {
 		v.VMs = []api.VM{}
 	}
 	if h.held != "" {
-		if sw, ok := d.coord.Switch(h.held); ok {
+		if sw, ok := d.sw.get(h.held); ok {
 			v.Switch, v.From, v.To = string(sw.ID), sw.From, sw.To
 		}
 	}
 	if h.rec.Stranded {
 		v.Switch, v.Reason = h.rec.Switch, h.rec.Reason
-		if sw, ok := d.coord.Switch(co.SwitchID(h.rec.Switch)); ok {
+		if sw, ok := d.sw.get(co.SwitchID(h.rec.Switch)); ok {
 			v.From, v.To = sw.From, sw.To
 		}
 	}
@@ -153,13 +153,11 @@ func (d *Daemon) Switches(ctx context.Context, f api.SwitchFilter) (_ api.Switch
 		}
 		sws = append(sws, sw)
 	}
-	d.mu.Lock()
 	for i, sw := range sws {
-		if live, ok := d.coord.Switch(sw.ID); ok {
+		if live, ok := d.sw.get(sw.ID); ok {
 			sws[i] = live // the coordinator may be one record ahead
 		}
 	}
-	d.mu.Unlock()
 	for _, sw := range sws {
 		out.Switches = append(out.Switches, switchView(sw, now))
 	}
@@ -169,9 +167,7 @@ func (d *Daemon) Switches(ctx context.Context, f api.SwitchFilter) (_ api.Switch
 // openSwitches lists the switches in flight and the stranded ones not
 // cleared, newest first.
 func (d *Daemon) openSwitches() []co.Switch {
-	d.mu.Lock()
-	sws := d.coord.Switches()
-	d.mu.Unlock()
+	sws := d.sw.all()
 	out := make([]co.Switch, 0, len(sws))
 	for _, sw := range slices.Backward(sws) {
 		if sw.Open() {
