@@ -152,7 +152,9 @@ type Daemon struct {
 	lastRound uint64            // the dispatcher's last round (roundKeyLocked)
 	hostsGen  uint64            // counts the changes of the set of hosts (sortHosts)
 	never     neverRunsCache    // the answers of neverRuns
-	rates     map[string]*poolRates
+	// rates are the pools' rate estimates (rateBook, a subsystem with its
+	// own lock, a leaf).
+	rates *rateBook
 	// switchSteps counts the switches' steps: refresh reconciles a host's
 	// pool with its agent's only when no switch stepped while it read the
 	// inventories.
@@ -216,7 +218,7 @@ func NewWithGrid(ctx context.Context, cfg *Config, grid *graph.Grid, opt Options
 	}
 	d := &Daemon{cfg: cfg, opt: opt, log: opt.Logger, grid: grid, types: cfg.JobTypes, clock: opt.Clock, started: opt.Clock.Now(), instance: newInstance(),
 		hosts: map[string]*gridHost{}, jobs: map[string]*liveJob{}, ledger: capacity.NewLedger(), index: newJobIndex(), noRoom: map[string]noRoom{},
-		rates: map[string]*poolRates{}, sw: newSwitchBook(cfg.SwitchDelay),
+		sw:   newSwitchBook(cfg.SwitchDelay),
 		wake: make(chan struct{}, 1), events: make(chan coordinator.Event, 256)}
 	if d.planner, err = gramvm.New(grid, 0); err != nil {
 		return nil, err
@@ -322,9 +324,11 @@ func NewWithGrid(ctx context.Context, cfg *Config, grid *graph.Grid, opt Options
 	if d.pol, err = policy.New(ctx, pc, d.log.With().Str("component", "policy").Logger()); err != nil {
 		return nil, fmt.Errorf("policy: %w", err)
 	}
-	for _, jt := range cfg.JobTypes {
-		d.rates[jt.Name] = newPoolRates(d.started)
+	pools := make([]string, len(cfg.JobTypes))
+	for i, jt := range cfg.JobTypes {
+		pools[i] = jt.Name
 	}
+	d.rates = newRateBook(pools, d.started)
 	if err := d.restoreHosts(ctx); err != nil {
 		return nil, err
 	}

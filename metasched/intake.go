@@ -267,7 +267,7 @@ func (d *Daemon) accepted(j *selection.Job, sj store.Job) api.Job {
 	lj := newLiveJob(lifecycle.New(sj.ID, j.Type), j, sj.Owner, sj.Submitted)
 	d.mu.Lock()
 	d.addJobLocked(lj)
-	d.rates[j.Type].arrival(sj.Submitted)
+	d.rates.arrival(j.Type, sj.Submitted)
 	v := d.jobViewLocked(lj, sj)
 	d.mu.Unlock()
 	d.kick()

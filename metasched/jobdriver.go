@@ -152,7 +152,7 @@ func (d *Daemon) applyLocked(lj *liveJob, prev, next lifecycle.Job, acts []lifec
 	switch next.State {
 	case lifecycle.Planned:
 		lj.waiting = ""
-		d.rates[next.Type].planned(len(hostsOf(rec.Placement)), rec.Predicted)
+		d.rates.planned(next.Type, len(hostsOf(rec.Placement)), rec.Predicted)
 		log.Info().Str("name", lj.spec.Name).Str("master", rec.Placement.Plan.Master).Str("clusters", clusterList(rec.Placement)).
 			Int("vms", len(rec.VMs)).Float64("predicted_s", roundMs(rec.Predicted)).Msg("job planned")
 	case lifecycle.Running:
@@ -169,9 +169,9 @@ func (d *Daemon) applyLocked(lj *liveJob, prev, next lifecycle.Job, acts []lifec
 	}
 	if next.State.Terminal() {
 		if next.State == lifecycle.Done && !rec.Started.IsZero() && rec.Placement != nil {
-			d.rates[next.Type].completion(float64(len(hostsOf(rec.Placement))) * rec.Finished.Sub(rec.Started).Seconds())
+			d.rates.done(next.Type, float64(len(hostsOf(rec.Placement)))*rec.Finished.Sub(rec.Started).Seconds(),
+				rec.Placement.Master.Site, runTimesOf(rec).MeasuredS, rec.ProgramSeconds)
 			d.metrics.observeRatio(next.Type, rec)
-			d.rates[next.Type].ran(rec.Placement.Master.Site, runTimesOf(rec).MeasuredS, rec.ProgramSeconds)
 		}
 	}
 	return later

@@ -90,8 +90,8 @@ func (d *Daemon) policyInputsLocked(now time.Time) policy.Inputs {
 	in := policy.Inputs{Pools: make([]policy.PoolInput, len(d.types))}
 	for i, jt := range d.types {
 		idx[jt.Name] = i
-		r := d.rates[jt.Name]
-		in.Pools[i] = policy.PoolInput{Name: jt.Name, Arrival: r.arrivalRate(now), Service: r.serviceRate(), HoldingCost: jt.HoldingCost}
+		arrival, service := d.rates.rates(jt.Name, now)
+		in.Pools[i] = policy.PoolInput{Name: jt.Name, Arrival: arrival, Service: service, HoldingCost: jt.HoldingCost}
 	}
 	for i, jt := range d.types {
 		c := d.countsLocked(jt.Name)

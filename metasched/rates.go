@@ -3,6 +3,7 @@ package metasched
 import (
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/metasched/metasched/gramvm"
@@ -70,6 +71,69 @@ func (r *poolRates) ran(site string, measured, program float64) {
 	r.startEnd[site] = s
 }
 
+// rateBook is the pools' rate estimates (poolRates), under a lock of its
+// own, a leaf: Daemon.mu may be held when it is taken. The job steps give
+// it the arrivals, plans and completions; the cluster manager, the pools'
+// view and the plans' start and end read it.
+type rateBook struct {
+	mu    sync.Mutex
+	pools map[string]*poolRates
+}
+
+func newRateBook(pools []string, since time.Time) *rateBook {
+	b := &rateBook{pools: make(map[string]*poolRates, len(pools))}
+	for _, p := range pools {
+		b.pools[p] = newPoolRates(since)
+	}
+	return b
+}
+
+// with calls f with pool's rates under the book's lock; a pool the book
+// does not know is nothing to do.
+func (b *rateBook) with(pool string, f func(r *poolRates)) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if r := b.pools[pool]; r != nil {
+		f(r)
+	}
+}
+
+func (b *rateBook) arrival(pool string, at time.Time) {
+	b.with(pool, func(r *poolRates) { r.arrival(at) })
+}
+
+func (b *rateBook) planned(pool string, hosts int, seconds float64) {
+	b.with(pool, func(r *poolRates) { r.planned(hosts, seconds) })
+}
+
+// done notes a job of pool done: its busy host-seconds, and its measured
+// and program run times with its master at site.
+func (b *rateBook) done(pool string, hostSeconds float64, site string, measured, program float64) {
+	b.with(pool, func(r *poolRates) {
+		r.completion(hostSeconds)
+		r.ran(site, measured, program)
+	})
+}
+
+// rates returns pool's λ and µ at now.
+func (b *rateBook) rates(pool string, now time.Time) (arrival, service float64) {
+	b.with(pool, func(r *poolRates) { arrival, service = r.arrivalRate(now), r.serviceRate() })
+	return arrival, service
+}
+
+// view returns pool's rates as the API shows them and its jobs completed.
+func (b *rateBook) view(pool string, now time.Time) (v api.Rates, completed int) {
+	b.with(pool, func(r *poolRates) { v, completed = r.view(now), r.completed })
+	return v, completed
+}
+
+// startEnd is the median start and end of pool's last jobs with their
+// master at site, and how many it is of (see poolRates.startEndCost).
+func (b *rateBook) startEnd(pool, site string) (cost float64, n int) {
+	b.with(pool, func(r *poolRates) { cost, n = r.startEndCost(site) })
+	return cost, n
+}
+
 // startEndLocked is what a job of pool planned on pl adds to its t* for
 // its start and end, and whence: the median of the pool's last jobs'
 // (measured less their program's own run time) with their master at the
@@ -83,7 +147,7 @@ func (d *Daemon) startEndLocked(pool string, pl *gramvm.Placement) (float64, str
 	if d.exec.Name() == "emulated" {
 		return 0, ""
 	}
-	if c, n := d.rates[pool].startEndCost(pl.Master.Site); n > 0 {
+	if c, n := d.rates.startEnd(pool, pl.Master.Site); n > 0 {
 		return c, fmt.Sprintf("the median of the pool's last %d jobs with their master at %s", n, pl.Master.Site)
 	}
 	most, at := 0.0, ""

@@ -20,9 +20,9 @@ func (d *Daemon) Pools() []api.Pool {
 	idx := map[string]int{}
 	for i, jt := range d.types {
 		idx[jt.Name] = i
-		r := d.rates[jt.Name]
+		rates, completed := d.rates.view(jt.Name, now)
 		out[i] = api.Pool{Name: jt.Name, VCPUs: jt.VCPUs, MemoryMiB: jt.MemoryMiB, HoldingCost: jt.HoldingCost,
-			Hosts: []string{}, Rates: r.view(now), Completed: r.completed}
+			Hosts: []string{}, Rates: rates, Completed: completed}
 	}
 	for i, jt := range d.types {
 		c := d.countsLocked(jt.Name)
