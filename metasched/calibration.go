@@ -185,8 +185,8 @@ func (d *Daemon) calGridLocked() calibration.Grid {
 		at[c.Name] = len(g.Sites)
 		g.Sites = append(g.Sites, calibration.Site{Name: c.Name, Why: calibratesWhy(s), Perf: c.Perf, LANMbps: c.LANMbps})
 	}
-	for _, name := range d.order {
-		h := d.hosts[name]
+	for _, name := range d.hv.order {
+		h := d.hv.hosts[name]
 		i, ok := at[h.rec.Site]
 		if !ok || g.Sites[i].Why != "" {
 			continue
@@ -210,8 +210,8 @@ func (d *Daemon) calGridLocked() calibration.Grid {
 // promised on their hosts under d.mu, before a dispatch round can see
 // those hosts free.
 func (d *Daemon) calibrateRound(ctx context.Context) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	d.lockR()
+	defer d.unlockR()
 	if d.closing || ctx.Err() != nil {
 		return
 	}
@@ -507,9 +507,9 @@ func (d *Daemon) abortCalibrationOn(ctx context.Context, host, why string) {
 // Calibration is the calibration's view: every site, every figure with
 // its age and when it is due.
 func (d *Daemon) Calibration() api.Calibration {
-	d.mu.Lock()
+	d.lockR()
 	g := d.calGridLocked()
-	d.mu.Unlock()
+	d.unlockR()
 	return d.calibrationView(g)
 }
 
@@ -552,9 +552,9 @@ func (d *Daemon) Calibrate(ctx context.Context, site string) (_ api.Calibration,
 				Msg: "no site can be calibrated: every site's agent is in process on libvirt's test driver, which boots no guest (plans keep the grid file's figures)"}
 		}
 	}
-	d.mu.Lock()
+	d.lockR()
 	g := d.calGridLocked()
-	d.mu.Unlock()
+	d.unlockR()
 	n := d.cal.Ask(g, sites, d.now())
 	d.log.Info().Strs("sites", sites).Int("figures", n).Msg("calibration asked for")
 	return d.calibrationView(g), nil

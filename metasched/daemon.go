@@ -143,23 +143,21 @@ type Daemon struct {
 	hist     history
 
 	refreshMu sync.Mutex // one refresh of the inventories at a time
-	mu        sync.Mutex
-	hosts     map[string]*gridHost
-	order     []string // host names in grid order
+	// mu guards the jobs and the dispatcher's state; every section under
+	// it holds the hosts' view too (lockR, lockW).
+	mu sync.Mutex
+	// hv is the hosts' view (hostBook, a subsystem with its own lock,
+	// taken after mu).
+	hv        hostBook
 	jobs      map[string]*liveJob
 	index     jobIndex          // the live jobs by queue, placement and pool
 	noRoom    map[string]noRoom // pool → why its queued jobs after one were not planned (no free host)
 	lastRound uint64            // the dispatcher's last round (roundKeyLocked)
-	hostsGen  uint64            // counts the changes of the set of hosts (sortHosts)
 	never     neverRunsCache    // the answers of neverRuns
 	// rates are the pools' rate estimates (rateBook, a subsystem with its
 	// own lock, a leaf).
-	rates *rateBook
-	// switchSteps counts the switches' steps: refresh reconciles a host's
-	// pool with its agent's only when no switch stepped while it read the
-	// inventories.
-	switchSteps uint64
-	closing     bool
+	rates   *rateBook
+	closing bool
 
 	// sw is the switch driver's state: the coordinator, the timers, the
 	// switches' numbers, ends and rate (switchBook, a subsystem with its
@@ -217,7 +215,7 @@ func NewWithGrid(ctx context.Context, cfg *Config, grid *graph.Grid, opt Options
 		opt.Clock = clockwork.NewRealClock()
 	}
 	d := &Daemon{cfg: cfg, opt: opt, log: opt.Logger, grid: grid, types: cfg.JobTypes, clock: opt.Clock, started: opt.Clock.Now(), instance: newInstance(),
-		hosts: map[string]*gridHost{}, jobs: map[string]*liveJob{}, ledger: capacity.NewLedger(), index: newJobIndex(), noRoom: map[string]noRoom{},
+		hv: hostBook{hosts: map[string]*gridHost{}}, jobs: map[string]*liveJob{}, ledger: capacity.NewLedger(), index: newJobIndex(), noRoom: map[string]noRoom{},
 		sw:   newSwitchBook(cfg.SwitchDelay),
 		wake: make(chan struct{}, 1), events: make(chan coordinator.Event, 256)}
 	if d.planner, err = gramvm.New(grid, 0); err != nil {
@@ -391,7 +389,10 @@ func (d *Daemon) Run(ctx context.Context, ln net.Listener, h http.Handler) error
 	if d.anySiteCalibrates() {
 		d.loop(ctx, d.calibrationLoop)
 	}
-	d.log.Info().Str("listen", ln.Addr().String()).Int("sites", len(d.sites)).Int("hosts", len(d.order)).
+	d.hv.mu.RLock()
+	nhosts := len(d.hv.order)
+	d.hv.mu.RUnlock()
+	d.log.Info().Str("listen", ln.Addr().String()).Int("sites", len(d.sites)).Int("hosts", nhosts).
 		Str("policy", d.cfg.Policy.String()).Str("executor", d.exec.Name()).Msg("metasched daemon serving")
 	var err error
 	var lost <-chan struct{}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/metasched/metasched/gramvm"
+	"github.com/metasched/metasched/metasched/coordinator"
 	"github.com/metasched/metasched/metasched/dispatch"
 	"github.com/metasched/metasched/metasched/lifecycle"
 	"github.com/metasched/metasched/selection"
@@ -48,15 +49,15 @@ const fullRoundEvery = 5 * time.Second
 // the planning of a round is prepared once (roundPlanner).
 func (d *Daemon) dispatch(ctx context.Context) {
 	d.refresh(ctx)
-	d.mu.Lock()
+	d.lockR()
 	key := d.roundKeyLocked()
 	if key == d.lastRound {
-		d.mu.Unlock()
+		d.unlockR()
 		d.metrics.rounds.WithLabelValues("skipped").Inc()
 		return
 	}
 	d.lastRound = key
-	d.mu.Unlock()
+	d.unlockR()
 	d.metrics.rounds.WithLabelValues("planned").Inc()
 	start := time.Now()
 	defer func() { d.metrics.round.Observe(time.Since(start).Seconds()) }()
@@ -81,8 +82,8 @@ func (d *Daemon) roundKeyLocked() uint64 {
 	h := fnv.New64a()
 	b := make([]byte, 0, 128)
 	promised := d.ledger.Promised()
-	for _, name := range d.order {
-		g := d.hosts[name]
+	for _, name := range d.hv.order {
+		g := d.hv.hosts[name]
 		r := promised[name]
 		// NAME|POOL|SERVING|VCPUS|MIB, appended by hand: a host costs no
 		// formatting (this runs over every host at every tick).
@@ -122,10 +123,10 @@ func (d *Daemon) dispatchPool(ctx context.Context, pool string, rp *roundPlanner
 			d.claim(ctx, j, dec.Claim)
 		})
 	}
-	d.mu.Lock()
+	d.lockR()
 	in := dispatch.Input{Pool: pool, Hosts: d.poolHostsLocked(pool), Queue: d.queueOf(pool, rp.live), Now: d.now(), HoldAfter: d.cfg.HoldAfter,
 		TimeScale: d.timeScale(), MaxClaims: maxClaims, Claimed: claim}
-	d.mu.Unlock()
+	d.unlockR()
 	res := dispatch.Round(ctx, in, rp)
 	defer claims.Wait()
 	d.mu.Lock()
@@ -211,8 +212,8 @@ const claimParallel = 64
 func (d *Daemon) poolHostsLocked(pool string) []dispatch.Host {
 	var out []dispatch.Host
 	promised := d.ledger.Promised()
-	for _, name := range d.order {
-		h := d.hosts[name]
+	for _, name := range d.hv.order {
+		h := d.hv.hosts[name]
 		if !h.serves(pool) {
 			continue
 		}
@@ -246,9 +247,9 @@ func (p *roundPlanner) prepare() error {
 	if p.loaded != nil || p.err != nil {
 		return p.err
 	}
-	p.d.mu.Lock()
+	p.d.lockR()
 	p.running = p.d.runningJobsLocked(p.now)
-	p.d.mu.Unlock()
+	p.d.unlockR()
 	p.loaded, p.err = p.d.planner.Prepare(p.running)
 	if p.err == nil {
 		p.empty, p.err = p.d.planner.Prepare(nil)
@@ -309,9 +310,9 @@ func (p *roundPlanner) PlanAvailable(dj *dispatch.Job, free map[string][]string,
 		return dispatch.Outcome{Err: err}
 	}
 	d := p.d
-	d.mu.Lock()
+	d.lockR()
 	avail := d.availLocked(dj.Spec.Type, dj.Spec.VM, held, p.now, free, claims)
-	d.mu.Unlock()
+	d.unlockR()
 	start := time.Now()
 	pl, err := p.loaded.PlanAvailable(p.ctx, dj.Spec, avail, selection.Options{Master: -1})
 	d.metrics.plan.Observe(time.Since(start).Seconds())
@@ -337,8 +338,8 @@ func (p *roundPlanner) PlanEmpty(dj *dispatch.Job, hosts map[string][]string) (g
 // a VM of the shape if they ran nothing.
 func (d *Daemon) emptyPoolLocked(pool string, vm selection.VM) map[string][]string {
 	out := map[string][]string{}
-	for _, name := range d.order {
-		h := d.hosts[name]
+	for _, name := range d.hv.order {
+		h := d.hv.hosts[name]
 		if h.serves(pool) && h.inv.CPUs >= vm.VCPUs && h.inv.MemoryMiB >= vm.MemoryMiB {
 			out[h.rec.Site] = append(out[h.rec.Site], name)
 		}
@@ -357,16 +358,16 @@ func (d *Daemon) claim(ctx context.Context, j *liveJob, pl *gramvm.Placement) {
 	if d.cfg.Executor.Name == "emulated" {
 		predicted = pl.Plan.Runtime * d.cfg.Executor.TimeScale
 	}
-	d.mu.Lock()
+	d.lockR()
 	if j.job.State != lifecycle.Queued || d.jobs[j.id()] != j || !d.fitsLocked(j, pl) {
-		d.mu.Unlock()
+		d.unlockR()
 		return
 	}
 	n := j.job.Record.Attempts + 1
 	vms := vmNames(j.id(), n, pl)
 	d.reserveLocked(j, vms)
 	startEnd, how := d.startEndLocked(j.spec.Type, pl)
-	d.mu.Unlock()
+	d.unlockR()
 	why := fmt.Sprintf("planned: master %s%s, %d machines on %s, predicted %.3gs", pl.Plan.Master, forcedNote(&pl.Plan), pl.Plan.Machines,
 		clusterList(pl), predicted+startEnd)
 	if startEnd > 0 {
@@ -387,17 +388,17 @@ func (d *Daemon) claim(ctx context.Context, j *liveJob, pl *gramvm.Placement) {
 		d.mu.Unlock()
 		return
 	}
-	d.mu.Lock()
-	var taken *gridHost
+	d.hv.mu.RLock()
+	taken, by := "", coordinator.SwitchID("")
 	for _, v := range vms {
-		if h := d.hosts[v.Host]; h != nil && h.held != "" {
-			taken = h
+		if h := d.hv.hosts[v.Host]; h != nil && h.held != "" {
+			taken, by = h.name, h.held
 			break
 		}
 	}
-	d.mu.Unlock()
-	if taken != nil {
-		reason := fmt.Sprintf("host %s was taken by switch %s while the job was planned: requeued", taken.name, taken.held)
+	d.hv.mu.RUnlock()
+	if taken != "" {
+		reason := fmt.Sprintf("host %s was taken by switch %s while the job was planned: requeued", taken, by)
 		if _, err := d.stop(ctx, j, lifecycle.Queued, reason, n); err != nil {
 			d.log.Error().Err(err).Str("job", j.id()).Msg("cannot requeue")
 		}
@@ -418,7 +419,7 @@ func (d *Daemon) fitsLocked(j *liveJob, pl *gramvm.Placement) bool {
 		need[h.Host]++
 	}
 	for _, h := range hostsOf(pl) {
-		g := d.hosts[h.Host]
+		g := d.hv.hosts[h.Host]
 		if g == nil || g.rec.Site != h.Site || !g.serves(j.typ()) {
 			return false
 		}

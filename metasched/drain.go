@@ -26,23 +26,23 @@ import (
 // DrainHost drains a host (see above) and answers its view.
 func (d *Daemon) DrainHost(ctx context.Context, name string, r api.DrainRequest) (_ api.HostView, err error) {
 	defer apiError(&err)
-	d.mu.Lock()
-	h := d.hosts[name]
+	d.lockW()
+	h := d.hv.hosts[name]
 	if h == nil {
-		d.mu.Unlock()
+		d.unlockW()
 		return api.HostView{}, &api.RequestError{Status: 404, Code: api.CodeNotFound, Msg: fmt.Sprintf("no host %q", name)}
 	}
 	switch {
 	case h.held != "":
-		d.mu.Unlock()
+		d.unlockW()
 		return api.HostView{}, &api.RequestError{Status: 409, Code: api.CodeConflict,
 			Msg: fmt.Sprintf("host %s is being switched (switch %s): drain it when the switch has ended", name, h.held)}
 	case h.rec.Stranded:
-		d.mu.Unlock()
+		d.unlockW()
 		return api.HostView{}, &api.RequestError{Status: 409, Code: api.CodeConflict,
 			Msg: fmt.Sprintf("host %s is stranded: it serves no pool already (clear it into one first)", name)}
 	case h.recording:
-		d.mu.Unlock()
+		d.unlockW()
 		return api.HostView{}, recordingConflict(name)
 	}
 	if !h.rec.Drain {
@@ -52,7 +52,7 @@ func (d *Daemon) DrainHost(ctx context.Context, name string, r api.DrainRequest)
 		h.rec.Drain = true
 		if err := d.recordHostLocked(ctx, h, func(r *hostRecord) {}); err != nil {
 			h.rec.Drain = false
-			d.mu.Unlock()
+			d.unlockW()
 			return api.HostView{}, fmt.Errorf("host %s: cannot record the drain: %w", name, err)
 		}
 		d.log.Info().Str("host", name).Str("pool", h.rec.Pool).Int("jobs", len(d.jobsOnHostLocked(name))).
@@ -63,22 +63,22 @@ func (d *Daemon) DrainHost(ctx context.Context, name string, r api.DrainRequest)
 		moves = d.drainMovesLocked(h)
 	}
 	d.lastRound = 0 // the pools' sizes changed: a policy round at once
-	d.mu.Unlock()
+	d.unlockW()
 	d.kick()
 	if len(moves) > 0 {
 		d.carryOutDrain(ctx, name, moves)
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	d.lockR()
+	defer d.unlockR()
 	return d.hostViewLocked(h), nil
 }
 
 // UndrainHost returns a draining or drained host to its pool.
 func (d *Daemon) UndrainHost(ctx context.Context, name string) (_ api.HostView, err error) {
 	defer apiError(&err)
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	h := d.hosts[name]
+	d.lockW()
+	defer d.unlockW()
+	h := d.hv.hosts[name]
 	if h == nil {
 		return api.HostView{}, &api.RequestError{Status: 404, Code: api.CodeNotFound, Msg: fmt.Sprintf("no host %q", name)}
 	}
@@ -107,14 +107,14 @@ func (d *Daemon) UndrainHost(ctx context.Context, name string) (_ api.HostView, 
 // recording meanwhile, so that another drain or undrain of it is refused
 // (a 409) until this one is recorded; whatever else changed h's record
 // meanwhile is written again.
-// d.mu must be held.
+// d.mu and the hosts' view must be held to write (lockW).
 func (d *Daemon) recordHostLocked(ctx context.Context, h *gridHost, change func(*hostRecord)) error {
 	rec := h.rec
 	change(&rec)
 	h.recording = true
-	d.mu.Unlock()
+	d.unlockW()
 	err := d.st.SetHost(context.WithoutCancel(ctx), h.name, mustJSON(rec))
-	d.mu.Lock()
+	d.lockW()
 	h.recording = false
 	if err != nil {
 		return err
@@ -178,8 +178,8 @@ type drainMove struct {
 func (d *Daemon) drainMovesLocked(h *gridHost) []drainMove {
 	free := map[string]capacity.Use{}
 	var targets []string
-	for _, name := range d.order {
-		t := d.hosts[name]
+	for _, name := range d.hv.order {
+		t := d.hv.hosts[name]
 		if t == h || t.rec.Site != h.rec.Site || !t.serves(h.rec.Pool) {
 			continue
 		}

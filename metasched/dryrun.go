@@ -19,10 +19,10 @@ func (d *Daemon) DryRun(ctx context.Context, req jobfile.Request) (_ api.PlanRes
 	if err != nil {
 		return api.PlanResult{}, err
 	}
-	d.mu.Lock()
+	d.lockR()
 	free := d.freeLocked(j.Type, j.VM)
 	running := d.runningJobsLocked(d.now())
-	d.mu.Unlock()
+	d.unlockR()
 	var pl gramvm.Placement
 	if j.PlacementOrDefault().Baseline() {
 		pl, err = d.planAvailable(ctx, j, free, running)

@@ -47,7 +47,7 @@ func (d *Daemon) goneVMsLocked(present map[string]bool, answered map[string]bool
 			continue
 		}
 		for _, v := range rec.VMs {
-			h := d.hosts[v.Host]
+			h := d.hv.hosts[v.Host]
 			if present[v.Name] || !answered[v.Site] || h == nil || !h.reachable || d.ledger.InHand(v.Name) || d.tuner.Moving(v.Host) {
 				continue
 			}

@@ -80,18 +80,10 @@ func (d *Daemon) movedVMsLocked(where map[string][2]string) []movedVM {
 	return out
 }
 
-// lostLocked says h has been unreachable for the agent-loss grace or
-// longer; d.mu must be held.
-func (d *Daemon) lostLocked(h *gridHost) bool {
-	if h.reachable {
-		h.lostSince = time.Time{}
-		return false
-	}
-	now := d.now()
-	if h.lostSince.IsZero() {
-		h.lostSince = now
-	}
-	return now.Sub(h.lostSince) >= d.cfg.AgentLossGrace
+// lost says h has been unreachable for the agent-loss grace or longer
+// (refresh times it); the hosts' view must be held.
+func (d *Daemon) lost(h *gridHost) bool {
+	return !h.reachable && !h.lostSince.IsZero() && d.now().Sub(h.lostSince) >= d.cfg.AgentLossGrace
 }
 
 // serving reports whether h counts as a server of its pool (k_i): in a
@@ -108,6 +100,8 @@ func (h *gridHost) serves(pool string) bool { return h.serving() && h.rec.Pool =
 // the daemon has never seen joins the pool its agent labels it with, or,
 // unlabelled, a pool chosen round-robin.
 func (d *Daemon) restoreHosts(ctx context.Context) error {
+	d.hv.mu.Lock()
+	defer d.hv.mu.Unlock()
 	recs, err := d.st.Hosts(ctx)
 	if err != nil {
 		return err
@@ -117,7 +111,7 @@ func (d *Daemon) restoreHosts(ctx context.Context) error {
 		if err := json.Unmarshal(v, &r); err != nil {
 			return fmt.Errorf("host %s: corrupt record: %w", name, err)
 		}
-		d.hosts[name] = &gridHost{name: name, rec: r}
+		d.hv.hosts[name] = &gridHost{name: name, rec: r}
 	}
 	invs := d.inventories(ctx)
 	next := 0
@@ -128,7 +122,7 @@ func (d *Daemon) restoreHosts(ctx context.Context) error {
 		}
 		s.canShrink = unplugs(invs[i].inv)
 		for _, h := range invs[i].inv.Hosts {
-			rt := d.hosts[h.Name]
+			rt := d.hv.hosts[h.Name]
 			if rt == nil {
 				pool := h.Pool
 				if _, _, ok := d.jobType(pool); !ok {
@@ -139,7 +133,7 @@ func (d *Daemon) restoreHosts(ctx context.Context) error {
 					}
 				}
 				rt = &gridHost{name: h.Name, rec: hostRecord{Site: s.name, Pool: pool}}
-				d.hosts[h.Name] = rt
+				d.hv.hosts[h.Name] = rt
 				if err := d.st.SetHost(ctx, h.Name, mustJSON(rt.rec)); err != nil {
 					return err
 				}
@@ -149,24 +143,31 @@ func (d *Daemon) restoreHosts(ctx context.Context) error {
 			rt.reachable = h.State != hp.HostUnreachable
 		}
 	}
+	now := d.now()
+	for _, h := range d.hv.hosts {
+		if !h.reachable {
+			h.lostSince = now // unreachable since the start, as far as the daemon knows
+		}
+	}
 	d.sortHosts()
 	return nil
 }
 
 // sortHosts orders the hosts like the grid's clusters and, within one,
-// like the agent lists them (SITE-0, SITE-1, ...).
+// like the agent lists them (SITE-0, SITE-1, ...); the hosts' view is
+// held to write.
 func (d *Daemon) sortHosts() {
-	d.hostsGen++
-	d.order = d.order[:0]
-	for name := range d.hosts {
-		d.order = append(d.order, name)
+	d.hv.gen++
+	d.hv.order = d.hv.order[:0]
+	for name := range d.hv.hosts {
+		d.hv.order = append(d.hv.order, name)
 	}
 	idx := func(h *gridHost) int {
 		i, _ := d.grid.Index(h.rec.Site)
 		return i
 	}
-	slices.SortFunc(d.order, func(a, b string) int {
-		ha, hb := d.hosts[a], d.hosts[b]
+	slices.SortFunc(d.hv.order, func(a, b string) int {
+		ha, hb := d.hv.hosts[a], d.hv.hosts[b]
 		if c := idx(ha) - idx(hb); c != 0 {
 			return c
 		}
@@ -210,19 +211,21 @@ func (d *Daemon) refresh(ctx context.Context) {
 	// reachable again.
 	d.refreshMu.Lock()
 	defer d.refreshMu.Unlock()
-	d.mu.Lock()
-	steps := d.switchSteps
-	d.mu.Unlock()
+	d.hv.mu.RLock()
+	steps := d.hv.steps
+	d.hv.mu.RUnlock()
 	readAt := d.now()
 	invs := d.inventories(ctx)
 	if ctx.Err() != nil {
 		return
 	}
+	// managed are the VMs of the daemon's jobs the inventories list, and
+	// orphans those no live job owns.
 	type orphan struct {
-		s  *siteAgent
-		vm string
+		s       *siteAgent
+		job, vm string
 	}
-	var orphans []orphan
+	var managed, orphans []orphan
 	// unlabelled are the new hosts of an agent that joined late whose
 	// pool is none of the job types: labelled (round-robin over the
 	// types) below, and they join at the next refresh.
@@ -236,22 +239,30 @@ func (d *Daemon) refresh(ctx context.Context) {
 	// present is every VM the inventories list that its host has (not
 	// only in its agent's record); answered the sites that answered.
 	present, answered := map[string]bool{}, map[string]bool{}
-	d.mu.Lock()
+	// The reports go into the hosts' view under its lock alone: the jobs'
+	// sections wait only while it is written.
+	d.hv.mu.Lock()
 	added := false
+	now := d.now()
 	for i, s := range d.sites {
 		answered[s.name] = invs[i].err == nil
 		if invs[i].err != nil {
-			for _, h := range d.hosts {
-				if h.rec.Site == s.name && h.reachable {
-					h.reachable, h.err, h.lostSince = false, invs[i].err.Error(), d.now()
+			for _, h := range d.hv.hosts {
+				if h.rec.Site != s.name {
+					continue
+				}
+				if h.reachable {
+					h.reachable, h.err, h.lostSince = false, invs[i].err.Error(), now
 					d.log.Error().Err(invs[i].err).Str("host", h.name).Str("site", s.name).Msg("host unreachable: its agent does not answer")
+				} else if h.lostSince.IsZero() {
+					h.lostSince = now
 				}
 			}
 			continue
 		}
 		s.canShrink = unplugs(invs[i].inv)
 		for _, hi := range invs[i].inv.Hosts {
-			h := d.hosts[hi.Name]
+			h := d.hv.hosts[hi.Name]
 			if h == nil {
 				pool := hi.Pool
 				if _, _, ok := d.jobType(pool); !ok {
@@ -259,11 +270,11 @@ func (d *Daemon) refresh(ctx context.Context) {
 					continue
 				}
 				h = &gridHost{name: hi.Name, rec: hostRecord{Site: s.name, Pool: pool}}
-				d.hosts[hi.Name] = h
+				d.hv.hosts[hi.Name] = h
 				added = true
 				d.persistHost(ctx, h)
 			}
-			if d.switchSteps == steps {
+			if d.hv.steps == steps {
 				d.reconcilePoolLocked(ctx, h, hi)
 			}
 			was := h.reachable
@@ -271,8 +282,13 @@ func (d *Daemon) refresh(ctx context.Context) {
 			h.reachable = hi.State != hp.HostUnreachable
 			h.err = hi.Error
 			switch {
+			case h.reachable:
+				h.lostSince = time.Time{}
+			case was || h.lostSince.IsZero():
+				h.lostSince = now
+			}
+			switch {
 			case was && !h.reachable:
-				h.lostSince = d.now()
 				d.log.Error().Str("host", h.name).Str("error", hi.Error).Msg("host unreachable")
 			case !was && h.reachable:
 				d.log.Info().Str("host", h.name).Msg("host reachable again")
@@ -283,14 +299,22 @@ func (d *Daemon) refresh(ctx context.Context) {
 				if vm.State != hp.StateMissing {
 					present[vm.Name] = true
 				}
-				if vm.Managed && vm.Job != "" && !d.ownsVMLocked(vm.Job, vm.Name) {
-					orphans = append(orphans, orphan{s, vm.Name})
+				if vm.Managed && vm.Job != "" {
+					managed = append(managed, orphan{s, vm.Job, vm.Name})
 				}
 			}
 		}
 	}
 	if added {
 		d.sortHosts()
+	}
+	d.hv.mu.Unlock()
+
+	d.lockR()
+	for _, o := range managed {
+		if !d.ownsVMLocked(o.job, o.vm) {
+			orphans = append(orphans, o)
+		}
 	}
 	for _, job := range d.ledger.Jobs() {
 		if d.jobs[job] == nil && job != calibration.Job {
@@ -304,7 +328,7 @@ func (d *Daemon) refresh(ctx context.Context) {
 	lost := d.jobsOnLostHostsLocked()
 	moved := d.movedVMsLocked(where)
 	gone := d.goneVMsLocked(present, answered, readAt)
-	d.mu.Unlock()
+	d.unlockR()
 	if len(gone) > 0 {
 		d.goJob(func() { d.loseGone(ctx, gone) })
 	}

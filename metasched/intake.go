@@ -93,18 +93,18 @@ func (d *Daemon) checkJob(ctx context.Context, req jobfile.Request) (*selection.
 // plans a few times, not once each.
 func (d *Daemon) neverRuns(ctx context.Context, j *selection.Job) (string, error) {
 	key := j.Type + "|" + j.Shape()
-	d.mu.Lock()
-	gen := [2]uint64{d.hostsGen, d.planner.Version()}
+	d.lockR()
+	gen := [2]uint64{d.hv.gen, d.planner.Version()}
 	if why, ok := d.never.get(gen, key); ok {
-		d.mu.Unlock()
+		d.unlockR()
 		return why, nil
 	}
 	all := map[string][]string{}
-	for _, name := range d.order {
-		h := d.hosts[name]
+	for _, name := range d.hv.order {
+		h := d.hv.hosts[name]
 		all[h.rec.Site] = append(all[h.rec.Site], name)
 	}
-	d.mu.Unlock()
+	d.unlockR()
 	pl, err := d.planner.Plan(ctx, j, all, selection.Options{Master: -1})
 	if err != nil {
 		return "", err

@@ -604,8 +604,8 @@ type lostJob struct {
 func (d *Daemon) jobsOnLostHostsLocked() []lostJob {
 	var out []lostJob
 	lost := func(h string) bool {
-		rt := d.hosts[h]
-		return rt != nil && d.lostLocked(rt)
+		rt := d.hv.hosts[h]
+		return rt != nil && d.lost(rt)
 	}
 	for _, j := range d.index.placed { // any order: each is stopped on its own
 		for _, h := range j.hostNames() {

@@ -36,9 +36,9 @@ func (d *Daemon) manage(ctx context.Context) {
 	if ctx.Err() != nil {
 		return
 	}
-	d.mu.Lock()
+	d.lockR()
 	in := d.policyInputsLocked(d.now())
-	d.mu.Unlock()
+	d.unlockR()
 	// Like the papers' decision instants (an arrival, a departure, a switch
 	// completion), the policy is asked again only when the state (j, k, m)
 	// changed since it last started a switch: a switch in flight takes
@@ -97,8 +97,8 @@ func (d *Daemon) policyInputsLocked(now time.Time) policy.Inputs {
 		c := d.countsLocked(jt.Name)
 		in.Pools[i].Jobs = c.queued + c.placed
 	}
-	for _, name := range d.order {
-		h := d.hosts[name]
+	for _, name := range d.hv.order {
+		h := d.hv.hosts[name]
 		if i, ok := idx[h.rec.Pool]; ok && h.serving() {
 			in.Pools[i].Servers++
 		}
@@ -114,10 +114,10 @@ func (d *Daemon) policyInputsLocked(now time.Time) policy.Inputs {
 
 // Policy reports the policy in force and its inputs.
 func (d *Daemon) Policy() api.PolicyView {
-	d.mu.Lock()
+	d.lockR()
 	in := d.policyInputsLocked(d.now())
 	n := in.Servers()
-	d.mu.Unlock()
+	d.unlockR()
 	_, samples := d.sw.rate()
 	pv := d.pol.View()
 	v := api.PolicyView{Configured: d.cfg.Policy.String(), InForce: pv.InForce, Note: pv.Note, Servers: n,

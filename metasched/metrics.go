@@ -240,11 +240,11 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 
 	inFlight, ended := d.sw.counts()
 	hosts := map[string]int{}
-	d.mu.Lock()
-	for _, name := range d.order {
-		hosts[d.hostStateLocked(d.hosts[name])]++
+	d.lockR()
+	for _, name := range d.hv.order {
+		hosts[d.hostStateLocked(d.hv.hosts[name])]++
 	}
-	d.mu.Unlock()
+	d.unlockR()
 	for _, o := range switchOutcomes {
 		counter(c.switches, float64(ended[o.phase]), o.outcome)
 	}

@@ -24,9 +24,9 @@ import (
 // agents report minus what is promised to jobs being provisioned. gramvm
 // picks them among the daemon's hosts.
 func (d *Daemon) freeLocked(pool string, vm selection.VM) map[string][]string {
-	hosts := make([]gramvm.Host, 0, len(d.order))
-	for _, name := range d.order {
-		h := d.hosts[name].plannerHost()
+	hosts := make([]gramvm.Host, 0, len(d.hv.order))
+	for _, name := range d.hv.order {
+		h := d.hv.hosts[name].plannerHost()
 		r := d.ledger.On(name)
 		h.FreeVCPUs -= r.VCPUs
 		h.FreeMemoryMiB -= r.MemoryMiB
@@ -99,7 +99,7 @@ func (d *Daemon) availLocked(pool string, vm selection.VM, held map[string]strin
 				// and the inventory lists them until its next refresh:
 				// their room is free in moments.
 				gone := true
-				for _, v := range d.hosts[name].inv.VMs {
+				for _, v := range d.hv.hosts[name].inv.VMs {
 					gone = gone && (jobs[v.Job] || d.ledger.Gone(v.Name))
 				}
 				if !known && gone {
@@ -137,7 +137,7 @@ func (d *Daemon) runningJobsLocked(now time.Time) []gramvm.RunningJob {
 		rj := gramvm.RunningJob{ID: j.id(), Job: j.spec, Placement: *rec.Placement, RemainingTasks: left}
 		for _, v := range rec.VMs {
 			tv := gramvm.TunableVM{Name: v.Name, Site: v.Site, Host: v.Host, VCPUs: j.spec.VM.VCPUs, MemoryMiB: j.spec.VM.MemoryMiB}
-			if h := d.hosts[v.Host]; h != nil {
+			if h := d.hv.hosts[v.Host]; h != nil {
 				for _, iv := range h.inv.VMs {
 					if iv.Name == v.Name {
 						tv.VCPUs, tv.MemoryMiB = iv.VCPUs, iv.MemoryMiB
@@ -159,9 +159,9 @@ func (d *Daemon) runningJobsLocked(now time.Time) []gramvm.RunningJob {
 // cluster.
 func (d *Daemon) planAvailable(ctx context.Context, spec *selection.Job, free map[string][]string, running []gramvm.RunningJob) (gramvm.Placement, error) {
 	now := d.now()
-	d.mu.Lock()
+	d.lockR()
 	avail := d.availLocked(spec.Type, spec.VM, nil, now, free, nil)
-	d.mu.Unlock()
+	d.unlockR()
 	start := time.Now() // the plan's compute time, on the wall clock whatever the daemon's clock
 	pl, _, err := d.planner.PlanAvailable(ctx, spec, avail, running, selection.Options{Master: -1})
 	d.metrics.plan.Observe(time.Since(start).Seconds())

@@ -48,14 +48,14 @@ func (d *Daemon) ResizeVM(ctx context.Context, jobID, vmName string, r api.Resiz
 	conflict := func(format string, args ...any) (api.VM, error) {
 		return api.VM{}, &api.RequestError{Status: 409, Code: api.CodeConflict, Msg: fmt.Sprintf(format, args...)}
 	}
-	d.mu.Lock()
+	d.lockR()
 	j := d.jobs[jobID]
 	if j == nil || (j.job.State != lifecycle.Provisioning && j.job.State != lifecycle.Running) {
 		state := sj.State
 		if j != nil {
 			state = j.job.State
 		}
-		d.mu.Unlock()
+		d.unlockR()
 		return conflict("job %s is %s: only the VMs of a provisioning or running job can be resized", jobID, state)
 	}
 	i := slices.IndexFunc(j.job.Record.VMs, func(v lifecycle.VM) bool { return v.Name == vmName })
@@ -64,12 +64,12 @@ func (d *Daemon) ResizeVM(ctx context.Context, jobID, vmName string, r api.Resiz
 		for k, v := range j.job.Record.VMs {
 			names[k] = v.Name
 		}
-		d.mu.Unlock()
+		d.unlockR()
 		return api.VM{}, &api.RequestError{Status: 404, Code: api.CodeNotFound,
 			Msg: fmt.Sprintf("job %s has no VM %q (its VMs: %s)", jobID, vmName, strings.Join(names, ", "))}
 	}
 	rec := j.job.Record.VMs[i]
-	h := d.hosts[rec.Host]
+	h := d.hv.hosts[rec.Host]
 	var cur hp.VM
 	found := false
 	if h != nil {
@@ -80,7 +80,7 @@ func (d *Daemon) ResizeVM(ctx context.Context, jobID, vmName string, r api.Resiz
 		}
 	}
 	if !found {
-		d.mu.Unlock()
+		d.unlockR()
 		return conflict("VM %s of job %s is not on its host %s yet (being created or moved): try again", vmName, jobID, rec.Host)
 	}
 	if r.VCPUs > cur.MaxVCPUs {
@@ -90,20 +90,20 @@ func (d *Daemon) ResizeVM(ctx context.Context, jobID, vmName string, r api.Resiz
 		fields = append(fields, api.FieldError{Field: "memory_mib", Problem: fmt.Sprintf("%d is beyond the VM's maximum of %d MiB (its size plus vm_headroom.memory_mib)", r.MemoryMiB, cur.MaxMemoryMiB)})
 	}
 	if len(fields) > 0 {
-		d.mu.Unlock()
+		d.unlockR()
 		return api.VM{}, &api.RequestError{Status: 409, Code: api.CodeConflict, Msg: fmt.Sprintf("VM %s cannot grow that far", vmName), Fields: fields}
 	}
 	growC, growM := max(r.VCPUs-cur.VCPUs, 0), max(r.MemoryMiB-cur.MemoryMiB, 0)
 	p := d.ledger.On(h.name)
 	freeC, freeM := h.inv.FreeVCPUs-p.VCPUs, h.inv.FreeMemoryMiB-p.MemoryMiB
 	if growC > freeC || growM > freeM {
-		d.mu.Unlock()
+		d.unlockR()
 		return conflict("host %s has %d vCPUs and %d MiB free: VM %s cannot grow by %d vCPUs and %d MiB there", h.name, freeC, freeM, vmName, growC, growM)
 	}
 	s := d.site(rec.Site)
 	hold := lifecycle.VM{Name: "resize:" + vmName, Site: rec.Site, Host: rec.Host}
 	d.ledger.Promise(jobID, capacity.Use{VCPUs: growC, MemoryMiB: growM}, capacity.Spot{VM: hold.Name, Host: hold.Host})
-	d.mu.Unlock()
+	d.unlockR()
 
 	var vm hp.VM
 	if s == nil {

@@ -84,14 +84,14 @@ func (d *Daemon) resumeJobs(ctx context.Context) {
 // goneVMsLocked; a job that lost workers before the restart has only the
 // others among its VMs).
 func (d *Daemon) resumable(j *liveJob) bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	d.lockR()
+	defer d.unlockR()
 	vms := j.job.Record.VMs
 	if len(vms) == 0 {
 		return false
 	}
 	missing := slices.DeleteFunc(slices.Clone(vms), func(v lifecycle.VM) bool {
-		h := d.hosts[v.Host]
+		h := d.hv.hosts[v.Host]
 		return h != nil && slices.ContainsFunc(h.inv.VMs, func(vm hp.VM) bool { return vm.Name == v.Name })
 	})
 	switch {

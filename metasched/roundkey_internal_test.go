@@ -13,14 +13,14 @@ import (
 // keyDaemon is a daemon's hosts alone: n hosts in pool render, serving,
 // with a VM's room taken on every third.
 func keyDaemon(n int) *Daemon {
-	d := &Daemon{hosts: map[string]*gridHost{}, ledger: capacity.NewLedger(), index: newJobIndex()}
+	d := &Daemon{hv: hostBook{hosts: map[string]*gridHost{}}, ledger: capacity.NewLedger(), index: newJobIndex()}
 	d.clock = clockwork.NewFakeClock()
 	for i := range n {
 		name := fmt.Sprintf("c%d-%d", i/34, i%34)
 		h := &gridHost{name: name, rec: hostRecord{Site: fmt.Sprintf("c%d", i/34), Pool: "render"}, reachable: true,
 			inv: hp.Host{Name: name, State: hp.HostReady, CPUs: 8, MemoryMiB: 16384, FreeVCPUs: 8 - i%3, FreeMemoryMiB: 16384}}
-		d.hosts[name] = h
-		d.order = append(d.order, name)
+		d.hv.hosts[name] = h
+		d.hv.order = append(d.hv.order, name)
 	}
 	return d
 }
@@ -34,9 +34,9 @@ func TestRoundKey(t *testing.T) {
 		t.Fatal("the key of the same hosts changed")
 	}
 	for _, change := range []func(){
-		func() { d.hosts["c1-3"].inv.FreeVCPUs-- },
-		func() { d.hosts["c2-0"].rec.Pool = "sim" },
-		func() { d.hosts["c0-7"].reachable = false },
+		func() { d.hv.hosts["c1-3"].inv.FreeVCPUs-- },
+		func() { d.hv.hosts["c2-0"].rec.Pool = "sim" },
+		func() { d.hv.hosts["c0-7"].reachable = false },
 		func() { d.index.queueGen++ },
 		func() {
 			d.ledger.Promise("j", capacity.Use{VCPUs: 1, MemoryMiB: 64}, capacity.Spot{VM: "j-0", Host: "c1-4"})

@@ -19,7 +19,7 @@ import (
 // started. Its lock is a leaf: Daemon.mu may be held when it is taken,
 // and nothing else is taken under it (a timer fires outside it).
 //
-// The coordinator's steps go through the book under Daemon.mu
+// The coordinator's steps go through the book under the hosts' view's lock
 // (stepSwitchLocked) so that the hosts' view follows each step at once;
 // the readers (the switches' views, the metrics, the policy's inputs)
 // take the book alone.

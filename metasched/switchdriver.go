@@ -40,9 +40,9 @@ func (d *Daemon) switchLoop(ctx context.Context) {
 
 // stepSwitch feeds one event to the coordinator and carries out its actions.
 func (d *Daemon) stepSwitch(ctx context.Context, ev co.Event) {
-	d.mu.Lock()
+	d.hv.mu.Lock()
 	acts, stale, err := d.stepSwitchLocked(ev)
-	d.mu.Unlock()
+	d.hv.mu.Unlock()
 	if stale {
 		return // a timer that fired for a phase the switch has left
 	}
@@ -59,7 +59,8 @@ func (d *Daemon) stepSwitch(ctx context.Context, ev co.Event) {
 
 // stepSwitchLocked steps the coordinator and makes the host view follow each
 // switch's new state at once, so that the API never shows a host as
-// switching under a final switch, nor serving while it is held. What must
+// switching under a final switch, nor serving while it is held; the hosts'
+// view must be held to write (not Daemon.mu: a step changes no job). What must
 // last (a host's record) is written after the journal, by the actions. A
 // timeout for a phase its switch has left is stale: nothing is stepped.
 func (d *Daemon) stepSwitchLocked(ev co.Event) (_ []co.Action, stale bool, _ error) {
@@ -67,14 +68,14 @@ func (d *Daemon) stepSwitchLocked(ev co.Event) (_ []co.Action, stale bool, _ err
 	if stale {
 		return nil, true, nil
 	}
-	d.switchSteps++
+	d.hv.steps++
 	for _, a := range acts {
 		p, ok := a.(co.Persist)
 		if !ok {
 			continue
 		}
 		sw := p.Record.Switch
-		h := d.hosts[sw.Host]
+		h := d.hv.hosts[sw.Host]
 		switch {
 		case h == nil:
 		case !sw.Phase.Final():
@@ -144,44 +145,44 @@ func (d *Daemon) applySwitch(ctx context.Context, acts []co.Action) {
 		case co.Revert:
 			d.goJob(func() { d.reconfigure(ctx, a.ID, a.Host, a.Pool, true) })
 		case co.AbortRelease:
-			d.mu.Lock()
+			d.hv.mu.Lock()
 			chosen := d.sw.takeReleased(a.ID)
 			if a.Host == "" {
 				// Ended before the release was on record: a host this
 				// daemon chose for it is held under its ID still.
-				if h := d.hosts[chosen]; h != nil && h.held == a.ID {
+				if h := d.hv.hosts[chosen]; h != nil && h.held == a.ID {
 					h.held = ""
 				}
 			}
-			d.switchSteps++
-			if h := d.hosts[a.Host]; h != nil {
+			d.hv.steps++
+			if h := d.hv.hosts[a.Host]; h != nil {
 				h.rec.Pool = a.Pool
 				if h.held == a.ID {
 					h.held = ""
 				}
 				d.persistHost(ctx, h)
 			}
-			d.mu.Unlock()
+			d.hv.mu.Unlock()
 			d.kick()
 		case co.AbortAdd:
 			// The destination pool forgets the host: its pool is set by the
 			// AbortRelease that ends the switch.
 		case co.MarkStranded:
-			d.mu.Lock()
-			if h := d.hosts[a.Host]; h != nil {
+			d.hv.mu.Lock()
+			if h := d.hv.hosts[a.Host]; h != nil {
 				h.rec.Stranded, h.rec.Reason, h.rec.Switch = true, a.Reason, string(a.ID)
 				d.persistHost(ctx, h)
 			}
-			d.mu.Unlock()
+			d.hv.mu.Unlock()
 			d.log.Error().Str("switch", string(a.ID)).Str("host", a.Host).Str("reason", a.Reason).
 				Msg("host stranded: it can join neither pool and is not used until an operator clears it")
 		case co.Rejoin:
-			d.mu.Lock()
-			if h := d.hosts[a.Host]; h != nil {
+			d.hv.mu.Lock()
+			if h := d.hv.hosts[a.Host]; h != nil {
 				h.rec = hostRecord{Site: h.rec.Site, Pool: a.Pool}
 				d.persistHost(ctx, h)
 			}
-			d.mu.Unlock()
+			d.hv.mu.Unlock()
 			d.log.Info().Str("host", a.Host).Str("pool", a.Pool).Msg("stranded host cleared")
 			d.kick()
 		}
@@ -203,11 +204,11 @@ func (d *Daemon) recorded(ctx context.Context, sw co.Switch) {
 	if sw.Phase.Final() {
 		why := d.sw.end(sw)
 		if sw.Phase == co.PhaseDone {
-			d.mu.Lock()
-			if h := d.hosts[sw.Host]; h != nil {
+			d.hv.mu.RLock()
+			if h := d.hv.hosts[sw.Host]; h != nil {
 				d.persistHost(ctx, h)
 			}
-			d.mu.Unlock()
+			d.hv.mu.RUnlock()
 			d.log.Info().Str("switch", string(sw.ID)).Str("host", sw.Host).Str("from", sw.From).Str("to", sw.To).
 				Float64("seconds", roundMs(sw.Updated.Sub(sw.Started).Seconds())).Str("why", why).Msg("switch done")
 		} else if sw.Phase != co.PhaseStranded {

@@ -38,9 +38,9 @@ func (d *Daemon) RequestSwitch(ctx context.Context, from, to string) (_ api.Swit
 	if len(fields) > 0 {
 		return api.SwitchView{}, &api.RequestError{Status: 400, Code: api.CodeInvalid, Msg: "invalid switch", Fields: fields}
 	}
-	d.mu.Lock()
+	d.lockR()
 	in := d.policyInputsLocked(d.now())
-	d.mu.Unlock()
+	d.unlockR()
 	_, i, _ := d.jobType(from)
 	if n := in.Pools[i].Servers; n <= d.cfg.MinPoolHosts {
 		return api.SwitchView{}, &api.RequestError{Status: 409, Code: api.CodeConflict,
@@ -55,19 +55,19 @@ func (d *Daemon) RequestSwitch(ctx context.Context, from, to string) (_ api.Swit
 // when pool is empty): the host's agent configures it for that pool first.
 func (d *Daemon) ClearHost(ctx context.Context, name, pool string) (_ api.HostView, err error) {
 	defer apiError(&err)
-	d.mu.Lock()
-	h := d.hosts[name]
+	d.lockR()
+	h := d.hv.hosts[name]
 	if h == nil {
-		d.mu.Unlock()
+		d.unlockR()
 		return api.HostView{}, &api.RequestError{Status: 404, Code: api.CodeNotFound, Msg: fmt.Sprintf("no host %q", name)}
 	}
 	if !h.rec.Stranded {
-		d.mu.Unlock()
+		d.unlockR()
 		return api.HostView{}, &api.RequestError{Status: 409, Code: api.CodeConflict, Msg: fmt.Sprintf("host %s is not stranded (%s)", name, d.hostStateLocked(h))}
 	}
 	if pool != "" {
 		if _, _, ok := d.jobType(pool); !ok {
-			d.mu.Unlock()
+			d.unlockR()
 			return api.HostView{}, invalidField("pool", fmt.Sprintf("no pool %q", pool))
 		}
 	}
@@ -78,7 +78,7 @@ func (d *Daemon) ClearHost(ctx context.Context, name, pool string) (_ api.HostVi
 		}
 	}
 	s := d.site(h.rec.Site)
-	d.mu.Unlock()
+	d.unlockR()
 	if target == "" || s == nil {
 		return api.HostView{}, &api.RequestError{Status: 409, Code: api.CodeConflict, Msg: fmt.Sprintf("host %s: no pool to return it to: give one", name)}
 	}
@@ -86,16 +86,16 @@ func (d *Daemon) ClearHost(ctx context.Context, name, pool string) (_ api.HostVi
 		return api.HostView{}, &api.RequestError{Status: 409, Code: api.CodeConflict,
 			Msg: fmt.Sprintf("host %s is still stranded: its agent cannot configure it for pool %s: %v", name, target, err)}
 	}
-	d.mu.Lock()
+	d.hv.mu.Lock()
 	acts, _, err := d.stepSwitchLocked(co.Cleared{Host: name, Pool: target, At: d.now()})
-	d.mu.Unlock()
+	d.hv.mu.Unlock()
 	if err != nil {
 		return api.HostView{}, &api.RequestError{Status: 409, Code: api.CodeConflict, Msg: err.Error()}
 	}
 	d.applySwitch(ctx, acts)
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.hostViewLocked(d.hosts[name]), nil
+	d.lockR()
+	defer d.unlockR()
+	return d.hostViewLocked(d.hv.hosts[name]), nil
 }
 
 func invalidField(field, problem string) *api.RequestError {

@@ -109,9 +109,11 @@ func (d *Daemon) restoreSwitches(ctx context.Context) error {
 		}
 		last = max(last, n)
 	}
+	d.hv.mu.Lock()
+	defer d.hv.mu.Unlock()
 	for _, sw := range c.Switches() {
 		n, _ := co.SwitchIDNumber(sw.ID)
-		h := d.hosts[sw.Host]
+		h := d.hv.hosts[sw.Host]
 		switch {
 		case h == nil:
 		case !sw.Phase.Final():

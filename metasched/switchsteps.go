@@ -25,27 +25,27 @@ func (d *Daemon) prepareRelease(ctx context.Context, a co.PrepareRelease) {
 		}
 		return
 	}
-	d.mu.Lock()
+	d.lockW()
 	if h, ok := d.sw.releasedHost(a.ID); ok { // a repeat: the same answer
-		d.mu.Unlock()
+		d.unlockW()
 		d.post(ctx, co.Released{ID: a.ID, Host: h, At: d.now()})
 		return
 	}
 	rel, why := d.chooseReleaseLocked(a.Pool, a.Exclude)
 	if rel.host == "" {
-		d.mu.Unlock()
+		d.unlockW()
 		d.post(ctx, co.ReleaseFailed{ID: a.ID, Err: why, At: d.now()})
 		return
 	}
 	best := rel.host
 	d.sw.setReleased(a.ID, best)
-	d.hosts[best].held = a.ID // no new job is placed on it from now on
+	d.hv.hosts[best].held = a.ID // no new job is placed on it from now on
 	calibrating := d.cal.Measuring(best)
 	attempts := make([]int, len(rel.requeue))
 	for i, j := range rel.requeue {
 		attempts[i] = j.job.Record.Attempts
 	}
-	d.mu.Unlock()
+	d.unlockW()
 	if calibrating {
 		d.abortCalibrationOn(ctx, best, fmt.Sprintf("switch %s takes host %s", a.ID, best))
 	}
@@ -162,8 +162,8 @@ func (d *Daemon) chooseReleaseLocked(pool string, exclude []string) (release, st
 	var best, cheap release
 	bestLost, cheapVMs, calHost := 0.0, 0, ""
 	spared := 0
-	for _, name := range d.order {
-		h := d.hosts[name]
+	for _, name := range d.hv.order {
+		h := d.hv.hosts[name]
 		if !h.serves(pool) || slices.Contains(exclude, name) {
 			continue
 		}
@@ -231,13 +231,13 @@ func (d *Daemon) reconfigure(ctx context.Context, id co.SwitchID, host, pool str
 		}
 		return
 	}
-	d.mu.Lock()
-	h := d.hosts[host]
+	d.hv.mu.RLock()
+	h := d.hv.hosts[host]
 	var s *siteAgent
 	if h != nil {
 		s = d.site(h.rec.Site)
 	}
-	d.mu.Unlock()
+	d.hv.mu.RUnlock()
 	sw, _ := d.sw.get(id)
 	if s == nil {
 		fail(fmt.Errorf("host %s: no agent", host))

@@ -48,10 +48,10 @@ const tuneGap = 5 * time.Second
 // chosen one; it reports whether it did. The job then waits for it
 // (liveJob.tuning) and is planned again once it is over.
 func (d *Daemon) tune(ctx context.Context, j *liveJob, free map[string][]string, running []gramvm.RunningJob) bool {
-	d.mu.Lock()
+	d.hv.mu.RLock()
 	var hosts []gramvm.Host
-	for _, name := range d.order {
-		if h := d.hosts[name]; h.reachable {
+	for _, name := range d.hv.order {
+		if h := d.hv.hosts[name]; h.reachable {
 			hosts = append(hosts, h.plannerHost())
 		}
 	}
@@ -59,7 +59,7 @@ func (d *Daemon) tune(ctx context.Context, j *liveJob, free map[string][]string,
 	for _, s := range d.sites {
 		shrinks[s.name] = s.canShrink
 	}
-	d.mu.Unlock()
+	d.hv.mu.RUnlock()
 	decs, err := d.planner.Tune(ctx, j.spec, free, gramvm.HostCapacities(hosts), running, gramvm.TuneOptions{
 		MaxPerHost: d.opt.MaxMigrationsPerHost, MaxPerLink: d.opt.MaxMigrationsPerLink, InFlight: d.tuner.InFlight(),
 		CanShrink: func(s string) bool { return shrinks[s] }})

@@ -13,8 +13,8 @@ import (
 
 // Pools reports every pool: its queue, hosts and switches in flight.
 func (d *Daemon) Pools() []api.Pool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	d.lockR()
+	defer d.unlockR()
 	now := d.now()
 	out := make([]api.Pool, len(d.types))
 	idx := map[string]int{}
@@ -28,8 +28,8 @@ func (d *Daemon) Pools() []api.Pool {
 		c := d.countsLocked(jt.Name)
 		out[i].Queued, out[i].Active, out[i].Jobs = c.queued, c.placed, c.queued+c.placed
 	}
-	for _, name := range d.order {
-		h := d.hosts[name]
+	for _, name := range d.hv.order {
+		h := d.hv.hosts[name]
 		i, ok := idx[h.rec.Pool]
 		if !ok || !h.serving() {
 			continue
@@ -57,11 +57,11 @@ func (d *Daemon) Pools() []api.Pool {
 
 // Hosts reports every host with its VMs.
 func (d *Daemon) Hosts() []api.HostView {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	out := make([]api.HostView, 0, len(d.order))
-	for _, name := range d.order {
-		out = append(out, d.hostViewLocked(d.hosts[name]))
+	d.lockR()
+	defer d.unlockR()
+	out := make([]api.HostView, 0, len(d.hv.order))
+	for _, name := range d.hv.order {
+		out = append(out, d.hostViewLocked(d.hv.hosts[name]))
 	}
 	return out
 }
@@ -89,11 +89,11 @@ func (d *Daemon) hostViewLocked(h *gridHost) api.HostView {
 
 // VMs lists every VM the agents last reported.
 func (d *Daemon) VMs() []api.VM {
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	d.hv.mu.RLock()
+	defer d.hv.mu.RUnlock()
 	out := []api.VM{}
-	for _, name := range d.order {
-		for _, vm := range d.hosts[name].inv.VMs {
+	for _, name := range d.hv.order {
+		for _, vm := range d.hv.hosts[name].inv.VMs {
 			out = append(out, wire.VM(vm))
 		}
 	}
