@@ -173,7 +173,7 @@ func (d *Daemon) calibrationLoop(ctx context.Context) {
 
 // calGridLocked is the grid as the calibration sees it: the sites in grid
 // order, each calibrated one with its hosts, and the links. One pass over
-// the hosts; d.mu must be held.
+// the hosts; the jobs' lock and the hosts' view must be held (lockR).
 func (d *Daemon) calGridLocked() calibration.Grid {
 	g := calibration.Grid{Starts: d.exec.Name() == "guest"}
 	at := map[string]int{}
@@ -207,12 +207,12 @@ func (d *Daemon) calGridLocked() calibration.Grid {
 // calibrateRound brings the figures up to date with the sites (new
 // images, agents registered again) and starts the first due figure whose
 // hosts are idle, when nothing is being measured: the VMs' capacity is
-// promised on their hosts under d.mu, before a dispatch round can see
+// promised on their hosts under d.jobs.mu, before a dispatch round can see
 // those hosts free.
 func (d *Daemon) calibrateRound(ctx context.Context) {
 	d.lockR()
 	defer d.unlockR()
-	if d.closing || ctx.Err() != nil {
+	if d.jobs.closing || ctx.Err() != nil {
 		return
 	}
 	s, back, ok := d.cal.Round(ctx, d.calGridLocked(), d.now())
@@ -247,7 +247,7 @@ func (d *Daemon) calIdleLocked(h *gridHost) bool {
 	if !h.serving() || len(h.inv.VMs) > 0 || d.ledger.On(h.name) != (capacity.Use{}) || d.hostBusyLocked(h.name) {
 		return false
 	}
-	return len(d.index.queues[h.rec.Pool]) == 0
+	return len(d.jobs.index.queues[h.rec.Pool]) == 0
 }
 
 // runCalibration measures a figure, records it, and destroys its VMs.

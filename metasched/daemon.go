@@ -113,6 +113,23 @@ type Options struct {
 // ErrHang, returned by Options.Fault, makes a step never answer.
 var ErrHang = errors.New("injected hang")
 
+// jobBook is the jobs and the dispatcher's state, under mu: the live jobs,
+// their index by queue, placement and pool, why each pool's queue waits,
+// the dispatcher's last round, neverRuns' answers, and the daemon's run
+// (its context for the jobs' runs, and whether it is stopping). A section
+// under mu that also reads the hosts holds the hosts' view after it
+// (Daemon.lockR, Daemon.lockW); the leaves may be taken under both.
+type jobBook struct {
+	mu        sync.Mutex
+	live      map[string]*liveJob
+	index     jobIndex          // the live jobs by queue, placement and pool
+	noRoom    map[string]noRoom // pool → why its queued jobs after one were not planned (no free host)
+	lastRound uint64            // the dispatcher's last round (roundKeyLocked)
+	never     neverRunsCache    // the answers of neverRuns
+	runCtx    context.Context   // the jobs' runs' context (Run)
+	closing   bool              // the daemon stops: no job starts
+}
+
 // Daemon is the metasched daemon: the jobs API, the store, the job
 // lifecycle, the cluster manager and the switch coordinator. New builds
 // it; Run serves until its context ends; Close releases it.
@@ -143,25 +160,20 @@ type Daemon struct {
 	hist     history
 
 	refreshMu sync.Mutex // one refresh of the inventories at a time
-	// mu guards the jobs and the dispatcher's state; every section under
-	// it holds the hosts' view too (lockR, lockW).
-	mu sync.Mutex
-	// hv is the hosts' view (hostBook, a subsystem with its own lock,
-	// taken after mu).
-	hv        hostBook
-	jobs      map[string]*liveJob
-	index     jobIndex          // the live jobs by queue, placement and pool
-	noRoom    map[string]noRoom // pool → why its queued jobs after one were not planned (no free host)
-	lastRound uint64            // the dispatcher's last round (roundKeyLocked)
-	never     neverRunsCache    // the answers of neverRuns
-	// rates are the pools' rate estimates (rateBook, a subsystem with its
-	// own lock, a leaf).
-	rates   *rateBook
-	closing bool
 
+	// The subsystems, each with its state and its lock (docs/design.md,
+	// "Subsystems" and "Locks"); the Daemon's methods wire them together.
+	//
+	// jobs is the jobs and the dispatcher's state (jobBook), under the
+	// lock a section that also reads the hosts takes first (lockR, lockW).
+	jobs jobBook
+	// hv is the hosts' view (hostBook, a read-write lock taken alone or
+	// after jobs.mu).
+	hv hostBook
+	// rates are the pools' rate estimates (rateBook, a leaf).
+	rates *rateBook
 	// sw is the switch driver's state: the coordinator, the timers, the
-	// switches' numbers, ends and rate (switchBook, a subsystem with its
-	// own lock, a leaf).
+	// switches' numbers, ends and rate (switchBook, a leaf).
 	sw *switchBook
 
 	vmsCreated, vmsDestroyed atomic.Int64
@@ -186,7 +198,6 @@ type Daemon struct {
 
 	wake     chan struct{}
 	events   chan coordinator.Event
-	runCtx   context.Context
 	wg       sync.WaitGroup
 	stopOnce sync.Once
 }
@@ -215,7 +226,8 @@ func NewWithGrid(ctx context.Context, cfg *Config, grid *graph.Grid, opt Options
 		opt.Clock = clockwork.NewRealClock()
 	}
 	d := &Daemon{cfg: cfg, opt: opt, log: opt.Logger, grid: grid, types: cfg.JobTypes, clock: opt.Clock, started: opt.Clock.Now(), instance: newInstance(),
-		hv: hostBook{hosts: map[string]*gridHost{}}, jobs: map[string]*liveJob{}, ledger: capacity.NewLedger(), index: newJobIndex(), noRoom: map[string]noRoom{},
+		hv: hostBook{hosts: map[string]*gridHost{}}, ledger: capacity.NewLedger(),
+		jobs: jobBook{live: map[string]*liveJob{}, index: newJobIndex(), noRoom: map[string]noRoom{}},
 		sw:   newSwitchBook(cfg.SwitchDelay),
 		wake: make(chan struct{}, 1), events: make(chan coordinator.Event, 256)}
 	if d.planner, err = gramvm.New(grid, 0); err != nil {
@@ -365,9 +377,9 @@ func (d *Daemon) Run(ctx context.Context, ln net.Listener, h http.Handler) error
 	// start picks it up.
 	runCtx, detach := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer detach(executor.ErrDetached)
-	d.mu.Lock()
-	d.runCtx = runCtx
-	d.mu.Unlock()
+	d.jobs.mu.Lock()
+	d.jobs.runCtx = runCtx
+	d.jobs.mu.Unlock()
 	hc := httpsrv.Config{Timeouts: d.opt.HTTP, Limits: d.cfg.Unproven, Logger: d.log,
 		BaseContext: func(net.Listener) context.Context { return ctx }}
 	if d.tls != nil {
@@ -405,17 +417,17 @@ func (d *Daemon) Run(ctx context.Context, ln net.Listener, h http.Handler) error
 	case <-lost:
 		// Another daemon may lead soon: stop acting at once (the store
 		// refuses this one's writes anyway once its lease expired).
-		d.mu.Lock()
-		d.closing = true
-		d.mu.Unlock()
+		d.jobs.mu.Lock()
+		d.jobs.closing = true
+		d.jobs.mu.Unlock()
 		detach(executor.ErrDetached)
 		cancel()
 		d.log.Error().Str("why", d.leader.reason()).Msg("lost the leadership: stopped acting on the grid")
 		err = ErrLostLeadership
 	}
-	d.mu.Lock()
-	d.closing = true
-	d.mu.Unlock()
+	d.jobs.mu.Lock()
+	d.jobs.closing = true
+	d.jobs.mu.Unlock()
 	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer scancel()
 	_ = srv.Shutdown(sctx)

@@ -51,12 +51,12 @@ func (d *Daemon) dispatch(ctx context.Context) {
 	d.refresh(ctx)
 	d.lockR()
 	key := d.roundKeyLocked()
-	if key == d.lastRound {
+	if key == d.jobs.lastRound {
 		d.unlockR()
 		d.metrics.rounds.WithLabelValues("skipped").Inc()
 		return
 	}
-	d.lastRound = key
+	d.jobs.lastRound = key
 	d.unlockR()
 	d.metrics.rounds.WithLabelValues("planned").Inc()
 	start := time.Now()
@@ -93,7 +93,7 @@ func (d *Daemon) roundKeyLocked() uint64 {
 		b = strconv.AppendInt(append(b, '|'), int64(g.inv.FreeMemoryMiB-r.MemoryMiB), 10)
 		h.Write(append(b, '\n'))
 	}
-	b = strconv.AppendUint(append(b[:0], 'q'), d.index.queueGen, 10)
+	b = strconv.AppendUint(append(b[:0], 'q'), d.jobs.index.queueGen, 10)
 	b = strconv.AppendInt(append(b, "|t"...), d.now().UnixNano()/int64(fullRoundEvery), 10)
 	h.Write(b)
 	return h.Sum64()
@@ -108,7 +108,7 @@ type noRoom struct {
 }
 
 // dispatchPool is one round of the dispatcher for one pool: the round's
-// input under d.mu, the decision outside it, then the waits recorded and
+// input under d.jobs.mu, the decision outside it, then the waits recorded and
 // the claims carried out.
 func (d *Daemon) dispatchPool(ctx context.Context, pool string, rp *roundPlanner) {
 	// Each claim is carried out as soon as the round makes it, while the
@@ -129,28 +129,28 @@ func (d *Daemon) dispatchPool(ctx context.Context, pool string, rp *roundPlanner
 	d.unlockR()
 	res := dispatch.Round(ctx, in, rp)
 	defer claims.Wait()
-	d.mu.Lock()
-	delete(d.noRoom, pool)
+	d.jobs.mu.Lock()
+	delete(d.jobs.noRoom, pool)
 	if res.NoRoom != "" {
 		nr := noRoom{why: res.NoRoom}
 		if n := len(res.Decisions); n > 0 {
 			nr.after = res.Decisions[n-1].Job
 		}
-		d.noRoom[pool] = nr
+		d.jobs.noRoom[pool] = nr
 	}
 	for _, dec := range res.Decisions {
-		if j := d.jobs[dec.Job]; j != nil && dec.Claim == nil {
+		if j := d.jobs.live[dec.Job]; j != nil && dec.Claim == nil {
 			j.waiting = dec.Why
 		}
 	}
-	d.mu.Unlock()
+	d.jobs.mu.Unlock()
 	if res.Capped {
 		d.kick() // the rest of the queue in the next round
 	}
 }
 
 // queueOf yields the pool's queued jobs, oldest first, read from the index
-// a chunk at a time under d.mu (call it without): a round that stops after
+// a chunk at a time under d.jobs.mu (call it without): a round that stops after
 // a few hundred jobs reads a few hundred, whatever the backlog. Each chunk
 // starts after the last job of the one before, so jobs queued meanwhile
 // after it are read too and a job that left the queue is not. Each job
@@ -161,8 +161,8 @@ func (d *Daemon) queueOf(pool string, live map[string]*liveJob) iter.Seq[dispatc
 		chunk := make([]dispatch.Job, 0, queueChunk)
 		for {
 			chunk = chunk[:0]
-			d.mu.Lock()
-			q := d.index.queues[pool]
+			d.jobs.mu.Lock()
+			q := d.jobs.index.queues[pool]
 			i := 0
 			if after != "" {
 				var found bool
@@ -179,7 +179,7 @@ func (d *Daemon) queueOf(pool string, live map[string]*liveJob) iter.Seq[dispatc
 				}
 				chunk = append(chunk, dj)
 			}
-			d.mu.Unlock()
+			d.jobs.mu.Unlock()
 			for _, dj := range chunk {
 				if !yield(dj) {
 					return
@@ -298,8 +298,8 @@ func (p *roundPlanner) Plan(dj *dispatch.Job, free map[string][]string) dispatch
 	if !ok || !d.tune(p.ctx, j, free, p.running) {
 		return dispatch.Outcome{Placement: pl}
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	d.jobs.mu.Lock()
+	defer d.jobs.mu.Unlock()
 	return dispatch.Outcome{Tuning: &dispatch.Tuning{Hosts: j.tuning.hosts, Reason: j.tuning.reason()}}
 }
 
@@ -359,7 +359,7 @@ func (d *Daemon) claim(ctx context.Context, j *liveJob, pl *gramvm.Placement) {
 		predicted = pl.Plan.Runtime * d.cfg.Executor.TimeScale
 	}
 	d.lockR()
-	if j.job.State != lifecycle.Queued || d.jobs[j.id()] != j || !d.fitsLocked(j, pl) {
+	if j.job.State != lifecycle.Queued || d.jobs.live[j.id()] != j || !d.fitsLocked(j, pl) {
 		d.unlockR()
 		return
 	}
@@ -381,11 +381,11 @@ func (d *Daemon) claim(ctx context.Context, j *liveJob, pl *gramvm.Placement) {
 		if !d.stoppedDuring(j, err, "the job's plan") {
 			d.log.Error().Err(err).Str("job", j.id()).Msg("cannot record the plan: the job stays queued")
 		}
-		d.mu.Lock()
+		d.jobs.mu.Lock()
 		if j.job.State == lifecycle.Queued {
 			d.unreserveLocked(j)
 		}
-		d.mu.Unlock()
+		d.jobs.mu.Unlock()
 		return
 	}
 	d.hv.mu.RLock()

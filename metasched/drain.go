@@ -62,7 +62,7 @@ func (d *Daemon) DrainHost(ctx context.Context, name string, r api.DrainRequest)
 	if r.Move {
 		moves = d.drainMovesLocked(h)
 	}
-	d.lastRound = 0 // the pools' sizes changed: a policy round at once
+	d.jobs.lastRound = 0 // the pools' sizes changed: a policy round at once
 	d.unlockW()
 	d.kick()
 	if len(moves) > 0 {
@@ -93,21 +93,21 @@ func (d *Daemon) UndrainHost(ctx context.Context, name string) (_ api.HostView, 
 	if err := d.recordHostLocked(ctx, h, func(r *hostRecord) { r.Drain = false }); err != nil {
 		return api.HostView{}, fmt.Errorf("host %s: cannot record the undrain: %w", name, err)
 	}
-	d.lastRound = 0
+	d.jobs.lastRound = 0
 	d.log.Info().Str("host", name).Str("pool", h.rec.Pool).Msg("host undrained: back in its pool")
 	d.kick()
 	return d.hostViewLocked(h), nil
 }
 
 // recordHostLocked writes h's record with change made to the store, and
-// once it is there makes the change to h's record: without holding d.mu
+// once it is there makes the change to h's record: without holding d.jobs.mu
 // meanwhile (it is unlocked and locked again), as the write waits for a
 // group commit, which every other user of the lock would wait for too (the
 // undrain of 5,000 hosts held the daemon for seconds). h is marked
 // recording meanwhile, so that another drain or undrain of it is refused
 // (a 409) until this one is recorded; whatever else changed h's record
 // meanwhile is written again.
-// d.mu and the hosts' view must be held to write (lockW).
+// d.jobs.mu and the hosts' view must be held to write (lockW).
 func (d *Daemon) recordHostLocked(ctx context.Context, h *gridHost, change func(*hostRecord)) error {
 	rec := h.rec
 	change(&rec)
@@ -135,8 +135,8 @@ func recordingConflict(name string) error {
 
 // jobsOnHostLocked lists the IDs of the live jobs with a VM on the host.
 func (d *Daemon) jobsOnHostLocked(name string) []string {
-	out := make([]string, 0, len(d.index.onHost[name]))
-	for id := range d.index.onHost[name] {
+	out := make([]string, 0, len(d.jobs.index.onHost[name]))
+	for id := range d.jobs.index.onHost[name] {
 		out = append(out, id)
 	}
 	slices.Sort(out)
@@ -145,8 +145,8 @@ func (d *Daemon) jobsOnHostLocked(name string) []string {
 
 // placedOnLocked lists the live jobs with a VM on the host, in ID order.
 func (d *Daemon) placedOnLocked(name string) []*liveJob {
-	out := make([]*liveJob, 0, len(d.index.onHost[name]))
-	for _, j := range d.index.onHost[name] {
+	out := make([]*liveJob, 0, len(d.jobs.index.onHost[name]))
+	for _, j := range d.jobs.index.onHost[name] {
 		out = append(out, j)
 	}
 	slices.SortFunc(out, func(a, b *liveJob) int { return strings.Compare(a.id(), b.id()) })
@@ -188,7 +188,7 @@ func (d *Daemon) drainMovesLocked(h *gridHost) []drainMove {
 		targets = append(targets, name)
 	}
 	var out []drainMove
-	for _, j := range d.index.placed {
+	for _, j := range d.jobs.index.placed {
 		if j.job.State != lifecycle.Running {
 			continue
 		}

@@ -99,9 +99,9 @@ func (d *Daemon) loseWorker(ctx context.Context, lj *liveJob, e lifecycle.Worker
 		}
 		return
 	}
-	d.mu.Lock()
+	d.jobs.mu.Lock()
 	st, workers := lj.job.State, len(lj.job.Record.VMs)-1
-	d.mu.Unlock()
+	d.jobs.mu.Unlock()
 	if st == lifecycle.Running {
 		d.log.Info().Str("job", lj.id()).Str("vm", e.VM).Str("host", e.Host).Str("why", e.Reason).Int("workers_left", workers).
 			Msg("an elastic job lost a worker VM: it goes on without it")
@@ -111,8 +111,8 @@ func (d *Daemon) loseWorker(ctx context.Context, lj *liveJob, e lifecycle.Worker
 // lostWorkers is what Run.Lost answers for attempt n of the job: the
 // worker VMs it lost, with why.
 func (d *Daemon) lostWorkers(lj *liveJob, n int) map[string]string {
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	d.jobs.mu.Lock()
+	defer d.jobs.mu.Unlock()
 	rec := lj.job.Record
 	if rec.Attempts != n || len(rec.LostWorkers) == 0 {
 		return nil

@@ -48,10 +48,10 @@ func (d *Daemon) RecentJobs(ctx context.Context, n int) (_ []api.Job, err error)
 		return nil, err
 	}
 	out := make([]api.Job, 0, len(recent))
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	d.jobs.mu.Lock()
+	defer d.jobs.mu.Unlock()
 	for _, sj := range recent {
-		out = append(out, d.jobViewLocked(d.jobs[sj.ID], sj))
+		out = append(out, d.jobViewLocked(d.jobs.live[sj.ID], sj))
 	}
 	return out, nil
 }

@@ -63,10 +63,10 @@ type movedVM struct {
 
 // movedVMsLocked lists the VMs of the placed jobs that where (VM name →
 // site and host, from the inventories) puts on another host than their
-// job's record; d.mu must be held.
+// job's record; d.jobs.mu must be held.
 func (d *Daemon) movedVMsLocked(where map[string][2]string) []movedVM {
 	var out []movedVM
-	for _, j := range d.index.placed {
+	for _, j := range d.jobs.index.placed {
 		if j.job.State != lifecycle.Provisioning && j.job.State != lifecycle.Running {
 			continue
 		}
@@ -317,7 +317,7 @@ func (d *Daemon) refresh(ctx context.Context) {
 		}
 	}
 	for _, job := range d.ledger.Jobs() {
-		if d.jobs[job] == nil && job != calibration.Job {
+		if d.jobs.live[job] == nil && job != calibration.Job {
 			d.ledger.DropJob(job) // ended: its VMs are gone or going
 		}
 	}
@@ -408,7 +408,7 @@ func (d *Daemon) ownsVMLocked(job, vm string) bool {
 	if job == calibration.Job {
 		return d.cal.Owns(vm) // a measurement's, or left by a crash
 	}
-	j := d.jobs[job]
+	j := d.jobs.live[job]
 	if j == nil {
 		return false
 	}
@@ -456,5 +456,5 @@ func (d *Daemon) hostStateLocked(h *gridHost) string {
 
 // hostBusyLocked reports whether a live job is placed on the host.
 func (d *Daemon) hostBusyLocked(name string) bool {
-	return len(d.index.onHost[name]) > 0
+	return len(d.jobs.index.onHost[name]) > 0
 }

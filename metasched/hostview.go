@@ -7,14 +7,15 @@ import "sync"
 // report), the hosts in grid order, the generation of the set of hosts,
 // and the count of the switches' steps.
 //
-// Its lock is taken after Daemon.mu and before the leaves (the switch
-// book, the ledger, the rate book, the tuning's book): every section under
-// Daemon.mu holds it too, to read (lockR) or to write (lockW), so that
-// what the jobs' decisions read of the hosts does not change under them.
-// What changes the hosts alone takes it alone, without Daemon.mu: the
-// refresh of the inventories, the switches' steps and their notifications
-// (a host held, its pool, stranded, cleared); and so do the readers of the
-// hosts alone (the VMs' list, a host's site).
+// Its lock is taken alone, or after the jobs' lock (jobs.mu), and before
+// the leaves (the switch book, the ledger, the rate book, the tuning's
+// book). What changes the hosts alone takes it alone: the refresh of the
+// inventories, the switches' steps and their notifications (a host held,
+// its pool, stranded, cleared); and so do the readers of the hosts alone
+// (the VMs' list, a host's site). A section about jobs that reads the
+// hosts holds both (lockR), one that changes a host on a decision about
+// jobs holds both with the view to write (lockW): a function named
+// ...Locked that reads the hosts is called so.
 type hostBook struct {
 	mu    sync.RWMutex
 	hosts map[string]*gridHost
@@ -27,27 +28,27 @@ type hostBook struct {
 	steps uint64
 }
 
-// lockR takes Daemon.mu and the hosts' view to read: a section that reads
+// lockR takes the jobs' lock and the hosts' view to read: a section that reads
 // or changes the jobs and reads the hosts.
 func (d *Daemon) lockR() {
-	d.mu.Lock()
+	d.jobs.mu.Lock()
 	d.hv.mu.RLock()
 }
 
 func (d *Daemon) unlockR() {
 	d.hv.mu.RUnlock()
-	d.mu.Unlock()
+	d.jobs.mu.Unlock()
 }
 
-// lockW takes Daemon.mu and the hosts' view to write: a section that
+// lockW takes the jobs' lock and the hosts' view to write: a section that
 // changes the hosts on a decision about the jobs (a host a switch takes,
 // a drain).
 func (d *Daemon) lockW() {
-	d.mu.Lock()
+	d.jobs.mu.Lock()
 	d.hv.mu.Lock()
 }
 
 func (d *Daemon) unlockW() {
 	d.hv.mu.Unlock()
-	d.mu.Unlock()
+	d.jobs.mu.Unlock()
 }

@@ -95,7 +95,7 @@ func (d *Daemon) neverRuns(ctx context.Context, j *selection.Job) (string, error
 	key := j.Type + "|" + j.Shape()
 	d.lockR()
 	gen := [2]uint64{d.hv.gen, d.planner.Version()}
-	if why, ok := d.never.get(gen, key); ok {
+	if why, ok := d.jobs.never.get(gen, key); ok {
 		d.unlockR()
 		return why, nil
 	}
@@ -113,9 +113,9 @@ func (d *Daemon) neverRuns(ctx context.Context, j *selection.Job) (string, error
 	if !pl.Plan.Feasible {
 		why = pl.Plan.Reason
 	}
-	d.mu.Lock()
-	d.never.put(gen, key, why)
-	d.mu.Unlock()
+	d.jobs.mu.Lock()
+	d.jobs.never.put(gen, key, why)
+	d.jobs.mu.Unlock()
 	return why, nil
 }
 
@@ -265,11 +265,11 @@ func keyReused(id string) error {
 // accepted makes a job the store just recorded live.
 func (d *Daemon) accepted(j *selection.Job, sj store.Job) api.Job {
 	lj := newLiveJob(lifecycle.New(sj.ID, j.Type), j, sj.Owner, sj.Submitted)
-	d.mu.Lock()
+	d.jobs.mu.Lock()
 	d.addJobLocked(lj)
 	d.rates.arrival(j.Type, sj.Submitted)
 	v := d.jobViewLocked(lj, sj)
-	d.mu.Unlock()
+	d.jobs.mu.Unlock()
 	d.kick()
 	return v
 }
@@ -278,9 +278,9 @@ func (d *Daemon) accepted(j *selection.Job, sj store.Job) api.Job {
 // has stopped and its VMs are gone.
 func (d *Daemon) Cancel(ctx context.Context, id string) (_ api.Job, err error) {
 	defer apiError(&err)
-	d.mu.Lock()
-	lj := d.jobs[id]
-	d.mu.Unlock()
+	d.jobs.mu.Lock()
+	lj := d.jobs.live[id]
+	d.jobs.mu.Unlock()
 	if lj == nil {
 		j, err := d.st.Job(ctx, id)
 		if err != nil {

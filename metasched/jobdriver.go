@@ -32,9 +32,9 @@ import (
 // the store commits.
 func (d *Daemon) stepJob(ctx context.Context, lj *liveJob, ev lifecycle.Event) error {
 	lj.steps.Lock()
-	d.mu.Lock()
+	d.jobs.mu.Lock()
 	cur := lj.job
-	d.mu.Unlock()
+	d.jobs.mu.Unlock()
 	next, acts, err := cur.Step(ev)
 	// The VMs the step destroys are in the lifecycle's hands from before
 	// its commit: whoever reads the job's end in the store finds them
@@ -60,9 +60,9 @@ func (d *Daemon) stepJob(ctx context.Context, lj *liveJob, ev lifecycle.Event) e
 		lj.steps.Unlock()
 		return err
 	}
-	d.mu.Lock()
+	d.jobs.mu.Lock()
 	later := d.applyLocked(lj, cur, next, acts)
-	d.mu.Unlock()
+	d.jobs.mu.Unlock()
 	lj.steps.Unlock()
 	d.carryOutJob(ctx, lj, later)
 	return nil
@@ -99,8 +99,8 @@ func (d *Daemon) reload(ctx context.Context, lj *liveJob) {
 		d.log.Error().Err(err).Str("job", lj.id()).Msg("cannot reload the job from the store")
 		return
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	d.jobs.mu.Lock()
+	defer d.jobs.mu.Unlock()
 	d.log.Warn().Str("job", lj.id()).Str("memory", string(lj.job.State)).Str("store", string(sj.State)).Msg("the job's state in memory differed from the store: reloaded")
 	lj.job = fromStore(sj)
 	if lj.job.State.Terminal() {
@@ -203,10 +203,10 @@ func (d *Daemon) carryOutJob(ctx context.Context, lj *liveJob, acts []lifecycle.
 // goAttempt runs f for attempt n of the job, under the attempt's context,
 // which StopRun (and the daemon's end) cancels.
 func (d *Daemon) goAttempt(lj *liveJob, n int, f func(context.Context)) {
-	d.mu.Lock()
+	d.jobs.mu.Lock()
 	a := lj.runs[n]
 	if a == nil {
-		parent := d.runCtx
+		parent := d.jobs.runCtx
 		if parent == nil {
 			parent = context.Background()
 		}
@@ -218,16 +218,16 @@ func (d *Daemon) goAttempt(lj *liveJob, n int, f func(context.Context)) {
 		lj.runs[n] = a
 	}
 	a.active++
-	d.mu.Unlock()
+	d.jobs.mu.Unlock()
 	d.goJob(func() {
 		defer func() {
-			d.mu.Lock()
+			d.jobs.mu.Lock()
 			if a.active--; a.active == 0 {
 				a.cancel()
 				close(a.done)
 				delete(lj.runs, n)
 			}
-			d.mu.Unlock()
+			d.jobs.mu.Unlock()
 		}()
 		defer func() {
 			// A panic in what runs for the job fails the job, not the
@@ -248,9 +248,9 @@ func (d *Daemon) goAttempt(lj *liveJob, n int, f func(context.Context)) {
 // stopping reports whether the daemon is shutting down: then a job's run
 // ends without a step, and the restart resumes or requeues the job.
 func (d *Daemon) stopping() bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.closing || (d.runCtx != nil && d.runCtx.Err() != nil)
+	d.jobs.mu.Lock()
+	defer d.jobs.mu.Unlock()
+	return d.jobs.closing || (d.jobs.runCtx != nil && d.jobs.runCtx.Err() != nil)
 }
 
 // answer feeds the answer of an action to the job. An answer reports what
@@ -292,12 +292,12 @@ func (d *Daemon) stoppedDuring(lj *liveJob, err error, what string) bool {
 
 // runDone is closed when the daemon stops.
 func (d *Daemon) runDone() <-chan struct{} {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.runCtx == nil {
+	d.jobs.mu.Lock()
+	defer d.jobs.mu.Unlock()
+	if d.jobs.runCtx == nil {
 		return nil
 	}
-	return d.runCtx.Done()
+	return d.jobs.runCtx.Done()
 }
 
 // provision creates the attempt's VMs and answers Created or
@@ -323,17 +323,17 @@ func (d *Daemon) provision(ctx context.Context, lj *liveJob, a lifecycle.CreateV
 
 // execute runs the job on its VMs and answers Exited.
 func (d *Daemon) execute(ctx context.Context, lj *liveJob, a lifecycle.Execute) {
-	d.mu.Lock()
+	d.jobs.mu.Lock()
 	spec, predicted := lj.spec, lj.job.Record.Predicted
-	d.mu.Unlock()
+	d.jobs.mu.Unlock()
 	vms := make([]executor.VM, len(a.VMs))
 	for i, v := range a.VMs {
 		vms[i] = executor.VM{Name: v.Name, Site: v.Site, Host: v.Host, Master: v.Master, VCPUs: spec.VM.VCPUs, MemoryMiB: spec.VM.MemoryMiB}
 	}
 	if w := d.walltime(spec); w > 0 {
-		d.mu.Lock()
+		d.jobs.mu.Lock()
 		started := lj.job.Record.Started
-		d.mu.Unlock()
+		d.jobs.mu.Unlock()
 		defer d.watchWalltime(lj, a.Attempt, started.Add(w), w)()
 	}
 	if d.exec.Name() == "guest" {
@@ -392,9 +392,9 @@ func (d *Daemon) execute(ctx context.Context, lj *liveJob, a lifecycle.Execute) 
 // what ran for it, for the caller to wait for. attempt, when not 0, is the
 // attempt meant.
 func (d *Daemon) stop(ctx context.Context, lj *liveJob, to lifecycle.State, reason string, attempt ...int) (*attempt, error) {
-	d.mu.Lock()
+	d.jobs.mu.Lock()
 	n := lj.job.Record.Attempts
-	d.mu.Unlock()
+	d.jobs.mu.Unlock()
 	if len(attempt) > 0 {
 		n = attempt[0]
 	}
@@ -405,9 +405,9 @@ func (d *Daemon) stop(ctx context.Context, lj *liveJob, to lifecycle.State, reas
 // stopped (nil when none runs).
 func (d *Daemon) stopWith(ctx context.Context, lj *liveJob, e lifecycle.Stop) (*attempt, error) {
 	err := d.stepJob(ctx, lj, e)
-	d.mu.Lock()
+	d.jobs.mu.Lock()
 	run := lj.runs[e.Attempt]
-	d.mu.Unlock()
+	d.jobs.mu.Unlock()
 	return run, err
 }
 
@@ -607,7 +607,7 @@ func (d *Daemon) jobsOnLostHostsLocked() []lostJob {
 		rt := d.hv.hosts[h]
 		return rt != nil && d.lost(rt)
 	}
-	for _, j := range d.index.placed { // any order: each is stopped on its own
+	for _, j := range d.jobs.index.placed { // any order: each is stopped on its own
 		for _, h := range j.hostNames() {
 			if !lost(h) {
 				continue

@@ -12,7 +12,7 @@ import (
 // per pool in ID order (oldest first) for the dispatcher, the placed jobs
 // (planned, provisioning or running) for the hosts' views and the switches,
 // and per pool the count of queued and placed jobs for the policy and the
-// pools' view. d.jobs holds every live job; the index follows each job's
+// pools' view. d.jobs.live holds every live job; the index follows each job's
 // state as committed (trackLocked after every change).
 
 // jobIndex is the index; the daemon's lock guards it.
@@ -34,26 +34,26 @@ func newJobIndex() jobIndex {
 		onHost: map[string]map[string]*liveJob{}}
 }
 
-// addJobLocked makes a job live: in d.jobs and the index.
+// addJobLocked makes a job live: in d.jobs.live and the index.
 func (d *Daemon) addJobLocked(lj *liveJob) {
-	d.jobs[lj.id()] = lj
+	d.jobs.live[lj.id()] = lj
 	d.trackLocked(lj)
 }
 
 // trackLocked moves the job in the index to where its state puts it, and
-// out of it (and d.jobs) when it has ended.
+// out of it (and d.jobs.live) when it has ended.
 func (d *Daemon) trackLocked(lj *liveJob) {
 	st := lj.job.State
 	if st.Terminal() {
 		d.tuningEnded(lj)
-		delete(d.jobs, lj.id())
+		delete(d.jobs.live, lj.id())
 		st = ""
 	}
-	d.index.hostsOf(lj)
+	d.jobs.index.hostsOf(lj)
 	if lj.indexed == st {
 		return
 	}
-	ix := &d.index
+	ix := &d.jobs.index
 	c := ix.counts[lj.typ()]
 	if c == nil {
 		c = &poolCount{}
@@ -130,7 +130,7 @@ func (ix *jobIndex) hostsOf(lj *liveJob) {
 
 // countsLocked is the pool's count of live jobs.
 func (d *Daemon) countsLocked(pool string) poolCount {
-	if c := d.index.counts[pool]; c != nil {
+	if c := d.jobs.index.counts[pool]; c != nil {
 		return *c
 	}
 	return poolCount{}
@@ -139,8 +139,8 @@ func (d *Daemon) countsLocked(pool string) poolCount {
 // placedLocked lists the planned, provisioning and running jobs in ID
 // order.
 func (d *Daemon) placedLocked() []*liveJob {
-	out := make([]*liveJob, 0, len(d.index.placed))
-	for _, j := range d.index.placed {
+	out := make([]*liveJob, 0, len(d.jobs.index.placed))
+	for _, j := range d.jobs.index.placed {
 		out = append(out, j)
 	}
 	slices.SortFunc(out, func(a, b *liveJob) int { return strings.Compare(a.id(), b.id()) })

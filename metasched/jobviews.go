@@ -18,9 +18,9 @@ func (d *Daemon) Job(ctx context.Context, id string) (_ api.Job, err error) {
 	if err != nil {
 		return api.Job{}, notFoundJob(id, err)
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.jobViewLocked(d.jobs[id], sj), nil
+	d.jobs.mu.Lock()
+	defer d.jobs.mu.Unlock()
+	return d.jobViewLocked(d.jobs.live[id], sj), nil
 }
 
 // OwnsJob reports whether owner submitted job id: one seek in the
@@ -53,10 +53,10 @@ func (d *Daemon) Jobs(ctx context.Context, af api.JobFilter) (_ api.JobList, err
 		js = js[:limit]
 		out.Next = js[limit-1].ID
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	d.jobs.mu.Lock()
+	defer d.jobs.mu.Unlock()
 	for _, j := range js {
-		out.Jobs = append(out.Jobs, d.jobViewLocked(d.jobs[j.ID], j))
+		out.Jobs = append(out.Jobs, d.jobViewLocked(d.jobs.live[j.ID], j))
 	}
 	return out, nil
 }
@@ -80,7 +80,7 @@ func (d *Daemon) jobViewLocked(lj *liveJob, sj store.Job) api.Job {
 	}
 	rec := decodeRecord(sj.Data)
 	if lj != nil && lj.job.State == lifecycle.Queued && sj.State == lifecycle.Queued {
-		if nr, ok := d.noRoom[lj.typ()]; ok && (nr.after == "" || lj.id() > nr.after) && lj.tuning == nil {
+		if nr, ok := d.jobs.noRoom[lj.typ()]; ok && (nr.after == "" || lj.id() > nr.after) && lj.tuning == nil {
 			v.Reason = "waiting: " + nr.why
 		} else if lj.waiting != "" {
 			v.Reason = "waiting: " + lj.waiting

@@ -17,7 +17,7 @@ import (
 // liveJob is a job that has not ended, as the daemon holds it. job is the
 // lifecycle's state as last committed to the store (a cache of the store:
 // a restart rebuilds it from there); the other fields are the daemon's
-// working notes. d.mu guards every field but steps, which serialises the
+// working notes. d.jobs.mu guards every field but steps, which serialises the
 // job's steps (Daemon.step holds it across the store's commit).
 type liveJob struct {
 	steps     sync.Mutex

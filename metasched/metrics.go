@@ -17,7 +17,7 @@ import (
 //   - events counted or timed where they happen: plans, policy solves,
 //     tuning candidates and the decisions carried out (the HTTP server,
 //     package httpapi, adds the API requests);
-//   - the daemon's state, read at scrape time by stateCollector under d.mu:
+//   - the daemon's state, read at scrape time by stateCollector under d.jobs.mu:
 //     jobs per state, pools, hosts, switches, VMs and the policy. Its
 //     counters (switches, VMs, completions, decisions) are the daemon's own
 //     totals since it started, exposed as constant metrics.

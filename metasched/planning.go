@@ -63,7 +63,7 @@ func (d *Daemon) availLocked(pool string, vm selection.VM, held map[string]strin
 	}
 	ends := map[string]time.Time{} // host → the latest predicted end of the jobs on it
 	jobs := map[string]bool{}
-	for id, j := range d.index.placed {
+	for id, j := range d.jobs.index.placed {
 		jobs[id] = true
 		rec := j.job.Record
 		end := now.Add(duration(rec.Predicted))
@@ -125,7 +125,7 @@ func (d *Daemon) availLocked(pool string, vm selection.VM, held map[string]strin
 // the predicted run time).
 func (d *Daemon) runningJobsLocked(now time.Time) []gramvm.RunningJob {
 	var out []gramvm.RunningJob
-	for _, j := range d.index.placed {
+	for _, j := range d.jobs.index.placed {
 		rec := j.job.Record
 		if j.job.State != lifecycle.Running || rec.Placement == nil {
 			continue

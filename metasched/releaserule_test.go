@@ -27,7 +27,7 @@ func TestReleaseRule(t *testing.T) {
 	// first VM its master.
 	type job string
 	build := func(hosts []string, jobs []job) *Daemon {
-		d := &Daemon{clock: clockwork.NewFakeClockAt(t0), hv: hostBook{hosts: map[string]*gridHost{}}, jobs: map[string]*liveJob{}, index: newJobIndex(),
+		d := &Daemon{clock: clockwork.NewFakeClockAt(t0), hv: hostBook{hosts: map[string]*gridHost{}}, jobs: jobBook{live: map[string]*liveJob{}, index: newJobIndex()},
 			cal: calibration.NewBook(calibration.Config{}, "t", nil)}
 		for _, h := range hosts {
 			d.hv.hosts[h] = &gridHost{name: h, rec: hostRecord{Site: "solo", Pool: "render"}, inv: hp.Host{State: hp.HostReady}, reachable: true}

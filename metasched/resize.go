@@ -49,7 +49,7 @@ func (d *Daemon) ResizeVM(ctx context.Context, jobID, vmName string, r api.Resiz
 		return api.VM{}, &api.RequestError{Status: 409, Code: api.CodeConflict, Msg: fmt.Sprintf(format, args...)}
 	}
 	d.lockR()
-	j := d.jobs[jobID]
+	j := d.jobs.live[jobID]
 	if j == nil || (j.job.State != lifecycle.Provisioning && j.job.State != lifecycle.Running) {
 		state := sj.State
 		if j != nil {

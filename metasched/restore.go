@@ -49,14 +49,14 @@ func (d *Daemon) restoreJobs(ctx context.Context) error {
 // them; with no trace of them there it runs again, see execute), and runs
 // again otherwise.
 func (d *Daemon) resumeJobs(ctx context.Context) {
-	d.mu.Lock()
+	d.jobs.mu.Lock()
 	var todo []*liveJob
-	for _, j := range d.jobs {
+	for _, j := range d.jobs.live {
 		if j.job.State != lifecycle.Queued {
 			todo = append(todo, j)
 		}
 	}
-	d.mu.Unlock()
+	d.jobs.mu.Unlock()
 	slices.SortFunc(todo, func(a, b *liveJob) int { return strings.Compare(a.id(), b.id()) })
 	for _, j := range todo {
 		if j.job.State == lifecycle.Running && (d.exec.Name() == HostCommand || (d.exec.Name() == "emulated" || d.exec.Name() == "guest") && d.resumable(j)) {

@@ -13,7 +13,7 @@ import (
 // keyDaemon is a daemon's hosts alone: n hosts in pool render, serving,
 // with a VM's room taken on every third.
 func keyDaemon(n int) *Daemon {
-	d := &Daemon{hv: hostBook{hosts: map[string]*gridHost{}}, ledger: capacity.NewLedger(), index: newJobIndex()}
+	d := &Daemon{hv: hostBook{hosts: map[string]*gridHost{}}, ledger: capacity.NewLedger(), jobs: jobBook{index: newJobIndex()}}
 	d.clock = clockwork.NewFakeClock()
 	for i := range n {
 		name := fmt.Sprintf("c%d-%d", i/34, i%34)
@@ -37,7 +37,7 @@ func TestRoundKey(t *testing.T) {
 		func() { d.hv.hosts["c1-3"].inv.FreeVCPUs-- },
 		func() { d.hv.hosts["c2-0"].rec.Pool = "sim" },
 		func() { d.hv.hosts["c0-7"].reachable = false },
-		func() { d.index.queueGen++ },
+		func() { d.jobs.index.queueGen++ },
 		func() {
 			d.ledger.Promise("j", capacity.Use{VCPUs: 1, MemoryMiB: 64}, capacity.Spot{VM: "j-0", Host: "c1-4"})
 		},

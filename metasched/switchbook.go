@@ -16,8 +16,9 @@ import (
 // phase it was armed for, who started each switch in flight and why, the
 // switch numbers, the switches ended by outcome, the switch rate ζ
 // measured, and the policy state at the last switch the cluster manager
-// started. Its lock is a leaf: Daemon.mu may be held when it is taken,
-// and nothing else is taken under it (a timer fires outside it).
+// started. Its lock is a leaf: the jobs' lock and the hosts' view may be
+// held when it is taken, and nothing else is taken under it (a timer
+// fires outside it).
 //
 // The coordinator's steps go through the book under the hosts' view's lock
 // (stepSwitchLocked) so that the hosts' view follows each step at once;

@@ -74,10 +74,10 @@ func (d *Daemon) prepareRelease(ctx context.Context, a co.PrepareRelease) {
 			}
 			lost = append(lost, vm)
 		}
-		d.mu.Lock()
+		d.jobs.mu.Lock()
 		requeued := w.job.job.State == lifecycle.Queued && w.job.job.Record.Attempts == w.attempt
 		run := w.job.runs[w.attempt]
-		d.mu.Unlock()
+		d.jobs.mu.Unlock()
 		if requeued {
 			ids = append(ids, w.job.id())
 			runs = append(runs, run)

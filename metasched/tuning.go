@@ -102,20 +102,20 @@ func (d *Daemon) tune(ctx context.Context, j *liveJob, free map[string][]string,
 				moves = append(moves, tuning.Move{From: m.From, To: m.To, LAN: gramvm.LANKey(m.Site)})
 			}
 		}
-		d.mu.Lock()
-		if t := d.jobs[dec.Target]; t != nil && carried {
+		d.jobs.mu.Lock()
+		if t := d.jobs.live[dec.Target]; t != nil && carried {
 			rec.Measured.TargetPredictedS = t.job.Record.Predicted
 		}
 		seq := d.tuner.Add(rec, carried, moves)
 		if carried {
 			j.tuning = &tuningWait{seq: seq, hosts: freedHosts(dec)}
 			j.waiting = j.tuning.reason()
-			d.mu.Unlock()
+			d.jobs.mu.Unlock()
 			d.goJob(func() { d.carryOut(ctx, j, dec, seq) })
 			started = true
 			continue
 		}
-		d.mu.Unlock()
+		d.jobs.mu.Unlock()
 	}
 	return started
 }
@@ -175,9 +175,9 @@ func (d *Daemon) carryOut(ctx context.Context, j *liveJob, dec gramvm.TuningDeci
 		wg.Go(func() {
 			migs[i] = api.TuningMigration{VM: m.VM, From: m.From, To: m.To}
 			mig, err := d.migrate(ctx, m.Site, m.VM, m.From, m.To)
-			d.mu.Lock()
-			target := d.jobs[dec.Target]
-			d.mu.Unlock()
+			d.jobs.mu.Lock()
+			target := d.jobs.live[dec.Target]
+			d.jobs.mu.Unlock()
 			if err != nil {
 				migs[i].Error = err.Error()
 				d.log.Warn().Err(err).Str("vm", m.VM).Str("from", m.From).Str("to", m.To).Msg("tuning migration failed")
@@ -237,15 +237,15 @@ func (d *Daemon) carryOut(ctx context.Context, j *liveJob, dec gramvm.TuningDeci
 		migrationS = migrated.Sub(start).Seconds()
 	}
 	d.tuner.Ended(seq, outcome, end, migs, resizes, migrationS)
-	d.mu.Lock()
+	d.jobs.mu.Lock()
 	// The job is planned at the next round, on what the tuning freed: not
 	// tuned again first, and the round is not skipped.
 	if j.tuning != nil && j.tuning.seq == seq {
 		j.tuning = nil
 		j.lastTune.Store(end.UnixNano())
 	}
-	d.lastRound = 0
-	d.mu.Unlock()
+	d.jobs.lastRound = 0
+	d.jobs.mu.Unlock()
 	d.log.Info().Str("job", j.id()).Int("seq", seq).Str("outcome", outcome).Float64("seconds", end.Sub(start).Seconds()).
 		Msg("bandwidth tuning over: the job is planned on what it freed")
 	d.kick()
