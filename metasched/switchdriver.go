@@ -60,9 +60,10 @@ func (d *Daemon) stepSwitch(ctx context.Context, ev co.Event) {
 // stepSwitchLocked steps the coordinator and makes the host view follow each
 // switch's new state at once, so that the API never shows a host as
 // switching under a final switch, nor serving while it is held; the hosts'
-// view must be held to write (not the jobs' lock: a step changes no job). What must
-// last (a host's record) is written after the journal, by the actions. A
-// timeout for a phase its switch has left is stale: nothing is stepped.
+// view must be held to write (not the jobs' lock: a step changes no job).
+// What must last (a host's record) is written after the journal, by the
+// actions. A timeout for a phase its switch has left is stale: nothing is
+// stepped.
 func (d *Daemon) stepSwitchLocked(ev co.Event) (_ []co.Action, stale bool, _ error) {
 	acts, stale, err := d.sw.step(ev)
 	if stale {
