@@ -638,6 +638,10 @@ type logWriter struct {
 
 func (w *logWriter) Write(p []byte) (int, error) {
 	if err := w.d.st.AppendLogAt(context.Background(), w.id, w.attempt, w.at, p); err != nil {
+		if w.d.stopping() {
+			// Not the job's fault: the executor says the daemon stops.
+			return 0, fmt.Errorf("%w: %w", executor.ErrDetached, err)
+		}
 		return 0, err
 	}
 	w.at += int64(len(p))

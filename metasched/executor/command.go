@@ -588,7 +588,7 @@ func (t *tailer) copyTo(log zerolog.Logger, w io.Writer) {
 		n, err := t.f.ReadAt(t.buf, t.off)
 		if n > 0 {
 			if _, werr := w.Write(t.buf[:n]); werr != nil {
-				log.Warn().Err(werr).Msg("job output not taken: trying again")
+				outputRefused(log, werr, "trying again")
 				return
 			}
 			t.off += int64(n)

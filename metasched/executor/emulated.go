@@ -48,7 +48,7 @@ func (e *Emulated) Run(ctx context.Context, r Run) (Result, error) {
 	remaining := max(r.Predicted-r.Elapsed, 0)
 	out := output(r)
 	if _, err := io.WriteString(out, describe(r, remaining)); err != nil {
-		log.Warn().Err(err).Msg("job output not written")
+		outputRefused(log, err, "left out")
 	}
 	log.Debug().Dur("remaining", remaining).Msg("emulated run started")
 
@@ -63,7 +63,7 @@ func (e *Emulated) Run(ctx context.Context, r Run) (Result, error) {
 		}
 	}
 	if _, err := io.WriteString(out, "emulated run finished\n"); err != nil {
-		log.Warn().Err(err).Msg("job output not written")
+		outputRefused(log, err, "left out")
 	}
 	log.Debug().Msg("emulated run finished")
 	return Result{}, nil

@@ -1,13 +1,17 @@
 package executor_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/jonboulle/clockwork"
+	"github.com/rs/zerolog"
 
 	"github.com/metasched/metasched/metasched/executor"
 	"github.com/metasched/metasched/selection"
@@ -148,5 +152,41 @@ func TestEmulatedCancel(t *testing.T) {
 				t.Fatalf("error %q does not name the job", err)
 			}
 		})
+	}
+}
+
+// refusingWriter refuses every write with err.
+type refusingWriter struct{ err error }
+
+func (w refusingWriter) Write([]byte) (int, error) { return 0, w.err }
+
+// TestOutputRefusedAsTheDaemonStops: output the daemon's log refuses as
+// the daemon stops (an error that wraps ErrDetached) is said at info as the
+// stop's, any other refusal is a warning.
+func TestOutputRefusedAsTheDaemonStops(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		err       error
+		want, not string
+	}{
+		{fmt.Errorf("%w: etcd does not answer", executor.ErrDetached), `"level":"info"`, `"level":"warn"`},
+		{errors.New("disk full"), `"level":"warn"`, "daemon stopping"},
+	} {
+		var logs bytes.Buffer
+		e := executor.NewEmulatedClock(zerolog.New(&logs), clockwork.NewFakeClock())
+		if _, err := e.Run(t.Context(), executor.Run{JobID: "j-1", Output: refusingWriter{c.err}}); err != nil {
+			t.Fatal(err)
+		}
+		for line := range strings.Lines(logs.String()) {
+			if !strings.Contains(line, "job output not taken") {
+				continue
+			}
+			if !strings.Contains(line, c.want) || strings.Contains(line, c.not) {
+				t.Errorf("output refused with %v: %s want %s, not %s", c.err, line, c.want, c.not)
+			}
+		}
+		if !strings.Contains(logs.String(), "job output not taken") {
+			t.Errorf("output refused with %v: nothing logged:\n%s", c.err, logs.String())
+		}
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/metasched/metasched/selection"
 )
 
@@ -131,6 +133,18 @@ func output(r Run) io.Writer {
 		return io.Discard
 	}
 	return r.Output
+}
+
+// outputRefused logs that Output refused what the job printed, and what
+// becomes of it (then): as the daemon stops (Output's error wraps
+// ErrDetached) that is no fault of the job's, and the restart takes it;
+// otherwise it is a warning.
+func outputRefused(log zerolog.Logger, err error, then string) {
+	if errors.Is(err, ErrDetached) {
+		log.Info().Err(err).Msg("daemon stopping: job output not taken, " + then)
+		return
+	}
+	log.Warn().Err(err).Msg("job output not taken: " + then)
 }
 
 // FormatNumber writes a job's task_ops or task_bytes for a command's

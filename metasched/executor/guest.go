@@ -932,7 +932,7 @@ func (run *guestRun) givePending(from int64) {
 		return
 	}
 	if _, err := io.WriteString(run.out, p); err != nil {
-		run.log.Warn().Err(err).Msg("job output not taken: given again with the next")
+		outputRefused(run.log, err, "given again with the next")
 		run.st.Pending = p
 		return
 	}
