@@ -389,7 +389,8 @@ func (d *Daemon) claim(ctx context.Context, j *liveJob, pl *gramvm.Placement) {
 		return
 	}
 	d.hv.mu.RLock()
-	taken, by := "", coordinator.SwitchID("")
+	var taken string
+	var by coordinator.SwitchID
 	for _, v := range vms {
 		if h := d.hv.hosts[v.Host]; h != nil && h.held != "" {
 			taken, by = h.name, h.held

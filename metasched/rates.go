@@ -72,9 +72,9 @@ func (r *poolRates) ran(site string, measured, program float64) {
 }
 
 // rateBook is the pools' rate estimates (poolRates), under a lock of its
-// own, a leaf: the jobs' lock and the hosts' view may be held when it is taken. The job steps give
-// it the arrivals, plans and completions; the cluster manager, the pools'
-// view and the plans' start and end read it.
+// own, a leaf: the jobs' lock and the hosts' view may be held when it is
+// taken. The job steps give it the arrivals, plans and completions; the
+// cluster manager, the pools' view and the plans' start and end read it.
 type rateBook struct {
 	mu    sync.Mutex
 	pools map[string]*poolRates

@@ -41,15 +41,10 @@ func (d *Daemon) Pools() []api.Pool {
 			out[i].Idle++
 		}
 	}
-	for _, sw := range d.sw.all() {
-		if sw.Phase.Final() {
-			continue
-		}
-		if i, ok := idx[sw.From]; ok {
-			out[i].SwitchingOut++
-		}
-		if i, ok := idx[sw.To]; ok {
-			out[i].SwitchingIn++
+	for from, row := range d.sw.transit(idx, len(out)) {
+		for to, n := range row {
+			out[from].SwitchingOut += n
+			out[to].SwitchingIn += n
 		}
 	}
 	return out
