@@ -144,7 +144,8 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 			a.log.Warn().Str("vm", s.Name).Str("host", s.Host).Msg("recorded vm on a host the site no longer has: forgotten")
 			continue
 		}
-		a.vms[s.Name] = &vm{spec: s, boot: time.Duration(rec.Boot[s.Name] * float64(time.Second)), addr: rec.Addresses[s.Name]}
+		a.vms[s.Name] = &vm{spec: s, boot: time.Duration(rec.Boot[s.Name] * float64(time.Second)),
+			agent: time.Duration(rec.Agent[s.Name] * float64(time.Second)), addr: rec.Addresses[s.Name]}
 	}
 	for _, h := range a.hosts {
 		a.dial(ctx, h)

@@ -1,6 +1,9 @@
 package hypervisorproxy
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // The agent's API types: the JSON bodies of its HTTP API (see server.go for
 // the routes) and the values of its Go methods.
@@ -47,6 +50,17 @@ type VMSpec struct {
 	MaxVCPUs     int    `json:"max_vcpus,omitempty"`
 	MaxMemoryMiB int    `json:"max_memory_mib,omitempty"`
 	Image        string `json:"image,omitempty"`
+	// SSHKeys are the ssh public keys (authorized_keys lines) of the job
+	// user of a VM of a cloud-init image, put into its seed's user-data;
+	// a VM of another image ignores them.
+	SSHKeys []string `json:"ssh_authorized_keys,omitempty"`
+}
+
+// Equal reports whether two specs are the same.
+func (s VMSpec) Equal(o VMSpec) bool {
+	return s.Name == o.Name && s.Host == o.Host && s.Pool == o.Pool && s.Job == o.Job &&
+		s.VCPUs == o.VCPUs && s.MemoryMiB == o.MemoryMiB && s.MaxVCPUs == o.MaxVCPUs &&
+		s.MaxMemoryMiB == o.MaxMemoryMiB && s.Image == o.Image && slices.Equal(s.SSHKeys, o.SSHKeys)
 }
 
 // VM is a VM of the site, as its host reports it.
@@ -63,9 +77,16 @@ type VM struct {
 	// Managed is false for a domain the agent did not create (found on
 	// the host); the agent counts its size but does not touch it.
 	Managed bool `json:"managed"`
-	// BootSeconds is the time from the VM's creation to its guest
-	// agent's first answer, for a VM that booted its pool's image.
-	BootSeconds float64 `json:"boot_seconds,omitempty"`
+	// BootSeconds is the time from the VM's creation to its readiness,
+	// for a VM that booted its pool's image: its guest agent answers and,
+	// on a cloud-init image, cloud-init has finished. AgentSeconds is the
+	// time to the guest agent's first answer.
+	BootSeconds  float64 `json:"boot_seconds,omitempty"`
+	AgentSeconds float64 `json:"agent_seconds,omitempty"`
+	// User is the job user of a VM of a cloud-init image (cloud-init made
+	// it, with the spec's ssh keys): the account its job runs as. Empty:
+	// the job runs as root (the bundled image).
+	User string `json:"user,omitempty"`
 	// Address is the VM's IPv4 address on its site's network, with the
 	// network's prefix length (10.77.1.12/16); empty when the site has
 	// no network.
@@ -131,6 +152,11 @@ type Migration struct {
 	// TLS is true when the live migration went over TLS (the site file's
 	// migration_tls).
 	TLS bool `json:"tls,omitempty"`
+	// Disk is true when the VM's disk moved with it: its hosts do not
+	// share the storage of its overlay (a host with an image_dir), so the
+	// destination made a new overlay on its own copy of the image and the
+	// migration copied what the VM had written.
+	Disk bool `json:"disk,omitempty"`
 }
 
 // Reconfigure asks to move a host to another pool. Released lists the jobs

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/metasched/metasched/hypervisorproxy/cloudinit"
 	"github.com/metasched/metasched/hypervisorproxy/image"
 )
 
@@ -31,6 +32,10 @@ type Boot struct {
 	// hypervisor makes when it is missing (under a host's image_dir); else
 	// the agent made it.
 	BuildOverlayDir bool
+	// Seed is the VM's cloud-init NoCloud seed (an ISO 9660 volume
+	// labelled cidata), a read-only disk made beside its overlay and
+	// removed with the VM; nil for an image without cloud-init.
+	Seed []byte
 }
 
 // GuestHypervisor is a Hypervisor that boots guest images (the libvirt
@@ -44,6 +49,9 @@ type GuestHypervisor interface {
 	// WaitAgent returns when the VM's guest agent answers guest-ping,
 	// or with an error when ctx ends first or the VM stops running.
 	WaitAgent(ctx context.Context, name string) error
+	// WaitCloudInit returns when cloud-init in the VM has finished, or
+	// with an error saying why it failed (or that the guest has none).
+	WaitCloudInit(ctx context.Context, name string) error
 }
 
 // consoleLines is how many of a console's last lines an error about a
@@ -155,23 +163,35 @@ func (a *Agent) subDir(sub string, perm os.FileMode) (string, error) {
 func consolePath(dir, name string) string { return filepath.Join(dir, name+".console") }
 
 // prepareBoot makes the boot of a VM of img: its command line (the VM's
-// name is the guest's host name) and its console file, created empty
-// and writable by the hypervisor's QEMU processes, whose user is not the
-// agent's (the file is appended to, never read, by them).
-func (a *Agent) prepareBoot(img *image.Image, name string, addr netip.Addr) (Boot, error) {
+// name is the guest's host name) or, for a cloud-init image, its NoCloud
+// seed (the same host name, address and gateway, the site's name servers,
+// the job user with the spec's ssh keys), and its console file, created
+// empty and writable by the hypervisor's QEMU processes, whose user is not
+// the agent's (the file is appended to, never read, by them).
+func (a *Agent) prepareBoot(img *image.Image, spec VMSpec, addr netip.Addr) (Boot, error) {
+	name := spec.Name
 	g := image.Guest{Hostname: name, Address: a.prefix(addr)}
 	if g.Address.IsValid() {
 		g.Gateway = a.site.Network.Gateway
 	}
-	cmdline, err := img.GuestCmdline(g)
-	if err != nil {
-		return Boot{}, fmt.Errorf("%w: vm %s: its kernel command line: %w", ErrInvalid, name, err)
+	var seed []byte
+	cmdline := img.Cmdline
+	if img.CloudInit() {
+		var err error
+		if seed, err = a.seed(spec, addr); err != nil {
+			return Boot{}, err
+		}
+	} else {
+		var err error
+		if cmdline, err = img.GuestCmdline(g); err != nil {
+			return Boot{}, fmt.Errorf("%w: vm %s: its kernel command line: %w", ErrInvalid, name, err)
+		}
 	}
 	dir, err := a.consoleDir()
 	if err != nil {
 		return Boot{}, err
 	}
-	b := Boot{Kernel: img.KernelPath(), Initrd: img.InitrdPath(), Cmdline: cmdline, ConsoleLog: consolePath(dir, name)}
+	b := Boot{Kernel: img.KernelPath(), Initrd: img.InitrdPath(), Cmdline: cmdline, ConsoleLog: consolePath(dir, name), Seed: seed}
 	if img.Kernel == "" {
 		b.Cmdline = "" // the disk's own boot loader has its own
 	}
@@ -195,6 +215,22 @@ func (a *Agent) prepareBoot(img *image.Image, name string, addr netip.Addr) (Boo
 		return Boot{}, fmt.Errorf("console file: %w", err)
 	}
 	return b, nil
+}
+
+// seed is the cloud-init NoCloud seed of a VM of a cloud-init image: its
+// name as instance ID and host name, its address (with the network's
+// prefix, gateway and name servers) matched by its MAC, and the job user
+// with the spec's ssh keys.
+func (a *Agent) seed(spec VMSpec, addr netip.Addr) ([]byte, error) {
+	s := cloudinit.Seed{InstanceID: spec.Name, Hostname: spec.Name, Address: a.prefix(addr), AuthorizedKeys: spec.SSHKeys}
+	if s.Address.IsValid() {
+		s.MAC, s.Gateway, s.DNS = macOf(addr), a.site.Network.Gateway, a.site.Network.DNS
+	}
+	iso, err := s.ISO()
+	if err != nil {
+		return nil, fmt.Errorf("%w: vm %s: its cloud-init seed: %w", ErrInvalid, spec.Name, err)
+	}
+	return iso, nil
 }
 
 // consoleTail returns the last n lines of a console file (at most 64 KiB
@@ -246,29 +282,50 @@ func (a *Agent) removeConsole(name string) {
 	}
 }
 
-// bootGuest creates a VM that boots b on gh and waits for its guest
-// agent. A VM whose agent does not answer within the site's boot_timeout
-// is destroyed: the error names the VM, its host, the deadline and the
-// last lines of its console. It returns the time from the create call to
-// the agent's first answer.
-func (a *Agent) bootGuest(ctx context.Context, gh GuestHypervisor, spec VMSpec, b Boot, lim VMLimits) (Domain, time.Duration, error) {
+// bootTimes are the times from a VM's create call to its guest agent's
+// first answer and to its readiness (the same but for a cloud-init image,
+// whose cloud-init must also have finished).
+type bootTimes struct{ agent, ready time.Duration }
+
+// bootGuest creates a VM that boots b on gh and waits until it is ready:
+// its guest agent answers and, with a seed, cloud-init has finished. A VM
+// that is not ready within the site's boot_timeout, or whose cloud-init
+// failed, is destroyed: the error names the VM, its host, and the
+// deadline with the last lines of its console, or cloud-init's status.
+func (a *Agent) bootGuest(ctx context.Context, gh GuestHypervisor, spec VMSpec, b Boot, lim VMLimits) (Domain, bootTimes, error) {
 	start := time.Now()
 	d, err := gh.CreateGuest(ctx, spec, b, lim)
 	if err != nil {
-		return Domain{}, 0, fmt.Errorf("%w: %w; console:\n%s", ErrBoot, err, consoleTail(b.ConsoleLog, consoleLines))
+		return Domain{}, bootTimes{}, fmt.Errorf("%w: %w; console:\n%s", ErrBoot, err, consoleTail(b.ConsoleLog, consoleLines))
 	}
 	pctx, panicked := context.WithCancelCause(ctx)
 	wctx, cancel := context.WithTimeout(pctx, a.site.BootTimeout)
 	go watchConsole(wctx, b.ConsoleLog, panicked)
+	var t bootTimes
 	err = gh.WaitAgent(wctx, spec.Name)
+	t.agent = time.Since(start)
+	waited := "its guest agent"
+	if err == nil && b.Seed != nil {
+		waited = "cloud-init"
+		if err = gh.WaitCloudInit(wctx, spec.Name); err == nil {
+			a.log.Debug().Str("vm", spec.Name).Dur("agent", t.agent).Dur("ready", time.Since(start)).Msg("cloud-init finished")
+		}
+	}
+	t.ready = time.Since(start)
+	timedOut := errors.Is(wctx.Err(), context.DeadlineExceeded)
 	cancel()
 	panicked(nil)
 	switch {
 	case err == nil:
-		return d, time.Since(start), nil
+		return d, t, nil
 	case errors.Is(context.Cause(pctx), errKernelPanic):
 		err = fmt.Errorf("%w: vm %s on %s: %w; console (last lines):\n%s",
 			ErrBoot, spec.Name, spec.Host, errKernelPanic, consoleTail(b.ConsoleLog, consoleLines))
+	case timedOut:
+		err = fmt.Errorf("%w: vm %s on %s: %s did not answer within %v: %w; console (last lines):\n%s",
+			ErrBoot, spec.Name, spec.Host, waited, a.site.BootTimeout, err, consoleTail(b.ConsoleLog, consoleLines))
+	case waited == "cloud-init":
+		err = fmt.Errorf("%w: vm %s on %s: %w", ErrBoot, spec.Name, spec.Host, err)
 	default:
 		err = fmt.Errorf("%w: vm %s on %s did not answer within %v: %w; console (last lines):\n%s",
 			ErrBoot, spec.Name, spec.Host, a.site.BootTimeout, err, consoleTail(b.ConsoleLog, consoleLines))
@@ -276,7 +333,7 @@ func (a *Agent) bootGuest(ctx context.Context, gh GuestHypervisor, spec VMSpec, 
 	if derr := gh.Destroy(context.WithoutCancel(ctx), spec.Name); derr != nil && !errors.Is(derr, ErrNotFound) {
 		err = errors.Join(err, fmt.Errorf("destroy %s after its failed boot: %w", spec.Name, derr))
 	}
-	return Domain{}, 0, err
+	return Domain{}, bootTimes{}, err
 }
 
 // errKernelPanic: a booting guest's console says its kernel panicked.

@@ -20,7 +20,7 @@ func TestPrepareBootDisk(t *testing.T) {
 	dir := t.TempDir()
 	withKernel := &image.Image{Kind: image.KindDisk, Dir: dir, Kernel: "vmlinuz", Initrd: "initrd.img",
 		Cmdline: image.BaseCmdline, Disk: "rootfs.qcow2"}
-	b, err := a.prepareBoot(withKernel, "vm-1", netip.Addr{})
+	b, err := a.prepareBoot(withKernel, VMSpec{Name: "vm-1"}, netip.Addr{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +35,7 @@ func TestPrepareBootDisk(t *testing.T) {
 	}
 
 	alone := &image.Image{Kind: image.KindDisk, Dir: dir, Disk: "base.qcow2"}
-	b, err = a.prepareBoot(alone, "vm-2", netip.Addr{})
+	b, err = a.prepareBoot(alone, VMSpec{Name: "vm-2"}, netip.Addr{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +44,7 @@ func TestPrepareBootDisk(t *testing.T) {
 	}
 
 	kernel := &image.Image{Kind: image.KindKernel, Dir: dir, Kernel: "vmlinuz"}
-	if b, err = a.prepareBoot(kernel, "vm-3", netip.Addr{}); err != nil || b.Disk != "" || b.OverlayDir != "" ||
+	if b, err = a.prepareBoot(kernel, VMSpec{Name: "vm-3"}, netip.Addr{}); err != nil || b.Disk != "" || b.OverlayDir != "" ||
 		strings.Contains(b.Cmdline, image.KeyRoot) {
 		t.Errorf("boot of a kernel image: %+v, %v", b, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/metasched/metasched/hypervisorproxy/cloudinit"
 	"github.com/metasched/metasched/hypervisorproxy/domxml"
 	"github.com/metasched/metasched/hypervisorproxy/image"
 )
@@ -91,7 +92,7 @@ func (a *Agent) CreateVM(ctx context.Context, spec VMSpec) (VM, error) {
 	start := time.Now()
 	var (
 		d    Domain
-		boot time.Duration
+		boot bootTimes
 	)
 	if img == nil {
 		d, err = hv.Create(ctx, spec, lim)
@@ -107,13 +108,16 @@ func (a *Agent) CreateVM(ctx context.Context, spec VMSpec) (VM, error) {
 		return VM{}, fmt.Errorf("create vm %s on %s: %w", spec.Name, spec.Host, err)
 	}
 	v.busy = ""
-	v.boot = boot
+	v.boot, v.agent = boot.ready, boot.agent
 	v.spec.VCPUs, v.spec.MemoryMiB = d.VCPUs, d.MemoryMiB
 	a.touchLocked(spec.Name)
 	n := a.saveLocked()
 	ll := l.With().Int("vcpus", d.VCPUs).Int("memory_mib", d.MemoryMiB)
 	if img != nil {
-		ll = ll.Dur("boot", boot)
+		ll = ll.Dur("boot", boot.ready)
+		if img.CloudInit() {
+			ll = ll.Dur("agent", boot.agent)
+		}
 	}
 	logDone(ll.Logger(), start, nil, "vm created")
 	out := a.vmLocked(v, map[string]Domain{d.Name: d})
@@ -123,16 +127,16 @@ func (a *Agent) CreateVM(ctx context.Context, spec VMSpec) (VM, error) {
 }
 
 // createGuest creates a VM that boots its pool's image img on hv and
-// waits for its guest agent (bootGuest). Its console file is removed when
+// waits until it is ready (bootGuest). Its console file is removed when
 // it fails.
-func (a *Agent) createGuest(ctx context.Context, hv Hypervisor, img *image.Image, spec VMSpec, addr netip.Addr, lim VMLimits) (Domain, time.Duration, error) {
+func (a *Agent) createGuest(ctx context.Context, hv Hypervisor, img *image.Image, spec VMSpec, addr netip.Addr, lim VMLimits) (Domain, bootTimes, error) {
 	gh, ok := hv.(GuestHypervisor)
 	if !ok {
-		return Domain{}, 0, fmt.Errorf("%w: image %s: host %s cannot boot one", ErrUnsupported, spec.Image, spec.Host)
+		return Domain{}, bootTimes{}, fmt.Errorf("%w: image %s: host %s cannot boot one", ErrUnsupported, spec.Image, spec.Host)
 	}
-	b, err := a.prepareBoot(img, spec.Name, addr)
+	b, err := a.prepareBoot(img, spec, addr)
 	if err != nil {
-		return Domain{}, 0, err
+		return Domain{}, bootTimes{}, err
 	}
 	a.mu.Lock()
 	dir := a.host(spec.Host).cfg.ImageDir
@@ -151,7 +155,7 @@ func (a *Agent) createGuest(ctx context.Context, hv Hypervisor, img *image.Image
 		}
 		if err != nil {
 			a.removeConsole(spec.Name)
-			return Domain{}, 0, err
+			return Domain{}, bootTimes{}, err
 		}
 	}
 	d, boot, err := a.bootGuest(ctx, gh, spec, b, lim)
@@ -184,6 +188,15 @@ func checkSpec(s VMSpec) error {
 	}
 	if s.MaxMemoryMiB < s.MemoryMiB && s.MemoryMiB >= 1 {
 		bad("max_memory_mib: must be >= memory_mib (%d), not %d", s.MemoryMiB, s.MaxMemoryMiB)
+	}
+	if len(s.SSHKeys) > cloudinit.MaxKeys {
+		bad("ssh_authorized_keys: at most %d keys, not %d", cloudinit.MaxKeys, len(s.SSHKeys))
+	} else {
+		for i, k := range s.SSHKeys {
+			if msg := cloudinit.CheckAuthorizedKey(k); msg != "" {
+				bad("ssh_authorized_keys[%d]: %s", i, msg)
+			}
+		}
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("%w: %w", ErrInvalid, errors.Join(errs...))

@@ -149,9 +149,16 @@ func siteFile(s *hp.Site) map[string]any {
 		out["images"] = s.Images
 	}
 	if n := s.Network; n != nil {
-		nw := map[string]string{"bridge": n.Bridge, "subnet": n.Subnet.String(), "addresses": n.First.String() + "-" + n.Last.String()}
+		nw := map[string]any{"bridge": n.Bridge, "subnet": n.Subnet.String(), "addresses": n.First.String() + "-" + n.Last.String()}
 		if n.Gateway.IsValid() {
 			nw["gateway"] = n.Gateway.String()
+		}
+		if len(n.DNS) > 0 {
+			var dns []string
+			for _, a := range n.DNS {
+				dns = append(dns, a.String())
+			}
+			nw["dns"] = dns
 		}
 		out["network"] = nw
 	}

@@ -72,6 +72,28 @@ type MigrateOptions struct {
 	// (libvirt's VIR_MIGRATE_TLS, with the certificates of each host's
 	// migrate_tls_x509_cert_dir); the site file's migration_tls.
 	TLS bool
+	// Storage, when set, says the VM's disks are not on storage the
+	// destination shares: they are copied with the migration.
+	Storage *MigrateStorage
+}
+
+// MigrateStorage is how a VM's disk moves with its live migration when the
+// destination does not share the source's storage: the destination makes
+// the VM's overlay anew in OverlayDir, backed by Base (its own copy of the
+// image's disk: the same bytes as the source's base), and its seed from
+// Seed (when it has one); the migration copies what the VM wrote (its
+// overlay's own clusters, libvirt's non-shared incremental copy, over the
+// NBD address DisksURI, tcp://ADDR:PORT); the source's overlay and seed
+// are deleted once the VM runs on the destination, the destination's when
+// the migration fails.
+type MigrateStorage struct {
+	OverlayDir string
+	// BuildOverlayDir: the destination's hypervisor makes OverlayDir when
+	// it is missing (under a host's image_dir).
+	BuildOverlayDir bool
+	Base            string
+	Seed            []byte
+	DisksURI        string
 }
 
 // MigrateStats is what a driver reports of a finished move.
@@ -82,4 +104,6 @@ type MigrateStats struct {
 	Duration time.Duration
 	Downtime time.Duration
 	DataMiB  float64
+	// Storage is true when the VM's disk was copied (MigrateOptions.Storage).
+	Storage bool
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/metasched/metasched/hypervisorproxy/cloudinit"
 )
 
 // hostLocked builds the API view of a host. a.mu must be held.
@@ -50,7 +52,10 @@ func (a *Agent) vmLocked(v *vm, live map[string]Domain) VM {
 	s := v.spec
 	out := VM{Name: s.Name, Host: s.Host, Pool: s.Pool, Job: s.Job, State: StateMissing, Managed: true,
 		VCPUs: s.VCPUs, MaxVCPUs: s.MaxVCPUs, MemoryMiB: s.MemoryMiB, MaxMemoryMiB: s.MaxMemoryMiB,
-		BootSeconds: v.boot.Seconds()}
+		BootSeconds: v.boot.Seconds(), AgentSeconds: v.agent.Seconds()}
+	if img := a.images[s.Image]; img != nil && img.CloudInit() && v.boot > 0 {
+		out.User = cloudinit.User
+	}
 	if pfx := a.prefix(v.addr); pfx.IsValid() {
 		out.Address = pfx.String()
 	}

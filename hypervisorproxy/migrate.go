@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
+	"path/filepath"
 	"time"
+
+	"github.com/metasched/metasched/hypervisorproxy/image"
 )
 
 // MigrateVM moves a VM to another host of the site, of the same pool and
@@ -44,28 +48,48 @@ func (a *Agent) MigrateVM(ctx context.Context, name string, req MigrateRequest) 
 			cerr = fmt.Errorf("%w on %s for %d vcpus and %d MiB: %d and %d free", ErrCapacity, dst.cfg.Name, s.VCPUs, s.MemoryMiB, freeC, freeM)
 		}
 	}
-	port := 0
-	if cerr == nil {
+	// A disk VM whose hosts do not share the storage of its overlay: its
+	// disk moves with it, through a second port (the destination's NBD
+	// server).
+	img := a.images[s.Image]
+	copyDisk := img != nil && img.Disk != "" && !src.test && (src.cfg.ImageDir != "" || dst.cfg.ImageDir != "")
+	var ports []int
+	for range 1 + btoi(copyDisk) {
+		if cerr != nil {
+			break
+		}
+		var port int
 		if port, cerr = a.ports.take(); cerr == nil {
-			v.moving = dst.cfg.Name
+			ports = append(ports, port)
 		}
 	}
-	srcHV, dstHV := src.hv, dst.hv
+	if cerr == nil {
+		v.moving = dst.cfg.Name
+	}
+	srcHV, dstHV, addr, dstDir := src.hv, dst.hv, v.addr, dst.cfg.ImageDir
 	a.mu.Unlock()
+	defer func() {
+		a.mu.Lock()
+		for _, p := range ports {
+			a.ports.release(p)
+		}
+		a.mu.Unlock()
+	}()
 	if cerr != nil {
 		return Migration{}, fmt.Errorf("migrate vm %s: %w", name, cerr)
 	}
-	defer func() {
-		a.mu.Lock()
-		a.ports.release(port)
-		a.mu.Unlock()
-	}()
 
-	uri := fmt.Sprintf("tcp://%s:%d", dst.cfg.migrationAddress(), port)
-	l := a.opLog("migrate", s).With().Str("to", dst.cfg.Name).Str("uri", uri).Logger()
+	uri := fmt.Sprintf("tcp://%s:%d", dst.cfg.migrationAddress(), ports[0])
+	opt := MigrateOptions{URI: uri, ProgressTimeout: a.site.MigrationProgressTimeout, TLS: a.site.MigrationTLS}
+	if copyDisk {
+		if opt.Storage, err = a.migrateStorage(ctx, img, s, addr, dstHV, dstDir); err != nil {
+			return Migration{}, fmt.Errorf("migrate vm %s to %s: %w", name, dst.cfg.Name, err)
+		}
+		opt.Storage.DisksURI = fmt.Sprintf("tcp://%s:%d", dst.cfg.migrationAddress(), ports[1])
+	}
+	l := a.opLog("migrate", s).With().Str("to", dst.cfg.Name).Str("uri", uri).Bool("disk", copyDisk).Logger()
 	start := time.Now()
-	st, err := srcHV.Migrate(ctx, name, dstHV, MigrateOptions{URI: uri, ProgressTimeout: a.site.MigrationProgressTimeout,
-		TLS: a.site.MigrationTLS})
+	st, err := srcHV.Migrate(ctx, name, dstHV, opt)
 	if err != nil {
 		logDone(l.With().Bool("tls", a.site.MigrationTLS).Logger(), start, err, "vm migration failed")
 		return Migration{}, fmt.Errorf("migrate vm %s to %s: %w", name, dst.cfg.Name, err)
@@ -77,7 +101,7 @@ func (a *Agent) MigrateVM(ctx context.Context, name string, req MigrateRequest) 
 	tls := st.Live && st.TLS
 	logDone(l.With().Bool("live", st.Live).Bool("tls", tls).Logger(), start, nil, "vm migrated")
 	out := Migration{From: src.cfg.Name, To: dst.cfg.Name, Live: st.Live, TLS: tls, Seconds: st.Duration.Seconds(),
-		DowntimeMs: float64(st.Downtime.Microseconds()) / 1000, DataMiB: st.DataMiB}
+		DowntimeMs: float64(st.Downtime.Microseconds()) / 1000, DataMiB: st.DataMiB, Disk: st.Storage}
 	if st.Live {
 		out.URI = uri
 	}
@@ -90,4 +114,44 @@ func (a *Agent) MigrateVM(ctx context.Context, name string, req MigrateRequest) 
 	out.VM = a.vmLocked(v, live)
 	a.mu.Unlock()
 	return out, nil
+}
+
+// btoi is 1 for true.
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// migrateStorage is how the disk of a VM of img moves to the host of dstHV
+// (its image_dir dstDir, or none): the destination's copy of the image's
+// disk (put there when missing, as for a create) as the base of its new
+// overlay, made in the destination's overlay directory, and its seed
+// made again.
+func (a *Agent) migrateStorage(ctx context.Context, img *image.Image, spec VMSpec, addr netip.Addr, dstHV Hypervisor, dstDir string) (*MigrateStorage, error) {
+	st := &MigrateStorage{Base: img.DiskPath()}
+	if dstDir != "" {
+		ih, ok := dstHV.(ImageHypervisor)
+		if !ok {
+			return nil, fmt.Errorf("%w: the destination has an image_dir but its hypervisor cannot take images", ErrUnsupported)
+		}
+		var b Boot
+		if _, err := a.placeImage(ctx, ih, dstDir, img, &b); err != nil {
+			return nil, fmt.Errorf("image %s onto the destination: %w", spec.Image, err)
+		}
+		st.Base, st.OverlayDir, st.BuildOverlayDir = b.Disk, filepath.Join(dstDir, "overlays"), true
+	} else {
+		var err error
+		if st.OverlayDir, err = a.overlayDir(); err != nil {
+			return nil, err
+		}
+	}
+	if img.CloudInit() {
+		var err error
+		if st.Seed, err = a.seed(spec, addr); err != nil {
+			return nil, err
+		}
+	}
+	return st, nil
 }

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"strings"
 
+	"github.com/metasched/metasched/hypervisorproxy/cloudinit"
 	"github.com/metasched/metasched/hypervisorproxy/domxml"
 	"github.com/metasched/metasched/internal/yamlx"
 )
@@ -21,6 +22,7 @@ import (
 //	  subnet: 10.77.0.0/16                   # the grid's VM network
 //	  addresses: 10.77.1.10-10.77.1.250      # this site's share of it
 //	  gateway: 10.77.0.1                     # optional
+//	  dns: [10.77.0.53]                      # optional: name servers of cloud images' VMs
 //
 // The sites of one grid share a subnet (their bridges joined at layer 2)
 // and give disjoint ranges of it, so that the VMs of a job reach each
@@ -30,12 +32,15 @@ type Network struct {
 	Subnet      netip.Prefix
 	First, Last netip.Addr
 	Gateway     netip.Addr // invalid: no default route
+	// DNS are the name servers a VM of a cloud image is given (its seed's
+	// network-config); none: the image's own resolver configuration.
+	DNS []netip.Addr
 }
 
 // MaxNetworkAddresses bounds the size of a site's address range.
 const MaxNetworkAddresses = 1 << 16
 
-var networkFields = []string{"bridge", "subnet", "addresses", "gateway"}
+var networkFields = []string{"bridge", "subnet", "addresses", "gateway", "dns"}
 
 // parseNetwork reads the site file's network section; every problem is
 // reported on its field.
@@ -128,6 +133,26 @@ func parseNetwork(v yamlx.Value) *Network {
 			good = false
 		default:
 			n.Gateway = g
+		}
+	}
+	if items, ok := m.Seq("dns", false); ok {
+		if len(items) > cloudinit.MaxDNS {
+			m.Errorf("dns", "must list at most %d name servers, not %d", cloudinit.MaxDNS, len(items))
+			good = false
+		}
+		for _, it := range items {
+			s, ok := it.Str()
+			if !ok {
+				good = false
+				continue
+			}
+			a, err := netip.ParseAddr(s)
+			if err != nil || !a.Is4() {
+				it.Errorf("must be an IPv4 address, not %q", s)
+				good = false
+				continue
+			}
+			n.DNS = append(n.DNS, a)
 		}
 	}
 	if !good {

@@ -20,7 +20,8 @@ type vm struct {
 	spec   VMSpec        // Host, VCPUs and MemoryMiB follow the VM
 	busy   string        // operation in progress, "" when idle
 	moving string        // destination host of a migration in progress
-	boot   time.Duration // from the create call to the guest agent's first answer; 0: not booted by the agent
+	boot   time.Duration // from the create call to the guest's readiness; 0: not booted by the agent
+	agent  time.Duration // from the create call to the guest agent's first answer
 	addr   netip.Addr    // its address on the site's network; invalid: none
 }
 
@@ -34,8 +35,10 @@ type vm struct {
 type record struct {
 	VMs   []VMSpec          `json:"vms"`   // Host and the current sizes are kept up to date
 	Pools map[string]string `json:"pools"` // host -> pool
-	// Boot is the boot time of each VM that booted an image, in seconds.
-	Boot map[string]float64 `json:"boot_seconds,omitempty"`
+	// Boot is the boot time of each VM that booted an image, in seconds:
+	// to its readiness (Agent: to its guest agent's first answer).
+	Boot  map[string]float64 `json:"boot_seconds,omitempty"`
+	Agent map[string]float64 `json:"agent_seconds,omitempty"`
 	// Addresses is the address each VM holds on the site's network.
 	Addresses map[string]netip.Addr `json:"addresses,omitempty"`
 	// LeaderEpoch is the highest leader epoch a request carried
@@ -71,7 +74,7 @@ func (r *record) save(dir string) error {
 	if dir == "" {
 		return nil
 	}
-	c := record{VMs: slices.Clone(r.VMs), Pools: r.Pools, Boot: r.Boot, Addresses: r.Addresses, LeaderEpoch: r.LeaderEpoch}
+	c := record{VMs: slices.Clone(r.VMs), Pools: r.Pools, Boot: r.Boot, Agent: r.Agent, Addresses: r.Addresses, LeaderEpoch: r.LeaderEpoch}
 	slices.SortFunc(c.VMs, func(a, b VMSpec) int { return strings.Compare(a.Name, b.Name) })
 	data, err := json.MarshalIndent(c, "", "  ")
 	if err != nil {
@@ -117,6 +120,7 @@ const (
 type vmEntry struct {
 	Spec    VMSpec      `json:"spec"`
 	Boot    float64     `json:"boot_seconds,omitempty"`
+	Agent   float64     `json:"agent_seconds,omitempty"`
 	Address *netip.Addr `json:"address,omitempty"`
 }
 
@@ -133,7 +137,7 @@ type recordDelta struct {
 func (r *record) entries() map[string]vmEntry {
 	out := make(map[string]vmEntry, len(r.VMs))
 	for _, s := range r.VMs {
-		e := vmEntry{Spec: s, Boot: r.Boot[s.Name]}
+		e := vmEntry{Spec: s, Boot: r.Boot[s.Name], Agent: r.Agent[s.Name]}
 		if a, ok := r.Addresses[s.Name]; ok && a.IsValid() {
 			e.Address = &a
 		}
@@ -152,6 +156,12 @@ func recordOf(vms map[string]vmEntry, pools map[string]string, epoch int64) *rec
 				r.Boot = map[string]float64{}
 			}
 			r.Boot[e.Spec.Name] = e.Boot
+		}
+		if e.Agent > 0 {
+			if r.Agent == nil {
+				r.Agent = map[string]float64{}
+			}
+			r.Agent[e.Spec.Name] = e.Agent
 		}
 		if e.Address != nil {
 			if r.Addresses == nil {
@@ -411,7 +421,7 @@ func (l *recordLog) touch(name string) {
 
 // entry is what the record keeps of v.
 func (v *vm) entry() vmEntry {
-	e := vmEntry{Spec: v.spec, Boot: v.boot.Seconds()}
+	e := vmEntry{Spec: v.spec, Boot: v.boot.Seconds(), Agent: v.agent.Seconds()}
 	if v.addr.IsValid() {
 		addr := v.addr
 		e.Address = &addr
@@ -421,7 +431,8 @@ func (v *vm) entry() vmEntry {
 
 // recorded reports whether e records v as it is.
 func (v *vm) recorded(e vmEntry) bool {
-	return v.spec == e.Spec && v.boot.Seconds() == e.Boot && v.addr.IsValid() == (e.Address != nil) && (e.Address == nil || *e.Address == v.addr)
+	return v.spec.Equal(e.Spec) && v.boot.Seconds() == e.Boot && v.agent.Seconds() == e.Agent &&
+		v.addr.IsValid() == (e.Address != nil) && (e.Address == nil || *e.Address == v.addr)
 }
 
 // sync makes the lines up to n durable, with those written since (one

@@ -39,6 +39,7 @@ network:
   subnet: 10.77.0.0/16
   addresses: 10.77.1.10 - 10.77.1.250
   gateway: 10.77.0.1
+  dns: [10.77.0.53, 9.9.9.9]
 cpu_quota: 0.25
 `
 
@@ -55,7 +56,8 @@ func TestParseSite(t *testing.T) {
 		Images:      map[string]string{"render": "/etc/ms/images/render", "batch": "/srv/images/batch"},
 		BootTimeout: 2 * time.Minute, CPUQuota: 0.25,
 		Network: &hp.Network{Bridge: "msbr0", Subnet: netip.MustParsePrefix("10.77.0.0/16"),
-			First: netip.MustParseAddr("10.77.1.10"), Last: netip.MustParseAddr("10.77.1.250"), Gateway: netip.MustParseAddr("10.77.0.1")},
+			First: netip.MustParseAddr("10.77.1.10"), Last: netip.MustParseAddr("10.77.1.250"), Gateway: netip.MustParseAddr("10.77.0.1"),
+			DNS: []netip.Addr{netip.MustParseAddr("10.77.0.53"), netip.MustParseAddr("9.9.9.9")}},
 		Hosts: []hp.SiteHost{
 			{Name: "spain-0", URI: "qemu+unix:///session?socket=/run/a/libvirt-sock", Pool: "render"},
 			{Name: "spain-1", URI: "qemu+ssh://node1.example/system", Pool: "batch"},
@@ -142,6 +144,8 @@ var siteErrorCases = []struct{ name, yaml, want string }{
 	{"range too big", siteOK + siteHost + "network: {bridge: b, subnet: 10.0.0.0/8, addresses: 10.0.0.1-10.2.0.0}\n", "s.yaml: network.addresses: must hold at most 65536 addresses, not 131072"},
 	{"gateway in range", siteOK + siteHost + "network: {bridge: b, subnet: 10.0.0.0/8, addresses: 10.0.0.1-10.0.0.9, gateway: 10.0.0.5}\n", "s.yaml: network.gateway: 10.0.0.5 is in the VMs' address range 10.0.0.1-10.0.0.9"},
 	{"gateway outside", siteOK + siteHost + "network: {bridge: b, subnet: 10.0.0.0/8, addresses: 10.0.0.1-10.0.0.9, gateway: 11.0.0.1}\n", "s.yaml: network.gateway: 11.0.0.1 is not in the subnet 10.0.0.0/8"},
+	{"bad dns", siteOK + siteHost + "network: {bridge: b, subnet: 10.0.0.0/8, addresses: 10.0.0.1-10.0.0.9, dns: [10.0.0.53, resolver]}\n", `s.yaml: network.dns[1]: must be an IPv4 address, not "resolver"`},
+	{"too many dns", siteOK + siteHost + "network: {bridge: b, subnet: 10.0.0.0/8, addresses: 10.0.0.1-10.0.0.9, dns: [1.1.1.1, 1.1.1.2, 1.1.1.3, 1.1.1.4]}\n", "s.yaml: network.dns: must list at most 3 name servers, not 4"},
 	{"bad gateway", siteOK + siteHost + "network: {bridge: b, subnet: 10.0.0.0/8, addresses: 10.0.0.1-10.0.0.9, gateway: router}\n", `s.yaml: network.gateway: must be an IPv4 address, not "router"`},
 	{"relative image dir", siteOK + "hosts:\n  - {name: h-0, uri: \"test:///default\", image_dir: images}\n", `hosts[0].image_dir: must be a clean absolute path of the host, not "images"`},
 	{"quota above a core", siteOK + siteHost + "cpu_quota: 2\n", "s.yaml: cpu_quota: must be 0 (no limit) or a fraction of one core from 0.01 to 1, not 2"},

@@ -308,7 +308,7 @@ func (d *Daemon) provision(ctx context.Context, lj *liveJob, a lifecycle.CreateV
 	vms := names(a.VMs)
 	d.ledger.Take(vms...)
 	defer d.ledger.Release(vms...)
-	err := d.createVMs(ctx, lj, a.VMs)
+	err := d.createVMs(ctx, lj, a.Attempt, a.VMs)
 	if err != nil && d.stopping() {
 		return // a restart requeues the job
 	}
@@ -425,8 +425,19 @@ func (d *Daemon) reserveLocked(lj *liveJob, vms []lifecycle.VM) {
 // job with nothing promised is fine.
 func (d *Daemon) unreserveLocked(lj *liveJob) { d.ledger.DropJob(lj.id()) }
 
-// createVMs creates the job's VMs, concurrently.
-func (d *Daemon) createVMs(ctx context.Context, lj *liveJob, vms []lifecycle.VM) error {
+// createVMs creates the job's VMs of attempt attempt, concurrently. Under
+// the guest executor, a pool with an image gets the attempt's ssh key
+// (executor.AttemptSSHKey) in every spec: a VM of a cloud-init image
+// authorizes it for its job user.
+func (d *Daemon) createVMs(ctx context.Context, lj *liveJob, attempt int, vms []lifecycle.VM) error {
+	var keys []string
+	if d.exec.Name() == "guest" && d.imageOf(lj.typ()) != "" {
+		key, err := executor.AttemptSSHKey(filepath.Join(d.cfg.DataDir, "jobs", lj.id()), attempt, lj.id())
+		if err != nil {
+			return err
+		}
+		keys = []string{key.Authorized}
+	}
 	errs := make([]error, len(vms))
 	var wg sync.WaitGroup
 	for i, v := range vms {
@@ -440,7 +451,7 @@ func (d *Daemon) createVMs(ctx context.Context, lj *liveJob, vms []lifecycle.VM)
 			}
 			vm := lj.spec.VM
 			_, err := s.agent.CreateVM(ctx, hp.VMSpec{Name: v.Name, Host: v.Host, Pool: lj.typ(), Job: lj.id(),
-				VCPUs: vm.VCPUs, MemoryMiB: vm.MemoryMiB, Image: d.imageOf(lj.typ()),
+				VCPUs: vm.VCPUs, MemoryMiB: vm.MemoryMiB, Image: d.imageOf(lj.typ()), SSHKeys: keys,
 				MaxVCPUs: vm.VCPUs + d.cfg.VMHeadroom.VCPUs, MaxMemoryMiB: vm.MemoryMiB + d.cfg.VMHeadroom.MemoryMiB})
 			if err != nil {
 				errs[i] = fmt.Errorf("vm %s on %s: %w", v.Name, v.Host, err)
@@ -509,9 +520,10 @@ var errNoAddress = errors.New("gave it no address")
 // job's VMs from agents that fail, before the attempt fails.
 const addressesFor = time.Minute
 
-// vmAddresses fills the addresses of the job's VMs from their sites'
-// inventories, asked now (a VM's address is kept by its agent, with the
-// VM), trying again for addressesFor while an agent fails.
+// vmAddresses fills the addresses (and job users) of the job's VMs from
+// their sites' inventories, asked now (a VM's address is kept by its
+// agent, with the VM), trying again for addressesFor while an agent
+// fails.
 func (d *Daemon) vmAddresses(ctx context.Context, vms []executor.VM) error {
 	start, pause := d.now(), 250*time.Millisecond
 	for {
@@ -531,7 +543,7 @@ func (d *Daemon) vmAddresses(ctx context.Context, vms []executor.VM) error {
 
 // vmAddressesOnce is one try of vmAddresses: one inventory per site.
 func (d *Daemon) vmAddressesOnce(ctx context.Context, vms []executor.VM) error {
-	addr := map[string]string{}
+	found := map[string]hp.VM{}
 	asked := map[string]bool{}
 	for _, v := range vms {
 		if asked[v.Site] {
@@ -548,19 +560,19 @@ func (d *Daemon) vmAddressesOnce(ctx context.Context, vms []executor.VM) error {
 		}
 		for _, h := range inv.Hosts {
 			for _, vm := range h.VMs {
-				addr[vm.Name] = vm.Address
+				found[vm.Name] = vm
 			}
 		}
 	}
 	for i, v := range vms {
-		a, ok := addr[v.Name]
+		vm, ok := found[v.Name]
 		switch {
 		case !ok:
 			return fmt.Errorf("vm %s: not in the inventory of site %s", v.Name, v.Site)
-		case a == "":
+		case vm.Address == "":
 			return fmt.Errorf("vm %s: site %s %w: the guest executor needs the site's network", v.Name, v.Site, errNoAddress)
 		}
-		vms[i].Address = a
+		vms[i].Address, vms[i].User = vm.Address, vm.User
 	}
 	return nil
 }

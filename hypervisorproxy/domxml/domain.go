@@ -77,6 +77,10 @@ type Domain struct {
 	// on the host of the hypervisor (qemu only). Without a kernel the
 	// guest boots from it (<boot dev='hd'/>).
 	Disk string
+	// Seed is a read-only raw disk, the guest's vdb on virtio: a VM's
+	// cloud-init NoCloud seed (an ISO 9660 volume labelled cidata), an
+	// absolute path on the host of the hypervisor (qemu only; needs Disk).
+	Seed string
 
 	// Bridge puts the guest's one network interface (virtio, its eth0) on
 	// this Linux bridge of the host, with the MAC address MAC (qemu only;
@@ -138,8 +142,8 @@ func (d Domain) maxMemoryMiB() int {
 // Validate reports every problem of d, joined with errors.Join, each one
 // starting with the field's name in the agent's JSON API (type, name, vcpus,
 // max_vcpus, memory_mib, max_memory_mib, job, pool, emulator, kernel,
-// initrd, cmdline, console_log, guest_agent, agent_socket, disk, bridge,
-// mac, cpu_quota). It returns nil when d is valid.
+// initrd, cmdline, console_log, guest_agent, agent_socket, disk, seed,
+// bridge, mac, cpu_quota). It returns nil when d is valid.
 //
 // Names are 1 to 64 characters of A-Z a-z 0-9 . _ -, not starting with '.'
 // or '-'. vCPUs are 1 to 4096 and memory 1 MiB to 16 TiB, with maxima not
@@ -147,7 +151,7 @@ func (d Domain) maxMemoryMiB() int {
 // has memory headroom both memory_mib and the headroom must be multiples of
 // 2 MiB, the granularity of QEMU's DIMMs. Job and pool are at most 256
 // bytes of UTF-8 without control characters; emulator is an absolute path,
-// for qemu only. So are kernel, initrd, console_log, agent_socket and disk,
+// for qemu only. So are kernel, initrd, console_log, agent_socket, disk and seed (which needs disk),
 // which must also be clean (no . or .. elements, no repeated /): initrd
 // and cmdline need a kernel, agent_socket needs guest_agent and is at
 // most 107 bytes (a unix socket path), and cmdline is at most 2,047
@@ -295,6 +299,13 @@ func (d Domain) Validate() error {
 		bad("agent_socket", "needs guest_agent")
 	}
 	path("disk", d.Disk, limitPathBytes)
+	path("seed", d.Seed, limitPathBytes)
+	if d.Seed != "" && d.Disk == "" && qemu {
+		bad("seed", "needs disk")
+	}
+	if d.Seed != "" && d.Seed == d.Disk {
+		bad("seed", "must not be the disk")
+	}
 
 	// Network.
 	switch {
@@ -496,8 +507,15 @@ func bootOS(d Domain) *elem {
 	return o
 }
 
-// DiskTarget is the guest's device name of Domain.Disk.
-const DiskTarget = "vda"
+// DiskTarget is the guest's device name of Domain.Disk, SeedTarget of
+// Domain.Seed.
+const (
+	DiskTarget = "vda"
+	SeedTarget = "vdb"
+)
+
+// FormatRaw is the format of Domain.Seed.
+const FormatRaw = "raw"
 
 // FormatQCOW2 is the format of Domain.Disk.
 const FormatQCOW2 = "qcow2"
@@ -513,6 +531,13 @@ func devices(d Domain, emulator string) []*elem {
 			el("driver", a("name", "qemu", "type", FormatQCOW2)),
 			el("source", a("file", d.Disk)),
 			el("target", a("dev", DiskTarget, "bus", "virtio"))))
+	}
+	if d.Seed != "" {
+		devs = append(devs, el("disk", a("type", "file", "device", "disk"),
+			el("driver", a("name", "qemu", "type", FormatRaw)),
+			el("source", a("file", d.Seed)),
+			el("target", a("dev", SeedTarget, "bus", "virtio")),
+			el("readonly", nil)))
 	}
 	if d.ConsoleLog != "" {
 		devs = append(devs, el("serial", a("type", "file"),

@@ -166,6 +166,12 @@ func TestValidate(t *testing.T) {
 		{"disk with a control character", with(okQ, func(d *Domain) { d.Disk = "/o/\x01.qcow2" }), []string{
 			"disk: character U+0001 at byte 3 is not allowed (no control characters)",
 		}},
+		{"seed ok", with(okQ, func(d *Domain) { d.Disk, d.Seed = "/o/vm.qcow2", "/o/vm.cidata.iso" }), nil},
+		{"seed needs disk", with(okQ, func(d *Domain) { d.Seed = "/o/vm.cidata.iso" }), []string{"seed: needs disk"}},
+		{"seed is the disk", with(okQ, func(d *Domain) { d.Disk, d.Seed = "/o/vm.qcow2", "/o/vm.qcow2" }), []string{"seed: must not be the disk"}},
+		{"seed relative", with(okQ, func(d *Domain) { d.Disk, d.Seed = "/o/vm.qcow2", "vm.iso" }), []string{
+			`seed: must be a clean absolute path, not "vm.iso"`,
+		}},
 		{"qemu bridge ok", with(okQ, func(d *Domain) { d.Bridge, d.MAC = "msbr-a", "52:54:0a:01:00:05" }), nil},
 		{"qemu bridge without mac ok", with(okQ, func(d *Domain) { d.Bridge = "br0" }), nil},
 		{"bridge for test", with(ok, func(d *Domain) { d.Bridge = "br0" }), []string{"bridge: must be empty for type test"}},
@@ -202,7 +208,7 @@ func TestValidate(t *testing.T) {
 				t.Errorf("Validate() messages mismatch (-want +got):\n%s", diff)
 			}
 			fields := []string{"type", "name", "vcpus", "max_vcpus", "memory_mib", "max_memory_mib", "job", "pool", "emulator",
-				"kernel", "initrd", "cmdline", "console_log", "guest_agent", "agent_socket", "disk", "bridge", "mac", "cpu_quota"}
+				"kernel", "initrd", "cmdline", "console_log", "guest_agent", "agent_socket", "disk", "seed", "bridge", "mac", "cpu_quota"}
 			for _, msg := range got {
 				named := false
 				for _, f := range fields {

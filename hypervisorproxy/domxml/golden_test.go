@@ -107,6 +107,11 @@ func TestDomainXMLGolden(t *testing.T) {
 		{"domain-qemu-disk-only.xml", Domain{
 			Type: "qemu", Name: "d-1", VCPUs: 1, MemoryMiB: 256, Disk: "/srv/overlays/d 'q' & 1.qcow2", GuestAgent: true,
 		}},
+		{"domain-qemu-cloud-seed.xml", Domain{
+			Type: "qemu", Name: "j-8-m", VCPUs: 1, MemoryMiB: 1024, Disk: "/srv/overlays/j-8-m.qcow2",
+			Seed: "/srv/overlays/j-8-m.cidata.iso", GuestAgent: true, Bridge: "msbr-a", MAC: "52:54:0a:01:00:07",
+			ConsoleLog: "/var/lib/metasched/consoles/j-8-m.console",
+		}},
 		{"domain-qemu-boot-net.xml", func() Domain { d := bootDomain; d.Bridge, d.MAC = "msbr-a", "52:54:0a:01:00:05"; return d }()},
 		{"domain-qemu-quota.xml", Domain{
 			Type: "qemu", Name: "j-9-w1", VCPUs: 1, MaxVCPUs: 2, MemoryMiB: 256, MaxMemoryMiB: 512, Job: "j-9", Pool: "render",

@@ -46,6 +46,9 @@ type Desc struct {
 	// Disk is the file of the <disk type='file' device='disk'> on
 	// target DiskTarget.
 	Disk string
+	// Seed is the file of the <disk type='file' device='disk'> on target
+	// SeedTarget (a cloud-init seed).
+	Seed string
 	// CPUQuota is <cputune>'s <quota> over its <period> (libvirt's
 	// default period, 100 ms, when absent): the fraction of one core each
 	// vCPU thread may use; 0 when there is no quota (absent, or -1 or
@@ -175,6 +178,9 @@ func Parse(xmlDesc string) (Desc, error) {
 		}
 	}
 	for _, dk := range root.Devices.Disk {
+		if dk.Type == "file" && dk.Device == "disk" && dk.Target.Dev == SeedTarget {
+			desc.Seed = dk.Source.File
+		}
 		if dk.Type == "file" && dk.Device == "disk" && dk.Target.Dev == DiskTarget {
 			desc.Disk = dk.Source.File
 		}

@@ -47,6 +47,9 @@ func TestParseRoundTrip(t *testing.T) {
 			Desc{Type: "qemu", Name: "p", VCPUs: 3, MaxVCPUs: 3, MemoryMiB: 16, MaxMemoryMiB: 16, BootMemoryMiB: 16, Pool: "web"}},
 		{"qemu quota", Domain{Type: "qemu", Name: "q", VCPUs: 1, MaxVCPUs: 2, MemoryMiB: 64, CPUQuota: 0.25},
 			Desc{Type: "qemu", Name: "q", VCPUs: 1, MaxVCPUs: 2, MemoryMiB: 64, MaxMemoryMiB: 64, BootMemoryMiB: 64, CPUQuota: 0.25}},
+		{"qemu disk and seed", Domain{Type: "qemu", Name: "c", VCPUs: 1, MemoryMiB: 64, Disk: "/o/c.qcow2", Seed: "/o/c.cidata.iso"},
+			Desc{Type: "qemu", Name: "c", VCPUs: 1, MaxVCPUs: 1, MemoryMiB: 64, MaxMemoryMiB: 64, BootMemoryMiB: 64,
+				Disk: "/o/c.qcow2", Seed: "/o/c.cidata.iso"}},
 		{"qemu whole core", Domain{Type: "qemu", Name: "q", VCPUs: 1, MemoryMiB: 64, CPUQuota: 1},
 			Desc{Type: "qemu", Name: "q", VCPUs: 1, MaxVCPUs: 1, MemoryMiB: 64, MaxMemoryMiB: 64, BootMemoryMiB: 64, CPUQuota: 1}},
 	} {

@@ -63,6 +63,10 @@ const (
 	initrdFile = "initrd.img"
 )
 
+// RunnerScript is the runner (guest/metasched-run), which the guest
+// executor copies into a VM of a cloud image.
+var RunnerScript = runnerScript
+
 var (
 	//go:embed guest/init.sh
 	initTemplate string
@@ -89,8 +93,12 @@ type Options struct {
 	Rebuild bool
 	// Kind is the form of the image: KindKernel ("" too), or KindDisk:
 	// the same kernel and initramfs, and the initramfs's tree as an ext4
-	// file system in a qcow2 disk that is the guest's root.
+	// file system in a qcow2 disk that is the guest's root; or
+	// BuildDebian: the Debian image (debian.go).
 	Kind string
+	// Sources are the apt sources of the Debian image (one-line "deb"
+	// entries); "": DebianSources.
+	Sources string
 	// TaskFarm is the task farm binary (cmd/taskfarm, built static) the
 	// image has at TaskFarmPath; required. Its SHA-256 is in the key.
 	TaskFarm string
@@ -188,8 +196,13 @@ func Build(ctx context.Context, opt Options) (*Result, error) {
 	case "", KindKernel:
 		opt.Kind = KindKernel
 	case KindDisk:
+	case BuildDebian:
+		return buildDebian(ctx, opt)
 	default:
-		return nil, fmt.Errorf("image build: kind: must be %q or %q, not %q", KindKernel, KindDisk, clip(opt.Kind))
+		return nil, fmt.Errorf("image build: kind: must be %q, %q or %q, not %q", KindKernel, KindDisk, BuildDebian, clip(opt.Kind))
+	}
+	if opt.Sources != "" {
+		return nil, errors.New("image build: sources: only the Debian image (kind debian) is made from apt sources")
 	}
 	taskfarm, err := ReadTaskFarm(opt.TaskFarm)
 	if err != nil {
@@ -241,6 +254,13 @@ func Build(ctx context.Context, opt Options) (*Result, error) {
 		}
 		log.Info().Str("entry", entry).Str("kind", p.kind).Dur("took", time.Since(start)).Msg("image built")
 	}
+	return finish(opt, entry, cached)
+}
+
+// finish copies a built or cached image to opt.Out, when given, and
+// loads it.
+func finish(opt Options, entry string, cached bool) (*Result, error) {
+	var err error
 	dir := entry
 	if opt.Out != "" {
 		if dir, err = filepath.Abs(opt.Out); err != nil {
@@ -664,12 +684,19 @@ func build(ctx context.Context, t *tools, p *plan, cacheDir, entry string, log z
 				paths = append(paths, n)
 			}
 		}
-		sum, err := makeDisk(ctx, p.disk, tree, paths, work, p.key, filepath.Join(out, diskFile))
+		sum, err := makeDisk(ctx, p.disk, diskSpec{tree: tree, paths: paths, work: work, key: p.key,
+			out: filepath.Join(out, diskFile), label: "metasched-root", sizeMiB: DiskSizeMiB})
 		if err != nil {
 			return err
 		}
 		img.Kind, img.Disk, img.DiskSHA256, img.DiskFormat = KindDisk, diskFile, sum, FormatQCOW2
 	}
+	return writeEntry(img, out, entry)
+}
+
+// writeEntry writes the image file of img into dir, which holds its
+// files, and moves dir to the cache entry.
+func writeEntry(img *Image, out, entry string) error {
 	text, err := img.Marshal()
 	if err != nil {
 		return err

@@ -144,20 +144,36 @@ func diskUUID(key string) string {
 	return key[0:8] + "-" + key[8:12] + "-" + key[12:16] + "-" + key[16:20] + "-" + key[20:32]
 }
 
+// diskSpec is what makeDisk makes: the tree (and its paths, relative)
+// written into an ext4 file system of sizeMiB labelled label, in a raw
+// file under work, converted to the qcow2 out; key makes its UUID. With
+// keepMtimes the files keep their modification times (a Debian system's
+// compiled Python modules are checked against their sources' times);
+// else they are 0 too.
+type diskSpec struct {
+	tree       string
+	paths      []string
+	work, key  string
+	out, label string
+	sizeMiB    int
+	keepMtimes bool
+}
+
 // makeDisk writes the tree into an ext4 file system (mke2fs -d) in a raw
 // file under work, converts it to qcow2 at out and returns the qcow2's
 // SHA-256. The same tree and key give the same bytes: the file system's
-// UUID and hash seed come from the key, the tree's times are 0, and
+// UUID and hash seed come from the key, the tree's times are fixed, and
 // the times mke2fs takes from the clock (every inode's change and
 // creation times, the superblocks' times) are set to 0 afterwards, with
 // debugfs (e2fsprogs 1.47.0 has no SOURCE_DATE_EPOCH) and by rewriting
 // the superblocks.
-func makeDisk(ctx context.Context, dt *diskTools, tree string, paths []string, work, key, out string) (string, error) {
+func makeDisk(ctx context.Context, dt *diskTools, s diskSpec) (string, error) {
+	tree, paths, work, key, out := s.tree, s.paths, s.work, s.key, s.out
 	raw := filepath.Join(work, "rootfs.raw")
 	uuid := diskUUID(key)
-	args := []string{"-q", "-F", "-t", "ext4", "-L", "metasched-root", "-U", uuid,
+	args := []string{"-q", "-F", "-t", "ext4", "-L", s.label, "-U", uuid,
 		"-E", "root_owner=0:0,hash_seed=" + uuid + ",lazy_itable_init=0,lazy_journal_init=0",
-		"-d", tree, raw, fmt.Sprintf("%dM", DiskSizeMiB)}
+		"-d", tree, raw, fmt.Sprintf("%dM", s.sizeMiB)}
 	cmd := exec.CommandContext(ctx, dt.mke2fs, args...)
 	cmd.Env = append(os.Environ(), "LC_ALL=C")
 	if out, err := cmd.CombinedOutput(); err != nil {
@@ -166,8 +182,12 @@ func makeDisk(ctx context.Context, dt *diskTools, tree string, paths []string, w
 	// Every inode's times: the reserved ones (1 to 11, the root and
 	// lost+found among them) and the tree's.
 	var req strings.Builder
+	fields := []string{"atime", "mtime", "ctime", "crtime"}
+	if s.keepMtimes {
+		fields = []string{"atime", "ctime", "crtime"}
+	}
 	set := func(ref string) {
-		for _, f := range []string{"atime", "mtime", "ctime", "crtime"} {
+		for _, f := range fields {
 			fmt.Fprintf(&req, "set_inode_field %s %s 0\n", ref, f)
 		}
 	}

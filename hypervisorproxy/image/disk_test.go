@@ -154,7 +154,7 @@ func TestBuildDiskTools(t *testing.T) {
 	if _, err := os.Stat(out); !os.IsNotExist(err) {
 		t.Errorf("out directory after failed builds: %v", err)
 	}
-	if _, err := Build(t.Context(), Options{Kind: "iso"}); err == nil || err.Error() != `image build: kind: must be "kernel" or "disk", not "iso"` {
+	if _, err := Build(t.Context(), Options{Kind: "iso"}); err == nil || err.Error() != `image build: kind: must be "kernel", "disk" or "debian", not "iso"` {
 		t.Errorf("Build of kind iso: %v", err)
 	}
 }

@@ -33,6 +33,16 @@ const (
 	KindDisk = "disk"
 )
 
+// How a guest learns who it is (Image.Contextualization).
+const (
+	// ContextMetasched: the bundled init reads the metasched.* keys of the
+	// kernel command line (the default).
+	ContextMetasched = "metasched"
+	// ContextCloudInit: cloud-init reads a NoCloud seed the agent makes
+	// for each VM (a disk image with cloud-init and qemu-guest-agent).
+	ContextCloudInit = "cloud-init"
+)
+
 // FormatQCOW2 is the one format of a disk image.
 const FormatQCOW2 = "qcow2"
 
@@ -76,10 +86,12 @@ const (
 //	disk: rootfs.qcow2               # the base every VM's overlay is backed by
 //	disk_sha256: 77aa…               # optional: checked by Verify
 //	disk_format: qcow2               # optional: the only format
+//	contextualization: cloud-init    # optional: metasched (the default) or cloud-init
 //
 // and its kernel, initrd and cmdline, when it has them, boot the guest
 // with its root file system on the disk (the agent adds
-// metasched.root=/dev/vda to the command line).
+// metasched.root=/dev/vda to the command line of a metasched image; a
+// cloud-init image's command line names its root itself).
 type Image struct {
 	Kind          string  `yaml:"kind"`
 	Kernel        string  `yaml:"kernel,omitempty"`
@@ -94,6 +106,8 @@ type Image struct {
 	Disk          string  `yaml:"disk,omitempty"`
 	DiskSHA256    string  `yaml:"disk_sha256,omitempty"`
 	DiskFormat    string  `yaml:"disk_format,omitempty"`
+	// Contextualization is ContextMetasched ("" too) or ContextCloudInit.
+	Contextualization string `yaml:"contextualization,omitempty"`
 
 	// Dir is the image's directory, set by Load; not in the file.
 	Dir string `yaml:"-"`
@@ -134,7 +148,7 @@ func (img *Image) InitrdPath() string {
 
 var (
 	imageFields = []string{"kind", "kernel", "kernel_sha256", "initrd", "initrd_sha256", "cmdline",
-		"kernel_release", "recipe", "inputs", "inputs_hash", "disk", "disk_sha256", "disk_format"}
+		"kernel_release", "recipe", "inputs", "inputs_hash", "disk", "disk_sha256", "disk_format", "contextualization"}
 	inputFields = []string{"package", "version", "architecture"}
 
 	// Debian policy 5.6.1, 5.6.12; architectures are lowercase names.
@@ -190,6 +204,16 @@ func Parse(file string, data []byte) (*Image, error) {
 			}
 		}
 	}
+	if s, ok := top.Str("contextualization", false); ok {
+		switch {
+		case s != ContextMetasched && s != ContextCloudInit:
+			top.Errorf("contextualization", "must be %q (the bundled init reads the kernel command line) or %q (a NoCloud seed), not %q",
+				ContextMetasched, ContextCloudInit, clip(s))
+		case s == ContextCloudInit && img.Kind != KindDisk:
+			top.Errorf("contextualization", "%s is for kind %s (a cloud image's disk)", ContextCloudInit, KindDisk)
+		}
+		img.Contextualization = s
+	}
 	if s, ok := top.Str("disk_format", false); ok {
 		if s != FormatQCOW2 {
 			top.Errorf("disk_format", "must be %q, not %q", FormatQCOW2, clip(s))
@@ -212,7 +236,7 @@ func Parse(file string, data []byte) (*Image, error) {
 	if s, ok := top.Str("cmdline", false); ok {
 		if msg := checkCmdline(s, MaxBaseCmdline); msg != "" {
 			top.Errorf("cmdline", "%s", msg)
-		} else if k := reservedKey(s); k != "" {
+		} else if k := reservedKey(s); k != "" && img.Contextualization != ContextCloudInit {
 			top.Errorf("cmdline", "must not set %s: the metasched. keys are the agent's", k)
 		}
 		img.Cmdline = s
@@ -350,11 +374,16 @@ func (img *Image) Marshal() ([]byte, error) {
 }
 
 // Load reads DIR/image.yaml and checks that the files it names are
-// there. Dir of the result is DIR made absolute.
+// there. Dir of the result is DIR made absolute. A qcow2 file given
+// instead of a directory is a cloud image: a disk image booted by its own
+// boot loader and contextualized by cloud-init (LoadCloudImage).
 func Load(dir string) (*Image, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, fmt.Errorf("image %s: %w", dir, err)
+	}
+	if fi, err := os.Stat(abs); err == nil && fi.Mode().IsRegular() {
+		return LoadCloudImage(abs)
 	}
 	file := filepath.Join(abs, FileName)
 	data, err := os.ReadFile(file)
@@ -384,6 +413,33 @@ func Load(dir string) (*Image, error) {
 	}
 	return img, nil
 }
+
+// qcow2Magic starts every qcow2 file.
+var qcow2Magic = []byte("QFI\xfb")
+
+// LoadCloudImage makes the image of a cloud image's qcow2 file: kind
+// disk, booted by its own boot loader, contextualized by cloud-init. A
+// file that is not a qcow2 is an error saying what an image is.
+func LoadCloudImage(file string) (*Image, error) {
+	abs, err := filepath.Abs(file)
+	if err != nil {
+		return nil, fmt.Errorf("image %s: %w", file, err)
+	}
+	f, err := os.Open(abs)
+	if err != nil {
+		return nil, fmt.Errorf("image %s: %w", file, err)
+	}
+	defer f.Close()
+	head := make([]byte, len(qcow2Magic))
+	if _, err := io.ReadFull(f, head); err != nil || !bytes.Equal(head, qcow2Magic) {
+		return nil, fmt.Errorf("image %s: not a qcow2 disk: an image is a directory with %s, or a cloud image's qcow2 file", file, FileName)
+	}
+	return &Image{Kind: KindDisk, Disk: filepath.Base(abs), DiskFormat: FormatQCOW2,
+		Contextualization: ContextCloudInit, Dir: filepath.Dir(abs)}, nil
+}
+
+// CloudInit says the image's guests are contextualized by cloud-init.
+func (img *Image) CloudInit() bool { return img.Contextualization == ContextCloudInit }
 
 // Verify checks the kernel's, the initrd's and the disk's SHA-256
 // against the image file, when it gives them.

@@ -80,6 +80,40 @@ func TestParseDiskImage(t *testing.T) {
 	}
 }
 
+// A cloud image: contextualized by cloud-init, its own command line
+// (naming its root) with nothing of the agent's; a bare qcow2 file is one.
+func TestCloudImage(t *testing.T) {
+	img, err := Parse("image.yaml", []byte("kind: disk\ndisk: rootfs.qcow2\nkernel: vmlinuz\n"+
+		"cmdline: root=/dev/vda ro metasched.note=x\ncontextualization: cloud-init\n"))
+	if err != nil || !img.CloudInit() || img.Cmdline != "root=/dev/vda ro metasched.note=x" {
+		t.Fatalf("a cloud image: %+v, %v", img, err)
+	}
+	text, err := img.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back, err := Parse("again.yaml", text); err != nil || !cmp.Equal(img, back) {
+		t.Errorf("Parse(Marshal()) = %+v, %v\n%s", back, err, text)
+	}
+	dir := t.TempDir()
+	qcow := filepath.Join(dir, "debian-12-genericcloud-amd64.qcow2")
+	if err := os.WriteFile(qcow, append([]byte("QFI\xfb"), make([]byte, 508)...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Load(qcow)
+	want := &Image{Kind: KindDisk, Disk: filepath.Base(qcow), DiskFormat: FormatQCOW2, Contextualization: ContextCloudInit, Dir: dir}
+	if err != nil || !cmp.Equal(got, want) {
+		t.Errorf("Load of a qcow2 file: %+v, %v; want %+v", got, err, want)
+	}
+	raw := filepath.Join(dir, "disk.img")
+	if err := os.WriteFile(raw, make([]byte, 512), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(raw); err == nil || !strings.Contains(err.Error(), "not a qcow2 disk: an image is a directory with image.yaml, or a cloud image's qcow2 file") {
+		t.Errorf("Load of a raw file: %v", err)
+	}
+}
+
 func TestParseImage(t *testing.T) {
 	img, err := Parse("image.yaml", []byte(goodImage))
 	if err != nil {
@@ -131,6 +165,10 @@ var badImages = []struct {
 		"f.yaml: cmdline: needs kernel (a disk image without one boots with its own boot loader)",
 		"f.yaml: kernel_release: needs kernel (a disk image without one boots with its own boot loader)"}},
 	{"duplicate", "kind: kernel\nkernel: a\nkernel: b\n", []string{"f.yaml: kernel: duplicate field"}},
+	{"contextualization", "kind: disk\ndisk: d.qcow2\ncontextualization: ignition\n", []string{
+		`f.yaml: contextualization: must be "metasched" (the bundled init reads the kernel command line) or "cloud-init" (a NoCloud seed), not "ignition"`}},
+	{"cloud-init kernel image", "kind: kernel\nkernel: k\ncontextualization: cloud-init\n", []string{
+		"f.yaml: contextualization: cloud-init is for kind disk (a cloud image's disk)"}},
 	{"paths", "kind: kernel\nkernel: /boot/vmlinuz\ninitrd: ../initrd\n", []string{
 		`f.yaml: kernel: must be a clean path inside the image's directory, not "/boot/vmlinuz"`,
 		`f.yaml: initrd: must be a clean path inside the image's directory, not "../initrd"`}},

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"libvirt.org/go/libvirt"
@@ -99,6 +100,45 @@ func (h *Host) WaitAgent(ctx context.Context, name string) error {
 		case <-time.After(agentPollEvery):
 		}
 	}
+}
+
+// WaitCloudInit waits for cloud-init in a booted guest to finish, with
+// cloud-init status --wait --long run through the guest agent: nil once
+// it says done (or, from cloud-init 23.4, degraded done: recoverable
+// errors, logged), an error with its status for the rest (error,
+// disabled: it found no data source), or saying that the guest has no
+// cloud-init.
+func (h *Host) WaitCloudInit(ctx context.Context, name string) error {
+	st, err := h.GuestExec(ctx, name, qga.Exec{Path: "cloud-init", Args: []string{"status", "--wait", "--long"}, CaptureOutput: true})
+	if err != nil {
+		if strings.Contains(err.Error(), "No such file or directory") {
+			return fmt.Errorf("%s has no cloud-init (its guest agent found no program cloud-init on its PATH): "+
+				"an image of contextualization cloud-init needs cloud-init with its NoCloud data source", name)
+		}
+		return fmt.Errorf("cloud-init status in %s: %w", name, err)
+	}
+	out := strings.TrimSpace(string(st.Stdout) + "\n" + string(st.Stderr))
+	status := ""
+	for _, line := range strings.Split(out, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimLeft(line, ". "), "status:"); ok {
+			status = strings.TrimSpace(v)
+			break
+		}
+	}
+	switch {
+	case st.Signal == 0 && (st.ExitCode == 0 || st.ExitCode == 2) && status == "done":
+		return nil
+	case st.Signal == 0 && st.ExitCode == 2 && strings.HasSuffix(status, "done"):
+		h.log.Warn().Str("vm", name).Str("status", out).Msg("cloud-init finished with recoverable errors")
+		return nil
+	case status == "disabled":
+		return fmt.Errorf("cloud-init in %s is disabled: it found no data source (the seed, a disk labelled cidata, was not seen); cloud-init status:\n%s", name, out)
+	}
+	how := fmt.Sprintf("exit %d", st.ExitCode)
+	if st.Signal != 0 {
+		how = fmt.Sprintf("signal %d", st.Signal)
+	}
+	return fmt.Errorf("cloud-init in %s failed (cloud-init status --long, %s):\n%s", name, how, out)
 }
 
 // GuestExec runs a program in a VM through its guest agent (guest-exec)

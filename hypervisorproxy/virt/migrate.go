@@ -2,14 +2,17 @@ package virt
 
 import (
 	"context"
+	"encoding/xml"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"libvirt.org/go/libvirt"
 
 	hp "github.com/metasched/metasched/hypervisorproxy"
+	"github.com/metasched/metasched/hypervisorproxy/domxml"
 )
 
 // DefaultProgressTimeout aborts a live migration that moved no data for
@@ -96,6 +99,15 @@ func (h *Host) live(ctx context.Context, name string, d *Host, opt hp.MigrateOpt
 		params.BandwidthSet, params.Bandwidth = true, opt.BandwidthMiBps
 	}
 	flags := migrateFlags(opt)
+	var moved *movedStorage
+	if opt.Storage != nil {
+		if moved, err = h.prepareStorage(ctx, dom, name, d, opt.Storage, params); err != nil {
+			return hp.MigrateStats{}, fmt.Errorf("migrate %s from %s to %s: %w", name, h.uri, d.uri, err)
+		}
+		if moved != nil {
+			flags |= libvirt.MIGRATE_NON_SHARED_INC
+		}
+	}
 
 	type result struct {
 		dom *libvirt.Domain
@@ -125,10 +137,19 @@ func (h *Host) live(ctx context.Context, name string, d *Host, opt hp.MigrateOpt
 				if why != nil {
 					err = fmt.Errorf("%w: %w", why, err)
 				}
+				if moved != nil {
+					err = errors.Join(err, moved.drop(context.WithoutCancel(ctx), d, moved.dst))
+				}
 				return hp.MigrateStats{}, err
 			}
 			defer r.dom.Free()
-			st := hp.MigrateStats{Live: true, TLS: flags&libvirt.MIGRATE_TLS != 0, Duration: time.Since(start)}
+			st := hp.MigrateStats{Live: true, TLS: flags&libvirt.MIGRATE_TLS != 0, Duration: time.Since(start), Storage: moved != nil}
+			if moved != nil {
+				// The VM runs on the destination's disks: the source's go.
+				if err := moved.drop(context.WithoutCancel(ctx), h, moved.src); err != nil {
+					h.log.Warn().Err(err).Str("vm", name).Msg("the source's overlay after the migration")
+				}
+			}
 			if js, err := r.dom.GetJobStats(libvirt.DOMAIN_JOB_STATS_COMPLETED); err == nil {
 				if js.DowntimeSet {
 					st.Downtime = time.Duration(js.Downtime) * time.Millisecond
@@ -165,6 +186,91 @@ func (h *Host) live(ctx context.Context, name string, d *Host, opt hp.MigrateOpt
 			h.abort(dom, name, "no progress")
 		}
 	}
+}
+
+// movedStorage is the disks of a VM whose migration copies them: the
+// source's files and the destination's, made for it.
+type movedStorage struct {
+	name     string
+	src, dst []string
+}
+
+// drop deletes files of the VM's (overlays and seeds) on host h.
+func (m *movedStorage) drop(ctx context.Context, h *Host, files []string) error {
+	var errs []error
+	for _, p := range files {
+		errs = append(errs, h.deleteOverlay(ctx, m.name, p))
+	}
+	return errors.Join(errs...)
+}
+
+// prepareStorage makes the destination's overlay (and seed) of a VM whose
+// disks move with its migration (st), and sets the migration's
+// parameters: the destination's domain XML naming them, the disk to copy
+// (vda: the seed is read-only, made anew) and the NBD address.
+func (h *Host) prepareStorage(ctx context.Context, dom *libvirt.Domain, name string, d *Host, st *hp.MigrateStorage, params *libvirt.DomainMigrateParameters) (*movedStorage, error) {
+	if st.OverlayDir == "" || !filepath.IsAbs(st.OverlayDir) || !filepath.IsAbs(st.Base) || st.DisksURI == "" {
+		return nil, fmt.Errorf("%w: storage: overlay directory %q and base %q must be absolute paths, with a disks uri (%q)",
+			hp.ErrInvalid, st.OverlayDir, st.Base, st.DisksURI)
+	}
+	x, err := dom.GetXMLDesc(libvirt.DOMAIN_XML_MIGRATABLE)
+	if err != nil {
+		return nil, wrap(err, "xml of %s", name)
+	}
+	desc, err := domxml.Parse(x)
+	if err != nil {
+		return nil, fmt.Errorf("xml of %s: %w", name, err)
+	}
+	if desc.Disk == "" {
+		return nil, fmt.Errorf("%w: %s has no disk to copy", hp.ErrInvalid, name)
+	}
+	if filepath.Join(st.OverlayDir, overlayName(name)) == desc.Disk {
+		// The destination would make its overlay where the source's is:
+		// the same storage (hosts of one machine, or a shared
+		// directory), which QEMU reads on both sides as it is.
+		return nil, nil
+	}
+	m := &movedStorage{name: name}
+	for _, p := range []string{desc.Disk, desc.Seed} {
+		if p != "" {
+			m.src = append(m.src, p)
+		}
+	}
+	overlay, err := d.createOverlay(ctx, st.OverlayDir, name, st.Base, st.BuildOverlayDir)
+	if err != nil {
+		return nil, fmt.Errorf("the destination's overlay: %w", err)
+	}
+	m.dst = append(m.dst, overlay)
+	x, err = replaceSource(x, desc.Disk, overlay)
+	if err == nil && desc.Seed != "" {
+		var seed string
+		if seed, err = d.createSeed(ctx, st.OverlayDir, name, st.Seed, st.BuildOverlayDir); err == nil {
+			m.dst = append(m.dst, seed)
+			x, err = replaceSource(x, desc.Seed, seed)
+		}
+	}
+	if err != nil {
+		return nil, errors.Join(err, m.drop(context.WithoutCancel(ctx), d, m.dst))
+	}
+	params.DestXMLSet, params.DestXML = true, x
+	params.MigrateDisksSet, params.MigrateDisks = true, []string{domxml.DiskTarget}
+	params.DisksURISet, params.DisksURI = true, st.DisksURI
+	return m, nil
+}
+
+// replaceSource puts path to in the place of path from as a disk's
+// source file in a domain's XML; from must be there once.
+func replaceSource(x, from, to string) (string, error) {
+	esc := func(s string) string {
+		var b strings.Builder
+		xml.EscapeText(&b, []byte(s))
+		return strings.ReplaceAll(b.String(), "'", "&apos;")
+	}
+	old := "<source file='" + esc(from) + "'"
+	if strings.Count(x, old) != 1 {
+		return "", fmt.Errorf("the domain's XML names the disk %s %d times, not once", from, strings.Count(x, old))
+	}
+	return strings.Replace(x, old, "<source file='"+esc(to)+"'", 1), nil
 }
 
 // migrateFlags are the flags of a live migration: live, the domain

@@ -1,12 +1,15 @@
 package virt
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/xml"
+	"errors"
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"libvirt.org/go/libvirt"
@@ -24,8 +27,10 @@ import (
 // overlayPoolPrefix starts the names of the overlay pools.
 const overlayPoolPrefix = "metasched-overlays-"
 
-// overlayName is the overlay volume of a VM.
+// overlayName is the overlay volume of a VM, seedName its cloud-init
+// seed (a raw ISO 9660 volume, in the same pool).
 func overlayName(vm string) string { return vm + ".qcow2" }
+func seedName(vm string) string    { return vm + ".cidata.iso" }
 
 type xmlPool struct {
 	XMLName xml.Name `xml:"pool"`
@@ -142,12 +147,55 @@ func (h *Host) createOverlay(ctx context.Context, dir, name, base string, build 
 	return p, nil
 }
 
-// deleteOverlay deletes the overlay of VM name at path, when path is
-// one (a volume named after the VM in an overlay pool); anything else is
-// left alone. A pool the daemon lost (it restarted) is made again to
-// find the volume.
+// createSeed makes the cloud-init seed of VM name in dir, with the bytes
+// data, and returns its path. A seed left by a VM of that name that is
+// gone is replaced.
+func (h *Host) createSeed(ctx context.Context, dir, name string, data []byte, build bool) (string, error) {
+	conn, err := h.connection(ctx)
+	if err != nil {
+		return "", err
+	}
+	pool, err := h.overlayPool(conn, dir, build)
+	if err != nil {
+		return "", err
+	}
+	defer pool.Free()
+	x, err := xml.Marshal(xmlRawVolume{Type: "file", Name: seedName(name), Capacity: strconv.Itoa(len(data)), Mode: "0644"})
+	if err != nil {
+		return "", fmt.Errorf("seed of %s: %w", name, err)
+	}
+	vol, err := pool.StorageVolCreateXML(string(x), 0)
+	if code(err) == libvirt.ERR_STORAGE_VOL_EXIST {
+		h.log.Warn().Str("vm", name).Str("dir", dir).Msg("a stale seed of the vm's name replaced")
+		if old, lerr := pool.LookupStorageVolByName(seedName(name)); lerr == nil {
+			derr := old.Delete(0)
+			old.Free()
+			if derr != nil {
+				return "", wrap(derr, "delete the stale seed of %s on %s", name, h.uri)
+			}
+		}
+		vol, err = pool.StorageVolCreateXML(string(x), 0)
+	}
+	if err != nil {
+		return "", wrap(err, "make the seed of %s on %s", name, h.uri)
+	}
+	defer vol.Free()
+	if err := upload(ctx, conn, vol, bytes.NewReader(data), int64(len(data))); err != nil {
+		if derr := vol.Delete(0); derr != nil {
+			err = errors.Join(err, wrap(derr, "delete the half-written seed of %s", name))
+		}
+		return "", fmt.Errorf("seed of %s on %s: %w", name, h.uri, err)
+	}
+	return volPath(vol)
+}
+
+// deleteOverlay deletes the overlay or the seed of VM name at path, when
+// path is one (a volume named after the VM in an overlay pool); anything
+// else is left alone. A pool the daemon lost (it restarted) is made again
+// to find the volume.
 func (h *Host) deleteOverlay(ctx context.Context, name, path string) error {
-	if path == "" || filepath.Base(path) != overlayName(name) {
+	base := filepath.Base(path)
+	if path == "" || base != overlayName(name) && base != seedName(name) {
 		return nil
 	}
 	conn, err := h.connection(ctx)
@@ -163,7 +211,7 @@ func (h *Host) deleteOverlay(ctx context.Context, name, path string) error {
 		if perr != nil {
 			return perr
 		}
-		vol, err = pool.LookupStorageVolByName(overlayName(name))
+		vol, err = pool.LookupStorageVolByName(base)
 		pool.Free()
 		if code(err) == libvirt.ERR_NO_STORAGE_VOL {
 			return nil // already gone
@@ -188,16 +236,22 @@ func (h *Host) deleteOverlay(ctx context.Context, name, path string) error {
 	return nil
 }
 
-// diskOf is the disk file of a domain (its overlay, for a VM of a disk
-// image), or "".
-func diskOf(dom *libvirt.Domain) string {
+// disksOf are the disk files of a domain (its overlay and its seed, for a
+// VM of a disk image), or none.
+func disksOf(dom *libvirt.Domain) []string {
 	x, err := dom.GetXMLDesc(0)
 	if err != nil {
-		return ""
+		return nil
 	}
 	d, err := domxml.Parse(x)
 	if err != nil {
-		return ""
+		return nil
 	}
-	return d.Disk
+	var out []string
+	for _, p := range []string{d.Disk, d.Seed} {
+		if p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
 }

@@ -305,7 +305,8 @@ func (h *Host) Create(ctx context.Context, spec hp.VMSpec, lim hp.VMLimits) (hp.
 // its console appended to b.ConsoleLog and the guest agent's channel
 // (its socket chosen, and removed with the VM, by libvirt). A VM of a disk
 // image (b.Disk) gets its own copy-on-write overlay of it in
-// b.OverlayDir (see overlay.go), made before the domain is defined and
+// b.OverlayDir (see overlay.go), and with b.Seed its cloud-init seed
+// beside it (a read-only vdb), made before the domain is defined and
 // deleted when it fails to start or is destroyed. On the test driver it
 // is ErrUnsupported.
 func (h *Host) CreateGuest(ctx context.Context, spec hp.VMSpec, b hp.Boot, lim hp.VMLimits) (hp.Domain, error) {
@@ -326,6 +327,9 @@ func (h *Host) CreateGuest(ctx context.Context, spec hp.VMSpec, b hp.Boot, lim h
 	}
 	// The domain is checked before its overlay is made.
 	d.Disk = filepath.Join(b.OverlayDir, overlayName(spec.Name))
+	if b.Seed != nil {
+		d.Seed = filepath.Join(b.OverlayDir, seedName(spec.Name))
+	}
 	if _, err := d.XML(); err != nil {
 		return hp.Domain{}, fmt.Errorf("create %s: %w: %w", spec.Name, hp.ErrInvalid, err)
 	}
@@ -340,12 +344,26 @@ func (h *Host) CreateGuest(ctx context.Context, spec hp.VMSpec, b hp.Boot, lim h
 		return hp.Domain{}, fmt.Errorf("create %s: %w", spec.Name, err)
 	}
 	d.Disk = overlay
+	made := []string{overlay}
+	undo := func(err error) error {
+		for _, p := range made {
+			if derr := h.deleteOverlay(context.WithoutCancel(ctx), spec.Name, p); derr != nil {
+				err = errors.Join(err, derr)
+			}
+		}
+		return err
+	}
+	if b.Seed != nil {
+		seed, err := h.createSeed(ctx, b.OverlayDir, spec.Name, b.Seed, b.BuildOverlayDir)
+		if err != nil {
+			return hp.Domain{}, undo(fmt.Errorf("create %s: %w", spec.Name, err))
+		}
+		d.Seed = seed
+		made = append(made, seed)
+	}
 	dom, err := h.CreateDomain(ctx, d)
 	if err != nil {
-		if derr := h.deleteOverlay(context.WithoutCancel(ctx), spec.Name, overlay); derr != nil {
-			err = errors.Join(err, derr)
-		}
-		return hp.Domain{}, err
+		return hp.Domain{}, undo(err)
 	}
 	return dom, nil
 }
@@ -485,7 +503,7 @@ func (h *Host) Destroy(ctx context.Context, name string) error {
 		return err
 	}
 	defer dom.Free()
-	disk := diskOf(dom)
+	disks := disksOf(dom)
 	if active, err := dom.IsActive(); err == nil && active {
 		if err := dom.Destroy(); err != nil && code(err) != libvirt.ERR_OPERATION_INVALID {
 			return wrap(err, "destroy %s on %s", name, h.uri)
@@ -497,7 +515,11 @@ func (h *Host) Destroy(ctx context.Context, name string) error {
 		}
 		// transient: gone with the destroy
 	}
-	return h.deleteOverlay(ctx, name, disk)
+	var errs []error
+	for _, p := range disks {
+		errs = append(errs, h.deleteOverlay(ctx, name, p))
+	}
+	return errors.Join(errs...)
 }
 
 // Connector returns the agent's connector over this driver: one Host per

@@ -25,6 +25,10 @@ type VM struct {
 	Address   string
 	VCPUs     int
 	MemoryMiB int
+	// User is the VM's job user, as its agent reports it (a cloud image's,
+	// made by cloud-init): the guest executor runs the command as it.
+	// Empty: as root.
+	User string
 }
 
 // Run is one run of a job: what an Executor needs to run it.

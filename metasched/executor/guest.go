@@ -24,6 +24,7 @@ import (
 
 	"github.com/metasched/metasched/gramvm/taskfarm"
 	hp "github.com/metasched/metasched/hypervisorproxy"
+	"github.com/metasched/metasched/hypervisorproxy/image"
 	"github.com/metasched/metasched/selection"
 )
 
@@ -46,6 +47,12 @@ const (
 	GuestJobFile = "/etc/metasched/job"
 	// GuestHosts is the VM's name resolution.
 	GuestHosts = "/etc/hosts"
+	// GuestRunnerCopy is where the executor puts its own copy of the
+	// runner in a VM of a cloud image, which need not have one.
+	GuestRunnerCopy = "/run/metasched/metasched-run"
+	// guestHostKey is the guest's ssh host key that the job's VMs are
+	// told of (known_hosts): the Ed25519 one, which cloud-init makes.
+	guestHostKey = "/etc/ssh/ssh_host_ed25519_key.pub"
 	// guestPath is the environment's PATH of the job's command.
 	guestPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 	// guestStateName is the daemon's record of a guest attempt, in the
@@ -71,8 +78,21 @@ func GuestDir(jobID string, attempt int) string {
 	return path.Join("/run/metasched", jobID, strconv.Itoa(attempt))
 }
 
-// GuestWorkDir is the working directory of the job's command inside a VM.
+// GuestWorkDir is the working directory of the job's command inside a VM
+// of the bundled image (the command runs as root).
 func GuestWorkDir(jobID string) string { return path.Join("/root", jobID) }
+
+// GuestHome is the home of a VM's job user (a cloud image's).
+func GuestHome(user string) string { return path.Join("/home", user) }
+
+// workDir is the working directory of the job's command in vm: in its job
+// user's home on a cloud image, else root's.
+func (run *guestRun) workDir(vm *guestVM) string {
+	if vm.User == "" {
+		return GuestWorkDir(run.r.JobID)
+	}
+	return path.Join(GuestHome(vm.User), run.r.JobID)
+}
 
 // GuestOptions configures the guest executor.
 type GuestOptions struct {
@@ -268,18 +288,12 @@ func (run *guestRun) cancelled(ctx context.Context, err error) (Result, error) {
 // start contextualizes every VM and starts the command in each: the
 // workers together, then the master.
 func (run *guestRun) start(ctx context.Context) error {
-	hostfile, _ := guestHostfile(run.r.VMs)
-	hosts := guestHosts(run.r.VMs)
-	command := []byte(shellJoin(run.r.Job.Command) + "\n")
-	order := append(append([]*guestVM{}, run.vms[1:]...), run.vms[0])
-	maxBytes := strconv.FormatInt(run.g.opt.MaxOutput, 10)
-	work := GuestWorkDir(run.r.JobID)
-	dirs := []string{"-p", path.Dir(GuestHostfile), run.gdir, work}
-	for _, in := range run.r.Job.Inputs {
-		if d := path.Dir(in.Path); d != "." && !slices.Contains(dirs, path.Join(work, d)) {
-			dirs = append(dirs, path.Join(work, d))
-		}
+	c := guestContext{hostfile: mustHostfile(run.r.VMs), hosts: guestHosts(run.r.VMs),
+		command: []byte(shellJoin(run.r.Job.Command) + "\n"), maxBytes: strconv.FormatInt(run.g.opt.MaxOutput, 10)}
+	if err := run.sshContext(ctx, &c); err != nil {
+		return err
 	}
+	order := append(append([]*guestVM{}, run.vms[1:]...), run.vms[0])
 	// The workers start at once, each through its own agent calls (a
 	// guest under a CPU quota answers slowly: one after the other, their
 	// starts would add up before the master's); the master starts last.
@@ -292,7 +306,7 @@ func (run *guestRun) start(ctx context.Context) error {
 			if vm.lost {
 				continue
 			}
-			wg.Go(func() { errs[i] = run.startVM(ctx, vm, dirs, hostfile, hosts, command, maxBytes) })
+			wg.Go(func() { errs[i] = run.startVM(ctx, vm, &c) })
 		}
 		wg.Wait()
 		for i, vm := range group {
@@ -310,9 +324,103 @@ func (run *guestRun) start(ctx context.Context) error {
 	return nil
 }
 
-// startVM contextualizes vm and starts the command in it.
-func (run *guestRun) startVM(ctx context.Context, vm *guestVM, dirs []string, hostfile, hosts, command []byte, maxBytes string) error {
-	work := GuestWorkDir(run.r.JobID)
+// guestContext is what every VM of an attempt is given.
+type guestContext struct {
+	hostfile, hosts, command []byte
+	maxBytes                 string
+	// For the VMs with a job user (a cloud image's): the attempt's ssh
+	// key and the job's VMs' host keys.
+	key        SSHKey
+	knownHosts []byte
+}
+
+// mustHostfile is the hostfile of VMs that Run checked.
+func mustHostfile(vms []VM) []byte {
+	b, _ := guestHostfile(vms)
+	return b
+}
+
+// sshContext makes what the VMs with a job user need to reach each other
+// with ssh: the attempt's key (AttemptSSHKey: the one their seeds
+// authorized) and the known_hosts of the job's VMs' host keys, by name
+// and address, read from each VM (one without the key is left out: ssh
+// to it asks, and fails in a job).
+func (run *guestRun) sshContext(ctx context.Context, c *guestContext) error {
+	users := false
+	for _, vm := range run.vms {
+		users = users || vm.User != ""
+	}
+	if !users {
+		return nil
+	}
+	key, err := AttemptSSHKey(run.r.Dir, run.r.Attempt, run.r.JobID)
+	if err != nil {
+		return err
+	}
+	c.key = key
+	lines := make([]string, len(run.vms))
+	var wg sync.WaitGroup
+	for i, vm := range run.vms {
+		if vm.lost || vm.User == "" {
+			continue
+		}
+		wg.Go(func() {
+			var chunk hp.GuestFileChunk
+			if _, err := run.retry(ctx, vm, "read "+guestHostKey, func(ctx context.Context) error {
+				var err error
+				chunk, err = vm.agent.GuestReadFile(ctx, vm.Name, guestHostKey, 0, 4096)
+				return err
+			}); err != nil {
+				run.log.Warn().Err(err).Str("vm", vm.Name).Msg("no ssh host key: the job's other VMs do not know it")
+				return
+			}
+			f := strings.Fields(string(chunk.Data))
+			if len(f) < 2 {
+				run.log.Warn().Str("vm", vm.Name).Msg("an ssh host key that is not one: the job's other VMs do not know it")
+				return
+			}
+			addr, _ := netip.ParsePrefix(vm.Address)
+			lines[i] = vm.Name + "," + addr.Addr().String() + " " + f[0] + " " + f[1] + "\n"
+		})
+	}
+	wg.Wait()
+	c.knownHosts = []byte(strings.Join(lines, ""))
+	return nil
+}
+
+// startVM contextualizes vm and starts the command in it: as its job user
+// (with the runner's copy, its ssh key and known hosts) on a cloud image,
+// as root with the image's runner on the bundled one.
+func (run *guestRun) startVM(ctx context.Context, vm *guestVM, c *guestContext) error {
+	work := run.workDir(vm)
+	dirs := []string{"-p", path.Dir(GuestHostfile), run.gdir, work}
+	for _, in := range run.r.Job.Inputs {
+		if d := path.Dir(in.Path); d != "." && !slices.Contains(dirs, path.Join(work, d)) {
+			dirs = append(dirs, path.Join(work, d))
+		}
+	}
+	type file struct {
+		path string
+		data []byte
+		mode os.FileMode
+	}
+	files := []file{
+		{GuestHostfile, c.hostfile, 0o644},
+		{GuestHosts, c.hosts, 0o644},
+		{GuestJobFile, run.jobFile(vm), 0o644},
+		{path.Join(run.gdir, "command"), c.command, 0o644},
+	}
+	var owned []string // what the job user is given
+	if vm.User != "" {
+		ssh := path.Join(GuestHome(vm.User), ".ssh")
+		dirs = append(dirs, ssh)
+		files = append(files,
+			file{path.Join(ssh, "id_ed25519"), c.key.Private, 0o600},
+			file{path.Join(ssh, "authorized_keys"), []byte(c.key.Authorized + "\n"), 0o600},
+			file{path.Join(ssh, "known_hosts"), c.knownHosts, 0o644},
+			file{GuestRunnerCopy, []byte(image.RunnerScript), 0o755})
+		owned = []string{ssh, run.gdir, work}
+	}
 	if err := run.execOK(ctx, vm, "mkdir", hp.GuestExec{Path: "/bin/mkdir", Args: dirs}); err != nil {
 		return err
 	}
@@ -324,26 +432,25 @@ func (run *guestRun) startVM(ctx context.Context, vm *guestVM, dirs []string, ho
 			return err
 		}
 	}
-	for _, f := range []struct {
-		path string
-		data []byte
-	}{
-		{GuestHostfile, hostfile},
-		{GuestHosts, hosts},
-		{GuestJobFile, run.jobFile(vm)},
-		{path.Join(run.gdir, "command"), command},
-	} {
+	for _, f := range files {
 		if _, err := run.retry(ctx, vm, "write "+f.path, func(ctx context.Context) error {
-			return vm.agent.GuestWriteFile(ctx, vm.Name, f.path, f.data, 0o644)
+			return vm.agent.GuestWriteFile(ctx, vm.Name, f.path, f.data, f.mode)
 		}); err != nil {
 			return err
 		}
 	}
-	if err := run.execOK(ctx, vm, "start the runner", hp.GuestExec{Path: GuestRunner,
-		Args: []string{"start", run.gdir, GuestWorkDir(run.r.JobID), maxBytes}, Env: run.env(vm)}); err != nil {
-		return err
+	args := []string{"start", run.gdir, work, c.maxBytes}
+	start := hp.GuestExec{Path: GuestRunner, Args: args, Env: run.env(vm)}
+	if vm.User != "" {
+		if err := run.execOK(ctx, vm, "give the job user its files", hp.GuestExec{Path: "/bin/chown",
+			Args: append([]string{"-R", vm.User + ":"}, owned...)}); err != nil {
+			return err
+		}
+		// runuser (util-linux) as found on the command's PATH: sh finds it.
+		start = hp.GuestExec{Path: "/bin/sh", Env: run.env(vm),
+			Args: append([]string{"-c", `exec runuser -u "$0" -- /bin/sh "$@"`, vm.User, GuestRunnerCopy}, args...)}
 	}
-	return nil
+	return run.execOK(ctx, vm, "start the runner", start)
 }
 
 // vars are the METASCHED_ variables of the command in vm.
@@ -369,7 +476,11 @@ func (run *guestRun) vars(vm *guestVM) [][2]string {
 }
 
 func (run *guestRun) env(vm *guestVM) []string {
-	env := []string{"PATH=" + guestPath, "HOME=/root"}
+	home := "/root"
+	if vm.User != "" {
+		home = GuestHome(vm.User)
+	}
+	env := []string{"PATH=" + guestPath, "HOME=" + home}
 	for _, kv := range run.vars(vm) {
 		env = append(env, kv[0]+"="+kv[1])
 	}

@@ -123,12 +123,19 @@ func (f *fakeGuests) GuestExec(ctx context.Context, vm string, e hp.GuestExec) (
 	if err != nil {
 		return hp.GuestProcess{}, err
 	}
-	prog := e.Path
-	if prog == executor.GuestRunner {
+	prog, eargs := e.Path, e.Args
+	switch {
+	case prog == executor.GuestRunner:
 		prog = f.runner
+	case prog == "/bin/sh" && len(eargs) > 3 && strings.Contains(eargs[1], "runuser") && eargs[3] == executor.GuestRunnerCopy:
+		// runuser -u USER -- sh RUNNER ARGS: the host has no job user;
+		// the fake runner runs ARGS.
+		prog, eargs = f.runner, eargs[4:]
+	case prog == "/bin/chown":
+		prog = "true" // the host has no job user
 	}
-	args := make([]string, len(e.Args))
-	for i, a := range e.Args {
+	args := make([]string, len(eargs))
+	for i, a := range eargs {
 		if strings.HasPrefix(a, "/") {
 			a = root + a
 		}
@@ -354,6 +361,83 @@ func TestGuestRunsInEveryVM(t *testing.T) {
 	}
 	if len(starts) != 3 || starts[2] != "j-1-m" || !slices.Contains(starts[:2], "j-1-w1") || !slices.Contains(starts[:2], "j-1-w2") {
 		t.Errorf("runner started in %v, want the workers first, then the master", starts)
+	}
+}
+
+// On a cloud image the command runs as the VM's job user, in its home,
+// with the executor's copy of the runner; every VM holds the attempt's ssh
+// key, authorizes it and knows the other VMs' host keys.
+func TestGuestJobUser(t *testing.T) {
+	t.Parallel()
+	vms := guestVMs()
+	for i := range vms {
+		vms[i].User = "metasched"
+	}
+	f := newFakeGuests(t, vms)
+	hostKey := map[string]string{}
+	for _, vm := range vms[:2] { // j-1-w2 has no host key: left out
+		hostKey[vm.Name] = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI" + strings.Repeat(strconv.Itoa(len(vm.Name)), 20) + " root@" + vm.Name
+		if err := os.MkdirAll(filepath.Join(f.root, vm.Name, "etc/ssh"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(f.root, vm.Name, "etc/ssh/ssh_host_ed25519_key.pub"), []byte(hostKey[vm.Name]+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := newWatchWriter("")
+	r := guestRun(t, workersDone+`; echo "home=$HOME pwd=$(pwd)"`, `echo "home=$HOME"`, out)
+	r.VMs = vms
+	res, err := newGuest(t, f, executor.GuestOptions{}).Run(t.Context(), r)
+	if err != nil || res != (executor.Result{}) {
+		t.Fatalf("run: %+v, %v; log %q", res, err, out.String())
+	}
+	if want := "j-1-m| home=/home/metasched pwd=" + f.root + "/j-1-m/home/metasched/j-1\n"; !strings.Contains(out.String(), want) {
+		t.Errorf("the log has no %q:\n%s", want, out.String())
+	}
+	key, err := executor.AttemptSSHKey(r.Dir, r.Attempt, r.JobID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(key.Authorized, "ssh-ed25519 ") || !strings.HasSuffix(key.Authorized, " metasched-job-j-1") {
+		t.Errorf("the attempt's key: %q", key.Authorized)
+	}
+	known := "j-1-m,10.77.1.10 " + strings.Join(strings.Fields(hostKey["j-1-m"])[:2], " ") + "\n" +
+		"j-1-w1,10.77.1.11 " + strings.Join(strings.Fields(hostKey["j-1-w1"])[:2], " ") + "\n"
+	for _, vm := range vms {
+		ssh := filepath.Join(f.root, vm.Name, "home/metasched/.ssh")
+		for name, want := range map[string]string{"id_ed25519": string(key.Private), "authorized_keys": key.Authorized + "\n", "known_hosts": known} {
+			got, err := os.ReadFile(filepath.Join(ssh, name))
+			if err != nil || string(got) != want {
+				t.Errorf("%s of %s: %q, %v; want %q", name, vm.Name, got, err, want)
+			}
+		}
+		if fi, err := os.Stat(filepath.Join(ssh, "id_ed25519")); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("the private key of %s: %v, %v; want mode 0600", vm.Name, fi, err)
+		}
+		if fi, err := os.Stat(filepath.Join(f.root, vm.Name, executor.GuestRunnerCopy)); err != nil || fi.Mode().Perm() != 0o755 {
+			t.Errorf("the runner's copy in %s: %v, %v", vm.Name, fi, err)
+		}
+	}
+	var chowns, runusers int
+	for _, e := range f.execs {
+		if strings.Contains(e, "/bin/chown -R metasched: /home/metasched/.ssh /run/metasched/j-1/1 /home/metasched/j-1") {
+			chowns++
+		}
+		if strings.Contains(e, `exec runuser -u "$0" -- /bin/sh "$@" metasched `+executor.GuestRunnerCopy+" start /run/metasched/j-1/1 /home/metasched/j-1 ") {
+			runusers++
+		}
+	}
+	if chowns != 3 || runusers != 3 {
+		t.Errorf("%d chowns and %d starts as the job user, want 3 each:\n%s", chowns, runusers, strings.Join(f.execs, "\n"))
+	}
+	// The key is the attempt's: made once, the same when asked again.
+	again, err := executor.AttemptSSHKey(r.Dir, r.Attempt, r.JobID)
+	if err != nil || !bytes.Equal(again.Private, key.Private) {
+		t.Errorf("the attempt's key changed: %v", err)
+	}
+	other, err := executor.AttemptSSHKey(r.Dir, r.Attempt+1, r.JobID)
+	if err != nil || bytes.Equal(other.Private, key.Private) {
+		t.Errorf("the next attempt has the same key: %v", err)
 	}
 }
 
