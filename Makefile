@@ -6,7 +6,10 @@
 # make soak runs the adversary (TestAdversary) with SOAK_CYCLES (default 25)
 # SIGKILLs of the daemon under concurrent submissions instead of make test's 4,
 # then the failover of three daemons on etcd (TestFailover) with FAILOVER_KILLS
-# (default 20) SIGKILLs of the leader instead of 3.
+# (default 20) SIGKILLs of the leader instead of 3, then the cloud images at
+# length (TestCloudImageSoak: 5 timed boots of the Debian and the bundled
+# image, a Debian image whose user-data fails, three migrations without
+# shared storage) and the MPI job on 6 VMs instead of 4 (TestMPIGrid).
 # make build builds bin/metasched and the static bin/taskfarm; make install
 # copies them into $(PREFIX)/bin (default /usr/local/bin), where the
 # README's metasched commands find them.
@@ -24,6 +27,8 @@
 # retakes the README's picture of the dashboard (from its browser test); make
 # image builds the bundled guest image (IMAGE_KIND=disk: its disk form) into IMAGE_DIR (default bin/image) from
 # Debian packages (cached by its inputs under the user's cache directory);
+# make image-debian builds the Debian image (cloud-init, OpenMPI) into
+# DEBIAN_IMAGE_DIR (default bin/image-debian) with mmdebstrap;
 # make fuzz runs every fuzz target (scripts/fuzz.sh finds them), one at a
 # time, for FUZZTIME each (default 10s: make fuzz FUZZTIME=60s).
 # Go fetches the modules it needs from the module proxy on the first build;
@@ -49,8 +54,12 @@ DEB_PACKAGES := pkg-config libvirt0 libvirt-dev libvirt-daemon libvirt-daemon-dr
 # the kernel package is fetched by the build itself; its disk form is made
 # with e2fsprogs' mke2fs and debugfs and qemu-utils' qemu-img.
 IMAGE_PACKAGES := busybox-static qemu-guest-agent e2fsprogs qemu-utils
-TEST_PACKAGES := $(DEB_PACKAGES) $(IMAGE_PACKAGES) cpio chromium etcd-server
+# The Debian image (cloud-init, OpenMPI): made by mmdebstrap from Debian's
+# packages, its disk with e2fsprogs and qemu-utils.
+DEBIAN_IMAGE_PACKAGES := mmdebstrap e2fsprogs qemu-utils
+TEST_PACKAGES := $(DEB_PACKAGES) $(IMAGE_PACKAGES) $(DEBIAN_IMAGE_PACKAGES) cpio chromium etcd-server
 IMAGE_DIR ?= bin/image
+DEBIAN_IMAGE_DIR ?= bin/image-debian
 IMAGE_KIND ?= kernel
 
 DEMO_FLAGS ?=
@@ -62,7 +71,7 @@ FUZZTIME   ?= 10s
 
 PREFIX ?= /usr/local
 
-.PHONY: install deps test-deps install-debs build demo demo-vms realgrid scale papers test bench screenshot soak fuzz image
+.PHONY: install deps test-deps install-debs build demo demo-vms realgrid scale papers test bench screenshot soak fuzz image image-debian
 
 deps:
 	@$(MAKE) --no-print-directory install-debs PACKAGES="$(DEB_PACKAGES)"
@@ -106,6 +115,10 @@ image: build
 	@$(MAKE) --no-print-directory install-debs PACKAGES="$(IMAGE_PACKAGES)"
 	$(BIN) image build --out $(IMAGE_DIR) --kind $(IMAGE_KIND)
 
+image-debian: build
+	@$(MAKE) --no-print-directory install-debs PACKAGES="$(DEBIAN_IMAGE_PACKAGES)"
+	$(BIN) image build --out $(DEBIAN_IMAGE_DIR) --kind debian
+
 papers: build
 	$(BIN) plan --job examples/job-render.yaml --grid examples/grid-paper.yaml
 	@echo
@@ -143,6 +156,8 @@ FAILOVER_KILLS ?= 20
 soak: test-deps
 	$(GO) test -count=1 -timeout 90m -run '^TestAdversary$$' -v ./cmd/metasched -adversary-cycles $(SOAK_CYCLES)
 	$(GO) test -count=1 -timeout 60m -run '^TestFailover$$' -v ./cmd/metasched -failover-kills $(FAILOVER_KILLS)
+	$(GO) test -count=1 -timeout 90m -run '^TestCloudImageSoak$$' -v ./hypervisorproxy -cloud-soak-boots 5
+	$(GO) test -count=1 -timeout 60m -run '^TestMPIGrid$$' -v ./cmd/metasched -mpi-hosts 3
 
 # Every fuzz target for FUZZTIME each, one at a time, on two fuzzing
 # processes; a failing input is written under its package's

@@ -20,6 +20,10 @@ const (
 	StateOther    State = "other"
 	StateMissing  State = "missing" // in the agent's record, not on its host
 	StateBuilding State = "building"
+	// StateMigrating: the VM is moving to another host, and its domain is
+	// on neither for the moment the inventory looked (the source undefined
+	// it, the agent has not yet noted the destination).
+	StateMigrating State = "migrating"
 )
 
 // HostState is the state of a host.

@@ -178,7 +178,7 @@ func (a *Agent) prepareBoot(img *image.Image, spec VMSpec, addr netip.Addr) (Boo
 	cmdline := img.Cmdline
 	if img.CloudInit() {
 		var err error
-		if seed, err = a.seed(spec, addr); err != nil {
+		if seed, err = a.seed(img, spec, addr); err != nil {
 			return Boot{}, err
 		}
 	} else {
@@ -220,9 +220,10 @@ func (a *Agent) prepareBoot(img *image.Image, spec VMSpec, addr netip.Addr) (Boo
 // seed is the cloud-init NoCloud seed of a VM of a cloud-init image: its
 // name as instance ID and host name, its address (with the network's
 // prefix, gateway and name servers) matched by its MAC, and the job user
-// with the spec's ssh keys.
-func (a *Agent) seed(spec VMSpec, addr netip.Addr) ([]byte, error) {
-	s := cloudinit.Seed{InstanceID: spec.Name, Hostname: spec.Name, Address: a.prefix(addr), AuthorizedKeys: spec.SSHKeys}
+// with the spec's ssh keys, and the image's own cloud-config.
+func (a *Agent) seed(img *image.Image, spec VMSpec, addr netip.Addr) ([]byte, error) {
+	s := cloudinit.Seed{InstanceID: spec.Name, Hostname: spec.Name, Address: a.prefix(addr), AuthorizedKeys: spec.SSHKeys,
+		Extra: img.CloudConfig}
 	if s.Address.IsValid() {
 		s.MAC, s.Gateway, s.DNS = macOf(addr), a.site.Network.Gateway, a.site.Network.DNS
 	}

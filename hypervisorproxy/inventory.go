@@ -59,8 +59,11 @@ func (a *Agent) vmLocked(v *vm, live map[string]Domain) VM {
 	if pfx := a.prefix(v.addr); pfx.IsValid() {
 		out.Address = pfx.String()
 	}
-	if v.busy == "create" {
+	switch {
+	case v.busy == "create":
 		out.State = StateBuilding
+	case v.moving != "":
+		out.State = StateMigrating // unless its source still has it, below
 	}
 	if d, ok := live[s.Name]; ok {
 		out.State, out.VCPUs, out.MaxVCPUs, out.MemoryMiB, out.MaxMemoryMiB = d.State, d.VCPUs, d.MaxVCPUs, d.MemoryMiB, d.MaxMemoryMiB

@@ -149,7 +149,7 @@ func (a *Agent) migrateStorage(ctx context.Context, img *image.Image, spec VMSpe
 	}
 	if img.CloudInit() {
 		var err error
-		if st.Seed, err = a.seed(spec, addr); err != nil {
+		if st.Seed, err = a.seed(img, spec, addr); err != nil {
 			return nil, err
 		}
 	}

@@ -15,11 +15,11 @@ import (
 func newImageCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "image",
-		Short: "Build guest images",
+		Short: "Build and check guest images",
 		Args:  noArgs,
 		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	cmd.AddCommand(newImageBuildCmd(e))
+	cmd.AddCommand(newImageBuildCmd(e), newImageCheckCmd(e))
 	return cmd
 }
 

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/metasched/metasched/hypervisorproxy/image"
+	"github.com/metasched/metasched/hypervisorproxy/libvirtdtest"
 )
 
 // metasched image build writes the image to --out, from its cache the
@@ -101,5 +103,81 @@ func TestImageBuildErrors(t *testing.T) {
 	}
 	if _, err := os.Stat("x"); !os.IsNotExist(err) {
 		t.Errorf("failed builds left x: %v", err)
+	}
+}
+
+// metasched image check reads an image (a directory, or a cloud image's
+// qcow2 file) and says what it is; a file that is neither is refused.
+func TestImageCheckFiles(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "img")
+	if code, _, stderr := runCmd(t, "image", "build", "--out", out, "--taskfarm", buildTaskFarm(t, t.TempDir())); code != 0 {
+		t.Fatalf("build: exit %d: %s", code, stderr)
+	}
+	code, stdout, stderr := runCmd(t, "image", "check", out)
+	if code != 0 || !strings.Contains(stdout, "image "+out+": kind kernel, contextualization metasched\n") ||
+		!strings.Contains(stdout, "not booted: give --connect URI") {
+		t.Errorf("check of the bundled image: exit %d\n%s%s", code, stdout, stderr)
+	}
+	qcow := filepath.Join(t.TempDir(), "cloud.qcow2")
+	if err := os.WriteFile(qcow, append([]byte("QFI\xfb"), make([]byte, 100)...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, _ = runCmd(t, "image", "check", qcow)
+	if code != 0 || !strings.Contains(stdout, "kind disk, contextualization cloud-init") || !strings.Contains(stdout, "boots with the disk's own boot loader") {
+		t.Errorf("check of a cloud image: exit %d\n%s", code, stdout)
+	}
+	raw := filepath.Join(t.TempDir(), "disk.img")
+	if err := os.WriteFile(raw, make([]byte, 100), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr = runCmd(t, "image", "check", raw)
+	if code == 0 || !strings.Contains(stderr, "not a qcow2 disk") {
+		t.Errorf("check of a raw file: exit %d: %s", code, stderr)
+	}
+	code, _, stderr = runCmd(t, "image", "check", out, "--boot-timeout", "0s")
+	if code != 2 || !strings.Contains(stderr, "--boot-timeout: must be positive") {
+		t.Errorf("check with no boot timeout: exit %d: %s", code, stderr)
+	}
+}
+
+// metasched image check --connect boots the image once on a QEMU host:
+// the bundled image is usable; the bundled disk image declared as a cloud
+// image is refused at once (it has no cloud-init), and nothing is left.
+func TestImageCheckBoot(t *testing.T) {
+	if err := libvirtdtest.Check(); err != nil {
+		t.Fatal(err)
+	}
+	d, err := libvirtdtest.Start(context.Background(), libvirtdtest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := d.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	tf := buildTaskFarm(t, t.TempDir())
+	dir := filepath.Join(d.Dir(), "images") // where the daemon's QEMU reads
+	res, err := image.Build(context.Background(), image.Options{Out: filepath.Join(dir, "disk"), Kind: image.KindDisk, TaskFarm: tf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runCmd(t, "image", "check", res.Dir, "--connect", d.URI(), "--boot-timeout", "3m", "--memory-mib", "256")
+	if code != 0 || !strings.Contains(stdout, "guest agent answered after ") || !strings.Contains(stdout, "OK: usable") {
+		t.Errorf("check of the bundled disk image: exit %d\n%s%s", code, stdout, stderr)
+	}
+	img := *res.Image
+	img.Contextualization = image.ContextCloudInit
+	img.Cmdline += " metasched.root=/dev/vda"
+	cloud, err := img.CopyTo(filepath.Join(dir, "not-cloud"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr = runCmd(t, "image", "check", cloud.Dir, "--connect", d.URI(), "--boot-timeout", "3m", "--memory-mib", "256")
+	if code == 0 || !strings.Contains(stderr, "the image did not boot") || !strings.Contains(stderr, "has no cloud-init") {
+		t.Errorf("check of a cloud image without cloud-init: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if pids, err := d.GuestPIDs(); err != nil || len(pids) > 0 {
+		t.Errorf("QEMU processes after the checks: %v %v", pids, err)
 	}
 }

@@ -64,6 +64,55 @@ type Seed struct {
 	// AuthorizedKeys are the ssh public keys of the job user, in
 	// authorized_keys format ("ssh-ed25519 AAAA… comment").
 	AuthorizedKeys []string
+	// Extra is the image's own cloud-config (its image file's user_data,
+	// checked by CheckUserData), merged into the user-data: what the
+	// image's VMs need beyond the job user (packages, mounts, runcmd).
+	Extra []byte
+}
+
+// MaxUserData bounds an image's own cloud-config.
+const MaxUserData = 64 << 10
+
+// reservedKeys are the cloud-config keys of the user-data that the agent
+// sets, or that would let someone other than the job's key in: an image's
+// own cloud-config may not set them.
+var reservedKeys = []string{"users", "user", "disable_root", "ssh_pwauth", "ssh_authorized_keys", "chpasswd", "password"}
+
+// CheckUserData checks an image's own cloud-config: a YAML mapping (a
+// "#cloud-config" first line is allowed) of at most MaxUserData bytes,
+// without the keys the agent sets (users, disable_root, ssh_pwauth) or
+// that would let in anyone but the job's key (user, ssh_authorized_keys,
+// chpasswd, password).
+func CheckUserData(data []byte) error {
+	if len(data) > MaxUserData {
+		return fmt.Errorf("must be at most %d bytes, not %d", MaxUserData, len(data))
+	}
+	m, err := decodeConfig(data)
+	if err != nil {
+		return err
+	}
+	var bad []string
+	for _, k := range reservedKeys {
+		if _, ok := m[k]; ok {
+			bad = append(bad, k)
+		}
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("must not set %s: the job user and who may log in are the agent's", strings.Join(bad, ", "))
+	}
+	return nil
+}
+
+// decodeConfig decodes a cloud-config mapping.
+func decodeConfig(data []byte) (map[string]any, error) {
+	var m map[string]any
+	if err := yaml.Unmarshal(data, &m); err != nil {
+		return nil, fmt.Errorf("not a cloud-config mapping: %w", err)
+	}
+	if m == nil {
+		return nil, errors.New("not a cloud-config mapping: empty")
+	}
+	return m, nil
 }
 
 var labelRE = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$`)
@@ -101,6 +150,11 @@ func (s Seed) Validate() error {
 	for i, a := range s.DNS {
 		if !a.Is4() {
 			bad(fmt.Sprintf("dns[%d]", i), "%s is not an IPv4 address", a)
+		}
+	}
+	if len(s.Extra) > 0 {
+		if err := CheckUserData(s.Extra); err != nil {
+			bad("user_data", "%v", err)
 		}
 	}
 	if len(s.AuthorizedKeys) > MaxKeys {
@@ -207,10 +261,22 @@ type user struct {
 // locked password and the job's keys, and no other way in (no root login,
 // no password login; the image's default user is not made).
 func (s Seed) UserData() ([]byte, error) {
-	b, err := encode(userData{
+	ud := userData{
 		Users:       []user{{Name: User, Gecos: "metasched job user", Shell: "/bin/sh", LockPasswd: true, Keys: s.AuthorizedKeys}},
 		DisableRoot: true,
-	})
+	}
+	var v any = ud
+	if len(s.Extra) > 0 {
+		// The image's keys, then the agent's over them (CheckUserData
+		// refused a clash): one mapping, its keys in order.
+		m, err := decodeConfig(s.Extra)
+		if err != nil {
+			return nil, fmt.Errorf("seed: the image's user_data: %w", err)
+		}
+		m["users"], m["disable_root"], m["ssh_pwauth"] = ud.Users, ud.DisableRoot, ud.SSHPwauth
+		v = m
+	}
+	b, err := encode(v)
 	if err != nil {
 		return nil, err
 	}

@@ -155,3 +155,48 @@ func TestSeedBadFields(t *testing.T) {
 		})
 	}
 }
+
+// An image's own cloud-config is merged into the user-data; it may not
+// touch the job user or who logs in.
+func TestSeedImageUserData(t *testing.T) {
+	s := seed()
+	s.Extra = []byte("#cloud-config\npackages: [htop]\nruncmd:\n  - [sh, -c, 'echo ready > /run/ready']\n")
+	ud, err := s.UserData()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `#cloud-config
+disable_root: true
+packages:
+  - htop
+runcmd:
+  - - sh
+    - -c
+    - echo ready > /run/ready
+ssh_pwauth: false
+users:
+  - name: metasched
+    gecos: metasched job user
+    shell: /bin/sh
+    lock_passwd: true
+    ssh_authorized_keys:
+      - ` + key + `
+`
+	if d := cmp.Diff(want, string(ud)); d != "" {
+		t.Errorf("merged user-data (-want +got):\n%s", d)
+	}
+	for _, c := range []struct{ extra, want string }{
+		{"users: [default]\nssh_authorized_keys: [x]\n", "must not set users, ssh_authorized_keys: the job user and who may log in are the agent's"},
+		{"chpasswd: {expire: false}\npassword: x\n", "must not set chpasswd, password"},
+		{"- runcmd\n", "not a cloud-config mapping"},
+		{"#cloud-config\n", "not a cloud-config mapping: empty"},
+		{"a: [\n", "not a cloud-config mapping"},
+		{"a: " + strings.Repeat("x", cloudinit.MaxUserData) + "\n", "must be at most 65536 bytes"},
+	} {
+		s := seed()
+		s.Extra = []byte(c.extra)
+		if err := s.Validate(); err == nil || !strings.Contains(err.Error(), "user_data: "+c.want) {
+			t.Errorf("user_data %.40q: %v, want %q", c.extra, err, c.want)
+		}
+	}
+}

@@ -935,7 +935,7 @@ func copyImage(src, dst string) error {
 	if err := os.Remove(filepath.Join(dst, FileName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("image: out: %w", err)
 	}
-	for _, name := range []string{img.Kernel, img.Initrd, img.Disk, FileName} {
+	for _, name := range []string{img.Kernel, img.Initrd, img.Disk, img.UserData, FileName} {
 		if name == "" {
 			continue
 		}

@@ -16,6 +16,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/metasched/metasched/hypervisorproxy/cloudinit"
 	"github.com/metasched/metasched/internal/yamlx"
 )
 
@@ -108,6 +109,11 @@ type Image struct {
 	DiskFormat    string  `yaml:"disk_format,omitempty"`
 	// Contextualization is ContextMetasched ("" too) or ContextCloudInit.
 	Contextualization string `yaml:"contextualization,omitempty"`
+	// UserData is a cloud-init image's own cloud-config file (relative),
+	// merged into every VM's user-data; CloudConfig is its content, read
+	// and checked by Load.
+	UserData    string `yaml:"user_data,omitempty"`
+	CloudConfig []byte `yaml:"-"`
 
 	// Dir is the image's directory, set by Load; not in the file.
 	Dir string `yaml:"-"`
@@ -148,7 +154,7 @@ func (img *Image) InitrdPath() string {
 
 var (
 	imageFields = []string{"kind", "kernel", "kernel_sha256", "initrd", "initrd_sha256", "cmdline",
-		"kernel_release", "recipe", "inputs", "inputs_hash", "disk", "disk_sha256", "disk_format", "contextualization"}
+		"kernel_release", "recipe", "inputs", "inputs_hash", "disk", "disk_sha256", "disk_format", "contextualization", "user_data"}
 	inputFields = []string{"package", "version", "architecture"}
 
 	// Debian policy 5.6.1, 5.6.12; architectures are lowercase names.
@@ -213,6 +219,12 @@ func Parse(file string, data []byte) (*Image, error) {
 			top.Errorf("contextualization", "%s is for kind %s (a cloud image's disk)", ContextCloudInit, KindDisk)
 		}
 		img.Contextualization = s
+	}
+	if top.Has("user_data") {
+		img.UserData = relPath("user_data", false)
+		if img.Contextualization != ContextCloudInit {
+			top.Errorf("user_data", "is for contextualization %s", ContextCloudInit)
+		}
 	}
 	if s, ok := top.Str("disk_format", false); ok {
 		if s != FormatQCOW2 {
@@ -408,6 +420,16 @@ func Load(dir string) (*Image, error) {
 			errs = append(errs, fmt.Errorf("%s: %s: %s is not a regular file", file, f.key, f.path))
 		}
 	}
+	if img.UserData != "" {
+		data, err := os.ReadFile(filepath.Join(abs, img.UserData))
+		if err == nil {
+			err = cloudinit.CheckUserData(data)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: user_data: %w", file, err))
+		}
+		img.CloudConfig = data
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -500,6 +522,10 @@ func (img *Image) CopyTo(dir string, replace map[string][]byte) (*Image, error) 
 	if img.Disk != "" {
 		c.Disk = "rootfs.qcow2"
 		files[c.Disk] = img.DiskPath()
+	}
+	if img.UserData != "" {
+		c.UserData = "user-data.yaml"
+		files[c.UserData] = filepath.Join(img.Dir, img.UserData)
 	}
 	for name := range replace {
 		if _, ok := files[name]; !ok {

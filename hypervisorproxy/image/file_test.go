@@ -105,6 +105,32 @@ func TestCloudImage(t *testing.T) {
 	if err != nil || !cmp.Equal(got, want) {
 		t.Errorf("Load of a qcow2 file: %+v, %v; want %+v", got, err, want)
 	}
+	// An image's own cloud-config, read and checked by Load.
+	imgDir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(imgDir, "base.qcow2"), []byte("QFI\xfb"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	write := func(userData string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(imgDir, "extra.yaml"), []byte(userData), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(imgDir, FileName), []byte("kind: disk\ndisk: base.qcow2\ncontextualization: cloud-init\nuser_data: extra.yaml\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("#cloud-config\nruncmd: [[touch, /run/x]]\n")
+	if img, err := Load(imgDir); err != nil || string(img.CloudConfig) != "#cloud-config\nruncmd: [[touch, /run/x]]\n" {
+		t.Errorf("Load with user_data: %+v, %v", img, err)
+	}
+	write("users: [default]\n")
+	if _, err := Load(imgDir); err == nil || !strings.Contains(err.Error(), "image.yaml: user_data: must not set users") {
+		t.Errorf("Load with user_data that sets users: %v", err)
+	}
+	if _, err := Parse("f.yaml", []byte("kind: disk\ndisk: d.qcow2\nuser_data: u.yaml\n")); err == nil ||
+		!strings.Contains(err.Error(), "f.yaml: user_data: is for contextualization cloud-init") {
+		t.Errorf("user_data without cloud-init: %v", err)
+	}
 	raw := filepath.Join(dir, "disk.img")
 	if err := os.WriteFile(raw, make([]byte, 512), 0o644); err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package virt
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -102,43 +103,82 @@ func (h *Host) WaitAgent(ctx context.Context, name string) error {
 	}
 }
 
-// WaitCloudInit waits for cloud-init in a booted guest to finish, with
-// cloud-init status --wait --long run through the guest agent: nil once
-// it says done (or, from cloud-init 23.4, degraded done: recoverable
-// errors, logged), an error with its status for the rest (error,
-// disabled: it found no data source), or saying that the guest has no
-// cloud-init.
+// Where cloud-init says how far it got (its documented run files).
+const (
+	// cloudInitResult is written once cloud-init's last stage has run,
+	// with the errors of every stage ({"v1": {"errors": [...]}}).
+	cloudInitResult = "/run/cloud-init/result.json"
+	// cloudInitDisabled is made when cloud-init's generator found no data
+	// source: cloud-init does not run.
+	cloudInitDisabled = "/run/cloud-init/disabled"
+	// cloudInitPoll is how often the result is looked for.
+	cloudInitPoll = time.Second
+)
+
+// WaitCloudInit waits for cloud-init in a booted guest to finish: it
+// reads cloud-init's result file through the guest agent every second
+// (a read costs the guest nothing; cloud-init status --wait is a Python
+// process polling for as long, and its start alone takes seconds of an
+// emulated CPU). It returns nil once the result has no errors; an error
+// with cloud-init status --long (run once then) when it has some; an
+// error at once when the guest has no cloud-init on its guest agent's
+// PATH, and when cloud-init is disabled (it found no data source).
 func (h *Host) WaitCloudInit(ctx context.Context, name string) error {
-	st, err := h.GuestExec(ctx, name, qga.Exec{Path: "cloud-init", Args: []string{"status", "--wait", "--long"}, CaptureOutput: true})
-	if err != nil {
-		if strings.Contains(err.Error(), "No such file or directory") {
-			return fmt.Errorf("%s has no cloud-init (its guest agent found no program cloud-init on its PATH): "+
-				"an image of contextualization cloud-init needs cloud-init with its NoCloud data source", name)
-		}
-		return fmt.Errorf("cloud-init status in %s: %w", name, err)
-	}
-	out := strings.TrimSpace(string(st.Stdout) + "\n" + string(st.Stderr))
-	status := ""
-	for _, line := range strings.Split(out, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimLeft(line, ". "), "status:"); ok {
-			status = strings.TrimSpace(v)
-			break
-		}
-	}
+	st, err := h.GuestExec(ctx, name, qga.Exec{Path: "/bin/sh", Args: []string{"-c", "command -v cloud-init"}, CaptureOutput: true})
 	switch {
-	case st.Signal == 0 && (st.ExitCode == 0 || st.ExitCode == 2) && status == "done":
-		return nil
-	case st.Signal == 0 && st.ExitCode == 2 && strings.HasSuffix(status, "done"):
-		h.log.Warn().Str("vm", name).Str("status", out).Msg("cloud-init finished with recoverable errors")
-		return nil
-	case status == "disabled":
-		return fmt.Errorf("cloud-init in %s is disabled: it found no data source (the seed, a disk labelled cidata, was not seen); cloud-init status:\n%s", name, out)
+	case err != nil:
+		return fmt.Errorf("cloud-init in %s: %w", name, err)
+	case st.ExitCode != 0 || st.Signal != 0:
+		return fmt.Errorf("%s has no cloud-init (no program cloud-init on its guest agent's PATH): "+
+			"an image of contextualization cloud-init needs cloud-init with its NoCloud data source", name)
 	}
-	how := fmt.Sprintf("exit %d", st.ExitCode)
-	if st.Signal != 0 {
-		how = fmt.Sprintf("signal %d", st.Signal)
+	for {
+		c, err := h.ReadGuestFile(ctx, name, cloudInitResult, 0, 1<<20)
+		switch {
+		case err == nil:
+			return h.cloudInitResult(ctx, name, c.Data)
+		case !errors.Is(err, hp.ErrNotFound):
+			return fmt.Errorf("cloud-init in %s: %s: %w", name, cloudInitResult, err)
+		}
+		if _, err := h.ReadGuestFile(ctx, name, cloudInitDisabled, 0, 4096); err == nil {
+			return fmt.Errorf("cloud-init in %s is disabled: it found no data source (the seed, a disk labelled cidata, was not seen); %s",
+				name, h.cloudInitStatus(ctx, name))
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("cloud-init in %s: not done: %w; %s", name, ctx.Err(), h.cloudInitStatus(context.WithoutCancel(ctx), name))
+		case <-time.After(cloudInitPoll):
+		}
 	}
-	return fmt.Errorf("cloud-init in %s failed (cloud-init status --long, %s):\n%s", name, how, out)
+}
+
+// cloudInitResult is nil for a result without errors, else an error with
+// them and cloud-init's status.
+func (h *Host) cloudInitResult(ctx context.Context, name string, data []byte) error {
+	var r struct {
+		V1 struct {
+			Errors []any `json:"errors"`
+		} `json:"v1"`
+	}
+	if err := json.Unmarshal(data, &r); err != nil {
+		return fmt.Errorf("cloud-init in %s: %s: %w", name, cloudInitResult, err)
+	}
+	if len(r.V1.Errors) == 0 {
+		return nil
+	}
+	return fmt.Errorf("cloud-init in %s failed: %d errors; %s", name, len(r.V1.Errors), h.cloudInitStatus(ctx, name))
+}
+
+// cloudInitStatus is what cloud-init status --long says in the guest
+// (at most 30 s), for an error.
+func (h *Host) cloudInitStatus(ctx context.Context, name string) string {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	st, err := h.GuestExec(ctx, name, qga.Exec{Path: "/bin/sh", Args: []string{"-c", "cloud-init status --long 2>&1"}, CaptureOutput: true})
+	if err != nil {
+		return fmt.Sprintf("cloud-init status: %v", err)
+	}
+	return "cloud-init status --long:\n" + strings.TrimSpace(string(st.Stdout))
 }
 
 // GuestExec runs a program in a VM through its guest agent (guest-exec)

@@ -85,6 +85,13 @@ type Spec struct {
 	// guest-agent commands (its command's status, its output): at 250 ms
 	// they take a fifth of a VM held to an eighth of a core.
 	ExecutorPoll time.Duration
+	// HostImageDirs gives every host an image_dir of its own (under the
+	// lab's directory): the images are put onto each host through its
+	// libvirt, and a disk VM's overlay is on its host only, so that its
+	// live migration copies its disk (no shared storage).
+	HostImageDirs bool
+	// BootTimeout is the site files' boot_timeout (0: 3 minutes).
+	BootTimeout time.Duration
 	// Grid is the daemon's grid file, for a lab whose model says other
 	// than its network (e.g. a site that plans as slow but is not
 	// shaped); every site must be one of its clusters. Empty: GridFile.
@@ -380,7 +387,15 @@ func (l *Lab) files(name string) tlsx.Files {
 func (l *Lab) writeSite(i int, s Site) (*Agent, error) {
 	var hosts strings.Builder
 	for _, h := range s.hosts() {
-		hosts.WriteString(s.hostLine(h, l.Libvirt[h].URI(), l.spec.Pools[0].Name))
+		line := s.hostLine(h, l.Libvirt[h].URI(), l.spec.Pools[0].Name)
+		if l.spec.HostImageDirs {
+			line = strings.TrimSuffix(line, "}\n") + fmt.Sprintf(", image_dir: %q}\n", filepath.Join(l.opt.Dir, "images-"+h))
+		}
+		hosts.WriteString(line)
+	}
+	boot := l.spec.BootTimeout
+	if boot <= 0 {
+		boot = 3 * time.Minute
 	}
 	port, err := freePort()
 	if err != nil {
@@ -400,12 +415,12 @@ func (l *Lab) writeSite(i int, s Site) (*Agent, error) {
 listen: 127.0.0.1:%d
 %s
 data_dir: agent-%s
-boot_timeout: 3m
+boot_timeout: %s
 migration_ports: %d-%d
 images: {%s}
 network: {bridge: %s, subnet: 10.77.0.0/16, addresses: %s-%s}
 %shosts:
-%s`, s.Name, port, agentTLS(s.Name), s.Name, lo, lo+7, l.spec.images(), l.grid.Bridge(s.Name), first, last, quota, hosts.String()))
+%s`, s.Name, port, agentTLS(s.Name), s.Name, boot, lo, lo+7, l.spec.images(), l.grid.Bridge(s.Name), first, last, quota, hosts.String()))
 	if err != nil {
 		return nil, err
 	}
