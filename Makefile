@@ -136,8 +136,10 @@ test: test-deps
 	@test -z "$$(gofmt -l .)" || { echo "gofmt would change:"; gofmt -l .; exit 1; }
 	$(GO) vet ./...
 	# cmd/metasched, the longest package, takes 14 to 16 minutes on two
-	# loaded cores: the limit only catches a hang.
-	$(GO) test -count=1 -timeout 24m ./...
+	# loaded cores: the limit only catches a hang. The MPI job on four
+	# Debian guests runs alone after it: its guests' boot takes both cores.
+	$(GO) test -count=1 -timeout 24m -skip '^TestMPIGrid$$' ./...
+	$(GO) test -count=1 -timeout 20m -run '^TestMPIGrid$$' ./cmd/metasched
 	$(GO) test -count=1 -timeout 5m ./metasched/store -store etcd
 
 # The README's picture of the dashboard, taken by its browser test.

@@ -145,7 +145,7 @@ hosts:
 	if err != nil {
 		return err
 	}
-	name := fmt.Sprintf("metasched-check-%d", os.Getpid())
+	name := fmt.Sprintf("check-%d", os.Getpid()%100000) // short: libvirt puts the agent's socket under a directory named after it
 	fmt.Fprintf(e.stdout, "booting %s on %s (1 vCPU, %d MiB, at most %s)...\n", name, uri, memory, bootTimeout)
 	vm, err := a.CreateVM(ctx, hp.VMSpec{Name: name, Host: "check", Pool: "check", VCPUs: 1, MemoryMiB: memory,
 		Image: "check", SSHKeys: []string{key.Authorized}})

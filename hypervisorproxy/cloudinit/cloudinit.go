@@ -13,6 +13,7 @@ package cloudinit
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -379,4 +380,42 @@ func encode(v any) ([]byte, error) {
 		return nil, fmt.Errorf("seed: %w", err)
 	}
 	return b.Bytes(), nil
+}
+
+// Result is what cloud-init's result file (/run/cloud-init/result.json,
+// written after its last stage) says: the errors of its stages.
+type Result struct {
+	Errors []string
+}
+
+// MaxResult bounds a result file read from a guest.
+const MaxResult = 1 << 20
+
+// ParseResult reads a result file, {"v1": {"datasource": …, "errors":
+// […]}}, as a guest wrote it: anything else is an error saying so.
+func ParseResult(data []byte) (Result, error) {
+	if len(data) > MaxResult {
+		return Result{}, fmt.Errorf("result.json: %d bytes, more than %d", len(data), MaxResult)
+	}
+	var r struct {
+		V1 *struct {
+			Errors []any `json:"errors"`
+		} `json:"v1"`
+	}
+	if err := json.Unmarshal(data, &r); err != nil {
+		return Result{}, fmt.Errorf("result.json: %w", err)
+	}
+	if r.V1 == nil {
+		return Result{}, errors.New("result.json: no v1 object")
+	}
+	var out Result
+	for _, e := range r.V1.Errors {
+		s, ok := e.(string)
+		if !ok {
+			b, _ := json.Marshal(e)
+			s = string(b)
+		}
+		out.Errors = append(out.Errors, s)
+	}
+	return out, nil
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/metasched/metasched/hypervisorproxy/cloudinit"
 )
@@ -185,18 +186,90 @@ users:
 	if d := cmp.Diff(want, string(ud)); d != "" {
 		t.Errorf("merged user-data (-want +got):\n%s", d)
 	}
-	for _, c := range []struct{ extra, want string }{
-		{"users: [default]\nssh_authorized_keys: [x]\n", "must not set users, ssh_authorized_keys: the job user and who may log in are the agent's"},
-		{"chpasswd: {expire: false}\npassword: x\n", "must not set chpasswd, password"},
-		{"- runcmd\n", "not a cloud-config mapping"},
-		{"#cloud-config\n", "not a cloud-config mapping: empty"},
-		{"a: [\n", "not a cloud-config mapping"},
-		{"a: " + strings.Repeat("x", cloudinit.MaxUserData) + "\n", "must be at most 65536 bytes"},
-	} {
+	for _, c := range badUserData {
 		s := seed()
 		s.Extra = []byte(c.extra)
 		if err := s.Validate(); err == nil || !strings.Contains(err.Error(), "user_data: "+c.want) {
 			t.Errorf("user_data %.40q: %v, want %q", c.extra, err, c.want)
 		}
 	}
+}
+
+// badUserData are images' cloud-configs refused, and why (the test's and
+// the fuzz target's seeds).
+var badUserData = []struct{ extra, want string }{
+	{"users: [default]\nssh_authorized_keys: [x]\n", "must not set users, ssh_authorized_keys: the job user and who may log in are the agent's"},
+	{"chpasswd: {expire: false}\npassword: x\n", "must not set chpasswd, password"},
+	{"- runcmd\n", "not a cloud-config mapping"},
+	{"#cloud-config\n", "not a cloud-config mapping: empty"},
+	{"a: [\n", "not a cloud-config mapping"},
+	{"a: " + strings.Repeat("x", cloudinit.MaxUserData) + "\n", "must be at most 65536 bytes"},
+}
+
+// An image's cloud-config is refused, or merged into a user-data that is
+// a cloud-config mapping whose job user is the agent's.
+func FuzzUserData(f *testing.F) {
+	for _, c := range badUserData {
+		f.Add([]byte(c.extra))
+	}
+	f.Add([]byte("#cloud-config\npackages: [htop]\nruncmd: [[touch, /run/x]]\n"))
+	f.Fuzz(func(t *testing.T, extra []byte) {
+		if cloudinit.CheckUserData(extra) != nil {
+			return
+		}
+		s := seed()
+		s.Extra = extra
+		ud, err := s.UserData()
+		if err != nil {
+			t.Fatalf("an accepted cloud-config gives no user-data: %v", err)
+		}
+		var m map[string]any
+		if err := yaml.Unmarshal(ud, &m); err != nil {
+			t.Fatalf("the user-data is not YAML: %v\n%s", err, ud)
+		}
+		users, _ := m["users"].([]any)
+		u, _ := users[0].(map[string]any)
+		if len(users) != 1 || u["name"] != cloudinit.User || m["disable_root"] != true || m["ssh_pwauth"] != false {
+			t.Fatalf("the user-data's users and logins are not the agent's:\n%s", ud)
+		}
+	})
+}
+
+// badResults are result files a guest might write that are refused.
+var badResults = []struct{ data, want string }{
+	{"", "result.json: unexpected end of JSON input"},
+	{"{}", "result.json: no v1 object"},
+	{`{"v1": {"errors": "one"}}`, "result.json: json: cannot unmarshal"},
+	{"[]", "result.json: json: cannot unmarshal array"},
+}
+
+func TestParseResult(t *testing.T) {
+	r, err := cloudinit.ParseResult([]byte(`{"v1": {"datasource": "DataSourceNoCloud [seed=/dev/vdb]", "errors": []}}`))
+	if err != nil || len(r.Errors) != 0 {
+		t.Errorf("a clean result: %+v, %v", r, err)
+	}
+	r, err = cloudinit.ParseResult([]byte(`{"v1": {"errors": ["('scripts_user', RuntimeError('Runparts: 1 failures'))", {"x": 1}]}}`))
+	if err != nil || len(r.Errors) != 2 || !strings.Contains(r.Errors[0], "scripts_user") || r.Errors[1] != `{"x":1}` {
+		t.Errorf("a result with errors: %+v, %v", r, err)
+	}
+	for _, c := range badResults {
+		if _, err := cloudinit.ParseResult([]byte(c.data)); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("ParseResult(%q) = %v, want %q", c.data, err, c.want)
+		}
+	}
+}
+
+// A guest's result file is read or refused, never a panic; a result read
+// has its errors as strings.
+func FuzzParseResult(f *testing.F) {
+	for _, c := range badResults {
+		f.Add([]byte(c.data))
+	}
+	f.Add([]byte(`{"v1": {"datasource": "x", "errors": ["a", 1, null, {"b": [2]}]}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r, err := cloudinit.ParseResult(data)
+		if err != nil && len(r.Errors) > 0 {
+			t.Fatalf("a refused result with errors: %+v", r)
+		}
+	})
 }

@@ -239,14 +239,7 @@ func Build(ctx context.Context, opt Options) (*Result, error) {
 	}
 	defer unlock()
 
-	cached := false
-	if !opt.Rebuild {
-		if img, err := Load(entry); err == nil && img.InputsHash == "sha256:"+p.key && img.Verify() == nil {
-			cached = true
-		} else if !errors.Is(err, fs.ErrNotExist) {
-			log.Warn().Err(err).Str("entry", entry).Msg("cached image unusable, building it again")
-		}
-	}
+	cached := !opt.Rebuild && inCache(entry, p.key, log)
 	if !cached {
 		start := time.Now()
 		if err := build(ctx, t, p, opt.CacheDir, entry, log); err != nil {
@@ -255,6 +248,19 @@ func Build(ctx context.Context, opt Options) (*Result, error) {
 		log.Info().Str("entry", entry).Str("kind", p.kind).Dur("took", time.Since(start)).Msg("image built")
 	}
 	return finish(opt, entry, cached)
+}
+
+// inCache reports whether the cache entry holds the image of key, whole;
+// an entry that does not is said and built again.
+func inCache(entry, key string, log zerolog.Logger) bool {
+	img, err := Load(entry)
+	if err == nil && img.InputsHash == "sha256:"+key && img.Verify() == nil {
+		return true
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		log.Warn().Err(err).Str("entry", entry).Msg("cached image unusable, building it again")
+	}
+	return false
 }
 
 // finish copies a built or cached image to opt.Out, when given, and

@@ -166,14 +166,7 @@ func buildDebian(ctx context.Context, opt Options) (*Result, error) {
 		return nil, err
 	}
 	entry := filepath.Join(opt.CacheDir, p.key[:16])
-	cached := false
-	if !opt.Rebuild {
-		if img, err := Load(entry); err == nil && img.InputsHash == "sha256:"+p.key && img.Verify() == nil {
-			cached = true
-		} else if !errors.Is(err, fs.ErrNotExist) {
-			log.Warn().Err(err).Str("entry", entry).Msg("cached image unusable, building it again")
-		}
-	}
+	cached := !opt.Rebuild && inCache(entry, p.key, log)
 	if !cached {
 		start := time.Now()
 		log.Info().Str("entry", entry).Msg("building the Debian image (mmdebstrap, a minute or two)")

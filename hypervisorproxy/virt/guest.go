@@ -2,7 +2,6 @@ package virt
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -12,6 +11,7 @@ import (
 	"libvirt.org/go/libvirt"
 
 	hp "github.com/metasched/metasched/hypervisorproxy"
+	"github.com/metasched/metasched/hypervisorproxy/cloudinit"
 	"github.com/metasched/metasched/hypervisorproxy/domxml"
 	"github.com/metasched/metasched/hypervisorproxy/qga"
 )
@@ -155,18 +155,14 @@ func (h *Host) WaitCloudInit(ctx context.Context, name string) error {
 // cloudInitResult is nil for a result without errors, else an error with
 // them and cloud-init's status.
 func (h *Host) cloudInitResult(ctx context.Context, name string, data []byte) error {
-	var r struct {
-		V1 struct {
-			Errors []any `json:"errors"`
-		} `json:"v1"`
+	r, err := cloudinit.ParseResult(data)
+	if err != nil {
+		return fmt.Errorf("cloud-init in %s: %w", name, err)
 	}
-	if err := json.Unmarshal(data, &r); err != nil {
-		return fmt.Errorf("cloud-init in %s: %s: %w", name, cloudInitResult, err)
-	}
-	if len(r.V1.Errors) == 0 {
+	if len(r.Errors) == 0 {
 		return nil
 	}
-	return fmt.Errorf("cloud-init in %s failed: %d errors; %s", name, len(r.V1.Errors), h.cloudInitStatus(ctx, name))
+	return fmt.Errorf("cloud-init in %s failed: %s; %s", name, strings.Join(r.Errors, "; "), h.cloudInitStatus(ctx, name))
 }
 
 // cloudInitStatus is what cloud-init status --long says in the guest

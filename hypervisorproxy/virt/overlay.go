@@ -122,20 +122,7 @@ func (h *Host) createOverlay(ctx context.Context, dir, name, base string, build 
 	if err != nil {
 		return "", fmt.Errorf("overlay of %s: %w", name, err)
 	}
-	vol, err := pool.StorageVolCreateXML(string(x), 0)
-	if code(err) == libvirt.ERR_STORAGE_VOL_EXIST {
-		// Left by a VM of that name that is gone (the caller checked that
-		// no domain has it): a stale overlay, replaced.
-		h.log.Warn().Str("vm", name).Str("dir", dir).Msg("a stale overlay of the vm's name replaced")
-		if old, lerr := pool.LookupStorageVolByName(overlayName(name)); lerr == nil {
-			derr := old.Delete(0)
-			old.Free()
-			if derr != nil {
-				return "", wrap(derr, "delete the stale overlay of %s on %s", name, h.uri)
-			}
-		}
-		vol, err = pool.StorageVolCreateXML(string(x), 0)
-	}
+	vol, err := h.createVolume(pool, string(x), overlayName(name), "overlay", name, dir)
 	if err != nil {
 		return "", wrap(err, "make the overlay of %s on %s (backed by %s)", name, h.uri, base)
 	}
@@ -145,6 +132,25 @@ func (h *Host) createOverlay(ctx context.Context, dir, name, base string, build 
 		return "", wrap(err, "overlay of %s on %s", name, h.uri)
 	}
 	return p, nil
+}
+
+// createVolume makes the volume file (x, its XML) of a VM's in pool. One
+// of that name already there was left by a VM of that name that is gone
+// (the caller checked that no domain has it): a stale one, replaced.
+func (h *Host) createVolume(pool *libvirt.StoragePool, x, file, what, vm, dir string) (*libvirt.StorageVol, error) {
+	vol, err := pool.StorageVolCreateXML(x, 0)
+	if code(err) != libvirt.ERR_STORAGE_VOL_EXIST {
+		return vol, err
+	}
+	h.log.Warn().Str("vm", vm).Str("dir", dir).Msg("a stale " + what + " of the vm's name replaced")
+	if old, lerr := pool.LookupStorageVolByName(file); lerr == nil {
+		derr := old.Delete(0)
+		old.Free()
+		if derr != nil {
+			return nil, wrap(derr, "delete the stale %s of %s on %s", what, vm, h.uri)
+		}
+	}
+	return pool.StorageVolCreateXML(x, 0)
 }
 
 // createSeed makes the cloud-init seed of VM name in dir, with the bytes
@@ -164,18 +170,7 @@ func (h *Host) createSeed(ctx context.Context, dir, name string, data []byte, bu
 	if err != nil {
 		return "", fmt.Errorf("seed of %s: %w", name, err)
 	}
-	vol, err := pool.StorageVolCreateXML(string(x), 0)
-	if code(err) == libvirt.ERR_STORAGE_VOL_EXIST {
-		h.log.Warn().Str("vm", name).Str("dir", dir).Msg("a stale seed of the vm's name replaced")
-		if old, lerr := pool.LookupStorageVolByName(seedName(name)); lerr == nil {
-			derr := old.Delete(0)
-			old.Free()
-			if derr != nil {
-				return "", wrap(derr, "delete the stale seed of %s on %s", name, h.uri)
-			}
-		}
-		vol, err = pool.StorageVolCreateXML(string(x), 0)
-	}
+	vol, err := h.createVolume(pool, string(x), seedName(name), "seed", name, dir)
 	if err != nil {
 		return "", wrap(err, "make the seed of %s on %s", name, h.uri)
 	}
