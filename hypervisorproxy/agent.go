@@ -69,6 +69,9 @@ type Agent struct {
 	ports   migrationPorts
 	// images are the site file's images by name, loaded and verified.
 	images map[string]*image.Image
+	// boots holds a token for each VM booting an image when the site
+	// file bounds them (max_concurrent_boots); nil: no bound.
+	boots chan struct{}
 	// imageFiles are the files of each image as hosts hold them, computed
 	// once (hashing the files whose sums the image file does not give).
 	imageFiles map[*image.Image]hostFiles
@@ -110,6 +113,9 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 		return nil, err
 	}
 	a.images = images
+	if n := cfg.Site.MaxConcurrentBoots; n > 0 {
+		a.boots = make(chan struct{}, n)
+	}
 	a.imageFiles = map[*image.Image]hostFiles{}
 	for name, img := range images {
 		files, roles, err := imageFiles(img)

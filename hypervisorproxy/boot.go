@@ -294,6 +294,16 @@ type bootTimes struct{ agent, ready time.Duration }
 // failed, is destroyed: the error names the VM, its host, and the
 // deadline with the last lines of its console, or cloud-init's status.
 func (a *Agent) bootGuest(ctx context.Context, gh GuestHypervisor, spec VMSpec, b Boot, lim VMLimits) (Domain, bootTimes, error) {
+	if a.boots != nil {
+		// max_concurrent_boots: the boot waits its turn (its times count
+		// from its start).
+		select {
+		case a.boots <- struct{}{}:
+			defer func() { <-a.boots }()
+		case <-ctx.Done():
+			return Domain{}, bootTimes{}, fmt.Errorf("vm %s: waiting for a boot slot (max_concurrent_boots %d): %w", spec.Name, cap(a.boots), ctx.Err())
+		}
+	}
 	start := time.Now()
 	d, err := gh.CreateGuest(ctx, spec, b, lim)
 	if err != nil {

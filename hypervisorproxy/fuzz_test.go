@@ -145,6 +145,9 @@ func siteFile(s *hp.Site) map[string]any {
 		out["hosts"] = s.Hosts
 	}
 	out["boot_timeout"] = s.BootTimeout.String()
+	if s.MaxConcurrentBoots > 0 {
+		out["max_concurrent_boots"] = s.MaxConcurrentBoots
+	}
 	if s.Images != nil {
 		out["images"] = s.Images
 	}

@@ -82,6 +82,11 @@ type Site struct {
 	Images map[string]string
 	// BootTimeout bounds the wait for a booting VM's guest agent.
 	BootTimeout time.Duration
+	// MaxConcurrentBoots bounds the VMs of the site that boot an image at
+	// once (0: no bound), as nova-compute's max_concurrent_builds does a
+	// host's: a boot storm on hosts that share CPUs (or storage) makes
+	// every boot slower than the same boots in turn.
+	MaxConcurrentBoots int
 	// Network is the network the site's VMs join (see Network); nil:
 	// VMs have no network interface.
 	Network *Network
@@ -116,6 +121,8 @@ const (
 	DefaultListen          = "127.0.0.1:9101"
 	DefaultProgressTimeout = 60 * time.Second
 	DefaultBootTimeout     = 60 * time.Second
+	// MaxConcurrentBootsLimit is the largest max_concurrent_boots.
+	MaxConcurrentBootsLimit = 1000
 )
 
 // The largest share of a host a site file may give (cpus, memory_mib):
@@ -131,7 +138,7 @@ var DefaultMigrationPorts = [2]int{49152, 49215}
 var (
 	siteFields = []string{"site", "listen", "token_file", "switch_delay", "grid", "pool", "data_dir",
 		"hosts", "migration_ports", "migration_progress_timeout", "migration_tls", "max_unproven_connections", "max_unproven_per_address",
-		"images", "boot_timeout", "network", "cpu_quota", "tls", "insecure_http"}
+		"images", "boot_timeout", "max_concurrent_boots", "network", "cpu_quota", "tls", "insecure_http"}
 	siteHostFields = []string{"name", "uri", "pool", "migration_address", "image_dir", "cpus", "memory_mib"}
 )
 
@@ -196,6 +203,12 @@ func ParseSite(file string, data []byte) (*Site, error) {
 	duration("boot_timeout", &s.BootTimeout)
 	if s.BootTimeout == 0 {
 		top.Errorf("boot_timeout", "must be > 0")
+	}
+	if n, ok := top.Int("max_concurrent_boots", false); ok {
+		if n < 0 || n > MaxConcurrentBootsLimit {
+			top.Errorf("max_concurrent_boots", "must be 0 (no bound) to %d, not %d", MaxConcurrentBootsLimit, n)
+		}
+		s.MaxConcurrentBoots = n
 	}
 	if v, ok := top.Get("images", false); ok {
 		if names, ok := v.Keys(); ok {

@@ -34,6 +34,7 @@ max_unproven_connections: 200
 max_unproven_per_address: 20
 images: {render: images/render, batch: /srv/images/batch}
 boot_timeout: 2m
+max_concurrent_boots: 4
 network:
   bridge: msbr0
   subnet: 10.77.0.0/16
@@ -54,7 +55,7 @@ func TestParseSite(t *testing.T) {
 		Pool: "render", DataDir: "/var/lib/ms", MigrationPorts: [2]int{50000, 50009}, MigrationProgressTimeout: 2 * time.Minute,
 		MigrationTLS: true, MaxUnproven: 200, MaxUnprovenPerAddress: 20,
 		Images:      map[string]string{"render": "/etc/ms/images/render", "batch": "/srv/images/batch"},
-		BootTimeout: 2 * time.Minute, CPUQuota: 0.25,
+		BootTimeout: 2 * time.Minute, MaxConcurrentBoots: 4, CPUQuota: 0.25,
 		Network: &hp.Network{Bridge: "msbr0", Subnet: netip.MustParsePrefix("10.77.0.0/16"),
 			First: netip.MustParseAddr("10.77.1.10"), Last: netip.MustParseAddr("10.77.1.250"), Gateway: netip.MustParseAddr("10.77.0.1"),
 			DNS: []netip.Addr{netip.MustParseAddr("10.77.0.53"), netip.MustParseAddr("9.9.9.9")}},
@@ -144,6 +145,7 @@ var siteErrorCases = []struct{ name, yaml, want string }{
 	{"range too big", siteOK + siteHost + "network: {bridge: b, subnet: 10.0.0.0/8, addresses: 10.0.0.1-10.2.0.0}\n", "s.yaml: network.addresses: must hold at most 65536 addresses, not 131072"},
 	{"gateway in range", siteOK + siteHost + "network: {bridge: b, subnet: 10.0.0.0/8, addresses: 10.0.0.1-10.0.0.9, gateway: 10.0.0.5}\n", "s.yaml: network.gateway: 10.0.0.5 is in the VMs' address range 10.0.0.1-10.0.0.9"},
 	{"gateway outside", siteOK + siteHost + "network: {bridge: b, subnet: 10.0.0.0/8, addresses: 10.0.0.1-10.0.0.9, gateway: 11.0.0.1}\n", "s.yaml: network.gateway: 11.0.0.1 is not in the subnet 10.0.0.0/8"},
+	{"negative boots", siteOK + siteHost + "max_concurrent_boots: -1\n", "s.yaml: max_concurrent_boots: must be 0 (no bound) to 1000, not -1"},
 	{"bad dns", siteOK + siteHost + "network: {bridge: b, subnet: 10.0.0.0/8, addresses: 10.0.0.1-10.0.0.9, dns: [10.0.0.53, resolver]}\n", `s.yaml: network.dns[1]: must be an IPv4 address, not "resolver"`},
 	{"too many dns", siteOK + siteHost + "network: {bridge: b, subnet: 10.0.0.0/8, addresses: 10.0.0.1-10.0.0.9, dns: [1.1.1.1, 1.1.1.2, 1.1.1.3, 1.1.1.4]}\n", "s.yaml: network.dns: must list at most 3 name servers, not 4"},
 	{"bad gateway", siteOK + siteHost + "network: {bridge: b, subnet: 10.0.0.0/8, addresses: 10.0.0.1-10.0.0.9, gateway: router}\n", `s.yaml: network.gateway: must be an IPv4 address, not "router"`},

@@ -92,6 +92,9 @@ type Spec struct {
 	HostImageDirs bool
 	// BootTimeout is the site files' boot_timeout (0: 3 minutes).
 	BootTimeout time.Duration
+	// MaxConcurrentBoots is the site files' max_concurrent_boots (0: no
+	// bound): every host of the lab runs on this machine's cores.
+	MaxConcurrentBoots int
 	// Grid is the daemon's grid file, for a lab whose model says other
 	// than its network (e.g. a site that plans as slow but is not
 	// shaped); every site must be one of its clusters. Empty: GridFile.
@@ -408,6 +411,9 @@ func (l *Lab) writeSite(i int, s Site) (*Agent, error) {
 	quota := ""
 	if s.CPUQuota > 0 {
 		quota = fmt.Sprintf("cpu_quota: %g\n", s.CPUQuota)
+	}
+	if l.spec.MaxConcurrentBoots > 0 {
+		quota += fmt.Sprintf("max_concurrent_boots: %d\n", l.spec.MaxConcurrentBoots)
 	}
 	first, last := siteAddresses(i)
 	name := "site-" + s.Name + ".yaml"
