@@ -79,7 +79,7 @@ func TestImageBuildErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"image", "build"}, "", exitUsage, "metasched: --out: required (the image's directory)\n"},
-		{[]string{"image", "build", "--out", "x", "--kind", "iso"}, "", exitUsage, "metasched: --kind: must be kernel or disk, not \"iso\"\n"},
+		{[]string{"image", "build", "--out", "x", "--kind", "iso"}, "", exitUsage, "metasched: --kind: must be kernel, disk or debian, not \"iso\"\n"},
 		{[]string{"image", "build", "--out", "x", "--kind", "kernel", "--disk"}, "", exitUsage, "metasched: --disk: contradicts --kind kernel\n"},
 		{[]string{"image", "build", "--out", "x", "--cache-dir", cache, "--kernel-package", "linux-image-0-none", "--taskfarm", tf}, "", exitFailure,
 			"metasched: image build: kernel package linux-image-0-none: apt-cache show --no-all-versions linux-image-0-none: exit status 100: "},

@@ -502,6 +502,14 @@ func TestFarmPrefetch(t *testing.T) {
 	b.expect(FrameWelcome)
 	b.send(Frame{Type: FrameRequest})
 	b.send(Frame{Type: FrameRequest})
+	// b parks first: the master reads each connection on its own, so c's
+	// request, sent later on another connection, could otherwise park
+	// before b's (the test failed so on a loaded machine).
+	f.waitFor("b waits with both its requests", func(Summary) bool {
+		f.m.mu.Lock()
+		defer f.m.mu.Unlock()
+		return len(f.m.waiting) == 1 && f.m.waiting[0].wants == 2
+	})
 	c := rawConn(t, f, "127.0.0.9")
 	c.hello(1, 0)
 	c.expect(FrameWelcome)

@@ -81,9 +81,14 @@ type VM struct {
 	// Managed is false for a domain the agent did not create (found on
 	// the host); the agent counts its size but does not touch it.
 	Managed bool `json:"managed"`
-	// BootSeconds is the time from the VM's creation to its guest agent's
-	// first answer, for a VM that booted its pool's image.
-	BootSeconds float64 `json:"boot_seconds,omitempty"`
+	// BootSeconds is the time from the VM's creation to its readiness
+	// (its guest agent answers and, on a cloud-init image, cloud-init has
+	// finished), for a VM that booted its pool's image; AgentSeconds to
+	// its guest agent's first answer.
+	BootSeconds  float64 `json:"boot_seconds,omitempty"`
+	AgentSeconds float64 `json:"agent_seconds,omitempty"`
+	// User is the job user of a VM of a cloud-init image.
+	User string `json:"user,omitempty"`
 	// Address is the VM's IPv4 address with its network's prefix length;
 	// empty when the site has no network.
 	Address string `json:"address,omitempty"`
