@@ -247,7 +247,7 @@ func helloJob(t *testing.T, name string, sleep, exit int) string {
 
 // The example files of a grid that runs jobs inside its VMs are valid.
 func TestExampleGuestFiles(t *testing.T) {
-	for _, f := range []string{"serve-guests.yaml", "job-hello-guests.yaml", "job-taskfarm-guests.yaml"} {
+	for _, f := range []string{"serve-guests.yaml", "job-hello-guests.yaml", "job-taskfarm-guests.yaml", "job-mpi-guests.yaml"} {
 		data, err := os.ReadFile(example + f)
 		if err != nil {
 			t.Fatal(err)
