@@ -100,14 +100,24 @@ func (h *Host) dirPool(conn *libvirt.Connect, prefix, dir string, build bool) (*
 	return pool, nil
 }
 
+// overlayPoolAt is the connection and the overlay pool on dir (the caller
+// frees the pool).
+func (h *Host) overlayPoolAt(ctx context.Context, dir string, build bool) (*libvirt.Connect, *libvirt.StoragePool, error) {
+	conn, err := h.connection(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	pool, err := h.overlayPool(conn, dir, build)
+	if err != nil {
+		return nil, nil, err
+	}
+	return conn, pool, nil
+}
+
 // createOverlay makes the overlay of VM name in dir, backed by base (a
 // qcow2 file), and returns its path.
 func (h *Host) createOverlay(ctx context.Context, dir, name, base string, build bool) (string, error) {
-	conn, err := h.connection(ctx)
-	if err != nil {
-		return "", err
-	}
-	pool, err := h.overlayPool(conn, dir, build)
+	_, pool, err := h.overlayPoolAt(ctx, dir, build)
 	if err != nil {
 		return "", err
 	}
@@ -157,11 +167,7 @@ func (h *Host) createVolume(pool *libvirt.StoragePool, x, file, what, vm, dir st
 // data, and returns its path. A seed left by a VM of that name that is
 // gone is replaced.
 func (h *Host) createSeed(ctx context.Context, dir, name string, data []byte, build bool) (string, error) {
-	conn, err := h.connection(ctx)
-	if err != nil {
-		return "", err
-	}
-	pool, err := h.overlayPool(conn, dir, build)
+	conn, pool, err := h.overlayPoolAt(ctx, dir, build)
 	if err != nil {
 		return "", err
 	}
