@@ -17,7 +17,10 @@ import (
 	"github.com/metasched/metasched/metasched/lab"
 )
 
-var mpiHosts = flag.Int("mpi-hosts", 2, "TestMPIGrid: hosts per site, one VM of the MPI job on each (make soak: 3)")
+var (
+	mpiHosts  = flag.Int("mpi-hosts", 2, "TestMPIGrid: hosts per site, one VM of the MPI job on each (make soak: 3)")
+	mpiRounds = flag.Int("mpi-rounds", 30, "TestMPIGrid: the MPI program's rounds, a second apart (make soak: 90)")
+)
 
 // mpiGridSites are the MPI grid's sites: a and b of hosts hosts each,
 // joined by a 20 Mbit/s link, every host with its own image_dir (no
@@ -70,8 +73,9 @@ func TestMPIGrid(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Rounds enough to outlast the migration.
+	rounds := *mpiRounds
 	job := strings.Replace(string(data), "exec mpirun --hostfile \"$METASCHED_HOSTFILE\" --mca btl tcp,self --mca pml ob1 mpi-pi 2000000 5",
-		"mpirun --hostfile \"$METASCHED_HOSTFILE\" --mca btl tcp,self --mca pml ob1 mpi-pi 2000000 30; s=$?; echo \"mpirun exit $s\"; exit $s", 1)
+		fmt.Sprintf("mpirun --hostfile \"$METASCHED_HOSTFILE\" --mca btl tcp,self --mca pml ob1 mpi-pi 2000000 %d; s=$?; echo \"mpirun exit $s\"; exit $s", rounds), 1)
 	if job == string(data) {
 		t.Fatal("the example's mpirun line changed: the test cannot lengthen it")
 	}
@@ -84,7 +88,7 @@ func TestMPIGrid(t *testing.T) {
 	// The job runs: its first rounds are in its log.
 	g.eventually(10*time.Minute, "the first round in the log", func(context.Context) (string, bool) {
 		log := g.jobLog(j.ID)
-		return lastLines(log, 5), strings.Contains(log, "round 2 of 30")
+		return lastLines(log, 5), strings.Contains(log, fmt.Sprintf("round 2 of %d", rounds))
 	})
 	j = g.waitState(j.ID, time.Minute, api.Running)
 	if on := vmSites(j); len(j.VMs) != vms || len(on) != 2 {
@@ -112,7 +116,7 @@ func TestMPIGrid(t *testing.T) {
 	if !m.Live || !m.Disk {
 		t.Errorf("migration %+v: want live, with its disk", m)
 	}
-	if log := g.jobLog(j.ID); strings.Contains(log, "round 30 of 30") {
+	if log := g.jobLog(j.ID); strings.Contains(log, fmt.Sprintf("round %d of %d", rounds, rounds)) {
 		t.Errorf("the job ended before the migration did: the test shows nothing of a job going on through it")
 	}
 	// The daemon follows the VM.
@@ -141,7 +145,7 @@ func TestMPIGrid(t *testing.T) {
 		}
 	}
 	res90 := regexp.MustCompile(fmt.Sprintf(`\| pi = 3\.14159265358[0-9]* \(error [0-9.e+-]+\) from %d ranks on %d hosts, 2000000 intervals`, vms, vms))
-	if !res90.MatchString(log) || !strings.Contains(log, "round 30 of 30: pi = 3.14159265") || !strings.Contains(log, "mpirun exit 0") {
+	if !res90.MatchString(log) || !strings.Contains(log, fmt.Sprintf("round %d of %d: pi = 3.14159265", rounds, rounds)) || !strings.Contains(log, "mpirun exit 0") {
 		t.Errorf("the master's result is not in the log:\n%s", log)
 	}
 	g.nothingLeft()

@@ -1,6 +1,7 @@
 package image
 
 import (
+	"flag"
 	"slices"
 	"strings"
 	"testing"
@@ -72,4 +73,37 @@ func TestBuildDebian(t *testing.T) {
 		!strings.Contains(err.Error(), "sources: line 1") {
 		t.Errorf("a Debian build with bad sources: %v", err)
 	}
+}
+
+var debianRebuild = flag.Bool("debian-rebuild", false, "TestBuildDebianReproducible: build the Debian image a second time and compare its bytes (make soak)")
+
+// Two builds of the Debian image from the same inputs give the same
+// bytes: its kernel, its initrd and its disk (make soak: a build takes
+// minutes).
+func TestBuildDebianReproducible(t *testing.T) {
+	if !*debianRebuild {
+		t.Skip("builds the Debian image twice: make soak (-debian-rebuild)")
+	}
+	tf := taskfarmtest.Binary(t)
+	first, err := Build(t.Context(), Options{Kind: BuildDebian, TaskFarm: tf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := *first.Image
+	again, err := Build(t.Context(), Options{Kind: BuildDebian, TaskFarm: tf, Rebuild: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := *again.Image
+	if again.Cached || again.Entry != first.Entry {
+		t.Fatalf("the rebuild: cached %v, entry %s, want a build into %s", again.Cached, again.Entry, first.Entry)
+	}
+	for _, f := range []struct{ what, a, b string }{
+		{"kernel", a.KernelSHA256, b.KernelSHA256}, {"initrd", a.InitrdSHA256, b.InitrdSHA256}, {"disk", a.DiskSHA256, b.DiskSHA256},
+	} {
+		if f.a != f.b {
+			t.Errorf("the Debian image's %s differs between two builds of key %s: %s, then %s", f.what, a.InputsHash, f.a, f.b)
+		}
+	}
+	t.Logf("two builds of %s: the same kernel, initrd and disk (%s)", a.InputsHash, b.DiskSHA256)
 }

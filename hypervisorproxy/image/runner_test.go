@@ -14,35 +14,46 @@ import (
 	"time"
 )
 
-// runner runs metasched-run with busybox's sh on this machine, with a
-// PATH of busybox's applets only (as in the guest).
+// runner runs metasched-run with busybox's sh and a PATH of busybox's
+// applets only (as in the bundled guest), or with this machine's /bin/sh
+// and tools (GNU coreutils, as in a Debian guest).
 type runner struct {
 	t      *testing.T
 	script string
-	bin    string
+	sh     string
+	path   string
 	root   string
 }
 
-func newRunner(t *testing.T) *runner {
+// The tools a runner runs with.
+const (
+	busyboxRunner = "busybox"
+	debianRunner  = "debian"
+)
+
+func newRunner(t *testing.T, tools string) *runner {
 	t.Helper()
-	if _, err := os.Stat(BusyboxPath); err != nil {
-		t.Fatalf("%v (Debian package busybox-static; make test installs it)", err)
-	}
-	r := &runner{t: t, root: t.TempDir()}
-	r.bin = filepath.Join(r.root, "bin")
+	r := &runner{t: t, root: t.TempDir(), sh: "/bin/sh", path: "/usr/sbin:/usr/bin:/sbin:/bin"}
 	r.script = filepath.Join(r.root, "metasched-run")
 	if err := os.WriteFile(r.script, []byte(runnerScript), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	if tools == debianRunner {
+		return r
+	}
+	if _, err := os.Stat(BusyboxPath); err != nil {
+		t.Fatalf("%v (Debian package busybox-static; make test installs it)", err)
+	}
+	r.sh, r.path = BusyboxPath+" sh", filepath.Join(r.root, "bin")
 	out, err := exec.Command(BusyboxPath, "--list").Output()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Mkdir(r.bin, 0o755); err != nil {
+	if err := os.Mkdir(r.path, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range strings.Fields(string(out)) {
-		if err := os.Symlink(BusyboxPath, filepath.Join(r.bin, name)); err != nil {
+		if err := os.Symlink(BusyboxPath, filepath.Join(r.path, name)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -53,8 +64,9 @@ func newRunner(t *testing.T) *runner {
 // and returns its exit code and output.
 func (r *runner) run(env []string, args ...string) (int, string) {
 	r.t.Helper()
-	cmd := exec.Command(BusyboxPath, append([]string{"sh", r.script}, args...)...)
-	cmd.Env = append([]string{"PATH=" + r.bin}, env...)
+	sh := strings.Fields(r.sh)
+	cmd := exec.Command(sh[0], append(append(sh[1:], r.script), args...)...)
+	cmd.Env = append([]string{"PATH=" + r.path}, env...)
 	cmd.Dir = r.root
 	out, err := cmd.CombinedOutput()
 	var ee *exec.ExitError
@@ -153,13 +165,20 @@ func groupAlive(t *testing.T, pgid int) bool {
 	return false
 }
 
-// metasched-run, run by busybox's sh: the command runs in WORKDIR with
-// the environment start was given, in its own session, its output capped
-// at MAXBYTES (the rest dropped while it goes on), its exit status (128+N
-// for signal N) written once its output is complete; start is idempotent,
-// and stop ends the whole process group.
+// metasched-run, run by busybox's sh and applets (the bundled image) and
+// by this machine's sh and GNU tools (the Debian image): the command runs
+// in WORKDIR with the environment start was given, in its own session,
+// its output written as it comes and capped at MAXBYTES (the rest dropped
+// while it goes on), its exit status (128+N for signal N) written once its
+// output is complete; start is idempotent, and stop ends the whole
+// process group.
 func TestRunner(t *testing.T) {
-	base := newRunner(t)
+	for _, tools := range []string{busyboxRunner, debianRunner} {
+		t.Run(tools, func(t *testing.T) { testRunner(t, newRunner(t, tools)) })
+	}
+}
+
+func testRunner(t *testing.T, base *runner) {
 
 	t.Run("output, environment, directory, exit status", func(t *testing.T) {
 		r := base.in(t)
@@ -193,6 +212,34 @@ func TestRunner(t *testing.T) {
 		dir = r.start("nothing", `echo lost`, 0)
 		if code, out := r.exit(dir); code != 0 || out != "" {
 			t.Errorf("MAXBYTES 0: exit %d, output %q", code, out)
+		}
+	})
+
+	t.Run("output as it comes, read by read", func(t *testing.T) {
+		r := base.in(t)
+		// 200 lines, each a read of its own (the program waits between
+		// them), well within MAXBYTES; the first is in the output while
+		// the program waits for the file go.
+		dir := r.start("lines", `echo first; while [ ! -e go ]; do sleep 0.05; done; i=0; while [ $i -lt 200 ]; do echo "line $i"; sleep 0.01; i=$((i+1)); done`, 4<<20)
+		for n := 0; ; n++ {
+			if out, _ := os.ReadFile(filepath.Join(dir, "output")); string(out) == "first\n" {
+				break
+			}
+			if n == 3000 {
+				t.Fatal("the first line is not in the output within a minute while the program runs")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if err := os.WriteFile(filepath.Join(r.root, "work", "lines", "go"), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var want strings.Builder
+		want.WriteString("first\n")
+		for i := range 200 {
+			fmt.Fprintf(&want, "line %d\n", i)
+		}
+		if code, out := r.exit(dir); code != 0 || out != want.String() {
+			t.Errorf("exit %d, %d bytes of output (…%q); want 0 and %d bytes", code, len(out), out[max(0, len(out)-40):], want.Len())
 		}
 	})
 
