@@ -213,6 +213,10 @@ type Daemon struct {
 	exited     chan struct{} // closed when cmd.Wait has returned
 	waitErr    error         // result of cmd.Wait, set before exited is closed
 
+	// releaseSuite drops the daemon's hold of the suite lock, once its
+	// processes are gone (suite.go).
+	releaseSuite func()
+
 	mu      sync.Mutex
 	stopped bool
 }
@@ -243,9 +247,10 @@ func Check() error {
 // probing QEMU; a mere connect succeeds much earlier). ctx bounds the start
 // only: it does not stop the daemon later. On failure Start stops whatever it
 // started, removes the directory and returns an error that includes the tail
-// of the daemon's log. On success the caller must call Stop. The first
-// Start of a process first waits for the suite lock (see suite.go): one
-// test binary at a time runs libvirtd and QEMU guests.
+// of the daemon's log. On success the caller must call Stop. Start first
+// waits for the suite lock unless this process holds it (a deadline of ctx
+// counts from when it has it), and the daemon holds it until its Stop (see
+// suite.go): one test binary at a time runs libvirtd and QEMU guests.
 func Start(ctx context.Context, opts Options) (*Daemon, error) {
 	if err := opts.check(); err != nil {
 		return nil, err
@@ -264,16 +269,34 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 			}
 		}
 	}
-	if err := lockSuite(); err != nil {
+	// The wait for another test binary's suite is not the start's: a
+	// deadline of ctx counts from when the lock is held.
+	budget, timed := time.Duration(0), false
+	if dl, ok := ctx.Deadline(); ok {
+		budget, timed = time.Until(dl), true
+	}
+	release, err := AcquireSuite()
+	if err != nil {
 		return nil, err
 	}
-
+	if timed {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), budget)
+		defer cancel()
+		stop := context.AfterFunc(ctx, func() {
+			if errors.Is(ctx.Err(), context.Canceled) {
+				cancel() // a cancel still stops the start; the old deadline does not
+			}
+		})
+		defer stop()
+		ctx = sctx
+	}
 	dir, err := os.MkdirTemp("", "libvirtd-")
 	if err != nil {
+		release()
 		return nil, fmt.Errorf("libvirtdtest: %w", err)
 	}
 	d := &Daemon{dir: dir, hostUUID: hostUUID, root: opts.Root, netns: opts.NetNS, qemuConf: opts.migrateTLSConf(),
-		migrateTLSDir: opts.MigrateTLSDir, exited: make(chan struct{})}
+		migrateTLSDir: opts.MigrateTLSDir, exited: make(chan struct{}), releaseSuite: release}
 	if err := d.start(ctx); err != nil {
 		tail := d.logTail()
 		if stopErr := d.Stop(); stopErr != nil {
@@ -294,9 +317,11 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 func StartT(t testing.TB, opts Options) *Daemon {
 	t.Helper()
 	// The wait for another test binary's suite is not part of the start.
-	if err := lockSuite(); err != nil {
+	release, err := AcquireSuite()
+	if err != nil {
 		t.Fatal(err)
 	}
+	defer release() // the daemon holds it from here on
 	ctx, cancel := context.WithTimeout(context.Background(), StartTimeout)
 	defer cancel()
 	d, err := Start(ctx, opts)

@@ -87,6 +87,10 @@ func (d *Daemon) Stop() error {
 		// Processes may have been missed: keep their pid files.
 		return fmt.Errorf("libvirtdtest: stop (state directory %s kept): %w", d.dir, errors.Join(scanErrs...))
 	}
+	// No process of the daemon is left: another binary's suite may run.
+	if d.releaseSuite != nil {
+		d.releaseSuite()
+	}
 	if err := d.removeCgroups(); err != nil {
 		return fmt.Errorf("libvirtdtest: stop (state directory %s kept): %w", d.dir, err)
 	}

@@ -14,31 +14,34 @@ import (
 // The suites that start libvirtd and QEMU guests run one test binary at a
 // time: `go test ./...` runs packages in parallel, and two packages' QEMU
 // guests and live migrations at once on two cores starve each other
-// (migrations that time out, listeners not up in time). The first Start of
-// a test binary takes an exclusive lock on a file in the system's
-// temporary directory and keeps it until the binary exits; the kernel
-// releases it then, however the binary ends.
-var (
-	suiteOnce sync.Once
-	suiteErr  error
-	suiteLock *os.File // kept open: the lock lives as long as the process
-)
+// (migrations that time out, listeners not up in time). A daemon holds an
+// exclusive lock on a file in the system's temporary directory from its
+// Start until its Stop has seen its processes gone; the daemons of one
+// process share it, and the last one's Stop releases it (so do callers of
+// AcquireSuite, for as long as they hold it). Between a binary's QEMU
+// tests, another binary's may run, while the first goes on with tests
+// that need no guest. The kernel releases the lock when a binary exits,
+// however it ends.
+var suite struct {
+	mu   sync.Mutex
+	refs int
+	f    *os.File // open while refs > 0: the lock lives as long as it
+}
 
 // suiteLockFile is the lock's file name in os.TempDir().
 const suiteLockFile = "metasched-libvirtdtest.lock"
 
-// LockSuite waits for the suite lock (at once when this process holds it):
+// AcquireSuite waits for the suite lock (at once when this process holds
+// it) and holds it until release is called (once; more calls do nothing):
 // for a caller that starts daemons with Start under a deadline of its own,
 // so that the wait for another test binary's suite is not counted in it.
-func LockSuite() error { return lockSuite() }
-
-// lockSuite waits for the lock, once per process.
-func lockSuite() error {
-	suiteOnce.Do(func() {
+func AcquireSuite() (release func(), err error) {
+	suite.mu.Lock()
+	defer suite.mu.Unlock()
+	if suite.refs == 0 {
 		f, err := os.OpenFile(filepath.Join(os.TempDir(), suiteLockFile), os.O_CREATE|os.O_RDWR, 0o666)
 		if err != nil {
-			suiteErr = fmt.Errorf("libvirtdtest: suite lock: %w", err)
-			return
+			return nil, fmt.Errorf("libvirtdtest: suite lock: %w", err)
 		}
 		for {
 			err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
@@ -48,12 +51,24 @@ func lockSuite() error {
 		}
 		if err != nil {
 			f.Close()
-			suiteErr = fmt.Errorf("libvirtdtest: suite lock: %w", err)
-			return
+			return nil, fmt.Errorf("libvirtdtest: suite lock: %w", err)
 		}
-		suiteLock = f
-	})
-	return suiteErr
+		suite.f = f
+	}
+	suite.refs++
+	var once sync.Once
+	return func() { once.Do(releaseSuite) }, nil
+}
+
+// releaseSuite drops a hold of the suite lock, and the lock with the last.
+func releaseSuite() {
+	suite.mu.Lock()
+	defer suite.mu.Unlock()
+	suite.refs--
+	if suite.refs == 0 {
+		suite.f.Close() // the lock goes with the file's last descriptor
+		suite.f = nil
+	}
 }
 
 // FreePort returns a TCP port of 127.0.0.1 that was free when asked: the

@@ -10,11 +10,16 @@ import (
 	"testing"
 )
 
-// TestSuiteLock: once a test binary has started a daemon (or waited for
-// the lock with LockSuite), another process cannot take the suite lock
-// until this one exits.
+// TestSuiteLock: while this process holds the suite lock (a daemon, or a
+// caller of AcquireSuite), another process cannot take it; once the last
+// hold is released, it can.
 func TestSuiteLock(t *testing.T) {
-	if err := LockSuite(); err != nil {
+	first, err := AcquireSuite()
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := AcquireSuite() // at once: this process holds it
+	if err != nil {
 		t.Fatal(err)
 	}
 	f, err := os.Open(filepath.Join(os.TempDir(), suiteLockFile))
@@ -23,8 +28,23 @@ func TestSuiteLock(t *testing.T) {
 	}
 	defer f.Close()
 	// Another open file description: as another process would hold it.
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); !errors.Is(err, syscall.EWOULDBLOCK) {
-		t.Fatalf("a second lock: %v, want EWOULDBLOCK", err)
+	try := func() error { return syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) }
+	if err := try(); !errors.Is(err, syscall.EWOULDBLOCK) {
+		t.Fatalf("a lock while this process holds it twice: %v, want EWOULDBLOCK", err)
+	}
+	first()
+	first() // a second call does nothing
+	if err := try(); !errors.Is(err, syscall.EWOULDBLOCK) {
+		t.Fatalf("a lock while this process still holds it once: %v, want EWOULDBLOCK", err)
+	}
+	second()
+	// Released: the lock is taken (once another test binary's suite, if
+	// one runs now, is done with it).
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatalf("a lock once released: %v", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_UN); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -29,9 +29,11 @@ func StartT(t testing.TB, spec Spec, opt Options) *Lab {
 	}
 	// The wait for another test binary's QEMU suite is not part of the
 	// start (libvirtdtest.Start would count it in each host's deadline).
-	if err := libvirtdtest.LockSuite(); err != nil {
+	release, err := libvirtdtest.AcquireSuite()
+	if err != nil {
 		t.Fatal(err)
 	}
+	defer release() // the lab's daemons hold it from here on
 	ctx, cancel := context.WithTimeout(context.Background(), StartTimeout)
 	defer cancel()
 	l, err := Start(ctx, spec, opt)
