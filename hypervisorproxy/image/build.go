@@ -233,7 +233,7 @@ func Build(ctx context.Context, opt Options) (*Result, error) {
 	p.disk = dt
 	entry := filepath.Join(opt.CacheDir, p.key[:16])
 
-	unlock, err := lockDir(ctx, opt.CacheDir)
+	unlock, err := lockDir(ctx, opt.CacheDir, ".lock")
 	if err != nil {
 		return nil, err
 	}
@@ -283,10 +283,10 @@ func finish(opt Options, entry string, cached bool) (*Result, error) {
 	return &Result{Image: img, Dir: dir, Entry: entry, Cached: cached}, nil
 }
 
-// lockDir takes an exclusive lock on DIR/.lock, waiting for another build
+// lockDir takes an exclusive lock on DIR/NAME, waiting for another build
 // (of this process or another) to finish.
-func lockDir(ctx context.Context, dir string) (func(), error) {
-	f, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+func lockDir(ctx context.Context, dir, name string) (func(), error) {
+	f, err := os.OpenFile(filepath.Join(dir, name), os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("image cache: %w", err)
 	}

@@ -149,7 +149,10 @@ func buildDebian(ctx context.Context, opt Options) (*Result, error) {
 	if err := os.MkdirAll(opt.CacheDir, 0o755); err != nil {
 		return nil, fmt.Errorf("image cache: %w", err)
 	}
-	unlock, err := lockDir(ctx, opt.CacheDir)
+	// A lock of its own: the Debian builds use their own part of the
+	// cache (the fetched lists, their entries), so a bundled image is
+	// built (or taken) while one runs.
+	unlock, err := lockDir(ctx, opt.CacheDir, ".lock-debian")
 	if err != nil {
 		return nil, err
 	}
