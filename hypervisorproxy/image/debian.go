@@ -28,7 +28,7 @@ const (
 	// BuildDebian is the build kind of the Debian image (Options.Kind).
 	BuildDebian = "debian"
 	// DebianRecipe is the version of the Debian recipe below.
-	DebianRecipe = 2
+	DebianRecipe = 3
 	// DebianSuite is the Debian release the image is made of.
 	DebianSuite = "bookworm"
 	// DebianDiskMiB is the size of the Debian image's ext4 root file

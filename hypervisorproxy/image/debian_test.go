@@ -2,6 +2,8 @@ package image
 
 import (
 	"flag"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -85,7 +87,10 @@ func TestBuildDebianReproducible(t *testing.T) {
 		t.Skip("builds the Debian image twice: make soak (-debian-rebuild)")
 	}
 	tf := taskfarmtest.Binary(t)
-	first, err := Build(t.Context(), Options{Kind: BuildDebian, TaskFarm: tf})
+	// The first build's files are kept apart (Out): the rebuild replaces
+	// the cache entry, and a difference is to be looked at.
+	keep := filepath.Join(os.TempDir(), "metasched-debian-first")
+	first, err := Build(t.Context(), Options{Kind: BuildDebian, TaskFarm: tf, Out: keep})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,8 +107,13 @@ func TestBuildDebianReproducible(t *testing.T) {
 		{"kernel", a.KernelSHA256, b.KernelSHA256}, {"initrd", a.InitrdSHA256, b.InitrdSHA256}, {"disk", a.DiskSHA256, b.DiskSHA256},
 	} {
 		if f.a != f.b {
-			t.Errorf("the Debian image's %s differs between two builds of key %s: %s, then %s", f.what, a.InputsHash, f.a, f.b)
+			t.Errorf("the Debian image's %s differs between two builds of key %s: %s (kept in %s), then %s", f.what, a.InputsHash, f.a, keep, f.b)
 		}
 	}
-	t.Logf("two builds of %s: the same kernel, initrd and disk (%s)", a.InputsHash, b.DiskSHA256)
+	if !t.Failed() {
+		os.RemoveAll(keep)
+	}
+	if !t.Failed() {
+		t.Logf("two builds of %s: the same kernel, initrd and disk (%s)", a.InputsHash, b.DiskSHA256)
+	}
 }

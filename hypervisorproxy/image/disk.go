@@ -180,22 +180,25 @@ func makeDisk(ctx context.Context, dt *diskTools, s diskSpec) (string, error) {
 		return "", fmt.Errorf("image build: mke2fs %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
 	}
 	// Every inode's times: the reserved ones (1 to 11, the root and
-	// lost+found among them) and the tree's.
+	// lost+found among them: mke2fs gives both the clock's time, the root
+	// when it makes lost+found in it) all 0, and the tree's; with
+	// keepMtimes, the tree's keep their modification times.
 	var req strings.Builder
-	fields := []string{"atime", "mtime", "ctime", "crtime"}
+	all := []string{"atime", "mtime", "ctime", "crtime"}
+	fields := all
 	if s.keepMtimes {
 		fields = []string{"atime", "ctime", "crtime"}
 	}
-	set := func(ref string) {
+	set := func(ref string, fields []string) {
 		for _, f := range fields {
 			fmt.Fprintf(&req, "set_inode_field %s %s 0\n", ref, f)
 		}
 	}
 	for i := 1; i <= 11; i++ {
-		set(fmt.Sprintf("<%d>", i))
+		set(fmt.Sprintf("<%d>", i), all)
 	}
 	for _, p := range paths {
-		set(`"/` + p + `"`)
+		set(`"/`+p+`"`, fields)
 	}
 	reqFile := filepath.Join(work, "debugfs.req")
 	if err := os.WriteFile(reqFile, []byte(req.String()), 0o644); err != nil {
