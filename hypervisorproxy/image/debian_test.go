@@ -3,7 +3,6 @@ package image
 import (
 	"flag"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -89,7 +88,10 @@ func TestBuildDebianReproducible(t *testing.T) {
 	tf := taskfarmtest.Binary(t)
 	// The first build's files are kept apart (Out): the rebuild replaces
 	// the cache entry, and a difference is to be looked at.
-	keep := filepath.Join(os.TempDir(), "metasched-debian-first")
+	keep, err := os.MkdirTemp("", "metasched-debian-first-")
+	if err != nil {
+		t.Fatal(err)
+	}
 	first, err := Build(t.Context(), Options{Kind: BuildDebian, TaskFarm: tf, Out: keep})
 	if err != nil {
 		t.Fatal(err)

@@ -316,12 +316,7 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 // the tail of the daemon's log before removing it.
 func StartT(t testing.TB, opts Options) *Daemon {
 	t.Helper()
-	// The wait for another test binary's suite is not part of the start.
-	release, err := AcquireSuite()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer release() // the daemon holds it from here on
+	// Start counts its deadline from when it holds the suite lock.
 	ctx, cancel := context.WithTimeout(context.Background(), StartTimeout)
 	defer cancel()
 	d, err := Start(ctx, opts)
