@@ -1,15 +1,16 @@
 package httpapi
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
-	"maps"
+	"mime"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
 	"reflect"
 	"regexp"
 	"slices"
@@ -21,9 +22,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
-	"go.yaml.in/yaml/v3"
 
 	hp "github.com/metasched/metasched/hypervisorproxy"
+	"github.com/metasched/metasched/internal/httpsrv"
 	"github.com/metasched/metasched/metasched/api"
 	co "github.com/metasched/metasched/metasched/coordinator"
 	"github.com/metasched/metasched/metasched/dashboard"
@@ -334,16 +335,14 @@ func TestOpenAPIRoutes(t *testing.T) {
 	}
 }
 
-// openapiNoClientError are the operations that answer no 4xx: public
-// routes that read nothing of the request.
-var openapiNoClientError = map[string]bool{"GET /healthz": true, "GET /metrics": true, "GET /v1/openapi.json": true, "GET /": true, "POST /logout": true}
-
 // Every operation gives the 4xx answers the server's checks make: 401 for
 // a route that wants a credential, 403 for an operator's route or one that
 // changes state (a session without the CSRF header), 404 for a route with
 // a path parameter, 400 and 413 for one that reads a body, 400 for one
-// that reads query or header parameters; and the public routes that read
-// nothing of the request answer none.
+// that reads query or header parameters; and 431, which Go's HTTP server
+// answers itself to a request whose headers are too large, whatever its
+// route (TestOpenAPIHeadersTooLarge): the public routes that read nothing
+// of the request answer no other.
 func TestOpenAPIClientErrors(t *testing.T) {
 	doc := openapiDoc(t)
 	access := map[string]Access{}
@@ -353,7 +352,7 @@ func TestOpenAPIClientErrors(t *testing.T) {
 	}
 	for _, o := range openapiOps(t, doc) {
 		resps := openapiObj(t, o.op, "responses")
-		var want []string
+		want := []string{"431"}
 		a := access[o.key]
 		if a != Public {
 			want = append(want, "401")
@@ -378,38 +377,57 @@ func TestOpenAPIClientErrors(t *testing.T) {
 				t.Errorf("%s: no %s response", o.key, code)
 			}
 		}
-		n := 0
-		for code := range resps {
-			if code[0] == '4' {
-				n++
-			}
-		}
-		if openapiNoClientError[o.key] != (n == 0) {
-			t.Errorf("%s: %d 4xx responses; the operations that answer none are %v", o.key, n, openapiNoClientError)
+		if r, _ := resps["431"].(map[string]any); r["$ref"] != "#/components/responses/HeadersTooLarge" {
+			t.Errorf("%s: 431 is %v, want the component HeadersTooLarge", o.key, r)
 		}
 	}
+}
 
-	// Redocly's linter is told of them (its rule operation-4xx-response).
-	b, err := os.ReadFile("../../.redocly.lint-ignore.yaml")
+// Go's HTTP server answers 431, as the document's HeadersTooLarge says, to
+// a request to any route whose headers are over its limit (1 MiB).
+func TestOpenAPIHeadersTooLarge(t *testing.T) {
+	d := bareDaemon{token: "openapi-test-token", started: time.Now(), reg: prometheus.NewRegistry()}
+	srv := httpsrv.New(New(All(d), zerolog.Nop()), httpsrv.Config{Logger: zerolog.Nop()})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ignore map[string]map[string][]string
-	if err := yaml.Unmarshal(b, &ignore); err != nil {
-		t.Fatal(err)
-	}
-	ignored := map[string]bool{}
-	for _, ptr := range ignore["metasched/httpapi/openapi.json"]["operation-4xx-response"] {
-		parts := strings.Split(strings.TrimPrefix(ptr, "#/"), "/")
-		if len(parts) != 4 || parts[0] != "paths" || parts[3] != "responses" {
-			t.Errorf(".redocly.lint-ignore.yaml: %s is not the responses of an operation", ptr)
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Close()
+
+	want := openapiObj(t, openapiDoc(t), "components", "responses", "HeadersTooLarge", "content", "text/plain")["example"]
+	big := strings.Repeat("a", http.DefaultMaxHeaderBytes+8192)
+	for _, rt := range Routes {
+		method, path := openapiPath(rt.Pattern)
+		path = strings.NewReplacer("{id}", "j-000000000001", "{name}", "h1", "{vm}", "vm-1", "{file}", "app.js").Replace(path)
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.SetDeadline(time.Now().Add(30 * time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			// The server answers before it has read it all: the rest is
+			// refused.
+			_, _ = fmt.Fprintf(c, "%s %s HTTP/1.1\r\nHost: metasched\r\nX-Big: %s\r\n\r\n", method, path, big)
+		}()
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Errorf("%s %s: %v", method, path, err)
+			c.Close()
 			continue
 		}
-		path := strings.ReplaceAll(strings.ReplaceAll(parts[1], "~1", "/"), "~0", "~")
-		ignored[strings.ToUpper(parts[2])+" "+path] = true
-	}
-	if !maps.Equal(ignored, openapiNoClientError) {
-		t.Errorf(".redocly.lint-ignore.yaml lets %v answer no 4xx, want %v", slices.Sorted(maps.Keys(ignored)), slices.Sorted(maps.Keys(openapiNoClientError)))
+		body, err := io.ReadAll(resp.Body)
+		c.Close()
+		if err != nil {
+			t.Errorf("%s %s: read the answer: %v", method, path, err)
+			continue
+		}
+		if ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge ||
+			ct != "text/plain" || string(body) != want {
+			t.Errorf("%s %s: %d %s %q, want 431 text/plain %q", method, path, resp.StatusCode, ct, body, want)
+		}
 	}
 }
 
