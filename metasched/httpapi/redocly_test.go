@@ -23,7 +23,10 @@ import (
 // rules are checked here, in Go, so that the tests need no Node: each is a
 // small function over the document, after Redocly's own (its
 // packages/core/src/rules), for the rules that the ruleset turns on for an
-// OpenAPI 3.1 document (and nullable-type-sibling, on for 3.0 only).
+// OpenAPI 3.1 document (and nullable-type-sibling, on for 3.0 only), as of
+// Redocly CLI 2.47 (packages/core/src/config/recommended.ts).
+// info-license-strict is the rule that was info-license-url before
+// Redocly CLI 2.
 //
 // What these checks cannot do as Redocly does:
 //
