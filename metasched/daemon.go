@@ -79,6 +79,11 @@ type Options struct {
 	Standby func(h http.Handler, tc *tls.Config)
 	// Tick is the cluster manager's period; 0 means 500 ms.
 	Tick time.Duration
+	// Guard is what keeps the cluster manager from switching hosts no
+	// queue needs and from undoing its recent switches (policy.Guard);
+	// nil means DefaultGuard. Tests of the bare policies pass
+	// &policy.Guard{}.
+	Guard *policy.Guard
 	// StepTimeout bounds each step of a switch (the reconfiguration gets
 	// the switch delay on top); 0 means 30 s.
 	StepTimeout time.Duration
@@ -207,6 +212,10 @@ type Daemon struct {
 // their pools, every job not finished, every switch in flight. Call Run to
 // start it.
 func NewWithGrid(ctx context.Context, cfg *Config, grid *graph.Grid, opt Options) (_ *Daemon, err error) {
+	if opt.Guard == nil {
+		g := DefaultGuard
+		opt.Guard = &g
+	}
 	if opt.Tick == 0 {
 		opt.Tick = 500 * time.Millisecond
 	}
@@ -324,7 +333,8 @@ func NewWithGrid(ctx context.Context, cfg *Config, grid *graph.Grid, opt Options
 		}
 	}
 	d.metrics = newMetrics(d)
-	pc := policy.Config{Name: cfg.Policy.Name, K: cfg.Policy.K, Solve: cfg.Policy.Solve, OnSolved: d.metrics.solved, Now: d.clock.Now}
+	pc := policy.Config{Name: cfg.Policy.Name, K: cfg.Policy.K, Solve: cfg.Policy.Solve, OnSolved: d.metrics.solved, Now: d.clock.Now,
+		MoveIdle: opt.Guard.MoveIdle && cfg.Policy.Name == policy.Heuristic}
 	if cfg.Policy.Table != "" {
 		pc.TableSource = filepath.Base(cfg.Policy.Table)
 		if pc.Table, err = os.ReadFile(cfg.Policy.Table); err != nil {

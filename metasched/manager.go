@@ -12,10 +12,18 @@ import (
 )
 
 // The cluster manager (Kubicek et al. §II; Fisher et al.): twice a second
-// it reads the inventory, each pool's jobs (j_i: queued or running) and
-// servers (k_i: hosts of the pool that are reachable and not held by a
-// switch), the switches in flight (m_ab), updates the rate estimates and
-// asks the switching policy. A decision to switch goes to the coordinator.
+// it reads the inventory, each pool's jobs (j_i: queued or running; of
+// them, those waiting for hosts) and servers (k_i: hosts of the pool that
+// are reachable and not held by a switch), the switches in flight (m_ab),
+// updates the rate estimates, works out the switches its guard holds
+// (Options.Guard: none toward a pool with no job waiting for hosts, none
+// undoing a switch of the last minute) and asks the switching policy. A
+// decision to switch goes to the coordinator.
+
+// DefaultGuard is the cluster manager's guard by default: a pool receives
+// a host only while one of its jobs waits for hosts, and no switch from b
+// to a starts within policy.DefaultCooldown of a switch from a to b.
+var DefaultGuard = policy.Guard{NeedWaiting: true, MoveIdle: true, Cooldown: policy.DefaultCooldown}
 
 func (d *Daemon) managerLoop(ctx context.Context) {
 	t := d.clock.NewTicker(d.opt.Tick)
@@ -96,11 +104,15 @@ func (d *Daemon) policyInputsLocked(now time.Time) policy.Inputs {
 	for i, jt := range d.types {
 		c := d.countsLocked(jt.Name)
 		in.Pools[i].Jobs = c.queued + c.placed
+		in.Pools[i].Waiting = c.queued
 	}
 	for _, name := range d.hv.order {
 		h := d.hv.hosts[name]
 		if i, ok := idx[h.rec.Pool]; ok && h.serving() {
 			in.Pools[i].Servers++
+			if !d.hostBusyLocked(name) {
+				in.Pools[i].Idle++
+			}
 		}
 	}
 	in.Transit = d.sw.transit(idx, len(d.types))
@@ -109,6 +121,7 @@ func (d *Daemon) policyInputsLocked(now time.Time) policy.Inputs {
 	for i, p := range in.Pools {
 		in.Locked[i] = p.Servers <= d.cfg.MinPoolHosts
 	}
+	in.Held = d.opt.Guard.Held(in, d.sw.moves(now, d.opt.Guard.Cooldown), now)
 	return in
 }
 

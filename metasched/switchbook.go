@@ -2,12 +2,14 @@ package metasched
 
 import (
 	"maps"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/jonboulle/clockwork"
 
 	co "github.com/metasched/metasched/metasched/coordinator"
+	"github.com/metasched/metasched/metasched/policy"
 )
 
 // switchBook is the switch driver's state, under a lock of its own: the
@@ -36,6 +38,9 @@ type switchBook struct {
 	ended       map[co.Phase]int
 	rates       *switchRate
 	lastState   string
+	// done are the switches done lately, oldest first, for the cluster
+	// manager's cooldown (moves).
+	done []policy.Move
 }
 
 func newSwitchBook(delay time.Duration) *switchBook {
@@ -182,8 +187,40 @@ func (b *switchBook) end(sw co.Switch) string {
 	}
 	if sw.Phase == co.PhaseDone {
 		b.rates.observe(sw.Updated.Sub(sw.Started))
+		if sw.ClearedTo == "" {
+			b.done = append(b.done, policy.Move{Host: sw.Host, From: sw.From, To: sw.To, Started: sw.Started, Ended: sw.Updated})
+			if n := len(b.done); n > maxDoneMoves {
+				b.done = slices.Delete(b.done, 0, n-maxDoneMoves)
+			}
+		}
 	}
 	return why
+}
+
+// maxDoneMoves bounds the switches done that the book keeps for the
+// cooldown.
+const maxDoneMoves = 256
+
+// moves returns the switches in flight (Ended zero) and those done less
+// than within ago at now, for the cluster manager's guard.
+func (b *switchBook) moves(now time.Time, within time.Duration) []policy.Move {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []policy.Move
+	for _, sw := range b.coord.Switches() {
+		if !sw.Phase.Final() {
+			out = append(out, policy.Move{Host: sw.Host, From: sw.From, To: sw.To, Started: sw.Started})
+		}
+	}
+	if within <= 0 {
+		return out
+	}
+	for _, m := range b.done {
+		if now.Sub(m.Ended) < within {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // forget drops a switch that is over from memory: its history is in the

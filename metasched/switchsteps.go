@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	hp "github.com/metasched/metasched/hypervisorproxy"
 	co "github.com/metasched/metasched/metasched/coordinator"
@@ -31,7 +32,19 @@ func (d *Daemon) prepareRelease(ctx context.Context, a co.PrepareRelease) {
 		d.post(ctx, co.Released{ID: a.ID, Host: h, At: d.now()})
 		return
 	}
-	rel, why := d.chooseReleaseLocked(a.Pool, a.Exclude)
+	// A host that came from the destination lately does not go back
+	// (the cluster manager's cooldown; an operator's switch too).
+	exclude := a.Exclude
+	var cooling []string
+	if sw, ok := d.sw.get(a.ID); ok {
+		now := d.now()
+		cooling = d.opt.Guard.Cooling(d.sw.moves(now, d.opt.Guard.Cooldown), a.Pool, sw.To, now)
+		exclude = append(slices.Clone(exclude), cooling...)
+	}
+	rel, why := d.chooseReleaseLocked(a.Pool, exclude)
+	if rel.host == "" && len(cooling) > 0 {
+		why += fmt.Sprintf("; %s came from the destination less than %s ago and do not go back yet", strings.Join(cooling, ", "), d.opt.Guard.Cooldown)
+	}
 	if rel.host == "" {
 		d.unlockW()
 		d.post(ctx, co.ReleaseFailed{ID: a.ID, Err: why, At: d.now()})

@@ -62,6 +62,12 @@ type Config struct {
 	// estimated rate moved by more than this fraction from the rates it was
 	// computed for; 0: DefaultDrift.
 	Drift float64
+	// MoveIdle (the heuristic only): when it does not switch, a host that runs no job
+	// (PoolInput.Idle), of a pool none of whose jobs waits for hosts, is
+	// switched to the pool whose waiting jobs cost most (c_i times
+	// PoolInput.Waiting), unless that switch is held or its pool locked
+	// (see Guard).
+	MoveIdle bool
 	// Now is the clock of the view's times; nil: time.Now.
 	Now func() time.Time
 	// OnSolved, when set, is called from the background goroutine when a
@@ -229,6 +235,9 @@ type choice struct {
 	p    switching.Policy
 	note string // View.Note
 	why  string // what Decision.Why adds about the policy
+	// free is the heuristic without the holds (Inputs.Held), to say what
+	// it would have done; nil for the other policies and without holds.
+	free switching.Policy
 }
 
 // Engine is the switching policy of the daemon's cluster manager. Decide
@@ -246,6 +255,7 @@ type Engine struct {
 
 	decideMu sync.Mutex // serializes Decide; guards the static policy and locked
 	locked   []bool     // the pools of the current decision that may not give a host
+	held     [][]string // the switches of the current decision that may not start (Inputs.Held)
 	static   *switching.Static
 	// staticBase is the model the static target was computed for.
 	staticBase *switching.Model
@@ -331,23 +341,73 @@ func (e *Engine) Decide(in Inputs) (Decision, error) {
 	if err != nil {
 		return Decision{}, err
 	}
-	e.locked = in.Locked
+	e.locked, e.held = in.Locked, in.Held
 	c, err := e.choose(m)
 	if err != nil {
 		return Decision{}, err
 	}
 	d := Decision{Policy: c.name}
-	var what string
-	if a := c.p.Decide(st); a != switching.NoAction {
+	var what, held string
+	a := c.p.Decide(st)
+	// A held switch is not started: a static or table policy's decision
+	// of one is no switch; the heuristic chose among the others, and says
+	// what it would have done without the holds.
+	wouldBe := a
+	if a == switching.NoAction && c.free != nil {
+		wouldBe = c.free.Decide(st)
+	}
+	if wouldBe != switching.NoAction {
+		pr := wouldBe.Pair(len(in.Pools))
+		if why := heldWhy(in.Held, pr.From, pr.To); why != "" {
+			held = fmt.Sprintf("; a host from %s to %s is held: %s", in.Pools[pr.From].Name, in.Pools[pr.To].Name, why)
+			if a == wouldBe {
+				a = switching.NoAction
+			}
+		}
+	}
+	if a != switching.NoAction {
 		pr := a.Pair(len(in.Pools))
 		d.From, d.To, d.Switch = pr.From, pr.To, true
 		what = fmt.Sprintf("switch a host from %s to %s", in.Pools[pr.From].Name, in.Pools[pr.To].Name)
 	} else {
 		what = "no switch"
 	}
-	d.Why = what + c.why + " in " + describe(in)
+	d.Why = what + c.why + " in " + describe(in) + held
+	if !d.Switch && e.cfg.MoveIdle && e.cfg.Name == Heuristic {
+		if from, to, ok := idleMove(in); ok {
+			p, q := in.Pools[from], in.Pools[to]
+			d.From, d.To, d.Switch = from, to, true
+			d.Why = fmt.Sprintf("switch an idle host from %s to %s: %d of the %d hosts of %s run no job and none of its jobs waits, %d jobs of %s wait for hosts (the policy alone: %s)",
+				p.Name, q.Name, p.Idle, p.Servers, p.Name, q.Waiting, q.Name, d.Why)
+		}
+	}
 	e.record(d, &c.note)
 	return d, nil
+}
+
+// idleMove chooses a switch of an idle host (Config.MoveIdle): to the pool
+// of the largest c_i·Waiting, from the pool with the most idle hosts among
+// those with no job waiting, neither locked nor held; the first in order
+// on ties.
+func idleMove(in Inputs) (from, to int, ok bool) {
+	from, to = -1, -1
+	for b, q := range in.Pools {
+		if q.Waiting > 0 && (to < 0 || q.HoldingCost*float64(q.Waiting) > in.Pools[to].HoldingCost*float64(in.Pools[to].Waiting)) {
+			to = b
+		}
+	}
+	if to < 0 {
+		return 0, 0, false
+	}
+	for a, p := range in.Pools {
+		if a == to || p.Waiting > 0 || p.Idle < 1 || (a < len(in.Locked) && in.Locked[a]) || heldWhy(in.Held, a, to) != "" {
+			continue
+		}
+		if from < 0 || p.Idle > in.Pools[from].Idle {
+			from = a
+		}
+	}
+	return from, to, from >= 0
 }
 
 // describe prints the state of the inputs.
@@ -397,14 +457,22 @@ func (e *Engine) choose(m *switching.Model) (choice, error) {
 }
 
 func (e *Engine) heuristic(m *switching.Model, k int, note string) (choice, error) {
-	h, err := switching.NewHeuristic(unlocked(m, e.locked), float64(k))
+	h, err := switching.NewHeuristic(unlocked(m, e.locked, e.held), float64(k))
 	if err != nil {
 		return choice{}, fmt.Errorf("heuristic: %w", err)
 	}
 	// The live system's µ (per busy host-second) is fast against ζ, where
 	// the papers' unclipped terms would take hosts from busy pools with
 	// nothing waiting (switching.Heuristic.Clipped).
-	return choice{name: heuristicName(k), p: h.Clipped(), note: note}, nil
+	c := choice{name: heuristicName(k), p: h.Clipped(), note: note}
+	if anyHeld(e.held) {
+		f, err := switching.NewHeuristic(unlocked(m, e.locked, nil), float64(k))
+		if err != nil {
+			return choice{}, fmt.Errorf("heuristic: %w", err)
+		}
+		c.free = f.Clipped()
+	}
+	return c, nil
 }
 
 // staticPolicy returns the static or best-static policy, its target

@@ -30,6 +30,11 @@ type PoolInput struct {
 	Arrival     float64 // λ_i: jobs arriving per second
 	Service     float64 // µ_i: completions per busy host-second
 	HoldingCost float64 // c_i: cost per job per second in the system
+	// Waiting is how many of Jobs wait for hosts (queued, not placed yet),
+	// Idle how many of Servers run no job: Guard.NeedWaiting and
+	// Config.MoveIdle read them; the policies do not.
+	Waiting int
+	Idle    int
 }
 
 // Inputs are what one decision rests on: the pools in a fixed order (a
@@ -50,6 +55,12 @@ type Inputs struct {
 	// decision to switch from a locked pool is for the caller to refuse.
 	// Locks do not enter the model a table is solved for.
 	Locked []bool
+	// Held, when set, is an M×M matrix of the switches a→b that may not
+	// start now, with why (Held[a][b] != ""): Guard.Held computes it. The
+	// heuristic chooses among the other switches; a static or table
+	// policy's decision of a held switch becomes no switch, with why.
+	// Held switches do not enter the model a table is solved for.
+	Held [][]string
 }
 
 // servers returns N = Σ k_i + Σ m_ab.
@@ -80,6 +91,12 @@ func (in Inputs) check() error {
 		if p.Jobs < 0 {
 			bad = append(bad, fmt.Sprintf("%s: must be >= 0, got %d", at("jobs"), p.Jobs))
 		}
+		if p.Waiting < 0 || p.Waiting > max(p.Jobs, 0) {
+			bad = append(bad, fmt.Sprintf("%s: must be >= 0 and <= jobs (%d), got %d", at("waiting"), p.Jobs, p.Waiting))
+		}
+		if p.Idle < 0 || p.Idle > max(p.Servers, 0) {
+			bad = append(bad, fmt.Sprintf("%s: must be >= 0 and <= servers (%d), got %d", at("idle"), p.Servers, p.Idle))
+		}
 		if p.Servers < 0 {
 			bad = append(bad, fmt.Sprintf("%s: must be >= 0, got %d", at("servers"), p.Servers))
 		}
@@ -90,6 +107,17 @@ func (in Inputs) check() error {
 	rate("switch_rate", in.SwitchRate)
 	if in.Locked != nil && len(in.Locked) != len(in.Pools) {
 		bad = append(bad, fmt.Sprintf("locked: must have one entry per pool (%d), got %d", len(in.Pools), len(in.Locked)))
+	}
+	if in.Held != nil {
+		np := len(in.Pools)
+		if len(in.Held) != np {
+			bad = append(bad, fmt.Sprintf("held: must be a %d×%d matrix, got %d rows", np, np, len(in.Held)))
+		}
+		for a, row := range in.Held {
+			if len(row) != np {
+				bad = append(bad, fmt.Sprintf("held[%d]: must be a row of %d reasons, got %d", a, np, len(row)))
+			}
+		}
 	}
 	if in.Transit != nil {
 		np := len(in.Pools)
@@ -265,20 +293,40 @@ func ratesOf(m *switching.Model) Rates {
 }
 
 // unlocked returns m, or a copy in which no switch can start from a locked
-// pool (ζ_ab = 0 for every b).
-func unlocked(m *switching.Model, locked []bool) *switching.Model {
-	if !slices.Contains(locked, true) {
+// pool (ζ_ab = 0 for every b) nor along a held pair (ζ_ab = 0).
+func unlocked(m *switching.Model, locked []bool, held [][]string) *switching.Model {
+	if !slices.Contains(locked, true) && !anyHeld(held) {
 		return m
 	}
 	c := *m
 	c.SwitchRates = make([][]float64, len(m.SwitchRates))
 	for a, row := range m.SwitchRates {
 		c.SwitchRates[a] = slices.Clone(row)
-		if a < len(locked) && locked[a] {
-			for b := range row {
+		for b := range row {
+			if (a < len(locked) && locked[a]) || heldWhy(held, a, b) != "" {
 				c.SwitchRates[a][b] = 0
 			}
 		}
 	}
 	return &c
+}
+
+// anyHeld reports whether a switch is held.
+func anyHeld(held [][]string) bool {
+	for _, row := range held {
+		for _, why := range row {
+			if why != "" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// heldWhy is why the switch a→b is held, or "".
+func heldWhy(held [][]string, a, b int) string {
+	if a < len(held) && b < len(held[a]) {
+		return held[a][b]
+	}
+	return ""
 }
