@@ -134,7 +134,7 @@ func (a *Agent) ReconfigureHost(ctx context.Context, name string, r Reconfigure)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			logDone(l, start, ctx.Err(), "reconfiguration interrupted")
+			logDone(l, start, ctx.Err(), "reconfiguration interrupted before its switch delay ended (the daemon stopping, or giving up on the step): the host is labelled for the new pool already; the daemon finishes or undoes the switch, at its next start if it is stopping")
 			return Reconfigured{}, fmt.Errorf("reconfigure host %s: %w (the pool label is %s already)", name, ctx.Err(), r.Pool)
 		case <-t.C:
 		}

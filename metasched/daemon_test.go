@@ -175,5 +175,19 @@ func TestEndToEnd(t *testing.T) {
 		if into <= outof || into < 2 {
 			t.Errorf("from the shift to sim's peak %d switches into sim, %d out of it: want more in (at least 2)", into, outof)
 		}
+		// The cluster manager does not thrash (its guard): no switch is
+		// undone within a minute, and once every queue is empty no host
+		// moves, however the arrival estimates decay.
+		for _, p := range sum.Undone {
+			t.Errorf("switch %s %s %s→%s (%s) undone by %s %s %s→%s (%s)", p.First.ID, p.First.Host, p.First.From, p.First.To, p.FirstWhy,
+				p.Then.ID, p.Then.Host, p.Then.From, p.Then.To, p.ThenWhy)
+		}
+		idle := len(allSwitches(t, td.d))
+		time.Sleep(3 * time.Minute)
+		if sws := allSwitches(t, td.d); len(sws) != idle {
+			for _, sw := range sws[:len(sws)-idle] {
+				t.Errorf("with every queue empty, switch %s moved %s from %s to %s (%s)", sw.ID, sw.Host, sw.From, sw.To, td.d.SwitchReason(sw.ID))
+			}
+		}
 	})
 }

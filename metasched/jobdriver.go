@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -593,8 +594,14 @@ func (d *Daemon) destroyVMs(ctx context.Context, vms []lifecycle.VM) {
 			switch err := s.agent.DestroyVM(c, v.Name); {
 			case err == nil:
 				d.vmsDestroyed.Add(1)
-			case !errors.Is(err, hp.ErrNotFound):
-				d.log.Warn().Err(err).Str("vm", v.Name).Msg("cannot destroy vm: it is destroyed when its agent answers again")
+			case errors.Is(err, hp.ErrNotFound):
+			case errors.Is(err, hp.ErrBusy) && strings.Contains(err.Error(), "destroy in progress"):
+				// A switch's reconfiguration destroys the VMs of the jobs it
+				// requeued as the jobs' own stop does: one of the two does it.
+				d.log.Debug().Err(err).Str("vm", v.Name).Msg("vm already being destroyed by another request: nothing to do")
+			default:
+				d.log.Warn().Err(err).Str("vm", v.Name).
+					Msg("cannot destroy vm now: the daemon destroys it when its agent next lists it (a VM no job owns is destroyed then)")
 			}
 		}()
 	}

@@ -57,6 +57,26 @@ func (d *Daemon) manage(ctx context.Context) {
 		return
 	}
 	dec, err := d.pol.Decide(in)
+	// A source pool none of whose hosts the release rule would give now
+	// (each runs a job a switch has stopped once, or came from the
+	// destination within the cooldown) is locked for this decision and
+	// the policy asked again: a switch started from it would only be
+	// cancelled.
+	for tries := 0; err == nil && dec.Switch && tries < len(in.Pools); tries++ {
+		from, to := d.types[dec.From].Name, d.types[dec.To].Name
+		now := d.now()
+		cooling := d.opt.Guard.Cooling(d.sw.moves(now, d.opt.Guard.Cooldown), from, to, now)
+		d.lockR()
+		rel, why := d.chooseReleaseLocked(from, cooling)
+		d.unlockR()
+		if rel.host != "" {
+			break
+		}
+		d.log.Debug().Str("from", from).Str("to", to).Str("reason", why).Strs("cooling", cooling).
+			Msg("switch not started: no host of the source pool can go now")
+		in.Locked[dec.From] = true
+		dec, err = d.pol.Decide(in)
+	}
 	if err != nil {
 		d.log.Warn().Err(err).Msg("switching policy")
 		return

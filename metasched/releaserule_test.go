@@ -97,7 +97,7 @@ func TestReleaseRule(t *testing.T) {
 			[]job{"e running elastic preempted e-m@h0 e-w1@h1 e-w2@h2", "n running preempted n-m@h3 n-w1@h1"}, nil, "h2", nil, []string{"e:e-w2"}, ""},
 		{"nothing but protected jobs to requeue: refused",
 			[]job{"e running elastic preempted e-m@h0 e-w1@h1", "n running preempted n-m@h2 n-w1@h3"}, nil, "", nil, nil,
-			"every host of pool render that could go runs a job a switch has stopped before (4 hosts): it is not stopped twice"},
+			"every host of pool render that could go runs a job a switch has stopped before (4 hosts), and no job is stopped twice"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

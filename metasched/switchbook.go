@@ -41,6 +41,10 @@ type switchBook struct {
 	// done are the switches done lately, oldest first, for the cluster
 	// manager's cooldown (moves).
 	done []policy.Move
+	// pastWhy is why each of the last maxPastWhy switches that ended was
+	// started, pastOrder their order (reason).
+	pastWhy   map[co.SwitchID]string
+	pastOrder []co.SwitchID
 }
 
 func newSwitchBook(delay time.Duration) *switchBook {
@@ -182,6 +186,19 @@ func (b *switchBook) end(sw co.Switch) string {
 	defer b.mu.Unlock()
 	why := b.why[sw.ID]
 	delete(b.why, sw.ID)
+	if b.pastWhy == nil {
+		b.pastWhy = map[co.SwitchID]string{}
+	}
+	if _, ok := b.pastWhy[sw.ID]; !ok {
+		b.pastOrder = append(b.pastOrder, sw.ID)
+	}
+	b.pastWhy[sw.ID] = why
+	if n := len(b.pastOrder); n > maxPastWhy {
+		for _, id := range b.pastOrder[:n-maxPastWhy] {
+			delete(b.pastWhy, id)
+		}
+		b.pastOrder = slices.Delete(b.pastOrder, 0, n-maxPastWhy)
+	}
 	if sw.ClearedTo == "" {
 		b.ended[sw.Phase]++
 	}
@@ -198,8 +215,23 @@ func (b *switchBook) end(sw co.Switch) string {
 }
 
 // maxDoneMoves bounds the switches done that the book keeps for the
-// cooldown.
-const maxDoneMoves = 256
+// cooldown, maxPastWhy the ended switches whose reason it keeps.
+const (
+	maxDoneMoves = 256
+	maxPastWhy   = 1024
+)
+
+// reason is why switch id was started (the policy's decision, or an
+// operator's request), while it is open or among the last maxPastWhy to
+// end since the daemon started; "" otherwise.
+func (b *switchBook) reason(id co.SwitchID) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if why, ok := b.why[id]; ok {
+		return why
+	}
+	return b.pastWhy[id]
+}
 
 // moves returns the switches in flight (Ended zero) and those done less
 // than within ago at now, for the cluster manager's guard.

@@ -213,11 +213,29 @@ func (d *Daemon) recorded(ctx context.Context, sw co.Switch) {
 			d.log.Info().Str("switch", string(sw.ID)).Str("host", sw.Host).Str("from", sw.From).Str("to", sw.To).
 				Float64("seconds", roundMs(sw.Updated.Sub(sw.Started).Seconds())).Str("why", why).Msg("switch done")
 		} else if sw.Phase != co.PhaseStranded {
-			d.log.Warn().Str("switch", string(sw.ID)).Str("host", sw.Host).Str("phase", string(sw.Phase)).
-				Str("failed_in", string(sw.FailedIn)).Str("reason", sw.Reason).Str("why", why).Msg("switch " + string(sw.Phase))
+			ev, msg := d.log.Warn(), switchEndMsg(sw)
+			if sw.Phase == co.PhaseCancelled && sw.FailedIn == co.PhaseReleasing && sw.Host == "" {
+				ev = d.log.Info() // the release rule found no host: nothing is wrong
+			}
+			ev.Str("switch", string(sw.ID)).Str("host", sw.Host).Str("phase", string(sw.Phase)).
+				Str("failed_in", string(sw.FailedIn)).Str("reason", sw.Reason).Str("why", why).Msg(msg)
 		}
 		d.kick()
 	}
+}
+
+// switchEndMsg says, for a person, what a switch that did not end done
+// did and whether anything is wrong; the fields say the rest.
+func switchEndMsg(sw co.Switch) string {
+	switch {
+	case sw.Phase == co.PhaseCancelled && sw.FailedIn == co.PhaseReleasing && sw.Host == "":
+		return "switch not carried out, nothing is wrong: the source pool had no host it could give now (reason); every host stays in its pool and the policy decides again"
+	case sw.Phase == co.PhaseCancelled:
+		return "switch cancelled: a step failed or timed out (failed_in, reason); the host stays in its pool and serves it"
+	case sw.Phase == co.PhaseRolledBack:
+		return "switch rolled back: a step failed (failed_in, reason) and the host was put back in its pool, which it serves again"
+	}
+	return "switch " + string(sw.Phase)
 }
 
 // fault asks the test hook.

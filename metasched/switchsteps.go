@@ -36,14 +36,15 @@ func (d *Daemon) prepareRelease(ctx context.Context, a co.PrepareRelease) {
 	// (the cluster manager's cooldown; an operator's switch too).
 	exclude := a.Exclude
 	var cooling []string
-	if sw, ok := d.sw.get(a.ID); ok {
+	sw, ok := d.sw.get(a.ID)
+	if ok {
 		now := d.now()
 		cooling = d.opt.Guard.Cooling(d.sw.moves(now, d.opt.Guard.Cooldown), a.Pool, sw.To, now)
 		exclude = append(slices.Clone(exclude), cooling...)
 	}
 	rel, why := d.chooseReleaseLocked(a.Pool, exclude)
 	if rel.host == "" && len(cooling) > 0 {
-		why += fmt.Sprintf("; %s came from the destination less than %s ago and do not go back yet", strings.Join(cooling, ", "), d.opt.Guard.Cooldown)
+		why += fmt.Sprintf("; %s came from pool %s less than %s ago and do not go back yet", strings.Join(cooling, ", "), sw.To, d.opt.Guard.Cooldown)
 	}
 	if rel.host == "" {
 		d.unlockW()
@@ -219,7 +220,7 @@ func (d *Daemon) chooseReleaseLocked(pool string, exclude []string) (release, st
 	case best.host != "":
 		return best, ""
 	case spared > 0:
-		return release{}, fmt.Sprintf("every host of pool %s that could go runs a job a switch has stopped before (%d hosts): it is not stopped twice", pool, spared)
+		return release{}, fmt.Sprintf("every host of pool %s that could go runs a job a switch has stopped before (%d hosts), and no job is stopped twice", pool, spared)
 	}
 	return release{}, fmt.Sprintf("pool %s has no host to spare", pool)
 }

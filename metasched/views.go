@@ -95,6 +95,12 @@ func (d *Daemon) VMs() []api.VM {
 	return out
 }
 
+// SwitchReason is why the switch id was started: the policy's decision
+// ("heuristic K=2: switch a host from …"), or "requested by an operator";
+// "" for a switch that ended long ago or before the daemon started (the
+// store does not keep it).
+func (d *Daemon) SwitchReason(id string) string { return d.sw.reason(co.SwitchID(id)) }
+
 // Switches lists a page of the switches, newest first: those kept in the
 // store (f.Active: only the open ones, in flight or stranded and not
 // cleared), started before f.Before, at most f.Limit (0: the default page).

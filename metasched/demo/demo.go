@@ -108,10 +108,69 @@ type Summary struct {
 	VMsDestroyed int64
 	VMsLeft      int
 	Seconds      float64
+	// Start is when the stream started; Undone the demo's switches that a
+	// later one undid within UndoWindow (see Undone).
+	Start  time.Time
+	Undone []UndonePair
+}
+
+// UndoWindow is the time within which a switch that is reversed counts
+// as undone (Undone).
+const UndoWindow = time.Minute
+
+// UndonePair is a switch done (First) and a later switch done (Then) that
+// undid it, with why each was started (the policy's reason).
+type UndonePair struct {
+	First, Then       api.SwitchView
+	FirstWhy, ThenWhy string
+}
+
+// Undone lists the switches done that a later switch done undid within
+// window. A switch F of host h from pool A to pool B is undone by a later
+// switch T from B to A (T started after F) when
+//
+//   - T moved the same host h back and started less than window after F
+//     ended (the host went back to A within the window), or
+//   - T moved any host from B to A and started before F ended (the two
+//     were in flight at once, in opposite directions).
+//
+// Each T undoes at most one F, the oldest it can, and each F is undone at
+// most once. Switches that did not end done moved no host and count for
+// nothing. why gives the reason each switch was started (nil: none).
+func Undone(switches []api.SwitchView, window time.Duration, why func(id string) string) []UndonePair {
+	var done []api.SwitchView
+	for _, sw := range switches {
+		if sw.Phase == string(co.PhaseDone) {
+			done = append(done, sw)
+		}
+	}
+	slices.SortStableFunc(done, func(a, b api.SwitchView) int { return a.Started.Compare(b.Started) })
+	undone := make([]bool, len(done))
+	var out []UndonePair
+	for j, t := range done {
+		for i, f := range done[:j] {
+			if undone[i] || f.From != t.To || f.To != t.From || !t.Started.After(f.Started) {
+				continue
+			}
+			sameHost := f.Host != "" && f.Host == t.Host && t.Started.Sub(f.Updated) < window
+			if !sameHost && !t.Started.Before(f.Updated) {
+				continue
+			}
+			undone[i] = true
+			p := UndonePair{First: f, Then: t}
+			if why != nil {
+				p.FirstWhy, p.ThenWhy = why(f.ID), why(t.ID)
+			}
+			out = append(out, p)
+			break
+		}
+	}
+	return out
 }
 
 // Daemon is what the demo needs of the daemon: its API's submit, jobs,
-// pools, switches and VMs, its VM counters and an inventory refresh.
+// pools, switches and VMs, its VM counters, an inventory refresh and why
+// each switch was started.
 // *metasched.Daemon implements it.
 type Daemon interface {
 	Submit(ctx context.Context, job jobfile.Request) (api.Job, error)
@@ -122,6 +181,7 @@ type Daemon interface {
 	VMCounts() (created, destroyed int64)
 	VMsInHand() int
 	Refresh(ctx context.Context)
+	SwitchReason(id string) string
 }
 
 // Run submits the stream at its times, prints a line of progress every
@@ -129,7 +189,7 @@ type Daemon interface {
 // returns the summary.
 func Run(ctx context.Context, d Daemon, stream []Job, progress io.Writer) (Summary, error) {
 	start := time.Now()
-	sum := Summary{Jobs: map[string]map[api.State]int{}, MeanWait: map[string]float64{}, MeanRun: map[string]float64{},
+	sum := Summary{Start: start, Jobs: map[string]map[api.State]int{}, MeanWait: map[string]float64{}, MeanRun: map[string]float64{},
 		Switches: map[string]int{}, Outcomes: map[string]int{}, HostsBefore: poolSizes(d), HostsAfter: map[string]int{}}
 	created0, destroyed0 := d.VMCounts()
 	firstSwitch, err := lastSwitch(ctx, d)
@@ -223,6 +283,7 @@ func Run(ctx context.Context, d Daemon, stream []Job, progress io.Writer) (Summa
 			sum.Switches[sw.From+"→"+sw.To]++
 		}
 	}
+	sum.Undone = Undone(since, UndoWindow, d.SwitchReason)
 	sum.HostsAfter = poolSizes(d)
 	// A job is done before its VMs are destroyed: count them once the
 	// last destruction has answered.
@@ -365,6 +426,11 @@ func (s Summary) Print(w io.Writer) {
 	if len(outs) > 0 {
 		fmt.Fprintf(w, "  switches not done: %s\n", strings.Join(outs, ", "))
 	}
+	fmt.Fprintf(w, "  switches undone within a minute (a host switched back to its pool within %.0f s, or a switch the other way started while it was in flight): %d\n",
+		UndoWindow.Seconds(), len(s.Undone))
+	for _, p := range s.Undone {
+		fmt.Fprintf(w, "    %s, undone by %s\n", s.describeSwitch(p.First, p.FirstWhy), s.describeSwitch(p.Then, p.ThenWhy))
+	}
 	pools := make([]string, 0, len(s.HostsAfter))
 	for p := range s.HostsAfter {
 		pools = append(pools, p)
@@ -375,6 +441,16 @@ func (s Summary) Print(w io.Writer) {
 		moved = append(moved, fmt.Sprintf("%s %d→%d→%d→%d", p, s.HostsBefore[p], s.HostsShift[p], s.HostsEnd[p], s.HostsAfter[p]))
 	}
 	fmt.Fprintf(w, "  hosts per pool (start→demand shift→last job submitted→all done): %s\n", strings.Join(moved, ", "))
+}
+
+// describeSwitch is a switch of the summary: its ID, host, pools, when it
+// started and ended after the stream's start, and why.
+func (s Summary) describeSwitch(sw api.SwitchView, why string) string {
+	out := fmt.Sprintf("%s %s %s→%s at %.1f–%.1fs", sw.ID, sw.Host, sw.From, sw.To, sw.Started.Sub(s.Start).Seconds(), sw.Updated.Sub(s.Start).Seconds())
+	if why != "" {
+		out += " (" + why + ")"
+	}
+	return out
 }
 
 func orNone(s string) string {
