@@ -37,7 +37,7 @@ var (
 type serveFlags struct {
 	config, listen, dataDir, logFormat, logLevel string
 	cpuProfile                                   string
-	demo, exitAfterDemo                          bool
+	demo, exitAfterDemo, keepData                bool
 	demoJobs                                     int
 	demoGap                                      time.Duration
 }
@@ -69,9 +69,16 @@ With no --config it runs the built-in demo: the bundled three-site grid with
 in-process agents on the libvirt test driver, data in ./metasched-data, the
 API on 127.0.0.1:8080, and a stream of jobs of three types with a demand
 shift, so that jobs are planned across clusters, VMs created and destroyed and
-servers switched toward the busy pool. It prints the address and the file of
-the operator token first, a summary after the stream, and keeps serving until Ctrl-C
-(--exit-after-demo exits after the summary).
+servers switched toward the busy pool. It prints the address, the dashboard's
+address and the absolute path of the operator token's file first, a summary
+after the stream, and keeps serving until Ctrl-C (--exit-after-demo exits
+after the summary).
+
+Every demo starts fresh: a data directory that an earlier demo left (it
+holds the file "demo" that the demo writes) is renamed to
+DIR.previous-TIME first, and a line says so; --keep-data continues from it
+instead. A data directory the demo did not write is never moved, and
+serve with --config never moves one.
 
 The operator token is generated on the first start, kept in the data
 directory's database and written to DATA_DIR/token (private to its owner)
@@ -90,6 +97,7 @@ for scripts; the daemon never prints it.`,
 	fl.StringVar(&f.dataDir, "data-dir", metasched.DefaultDataDir, "data directory (overrides the configuration)")
 	fl.BoolVar(&f.demo, "demo", false, "run the demo's stream of jobs (default: on without --config)")
 	fl.BoolVar(&f.exitAfterDemo, "exit-after-demo", false, "exit after the demo's summary instead of serving on")
+	fl.BoolVar(&f.keepData, "keep-data", false, "demo: continue from the data an earlier demo left in the data directory instead of setting it aside")
 	fl.IntVar(&f.demoJobs, "demo-jobs", 100, "jobs in the demo's stream")
 	fl.DurationVar(&f.demoGap, "demo-gap", 400*time.Millisecond, "time between two jobs of the demo's stream")
 	fl.StringVar(&f.logFormat, "log-format", "auto", "log format: json, console, or auto (console on a terminal)")
@@ -107,6 +115,9 @@ func serveCmd(ctx context.Context, e *env, f serveFlags, changed func(string) bo
 	}
 	if f.exitAfterDemo && !f.demo {
 		return usagef("--exit-after-demo: applies to the demo only (no --config, or --demo)")
+	}
+	if f.keepData && (!f.demo || f.config != "") {
+		return usagef("--keep-data: applies to the built-in demo only (no --config)")
 	}
 	var cfg *metasched.Config
 	var grid *graph.Grid
@@ -133,6 +144,11 @@ func serveCmd(ctx context.Context, e *env, f serveFlags, changed func(string) bo
 				return usagef("--demo: the demo's jobs need the job type %q, which %s does not configure", jt.Name, f.config)
 			}
 		}
+	}
+	// Absolute, so that the paths printed (the token's file) work from
+	// any directory.
+	if cfg.DataDir, err = filepath.Abs(cfg.DataDir); err != nil {
+		return err
 	}
 	if cfg.TLS == nil && !tlsx.Loopback(cfg.Listen) {
 		return usagef("listen %s: plain HTTP is served on a loopback address only (127.0.0.1, ::1, localhost): give the configuration's tls", cfg.Listen)
@@ -162,6 +178,19 @@ func serveCmd(ctx context.Context, e *env, f serveFlags, changed func(string) bo
 		log.Warn().Str("listen", cfg.Listen).Msg("plain HTTP (insecure_http, or the demo): the API and its tokens travel in clear, on the loopback interface only; give tls to serve a grid")
 	}
 	warnFileLimit(log, httpsrv.Config{Limits: cfg.Unproven}.WithDefaults().MaxUnproven)
+	// The built-in demo starts fresh: the data an earlier demo left is set
+	// aside, unless --keep-data. Only the demo's own directory is moved
+	// (setAsideDemoData); with --config nothing is.
+	builtin := f.demo && f.config == ""
+	if builtin && !f.keepData {
+		to, err := setAsideDemoData(cfg.DataDir, time.Now())
+		if err != nil {
+			return err
+		}
+		if to != "" {
+			fmt.Fprintf(e.stdout, "demo: the previous demo's data is set aside in %s, and this run starts fresh (--keep-data continues from it instead)\n", to)
+		}
+	}
 	// A demo on the data of an earlier run starts from where it ended
 	// (its pools, its jobs): say so.
 	_, err = os.Stat(filepath.Join(cfg.DataDir, "metasched.db"))
@@ -222,19 +251,31 @@ func serveTerm(ctx context.Context, e *env, f serveFlags, cfg *metasched.Config,
 	if err := os.Chmod(tokenFile, 0o600); err != nil {
 		return err
 	}
+	if f.config == "" {
+		// The built-in demo's data: the next demo sets it aside.
+		if err := markDemoData(cfg.DataDir); err != nil {
+			return err
+		}
+	}
 	addr, caEnv := "http://"+ln.Addr().String(), ""
 	if cfg.TLS != nil {
 		addr, caEnv = "https://"+ln.Addr().String(), " "+envCAFile+"="+cfg.TLS.CA
 	}
-	fmt.Fprintf(e.stdout, "metasched daemon on %s (data in %s)\noperator token in %s\ndashboard: %s/ (log in with a token)\n\n  export METASCHED_SERVER=%s %s=%s%s\n\n",
-		addr, cfg.DataDir, tokenFile, addr, addr, envTokenFile, tokenFile, caEnv)
+	// The token itself is never printed: its file is.
+	fmt.Fprintf(e.stdout, "metasched daemon on %s (data in %s)\noperator token in %s\ndashboard: %s/ (log in with the operator token: cat %s)\n\n  export METASCHED_SERVER=%s%s\n  export %s=%s\n\n",
+		addr, cfg.DataDir, tokenFile, addr, tokenFile, addr, caEnv, envTokenFile, tokenFile)
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	done := make(chan error, 1)
 	go func() { done <- d.Run(runCtx, ln, httpapi.New(httpapi.All(d), log)) }()
 	if f.demo {
-		if reused {
-			fmt.Fprintf(e.stdout, "demo: %s holds an earlier run (its jobs, its hosts' pools): this run starts from where it ended; remove it, or give --data-dir, for a fresh start\n", cfg.DataDir)
+		switch {
+		case reused && f.keepData:
+			fmt.Fprintf(e.stdout, "demo: continuing from the earlier run in %s (--keep-data): its jobs and its hosts' pools\n", cfg.DataDir)
+		case reused && f.config == "":
+			fmt.Fprintf(e.stdout, "demo: %s holds a daemon's data that no demo wrote, and it is left as it is: this run starts from it (its jobs, its hosts' pools); give --data-dir for a fresh start\n", cfg.DataDir)
+		case reused:
+			fmt.Fprintf(e.stdout, "demo: %s holds an earlier run (its jobs, its hosts' pools): this run starts from where it ended\n", cfg.DataDir)
 		}
 		stream := demo.Stream(f.demoJobs, f.demoGap, 1)
 		fmt.Fprintf(e.stdout, "demo: %d jobs of %s, one every %s; most jobs render first, then most simulate\n",

@@ -140,13 +140,13 @@ func TestServeDemoThenCLI(t *testing.T) {
 	lines := strings.Split(out, "\n")
 	tokenFile := filepath.Join(data, "token")
 	if len(lines) < 3 || lines[0] != fmt.Sprintf("metasched daemon on http://%s (data in %s)", addr, data) || lines[1] != "operator token in "+tokenFile || token == "" ||
-		lines[2] != fmt.Sprintf("dashboard: http://%s/ (log in with a token)", addr) {
+		lines[2] != fmt.Sprintf("dashboard: http://%s/ (log in with the operator token: cat %s)", addr, tokenFile) {
 		t.Errorf("the first lines are not the address, the token's file and the dashboard:\n%s", out)
 	}
 	if strings.Contains(out+errOut, token) {
 		t.Errorf("the token is printed:\n%s\n%s", out, errOut)
 	}
-	if !strings.Contains(out, "export METASCHED_SERVER=http://"+addr+" METASCHED_TOKEN_FILE="+tokenFile+"\n") {
+	if !strings.Contains(out, "  export METASCHED_SERVER=http://"+addr+"\n  export METASCHED_TOKEN_FILE="+tokenFile+"\n") {
 		t.Errorf("no export line:\n%s", out)
 	}
 	if strings.Contains(out, "holds an earlier run") {
