@@ -63,6 +63,23 @@
 //     the log and in View().Note, and no solve is tried again: the heuristic
 //     decides from then on, or the table, whenever it fits again.
 //
+// # The guard
+//
+// The papers' policies know neither the jobs that wait for hosts, nor the
+// hosts that no job uses, nor the switches done a moment ago. The daemon
+// asks them through a Guard (guard.go), which an operator expects of a
+// cluster manager: no host goes to a pool none of whose jobs waits for
+// hosts (else, once the queues are empty, the heuristic moves idle hosts
+// back and forth by c_i·λ_i as the arrival estimates decay); a host
+// switched from a to b does not go back to a within a minute, and no host
+// goes from b to a while a switch from a to b is in flight; and, with the
+// heuristic, when it does not switch, an idle host of a pool with nothing
+// waiting goes to a pool whose jobs wait (Config.MoveIdle). Guard.Held
+// gives the switches held, with why, in Inputs.Held; the heuristic chooses
+// among the others and says what it would have done, a static or table
+// policy's decision of a held switch becomes no switch. The package
+// switching keeps the papers' rules unchanged for the research tools.
+//
 // Decide is cheap (the heuristic and static policies are O(M²), a table a
 // lookup) and serialized; View may be called from any goroutine. The only
 // goroutine the package starts is the background solve, which stops on
