@@ -46,7 +46,7 @@ type probeJob struct {
 func TestHelperProbeClient(t *testing.T) {
 	spec := os.Getenv(helperEnv)
 	if spec == "" {
-		return
+		t.Skip("the probe client TestAgentProbeShapedLink runs, not a test of its own")
 	}
 	var job probeJob
 	if err := json.Unmarshal([]byte(spec), &job); err != nil {
@@ -83,7 +83,10 @@ func TestHelperProbeClient(t *testing.T) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(3)
 	}
-	json.NewEncoder(os.Stdout).Encode(p)
+	if err := json.NewEncoder(os.Stdout).Encode(p); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(3)
+	}
 	os.Exit(0)
 }
 
@@ -96,7 +99,7 @@ type relayJob struct{ Listen, Target, Capture string }
 func TestHelperRelay(t *testing.T) {
 	spec := os.Getenv(relayEnv)
 	if spec == "" {
-		return
+		t.Skip("the relay TestAgentProbeShapedLink runs, not a test of its own")
 	}
 	var job relayJob
 	if err := json.Unmarshal([]byte(spec), &job); err != nil {
@@ -126,13 +129,16 @@ func TestHelperRelay(t *testing.T) {
 				return
 			}
 			defer up.Close()
-			go io.Copy(c, up)
+			go func() { _, _ = io.Copy(c, up) }() // the answers: the client's side checks them
 			buf := make([]byte, 64<<10)
 			for {
 				n, err := c.Read(buf)
 				if n > 0 {
 					mu.Lock()
-					capture.Write(buf[:n])
+					if _, err := capture.Write(buf[:n]); err != nil {
+						fmt.Fprintln(os.Stderr, err)
+						os.Exit(3)
+					}
 					mu.Unlock()
 					if _, werr := up.Write(buf[:n]); werr != nil {
 						return
@@ -174,8 +180,10 @@ func TestAgentProbeShapedLink(t *testing.T) {
 		addrs = append(addrs, "https://"+addr)
 		f := pki.Issue(t, "agent-"+site, tlsx.Request{Identity: tlsx.Agent(site), Hosts: []string{pair.Addr(i)}})
 		file := filepath.Join(dir, site+".yaml")
-		os.WriteFile(file, []byte(fmt.Sprintf("site: %s\nlisten: %s\ntls: {cert_file: %s, key_file: %s, ca_file: %s}\ngrid: %s\n",
-			site, addr, f.Cert, f.Key, f.CA, grid)), 0o600)
+		if err := os.WriteFile(file, []byte(fmt.Sprintf("site: %s\nlisten: %s\ntls: {cert_file: %s, key_file: %s, ca_file: %s}\ngrid: %s\n",
+			site, addr, f.Cert, f.Key, f.CA, grid)), 0o600); err != nil {
+			t.Fatal(err)
+		}
 		cmd := pair.Command(context.Background(), i, bin, "agent", "--config", file, "--log-format", "json")
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
@@ -183,13 +191,13 @@ func TestAgentProbeShapedLink(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() {
-			cmd.Process.Signal(syscall.SIGTERM)
+			_ = cmd.Process.Signal(syscall.SIGTERM) // fails only if it has exited: the wait below sees that
 			done := make(chan error, 1)
 			go func() { done <- cmd.Wait() }()
 			select {
 			case <-done:
 			case <-time.After(15 * time.Second):
-				cmd.Process.Kill()
+				_ = cmd.Process.Kill() // by PID: this test's own child; the error below says why
 				<-done
 				t.Errorf("agent %s did not stop on SIGTERM", site)
 			}
@@ -201,22 +209,35 @@ func TestAgentProbeShapedLink(t *testing.T) {
 	// The relay stands on spain's side of the link, at spain's address.
 	capture := filepath.Join(dir, "capture")
 	relayAddr := pair.Addr(1) + ":9201"
-	rj, _ := json.Marshal(relayJob{Listen: relayAddr, Target: pair.Addr(1) + ":9101", Capture: capture})
+	rj, err := json.Marshal(relayJob{Listen: relayAddr, Target: pair.Addr(1) + ":9101", Capture: capture})
+	if err != nil {
+		t.Fatal(err)
+	}
 	relay := pair.Command(context.Background(), 1, os.Args[0], "-test.run=^TestHelperRelay$")
 	relay.Env = append(os.Environ(), relayEnv+"="+string(rj))
 	if err := relay.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { relay.Process.Kill(); relay.Wait() })
+	t.Cleanup(func() {
+		_ = relay.Process.Kill() // by PID: this test's own child, which runs until killed
+		_ = relay.Wait()         // the kill is its exit status
+	})
 
 	d := pki.Issue(t, "daemon", tlsx.Request{Identity: tlsx.Daemon()})
 	target := "https://" + relayAddr
 	req := hp.ProbeRequest{Target: target, Site: "spain", Bytes: 8 << 20}
-	if body, _ := json.Marshal(req); bytes.Contains(bytes.ToLower(body), []byte("token")) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(bytes.ToLower(body), []byte("token")) {
 		t.Errorf("the probe request carries a token field: %s", body)
 	}
-	job, _ := json.Marshal(probeJob{Agent: addrs[0], AgentSite: sites[0], Target: target, TargetSite: sites[1],
+	job, err := json.Marshal(probeJob{Agent: addrs[0], AgentSite: sites[0], Target: target, TargetSite: sites[1],
 		Cert: d.Cert, Key: d.Key, CA: d.CA, Bytes: req.Bytes})
+	if err != nil {
+		t.Fatal(err)
+	}
 	cmd := pair.Command(context.Background(), 0, os.Args[0], "-test.run=^TestHelperProbeClient$")
 	cmd.Env = append(os.Environ(), helperEnv+"="+string(job))
 	var stdout, stderr bytes.Buffer
@@ -255,13 +276,20 @@ func TestAgentBadUsage(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name, data string) string {
 		p := filepath.Join(dir, name)
-		os.WriteFile(p, []byte(data), 0o600)
+		if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
 		return p
 	}
 	write("token", "t0k\n")
 	write("empty-token", "\n")
-	os.WriteFile(filepath.Join(dir, "open-token"), []byte("t0k\n"), 0o644)
-	grid, _ := filepath.Abs(example + "grid-paper.yaml")
+	if err := os.WriteFile(filepath.Join(dir, "open-token"), []byte("t0k\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	grid, err := filepath.Abs(example + "grid-paper.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -298,7 +326,10 @@ func TestAgentBadUsage(t *testing.T) {
 
 // The example site files stay valid.
 func TestExampleSites(t *testing.T) {
-	files, _ := filepath.Glob(example + "site-*.yaml")
+	files, err := filepath.Glob(example + "site-*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
 	if len(files) < 2 {
 		t.Fatalf("example site files: %v", files)
 	}

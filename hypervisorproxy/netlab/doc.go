@@ -34,7 +34,7 @@
 //
 //	func TestHelperProcess(t *testing.T) {
 //		if os.Getenv("ROLE") == "" {
-//			return // not a helper: nothing to test
+//			t.Skip("the program TestProbe runs, not a test of its own")
 //		}
 //		// ... act as the agent, then os.Exit(0).
 //	}
@@ -113,6 +113,7 @@
 // so their guests) before Close: a QEMU holding a tap keeps the namespace
 // alive, unnamed.
 //
-// The design is described in docs/design.md of the repository, section
-// "Bandwidth probes".
+// The design is described in docs/internals/daemon.md of the
+// repository, "Bandwidth probes", and in docs/internals/tests.md, "Real
+// parts".
 package netlab

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/http/httptrace"
 	"os"
 	"strings"
@@ -118,7 +119,10 @@ func TestOldestUnprovenClosedPerAddress(t *testing.T) {
 	t.Cleanup(client.CloseIdleConnections)
 	get := func() (reused bool) {
 		t.Helper()
-		req, _ := http.NewRequest("POST", "http://"+addr+"/v1/vms", strings.NewReader("{}"))
+		req, err := http.NewRequest("POST", "http://"+addr+"/v1/vms", strings.NewReader("{}"))
+		if err != nil {
+			t.Fatal(err)
+		}
 		req.Header.Set("Authorization", "Bearer "+token)
 		req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
 			GotConn: func(i httptrace.GotConnInfo) { reused = i.Reused }}))
@@ -126,7 +130,10 @@ func TestOldestUnprovenClosedPerAddress(t *testing.T) {
 		if err != nil {
 			t.Fatalf("the valid request: %v", err)
 		}
-		body, _ := io.ReadAll(resp.Body)
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
 		resp.Body.Close()
 		if resp.StatusCode != 200 || string(body) != "ok" {
 			t.Fatalf("the valid request: %d %q", resp.StatusCode, body)
@@ -151,7 +158,9 @@ func TestOldestUnprovenClosedPerAddress(t *testing.T) {
 	if _, err := authed.Write([]byte(strings.Repeat(" ", slowclient.BodyBytes-2) + "}")); err != nil {
 		t.Fatal(err)
 	}
-	authed.SetReadDeadline(time.Now().Add(safety))
+	if err := authed.SetReadDeadline(time.Now().Add(safety)); err != nil {
+		t.Fatal(err)
+	}
 	resp, err := http.ReadResponse(bufio.NewReader(authed), nil)
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("the authenticated slow connection: %v %v", resp, err)
@@ -198,9 +207,13 @@ func TestBurstIsNotClosed(t *testing.T) {
 	for range burst {
 		go func() {
 			client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
-			req, _ := http.NewRequest("POST", "http://"+addr+"/v1/vms", strings.NewReader("{}"))
-			req.Header.Set("Authorization", "Bearer "+token)
+			req, err := http.NewRequest("POST", "http://"+addr+"/v1/vms", strings.NewReader("{}"))
 			<-start
+			if err != nil {
+				errs <- err
+				return
+			}
+			req.Header.Set("Authorization", "Bearer "+token)
 			resp, err := client.Do(req)
 			if err == nil {
 				_, err = io.Copy(io.Discard, resp.Body)
@@ -230,13 +243,18 @@ func TestBurstIsNotClosed(t *testing.T) {
 func TestReadTimeoutDropsBody(t *testing.T) {
 	_, addr := serve(t, api(), httpsrv.Config{Timeouts: httpsrv.Timeouts{Read: 200 * time.Millisecond}})
 	c := slowConn(t, addr, "", token)
-	c.SetReadDeadline(time.Now().Add(safety))
+	if err := c.SetReadDeadline(time.Now().Add(safety)); err != nil {
+		t.Fatal(err)
+	}
 	br := bufio.NewReader(c)
 	resp, err := http.ReadResponse(br, nil)
 	if err != nil {
 		t.Fatalf("no answer: %v", err)
 	}
-	body, _ := io.ReadAll(resp.Body)
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if resp.StatusCode != 400 || !strings.Contains(string(body), "i/o timeout") {
 		t.Errorf("answer %d %q, want 400 and the read timeout", resp.StatusCode, body)
 	}
@@ -315,24 +333,77 @@ func TestIdleTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	fmt.Fprintf(c, "POST /v1/vms HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Length: 2\r\n\r\n{}", token)
-	c.SetReadDeadline(time.Now().Add(safety))
+	if _, err := fmt.Fprintf(c, "POST /v1/vms HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Length: 2\r\n\r\n{}", token); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SetReadDeadline(time.Now().Add(safety)); err != nil {
+		t.Fatal(err)
+	}
 	br := bufio.NewReader(c)
 	resp, err := http.ReadResponse(br, nil)
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("%v %v", resp, err)
 	}
-	io.Copy(io.Discard, resp.Body)
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := br.ReadByte(); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Errorf("the idle connection is still open (%v)", err)
 	}
 }
 
-// Prove and Stream do nothing outside a Server.
+// Prove and Stream do nothing outside a Server: a handler that calls
+// them answers in full, to a recorder and under a plain net/http server,
+// its request keeps its context, and a Server that runs meanwhile, with
+// an unproven connection open, counts none of it.
 func TestOutsideAServer(t *testing.T) {
+	srv, addr := serve(t, api(), httpsrv.Config{Timeouts: httpsrv.Timeouts{Grace: time.Hour}})
+	slowConn(t, addr, "", "") // unproven: a Prove that reached this Server would prove it
+	before := waitStats(t, srv, "the slow connection accepted", func(s httpsrv.Stats) bool { return s.Unproven == 1 })
+	const events = 3
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx := r.Context()
+		httpsrv.Prove(ctx)
+		httpsrv.Stream(r)
+		if r.Context() != ctx {
+			http.Error(w, "Stream changed the request's context", http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		rc := http.NewResponseController(w)
+		for i := range events {
+			if _, err := fmt.Fprintf(w, "event %d\n", i); err != nil {
+				return
+			}
+			if err := rc.Flush(); err != nil {
+				return
+			}
+		}
+	})
+	want := "event 0\nevent 1\nevent 2\n"
+
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/events", nil))
+	if rec.Code != http.StatusOK || rec.Body.String() != want || !rec.Flushed {
+		t.Errorf("to a recorder: %d %q, flushed %v; want 200 %q, flushed", rec.Code, rec.Body, rec.Flushed, want)
+	}
+
+	plain := httptest.NewServer(h)
+	defer plain.Close()
+	resp, err := plain.Client().Get(plain.URL + "/events")
+	if err != nil {
+		t.Fatalf("under a plain server: %v", err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK || string(body) != want {
+		t.Errorf("under a plain server: %d %q (%v); want 200 %q", resp.StatusCode, body, err, want)
+	}
+
 	httpsrv.Prove(context.Background())
-	r, _ := http.NewRequest("GET", "/", nil)
-	httpsrv.Stream(r)
+	if s := srv.Stats(); s != before {
+		t.Errorf("the Server's counts went from %+v to %+v: it counted what came through no Server of its", before, s)
+	}
 }
 
 func TestParseLimits(t *testing.T) {
