@@ -23,7 +23,10 @@ func FuzzParseGrid(f *testing.F) {
 	for _, tc := range parseGridErrorCases {
 		f.Add([]byte(tc.in))
 	}
-	files, _ := filepath.Glob("../examples/grid-*.yaml")
+	files, err := filepath.Glob("../examples/grid-*.yaml")
+	if err != nil {
+		f.Fatal(err)
+	}
 	for _, name := range append(files, "../metasched/demo/grid.yaml") {
 		data, err := os.ReadFile(name)
 		if err != nil {

@@ -608,7 +608,10 @@ func TestIterator(t *testing.T) {
 func TestConcurrentUse(t *testing.T) {
 	g := mustNew(t, randomGrid(rand.New(rand.NewPCG(7, 7)), 60, 120))
 	want := g.Widest()
-	wantZones, _ := g.Zones(5)
+	wantZones, err := g.Zones(5)
+	if err != nil {
+		t.Fatal(err)
+	}
 	done := make(chan error)
 	for w := range 4 {
 		go func() {
@@ -617,7 +620,12 @@ func TestConcurrentUse(t *testing.T) {
 					done <- fmt.Errorf("WidestFrom(%d) differs", m)
 					return
 				}
-				if z, _ := g.Zones(5); !cmp.Equal(wantZones, z) {
+				z, err := g.Zones(5)
+				if err != nil {
+					done <- fmt.Errorf("Zones(5): %w", err)
+					return
+				}
+				if !cmp.Equal(wantZones, z) {
 					done <- fmt.Errorf("Zones(5) differs")
 					return
 				}

@@ -67,7 +67,10 @@ func labSite(t testing.TB, dir, extra string) (*hp.Site, *graph.Grid) {
 			t.Fatal(err)
 		}
 	}
-	data, _ := os.ReadFile(filepath.Join(dir, "site.yaml"))
+	data, err := os.ReadFile(filepath.Join(dir, "site.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	site, err := hp.ParseSite(filepath.Join(dir, "site.yaml"), data)
 	if err != nil {
 		t.Fatal(err)
@@ -95,7 +98,7 @@ func serveAgent(t testing.TB, cfg hp.Config) *harness {
 
 func (h *harness) stop() {
 	h.srv.Close()
-	h.agent.Close()
+	_ = h.agent.Close() // closes the hypervisor connections: nothing a test checks is lost
 }
 
 // hostView is what tests compare of a host.
@@ -191,7 +194,11 @@ func TestAgentLifecycle(t *testing.T) {
 	if _, err = c.Resize(ctx, "vm-1", hp.Resize{MemoryMiB: 4096}); !errors.Is(err, hp.ErrLimit) {
 		t.Errorf("resize beyond max_memory_mib: err = %v, want ErrLimit", err)
 	}
-	if got, _ = c.VM(ctx, "vm-1"); got.VCPUs != 4 || got.MemoryMiB != 1536 {
+	got, err = c.VM(ctx, "vm-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.VCPUs != 4 || got.MemoryMiB != 1536 {
 		t.Errorf("after refused resizes vm-1 = %+v", got)
 	}
 
@@ -304,7 +311,10 @@ func checkBadRequests(t *testing.T, cases []badRequest) {
 	before := view(t, h.client)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			req, _ := http.NewRequest(tc.method, h.srv.URL+tc.path, strings.NewReader(tc.body))
+			req, err := http.NewRequest(tc.method, h.srv.URL+tc.path, strings.NewReader(tc.body))
+			if err != nil {
+				t.Fatal(err)
+			}
 			switch tc.token {
 			case "":
 				req.Header.Set("Authorization", "Bearer "+testToken)
@@ -318,7 +328,9 @@ func checkBadRequests(t *testing.T, cases []badRequest) {
 			}
 			defer resp.Body.Close()
 			var e hp.APIError
-			json.NewDecoder(resp.Body).Decode(&e)
+			if err := json.NewDecoder(resp.Body).Decode(&e); err != nil {
+				t.Fatalf("%s %s: answer %d: %v", tc.method, tc.path, resp.StatusCode, err)
+			}
 			if resp.StatusCode != tc.status || !strings.Contains(e.Error, tc.msg) {
 				t.Errorf("%s %s: %d %q, want %d and a message containing %q", tc.method, tc.path, resp.StatusCode, e.Error, tc.status, tc.msg)
 			}

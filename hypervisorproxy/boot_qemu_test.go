@@ -138,7 +138,7 @@ func TestAgentBootsPoolImage(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer g.Close()
+		defer g.Close() // the connection to libvirtd: nothing the test checks is lost
 		if err := g.WaitAgent(ctx, "node-1"); err != nil {
 			t.Fatal(err)
 		}

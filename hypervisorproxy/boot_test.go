@@ -23,15 +23,29 @@ import (
 func TestAgentImages(t *testing.T) {
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good")
-	os.MkdirAll(good, 0o755)
-	os.WriteFile(filepath.Join(good, "vmlinuz"), []byte("a kernel"), 0o644)
-	os.WriteFile(filepath.Join(good, "image.yaml"), []byte("kind: kernel\nkernel: vmlinuz\n"), 0o644)
+	if err := os.MkdirAll(good, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(good, "vmlinuz"), []byte("a kernel"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(good, "image.yaml"), []byte("kind: kernel\nkernel: vmlinuz\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	altered := filepath.Join(dir, "altered")
-	os.MkdirAll(altered, 0o755)
-	os.WriteFile(filepath.Join(altered, "vmlinuz"), []byte("another kernel"), 0o644)
-	os.WriteFile(filepath.Join(altered, "image.yaml"), []byte("kind: kernel\nkernel: vmlinuz\nkernel_sha256: "+strings.Repeat("ab", 32)+"\n"), 0o644)
+	if err := os.MkdirAll(altered, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(altered, "vmlinuz"), []byte("another kernel"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(altered, "image.yaml"), []byte("kind: kernel\nkernel: vmlinuz\nkernel_sha256: "+strings.Repeat("ab", 32)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	missing := filepath.Join(dir, "missing")
-	os.WriteFile(filepath.Join(dir, "token"), []byte(testToken), 0o600)
+	if err := os.WriteFile(filepath.Join(dir, "token"), []byte(testToken), 0o600); err != nil {
+		t.Fatal(err)
+	}
 
 	site := func(images string) *hp.Site {
 		s, err := hp.ParseSite(filepath.Join(dir, "site.yaml"), []byte(fmt.Sprintf(`site: lab

@@ -56,7 +56,7 @@ hosts:
 	if _, err := c.Create(ctx, hp.VMSpec{Name: "mover", Host: "qa", Job: "j", VCPUs: 1, MemoryMiB: 256, Image: "disk"}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = c.Destroy(context.Background(), "mover") })
+	t.Cleanup(func() { _ = c.Destroy(context.Background(), "mover") }) // gone already when the test got through
 
 	// What the VM wrote is in its overlay only; a process of it runs.
 	const blob = "/blob"
@@ -153,7 +153,10 @@ hosts:
 		t.Errorf("the inventory has %d VMs after the failed boot", n)
 	}
 	for _, sub := range []string{"overlays", "consoles"} {
-		left, _ := filepath.Glob(filepath.Join(agentDir, sub, "nocloud*"))
+		left, err := filepath.Glob(filepath.Join(agentDir, sub, "nocloud*"))
+		if err != nil {
+			t.Fatal(err)
+		}
 		if len(left) > 0 {
 			t.Errorf("left after the failed boot: %v", left)
 		}

@@ -185,7 +185,11 @@ func nothingOf(t *testing.T, c *client.Client, d *libvirtdtest.Daemon, name, age
 		}
 	}
 	for _, pat := range []string{filepath.Join(agentDir, "consoles", name+".*"), filepath.Join(imageDir, "overlays", name+".*")} {
-		if left, _ := filepath.Glob(pat); len(left) > 0 {
+		left, err := filepath.Glob(pat)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(left) > 0 {
 			t.Errorf("left of %s: %v", name, left)
 		}
 	}

@@ -43,7 +43,10 @@ func FuzzParseSite(f *testing.F) {
 	for _, tc := range siteErrorCases {
 		f.Add([]byte(tc.yaml))
 	}
-	files, _ := filepath.Glob("../examples/site-*.yaml")
+	files, err := filepath.Glob("../examples/site-*.yaml")
+	if err != nil {
+		f.Fatal(err)
+	}
 	for _, name := range files {
 		data, err := os.ReadFile(name)
 		if err != nil {
@@ -367,7 +370,10 @@ func resetSite(t *testing.T, h *harness) {
 func FuzzDecodeError(f *testing.F) {
 	for _, tc := range agentBadRequests {
 		if code := codeOfStatus(tc.status); code != "" {
-			data, _ := json.Marshal(hp.APIError{Error: tc.msg, Code: code})
+			data, err := json.Marshal(hp.APIError{Error: tc.msg, Code: code})
+			if err != nil {
+				f.Fatal(err)
+			}
 			f.Add(tc.status, data)
 		}
 	}
@@ -432,7 +438,7 @@ func FuzzProbeAnswer(f *testing.F) {
 	var mu sync.Mutex
 	pki := tlsxtest.New(f)
 	sink := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
+		_, _ = io.Copy(io.Discard, r.Body) // a sink: only the request's arrival counts
 		mu.Lock()
 		status, body := answer.status, answer.body
 		mu.Unlock()

@@ -146,7 +146,10 @@ func TestAgentGuestCalls(t *testing.T) {
 	if err := c.GuestWriteFile(ctx, "keep", "/run/metasched/cmd", []byte("hello world"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	req, _ := http.NewRequest("PUT", h.srv.URL+"/v1/vms/keep/guest/file?path=/run/dflt", strings.NewReader("x"))
+	req, err := http.NewRequest("PUT", h.srv.URL+"/v1/vms/keep/guest/file?path=/run/dflt", strings.NewReader("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	req.Header.Set("Authorization", "Bearer "+testToken)
 	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusNoContent {
 		t.Fatalf("PUT without mode: %v, %v", resp, err)

@@ -23,9 +23,14 @@ import (
 func TestAgentReconnectAndUnreachable(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	x, _ := domxml.Node{CPUs: 4, MemoryMiB: 4096}.XML()
+	x, err := domxml.Node{CPUs: 4, MemoryMiB: 4096}.XML()
+	if err != nil {
+		t.Fatal(err)
+	}
 	hostFile := filepath.Join(dir, "h0.xml")
-	os.WriteFile(hostFile, []byte(x), 0o644)
+	if err := os.WriteFile(hostFile, []byte(x), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	site, err := hp.ParseSite(filepath.Join(dir, "site.yaml"), []byte(`
 site: lab
 token_file: token

@@ -45,7 +45,10 @@ func TestAgentFollowsLeader(t *testing.T) {
 		t.Errorf("a request without an epoch: %v", err)
 	}
 	for _, bad := range []string{"-1", "0", "nine", "9.5"} {
-		req, _ := http.NewRequest("GET", h.srv.URL+"/v1/inventory", nil)
+		req, err := http.NewRequest("GET", h.srv.URL+"/v1/inventory", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
 		req.Header.Set("Authorization", "Bearer "+testToken)
 		req.Header.Set(hp.LeaderEpochHeader, bad)
 		resp, err := http.DefaultClient.Do(req)

@@ -59,7 +59,7 @@ hosts:
 	if _, err := c.Create(ctx, hp.VMSpec{Name: "mover", Host: "qa", VCPUs: 1, MemoryMiB: 256, Image: "render"}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = c.Destroy(context.Background(), "mover") })
+	t.Cleanup(func() { _ = c.Destroy(context.Background(), "mover") }) // gone already when the test got through
 
 	// Calls one after the other, from before the migration until after.
 	var (

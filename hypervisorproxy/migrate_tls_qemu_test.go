@@ -119,7 +119,11 @@ func migrationTLSDir(t *testing.T, ca *tlsx.CA, host string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	t.Cleanup(func() {
+		if err := os.RemoveAll(dir); err != nil {
+			t.Error(err)
+		}
+	})
 	writeMigrationFiles(t, dir, ca, host)
 	return dir
 }

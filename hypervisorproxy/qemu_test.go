@@ -136,12 +136,19 @@ func TestAgentQEMULiveMigration(t *testing.T) {
 	if alive(srcPID) {
 		t.Errorf("the source qemu (pid %d) still runs", srcPID)
 	}
-	pids, _ = db.GuestPIDs()
+	pids, err = db.GuestPIDs()
+	if err != nil {
+		t.Fatal(err)
+	}
 	dstPID := pids["guest-1"]
 	if !alive(dstPID) {
 		t.Errorf("no qemu for guest-1 on daemon b: %v", pids)
 	}
-	if pa, _ := da.GuestPIDs(); len(pa) != 0 {
+	pa, err := da.GuestPIDs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pa) != 0 {
 		t.Errorf("daemon a still has guests %v", pa)
 	}
 
@@ -151,7 +158,10 @@ func TestAgentQEMULiveMigration(t *testing.T) {
 	if alive(dstPID) {
 		t.Errorf("qemu pid %d still runs after destroy", dstPID)
 	}
-	inv, _ = c.Inventory(ctx)
+	inv, err = c.Inventory(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, h := range inv.Hosts {
 		if len(h.VMs) != 0 {
 			t.Errorf("host %s still lists %+v", h.Name, h.VMs)

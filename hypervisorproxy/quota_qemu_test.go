@@ -67,8 +67,8 @@ func TestCPUQuotaBootedGuest(t *testing.T) {
 		}
 	}
 	t.Cleanup(func() {
-		_ = quota.Destroy(ctx, "capped")
-		_ = free.Destroy(ctx, "uncapped")
+		_ = quota.Destroy(ctx, "capped")  // best effort: gone already when the test got through
+		_ = free.Destroy(ctx, "uncapped") // likewise
 	})
 	inv, err := quota.Inventory(ctx)
 	if err != nil {
@@ -168,7 +168,13 @@ func cpuSeconds(t *testing.T, pid int) float64 {
 	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
 	// Fields 14 and 15 of stat, utime and stime, in clock ticks (100 a
 	// second on Linux).
-	ut, _ := strconv.ParseFloat(f[11], 64)
-	st, _ := strconv.ParseFloat(f[12], 64)
+	ut, err := strconv.ParseFloat(f[11], 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := strconv.ParseFloat(f[12], 64)
+	if err != nil {
+		t.Fatal(err)
+	}
 	return (ut + st) / 100
 }

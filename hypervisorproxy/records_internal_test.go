@@ -170,8 +170,10 @@ func appendTo(t *testing.T, dir, s string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
 	if _, err := f.WriteString(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -305,7 +307,7 @@ func TestRecordTouched(t *testing.T) {
 				t.Errorf("an untouched change: %v, want the check's panic", r)
 			}
 		}()
-		l.write(agent, hosts, 0)
+		_, _ = l.write(agent, hosts, 0) // it panics before it returns
 	}()
 	verifyRecord = false
 	defer func() { verifyRecord = true }()

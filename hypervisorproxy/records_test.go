@@ -35,7 +35,10 @@ func TestAgentRestartRestoresVMs(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("after a restart (-want +got):\n%s", diff)
 	}
-	inv, _ := h2.client.Inventory(ctx)
+	inv, err := h2.client.Inventory(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if inv.Hosts[1].Pool != "batch" {
 		t.Errorf("pool of lab-1 after a restart = %q, want batch", inv.Hosts[1].Pool)
 	}

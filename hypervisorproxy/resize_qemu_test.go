@@ -31,8 +31,15 @@ func TestResizeBootedGuest(t *testing.T) {
 		if len(f) != 2 {
 			t.Fatalf("guest answered %q", st.Stdout)
 		}
-		cpus, _ = strconv.Atoi(f[0])
-		memKiB, _ = strconv.Atoi(f[1])
+		var err error
+		cpus, err = strconv.Atoi(f[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		memKiB, err = strconv.Atoi(f[1])
+		if err != nil {
+			t.Fatal(err)
+		}
 		return cpus, memKiB
 	}
 	cpus0, mem0 := seen()

@@ -84,14 +84,18 @@ func TestSiteCapsUnproven(t *testing.T) {
 func TestBodyThatNeverArrivesIsDropped(t *testing.T) {
 	addr, _ := serveTCP(t, "", httpsrv.Timeouts{Read: 200 * time.Millisecond})
 	conn := slowclient.Open(t, addr, "POST", "/v1/vms", slowclient.Options{Header: []string{"Authorization: Bearer " + testToken}})
-	conn.SetReadDeadline(time.Now().Add(slowclient.Safety))
+	if err := conn.SetReadDeadline(time.Now().Add(slowclient.Safety)); err != nil {
+		t.Fatal(err)
+	}
 	br := bufio.NewReader(conn)
 	resp, err := http.ReadResponse(br, nil)
 	if err != nil {
 		t.Fatalf("no answer after the body stalled (%v): the agent holds the connection", err)
 	}
 	var e hp.APIError
-	json.NewDecoder(resp.Body).Decode(&e)
+	if err := json.NewDecoder(resp.Body).Decode(&e); err != nil {
+		t.Fatalf("answer %d: %v", resp.StatusCode, err)
+	}
 	resp.Body.Close()
 	if resp.StatusCode != 400 || e.Code != "invalid" || !strings.Contains(e.Error, "did not arrive within the server's read timeout") {
 		t.Errorf("answer %d %+v, want 400 invalid: the body did not arrive", resp.StatusCode, e)

@@ -22,13 +22,17 @@ import (
 // unreachable with an error that names the field.
 func TestHostShare(t *testing.T) {
 	dir := t.TempDir()
-	os.WriteFile(filepath.Join(dir, "token"), []byte(testToken), 0o600)
+	if err := os.WriteFile(filepath.Join(dir, "token"), []byte(testToken), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	node, err := domxml.Node{CPUs: 8, MemoryMiB: 4096}.XML()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, h := range []string{"part", "whole", "over"} {
-		os.WriteFile(filepath.Join(dir, h+".xml"), []byte(node), 0o644)
+		if err := os.WriteFile(filepath.Join(dir, h+".xml"), []byte(node), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	site, err := hp.ParseSite(filepath.Join(dir, "site.yaml"), []byte(fmt.Sprintf(`site: lab
 token_file: token

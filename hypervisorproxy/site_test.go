@@ -190,7 +190,10 @@ links:
 	if diff := cmp.Diff(want, hosts); diff != "" {
 		t.Errorf("test hosts (-want +got):\n%s", diff)
 	}
-	hosts, _, _ = hp.GenerateHosts(g, "b", "", nil)
+	hosts, _, err = hp.GenerateHosts(g, "b", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	want = []hp.SiteHost{{Name: "b-0", URI: "qemu+ssh://b0.example/system"}, {Name: "b-1", URI: "qemu+ssh://b1.example/system"}}
 	if diff := cmp.Diff(want, hosts); diff != "" {
 		t.Errorf("uri template (-want +got):\n%s", diff)

@@ -94,7 +94,10 @@ func TestAgentCertificateRotation(t *testing.T) {
 	a := startTLSAgent(t, p, "lab")
 	serial := func() string {
 		t.Helper()
-		pool, _ := tlsx.CAPool(p.CAFile())
+		pool, err := tlsx.CAPool(p.CAFile())
+		if err != nil {
+			t.Fatal(err)
+		}
 		c, err := tls.Dial("tcp", strings.TrimPrefix(a.url, "https://"), &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"})
 		if err != nil {
 			t.Fatal(err)

@@ -46,8 +46,12 @@ func submitf(t *testing.T, d *metasched.Daemon, format, name string) api.Job {
 	return j
 }
 
-func stateOf(d *metasched.Daemon, id string) api.Job {
-	j, _ := d.Job(context.Background(), id)
+func stateOf(t *testing.T, d *metasched.Daemon, id string) api.Job {
+	t.Helper()
+	j, err := d.Job(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
 	return j
 }
 
@@ -60,8 +64,8 @@ func TestBackfill(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		d := backfillDaemon(t, time.Hour).d
 		wide := submitf(t, d, wideJob, "wide")
-		waitFor(t, "the wide job running", time.Minute, func() bool { return stateOf(d, wide.ID).State == api.Running })
-		if n := len(stateOf(d, wide.ID).VMs); n != 4 {
+		waitFor(t, "the wide job running", time.Minute, func() bool { return stateOf(t, d, wide.ID).State == api.Running })
+		if n := len(stateOf(t, d, wide.ID).VMs); n != 4 {
 			t.Fatalf("the wide job has %d VMs, want one on each host", n)
 		}
 		var big []api.Job
@@ -69,12 +73,12 @@ func TestBackfill(t *testing.T) {
 			big = append(big, submitf(t, d, bigJob, fmt.Sprintf("big-%d", i)))
 		}
 		small := submitf(t, d, wideJob, "small")
-		waitFor(t, "the small job running", 10*time.Second, func() bool { return stateOf(d, small.ID).State == api.Running })
-		if st := stateOf(d, wide.ID).State; st != api.Running {
+		waitFor(t, "the small job running", 10*time.Second, func() bool { return stateOf(t, d, small.ID).State == api.Running })
+		if st := stateOf(t, d, wide.ID).State; st != api.Running {
 			t.Fatalf("the wide job is %s: the small job should have run beside it", st)
 		}
 		for _, b := range big {
-			if j := stateOf(d, b.ID); j.State != api.Queued || !strings.Contains(j.Reason, "no free host") {
+			if j := stateOf(t, d, b.ID); j.State != api.Queued || !strings.Contains(j.Reason, "no free host") {
 				t.Errorf("big job %s: %s (%s), want it waiting for a free host", b.Name, j.State, j.Reason)
 			}
 		}
@@ -97,7 +101,7 @@ func TestNoStarvation(t *testing.T) {
 		next, n := start.Add(20*time.Second), 1
 		var ran time.Time
 		for time.Since(start) < 5*time.Minute {
-			if j := stateOf(d, big.ID); j.State != api.Queued && ran.IsZero() {
+			if j := stateOf(t, d, big.ID); j.State != api.Queued && ran.IsZero() {
 				ran = time.Now()
 			}
 			if !ran.IsZero() {
@@ -109,7 +113,7 @@ func TestNoStarvation(t *testing.T) {
 			}
 			time.Sleep(time.Second)
 		}
-		j := stateOf(d, big.ID)
+		j := stateOf(t, d, big.ID)
 		if ran.IsZero() {
 			t.Fatalf("the big job never ran in 5 minutes of wide jobs: %s (%s)", j.State, j.Reason)
 		}
@@ -130,7 +134,7 @@ func TestIdleDispatchCost(t *testing.T) {
 		td := backfillDaemon(t, time.Hour)
 		d := td.d
 		wide := submitf(t, d, strings.Replace(wideJob, "tasks: 120", "tasks: 1200", 1), "wide") // 300 s
-		waitFor(t, "the wide job running", time.Minute, func() bool { return stateOf(d, wide.ID).State == api.Running })
+		waitFor(t, "the wide job running", time.Minute, func() bool { return stateOf(t, d, wide.ID).State == api.Running })
 		for i := range 2000 {
 			submitf(t, d, bigJob, fmt.Sprintf("big-%d", i))
 		}
@@ -141,7 +145,7 @@ func TestIdleDispatchCost(t *testing.T) {
 		planned, skipped := rounds("planned"), rounds("skipped")
 		time.Sleep(time.Minute)
 		planned, skipped = rounds("planned")-planned, rounds("skipped")-skipped
-		if st := stateOf(d, wide.ID).State; st != api.Running {
+		if st := stateOf(t, d, wide.ID).State; st != api.Running {
 			t.Fatalf("the wide job is %s: the minute was not idle", st)
 		}
 		t.Logf("dispatcher rounds in an idle minute with 2,000 queued: %v planned, %v skipped", planned, skipped)

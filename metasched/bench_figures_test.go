@@ -192,7 +192,10 @@ func BenchmarkFiguresSubscribers(b *testing.B) {
 			hc := &http.Client{Transport: tr}
 			var wg sync.WaitGroup
 			for range subs {
-				req, _ := http.NewRequestWithContext(ctx, "GET", addr+"/v1/events", nil)
+				req, err := http.NewRequestWithContext(ctx, "GET", addr+"/v1/events", nil)
+				if err != nil {
+					b.Fatal(err)
+				}
 				req.Header.Set("Authorization", "Bearer "+d.Token())
 				resp, err := hc.Do(req)
 				if err != nil {

@@ -113,7 +113,7 @@ func runBench(b *testing.B, cfg *metasched.Config, grid *graph.Grid, hc *http.Cl
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		cancel()
-		d.Close()
+		_ = d.Close() // the benchmark fails: err is the error to report
 		b.Fatal(err)
 	}
 	done := make(chan error, 1)
@@ -308,7 +308,7 @@ func prefillJobs(b *testing.B, dir string, n int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer st.Close()
+	defer st.Close() // every write is committed: closing loses nothing
 	types := []string{"sim", "render", "etl"}
 	specs := map[string]json.RawMessage{}
 	for _, jt := range demo.Types {
@@ -344,7 +344,7 @@ func prefillSwitches(b *testing.B, dir string, n int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer st.Close()
+	defer st.Close() // every write is committed: closing loses nothing
 	at := time.Now().Add(-time.Hour)
 	var wg sync.WaitGroup
 	for w := range 64 {
@@ -505,7 +505,10 @@ func BenchmarkSubmitWithPages(b *testing.B) {
 			hc := &http.Client{Transport: tr}
 			for range pages {
 				wg.Go(func() {
-					req, _ := http.NewRequestWithContext(ctx, "GET", c.Base()+"/v1/events", nil)
+					req, err := http.NewRequestWithContext(ctx, "GET", c.Base()+"/v1/events", nil)
+					if err != nil {
+						b.Fatal(err)
+					}
 					req.Header.Set("Authorization", "Bearer "+d.Token())
 					resp, err := hc.Do(req)
 					if err != nil {

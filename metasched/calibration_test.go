@@ -118,8 +118,14 @@ func (f *farm) run(site, vm string, e hp.GuestExec) hp.GuestExecStatus {
 	f.check(vm)
 	switch e.Args[0] {
 	case "bench":
-		procs, _ := strconv.Atoi(arg(e.Args, "--procs"))
-		secs, _ := strconv.ParseFloat(arg(e.Args, "--seconds"), 64)
+		procs, err := strconv.Atoi(arg(e.Args, "--procs"))
+		if err != nil {
+			return hp.GuestExecStatus{Exited: true, ExitCode: 2, Stderr: []byte(err.Error())}
+		}
+		secs, err := strconv.ParseFloat(arg(e.Args, "--seconds"), 64)
+		if err != nil {
+			return hp.GuestExecStatus{Exited: true, ExitCode: 2, Stderr: []byte(err.Error())}
+		}
 		if st, ok := f.benchOut[site]; ok {
 			return st
 		}
@@ -130,7 +136,10 @@ func (f *farm) run(site, vm string, e hp.GuestExec) hp.GuestExecStatus {
 	case "sink":
 		return hp.GuestExecStatus{} // listens until its VM goes
 	case "probe":
-		n, _ := strconv.ParseInt(arg(e.Args, "--bytes"), 10, 64)
+		n, err := strconv.ParseInt(arg(e.Args, "--bytes"), 10, 64)
+		if err != nil {
+			return hp.GuestExecStatus{Exited: true, ExitCode: 2, Stderr: []byte(err.Error())}
+		}
 		to, _, _ := strings.Cut(arg(e.Args, "--to"), ":")
 		mbps := f.link
 		if strings.HasPrefix(to, fmt.Sprintf("10.77.%d.", nets[site])) {
@@ -374,7 +383,10 @@ func TestCalibrationIdleHostsOnly(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitFor(t, "job one running", time.Minute, func() bool {
-			j, _ := d.Job(ctx, j1.ID)
+			j, err := d.Job(ctx, j1.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
 			return j.State == api.Running
 		})
 		j2, err := d.Submit(ctx, jobfile.Decode([]byte("name: two\n"+job)))
@@ -397,10 +409,16 @@ func TestCalibrationIdleHostsOnly(t *testing.T) {
 		}
 		var two api.Job
 		waitFor(t, "job two done", time.Hour, func() bool {
-			two, _ = d.Job(ctx, j2.ID)
+			two, err = d.Job(ctx, j2.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
 			return two.State.Terminal()
 		})
-		one, _ := d.Job(ctx, j1.ID)
+		one, err := d.Job(ctx, j1.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
 		if one.State != api.Done || two.State != api.Done {
 			t.Fatalf("jobs: %s and %s", one.State, two.State)
 		}
@@ -543,7 +561,10 @@ func TestCalibrationVMTakesCapacity(t *testing.T) {
 		}
 		var job api.Job
 		waitFor(t, "the job planned", time.Minute, func() bool {
-			job, _ = d.Job(ctx, j.ID)
+			job, err = d.Job(ctx, j.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
 			return len(job.VMs) > 0
 		})
 		if len(job.VMs) != 4 || slices.ContainsFunc(job.VMs, func(v api.JobVM) bool { return v.Host == calHost }) {
@@ -795,8 +816,8 @@ func TestCalibrationStart(t *testing.T) {
 			}
 		}
 		j := submitText(t, d, "name: first\ntype: farm\ntasks: 10\ntask_ops: 1.0e8\ntask_bytes: 1.0e3\ncommand: [/bin/sh, -c, 'exit 0']\n")
-		waitFor(t, "the job done", 10*time.Minute, func() bool { return stateOf(d, j.ID).State == api.Done })
-		j = stateOf(d, j.ID)
+		waitFor(t, "the job done", 10*time.Minute, func() bool { return stateOf(t, d, j.ID).State == api.Done })
+		j = stateOf(t, d, j.ID)
 		most := 0.0
 		for _, v := range j.VMs {
 			most = max(most, figs["start/"+v.Site].Value)

@@ -46,7 +46,10 @@ func TestInjectedClock(t *testing.T) {
 		t.Fatal(err)
 	}
 	daemontest.WaitFor(t, "the job running", time.Minute, func() bool {
-		j, _ := d.Job(ctx, job.ID)
+		j, err := d.Job(ctx, job.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
 		return j.State == api.Running
 	})
 	// The emulated run waits on the clock too.
@@ -54,7 +57,10 @@ func TestInjectedClock(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(200 * time.Millisecond) // real time: the run does not end
-	j, _ := d.Job(ctx, job.ID)
+	j, err := d.Job(ctx, job.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if j.State != api.Running {
 		t.Fatalf("the job is %s after 200 ms of real time and none of its clock, want running", j.State)
 	}
@@ -66,7 +72,10 @@ func TestInjectedClock(t *testing.T) {
 	step := time.Duration(j.PredictedS*float64(time.Second)) + time.Second
 	clock.Advance(step)
 	daemontest.WaitFor(t, "the job done", time.Minute, func() bool {
-		j, _ = d.Job(ctx, job.ID)
+		j, err = d.Job(ctx, job.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
 		return j.State == api.Done
 	})
 	if math.Abs(j.MeasuredS-step.Seconds()) > 1e-9 {

@@ -89,7 +89,11 @@ func TestCommandExecutor(t *testing.T) {
 	final := func(id string) api.Job {
 		var j api.Job
 		waitFor(t, "job "+id+" finished", 30*time.Second, func() bool {
-			j, _ = d.Job(ctx, id)
+			var err error
+			j, err = d.Job(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
 			return j.State.Terminal()
 		})
 		return j
@@ -124,7 +128,11 @@ func TestCommandExecutor(t *testing.T) {
 	if j.State != api.Failed || j.ExitCode == nil || *j.ExitCode != 3 || !strings.Contains(j.Reason, "exit code 3") {
 		t.Fatalf("bad job: %s (%s), exit %v", j.State, j.Reason, j.ExitCode)
 	}
-	if logs, _ := d.Store().Logs(ctx, bad); !strings.Contains(string(logs), "failing") {
+	logs, err = d.Store().Logs(ctx, bad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(logs), "failing") {
 		t.Errorf("stderr not kept: %q", logs)
 	}
 	waitFor(t, "no VM left", 10*time.Second, func() bool { return len(d.VMs()) == 0 })
@@ -152,7 +160,10 @@ func TestCommandSurvivesRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the command started", 30*time.Second, func() bool {
-		logs, _ := d.Store().Logs(ctx, j.ID)
+		logs, err := d.Store().Logs(ctx, j.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
 		return strings.Contains(string(logs), "started")
 	})
 	td.Stop()
@@ -168,7 +179,10 @@ func TestCommandSurvivesRestart(t *testing.T) {
 	d = td.D
 	var got api.Job
 	waitFor(t, "the job finished", 30*time.Second, func() bool {
-		got, _ = d.Job(ctx, j.ID)
+		got, err = d.Job(ctx, j.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
 		return got.State.Terminal()
 	})
 	if got.State != api.Done || got.ExitCode == nil || *got.ExitCode != 0 {
@@ -179,10 +193,17 @@ func TestCommandSurvivesRestart(t *testing.T) {
 			t.Errorf("the job went back to the queue: %s → %s (%s)", tr.From, tr.To, tr.Reason)
 		}
 	}
-	if data, _ := os.ReadFile(ran); strings.Count(string(data), j.ID) != 1 {
+	data, err := os.ReadFile(ran)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Count(string(data), j.ID) != 1 {
 		t.Errorf("the command ran %d times", strings.Count(string(data), j.ID))
 	}
-	logs, _ := d.Store().Logs(ctx, j.ID)
+	logs, err := d.Store().Logs(ctx, j.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if strings.Count(string(logs), "started\n") != 1 || strings.Count(string(logs), "ended\n") != 1 {
 		t.Errorf("logs %q: want the command's output once", logs)
 	}
@@ -208,14 +229,20 @@ func TestCommandOutputCapped(t *testing.T) {
 	}
 	const note = "\n[metasched: the job's output reached its cap of 4096 bytes; what it writes from here on is read and discarded, and the command goes on]\n"
 	waitFor(t, "the output at its cap", time.Minute, func() bool {
-		logs, _ := d.Store().Logs(ctx, j.ID)
+		logs, err := d.Store().Logs(ctx, j.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
 		return strings.HasSuffix(string(logs), note)
 	})
 	got, err := d.Cancel(ctx, j.ID)
 	if err != nil || got.State != api.Cancelled {
 		t.Fatalf("cancel: %s, %v; want cancelled", got.State, err)
 	}
-	logs, _ := d.Store().Logs(ctx, j.ID)
+	logs, err := d.Store().Logs(ctx, j.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if len(logs) != 4096+len(note) || strings.Count(string(logs), "y\n") != 2048 {
 		t.Errorf("the job's log: %d bytes, want the 4096 of the cap and the note", len(logs))
 	}
@@ -260,7 +287,10 @@ func TestCommandAccountsDaemon(t *testing.T) {
 	for owner, account := range map[string]string{"alice": "nobody", "cert:bob": "games"} {
 		id := ids[owner]
 		waitFor(t, "job "+id+" finished", 30*time.Second, func() bool {
-			j, _ := d.Job(context.Background(), id)
+			j, err := d.Job(context.Background(), id)
+			if err != nil {
+				t.Fatal(err)
+			}
 			return j.State.Terminal()
 		})
 		logs, err := d.Store().Logs(context.Background(), id)

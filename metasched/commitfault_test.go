@@ -86,7 +86,10 @@ func TestCommitFailure(t *testing.T) {
 		// again.
 		fs.set(func(from, to lifecycle.State) bool { return from == lifecycle.Running })
 		waitFor(t, "three refused ends", time.Minute, func() bool { return fs.count("running->done") >= 3 })
-		got, _ = td.d.Job(ctx, job.ID)
+		got, err = td.d.Job(ctx, job.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
 		if got.State != api.Running || len(got.VMs) == 0 {
 			t.Fatalf("while its end is refused the job is %s with VMs %v; want running with its VMs", got.State, got.VMs)
 		}
@@ -107,7 +110,10 @@ func TestCommitFailure(t *testing.T) {
 				return err == nil && j.State == api.Done
 			})
 		}
-		got, _ = td.d.Job(ctx, job.ID)
+		got, err = td.d.Job(ctx, job.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
 		var path []api.State
 		for _, tr := range got.Transitions {
 			path = append(path, tr.To)

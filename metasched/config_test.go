@@ -280,7 +280,11 @@ func TestParseConfigStore(t *testing.T) {
 	if err != nil || got.Store == nil || got.Store.Prefix != DefaultEtcdPrefix || got.Store.TLS != nil || got.Store.LeaseTTL != 0 {
 		t.Errorf("a loopback etcd: %+v, %v", got.Store, err)
 	}
-	if got, _ := ParseConfig("serve.yaml", []byte(configBase)); got.Store != nil {
+	got, err = ParseConfig("serve.yaml", []byte(configBase))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Store != nil {
 		t.Errorf("no store given: %+v, want the file in data_dir (nil)", got.Store)
 	}
 }

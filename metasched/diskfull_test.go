@@ -45,7 +45,7 @@ func fill(t *testing.T, dir string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer f.Close() // on a full disk: its error would be the one the writes met
 	buf := make([]byte, 64<<10)
 	for {
 		if _, err := f.Write(buf); err != nil {

@@ -35,7 +35,10 @@ func drainStart(t *testing.T, n int) (*metasched.Daemon, api.Job) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the long job running", 20*time.Second, func() bool {
-		j, _ := d.Job(ctx, long.ID)
+		j, err := d.Job(ctx, long.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
 		return j.State == api.Running
 	})
 	rec.show()
@@ -56,7 +59,11 @@ func waitDone(t *testing.T, d *metasched.Daemon, id string, limit time.Duration)
 	t.Helper()
 	var j api.Job
 	waitFor(t, "job "+id+" ended", limit, func() bool {
-		j, _ = d.Job(context.Background(), id)
+		var err error
+		j, err = d.Job(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
 		return j.State.Terminal()
 	})
 	if j.State != api.Done {
@@ -118,7 +125,11 @@ func TestDrainHost(t *testing.T) {
 				t.Errorf("the next job's VM %s was placed on the draining home-0", v.Name)
 			}
 		}
-		if lj, _ := d.Job(ctx, long.ID); lj.State != api.Running {
+		lj, err := d.Job(ctx, long.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lj.State != api.Running {
 			t.Errorf("the long job is %s while its host drains: want it running on", lj.State)
 		}
 		waitDone(t, d, long.ID, 30*time.Minute)
@@ -188,7 +199,10 @@ func TestDrainHostMove(t *testing.T) {
 		if h.State != api.HostDrained || len(h.VMs) != 0 {
 			t.Fatalf("home-0 after a drain with moves: %s with VMs %+v, want drained and empty", h.State, h.VMs)
 		}
-		j, _ := d.Job(ctx, long.ID)
+		j, err := d.Job(ctx, long.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
 		t.Logf("the long job's VMs before the drain %+v, after %+v", long.VMs, j.VMs)
 		for _, v := range j.VMs {
 			if slices.Contains(onIt, v.Name) && (v.Host == "home-0" || v.Host == "home-1") {

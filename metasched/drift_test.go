@@ -73,12 +73,18 @@ func TestPoolDrift(t *testing.T) {
 		}
 		t.Cleanup(func() {
 			if t.Failed() {
-				j, _ := d.Job(ctx, j.ID)
+				j, err := d.Job(ctx, j.ID)
+				if err != nil {
+					t.Fatal(err)
+				}
 				t.Log(j.State, j.Reason, td.log.String())
 			}
 		})
 		waitFor(t, "the job finished", 5*time.Minute, func() bool {
-			j, _ = d.Job(ctx, j.ID)
+			j, err = d.Job(ctx, j.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
 			if !j.State.Terminal() {
 				return false
 			}

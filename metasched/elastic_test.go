@@ -126,7 +126,10 @@ func runningFarm(t *testing.T, d *metasched.Daemon, elastic bool) api.Job {
 		t.Fatal(err)
 	}
 	waitFor(t, "the job running", time.Minute, func() bool {
-		j, _ = d.Job(ctx, j.ID)
+		j, err = d.Job(ctx, j.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
 		return j.State == api.Running
 	})
 	for _, p := range d.Pools() {
@@ -177,13 +180,20 @@ func TestElasticSwitchTakesAWorker(t *testing.T) {
 				if sw.Phase != "done" {
 					t.Fatalf("switch %s ended %s: %s", sw.ID, sw.Phase, sw.Reason)
 				}
-				j, _ := d.Job(ctx, before.ID)
+				j, err := d.Job(ctx, before.ID)
+				if err != nil {
+					t.Fatal(err)
+				}
 				if !elastic {
 					if !slices.Equal(sw.Requeued, []string{j.ID}) || len(sw.LostWorkers) != 0 {
 						t.Errorf("switch requeued %v and took workers %v, want the job requeued", sw.Requeued, sw.LostWorkers)
 					}
 					waitFor(t, "the job done", 4*time.Hour, func() bool {
-						j, _ = d.Job(ctx, j.ID)
+						var err error
+						j, err = d.Job(ctx, j.ID)
+						if err != nil {
+							t.Fatal(err)
+						}
 						return j.State.Terminal()
 					})
 					if j.State != api.Done || j.Attempts != 2 {
@@ -230,7 +240,11 @@ func TestElasticSwitchTakesAWorker(t *testing.T) {
 					t.Errorf("the log does not say the switch took workers:\n%s", td.log)
 				}
 				waitFor(t, "the job done", 4*time.Hour, func() bool {
-					j, _ = d.Job(ctx, j.ID)
+					var err error
+					j, err = d.Job(ctx, j.ID)
+					if err != nil {
+						t.Fatal(err)
+					}
 					return j.State.Terminal()
 				})
 				if j.State != api.Done || j.Attempts != 1 || len(j.LostWorkers) != 1 {
@@ -282,7 +296,11 @@ func TestElasticSwitchTakesTheMaster(t *testing.T) {
 		if sw.Phase != "done" || sw.Host != m.Host || !slices.Equal(sw.Requeued, []string{j.ID}) || len(sw.LostWorkers) != 0 {
 			t.Fatalf("switch %+v, want done on the master's host %s with the job requeued", sw, m.Host)
 		}
-		j, _ = d.Job(ctx, j.ID)
+		var err error
+		j, err = d.Job(ctx, j.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
 		requeued := false
 		for _, tr := range j.Transitions {
 			requeued = requeued || tr.From == api.Running && tr.To == api.Queued && strings.Contains(tr.Reason, "host "+m.Host+" switched from pool render by "+sw.ID+": requeued")
@@ -292,7 +310,11 @@ func TestElasticSwitchTakesTheMaster(t *testing.T) {
 		}
 		agent.set()
 		waitFor(t, "the job done", time.Hour, func() bool {
-			j, _ = d.Job(ctx, j.ID)
+			var err error
+			j, err = d.Job(ctx, j.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
 			return j.State.Terminal()
 		})
 		if j.State != api.Done || j.Attempts != 2 || len(j.LostWorkers) != 0 {
@@ -322,7 +344,11 @@ func TestElasticWorkerHostLost(t *testing.T) {
 				}
 				agent.set(vm.Host)
 				waitFor(t, "the job to lose "+vm.Host, time.Minute, func() bool {
-					j, _ = d.Job(ctx, j.ID)
+					var err error
+					j, err = d.Job(ctx, j.ID)
+					if err != nil {
+						t.Fatal(err)
+					}
 					return j.State != api.Running || j.Attempts > 1 || len(j.LostWorkers) > 0
 				})
 				if !tc.elastic || tc.master {
@@ -335,7 +361,11 @@ func TestElasticWorkerHostLost(t *testing.T) {
 					}
 					agent.set()
 					waitFor(t, "the job done", time.Hour, func() bool {
-						j, _ = d.Job(ctx, j.ID)
+						var err error
+						j, err = d.Job(ctx, j.ID)
+						if err != nil {
+							t.Fatal(err)
+						}
 						return j.State.Terminal()
 					})
 					if j.State != api.Done || j.Attempts != 2 {
@@ -352,7 +382,11 @@ func TestElasticWorkerHostLost(t *testing.T) {
 				agent.set()
 				waitFor(t, "the lost VM destroyed", time.Minute, func() bool { return !slices.Contains(vmNames(d), vm.Name) })
 				waitFor(t, "the job done", time.Hour, func() bool {
-					j, _ = d.Job(ctx, j.ID)
+					var err error
+					j, err = d.Job(ctx, j.ID)
+					if err != nil {
+						t.Fatal(err)
+					}
 					return j.State.Terminal()
 				})
 				if j.State != api.Done || j.Attempts != 1 {
@@ -392,7 +426,11 @@ func TestElasticWorkerDestroyedOutside(t *testing.T) {
 					t.Fatal(err)
 				}
 				waitFor(t, "the job to notice", time.Minute, func() bool {
-					j, _ = d.Job(ctx, j.ID)
+					var err error
+					j, err = d.Job(ctx, j.ID)
+					if err != nil {
+						t.Fatal(err)
+					}
 					return j.State != api.Running || j.Attempts > 1 || len(j.LostWorkers) > 0
 				})
 				gone := "gone from its host " + vm.Host + ": its agent no longer has it there (destroyed outside the daemon)"
@@ -408,7 +446,11 @@ func TestElasticWorkerDestroyedOutside(t *testing.T) {
 					t.Fatalf("job %s (%s), lost %+v: want it running without %s", j.State, j.Reason, j.LostWorkers, vm.Name)
 				}
 				waitFor(t, "the job done", time.Hour, func() bool {
-					j, _ = d.Job(ctx, j.ID)
+					var err error
+					j, err = d.Job(ctx, j.ID)
+					if err != nil {
+						t.Fatal(err)
+					}
 					return j.State.Terminal()
 				})
 				want := 1
@@ -438,7 +480,11 @@ func TestElasticRestartAfterLostWorker(t *testing.T) {
 		if len(sw.LostWorkers) != 1 {
 			t.Fatalf("switch %+v, want one worker taken", sw)
 		}
-		j, _ = d.Job(ctx, j.ID)
+		var err error
+		j, err = d.Job(ctx, j.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
 		td.stop()
 		// While the daemon is down, one more worker goes: the agents no
 		// longer list it when it starts again.
@@ -454,7 +500,11 @@ func TestElasticRestartAfterLostWorker(t *testing.T) {
 		td, _ = elasticDaemon(t, dir, nil, gone.Name)
 		d = td.d
 		waitFor(t, "the job to lose "+gone.Name, time.Minute, func() bool {
-			j, _ = d.Job(ctx, j.ID)
+			var err error
+			j, err = d.Job(ctx, j.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
 			return j.State != api.Running || len(j.LostWorkers) == 2
 		})
 		if j.State != api.Running || j.Attempts != 1 || len(j.LostWorkers) != 2 || j.LostWorkers[0].Name != sw.LostWorkers[0] || j.LostWorkers[1].Name != gone.Name {
@@ -469,7 +519,11 @@ func TestElasticRestartAfterLostWorker(t *testing.T) {
 			t.Errorf("the job was not resumed:\n%s", td.log)
 		}
 		waitFor(t, "the job done", time.Hour, func() bool {
-			j, _ = d.Job(ctx, j.ID)
+			var err error
+			j, err = d.Job(ctx, j.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
 			return j.State.Terminal()
 		})
 		if j.State != api.Done || j.Attempts != 1 {
@@ -505,11 +559,17 @@ func TestElasticGuestLosesAWorker(t *testing.T) {
 			t.Fatal(err)
 		}
 		logs := func() string {
-			b, _ := d.Store().Logs(ctx, j.ID)
+			b, err := d.Store().Logs(ctx, j.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
 			return string(b)
 		}
 		waitFor(t, "the command running in every VM", time.Minute, func() bool {
-			j, _ = d.Job(ctx, j.ID)
+			j, err = d.Job(ctx, j.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
 			if j.State != api.Running {
 				return false
 			}
@@ -532,7 +592,10 @@ func TestElasticGuestLosesAWorker(t *testing.T) {
 			t.Fatalf("the master %s runs no command", m.Name)
 		}
 		waitFor(t, "the job done", time.Minute, func() bool {
-			j, _ = d.Job(ctx, j.ID)
+			j, err = d.Job(ctx, j.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
 			return j.State.Terminal()
 		})
 		if j.State != api.Done || j.Attempts != 1 || len(j.LostWorkers) != 1 || j.LostWorkers[0].Name != lost {

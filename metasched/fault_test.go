@@ -103,7 +103,10 @@ func TestProtocolFaults(t *testing.T) {
 					ids = append(ids, j.ID)
 				}
 				waitFor(t, "a render job running", 20*time.Second, func() bool {
-					l, _ := d.Jobs(ctx, api.JobFilter{States: []api.State{api.Running}})
+					l, err := d.Jobs(ctx, api.JobFilter{States: []api.State{api.Running}})
+					if err != nil {
+						t.Fatal(err)
+					}
 					return len(l.Jobs) > 0
 				})
 				sv, err := d.RequestSwitch(ctx, "render", "sim")

@@ -37,11 +37,17 @@ func TestGuestExecutor(t *testing.T) {
 		ok, bad := submit("ok", "echo hello"), submit("bad", "exit 3")
 		for _, id := range []string{ok, bad} {
 			waitFor(t, "job "+id+" finished", time.Minute, func() bool {
-				j, _ := d.Job(ctx, id)
+				j, err := d.Job(ctx, id)
+				if err != nil {
+					t.Fatal(err)
+				}
 				return j.State.Terminal()
 			})
 		}
-		j, _ := d.Job(ctx, ok)
+		j, err := d.Job(ctx, ok)
+		if err != nil {
+			t.Fatal(err)
+		}
 		if j.State != api.Done {
 			t.Fatalf("ok job: %s (%s)", j.State, j.Reason)
 		}
@@ -66,7 +72,10 @@ func TestGuestExecutor(t *testing.T) {
 				t.Errorf("the master's hostfile in the log has no address line for %s:\n%s", vm.Name, logs)
 			}
 		}
-		j, _ = d.Job(ctx, bad)
+		j, err = d.Job(ctx, bad)
+		if err != nil {
+			t.Fatal(err)
+		}
 		if j.State != api.Failed || j.ExitCode == nil || *j.ExitCode != 3 {
 			t.Fatalf("bad job: %s (%s), exit %v", j.State, j.Reason, j.ExitCode)
 		}
@@ -104,7 +113,10 @@ func TestGuestJobFiles(t *testing.T) {
 			t.Errorf("the outputs of a job not ended: %v", err)
 		}
 		waitFor(t, "the job finished", time.Minute, func() bool {
-			j, _ = c.Job(ctx, j.ID)
+			j, err = c.Job(ctx, j.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
 			return j.State.Terminal()
 		})
 		if j.State != api.Done {
@@ -143,7 +155,7 @@ func TestGuestJobFiles(t *testing.T) {
 		for _, name := range []string{"../result.bin", "a//b", "/etc/passwd", ""} {
 			if f, err := td.d.Output(ctx, j.ID, name); err == nil || !strings.Contains(err.Error(), "name") {
 				if f != nil {
-					f.Close()
+					_ = f.Close() // read-only, and the test fails on it anyway
 				}
 				t.Errorf("output %q: %v, want refused naming the field", name, err)
 			}
@@ -178,7 +190,10 @@ func TestGuestExecutorNoAddress(t *testing.T) {
 		}
 		start := time.Now()
 		waitFor(t, "the job finished", time.Hour, func() bool {
-			j, _ = d.Job(ctx, j.ID)
+			j, err = d.Job(ctx, j.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
 			return j.State.Terminal()
 		})
 		if j.State != api.Failed || !strings.Contains(j.Reason, "gave it no address: the guest executor needs the site's network") {
@@ -236,7 +251,7 @@ func TestGuestExecutorNeedsGuestAPI(t *testing.T) {
 	log := zerolog.Nop()
 	d, err := metasched.NewWithGrid(context.Background(), cfg, grid, metasched.Options{Logger: log, Connect: virt.Connector(log)})
 	if err == nil {
-		d.Close()
+		_ = d.Close() // the test fails: that is the error to report
 		t.Fatal("the daemon started with the guest executor on agents without a guest API")
 	}
 	if !strings.Contains(err.Error(), "executor: guest: site ") || !strings.Contains(err.Error(), "in-process agent is on libvirt's test driver") {

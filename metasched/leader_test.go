@@ -84,7 +84,7 @@ func startEtcdDaemon(t *testing.T, endpoints []string, ttl int) *etcdDaemon {
 		cancel()
 		<-ed.ran
 		if ed.d != nil {
-			ed.d.Close()
+			_ = ed.d.Close() // after its run ended: the run's error is the one the test checks
 		}
 	})
 	return ed
@@ -117,7 +117,10 @@ func TestEtcdLeadership(t *testing.T) {
 	a, job := leaderWithJob(t, c.Endpoints())
 	ctx := context.Background()
 	daemontest.WaitFor(t, "the job done on the first leader", time.Minute, func() bool {
-		j, _ := a.d.Job(ctx, job.ID)
+		j, err := a.d.Job(ctx, job.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
 		return j.State == api.Done
 	})
 
@@ -159,7 +162,9 @@ func TestEtcdLeadership(t *testing.T) {
 	if a.runErr != nil {
 		t.Fatalf("the first daemon's run: %v", a.runErr)
 	}
-	a.d.Close() // resigns
+	if err := a.d.Close(); err != nil { // resigns
+		t.Fatal(err)
+	}
 	<-b.ready
 	if b.err != nil {
 		t.Fatal(b.err)
@@ -193,7 +198,10 @@ func TestEtcdLeadership(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the leader goes on 30 s after its lease was revoked")
 	}
-	spec, _ := json.Marshal(map[string]any{"name": "fenced"})
+	spec, err := json.Marshal(map[string]any{"name": "fenced"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := b.d.Store().SubmitJob(ctx, "sim", spec, "submitted"); !errors.Is(err, kv.ErrFenced) {
 		t.Errorf("a write of the daemon that lost the lead: %v, want ErrFenced", err)
 	}
@@ -300,7 +308,7 @@ func TestEtcdQuorumLost(t *testing.T) {
 		}
 		defer resp.Body.Close()
 		var e api.APIError
-		_ = json.NewDecoder(resp.Body).Decode(&e)
+		_ = json.NewDecoder(resp.Body).Decode(&e) // an empty e fails the check of its code below
 		if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
 			t.Fatalf("a submission without a quorum: %s %+v, want 503 with Retry-After", resp.Status, e)
 		}
@@ -330,7 +338,10 @@ func TestEtcdQuorumLost(t *testing.T) {
 	}
 	for _, id := range []string{job.ID, next.ID} {
 		daemontest.WaitFor(t, "job "+id+" done", time.Minute, func() bool {
-			j, _ := b.d.Job(ctx, id)
+			j, err := b.d.Job(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
 			return j.State == api.Done
 		})
 	}

@@ -59,7 +59,7 @@ func TestPredictedMeasuredEmulated(t *testing.T) {
 		})
 		d, ctx := td.d, context.Background()
 		j := submitText(t, d, "name: emu\ntype: sim\ntasks: 300\ntask_ops: 2.0e11\ntask_bytes: 5.0e7\n")
-		waitFor(t, "the job done", 5*time.Minute, func() bool { return stateOf(d, j.ID).State == api.Done })
+		waitFor(t, "the job done", 5*time.Minute, func() bool { return stateOf(t, d, j.ID).State == api.Done })
 		j, err := d.Job(ctx, j.ID)
 		if err != nil {
 			t.Fatal(err)
@@ -116,16 +116,19 @@ func TestPredictedMeasuredGuest(t *testing.T) {
 		td := startGuestDaemon(t)
 		d, ctx := td.d, context.Background()
 		job := func(name, summary string) string {
-			in, _ := json.Marshal(summary)
+			in, err := json.Marshal(summary)
+			if err != nil {
+				t.Fatal(err)
+			}
 			return "name: " + name + "\ntype: sim\ntasks: 10\ntask_ops: 1.0e9\ntask_bytes: 1.0e3\n" +
 				"command: [/bin/sh, -c, 'cp summary.json " + taskfarm.SummaryFile + "']\n" +
 				"inputs: [{path: summary.json, content: " + string(in) + "}]\n"
 		}
 		good, bad := submitText(t, d, job("farm", farmSummary)), submitText(t, d, job("bad-farm", `{"tasks":1,"done":2}`))
 		for _, id := range []string{good.ID, bad.ID} {
-			waitFor(t, "job "+id+" ended", time.Minute, func() bool { return stateOf(d, id).State.Terminal() })
+			waitFor(t, "job "+id+" ended", time.Minute, func() bool { return stateOf(t, d, id).State.Terminal() })
 		}
-		j := stateOf(d, good.ID)
+		j := stateOf(t, d, good.ID)
 		if j.State != api.Done {
 			t.Fatalf("job %s: %s (%s)", j.ID, j.State, j.Reason)
 		}
@@ -148,7 +151,7 @@ func TestPredictedMeasuredGuest(t *testing.T) {
 			t.Errorf("the outputs of the job: %+v, %v; want the summary", list, err)
 		}
 
-		j = stateOf(d, bad.ID)
+		j = stateOf(t, d, bad.ID)
 		if j.State != api.Done {
 			t.Fatalf("job %s: %s (%s)", j.ID, j.State, j.Reason)
 		}
@@ -245,28 +248,31 @@ func TestStartEndLearned(t *testing.T) {
 			c.Policy = metasched.PolicyConfig{Name: "none"}
 		})
 		d, ctx := td.d, context.Background()
-		summary, _ := json.Marshal(strings.Replace(farmSummary, `{"tasks":10,`, `{"tasks":10,"wall_seconds":4,`, 1))
+		summary, err := json.Marshal(strings.Replace(farmSummary, `{"tasks":10,`, `{"tasks":10,"wall_seconds":4,`, 1))
+		if err != nil {
+			t.Fatal(err)
+		}
 		job := func(name, command string) string {
 			return "name: " + name + "\ntype: sim\ntasks: 10\ntask_ops: 1.0e9\ntask_bytes: 1.0e3\n" +
 				"command: [/bin/sh, -c, '" + command + "']\n" +
 				"inputs: [{path: summary.json, content: " + string(summary) + "}]\n"
 		}
 		first := submitText(t, d, job("first", "cp summary.json "+taskfarm.SummaryFile+"; hold"))
-		waitFor(t, "the first job running", time.Minute, func() bool { return stateOf(d, first.ID).State == api.Running })
+		waitFor(t, "the first job running", time.Minute, func() bool { return stateOf(t, d, first.ID).State == api.Running })
 		time.Sleep(10 * time.Second)
-		j := stateOf(d, first.ID)
+		j := stateOf(t, d, first.ID)
 		if !sites[j.VMs[0].Site].Exit(j.VMs[0].Name, 0) {
 			t.Fatalf("the master VM %s runs no held command", j.VMs[0].Name)
 		}
-		waitFor(t, "the first job done", time.Minute, func() bool { return stateOf(d, first.ID).State == api.Done })
-		j = stateOf(d, first.ID)
+		waitFor(t, "the first job done", time.Minute, func() bool { return stateOf(t, d, first.ID).State == api.Done })
+		j = stateOf(t, d, first.ID)
 		if j.StartEndS != 0 || j.ProgramS != 4 || j.MeasuredS < 10 {
 			t.Fatalf("the first job: start and end %g s, program %g s, measured %g s; want 0, 4 and at least 10", j.StartEndS, j.ProgramS, j.MeasuredS)
 		}
 		checkPredicted(t, j, j.Placement.Plan.Runtime, true)
 
 		second := submitText(t, d, job("second", "cp summary.json "+taskfarm.SummaryFile))
-		waitFor(t, "the second job done", time.Minute, func() bool { return stateOf(d, second.ID).State == api.Done })
+		waitFor(t, "the second job done", time.Minute, func() bool { return stateOf(t, d, second.ID).State == api.Done })
 		k, err := d.Job(ctx, second.ID)
 		if err != nil {
 			t.Fatal(err)

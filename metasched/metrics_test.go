@@ -93,7 +93,10 @@ func scrape(t *testing.T, hc *http.Client, url string) families {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(resp.Body)
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
 		t.Fatalf("GET %s: %s\n%s", url, resp.Status, b)
 	}
 	p := expfmt.NewTextParser(model.UTF8Validation)

@@ -45,7 +45,10 @@ func TestJobPanic(t *testing.T) {
 		final := map[string]api.State{}
 		waitFor(t, "both jobs ended", time.Minute, func() bool {
 			for _, id := range ids {
-				j, _ := d.Job(ctx, id)
+				j, err := d.Job(ctx, id)
+				if err != nil {
+					t.Fatal(err)
+				}
 				final[id] = j.State
 				if !j.State.Terminal() {
 					return false
@@ -53,7 +56,10 @@ func TestJobPanic(t *testing.T) {
 			}
 			return true
 		})
-		boom, _ := d.Job(ctx, ids[0])
+		boom, err := d.Job(ctx, ids[0])
+		if err != nil {
+			t.Fatal(err)
+		}
 		if boom.State != api.Failed || !strings.Contains(boom.Reason, "internal error: boom: the executor broke") {
 			t.Errorf("boom: %s (%s), want failed with the panic as its reason", boom.State, boom.Reason)
 		}

@@ -73,15 +73,15 @@ func TestPlacementBaselines(t *testing.T) {
 		ctx := context.Background()
 		// 200 tasks of 2e9 operations at 2 × 4e9 operations/s: 50 s.
 		blocker := submitText(t, d, placeJob("blocker", 200, "placement: met\n"))
-		waitFor(t, "the blocker running", time.Minute, func() bool { return stateOf(d, blocker.ID).State == api.Running })
-		if s := sitesOf(stateOf(d, blocker.ID)); len(s) != 1 || s[0] != "fast" {
+		waitFor(t, "the blocker running", time.Minute, func() bool { return stateOf(t, d, blocker.ID).State == api.Running })
+		if s := sitesOf(stateOf(t, d, blocker.ID)); len(s) != 1 || s[0] != "fast" {
 			t.Fatalf("the MET blocker runs on %v, want fast alone", s)
 		}
 		met := submitText(t, d, placeJob("met", 40, "placement: met\n"))
 		waitFor(t, "the MET job's reason", time.Minute, func() bool {
-			return strings.Contains(stateOf(d, met.ID).Reason, "waiting: placement met: it runs fastest on cluster fast alone (predicted 10s) and waits for it: the 3 hosts it needs there are free in about")
+			return strings.Contains(stateOf(t, d, met.ID).Reason, "waiting: placement met: it runs fastest on cluster fast alone (predicted 10s) and waits for it: the 3 hosts it needs there are free in about")
 		})
-		if j := stateOf(d, met.ID); j.State != api.Queued {
+		if j := stateOf(t, d, met.ID); j.State != api.Queued {
 			t.Fatalf("the MET job is %s (%s), want it waiting for fast", j.State, j.Reason)
 		}
 		dry, err := d.DryRun(ctx, jobfile.Decode([]byte(placeJob("met-dry", 40, "placement: met\n"))))
@@ -93,22 +93,22 @@ func TestPlacementBaselines(t *testing.T) {
 			t.Errorf("the dry run of a MET job: waits %t, %+v\n%s", dry.Waits, dry.Placement.Plan, dry.Explanation)
 		}
 		mct := submitText(t, d, placeJob("mct", 40, "placement: mct\n"))
-		waitFor(t, "the MCT job done", 5*time.Minute, func() bool { return stateOf(d, mct.ID).State == api.Done })
-		j := stateOf(d, mct.ID)
+		waitFor(t, "the MCT job done", 5*time.Minute, func() bool { return stateOf(t, d, mct.ID).State == api.Done })
+		j := stateOf(t, d, mct.ID)
 		if s := sitesOf(j); len(s) != 1 || s[0] != "slow" || j.Placement.Plan.Algorithm != "mct" ||
 			!strings.Contains(j.Explanation, "(placement mct)") {
 			t.Errorf("the MCT job ran on %v by %s, want slow by mct:\n%s", s, j.Placement.Plan.Algorithm, j.Explanation)
 		}
-		if st := stateOf(d, met.ID).State; st != api.Queued {
+		if st := stateOf(t, d, met.ID).State; st != api.Queued {
 			t.Errorf("the MET job is %s while the blocker runs, want queued", st)
 		}
 		olb := submitText(t, d, placeJob("olb", 40, "placement: olb\n"))
-		waitFor(t, "the OLB job done", 5*time.Minute, func() bool { return stateOf(d, olb.ID).State == api.Done })
-		if s := sitesOf(stateOf(d, olb.ID)); len(s) != 1 || s[0] != "slow" {
+		waitFor(t, "the OLB job done", 5*time.Minute, func() bool { return stateOf(t, d, olb.ID).State == api.Done })
+		if s := sitesOf(stateOf(t, d, olb.ID)); len(s) != 1 || s[0] != "slow" {
 			t.Errorf("the OLB job ran on %v, want slow, free first", s)
 		}
-		waitFor(t, "the MET job done", 5*time.Minute, func() bool { return stateOf(d, met.ID).State == api.Done })
-		j, b := stateOf(d, met.ID), stateOf(d, blocker.ID)
+		waitFor(t, "the MET job done", 5*time.Minute, func() bool { return stateOf(t, d, met.ID).State == api.Done })
+		j, b := stateOf(t, d, met.ID), stateOf(t, d, blocker.ID)
 		if s := sitesOf(j); len(s) != 1 || s[0] != "fast" || !strings.Contains(j.Explanation, "(placement met)") {
 			t.Errorf("the MET job ran on %v, want fast:\n%s", s, j.Explanation)
 		}
@@ -117,8 +117,8 @@ func TestPlacementBaselines(t *testing.T) {
 		}
 		// Everything free: MCT takes fast, as MET does.
 		mct2 := submitText(t, d, placeJob("mct-free", 40, "placement: mct\n"))
-		waitFor(t, "the second MCT job done", 5*time.Minute, func() bool { return stateOf(d, mct2.ID).State == api.Done })
-		if s := sitesOf(stateOf(d, mct2.ID)); len(s) != 1 || s[0] != "fast" {
+		waitFor(t, "the second MCT job done", 5*time.Minute, func() bool { return stateOf(t, d, mct2.ID).State == api.Done })
+		if s := sitesOf(stateOf(t, d, mct2.ID)); len(s) != 1 || s[0] != "fast" {
 			t.Errorf("the MCT job on a free grid ran on %v, want fast", s)
 		}
 	})
@@ -164,18 +164,18 @@ func TestMCTWaitsForVMsBeingDestroyed(t *testing.T) {
 			c.HoldAfter = time.Hour
 		}).d
 		first := submitText(t, d, placeJob("first", 40, "placement: met\n"))
-		waitFor(t, "the first job done", 5*time.Minute, func() bool { return stateOf(d, first.ID).State == api.Done })
-		if s := sitesOf(stateOf(d, first.ID)); len(s) != 1 || s[0] != "fast" {
+		waitFor(t, "the first job done", 5*time.Minute, func() bool { return stateOf(t, d, first.ID).State == api.Done })
+		if s := sitesOf(stateOf(t, d, first.ID)); len(s) != 1 || s[0] != "fast" {
 			t.Fatalf("the first job ran on %v, want fast", s)
 		}
 		mct := submitText(t, d, placeJob("mct", 40, "placement: mct\n"))
 		time.Sleep(5 * time.Second) // dispatch rounds, with fast's VMs still there
-		if j := stateOf(d, mct.ID); j.State != api.Queued {
+		if j := stateOf(t, d, mct.ID); j.State != api.Queued {
 			t.Fatalf("the MCT job is %s (%s) while fast's hosts are being emptied, want it waiting for fast", j.State, j.Reason)
 		}
 		close(gate)
-		waitFor(t, "the MCT job done", 5*time.Minute, func() bool { return stateOf(d, mct.ID).State == api.Done })
-		if s := sitesOf(stateOf(d, mct.ID)); len(s) != 1 || s[0] != "fast" {
+		waitFor(t, "the MCT job done", 5*time.Minute, func() bool { return stateOf(t, d, mct.ID).State == api.Done })
+		if s := sitesOf(stateOf(t, d, mct.ID)); len(s) != 1 || s[0] != "fast" {
 			t.Errorf("the MCT job ran on %v, want fast, free a moment after the first job's end", s)
 		}
 	})
@@ -199,13 +199,13 @@ func TestForcedMasterJob(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		d := placementDaemon(t).d
 		free := submitText(t, d, placeJob("free", 40, ""))
-		waitFor(t, "the free job done", 5*time.Minute, func() bool { return stateOf(d, free.ID).State == api.Done })
-		if j := stateOf(d, free.ID); j.Placement.Plan.Master != "slow" || j.Placement.Plan.MasterForced {
+		waitFor(t, "the free job done", 5*time.Minute, func() bool { return stateOf(t, d, free.ID).State == api.Done })
+		if j := stateOf(t, d, free.ID); j.Placement.Plan.Master != "slow" || j.Placement.Plan.MasterForced {
 			t.Fatalf("free choice: master %s (forced %t), want slow, chosen", j.Placement.Plan.Master, j.Placement.Plan.MasterForced)
 		}
 		forced := submitText(t, d, placeJob("forced", 40, "master: fast\n"))
-		waitFor(t, "the forced job done", 5*time.Minute, func() bool { return stateOf(d, forced.ID).State == api.Done })
-		j := stateOf(d, forced.ID)
+		waitFor(t, "the forced job done", 5*time.Minute, func() bool { return stateOf(t, d, forced.ID).State == api.Done })
+		j := stateOf(t, d, forced.ID)
 		if j.Placement.Plan.Master != "fast" || !j.Placement.Plan.MasterForced || j.VMs[0].Site != "fast" || !j.VMs[0].Master {
 			t.Fatalf("master forced on fast: plan master %s (forced %t), master VM %+v", j.Placement.Plan.Master, j.Placement.Plan.MasterForced, j.VMs[0])
 		}

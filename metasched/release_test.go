@@ -41,7 +41,10 @@ func TestReleaseSparesAStoppedJob(t *testing.T) {
 			t.Fatal(err)
 		}
 		running := func() bool {
-			j, _ = d.Job(ctx, j.ID)
+			j, err = d.Job(ctx, j.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
 			return j.State == api.Running
 		}
 		waitFor(t, "the job running", time.Minute, running)

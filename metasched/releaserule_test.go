@@ -46,7 +46,9 @@ func TestReleaseRule(t *testing.T) {
 					lj.job.Record.Preemptions = 1
 				case strings.HasPrefix(w, "ran="):
 					var s int
-					fmt.Sscanf(w, "ran=%d", &s)
+					if _, err := fmt.Sscanf(w, "ran=%d", &s); err != nil {
+						t.Fatal(err)
+					}
 					started = t0.Add(-time.Duration(s) * time.Second)
 				default:
 					name, host, _ := strings.Cut(w, "@")

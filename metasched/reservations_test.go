@@ -71,14 +71,21 @@ func TestReservationsUntilInventory(t *testing.T) {
 		}
 		waitFor(t, "every job finished", 10*time.Minute, func() bool {
 			for _, id := range ids {
-				if j, _ := d.Job(ctx, id); !j.State.Terminal() {
+				j, err := d.Job(ctx, id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !j.State.Terminal() {
 					return false
 				}
 			}
 			return true
 		})
 		for _, id := range ids {
-			j, _ := d.Job(ctx, id)
+			j, err := d.Job(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
 			if j.State != api.Done {
 				t.Errorf("job %s: %s (%s)", id, j.State, j.Reason)
 			}

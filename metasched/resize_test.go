@@ -43,7 +43,10 @@ func TestResizeVM(t *testing.T) {
 		}
 		var vm api.VM
 		waitFor(t, "the job running with its VMs listed", 20*time.Second, func() bool {
-			j, _ := d.Job(ctx, job.ID)
+			j, err := d.Job(ctx, job.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
 			if j.State != api.Running {
 				return false
 			}

@@ -54,7 +54,10 @@ func TestRunDirRetention(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitFor(t, "the job done", 30*time.Second, func() bool {
-			j, _ := d.Job(ctx, done.ID)
+			j, err := d.Job(ctx, done.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
 			return j.State == api.Done
 		})
 		if !exists(done.ID) {
@@ -79,7 +82,11 @@ func TestRunDirRetention(t *testing.T) {
 		if !exists(held) || !exists("notes") {
 			t.Errorf("the live job's directory (%v) or one that is no job's (%v) was removed", exists(held), exists("notes"))
 		}
-		if j, _ := d.Job(ctx, held); j.State != api.Queued {
+		j, err := d.Job(ctx, held)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if j.State != api.Queued {
 			t.Errorf("the live job is %s, want queued", j.State)
 		}
 	})

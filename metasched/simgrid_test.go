@@ -57,7 +57,7 @@ func TestSimulatedGrid(t *testing.T) {
 			ids = append(ids, j.ID)
 		}
 		for _, id := range ids {
-			waitFor(t, "job "+id+" done", time.Hour, func() bool { return stateOf(d, id).State == api.Done })
+			waitFor(t, "job "+id+" done", time.Hour, func() bool { return stateOf(t, d, id).State == api.Done })
 		}
 		waitFor(t, "no VM left", time.Minute, func() bool { return len(d.VMs()) == 0 })
 	})
@@ -84,8 +84,8 @@ func TestRecordKeepsFirstExcluded(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "job placed", time.Hour, func() bool { return stateOf(td.d, j.ID).Placement != nil })
-		v := stateOf(td.d, j.ID)
+		waitFor(t, "job placed", time.Hour, func() bool { return stateOf(t, td.d, j.ID).Placement != nil })
+		v := stateOf(t, td.d, j.ID)
 		p := v.Placement.Plan
 		if len(p.Excluded) != 8 || len(p.Excluded)+p.ExcludedMore+len(p.Clusters) != 12 || p.Excluded[0].Reason == "" {
 			t.Fatalf("record's plan: %d clusters, %d left out listed, %d more; want 8 listed and the rest counted: %+v",

@@ -204,7 +204,7 @@ func copyTo(t *testing.T, from, to string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer src.Close()
+	defer src.Close() // read-only
 	dst, err := os.OpenFile(to, os.O_CREATE|os.O_WRONLY|os.O_EXCL, 0o600)
 	if err != nil {
 		t.Fatal(err)

@@ -158,7 +158,10 @@ func tuningStart(t *testing.T, grid *graph.Grid, memMiB int, heavyJob, freshJob 
 		t.Fatal(err)
 	}
 	waitFor(t, "the heavy job running", 20*time.Second, func() bool {
-		j, _ := d.Job(ctx, heavy.ID)
+		j, err := d.Job(ctx, heavy.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
 		return j.State == api.Running
 	})
 	if _, err := d.Submit(ctx, jobfile.Decode([]byte(freshJob))); err != nil {
@@ -325,7 +328,10 @@ func tuningThenPlan(t *testing.T, heavyTasks, tasks, moves int) {
 			t.Fatal(err)
 		}
 		waitFor(t, "the heavy job running", 20*time.Second, func() bool {
-			j, _ := d.Job(ctx, heavy.ID)
+			j, err := d.Job(ctx, heavy.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
 			return j.State == api.Running
 		})
 		rec.show()
@@ -340,7 +346,10 @@ func tuningThenPlan(t *testing.T, heavyTasks, tasks, moves int) {
 				for _, r := range d.Tuning() {
 					t.Logf("#%d %s %s on %s for %s: accepted %v, %s: %s", r.Seq, r.Action, r.Target, r.Cluster, r.NewJobID, r.Accepted, r.Outcome, r.Reason)
 				}
-				j, _ := d.Job(ctx, fresh.ID)
+				j, err := d.Job(ctx, fresh.ID)
+				if err != nil {
+					t.Fatal(err)
+				}
 				t.Logf("fresh: %s: %s", j.State, j.Reason)
 			}
 		}()
@@ -366,7 +375,10 @@ func tuningThenPlan(t *testing.T, heavyTasks, tasks, moves int) {
 			t.Errorf("during the migration the fresh job is %s: %q; want queued, waiting for tuning #%d", j.State, j.Reason, chosen.Seq)
 		}
 		waitFor(t, "the fresh job running", 60*time.Second, func() bool {
-			j, _ := d.Job(ctx, fresh.ID)
+			j, err := d.Job(ctx, fresh.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
 			return j.State == api.Running || j.State.Terminal()
 		})
 		events, most := rec.snapshot()
@@ -423,8 +435,14 @@ func tuningThenPlan(t *testing.T, heavyTasks, tasks, moves int) {
 		}
 		// Once both jobs end, the record holds what they measured.
 		waitFor(t, "both jobs done", time.Hour, func() bool {
-			a, _ := d.Job(ctx, heavy.ID)
-			b, _ := d.Job(ctx, fresh.ID)
+			a, err := d.Job(ctx, heavy.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := d.Job(ctx, fresh.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
 			return a.State.Terminal() && b.State.Terminal()
 		})
 		for _, r := range d.Tuning() {
@@ -486,7 +504,10 @@ func TestBandwidthTuningShrinkRemote(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the heavy job running", time.Minute, func() bool {
-		j, _ := d.Job(ctx, heavy.ID)
+		j, err := d.Job(ctx, heavy.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
 		return j.State == api.Running
 	})
 	fresh, err := d.Submit(ctx, jobfile.Decode([]byte("name: fresh\ntype: render\ntasks: 1200\ntask_ops: 1.0e9\ntask_bytes: 1.0e3\nvm: {vcpus: 2, memory_mib: 2048}\n")))

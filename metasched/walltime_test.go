@@ -48,7 +48,11 @@ func TestWalltimeEmulated(t *testing.T) {
 		final := func(id string) api.Job {
 			var j api.Job
 			waitFor(t, "job "+id+" finished", 3*time.Hour, func() bool {
-				j, _ = d.Job(ctx, id)
+				var err error
+				j, err = d.Job(ctx, id)
+				if err != nil {
+					t.Fatal(err)
+				}
 				return j.State.Terminal()
 			})
 			return j
@@ -90,20 +94,32 @@ func TestWalltimeCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the job finished", 2*time.Minute, func() bool {
-		j, _ = d.Job(ctx, j.ID)
+		j, err = d.Job(ctx, j.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
 		return j.State.Terminal()
 	})
 	if j.State != api.Failed || j.Reason != "walltime 2s exceeded" || j.Attempts != 1 {
 		t.Fatalf("job: %s (%s), %d attempts; want failed with the walltime, once", j.State, j.Reason, j.Attempts)
 	}
-	logs, _ := d.Store().Logs(ctx, j.ID)
+	logs, err := d.Store().Logs(ctx, j.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
 	pid, escapee := 0, 0
 	for line := range strings.Lines(string(logs)) {
 		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "pid="); ok {
-			pid, _ = strconv.Atoi(v)
+			pid, err = strconv.Atoi(v)
+			if err != nil {
+				t.Fatal(err)
+			}
 		}
 		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "escapee="); ok {
-			escapee, _ = strconv.Atoi(v)
+			escapee, err = strconv.Atoi(v)
+			if err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	if pid == 0 || escapee == 0 {
@@ -139,7 +155,10 @@ func TestWalltimeAcrossRestart(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitFor(t, "the job running", time.Minute, func() bool {
-			j, _ = d.Job(ctx, j.ID)
+			j, err = d.Job(ctx, j.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
 			return j.State == api.Running
 		})
 		time.Sleep(6 * time.Minute)
@@ -150,7 +169,10 @@ func TestWalltimeAcrossRestart(t *testing.T) {
 		d = td.d
 		restarted := time.Now()
 		waitFor(t, "the job finished", time.Hour, func() bool {
-			j, _ = d.Job(ctx, j.ID)
+			j, err = d.Job(ctx, j.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
 			return j.State.Terminal()
 		})
 		if j.State != api.Failed || j.Reason != "walltime 10m0s exceeded" {

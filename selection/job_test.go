@@ -261,7 +261,11 @@ func TestParseJobFields(t *testing.T) {
 		if diff := cmp.Diff(tc.want, given); diff != "" {
 			t.Errorf("%s: fields given (-want +got):\n%s", tc.body, diff)
 		}
-		if want, _ := ParseJob("job.yaml", []byte(tc.body)); !cmp.Equal(want, j) {
+		want, err := ParseJob("job.yaml", []byte(tc.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !cmp.Equal(want, j) {
 			t.Errorf("%s: ParseJobFields's job %+v, ParseJob's %+v", tc.body, j, want)
 		}
 	}

@@ -28,7 +28,10 @@ func FuzzParseModel(f *testing.F) {
 	for _, tc := range parseModelErrorCases {
 		f.Add([]byte(tc.in))
 	}
-	files, _ := filepath.Glob("../examples/*.yaml")
+	files, err := filepath.Glob("../examples/*.yaml")
+	if err != nil {
+		f.Fatal(err)
+	}
 	for _, name := range files {
 		data, err := os.ReadFile(name)
 		if err != nil {

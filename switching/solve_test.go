@@ -416,7 +416,10 @@ func TestSolveDeterministicAcrossWorkers(t *testing.T) {
 
 func TestFiniteHorizon(t *testing.T) {
 	m := engineModels()["two pools"]
-	s, _ := NewSpace(m, 0)
+	s, err := NewSpace(m, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ref := reference{m, s, m.Discount}
 	V := make([]float64, s.States)
 	var pol []int8
@@ -502,8 +505,14 @@ func TestOptimalBeatsOtherPolicies(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		h, _ := NewHeuristic(m, 5)
-		h1, _ := NewHeuristic(m, 1)
+		h, err := NewHeuristic(m, 5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h1, err := NewHeuristic(m, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
 		for pname, p := range map[string]Policy{"heuristic K=5": h, "heuristic K=1": h1, "static": NewStatic(m), "cmu": NewCMu(m)} {
 			st, err := EvaluatePolicy(ctx, m, p, SolveOptions{Tolerance: 1e-12})
 			if err != nil {
@@ -583,7 +592,10 @@ func TestTooManyServers(t *testing.T) {
 	if _, err := NewSpace(m, 0); err == nil || err.Error() != "servers: 200 servers, a policy table holds at most 127" {
 		t.Errorf("err = %v", err)
 	}
-	s, _ := NewSpace(engineModels()["two pools"], 0)
+	s, err := NewSpace(engineModels()["two pools"], 0)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, ok := s.Index(policyState([]int{0, 0}, []int{300, -298})); ok {
 		t.Error("a state with 300 servers at a pool was indexed")
 	}

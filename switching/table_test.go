@@ -47,8 +47,8 @@ func TestTableRoundTrip(t *testing.T) {
 func gz(body string) []byte {
 	var buf bytes.Buffer
 	w := gzip.NewWriter(&buf)
-	w.Write([]byte(body))
-	w.Close()
+	_, _ = w.Write([]byte(body)) // into memory: it cannot fail
+	_ = w.Close()                // likewise
 	return buf.Bytes()
 }
 
@@ -70,10 +70,17 @@ func tableErrorCases(t testing.TB) (table []byte, cases []tableErrorCase) {
 		t.Fatal(err)
 	}
 	var good bytes.Buffer
-	WriteTable(&good, sol.Table)
-	zr, _ := gzip.NewReader(bytes.NewReader(good.Bytes()))
+	if err := WriteTable(&good, sol.Table); err != nil {
+		t.Fatal(err)
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(good.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
 	var plain bytes.Buffer
-	plain.ReadFrom(zr)
+	if _, err := plain.ReadFrom(zr); err != nil {
+		t.Fatal(err)
+	}
 	body := plain.String()
 	header := body[:strings.Index(body[len(tableMagic):], "\n")+len(tableMagic)+1]
 	actions := body[len(header):]
@@ -81,7 +88,10 @@ func tableErrorCases(t testing.TB) (table []byte, cases []tableErrorCase) {
 	// A version 1 table of a model whose pairs share lanes: its count of
 	// states is by pair.
 	three := engineModels()["three pools"]
-	threeJSON, _ := json.Marshal(ModelFile(three))
+	threeJSON, err := json.Marshal(ModelFile(three))
+	if err != nil {
+		t.Fatal(err)
+	}
 	_, byPair, _ := countStates(three, true)
 	v1 := fmt.Sprintf("%s{\"criterion\":\"average\",\"states\":%d,\"model\":%s}\n", tableMagicPairs, byPair, threeJSON)
 
@@ -115,9 +125,14 @@ func TestReadTableErrors(t *testing.T) {
 		}
 	}
 	// Where no two pairs share a lane, a version 1 table reads as it was.
-	zr, _ := gzip.NewReader(bytes.NewReader(good))
+	zr, err := gzip.NewReader(bytes.NewReader(good))
+	if err != nil {
+		t.Fatal(err)
+	}
 	var plain bytes.Buffer
-	plain.ReadFrom(zr)
+	if _, err := plain.ReadFrom(zr); err != nil {
+		t.Fatal(err)
+	}
 	old := gz(tableMagicPairs + strings.TrimPrefix(plain.String(), tableMagic))
 	if _, err := ReadTable(bytes.NewReader(old), 0); err != nil {
 		t.Errorf("version 1 table of two pools: %v", err)

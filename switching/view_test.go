@@ -63,7 +63,10 @@ func TestViews(t *testing.T) {
 // its decision state by state.
 func TestViewSlice(t *testing.T) {
 	m := heuristicPM()
-	h, _ := NewHeuristic(m, 1)
+	h, err := NewHeuristic(m, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
 	v := DefaultView(m)
 	v.Size = 4
 	got := v.Slice(h)

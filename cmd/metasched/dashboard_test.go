@@ -91,7 +91,10 @@ func (p *page) waitJS(limit time.Duration, what, js string) string {
 			last = err.Error()
 		}
 		if time.Now().After(deadline) {
-			body, _ := p.eval(`document.body.innerText.slice(0, 3000)`)
+			body, err := p.eval(`document.body.innerText.slice(0, 3000)`)
+			if err != nil {
+				body = fmt.Sprintf("(the page's text: %v)", err)
+			}
 			p.t.Fatalf("%s: not seen in %s (%s); the page shows:\n%s", what, limit, last, body)
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -247,7 +250,11 @@ func TestDashboardInBrowser(t *testing.T) {
 	    document.querySelector('#chart-queue polyline').getAttribute('points').split(' ').length >= 20 ? 'yes' : ''`)
 	// ... and, for the picture's sake, a host switching if one does within 20 s.
 	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
-		if sw, _ := p.eval(`document.querySelector('#pools .host[data-state=switching]') ? 'yes' : ''`); sw != "" {
+		sw, err := p.eval(`document.querySelector('#pools .host[data-state=switching]') ? 'yes' : ''`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sw != "" {
 			break
 		}
 	}
@@ -260,7 +267,10 @@ func TestDashboardInBrowser(t *testing.T) {
 
 	// Restart: the page says the connection is lost, then shows the new
 	// daemon (another instance) with the state it restored.
-	before, _ := p.eval(`document.querySelector('#daemon').dataset.instance`)
+	before, err := p.eval(`document.querySelector('#daemon').dataset.instance`)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if code := d.interrupt(t, 60*time.Second); code != 0 {
 		t.Errorf("exit code after SIGINT %d, want 0", code)
 	}
@@ -511,7 +521,11 @@ func dumpLogOnFailure(t *testing.T, path string) {
 	if !t.Failed() {
 		return
 	}
-	b, _ := os.ReadFile(path)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Logf("the log: %v", err)
+		return
+	}
 	if len(b) > 8000 {
 		b = b[len(b)-8000:]
 	}

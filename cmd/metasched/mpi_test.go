@@ -151,7 +151,10 @@ func TestMPIGrid(t *testing.T) {
 	g.nothingLeft()
 	for _, s := range sites {
 		for n := 1; n <= s.Hosts; n++ {
-			left, _ := filepath.Glob(filepath.Join(dir, fmt.Sprintf("images-%s-%d", s.Name, n), "overlays", "*"))
+			left, err := filepath.Glob(filepath.Join(dir, fmt.Sprintf("images-%s-%d", s.Name, n), "overlays", "*"))
+			if err != nil {
+				t.Fatal(err)
+			}
 			if len(left) > 0 {
 				t.Errorf("left on host %s-%d: %v", s.Name, n, left)
 			}

@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -71,7 +73,11 @@ func TestPartitionedLeader(t *testing.T) {
 	t.Cleanup(func() {
 		if t.Failed() {
 			for _, l := range logs {
-				data, _ := os.ReadFile(l)
+				data, err := os.ReadFile(l)
+				if err != nil {
+					t.Logf("%s: %v", filepath.Base(l), err)
+					continue
+				}
 				t.Logf("%s:\n%s", filepath.Base(l), tail(string(data), 40))
 			}
 		}
@@ -156,7 +162,7 @@ agents:
 	deadline := time.Now().Add(time.Minute)
 	for next == nil {
 		for _, d := range ds[1:] {
-			if l, ok := findLogLine(d.log, "leading: this daemon acts"); ok {
+			if l, ok := findLogLine(t, d.log, "leading: this daemon acts"); ok {
 				next, leads = d, l
 			}
 		}
@@ -170,7 +176,7 @@ agents:
 	if !stopped.Time.Before(leads.Time) {
 		t.Errorf("the cut leader stopped at %s, after %s led at %s", stopped.Time.Format(logTimeFormat), next.name, leads.Time.Format(logTimeFormat))
 	}
-	for _, l := range logLines(ds[0].log) {
+	for _, l := range logLines(t, ds[0].log) {
 		// A job's driver that sees the stop may say so after the
 		// leadership line ("daemon stopping: …"): that is not an act.
 		if l.Time.After(stopped.Time) && (l.Job != "" || l.Switch != "") && !strings.HasPrefix(l.Message, "daemon stopping:") {
@@ -237,8 +243,12 @@ type logLine struct {
 	raw     string
 }
 
-func logLines(path string) []logLine {
-	data, _ := os.ReadFile(path)
+func logLines(t testing.TB, path string) []logLine {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) { // none yet: no lines
+		t.Fatal(err)
+	}
 	var out []logLine
 	for _, s := range strings.Split(string(data), "\n") {
 		var l logLine
@@ -251,8 +261,9 @@ func logLines(path string) []logLine {
 }
 
 // findLogLine is the first line of the log whose message starts with msg.
-func findLogLine(path, msg string) (logLine, bool) {
-	for _, l := range logLines(path) {
+func findLogLine(t testing.TB, path, msg string) (logLine, bool) {
+	t.Helper()
+	for _, l := range logLines(t, path) {
 		if strings.HasPrefix(l.Message, msg) {
 			return l, true
 		}
@@ -266,7 +277,7 @@ func waitLogLine(t testing.TB, p *servedDaemon, path, msg string, limit time.Dur
 	t.Helper()
 	deadline := time.Now().Add(limit)
 	for {
-		if l, ok := findLogLine(path, msg); ok {
+		if l, ok := findLogLine(t, path, msg); ok {
 			return l
 		}
 		select {

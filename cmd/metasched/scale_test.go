@@ -104,7 +104,10 @@ func TestScaleExperimentRemote(t *testing.T) {
 			t.Errorf("%s still answers after the row: a process was left running", a)
 		}
 	}
-	logs, _ := filepath.Glob(filepath.Join(rowDir, "agents-*.log"))
+	logs, err := filepath.Glob(filepath.Join(rowDir, "agents-*.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	if len(logs) != 2 {
 		t.Errorf("agent logs %v: want one per agent process", logs)
 	}
@@ -157,7 +160,7 @@ func readCSV(t *testing.T, path string) [][]string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer f.Close() // read-only
 	recs, err := csv.NewReader(f).ReadAll()
 	if err != nil || len(recs) == 0 {
 		t.Fatalf("%s: %v, %v", path, recs, err)

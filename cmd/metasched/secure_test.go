@@ -173,13 +173,13 @@ func startAgentProc(t *testing.T, bin, site, file string) {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
+	go func() { _ = cmd.Wait(); close(done) }() // stopped by the cleanup: its status says nothing
 	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Process.Signal(syscall.SIGTERM) // fails only if it has exited: done is closed then
 		select {
 		case <-done:
 		case <-time.After(15 * time.Second):
-			_ = cmd.Process.Kill()
+			_ = cmd.Process.Kill() // by PID: this test's own child
 			<-done
 		}
 		if t.Failed() {

@@ -158,7 +158,10 @@ func TestServeDemoThenCLI(t *testing.T) {
 	}
 	done := 0
 	for _, m := range demoTypeLine.FindAllStringSubmatch(out, -1) {
-		n, _ := strconv.Atoi(m[2])
+		n, err := strconv.Atoi(m[2])
+		if err != nil {
+			t.Fatal(err)
+		}
 		done += n
 		if m[3] != "0" || m[4] != "0" {
 			t.Errorf("type %s: %s failed, %s cancelled", m[1], m[3], m[4])
@@ -190,7 +193,7 @@ func TestServeDemoThenCLI(t *testing.T) {
 	stopped := false
 	t.Cleanup(func() {
 		if !stopped {
-			srv.Process.Kill()
+			_ = srv.Process.Kill() // by PID: this test's own child, which the test did not stop
 			<-exited
 		}
 	})

@@ -137,7 +137,7 @@ func TestSimulateSelectionOut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer f.Close() // read-only
 	recs, err := csv.NewReader(f).ReadAll()
 	if err != nil {
 		t.Fatal(err)

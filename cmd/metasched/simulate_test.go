@@ -38,7 +38,9 @@ func TestSimulatePoliciesJSON(t *testing.T) {
 	_, again, _ := runCmd(t, "simulate", "policies", "--model", example+"fisher-fig4-load3.4.yaml",
 		"--policy", "heuristic", "--K", "5", "--completions", "20000", "--seed", "3", "--output", "json")
 	var got2 map[string]any
-	json.Unmarshal([]byte(again), &got2)
+	if err := json.Unmarshal([]byte(again), &got2); err != nil {
+		t.Fatal(err)
+	}
 	if got2["mean_cost"] != got["mean_cost"] || got2["events"] != got["events"] {
 		t.Errorf("same seed, different runs: %v vs %v", got2["mean_cost"], got["mean_cost"])
 	}
@@ -88,7 +90,9 @@ func TestSimulatePoliciesSavedTable(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	var got map[string]any
-	json.Unmarshal([]byte(out), &got)
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatal(err)
+	}
 	if got["criterion"] != "discounted" || got["boundary_fraction"] == nil || got["queue_limit"] != 30.0 || got["solves"] != nil {
 		t.Errorf("figures: %s", out)
 	}
@@ -147,7 +151,7 @@ func TestSimulateExperiment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer f.Close() // read-only
 	recs, err := csv.NewReader(f).ReadAll()
 	if err != nil || len(recs) != 7 {
 		t.Fatalf("csv: %v, %d records", err, len(recs))

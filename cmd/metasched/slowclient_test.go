@@ -50,12 +50,12 @@ func startAgentBin(t *testing.T, bin, site, ulimit string) (string, int) {
 				addr <- strings.TrimPrefix(line.Address, "http://")
 			}
 		}
-		io.Copy(io.Discard, stderr)
-		cmd.Wait()
+		_, _ = io.Copy(io.Discard, stderr) // the rest of the log, unread
+		_ = cmd.Wait()                     // killed by the cleanup: its status says nothing
 		close(exited)
 	}()
 	t.Cleanup(func() {
-		cmd.Process.Kill() // by PID: this test's own child
+		_ = cmd.Process.Kill() // by PID: this test's own child
 		<-exited
 	})
 	select {
@@ -80,8 +80,12 @@ func agentSite(t *testing.T) (site, token string) {
 	}
 	token = "slow-client-token"
 	site = filepath.Join(dir, "site.yaml")
-	os.WriteFile(filepath.Join(dir, "token"), []byte(token+"\n"), 0o600)
-	os.WriteFile(site, []byte("site: spain\nlisten: 127.0.0.1:0\ntoken_file: token\ninsecure_http: true\ngrid: "+grid+"\n"), 0o600)
+	if err := os.WriteFile(filepath.Join(dir, "token"), []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(site, []byte("site: spain\nlisten: 127.0.0.1:0\ntoken_file: token\ninsecure_http: true\ngrid: "+grid+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	return site, token
 }
 
@@ -130,7 +134,10 @@ func TestSlowClientsAtTheFileLimit(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), slowclient.Safety)
 		defer cancel()
 		if _, err := metaclient.New(d.base, strings.TrimSpace(string(tok))).Jobs(ctx, metaclient.JobsQuery{}); err != nil {
-			log, _ := os.ReadFile(filepath.Join(dir, "daemon.log"))
+			log, lerr := os.ReadFile(filepath.Join(dir, "daemon.log"))
+			if lerr != nil {
+				log = []byte(lerr.Error())
+			}
 			t.Fatalf("the valid request after %d slow logins (the daemon may open %d files): %v\nthe daemon's log ends:\n%s",
 				slow, limit, err, tail(string(log), 10))
 		}
@@ -170,8 +177,14 @@ func TestOpenFileLimitRaised(t *testing.T) {
 	for _, line := range strings.Split(string(limits), "\n") {
 		if rest, ok := strings.CutPrefix(line, "Max open files"); ok {
 			f := append(strings.Fields(rest), "", "")
-			soft, _ := strconv.ParseUint(f[0], 10, 64)
-			maxim, _ := strconv.ParseUint(f[1], 10, 64)
+			soft, err := strconv.ParseUint(f[0], 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			maxim, err := strconv.ParseUint(f[1], 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
 			t.Logf("started with a soft limit of 256 open files, the agent runs with %d (hard limit %d)", soft, maxim)
 			if soft+1 < maxim || maxim != hard.Max {
 				t.Errorf("the agent runs with %d open files at most (hard limit %d), want its hard limit %d", soft, maxim, hard.Max)

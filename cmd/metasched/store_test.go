@@ -75,8 +75,14 @@ func TestStoreBackupRestore(t *testing.T) {
 	}
 	t.Logf("%s", out)
 	d2 := startServe(t, bin, work, filepath.Join(work, "serve2.log"), "--listen", serveAddr(t), "--data-dir", data2, "--demo=false")
-	tok1, _ := os.ReadFile(tokenFile)
-	tok2, _ := os.ReadFile(filepath.Join(data2, "token"))
+	tok1, err := os.ReadFile(tokenFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok2, err := os.ReadFile(filepath.Join(data2, "token"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	if len(tok1) == 0 || string(tok1) != string(tok2) {
 		t.Errorf("the restored daemon's operator token differs from the backed-up one's")
 	}

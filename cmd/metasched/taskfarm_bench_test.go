@@ -75,7 +75,7 @@ func BenchmarkTaskFarmVMs(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			b.Cleanup(func() { _ = v.agent.Client.Destroy(context.Background(), v.name) })
+			b.Cleanup(func() { _ = v.agent.Client.Destroy(context.Background(), v.name) }) // best effort: the lab's own cleanup removes what is left
 			a, err := netip.ParsePrefix(vm.Address)
 			if err != nil {
 				b.Fatalf("VM %s: address %q: %v", v.name, vm.Address, err)

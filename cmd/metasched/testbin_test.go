@@ -100,7 +100,9 @@ func startCmd(t testing.TB, cmd *exec.Cmd, logPath string) (*servedDaemon, <-cha
 	go func() {
 		<-eof          // Wait closes the pipe: read it to the end first
 		_ = cmd.Wait() // the exit status is the test's to read
-		logFile.Close()
+		if err := logFile.Close(); err != nil {
+			t.Errorf("the daemon's log: %v", err)
+		}
 		close(d.done)
 	}()
 	t.Cleanup(func() {

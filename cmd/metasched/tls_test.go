@@ -83,9 +83,16 @@ func TestTLSCommands(t *testing.T) {
 		}
 	}
 	// --force replaces a certificate: a new serial, the same identity.
-	before, _ := os.ReadFile(filepath.Join(pki, "daemon.pem"))
+	before, err := os.ReadFile(filepath.Join(pki, "daemon.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	ok("tls", "cert", "--ca", pki, "--out", pki, "--daemon", "--force")
-	if after, _ := os.ReadFile(filepath.Join(pki, "daemon.pem")); string(after) == string(before) {
+	after, err := os.ReadFile(filepath.Join(pki, "daemon.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(after) == string(before) {
 		t.Error("--force kept the old certificate")
 	}
 }

@@ -111,7 +111,10 @@ func TestGuestTuning(t *testing.T) {
 			}
 			notes = append(notes, fmt.Sprintf("#%d %s: %s", r.Seq, r.Outcome, r.Reason))
 		}
-		j, _ := g.job(ctx, fresh.ID)
+		j, err := g.job(ctx, fresh.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
 		return fmt.Sprintf("fresh %s (%s); tuning: %s", j.State, j.Reason, strings.Join(notes, "; ")), false
 	})
 	t.Logf("tuning #%d: %s", chosen.Seq, chosen.Reason)
@@ -200,8 +203,15 @@ func TestGuestTuning(t *testing.T) {
 		if len(f) != 2 {
 			t.Fatalf("the guest answered %q", f)
 		}
-		cpus, _ = strconv.Atoi(f[0])
-		kib, _ = strconv.Atoi(f[1])
+		var err error
+		cpus, err = strconv.Atoi(f[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		kib, err = strconv.Atoi(f[1])
+		if err != nil {
+			t.Fatal(err)
+		}
 		return cpus, kib
 	}
 	cpus0, kib0 := seen()

@@ -235,7 +235,11 @@ func TestStaticBinary(t *testing.T) {
 			t.Errorf("the binary has a %v segment: it is not static", p.Type)
 		}
 	}
-	if libs, _ := f.ImportedLibraries(); len(libs) != 0 {
+	libs, err := f.ImportedLibraries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(libs) != 0 {
 		t.Errorf("the binary needs %v", libs)
 	}
 

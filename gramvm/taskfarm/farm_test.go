@@ -270,7 +270,7 @@ func (k *killable) kill() {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	for _, c := range k.conns {
-		_ = c.SetLinger(0)
+		_ = c.SetLinger(0) // a reset rather than a close: best effort, the close follows anyway
 		c.Close()
 	}
 }
@@ -822,8 +822,13 @@ func TestWorkerGivesUp(t *testing.T) {
 				if _, err := ReadFrame(c, MaxControlFrame); err != nil {
 					return
 				}
-				b, _ := AppendFrame(nil, Frame{Type: FrameError, Message: "hello: version: 1, this master speaks version 2"})
-				c.Write(b)
+				b, err := AppendFrame(nil, Frame{Type: FrameError, Message: "hello: version: 1, this master speaks version 2"})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				// A failed write shows as the worker's error below not naming the version.
+				_, _ = c.Write(b)
 			}()
 		}
 	}()

@@ -122,7 +122,10 @@ func TestBadFrames(t *testing.T) {
 			}
 		})
 	}
-	good, _ := AppendFrame(nil, goodFrames[0])
+	good, err := AppendFrame(nil, goodFrames[0])
+	if err != nil {
+		t.Fatal(err)
+	}
 	for cut := 1; cut < len(good); cut++ {
 		if _, err := ReadFrame(bytes.NewReader(good[:cut]), testMax); err != io.ErrUnexpectedEOF {
 			t.Errorf("cut at %d: %v, want io.ErrUnexpectedEOF", cut, err)

@@ -30,7 +30,10 @@ func TestSinkProbe(t *testing.T) {
 		if r.Bytes != n || r.Seconds <= 0 || r.Mbps != float64(n)*8/r.Seconds/1e6 {
 			t.Errorf("probe %+v", r)
 		}
-		line, _ := json.Marshal(r)
+		line, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
 		var back map[string]float64
 		if err := json.Unmarshal(line, &back); err != nil || len(back) != 3 || back["mbps"] != r.Mbps {
 			t.Errorf("probe line %s: %v", line, err)
@@ -67,7 +70,7 @@ func TestSinkProbe(t *testing.T) {
 				break
 			}
 		}
-		c.Write([]byte(`{"bytes": 12, "seconds": 1}` + "\n"))
+		_, _ = c.Write([]byte(`{"bytes": 12, "seconds": 1}` + "\n")) // a lost write shows in the probe's error below
 	}()
 	if _, err := Probe(t.Context(), bad.Addr().String(), 1000); err == nil || !strings.Contains(err.Error(), "the sink read 12 bytes of the 1000 sent") {
 		t.Errorf("probe of a lying sink: %v", err)

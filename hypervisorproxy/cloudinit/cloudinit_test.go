@@ -88,7 +88,10 @@ func TestSeedISO(t *testing.T) {
 	if label != cloudinit.Label {
 		t.Errorf("label %q, want %q", label, cloudinit.Label)
 	}
-	want, _ := seed().Files()
+	want, err := seed().Files()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if d := cmp.Diff(want, files); d != "" {
 		t.Errorf("the volume's files (-want +got):\n%s", d)
 	}

@@ -290,7 +290,10 @@ func TestXMLDeterministic(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 20 {
-		got, _ := d.XML()
+		got, err := d.XML()
+		if err != nil {
+			t.Fatal(err)
+		}
 		if got != first {
 			t.Fatalf("XML() changed between calls:\n%s\n%s", first, got)
 		}

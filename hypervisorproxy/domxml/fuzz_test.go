@@ -19,7 +19,10 @@ func FuzzParse(f *testing.F) {
 		f.Add(tc.xml)
 	}
 	f.Add(libvirtQEMU)
-	files, _ := filepath.Glob("testdata/domain-*.xml")
+	files, err := filepath.Glob("testdata/domain-*.xml")
+	if err != nil {
+		f.Fatal(err)
+	}
 	for _, name := range files {
 		data, err := os.ReadFile(name)
 		if err != nil {

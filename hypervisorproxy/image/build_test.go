@@ -269,7 +269,9 @@ func BenchmarkBuildCold(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.StopTimer()
-		os.RemoveAll(cache)
+		if err := os.RemoveAll(cache); err != nil {
+			b.Fatal(err)
+		}
 		b.StartTimer()
 	}
 }

@@ -125,8 +125,14 @@ echo "$ms_hostname|$ms_ip|$ms_gw|$ms_hosts|$ms_root" >vars; write_hosts hosts`)
 			if err != nil {
 				t.Fatalf("%v\n%s", err, out)
 			}
-			vars, _ := os.ReadFile(filepath.Join(dir, "vars"))
-			hosts, _ := os.ReadFile(filepath.Join(dir, "hosts"))
+			vars, err := os.ReadFile(filepath.Join(dir, "vars"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			hosts, err := os.ReadFile(filepath.Join(dir, "hosts"))
+			if err != nil {
+				t.Fatal(err)
+			}
 			if diff := cmp.Diff(tc.vars, string(vars)+string(out)); diff != "" {
 				t.Errorf("variables and messages (-want +got):\n%s", diff)
 			}

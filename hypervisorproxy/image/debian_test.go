@@ -113,7 +113,9 @@ func TestBuildDebianReproducible(t *testing.T) {
 		}
 	}
 	if !t.Failed() {
-		os.RemoveAll(keep)
+		if err := os.RemoveAll(keep); err != nil {
+			t.Error(err)
+		}
 	}
 	if !t.Failed() {
 		t.Logf("two builds of %s: the same kernel, initrd and disk (%s)", a.InputsHash, b.DiskSHA256)

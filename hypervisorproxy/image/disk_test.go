@@ -106,8 +106,14 @@ func TestBuildDisk(t *testing.T) {
 		t.Errorf("a rebuild's disk has SHA-256 %s, the first %s", res3.Image.DiskSHA256, img.DiskSHA256)
 	}
 	sameFiles(t, out, res3.Dir)
-	a, _ := os.ReadFile(img.DiskPath())
-	b, _ := os.ReadFile(res3.Image.DiskPath())
+	a, err := os.ReadFile(img.DiskPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(res3.Image.DiskPath())
+	if err != nil {
+		t.Fatal(err)
+	}
 	if !bytes.Equal(a, b) {
 		t.Error("the rebuild's disk differs")
 	}

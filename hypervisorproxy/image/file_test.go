@@ -75,7 +75,11 @@ func TestParseDiskImage(t *testing.T) {
 	if err != nil || line != "console=ttyS0 quiet metasched.root=/dev/vda metasched.hostname=vm-1" {
 		t.Errorf("GuestCmdline of a disk image = %q, %v", line, err)
 	}
-	if line, _ := goodParsed.GuestCmdline(Guest{}); strings.Contains(line, KeyRoot) {
+	line, err = goodParsed.GuestCmdline(Guest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(line, KeyRoot) {
 		t.Errorf("GuestCmdline of a kernel image = %q", line)
 	}
 }
@@ -349,9 +353,15 @@ func sha(s string) string {
 // replaced (its sums dropped); it refuses to replace a file it has not.
 func TestCopyTo(t *testing.T) {
 	dir := t.TempDir()
-	os.MkdirAll(filepath.Join(dir, "boot"), 0o755)
-	os.WriteFile(filepath.Join(dir, "vmlinuz"), []byte("kernel"), 0o644)
-	os.WriteFile(filepath.Join(dir, "boot/initrd.img"), []byte("initrd"), 0o644)
+	if err := os.MkdirAll(filepath.Join(dir, "boot"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "vmlinuz"), []byte("kernel"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "boot/initrd.img"), []byte("initrd"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	img := &Image{Kind: "kernel", Dir: dir, Kernel: "vmlinuz", Initrd: "boot/initrd.img", KernelSHA256: sha("kernel"), InitrdSHA256: sha("initrd")}
 	c, err := img.CopyTo(filepath.Join(t.TempDir(), "copy"), nil)
 	if err != nil {
@@ -364,7 +374,11 @@ func TestCopyTo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := os.ReadFile(c.KernelPath()); string(got) != "junk" || c.KernelSHA256 != "" || c.InitrdSHA256 != "" {
+	got, err := os.ReadFile(c.KernelPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != "junk" || c.KernelSHA256 != "" || c.InitrdSHA256 != "" {
 		t.Errorf("copy with a junk kernel: %+v, kernel %q", c, got)
 	}
 	if _, err := img.CopyTo(t.TempDir(), map[string][]byte{"bzImage": nil}); err == nil || !strings.Contains(err.Error(), `no file "bzImage"`) {

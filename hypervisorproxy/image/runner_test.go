@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -100,7 +101,7 @@ func (r *runner) start(name, command string, maxBytes int, env ...string) string
 	t := r.t
 	t.Cleanup(func() {
 		if groupAlive(t, pid) { // a failed test leaves nothing running
-			syscall.Kill(-pid, syscall.SIGKILL)
+			_ = syscall.Kill(-pid, syscall.SIGKILL) // best effort: groupAlive has reported it
 		}
 	})
 	return dir
@@ -222,7 +223,11 @@ func testRunner(t *testing.T, base *runner) {
 		// the program waits for the file go.
 		dir := r.start("lines", `echo first; while [ ! -e go ]; do sleep 0.05; done; i=0; while [ $i -lt 200 ]; do echo "line $i"; sleep 0.01; i=$((i+1)); done`, 4<<20)
 		for n := 0; ; n++ {
-			if out, _ := os.ReadFile(filepath.Join(dir, "output")); string(out) == "first\n" {
+			out, err := os.ReadFile(filepath.Join(dir, "output"))
+			if err != nil && !errors.Is(err, fs.ErrNotExist) { // not there yet: the program has not written
+				t.Fatal(err)
+			}
+			if string(out) == "first\n" {
 				break
 			}
 			if n == 3000 {
@@ -273,7 +278,11 @@ func testRunner(t *testing.T, base *runner) {
 		if r.pid(dir) != pid {
 			t.Errorf("pid changed from %d to %d", pid, r.pid(dir))
 		}
-		if ran, _ := os.ReadFile(filepath.Join(r.root, "work", "ran")); string(ran) != "ran\n" {
+		ran, err := os.ReadFile(filepath.Join(r.root, "work", "ran"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(ran) != "ran\n" {
 			t.Errorf("the command ran %q", ran)
 		}
 	})

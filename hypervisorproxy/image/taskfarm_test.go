@@ -20,7 +20,11 @@ func TestReadTaskFarm(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want, _ := os.ReadFile(tf); !bytes.Equal(data, want) {
+	want, err := os.ReadFile(tf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(data, want) {
 		t.Error("ReadTaskFarm did not return the file's bytes")
 	}
 	text := filepath.Join(t.TempDir(), "taskfarm")

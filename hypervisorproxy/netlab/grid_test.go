@@ -31,7 +31,7 @@ func attachHost(t *testing.T, g *netlab.Grid, site, name, addr string) string {
 	t.Helper()
 	ns := fmt.Sprintf("%s%d-%s", netlab.NamePrefix, os.Getpid(), name)
 	ipOut(t, "ip", "netns", "add", ns)
-	t.Cleanup(func() { exec.Command("ip", "netns", "delete", ns).Run() })
+	t.Cleanup(func() { _ = exec.Command("ip", "netns", "delete", ns).Run() }) // best effort: TestMain reports a namespace left behind
 	port := netlab.NamePrefix + name
 	ipOut(t, "ip", "-n", g.Namespace(), "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", ns)
 	ipOut(t, "ip", "-n", g.Namespace(), "link", "set", port, "master", g.Bridge(site), "up")
@@ -58,7 +58,11 @@ func TestGrid(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { g.Close() })
+	t.Cleanup(func() {
+		if err := g.Close(); err != nil {
+			t.Error(err)
+		}
+	})
 	ns := g.Namespace()
 	if !strings.HasPrefix(ns, fmt.Sprintf("%s%d-", netlab.NamePrefix, os.Getpid())) {
 		t.Errorf("namespace %s does not carry the pid (RemoveStale would not find it)", ns)
@@ -162,7 +166,7 @@ func TestGridBadOptions(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			g, err := netlab.NewGrid(t.Context(), tc.opts)
 			if err == nil {
-				g.Close()
+				_ = g.Close() // the test fails: that is the error to report
 				t.Fatal("no error")
 			}
 			for _, w := range tc.want {

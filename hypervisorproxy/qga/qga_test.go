@@ -20,7 +20,11 @@ func TestCommands(t *testing.T) {
 	if err != nil || got != want {
 		t.Errorf("Exec.Command = %s, %v\nwant %s", got, err, want)
 	}
-	if got, _ := (Exec{Path: "uname"}).Command(); got != `{"execute":"guest-exec","arguments":{"path":"uname"}}` {
+	got, err = (Exec{Path: "uname"}).Command()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != `{"execute":"guest-exec","arguments":{"path":"uname"}}` {
 		t.Errorf("bare Exec.Command = %s", got)
 	}
 	_, err = Exec{Args: []string{"a\x00"}, Env: []string{"NOEQUALS", "=x"}, Input: make([]byte, MaxInput+1)}.Command()

@@ -129,7 +129,11 @@ func TestHost(t *testing.T) {
 	if err != nil || len(doms) != 1 || doms[0] != want {
 		t.Fatalf("the VM on its new host, seen again: %+v, %v", doms, err)
 	}
-	if doms, _ := a.Domains(ctx); len(doms) != 0 {
+	doms, err = a.Domains(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(doms) != 0 {
 		t.Errorf("the VM is still on its old host: %+v", doms)
 	}
 	if _, err := connect(ctx, hp.SimURI("b", 16, 8192), nil); !errors.Is(err, hp.ErrInvalid) {
@@ -171,7 +175,11 @@ func TestDelays(t *testing.T) {
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("create cancelled during its delay: %v", err)
 	}
-	if doms, _ := hv.Domains(context.Background()); len(doms) != 0 {
+	doms, err := hv.Domains(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(doms) != 0 {
 		t.Errorf("a cancelled create left %+v", doms)
 	}
 }

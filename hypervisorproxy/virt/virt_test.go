@@ -37,7 +37,7 @@ func open(t *testing.T, uri string, opt virt.Options) *virt.Host {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { h.Close() })
+	t.Cleanup(func() { _ = h.Close() }) // the connection to the host: nothing the test checks is lost
 	return h
 }
 
@@ -109,7 +109,10 @@ func TestDefaultHostLifecycle(t *testing.T) {
 			t.Errorf("%s: err = %v, want ErrLimit", tc.name, err)
 		}
 	}
-	doms, _ := h.Domains(ctx)
+	doms, err := h.Domains(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, d := range doms {
 		if d.Name == "lifecycle-1" && (d.VCPUs != 1 || d.MemoryMiB != 200) {
 			t.Errorf("after refused resizes: %+v, want 1 vcpu and 200 MiB", d)
@@ -182,7 +185,10 @@ func TestFileHostsMoveAndReconnect(t *testing.T) {
 	if got := names(t, a); len(got) != 0 {
 		t.Errorf("source still has %v", got)
 	}
-	doms, _ := b.Domains(ctx)
+	doms, err := b.Domains(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	want := []hp.Domain{{Name: "mover", State: hp.StateRunning, VCPUs: 3, MaxVCPUs: 3, MemoryMiB: 512, MaxMemoryMiB: 1024, Job: "j1"}}
 	if diff := cmp.Diff(want, doms); diff != "" {
 		t.Errorf("destination (-want +got):\n%s", diff)

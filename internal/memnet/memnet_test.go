@@ -29,7 +29,10 @@ func TestHTTPInBubble(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		body, _ := io.ReadAll(resp.Body)
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
 		resp.Body.Close()
 		if string(body) != "hello /x" || time.Since(start) != time.Hour {
 			t.Errorf("body %q after %s, want \"hello /x\" after 1h", body, time.Since(start))

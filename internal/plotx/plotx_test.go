@@ -162,8 +162,14 @@ func TestRenderFits(t *testing.T) {
 	texts := re.FindAllStringSubmatch(out, -1)
 	var all []string
 	for _, m := range texts {
-		x, _ := strconv.ParseFloat(m[1], 64)
-		size, _ := strconv.ParseFloat(m[3], 64)
+		x, err := strconv.ParseFloat(m[1], 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		size, err := strconv.ParseFloat(m[3], 64)
+		if err != nil {
+			t.Fatal(err)
+		}
 		s := strings.NewReplacer("&#39;", "'", "&amp;", "&", "&lt;", "<", "&gt;", ">").Replace(m[4])
 		sty := text.Style{Font: font.From(plot.DefaultFont, font.Length(size)), Handler: plot.DefaultTextHandler}
 		w := float64(sty.Width(s))

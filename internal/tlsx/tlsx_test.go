@@ -44,7 +44,7 @@ func serve(t *testing.T, s *tlsx.Source) string {
 		}
 		io.WriteString(w, id.String())
 	}), TLSConfig: s.ServerConfig(tls.RequireAndVerifyClientCert), ErrorLog: nil}
-	go srv.Serve(tls.NewListener(ln, srv.TLSConfig))
+	go func() { _ = srv.Serve(tls.NewListener(ln, srv.TLSConfig)) }() // returns when the cleanup closes it; the requests report failures
 	t.Cleanup(func() { srv.Close() })
 	return ln.Addr().String()
 }

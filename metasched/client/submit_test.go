@@ -29,7 +29,10 @@ func newKeyServer(t *testing.T, answers ...int) *keyServer {
 	t.Helper()
 	k := &keyServer{answers: answers}
 	k.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			t.Errorf("the request's body: %v", err)
+		}
 		k.mu.Lock()
 		k.keys = append(k.keys, r.Header.Values(api.IdempotencyHeader))
 		k.bodies = append(k.bodies, string(body))
@@ -46,11 +49,11 @@ func newKeyServer(t *testing.T, answers ...int) *keyServer {
 		case status >= 300:
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(status)
-			json.NewEncoder(w).Encode(api.APIError{Error: http.StatusText(status), Code: "x"})
+			_ = json.NewEncoder(w).Encode(api.APIError{Error: http.StatusText(status), Code: "x"}) // the client reads the answer: a broken one fails there
 		default:
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(status)
-			json.NewEncoder(w).Encode(testJob)
+			_ = json.NewEncoder(w).Encode(testJob) // likewise
 		}
 	}))
 	t.Cleanup(k.Close)

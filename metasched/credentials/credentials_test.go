@@ -25,7 +25,11 @@ func open(t *testing.T) (b *credentials.Book, st *store.Store, clock *time.Time)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { st.Close() })
+	t.Cleanup(func() {
+		if err := st.Close(); err != nil {
+			t.Error(err)
+		}
+	})
 	return reopen(t, st, clock), st, clock
 }
 
@@ -159,7 +163,11 @@ func TestTokenErrors(t *testing.T) {
 			t.Errorf("revoke %s: %v, want status %d", name, err, status)
 		}
 	}
-	if list, _ := b.Tokens(ctx); len(list) != 2 || list[1].Name != "bob" || list[1].Role != api.RoleUser {
+	list, err := b.Tokens(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 2 || list[1].Name != "bob" || list[1].Role != api.RoleUser {
 		t.Errorf("after the refused requests the tokens are %+v, want the operator's and bob's (user)", list)
 	}
 }

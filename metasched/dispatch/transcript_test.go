@@ -96,7 +96,10 @@ func (w *world) run(t *testing.T, cmd string) string {
 		h.FreeMemoryMiB -= num("mem")
 		return w.hostsLine()
 	case "job":
-		run, _ := strconv.ParseFloat(args["run"], 64)
+		run, err := strconv.ParseFloat(args["run"], 64)
+		if err != nil {
+			t.Fatal(err)
+		}
 		spec := &selection.Job{Name: f[1], Type: "a", Tasks: num("tasks"), TaskOps: run, TaskBytes: 0, Efficiency: 1,
 			VM: selection.VM{VCPUs: num("vcpus"), MemoryMiB: num("mem")}, Placement: selection.Placement(args["placement"])}
 		j := Job{ID: f[1], Spec: spec, Submitted: transcript.At(at)}
@@ -130,7 +133,10 @@ func (w *world) run(t *testing.T, cmd string) string {
 		}
 		in := Input{Pool: "a", Now: w.now, HoldAfter: time.Duration(hold * float64(time.Second))}
 		if m, ok := args["max_claims"]; ok {
-			in.MaxClaims, _ = strconv.Atoi(m)
+			in.MaxClaims, err = strconv.Atoi(m)
+			if err != nil {
+				t.Fatal(err)
+			}
 		}
 		for _, name := range w.order {
 			in.Hosts = append(in.Hosts, *w.hosts[name])

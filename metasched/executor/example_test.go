@@ -40,6 +40,7 @@ func ExampleCommand() {
 		fmt.Println(err)
 		return
 	}
+	// Removing a temporary directory is best effort.
 	defer os.RemoveAll(dir)
 	if err := os.Chmod(dir, 0o755); err != nil { // the job's user reads its hostfile there
 		fmt.Println(err)

@@ -211,7 +211,7 @@ func (f *fakeGuests) GuestReadFile(ctx context.Context, vm, path string, offset 
 	if err != nil {
 		return hp.GuestFileChunk{}, err
 	}
-	defer file.Close()
+	defer file.Close() // read-only
 	if max == 0 {
 		max = hp.MaxGuestRead
 	}
@@ -230,7 +230,7 @@ func (f *fakeGuests) GuestReadFile(ctx context.Context, vm, path string, offset 
 // pids are the process groups the runner started, per VM.
 func (f *fakeGuests) pids() map[string]int {
 	out := map[string]int{}
-	matches, _ := filepath.Glob(filepath.Join(f.root, "*", "run", "metasched", "*", "*", "pid"))
+	matches, _ := filepath.Glob(filepath.Join(f.root, "*", "run", "metasched", "*", "*", "pid")) // its only error is a malformed pattern
 	for _, m := range matches {
 		data, err := os.ReadFile(m)
 		if err != nil {
@@ -246,11 +246,11 @@ func (f *fakeGuests) pids() map[string]int {
 
 func (f *fakeGuests) killAll() {
 	for _, pg := range f.pids() {
-		_ = syscall.Kill(-pg, syscall.SIGKILL)
+		_ = syscall.Kill(-pg, syscall.SIGKILL) // best effort: a group already gone is what is wanted
 	}
 	// A killed command's runner then writes its exit file: wait for it
 	// (a lost VM's, which no one stopped, too) before the directories go.
-	pids, _ := filepath.Glob(filepath.Join(f.root, "*", "run", "metasched", "*", "*", "pid"))
+	pids, _ := filepath.Glob(filepath.Join(f.root, "*", "run", "metasched", "*", "*", "pid")) // its only error is a malformed pattern
 	for _, pid := range pids {
 		exit := filepath.Join(filepath.Dir(pid), "exit")
 		for start := time.Now(); time.Since(start) < 10*time.Second; time.Sleep(10 * time.Millisecond) {
@@ -550,7 +550,7 @@ func (w *crashWriter) Write(p []byte) (int, error) {
 		return len(p), nil
 	}
 	w.crashed = true
-	w.record, _ = os.ReadFile(w.state)
+	w.record, _ = os.ReadFile(w.state) // none yet is a state too: the test compares the record
 	w.crash()
 	if !w.took {
 		return 0, errors.New("the daemon is dead")

@@ -40,15 +40,25 @@ func startDaemonProcess(t *testing.T, dir, script string) *daemonProcess {
 	if err := d.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { d.Process.Kill(); d.Wait() })
-	line := make(chan string, 1)
+	t.Cleanup(func() {
+		_ = d.Process.Kill() // by PID: this test's own child; harmless if it has exited
+		_ = d.Wait()         // killed: its status is the kill
+	})
+	type read struct {
+		s   string
+		err error
+	}
+	line := make(chan read, 1)
 	go func() {
-		s, _ := bufio.NewReader(stdout).ReadString('\n')
-		line <- s
+		s, err := bufio.NewReader(stdout).ReadString('\n')
+		line <- read{s, err}
 	}()
 	select {
 	case first := <-line:
-		return &daemonProcess{cmd: d, pid: pgidOf(t, first)}
+		if first.err != nil {
+			t.Fatalf("the command's first line %q: %v", first.s, first.err)
+		}
+		return &daemonProcess{cmd: d, pid: pgidOf(t, first.s)}
 	case <-time.After(time.Minute):
 		t.Fatal("the command printed no pid within a minute")
 		return nil
@@ -61,7 +71,7 @@ func (d *daemonProcess) kill(t *testing.T) {
 	if err := d.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	d.cmd.Wait()
+	_ = d.cmd.Wait() // killed: its status is the kill
 }
 
 // waitExitRecord waits until the attempt's command has ended and its exit
@@ -180,7 +190,11 @@ func TestCommandReattach(t *testing.T) {
 		escapee := 0
 		for line := range strings.Lines(out.String()) {
 			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "escapee="); ok {
-				escapee, _ = strconv.Atoi(v)
+				var err error
+				escapee, err = strconv.Atoi(v)
+				if err != nil {
+					t.Fatal(err)
+				}
 			}
 		}
 		if escapee == 0 || !running(escapee) {

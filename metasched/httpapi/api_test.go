@@ -415,7 +415,11 @@ func TestAPIJobLifecycle(t *testing.T) {
 
 	_, err = c.Cancel(ctx, sub.ID)
 	apiRemoteErr(t, "cancel of a done job", err, http.StatusConflict, api.CodeConflict)
-	if j, _ := c.Job(ctx, sub.ID); j.State != api.Done || len(j.Transitions) != 5 {
+	j, err := c.Job(ctx, sub.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.State != api.Done || len(j.Transitions) != 5 {
 		t.Errorf("after a refused cancel: %s with %d transitions", j.State, len(j.Transitions))
 	}
 

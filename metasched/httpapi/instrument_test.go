@@ -73,7 +73,10 @@ func TestInstrument(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, _ = io.Copy(io.Discard, resp.Body)
+		_, err = io.Copy(io.Discard, resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
 		resp.Body.Close()
 	}
 	do("GET", srv.URL+"/healthz")
@@ -93,7 +96,10 @@ func TestInstrument(t *testing.T) {
 	if err != nil || first != "data: one\n" {
 		t.Fatalf("first event %q, %v", first, err)
 	}
-	_, _ = io.Copy(io.Discard, resp.Body)
+	_, err = io.Copy(io.Discard, resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
 	resp.Body.Close()
 	if !<-byClient {
 		t.Error("the event was not flushed to the client before the handler returned")

@@ -63,7 +63,10 @@ func notFoundSetup(t testing.TB) (srv *httptest.Server, c *counts, aliceJob, bob
 	parts.Auth, parts.Jobs = countingAuth{td.d, c}, countingJobs{td.d, c}
 	srv = httptest.NewServer(httpapi.New(parts, zerolog.Nop()))
 	t.Cleanup(srv.Close)
-	req, _ := http.NewRequest("POST", srv.URL+"/v1/jobs", strings.NewReader(apiSimJob))
+	req, err := http.NewRequest("POST", srv.URL+"/v1/jobs", strings.NewReader(apiSimJob))
+	if err != nil {
+		t.Fatal(err)
+	}
 	req.Header.Set("Authorization", "Bearer "+tokens["alice"])
 	req.Header.Set("Content-Type", "application/yaml")
 	resp, err := http.DefaultClient.Do(req)
@@ -79,14 +82,20 @@ func notFoundSetup(t testing.TB) (srv *httptest.Server, c *counts, aliceJob, bob
 }
 
 func getAs(t testing.TB, srv *httptest.Server, token, path string) (int, string) {
-	req, _ := http.NewRequest("GET", srv.URL+path, nil)
+	req, err := http.NewRequest("GET", srv.URL+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
 	return resp.StatusCode, string(body)
 }
 
@@ -141,13 +150,19 @@ func TestOthersJobUnderEverySpelling(t *testing.T) {
 			if sub == "/cancel" {
 				method = "POST"
 			}
-			req, _ := http.NewRequest(method, srv.URL+"/v1/jobs/"+sp+sub, nil)
+			req, err := http.NewRequest(method, srv.URL+"/v1/jobs/"+sp+sub, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
 			req.Header.Set("Authorization", "Bearer "+bob)
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
 				t.Fatal(err)
 			}
-			b, _ := io.ReadAll(resp.Body)
+			b, err := io.ReadAll(resp.Body)
+			if err != nil {
+				t.Fatal(err)
+			}
 			resp.Body.Close()
 			if resp.StatusCode < 300 {
 				t.Errorf("%s /v1/jobs/%s%s as bob: %d %s", method, sp, sub, resp.StatusCode, b)

@@ -251,7 +251,10 @@ func roleRequest(t *testing.T, td *testDaemon, method, path, token, body string,
 	if path == "/v1/events" && resp.StatusCode == http.StatusOK {
 		return resp.StatusCode, "" // a stream: its status is the answer
 	}
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
 	return resp.StatusCode, string(b)
 }
 
@@ -318,7 +321,10 @@ func TestClientCertificates(t *testing.T) {
 			cfg.Certificates = []tls.Certificate{pair}
 		}
 		hc := &http.Client{Transport: &http.Transport{TLSClientConfig: cfg}, Timeout: time.Minute}
-		req, _ := http.NewRequest(method, td.addr+path, strings.NewReader(body))
+		req, err := http.NewRequest(method, td.addr+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
 		if body != "" {
 			req.Header.Set("Content-Type", "application/yaml")
 		}
@@ -330,7 +336,10 @@ func TestClientCertificates(t *testing.T) {
 			t.Fatalf("%s %s as %v: %v", method, path, id, err)
 		}
 		defer resp.Body.Close()
-		data, _ := io.ReadAll(resp.Body)
+		data, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
 		return resp.StatusCode, data
 	}
 	code, body := do("POST", "/v1/jobs", apiSimJob, tlsx.Identity{})
@@ -410,7 +419,10 @@ func TestStreamsEndWithTheirCredential(t *testing.T) {
 		t.Helper()
 		rctx, cancel := context.WithCancel(ctx) // ended by the test's end only
 		t.Cleanup(cancel)
-		req, _ := http.NewRequestWithContext(rctx, "GET", td.addr+"/v1/events", nil)
+		req, err := http.NewRequestWithContext(rctx, "GET", td.addr+"/v1/events", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
 		mark(req)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {

@@ -48,7 +48,10 @@ func cookieRequest(t *testing.T, td *testDaemon, method, path, cookie string, cs
 		t.Fatalf("%s %s: %v", method, path, err)
 	}
 	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
 	return apiAnswer{status: resp.StatusCode, header: resp.Header, body: data}
 }
 
@@ -73,7 +76,7 @@ func forge(key string, exp time.Time) string {
 func forgeAs(key string, exp time.Time, name, tokenKey string) string {
 	const id = "forged-session-id"
 	m := hmac.New(sha256.New, []byte(key))
-	fmt.Fprintf(m, "metasched session %s of %s (%s) until %d", id, name, tokenKey, exp.Unix())
+	_, _ = fmt.Fprintf(m, "metasched session %s of %s (%s) until %d", id, name, tokenKey, exp.Unix()) // a hash: writing to it cannot fail
 	return fmt.Sprintf("%d.%s.%s.%s", exp.Unix(), id, name, base64.RawURLEncoding.EncodeToString(m.Sum(nil)))
 }
 
@@ -209,14 +212,21 @@ func TestSession(t *testing.T) {
 	if a := cookieRequest(t, td, "POST", "/v1/jobs", session, false, "application/yaml", apiSimJob); a.status != http.StatusForbidden || a.apiErr(t).Code != api.CodeForbidden {
 		t.Errorf("POST /v1/jobs with the session, no CSRF header: %d %s", a.status, a.body)
 	}
-	if js, _ := td.d.Store().Jobs(context.Background(), store.JobFilter{}); len(js) != 0 {
+	js, err := td.d.Store().Jobs(context.Background(), store.JobFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(js) != 0 {
 		t.Errorf("a refused request stored %d jobs", len(js))
 	}
 	if a := cookieRequest(t, td, "POST", "/v1/jobs", session, true, "application/yaml", apiSimJob); a.status != http.StatusCreated {
 		t.Errorf("POST /v1/jobs with the session and the CSRF header: %d %s", a.status, a.body)
 	}
 	// A wrong bearer header is refused even with a good cookie.
-	req, _ := http.NewRequest("GET", td.addr+"/v1/pools", nil)
+	req, err := http.NewRequest("GET", td.addr+"/v1/pools", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	req.AddCookie(&http.Cookie{Name: httpapi.SessionCookie, Value: session})
 	req.Header.Set("Authorization", "Bearer wrong")
 	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusUnauthorized {
@@ -316,7 +326,10 @@ func TestDashboardState(t *testing.T) {
 
 	// The stream: a retry hint, then whole states, the first with the
 	// history, the next without.
-	req, _ := http.NewRequest("GET", td.addr+"/v1/events", nil)
+	req, err := http.NewRequest("GET", td.addr+"/v1/events", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	req.Header.Set("Authorization", "Bearer "+td.d.Token())
 	rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()

@@ -33,7 +33,10 @@ func TestSlowLoginsDoNotKeepAValidRequestOut(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), slowclient.Safety)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, "GET", td.addr+"/v1/jobs", nil)
+	req, err := http.NewRequestWithContext(ctx, "GET", td.addr+"/v1/jobs", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	req.Header.Set("Authorization", "Bearer "+td.d.Token())
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -67,17 +70,23 @@ func TestBodyThatNeverArrivesIsDropped(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer c.Close()
-		io.WriteString(c, "POST /login HTTP/1.1\r\nHost: memnet\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{")
+		if _, err := io.WriteString(c, "POST /login HTTP/1.1\r\nHost: memnet\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{"); err != nil {
+			t.Fatal(err)
+		}
 		start := time.Now()
 		const bound = 5 * time.Minute // on the bubble's clock
-		c.SetReadDeadline(start.Add(bound))
+		if err := c.SetReadDeadline(start.Add(bound)); err != nil {
+			t.Fatal(err)
+		}
 		br := bufio.NewReader(c)
 		resp, err := http.ReadResponse(br, nil)
 		if err != nil {
 			t.Fatalf("no answer %s after the body stalled (%v): the server holds the connection", bound, err)
 		}
 		var e api.APIError
-		json.NewDecoder(resp.Body).Decode(&e)
+		if err := json.NewDecoder(resp.Body).Decode(&e); err != nil {
+			t.Fatalf("answer %d: %v", resp.StatusCode, err)
+		}
 		resp.Body.Close()
 		if resp.StatusCode != 400 || e.Code != api.CodeInvalid || !strings.Contains(e.Error, "did not arrive within the server's read timeout") {
 			t.Errorf("answer %d %+v, want 400 invalid: the body did not arrive", resp.StatusCode, e)
@@ -97,7 +106,10 @@ func TestBodyThatNeverArrivesIsDropped(t *testing.T) {
 func TestEventStreamOutlivesWriteTimeout(t *testing.T) {
 	const write = 100 * time.Millisecond
 	td := startDaemon(t, metasched.Options{HTTP: httpsrv.Timeouts{Write: write}}, nil)
-	req, _ := http.NewRequest("GET", td.addr+"/v1/events", nil)
+	req, err := http.NewRequest("GET", td.addr+"/v1/events", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	req.Header.Set("Authorization", "Bearer "+td.d.Token())
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

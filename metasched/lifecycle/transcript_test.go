@@ -137,9 +137,20 @@ func parseEvent(j Job, cmd string) (Event, error) {
 			pl.Workers = append(pl.Workers, ref(h))
 			vms = append(vms, VM{Name: fmt.Sprintf("%s-a%d-w%d", j.ID, n, i+1), Site: ref(h).Site, Host: h})
 		}
-		p, _ := strconv.ParseFloat(kv["predicted"], 64)
+		var p float64
+		if s, ok := kv["predicted"]; ok {
+			var err error
+			if p, err = strconv.ParseFloat(s, 64); err != nil {
+				return nil, fmt.Errorf("predicted: %w", err)
+			}
+		}
 		if r, ok := kv["rates"]; ok {
-			pl.Plan.Tasks, _ = strconv.Atoi(kv["tasks"])
+			if s, ok := kv["tasks"]; ok {
+				var err error
+				if pl.Plan.Tasks, err = strconv.Atoi(s); err != nil {
+					return nil, fmt.Errorf("tasks: %w", err)
+				}
+			}
 			for _, part := range strings.Split(r, ",") {
 				site, x, _ := strings.Cut(part, ":")
 				rate, err := strconv.ParseFloat(x, 64)

@@ -70,7 +70,7 @@ func TestBackupWhileWriting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer b.Close()
+	defer b.Close() // every write is committed: closing loses nothing
 	for i := 1; i <= 50; i++ {
 		if _, err := b.Job(ctx, jobID(uint64(i))); err != nil {
 			t.Errorf("job %d of before the backup: %v", i, err)
@@ -114,7 +114,10 @@ func TestRestore(t *testing.T) {
 	if _, _, err := Restore(ctx, filepath.Join(dir, "missing.db"), path, now); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("restore of a missing backup: %v, want not found", err)
 	}
-	after, _ := os.ReadFile(path)
+	after, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if !bytes.Equal(before, after) {
 		t.Fatal("a refused restore changed the store")
 	}

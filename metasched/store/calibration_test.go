@@ -46,7 +46,7 @@ func TestCalibrationOfAnOlderStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	defer s.Close() // every write is committed: closing loses nothing
 	got, err = s.Calibrations(ctx)
 	if err != nil {
 		t.Fatal(err)

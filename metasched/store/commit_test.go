@@ -23,7 +23,7 @@ func TestCommit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	defer s.Close() // every write is committed: closing loses nothing
 	j, err := s.SubmitJob(ctx, "render", json.RawMessage(`{}`), "submitted")
 	if err != nil {
 		t.Fatal(err)
@@ -82,7 +82,10 @@ func TestCommit(t *testing.T) {
 	if _, err := s.Commit(ctx, "j-999", Change{From: Queued, To: Planned}); !errors.Is(err, ErrNotFound) {
 		t.Errorf("unknown job: %v", err)
 	}
-	after, _ := s.Job(ctx, j.ID)
+	after, err := s.Job(ctx, j.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if diff := cmp.Diff(got, after); diff != "" {
 		t.Errorf("a refused commit changed the job (-before +after):\n%s", diff)
 	}
@@ -96,7 +99,7 @@ func copyFile(t *testing.T, from string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer src.Close()
+	defer src.Close() // read-only
 	to := filepath.Join(t.TempDir(), "metasched.db")
 	dst, err := os.OpenFile(to, os.O_CREATE|os.O_WRONLY, 0o600)
 	if err != nil {
@@ -167,11 +170,19 @@ func TestMigrateLayout1(t *testing.T) {
 		t.Fatal(err)
 	}
 	s = reopen(t, s, path)
-	defer s.Close()
-	if js, _ := s.Jobs(ctx, JobFilter{Type: "etl"}); len(js) != 2 {
+	defer s.Close() // every write is committed: closing loses nothing
+	js, err := s.Jobs(ctx, JobFilter{Type: "etl"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(js) != 2 {
 		t.Errorf("etl jobs after a reopen: %d, want 2", len(js))
 	}
-	if js, _ := s.Jobs(ctx, JobFilter{States: []JobState{Queued}, Type: "render"}); len(js) != 1 {
+	js, err = s.Jobs(ctx, JobFilter{States: []JobState{Queued}, Type: "render"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(js) != 1 {
 		t.Errorf("queued render jobs: %d, want 1", len(js))
 	}
 }
@@ -184,10 +195,16 @@ func TestNewerLayoutRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v, _ := s.Layout(); v != Layout {
+	v, err := s.Layout()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v != Layout {
 		t.Errorf("a new store's layout: %d, want %d", v, Layout)
 	}
-	s.Close()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
 	db, err := bolt.Open(path, 0o600, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -195,7 +212,9 @@ func TestNewerLayoutRefused(t *testing.T) {
 	if err := db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put(keyLayout, u64(Layout+1)) }); err != nil {
 		t.Fatal(err)
 	}
-	db.Close()
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
 	_, err = Open(path, Options{NoSync: true})
 	if !errors.Is(err, ErrNewerLayout) {
 		t.Fatalf("open a newer layout: %v, want ErrNewerLayout", err)

@@ -78,12 +78,14 @@ func TestSubmitJobOnce(t *testing.T) {
 			t.Errorf("lookup of a key of %d bytes: %v, want ErrInvalid", len(bad.Key), err)
 		}
 	}
-	s.Close()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
 
 	if s, err = Open(path, Options{NoSync: true, Now: clk.Now}); err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	defer s.Close() // every write is committed: closing loses nothing
 	j, found, err := s.LookupKey(ctx, idemKey("k1", "body a"))
 	if err != nil || !found || j.ID != first.ID {
 		t.Fatalf("after a reopen: %s, %v, %v; want %s", j.ID, found, err, first.ID)
@@ -166,7 +168,11 @@ func TestKeyRetention(t *testing.T) {
 	if err != nil || !made || second.ID == first.ID {
 		t.Fatalf("an expired key: job %s, made %v, %v; want a new job", second.ID, made, err)
 	}
-	if n, _ := s.Keys(ctx); n != 22-dropPerSubmit {
+	n, err := s.Keys(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 22-dropPerSubmit {
 		t.Errorf("%d keys after one submission past the retention, want %d (21 expired, %d of them dropped, and the new one)", n, 22-dropPerSubmit, dropPerSubmit)
 	}
 	dropped, err := s.DropExpiredKeys(ctx)
@@ -176,7 +182,11 @@ func TestKeyRetention(t *testing.T) {
 	if dropped != 20-(dropPerSubmit-1) {
 		t.Errorf("DropExpiredKeys dropped %d, want %d", dropped, 20-(dropPerSubmit-1))
 	}
-	if n, _ := s.Keys(ctx); n != 1 {
+	n, err = s.Keys(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 {
 		t.Errorf("%d keys left, want 1 (the one made again)", n)
 	}
 	if j, found, err := s.LookupKey(ctx, idemKey("k", "another body")); err != nil || !found || j.ID != second.ID {
@@ -190,7 +200,11 @@ func TestKeyRetention(t *testing.T) {
 		t.Fatal(err)
 	}
 	clk2.add(47 * time.Hour)
-	if _, found, _ := s2.LookupKey(ctx, idemKey("k", "b")); !found {
+	_, found, err := s2.LookupKey(ctx, idemKey("k", "b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !found {
 		t.Error("a key 47 h old with a retention of 48 h was forgotten")
 	}
 }
@@ -216,11 +230,13 @@ func TestNewBucketsOnOldStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.Close()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
 	if s, err = Open(path, Options{NoSync: true}); err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	defer s.Close() // every write is committed: closing loses nothing
 	if v, err := s.Layout(); err != nil || v != Layout {
 		t.Errorf("layout %d %v, want %d", v, err, Layout)
 	}

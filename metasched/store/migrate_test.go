@@ -33,7 +33,9 @@ func TestMigrate(t *testing.T) {
 	if _, err := Migrate(ctx, path, cl, "/grid-a/"); !errors.Is(err, ErrInUse) {
 		t.Fatalf("migrate of a store in use: %v, want ErrInUse", err)
 	}
-	s.Close()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
 	sum, err := Migrate(ctx, path, cl, "/grid-a")
 	if err != nil {
 		t.Fatal(err)

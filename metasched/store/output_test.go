@@ -45,7 +45,11 @@ func TestAppendLogAt(t *testing.T) {
 			t.Errorf("step %d: taken %d (%v), want %d", i, n, err, st.taken)
 		}
 	}
-	if n, _ := s.OutputTaken(ctx, j.ID, 1); n != 0 {
+	n, err := s.OutputTaken(ctx, j.ID, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
 		t.Errorf("attempt 1 after attempt 2 began: taken %d, want 0", n)
 	}
 	if err := s.AppendLogAt(ctx, "j-9", 1, 0, []byte("x")); !errors.Is(err, ErrNotFound) {

@@ -72,7 +72,11 @@ func openTest(t testing.TB, opt Options) *Store {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.Close() })
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Error(err)
+		}
+	})
 	return s
 }
 
@@ -221,7 +225,10 @@ func TestTransitionsEveryPair(t *testing.T) {
 					if msg := err.Error(); !strings.Contains(msg, fmt.Sprintf("%q", from)) || !strings.Contains(msg, fmt.Sprintf("%q", to)) {
 						t.Errorf("error %q does not name both states", msg)
 					}
-					stored, _ := s.Job(ctx, j.ID)
+					stored, err := s.Job(ctx, j.ID)
+					if err != nil {
+						t.Fatal(err)
+					}
 					if stored.State != from {
 						t.Errorf("refused transition changed state to %s", stored.State)
 					}
@@ -344,8 +351,14 @@ func TestReopen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, _ := s.SubmitJob(ctx, "render", json.RawMessage(`{"a":1}`), "first")
-	b, _ := s.SubmitJob(ctx, "sim", json.RawMessage(`{"b":2}`), "second")
+	a, err := s.SubmitJob(ctx, "render", json.RawMessage(`{"a":1}`), "first")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := s.SubmitJob(ctx, "sim", json.RawMessage(`{"b":2}`), "second")
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := s.Commit(ctx, a.ID, Change{From: Queued, To: Planned, Reason: "plan found", Data: json.RawMessage(`{"vms":["v1"]}`)}); err != nil {
 		t.Fatal(err)
 	}
@@ -375,8 +388,14 @@ func TestReopen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantJobs, _ := s.Jobs(ctx, JobFilter{})
-	wantSwitches, _ := s.Switches(ctx, 0, 0)
+	wantJobs, err := s.Jobs(ctx, JobFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantSwitches, err := s.Switches(ctx, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -388,7 +407,7 @@ func TestReopen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	defer s.Close() // every write is committed: closing loses nothing
 	gotJobs, err := s.Jobs(ctx, JobFilter{})
 	if err != nil {
 		t.Fatal(err)
@@ -399,24 +418,39 @@ func TestReopen(t *testing.T) {
 	if len(gotJobs) != 2 || gotJobs[0].State != Planned || string(gotJobs[0].Data) != `{"vms":["v1"]}` || gotJobs[1].ExitCode == nil || *gotJobs[1].ExitCode != 3 {
 		t.Errorf("reopened jobs lost fields: %+v", gotJobs)
 	}
-	gotSwitches, _ := s.Switches(ctx, 0, 0)
+	gotSwitches, err := s.Switches(ctx, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if diff := cmp.Diff(wantSwitches, gotSwitches); diff != "" || len(gotSwitches) != 3 {
 		t.Errorf("switches after reopen (-want +got):\n%s", diff)
 	}
-	hosts, _ := s.Hosts(ctx)
+	hosts, err := s.Hosts(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if diff := cmp.Diff(map[string][]byte{"spain/h1": []byte("render"), "spain/h2": []byte("stranded")}, hosts); diff != "" {
 		t.Errorf("hosts after reopen (-want +got):\n%s", diff)
 	}
-	logs, _ := s.Logs(ctx, b.ID)
+	logs, err := s.Logs(ctx, b.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if diff := cmp.Diff("hello\n", string(logs)); diff != "" {
 		t.Errorf("logs after reopen (-want +got):\n%s", diff)
 	}
-	tok2, _ := s.Token(ctx)
+	tok2, err := s.Token(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if tok2 != tok {
 		t.Errorf("token changed across reopen: %q then %q", tok, tok2)
 	}
 	// Numbering continues after the last ID.
-	c, _ := s.SubmitJob(ctx, "render", json.RawMessage(`{}`), "third")
+	c, err := s.SubmitJob(ctx, "render", json.RawMessage(`{}`), "third")
+	if err != nil {
+		t.Fatal(err)
+	}
 	if c.ID != "j-000000000003" {
 		t.Errorf("next ID after reopen = %s, want j-000000000003", c.ID)
 	}
@@ -509,7 +543,7 @@ func TestCrash(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	defer s.Close() // every write is committed: closing loses nothing
 	jobs, err := s.Jobs(context.Background(), JobFilter{})
 	if err != nil {
 		t.Fatal(err)
@@ -546,7 +580,10 @@ func TestCrash(t *testing.T) {
 func TestLogBounding(t *testing.T) {
 	ctx := context.Background()
 	s := openTest(t, Options{NoSync: true, MaxLogBytes: 10})
-	j, _ := s.SubmitJob(ctx, "t", json.RawMessage(`{}`), "")
+	j, err := s.SubmitJob(ctx, "t", json.RawMessage(`{}`), "")
+	if err != nil {
+		t.Fatal(err)
+	}
 	steps := []struct {
 		appendLine string
 		want       string
@@ -571,7 +608,10 @@ func TestLogBounding(t *testing.T) {
 			t.Errorf("step %d, after appending %q (-want +got):\n%s", i, st.appendLine, diff)
 		}
 	}
-	other, _ := s.SubmitJob(ctx, "t", json.RawMessage(`{}`), "")
+	other, err := s.SubmitJob(ctx, "t", json.RawMessage(`{}`), "")
+	if err != nil {
+		t.Fatal(err)
+	}
 	if got, err := s.Logs(ctx, other.ID); err != nil || len(got) != 0 {
 		t.Errorf("logs of a silent job: %q, %v", got, err)
 	}
@@ -601,7 +641,10 @@ func TestHostsAndToken(t *testing.T) {
 	if err := s.SetHost(ctx, "", []byte("x")); !errors.Is(err, ErrInvalid) {
 		t.Errorf("empty host name: got %v, want ErrInvalid", err)
 	}
-	hosts, _ := s.Hosts(ctx)
+	hosts, err := s.Hosts(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if diff := cmp.Diff(map[string][]byte{"h1": []byte("sim")}, hosts); diff != "" {
 		t.Errorf("hosts (-want +got):\n%s", diff)
 	}
@@ -666,14 +709,18 @@ func TestCountsAndRecent(t *testing.T) {
 	if diff := cmp.Diff([]string{all[4], all[3], all[2]}, ids(rec)); diff != "" {
 		t.Errorf("recent (-want +got):\n%s", diff)
 	}
-	if rec, _ := s.Recent(ctx, 10); len(rec) != 5 {
+	rec, err = s.Recent(ctx, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rec) != 5 {
 		t.Errorf("recent 10 of 5 jobs: got %d", len(rec))
 	}
 	if _, err := s.Recent(ctx, -1); !errors.Is(err, ErrInvalid) {
 		t.Errorf("recent -1: %v, want ErrInvalid", err)
 	}
 	s = reopen(t, s, path)
-	defer s.Close()
+	defer s.Close() // every write is committed: closing loses nothing
 	if diff := cmp.Diff(want, s.Counts()); diff != "" {
 		t.Errorf("counts after reopening (-want +got):\n%s", diff)
 	}

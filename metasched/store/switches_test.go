@@ -103,7 +103,11 @@ func TestSwitchRecords(t *testing.T) {
 	if diff := cmp.Diff([]uint64{3, 4, 5, 7}, nums(restore)); diff != "" {
 		t.Errorf("what a restart reads (-want +got):\n%s", diff)
 	}
-	if n, _ := s.ClosedSwitches(ctx); n != 4 {
+	n, err := s.ClosedSwitches(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 4 {
 		t.Errorf("%d closed switches, want 4 (1, 2, 4, 7)", n)
 	}
 	for _, bad := range []SwitchRecord{{Num: 0, Open: true}, {Num: 9}, {Num: 9, Ended: time.Unix(0, 0)}} {
@@ -112,11 +116,15 @@ func TestSwitchRecords(t *testing.T) {
 		}
 	}
 	s = reopen(t, s, path)
-	defer s.Close()
+	defer s.Close() // every write is committed: closing loses nothing
 	if n, err := s.SwitchSeq(ctx); err != nil || n != 7 {
 		t.Errorf("switch sequence after a reopen: %d %v, want 7", n, err)
 	}
-	if again, _ := s.Switches(ctx, 0, 0); !cmp.Equal(all, again) {
+	again, err := s.Switches(ctx, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cmp.Equal(all, again) {
 		t.Errorf("switches after a reopen: %v, want %v", nums(again), nums(all))
 	}
 }
@@ -156,7 +164,10 @@ func TestTrimSwitches(t *testing.T) {
 	}
 	kept := func(want ...uint64) {
 		t.Helper()
-		all, _ := s.Switches(ctx, 0, 0)
+		all, err := s.Switches(ctx, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
 		if diff := cmp.Diff(append([]uint64{}, want...), nums(all)); diff != "" {
 			t.Errorf("kept (-want +got):\n%s", diff)
 		}
@@ -164,7 +175,11 @@ func TestTrimSwitches(t *testing.T) {
 		if slices.Contains(want, 11) && open11 {
 			closed--
 		}
-		if n, _ := s.ClosedSwitches(ctx); n != closed {
+		n, err := s.ClosedSwitches(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n != closed {
 			t.Errorf("%d closed, want %d", n, closed)
 		}
 	}
@@ -186,13 +201,20 @@ func TestTrimSwitches(t *testing.T) {
 	if _, err := s.TrimSwitches(ctx, SwitchTrim{MaxCount: -1}); !errors.Is(err, ErrInvalid) {
 		t.Errorf("a negative count: %v", err)
 	}
-	restore, _ := s.RestoreSwitches(ctx)
+	restore, err := s.RestoreSwitches(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if diff := cmp.Diff([]uint64{11}, nums(restore)); diff != "" {
 		t.Errorf("restored after the trim (-want +got):\n%s", diff)
 	}
 	s = reopen(t, s, path)
-	defer s.Close()
-	if n, _ := s.SwitchSeq(ctx); n != 11 {
+	defer s.Close() // every write is committed: closing loses nothing
+	n, err := s.SwitchSeq(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 11 {
 		t.Errorf("the sequence after trimming and a reopen: %d, want 11", n)
 	}
 	// The open switch closes: it is counted and can be trimmed.
@@ -224,7 +246,10 @@ func TestTrimSwitchesMany(t *testing.T) {
 	if err != nil || dropped != n-10 {
 		t.Fatalf("dropped %d (%v), want %d", dropped, err, n-10)
 	}
-	all, _ := s.Switches(ctx, 0, 0)
+	all, err := s.Switches(ctx, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if len(all) != 10 || all[0].Num != uint64(n) || all[9].Num != uint64(n-9) {
 		t.Errorf("kept %v, want the 10 newest", nums(all))
 	}
@@ -309,30 +334,48 @@ func TestMigrateLayout2(t *testing.T) {
 	if err == nil || n != 0 {
 		t.Errorf("a failed conversion: %d %v", n, err)
 	}
-	if again, _ := s.Journal(ctx); len(again) != len(journal) {
+	again, err := s.Journal(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(again) != len(journal) {
 		t.Errorf("a failed conversion left %d journal records of %d", len(again), len(journal))
 	}
 	if n, err = s.ConvertJournal(ctx, convertForTest); err != nil || n != len(journal) {
 		t.Fatalf("converted %d records (%v), want %d", n, err, len(journal))
 	}
-	if left, _ := s.Journal(ctx); len(left) != 0 {
+	left, err := s.Journal(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left) != 0 {
 		t.Errorf("%d journal records left after the conversion", len(left))
 	}
-	all, _ := s.Switches(ctx, 0, 0)
+	all, err := s.Switches(ctx, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if diff := cmp.Diff([]uint64{5, 4, 3, 2, 1}, nums(all)); diff != "" {
 		t.Errorf("switches (-want +got):\n%s", diff)
 	}
 	// 5 is stranded on latam-a-0 (open), 1 done on latam-a-0 before it,
 	// 3 rolled back on latam-a-2, 4 done on latam-b-0.
-	restore, _ := s.RestoreSwitches(ctx)
+	restore, err := s.RestoreSwitches(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if diff := cmp.Diff([]uint64{3, 4, 5}, nums(restore)); diff != "" {
 		t.Errorf("what a restart reads (-want +got):\n%s", diff)
 	}
-	if seq, _ := s.SwitchSeq(ctx); seq != 5 {
+	seq, err := s.SwitchSeq(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seq != 5 {
 		t.Errorf("switch sequence %d, want 5", seq)
 	}
 	s = reopen(t, s, path)
-	defer s.Close()
+	defer s.Close() // every write is committed: closing loses nothing
 	if n, err := s.ConvertJournal(ctx, convertForTest); err != nil || n != 0 {
 		t.Errorf("a second conversion: %d %v, want none", n, err)
 	}

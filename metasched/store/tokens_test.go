@@ -31,11 +31,13 @@ func TestTokens(t *testing.T) {
 	if _, _, err := s.CreateToken(ctx, "bob", "operator"); err != nil {
 		t.Fatal(err)
 	}
-	s.Close()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
 	if s, err = Open(path, Options{}); err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	defer s.Close() // every write is committed: closing loses nothing
 	got, err := s.Tokens(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -49,7 +51,11 @@ func TestTokens(t *testing.T) {
 	if err := s.RevokeToken(ctx, "alice"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("revoking alice twice: %v, want ErrNotFound", err)
 	}
-	if got, _ := s.Tokens(ctx); len(got) != 1 || got[0].Name != "bob" {
+	got, err = s.Tokens(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].Name != "bob" {
 		t.Errorf("tokens after the revocation: %+v", got)
 	}
 }

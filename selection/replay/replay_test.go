@@ -303,7 +303,10 @@ func TestSameSeedSameResult(t *testing.T) {
 		t.Errorf("same seed, different results (-first +second):\n%s", diff)
 	}
 	c.Seed = 43
-	d, _ := Run(context.Background(), c)
+	d, err := Run(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if slices.Equal(a.Arrivals, d.Arrivals) {
 		t.Error("seeds 42 and 43 give the same arrivals")
 	}
@@ -332,9 +335,15 @@ func TestArrivalKinds(t *testing.T) {
 	// The simulations differ too.
 	c := paperConfig(t, Uniform, 0.002, 1)
 	c.Algorithms = []selection.Algorithm{selection.MCT}
-	ru, _ := Run(context.Background(), c)
+	ru, err := Run(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
 	c.Arrivals = Exponential
-	re, _ := Run(context.Background(), c)
+	re, err := Run(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if cmp.Equal(ru, re) {
 		t.Error("uniform and exponential arrivals give the same simulation")
 	}

@@ -70,7 +70,10 @@ func TestModels(t *testing.T) {
 // TestRunSmall runs two policies at two points end to end: rows, CSV,
 // plots and the printed table.
 func TestRunSmall(t *testing.T) {
-	e, _ := Lookup("palmer-fig2")
+	e, err := Lookup("palmer-fig2")
+	if err != nil {
+		t.Fatal(err)
+	}
 	var steps []int
 	rows, err := e.Run(context.Background(), Options{
 		Completions: 5000, Warmup: 0.1, Seed: 1, X: []float64{2, 4},

@@ -26,7 +26,7 @@ func readRows(t *testing.T, path string) (*Experiment, []Row) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer f.Close() // read-only
 	recs, err := csv.NewReader(f).ReadAll()
 	if err != nil {
 		t.Fatal(err)
@@ -49,9 +49,18 @@ func readRows(t *testing.T, path string) (*Experiment, []Row) {
 	for _, r := range recs[1:] {
 		row := Row{X: num(r[1]), Policy: r[2], MeanCost: num(r[3]), CI95: [2]float64{num(r[4]), num(r[5])},
 			TransitFraction: num(r[9]), BoundaryFraction: num(r[10]), Seconds: num(r[11]), Note: r[15]}
-		row.Completions, _ = strconv.ParseInt(r[6], 10, 64)
-		row.Events, _ = strconv.ParseInt(r[7], 10, 64)
-		row.Switches, _ = strconv.ParseInt(r[8], 10, 64)
+		row.Completions, err = strconv.ParseInt(r[6], 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		row.Events, err = strconv.ParseInt(r[7], 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		row.Switches, err = strconv.ParseInt(r[8], 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
 		row.Converged = r[14] == "true"
 		if !math.IsNaN(row.BoundaryFraction) {
 			row.QueueLimit = e.Model(row.X).QueueLimit

@@ -112,7 +112,10 @@ func TestPalmerTable1IsAFiniteHorizon(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		v, _ := switching.ParseView(m, ref.View)
+		v, err := switching.ParseView(m, ref.View)
+		if err != nil {
+			t.Fatal(err)
+		}
 		got := make([][]int, v.Size)
 		for r, row := range v.Slice(sol.Table) {
 			for _, a := range row {

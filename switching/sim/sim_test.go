@@ -236,10 +236,13 @@ func TestBadInputs(t *testing.T) {
 
 func TestCancel(t *testing.T) {
 	m := fig4(3.4)
-	h, _ := switching.NewHeuristic(m, 5)
+	h, err := switching.NewHeuristic(m, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	calls := 0
-	_, err := Run(ctx, Config{Model: m, Policies: []switching.Policy{h}, Completions: 100_000_000, Seed: 1,
+	_, err = Run(ctx, Config{Model: m, Policies: []switching.Policy{h}, Completions: 100_000_000, Seed: 1,
 		Progress: func(p Progress) {
 			calls++
 			if p.Target != 100_000_000 || p.Events == 0 {

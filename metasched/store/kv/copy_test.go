@@ -20,7 +20,11 @@ func openBolt(t *testing.T) kv.DB {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { db.Close() })
+	t.Cleanup(func() {
+		if err := db.Close(); err != nil {
+			t.Error(err)
+		}
+	})
 	return kv.NewBolt(db)
 }
 
