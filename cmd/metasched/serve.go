@@ -56,12 +56,13 @@ switching policy twice a second, and the two-phase switch coordinator.
 
 The configuration file names the grid, the job types (pools), the agents (or
 none, for in-process agents on the libvirt test driver), the policy, the
-executor, the data directory and the listen address (see the README).
+executor, the data directory and the listen address (see
+docs/reference/configuration.md).
 
 With the configuration's store in etcd, several daemons share one grid: one
 leads (elected under a lease) and acts; the others stand by on their own
 address, forwarding every request to the leader, and one of them takes over
-within the lease (5 s) when the leader is gone. A leader that can no longer
+within the lease (store.etcd.lease_ttl, 10 s by default) when the leader is gone. A leader that can no longer
 renew its lease stops acting before the lease can expire and stands by
 again; serve does not exit for that.
 
@@ -175,7 +176,7 @@ func serveCmd(ctx context.Context, e *env, f serveFlags, changed func(string) bo
 		}()
 	}
 	if cfg.TLS == nil {
-		log.Warn().Str("listen", cfg.Listen).Msg("plain HTTP (insecure_http, or the demo): the API and its tokens travel in clear, on the loopback interface only; give tls to serve a grid")
+		log.Warn().Str("listen", cfg.Listen).Msg("plain HTTP (the demo, or insecure_http): the API and its tokens travel unencrypted, which is safe only because it listens on this machine's loopback interface; nothing is wrong for the demo, but give the configuration's tls to serve a grid")
 	}
 	warnFileLimit(log, httpsrv.Config{Limits: cfg.Unproven}.WithDefaults().MaxUnproven)
 	// The built-in demo starts fresh: the data an earlier demo left is set
