@@ -68,7 +68,7 @@ func TestSetAsideDemoData(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer f.Close() // opened to hold its lock: read-only
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +125,10 @@ func TestServeDemoFreshData(t *testing.T) {
 	}
 
 	out = demo()
-	prev, _ := filepath.Glob(data + ".previous-*")
+	prev, err := filepath.Glob(data + ".previous-*")
+	if err != nil {
+		t.Fatal(err)
+	}
 	if len(prev) != 1 || !strings.Contains(out, "demo: the previous demo's data is set aside in "+prev[0]+", and this run starts fresh") {
 		t.Fatalf("second demo: set aside %v:\n%s", prev, out)
 	}
@@ -139,7 +142,9 @@ func TestServeDemoFreshData(t *testing.T) {
 	}
 
 	out = demo("--keep-data")
-	if n, _ := filepath.Glob(data + ".previous-*"); len(n) != 1 || !strings.Contains(out, "demo: continuing from the earlier run in "+data+" (--keep-data)") {
+	if n, err := filepath.Glob(data + ".previous-*"); err != nil {
+		t.Fatal(err)
+	} else if len(n) != 1 || !strings.Contains(out, "demo: continuing from the earlier run in "+data+" (--keep-data)") {
 		t.Errorf("--keep-data: %d set aside:\n%s", len(n), out)
 	}
 
@@ -150,7 +155,9 @@ func TestServeDemoFreshData(t *testing.T) {
 		t.Fatal(err)
 	}
 	out = demo("--config", cfg, "--demo", "--data-dir", data)
-	if n, _ := filepath.Glob(data + ".previous-*"); len(n) != 1 || strings.Contains(out, "set aside") {
+	if n, err := filepath.Glob(data + ".previous-*"); err != nil {
+		t.Fatal(err)
+	} else if len(n) != 1 || strings.Contains(out, "set aside") {
 		t.Errorf("serve --config: %d set aside:\n%s", len(n), out)
 	}
 	if code, _, errOut := runCmd(t, "serve", "--config", cfg, "--keep-data"); code != 2 || !strings.Contains(errOut, "--keep-data: applies to the built-in demo only") {

@@ -127,7 +127,9 @@ func TestEngineMoveIdle(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer plain.Close()
-	if d, _ := plain.Decide(in); d.Switch {
+	if d, err := plain.Decide(in); err != nil {
+		t.Fatal(err)
+	} else if d.Switch {
 		t.Fatalf("the heuristic alone switches (%+v): the test needs a state where it does not", d)
 	}
 	e, err := New(context.Background(), Config{Name: Heuristic, K: 2, MoveIdle: true}, zerolog.Nop())
@@ -141,18 +143,24 @@ func TestEngineMoveIdle(t *testing.T) {
 	}
 	locked := in
 	locked.Locked = []bool{true, false}
-	if d, _ := e.Decide(locked); d.Switch {
+	if d, err := e.Decide(locked); err != nil {
+		t.Fatal(err)
+	} else if d.Switch {
 		t.Errorf("render locked: %+v", d)
 	}
 	held := in
 	held.Held = [][]string{{"", "cooldown"}, {"", ""}}
-	if d, _ := e.Decide(held); d.Switch {
+	if d, err := e.Decide(held); err != nil {
+		t.Fatal(err)
+	} else if d.Switch {
 		t.Errorf("render→sim held: %+v", d)
 	}
 	waiting := in
 	waiting.Pools = append([]PoolInput(nil), in.Pools...)
 	waiting.Pools[0].Waiting = 1
-	if d, _ := e.Decide(waiting); d.Switch {
+	if d, err := e.Decide(waiting); err != nil {
+		t.Fatal(err)
+	} else if d.Switch {
 		t.Errorf("a render job waits: %+v", d)
 	}
 	none, err := New(context.Background(), Config{Name: None, MoveIdle: true}, zerolog.Nop())
@@ -160,7 +168,9 @@ func TestEngineMoveIdle(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer none.Close()
-	if d, _ := none.Decide(in); d.Switch {
+	if d, err := none.Decide(in); err != nil {
+		t.Fatal(err)
+	} else if d.Switch {
 		t.Errorf("policy none: %+v", d)
 	}
 	bad := in
