@@ -24,6 +24,7 @@ func twoDaemons(t *testing.T) (a, b *libvirtdtest.Daemon) {
 // twoDaemonsWith is twoDaemons with the options of each daemon.
 func twoDaemonsWith(t *testing.T, oa, ob libvirtdtest.Options) (a, b *libvirtdtest.Daemon) {
 	t.Helper()
+	libvirtdtest.SkipShort(t)
 	if err := libvirtdtest.Check(); err != nil {
 		t.Fatal(err)
 	}

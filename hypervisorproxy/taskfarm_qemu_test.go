@@ -30,6 +30,7 @@ import (
 // accounting for every task, the worker VM named by the hostfile, and
 // the worker exits 0 when told the run is over.
 func TestTaskFarmInGuests(t *testing.T) {
+	libvirtdtest.SkipShort(t)
 	if err := libvirtdtest.Check(); err != nil {
 		t.Fatal(err)
 	}

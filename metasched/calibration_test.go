@@ -364,6 +364,7 @@ func TestCalibrationAtStart(t *testing.T) {
 // measures once they are idle; a calibration VM counts in capacity (a job
 // submitted meanwhile waits for the host).
 func TestCalibrationIdleHostsOnly(t *testing.T) {
+	skipShortLong(t)
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		fm := newFarm()

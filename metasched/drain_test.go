@@ -98,6 +98,7 @@ func poolHosts(d *metasched.Daemon, pool string) []string {
 // it to its pool. A host being drained cannot be undrained twice, an
 // unknown host is 404.
 func TestDrainHost(t *testing.T) {
+	skipShortLong(t)
 	synctest.Test(t, func(t *testing.T) {
 		d, long := drainStart(t, 3)
 		ctx := context.Background()
@@ -183,6 +184,7 @@ func TestDrainHost(t *testing.T) {
 // host are moved to the other hosts of its pool at its site, the host is
 // drained at once, and the job runs on to its end.
 func TestDrainHostMove(t *testing.T) {
+	skipShortLong(t)
 	synctest.Test(t, func(t *testing.T) {
 		d, long := drainStart(t, 4)
 		ctx := context.Background()

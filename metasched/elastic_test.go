@@ -328,6 +328,7 @@ func TestElasticSwitchTakesTheMaster(t *testing.T) {
 // destroyed when the host answers again); the master's host lost requeues
 // it; a job that is not elastic is requeued.
 func TestElasticWorkerHostLost(t *testing.T) {
+	skipShortLong(t)
 	for _, tc := range []struct {
 		name    string
 		elastic bool
@@ -404,6 +405,7 @@ func TestElasticWorkerHostLost(t *testing.T) {
 // that is not elastic is requeued. (Before, nothing noticed: the job went
 // on with a VM that no longer existed.)
 func TestElasticWorkerDestroyedOutside(t *testing.T) {
+	skipShortLong(t)
 	for _, tc := range []struct {
 		name    string
 		elastic bool

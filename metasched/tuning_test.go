@@ -300,6 +300,7 @@ func (a recordingAgent) MigrateVM(ctx context.Context, name string, m hp.Migrate
 // than one: both migrations run at once (two on far's LAN, its cap), each
 // host in one only.
 func TestTuningThenPlan(t *testing.T) {
+	skipShortLong(t)
 	for _, tc := range []struct {
 		name              string
 		heavyTasks, tasks int

@@ -23,6 +23,7 @@ import (
 // within its walltime is done; a job asking more than the configuration's
 // max is refused at submission, the field named.
 func TestWalltimeEmulated(t *testing.T) {
+	skipShortLong(t)
 	synctest.Test(t, func(t *testing.T) {
 		td := startDaemon(t, metasched.Options{}, func(c *metasched.Config) {
 			c.Executor.TimeScale = 1 // the plans' run times: hours
@@ -141,6 +142,7 @@ func TestWalltimeCommand(t *testing.T) {
 // daemon stops, restarted 2 minutes later, fails 2 minutes after the
 // restart.
 func TestWalltimeAcrossRestart(t *testing.T) {
+	skipShortLong(t)
 	synctest.Test(t, func(t *testing.T) {
 		dataDir := t.TempDir()
 		edit := func(c *metasched.Config) {

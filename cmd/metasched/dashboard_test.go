@@ -34,6 +34,9 @@ var screenshotDir = flag.String("screenshots", "", "write the dashboard's screen
 // installs) and returns a tab's context.
 func browser(t *testing.T) context.Context {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: drives Chromium; make test runs it")
+	}
 	exe, err := exec.LookPath("chromium")
 	if err != nil {
 		t.Fatalf("no chromium on PATH (make test installs Debian's chromium): %v", err)

@@ -14,6 +14,7 @@ import (
 // metasched image build writes the image to --out, from its cache the
 // second time, and says what it built.
 func TestImageBuild(t *testing.T) {
+	skipShortImageBuild(t)
 	out := filepath.Join(t.TempDir(), "img")
 	cache := t.TempDir()
 	tf := buildTaskFarm(t, t.TempDir())
@@ -46,6 +47,7 @@ func TestImageBuild(t *testing.T) {
 // metasched image build --disk writes the disk form (from the user's
 // cache, where the other tests build it too).
 func TestImageBuildDisk(t *testing.T) {
+	skipShortImageBuild(t)
 	out := filepath.Join(t.TempDir(), "img")
 	code, stdout, stderr := runCmd(t, "image", "build", "--out", out, "--disk", "--taskfarm", buildTaskFarm(t, t.TempDir()))
 	if code != 0 {
@@ -66,6 +68,7 @@ func TestImageBuildDisk(t *testing.T) {
 // Without --out, apt-get, a known kernel package, or a static task farm,
 // the command says so.
 func TestImageBuildErrors(t *testing.T) {
+	skipShortImageBuild(t)
 	cache := t.TempDir()
 	tf := buildTaskFarm(t, t.TempDir())
 	exe, err := os.Executable() // this test's binary: dynamically linked (libvirt, through cgo)
@@ -144,6 +147,7 @@ func TestImageCheckFiles(t *testing.T) {
 // the bundled image is usable; the bundled disk image declared as a cloud
 // image is refused at once (it has no cloud-init), and nothing is left.
 func TestImageCheckBoot(t *testing.T) {
+	libvirtdtest.SkipShort(t)
 	if err := libvirtdtest.Check(); err != nil {
 		t.Fatal(err)
 	}

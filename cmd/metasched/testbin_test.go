@@ -15,11 +15,24 @@ import (
 // buildBinary builds the real metasched binary into a temporary directory.
 func buildBinary(t testing.TB) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: runs metasched as processes of its own (a lab of real binaries); make test runs it")
+	}
 	bin := filepath.Join(t.TempDir(), "metasched")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
 	return bin
+}
+
+// skipShortImageBuild skips a test that builds the guest image in -short
+// mode: the build runs Debian's apt and dpkg, and downloads packages into
+// a cold cache.
+func skipShortImageBuild(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: builds the guest image with apt and dpkg (downloads on a cold cache); make test runs it")
+	}
 }
 
 // buildTaskFarm builds the task farm static (as make build does) into

@@ -87,12 +87,23 @@ func readInitrd(t *testing.T, path string) (map[string]newcEntry, []string) {
 	return byName, names
 }
 
+// skipShortBuild skips a test that builds an image in -short mode: the
+// build runs Debian's apt and dpkg, and downloads packages into a cold
+// cache.
+func skipShortBuild(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: builds the guest image with apt and dpkg (downloads on a cold cache); make test runs it")
+	}
+}
+
 // The bundled image from the user's cache (built when missing): an image
 // file naming its inputs and files, an initramfs with the init, busybox
 // and its applets, qemu-ga and its libraries, the modules the init loads
 // in order; a second build comes from the cache with the same bytes, and
 // a rebuild gives the same bytes again.
 func TestBuild(t *testing.T) {
+	skipShortBuild(t)
 	ctx := t.Context()
 	out := t.TempDir()
 	tf := taskfarmtest.Binary(t)
@@ -237,6 +248,7 @@ func sameFiles(t *testing.T, a, b string) {
 // build stops with an error that says so, and leaves nothing in the out
 // directory.
 func TestBuildErrors(t *testing.T) {
+	skipShortBuild(t)
 	ctx := t.Context()
 	out := filepath.Join(t.TempDir(), "out")
 	tf := taskfarmtest.Binary(t)

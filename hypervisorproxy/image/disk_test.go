@@ -17,6 +17,7 @@ import (
 // does not have); from the cache the second time, and a rebuild gives
 // the same bytes.
 func TestBuildDisk(t *testing.T) {
+	skipShortBuild(t)
 	ctx := t.Context()
 	out := t.TempDir()
 	tf := taskfarmtest.Binary(t)

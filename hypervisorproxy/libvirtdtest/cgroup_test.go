@@ -29,6 +29,7 @@ const quotaDomain = `<domain type='qemu'><name>tiny</name><memory unit='MiB'>64<
 // guest gets the same domain ID and name), the two daemons' cgroups of
 // that guest never collide, and Stop removes the directories.
 func TestRootDaemonCPUQuota(t *testing.T) {
+	libvirtdtest.SkipShort(t)
 	needDaemons(t)
 	if _, ok := cpuMount(t); !ok {
 		t.Fatal("this host has no cgroup v1 cpu controller: the root daemons cannot enforce a CPU quota")

@@ -182,6 +182,7 @@ func waitFor(cond string) string {
 // there, keeps its address, and the stream goes on and a new connection to
 // b by name works.
 func TestGuestsAcrossSites(t *testing.T) {
+	libvirtdtest.SkipShort(t)
 	needDaemons(t)
 	if err := netlab.Check(); err != nil {
 		t.Fatal(err)

@@ -310,12 +310,23 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 	return d, nil
 }
 
+// SkipShort skips the test in -short mode (make check), saying why: it
+// starts libvirtd, and most such tests boot QEMU guests. Tests that call
+// Start call it first; StartT does.
+func SkipShort(tb testing.TB) {
+	tb.Helper()
+	if testing.Short() {
+		tb.Skip("-short: starts libvirtd (and QEMU guests); make test runs it")
+	}
+}
+
 // StartT starts a daemon like Start with a timeout of StartTimeout, fails the
 // test at once when that fails, and registers Stop with t.Cleanup (a Stop
 // error is reported with t.Error). When the test has failed, the cleanup logs
 // the tail of the daemon's log before removing it.
 func StartT(t testing.TB, opts Options) *Daemon {
 	t.Helper()
+	SkipShort(t)
 	// Start counts its deadline from when it holds the suite lock.
 	ctx, cancel := context.WithTimeout(context.Background(), StartTimeout)
 	defer cancel()

@@ -80,6 +80,7 @@ func TestStartRejectsBadHostUUID(t *testing.T) {
 }
 
 func TestTwoDaemonsGuestAndStop(t *testing.T) {
+	libvirtdtest.SkipShort(t)
 	t.Parallel()
 	needDaemons(t)
 	uuids := []string{
@@ -202,6 +203,7 @@ func TestStartT(t *testing.T) {
 }
 
 func TestStartTimeoutCleansUp(t *testing.T) {
+	libvirtdtest.SkipShort(t)
 	t.Parallel()
 	needDaemons(t)
 	for _, root := range []bool{false, true} {
@@ -249,6 +251,7 @@ func netNSOf(t *testing.T, pid int) string {
 // a site's bridge, and Stop ends libvirtd, virtlogd and the guest by PID
 // and removes the directory.
 func TestRootDaemonInGrid(t *testing.T) {
+	libvirtdtest.SkipShort(t)
 	needDaemons(t)
 	if err := netlab.Check(); err != nil {
 		t.Fatal(err)

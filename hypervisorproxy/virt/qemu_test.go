@@ -18,6 +18,7 @@ import (
 // qemuPair starts two private libvirtd daemons and opens a Host on each.
 func qemuPair(tb testing.TB) (a, b *virt.Host) {
 	tb.Helper()
+	libvirtdtest.SkipShort(tb)
 	if err := libvirtdtest.Check(); err != nil {
 		tb.Fatal(err)
 	}

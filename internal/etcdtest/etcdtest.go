@@ -88,10 +88,21 @@ func freePort() (int, error) {
 	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
+// SkipShort skips the test in -short mode (make check), saying why: it
+// starts etcd. Start and StartWith call it; tests that use New or
+// StartShared call it first.
+func SkipShort(tb testing.TB) {
+	tb.Helper()
+	if testing.Short() {
+		tb.Skip("-short: starts etcd; make test runs it")
+	}
+}
+
 // Start starts a cluster of n members under the test's temporary
 // directory, waits until it takes writes, and stops it when the test ends.
 func Start(t testing.TB, n int) *Cluster {
 	t.Helper()
+	SkipShort(t)
 	c, err := New(n, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -196,6 +207,7 @@ func NewWith(dir string, specs []MemberSpec) (*Cluster, error) {
 // stops when the test ends.
 func StartWith(t testing.TB, specs []MemberSpec) *Cluster {
 	t.Helper()
+	SkipShort(t)
 	c, err := NewWith(t.TempDir(), specs)
 	if err != nil {
 		t.Fatal(err)

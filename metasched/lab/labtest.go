@@ -21,6 +21,9 @@ const StartTimeout = 10 * time.Minute
 // lab (everything stopped by PID); a failed start fails the test.
 func StartT(t testing.TB, spec Spec, opt Options) *Lab {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: starts a lab of QEMU hosts under libvirtd; make test runs it")
+	}
 	if opt.Dir == "" {
 		opt.Dir = t.TempDir()
 	}
