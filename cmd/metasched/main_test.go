@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -246,10 +247,31 @@ func TestPolicyPapers(t *testing.T) {
 	}
 }
 
+// The top-level help names every command and every subcommand a user may
+// run, so that none is found only by chance.
+func TestHelpNamesEveryCommand(t *testing.T) {
+	root := newRoot(&env{stdout: io.Discard, stderr: io.Discard})
+	for _, c := range root.Commands() {
+		if !c.IsAvailableCommand() || c.Name() == "help" || c.Name() == "version" {
+			continue
+		}
+		if !strings.Contains(root.Long, c.Name()) {
+			t.Errorf("the top-level help does not name %q", c.Name())
+		}
+		for _, sub := range c.Commands() {
+			if sub.IsAvailableCommand() && !strings.Contains(root.Long, sub.Name()) && c.Name() != "completion" {
+				t.Errorf("the top-level help does not name %q %q", c.Name(), sub.Name())
+			}
+		}
+	}
+}
+
 func TestVersionAndHelp(t *testing.T) {
-	code, out, _ := runCmd(t, "version")
-	if code != 0 || !strings.HasPrefix(out, "metasched ") {
-		t.Errorf("version: exit %d, %q", code, out)
+	for _, args := range [][]string{{"version"}, {"--version"}} {
+		code, out, _ := runCmd(t, args...)
+		if code != 0 || !strings.HasPrefix(out, "metasched ") || !strings.Contains(out, "commit ") {
+			t.Errorf("%v: exit %d, %q", args, code, out)
+		}
 	}
 	for _, args := range [][]string{{"--help"}, {"policy", "--help"}, {"policy", "solve", "--help"}, {"policy", "papers", "--help"}} {
 		code, out, _ := runCmd(t, args...)

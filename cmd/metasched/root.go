@@ -49,34 +49,38 @@ func newRoot(e *env) *cobra.Command {
 job a virtual cluster of VMs, and moves servers between pools dedicated to job
 types with an optimal or heuristic switching policy.
 
-The commands: serve (the daemon; with no flags, the built-in demo), agent
-(one site's hypervisor proxy over libvirt), plan (GramVM's selection of
-clusters for a job on a grid file), policy solve and policy papers (the
-pool-switching engine), simulate policies and simulate experiment (the
-policy simulator and the papers' figures), simulate selection (a stream of
-jobs on a grid, hill climbing against the single-cluster baselines), image
-build (the bundled guest image, from Debian packages), experiment realgrid
-and demo-vms (the papers' workload on QEMU VMs on this machine), and tls and
-token (the grid's certificates and the daemon's tokens).
+Run the grid:
+  serve          the daemon (with no flags: the built-in demo)
+  agent          one site's agent (hypervisor proxy) over libvirt, or simulated hosts
+  image          build and check guest images (the bundled one, a Debian cloud image)
+  tls            the grid's certificates (ca, cert)
+  token          the daemon's API tokens (create, list, revoke)
+  store          the daemon's store (backup, restore, migrate into etcd)
 
-The daemon's clients: submit, jobs, status, cancel, resize and logs (jobs), plan
-without --grid (the daemon's dry run), pools, switches and hosts (the pools
-and their servers, hosts clear for a stranded host, hosts drain and undrain
-for maintenance), store backup, restore and migrate (the daemon's store; migrate
-moves it into etcd), calibration and
-calibrate (the sites' figures measured in VMs). They find the daemon
-with --server or METASCHED_SERVER (default http://127.0.0.1:8080) and
-present the token of --token-file, METASCHED_TOKEN_FILE or METASCHED_TOKEN
-over https, checking the daemon against --ca-file or METASCHED_CA_FILE;
---output json prints the API's answer. tls ca and tls cert make the
-grid's certificates; token create, list and revoke the daemon's tokens.`,
+Use a running daemon (--server or METASCHED_SERVER, default http://127.0.0.1:8080;
+the token of --token-file, METASCHED_TOKEN_FILE or METASCHED_TOKEN; --output json):
+  submit, jobs, status, cancel, resize, logs, outputs    jobs and their results
+  plan           a job's plan (without --grid: the daemon's dry run)
+  pools, switches, hosts         pools; switches (start); servers (drain, undrain, clear)
+  calibration, calibrate                                 the sites' figures measured in VMs
+
+Research, offline:
+  plan --grid    GramVM's selection of clusters for a job on a grid file
+  policy         solve, evaluate and print switching policies (solve, evaluate, papers)
+  simulate       the policy simulator, the papers' figures, selection streams
+  experiment     the papers' workload on QEMU VMs here (realgrid, demo-vms), the daemon at scale
+
+Shell completion: metasched completion bash|zsh|fish (see its --help).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	root.Version = version()
+	root.SetVersionTemplate("metasched {{.Version}}\n")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{Err: err} })
 	root.AddCommand(newVersionCmd(e), newPolicyCmd(e), newPlanCmd(e), newSimulateCmd(e), newAgentCmd(e), newServeCmd(e),
 		newSubmitCmd(e), newJobsCmd(e), newStatusCmd(e), newCancelCmd(e), newResizeCmd(e), newLogsCmd(e), newOutputsCmd(e),
-		newPoolsCmd(e), newSwitchesCmd(e), newHostsCmd(e), newCalibrationCmd(e), newCalibrateCmd(e), newImageCmd(e), newExperimentCmd(e), newTLSCmd(e), newTokenCmd(e), newStoreCmd(e))
+		newPoolsCmd(e), newSwitchesCmd(e), newHostsCmd(e), newCalibrationCmd(e), newCalibrateCmd(e), newImageCmd(e), newExperimentCmd(e), newTLSCmd(e), newTokenCmd(e), newStoreCmd(e), newDocsCmd(e))
+	completionCmds(root)
 	// Unknown subcommands and stray arguments are usage errors.
 	root.Args = cobra.NoArgs
 	root.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
@@ -103,19 +107,42 @@ func newVersionCmd(e *env) *cobra.Command {
 	}
 }
 
+// commit is the build's commit when the build has no version control
+// information of its own (go build -buildvcs=false, as GOFLAGS may say):
+// make build sets it with -ldflags "-X main.commit=…".
+var commit string
+
+// version is what version and --version print: the module's version
+// ("devel" for a checkout), the commit it was built from (with "+dirty"
+// when its work tree had changes) and the Go that built it.
 func version() string {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "unknown"
-	}
-	v := bi.Main.Version
-	if v == "" || v == "(devel)" {
-		v = "devel"
-	}
-	for _, s := range bi.Settings {
-		if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-			v += " " + s.Value[:12]
+	v, rev, dirty, goVersion := "devel", commit, false, "unknown"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		goVersion = bi.GoVersion
+		if bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+			v = bi.Main.Version
+		}
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				rev = s.Value
+			case "vcs.modified":
+				dirty = s.Value == "true"
+			}
 		}
 	}
-	return v + " " + bi.GoVersion
+	rev, dirtyMark := strings.CutSuffix(rev, "+dirty")
+	dirty = dirty || dirtyMark
+	switch {
+	case rev == "":
+		rev = "commit unknown"
+	case len(rev) > 12:
+		rev = "commit " + rev[:12]
+	default:
+		rev = "commit " + rev
+	}
+	if dirty {
+		rev += "+dirty"
+	}
+	return v + " (" + rev + ", " + goVersion + ")"
 }
