@@ -14,6 +14,7 @@ import (
 	"github.com/metasched/metasched/internal/yamlx"
 	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/client"
+	"github.com/metasched/metasched/metasched/lab"
 )
 
 // The commands about the daemon's calibration: calibration (the figures)
@@ -87,7 +88,7 @@ when one failed). Interrupt it to stop waiting: the daemon goes on.`,
 			}
 			asked := askedFigures(v, site)
 			if wait {
-				if v, err = waitCalibrated(ctx, c, asked, v.At); err != nil {
+				if v, err = waitCalibrated(ctx, c, asked, v.At, e.stderr); err != nil {
 					return daemonError(c, err, "")
 				}
 			}
@@ -135,12 +136,19 @@ func askedFigures(v api.Calibration, site string) []string {
 }
 
 // waitCalibrated asks the daemon until none of the figures asked for at
-// is due or being measured.
-func waitCalibrated(ctx context.Context, c *client.Client, asked []string, at time.Time) (api.Calibration, error) {
+// is due or being measured, printing to progress how far it is when that
+// changes (at most every calibratePoll) or every half minute.
+func waitCalibrated(ctx context.Context, c *client.Client, asked []string, at time.Time, progress io.Writer) (api.Calibration, error) {
+	last, lastAt := "", time.Time{}
 	for {
 		v, err := c.Calibration(ctx)
 		if err != nil {
 			return v, err
+		}
+		// Times on the daemon's clock: the view's and at are both its.
+		if state := lab.CalibrationState(v); state != last || time.Since(lastAt) >= 30*time.Second {
+			fmt.Fprintln(progress, lab.CalibrationProgress(v, asked, at))
+			last, lastAt = state, time.Now()
 		}
 		pending := false
 		for _, f := range v.Figures {

@@ -129,7 +129,12 @@ at 1/8 of a core, 2 Mbit/s uplinks) and a faster "Spanish" one (spain, 3 hosts,
 VMs at 1/4 of a core, an 8 Mbit/s uplink). The daemon first calibrates every
 site (the task farm's kernel in a VM under its quota, its LAN, every link VM to
 VM); then the same task-farm job runs, one at a time, placed by GramVM with the
-master chosen freely and forced on latam-a, and by MET, MCT and OLB. Writes
+master chosen freely and forced on latam-a, and by MET, MCT and OLB; then two
+small GramVM jobs, of 1 and 4 tasks of 8 s on a latam VM, which a plan in whole
+tasks gives only the machines they can use (runs gramvm-1-task and
+gramvm-4-tasks). --runs picks some of these seven runs by name, run in the
+order given; --tasks and --compute-seconds size the first five's job, not the
+two small ones. Writes
 realgrid.csv (one row per job: placement, master, predicted_s, measured_s,
 ratio, tasks per cluster predicted and done), realgrid.svg and realgrid.png to
 --out, and prints the table.`,
@@ -161,7 +166,7 @@ ratio, tasks per cluster predicted and done), realgrid.svg and realgrid.png to
 	fl.StringVar(&out, "out", "", "directory for realgrid.csv, .svg and .png, required")
 	fl.IntVar(&tasks, "tasks", 120, "the job's tasks (T)")
 	fl.Float64Var(&compute, "compute-seconds", 1, "a task's compute time on a VM of the slow sites: task_ops is their calibrated speed times this")
-	fl.StringVar(&runs, "runs", "", "comma-separated subset of the runs: "+runNames())
+	fl.StringVar(&runs, "runs", "", "comma-separated subset of the runs, run in that order (default: all): "+runNames())
 	return cmd
 }
 
@@ -402,8 +407,8 @@ func demoVMs(ctx context.Context, e *env, f labFlags, n int, every time.Duration
 			continue
 		}
 		r := res.row
-		fmt.Fprintf(e.stdout, "%s  job %s (%s): master %s, predicted %.1f s, measured %.1f s, ratio %.2f\n",
-			time.Now().Format("15:04:05"), r.Run, r.Job, r.Master, r.PredictedS, r.MeasuredS, r.Ratio)
+		fmt.Fprintf(e.stdout, "%s  job %s (%s): master %s, predicted %.1f s, measured %.1f s, ratio %.2f\n          %s\n",
+			time.Now().Format("15:04:05"), r.Run, r.Job, r.Master, r.PredictedS, r.MeasuredS, r.Ratio, r.TasksLine())
 		rows = append(rows, r)
 	}
 	slices.SortFunc(rows, func(a, b lab.Row) int { return strings.Compare(a.Job, b.Job) })

@@ -142,12 +142,45 @@ type Row struct {
 	// StartEndS).
 	ProgramS, ProgramRatio float64
 	Clusters               []api.ClusterTasks
+	// MasterWhy is the plan's reason for the master's cluster's part:
+	// why its workers take the tasks they take, none included.
+	MasterWhy string
+}
+
+// TasksLine says where a job's tasks ran, cluster by cluster, and, when
+// its master's cluster ran none, why the plan gave it none: a master
+// whose cluster works for nobody but it surprises a reader otherwise.
+func (r Row) TasksLine() string {
+	var parts []string
+	masterRan := false
+	for _, c := range r.Clusters {
+		n := fmt.Sprintf("%.0f planned", c.TasksPredicted)
+		if c.TasksDone != nil {
+			n = fmt.Sprintf("%d done", *c.TasksDone)
+		}
+		if c.Name == r.Master {
+			masterRan = c.TasksPredicted > 0 || c.TasksDone != nil && *c.TasksDone > 0
+			parts = append(parts, fmt.Sprintf("%s (master) %s", c.Name, n))
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s %s", c.Name, n))
+	}
+	line := "tasks: " + strings.Join(parts, ", ")
+	if !masterRan && r.Master != "" {
+		why := r.MasterWhy
+		if why == "" {
+			why = "its cluster has no free machine beside the master's"
+		}
+		line += fmt.Sprintf("; the master's cluster %s runs no task: %s", r.Master, why)
+	}
+	return line
 }
 
 // WaitCalibrated waits until every figure of the daemon's calibration is
 // measured, and returns it; a failed figure is an error.
 func (l *Lab) WaitCalibrated(ctx context.Context, logf func(string, ...any)) (api.Calibration, error) {
-	last := ""
+	start := time.Now()
+	last, lastAt := "", time.Time{}
 	for {
 		c, err := l.Client.Calibration(ctx)
 		if err == nil {
@@ -167,9 +200,10 @@ func (l *Lab) WaitCalibrated(ctx context.Context, logf func(string, ...any)) (ap
 			if len(pending) == 0 && len(c.Figures) > 0 {
 				return c, nil
 			}
-			if note := strings.Join(pending, ", "); note != last && logf != nil {
-				logf("calibration: waiting for %s", note)
-				last = note
+			if state := CalibrationState(c); logf != nil && (state != last || time.Since(lastAt) >= progressEvery) {
+				// The daemon's clock and this one are the machine's.
+				logf("%s", CalibrationProgress(c, nil, start))
+				last, lastAt = state, time.Now()
 			}
 		}
 		select {
@@ -212,6 +246,11 @@ func RowOf(r Run, j api.Job) Row {
 		Ratio: j.Ratio, Clusters: j.Clusters}
 	if j.Placement != nil {
 		row.Master = j.Placement.Plan.Master
+		for _, c := range j.Placement.Plan.Clusters {
+			if c.Master {
+				row.MasterWhy = c.Why
+			}
+		}
 	}
 	row.StartEndS, row.ProgramS, row.ProgramRatio = j.StartEndS, j.ProgramS, j.ProgramRatio()
 	return row
