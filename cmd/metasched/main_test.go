@@ -134,12 +134,15 @@ func TestPolicySolveSaveAndLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer f.Close() // read only: nothing to lose
 	tab, err := switching.ReadTable(f, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, _ := switching.ParseView(tab.Model, "k=1,1 rows=j1 cols=j2 size=11")
+	v, err := switching.ParseView(tab.Model, "k=1,1 rows=j1 cols=j2 size=11")
+	if err != nil {
+		t.Fatal(err)
+	}
 	got := newViewReport(v, tab).Actions
 	if diff := cmp.Diff(papers.References()[1].Table, got); diff != "" {
 		t.Errorf("loaded table differs from the paper (-paper +loaded):\n%s", diff)
@@ -212,7 +215,9 @@ func TestPolicySolveHorizon(t *testing.T) {
 		Horizon   int    `json:"horizon"`
 		Sweeps    int    `json:"sweeps"`
 	}
-	json.Unmarshal([]byte(out), &got)
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("%v in %s", err, out)
+	}
 	if got.Criterion != "discounted" || got.Horizon != 5 || got.Sweeps != 5 {
 		t.Errorf("got %+v, want discounted, horizon 5, 5 sweeps", got)
 	}

@@ -76,7 +76,11 @@ func startSiteHosts(t *testing.T, g *netlab.Grid, names ...string) map[string]*s
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { h.Close() })
+		t.Cleanup(func() {
+			if err := h.Close(); err != nil {
+				t.Errorf("close %s: %v", s.name, err)
+			}
+		})
 		s.h = h
 		out[s.name] = s
 	}
@@ -123,12 +127,12 @@ func (bg bridgeGuest) boot(s *siteHost, xml string) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer conn.Close()
+	defer conn.Close() // its error says only how many references were left
 	dom, err := conn.DomainDefineXML(xml)
 	if err != nil {
 		return 0, fmt.Errorf("define %s on %s: %w", bg.name, s.name, err)
 	}
-	defer dom.Free()
+	defer dom.Free() // the domain stays defined: freeing the handle loses nothing
 	// Daemons sharing a network namespace name their taps vnetN each on
 	// its own: two guests started at the same moment on two of them may
 	// get the same name, and the second start fails with EBUSY. Only that

@@ -71,7 +71,9 @@ func TestStartRejectsBadHostUUID(t *testing.T) {
 	for _, u := range []string{"not-a-uuid", "11111111-1111-1111-1111-111111111111", `1"; x = "2`} {
 		d, err := libvirtdtest.Start(context.Background(), libvirtdtest.Options{HostUUID: u})
 		if err == nil {
-			_ = d.Stop()
+			if err := d.Stop(); err != nil {
+				t.Error(err)
+			}
 			t.Errorf("Start(HostUUID %q): no error", u)
 		} else if !strings.Contains(err.Error(), "host uuid") {
 			t.Errorf("Start(HostUUID %q): error %q does not mention the host uuid", u, err)
@@ -219,7 +221,9 @@ func startTimeoutCleansUp(t *testing.T, opts libvirtdtest.Options) {
 	defer cancel()
 	d, err := libvirtdtest.Start(ctx, opts)
 	if err == nil {
-		_ = d.Stop()
+		if err := d.Stop(); err != nil {
+			t.Error(err)
+		}
 		t.Fatal("Start with a 300 ms timeout: no error")
 	}
 	if !errors.Is(err, context.DeadlineExceeded) {
@@ -387,7 +391,9 @@ func checkRefused(t *testing.T, opts libvirtdtest.Options, want string) {
 	t.Helper()
 	d, err := libvirtdtest.Start(context.Background(), opts)
 	if err == nil {
-		_ = d.Stop()
+		if err := d.Stop(); err != nil {
+			t.Error(err)
+		}
 		t.Errorf("Start(%+v): no error", opts)
 	} else if !strings.Contains(err.Error(), want) {
 		t.Errorf("Start(%+v): error %q lacks %q", opts, err, want)

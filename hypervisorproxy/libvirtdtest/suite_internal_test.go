@@ -26,7 +26,7 @@ func TestSuiteLock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer f.Close() // a lock file opened to test flock: closing it releases the lock, which the test checks otherwise
 	// Another open file description: as another process would hold it.
 	try := func() error { return syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) }
 	if err := try(); !errors.Is(err, syscall.EWOULDBLOCK) {
