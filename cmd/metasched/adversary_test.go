@@ -47,6 +47,10 @@ executor: {name: host-command%s}
 // acknowledged: no duplicate of a retried submission), every job done (0
 // lost), and no command's line in the file twice (0 commands run twice).
 func TestAdversary(t *testing.T) {
+	// Parallel: the package's longest tests run two at a time once its
+	// other tests are done (the QEMU one beside one that boots no guest),
+	// each with processes, directories and ports of its own.
+	t.Parallel()
 	bin := buildBinary(t)
 	dir := t.TempDir()
 	writePaperGrid(t, dir)

@@ -71,6 +71,10 @@ func writePaperGrid(t testing.TB, dir string) *graph.Grid {
 // left, the switch killed mid-way ended in a final phase, and SIGINT stops
 // the daemon with exit code 0.
 func TestCrashSafety(t *testing.T) {
+	// Parallel: the package's longest tests run two at a time once its
+	// other tests are done (the QEMU one beside one that boots no guest),
+	// each with processes, directories and ports of its own.
+	t.Parallel()
 	bin := buildBinary(t)
 	dir := t.TempDir()
 	grid := writePaperGrid(t, dir)

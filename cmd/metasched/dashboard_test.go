@@ -133,6 +133,10 @@ const squaresJS = `JSON.stringify(Object.fromEntries([...document.querySelectorA
 // in the other pool, a screenshot, and a restart of the daemon that the
 // page rides out (it reconnects and shows the new daemon's state).
 func TestDashboardInBrowser(t *testing.T) {
+	// Parallel: the package's longest tests run two at a time once its
+	// other tests are done (the QEMU one beside one that boots no guest),
+	// each with processes, directories and ports of its own.
+	t.Parallel()
 	bin := buildBinary(t)
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")

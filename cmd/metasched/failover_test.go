@@ -63,6 +63,10 @@ agents:
 // (the quorum kept; etcd's own leader): jobs go on under the same leader. It reports the
 // failover time: from the kill to the first job the new leader planned.
 func TestFailover(t *testing.T) {
+	// Parallel: the package's longest tests run two at a time once its
+	// other tests are done (the QEMU one beside one that boots no guest),
+	// each with processes, directories and ports of its own.
+	t.Parallel()
 	f := startFailover(t)
 	const perCycle, gap = 12, 150 * time.Millisecond
 	var stream []demo.Job

@@ -453,8 +453,12 @@ func (g *guestGrid) waitWorkersJoined(id string) api.Job {
 // the same grid (one set of daemons; each job boots its own VMs).
 func TestGuestGrid(t *testing.T) {
 	if testing.Short() {
-		t.Skip("boots guests")
+		t.Skip("-short: boots QEMU guests; make test runs it")
 	}
+	// Parallel: the package's longest tests run two at a time once its
+	// other tests are done (the QEMU one beside one that boots no guest),
+	// each with processes, directories and ports of its own.
+	t.Parallel()
 	g := startGuestGrid(t)
 
 	t.Run("calibration on demand", func(t *testing.T) {

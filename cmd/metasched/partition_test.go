@@ -33,6 +33,10 @@ func TestPartitionedLeader(t *testing.T) {
 	if err := netlab.Check(); err != nil {
 		t.Skip(err)
 	}
+	// Parallel: the package's longest tests run two at a time once its
+	// other tests are done (the QEMU one beside one that boots no guest),
+	// each with processes, directories and ports of its own.
+	t.Parallel()
 	bin := buildBinary(t)
 	dir := t.TempDir()
 	p := netlab.NewPairT(t, netlab.Options{})
