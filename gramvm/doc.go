@@ -69,6 +69,7 @@
 // Errors are for bad input and cancellation (Observe's wrap ErrInvalid or
 // ErrNotFound); an infeasible plan is a result, not an error.
 //
-// The design is described in docs/design.md of the repository, sections
-// "Planning on the live grid", "Calibration" and "Bandwidth tuning".
+// The design is described in docs/research/selection.md of the
+// repository, "On the live grid" and "Bandwidth tuning's model", and in
+// docs/internals/daemon.md, "Calibration".
 package gramvm

@@ -5,13 +5,13 @@
 //
 // # Grid files
 //
-// ParseGrid reads a grid file (docs/design.md, "Grid"): clusters of identical
-// machines, each with its LAN and WAN uplink bandwidth, and the WAN links
-// between clusters. Decoding is strict and reports every problem with its
-// field path: unknown fields, wrong types, non-positive numbers, duplicate
-// cluster names, links to unknown clusters or repeated, and a grid whose
-// links leave it in separate pieces. Grid.Validate applies the same rules
-// to a grid built in code.
+// ParseGrid reads a grid file (docs/reference/grid-file.md): clusters of
+// identical machines, each with its LAN and WAN uplink bandwidth, and the WAN
+// links between clusters. Decoding is strict and reports every problem with
+// its field path: unknown fields, wrong types, non-positive numbers, duplicate
+// cluster names, links to unknown clusters or repeated, and a grid whose links
+// leave it in separate pieces. Grid.Validate applies the same rules to a grid
+// built in code.
 //
 // # The cluster graph
 //
@@ -47,6 +47,6 @@
 //
 // The package is a pure core: no I/O, no clock, deterministic.
 //
-// The design is described in docs/design.md of the repository, sections
-// "The cluster graph", "Kruskal zones" and "Widest paths".
+// The design is described in docs/research/selection.md of the
+// repository, "The cluster graph", "Kruskal zones" and "Widest paths".
 package graph

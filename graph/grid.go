@@ -12,7 +12,8 @@ import (
 	"github.com/metasched/metasched/internal/yamlx"
 )
 
-// Cluster is one cluster of a grid file (docs/design.md, "Grid"): identical
+// Cluster is one cluster of a grid file (docs/reference/grid-file.md,
+// "clusters"): identical
 // machines behind one LAN and one WAN uplink.
 type Cluster struct {
 	Name        string  `json:"name"`
@@ -66,7 +67,7 @@ var (
 	linkFields = []string{"between", "mbps", "latency_ms"}
 )
 
-// ParseGrid decodes a grid file (YAML or JSON, docs/design.md "Grid")
+// ParseGrid decodes a grid file (YAML or JSON, docs/reference/grid-file.md)
 // strictly: unknown fields, values of the wrong type or out of range,
 // duplicate cluster names, links to unknown clusters, repeated links and a
 // grid that is not connected are errors. Every problem of the file is

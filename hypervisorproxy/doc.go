@@ -64,11 +64,11 @@
 // # Pools
 //
 // Every host carries a pool label (a job type). ReconfigureHost moves a host
-// to another pool as docs/design.md ("The switch protocol") says: it refuses
-// while the host runs a VM of a job the coordinator has not released,
+// to another pool as docs/internals/switch-protocol.md ("Phases") says: it
+// refuses while the host runs a VM of a job the coordinator has not released,
 // destroys the old pool's VMs, sets the label, then waits the site's
-// switch_delay (emulating a reimage) before it reports done; the host takes
-// no VM meanwhile.
+// switch_delay (emulating a reimage) before it reports done; the host takes no
+// VM meanwhile.
 //
 // # Bandwidth probes
 //
@@ -78,6 +78,6 @@
 // shaped to 20 Mbit/s with tc tbf the probe measures about 19.1 Mbit/s:
 // TCP's payload is 1448 of every 1514 bytes on the wire.
 //
-// The design is described in docs/design.md of the repository, sections
-// "The site agent" and "The agent's API".
+// The design is described in docs/internals/agent.md of the
+// repository; its API is in docs/reference/http.md, "The agent's API".
 package hypervisorproxy

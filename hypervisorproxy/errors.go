@@ -28,7 +28,10 @@ var (
 	// ErrLimit: a resize beyond the VM's maximum vCPUs or memory.
 	ErrLimit = errors.New("beyond the vm's maximum")
 	// ErrUnsupported: the hypervisor cannot do this (vCPU unplug on QEMU,
-	// a balloon change that did not take, migration on the test driver).
+	// a balloon change that did not take, a migration between hosts of
+	// two kinds, guest calls or a guest image on the test driver). A
+	// migration between two test-driver hosts is not refused: it is a
+	// cold move (Live false).
 	ErrUnsupported = errors.New("not supported by the hypervisor")
 	// ErrBusy: the VM or host is in the middle of another operation, or a
 	// host runs VMs of a job the coordinator has not released.

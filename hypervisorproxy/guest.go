@@ -20,8 +20,8 @@ import (
 )
 
 // The guest calls: programs started and files read and written inside a
-// VM the agent manages, through its QEMU guest agent (see "The site
-// agent" in docs/design.md). They do not hold the VM: several may run at
+// VM the agent manages, through its QEMU guest agent (see "Guest calls" in
+// docs/internals/agent.md). They do not hold the VM: several may run at
 // once, and alongside a resize. A call waits while the VM is being
 // migrated (its domain leaves the source host at the end, before the
 // agent's record follows it), and then goes to the host it is on; a call

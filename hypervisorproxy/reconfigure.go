@@ -15,11 +15,12 @@ import (
 // MaxPoolName bounds the name of a pool a host is moved to.
 const MaxPoolName = 256
 
-// ReconfigureHost moves a host to another pool (docs/design.md, "The switch
-// protocol"): refused while the host runs a VM of a job the coordinator has
-// not released; otherwise the old pool's VMs on it are destroyed, the host's
-// pool label is set, and the site's switch_delay (emulating a reimage) passes
-// before the call returns. The host takes no new VMs meanwhile.
+// ReconfigureHost moves a host to another pool
+// (docs/internals/switch-protocol.md, "Phases"): refused while the host runs a
+// VM of a job the coordinator has not released; otherwise the old pool's VMs
+// on it are destroyed, the host's pool label is set, and the site's
+// switch_delay (emulating a reimage) passes before the call returns. The host
+// takes no new VMs meanwhile.
 func (a *Agent) ReconfigureHost(ctx context.Context, name string, r Reconfigure) (Reconfigured, error) {
 	if err := checkReconfigure(r); err != nil {
 		return Reconfigured{}, fmt.Errorf("reconfigure host %s: %w", name, err)

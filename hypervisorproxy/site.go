@@ -15,7 +15,7 @@ import (
 	"github.com/metasched/metasched/internal/yamlx"
 )
 
-// Site is a site file (docs/design.md, "Site file"): the site this agent
+// Site is a site file (docs/reference/site-file.md): the site this agent
 // serves and its hosts.
 //
 //	site: spain                       # the grid cluster this agent serves

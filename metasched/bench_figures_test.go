@@ -17,7 +17,8 @@ import (
 	"github.com/metasched/metasched/metasched/client"
 )
 
-// The figures of the README's "Load" section: submissions per second and
+// The daemon's load figures (docs/internals/tests.md, "The adversary"; their
+// values are in docs/results.md): submissions per second and
 // their p99 with 1, 16 and 64 concurrent clients; the daemon's idle CPU and
 // the latency of GET /v1/jobs with 50,000 queued jobs; the submission rate
 // with 200 dashboard subscribers against none. Run them with

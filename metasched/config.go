@@ -26,7 +26,7 @@ import (
 )
 
 // Config is the daemon's configuration file (`metasched serve --config`,
-// docs/design.md, "Serve configuration"):
+// docs/reference/configuration.md):
 //
 //	listen: 10.0.0.1:8080
 //	tls: {cert_file: daemon.pem, key_file: daemon-key.pem, ca_file: ca.pem}   # or insecure_http: true (loopback only)
@@ -117,7 +117,8 @@ type VMHeadroom struct {
 }
 
 // CalibrationConfig is how the daemon measures the sites' figures in VMs
-// (docs/design.md, "Calibration"):
+// (docs/internals/daemon.md, "Calibration"; its fields in
+// docs/reference/configuration.md, "calibration"):
 //
 //	calibration:
 //	  max_age: 1h          # a figure older than this is measured again

@@ -22,7 +22,7 @@ import (
 // FuzzParseConfig decodes the daemon's configuration files: a file is
 // either refused, with every problem naming the file and a field or a
 // line, or gives a configuration whose values keep the rules of the file
-// (docs/design.md, "Serve configuration") and that comes back the same
+// (docs/reference/configuration.md) and that comes back the same
 // from its own encoding.
 func FuzzParseConfig(f *testing.F) {
 	f.Add([]byte(configFull))

@@ -166,8 +166,9 @@ type Daemon struct {
 
 	refreshMu sync.Mutex // one refresh of the inventories at a time
 
-	// The subsystems, each with its state and its lock (docs/design.md,
-	// "Subsystems" and "Locks"); the Daemon's methods wire them together.
+	// The subsystems, each with its state and its lock
+	// (docs/internals/daemon.md, "Subsystems" and "Locks"); the Daemon's
+	// methods wire them together.
 	//
 	// jobs is the jobs and the dispatcher's state (jobBook), under the
 	// lock a section that also reads the hosts takes first (lockR, lockW).
@@ -376,8 +377,8 @@ func (d *Daemon) Store() *store.Store { return d.st }
 // it gives one) until ctx ends, then stops serving, stops the loops and
 // waits for them. The server is an httpsrv server: its timeouts
 // (Options.HTTP overrides them) and the configuration's caps on
-// connections no request has authenticated yet (docs/design.md, "Slow
-// clients"). Jobs keep their state in the store; a later New resumes
+// connections no request has authenticated yet (docs/reference/http.md,
+// "Slow clients"). Jobs keep their state in the store; a later New resumes
 // them.
 func (d *Daemon) Run(ctx context.Context, ln net.Listener, h http.Handler) error {
 	ctx, cancel := context.WithCancel(ctx)

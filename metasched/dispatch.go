@@ -40,8 +40,8 @@ const fullRoundEvery = 5 * time.Second
 
 // dispatch plans the queued jobs of every pool: a round of the pure
 // dispatch decision (metasched/dispatch) per pool, on the pool's hosts as
-// they are now, then its decisions carried out (docs/design.md, "The
-// dispatch round").
+// they are now, then its decisions carried out (docs/internals/daemon.md,
+// "The dispatch round").
 //
 // A round costs what the hosts and the changes cost, not the backlog: it is
 // skipped when the hosts' free capacity, their pools and the queues are as

@@ -69,6 +69,6 @@
 //     again and on demand (Calibrate); gramvm plans on the figures, the
 //     store keeps them with their time, Calibration lists them.
 //
-// The design is described in docs/design.md of the repository, sections
-// "The daemon" and "HTTP APIs".
+// The design is described in docs/internals/daemon.md of the
+// repository; its APIs are in docs/reference/http.md.
 package metasched

@@ -13,11 +13,11 @@ import (
 	"github.com/metasched/metasched/metasched/lifecycle"
 )
 
-// Predicted against measured (docs/design.md, "The job lifecycle"): a job's
-// record keeps its plan's predicted run time and each cluster's predicted
-// share of the tasks from when it was planned, its measured run time
-// (running to its end) and, when its master wrote a task-farm summary, the
-// tasks each site did.
+// Predicted against measured (docs/internals/lifecycle.md, "Predicted against
+// measured"): a job's record keeps its plan's predicted run time and each
+// cluster's predicted share of the tasks from when it was planned, its
+// measured run time (running to its end) and, when its master wrote a
+// task-farm summary, the tasks each site did.
 
 // tasksDone reads the task-farm summary the guest executor copied out of
 // the master VM of the job's attempt: the tasks done per site, nil when

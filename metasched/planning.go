@@ -46,7 +46,7 @@ func (d *Daemon) timeScale() float64 {
 
 // availLocked lists, per site, the hosts serving pool that could take a VM
 // of the shape if they ran nothing, but for those held for other jobs, and
-// when each can (docs/design.md, "Planning on the live grid"): now (0)
+// when each can (docs/research/selection.md, "On the live grid"): now (0)
 // when it is among free (it has the room now); else when the placed jobs
 // with a VM on it end by their predicted run time (a running job from its
 // start, a planned or provisioning one from now, as a job the round

@@ -11,11 +11,11 @@ import (
 	"github.com/metasched/metasched/switching"
 )
 
-// poolRates are a pool's rate estimates (docs/design.md, "Rate estimators"):
-// λ from the submissions, µ from the busy host-seconds of each completed
-// job. Jobs span many hosts, so µ (completions per busy host-second) stands
-// for the papers' per-server service rate only approximately: a job on h
-// hosts for t seconds counts as h·t host-seconds of service. Until a few
+// poolRates are a pool's rate estimates (docs/research/switching.md, "Rate
+// estimators"): λ from the submissions, µ from the busy host-seconds of each
+// completed job. Jobs span many hosts, so µ (completions per busy host-second)
+// stands for the papers' per-server service rate only approximately: a job on
+// h hosts for t seconds counts as h·t host-seconds of service. Until a few
 // jobs have completed, µ is the prior set from the plans' predictions.
 type poolRates struct {
 	arr       switching.ArrivalRate

@@ -9,21 +9,22 @@
 // files strictly) and the free machines of each cluster. A cluster whose
 // machines cannot hold the job's VM, or with none free, takes no part.
 // A plan is a master cluster m and a set S ∋ m. Sizing follows
-// docs/design.md ("Sizing") exactly: the master takes one machine of m,
-// whose other machines work over its LAN; a worker cluster c ≠ m gets the
-// bandwidth b_c = min(B(c, m), uplink_c, s_c), where B is the widest path
-// and s_c its share of m's uplink in proportion to free·perf; it uses
-// n_c = min(free_c, ⌊b_c·Oper/(θ·Comm·perf_c) + 1e-9⌋) machines, so that
-// none waits for data more than 1−θ of its time, at the fluid rate
-// rate_c = min(n_c·perf_c/Oper, b_c/Comm) tasks/s.
+// docs/research/selection.md ("Sizing") exactly: the master takes one
+// machine of m, whose other machines work over its LAN; a worker cluster
+// c ≠ m gets the bandwidth b_c = min(B(c, m), uplink_c, s_c), where B is
+// the widest path and s_c its share of m's uplink in proportion to
+// free·perf; it uses n_c = min(free_c, ⌊b_c·Oper/(θ·Comm·perf_c) + 1e-9⌋)
+// machines, so that none waits for data more than 1−θ of its time, at the
+// fluid rate rate_c = min(n_c·perf_c/Oper, b_c/Comm) tasks/s.
 //
 // # Whole tasks
 //
 // Those n_c are what the caps allow; the plan's run time counts whole
-// tasks (docs/design.md, "Whole tasks"). A VM of s vCPUs runs s task-farm
-// processes, m_c = n_c·s slots, so a slot's task takes σ_c = s·Oper/perf_c;
-// the link carries L_c = b_c/Comm tasks/s, one input after another, and a
-// task starts once its input is in. By time t cluster c has finished
+// tasks (docs/research/selection.md, "Whole tasks"). A VM of s vCPUs runs
+// s task-farm processes, m_c = n_c·s slots, so a slot's task takes
+// σ_c = s·Oper/perf_c; the link carries L_c = b_c/Comm tasks/s, one input
+// after another, and a task starts once its input is in. By time t
+// cluster c has finished
 // D_c(t) = min(⌊(t − σ_c)·L_c⌋⁺, Σ_{i≤m_c} ⌊(t − i/L_c)/σ_c⌋⁺) tasks (the
 // fastest any schedule can), and the run time is t* = min{t : Σ D_c(t) ≥ T},
 // between T/R and T/R + max_c (σ_c + max(σ_c, 1/L_c)) (R = Σ rate_c),
@@ -112,6 +113,6 @@
 // The package is a pure core: no I/O, no clock, deterministic; a Planner
 // is not safe for concurrent use.
 //
-// The design is described in docs/design.md of the repository, section
-// "Cluster selection".
+// The design is described in docs/research/selection.md of the
+// repository.
 package selection

@@ -604,12 +604,12 @@ func (pl *Planner) masterBounds() {
 // where t* is its run time by whole tasks: the lesser of the fluid bound
 // (t* ≥ T/R) and T over the earliest a task can end in such a plan. No
 // cluster c ends a task before one slot's task time and the transfer of
-// its input, σ_c + Comm/b_c (docs/design.md, "Whole tasks"), and b_c is at
-// most the master's LAN in the master's cluster and at most the lesser of
-// the two uplinks in another (the widest path and the master's share only
-// narrow it). Where tasks are few and short, T/R is far below t* and this
-// bound is what prunes the masters of slower clusters. O(n) the first time
-// for each m (call masterBounds first).
+// its input, σ_c + Comm/b_c (docs/research/selection.md, "Whole tasks"), and
+// b_c is at most the master's LAN in the master's cluster and at most the
+// lesser of the two uplinks in another (the widest path and the master's share
+// only narrow it). Where tasks are few and short, T/R is far below t* and this
+// bound is what prunes the masters of slower clusters. O(n) the first time for
+// each m (call masterBounds first).
 func (pl *Planner) masterBound(m int) float64 {
 	if b := pl.bound[m]; b > 0 {
 		return b

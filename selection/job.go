@@ -14,8 +14,8 @@ import (
 	"github.com/metasched/metasched/internal/yamlx"
 )
 
-// Job is a master-worker job (docs/design.md, "Job"): Tasks worker tasks of
-// TaskOps operations each, each exchanging TaskBytes with the master.
+// Job is a master-worker job (docs/reference/job-file.md): Tasks worker tasks
+// of TaskOps operations each, each exchanging TaskBytes with the master.
 type Job struct {
 	Name      string  `json:"name"`
 	Type      string  `json:"type"`
@@ -45,8 +45,8 @@ type Job struct {
 	Master string `json:"master,omitempty"`
 	// Placement is the algorithm that places the job: gramvm (GramVM's
 	// hill climbing, the default; "" means it too), or one of the
-	// single-cluster baselines met, mct and olb (docs/design.md,
-	// "Baselines: MET, MCT, OLB").
+	// single-cluster baselines met, mct and olb
+	// (docs/research/selection.md, "Baselines: MET, MCT, OLB").
 	Placement Placement `json:"placement,omitempty"`
 	// Elastic says the job's program survives the loss of a worker VM
 	// (the project's task farm does: its master gives a lost worker's
@@ -241,10 +241,10 @@ var (
 	vmFields  = []string{"vcpus", "memory_mib"}
 )
 
-// ParseJob decodes a job file (YAML or JSON, docs/design.md "Job") strictly,
-// reporting every problem as "FILE: FIELD.PATH: problem", one per line in
-// document order. The job's type is checked for its form only: whether it
-// names a registered pool is for the daemon to say.
+// ParseJob decodes a job file (YAML or JSON, docs/reference/job-file.md)
+// strictly, reporting every problem as "FILE: FIELD.PATH: problem", one per
+// line in document order. The job's type is checked for its form only: whether
+// it names a registered pool is for the daemon to say.
 func ParseJob(file string, data []byte) (*Job, error) {
 	j, _, err := ParseJobFields(file, data)
 	return j, err

@@ -73,7 +73,7 @@ type Plan struct {
 	// summed.
 	Rate float64 `json:"rate_tasks_per_s"`
 	// Runtime is t*, when the last of the job's tasks ends, every task
-	// whole (docs/design.md, "Whole tasks").
+	// whole (docs/research/selection.md, "Whole tasks").
 	Runtime float64 `json:"runtime_s"`
 	// Machines counts every machine of the plan, the master's included.
 	Machines    int     `json:"machines"`

@@ -12,8 +12,8 @@ import (
 const bytesPerMbps = 1e6 / 8
 
 // floorSlack is added before rounding a machine count down, so that a
-// bandwidth worth exactly n machines gives n despite rounding (docs/design.md,
-// "Sizing").
+// bandwidth worth exactly n machines gives n despite rounding
+// (docs/research/selection.md, "Sizing").
 const floorSlack = 1e-9
 
 // Problem is one planning question: a job on a grid whose clusters have

@@ -9,10 +9,10 @@ import (
 // Limit says what bound the number of machines a plan uses in a cluster.
 type Limit string
 
-// The limits of docs/design.md ("Sizing"). For a worker cluster (not the
-// master's) whose count is below its free machines, the limit names the
-// smallest of the three bandwidths that feed it; for the master's own cluster
-// it is the LAN, reported as "efficiency".
+// The limits of docs/research/selection.md ("Sizing"). For a worker cluster
+// (not the master's) whose count is below its free machines, the limit names
+// the smallest of the three bandwidths that feed it; for the master's own
+// cluster it is the LAN, reported as "efficiency".
 const (
 	// LimitFree: every free machine is used (the master's cluster keeps
 	// one for the master).
@@ -30,7 +30,8 @@ const (
 	// would drop their efficiency below θ.
 	LimitEfficiency Limit = "efficiency"
 	// LimitTasks: the caps allow more machines than the job's tasks need:
-	// more would not finish them sooner (docs/design.md, "Whole tasks").
+	// more would not finish them sooner (docs/research/selection.md, "Whole
+	// tasks").
 	LimitTasks Limit = "tasks"
 )
 
@@ -48,7 +49,7 @@ type part struct {
 
 // size computes cluster c's part in a plan with master m, where W is the
 // sum of free·perf over the plan's clusters other than m and row is
-// B(·, m) in bytes/s (docs/design.md, "Sizing"). O(1).
+// B(·, m) in bytes/s (docs/research/selection.md, "Sizing"). O(1).
 func (pl *Planner) size(c, m int, W float64, row []float64) part {
 	var (
 		b     float64
@@ -87,9 +88,9 @@ type fluid struct {
 }
 
 // score is the value of a plan: t*, the time its sized machines finish the
-// job's tasks whole (docs/design.md, "Whole tasks"), its sized machines
-// and cost, and near, the tasks its machines finish by the step before t*,
-// which the hill climbing follows where t* is flat.
+// job's tasks whole (docs/research/selection.md, "Whole tasks"), its sized
+// machines and cost, and near, the tasks its machines finish by the step
+// before t*, which the hill climbing follows where t* is flat.
 type score struct {
 	t        float64 // s; +Inf when the plan has no worker
 	near     float64 // tasks finished just before t*

@@ -6,12 +6,12 @@ import (
 	"slices"
 )
 
-// Whole tasks (docs/design.md, "Whole tasks"). The caps of sizing (size)
-// allow n_c machines in cluster c at bandwidth b_c. A VM of s vCPUs runs s
-// task-farm processes, its m_c = n_c·s slots, each at perf_c/s, so a slot's
-// task takes σ_c = s·Oper/perf_c; the link carries L_c = b_c/Comm tasks/s,
-// an input every u_c = 1/L_c s, and a task starts once its input is in. By
-// time t the cluster has finished
+// Whole tasks (docs/research/selection.md, "Whole tasks"). The caps of sizing
+// (size) allow n_c machines in cluster c at bandwidth b_c. A VM of s vCPUs
+// runs s task-farm processes, its m_c = n_c·s slots, each at perf_c/s, so a
+// slot's task takes σ_c = s·Oper/perf_c; the link carries L_c = b_c/Comm
+// tasks/s, an input every u_c = 1/L_c s, and a task starts once its input is
+// in. By time t the cluster has finished
 //
 //	D_c(t) = min(⌊(t − σ_c)·L_c⌋⁺, Σ_{i=1..m_c} ⌊(t − i·u_c)/σ_c⌋⁺)
 //

@@ -31,10 +31,11 @@ func randomPlan(rng *rand.Rand, tasks int) (*Planner, int, []int, bool) {
 	return pl, m, others, true
 }
 
-// completions simulates each part's fastest schedule (docs/design.md,
-// "Whole tasks"): the link delivers input j at j·u, the slot free first
-// takes it, so task j ends at C_j = max(j·u, C_{j−m}) + σ, for j ≤ T. It
-// returns every part's completions, in order.
+// completions simulates each part's fastest schedule
+// (docs/research/selection.md, "Whole tasks"): the link delivers input j
+// at j·u, the slot free first takes it, so task j ends at
+// C_j = max(j·u, C_{j−m}) + σ, for j ≤ T. It returns every part's
+// completions, in order.
 func completions(pl *Planner, ps []part, T int) [][]float64 {
 	var out [][]float64
 	for _, p := range ps {

@@ -9,8 +9,8 @@ import (
 	"github.com/metasched/metasched/internal/yamlx"
 )
 
-// modelFields are the fields of a model file (docs/design.md, "Switching
-// model").
+// modelFields are the fields of a model file (docs/reference/model-files.md,
+// "The switching model").
 var modelFields = []string{
 	"servers", "queue_limit", "discount", "uniformization", "pools",
 	"switch_rate", "switch_rates", "switch_cost", "switch_costs",
@@ -27,11 +27,11 @@ const (
 	defaultInstantRate = 1.0
 )
 
-// ParseModel decodes a model file (YAML or JSON, see docs/design.md,
-// "Switching model") strictly: an unknown field, a value of the wrong type or
-// out of range is an error. All problems of the file are reported together,
-// one per line in document order, each as "FILE: FIELD.PATH: problem" with
-// file as FILE.
+// ParseModel decodes a model file (YAML or JSON, see
+// docs/reference/model-files.md, "The switching model") strictly: an unknown
+// field, a value of the wrong type or out of range is an error. All problems
+// of the file are reported together, one per line in document order, each as
+// "FILE: FIELD.PATH: problem" with file as FILE.
 //
 // The result always has M×M SwitchRates and SwitchCosts, and BlockingCosts
 // of length M unless BlockingAuto.

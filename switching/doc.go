@@ -31,10 +31,14 @@
 // minimum, relative) go to doing nothing, then to the lowest action number.
 //
 // Two criteria:
-//   - Average (the default, and what a running system should use): relative
-//     value iteration with α = 1 against a reference state, stopped when the
-//     span of V_n − V_{n−1} is below the tolerance; the gain times Λ is the
-//     long-run average cost per unit time.
+//   - Average (the default, and what a running system should use): the
+//     gain times Λ is the long-run average cost per unit time. Its default
+//     method (DefaultMethod) is Krylov: policy iteration whose evaluations
+//     solve each policy's linear system by BiCGSTAB, preconditioned by
+//     ILU(0) and, when one queue is much slower than another, a coarse
+//     level. ValueIteration is relative value iteration instead: α = 1
+//     against a reference state, stopped when the span of V_n − V_{n−1} is
+//     below the tolerance; it barely moves on stiff models.
 //   - Discounted: the papers' α per uniformized step. It is myopic when
 //     switches are slow relative to the event rate: α^Λ per unit time
 //     discounts a switch's benefit, which arrives 1/ζ time units later, to
@@ -43,9 +47,11 @@
 //     at all, so it does no better than the static policy, while the heuristic
 //     does hundreds of times better in the real system.
 //
-// Methods: value iteration, finite horizons (SolveOptions.Horizon), and
-// Howard's policy improvement with iterative evaluation (the papers' eq. 7),
-// started from the heuristic or the cµ rule.
+// Methods (SolveOptions.Method): Krylov (the average criterion's default),
+// value iteration (the discounted criterion's), finite horizons
+// (SolveOptions.Horizon), and Howard's policy improvement with iterative
+// evaluation (the papers' eq. 7); the policy iterations start from the
+// heuristic or the cµ rule.
 //
 // # The truncation
 //
@@ -70,9 +76,10 @@
 // next value of every state when nothing is done (a few streaming
 // multiply-adds per transition kind over a configuration block), then the
 // minimum over actions, each of which reads the block of the configuration it
-// leads to. A sweep costs O(S·(M² + M)) and runs on all cores; the result
-// does not depend on the number of workers. Memory is BytesPerState per
-// state; NewSpace refuses a space over the caller's limit before allocating.
+// leads to. A sweep costs O(S·(M² + M)) and runs on all cores; the result does
+// not depend on the number of workers. Memory is BytesPerState per state, and
+// KrylovBytesPerState more for Krylov (StateBytes); NewSpace refuses a space
+// over the caller's limit before allocating.
 //
 // # Policies
 //
@@ -88,6 +95,6 @@
 // WriteTable and ReadTable save and load tables. The package does no I/O,
 // keeps no clock (SolveOptions.Now is an input) and is deterministic.
 //
-// The design is described in docs/design.md of the repository, section
-// "Pool switching".
+// The design is described in docs/research/switching.md of the
+// repository.
 package switching

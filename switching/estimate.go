@@ -1,7 +1,7 @@
 package switching
 
-// Rate estimators for the live system (docs/design.md, "Rate estimators"):
-// the model's rates measured from what the running system does.
+// Rate estimators for the live system (docs/research/switching.md, "Rate
+// estimators"): the model's rates measured from what the running system does.
 //
 //   - ArrivalRate estimates λ_i, jobs of type i arriving per second, from the
 //     times of the arrivals: an exponentially weighted mean of the gaps

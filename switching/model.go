@@ -22,7 +22,7 @@ const (
 )
 
 // Model is the M-pool switching model of Fisher et al. and Palmer–Mitrani,
-// with the engineering choices of docs/design.md ("The switching MDP"): a
+// with the engineering choices of docs/research/switching.md ("The model"): a
 // uniformization constant that may be derived from the rates, switch rates
 // per pair (0: the pair cannot switch), and a price on arrivals blocked by
 // the truncation.

@@ -57,8 +57,8 @@ func TestStaticAllocation(t *testing.T) {
 			// N = 3, c = (1,2), λ = (1, 0.5), µ = 1: ρc = (1, 1), quota =
 			// (1.5, 1.5) → (2, 2), sum 4; k − quota = (0.5, 0.5) ties, pool 1
 			// gives one up → (1, 2). (Palmer–Mitrani's k_1 = ⌊1.5 + 0.5⌋ = 2,
-			// k_2 = 1 differs here: the tie rule of docs/design.md, "Static",
-			// is followed.)
+			// k_2 = 1 differs here: the tie rule of
+			// docs/research/switching.md, "Static", is followed.)
 			name:  "PM exact halves follow the tie rule",
 			model: policyModel(3, []float64{1, 0.5}, []float64{1, 1}, []float64{1, 2}, 0.1),
 			want:  []int{1, 2},

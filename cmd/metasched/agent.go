@@ -35,10 +35,11 @@ bearer token over plain HTTP on loopback with insecure_http) to list hosts and V
 create, resize, live-migrate and destroy VMs, reconfigure a host for another
 pool, and measure the bandwidth to another agent.
 
-The site file (see the README) names the site, the listen address, the
-agent's certificate, key and CA (tls) and the hosts with their libvirt URIs; without hosts, one file-based
-libvirt test-driver host per machine of the site's cluster in the grid file
-is made, with the cluster's cores and memory. --config given more than once
+The site file (see docs/reference/site-file.md) names the site, the listen
+address, the agent's certificate, key and CA (tls) and the hosts with their
+libvirt URIs; without hosts, one file-based libvirt test-driver host per
+machine of the site's cluster in the grid file is made, with the cluster's
+cores and memory. --config given more than once
 runs the agents of several sites in one process, each as it would run alone
 (its own listen address, certificate and data directory); the process ends
 when any of them ends. Logs are structured (zerolog) on stderr. Ctrl-C stops

@@ -33,7 +33,7 @@ func newImageBuildCmd(e *env) *cobra.Command {
 initramfs (initrd.img) with busybox, QEMU's guest agent, the virtio modules and
 the task farm (/usr/bin/taskfarm, the program of task-farm jobs), and the image
 file (image.yaml) that says what they are and what they were built from (see
-docs/design.md, "Guest image").
+docs/internals/images.md, "The bundled image").
 
 The task farm is taken from --taskfarm, by default the file taskfarm beside
 this metasched binary; it must be static (make build builds bin/taskfarm with

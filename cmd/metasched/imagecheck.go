@@ -41,8 +41,8 @@ need (the job user and its key, cloud-init's status, sshd, mpirun); then it
 destroys the VM. A guest that does not get there within --boot-timeout, an
 image without a guest agent or without cloud-init, and a cloud-init that
 fails are errors with the reason (the console's last lines, cloud-init's
-status). It exits 0 when the image is usable (see docs/design.md, "Cloud
-images", for what an image must contain).`,
+status). It exits 0 when the image is usable (see docs/guide/images.md, "Bring
+your own image", for what an image must contain).`,
 		Args: exactArgs(1, "one image (a directory or a qcow2 file)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if bootTimeout <= 0 {

@@ -39,9 +39,10 @@ func newSubmitCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "submit FILE",
 		Short: "Submit a job file to the daemon",
-		Long: `submit sends a job file (YAML or JSON, see the README) to the daemon, which
-checks it, stores it and queues it in the pool of its type; it prints the new
-job's ID and state ("j-000000000001 queued"), or with --output json the job.
+		Long: `submit sends a job file (YAML or JSON, see docs/reference/job-file.md) to
+the daemon, which checks it, stores it and queues it in the pool of its type;
+it prints the new job's ID and state ("j-000000000001 queued"), or with
+--output json the job.
 
 An input of the job file given as "from: FILE" (a file of this machine,
 relative to the job file's directory, any bytes) is read here and sent as

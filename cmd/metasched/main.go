@@ -7,8 +7,8 @@
 // Exit codes: 0 success, 1 failure, 2 bad usage or bad input, 130
 // interrupted.
 //
-// The design is described in docs/design.md of the repository, section
-// "The command line".
+// The design is described in docs/internals/architecture.md of the
+// repository, "The command line".
 package main
 
 import (

@@ -51,8 +51,9 @@ func newPolicySolveCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "solve --model FILE",
 		Short: "Compute the optimal switching policy of a model",
-		Long: `Compute the optimal switching policy of a model file (see docs/design.md, "Switching
-model") and print a 2-D view of it like the papers' tables.
+		Long: `Compute the optimal switching policy of a model file (see
+docs/reference/model-files.md, "The switching model") and print a 2-D view of
+it like the papers' tables.
 
 The average criterion (the default) minimizes the long-run average cost per unit
 time: what a running system measures. The discounted criterion is the papers'
@@ -85,7 +86,7 @@ other queues at 0 or half the size, the one whose action changes most often.`,
 	fl.IntVar(&f.horizon, "horizon", 0, "run this many sweeps of the finite-horizon recurrence instead (discounted)")
 	fl.Float64Var(&f.tolerance, "tolerance", 1e-6, "stop when the sup-norm (discounted) or span (average) of V_n − V_{n−1} is below this")
 	fl.IntVar(&f.maxSweeps, "max-sweeps", 100_000, "give up (converged: false) after this many sweeps")
-	fl.IntVar(&f.maxStates, "max-states", 100_000_000, fmt.Sprintf("refuse models with more states (%d bytes each by value iteration; krylov adds up to 12 bytes per transition of a state and 93 more)", switching.BytesPerState))
+	fl.IntVar(&f.maxStates, "max-states", 100_000_000, fmt.Sprintf("refuse models with more states (%d bytes each by value iteration; krylov adds 8 bytes per entry of a state's row, one per transition and one each for the state and the gain, and 95 more; a coarse level adds 24 more and its share of 1 KiB per aggregate)", switching.BytesPerState))
 	fl.IntVar(&f.workers, "workers", 0, "sweep goroutines (0: one per CPU)")
 	fl.StringVar(&f.start, "start", "heuristic", "first policy of policy improvement: heuristic (K=5) or cmu")
 	fl.StringVar(&f.view, "view", "", `2-D slice to print, e.g. "k=1,1 m=0 rows=j1 cols=j2 size=11"`)

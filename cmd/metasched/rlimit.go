@@ -12,7 +12,7 @@ const fileRoom = 256
 
 // warnFileLimit warns when the process's limit of open files leaves fewer
 // than fileRoom files beyond maxUnproven. Go has already raised the soft
-// limit to the hard one (docs/design.md, "Slow clients"): only the hard
+// limit to the hard one (docs/guide/daemon.md, "Slow clients"): only the hard
 // limit, or a lower cap, can make room.
 func warnFileLimit(log zerolog.Logger, maxUnproven int) {
 	var l syscall.Rlimit

@@ -14,12 +14,13 @@ import (
 	"github.com/metasched/metasched/internal/syncbuf"
 )
 
-// The README's secure set-up of three sites, step by step with the real
-// binary on this machine (every party on 127.0.0.1): a CA, the daemon's
-// and each agent's certificates, three agents and the daemon over mutual
-// TLS, a user's token made by the operator; the user submits a job and
-// sees it done, and may not see the hosts; the agents' probes measure the
-// links with no token; the CLI refuses a daemon its CA did not sign.
+// The secure set-up of three sites of docs/guide/tls-and-users.md ("Three
+// sites, step by step"), with the real binary on this machine (every party on
+// 127.0.0.1): a CA, the daemon's and each agent's certificates, three agents
+// and the daemon over mutual TLS, a user's token made by the operator; the
+// user submits a job and sees it done, and may not see the hosts; the agents'
+// probes measure the links with no token; the CLI refuses a daemon its CA did
+// not sign.
 func TestSecureThreeSites(t *testing.T) {
 	bin := buildBinary(t)
 	dir := t.TempDir()

@@ -62,9 +62,9 @@ docs/reference/configuration.md).
 With the configuration's store in etcd, several daemons share one grid: one
 leads (elected under a lease) and acts; the others stand by on their own
 address, forwarding every request to the leader, and one of them takes over
-within the lease (store.etcd.lease_ttl, 10 s by default) when the leader is gone. A leader that can no longer
-renew its lease stops acting before the lease can expire and stands by
-again; serve does not exit for that.
+within the lease (store.etcd.lease_ttl, 10 s by default) when the leader is
+gone. A leader that can no longer renew its lease stops acting before the
+lease can expire and stands by again; serve does not exit for that.
 
 With no --config it runs the built-in demo: the bundled three-site grid with
 in-process agents on the libvirt test driver, data in ./metasched-data, the

@@ -15,7 +15,7 @@
 // or environment variable, named), 130 interrupted.
 //
 // The logic is in package gramvm/taskfarm; the design is described in
-// docs/design.md of the repository, section "The task farm".
+// docs/internals/taskfarm.md of the repository.
 package main
 
 import (

@@ -128,6 +128,6 @@
 // connection and half-closes it, the sink times its reads from the first
 // to the last and answers with one JSON line.
 //
-// The design is described in docs/design.md of the repository, section
-// "The task farm".
+// The design is described in docs/internals/taskfarm.md of the
+// repository.
 package taskfarm

@@ -9,8 +9,8 @@
 //
 // works as it would against an in-process agent.
 //
-// The design is described in docs/design.md of the repository, section
-// "Go clients".
+// The design is described in docs/reference/http.md of the
+// repository, "The agent's client: hypervisorproxy/client".
 package client
 
 import (

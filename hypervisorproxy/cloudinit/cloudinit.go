@@ -3,7 +3,7 @@
 // VM's static address, gateway and DNS, matched by its MAC address) and
 // user-data (the job user with the job's ssh public keys), and the
 // ISO 9660 volume labelled cidata that holds them, which cloud-init finds
-// at its first boot (docs/design.md, "Cloud images").
+// at its first boot (docs/internals/images.md, "The seed").
 //
 // The documents are built from values and encoded by a YAML encoder, never
 // by pasting strings: nothing a caller gives can add a key. Making them

@@ -93,6 +93,7 @@
 // Parse(d.XML()) gives back d's fields (with MaxVCPUs and MaxMemoryMiB
 // defaulted), which the tests check for both types.
 //
-// The design is described in docs/design.md of the repository, section
-// "The site agent".
+// The design is described in docs/internals/agent.md of the
+// repository, "Booting a VM", and in docs/internals/images.md, "The domain
+// and the guest agent".
 package domxml

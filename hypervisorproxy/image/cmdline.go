@@ -11,7 +11,8 @@ import (
 const keyPrefix = "metasched."
 
 // The keys the bundled image's init reads on /proc/cmdline (see
-// docs/design.md, "Guest image"). Values have no spaces.
+// docs/internals/images.md, "The kernel command line"). Values have no
+// spaces.
 const (
 	KeyHostname = keyPrefix + "hostname" // the guest's host name
 	KeyIP       = keyPrefix + "ip"       // eth0's IPv4 address and prefix: 10.1.0.5/24

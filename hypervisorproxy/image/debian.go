@@ -23,7 +23,7 @@ import (
 // The Debian image: a standard Debian 12 system (systemd, cloud-init,
 // qemu-guest-agent, openssh-server, OpenMPI) made from Debian packages
 // with mmdebstrap, contextualized by cloud-init like any cloud image
-// (docs/design.md, "The Debian image").
+// (docs/internals/images.md, "The Debian image").
 const (
 	// BuildDebian is the build kind of the Debian image (Options.Kind).
 	BuildDebian = "debian"

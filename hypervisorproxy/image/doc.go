@@ -69,8 +69,8 @@
 // guest agent's virtio port (the /sys/class/virtio-ports entry named
 // org.qemu.guest_agent.0) and runs qemu-ga on it, again if it exits.
 //
-// The design is described in docs/design.md of the repository, section
-// "Guest image".
+// The design is described in docs/internals/images.md of the
+// repository.
 package image
 
 // Programs of the host the image carries.

@@ -373,7 +373,7 @@ func reservedKey(cmdline string) string {
 // Marshal returns the image file's text.
 func (img *Image) Marshal() ([]byte, error) {
 	var b bytes.Buffer
-	b.WriteString("# A metasched guest image (docs/design.md, \"Guest image\").\n")
+	b.WriteString("# A metasched guest image (docs/internals/images.md, \"The image file\").\n")
 	enc := yaml.NewEncoder(&b)
 	enc.SetIndent(2)
 	if err := enc.Encode(img); err != nil {

@@ -113,6 +113,6 @@
 //
 // The package uses the standard library only: no cgo, no libvirt bindings.
 //
-// The design is described in docs/design.md of the repository, section
-// "Why it is built this way".
+// The design is described in docs/internals/decisions.md of the
+// repository, "Why it is built this way".
 package libvirtdtest

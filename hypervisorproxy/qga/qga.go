@@ -11,8 +11,8 @@
 // and error (base64, at most 16 MiB each, after the exit only). The agent
 // forgets a process once it has reported its exit.
 //
-// The design is described in docs/design.md of the repository, section
-// "Guest image".
+// The design is described in docs/internals/images.md of the
+// repository, "The domain and the guest agent".
 package qga
 
 import (

@@ -28,13 +28,14 @@
 // hypervisorproxy (ErrNotFound, ErrUnsupported, ErrConnLost, ...) and the
 // libvirt.Error itself. Every libvirt object is freed.
 //
-// Costs measured on a 2-core machine (go test -bench, see the README):
+// Costs measured on a 2-core machine (go test -bench; the figures are in
+// docs/results.md):
 // create and start about 0.5 ms and destroy about 25 µs on the test
 // driver; a live migration of an idle 128 MiB QEMU guest between two
 // libvirtd daemons on one machine about 1.9 s (downtime about 25 ms); a
 // 128 MiB guest of the bundled image boots to its agent's answer in 4 to
 // 7 s, and a guest-exec round trip takes about 0.1 s.
 //
-// The design is described in docs/design.md of the repository, section
-// "The site agent".
+// The design is described in docs/internals/agent.md of the
+// repository.
 package virt

@@ -2,8 +2,8 @@
 // gramvm and of the daemon's Go client hold the architecture's import
 // rules with it, as a list of what a package must not link (Forbid) or of
 // all it may link beside the standard library (Allow). The design is
-// described in docs/design.md of the repository ("Packages and their
-// imports").
+// described in docs/internals/architecture.md of the repository ("Packages
+// and their imports").
 package deptest
 
 import (

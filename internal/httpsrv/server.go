@@ -7,8 +7,9 @@
 // period: a burst of new connections is not a slow client). Authenticated
 // connections are never capped.
 //
-// The design is described in docs/design.md of the repository, section
-// "Slow clients".
+// The design is described in docs/reference/http.md of the
+// repository, "Slow clients", and in docs/internals/security.md, "Slow and
+// hostile clients".
 package httpsrv
 
 import (

@@ -2,8 +2,8 @@
 // daemon's API share: the bearer-token check, request logging and JSON
 // answers. Each API keeps its own error bodies and routes.
 //
-// The design is described in docs/design.md of the repository, section
-// "HTTP APIs".
+// The design is described in docs/reference/http.md of the
+// repository.
 package httpx
 
 import (

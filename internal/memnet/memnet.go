@@ -3,7 +3,7 @@
 // wait on it is on a channel, so a test that runs a server and its clients
 // inside a testing/synctest bubble can let the bubble's fake clock advance
 // (a real socket would block the clock). The design is described in
-// docs/design.md of the repository ("Tests").
+// docs/internals/tests.md of the repository ("How the tests are built").
 package memnet
 
 import (

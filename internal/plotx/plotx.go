@@ -4,8 +4,8 @@
 // axes that end at a labelled tick near the data, one number format for
 // every tick label, lines that stay visible where they coincide.
 //
-// The design is described in docs/design.md of the repository, section
-// "Figures and tables".
+// The design is described in docs/research/simulation.md of the
+// repository, "Figures".
 package plotx
 
 import (

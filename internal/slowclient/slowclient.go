@@ -2,8 +2,9 @@
 // (the daemon's, the agent's, package httpsrv): connections that send a
 // request's headers, declare a body of 100,000 bytes and send one byte of
 // it, as the clients that once held the servers at their limit of open
-// files did. The design is described in docs/design.md of the repository
-// ("Slow clients").
+// files did. The design is described in docs/internals/tests.md of the
+// repository ("How the tests are built"); the limits it meets are in
+// docs/reference/http.md, "Slow clients".
 package slowclient
 
 import (

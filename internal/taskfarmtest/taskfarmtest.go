@@ -1,7 +1,7 @@
 // Package taskfarmtest builds the task farm binary (cmd/taskfarm) for the
 // tests that build the bundled guest image, which holds it: static,
 // without cgo, as make build does. The design is described in
-// docs/design.md of the repository, section "Tests".
+// docs/internals/tests.md of the repository, "Real parts".
 package taskfarmtest
 
 import (

@@ -19,8 +19,8 @@
 // probe sink wants another agent. A certificate of one site cannot pass for
 // another's, and a client certificate cannot serve.
 //
-// The design is described in docs/design.md of the repository, section
-// "Security".
+// The design is described in docs/internals/security.md of the
+// repository, "Identities and certificates".
 package tlsx
 
 import (

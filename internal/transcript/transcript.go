@@ -2,7 +2,8 @@
 // switch coordinator's, the job lifecycle's), in the manner of etcd raft's
 // testdata: a script is a list of blocks, each of comment lines starting
 // with "#", one command line starting with "> " and the output expected
-// after it. The design is described in docs/design.md of the repository.
+// after it. The design is described in docs/internals/tests.md of the
+// repository, "How the tests are built".
 package transcript
 
 import (

@@ -36,8 +36,8 @@
 //	…
 //	return d.Err()
 //
-// The design is described in docs/design.md of the repository, section
-// "File formats".
+// The design is described in docs/reference/configuration.md of
+// the repository, "Rules every input file follows".
 package yamlx
 
 import (

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// The roles of the daemon's API (docs/design.md, "Users and operators"):
+// The roles of the daemon's API (docs/reference/http.md, "Roles"):
 // a user submits, plans, lists, cancels and reads its own jobs and sees
 // the grid's pools, policy, links and calibration; an operator also sees
 // every job, the hosts, VMs, switches and tuning, starts switches, clears

@@ -24,7 +24,7 @@ type HostRef struct {
 
 // Plan is a job's cluster selection: the master cluster, the machines used
 // in each cluster, the predicted rate and run time, and why each cluster
-// was used or left out (docs/design.md, "Cluster selection").
+// was used or left out (docs/research/selection.md, "Planning a job").
 type Plan struct {
 	Algorithm string `json:"algorithm"`
 	Job       string `json:"job"`

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// JobSpec is a job as its job file gave it (docs/design.md, "Job"), with
+// JobSpec is a job as its job file gave it (docs/reference/job-file.md), with
 // the defaults filled in: Tasks worker tasks of TaskOps operations each,
 // each exchanging TaskBytes with the master. It is the wire form of the
 // daemon's job, field for field; the job file itself is parsed by the

@@ -5,8 +5,8 @@ import (
 	"time"
 )
 
-// State is a step of a job's lifecycle (docs/design.md, "The job
-// lifecycle").
+// State is a step of a job's lifecycle (docs/internals/lifecycle.md,
+// "States and transitions").
 type State string
 
 // The job states. Queued, Planned, Provisioning and Running are live; Done,

@@ -96,7 +96,7 @@ const (
 
 // TuningDecision is one candidate action on a running job (the target) in
 // one cluster, with what it would do to the new job and to the target
-// (docs/design.md, "Bandwidth tuning").
+// (docs/research/selection.md, "Bandwidth tuning's model").
 type TuningDecision struct {
 	NewJob string `json:"new_job"`
 	Target string `json:"target"`

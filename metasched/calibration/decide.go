@@ -1,12 +1,11 @@
 // Package calibration is the daemon's calibration subsystem
-// (docs/design.md, "Calibration"): the figures it measures of its sites
-// in VMs, which of them are due, and on which idle hosts the next
+// (docs/internals/daemon.md, "Calibration"): the figures it measures of its
+// sites in VMs, which of them are due, and on which idle hosts the next
 // measurement runs. Decide and View are pure: they take the figures, the
-// sites' hosts as the daemon sees them, the configuration and the time,
-// and return decisions, with no I/O and no clock. Book holds the figures
-// and the measurement under way behind a lock of its own; the daemon
-// creates and destroys the VMs, runs the programs in them, and gives the
-// results back.
+// sites' hosts as the daemon sees them, the configuration and the time, and
+// return decisions, with no I/O and no clock. Book holds the figures and the
+// measurement under way behind a lock of its own; the daemon creates and
+// destroys the VMs, runs the programs in them, and gives the results back.
 package calibration
 
 import (

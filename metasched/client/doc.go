@@ -44,6 +44,7 @@
 // interrupted call. The default HTTP client gives up after DefaultTimeout;
 // WithHTTPClient replaces it.
 //
-// The design is described in docs/design.md of the repository, sections
-// "Go clients" and "The daemon's API".
+// The design is described in docs/reference/http.md of the
+// repository, "The daemon's client: metasched/client"; the daemon's API is
+// in docs/reference/api.md.
 package client

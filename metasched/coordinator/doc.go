@@ -105,6 +105,6 @@
 // forgets them keeps only the open switches, and its costs do not grow
 // with the switches of the past (their history is the driver's to keep).
 //
-// The design is described in docs/design.md of the repository, section
-// "The switch protocol".
+// The design is described in docs/internals/switch-protocol.md of
+// the repository.
 package coordinator

@@ -3,7 +3,7 @@
 // hashes, kept by the store), and the dashboard's sessions that were
 // logged out. It owns its state and its lock: a request's authentication
 // reads it under a read lock and never waits for the daemon's own lock
-// (docs/design.md, "Subsystems").
+// (docs/internals/daemon.md, "Subsystems").
 //
 // A Book is loaded from the store once (Load) and keeps a copy in memory
 // for the check on every request; each change goes to the store first and

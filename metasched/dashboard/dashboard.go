@@ -18,8 +18,8 @@
 // The event stream builds the state once per api.EventEvery for all the
 // pages that watch it, whatever their number.
 //
-// The design is described in docs/design.md of the repository, section
-// "The dashboard and metrics".
+// The design is described in docs/internals/daemon.md of the
+// repository, "The dashboard and metrics".
 package dashboard
 
 import (

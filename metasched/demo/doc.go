@@ -8,6 +8,5 @@
 // exported methods, through the interface Daemon that it declares
 // (*metasched.Daemon implements it).
 //
-// The design is described in docs/design.md of the repository, section
-// "The daemon".
+// The design is described in docs/guide/demo.md of the repository.
 package demo

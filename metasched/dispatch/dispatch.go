@@ -1,11 +1,11 @@
-// Package dispatch is the daemon's dispatch decision as a pure function:
-// given one pool's queue (oldest first), the free capacity of the hosts
-// serving it, and the time, a round decides which queued jobs are planned
-// now and on which hosts, and why the others wait, with backfill and holds
-// against starvation (docs/design.md, "Backfill without starvation" and
-// "The dispatch round"). It does no I/O and reads no clock: the plans come
-// from the Planner its caller gives (the daemon's is GramVM on the live
-// grid), and the caller carries out the decisions.
+// Package dispatch is the daemon's dispatch decision as a pure function: given
+// one pool's queue (oldest first), the free capacity of the hosts serving it,
+// and the time, a round decides which queued jobs are planned now and on which
+// hosts, and why the others wait, with backfill and holds against starvation
+// (docs/internals/daemon.md, "Backfill without starvation" and "The dispatch
+// round"). It does no I/O and reads no clock: the plans come from the Planner
+// its caller gives (the daemon's is GramVM on the live grid), and the caller
+// carries out the decisions.
 package dispatch
 
 import (

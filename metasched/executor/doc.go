@@ -233,6 +233,6 @@
 // master's exit still ends the run. guest-state.json keeps the losses
 // noted, so a restart notes each once.
 //
-// The design is described in docs/design.md of the repository, section
-// "Executors".
+// The design is described in docs/internals/agent.md of the
+// repository, "Executors".
 package executor

@@ -37,6 +37,6 @@
 //     registry (metasched_api_request_duration_seconds, by method, route
 //     pattern and status).
 //
-// The design is described in docs/design.md of the repository, section
-// "HTTP APIs".
+// The design is described in docs/reference/http.md of the
+// repository; every route is in docs/reference/api.md.
 package httpapi

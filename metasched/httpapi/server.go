@@ -48,7 +48,7 @@ func (r Route) Owned() bool { return strings.Contains(r.Pattern, "/v1/jobs/{id}"
 
 // Routes lists every route the server registers (New registers exactly
 // these, and the OpenAPI document describes them), with who may call it
-// (docs/design.md, "Users and operators").
+// (docs/reference/http.md, "Roles").
 var Routes = []Route{
 	{"GET /healthz", Public}, {"GET /metrics", Public}, {"GET /v1/openapi.json", Public},
 	{"GET /{$}", Public}, {"GET /assets/{file}", Public}, {"POST /login", Public}, {"POST /logout", Public},

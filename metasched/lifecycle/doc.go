@@ -4,8 +4,8 @@
 // clock. The daemon's driver feeds a Job events with Job.Step, commits the
 // transition it returns to the store, and only then takes the returned Job
 // as the job's state and carries out the other actions, feeding their
-// answers back as events. The design is described in docs/design.md of the
-// repository ("The job lifecycle").
+// answers back as events. The design is described in
+// docs/internals/lifecycle.md of the repository.
 //
 // # The states
 //

@@ -64,9 +64,9 @@ type Record struct {
 
 // ClusterTasks is one cluster's share of a job's tasks: Predicted is the
 // tasks its plan gives it, the whole tasks its workers finish by the plan's
-// run time (docs/design.md, "Whole tasks"; the master's cluster counts when
-// it has workers); Done is what the job's task-farm summary says its
-// workers did (nil: no summary).
+// run time (docs/research/selection.md, "Whole tasks"; the master's cluster
+// counts when it has workers); Done is what the job's task-farm summary says
+// its workers did (nil: no summary).
 type ClusterTasks struct {
 	Name      string  `json:"name"`
 	Predicted float64 `json:"predicted"`

@@ -85,6 +85,7 @@
 // goroutine the package starts is the background solve, which stops on
 // its context or at Close.
 //
-// The design is described in docs/design.md of the repository, sections
-// "Pools and the policy in the live system" and "Rate estimators".
+// The design is described in docs/internals/daemon.md of the
+// repository, "Pools and the policy in the live system", and in
+// docs/research/switching.md, "Rate estimators".
 package policy

@@ -8,7 +8,7 @@ import (
 	"github.com/metasched/metasched/metasched/store/kv"
 )
 
-// The calibration's figures (docs/design.md, "Calibration"): what the
+// The calibration's figures (docs/internals/daemon.md, "Calibration"): what the
 // daemon measured in VMs of the grid (a site's operations per second per
 // vCPU for an image, its LAN, a link VM to VM), with when, so that a
 // restarted daemon plans on them at once and knows which are due.

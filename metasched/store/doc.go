@@ -6,18 +6,18 @@
 // # Bucket layout
 //
 // The buckets, and the versions of the layout (Layout), are described in
-// docs/design.md, "The store": jobs (ID → the job as JSON), its indexes by
-// state (states: STATE/ID), by type (types: TYPE/ID) and by both
-// (statetypes: STATE/TYPE/ID), the jobs' output (logs), the last record of
-// each switch by number (switches, switches.go) with its indexes of the
-// open ones, of the closed ones by end and of each host's last one, the
-// hosts' records, revoked sessions, the idempotency keys of submissions
-// (idempotency, recorded with their job), how far each attempt's output is
-// in its job's log (outputs), the calibration's figures (calibration,
-// calibration.go), and meta (the token and the layout). A
-// listing reads one index cursor per state from its After on, and the
-// switches newest first from Before on, so that a page costs what it
-// holds; a restart reads the open switches and one per host.
+// docs/internals/store.md, "The buckets" and "Layout versions": jobs (ID → the
+// job as JSON), its indexes by state (states: STATE/ID), by type (types:
+// TYPE/ID) and by both (statetypes: STATE/TYPE/ID), the jobs' output (logs),
+// the last record of each switch by number (switches, switches.go) with its
+// indexes of the open ones, of the closed ones by end and of each host's last
+// one, the hosts' records, revoked sessions, the idempotency keys of
+// submissions (idempotency, recorded with their job), how far each attempt's
+// output is in its job's log (outputs), the calibration's figures
+// (calibration, calibration.go), and meta (the token and the layout). A
+// listing reads one index cursor per state from its After on, and the switches
+// newest first from Before on, so that a page costs what it holds; a restart
+// reads the open switches and one per host.
 //
 // # Durability
 //
@@ -49,6 +49,6 @@
 // queued the write is not abandoned, so that a caller never sees an error
 // for a write that was in fact made durable.
 //
-// The design is described in docs/design.md of the repository, section
-// "The store".
+// The design is described in docs/internals/store.md of the
+// repository.
 package store

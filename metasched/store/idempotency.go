@@ -13,11 +13,11 @@ import (
 	"github.com/metasched/metasched/metasched/store/kv"
 )
 
-// Idempotency keys of submissions (docs/design.md, "The store"): a client
-// that sends a job again after a timeout, with the same key, gets the job
-// its first request made instead of a second one. The key is recorded in
-// the transaction that records the job, so that a crash never keeps one
-// without the other.
+// Idempotency keys of submissions (docs/reference/http.md, "Idempotency keys";
+// the bucket in docs/internals/store.md, "The buckets"): a client that sends a
+// job again after a timeout, with the same key, gets the job its first request
+// made instead of a second one. The key is recorded in the transaction that
+// records the job, so that a crash never keeps one without the other.
 //
 // The bucket "idempotency" holds two nested buckets:
 //

@@ -9,11 +9,12 @@ import (
 	"github.com/metasched/metasched/metasched/store/kv"
 )
 
-// Where a job's log stands in the output of its attempt (docs/design.md,
-// "The store"): the command executor keeps an attempt's output in a file,
-// which the daemon copies to the job's log as it grows, and after a
-// restart reads again from where the log stands; the position is recorded
-// with each copy, in its transaction, so that no byte is taken twice.
+// Where a job's log stands in the output of its attempt
+// (docs/internals/store.md, "The buckets"): the command executor keeps an
+// attempt's output in a file, which the daemon copies to the job's log as it
+// grows, and after a restart reads again from where the log stands; the
+// position is recorded with each copy, in its transaction, so that no byte is
+// taken twice.
 //
 // The bucket "outputs" holds: job ID → the attempt (8 bytes big-endian),
 // then how many bytes of its output the log took (8 bytes).

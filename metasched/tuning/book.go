@@ -1,10 +1,11 @@
 // Package tuning is the daemon's bandwidth tuning subsystem
-// (docs/design.md, "Bandwidth tuning"): the record of every candidate
-// evaluated (GET /v1/tuning), the decisions being carried out, and the
-// live migrations in flight per host and per cluster LAN that the caps
+// (docs/internals/daemon.md, "Subsystems"; its model in
+// docs/research/selection.md, "Bandwidth tuning's model"): the record of every
+// candidate evaluated (GET /v1/tuning), the decisions being carried out, and
+// the live migrations in flight per host and per cluster LAN that the caps
 // count, behind a lock of its own. gramvm decides (Service.Tune, a pure
-// evaluation of the candidates); the daemon carries a decision out
-// through the agents and tells the Book what came of it.
+// evaluation of the candidates); the daemon carries a decision out through the
+// agents and tells the Book what came of it.
 package tuning
 
 import (

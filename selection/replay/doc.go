@@ -75,6 +75,6 @@
 // search (O(n²·2^n)) or n Alone plans (O(n²) with their explanations).
 // The context is checked between requests and inside the searches.
 //
-// The design is described in docs/design.md of the repository, section
-// "The selection simulation".
+// The design is described in docs/research/selection.md of the
+// repository, "A stream of jobs: the paper's Figure 1".
 package replay

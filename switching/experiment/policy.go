@@ -4,9 +4,9 @@
 // figures as experiments over an x-axis, with their results as rows, CSV
 // and plots.
 //
-// The design is described in docs/design.md of the repository, sections
-// "The simulator", "Figures and tables" and "Why average cost is the
-// default".
+// The design is described in docs/research/simulation.md of the
+// repository, "The simulator" and "Figures", and in
+// docs/research/switching.md, "Why average cost is the default".
 package experiment
 
 import (

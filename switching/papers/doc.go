@@ -15,6 +15,6 @@
 //     the model as written in the text under the printed parameters. The
 //     model is not tuned to match it.
 //
-// The design is described in docs/design.md of the repository, section
-// "The papers' tables".
+// The design is described in docs/research/solving.md of the
+// repository, "The papers' tables".
 package papers

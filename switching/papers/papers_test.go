@@ -49,7 +49,8 @@ func TestPalmerTable2Exactly(t *testing.T) {
 }
 
 // The other two tables differ from the converged policy; the differences
-// are stated in the README and pinned here so that a change is noticed.
+// are stated in docs/research/solving.md ("The papers' tables") and pinned
+// here so that a change is noticed.
 func TestOtherTablesDiffer(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
@@ -64,7 +65,7 @@ func TestOtherTablesDiffer(t *testing.T) {
 				t.Fatal(err)
 			}
 			if c.Different != tc.different {
-				t.Errorf("%s: %d cells differ, the README says %d", ref.Name, c.Different, tc.different)
+				t.Errorf("%s: %d cells differ, docs/research/solving.md says %d", ref.Name, c.Different, tc.different)
 			}
 		}
 	}

@@ -26,8 +26,8 @@
 //
 // The package does no I/O and keeps no clock (Config.Now is an input).
 //
-// The design is described in docs/design.md of the repository, section
-// "The simulator".
+// The design is described in docs/research/simulation.md of the
+// repository, "The simulator".
 package sim
 
 import (

@@ -1,5 +1,6 @@
 # The metasched keys of the kernel command line, read by /init of the
-# metasched guest image (docs/design.md, "Guest image"). Sourced by
+# metasched guest image (docs/internals/images.md, "The kernel command
+# line"). Sourced by
 # /init; a file of its own so that it can be tested on the build host.
 
 # read_cmdline FILE sets ms_hostname, ms_ip, ms_gw, ms_hosts and ms_root from the

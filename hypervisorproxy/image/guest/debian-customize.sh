@@ -1,7 +1,7 @@
 #!/bin/sh
 # debian-customize.sh ROOT FILES: mmdebstrap's customize hook of the Debian
-# image (docs/design.md, "The Debian image"): metasched's files into the
-# tree at ROOT, from the directory FILES, the MPI example built with mpicc,
+# image (docs/internals/images.md, "The Debian image"): metasched's files into
+# the tree at ROOT, from the directory FILES, the MPI example built with mpicc,
 # and what would make two builds or two VMs differ taken out.
 set -eu
 root=$1 files=$2
@@ -35,7 +35,7 @@ PY
 # file system (the check took 4 s of an emulated CPU).
 printf '/dev/vda / ext4 defaults,errors=remount-ro 0 0\n' >"$root/etc/fstab"
 
-# What a VM does not do at boot (docs/design.md, "The Debian image"):
+# What a VM does not do at boot (docs/internals/images.md, "The Debian image"):
 # under an emulated CPU everything a boot runs is paid in seconds, on one
 # vCPU shared with cloud-init. The initrd holds only the modules the root
 # file system needs (it had most of the kernel's: 15 MiB), no module for

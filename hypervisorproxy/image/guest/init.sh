@@ -1,5 +1,5 @@
 #!/bin/sh
-# /init of the metasched guest image (docs/design.md, "Guest image"),
+# /init of the metasched guest image (docs/internals/images.md, "The init"),
 # kernel {{.Release}}. It runs as PID 1 and never exits.
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin
 # On a disk image's root file system ({{.OnDisk}} is there) this init runs

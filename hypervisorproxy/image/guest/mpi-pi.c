@@ -13,8 +13,8 @@
  *   pi = 3.141592653589793 (error 2.2e-16) from 4 ranks on 4 hosts, 10000000 intervals
  *
  * The metasched guest image builds it with mpicc into /usr/local/bin/mpi-pi
- * (docs/design.md, "The Debian image"); a job may ship its own program as an
- * input file and build it the same way.
+ * (docs/internals/images.md, "The Debian image"); a job may ship its own
+ * program as an input file and build it the same way.
  */
 #include <math.h>
 #include <mpi.h>
