@@ -1,8 +1,14 @@
 # The two set-up commands of the README:
 #   make demo   builds metasched and runs the main job on the built-in defaults:
 #               the daemon's demo (DEMO_FLAGS=--exit-after-demo to exit after
-#               its summary instead of serving until Ctrl-C)
-#   make test   runs every test
+#               its summary instead of serving until Ctrl-C; every run starts
+#               from a fresh data directory unless DEMO_FLAGS=--keep-data)
+#   make test   runs every test, printing each package as it ends
+# make check is the fast tier to run while working: gofmt, vet and the tests
+# in -short mode (no QEMU, libvirtd, etcd, Chromium or lab of real binaries;
+# the skipped tests are listed with their reason). make docs regenerates the
+# generated references (the CLI's pages, the HTTP API's page), which the
+# tests hold to the code.
 # make soak runs the adversary (TestAdversary) with SOAK_CYCLES (default 25)
 # SIGKILLs of the daemon under concurrent submissions instead of make test's 4,
 # then the failover of three daemons on etcd (TestFailover) with FAILOVER_KILLS
@@ -14,7 +20,8 @@
 # must be the first's (TestBuildDebianReproducible).
 # make build builds bin/metasched and the static bin/taskfarm; make install
 # copies them into $(PREFIX)/bin (default /usr/local/bin), where the
-# README's metasched commands find them.
+# README's metasched commands find them, with the man pages and the shell
+# completions.
 # make demo-vms runs the real demo: three sites of QEMU hosts under private
 # libvirtds joined by shaped links, a stream of task-farm jobs in booted VMs,
 # predicted against measured per job (DEMO_VMS_FLAGS, e.g. --jobs 10); make
@@ -73,7 +80,7 @@ FUZZTIME   ?= 10s
 
 PREFIX ?= /usr/local
 
-.PHONY: install deps test-deps install-debs build demo demo-vms realgrid scale papers test bench screenshot soak fuzz image image-debian
+.PHONY: install deps test-deps install-debs build check docs demo demo-vms realgrid scale results papers test bench screenshot soak fuzz image image-debian
 
 deps:
 	@$(MAKE) --no-print-directory install-debs PACKAGES="$(DEB_PACKAGES)"
@@ -91,13 +98,48 @@ install-debs:
 		DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq --no-install-recommends $$missing >/dev/null || exit 1; \
 	fi
 
+# The commit metasched --version prints, for builds without Go's own
+# version control stamp (GOFLAGS=-buildvcs=false): "+dirty" when the work
+# tree has changes.
+COMMIT := $(shell git rev-parse HEAD 2>/dev/null)$(shell git status --porcelain --untracked-files=no 2>/dev/null | grep -q . && echo +dirty)
+LDFLAGS := -X main.commit=$(COMMIT)
+
 build: deps
-	$(GO) build -o $(BIN) ./cmd/metasched
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/metasched
 	CGO_ENABLED=0 $(GO) build -o $(TASKFARM) ./cmd/taskfarm
 
+# make install: the binaries into PREFIX/bin, a man page per command into
+# PREFIX/share/man/man1 (man metasched-serve), and the shell completions
+# where bash-completion, zsh and fish look for them (bash's needs Debian's
+# bash-completion package; source <(metasched completion bash) works
+# without it).
+MANDIR ?= $(PREFIX)/share/man/man1
+BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
+ZSHCOMPDIR ?= $(PREFIX)/share/zsh/vendor-completions
+FISHCOMPDIR ?= $(PREFIX)/share/fish/vendor_completions.d
+
 install: build
-	install -d $(DESTDIR)$(PREFIX)/bin
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(MANDIR) $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHCOMPDIR) $(DESTDIR)$(FISHCOMPDIR)
 	install -m 0755 $(BIN) $(TASKFARM) $(DESTDIR)$(PREFIX)/bin/
+	$(BIN) docs man --out $(DESTDIR)$(MANDIR) >/dev/null
+	$(BIN) completion bash >$(DESTDIR)$(BASHCOMPDIR)/metasched
+	$(BIN) completion zsh >$(DESTDIR)$(ZSHCOMPDIR)/_metasched
+	$(BIN) completion fish >$(DESTDIR)$(FISHCOMPDIR)/metasched.fish
+	-command -v mandb >/dev/null && mandb -q $(DESTDIR)$(PREFIX)/share/man 2>/dev/null
+
+# The generated references: the CLI's pages from the command tree, the
+# HTTP API's from the OpenAPI document. The tests fail when they are stale.
+docs: deps
+	$(GO) run ./cmd/metasched docs markdown --out docs/reference/cli
+	$(GO) test -count=1 ./metasched/httpapi/apidoc -run TestAPIReference -update
+
+# The fast tier, to run while working: gofmt, vet and the tests in -short
+# mode, which skip those that need QEMU or libvirtd, etcd, Chromium or a lab
+# of real binaries, and list them with their reason.
+check: deps
+	@test -z "$$(gofmt -l .)" || { echo "gofmt would change:"; gofmt -l .; exit 1; }
+	$(GO) vet ./...
+	$(GO) run ./scripts/testprogress -skips -- $(GO) test -short -json ./...
 
 demo: build
 	$(BIN) serve $(DEMO_FLAGS)
@@ -112,6 +154,17 @@ realgrid: build
 
 scale: build
 	$(BIN) experiment scale --out $(SCALE_OUT) $(SCALE_FLAGS)
+
+# make results regenerates the measured figures of docs/results.md: each
+# section between <!-- results NAME --> and <!-- /results NAME --> gets the
+# output of its commands (scripts/results holds them), with the date, the
+# CPUs and the commit. By default the sections that need no QEMU, libvirtd,
+# etcd or root (a few minutes); RESULTS=all every section (hours, root);
+# RESULTS=solver,planner some (go run ./scripts/results -list names them).
+RESULTS ?=
+
+results: build
+	$(GO) run ./scripts/results -page docs/results.md $(if $(RESULTS),-only $(RESULTS))
 
 image: build
 	@$(MAKE) --no-print-directory install-debs PACKAGES="$(IMAGE_PACKAGES)"
@@ -144,8 +197,8 @@ test: test-deps
 	# four of its guests runs alone after them: it takes both cores.
 	@log=$$(mktemp); echo "$(GO) test -count=1 -timeout 15m -run '^TestBuildDebian$$' ./hypervisorproxy/image >$$log &"; \
 	$(GO) test -count=1 -timeout 15m -run '^TestBuildDebian$$' ./hypervisorproxy/image >$$log 2>&1 & build=$$!; \
-	echo "$(GO) test -count=1 -timeout 24m -skip '^(TestMPIGrid|TestBuildDebian)$$' ./..."; \
-	$(GO) test -count=1 -timeout 24m -skip '^(TestMPIGrid|TestBuildDebian)$$' ./...; main=$$?; \
+	echo "$(GO) test -count=1 -timeout 24m -skip '^(TestMPIGrid|TestBuildDebian)$$' ./... (a line per package as it ends)"; \
+	$(GO) run ./scripts/testprogress -- $(GO) test -count=1 -json -timeout 24m -skip '^(TestMPIGrid|TestBuildDebian)$$' ./...; main=$$?; \
 	wait $$build; debian=$$?; echo "--- the Debian image's build:"; cat $$log; rm -f $$log; \
 	[ $$main -eq 0 ] && [ $$debian -eq 0 ]
 	$(GO) test -count=1 -timeout 20m -run '^TestMPIGrid$$' ./cmd/metasched
