@@ -21,6 +21,9 @@ func (d *Daemon) startSwitch(ctx context.Context, from, to, why string) co.Switc
 	return id
 }
 
+// operatorWhy is why a switch an operator asked for was started.
+const operatorWhy = "requested by an operator"
+
 // RequestSwitch starts a switch of one host from pool from to pool to on
 // an operator's request, whatever the policy says. The source pool must
 // keep min_pool_hosts.
@@ -46,7 +49,7 @@ func (d *Daemon) RequestSwitch(ctx context.Context, from, to string) (_ api.Swit
 		return api.SwitchView{}, &api.RequestError{Status: 409, Code: api.CodeConflict,
 			Msg: fmt.Sprintf("pool %s has %d hosts: it keeps min_pool_hosts = %d", from, n, d.cfg.MinPoolHosts)}
 	}
-	id := d.startSwitch(ctx, from, to, "requested by an operator")
+	id := d.startSwitch(ctx, from, to, operatorWhy)
 	d.log.Info().Str("switch", string(id)).Str("from", from).Str("to", to).Msg("switch requested by an operator")
 	return api.SwitchView{ID: string(id), From: from, To: to, Phase: string(co.PhaseReleasing), Started: d.now()}, nil
 }

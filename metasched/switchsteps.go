@@ -32,12 +32,12 @@ func (d *Daemon) prepareRelease(ctx context.Context, a co.PrepareRelease) {
 		d.post(ctx, co.Released{ID: a.ID, Host: h, At: d.now()})
 		return
 	}
-	// A host that came from the destination lately does not go back
-	// (the cluster manager's cooldown; an operator's switch too).
+	// A host that came from the destination lately does not go back (the
+	// cluster manager's cooldown); an operator's switch may take it.
 	exclude := a.Exclude
 	var cooling []string
 	sw, ok := d.sw.get(a.ID)
-	if ok {
+	if ok && d.sw.reason(a.ID) != operatorWhy {
 		now := d.now()
 		cooling = d.opt.Guard.Cooling(d.sw.moves(now, d.opt.Guard.Cooldown), a.Pool, sw.To, now)
 		exclude = append(slices.Clone(exclude), cooling...)
