@@ -145,6 +145,7 @@ func TestCommandExecutor(t *testing.T) {
 // command ran once, its output is in its log once, and it never went back
 // to the queue.
 func TestCommandSurvivesRestart(t *testing.T) {
+	skipShortLong(t)
 	dataDir := t.TempDir()
 	ran := filepath.Join(jobWritableDir(t), "ran") // the command writes there
 	edit := func(c *metasched.Config) {

@@ -170,6 +170,7 @@ func names(vms []api.JobVM) []string {
 // elastic is requeued and runs again, as before. (Before, the elastic job
 // was requeued too: the switch destroyed all its VMs.)
 func TestElasticSwitchTakesAWorker(t *testing.T) {
+	skipShortLong(t)
 	for _, elastic := range []bool{true, false} {
 		t.Run(fmt.Sprintf("elastic=%v", elastic), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -272,6 +273,7 @@ func master(j api.Job) api.JobVM {
 // unreachable, within the agent-loss grace); the job runs again and is
 // done.
 func TestElasticSwitchTakesTheMaster(t *testing.T) {
+	skipShortLong(t)
 	synctest.Test(t, func(t *testing.T) {
 		td, agent := elasticDaemon(t, "", func(c *metasched.Config) { c.AgentLossGrace = time.Hour })
 		d, ctx := td.d, context.Background()

@@ -16,11 +16,11 @@ func TestMain(m *testing.M) {
 }
 
 // skipShortLong skips, in -short mode (make check), a test whose run of
-// the daemon takes more than a few seconds of real time on two cores, even
+// the daemon takes more than two seconds of real time on two cores, even
 // on its fake clock.
 func skipShortLong(t *testing.T) {
 	t.Helper()
 	if testing.Short() {
-		t.Skip("-short: a long run of the daemon (over 5 s on two cores); make test runs it")
+		t.Skip("-short: a long run of the daemon (over 2 s on two cores); make test runs it")
 	}
 }

@@ -84,6 +84,7 @@ func TestWalltimeEmulated(t *testing.T) {
 // a session of its own with setsid too: before the job's cgroup, that one
 // ran on) and the job fails with the reason.
 func TestWalltimeCommand(t *testing.T) {
+	skipShortLong(t)
 	td := daemontest.Start(t, nil, metasched.Options{}, func(c *metasched.Config) {
 		hostCommand(t, c)
 		c.Policy = metasched.PolicyConfig{Name: "none"}
