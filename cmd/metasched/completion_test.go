@@ -84,3 +84,31 @@ func TestManPages(t *testing.T) {
 		t.Errorf("a bad SOURCE_DATE_EPOCH: %v", err)
 	}
 }
+
+// The hidden docs commands write where they are told, and docs markdown
+// without --out writes the repository's reference (here: a copy's).
+func TestDocsCommands(t *testing.T) {
+	dir := t.TempDir()
+	if code, out, errOut := runCmd(t, "docs", "man", "--out", filepath.Join(dir, "man")); code != 0 {
+		t.Fatalf("docs man: exit %d: %s%s", code, out, errOut)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "man", "metasched-serve.1")); err != nil {
+		t.Error(err)
+	}
+	if code, _, errOut := runCmd(t, "docs", "man"); code != 2 || !strings.Contains(errOut, "--out is required") {
+		t.Errorf("docs man without --out: exit %d, %q", code, errOut)
+	}
+	t.Chdir(dir)
+	if code, out, errOut := runCmd(t, "docs", "markdown"); code != 0 {
+		t.Fatalf("docs markdown: exit %d: %s%s", code, out, errOut)
+	}
+	if _, err := os.Stat(filepath.Join(dir, cliReferenceDir, "metasched.md")); err != nil {
+		t.Error(err)
+	}
+	if code, out, errOut := runCmd(t, "docs", "markdown", "--out", filepath.Join(dir, "md")); code != 0 {
+		t.Fatalf("docs markdown: exit %d: %s%s", code, out, errOut)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "md", "metasched_serve.md")); err != nil {
+		t.Error(err)
+	}
+}

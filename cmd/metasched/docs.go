@@ -27,36 +27,36 @@ func newDocsCmd(e *env) *cobra.Command {
 		Hidden: true,
 		Args:   noArgs,
 	}
-	var out string
+	var mdOut, manOut string
 	md := &cobra.Command{
 		Use:   "markdown",
 		Short: "Write one Markdown page per command into --out",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := writeCLIMarkdown(newRoot(&env{stdout: e.stdout, stderr: e.stderr}), out); err != nil {
+			if err := writeCLIMarkdown(newRoot(&env{stdout: e.stdout, stderr: e.stderr}), mdOut); err != nil {
 				return err
 			}
-			fmt.Fprintln(e.stdout, "wrote the CLI reference into", out)
+			fmt.Fprintln(e.stdout, "wrote the CLI reference into", mdOut)
 			return nil
 		},
 	}
-	md.Flags().StringVar(&out, "out", cliReferenceDir, "directory of the Markdown pages (made if missing; its .md files are replaced)")
+	md.Flags().StringVar(&mdOut, "out", cliReferenceDir, "directory of the Markdown pages (made if missing; its .md files are replaced)")
 	man := &cobra.Command{
 		Use:   "man",
 		Short: "Write one man page (section 1) per command into --out",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if out == "" {
+			if manOut == "" {
 				return usagef("docs man: --out is required")
 			}
-			if err := writeManPages(newRoot(&env{stdout: e.stdout, stderr: e.stderr}), out); err != nil {
+			if err := writeManPages(newRoot(&env{stdout: e.stdout, stderr: e.stderr}), manOut); err != nil {
 				return err
 			}
-			fmt.Fprintln(e.stdout, "wrote the man pages into", out)
+			fmt.Fprintln(e.stdout, "wrote the man pages into", manOut)
 			return nil
 		},
 	}
-	man.Flags().StringVar(&out, "out", "", "directory of the man pages (made if missing)")
+	man.Flags().StringVar(&manOut, "out", "", "directory of the man pages (made if missing)")
 	docs.AddCommand(md, man)
 	return docs
 }
