@@ -86,7 +86,8 @@ var registry = []entry{
 	{Name: "fuzz", Timeout: 60 * time.Minute, Needs: "about 35 minutes",
 		Commands: []string{"make fuzz FUZZTIME=60s"}},
 	{Name: "demo", Timeout: 10 * time.Minute, Needs: "the port 127.0.0.1:8080; about 70 s",
-		Commands: []string{"bin/metasched serve --exit-after-demo"}},
+		// A data directory of its own: the checkout's may hold another run.
+		Commands: []string{`d=$(mktemp -d) && bin/metasched serve --exit-after-demo --data-dir "$d/data"; rc=$?; rm -rf "$d"; exit $rc`}},
 	{Name: "backlog", Timeout: 30 * time.Minute, Needs: "50,000 jobs queued per benchmark; several minutes",
 		Commands: []string{
 			"go test -run '^$' -bench 'Backlog50k|SwitchHistory' -benchtime 20x ./metasched/",
@@ -361,6 +362,40 @@ func trim(out string) string {
 	return b.String()
 }
 
+// pathName is a path of the machine the commands ran on and the name the
+// page shows instead.
+type pathName struct{ path, name string }
+
+// machinePaths are the paths of this machine that commands print (a data
+// directory, a temporary one) and what the page says instead: the
+// checkout as ".", the temporary directory as $TMPDIR, the home as ~.
+// Longest first, so that a checkout under the home is ".".
+func machinePaths() []pathName {
+	var ps []pathName
+	if wd, err := os.Getwd(); err == nil && wd != "/" {
+		ps = append(ps, pathName{wd, "."})
+	}
+	if tmp := os.TempDir(); tmp != "/" {
+		ps = append(ps, pathName{tmp, "$TMPDIR"})
+	}
+	if home, err := os.UserHomeDir(); err == nil && home != "/" {
+		ps = append(ps, pathName{home, "~"})
+	}
+	slices.SortFunc(ps, func(a, b pathName) int { return len(b.path) - len(a.path) })
+	return ps
+}
+
+// scrub writes the machine's paths in out as the page names them, so that
+// the page holds no path of the machine that measured it.
+func scrub(out string, paths []pathName) string {
+	for _, p := range paths {
+		// The whole path only: not /tmp in /var/tmp or in /tmp.x.
+		re := regexp.MustCompile(`(^|[^\w./-])` + regexp.QuoteMeta(p.path) + `(/|[^\w.-]|$)`)
+		out = re.ReplaceAllString(out, "${1}"+strings.ReplaceAll(p.name, "$", "$$")+"${2}")
+	}
+	return out
+}
+
 // measure runs e's commands and returns the section's new body.
 func measure(ctx context.Context, e entry, m machine, run runFunc) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, e.Timeout)
@@ -373,7 +408,7 @@ func measure(ctx context.Context, e entry, m machine, run runFunc) (string, erro
 		if err != nil {
 			return "", fmt.Errorf("%s: %s: %w", e.Name, c, err)
 		}
-		outs = append(outs, trim(out))
+		outs = append(outs, scrub(trim(out), machinePaths()))
 		took = append(took, time.Since(t0).Round(time.Second))
 	}
 	var b strings.Builder

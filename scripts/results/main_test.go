@@ -248,3 +248,13 @@ func TestTrim(t *testing.T) {
 		t.Errorf("trim:\n%q\nwant\n%q", got, want)
 	}
 }
+
+// The page shows no path of the machine that measured it.
+func TestScrub(t *testing.T) {
+	paths := []pathName{{"/home/ana/src/metasched", "."}, {"/tmp", "$TMPDIR"}, {"/home/ana", "~"}}
+	got := scrub("data in /home/ana/src/metasched/metasched-data\ntoken /tmp/tmp.x1/data/token\ncache /home/ana/.cache, /var/tmp, /tmp\n", paths)
+	want := "data in ./metasched-data\ntoken $TMPDIR/tmp.x1/data/token\ncache ~/.cache, /var/tmp, $TMPDIR\n"
+	if got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
