@@ -15,12 +15,12 @@ import (
 	"sort"
 	"strings"
 	"testing"
-	"unicode"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/metasched/metasched/graph"
 	hp "github.com/metasched/metasched/hypervisorproxy"
 	"github.com/metasched/metasched/metasched"
+	"github.com/metasched/metasched/metasched/httpapi/apidoc"
 	"github.com/metasched/metasched/selection"
 	"github.com/metasched/metasched/switching"
 	"go.yaml.in/yaml/v3"
@@ -239,23 +239,13 @@ func markdownAnchors(text string) map[string]bool {
 
 var linkText = regexp.MustCompile(`!?\[([^\]]*)\]\([^)]*\)`)
 
-// slug is GitHub's anchor of a heading: its text as shown (no link
-// targets, code marks or emphasis), lower case, with letters, digits,
-// spaces, hyphens and underscores kept and spaces made hyphens.
+// slug is GitHub's anchor of a heading: apidoc.Slug (the generated API
+// page's) of its text as shown, without link targets, code marks or
+// emphasis.
 func slug(heading string) string {
 	h := strings.TrimSpace(strings.TrimRight(strings.TrimSpace(heading), "#"))
 	h = linkText.ReplaceAllString(h, "$1")
-	h = strings.NewReplacer("`", "", "*", "").Replace(h)
-	var b strings.Builder
-	for _, r := range strings.ToLower(h) {
-		switch {
-		case unicode.IsLetter(r) || unicode.IsDigit(r) || r == '-' || r == '_':
-			b.WriteRune(r)
-		case r == ' ':
-			b.WriteByte('-')
-		}
-	}
-	return b.String()
+	return apidoc.Slug(strings.NewReplacer("`", "", "*", "").Replace(h))
 }
 
 // TestCLIReference fails when docs/reference/cli is not what the command

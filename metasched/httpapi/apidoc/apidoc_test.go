@@ -5,8 +5,6 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
-	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -62,78 +60,9 @@ func TestAPIReference(t *testing.T) {
 	}
 }
 
-var (
-	mdLink    = regexp.MustCompile(`\]\(([^)\s]+)\)`)
-	mdHeading = regexp.MustCompile(`(?m)^#{1,6} (.+)$`)
-)
-
-// Every link of the page resolves: an anchor to one of its headings (as
-// GitHub makes their anchors), a relative path to a file of the
-// repository (and an anchor of a Markdown file to one of its headings).
-func TestAPIReferenceLinks(t *testing.T) {
-	page, err := apidoc.Markdown(httpapi.OpenAPI)
-	if err != nil {
-		t.Fatal(err)
-	}
-	anchors := headingAnchors(string(page))
-	root := moduleRoot(t)
-	dir := filepath.Dir(filepath.Join(root, filepath.FromSlash(apidoc.Page)))
-	n := 0
-	for _, m := range mdLink.FindAllStringSubmatch(string(page), -1) {
-		target := m[1]
-		n++
-		switch {
-		case strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:"):
-		case strings.HasPrefix(target, "#"):
-			if !anchors[target[1:]] {
-				t.Errorf("link %s: no heading has that anchor", target)
-			}
-		default:
-			file, frag, _ := strings.Cut(target, "#")
-			p := filepath.Join(dir, filepath.FromSlash(file))
-			b, err := os.ReadFile(p)
-			if err != nil {
-				t.Errorf("link %s: %v", target, err)
-				continue
-			}
-			if rel, err := filepath.Rel(root, p); err != nil || strings.HasPrefix(rel, "..") {
-				t.Errorf("link %s: outside the repository", target)
-			}
-			if frag != "" && !headingAnchors(string(b))[frag] {
-				t.Errorf("link %s: no heading of %s has that anchor", target, file)
-			}
-		}
-	}
-	if n == 0 {
-		t.Error("the page has no link")
-	}
-}
-
-// headingAnchors are the anchors GitHub gives a Markdown page's headings
-// (outside code blocks).
-func headingAnchors(page string) map[string]bool {
-	out := map[string]bool{}
-	count := map[string]int{}
-	fenced := false
-	for _, line := range strings.Split(page, "\n") {
-		if strings.HasPrefix(line, "```") {
-			fenced = !fenced
-			continue
-		}
-		m := mdHeading.FindStringSubmatch(line)
-		if fenced || m == nil {
-			continue
-		}
-		base := apidoc.Slug(strings.ReplaceAll(m[1], "`", ""))
-		slug := base
-		for out[slug] {
-			count[base]++
-			slug = base + "-" + strconv.Itoa(count[base])
-		}
-		out[slug] = true
-	}
-	return out
-}
+// The page's links and anchors are checked with every other Markdown
+// page of the repository's (cmd/metasched's TestDocsLinks), by the same
+// slugs as Slug's.
 
 // The page says it is generated and how, describes every operation and
 // every schema once, and is the same each time.
