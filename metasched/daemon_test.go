@@ -140,7 +140,7 @@ func TestEndToEnd(t *testing.T) {
 		}
 		// The shift: the first 40% of the jobs mostly render, the rest mostly
 		// simulate. Before the shift the render pool grows above the others;
-		// after it the sim pool grows above render, and until it peaks more
+		// after it the sim pool grows to render's size or more, and until it peaks more
 		// switches go into sim than out of it.
 		first := samples[0]
 		var renderPeak1, simPeak2 sample
@@ -156,8 +156,11 @@ func TestEndToEnd(t *testing.T) {
 		if !(renderPeak1.render > first.render && renderPeak1.render > renderPeak1.sim) {
 			t.Errorf("before the shift render peaked at %+v from %+v: want it grown and above sim", renderPeak1, first)
 		}
-		if !(simPeak2.sim > first.sim && simPeak2.sim > simPeak2.render) {
-			t.Errorf("after the shift sim peaked at %+v: want it grown and above render", simPeak2)
+		// With the guard, sim receives hosts only while sim jobs wait, and
+		// render keeps those its running jobs use: the split at sim's peak
+		// depends on the order of the jobs' ends (7/7 to 4/10 in runs).
+		if !(simPeak2.sim > first.sim && simPeak2.sim >= simPeak2.render) {
+			t.Errorf("after the shift sim peaked at %+v: want it grown and at least as large as render", simPeak2)
 		}
 		into, outof := 0, 0
 		for _, sw := range allSwitches(t, td.d) {
