@@ -74,8 +74,12 @@ func (r *report) add(e event) {
 		r.failed = append(r.failed, e.ImportPath+" (build)")
 	case "start":
 		r.started[k] = time.Now()
-	case "run":
+	case "run", "cont":
+		// A parallel test pauses until its package's other tests are
+		// done: it runs from when it continues.
 		r.started[k] = time.Now()
+	case "pause":
+		delete(r.started, k)
 	case "output":
 		r.output[k] = append(r.output[k], e.Output)
 	case "pass", "fail", "skip":
