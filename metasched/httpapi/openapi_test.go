@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"mime"
@@ -392,8 +393,16 @@ func TestOpenAPIHeadersTooLarge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go func() { _ = srv.Serve(ln) }()
-	defer srv.Close()
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	defer func() {
+		if err := srv.Close(); err != nil {
+			t.Error(err)
+		}
+		if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+			t.Errorf("serve: %v", err)
+		}
+	}()
 
 	want := openapiObj(t, openapiDoc(t), "components", "responses", "HeadersTooLarge", "content", "text/plain")["example"]
 	big := strings.Repeat("a", http.DefaultMaxHeaderBytes+8192)
@@ -424,8 +433,11 @@ func TestOpenAPIHeadersTooLarge(t *testing.T) {
 			t.Errorf("%s %s: read the answer: %v", method, path, err)
 			continue
 		}
-		if ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge ||
-			ct != "text/plain" || string(body) != want {
+		ct, _, err := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+		if err != nil {
+			t.Errorf("%s %s: Content-Type %q: %v", method, path, resp.Header.Get("Content-Type"), err)
+		}
+		if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge || ct != "text/plain" || string(body) != want {
 			t.Errorf("%s %s: %d %s %q, want 431 text/plain %q", method, path, resp.StatusCode, ct, body, want)
 		}
 	}
