@@ -16,8 +16,9 @@
 # length (TestCloudImageSoak: 5 timed boots of the Debian and the bundled
 # image, a Debian image whose user-data fails, three migrations without
 # shared storage), the MPI job on 6 VMs instead of 4 and 90 rounds instead
-# of 30 (TestMPIGrid), and a second build of the Debian image, whose bytes
-# must be the first's (TestBuildDebianReproducible).
+# of 30 (TestMPIGrid), the guest grid with an elastic task farm of 150
+# tasks instead of 60 (TestGuestGrid), and a second build of the Debian
+# image, whose bytes must be the first's (TestBuildDebianReproducible).
 # make build builds bin/metasched and the static bin/taskfarm; make install
 # copies them into $(PREFIX)/bin (default /usr/local/bin), where the
 # README's metasched commands find them, with the man pages and the shell
@@ -222,6 +223,7 @@ soak: test-deps
 	$(GO) test -count=1 -timeout 60m -run '^TestFailover$$' -v ./cmd/metasched -failover-kills $(FAILOVER_KILLS)
 	$(GO) test -count=1 -timeout 90m -run '^TestCloudImageSoak$$' -v ./hypervisorproxy -cloud-soak-boots 5
 	$(GO) test -count=1 -timeout 60m -run '^TestMPIGrid$$' -v ./cmd/metasched -mpi-hosts 3 -mpi-rounds 90
+	$(GO) test -count=1 -timeout 60m -run '^TestGuestGrid$$' -v ./cmd/metasched -elastic-tasks 150
 	$(GO) test -count=1 -timeout 60m -run '^TestBuildDebianReproducible$$' -v ./hypervisorproxy/image -debian-rebuild
 
 # Every fuzz target for FUZZTIME each, one at a time, on two fuzzing

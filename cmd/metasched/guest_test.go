@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"maps"
 	"net/netip"
@@ -399,6 +400,11 @@ func (g *guestGrid) summary(j api.Job) *taskfarm.Summary {
 	return s
 }
 
+// elasticTasks is the elastic task farm's tasks in TestGuestGrid: enough
+// to lose a worker midway (a switch takes a few seconds; the job's
+// workers do about a task a second each); make soak runs 150.
+var elasticTasks = flag.Int("elastic-tasks", 60, "TestGuestGrid: the elastic task farm's tasks (make soak: 150)")
+
 // elasticFarmJob is the example task-farm job made long enough to lose a
 // worker midway, and worth a worker on every host: tasks of 1e8
 // operations (0.1 s at the grid file's 1e9 operations/s, about 0.4 s in a
@@ -410,7 +416,7 @@ func elasticFarmJob(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	job := strings.NewReplacer("name: taskfarm-guests\n", "name: elastic-farm\n", "tasks: 200\n", "tasks: 150\n",
+	job := strings.NewReplacer("name: taskfarm-guests\n", "name: elastic-farm\n", "tasks: 200\n", fmt.Sprintf("tasks: %d\n", *elasticTasks),
 		"task_ops: 5.0e6\n", "task_ops: 1.0e8\n", "task_bytes: 65536\n", "task_bytes: 4096\n").Replace(string(b))
 	if !strings.Contains(job, "elastic: true") || !strings.Contains(job, "task_ops: 1.0e8") {
 		t.Fatalf("the example job changed:\n%s", job)
