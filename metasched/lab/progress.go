@@ -35,8 +35,10 @@ func CalibrationProgress(c api.Calibration, keys []string, start time.Time) stri
 			}
 		case f.State == api.CalibrationDue:
 			w := f.Key
-			if f.Waiting != "" {
-				w += " (" + f.Waiting + ")"
+			// The first one's reason only, and its gist: the line stays
+			// one line; `metasched calibration` shows them all.
+			if gist, _, _ := strings.Cut(f.Waiting, " ("); gist != "" && len(waiting) == 0 {
+				w += " (" + gist + ")"
 			}
 			waiting = append(waiting, w)
 		}

@@ -20,8 +20,8 @@ func TestCalibrationProgress(t *testing.T) {
 			fig("lan/spain", api.CalibrationMeasured, start.Add(2*time.Minute), ""),
 			fig("start/spain", api.CalibrationMeasured, start.Add(-time.Hour), ""), // from before: no pace
 			fig("perf/latam-a/default", api.CalibrationMeasuring, time.Time{}, ""),
-			fig("lan/latam-a", api.CalibrationDue, time.Time{}, "two idle hosts"),
-			fig("link/spain/latam-a", api.CalibrationDue, time.Time{}, ""),
+			fig("lan/latam-a", api.CalibrationDue, time.Time{}, "two idle hosts (idle: serving its pool, with no VM)"),
+			fig("link/spain/latam-a", api.CalibrationDue, time.Time{}, "an idle host at each site"),
 			fig("perf/latam-b/default", api.CalibrationDue, time.Time{}, ""),
 			fig("lan/latam-b", api.CalibrationDue, time.Time{}, ""),
 			fig("start/latam-b", api.CalibrationFailed, time.Time{}, ""),
