@@ -132,7 +132,7 @@ var registry = []entry{
 			"go test -run '^$' -bench TaskFarmVMs -benchtime 1x ./cmd/metasched",
 			"go test -count=1 -timeout 60m -run '^TestMPIGrid$' -v ./cmd/metasched",
 		}},
-	{Name: "demo-vms", Timeout: time.Hour, Needs: "root, QEMU, libvirtd, iproute2; about 13 minutes",
+	{Name: "demo-vms", Timeout: time.Hour, Needs: "root, QEMU, libvirtd, iproute2; 13 to 25 minutes",
 		Commands: []string{"bin/metasched experiment demo-vms"}},
 	{Name: "realgrid", Timeout: 2 * time.Hour, Needs: "root, QEMU, libvirtd, iproute2; about 40 minutes",
 		Commands: []string{"bin/metasched experiment realgrid --out results/realgrid"}},
