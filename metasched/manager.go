@@ -62,10 +62,11 @@ func (d *Daemon) manage(ctx context.Context) {
 	// destination within the cooldown) is locked for this decision and
 	// the policy asked again: a switch started from it would only be
 	// cancelled.
+	now := d.now()
+	moves := d.sw.moves(now, d.opt.Guard.Cooldown)
 	for tries := 0; err == nil && dec.Switch && tries < len(in.Pools); tries++ {
 		from, to := d.types[dec.From].Name, d.types[dec.To].Name
-		now := d.now()
-		cooling := d.opt.Guard.Cooling(d.sw.moves(now, d.opt.Guard.Cooldown), from, to, now)
+		cooling := d.opt.Guard.Cooling(moves, from, to, now)
 		d.lockR()
 		rel, why := d.chooseReleaseLocked(from, cooling)
 		d.unlockR()
@@ -91,7 +92,7 @@ func (d *Daemon) manage(ctx context.Context) {
 		return
 	}
 	d.sw.started(sig)
-	id := d.startSwitch(ctx, from, to, dec.Policy+": "+dec.Why)
+	id := d.startSwitch(ctx, from, to, dec.Policy+": "+dec.Why, false)
 	// At debug: the switch's one line at info is its end ("switch done",
 	// or its failure), which names the policy's decision too.
 	d.log.Debug().Str("switch", string(id)).Str("from", from).Str("to", to).Str("policy", dec.Policy).

@@ -27,12 +27,15 @@ import (
 // the readers (the switches' views, the metrics, the policy's inputs)
 // take the book alone.
 type switchBook struct {
-	mu          sync.Mutex
-	coord       *co.Coordinator
-	released    map[co.SwitchID]string
-	timers      map[co.SwitchID]clockwork.Timer
-	timerPhase  map[co.SwitchID]co.Phase
-	why         map[co.SwitchID]string
+	mu         sync.Mutex
+	coord      *co.Coordinator
+	released   map[co.SwitchID]string
+	timers     map[co.SwitchID]clockwork.Timer
+	timerPhase map[co.SwitchID]co.Phase
+	why        map[co.SwitchID]string
+	// operator holds the open switches an operator asked for: the
+	// cluster manager's cooldown does not hold them (byOperator).
+	operator    map[co.SwitchID]bool
 	restoreActs []co.Action
 	seq         int
 	ended       map[co.Phase]int
@@ -49,7 +52,7 @@ type switchBook struct {
 
 func newSwitchBook(delay time.Duration) *switchBook {
 	return &switchBook{coord: co.New(), released: map[co.SwitchID]string{}, timers: map[co.SwitchID]clockwork.Timer{},
-		timerPhase: map[co.SwitchID]co.Phase{}, why: map[co.SwitchID]string{}, ended: map[co.Phase]int{},
+		timerPhase: map[co.SwitchID]co.Phase{}, why: map[co.SwitchID]string{}, operator: map[co.SwitchID]bool{}, ended: map[co.Phase]int{},
 		rates: newSwitchRate(delay)}
 }
 
@@ -71,14 +74,25 @@ func (b *switchBook) takeRestored() []co.Action {
 	return acts
 }
 
-// next numbers a new switch, started by who and why.
-func (b *switchBook) next(why string) co.SwitchID {
+// next numbers a new switch, started by who and why; operator says an
+// operator asked for it.
+func (b *switchBook) next(why string, operator bool) co.SwitchID {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.seq++
 	id := co.NewSwitchID(b.seq)
 	b.why[id] = why
+	if operator {
+		b.operator[id] = true
+	}
 	return id
+}
+
+// byOperator says whether an operator asked for the open switch id.
+func (b *switchBook) byOperator(id co.SwitchID) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.operator[id]
 }
 
 // step feeds ev to the coordinator; a timeout for a phase its switch has
@@ -186,6 +200,7 @@ func (b *switchBook) end(sw co.Switch) string {
 	defer b.mu.Unlock()
 	why := b.why[sw.ID]
 	delete(b.why, sw.ID)
+	delete(b.operator, sw.ID)
 	if b.pastWhy == nil {
 		b.pastWhy = map[co.SwitchID]string{}
 	}

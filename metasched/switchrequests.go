@@ -14,9 +14,10 @@ import (
 // stranded host.
 
 // startSwitch hands a decision to the coordinator; why says whose and
-// why, for the switch's line in the log when it ends.
-func (d *Daemon) startSwitch(ctx context.Context, from, to, why string) co.SwitchID {
-	id := d.sw.next(why)
+// why, for the switch's line in the log when it ends; operator says an
+// operator asked for it (the cluster manager's cooldown does not hold it).
+func (d *Daemon) startSwitch(ctx context.Context, from, to, why string, operator bool) co.SwitchID {
+	id := d.sw.next(why, operator)
 	d.post(ctx, co.Start{ID: id, From: from, To: to, At: d.now()})
 	return id
 }
@@ -49,7 +50,7 @@ func (d *Daemon) RequestSwitch(ctx context.Context, from, to string) (_ api.Swit
 		return api.SwitchView{}, &api.RequestError{Status: 409, Code: api.CodeConflict,
 			Msg: fmt.Sprintf("pool %s has %d hosts: it keeps min_pool_hosts = %d", from, n, d.cfg.MinPoolHosts)}
 	}
-	id := d.startSwitch(ctx, from, to, operatorWhy)
+	id := d.startSwitch(ctx, from, to, operatorWhy, true)
 	d.log.Info().Str("switch", string(id)).Str("from", from).Str("to", to).Msg("switch requested by an operator")
 	return api.SwitchView{ID: string(id), From: from, To: to, Phase: string(co.PhaseReleasing), Started: d.now()}, nil
 }

@@ -37,7 +37,7 @@ func (d *Daemon) prepareRelease(ctx context.Context, a co.PrepareRelease) {
 	exclude := a.Exclude
 	var cooling []string
 	sw, ok := d.sw.get(a.ID)
-	if ok && d.sw.reason(a.ID) != operatorWhy {
+	if ok && !d.sw.byOperator(a.ID) {
 		now := d.now()
 		cooling = d.opt.Guard.Cooling(d.sw.moves(now, d.opt.Guard.Cooldown), a.Pool, sw.To, now)
 		exclude = append(slices.Clone(exclude), cooling...)

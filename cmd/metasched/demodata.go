@@ -6,8 +6,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"syscall"
 	"time"
+
+	"github.com/metasched/metasched/metasched/store"
 )
 
 // demoMarker is the file that marks a data directory as the built-in
@@ -62,19 +63,13 @@ func setAsideDemoData(dir string, now time.Time) (string, error) {
 // checkUnused fails when a daemon holds the database db open (the store
 // takes a lock on the file while it is open); a missing file is unused.
 func checkUnused(db string) error {
-	f, err := os.Open(db)
-	if errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Stat(db); errors.Is(err, fs.ErrNotExist) {
 		return nil
-	}
-	if err != nil {
+	} else if err != nil {
 		return err
 	}
-	defer f.Close()
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return fmt.Errorf("%s is in use by another daemon: stop it, or give --data-dir", filepath.Dir(db))
-		}
-		return err
+	if store.InUse(db) {
+		return fmt.Errorf("%s is in use by another daemon: stop it, or give --data-dir", filepath.Dir(db))
 	}
-	return syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	return nil
 }

@@ -65,22 +65,34 @@ func (g Guard) Cooling(moves []Move, from, to string, now time.Time) []string {
 	if g.Cooldown <= 0 {
 		return nil
 	}
-	last := map[string]Move{}
-	var order []string
+	return g.cooling(lastMoves(moves), from, to, now)
+}
+
+// lastMoves is each host's last move that ended, hosts in the order they
+// first appear in moves.
+func lastMoves(moves []Move) []Move {
+	at := map[string]int{}
+	var last []Move
 	for _, m := range moves {
 		if m.Ended.IsZero() || m.Host == "" {
 			continue
 		}
-		if _, ok := last[m.Host]; !ok {
-			order = append(order, m.Host)
+		if i, ok := at[m.Host]; ok {
+			last[i] = m
+			continue
 		}
-		last[m.Host] = m
+		at[m.Host] = len(last)
+		last = append(last, m)
 	}
+	return last
+}
+
+// cooling is Cooling on each host's last move (lastMoves).
+func (g Guard) cooling(last []Move, from, to string, now time.Time) []string {
 	var out []string
-	for _, h := range order {
-		m := last[h]
+	for _, m := range last {
 		if m.From == to && m.To == from && now.Sub(m.Ended) < g.Cooldown {
-			out = append(out, h)
+			out = append(out, m.Host)
 		}
 	}
 	return out
@@ -120,13 +132,14 @@ func (g Guard) Held(in Inputs, moves []Move, now time.Time) [][]string {
 			}
 			hold(a, b, fmt.Sprintf("it would undo the switch of %s from %s to %s, still in flight", host, m.From, m.To))
 		}
+		last := lastMoves(moves)
 		for a := range in.Pools {
 			for b := range in.Pools {
 				if a == b {
 					continue
 				}
 				// Every host of a came from b lately: none may go back.
-				if c := g.Cooling(moves, in.Pools[a].Name, in.Pools[b].Name, now); len(c) > 0 && len(c) >= in.Pools[a].Servers {
+				if c := g.cooling(last, in.Pools[a].Name, in.Pools[b].Name, now); len(c) > 0 && len(c) >= in.Pools[a].Servers {
 					hold(a, b, fmt.Sprintf("every host of %s came from %s less than %s ago: switching one back would undo that switch",
 						in.Pools[a].Name, in.Pools[b].Name, g.Cooldown))
 				}

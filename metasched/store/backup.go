@@ -116,7 +116,7 @@ func Restore(ctx context.Context, from, path string, now time.Time) (sum Summary
 		return Summary{}, "", fmt.Errorf("restore: the backup: %w", err)
 	}
 	if _, err := os.Stat(path); err == nil {
-		if inUse(path) {
+		if InUse(path) {
 			return Summary{}, "", fmt.Errorf("restore %s: %w: a daemon has it open; stop the daemon first", path, ErrInUse)
 		}
 	} else if !errors.Is(err, os.ErrNotExist) {
@@ -144,9 +144,10 @@ func Restore(ctx context.Context, from, path string, now time.Time) (sum Summary
 	return sum, replaced, syncDir(filepath.Dir(path))
 }
 
-// inUse reports whether another process holds the store's lock. A file
-// bbolt cannot read is not in use: it is what a restore replaces.
-func inUse(path string) (held bool) {
+// InUse reports whether another process (a running daemon) holds the
+// lock of the store at path. A file bbolt cannot read is not in use: it
+// is what a restore replaces.
+func InUse(path string) (held bool) {
 	defer func() {
 		if recover() != nil {
 			held = false

@@ -61,7 +61,7 @@ func Migrate(ctx context.Context, from string, c *clientv3.Client, prefix string
 	if _, err := os.Stat(from); err != nil {
 		return Summary{}, fmt.Errorf("migrate: %w", err)
 	}
-	if inUse(from) {
+	if InUse(from) {
 		return Summary{}, fmt.Errorf("migrate %s: %w: a daemon has it open; stop the daemon first", from, ErrInUse)
 	}
 	src, err := Open(from, Options{})
