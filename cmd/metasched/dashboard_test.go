@@ -69,6 +69,20 @@ func browser(t *testing.T) context.Context {
 type page struct {
 	t   *testing.T
 	ctx context.Context
+	// step is the wait or action under way: a failed test names it again
+	// as its last line, below the page's text and the daemons' logs.
+	step string
+}
+
+// newPage drives the browser of ctx for t.
+func newPage(t *testing.T, ctx context.Context) *page {
+	p := &page{t: t, ctx: ctx}
+	t.Cleanup(func() {
+		if t.Failed() && p.step != "" {
+			t.Logf("failed at the step: %s", p.step)
+		}
+	})
+	return p
 }
 
 // eval evaluates a JavaScript expression that yields a string (awaiting
@@ -83,11 +97,13 @@ func (p *page) eval(js string) (string, error) {
 // condition does not hold, else a note) every 100 ms for at most limit.
 func (p *page) waitJS(limit time.Duration, what, js string) string {
 	p.t.Helper()
+	p.step = "wait for " + what
 	deadline := time.Now().Add(limit)
 	last := ""
 	for {
 		note, err := p.eval(js)
 		if err == nil && note != "" {
+			p.step = ""
 			return note
 		}
 		if err != nil {
@@ -98,7 +114,8 @@ func (p *page) waitJS(limit time.Duration, what, js string) string {
 			if err != nil {
 				body = fmt.Sprintf("(the page's text: %v)", err)
 			}
-			p.t.Fatalf("%s: not seen in %s (%s); the page shows:\n%s", what, limit, last, body)
+			p.t.Logf("the page shows:\n%s", body)
+			p.t.Fatalf("%s: not seen in %s (%s)", what, limit, last)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -107,11 +124,13 @@ func (p *page) waitJS(limit time.Duration, what, js string) string {
 // run runs browser actions.
 func (p *page) run(what string, actions ...chromedp.Action[chromedp.Void]) {
 	p.t.Helper()
+	p.step = what
 	ctx, cancel := context.WithTimeout(p.ctx, 30*time.Second)
 	defer cancel()
 	if err := chromedp.Do(ctx, actions...); err != nil {
 		p.t.Fatalf("%s: %v", what, err)
 	}
+	p.step = ""
 }
 
 // fill empties an input and types text into it.
@@ -152,7 +171,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	c := client.New(d.base, token)
 	bg := context.Background()
 
-	p := &page{t: t, ctx: browser(t)}
+	p := newPage(t, browser(t))
 	p.run("open the dashboard", chromedp.Navigate(d.base+"/"), chromedp.WaitVisible(chromedp.ID("login-token")))
 	screenshot(t, p, "login.png")
 
@@ -585,7 +604,7 @@ func TestDashboardHeatMap(t *testing.T) {
 	if _, err := c.Submit(context.Background(), []byte("name: one\ntype: x\ntasks: 4\ntask_ops: 1.0e9\ntask_bytes: 0\n")); err != nil {
 		t.Fatal(err)
 	}
-	p := &page{t: t, ctx: browser(t)}
+	p := newPage(t, browser(t))
 	p.run("log in", chromedp.Navigate(d.base+"/"), chromedp.WaitVisible(chromedp.ID("login-token")),
 		p.fill("login-token", token), chromedp.Click(chromedp.CSS(`#login-form button[type=submit]`)))
 	// The page and the API are read one after the other while the pools

@@ -20,6 +20,7 @@ let retryTimer = null;
 let state = null;       // the last state
 let selectedJob = null; // the job whose detail is open
 let detailKey = '';
+let detailSeq = 0;       // the newest read of the open job: an older answer is dropped
 const drawn = {};       // section → JSON of what it shows now
 
 // ---- helpers ----
@@ -348,7 +349,12 @@ async function refreshDetail(db) {
 
 async function showDetail(id) {
   const el = $('#job-detail');
+  const seq = ++detailSeq;
   const r = await api('GET', '/v1/jobs/' + encodeURIComponent(id));
+  // Reads overlap when the job changes fast: an answer that a newer read,
+  // or a closed or other detail, has overtaken would show an older state
+  // that nothing then corrects.
+  if (seq !== detailSeq || id !== selectedJob) return;
   if (!r.ok) {
     el.hidden = false;
     el.innerHTML = `<p class="error">${esc(r.data?.error || 'error ' + r.status)}</p>`;
@@ -563,6 +569,7 @@ document.addEventListener('DOMContentLoaded', () => {
   $('#job-detail').addEventListener('click', (e) => {
     if (e.target.closest('[data-close]')) {
       selectedJob = null;
+      detailSeq++;
       $('#job-detail').hidden = true;
       delete drawn.jobs;
       if (state) renderJobs(state);
