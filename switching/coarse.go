@@ -32,7 +32,8 @@ import (
 type coarse struct {
 	y       *evalSystem
 	pool    int // the slow queue
-	n       int // aggregates: J per configuration, and the gain last
+	jn      int // its truncation J_pool
+	n       int // aggregates: J_pool per configuration, and the gain last
 	sys     coarseSystem
 	kr      *bicgstab
 	w       []float64 // per state: the weights
@@ -93,11 +94,14 @@ const coarseTolerance, coarseMaxIter = 1e-10, 500
 // weights and two vectors of scratch (24 bytes), and the aggregated
 // system, about 1 KiB an aggregate (its rows hold up to some forty
 // entries, at 20 bytes with their factors, and its BiCGSTAB seven
-// vectors), shared by the J^(M−1) states of an aggregate.
+// vectors), shared by the Π_{i≠pool} J_i states of an aggregate of the
+// model's slow queue (CoarsePool, which must be one).
 func coarseBytesPerState(m *Model) uint64 {
-	per := uint64(1)
-	for range m.NumPools() - 1 {
-		per *= uint64(m.QueueLimit)
+	per, pool := uint64(1), CoarsePool(m)
+	for i := range m.NumPools() {
+		if i != pool {
+			per *= uint64(m.Limit(i))
+		}
 	}
 	return 24 + (1024+per-1)/per
 }
@@ -153,9 +157,9 @@ func (a *coarseSystem) precondition(z, r []float64) { a.ilu.solve(z, r, 0, len(r
 
 func newCoarse(y *evalSystem, pool int) *coarse {
 	s := y.e.s
-	n := s.Configs*s.J + 1
+	n := s.Configs*s.Js[pool] + 1
 	c := &coarse{
-		y: y, pool: pool, n: n,
+		y: y, pool: pool, jn: s.Js[pool], n: n,
 		sys: coarseSystem{ilu: newILU[float64](n), rhs: make([]float64, n)},
 		kr:  newBiCGStab(n),
 		w:   make([]float64, s.States),
@@ -172,7 +176,7 @@ func newCoarse(y *evalSystem, pool int) *coarse {
 	}
 	c.rowsOf = make([][]coarseRow, s.Configs)
 	for k := range c.rowsOf {
-		c.rowsOf[k] = make([]coarseRow, s.J)
+		c.rowsOf[k] = make([]coarseRow, s.Js[pool])
 	}
 	return c
 }
@@ -180,7 +184,7 @@ func newCoarse(y *evalSystem, pool int) *coarse {
 // aggregate returns the aggregate of state st.
 func (c *coarse) aggregate(st int) int {
 	s := c.y.e.s
-	return st/s.B*s.J + st%s.B/s.stride[c.pool]%s.J
+	return st/s.B*c.jn + st%s.B/s.stride[c.pool]%c.jn
 }
 
 // unknown returns the aggregate of unknown i.
@@ -196,8 +200,8 @@ func (c *coarse) unknown(i int) int {
 func (c *coarse) runs(k int, fn func(a, st0, st1 int)) {
 	s := c.y.e.s
 	st := s.stride[c.pool]
-	for hi := k * s.B; hi < (k+1)*s.B; hi += st * s.J {
-		for a := range s.J {
+	for hi := k * s.B; hi < (k+1)*s.B; hi += st * c.jn {
+		for a := range c.jn {
 			lo := hi + a*st
 			fn(a, lo, lo+st)
 		}
@@ -247,7 +251,7 @@ func (c *coarse) build() {
 	rowsOf := c.rowsOf
 	e.parallel(func(_, c0, c1 int) {
 		var target [256]int32
-		posts := make([]coarseRow, s.J) // per length a: post-decision configurations and their weights
+		posts := make([]coarseRow, c.jn) // per length a: post-decision configurations and their weights
 		for k := c0; k < c1; k++ {
 			targets(s, k, &target)
 			for a := range posts {
@@ -268,7 +272,7 @@ func (c *coarse) build() {
 				for _, w := range posts[a].vals {
 					total += w
 				}
-				r.add(k*s.J+a, total)
+				r.add(k*c.jn+a, total)
 				r.add(c.n-1, total)
 				for q, p := range posts[a].cols {
 					w := posts[a].vals[q]
@@ -283,7 +287,7 @@ func (c *coarse) build() {
 		w := c.w[y.unperm(sp.i)]
 		r := &gainRow
 		if sp.k != c.n-1 {
-			r = &rowsOf[sp.k/s.J][sp.k%s.J]
+			r = &rowsOf[sp.k/c.jn][sp.k%c.jn]
 		}
 		for q, col := range sp.cols {
 			r.add(col, w*sp.vals[q])
@@ -308,7 +312,7 @@ func (c *coarse) build() {
 	}
 	for k := range s.Configs {
 		for q, r := range rowsOf[k] {
-			store(k*s.J+q, r)
+			store(k*c.jn+q, r)
 		}
 	}
 	store(c.n-1, gainRow)
@@ -324,19 +328,19 @@ func (c *coarse) step(p, a int, fn func(to int, prob float64)) {
 	e, s := c.y.e, c.y.e.s
 	out := 0.0
 	for i := s.compStart[p]; i < s.compStart[p+1]; i++ {
-		fn(int(s.comps[i].target)*s.J+a, e.comp[i])
+		fn(int(s.comps[i].target)*c.jn+a, e.comp[i])
 		out += e.comp[i]
 	}
-	if arr := e.arr[c.pool]; a < s.J-1 && arr > 0 {
-		fn(p*s.J+a+1, arr)
+	if arr := e.arr[c.pool]; a < c.jn-1 && arr > 0 {
+		fn(p*c.jn+a+1, arr)
 		out += arr
 	}
 	if k := int(s.config(p)[c.pool]); a > 0 && k > 0 {
 		d := e.mu[c.pool] * float64(min(a, k))
-		fn(p*s.J+a-1, d)
+		fn(p*c.jn+a-1, d)
 		out += d
 	}
-	fn(p*s.J+a, 1-out)
+	fn(p*c.jn+a, 1-out)
 }
 
 // findSpecial lists the reference state's row and the rows with a
@@ -390,7 +394,7 @@ func (c *coarse) precondition(z, r []float64) {
 	// Restrict.
 	e.parallel(func(_, c0, c1 int) {
 		for k := c0; k < c1; k++ {
-			rhs := a.rhs[k*s.J : (k+1)*s.J]
+			rhs := a.rhs[k*c.jn : (k+1)*c.jn]
 			clear(rhs)
 			c.runs(k, func(q, st0, st1 int) {
 				acc := 0.0
@@ -414,10 +418,10 @@ func (c *coarse) precondition(z, r []float64) {
 	yc := c.kr.x
 	// The expected coarse value one step from every post-decision aggregate.
 	for p := range s.Configs {
-		for q := range s.J {
+		for q := range c.jn {
 			acc := 0.0
 			c.step(p, q, func(to int, prob float64) { acc += prob * yc[to] })
-			c.exp[p*s.J+q] = acc
+			c.exp[p*c.jn+q] = acc
 		}
 	}
 	// Prolong, and take A z₀ away from r.
@@ -427,7 +431,7 @@ func (c *coarse) precondition(z, r []float64) {
 		for k := c0; k < c1; k++ {
 			targets(s, k, &target)
 			c.runs(k, func(q, st0, st1 int) {
-				v := yc[k*s.J+q]
+				v := yc[k*c.jn+q]
 				for st := st0; st < st1; st++ {
 					i := y.perm(st)
 					if st == y.ref {
@@ -435,7 +439,7 @@ func (c *coarse) precondition(z, r []float64) {
 						continue
 					}
 					c.z0[i] = v
-					c.t[i] = r[i] - (v + g - c.exp[int(target[y.pol[st]])*s.J+q])
+					c.t[i] = r[i] - (v + g - c.exp[int(target[y.pol[st]])*c.jn+q])
 				}
 			})
 		}

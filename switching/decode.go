@@ -17,7 +17,7 @@ var modelFields = []string{
 	"instant_switches", "blocking_cost",
 }
 
-var poolFields = []string{"name", "arrival_rate", "service_rate", "holding_cost"}
+var poolFields = []string{"name", "arrival_rate", "service_rate", "holding_cost", "queue_limit"}
 
 // Defaults of the optional fields of a model file.
 const (
@@ -130,6 +130,13 @@ func decodePool(v yamlx.Value) Pool {
 	p.ArrivalRate, _ = pm.Float("arrival_rate", true)
 	p.ServiceRate, _ = pm.Float("service_rate", true)
 	p.HoldingCost, _ = pm.Float("holding_cost", true)
+	if n, ok := pm.Int("queue_limit", false); ok {
+		if n < 2 || n > MaxQueueLimit {
+			pm.Errorf("queue_limit", "must be from 2 to %d (this pool's truncation J; leave it out for the model's queue_limit), got %d", MaxQueueLimit, n)
+		} else {
+			p.QueueLimit = n
+		}
+	}
 	return p
 }
 
@@ -236,6 +243,8 @@ func (m *Model) validateValues(bad func(path, msg string)) {
 	}
 	if m.QueueLimit < 2 {
 		bad("queue_limit", "must be >= 2")
+	} else if m.QueueLimit > MaxQueueLimit {
+		bad("queue_limit", fmt.Sprintf("must be <= %d, got %d", MaxQueueLimit, m.QueueLimit))
 	}
 	if !(m.Discount > 0 && m.Discount < 1) {
 		bad("discount", "must be > 0 and < 1")
@@ -273,6 +282,9 @@ func (m *Model) validateValues(bad func(path, msg string)) {
 		}
 		if msg := mustBeNonnegative(p.HoldingCost); msg != "" {
 			bad(at("holding_cost"), msg)
+		}
+		if p.QueueLimit != 0 && (p.QueueLimit < 2 || p.QueueLimit > MaxQueueLimit) {
+			bad(at("queue_limit"), fmt.Sprintf("must be from 2 to %d (0: the model's queue_limit), got %d", MaxQueueLimit, p.QueueLimit))
 		}
 	}
 

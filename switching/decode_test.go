@@ -169,6 +169,11 @@ blocking_cost: [1, 0, 2.5]
 		}),
 	},
 	{
+		name: "a pool's own queue limit",
+		in:   decodeHead + decodePoolsWith(1, "{name: db, arrival_rate: 0.25, service_rate: 0.25, holding_cost: 1, queue_limit: 40}") + "switch_rate: 0.1\n",
+		want: decodeWith(func(m *Model) { m.Pools[1].QueueLimit = 40 }),
+	},
+	{
 		name: "instant switches with a rate matrix",
 		in:   decodeHead + decodePools3 + "instant_switches: true\nswitch_rates: [[0, 1, 0], [1, 0, 0], [0, 0, 0]]\n",
 		want: decodeWith(func(m *Model) {
@@ -186,7 +191,7 @@ blocking_cost: [1, 0, 2.5]
 			QueueLimit:         2,
 			Discount:           0.95,
 			UniformizationMode: UniformizationAuto,
-			Pools:              []Pool{{"a", 1, 1, 1}, {"b", 1, 1, 1}},
+			Pools:              []Pool{{Name: "a", ArrivalRate: 1, ServiceRate: 1, HoldingCost: 1}, {Name: "b", ArrivalRate: 1, ServiceRate: 1, HoldingCost: 1}},
 			SwitchRates:        [][]float64{{0, 1}, {1, 0}},
 			SwitchCosts:        [][]float64{{0, 0}, {0, 0}},
 			BlockingAuto:       true,
@@ -271,6 +276,11 @@ var parseModelErrorCases = []struct {
 	// Values out of range.
 	{"servers 0", "servers: 0\nqueue_limit: 15\n" + decodePools3 + "switch_rate: 0.1\n", "model.yaml: servers: must be >= 1"},
 	{"queue limit 1", "servers: 3\nqueue_limit: 1\n" + decodePools3 + "switch_rate: 0.1\n", "model.yaml: queue_limit: must be >= 2"},
+	{"queue limit huge", "servers: 3\nqueue_limit: 70000\n" + decodePools3 + "switch_rate: 0.1\n", "model.yaml: queue_limit: must be <= 65536, got 70000"},
+	{"pool queue limit 1", decodeHead + decodePoolsWith(1, "{name: db, arrival_rate: 1, service_rate: 1, holding_cost: 1, queue_limit: 1}") + "switch_rate: 0.1\n",
+		"model.yaml: pools[1].queue_limit: must be from 2 to 65536 (this pool's truncation J; leave it out for the model's queue_limit), got 1"},
+	{"pool queue limit fraction", decodeHead + decodePoolsWith(0, "{name: web, arrival_rate: 1, service_rate: 1, holding_cost: 1, queue_limit: 2.5}") + "switch_rate: 0.1\n",
+		"model.yaml: pools[0].queue_limit: must be an integer"},
 	{"discount 1", decodeBase + "switch_rate: 0.1\ndiscount: 1\n", "model.yaml: discount: must be > 0 and < 1"},
 	{"discount 0", decodeBase + "switch_rate: 0.1\ndiscount: 0\n", "model.yaml: discount: must be > 0 and < 1"},
 	{"uniformization keyword", decodeBase + "switch_rate: 0.1\nuniformization: fast\n", `model.yaml: uniformization: must be a number > 0, "auto" or "paper"`},
@@ -363,6 +373,8 @@ func TestValidate(t *testing.T) {
 		{"valid blocking costs", func(m *Model) { m.BlockingAuto, m.BlockingCosts = false, []float64{0, 1, 2} }, ""},
 		{"servers", func(m *Model) { m.Servers = 0 }, "servers: must be >= 1"},
 		{"queue limit", func(m *Model) { m.QueueLimit = 1 }, "queue_limit: must be >= 2"},
+		{"valid pool queue limit", func(m *Model) { m.Pools[2].QueueLimit = 40 }, ""},
+		{"pool queue limit", func(m *Model) { m.Pools[2].QueueLimit = 1 }, "pools[2].queue_limit: must be from 2 to 65536 (0: the model's queue_limit), got 1"},
 		{"discount", func(m *Model) { m.Discount = 1 }, "discount: must be > 0 and < 1"},
 		{"uniformization mode", func(m *Model) { m.UniformizationMode = "" },
 			`uniformization: unknown mode "": must be "auto", "paper" or "fixed"`},

@@ -55,23 +55,26 @@
 //
 // # The truncation
 //
-// Blocking arrivals at J−1 for free makes abandoning a queue look cheap: at
+// Each pool's queue is truncated at J_i − 1 (Model.QueueLimit for every
+// pool, or Pool.QueueLimit for one). Blocking arrivals at J_i−1 for free
+// makes abandoning a queue look cheap: at
 // heavy load the "optimal" policy of the truncated model moves a pool's last
 // server away and never returns it, and that policy diverges in the real,
 // untruncated system. So each blocked arrival of type i costs b_i
-// (Model.BlockingCosts, or c_i·J/µ_i with BlockingAuto, the default of model
-// files); b = 0 gives the papers' model. SolveOptions.Boundary reports the
-// stationary fraction of time some queue sits at J−1 under the solved
-// policy: when it is not small, raise J.
+// (Model.BlockingCosts, or c_i·J_i/µ_i with BlockingAuto, the default of
+// model files); b = 0 gives the papers' model. SolveOptions.Boundary reports
+// the stationary fraction of time some queue sits at J_i−1 under the solved
+// policy, in all and per pool: when it is not small, raise that pool's J_i.
 //
 // # Performance
 //
-// The state space has C(N + D − 1, D − 1)·J^M states, D = M + the number of
+// The state space has C(N + D − 1, D − 1)·Π J_i states (J_i is pool i's
+// truncation: the model's queue_limit, or the pool's own), D = M + the number of
 // transit lanes (servers in transit are counted by destination and rate,
 // not by the pool they left, which changes no value: see Space): M lanes
 // when every pair switches at one rate, 1.56 M states for M = 3, N = 6,
 // J = 15 (10.1 M counted by pair).
-// States are indexed configuration-major, so the J^M queue states of one
+// States are indexed configuration-major, so the Π J_i queue states of one
 // server configuration are contiguous. One sweep is two passes: the expected
 // next value of every state when nothing is done (a few streaming
 // multiply-adds per transition kind over a configuration block), then the

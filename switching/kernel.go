@@ -27,9 +27,9 @@ type engine struct {
 	arr     []float64 // λ_i/Λ
 	mu      []float64 // µ_i/Λ
 	comp    []float64 // completion rate/Λ, per entry of s.comps
-	h       []float64 // per queue vector: (Σ c_i j_i + Σ λ_i b_i [j_i = J−1])/Λ
+	h       []float64 // per queue vector: (Σ c_i j_i + Σ λ_i b_i [j_i = J_i−1])/Λ
 	hold    []float64 // per queue vector: Σ c_i j_i (a rate, not divided by Λ)
-	edge    []bool    // per queue vector: some j_i = J−1
+	edge    []bool    // per queue vector: some j_i = J_i−1
 	lam     float64   // Λ
 	slow    int       // the queue the krylov method's coarse level aggregates over, or −1
 	workers int
@@ -55,9 +55,9 @@ func newEngine(m *Model, s *Space, alpha float64, workers int) *engine {
 	for j := range s.B {
 		hold, block := 0.0, 0.0
 		for i, p := range m.Pools {
-			q := j / s.stride[i] % s.J
+			q := s.queue(j, i)
 			hold += p.HoldingCost * float64(q)
-			if q == s.J-1 {
+			if q == s.Js[i]-1 {
 				block += p.ArrivalRate * m.BlockingCost(i)
 				e.edge[j] = true
 			}
@@ -107,7 +107,7 @@ func (e *engine) expect(U, V []float64) {
 // self-loop 1 − r/Λ is then implicit, and blocked arrivals add nothing.
 func (e *engine) expectBlock(U, V []float64, c int) {
 	s := e.s
-	B, J := s.B, s.J
+	B := s.B
 	base := c * B
 	u := U[base : base+B]
 	v := V[base : base+B]
@@ -122,7 +122,7 @@ func (e *engine) expectBlock(U, V []float64, c int) {
 	}
 	x := s.config(c)
 	for i := range s.M {
-		st := s.stride[i]
+		st, J := s.stride[i], s.Js[i]
 		span := J * st
 		a := e.arr[i]
 		k := int(x[i])

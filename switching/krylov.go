@@ -55,7 +55,7 @@ type evalSystem struct {
 	co           *coarse   // the preconditioner's coarse level
 	count        []uint8   // per row: its entries at the last build (0: none yet)
 	last         []int8    // the policy of the last build
-	lens         []int8    // per queue vector: its M queue lengths
+	lens         []uint16  // per queue vector: its M queue lengths (J_i ≤ MaxQueueLimit)
 	compOrder    []int32   // per configuration: its completions (entries of comps) by target
 }
 
@@ -113,10 +113,10 @@ func newEvalSystem(e *engine, ref int, u []float64) *evalSystem {
 	}
 	y.cut()
 	s := e.s
-	y.lens = make([]int8, s.B*s.M)
+	y.lens = make([]uint16, s.B*s.M)
 	for j := range s.B {
 		for q := range s.M {
-			y.lens[j*s.M+q] = int8(j / s.stride[q] % s.J)
+			y.lens[j*s.M+q] = uint16(s.queue(j, q))
 		}
 	}
 	y.compOrder = make([]int32, len(s.comps))
@@ -169,7 +169,7 @@ func (y *evalSystem) row(buf []entry, i, from, to int) ([]entry, float64) {
 // in where it falls.
 func (y *evalSystem) fill(r *rowBuf, i int) float64 {
 	e, s := y.e, y.e.s
-	B, J := s.B, s.J
+	B := s.B
 	st := y.unperm(i)
 	j := st % B
 	post, cost := e.post(st, y.pol)
@@ -183,7 +183,7 @@ func (y *evalSystem) fill(r *rowBuf, i int) float64 {
 		out += e.comp[k]
 	}
 	for q, n := range lens {
-		if a := e.arr[q]; int(n) < J-1 && a > 0 {
+		if a := e.arr[q]; int(n) < s.Js[q]-1 && a > 0 {
 			out += a
 		}
 		if n > 0 && x[q] > 0 {
@@ -209,7 +209,7 @@ func (y *evalSystem) fill(r *rowBuf, i int) float64 {
 		r.add(base, -(1 - out))
 	}
 	for q := s.M - 1; q >= 0; q-- {
-		if a := e.arr[q]; int(lens[q]) < J-1 && a > 0 {
+		if a := e.arr[q]; int(lens[q]) < s.Js[q]-1 && a > 0 {
 			r.add(base+s.stride[q], -a)
 		}
 	}
@@ -744,6 +744,10 @@ func solveKrylov(ctx context.Context, m *Model, e *engine, V, U []float64, scrat
 	// The first evaluation (from V = 0) is solved to krylovFirst of its
 	// starting residual.
 	target, gain, lastRes, lastGoal, good := math.NaN(), 0.0, 0.0, 0.0, false
+	if opts.Warm != nil {
+		// The first evaluation starts from the warm values and gain.
+		y.fromStates(b.x, V, opts.Warm.AverageCost/e.lam)
+	}
 	// The system is built again only when the policy changed: when the
 	// improvement kept every action, only the evaluation was short.
 	rebuild := true

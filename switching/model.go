@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 )
 
 // Pool is one job type and the pool of servers dedicated to it.
@@ -12,6 +14,9 @@ type Pool struct {
 	ArrivalRate float64 // λ_i, jobs per time unit
 	ServiceRate float64 // µ_i, completions per time unit per busy server
 	HoldingCost float64 // c_i, cost per job per time unit in the system
+	// QueueLimit is this pool's truncation J_i (queue lengths 0 ≤ j_i < J_i);
+	// 0 takes the model's QueueLimit.
+	QueueLimit int
 }
 
 // Uniformization modes of Model.UniformizationMode.
@@ -33,7 +38,7 @@ const (
 // consistent.
 type Model struct {
 	Servers    int     // N
-	QueueLimit int     // J: queue lengths 0 ≤ j_i < J
+	QueueLimit int     // J: queue lengths 0 ≤ j_i < J, unless a pool has a J of its own (Pool.QueueLimit)
 	Discount   float64 // α, used by the discounted criterion only
 
 	// UniformizationMode is one of the Uniformization* constants;
@@ -61,12 +66,55 @@ type Model struct {
 // NumPools returns M.
 func (m *Model) NumPools() int { return len(m.Pools) }
 
+// MaxQueueLimit is the largest truncation J_i a pool may have.
+const MaxQueueLimit = 1 << 16
+
+// Limit returns pool i's truncation J_i: its own QueueLimit, or the
+// model's.
+func (m *Model) Limit(i int) int {
+	if j := m.Pools[i].QueueLimit; j > 0 {
+		return j
+	}
+	return m.QueueLimit
+}
+
+// Limits returns every pool's truncation J_i.
+func (m *Model) Limits() []int {
+	js := make([]int, len(m.Pools))
+	for i := range js {
+		js[i] = m.Limit(i)
+	}
+	return js
+}
+
+// SetLimits gives pool i the truncation js[i], and the model's QueueLimit
+// the largest of them.
+func (m *Model) SetLimits(js []int) {
+	m.QueueLimit = slices.Max(js)
+	for i := range m.Pools {
+		m.Pools[i].QueueLimit = js[i]
+	}
+}
+
+// FormatLimits prints truncations: "15" when every pool has it, else one
+// per pool, "15/20/15".
+func FormatLimits(js []int) string {
+	if len(js) > 0 && slices.Min(js) == slices.Max(js) {
+		return strconv.Itoa(js[0])
+	}
+	parts := make([]string, len(js))
+	for i, j := range js {
+		parts[i] = strconv.Itoa(j)
+	}
+	return strings.Join(parts, "/")
+}
+
 // BlockingCost returns the price of one arrival of type i blocked at the
-// truncation j_i = J−1.
+// truncation j_i = J_i−1.
 func (m *Model) BlockingCost(i int) float64 {
 	if m.BlockingAuto {
 		p := m.Pools[i]
-		return p.HoldingCost * float64(m.QueueLimit) / p.ServiceRate
+		return p.HoldingCost * float64(m.Limit(i)) / p.ServiceRate
 	}
 	return m.BlockingCosts[i]
 }
@@ -78,21 +126,21 @@ func (m *Model) CanSwitch(a, b int) bool {
 
 // MaxRate returns the largest total transition rate out of any state of the
 // truncated model under any action: the smallest admissible Λ. Each server
-// adds the rate of what it does (serve a job, at most J−1 per pool, or travel
+// adds the rate of what it does (serve a job, at most J_i−1 in pool i, or travel
 // between pools), so the maximum fills servers greedily by rate.
 func (m *Model) MaxRate() float64 {
-	if m.QueueLimit < 2 {
-		return 0 // queues are always empty: nothing can happen
-	}
 	total := 0.0
 	type activity struct {
 		rate float64
 		cap  int // servers it can occupy; -1: unlimited
 	}
 	var acts []activity
-	for _, p := range m.Pools {
+	for i, p := range m.Pools {
+		if m.Limit(i) < 2 {
+			continue // its queue is always empty: nothing happens there
+		}
 		total += p.ArrivalRate
-		acts = append(acts, activity{p.ServiceRate, m.QueueLimit - 1})
+		acts = append(acts, activity{p.ServiceRate, m.Limit(i) - 1})
 	}
 	if !m.InstantSwitches {
 		acts = append(acts, activity{m.maxSwitchRate(), -1})

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 )
 
@@ -83,6 +84,13 @@ type SolveOptions struct {
 	// fraction of time some queue sits at the truncation J−1 and the mean
 	// holding cost.
 	Boundary bool
+	// Warm, when set, is a solution of the same model with other
+	// truncations (the same servers, pools, rates and lanes; J_i may
+	// differ): the solve starts from its policy and values, each state
+	// taking those of the state whose queues are clamped to Warm's J_i−1.
+	// Value iteration starts from those values, policy iteration from
+	// that policy, the krylov method from both.
+	Warm *Solution
 	// BoundarySweeps caps the power iteration of the Boundary analysis;
 	// 0: DefaultBoundarySweeps of the solve. An analysis that reaches the
 	// cap returns Stationary.Converged false.
@@ -234,6 +242,11 @@ func Solve(ctx context.Context, m *Model, opts SolveOptions) (*Solution, error) 
 		scratch[w] = make([]float64, s.B)
 	}
 	ref := referenceState(m, s)
+	if opts.Warm != nil {
+		if err := warmStart(s, opts.Warm, V, sol.Table.Actions); err != nil {
+			return nil, err
+		}
+	}
 	switch {
 	case opts.Horizon > 0:
 		err = solveHorizon(ctx, e, V, U, scratch, opts, sol)
@@ -427,9 +440,38 @@ func solvePolicy(ctx context.Context, m *Model, e *engine, V, U []float64, ref i
 	}
 }
 
+// warmStart writes into V and pol the values and the policy of w, each
+// state of s taking those of w's state with the same configuration and
+// its queues clamped to w's J_i−1.
+func warmStart(s *Space, w *Solution, V []float64, pol []int8) error {
+	ws := w.Table.Space
+	if ws.M != s.M || ws.N != s.N || ws.Configs != s.Configs || !slices.Equal(ws.transit, s.transit) {
+		return errors.New("warm start: a solution of another model (servers, pools or transit lanes differ)")
+	}
+	if len(w.Values) != ws.States {
+		return errors.New("warm start: the solution has no values")
+	}
+	old := make([]int, s.B) // per queue vector of s: the clamped one of ws
+	for j := range old {
+		for i := range s.M {
+			old[j] += min(s.queue(j, i), ws.Js[i]-1) * ws.stride[i]
+		}
+	}
+	for c := range s.Configs {
+		for j, o := range old {
+			V[c*s.B+j] = w.Values[c*ws.B+o]
+			pol[c*s.B+j] = w.Table.Actions[c*ws.B+o]
+		}
+	}
+	return nil
+}
+
 // startPolicy writes the first policy of policy iteration (opts.Start)
-// into pol.
+// into pol, unless a warm start wrote it already.
 func startPolicy(m *Model, s *Space, opts SolveOptions, pol []int8) error {
+	if opts.Warm != nil {
+		return nil
+	}
 	var start Policy
 	if opts.Start == "cmu" {
 		start = NewCMu(m)
@@ -461,7 +503,7 @@ func fillPolicy(s *Space, p Policy, pol []int8) error {
 		ok := s.available(c)
 		for j := range s.B {
 			for i := range s.M {
-				st.Jobs[i] = j / s.stride[i] % s.J
+				st.Jobs[i] = s.queue(j, i)
 			}
 			d := p.Decide(st)
 			if d < 0 || int(d) >= len(ok) || !ok[d] {

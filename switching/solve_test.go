@@ -46,7 +46,7 @@ func (r reference) post(st State, d Action) (State, bool) {
 
 // expect returns Σ q(S,S') V(S') from post-action state st.
 func (r reference) expect(st State, V []float64) float64 {
-	m, lam, J := r.m, r.m.Lambda(), r.m.QueueLimit
+	m, lam := r.m, r.m.Lambda()
 	idx := func(s State) int {
 		i, ok := r.s.Index(s)
 		if !ok {
@@ -69,7 +69,7 @@ func (r reference) expect(st State, V []float64) float64 {
 		sum += rate / lam * V[idx(n)]
 	}
 	for i, p := range m.Pools {
-		if st.Jobs[i] < J-1 {
+		if st.Jobs[i] < m.Limit(i)-1 {
 			move(p.ArrivalRate, func(n *State) { n.Jobs[i]++ })
 		}
 		move(p.ServiceRate*float64(min(st.Jobs[i], st.Servers[i])), func(n *State) { n.Jobs[i]-- })
@@ -89,7 +89,7 @@ func (r reference) cost(st State) float64 {
 	h := 0.0
 	for i, p := range r.m.Pools {
 		h += p.HoldingCost * float64(st.Jobs[i])
-		if st.Jobs[i] == r.m.QueueLimit-1 {
+		if st.Jobs[i] == r.m.Limit(i)-1 {
 			h += p.ArrivalRate * r.m.BlockingCost(i)
 		}
 	}
@@ -156,7 +156,19 @@ func engineModels() map[string]*Model {
 	paper := policyModel(2, []float64{0.5, 0.1, 0.2}, []float64{0.9, 0.4, 0.5}, []float64{1, 1, 2}, 0.25)
 	paper.QueueLimit = 3
 	paper.UniformizationMode = UniformizationPaper
-	return map[string]*Model{"two pools": twoPool, "three pools": three, "instant": instant, "paper Λ": paper}
+
+	// A truncation per pool: the first pool's own, the others the model's
+	// (or their own, on three pools).
+	perPool := policyModel(3, []float64{0.6, 0.3}, []float64{0.5, 0.7}, []float64{2, 1}, 0.4)
+	perPool.QueueLimit = 5
+	perPool.Pools[0].QueueLimit = 9
+	perPool.BlockingAuto = true
+	perPool3 := policyModel(3, []float64{0.5, 0.2, 0.3}, []float64{1, 0.6, 0.8}, []float64{2, 1, 1.5}, 0.3)
+	perPool3.SetLimits([]int{3, 6, 4})
+	perPool3.SwitchCosts[0][2] = 0.25
+	perPool3.BlockingCosts = []float64{2, 0.5, 1}
+	return map[string]*Model{"two pools": twoPool, "three pools": three, "instant": instant, "paper Λ": paper,
+		"J per pool": perPool, "J per pool, three pools": perPool3}
 }
 
 func TestEngineMatchesReference(t *testing.T) {

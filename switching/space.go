@@ -38,16 +38,17 @@ const BytesPerState = 8 + 8 + 1
 // instead of 3,003. With instant switches there are none.
 // Configurations are numbered in lexicographic order of x (ranked in O(D) by
 // binomial counting, no map). A state is (configuration c, queue vector j)
-// with index c·B + Σ j_i·J^(M−1−i), B = J^M: the queue vectors of one
+// with index c·B + Σ j_i·stride_i, stride_i = Π_{k>i} J_k, B = Π J_i: the queue vectors of one
 // configuration are one contiguous block, so a sweep streams through memory,
 // and pool M's queue is the fastest-varying index.
 type Space struct {
-	M, N, J int
-	B       int // J^M states per configuration
-	Configs int // number of configurations
-	States  int // Configs·B
+	M, N    int
+	Js      []int // J_i: pool i's queue lengths are 0 ≤ j_i < J_i
+	B       int   // Π J_i states per configuration
+	Configs int   // number of configurations
+	States  int   // Configs·B
 
-	stride []int // stride of j_i inside a block: J^(M−1−i)
+	stride []int // stride of j_i inside a block: Π_{k>i} J_k
 
 	transit   []Pair  // each lane's first pair (in paper order), in order of those
 	transitOf [][]int // transitOf[a][b]: index in x of the lane of (a,b), or −1
@@ -95,8 +96,8 @@ func countStates(m *Model, byPair bool) (configs, states uint64, ok bool) {
 		return 0, 0, false
 	}
 	block := uint64(1)
-	for range m.NumPools() {
-		hi, lo := bits.Mul64(block, uint64(m.QueueLimit))
+	for i := range m.NumPools() {
+		hi, lo := bits.Mul64(block, uint64(m.Limit(i)))
 		if hi != 0 {
 			return configs, 0, false
 		}
@@ -181,14 +182,14 @@ func newSpace(m *Model, maxStates int, byPair bool) (*Space, error) {
 			maxStates, FormatBytes(uint64(maxStates)*BytesPerState))
 	}
 	M := m.NumPools()
-	s := &Space{M: M, N: m.Servers, J: m.QueueLimit, Configs: int(configs)}
+	s := &Space{M: M, N: m.Servers, Js: m.Limits(), Configs: int(configs)}
 	s.B = int(states / configs)
 	s.States = int(states)
 	s.stride = make([]int, M)
 	st := 1
 	for i := M - 1; i >= 0; i-- {
 		s.stride[i] = st
-		st *= s.J
+		st *= s.Js[i]
 	}
 	s.transit, s.transitOf = transitLanes(m, byPair)
 	s.dims = M + len(s.transit)
@@ -269,6 +270,13 @@ func (s *Space) rank(x []int8) int {
 }
 
 func (s *Space) config(c int) []int8 { return s.x[c*s.dims : (c+1)*s.dims] }
+
+// queue returns pool i's queue length in queue vector j (an index within a
+// configuration's block).
+func (s *Space) queue(j, i int) int { return j / s.stride[i] % s.Js[i] }
+
+// Limits returns every pool's truncation J_i.
+func (s *Space) Limits() []int { return slices.Clone(s.Js) }
 
 func (s *Space) successors(m *Model) {
 	pairs := Pairs(s.M)
@@ -374,7 +382,7 @@ func (s *Space) find(c int, d Action) (configAction, bool) {
 // paper order; State reports a lane's servers as in transit on that pair.
 func (s *Space) Transit() []Pair { return s.transit }
 
-// Index returns the state index of s, with queue lengths clamped to J−1
+// Index returns the state index of s, with queue lengths clamped to J_i−1
 // and its servers in transit counted by lane; ok is false when the
 // configuration is not one of this space (wrong number of pools or
 // servers, or servers in transit on a pair that cannot switch).
@@ -414,7 +422,7 @@ func (s *Space) Index(st State) (int, bool) {
 	}
 	j := 0
 	for i, q := range st.Jobs {
-		j += min(max(q, 0), s.J-1) * s.stride[i]
+		j += min(max(q, 0), s.Js[i]-1) * s.stride[i]
 	}
 	return s.rank(x)*s.B + j, true
 }
@@ -426,7 +434,7 @@ func (s *Space) State(idx int) State {
 	x := s.config(c)
 	st := State{Jobs: make([]int, s.M), Servers: make([]int, s.M), Transit: make([][]int, s.M)}
 	for i := range s.M {
-		st.Jobs[i] = j / s.stride[i] % s.J
+		st.Jobs[i] = s.queue(j, i)
 		st.Servers[i] = int(x[i])
 		st.Transit[i] = make([]int, s.M)
 	}

@@ -9,8 +9,8 @@ import (
 // Stationary describes the long-run behaviour of the truncated chain under
 // a policy table, started from the empty system at the static allocation.
 type Stationary struct {
-	// BoundaryFraction is the fraction of time some queue sits at the
-	// truncation J−1, where arrivals are blocked. A large value means the
+	// BoundaryFraction is the fraction of time some queue sits at its
+	// truncation J_i−1, where arrivals are blocked. A large value means the
 	// truncation shapes the policy: raise queue_limit.
 	BoundaryFraction float64 `json:"boundary_fraction"`
 	// PoolBoundary is the same per pool.
@@ -88,7 +88,7 @@ func stationary(ctx context.Context, m *Model, e *engine, pol []int8, opts Solve
 		if e.edge[j] {
 			out.BoundaryFraction += p
 			for i := range s.M {
-				if j/s.stride[i]%s.J == s.J-1 {
+				if s.queue(j, i) == s.Js[i]-1 {
 					out.PoolBoundary[i] += p
 				}
 			}
@@ -155,7 +155,7 @@ func (e *engine) postActionBlock(rho, pi []float64, pol []int8, c int) {
 // uniformized step from rho, and returns the L1 change.
 func (e *engine) transitionBlock(pi, rho []float64, c int, out []float64) float64 {
 	s := e.s
-	B, J := s.B, s.J
+	B := s.B
 	base := c * B
 	r := rho[base : base+B]
 	copy(out, r)
@@ -177,14 +177,14 @@ func (e *engine) transitionBlock(pi, rho []float64, c int, out []float64) float6
 	}
 	x := s.config(c)
 	for i := range s.M {
-		st := s.stride[i]
+		st, J := s.stride[i], s.Js[i]
 		span := J * st
 		a := e.arr[i]
 		k := int(x[i])
 		for hi := 0; hi < B; hi += span {
 			n := (J - 1) * st
 			if a != 0 {
-				// Arrivals leave j_i < J−1 and enter j_i ≥ 1.
+				// Arrivals leave j_i < J_i−1 and enter j_i ≥ 1.
 				lo, up := out[hi:hi+n], out[hi+st:hi+st+n]
 				from := r[hi : hi+n]
 				for y := range lo {

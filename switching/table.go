@@ -11,7 +11,7 @@ import (
 
 // Table is a policy given by one action per state of a model's space: the
 // optimal policy of a solve, or a table loaded from a file. Queue lengths
-// beyond the truncation are clamped to J−1.
+// beyond a pool's truncation are clamped to J_i−1.
 type Table struct {
 	Model     *Model
 	Space     *Space
@@ -163,6 +163,9 @@ func ModelFile(m *Model) map[string]any {
 	pools := make([]map[string]any, len(m.Pools))
 	for i, p := range m.Pools {
 		pools[i] = map[string]any{"name": p.Name, "arrival_rate": p.ArrivalRate, "service_rate": p.ServiceRate, "holding_cost": p.HoldingCost}
+		if p.QueueLimit > 0 {
+			pools[i]["queue_limit"] = p.QueueLimit
+		}
 	}
 	out["pools"] = pools
 	out["switch_rates"] = m.SwitchRates

@@ -19,10 +19,11 @@ type View struct {
 }
 
 // DefaultView is k as even as possible (the extra servers to the lowest
-// pools), rows j1, columns j2, the other queues 0, size min(11, J).
+// pools), rows j1, columns j2, the other queues 0, size min(11, J_i) over
+// the pools.
 func DefaultView(m *Model) View {
 	M, N := m.NumPools(), m.Servers
-	v := View{K: make([]int, M), Rows: 0, Cols: 1, Fixed: map[int]int{}, Size: min(11, m.QueueLimit)}
+	v := View{K: make([]int, M), Rows: 0, Cols: 1, Fixed: map[int]int{}, Size: min(11, slices.Min(m.Limits()))}
 	for i := range M {
 		v.K[i] = N / M
 		if i < N%M {
@@ -40,9 +41,9 @@ func DefaultView(m *Model) View {
 // DefaultView's values; fixed queues default to 0.
 func ParseView(m *Model, spec string) (View, error) {
 	v := DefaultView(m)
-	M, N, J := m.NumPools(), m.Servers, m.QueueLimit
+	M, N := m.NumPools(), m.Servers
 	fixed := map[int]int{}
-	rowsSet, colsSet := false, false
+	rowsSet, colsSet, sizeSet := false, false, false
 	for _, tok := range strings.Fields(spec) {
 		key, val, ok := strings.Cut(tok, "=")
 		if !ok || val == "" {
@@ -83,18 +84,18 @@ func ParseView(m *Model, spec string) (View, error) {
 			}
 		case key == "size":
 			n, err := strconv.Atoi(val)
-			if err != nil || n < 1 || n > J {
-				return View{}, fmt.Errorf("size: must be a whole number from 1 to J = %d, got %q", J, val)
+			if err != nil || n < 1 {
+				return View{}, fmt.Errorf("size: must be a whole number >= 1, got %q", val)
 			}
-			v.Size = n
+			v.Size, sizeSet = n, true
 		case strings.HasPrefix(key, "j"):
 			i, err := poolAxis(key, M)
 			if err != nil {
 				return View{}, fmt.Errorf("%s: %w", key, err)
 			}
 			n, err := strconv.Atoi(val)
-			if err != nil || n < 0 || n >= J {
-				return View{}, fmt.Errorf("%s: must be a queue length from 0 to J−1 = %d, got %q", key, J-1, val)
+			if J := m.Limit(i); err != nil || n < 0 || n >= J {
+				return View{}, fmt.Errorf("%s: must be a queue length from 0 to J%d−1 = %d, got %q", key, i+1, J-1, val)
 			}
 			fixed[i] = n
 		default:
@@ -109,6 +110,13 @@ func ParseView(m *Model, spec string) (View, error) {
 	}
 	if v.Rows == v.Cols {
 		return View{}, fmt.Errorf("rows and cols: must be two different queues, both are j%d", v.Rows+1)
+	}
+	// The axes run over queue lengths both pools' truncations hold.
+	if J := min(m.Limit(v.Rows), m.Limit(v.Cols)); !sizeSet {
+		v.Size = min(11, J)
+	} else if v.Size > J {
+		return View{}, fmt.Errorf("size: must be a whole number from 1 to %d (the truncation J of j%d and j%d), got %d",
+			J, v.Rows+1, v.Cols+1, v.Size)
 	}
 	for i := range fixed {
 		if i == v.Rows || i == v.Cols {

@@ -134,7 +134,7 @@ func policyEvaluate(ctx context.Context, e *env, f evaluateFlags) error {
 
 func (r evaluateReport) print(w io.Writer, m *switching.Model) {
 	fmt.Fprintf(w, "policy:    %s\n", r.Policy)
-	fmt.Fprintf(w, "model:     %s, %d states (queues truncated at %d), %s\n", r.Model, r.States, m.QueueLimit, switching.FormatBytes(uint64(r.MemoryBytes)))
+	fmt.Fprintf(w, "model:     %s, %d states (queues truncated at J = %s), %s\n", r.Model, r.States, switching.FormatLimits(m.Limits()), switching.FormatBytes(uint64(r.MemoryBytes)))
 	fmt.Fprintf(w, "cost:      %.9g per time unit in the long run (holding and blocking)\n", r.AverageCost)
 	gap := (r.AverageUpper - r.AverageLower) / max(r.AverageUpper, 1e-300)
 	fmt.Fprintf(w, "           certified in [%.9g, %.9g] (gap %.2g relative)\n", r.AverageLower, r.AverageUpper, gap)

@@ -176,7 +176,7 @@ func TestPolicySolveBadInput(t *testing.T) {
 		{"view m", []string{"policy", "solve", "--model", goodPath, "--view", "m=1"}, "--view: m: only m=0"},
 		{"view rows", []string{"policy", "solve", "--model", goodPath, "--view", "rows=j3"}, `--view: rows: "j3" is not a queue: want j1 to j2`},
 		{"view same axes", []string{"policy", "solve", "--model", goodPath, "--view", "rows=j1 cols=j1"}, "--view: rows and cols: must be two different queues"},
-		{"view size", []string{"policy", "solve", "--model", goodPath, "--view", "size=6"}, "--view: size: must be a whole number from 1 to J = 5"},
+		{"view size", []string{"policy", "solve", "--model", goodPath, "--view", "size=6"}, "--view: size: must be a whole number from 1 to 5 (the truncation J of j1 and j2), got 6"},
 		{"view junk", []string{"policy", "solve", "--model", goodPath, "--view", "colour=red"}, `--view: "colour": unknown key`},
 		{"view no value", []string{"policy", "solve", "--model", goodPath, "--view", "k"}, `--view: "k": want key=value`},
 		{"too large", []string{"policy", "solve", "--model", example + "fisher-fig4-n6.yaml", "--max-states", "1000"},

@@ -44,6 +44,11 @@ type solveFlags struct {
 	boundary  bool
 	// boundarySweeps caps the long-run analysis; 0: the default budget.
 	boundarySweeps int
+	// truncation is fixed (the model's J) or auto (grown until it no
+	// longer matters), with its tolerance and time limit.
+	truncation        string
+	boundaryTolerance float64
+	timeLimit         time.Duration
 }
 
 func newPolicySolveCmd(e *env) *cobra.Command {
@@ -93,6 +98,9 @@ other queues at 0 or half the size, the one whose action changes most often.`,
 	fl.StringVar(&f.save, "save", "", "save the policy table to this file")
 	fl.StringVar(&f.output, "output", "table", "table or json")
 	fl.BoolVar(&f.boundary, "boundary", true, "compute the long-run fraction of time at the truncation and the mean holding cost of the policy")
+	fl.StringVar(&f.truncation, "truncation", "fixed", "fixed: the model's queue_limit; auto: grow each pool's J until its long-run boundary mass is under --boundary-tolerance and the optimum moves by no more than the solve's gap when every J grows by a step (average criterion)")
+	fl.Float64Var(&f.boundaryTolerance, "boundary-tolerance", switching.DefaultBoundaryTolerance, "with --truncation auto: the long-run probability of a queue at its J−1 each pool must be under")
+	fl.DurationVar(&f.timeLimit, "time-limit", 0, "with --truncation auto: stop growing once the solves took this long (0: no limit); --max-states bounds the memory")
 	fl.IntVar(&f.boundarySweeps, "boundary-sweeps", 0, fmt.Sprintf("cap the long-run analysis at this many sweeps (0: %d× the solve's sweeps, at least %d M state updates, at most %s sweeps)",
 		switching.BoundaryFactor, switching.BoundaryFloor/1_000_000, plotx.Plain(switching.BoundaryCeiling)))
 	return cmd
@@ -132,6 +140,9 @@ func policySolve(ctx context.Context, e *env, f solveFlags) error {
 	if f.boundarySweeps < 0 {
 		return usagef("--boundary-sweeps: must be 0 (the default budget) or more, got %d", f.boundarySweeps)
 	}
+	if err := checkTruncation(f); err != nil {
+		return err
+	}
 	opts := switching.SolveOptions{
 		Criterion: switching.Criterion(f.criterion),
 		Method:    switching.Method(f.method),
@@ -151,7 +162,16 @@ func policySolve(ctx context.Context, e *env, f solveFlags) error {
 		bar = &progressBar{w: e.stderr}
 		opts.Progress = bar.update
 	}
-	sol, err := switching.Solve(ctx, m, opts)
+	var sol *switching.Solution
+	var tr *switching.Truncation
+	if f.truncation == "auto" {
+		tr, err = growTruncation(ctx, e, m, opts, f, bar)
+		if tr != nil {
+			sol, m = tr.Solution, tr.Solution.Table.Model
+		}
+	} else {
+		sol, err = switching.Solve(ctx, m, opts)
+	}
 	if bar != nil {
 		bar.done()
 	}
@@ -175,6 +195,9 @@ func policySolve(ctx context.Context, e *env, f solveFlags) error {
 		view, choice = v, &c
 	}
 	rep := newSolveReport(f.model, m, sol, view, f.tolerance)
+	if tr != nil {
+		rep.Truncation = newTruncationReport(m, tr, f.boundaryTolerance)
+	}
 	if choice != nil {
 		rep.View.Chosen = newViewChoice(m, *choice)
 	}
@@ -251,6 +274,8 @@ type solveReport struct {
 	AverageLower   *float64            `json:"average_cost_lower,omitempty"`
 	AverageUpper   *float64            `json:"average_cost_upper,omitempty"`
 	Stationary     *stationaryReport   `json:"stationary,omitempty"`
+	QueueLimits    map[string]int      `json:"queue_limits"`
+	Truncation     *truncationReport   `json:"truncation,omitempty"`
 	Actions        []actionLegend      `json:"actions"`
 	View           viewReport          `json:"view"`
 }
@@ -348,6 +373,10 @@ func newSolveReport(path string, m *switching.Model, sol *switching.Solution, v 
 		r.AverageCost, r.AverageLower, r.AverageUpper = &c, &lo, &hi
 	}
 	r.Actions = actionsOf(m)
+	r.QueueLimits = map[string]int{}
+	for i, p := range m.Pools {
+		r.QueueLimits[p.Name] = m.Limit(i)
+	}
 	return r
 }
 
@@ -438,8 +467,8 @@ func (r *solveReport) print(w io.Writer, m *switching.Model) {
 	for i, p := range m.Pools {
 		names[i] = p.Name
 	}
-	fmt.Fprintf(w, "model:     %s: %d pools (%s), N = %d servers, J = %d, Λ = %g\n",
-		r.Model, m.NumPools(), strings.Join(names, ", "), m.Servers, m.QueueLimit, r.Uniformization)
+	fmt.Fprintf(w, "model:     %s: %d pools (%s), N = %d servers, J = %s, Λ = %g\n",
+		r.Model, m.NumPools(), strings.Join(names, ", "), m.Servers, switching.FormatLimits(m.Limits()), r.Uniformization)
 	fmt.Fprintf(w, "states:    %d (%d configurations × %d queue states), %s\n",
 		r.States, r.Configurations, r.QueueStates, switching.FormatBytes(uint64(r.MemoryBytes)))
 	crit := string(r.Criterion)
@@ -471,6 +500,9 @@ func (r *solveReport) print(w io.Writer, m *switching.Model) {
 	if r.AverageCost != nil {
 		fmt.Fprintf(w, "cost:      %.6g per time unit in the long run (holding and blocking)\n", *r.AverageCost)
 		fmt.Fprintf(w, "           the optimum certified in [%.9g, %.9g] (gap %.3g relative)\n", *r.AverageLower, *r.AverageUpper, relGap(*r.AverageLower, *r.AverageUpper))
+	}
+	if t := r.Truncation; t != nil {
+		t.print(w)
 	}
 	if st := r.Stationary; st != nil {
 		if st.Converged {

@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -188,7 +189,9 @@ type policyReport struct {
 	TransitFraction   float64            `json:"transit_fraction"`
 	SwitchCostRate    float64            `json:"switch_cost_rate"`
 	BoundaryFraction  *float64           `json:"boundary_fraction,omitempty"`
-	QueueLimit        int                `json:"queue_limit,omitempty"`
+	BeyondFraction    *float64           `json:"beyond_fraction,omitempty"`
+	QueueLimit        int                `json:"queue_limit,omitempty"`  // the largest J_i
+	QueueLimits       map[string]int     `json:"queue_limits,omitempty"` // J_i per pool
 	Allocation        [][]int            `json:"allocation,omitempty"`
 	Solves            []solveSummary     `json:"solves,omitempty"`
 	Seconds           float64            `json:"seconds"`
@@ -254,7 +257,7 @@ func simulatePolicies(ctx context.Context, e *env, f policiesFlags) error {
 
 	cfg := sim.Config{
 		Model: m, Policies: b.Policies, Phases: ph, Completions: f.completions, Warmup: f.warmup,
-		Seed: f.seed, QueueLimit: b.QueueLimit, Now: time.Now,
+		Seed: f.seed, QueueLimits: b.QueueLimits, Now: time.Now,
 	}
 	if bar != nil {
 		cfg.Progress = func(p sim.Progress) {
@@ -342,7 +345,7 @@ func newPolicyReport(f policiesFlags, spec experiment.Spec, m *switching.Model, 
 		Events: r.Events, Switches: r.Switches, PhaseChanges: r.PhaseChanges, Time: r.Time,
 		MeanJobs: map[string]float64{}, MeanServers: map[string]float64{},
 		TransitFraction: r.TransitFraction, SwitchCostRate: r.SwitchCostRate,
-		QueueLimit: b.QueueLimit, Allocation: b.Targets, Seconds: r.Seconds,
+		Allocation: b.Targets, Seconds: r.Seconds,
 	}
 	if r.Seconds > 0 {
 		rep.EventsPerSecond = float64(r.Events) / r.Seconds
@@ -361,8 +364,14 @@ func newPolicyReport(f policiesFlags, spec experiment.Spec, m *switching.Model, 
 		rep.MeanJobs[p.Name] = r.MeanJobs[i]
 		rep.MeanServers[p.Name] = r.MeanServers[i]
 	}
+	if b.QueueLimits != nil {
+		rep.QueueLimit, rep.QueueLimits = slices.Max(b.QueueLimits), map[string]int{}
+		for i, p := range m.Pools {
+			rep.QueueLimits[p.Name] = b.QueueLimits[i]
+		}
+	}
 	if !math.IsNaN(r.BoundaryFraction) {
-		rep.BoundaryFraction = &r.BoundaryFraction
+		rep.BoundaryFraction, rep.BeyondFraction = &r.BoundaryFraction, &r.BeyondFraction
 	}
 	for _, s := range b.Solves {
 		sum := solveSummary{Criterion: s.Criterion, States: s.Table.Space.States, Sweeps: s.Sweeps,
@@ -421,7 +430,12 @@ func (r *policyReport) print(w io.Writer) {
 		fmt.Fprintf(w, "switch costs  %.4g per unit time (not in the mean cost)\n", r.SwitchCostRate)
 	}
 	if r.BoundaryFraction != nil {
-		fmt.Fprintf(w, "boundary      a queue sat at the table's limit J−1 = %d for %.2f%% of the time\n", r.QueueLimit-1, 100**r.BoundaryFraction)
+		js := make([]int, len(r.pools))
+		for i, p := range r.pools {
+			js[i] = r.QueueLimits[p]
+		}
+		fmt.Fprintf(w, "boundary      a queue sat at its table's limit J−1 (J = %s) for %.2f%% of the time, beyond it (where the table answers as at J−1) for %.2f%%\n",
+			switching.FormatLimits(js), 100**r.BoundaryFraction, 100**r.BeyondFraction)
 	}
 	fmt.Fprintf(w, "run           %d completions measured after %d warm-up, %d events, %.4g time units\n",
 		r.Completions, r.WarmupCompletions, r.Events, r.Time)
@@ -599,6 +613,8 @@ type experimentRow struct {
 	Switches         int64       `json:"switches"`
 	TransitFraction  float64     `json:"transit_fraction"`
 	BoundaryFraction *float64    `json:"boundary_fraction,omitempty"`
+	BeyondFraction   *float64    `json:"beyond_fraction,omitempty"`
+	QueueLimits      []int       `json:"queue_limits,omitempty"`
 	Seconds          float64     `json:"seconds"`
 	SolveSeconds     float64     `json:"solve_seconds,omitempty"`
 	SolveSweeps      int         `json:"solve_sweeps,omitempty"`
@@ -620,12 +636,12 @@ func experimentReport(ex *experiment.Experiment, rows []experiment.Row, files []
 	for _, r := range rows {
 		jr := experimentRow{X: r.X, Policy: r.Policy, Completions: r.Completions, Events: r.Events, Switches: r.Switches,
 			TransitFraction: r.TransitFraction, Seconds: r.Seconds, SolveSeconds: r.SolveSeconds,
-			SolveSweeps: r.SolveSweeps, Converged: r.Converged, Note: r.Note}
+			SolveSweeps: r.SolveSweeps, Converged: r.Converged, Note: r.Note, QueueLimits: r.QueueLimits}
 		if !math.IsNaN(r.MeanCost) {
 			jr.MeanCost, jr.CI95 = &r.MeanCost, &r.CI95
 		}
 		if !math.IsNaN(r.BoundaryFraction) {
-			jr.BoundaryFraction = &r.BoundaryFraction
+			jr.BoundaryFraction, jr.BeyondFraction = &r.BoundaryFraction, &r.BeyondFraction
 		}
 		out.Rows = append(out.Rows, jr)
 	}

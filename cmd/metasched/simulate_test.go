@@ -62,7 +62,7 @@ func TestSimulatePoliciesTable(t *testing.T) {
 			[]string{"phases        high 2.9703, low 0.029703, mean length 100", "alloc. ph. 1  [3 1]", "alloc. ph. 2  [1 3]"}},
 		{[]string{"--model", example + "palmer-fig2-n4.yaml", "--policy", "optimal",
 			"--phases", "high=2.9702970297029703,low=0.0297029702970297,mean=100"},
-			[]string{"solve ph. 1   average criterion", "solve ph. 2   average criterion", "converged", "boundary      a queue sat at the table's limit J−1 = 39"}},
+			[]string{"solve ph. 1   average criterion", "solve ph. 2   average criterion", "converged", "boundary      a queue sat at its table's limit J−1 (J = 40) for "}},
 	} {
 		args := append([]string{"simulate", "policies", "--completions", "5000"}, tt.args...)
 		code, out, errOut := runCmd(t, args...)

@@ -218,7 +218,8 @@ type Row struct {
 	Switches         int64
 	TransitFraction  float64
 	BoundaryFraction float64 // NaN unless the policy is a table
-	QueueLimit       int     // J of the policy's table (0 unless the policy is a table)
+	BeyondFraction   float64 // time some queue was beyond its table's J_i (NaN unless the policy is a table)
+	QueueLimits      []int   // J_i of the policy's table (nil unless the policy is a table)
 	Seconds          float64 // simulation loop
 	SolveSeconds     float64
 	SolveSweeps      int
@@ -309,7 +310,7 @@ func (e *Experiment) Run(ctx context.Context, opts Options) ([]Row, error) {
 
 func (e *Experiment) runOne(ctx context.Context, x float64, m *switching.Model, ph *sim.Phases, spec Spec, opts Options, step, steps int) (Row, error) {
 	row := Row{X: x, Policy: spec.Name(), MeanCost: math.NaN(), CI95: [2]float64{math.NaN(), math.NaN()},
-		BoundaryFraction: math.NaN(), Converged: true}
+		BoundaryFraction: math.NaN(), BeyondFraction: math.NaN(), Converged: true}
 	report := func(stage string, f float64) {
 		if opts.Progress != nil {
 			opts.Progress(Progress{Step: step, Steps: steps, X: x, Policy: row.Policy, Stage: stage, Fraction: f})
@@ -335,7 +336,7 @@ func (e *Experiment) runOne(ctx context.Context, x float64, m *switching.Model, 
 			row.SolveSweeps += s.Sweeps
 		}
 		row.Converged = b.Converged()
-		row.QueueLimit = b.QueueLimit
+		row.QueueLimits = b.QueueLimits
 	}
 	switch {
 	case unstable(err):
@@ -353,7 +354,7 @@ func (e *Experiment) runOne(ctx context.Context, x float64, m *switching.Model, 
 	res, err := sim.Run(ctx, sim.Config{
 		Model: m, Policies: b.Policies, Phases: ph,
 		Completions: opts.Completions, Warmup: opts.Warmup, Seed: opts.Seed,
-		QueueLimit: b.QueueLimit, Now: opts.Now,
+		QueueLimits: b.QueueLimits, Now: opts.Now,
 		Progress: func(p sim.Progress) { report("simulate", float64(p.Completions)/float64(p.Target)) },
 	})
 	if err != nil {
@@ -361,7 +362,7 @@ func (e *Experiment) runOne(ctx context.Context, x float64, m *switching.Model, 
 	}
 	row.MeanCost, row.CI95 = res.MeanCost, res.CI95
 	row.Completions, row.Events, row.Switches = res.Completions, res.Events, res.Switches
-	row.TransitFraction, row.BoundaryFraction, row.Seconds = res.TransitFraction, res.BoundaryFraction, res.Seconds
+	row.TransitFraction, row.BoundaryFraction, row.BeyondFraction, row.Seconds = res.TransitFraction, res.BoundaryFraction, res.BeyondFraction, res.Seconds
 	return row, nil
 }
 

@@ -15,12 +15,13 @@ import (
 	"gonum.org/v1/plot/plotutil"
 
 	"github.com/metasched/metasched/internal/plotx"
+	"github.com/metasched/metasched/switching"
 )
 
 // CSVHeader is the first line of WriteCSV's output.
 var CSVHeader = []string{
 	"experiment", "x", "policy", "mean_cost", "ci95_lo", "ci95_hi", "completions", "events", "switches",
-	"transit_fraction", "boundary_fraction", "seconds", "solve_seconds", "solve_sweeps", "converged", "note",
+	"transit_fraction", "boundary_fraction", "beyond_fraction", "seconds", "solve_seconds", "solve_sweeps", "converged", "note",
 }
 
 // WriteCSV writes the rows of experiment e, one per policy and x; NaN
@@ -32,7 +33,7 @@ func WriteCSV(w io.Writer, e *Experiment, rows []Row) error {
 		cw.Write([]string{
 			e.Name, num(r.X), r.Policy, num(r.MeanCost), num(r.CI95[0]), num(r.CI95[1]),
 			strconv.FormatInt(r.Completions, 10), strconv.FormatInt(r.Events, 10), strconv.FormatInt(r.Switches, 10),
-			num(r.TransitFraction), num(r.BoundaryFraction), num(r.Seconds), num(r.SolveSeconds),
+			num(r.TransitFraction), num(r.BoundaryFraction), num(r.BeyondFraction), num(r.Seconds), num(r.SolveSeconds),
 			strconv.Itoa(r.SolveSweeps), strconv.FormatBool(r.Converged), r.Note,
 		})
 	}
@@ -289,13 +290,13 @@ func truncationNotes(s series) []string {
 	var limit []string
 	for _, p := range s.policies {
 		var stopped, switched, atLimit []float64
-		j := 0
+		var j []int
 		for _, x := range s.xs {
 			r, ok := s.at[p][x]
-			if !ok || math.IsNaN(r.MeanCost) || r.QueueLimit == 0 {
+			if !ok || math.IsNaN(r.MeanCost) || r.QueueLimits == nil {
 				continue
 			}
-			j = r.QueueLimit
+			j = r.QueueLimits
 			if r.Switches > 0 {
 				switched = append(switched, x)
 			} else if r.BoundaryFraction >= 0.5 {
@@ -307,8 +308,8 @@ func truncationNotes(s series) []string {
 		}
 		if len(stopped) > 0 && len(switched) > 0 {
 			notes = append(notes, fmt.Sprintf("%s %s: no switches (it switched %s), and a queue sat at its table's limit "+
-				"J−1 = %d for %s of the time: the table, solved on queues cut at J = %d, stops switching there; "+
-				"a larger --queue-limit may change that.", p, s.where(stopped), s.where(switched), j-1, s.fractions(p, stopped), j))
+				"J−1 for %s of the time: the table, solved on queues cut at J = %s, stops switching there; "+
+				"a larger --queue-limit may change that.", p, s.where(stopped), s.where(switched), s.fractions(p, stopped), switching.FormatLimits(j)))
 		}
 		if len(atLimit) > 0 {
 			limit = append(limit, fmt.Sprintf("%s %s (%s)", p, s.where(atLimit), s.fractions(p, atLimit)))

@@ -94,9 +94,10 @@ type Built struct {
 	Targets [][]int
 	// Solves are the solves of an optimal policy, per phase.
 	Solves []*switching.Solution
-	// QueueLimit is J of the tables of an optimal policy (0 otherwise): the
-	// simulator reports how long a queue sat at J−1.
-	QueueLimit int
+	// QueueLimits are the pools' J_i of the tables of an optimal policy
+	// (nil otherwise): the simulator reports how long a queue sat at J_i−1
+	// and beyond J_i.
+	QueueLimits []int
 }
 
 // Converged reports whether every solve converged (true without solves).
@@ -132,7 +133,7 @@ func Build(ctx context.Context, spec Spec, m *switching.Model, ph *sim.Phases, t
 			return nil, errors.New("a policy table holds one phase's policy: demand phases need one table per phase, solved on the fly")
 		}
 		b.Policies = []switching.Policy{table}
-		b.QueueLimit = table.Space.J
+		b.QueueLimits = table.Space.Limits()
 		return b, nil
 	}
 	var notConverged []string
@@ -179,7 +180,7 @@ func Build(ctx context.Context, spec Spec, m *switching.Model, ph *sim.Phases, t
 					phaseName(ph, p), sol.Sweeps, sol.Residual))
 			}
 			b.Solves = append(b.Solves, sol)
-			b.QueueLimit = sm.QueueLimit
+			b.QueueLimits = sm.Limits()
 			pol = sol.Table
 		default:
 			return nil, fmt.Errorf("policy %q: must be one of %s", spec.Kind, strings.Join(Kinds, ", "))

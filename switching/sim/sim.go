@@ -36,6 +36,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/metasched/metasched/switching"
@@ -73,10 +74,12 @@ type Config struct {
 	// Start is the servers in place at each pool at time 0 (Σ = N); nil
 	// starts at the static allocation of the first phase.
 	Start []int
-	// QueueLimit > 0 reports the fraction of measured time some queue sat
-	// at or beyond QueueLimit−1: where a policy table, solved on queues
-	// truncated at J = QueueLimit, answers from its last row.
-	QueueLimit int
+	// QueueLimits, when set, holds each pool's truncation J_i of the
+	// policy tables: the run reports the fraction of measured time some
+	// queue sat at or beyond J_i−1 (the truncated chain's boundary) and
+	// beyond it (j_i ≥ J_i: states the table does not hold, which it
+	// answers as at J_i−1).
+	QueueLimits []int
 	// Now, when set, times the event loop (Result.Seconds).
 	Now func() time.Time
 	// Progress, when set, is called every 65,536 events from the running
@@ -116,8 +119,10 @@ type Result struct {
 	// time (not part of MeanCost).
 	SwitchCostRate float64
 	// BoundaryFraction is the fraction of measured time some queue sat at
-	// or beyond QueueLimit−1; NaN without Config.QueueLimit.
+	// or beyond its J_i−1, and BeyondFraction beyond it (j_i ≥ J_i, where a
+	// table answers as at J_i−1); NaN without Config.QueueLimits.
 	BoundaryFraction float64
+	BeyondFraction   float64
 
 	Seconds float64 // time spent in the event loop (needs Config.Now)
 }
@@ -180,8 +185,13 @@ func (c *Config) check() error {
 		return fmt.Errorf("simulate: completions: must be at least %d (one per batch), got %d", Batches, c.Completions)
 	case !(c.Warmup >= 0) || math.IsInf(c.Warmup, 1):
 		return fmt.Errorf("simulate: warmup: must be a finite fraction >= 0, got %g", c.Warmup)
-	case c.QueueLimit < 0:
-		return fmt.Errorf("simulate: queue limit: must be >= 0, got %d", c.QueueLimit)
+	case c.QueueLimits != nil && len(c.QueueLimits) != len(m.Pools):
+		return fmt.Errorf("simulate: queue limits: must be one per pool (%d), got %d", len(m.Pools), len(c.QueueLimits))
+	}
+	for i, j := range c.QueueLimits {
+		if j < 1 {
+			return fmt.Errorf("simulate: queue limits[%d]: must be >= 1, got %d", i, j)
+		}
 	}
 	if err := m.Validate(); err != nil {
 		return fmt.Errorf("simulate: %w", err)
@@ -245,21 +255,67 @@ type system struct {
 	// Time integrals over the measured window, kept as offsets: the
 	// integral of a quantity q up to now is q·now − off, and a change of q
 	// by d at time t adds d·t to off.
-	now                float64
-	jobOff             []float64
-	srvOff             []float64
-	flightOff          float64
-	limit              int // QueueLimit−1, or −1
-	atLimit            int // pools with j_i ≥ limit
-	limitArea, limitAt float64
+	now          float64
+	jobOff       []float64
+	srvOff       []float64
+	flightOff    float64
+	edge, beyond *over // time with some j_i ≥ J_i−1, and with some j_i ≥ J_i (nil without limits)
 }
+
+// over measures the time some queue sits at or above its level.
+type over struct {
+	level    []int
+	count    int // pools with j_i ≥ level_i
+	area, at float64
+}
+
+func newOver(levels []int, jobs []int) *over {
+	o := &over{level: levels}
+	for i, l := range levels {
+		if jobs[i] >= l {
+			o.count++
+		}
+	}
+	return o
+}
+
+// set records queue i's change from old to j at time now.
+func (o *over) set(i, old, j int, now float64) {
+	if o == nil || (old >= o.level[i]) == (j >= o.level[i]) {
+		return
+	}
+	o.flush(now)
+	if j >= o.level[i] {
+		o.count++
+	} else {
+		o.count--
+	}
+}
+
+func (o *over) flush(now float64) {
+	if o == nil {
+		return
+	}
+	if o.count > 0 {
+		o.area += now - o.at
+	}
+	o.at = now
+}
+
+func (o *over) reset(now float64) {
+	if o != nil {
+		o.area, o.at = 0, now
+	}
+}
+
+func (o *over) fraction(window float64) float64 { return o.area / window }
 
 type movePair struct {
 	from, to int
 	zeta     float64
 }
 
-func newSystem(m *switching.Model, queueLimit int) *system {
+func newSystem(m *switching.Model, queueLimits []int) *system {
 	np := m.NumPools()
 	s := &system{
 		np: np, instant: m.InstantSwitches,
@@ -268,13 +324,13 @@ func newSystem(m *switching.Model, queueLimit int) *system {
 		pairs: switching.Pairs(np), canSw: make([][]bool, np), swCost: m.SwitchCosts,
 		movingOf: make([][]int, np),
 		jobOff:   make([]float64, np), srvOff: make([]float64, np),
-		limit: -1,
 	}
-	if queueLimit > 0 {
-		s.limit = queueLimit - 1
-		if s.limit == 0 {
-			s.atLimit = np // every queue is always at the limit
+	if queueLimits != nil {
+		edge := make([]int, np)
+		for i, j := range queueLimits {
+			edge[i] = j - 1
 		}
+		s.edge, s.beyond = newOver(edge, s.jobs), newOver(slices.Clone(queueLimits), s.jobs)
 	}
 	for i, p := range m.Pools {
 		s.mu[i], s.c[i] = p.ServiceRate, p.HoldingCost
@@ -327,21 +383,8 @@ func (s *system) setJobs(i, j int) {
 	s.jobOff[i] += float64(j-old) * s.now
 	s.jobs[i] = j
 	s.setDep(i, s.mu[i]*float64(min(j, s.servers[i])))
-	if s.limit >= 0 && (old >= s.limit) != (j >= s.limit) {
-		s.flushLimit()
-		if j >= s.limit {
-			s.atLimit++
-		} else {
-			s.atLimit--
-		}
-	}
-}
-
-func (s *system) flushLimit() {
-	if s.atLimit > 0 {
-		s.limitArea += s.now - s.limitAt
-	}
-	s.limitAt = s.now
+	s.edge.set(i, old, j, s.now)
+	s.beyond.set(i, old, j, s.now)
 }
 
 // setServers changes pool i's servers in place.
@@ -369,7 +412,8 @@ func (s *system) resetAreas() {
 		s.srvOff[i] = float64(s.servers[i]) * s.now
 	}
 	s.flightOff = float64(s.inFlight) * s.now
-	s.limitArea, s.limitAt = 0, s.now
+	s.edge.reset(s.now)
+	s.beyond.reset(s.now)
 }
 
 // jobArea returns ∫ j_i over the window up to now.
@@ -452,7 +496,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	m := cfg.Model
 	models := PhaseModels(m, cfg.Phases)
-	s := newSystem(m, cfg.QueueLimit)
+	s := newSystem(m, cfg.QueueLimits)
 	rates := make([][]float64, len(models))
 	for p, pm := range models {
 		rates[p] = make([]float64, s.np)
@@ -476,7 +520,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 
 	warm := int64(math.Round(cfg.Warmup * float64(cfg.Completions)))
 	target := warm + cfg.Completions
-	res := &Result{WarmupCompletions: warm, BoundaryFraction: math.NaN()}
+	res := &Result{WarmupCompletions: warm, BoundaryFraction: math.NaN(), BeyondFraction: math.NaN()}
 	var began time.Time
 	if cfg.Now != nil {
 		began = cfg.Now()
@@ -561,7 +605,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.Now != nil {
 		res.Seconds = cfg.Now().Sub(began).Seconds()
 	}
-	s.flushLimit()
+	s.edge.flush(s.now)
+	s.beyond.flush(s.now)
 	res.Events = events
 	res.Completions = measured
 	res.Time = s.now - windowStart
@@ -574,8 +619,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	res.TransitFraction = (float64(s.inFlight)*s.now - s.flightOff) / res.Time / float64(m.Servers)
 	res.SwitchCostRate = switchCost / res.Time
-	if s.limit >= 0 {
-		res.BoundaryFraction = s.limitArea / res.Time
+	if s.edge != nil {
+		res.BoundaryFraction, res.BeyondFraction = s.edge.fraction(res.Time), s.beyond.fraction(res.Time)
 	}
 	mean, sd := 0.0, 0.0
 	for _, b := range res.BatchMeans {

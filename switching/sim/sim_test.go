@@ -96,7 +96,7 @@ func TestCountsAndWindow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := run(t, Config{Model: m, Policies: []switching.Policy{h}, Completions: 10_000, Warmup: 0.25, Seed: 1, QueueLimit: 15})
+	r := run(t, Config{Model: m, Policies: []switching.Policy{h}, Completions: 10_000, Warmup: 0.25, Seed: 1, QueueLimits: []int{15, 15, 15}})
 	if r.Completions != 10_000 || r.WarmupCompletions != 2_500 {
 		t.Errorf("completions %d, warm-up %d; want 10000 and 2500", r.Completions, r.WarmupCompletions)
 	}
@@ -254,5 +254,41 @@ func TestCancel(t *testing.T) {
 		}})
 	if !errors.Is(err, ErrCanceled) || !errors.Is(err, context.Canceled) {
 		t.Fatalf("error %v, want ErrCanceled wrapping context.Canceled", err)
+	}
+}
+
+// The boundary and beyond fractions: at J = 1 every queue is always at
+// its J−1 = 0, and beyond it whenever a job waits or runs; at a J no
+// queue reaches, never; in between, beyond J is rarer than at J−1.
+func TestBoundaryAndBeyond(t *testing.T) {
+	m := fig4(3.0)
+	h, err := switching.NewHeuristic(m, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	frac := func(js []int) (float64, float64) {
+		r := run(t, Config{Model: m, Policies: []switching.Policy{h}, Completions: 20_000, Seed: 3, QueueLimits: js})
+		return r.BoundaryFraction, r.BeyondFraction
+	}
+	if at, beyond := frac([]int{1, 1, 1}); at != 1 || !(beyond > 0.5 && beyond < 1) {
+		t.Errorf("J = 1: at the boundary %g (want 1), beyond %g (want most of the time)", at, beyond)
+	}
+	if at, beyond := frac([]int{1000, 1000, 1000}); at != 0 || beyond != 0 {
+		t.Errorf("J = 1000: %g and %g, want 0", at, beyond)
+	}
+	if at, beyond := frac([]int{6, 4, 1000}); !(beyond > 0 && beyond < at && at < 1) {
+		t.Errorf("J = 6/4/1000: at the boundary %g, beyond %g: want 0 < beyond < at < 1", at, beyond)
+	}
+	r := run(t, Config{Model: m, Policies: []switching.Policy{h}, Completions: 20_000, Seed: 3})
+	if !math.IsNaN(r.BoundaryFraction) || !math.IsNaN(r.BeyondFraction) {
+		t.Errorf("without limits: %g and %g, want NaN", r.BoundaryFraction, r.BeyondFraction)
+	}
+	if err := (&Config{Model: m, Policies: []switching.Policy{h}, Completions: 20_000, QueueLimits: []int{5, 5}}).check(); err == nil ||
+		err.Error() != "simulate: queue limits: must be one per pool (3), got 2" {
+		t.Errorf("two limits for three pools: %v", err)
+	}
+	if err := (&Config{Model: m, Policies: []switching.Policy{h}, Completions: 20_000, QueueLimits: []int{5, 0, 5}}).check(); err == nil ||
+		err.Error() != "simulate: queue limits[1]: must be >= 1, got 0" {
+		t.Errorf("a limit of 0: %v", err)
 	}
 }
