@@ -318,7 +318,46 @@ func truncationNotes(s series) []string {
 	if len(limit) > 0 {
 		notes = append(notes, "A queue at its table's limit J−1 over 10% of the time: "+strings.Join(limit, "; ")+".")
 	}
+	if beyond := beyondNotes(s); beyond != "" {
+		notes = append(notes, beyond)
+	}
 	return notes
+}
+
+// BeyondMark is the fraction of time over which a table's queues beyond
+// its truncation mark its cost (WriteTable's †, and the notes).
+const BeyondMark = 0.01
+
+// beyondNotes names the points where a table was looked up with a queue
+// beyond its J over BeyondMark of the time: there it answered as at J−1,
+// so its cost is that table's in the real system, not the optimum's.
+func beyondNotes(s series) string {
+	var parts []string
+	for _, p := range s.policies {
+		var xs []float64
+		lo, hi := math.Inf(1), math.Inf(-1)
+		for _, x := range s.xs {
+			r, ok := s.at[p][x]
+			if !ok || !(r.BeyondFraction > BeyondMark) {
+				continue
+			}
+			xs = append(xs, x)
+			lo, hi = min(lo, r.BeyondFraction), max(hi, r.BeyondFraction)
+		}
+		if len(xs) == 0 {
+			continue
+		}
+		frac := fmt.Sprintf("%.0f%%", 100*hi)
+		if math.Round(100*lo) != math.Round(100*hi) {
+			frac = fmt.Sprintf("%.0f–%.0f%%", 100*lo, 100*hi)
+		}
+		parts = append(parts, fmt.Sprintf("%s %s (%s of the time)", p, s.where(xs), frac))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "A table used beyond its truncation J over 1% of the time, where it answers as at J−1 (marked †): " +
+		strings.Join(parts, "; ") + ". Its cost there is that table's in the real system, not the real system's optimum."
 }
 
 // fractions is the range of the time a queue of the policy's table sat at
@@ -380,6 +419,9 @@ func WriteTable(w io.Writer, e *Experiment, rows []Row) {
 				cell = "—"
 			default:
 				cell = fmt.Sprintf("%s ±%s", plotx.Sig(r.MeanCost, 4), plotx.Sig((r.CI95[1]-r.CI95[0])/2, 2))
+				if r.BeyondFraction > BeyondMark {
+					cell += " †"
+				}
 			}
 			c.cells = append(c.cells, cell)
 			if ok && r.Note != "" && (math.IsNaN(r.MeanCost) || strings.Contains(r.Note, "unstable")) {
@@ -387,6 +429,10 @@ func WriteTable(w io.Writer, e *Experiment, rows []Row) {
 			}
 			if ok && !math.IsNaN(r.BoundaryFraction) && r.BoundaryFraction > 0.01 {
 				notes = append(notes, fmt.Sprintf("x=%s %s: a queue sat at the table's limit J−1 %.1f%% of the time", s.label(x), p, 100*r.BoundaryFraction))
+			}
+			if ok && r.BeyondFraction > BeyondMark {
+				notes = append(notes, fmt.Sprintf("x=%s %s: † a queue was beyond the table's J %.1f%% of the time, where the table answers as at J−1: "+
+					"this is that table's cost, not the real system's optimum", s.label(x), p, 100*r.BeyondFraction))
 			}
 		}
 		cols = append(cols, c)

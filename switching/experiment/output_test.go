@@ -200,3 +200,42 @@ func writeFigures(t *testing.T, e *Experiment, rows []Row) {
 		}
 	}
 }
+
+// A table looked up beyond its J over 1% of the time is marked in the
+// printed table and named in the notes; 1% or less, and no table (NaN),
+// are not.
+func TestBeyondNotes(t *testing.T) {
+	e, rows := readRows(t, filepath.Join("testdata", "fisher-fig4.csv"))
+	for i := range rows {
+		if rows[i].Policy != "optimal (average)" {
+			continue
+		}
+		switch rows[i].X {
+		case 3.4:
+			rows[i].BeyondFraction = 0.02
+		case 3.6:
+			rows[i].BeyondFraction = 0.4
+		default:
+			rows[i].BeyondFraction = 0.01
+		}
+	}
+	notes := Notes(e, rows)
+	want := "A table used beyond its truncation J over 1% of the time, where it answers as at J−1 (marked †): " +
+		"optimal (average) at 3.4–3.6 (2–40% of the time). Its cost there is that table's in the real system, not the real system's optimum."
+	if got := notes[len(notes)-1]; got != want {
+		t.Errorf("the last note:\n%s\nwant\n%s", got, want)
+	}
+	var buf bytes.Buffer
+	WriteTable(&buf, e, rows)
+	if n := strings.Count(buf.String(), " †"); n != 2+2 { // two cells, and their notes
+		t.Errorf("%d marks, want the two cells' and their notes':\n%s", n, buf.String())
+	}
+	if !strings.Contains(buf.String(), "x=3.6 optimal (average): † a queue was beyond the table's J 40.0% of the time") {
+		t.Errorf("no note for x=3.6:\n%s", buf.String())
+	}
+	for i, line := range strings.Split(buf.String(), "\n") {
+		if n := utf8.RuneCountInString(line); n > TableWidth {
+			t.Errorf("line %d is %d columns wide: %q", i+1, n, line)
+		}
+	}
+}
