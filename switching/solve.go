@@ -275,11 +275,23 @@ func Solve(ctx context.Context, m *Model, opts SolveOptions) (*Solution, error) 
 	if opts.Boundary {
 		budget := opts.BoundarySweeps
 		if budget == 0 {
-			budget = DefaultBoundarySweeps(sol.Sweeps, s.States)
+			budget = DefaultBoundarySweeps(sol.Work(), s.States)
 		}
-		st, err := stationary(ctx, m, e, sol.Table.Actions, opts, budget)
-		if err != nil {
-			return nil, err
+		var st *Stationary
+		ok := false
+		if opts.Method == Krylov {
+			// The krylov solve's memory holds its analysis too.
+			if st, ok, err = stationaryKrylov(ctx, m, e, sol.Table.Actions, U, opts, budget); err != nil {
+				return nil, err
+			}
+		}
+		if !ok {
+			if st, err = stationary(ctx, m, e, sol.Table.Actions, opts, budget); err != nil {
+				return nil, err
+			}
+			if opts.Method == Krylov {
+				st.Fallback = "a krylov solve of the analysis broke down; the power iteration ran instead"
+			}
 		}
 		sol.Stationary = st
 	}
@@ -290,8 +302,12 @@ func Solve(ctx context.Context, m *Model, opts SolveOptions) (*Solution, error) 
 // DefaultBoundarySweeps).
 const (
 	// BoundaryFactor: the analysis runs at most this many times the
-	// solve's sweeps.
+	// solve's work (Solution.Work).
 	BoundaryFactor = 10
+	// KrylovSweepWork is the work of one BiCGSTAB iteration of the krylov
+	// method in sweeps over the states: two products with the chain and
+	// two solves with the ILU(0) factors, each about a sweep.
+	KrylovSweepWork = 4
 	// BoundaryFloor: and at least the sweeps of this many state updates
 	// (a second or less), so that a small model's analysis converges
 	// however short its solve.
@@ -301,17 +317,28 @@ const (
 )
 
 // DefaultBoundarySweeps is the sweep budget of the long-run analysis
-// (SolveOptions.Boundary) after a solve of solveSweeps sweeps over states
-// states: BoundaryFactor times the solve's sweeps, at least
+// (SolveOptions.Boundary) after a solve of work sweeps over states states
+// (Solution.Work): BoundaryFactor times the solve's work, at least
 // BoundaryFloor/states, at most BoundaryCeiling. The analysis is a power
 // iteration whose sweep costs about what a solve's sweep does, so it
 // costs at most about ten times the work of the solve, or a second. It
 // converges at the pace the chain mixes, which a short solve (a finite
 // horizon) says nothing about: then it stops at the budget, unconverged,
 // and says so.
-func DefaultBoundarySweeps(solveSweeps, states int) int {
+func DefaultBoundarySweeps(work, states int) int {
 	floor := BoundaryFloor / max(states, 1)
-	return min(max(BoundaryFactor*solveSweeps, floor, 1), BoundaryCeiling)
+	return min(max(BoundaryFactor*work, floor, 1), BoundaryCeiling)
+}
+
+// Work is the solve's work in sweeps over the states: a sweep of value
+// iteration or of a policy's iterative evaluation is one, an improvement
+// of policy iteration one more, a krylov iteration KrylovSweepWork (a
+// krylov solve that fell back to value iteration counts all its sweeps so).
+func (sol *Solution) Work() int {
+	if sol.Method == Krylov || sol.Fallback != "" {
+		return KrylovSweepWork*sol.Sweeps + sol.Improvements
+	}
+	return sol.Sweeps + sol.Improvements
 }
 
 // referenceState is the state the relative values are taken against: the

@@ -22,15 +22,28 @@ type Stationary struct {
 	// holding cost, the price of blocked arrivals and the switching costs. For an average-cost
 	// optimal policy it equals the solve's average cost.
 	Cost float64 `json:"cost"`
-	// Sweeps, Converged and Residual (the L1 change of the distribution in
-	// the last sweep) describe the power iteration, and MaxSweeps is the cap
-	// it had. When it stops at the cap (Converged false) the figures above
-	// are those of the chain after Sweeps steps from the empty system, not
-	// its long run.
-	Sweeps    int     `json:"sweeps"`
-	MaxSweeps int     `json:"max_sweeps"`
-	Converged bool    `json:"converged"`
-	Residual  float64 `json:"residual"`
+	// Method is how the figures were computed: "power", a power iteration
+	// of the distribution from the empty system at the static allocation,
+	// or "krylov", the gains of the policy's evaluation system for each
+	// figure's reward (see longrun.go), after a krylov solve.
+	Method Method `json:"method"`
+	// Sweeps, Converged and Residual describe the computation, and
+	// MaxSweeps is the cap it had, in sweeps of work (a BiCGSTAB iteration
+	// counts KrylovSweepWork; Iterations counts them). Residual is the L1
+	// change of the distribution in the power iteration's last sweep, or
+	// the largest residual of the krylov solves relative to their reward.
+	// When the power iteration stops at the cap (Converged false) the
+	// figures above are those of the chain after Sweeps steps from the
+	// empty system, not its long run; when the krylov solves do, the last
+	// solve's gain is the figure.
+	Sweeps     int     `json:"sweeps"`
+	Iterations int     `json:"iterations,omitempty"`
+	MaxSweeps  int     `json:"max_sweeps"`
+	Converged  bool    `json:"converged"`
+	Residual   float64 `json:"residual"`
+	// Fallback, when set, says why a krylov analysis left for the power
+	// iteration.
+	Fallback string `json:"fallback,omitempty"`
 	// Seconds is the time the power iteration took (with
 	// SolveOptions.Now; 0 without).
 	Seconds float64 `json:"seconds"`
@@ -52,7 +65,7 @@ func stationary(ctx context.Context, m *Model, e *engine, pol []int8, opts Solve
 	for w := range scratch {
 		scratch[w] = make([]float64, s.B)
 	}
-	out := &Stationary{MaxSweeps: maxSweeps}
+	out := &Stationary{Method: Power, MaxSweeps: maxSweeps}
 	var start time.Time
 	if opts.Now != nil {
 		start = opts.Now()

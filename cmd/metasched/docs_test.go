@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -15,6 +16,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/metasched/metasched/graph"
@@ -697,4 +699,87 @@ func checkCommandLine(args []string) error {
 		return err
 	}
 	return nil
+}
+
+// isPlaceholder says a word of a command is a synopsis's placeholder:
+// [flags], FILE.
+func isPlaceholder(w string) bool {
+	return w == "[flags]" || w != "" && strings.ToUpper(w) == w && strings.ToLower(w) != w
+}
+
+var docsSolveStates = flag.Int("docs-solve-states", 200_000, "TestDocsPolicySolveExamples: run the examples of models of at most this many states (make soak: 0, every one)")
+
+// TestDocsPolicySolveExamples runs every policy solve the README and the
+// docs show, as a reader would from the checkout: each exits 0, and none
+// says NOT CONVERGED, but a solve whose example caps its sweeps
+// (--max-sweeps, to show a method that barely moves) may stop there.
+// make test runs those of models of up to 200,000 states (half a minute),
+// make soak every one (a few minutes).
+func TestDocsPolicySolveExamples(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the docs' policy solves take minutes on two cores")
+	}
+	// Parallel: with the package's longest tests, once its others are
+	// done (runCmd writes to buffers of its own; the saved tables go to
+	// a directory of its own).
+	t.Parallel()
+	root, err := filepath.Abs(moduleRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	var runs [][]string
+	for _, f := range markdownFiles(t, root) {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range codeBlocks(string(data)) {
+			for _, args := range commandLines(b.text) {
+				if len(args) < 3 || args[1] != "policy" || args[2] != "solve" || seen[strings.Join(args, " ")] ||
+					slices.ContainsFunc(args, isPlaceholder) {
+					continue // another command, one run already, or a synopsis (--model FILE [flags])
+				}
+				seen[strings.Join(args, " ")] = true
+				runs = append(runs, args)
+			}
+		}
+	}
+	if len(runs) < 5 {
+		t.Fatalf("found %d policy solve examples in the docs, want at least 5", len(runs))
+	}
+	for _, args := range runs {
+		cmdline := strings.Join(args, " ")
+		dir := t.TempDir()
+		for i, a := range args {
+			switch {
+			case strings.HasPrefix(a, "examples/"):
+				args[i] = filepath.Join(root, a)
+			case i > 0 && args[i-1] == "--save":
+				args[i] = filepath.Join(dir, a) // a parallel test cannot chdir
+			}
+		}
+		if i := slices.Index(args, "--model"); *docsSolveStates > 0 && i > 0 && i+1 < len(args) {
+			m, err := loadModel(args[i+1])
+			if err != nil {
+				t.Fatalf("%s: %v", cmdline, err)
+			}
+			if _, states, ok := switching.CountStates(m); !ok || states > uint64(*docsSolveStates) {
+				t.Logf("%s: %d states, over -docs-solve-states: not run (make soak runs it)", cmdline, states)
+				continue
+			}
+		}
+		start := time.Now()
+		code, out, errOut := runCmd(t, args[1:]...)
+		t.Logf("%s: exit %d in %s", cmdline, code, time.Since(start).Round(time.Second))
+		if code != 0 {
+			t.Errorf("%s: exit %d: %s", cmdline, code, errOut)
+			continue
+		}
+		capped := slices.Contains(args, "--max-sweeps")
+		if strings.Contains(out, "long run:  NOT CONVERGED") || strings.Contains(out, `"converged": false`) && !capped ||
+			strings.Contains(out, "NOT CONVERGED") && !capped {
+			t.Errorf("%s: not converged:\n%s", cmdline, out)
+		}
+	}
 }

@@ -101,8 +101,8 @@ other queues at 0 or half the size, the one whose action changes most often.`,
 	fl.StringVar(&f.truncation, "truncation", "fixed", "fixed: the model's queue_limit; auto: grow each pool's J until its long-run boundary mass is under --boundary-tolerance and the optimum moves by no more than the solve's gap when every J grows by a step (average criterion)")
 	fl.Float64Var(&f.boundaryTolerance, "boundary-tolerance", switching.DefaultBoundaryTolerance, "with --truncation auto: the long-run probability of a queue at its J−1 each pool must be under")
 	fl.DurationVar(&f.timeLimit, "time-limit", 0, "with --truncation auto: stop growing once the solves took this long (0: no limit); --max-states bounds the memory")
-	fl.IntVar(&f.boundarySweeps, "boundary-sweeps", 0, fmt.Sprintf("cap the long-run analysis at this many sweeps (0: %d× the solve's sweeps, at least %d M state updates, at most %s sweeps)",
-		switching.BoundaryFactor, switching.BoundaryFloor/1_000_000, plotx.Plain(switching.BoundaryCeiling)))
+	fl.IntVar(&f.boundarySweeps, "boundary-sweeps", 0, fmt.Sprintf("cap the long-run analysis at this many sweeps (0: %d× the solve's work in sweeps, a BiCGSTAB iteration counting %d, at least %d M state updates, at most %s sweeps)",
+		switching.BoundaryFactor, switching.KrylovSweepWork, switching.BoundaryFloor/1_000_000, plotx.Plain(switching.BoundaryCeiling)))
 	return cmd
 }
 
@@ -202,8 +202,8 @@ func policySolve(ctx context.Context, e *env, f solveFlags) error {
 		rep.View.Chosen = newViewChoice(m, *choice)
 	}
 	if st := rep.Stationary; st != nil && !st.Converged {
-		st.Note = stationaryNote(st, sol.Sweeps, f.boundarySweeps == 0)
-		st.budget = stationaryBudget(st, sol.Sweeps, f.boundarySweeps == 0)
+		st.Note = stationaryNote(st, sol, f.boundarySweeps == 0)
+		st.budget = stationaryBudget(st, sol, f.boundarySweeps == 0)
 	}
 	if f.output == "json" {
 		return writeJSON(e.stdout, rep)
@@ -291,19 +291,27 @@ type stationaryReport struct {
 
 // stationaryNote says that the long-run analysis st stopped at its budget
 // before converging, what its figures are then, and how to ask for more.
-func stationaryNote(st *stationaryReport, solveSweeps int, byDefault bool) string {
+func stationaryNote(st *stationaryReport, sol *switching.Solution, byDefault bool) string {
 	return fmt.Sprintf("the long-run analysis stopped at %s at residual %.3g, before converging: its figures are "+
-		"those after %d steps from the empty system, not the long run; %s", stationaryBudget(st, solveSweeps, byDefault),
+		"those after %d steps from the empty system, not the long run; %s", stationaryBudget(st, sol, byDefault),
 		st.Residual, st.Sweeps, stationaryMore(st))
 }
 
 // stationaryBudget names the budget of an analysis.
-func stationaryBudget(st *stationaryReport, solveSweeps int, byDefault bool) string {
+func stationaryBudget(st *stationaryReport, sol *switching.Solution, byDefault bool) string {
 	if !byDefault {
 		return fmt.Sprintf("its budget of %d sweeps (--boundary-sweeps)", st.MaxSweeps)
 	}
-	return fmt.Sprintf("its default budget of %d sweeps (%d× the solve's %d sweeps; at least %d M state updates, at most %s sweeps)",
-		st.MaxSweeps, switching.BoundaryFactor, solveSweeps, switching.BoundaryFloor/1_000_000, plotx.Plain(switching.BoundaryCeiling))
+	work := fmt.Sprintf("%d sweeps", sol.Work())
+	if sol.Work() != sol.Sweeps {
+		work = fmt.Sprintf("work of %d sweeps (%d BiCGSTAB iterations, each about %d sweeps, and %d improvements)",
+			sol.Work(), sol.Sweeps, switching.KrylovSweepWork, sol.Improvements)
+		if solvedBy(sol) != switching.Krylov {
+			work = fmt.Sprintf("work of %d sweeps (%d sweeps and %d improvements)", sol.Work(), sol.Sweeps, sol.Improvements)
+		}
+	}
+	return fmt.Sprintf("its default budget of %d sweeps (%d× the solve's %s; at least %d M state updates, at most %s sweeps)",
+		st.MaxSweeps, switching.BoundaryFactor, work, switching.BoundaryFloor/1_000_000, plotx.Plain(switching.BoundaryCeiling))
 }
 
 // stationaryMore says how to run an analysis that stopped longer.
@@ -505,16 +513,29 @@ func (r *solveReport) print(w io.Writer, m *switching.Model) {
 		t.print(w)
 	}
 	if st := r.Stationary; st != nil {
-		if st.Converged {
+		switch {
+		case st.Converged && st.Method == switching.Krylov:
+			fmt.Fprintf(w, "long run:  the policy's gains for each figure (%d BiCGSTAB iterations, %.3g s):\n", st.Iterations, st.Seconds)
+			fmt.Fprintf(w, "           mean holding cost %.6g, a queue at the truncation %.3g%% of the time\n", st.HoldingCost, 100*st.BoundaryFraction)
+		case st.Converged:
 			fmt.Fprintf(w, "long run:  from the empty system at the static allocation (%d sweeps, %.3g s):\n", st.Sweeps, st.Seconds)
 			fmt.Fprintf(w, "           mean holding cost %.6g, a queue at the truncation %.3g%% of the time\n", st.HoldingCost, 100*st.BoundaryFraction)
-		} else {
+		case st.Method == switching.Krylov:
+			fmt.Fprintf(w, "long run:  NOT CONVERGED: the analysis's solves stopped after %d BiCGSTAB iterations (%.3g s) at residual %.3g,\n",
+				st.Iterations, st.Seconds, st.Residual)
+			fmt.Fprintf(w, "           %s.\n", st.budget)
+			fmt.Fprintf(w, "           Their figures so far: mean holding cost %.6g, a queue at the truncation %.3g%% of the time.\n", st.HoldingCost, 100*st.BoundaryFraction)
+			fmt.Fprintf(w, "           %s.\n", stationaryMore(st))
+		default:
 			fmt.Fprintf(w, "long run:  NOT CONVERGED: the analysis stopped after %d sweeps (%.3g s) at residual %.3g (tolerance %g),\n",
 				st.Sweeps, st.Seconds, st.Residual, r.Tolerance)
 			fmt.Fprintf(w, "           %s.\n", st.budget)
 			fmt.Fprintf(w, "           After %d steps from the empty system at the static allocation, not in the long run:\n", st.Sweeps)
 			fmt.Fprintf(w, "           mean holding cost %.6g, a queue at the truncation %.3g%% of the time.\n", st.HoldingCost, 100*st.BoundaryFraction)
 			fmt.Fprintf(w, "           %s.\n", stationaryMore(st))
+		}
+		if st.Fallback != "" {
+			fmt.Fprintf(w, "           %s\n", st.Fallback)
 		}
 	}
 	printActions(w, r.Actions)
