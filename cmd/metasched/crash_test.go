@@ -317,6 +317,9 @@ func (h *crashHarness) waitFor(limit time.Duration, what string, cond func(conte
 			return note
 		}
 		if time.Now().After(deadline) {
+			if note != "" {
+				t.Fatalf("no %s after %s; the last look: %s", what, limit, note)
+			}
 			t.Fatalf("no %s after %s", what, limit)
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -342,15 +345,26 @@ func (h *crashHarness) waitQuiet(c *client.Client, limit time.Duration) {
 		if err != nil {
 			return "", false, err
 		}
-		quiet := !slices.ContainsFunc(l.Switches, func(s api.SwitchView) bool { return !s.Final }) &&
-			!slices.ContainsFunc(hosts, func(hv api.HostView) bool { return hv.State != api.HostIdle && hv.State != api.HostStranded })
+		// What is not quiet, for the failure's message.
+		var busy []string
+		for _, s := range l.Switches {
+			if !s.Final {
+				busy = append(busy, fmt.Sprintf("switch %s of %s %s → %s in phase %s", s.ID, s.Host, s.From, s.To, s.Phase))
+			}
+		}
+		for _, hv := range hosts {
+			if hv.State != api.HostIdle && hv.State != api.HostStranded {
+				busy = append(busy, fmt.Sprintf("host %s %s in pool %s", hv.Name, hv.State, hv.Pool))
+			}
+		}
+		quiet := len(busy) == 0
 		switch {
 		case !quiet:
 			since = time.Time{}
 		case since.IsZero():
 			since = time.Now()
 		}
-		return "", quiet && time.Since(since) >= 3*time.Second, nil
+		return strings.Join(busy, "; "), quiet && time.Since(since) >= 3*time.Second, nil
 	})
 }
 

@@ -127,7 +127,10 @@ func TestFailover(t *testing.T) {
 	c := f.current(f.leader(time.Minute)).c
 	f.waitFor(3*time.Minute, "every job finished", func(ctx context.Context) (string, bool, error) {
 		l, err := c.Jobs(ctx, client.JobsQuery{States: []api.State{api.Queued, api.Planned, api.Provisioning, api.Running}})
-		return "", err == nil && len(l.Jobs) == 0, err
+		if err != nil {
+			return "", false, err
+		}
+		return unfinished(l.Jobs), len(l.Jobs) == 0, nil
 	})
 	f.waitQuiet(c, time.Minute)
 	jobs := f.allJobs(c)
@@ -559,4 +562,14 @@ func secondsList(xs []float64) []string {
 		out[i] = fmt.Sprintf("%.1f", x)
 	}
 	return out
+}
+
+// unfinished says which jobs have not ended and why, for a failure's
+// message.
+func unfinished(jobs []api.Job) string {
+	var out []string
+	for _, j := range jobs {
+		out = append(out, fmt.Sprintf("%s (%s) %s: %s", j.ID, j.Type, j.State, j.Reason))
+	}
+	return strings.Join(out, "; ")
 }
