@@ -116,6 +116,12 @@ func (e *engine) expectBlock(U, V []float64, c int) {
 		z := e.comp[i]
 		t := int(s.comps[i].target) * B
 		w := V[t : t+B]
+		if r := s.remap(s.comps[i].perm); r != nil {
+			for x := range u {
+				u[x] += z * (w[r[x]] - v[x])
+			}
+			continue
+		}
 		for x := range u {
 			u[x] += z * (w[x] - v[x])
 		}
@@ -239,7 +245,16 @@ func (e *engine) bestBlock(U []float64, c int, best []float64) {
 	copy(best, U[base:base+B])
 	for _, a := range s.acts(c) {
 		t := int(a.target) * B
-		for x, q := range U[t : t+B] {
+		w := U[t : t+B]
+		if r := s.remap(a.perm); r != nil {
+			for x, k := range r {
+				if q := w[k] + a.cost; q < best[x] {
+					best[x] = q
+				}
+			}
+			continue
+		}
+		for x, q := range w {
 			if q += a.cost; q < best[x] {
 				best[x] = q
 			}
@@ -253,7 +268,7 @@ func (e *engine) valueAt(U []float64, idx int) float64 {
 	c, j := idx/s.B, idx%s.B
 	best := U[idx]
 	for _, a := range s.acts(c) {
-		best = min(best, a.cost+U[int(a.target)*s.B+j])
+		best = min(best, a.cost+U[int(a.target)*s.B+s.moved(a.perm, j)])
 	}
 	return e.h[j] + best
 }
@@ -268,11 +283,12 @@ func tieTolerance(best float64) float64 { return 1e-9 * max(1, math.Abs(best)) }
 // action of keep that ties is kept instead; the number of states whose
 // action differs from keep is returned.
 func (e *engine) decide(pol []int8, U []float64, keep []int8) int {
-	B := e.s.B
+	s := e.s
+	B := s.B
 	return e.eachState(func(c, j, idx int, acts []configAction) bool {
 		best := U[idx]
 		for _, a := range acts {
-			best = min(best, a.cost+U[int(a.target)*B+j])
+			best = min(best, a.cost+U[int(a.target)*B+s.moved(a.perm, j)])
 		}
 		tol := best + tieTolerance(best)
 		d := Action(-1)
@@ -280,7 +296,7 @@ func (e *engine) decide(pol []int8, U []float64, keep []int8) int {
 			d = NoAction
 		} else {
 			for _, a := range acts {
-				if a.cost+U[int(a.target)*B+j] <= tol {
+				if a.cost+U[int(a.target)*B+s.moved(a.perm, j)] <= tol {
 					d = a.d
 					break
 				}
@@ -331,11 +347,12 @@ func (e *engine) eachState(fn func(c, j, idx int, acts []configAction) bool) int
 // tolerance; and keeping near-ties keeps the chain from splitting on a
 // choice between actions of equal value.
 func (e *engine) greedy(pol []int8, U []float64, keep float64) int {
-	B := e.s.B
+	s := e.s
+	B := s.B
 	return e.eachState(func(c, j, idx int, acts []configAction) bool {
 		best, d := U[idx], NoAction
 		for _, a := range acts {
-			if v := a.cost + U[int(a.target)*B+j]; v < best {
+			if v := a.cost + U[int(a.target)*B+s.moved(a.perm, j)]; v < best {
 				best, d = v, a.d
 			}
 		}
@@ -356,7 +373,7 @@ func (e *engine) actionValue(U []float64, c, j int, d Action) float64 {
 		return U[c*s.B+j]
 	}
 	if a, ok := s.find(c, d); ok {
-		return a.cost + U[int(a.target)*s.B+j]
+		return a.cost + U[int(a.target)*s.B+s.moved(a.perm, j)]
 	}
 	return math.Inf(1)
 }
@@ -368,17 +385,18 @@ func (e *engine) evaluate(V, U []float64, pol []int8, offset float64) sweepStats
 		s := e.s
 		B := s.B
 		var target [256]int32
+		var perm [256]uint16
 		var cost [256]float64
 		lo, hi := math.Inf(1), math.Inf(-1)
 		for c := c0; c < c1; c++ {
-			target[0], cost[0] = int32(c), 0
+			target[0], perm[0], cost[0] = int32(c), 0, 0
 			for _, a := range s.acts(c) {
-				target[a.d], cost[a.d] = a.target, a.cost
+				target[a.d], perm[a.d], cost[a.d] = a.target, a.perm, a.cost
 			}
 			base := c * B
 			for j := range B {
 				d := pol[base+j]
-				nv := e.h[j] + cost[d] + U[int(target[d])*B+j]
+				nv := e.h[j] + cost[d] + U[int(target[d])*B+s.moved(perm[d], j)]
 				diff := nv - V[base+j]
 				lo, hi = min(lo, diff), max(hi, diff)
 				V[base+j] = nv - offset

@@ -56,7 +56,6 @@ type evalSystem struct {
 	count        []uint8   // per row: its entries at the last build (0: none yet)
 	last         []int8    // the policy of the last build
 	lens         []uint16  // per queue vector: its M queue lengths (J_i ≤ MaxQueueLimit)
-	compOrder    []int32   // per configuration: its completions (entries of comps) by target
 }
 
 func newILU[T float32 | float64](n int) ilu[T] {
@@ -119,29 +118,23 @@ func newEvalSystem(e *engine, ref int, u []float64) *evalSystem {
 			y.lens[j*s.M+q] = uint16(s.queue(j, q))
 		}
 	}
-	y.compOrder = make([]int32, len(s.comps))
-	for c := range s.Configs {
-		order := y.compOrder[s.compStart[c]:s.compStart[c+1]]
-		for k := range order {
-			order[k] = s.compStart[c] + int32(k)
-		}
-		slices.SortFunc(order, func(a, b int32) int { return int(s.comps[a].target - s.comps[b].target) })
-	}
 	if pool := e.slow; pool >= 0 {
 		y.co = newCoarse(y, pool)
 	}
 	return y
 }
 
-// post returns the post-decision configuration of state idx under the
-// policy, and the action's cost.
-func (e *engine) post(idx int, pol []int8) (int, float64) {
-	c := idx / e.s.B
+// post returns the post-decision configuration and queue vector of state
+// idx under the policy (the queues permuted with the pools when the
+// action's configuration is another's canonical one), and the action's
+// cost.
+func (e *engine) post(idx int, pol []int8) (int, int, float64) {
+	c, j := idx/e.s.B, idx%e.s.B
 	if d := Action(pol[idx]); d != NoAction {
 		a, _ := e.s.find(c, d)
-		return int(a.target), a.cost
+		return int(a.target), e.s.moved(a.perm, j), a.cost
 	}
-	return c, 0
+	return c, j, 0
 }
 
 // entry is one entry of a row being assembled.
@@ -171,8 +164,8 @@ func (y *evalSystem) fill(r *rowBuf, i int) float64 {
 	e, s := y.e, y.e.s
 	B := s.B
 	st := y.unperm(i)
-	j := st % B
-	post, cost := e.post(st, y.pol)
+	j0 := st % B
+	post, j, cost := e.post(st, y.pol)
 	lens := y.lens[j*s.M : (j+1)*s.M]
 	x := s.config(post)
 	// The chance of leaving the post-decision state, summed in
@@ -194,10 +187,25 @@ func (y *evalSystem) fill(r *rowBuf, i int) float64 {
 	if st != y.ref {
 		r.own = st
 	}
-	order := y.compOrder[c0:c1]
+	// The completions' states, in increasing order, merged where two
+	// lead to one (exchangeable pools lumped).
+	var cb [128]entry
+	comps := cb[:0]
+	for k := c0; k < c1; k++ {
+		t := int32(int(s.comps[k].target)*B + s.moved(s.comps[k].perm, j))
+		q := len(comps)
+		for q > 0 && comps[q-1].col > t {
+			q--
+		}
+		if q > 0 && comps[q-1].col == t {
+			comps[q-1].val -= e.comp[k]
+			continue
+		}
+		comps = slices.Insert(comps, q, entry{t, -e.comp[k]})
+	}
 	k := 0
-	for ; k < len(order) && int(s.comps[order[k]].target) < post; k++ {
-		r.add(int(s.comps[order[k]].target)*B+j, -e.comp[order[k]])
+	for ; k < len(comps) && int(comps[k].col) < post*B; k++ {
+		r.add(int(comps[k].col), comps[k].val)
 	}
 	base := post*B + j
 	for q := range s.M {
@@ -213,14 +221,14 @@ func (y *evalSystem) fill(r *rowBuf, i int) float64 {
 			r.add(base+s.stride[q], -a)
 		}
 	}
-	for ; k < len(order); k++ {
-		r.add(int(s.comps[order[k]].target)*B+j, -e.comp[order[k]])
+	for ; k < len(comps); k++ {
+		r.add(int(comps[k].col), comps[k].val)
 	}
 	r.flush()
 	if y.n-1 >= r.from && y.n-1 < r.to {
 		r.e = append(r.e, entry{int32(y.n - 1), 1})
 	}
-	return e.h[j] + cost
+	return e.h[j0] + cost
 }
 
 // rowBuf is a row being assembled, state by state in increasing order:
@@ -498,12 +506,17 @@ func (y *evalSystem) mul(out, x []float64) {
 		s := y.e.s
 		B := s.B
 		var target [256]int32
+		var perm [256]uint16
 		for c := c0; c < c1; c++ {
 			targets(s, c, &target)
+			for _, a := range s.acts(c) {
+				perm[a.d] = a.perm
+			}
 			base := c * B
 			for j := range B {
 				st := base + j
-				out[y.perm(st)] = V[st] + g - U[int(target[y.pol[st]])*B+j]
+				d := y.pol[st]
+				out[y.perm(st)] = V[st] + g - U[int(target[d])*B+s.moved(perm[d], j)]
 			}
 		}
 	})

@@ -110,6 +110,7 @@ func stationaryKrylov(ctx context.Context, m *Model, e *engine, pol []int8, u []
 	// Fractions are probabilities: a solve's last digits may fall just
 	// outside [0, 1].
 	out.BoundaryFraction = min(max(out.BoundaryFraction, 0), 1)
+	s.symmetrize(out.PoolBoundary)
 	for i, f := range out.PoolBoundary {
 		out.PoolBoundary[i] = min(max(f, 0), 1)
 	}

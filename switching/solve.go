@@ -91,6 +91,10 @@ type SolveOptions struct {
 	// Value iteration starts from those values, policy iteration from
 	// that policy, the krylov method from both.
 	Warm *Solution
+	// Unlumped solves on the space without the exchangeable pools lumped
+	// (NewSpace instead of NewSymmetricSpace): the same optimum, on up to
+	// M! times the states.
+	Unlumped bool
 	// BoundarySweeps caps the power iteration of the Boundary analysis;
 	// 0: DefaultBoundarySweeps of the solve. An analysis that reaches the
 	// cap returns Stationary.Converged false.
@@ -217,7 +221,11 @@ func Solve(ctx context.Context, m *Model, opts SolveOptions) (*Solution, error) 
 	if m.NumPools() > MaxPools {
 		return nil, fmt.Errorf("pools: %d pools, a policy table holds at most %d", m.NumPools(), MaxPools)
 	}
-	s, err := NewSpace(m, opts.MaxStates)
+	newSpace := NewSymmetricSpace
+	if opts.Unlumped {
+		newSpace = NewSpace
+	}
+	s, err := newSpace(m, opts.MaxStates)
 	if err != nil {
 		return nil, err
 	}
@@ -472,7 +480,8 @@ func solvePolicy(ctx context.Context, m *Model, e *engine, V, U []float64, ref i
 // its queues clamped to w's J_i−1.
 func warmStart(s *Space, w *Solution, V []float64, pol []int8) error {
 	ws := w.Table.Space
-	if ws.M != s.M || ws.N != s.N || ws.Configs != s.Configs || !slices.Equal(ws.transit, s.transit) {
+	if ws.M != s.M || ws.N != s.N || ws.Configs != s.Configs || !slices.Equal(ws.transit, s.transit) ||
+		!slices.EqualFunc(ws.Symmetric, s.Symmetric, slices.Equal) {
 		return errors.New("warm start: a solution of another model (servers, pools or transit lanes differ)")
 	}
 	if len(w.Values) != ws.States {

@@ -231,7 +231,7 @@ func TestSpaceIndexing(t *testing.T) {
 	// C(N + 2M − 1, 2M − 1)·J^M.
 	m := policyModel(6, []float64{1, 1, 1}, []float64{1, 1, 1}, []float64{2, 1, 1}, 0.1)
 	m.QueueLimit = 15
-	if configs, states, _ := countStates(m, true); configs != 3003 || states != 3003*3375 {
+	if configs, states, _ := countStates(m, true, false); configs != 3003 || states != 3003*3375 {
 		t.Errorf("M=3 N=6 J=15 by pair: %d configurations, %d states; want 3003 and 10135125", configs, states)
 	}
 	if configs, states, _ := CountStates(m); configs != 462 || states != 462*3375 {
@@ -249,7 +249,7 @@ func TestLumpingIsExact(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		pairs, err := newSpace(m, 0, true)
+		pairs, err := newSpace(m, 0, true, false)
 		if err != nil {
 			t.Fatal(err)
 		}

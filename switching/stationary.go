@@ -115,6 +115,7 @@ func stationary(ctx context.Context, m *Model, e *engine, pol []int8, opts Solve
 			out.PoolBoundary[i] /= total
 		}
 	}
+	s.symmetrize(out.PoolBoundary)
 	return out, nil
 }
 
@@ -156,6 +157,14 @@ func (e *engine) postActionBlock(rho, pi []float64, pol []int8, c int) {
 		src := int(a.target) * B
 		ps, fs := pi[src:src+B], pol[src:src+B]
 		d := int8(a.d)
+		if m := s.remap(a.perm); m != nil {
+			for x, k := range m {
+				if fs[x] == d {
+					r[k] += ps[x]
+				}
+			}
+			continue
+		}
 		for x := range r {
 			if fs[x] == d {
 				r[x] += ps[x]
@@ -184,6 +193,12 @@ func (e *engine) transitionBlock(pi, rho []float64, c int, out []float64) float6
 		z := in.rate / e.lam
 		src := int(in.target) * B
 		rs := rho[src : src+B]
+		if m := s.remap(in.perm); m != nil {
+			for x, k := range m {
+				out[k] += z * rs[x]
+			}
+			continue
+		}
 		for x := range out {
 			out[x] += z * rs[x]
 		}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 )
 
 // Table is a policy given by one action per state of a model's space: the
@@ -26,11 +27,11 @@ var _ Policy = (*Table)(nil)
 // number of servers, or servers in transit on a pair the model cannot
 // switch) gets NoAction.
 func (t *Table) Decide(s State) Action {
-	idx, ok := t.Space.Index(s)
+	idx, to, ok := t.Space.lookup(s)
 	if !ok {
 		return NoAction
 	}
-	return Action(t.Actions[idx])
+	return t.Space.unmap(Action(t.Actions[idx]), to)
 }
 
 // tableMagic opens every table file, after gunzip. Version 1 files were
@@ -42,9 +43,12 @@ const (
 )
 
 type tableHeader struct {
-	Criterion Criterion       `json:"criterion"`
-	Horizon   int             `json:"horizon,omitempty"`
-	States    int             `json:"states"`
+	Criterion Criterion `json:"criterion"`
+	Horizon   int       `json:"horizon,omitempty"`
+	States    int       `json:"states"`
+	// Symmetric: the exchangeable pools the table's space lumps (none in
+	// tables written before it could).
+	Symmetric [][]int         `json:"symmetric_pools,omitempty"`
 	Model     json.RawMessage `json:"model"`
 }
 
@@ -55,7 +59,8 @@ func WriteTable(w io.Writer, t *Table) error {
 	if err != nil {
 		return fmt.Errorf("encode table model: %w", err)
 	}
-	hdr, err := json.Marshal(tableHeader{Criterion: t.Criterion, Horizon: t.Horizon, States: len(t.Actions), Model: model})
+	hdr, err := json.Marshal(tableHeader{Criterion: t.Criterion, Horizon: t.Horizon, States: len(t.Actions),
+		Symmetric: t.Space.Symmetric, Model: model})
 	if err != nil {
 		return fmt.Errorf("encode table header: %w", err)
 	}
@@ -112,12 +117,19 @@ func ReadTable(r io.Reader, maxStates int) (*Table, error) {
 		return nil, fmt.Errorf("%w: horizon %d with criterion %s: a solve's horizon is > 0 and discounted, or none",
 			ErrBadTable, hdr.Horizon, hdr.Criterion)
 	}
-	s, err := NewSpace(m, maxStates)
+	newSpace := NewSpace
+	if hdr.Symmetric != nil {
+		newSpace = NewSymmetricSpace
+	}
+	s, err := newSpace(m, maxStates)
 	if errors.Is(err, ErrTooLarge) {
 		return nil, err
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadTable, err)
+	}
+	if !slices.EqualFunc(hdr.Symmetric, s.Symmetric, slices.Equal) {
+		return nil, fmt.Errorf("%w: header lumps pools %v, the model's exchangeable pools are %v", ErrBadTable, hdr.Symmetric, s.Symmetric)
 	}
 	if hdr.States != s.States && byPair {
 		return nil, fmt.Errorf("%w: a version 1 table, whose %d states count the servers in transit by pair; this version counts them by lane (%d states): solve the model again",

@@ -92,7 +92,7 @@ func tableErrorCases(t testing.TB) (table []byte, cases []tableErrorCase) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, byPair, _ := countStates(three, true)
+	_, byPair, _ := countStates(three, true, false)
 	v1 := fmt.Sprintf("%s{\"criterion\":\"average\",\"states\":%d,\"model\":%s}\n", tableMagicPairs, byPair, threeJSON)
 
 	badAction := []byte(actions)
@@ -113,6 +113,8 @@ func tableErrorCases(t testing.TB) (table []byte, cases []tableErrorCase) {
 		{"negative horizon", gz(strings.Replace(header, `"criterion":"average"`, `"criterion":"discounted","horizon":-1`, 1) + actions), "horizon -1"},
 		{"version 1 by pair", gz(v1), "a version 1 table, whose 7680 states count the servers in transit by pair; this version counts them by lane (5376 states)"},
 		{"too many servers", gz(strings.Replace(header, `"servers":2`, `"servers":200`, 1) + actions), "servers: 200 servers"},
+		{"pools lumped that are not alike", gz(strings.Replace(header, `"criterion":"average"`, `"criterion":"average","symmetric_pools":[[0,1]]`, 1) + actions),
+			"header lumps pools [[0 1]], the model's exchangeable pools are []"},
 	}
 }
 

@@ -33,8 +33,9 @@ type GrowOptions struct {
 	// MaxStates: the growth stops before a space of more states (the
 	// memory it is given, in states); 0: no limit.
 	MaxStates int
-	// MaxSeconds: the growth stops once its solves took that long
-	// (SolveOptions.Now must be set); 0: no limit.
+	// MaxSeconds: the growth stops once its solves took that long, or
+	// before a solve that would take it past that by the last solve's
+	// time per state (SolveOptions.Now must be set); 0: no limit.
 	MaxSeconds float64
 	// Step, when set, is called after each solve with its figures.
 	Step func(TruncationStep)
@@ -103,7 +104,7 @@ func GrowTruncation(ctx context.Context, m *Model, opts SolveOptions, g GrowOpti
 		mm := *m // each solve's table keeps its own model
 		mm.Pools = slices.Clone(m.Pools)
 		mm.SetLimits(js)
-		if _, states, ok := CountStates(&mm); g.MaxStates > 0 && (!ok || states > uint64(g.MaxStates)) {
+		if _, states, ok := countStates(&mm, false, !opts.Unlumped); g.MaxStates > 0 && (!ok || states > uint64(g.MaxStates)) {
 			if out.Solution == nil {
 				return nil, fmt.Errorf("%w: J = %s has more than the %d states given", ErrTooLarge, FormatLimits(js), g.MaxStates)
 			}
@@ -151,10 +152,6 @@ func GrowTruncation(ctx context.Context, m *Model, opts SolveOptions, g GrowOpti
 				return out, nil
 			}
 		}
-		if g.MaxSeconds > 0 && seconds >= g.MaxSeconds {
-			out.Stopped = fmt.Sprintf("the solves took %.3g s, the time given was %.3g s", seconds, g.MaxSeconds)
-			return out, nil
-		}
 		next := slices.Clone(js)
 		grewAll = len(over) == 0
 		if grewAll {
@@ -170,6 +167,37 @@ func GrowTruncation(ctx context.Context, m *Model, opts SolveOptions, g GrowOpti
 			out.Stopped = fmt.Sprintf("J = %s is the largest truncation a pool may have", FormatLimits(js))
 			return out, nil
 		}
+		if g.MaxSeconds > 0 {
+			if stop := overTime(step, next, &mm, !opts.Unlumped, seconds, g.MaxSeconds); stop != "" {
+				out.Stopped = stop
+				return out, nil
+			}
+		}
 		js = next
 	}
+}
+
+// overTime says why the growth stops before the solve at truncation next
+// (its space lumped or not) when the solves so far took seconds of the
+// limit: the limit is reached,
+// or the next solve would pass it, by the last one's time per state (a
+// solve's time grows faster than its states, so this errs on the late
+// side). It returns "" when the growth may go on.
+func overTime(last TruncationStep, next []int, m *Model, lumped bool, seconds, limit float64) string {
+	if seconds >= limit {
+		return fmt.Sprintf("the solves took %.3g s, the time given was %.3g s", seconds, limit)
+	}
+	nm := *m
+	nm.Pools = slices.Clone(m.Pools)
+	nm.SetLimits(next)
+	_, states, ok := countStates(&nm, false, lumped)
+	est := math.Inf(1)
+	if ok && last.States > 0 {
+		est = last.Seconds * float64(states) / float64(last.States)
+	}
+	if seconds+est > limit {
+		return fmt.Sprintf("the solves took %.3g s, and the next, J = %s (%d states), would take about %.3g s more "+
+			"by the last one's time per state, past the %.3g s given", seconds, FormatLimits(next), states, est, limit)
+	}
+	return ""
 }

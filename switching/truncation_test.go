@@ -162,3 +162,25 @@ func TestGrowTruncationLimits(t *testing.T) {
 		t.Error("the discounted criterion: no error")
 	}
 }
+
+// The time limit stops a growth when it is spent, and before a solve that
+// would spend it at the last solve's time per state.
+func TestGrowTruncationTime(t *testing.T) {
+	m := growModel() // J = 4: 20 configurations × 16 queue vectors
+	last := TruncationStep{Limits: []int{4, 4}, States: 320, Seconds: 10}
+	for _, tc := range []struct {
+		next          []int
+		seconds, give float64
+		want          string
+	}{
+		{[]int{6, 6}, 10, 100, ""},                             // 720 states: about 22.5 s more, 32.5 in all
+		{[]int{6, 6}, 80, 100, "would take about 22.5 s more"}, // 102.5 > 100
+		{[]int{6, 4}, 80, 100, ""},                             // 480 states: 15 s more, 95 in all
+		{[]int{6, 6}, 100, 100, "the solves took 100 s, the time given was 100 s"},
+	} {
+		got := overTime(last, tc.next, m, false, tc.seconds, tc.give)
+		if tc.want == "" && got != "" || !strings.Contains(got, tc.want) {
+			t.Errorf("J = %s after %g of %g s: %q, want %q", FormatLimits(tc.next), tc.seconds, tc.give, got, tc.want)
+		}
+	}
+}

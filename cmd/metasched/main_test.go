@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -180,7 +181,7 @@ func TestPolicySolveBadInput(t *testing.T) {
 		{"view junk", []string{"policy", "solve", "--model", goodPath, "--view", "colour=red"}, `--view: "colour": unknown key`},
 		{"view no value", []string{"policy", "solve", "--model", goodPath, "--view", "k"}, `--view: "k": want key=value`},
 		{"too large", []string{"policy", "solve", "--model", example + "fisher-fig4-n6.yaml", "--max-states", "1000"},
-			"1559250 states (462 configurations × 3375 queue states) need 25.3 MiB, over the limit of 1000 states"},
+			"830250 states (246 configurations × 3375 queue states) need 13.5 MiB, over the limit of 1000 states"},
 		{"horizon with average", []string{"policy", "solve", "--model", goodPath, "--horizon", "3", "--criterion", "average"}, "horizon: the finite-horizon recurrence uses the discounted criterion"},
 		{"max sweeps", []string{"policy", "solve", "--model", goodPath, "--max-sweeps", "0"}, "--max-sweeps: must be at least 1, got 0"},
 		{"max states", []string{"policy", "solve", "--model", goodPath, "--max-states", "-5"}, "--max-states: must be at least 1, got -5"},
@@ -400,5 +401,44 @@ func TestPolicySolveChosenView(t *testing.T) {
 		"--view", "k=1,1 rows=j2 cols=j1")
 	if code != 0 || !strings.Contains(out, "view:      k=1,1 m=0 rows=j2 cols=j1 size=11\n\n") || strings.Contains(out, "chosen") {
 		t.Errorf("a view given: text output:\n%s", out)
+	}
+}
+
+// Exchangeable pools are lumped by default, and the report says so; with
+// --lump=false the space keeps every permutation, and the optimum is the
+// same.
+func TestPolicySolveLump(t *testing.T) {
+	model := filepath.Join(t.TempDir(), "fig4.yaml")
+	if err := os.WriteFile(model, []byte(`servers: 3
+queue_limit: 8
+pools:
+  - {name: a, arrival_rate: 0.8, service_rate: 1, holding_cost: 2}
+  - {name: b, arrival_rate: 0.8, service_rate: 1, holding_cost: 1}
+  - {name: c, arrival_rate: 0.8, service_rate: 1, holding_cost: 1}
+switch_rate: 0.1
+blocking_cost: auto
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	solve := func(args ...string) solveReport {
+		t.Helper()
+		code, out, errOut := runCmd(t, append([]string{"policy", "solve", "--model", model, "--output", "json", "--tolerance", "1e-9"}, args...)...)
+		var r solveReport
+		if code != 0 || json.Unmarshal([]byte(out), &r) != nil {
+			t.Fatalf("%v: exit %d: %s", args, code, errOut)
+		}
+		return r
+	}
+	lumped, whole := solve(), solve("--lump=false")
+	if !cmp.Equal(lumped.Lumped, [][]string{{"b", "c"}}) || lumped.States != 32*512 || lumped.UnlumpedStates != 56*512 ||
+		whole.Lumped != nil || whole.States != 56*512 {
+		t.Errorf("lumped: %v, %d states (%d without); not: %v, %d states", lumped.Lumped, lumped.States, lumped.UnlumpedStates, whole.Lumped, whole.States)
+	}
+	if math.Abs(*lumped.AverageCost-*whole.AverageCost) > *whole.AverageUpper-*whole.AverageLower+*lumped.AverageUpper-*lumped.AverageLower {
+		t.Errorf("optimum %.10g lumped, %.10g not", *lumped.AverageCost, *whole.AverageCost)
+	}
+	code, out, _ := runCmd(t, "policy", "solve", "--model", model)
+	if code != 0 || !strings.Contains(out, "exchangeable pools lumped (b and c): 28672 states without that") {
+		t.Errorf("table output:\n%s", out)
 	}
 }

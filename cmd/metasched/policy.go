@@ -47,6 +47,7 @@ type solveFlags struct {
 	// truncation is fixed (the model's J) or auto (grown until it no
 	// longer matters), with its tolerance and time limit.
 	truncation        string
+	lump              bool
 	boundaryTolerance float64
 	timeLimit         time.Duration
 }
@@ -97,6 +98,7 @@ other queues at 0 or half the size, the one whose action changes most often.`,
 	fl.StringVar(&f.view, "view", "", `2-D slice to print, e.g. "k=1,1 m=0 rows=j1 cols=j2 size=11"`)
 	fl.StringVar(&f.save, "save", "", "save the policy table to this file")
 	fl.StringVar(&f.output, "output", "table", "table or json")
+	fl.BoolVar(&f.lump, "lump", true, "solve on the space with exchangeable pools (the same rates, costs, J and switch rates) lumped: the same optimum on fewer states; false keeps every permutation")
 	fl.BoolVar(&f.boundary, "boundary", true, "compute the long-run fraction of time at the truncation and the mean holding cost of the policy")
 	fl.StringVar(&f.truncation, "truncation", "fixed", "fixed: the model's queue_limit; auto: grow each pool's J until its long-run boundary mass is under --boundary-tolerance and the optimum moves by no more than the solve's gap when every J grows by a step (average criterion)")
 	fl.Float64Var(&f.boundaryTolerance, "boundary-tolerance", switching.DefaultBoundaryTolerance, "with --truncation auto: the long-run probability of a queue at its J−1 each pool must be under")
@@ -153,6 +155,7 @@ func policySolve(ctx context.Context, e *env, f solveFlags) error {
 		Workers:   f.workers,
 		Start:     f.start,
 		Boundary:  f.boundary,
+		Unlumped:  !f.lump,
 		Now:       time.Now,
 
 		BoundarySweeps: f.boundarySweeps,
@@ -261,23 +264,27 @@ type solveReport struct {
 	States         int                 `json:"states"`
 	Configurations int                 `json:"configurations"`
 	QueueStates    int                 `json:"queue_states"`
-	MemoryBytes    int                 `json:"memory_bytes"`
-	Sweeps         int                 `json:"sweeps"`
-	Improvements   int                 `json:"improvements,omitempty"`
-	Fallback       string              `json:"fallback,omitempty"`
-	Seconds        float64             `json:"seconds"`
-	SecondsPerSwp  float64             `json:"seconds_per_sweep"`
-	Converged      bool                `json:"converged"`
-	Residual       float64             `json:"residual"`
-	Tolerance      float64             `json:"tolerance"`
-	AverageCost    *float64            `json:"average_cost"`
-	AverageLower   *float64            `json:"average_cost_lower,omitempty"`
-	AverageUpper   *float64            `json:"average_cost_upper,omitempty"`
-	Stationary     *stationaryReport   `json:"stationary,omitempty"`
-	QueueLimits    map[string]int      `json:"queue_limits"`
-	Truncation     *truncationReport   `json:"truncation,omitempty"`
-	Actions        []actionLegend      `json:"actions"`
-	View           viewReport          `json:"view"`
+	// Lumped: the exchangeable pools the space lumps, by name, and the
+	// states the space has without that.
+	Lumped         [][]string        `json:"lumped_pools,omitempty"`
+	UnlumpedStates int               `json:"unlumped_states,omitempty"`
+	MemoryBytes    int               `json:"memory_bytes"`
+	Sweeps         int               `json:"sweeps"`
+	Improvements   int               `json:"improvements,omitempty"`
+	Fallback       string            `json:"fallback,omitempty"`
+	Seconds        float64           `json:"seconds"`
+	SecondsPerSwp  float64           `json:"seconds_per_sweep"`
+	Converged      bool              `json:"converged"`
+	Residual       float64           `json:"residual"`
+	Tolerance      float64           `json:"tolerance"`
+	AverageCost    *float64          `json:"average_cost"`
+	AverageLower   *float64          `json:"average_cost_lower,omitempty"`
+	AverageUpper   *float64          `json:"average_cost_upper,omitempty"`
+	Stationary     *stationaryReport `json:"stationary,omitempty"`
+	QueueLimits    map[string]int    `json:"queue_limits"`
+	Truncation     *truncationReport `json:"truncation,omitempty"`
+	Actions        []actionLegend    `json:"actions"`
+	View           viewReport        `json:"view"`
 }
 
 // stationaryReport is the long-run analysis of a solve, with a note when
@@ -365,6 +372,17 @@ func newSolveReport(path string, m *switching.Model, sol *switching.Solution, v 
 		Sweeps:      sol.Sweeps, Improvements: sol.Improvements, Seconds: sol.Seconds,
 		Converged: sol.Converged, Residual: sol.Residual, Tolerance: tolerance,
 		View: newViewReport(v, sol.Table),
+	}
+	for _, g := range s.Symmetric {
+		var names []string
+		for _, i := range g {
+			names = append(names, m.Pools[i].Name)
+		}
+		r.Lumped = append(r.Lumped, names)
+	}
+	if r.Lumped != nil {
+		_, n, _ := switching.CountStates(m)
+		r.UnlumpedStates = int(n)
 	}
 	if sol.Stationary != nil {
 		r.Stationary = &stationaryReport{Stationary: sol.Stationary}
@@ -479,6 +497,13 @@ func (r *solveReport) print(w io.Writer, m *switching.Model) {
 		r.Model, m.NumPools(), strings.Join(names, ", "), m.Servers, switching.FormatLimits(m.Limits()), r.Uniformization)
 	fmt.Fprintf(w, "states:    %d (%d configurations × %d queue states), %s\n",
 		r.States, r.Configurations, r.QueueStates, switching.FormatBytes(uint64(r.MemoryBytes)))
+	if r.Lumped != nil {
+		var groups []string
+		for _, g := range r.Lumped {
+			groups = append(groups, strings.Join(g, " and "))
+		}
+		fmt.Fprintf(w, "           exchangeable pools lumped (%s): %d states without that\n", strings.Join(groups, "; "), r.UnlumpedStates)
+	}
 	crit := string(r.Criterion)
 	if r.Discount != nil {
 		crit += fmt.Sprintf(" (α = %g)", *r.Discount)

@@ -448,6 +448,11 @@ type experimentFlags struct {
 	policies   string
 	x          string
 	queueLimit int
+	// truncation of the optimal (average) column: auto grows it at each
+	// point (switching.GrowTruncation), fixed keeps the experiment's J.
+	truncation        string
+	boundaryTolerance float64
+	timeLimit         time.Duration
 }
 
 func newSimulateExperimentCmd(e *env) *cobra.Command {
@@ -461,9 +466,14 @@ table. Experiments: ` + strings.Join(experiment.Names(), ", ") + `.
 
 Optimal policies are solved at every point (and per demand phase): the average
 criterion on the model with blocking priced, and the papers' discounted policy on
-their model (their Λ, no blocking price). A solve that does not converge within
---max-sweeps is reported, not simulated. Ctrl-C stops the run and writes the
-rows finished so far.`,
+their model (their Λ, no blocking price, their J). With --truncation auto (the
+default) the average policy's J is grown at each point from the experiment's (or
+--queue-limit) until every pool's long-run boundary mass is under
+--boundary-tolerance and the optimum stops moving, as policy solve --truncation
+auto does, within --time-limit and --max-states per point; its column is named
+"optimal (average, J grown)" and the notes give each point's J, and why where it
+did not settle. A solve that does not converge within --max-sweeps is reported,
+not simulated. Ctrl-C stops the run and writes the rows finished so far.`,
 		Example: `  metasched simulate experiment fisher-fig4 --out results
   metasched simulate experiment palmer-fig2 --out results --completions 50000
   metasched simulate experiment fisher-fig3 --out results --policies "heuristic K=5,static,best-static"`,
@@ -482,7 +492,10 @@ rows finished so far.`,
 	fl.StringVar(&f.out, "out", "", "directory for NAME.csv, NAME.svg and NAME.png, required")
 	fl.StringVar(&f.policies, "policies", "", `comma-separated subset of the policies, by their names in the table (e.g. "heuristic K=5,static")`)
 	fl.StringVar(&f.x, "x", "", "comma-separated subset of the x-axis")
-	fl.IntVar(&f.queueLimit, "queue-limit", 0, "solve the optimal policies with queues truncated at this J (default: the experiment's, 15 for Fisher, 40 for Palmer)")
+	fl.IntVar(&f.queueLimit, "queue-limit", 0, "solve the optimal policies with queues truncated at this J, or start growing it there (default: the experiment's, 15 for Fisher, 40 for Palmer)")
+	fl.StringVar(&f.truncation, "truncation", "auto", "the optimal (average) policy's J: auto grows it at each point until it stops mattering, fixed keeps --queue-limit")
+	fl.Float64Var(&f.boundaryTolerance, "boundary-tolerance", switching.DefaultBoundaryTolerance, "with --truncation auto: the long-run probability of a queue at its J−1 each pool must be under")
+	fl.DurationVar(&f.timeLimit, "time-limit", 10*time.Minute, "with --truncation auto: stop growing a point's J once its solves took this long, or before a solve that would pass it (0: no limit); --max-states bounds the memory")
 	return cmd
 }
 
@@ -500,8 +513,19 @@ func simulateExperiment(ctx context.Context, e *env, name string, f experimentFl
 	if f.queueLimit < 0 || f.queueLimit == 1 {
 		return usagef("--queue-limit: must be at least 2, got %d", f.queueLimit)
 	}
+	switch {
+	case f.truncation != "fixed" && f.truncation != "auto":
+		return usagef("--truncation: must be fixed or auto, got %q", f.truncation)
+	case !(f.boundaryTolerance > 0 && f.boundaryTolerance < 1):
+		return usagef("--boundary-tolerance: must be > 0 and < 1, got %g", f.boundaryTolerance)
+	case f.timeLimit < 0:
+		return usagef("--time-limit: must be 0 (none) or more, got %s", f.timeLimit)
+	}
 	opts := experiment.Options{Completions: f.completions, Warmup: f.warmup, Seed: f.seed, Solve: f.solveOptions(),
 		QueueLimit: f.queueLimit, Now: time.Now}
+	if f.truncation == "auto" {
+		opts.Solve.Grow = &switching.GrowOptions{BoundaryTolerance: f.boundaryTolerance, MaxSeconds: f.timeLimit.Seconds()}
+	}
 	if !sweepsSet {
 		opts.Solve.MaxSweeps = 0 // the experiment's own cap
 	}
@@ -615,6 +639,8 @@ type experimentRow struct {
 	BoundaryFraction *float64    `json:"boundary_fraction,omitempty"`
 	BeyondFraction   *float64    `json:"beyond_fraction,omitempty"`
 	QueueLimits      []int       `json:"queue_limits,omitempty"`
+	PhaseLimits      [][]int     `json:"phase_queue_limits,omitempty"`
+	Truncation       string      `json:"truncation,omitempty"`
 	Seconds          float64     `json:"seconds"`
 	SolveSeconds     float64     `json:"solve_seconds,omitempty"`
 	SolveSweeps      int         `json:"solve_sweeps,omitempty"`
@@ -636,7 +662,7 @@ func experimentReport(ex *experiment.Experiment, rows []experiment.Row, files []
 	for _, r := range rows {
 		jr := experimentRow{X: r.X, Policy: r.Policy, Completions: r.Completions, Events: r.Events, Switches: r.Switches,
 			TransitFraction: r.TransitFraction, Seconds: r.Seconds, SolveSeconds: r.SolveSeconds,
-			SolveSweeps: r.SolveSweeps, Converged: r.Converged, Note: r.Note, QueueLimits: r.QueueLimits}
+			SolveSweeps: r.SolveSweeps, Converged: r.Converged, Note: r.Note, QueueLimits: r.QueueLimits, PhaseLimits: r.PhaseLimits, Truncation: r.Truncation}
 		if !math.IsNaN(r.MeanCost) {
 			jr.MeanCost, jr.CI95 = &r.MeanCost, &r.CI95
 		}

@@ -173,6 +173,17 @@ func TestSimulateExperiment(t *testing.T) {
 		rep.Rows[1]["policy"] != "optimal (average)" || rep.Rows[1]["boundary_fraction"] == nil || rep.Rows[1]["solve_sweeps"] == nil {
 		t.Errorf("json: exit %d, %s %s", code, out, errOut)
 	}
+	// The optimal column's truncation, grown from 12 by default (each
+	// phase's table its own), and kept with --truncation fixed.
+	if tr, _ := rep.Rows[1]["truncation"].(string); !strings.Contains(tr, "phase 1: J = ") || !strings.Contains(tr, "grown from 12 in") ||
+		!strings.Contains(tr, "the optimum settled") || len(rep.Rows[1]["phase_queue_limits"].([]any)) != 2 {
+		t.Errorf("grown: %v", rep.Rows[1])
+	}
+	code, out, errOut = runCmd(t, "simulate", "experiment", "palmer-fig2", "--out", dir, "--x", "4",
+		"--policies", "optimal (average)", "--completions", "2000", "--queue-limit", "12", "--truncation", "fixed")
+	if code != 0 || !strings.Contains(out, "(average, J = 12)") || strings.Contains(out, "grown") {
+		t.Errorf("fixed: exit %d, %s %s", code, out, errOut)
+	}
 }
 
 func TestSimulateExperimentBadInput(t *testing.T) {
@@ -189,6 +200,9 @@ func TestSimulateExperimentBadInput(t *testing.T) {
 		{[]string{"fisher-fig4", "--out", dir, "--x", "a"}, `--x: "a" is not a number`},
 		{[]string{"fisher-fig4", "--out", dir, "--completions", "0"}, "--completions: must be at least 20"},
 		{[]string{"fisher-fig4", "--out", dir, "--queue-limit", "1"}, "--queue-limit: must be at least 2, got 1"},
+		{[]string{"fisher-fig4", "--out", dir, "--truncation", "grown"}, `--truncation: must be fixed or auto, got "grown"`},
+		{[]string{"fisher-fig4", "--out", dir, "--boundary-tolerance", "0"}, "--boundary-tolerance: must be > 0 and < 1, got 0"},
+		{[]string{"fisher-fig4", "--out", dir, "--time-limit", "-1s"}, "--time-limit: must be 0 (none) or more, got -1s"},
 	} {
 		args := append([]string{"simulate", "experiment"}, tt.args...)
 		code, _, errOut := runCmd(t, args...)

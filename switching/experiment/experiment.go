@@ -186,8 +186,8 @@ type Options struct {
 	// Policies selects policies by Spec.Name; nil: all of them.
 	Policies []string
 	// QueueLimit > 0 replaces the experiment's J, the truncation the
-	// optimal policies are solved on (the simulated queues are never
-	// truncated).
+	// optimal policies are solved on, or their growth starts from with
+	// Solve.Grow (the simulated queues are never truncated).
 	QueueLimit int
 	Solve      SolveOptions
 	Now        func() time.Time
@@ -219,12 +219,16 @@ type Row struct {
 	TransitFraction  float64
 	BoundaryFraction float64 // NaN unless the policy is a table
 	BeyondFraction   float64 // time some queue was beyond its table's J_i (NaN unless the policy is a table)
-	QueueLimits      []int   // J_i of the policy's table (nil unless the policy is a table)
-	Seconds          float64 // simulation loop
-	SolveSeconds     float64
-	SolveSweeps      int
-	Converged        bool // the optimal policy's solve (true for other policies)
-	Note             string
+	QueueLimits      []int   // J_i of the policy's table, the smallest of its phases' (nil unless the policy is a table)
+	PhaseLimits      [][]int // J_i of each phase's table where they differ (grown truncations), nil otherwise
+	// Truncation says how the table's truncation was grown (Built.Truncation),
+	// "" when it was not: the experiment's J, or Options.QueueLimit.
+	Truncation   string
+	Seconds      float64 // simulation loop
+	SolveSeconds float64
+	SolveSweeps  int
+	Converged    bool // the optimal policy's solve (true for other policies)
+	Note         string
 }
 
 // Selected returns the policies of e that opts selects, or an error naming
@@ -336,7 +340,14 @@ func (e *Experiment) runOne(ctx context.Context, x float64, m *switching.Model, 
 			row.SolveSweeps += s.Sweeps
 		}
 		row.Converged = b.Converged()
-		row.QueueLimits = b.QueueLimits
+		row.QueueLimits, row.PhaseLimits = b.QueueLimits, phaseLimits(b)
+		if len(b.Truncations) > 0 {
+			tol := opts.Solve.Grow.BoundaryTolerance
+			if tol == 0 {
+				tol = switching.DefaultBoundaryTolerance
+			}
+			row.Truncation = b.Truncation(tol)
+		}
 	}
 	switch {
 	case unstable(err):
@@ -354,7 +365,7 @@ func (e *Experiment) runOne(ctx context.Context, x float64, m *switching.Model, 
 	res, err := sim.Run(ctx, sim.Config{
 		Model: m, Policies: b.Policies, Phases: ph,
 		Completions: opts.Completions, Warmup: opts.Warmup, Seed: opts.Seed,
-		QueueLimits: b.QueueLimits, Now: opts.Now,
+		QueueLimits: b.QueueLimits, PhaseQueueLimits: row.PhaseLimits, Now: opts.Now,
 		Progress: func(p sim.Progress) { report("simulate", float64(p.Completions)/float64(p.Target)) },
 	})
 	if err != nil {
@@ -364,6 +375,17 @@ func (e *Experiment) runOne(ctx context.Context, x float64, m *switching.Model, 
 	row.Completions, row.Events, row.Switches = res.Completions, res.Events, res.Switches
 	row.TransitFraction, row.BoundaryFraction, row.BeyondFraction, row.Seconds = res.TransitFraction, res.BoundaryFraction, res.BeyondFraction, res.Seconds
 	return row, nil
+}
+
+// phaseLimits are the tables' J_i per phase when the phases' tables differ
+// in them (grown truncations), nil otherwise.
+func phaseLimits(b *Built) [][]int {
+	for _, js := range b.PhaseLimits {
+		if !slices.Equal(js, b.PhaseLimits[0]) {
+			return b.PhaseLimits
+		}
+	}
+	return nil
 }
 
 // allocationNote describes the static targets, flagging unstable ones.

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/csv"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -245,5 +247,108 @@ func TestExamplesAreTheFigures(t *testing.T) {
 		if diff := cmp.Diff(want, got, cmpopts.EquateEmpty(), cmpopts.EquateApprox(1e-15, 0)); diff != "" {
 			t.Errorf("%s is not the experiment's model (-experiment +file):\n%s", file, diff)
 		}
+	}
+}
+
+// An experiment whose optimal column grows its truncation: at each point
+// the table is solved on a J grown from the experiment's until it settles,
+// the column and the notes say so, and with demand phases each phase's
+// table keeps its own J, which the simulator measures each phase against.
+func TestRunGrownTruncation(t *testing.T) {
+	e := &Experiment{
+		Name: "grown", Title: "two pools", Source: "a test", XLabel: "servers N", X: []float64{2, 3},
+		Model:    func(n float64) *switching.Model { return PalmerModel(int(n), 0.5*n) },
+		Phases:   func(n float64) *sim.Phases { return PalmerPhases(0.5 * n) },
+		Policies: []Spec{{Kind: Optimal}, {Kind: Heuristic, K: 5}},
+	}
+	opts := Options{Completions: 4000, Seed: 1, QueueLimit: 4, Solve: SolveOptions{Grow: &switching.GrowOptions{BoundaryTolerance: 1e-5}}}
+	rows, err := e.Run(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rows {
+		if r.Policy != "optimal (average)" {
+			if r.Truncation != "" || r.QueueLimits != nil {
+				t.Errorf("%s at %g: truncation %q, J %v", r.Policy, r.X, r.Truncation, r.QueueLimits)
+			}
+			continue
+		}
+		t.Logf("N = %g: %s; boundary %.3g, beyond %.3g", r.X, r.Truncation, r.BoundaryFraction, r.BeyondFraction)
+		if !strings.Contains(r.Truncation, "grown from 4 in") || !strings.Contains(r.Truncation, "the optimum settled") ||
+			strings.Contains(r.Truncation, "NOT SETTLED") {
+			t.Errorf("N = %g: truncation %q", r.X, r.Truncation)
+		}
+		// Phase 1 loads pool 1, phase 2 pool 2: their tables grow the busy
+		// pool's J.
+		if len(r.PhaseLimits) != 2 || r.PhaseLimits[0][0] <= r.PhaseLimits[0][1] || r.PhaseLimits[1][1] <= r.PhaseLimits[1][0] {
+			t.Fatalf("N = %g: J by phase %v", r.X, r.PhaseLimits)
+		}
+		if want := []int{r.PhaseLimits[1][0], r.PhaseLimits[0][1]}; !cmp.Equal(r.QueueLimits, want) {
+			t.Errorf("N = %g: J %v, want the smaller of each pool's, %v", r.X, r.QueueLimits, want)
+		}
+		// Each phase measured against its own table's J: at a boundary mass
+		// under 1e-5 the queues are almost never there.
+		if !(r.BoundaryFraction < 0.01) || r.BeyondFraction > r.BoundaryFraction {
+			t.Errorf("N = %g: boundary %g, beyond %g", r.X, r.BoundaryFraction, r.BeyondFraction)
+		}
+	}
+	var buf bytes.Buffer
+	WriteTable(&buf, e, rows)
+	for _, want := range []string{"(average, J grown)", "x=2 optimal (average): phase 1: J = "} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, buf.String())
+		}
+	}
+	if notes := strings.Join(Notes(e, rows), "\n"); !strings.Contains(notes, "optimal (average): each point's table is solved on queues cut at a J grown") ||
+		!strings.Contains(notes, fmt.Sprintf("J = %s and %s by phase at 2", switching.FormatLimits(rows[0].PhaseLimits[0]), switching.FormatLimits(rows[0].PhaseLimits[1]))) {
+		t.Errorf("notes:\n%s", notes)
+	}
+	buf.Reset()
+	if err := WriteCSV(&buf, e, rows); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := csv.NewReader(&buf).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	jcol, tcol := slices.Index(CSVHeader, "queue_limits"), slices.Index(CSVHeader, "truncation")
+	if recs[1][2] != "optimal (average)" || recs[1][jcol] == "" || !strings.Contains(recs[1][tcol], "settled") || recs[2][jcol] != "" {
+		t.Errorf("csv: %q", recs[:3])
+	}
+
+	// Fixed: the experiment's J, named in the column.
+	opts.Solve.Grow = nil
+	rows, err = e.Run(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf.Reset()
+	WriteTable(&buf, e, rows)
+	if r := rows[0]; r.Truncation != "" || r.PhaseLimits != nil || !cmp.Equal(r.QueueLimits, []int{4, 4}) ||
+		!strings.Contains(buf.String(), "(average, J = 4)") {
+		t.Errorf("fixed: row %+v, table:\n%s", r, buf.String())
+	}
+}
+
+// A growth that stops before it settles says so in the row and the
+// figure's notes.
+func TestRunGrownTruncationStopped(t *testing.T) {
+	e := &Experiment{
+		Name: "grown", Title: "two pools", Source: "a test", XLabel: "servers N", X: []float64{3},
+		Model:    func(n float64) *switching.Model { return PalmerModel(int(n), 0.8*n) },
+		Policies: []Spec{{Kind: Optimal}},
+	}
+	rows, err := e.Run(context.Background(), Options{Completions: 2000, Seed: 1, QueueLimit: 4,
+		Solve: SolveOptions{MaxStates: 500, Grow: &switching.GrowOptions{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rows[0]
+	if !strings.Contains(r.Truncation, "NOT SETTLED: the next truncation") || math.IsNaN(r.MeanCost) {
+		t.Errorf("row %+v", r)
+	}
+	notes := strings.Join(Notes(e, rows), "\n")
+	if !strings.Contains(notes, "Not settled at 3, the next truncation, J = ") || !strings.Contains(notes, "has more states than the 500 given") {
+		t.Errorf("notes:\n%s", notes)
 	}
 }

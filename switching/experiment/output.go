@@ -21,7 +21,8 @@ import (
 // CSVHeader is the first line of WriteCSV's output.
 var CSVHeader = []string{
 	"experiment", "x", "policy", "mean_cost", "ci95_lo", "ci95_hi", "completions", "events", "switches",
-	"transit_fraction", "boundary_fraction", "beyond_fraction", "seconds", "solve_seconds", "solve_sweeps", "converged", "note",
+	"transit_fraction", "boundary_fraction", "beyond_fraction", "queue_limits", "truncation", "seconds", "solve_seconds", "solve_sweeps",
+	"converged", "note",
 }
 
 // WriteCSV writes the rows of experiment e, one per policy and x; NaN
@@ -33,7 +34,8 @@ func WriteCSV(w io.Writer, e *Experiment, rows []Row) error {
 		cw.Write([]string{
 			e.Name, num(r.X), r.Policy, num(r.MeanCost), num(r.CI95[0]), num(r.CI95[1]),
 			strconv.FormatInt(r.Completions, 10), strconv.FormatInt(r.Events, 10), strconv.FormatInt(r.Switches, 10),
-			num(r.TransitFraction), num(r.BoundaryFraction), num(r.BeyondFraction), num(r.Seconds), num(r.SolveSeconds),
+			num(r.TransitFraction), num(r.BoundaryFraction), num(r.BeyondFraction), limits(r.QueueLimits), r.Truncation,
+			num(r.Seconds), num(r.SolveSeconds),
 			strconv.Itoa(r.SolveSweeps), strconv.FormatBool(r.Converged), r.Note,
 		})
 	}
@@ -42,6 +44,14 @@ func WriteCSV(w io.Writer, e *Experiment, rows []Row) error {
 		return fmt.Errorf("write csv: %w", err)
 	}
 	return nil
+}
+
+// limits is a table's J_i as FormatLimits writes them, "" for no table.
+func limits(js []int) string {
+	if js == nil {
+		return ""
+	}
+	return switching.FormatLimits(js)
 }
 
 func num(x float64) string {
@@ -106,6 +116,9 @@ func Plot(e *Experiment, rows []Row) (*plot.Plot, error) {
 	s := seriesOf(rows)
 	p := plotx.New(fmt.Sprintf("%s (%s)", e.Title, e.Source), e.XLabel, "mean holding cost Σ c·j")
 	lines := s.lines()
+	for i := range lines {
+		lines[i].Name = s.heading(lines[i].Name)
+	}
 	lo, hi := math.Inf(1), math.Inf(-1)
 	for _, l := range lines {
 		for k, pt := range l.XYs {
@@ -221,6 +234,41 @@ func (s series) sameAllocation(a, b string, xs []float64) (string, bool) {
 	return first, true
 }
 
+// heading names what a policy's column and line show: a table's J,
+// "optimal (average, J = 15)", or "J grown" when its truncation was grown
+// at each point (the notes give each J), or "J per point" when it
+// differs between points otherwise.
+func (s series) heading(policy string) string {
+	var js []int
+	grown, same := false, true
+	for _, x := range s.xs {
+		r, ok := s.at[policy][x]
+		if !ok || r.QueueLimits == nil {
+			continue
+		}
+		grown = grown || r.Truncation != ""
+		if js != nil && !slices.Equal(js, r.QueueLimits) {
+			same = false
+		}
+		js = r.QueueLimits
+	}
+	what := ""
+	switch {
+	case js == nil:
+		return policy
+	case grown:
+		what = "J grown"
+	case same:
+		what = "J = " + switching.FormatLimits(js)
+	default:
+		what = "J per point"
+	}
+	if head, ok := strings.CutSuffix(policy, ")"); ok && strings.Contains(head, " (") {
+		return head + ", " + what + ")"
+	}
+	return policy + " (" + what + ")"
+}
+
 // label is x as the axis and the table write it.
 func (s series) label(x float64) string {
 	if i := slices.Index(s.xs, x); i >= 0 {
@@ -309,7 +357,7 @@ func truncationNotes(s series) []string {
 		if len(stopped) > 0 && len(switched) > 0 {
 			notes = append(notes, fmt.Sprintf("%s %s: no switches (it switched %s), and a queue sat at its table's limit "+
 				"J−1 for %s of the time: the table, solved on queues cut at J = %s, stops switching there; "+
-				"a larger --queue-limit may change that.", p, s.where(stopped), s.where(switched), s.fractions(p, stopped), switching.FormatLimits(j)))
+				"--truncation auto or a larger --queue-limit may change that.", p, s.where(stopped), s.where(switched), s.fractions(p, stopped), switching.FormatLimits(j)))
 		}
 		if len(atLimit) > 0 {
 			limit = append(limit, fmt.Sprintf("%s %s (%s)", p, s.where(atLimit), s.fractions(p, atLimit)))
@@ -320,6 +368,43 @@ func truncationNotes(s series) []string {
 	}
 	if beyond := beyondNotes(s); beyond != "" {
 		notes = append(notes, beyond)
+	}
+	return append(notes, growthNotes(s)...)
+}
+
+// growthNotes say, for each table whose truncation was grown, the J it
+// reached at each x, and where it did not settle, why.
+func growthNotes(s series) []string {
+	var notes []string
+	for _, p := range s.policies {
+		var at, unsettled []string
+		for _, x := range s.xs {
+			r, ok := s.at[p][x]
+			if !ok || r.Truncation == "" {
+				continue
+			}
+			js := limits(r.QueueLimits)
+			if r.PhaseLimits != nil {
+				var by []string
+				for _, l := range r.PhaseLimits {
+					by = append(by, limits(l))
+				}
+				js = strings.Join(by, " and ") + " by phase"
+			}
+			at = append(at, fmt.Sprintf("%s at %s", js, s.label(x)))
+			if _, why, ok := strings.Cut(r.Truncation, "NOT SETTLED: "); ok {
+				unsettled = append(unsettled, fmt.Sprintf("at %s, %s", s.label(x), strings.TrimSuffix(why, ")")))
+			}
+		}
+		if len(at) == 0 {
+			continue
+		}
+		n := fmt.Sprintf("%s: each point's table is solved on queues cut at a J grown until every pool's long-run "+
+			"boundary mass is under the tolerance and the optimum stops moving: J = %s.", p, strings.Join(at, ", "))
+		if len(unsettled) > 0 {
+			n += " Not settled " + strings.Join(unsettled, "; ") + ": there the optimum is that of the truncation reached."
+		}
+		notes = append(notes, n)
 	}
 	return notes
 }
@@ -406,8 +491,9 @@ func WriteTable(w io.Writer, e *Experiment, rows []Row) {
 	var cols []column
 	var notes []string
 	for _, p := range s.policies {
-		c := column{head: [2]string{"", p}}
-		if a, b, ok := strings.Cut(p, " ("); ok {
+		head := s.heading(p)
+		c := column{head: [2]string{"", head}}
+		if a, b, ok := strings.Cut(head, " ("); ok {
 			c.head = [2]string{a, "(" + b}
 		}
 		for _, x := range s.xs {
@@ -429,6 +515,9 @@ func WriteTable(w io.Writer, e *Experiment, rows []Row) {
 			}
 			if ok && !math.IsNaN(r.BoundaryFraction) && r.BoundaryFraction > 0.01 {
 				notes = append(notes, fmt.Sprintf("x=%s %s: a queue sat at the table's limit J−1 %.1f%% of the time", s.label(x), p, 100*r.BoundaryFraction))
+			}
+			if ok && r.Truncation != "" {
+				notes = append(notes, fmt.Sprintf("x=%s %s: %s", s.label(x), p, r.Truncation))
 			}
 			if ok && r.BeyondFraction > BeyondMark {
 				notes = append(notes, fmt.Sprintf("x=%s %s: † a queue was beyond the table's J %.1f%% of the time, where the table answers as at J−1: "+

@@ -96,7 +96,7 @@ func TestFig4Notes(t *testing.T) {
 			"at 3.0: 4 servers for ρ = (1, 1, 1)).",
 		"optimal (average) at 3.6: no switches (it switched at 2.6–3.4), and a queue sat at its table's limit J−1 " +
 			"for 100% of the time: the table, solved on queues cut at J = 15, stops switching there; " +
-			"a larger --queue-limit may change that.",
+			"--truncation auto or a larger --queue-limit may change that.",
 		"A queue at its table's limit J−1 over 10% of the time: optimal (average) at 3.0–3.6 (18–100%); " +
 			"optimal (papers' discounted) at every x (23–100%).",
 	}
@@ -130,8 +130,8 @@ func TestTableWidth(t *testing.T) {
 		}
 	}
 	for _, want := range []string{
-		"x        (average)  (papers' discounted)  heuristic K=5    heuristic K=1         static  best-static              cmu",
-		"3.6  14,840 ±3,400         14,840 ±3,400     60.39 ±3.7  281,700 ±66,000  14,840 ±3,400            —  224,200 ±52,000",
+		"x    (average, J = 15)  (papers' discounted, J = 15)  heuristic K=5    heuristic K=1         static  best-static",
+		"3.6      14,840 ±3,400                 14,840 ±3,400     60.39 ±3.7  281,700 ±66,000  14,840 ±3,400            —",
 		"  x=3.0 best-static: no stable fixed allocation",
 	} {
 		if !strings.Contains(out, want) {

@@ -80,6 +80,10 @@ type Config struct {
 	// beyond it (j_i ≥ J_i: states the table does not hold, which it
 	// answers as at J_i−1).
 	QueueLimits []int
+	// PhaseQueueLimits, when set, holds QueueLimits per demand phase (one
+	// per policy), for tables of different truncations: each phase's time
+	// is measured against its own table's J_i. It replaces QueueLimits.
+	PhaseQueueLimits [][]int
 	// Now, when set, times the event loop (Result.Seconds).
 	Now func() time.Time
 	// Progress, when set, is called every 65,536 events from the running
@@ -185,12 +189,15 @@ func (c *Config) check() error {
 		return fmt.Errorf("simulate: completions: must be at least %d (one per batch), got %d", Batches, c.Completions)
 	case !(c.Warmup >= 0) || math.IsInf(c.Warmup, 1):
 		return fmt.Errorf("simulate: warmup: must be a finite fraction >= 0, got %g", c.Warmup)
-	case c.QueueLimits != nil && len(c.QueueLimits) != len(m.Pools):
-		return fmt.Errorf("simulate: queue limits: must be one per pool (%d), got %d", len(m.Pools), len(c.QueueLimits))
+	case c.PhaseQueueLimits != nil && len(c.PhaseQueueLimits) != len(c.Policies):
+		return fmt.Errorf("simulate: phase queue limits: must be one per phase's policy (%d), got %d", len(c.Policies), len(c.PhaseQueueLimits))
 	}
-	for i, j := range c.QueueLimits {
-		if j < 1 {
-			return fmt.Errorf("simulate: queue limits[%d]: must be >= 1, got %d", i, j)
+	if err := checkLimits("queue limits", c.QueueLimits, len(m.Pools)); err != nil {
+		return err
+	}
+	for p, js := range c.PhaseQueueLimits {
+		if err := checkLimits(fmt.Sprintf("phase queue limits[%d]", p), js, len(m.Pools)); err != nil {
+			return err
 		}
 	}
 	if err := m.Validate(); err != nil {
@@ -262,6 +269,19 @@ type system struct {
 	edge, beyond *over // time with some j_i ≥ J_i−1, and with some j_i ≥ J_i (nil without limits)
 }
 
+// checkLimits checks one set of queue limits (nil: none), named by field.
+func checkLimits(field string, js []int, pools int) error {
+	if js != nil && len(js) != pools {
+		return fmt.Errorf("simulate: %s: must be one per pool (%d), got %d", field, pools, len(js))
+	}
+	for i, j := range js {
+		if j < 1 {
+			return fmt.Errorf("simulate: %s[%d]: must be >= 1, got %d", field, i, j)
+		}
+	}
+	return nil
+}
+
 // over measures the time some queue sits at or above its level.
 type over struct {
 	level    []int
@@ -270,13 +290,24 @@ type over struct {
 }
 
 func newOver(levels []int, jobs []int) *over {
-	o := &over{level: levels}
+	o := &over{}
+	o.relevel(levels, jobs, 0)
+	return o
+}
+
+// relevel sets new levels at time now (a demand phase whose table has
+// other truncations).
+func (o *over) relevel(levels []int, jobs []int, now float64) {
+	if o == nil {
+		return
+	}
+	o.flush(now)
+	o.level, o.count = levels, 0
 	for i, l := range levels {
 		if jobs[i] >= l {
 			o.count++
 		}
 	}
-	return o
 }
 
 // set records queue i's change from old to j at time now.
@@ -326,11 +357,7 @@ func newSystem(m *switching.Model, queueLimits []int) *system {
 		jobOff:   make([]float64, np), srvOff: make([]float64, np),
 	}
 	if queueLimits != nil {
-		edge := make([]int, np)
-		for i, j := range queueLimits {
-			edge[i] = j - 1
-		}
-		s.edge, s.beyond = newOver(edge, s.jobs), newOver(slices.Clone(queueLimits), s.jobs)
+		s.edge, s.beyond = newOver(edges(queueLimits), s.jobs), newOver(slices.Clone(queueLimits), s.jobs)
 	}
 	for i, p := range m.Pools {
 		s.mu[i], s.c[i] = p.ServiceRate, p.HoldingCost
@@ -355,6 +382,15 @@ func newSystem(m *switching.Model, queueLimits []int) *system {
 	s.dep = s.rate[np : 2*np]
 	s.comp = s.rate[2*np : 2*np+len(s.moving)]
 	return s
+}
+
+// edges are the boundary levels J_i−1 of truncations J_i.
+func edges(limits []int) []int {
+	e := make([]int, len(limits))
+	for i, j := range limits {
+		e[i] = j - 1
+	}
+	return e
 }
 
 // setRates sets the arrival rates and the phase-change rate.
@@ -496,7 +532,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	m := cfg.Model
 	models := PhaseModels(m, cfg.Phases)
-	s := newSystem(m, cfg.QueueLimits)
+	limits := cfg.QueueLimits
+	if cfg.PhaseQueueLimits != nil {
+		limits = cfg.PhaseQueueLimits[0]
+	}
+	s := newSystem(m, limits)
 	rates := make([][]float64, len(models))
 	for p, pm := range models {
 		rates[p] = make([]float64, s.np)
@@ -587,6 +627,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			phase = (phase + 1) % len(rates)
 			s.setRates(rates[phase], phaseRate)
 			pol = cfg.Policies[phase]
+			if cfg.PhaseQueueLimits != nil {
+				js := cfg.PhaseQueueLimits[phase]
+				s.edge.relevel(edges(js), s.jobs, s.now)
+				s.beyond.relevel(slices.Clone(js), s.jobs, s.now)
+			}
 			if measuring {
 				res.PhaseChanges++
 			}

@@ -292,3 +292,45 @@ func TestBoundaryAndBeyond(t *testing.T) {
 		t.Errorf("a limit of 0: %v", err)
 	}
 }
+
+// Limits per demand phase: each phase's time is measured against its own
+// table's J. The same limits in every phase measure what QueueLimits does;
+// a phase with J = 1 is at its boundary all its time.
+func TestPhaseQueueLimits(t *testing.T) {
+	m := fig4(3.0)
+	ph := &Phases{High: 2, Low: 0.5, Mean: 50}
+	var pols []switching.Policy
+	for _, pm := range PhaseModels(m, ph) {
+		h, err := switching.NewHeuristic(pm, 5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pols = append(pols, h)
+	}
+	cfg := func(js []int, byPhase [][]int) Config {
+		return Config{Model: m, Policies: pols, Phases: ph, Completions: 20_000, Seed: 3, QueueLimits: js, PhaseQueueLimits: byPhase}
+	}
+	one := run(t, cfg([]int{6, 6, 6}, nil))
+	same := run(t, cfg(nil, [][]int{{6, 6, 6}, {6, 6, 6}, {6, 6, 6}}))
+	if one.BoundaryFraction != same.BoundaryFraction || one.BeyondFraction != same.BeyondFraction || one.MeanCost != same.MeanCost {
+		t.Errorf("the same limits in every phase: %g/%g, one set: %g/%g", same.BoundaryFraction, same.BeyondFraction, one.BoundaryFraction, one.BeyondFraction)
+	}
+	// Phase 1 at J = 1 (at its boundary whenever it runs), the others never.
+	mixed := run(t, cfg(nil, [][]int{{1, 1, 1}, {1000, 1000, 1000}, {1000, 1000, 1000}}))
+	if !(mixed.BoundaryFraction > 0.2 && mixed.BoundaryFraction < 0.5) {
+		t.Errorf("J = 1 in one phase of three: at the boundary %g of the time, want about a third", mixed.BoundaryFraction)
+	}
+	for _, tc := range []struct {
+		byPhase [][]int
+		want    string
+	}{
+		{[][]int{{6, 6, 6}}, "simulate: phase queue limits: must be one per phase's policy (3), got 1"},
+		{[][]int{{6, 6, 6}, {6, 6}, {6, 6, 6}}, "simulate: phase queue limits[1]: must be one per pool (3), got 2"},
+		{[][]int{{6, 6, 6}, {6, 6, 6}, {6, 0, 6}}, "simulate: phase queue limits[2][1]: must be >= 1, got 0"},
+	} {
+		c := cfg(nil, tc.byPhase)
+		if err := c.check(); err == nil || err.Error() != tc.want {
+			t.Errorf("%v: %v, want %q", tc.byPhase, err, tc.want)
+		}
+	}
+}
