@@ -352,3 +352,38 @@ func TestRunGrownTruncationStopped(t *testing.T) {
 		t.Errorf("notes:\n%s", notes)
 	}
 }
+
+// A table in the real system against its exact cost: solved on queues cut
+// short, it is looked up beyond its J much of the time and its simulated
+// holding cost is not the truncated chain's; grown until the truncation
+// stops mattering, the two agree within the simulation's interval.
+func TestTableBeyondItsTruncation(t *testing.T) {
+	m := PalmerModel(3, 1.5) // ρ = 0.5, no demand phases
+	m.QueueLimit = 3
+	ctx := context.Background()
+	short, err := switching.Solve(ctx, m, switching.SolveOptions{Boundary: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	grown, err := switching.GrowTruncation(ctx, m, switching.SolveOptions{}, switching.GrowOptions{})
+	if err != nil || !grown.Settled {
+		t.Fatalf("growth: %v, %+v", err, grown)
+	}
+	for _, tc := range []struct {
+		name  string
+		sol   *switching.Solution
+		agree bool
+	}{{"J = 3", short, false}, {"J = " + switching.FormatLimits(grown.Limits()), grown.Solution, true}} {
+		r, err := sim.Run(ctx, sim.Config{Model: m, Policies: []switching.Policy{tc.sol.Table}, Completions: 200_000, Warmup: 0.1, Seed: 7,
+			QueueLimits: tc.sol.Table.Space.Limits()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		exact := tc.sol.Stationary.HoldingCost
+		inside := r.CI95[0] <= exact && exact <= r.CI95[1]
+		t.Logf("%s: exact holding cost %.4f, simulated %.4f [%.4f, %.4f], beyond J %.2g of the time", tc.name, exact, r.MeanCost, r.CI95[0], r.CI95[1], r.BeyondFraction)
+		if inside != tc.agree || (r.BeyondFraction > BeyondMark) == tc.agree {
+			t.Errorf("%s: exact %.4f, simulated %.4f in [%.4f, %.4f], beyond J %.3g of the time", tc.name, exact, r.MeanCost, r.CI95[0], r.CI95[1], r.BeyondFraction)
+		}
+	}
+}
