@@ -144,10 +144,10 @@ var registry = []entry{
 		}},
 	{Name: "papers", Timeout: time.Hour, Needs: "about 3 minutes",
 		Commands: []string{
-			"bin/metasched simulate experiment fisher-fig4 --out results",
-			"bin/metasched simulate experiment fisher-fig3 --out results",
-			"bin/metasched simulate experiment palmer-fig2 --out results",
-			"bin/metasched simulate experiment palmer-fig3 --out results",
+			"bin/metasched simulate experiment fisher-fig4 --out results --truncation fixed",
+			"bin/metasched simulate experiment fisher-fig3 --out results --truncation fixed",
+			"bin/metasched simulate experiment palmer-fig2 --out results --truncation fixed",
+			"bin/metasched simulate experiment palmer-fig3 --out results --truncation fixed",
 		}},
 }
 
