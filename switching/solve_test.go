@@ -265,21 +265,8 @@ func TestLumpingIsExact(t *testing.T) {
 			}
 		}
 		for _, alpha := range []float64{0.9, 1} {
-			run := func(s *Space) ([]float64, []int8) {
-				e := newEngine(m, s, alpha, 2)
-				V, U := make([]float64, s.States), make([]float64, s.States)
-				scratch := [][]float64{make([]float64, s.B), make([]float64, s.B)}
-				pol := make([]int8, s.States)
-				for range 30 {
-					e.expect(U, V)
-					e.improve(V, U, 0, scratch)
-				}
-				e.expect(U, V)
-				e.decide(pol, U, nil)
-				return V, pol
-			}
-			lv, lp := run(lanes)
-			pv, pp := run(pairs)
+			_, lv, _, lp := thirtySweeps(m, lanes, alpha)
+			_, pv, _, pp := thirtySweeps(m, pairs, alpha)
 			for idx := range pairs.States {
 				if math.Abs(pv[idx]-lv[to[idx]]) > 1e-9*max(1, math.Abs(pv[idx])) || pp[idx] != lp[to[idx]] {
 					t.Fatalf("%s α=%g: state %v: by pair value %g, action %d; by lane %g, %d",
@@ -288,6 +275,23 @@ func TestLumpingIsExact(t *testing.T) {
 			}
 		}
 	}
+}
+
+// thirtySweeps runs thirty sweeps of value iteration (α = 1: relative)
+// on space s of m from V = 0, and returns the engine, the values, their
+// expectations and the policy they decide.
+func thirtySweeps(m *Model, s *Space, alpha float64) (*engine, []float64, []float64, []int8) {
+	e := newEngine(m, s, alpha, 2)
+	V, U := make([]float64, s.States), make([]float64, s.States)
+	scratch := [][]float64{make([]float64, s.B), make([]float64, s.B)}
+	pol := make([]int8, s.States)
+	for range 30 {
+		e.expect(U, V)
+		e.improve(V, U, 0, scratch)
+	}
+	e.expect(U, V)
+	e.decide(pol, U, nil)
+	return e, V, U, pol
 }
 
 func TestSpaceTooLarge(t *testing.T) {

@@ -97,21 +97,8 @@ func TestSymmetricLumpingIsExact(t *testing.T) {
 			to[idx] = at{i, p}
 		}
 		for _, alpha := range []float64{0.9, 1} {
-			run := func(s *Space) (*engine, []float64, []float64, []int8) {
-				e := newEngine(m, s, alpha, 2)
-				V, U := make([]float64, s.States), make([]float64, s.States)
-				scratch := [][]float64{make([]float64, s.B), make([]float64, s.B)}
-				pol := make([]int8, s.States)
-				for range 30 {
-					e.expect(U, V)
-					e.improve(V, U, 0, scratch)
-				}
-				e.expect(U, V)
-				e.decide(pol, U, nil)
-				return e, V, U, pol
-			}
-			fe, fv, fu, fp := run(full)
-			_, sv, _, sp := run(sym)
+			fe, fv, fu, fp := thirtySweeps(m, full, alpha)
+			_, sv, _, sp := thirtySweeps(m, sym, alpha)
 			for idx := range full.States {
 				k := to[idx]
 				if math.Abs(fv[idx]-sv[k.idx]) > 1e-9*max(1, math.Abs(fv[idx])) {

@@ -513,13 +513,8 @@ func simulateExperiment(ctx context.Context, e *env, name string, f experimentFl
 	if f.queueLimit < 0 || f.queueLimit == 1 {
 		return usagef("--queue-limit: must be at least 2, got %d", f.queueLimit)
 	}
-	switch {
-	case f.truncation != "fixed" && f.truncation != "auto":
-		return usagef("--truncation: must be fixed or auto, got %q", f.truncation)
-	case !(f.boundaryTolerance > 0 && f.boundaryTolerance < 1):
-		return usagef("--boundary-tolerance: must be > 0 and < 1, got %g", f.boundaryTolerance)
-	case f.timeLimit < 0:
-		return usagef("--time-limit: must be 0 (none) or more, got %s", f.timeLimit)
+	if err := checkGrowth(f.truncation, f.boundaryTolerance, f.timeLimit); err != nil {
+		return err
 	}
 	opts := experiment.Options{Completions: f.completions, Warmup: f.warmup, Seed: f.seed, Solve: f.solveOptions(),
 		QueueLimit: f.queueLimit, Now: time.Now}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"strings"
+	"time"
 
 	"github.com/metasched/metasched/switching"
 )
@@ -13,15 +14,26 @@ import (
 // policy solve --truncation auto: the truncations grown until they stop
 // mattering (switching.GrowTruncation), a line per solve on stderr.
 
+// checkGrowth checks the flags of a truncation's growth, which policy
+// solve and simulate experiment share.
+func checkGrowth(truncation string, tolerance float64, limit time.Duration) error {
+	switch {
+	case truncation != "fixed" && truncation != "auto":
+		return usagef("--truncation: must be fixed or auto, got %q", truncation)
+	case !(tolerance > 0 && tolerance < 1):
+		return usagef("--boundary-tolerance: must be > 0 and < 1, got %g", tolerance)
+	case limit < 0:
+		return usagef("--time-limit: must be 0 (none) or more, got %s", limit)
+	}
+	return nil
+}
+
 // checkTruncation checks the flags of the truncation.
 func checkTruncation(f solveFlags) error {
+	if err := checkGrowth(f.truncation, f.boundaryTolerance, f.timeLimit); err != nil {
+		return err
+	}
 	switch {
-	case f.truncation != "fixed" && f.truncation != "auto":
-		return usagef("--truncation: must be fixed or auto, got %q", f.truncation)
-	case !(f.boundaryTolerance > 0 && f.boundaryTolerance < 1):
-		return usagef("--boundary-tolerance: must be > 0 and < 1, got %g", f.boundaryTolerance)
-	case f.timeLimit < 0:
-		return usagef("--time-limit: must be 0 (none) or more, got %s", f.timeLimit)
 	case f.truncation == "fixed":
 		return nil
 	case f.criterion != string(switching.Average) || f.horizon > 0:
