@@ -44,14 +44,14 @@ func stationaryKrylov(ctx context.Context, m *Model, e *engine, pol []int8, u []
 	b := newBiCGStab(y.n)
 	// gain solves the system with reward r per state and returns its gain.
 	gain := func(r func(st int) float64) (float64, bool, error) {
-		top := 0.0
 		y.rows(func(_, lo, hi int) {
 			for i := lo; i < hi; i++ {
 				y.rhs[i] = r(y.unperm(i))
 			}
 		})
-		for st := range s.States {
-			top = max(top, math.Abs(r(st)))
+		top := 0.0 // every state's reward is in rhs once
+		for _, v := range y.rhs {
+			top = max(top, math.Abs(v))
 		}
 		if top == 0 {
 			return 0, true, nil

@@ -432,11 +432,7 @@ func beyondNotes(s series) string {
 		if len(xs) == 0 {
 			continue
 		}
-		frac := fmt.Sprintf("%.0f%%", 100*hi)
-		if math.Round(100*lo) != math.Round(100*hi) {
-			frac = fmt.Sprintf("%.0f–%.0f%%", 100*lo, 100*hi)
-		}
-		parts = append(parts, fmt.Sprintf("%s %s (%s of the time)", p, s.where(xs), frac))
+		parts = append(parts, fmt.Sprintf("%s %s (%s of the time)", p, s.where(xs), percents(lo, hi)))
 	}
 	if len(parts) == 0 {
 		return ""
@@ -453,6 +449,12 @@ func (s series) fractions(policy string, xs []float64) string {
 		f := s.at[policy][x].BoundaryFraction
 		lo, hi = min(lo, f), max(hi, f)
 	}
+	return percents(lo, hi)
+}
+
+// percents prints the range of fractions lo to hi as whole percents:
+// "100%", "18–58%".
+func percents(lo, hi float64) string {
 	if math.Round(100*lo) == math.Round(100*hi) {
 		return fmt.Sprintf("%.0f%%", 100*hi)
 	}
