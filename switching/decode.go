@@ -173,9 +173,9 @@ func decodePairs(top *yamlx.Map, one, all string, np int, rule func(float64) str
 
 func blockingRule(np int) string {
 	if np < 2 {
-		return `must be a number, a list of numbers or "auto"`
+		return `must be a number, a list of numbers, "auto" or "lower"`
 	}
-	return fmt.Sprintf(`must be a number, a list of %d numbers or "auto"`, np)
+	return fmt.Sprintf(`must be a number, a list of %d numbers, "auto" or "lower"`, np)
 }
 
 func decodeBlocking(v yamlx.Value, m *Model) {
@@ -197,7 +197,9 @@ func decodeBlocking(v yamlx.Value, m *Model) {
 		m.BlockingAuto = false
 		m.BlockingCosts, _ = v.Floats()
 	default:
-		if _, ok := v.Keyword("auto"); !ok {
+		if _, ok := v.Keyword("lower"); ok {
+			m.BlockingAuto, m.BlockingLower = false, true
+		} else if _, ok := v.Keyword("auto"); !ok {
 			v.Errorf("%s", blockingRule(np))
 		}
 	}
@@ -291,7 +293,10 @@ func (m *Model) validateValues(bad func(path, msg string)) {
 	validatePairMatrix(bad, "switch_rates", m.SwitchRates, np)
 	validatePairMatrix(bad, "switch_costs", m.SwitchCosts, np)
 
-	if !m.BlockingAuto {
+	if m.BlockingAuto && m.BlockingLower {
+		bad("blocking_cost", `may be "auto" or "lower", not both`)
+	}
+	if !m.BlockingAuto && !m.BlockingLower {
 		if np >= 2 && len(m.BlockingCosts) != np {
 			bad("blocking_cost", fmt.Sprintf("%s, got a list of %d", blockingRule(np), len(m.BlockingCosts)))
 		}

@@ -62,7 +62,9 @@
 // server away and never returns it, and that policy diverges in the real,
 // untruncated system. So each blocked arrival of type i costs b_i
 // (Model.BlockingCosts, or c_i·J_i/µ_i with BlockingAuto, the default of
-// model files); b = 0 gives the papers' model. SolveOptions.Boundary reports
+// model files); b = 0 gives the papers' model. BlockingLower prices it at
+// the least it adds to the untruncated system (LowerBlocking), which makes
+// the average-cost optimum a lower bound on the untruncated system's. SolveOptions.Boundary reports
 // the stationary fraction of time some queue sits at J_i−1 under the solved
 // policy, in all and per pool: when it is not small, raise that pool's J_i.
 //

@@ -57,9 +57,14 @@ type Model struct {
 	// InstantSwitches: a switch takes no time (Palmer–Mitrani Table 1).
 	InstantSwitches bool
 
-	// BlockingAuto prices a blocked arrival of type i at c_i·J/µ_i; otherwise
-	// BlockingCosts[i] is the price (0 everywhere gives the papers' model).
+	// BlockingAuto prices a blocked arrival of type i at c_i·J/µ_i;
+	// BlockingLower at c_i·(J_i − N)/(N·µ_i) (0 when J_i ≤ N), the least a
+	// blocked arrival adds to the untruncated system's expected holding
+	// cost, so that the optimum is a lower bound on the untruncated
+	// system's (see LowerBlocking); otherwise BlockingCosts[i] is the price (0
+	// everywhere gives the papers' model).
 	BlockingAuto  bool
+	BlockingLower bool
 	BlockingCosts []float64
 }
 
@@ -112,11 +117,41 @@ func FormatLimits(js []int) string {
 // BlockingCost returns the price of one arrival of type i blocked at the
 // truncation j_i = J_i−1.
 func (m *Model) BlockingCost(i int) float64 {
-	if m.BlockingAuto {
-		p := m.Pools[i]
+	p := m.Pools[i]
+	switch {
+	case m.BlockingAuto:
 		return p.HoldingCost * float64(m.Limit(i)) / p.ServiceRate
+	case m.BlockingLower:
+		return LowerBlocking(p.HoldingCost, p.ServiceRate, m.Limit(i), m.Servers)
 	}
 	return m.BlockingCosts[i]
+}
+
+// LowerBlocking is the blocking price of blocking_cost "lower" for a pool
+// with holding cost c, service rate µ and truncation J on N servers:
+// c·(J − N)/(N·µ), 0 when J ≤ N. It makes the truncated model's optimal
+// average cost a lower bound on the untruncated system's.
+//
+// Couple the two systems on the same arrivals and on N service clocks of
+// rate µ per pool (clock s completes a job of pool i when s ≤ min(k_i, j_i)),
+// and let the truncated one switch servers exactly as any policy of the
+// untruncated one does (a randomized policy that follows the untruncated
+// queues: it may, since the truncated model's optimum over such policies is
+// its stationary optimum). The servers then agree, and the queue difference
+// D_i = j_i(untruncated) − j_i(truncated) stays ≥ 0: it grows by one at each
+// blocked arrival and falls only at a completion of the untruncated system
+// alone, which needs j_i(truncated) < k_i ≤ N. A blocked arrival finds
+// j_i(truncated) = J − 1, which must see J − N completions, each at rate at
+// most N·µ, before it falls below N: the unit of D_i it adds lives
+// (J − N)/(N·µ) in expectation at least, and costs c times that. Priced at
+// this, a blocked arrival costs the truncated system no more than it costs the
+// untruncated one, so the truncated optimum is at most the untruncated
+// system's under any policy. The switching costs are the same.
+func LowerBlocking(c, mu float64, j, n int) float64 {
+	if j <= n {
+		return 0
+	}
+	return c * float64(j-n) / (float64(n) * mu)
 }
 
 // CanSwitch reports whether a server may be switched from pool a to pool b.

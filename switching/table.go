@@ -183,9 +183,12 @@ func ModelFile(m *Model) map[string]any {
 	out["switch_rates"] = m.SwitchRates
 	out["switch_costs"] = m.SwitchCosts
 	out["instant_switches"] = m.InstantSwitches
-	if m.BlockingAuto {
+	switch {
+	case m.BlockingAuto:
 		out["blocking_cost"] = "auto"
-	} else {
+	case m.BlockingLower:
+		out["blocking_cost"] = "lower"
+	default:
 		out["blocking_cost"] = m.BlockingCosts
 	}
 	return out

@@ -266,25 +266,28 @@ type solveReport struct {
 	QueueStates    int                 `json:"queue_states"`
 	// Lumped: the exchangeable pools the space lumps, by name, and the
 	// states the space has without that.
-	Lumped         [][]string        `json:"lumped_pools,omitempty"`
-	UnlumpedStates int               `json:"unlumped_states,omitempty"`
-	MemoryBytes    int               `json:"memory_bytes"`
-	Sweeps         int               `json:"sweeps"`
-	Improvements   int               `json:"improvements,omitempty"`
-	Fallback       string            `json:"fallback,omitempty"`
-	Seconds        float64           `json:"seconds"`
-	SecondsPerSwp  float64           `json:"seconds_per_sweep"`
-	Converged      bool              `json:"converged"`
-	Residual       float64           `json:"residual"`
-	Tolerance      float64           `json:"tolerance"`
-	AverageCost    *float64          `json:"average_cost"`
-	AverageLower   *float64          `json:"average_cost_lower,omitempty"`
-	AverageUpper   *float64          `json:"average_cost_upper,omitempty"`
-	Stationary     *stationaryReport `json:"stationary,omitempty"`
-	QueueLimits    map[string]int    `json:"queue_limits"`
-	Truncation     *truncationReport `json:"truncation,omitempty"`
-	Actions        []actionLegend    `json:"actions"`
-	View           viewReport        `json:"view"`
+	Lumped         [][]string `json:"lumped_pools,omitempty"`
+	UnlumpedStates int        `json:"unlumped_states,omitempty"`
+	MemoryBytes    int        `json:"memory_bytes"`
+	Sweeps         int        `json:"sweeps"`
+	Improvements   int        `json:"improvements,omitempty"`
+	Fallback       string     `json:"fallback,omitempty"`
+	Seconds        float64    `json:"seconds"`
+	SecondsPerSwp  float64    `json:"seconds_per_sweep"`
+	Converged      bool       `json:"converged"`
+	Residual       float64    `json:"residual"`
+	Tolerance      float64    `json:"tolerance"`
+	AverageCost    *float64   `json:"average_cost"`
+	AverageLower   *float64   `json:"average_cost_lower,omitempty"`
+	AverageUpper   *float64   `json:"average_cost_upper,omitempty"`
+	// UntruncatedAtLeast: with blocking_cost "lower", the certified lower
+	// end of the optimum, which bounds the untruncated system's optimum.
+	UntruncatedAtLeast *float64          `json:"untruncated_cost_at_least,omitempty"`
+	Stationary         *stationaryReport `json:"stationary,omitempty"`
+	QueueLimits        map[string]int    `json:"queue_limits"`
+	Truncation         *truncationReport `json:"truncation,omitempty"`
+	Actions            []actionLegend    `json:"actions"`
+	View               viewReport        `json:"view"`
 }
 
 // stationaryReport is the long-run analysis of a solve, with a note when
@@ -397,6 +400,9 @@ func newSolveReport(path string, m *switching.Model, sol *switching.Solution, v 
 	if !math.IsNaN(sol.AverageCost) {
 		c, lo, hi := sol.AverageCost, sol.AverageCostLower, sol.AverageCostUpper
 		r.AverageCost, r.AverageLower, r.AverageUpper = &c, &lo, &hi
+		if m.BlockingLower {
+			r.UntruncatedAtLeast = &lo
+		}
 	}
 	r.Actions = actionsOf(m)
 	r.QueueLimits = map[string]int{}
@@ -533,6 +539,9 @@ func (r *solveReport) print(w io.Writer, m *switching.Model) {
 	if r.AverageCost != nil {
 		fmt.Fprintf(w, "cost:      %.6g per time unit in the long run (holding and blocking)\n", *r.AverageCost)
 		fmt.Fprintf(w, "           the optimum certified in [%.9g, %.9g] (gap %.3g relative)\n", *r.AverageLower, *r.AverageUpper, relGap(*r.AverageLower, *r.AverageUpper))
+		if r.UntruncatedAtLeast != nil {
+			fmt.Fprintf(w, "           blocking priced at the least it costs the untruncated system: its optimum is at least %.9g\n", *r.UntruncatedAtLeast)
+		}
 	}
 	if t := r.Truncation; t != nil {
 		t.print(w)

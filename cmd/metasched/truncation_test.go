@@ -94,3 +94,47 @@ func TestPolicySolveTruncationErrors(t *testing.T) {
 		}
 	}
 }
+
+// With blocking_cost: lower the solve says its optimum bounds the
+// untruncated system's from below: at a short J well under the settled
+// optimum, grown to the settled one within the gap. Priced the default way
+// it says nothing of the kind.
+func TestPolicySolveLowerBlocking(t *testing.T) {
+	solve := func(file string, args ...string) solveReport {
+		t.Helper()
+		code, out, errOut := runCmd(t, append([]string{"policy", "solve", "--model", writeFile(t, "m.yaml", file), "--output", "json"}, args...)...)
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, errOut)
+		}
+		var r solveReport
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			t.Fatalf("output is not JSON: %v\n%s", err, out)
+		}
+		return r
+	}
+	lower := growModelFile + "blocking_cost: lower\n"
+	settled := solve(growModelFile, "--truncation", "auto", "--boundary-tolerance", "1e-7")
+	if settled.UntruncatedAtLeast != nil {
+		t.Errorf("blocking priced auto reports a bound on the untruncated optimum: %v", *settled.UntruncatedAtLeast)
+	}
+	short := solve(lower)
+	grown := solve(lower, "--truncation", "auto", "--boundary-tolerance", "1e-7")
+	for _, r := range []solveReport{short, grown} {
+		if r.UntruncatedAtLeast == nil || *r.UntruncatedAtLeast != *r.AverageLower {
+			t.Fatalf("J = %v: untruncated_cost_at_least %v, want the certified lower end %v", r.QueueLimits, r.UntruncatedAtLeast, *r.AverageLower)
+		}
+		if *r.UntruncatedAtLeast > *settled.AverageUpper {
+			t.Errorf("J = %v: the bound %.9g is above the settled optimum's upper end %.9g", r.QueueLimits, *r.UntruncatedAtLeast, *settled.AverageUpper)
+		}
+	}
+	if *short.UntruncatedAtLeast > 0.9**settled.AverageCost {
+		t.Errorf("at J = 4/5 the bound %.9g is within 10%% of the settled optimum %.9g: the model no longer shows a short truncation", *short.UntruncatedAtLeast, *settled.AverageCost)
+	}
+	if gap := *settled.AverageUpper - *settled.AverageLower + *grown.AverageUpper - *grown.AverageLower; *settled.AverageCost-*grown.UntruncatedAtLeast > gap {
+		t.Errorf("grown, the bound %.9g is not within the solves' gap %.3g of the settled optimum %.9g", *grown.UntruncatedAtLeast, gap, *settled.AverageCost)
+	}
+	code, out, errOut := runCmd(t, "policy", "solve", "--model", writeFile(t, "m.yaml", lower))
+	if code != 0 || !regexp.MustCompile(`\n {11}blocking priced at the least it costs the untruncated system: its optimum is at least \S+\n`).MatchString(out) {
+		t.Errorf("exit %d, the table output does not give the bound:\n%s%s", code, out, errOut)
+	}
+}
