@@ -67,7 +67,10 @@ IMAGE_PACKAGES := busybox-static qemu-guest-agent e2fsprogs qemu-utils
 # The Debian image (cloud-init, OpenMPI): made by mmdebstrap from Debian's
 # packages, its disk with e2fsprogs and qemu-utils.
 DEBIAN_IMAGE_PACKAGES := mmdebstrap e2fsprogs qemu-utils
-TEST_PACKAGES := $(DEB_PACKAGES) $(IMAGE_PACKAGES) $(DEBIAN_IMAGE_PACKAGES) cpio chromium etcd-server
+# Slurm: the tests of Slurm sites start a real cluster (munged, slurmctld,
+# a slurmd per node) with its client commands.
+SLURM_PACKAGES := slurmctld slurmd slurm-client munge
+TEST_PACKAGES := $(DEB_PACKAGES) $(IMAGE_PACKAGES) $(DEBIAN_IMAGE_PACKAGES) $(SLURM_PACKAGES) cpio chromium etcd-server
 IMAGE_DIR ?= bin/image
 DEBIAN_IMAGE_DIR ?= bin/image-debian
 IMAGE_KIND ?= kernel
