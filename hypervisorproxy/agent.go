@@ -139,7 +139,8 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 	a.records = records
 	a.epoch = rec.LeaderEpoch
 	for _, hc := range hosts {
-		h := &host{cfg: hc, pool: hc.Pool, test: strings.HasPrefix(hc.URI, "test") || strings.HasPrefix(hc.URI, "sim:")}
+		h := &host{cfg: hc, pool: hc.Pool, test: strings.HasPrefix(hc.URI, "test") || strings.HasPrefix(hc.URI, "sim:"),
+			slurm: strings.HasPrefix(hc.URI, SlurmScheme+":")}
 		if p, ok := rec.Pools[hc.Name]; ok {
 			h.pool = p
 		}

@@ -92,9 +92,13 @@ type VM struct {
 	// the job runs as root (the bundled image).
 	User string `json:"user,omitempty"`
 	// Address is the VM's IPv4 address on its site's network, with the
-	// network's prefix length (10.77.1.12/16); empty when the site has
-	// no network.
+	// network's prefix length (10.77.1.12/16), or a Slurm node's address
+	// (/32); empty when the site has no network.
 	Address string `json:"address,omitempty"`
+	// Kind is "slurm" for an allocation on a node of a Slurm site (the
+	// job's commands run on the node's own system, beside other jobs);
+	// empty for a VM.
+	Kind string `json:"kind,omitempty"`
 	// CPUQuota is the fraction of one host core each of the VM's vCPUs
 	// may use, as its hypervisor reports it (the site file's cpu_quota
 	// when the VM was created); 0: no limit.

@@ -63,7 +63,9 @@ const consoleLines = 20
 // site's images for a name that is not one of them (on every host); a.mu
 // must be held.
 func (a *Agent) imageLocked(name string, h *host) (*image.Image, error) {
-	if name == "" {
+	if name == "" || h.slurm {
+		// A Slurm node runs its jobs on its own system: the job type's
+		// image is for the sites that boot VMs.
 		return nil, nil
 	}
 	img, ok := a.images[name]

@@ -18,6 +18,7 @@ type host struct {
 	pool      string
 	switching bool
 	test      bool // a test-driver or simulated host: it keeps no state across restarts, boots no image, takes no limits
+	slurm     bool // a Slurm node: its jobs run on its own system, so it boots no image
 	// warned is when the agent last logged the host unreachable, and
 	// failed the attempts since (a repeated fault is logged once, then
 	// only when it changes or every unreachableLogEvery, with a count).
@@ -84,6 +85,46 @@ func (a *Agent) dial(ctx context.Context, h *host) {
 	a.mu.Unlock()
 	a.log.Info().Str("host", name).Str("uri", h.cfg.URI).Int("cpus", node.CPUs).Int("memory_mib", node.MemoryMiB).Msg("host connected")
 	a.restore(name)
+}
+
+// keepPool holds a host whose hypervisor keeps its pool (PoolHypervisor)
+// in the pool the agent holds: a host the agent holds in no pool takes
+// the hypervisor's; one the hypervisor has elsewhere (Slurm forgot a
+// partition change at a restart or a reconfigure) is put back. A host
+// switching pools is left to its switch.
+func (a *Agent) keepPool(ctx context.Context, h *host, hv Hypervisor) {
+	ph, ok := hv.(PoolHypervisor)
+	if !ok {
+		return
+	}
+	have, err := ph.Pool(ctx)
+	if err != nil {
+		return // the host's look at its domains says why
+	}
+	a.mu.Lock()
+	want, switching := h.pool, h.switching
+	if want == "" && have != "" && !switching {
+		h.pool = have
+		a.saveAndUnlock()
+		a.log.Info().Str("host", h.cfg.Name).Str("pool", have).Msg("host in its hypervisor's pool")
+		return
+	}
+	if switching || want == "" || want == have {
+		a.mu.Unlock()
+		return
+	}
+	h.switching = true // no reconfiguration meanwhile
+	a.mu.Unlock()
+	err = ph.SetPool(ctx, have, want)
+	a.mu.Lock()
+	h.switching = false
+	a.mu.Unlock()
+	l := a.log.With().Str("host", h.cfg.Name).Str("pool", want).Str("hypervisor_pool", have).Logger()
+	if err != nil {
+		l.Warn().Err(err).Msg("host not put back in its pool")
+		return
+	}
+	l.Info().Msg("host put back in its pool: its hypervisor had lost it")
 }
 
 // share is the part of a host's node that its site file gives the agent's
@@ -166,6 +207,7 @@ func (a *Agent) observe(ctx context.Context, names ...string) []hostState {
 		a.mu.Unlock()
 		st := hostState{h: h, err: herr}
 		if hv != nil {
+			a.keepPool(ctx, h, hv)
 			st.doms, st.err = hv.Domains(ctx)
 			if errors.Is(st.err, ErrConnLost) {
 				a.mu.Lock()

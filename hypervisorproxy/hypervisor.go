@@ -56,6 +56,10 @@ type Domain struct {
 	// CPUQuota is the domain's CPU quota per vCPU (a fraction of one
 	// core), 0 for none.
 	CPUQuota float64
+	// Address is where the hypervisor says the VM is reached, with its
+	// prefix length ("": the site's network gives the address): a Slurm
+	// node's address, /32.
+	Address string
 }
 
 // MigrateOptions tune a live migration.
@@ -106,4 +110,22 @@ type MigrateStats struct {
 	DataMiB  float64
 	// Storage is true when the VM's disk was copied (MigrateOptions.Storage).
 	Storage bool
+}
+
+// PoolHypervisor is a host whose pool its hypervisor keeps: a Slurm
+// node's pool is the partition it is in. The agent asks it where the host
+// is when it connects and at every look at the host, and puts the host
+// back in the pool the agent holds when they differ (Slurm forgets
+// partition changes made at run time when its controller restarts
+// without -R or is reconfigured); a pool switch moves it with SetPool.
+type PoolHypervisor interface {
+	Hypervisor
+	// Pool reports the pool the hypervisor has the host in ("": none of
+	// the site's pools).
+	Pool(ctx context.Context) (string, error)
+	// SetPool moves the host from one pool to another. Work of the
+	// hypervisor's own users on it may end first, within the
+	// hypervisor's own limit: past it the host stays in from and the
+	// error is ErrBusy.
+	SetPool(ctx context.Context, from, to string) error
 }

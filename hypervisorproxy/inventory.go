@@ -59,6 +59,9 @@ func (a *Agent) vmLocked(v *vm, live map[string]Domain) VM {
 	if pfx := a.prefix(v.addr); pfx.IsValid() {
 		out.Address = pfx.String()
 	}
+	if a.site.Slurm != nil { // a site's hosts are all of one kind
+		out.Kind = KindSlurm
+	}
 	switch {
 	case v.busy == "create":
 		out.State = StateBuilding
@@ -68,6 +71,9 @@ func (a *Agent) vmLocked(v *vm, live map[string]Domain) VM {
 	if d, ok := live[s.Name]; ok {
 		out.State, out.VCPUs, out.MaxVCPUs, out.MemoryMiB, out.MaxMemoryMiB = d.State, d.VCPUs, d.MaxVCPUs, d.MemoryMiB, d.MaxMemoryMiB
 		out.CPUQuota = d.CPUQuota
+		if out.Address == "" {
+			out.Address = d.Address
+		}
 	}
 	return out
 }

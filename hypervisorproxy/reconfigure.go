@@ -127,6 +127,17 @@ func (a *Agent) ReconfigureHost(ctx context.Context, name string, r Reconfigure)
 		}
 		imageTook = time.Since(t0)
 	}
+	// A host whose hypervisor keeps its pool (a Slurm node's partition)
+	// is moved there; work of the hypervisor's own users on it may end
+	// first, within its limit, else the host stays where it was (ErrBusy).
+	if ph, ok := hv.(PoolHypervisor); ok && from != r.Pool {
+		if err := ph.SetPool(ctx, from, r.Pool); err != nil {
+			a.mu.Lock()
+			a.saveAndUnlock()
+			logDone(l, start, err, "reconfiguration failed")
+			return Reconfigured{}, fmt.Errorf("reconfigure host %s for pool %s: %w", name, r.Pool, err)
+		}
+	}
 	a.mu.Lock()
 	h.pool = r.Pool
 	a.saveAndUnlock()

@@ -95,7 +95,40 @@ type Site struct {
 	// the cpu cgroup controller on the host's libvirtd); 0: no limit.
 	// Test-driver hosts ignore it.
 	CPUQuota float64
+	// Slurm, when set, says the site's hosts are the nodes of a Slurm
+	// cluster (their URIs slurm:NODE): see SlurmSite.
+	Slurm *SlurmSite
 }
+
+// SlurmSite is the slurm block of a site file: a cluster that runs Slurm,
+// whose nodes are the site's hosts (each listed with uri slurm:NODE) and
+// whose partitions are its pools. A node's pool is the pool of the
+// partition it is in; a pool switch moves it between partitions. The
+// agent speaks to Slurm with its client commands as root (or an operator
+// account that may update nodes and partitions): sinfo and squeue read,
+// scontrol changes, salloc allocates, srun runs, scancel releases.
+type SlurmSite struct {
+	// Conf is the cluster's slurm.conf (the commands' SLURM_CONF): it
+	// names the controller and, with auth/munge, the munge socket.
+	// "": the commands' default.
+	Conf string
+	// Bin is the directory of the client commands ("": /usr/bin).
+	Bin string
+	// Partitions maps each pool to its partition.
+	Partitions map[string]string
+	// SwitchTimeout bounds the wait, in a pool switch, for the jobs of
+	// Slurm's own users on the node to end (they are never cancelled):
+	// a node still busy then stays where it is and the switch is
+	// cancelled. Default 1m; keep it under the daemon's step timeout plus
+	// the site's switch_delay.
+	SwitchTimeout time.Duration
+}
+
+// DefaultSlurmSwitchTimeout is a Slurm site's default switch_timeout.
+const DefaultSlurmSwitchTimeout = time.Minute
+
+// SlurmScheme is the URI scheme of a Slurm site's hosts: slurm:NODE.
+const SlurmScheme = "slurm"
 
 // SiteHost is one host of a site file.
 type SiteHost struct {
@@ -138,7 +171,8 @@ var DefaultMigrationPorts = [2]int{49152, 49215}
 var (
 	siteFields = []string{"site", "listen", "token_file", "switch_delay", "grid", "pool", "data_dir",
 		"hosts", "migration_ports", "migration_progress_timeout", "migration_tls", "max_unproven_connections", "max_unproven_per_address",
-		"images", "boot_timeout", "max_concurrent_boots", "network", "cpu_quota", "tls", "insecure_http"}
+		"images", "boot_timeout", "max_concurrent_boots", "network", "cpu_quota", "tls", "insecure_http", "slurm"}
+	slurmFields    = []string{"conf", "bin", "partitions", "switch_timeout"}
 	siteHostFields = []string{"name", "uri", "pool", "migration_address", "image_dir", "cpus", "memory_mib"}
 )
 
@@ -244,6 +278,9 @@ func ParseSite(file string, data []byte) (*Site, error) {
 			s.CPUQuota = q
 		}
 	}
+	if v, ok := top.Get("slurm", false); ok {
+		s.Slurm = parseSlurm(v, dir)
+	}
 	caps := httpsrv.ParseLimits(top)
 	s.MaxUnproven, s.MaxUnprovenPerAddress = caps.MaxUnproven, caps.MaxUnprovenPerAddress
 	if top.Has("grid") {
@@ -329,6 +366,7 @@ func ParseSite(file string, data []byte) (*Site, error) {
 	} else if !top.Has("hosts") && !top.Has("grid") {
 		top.Errorf("hosts", "is required when there is no grid to generate the hosts from")
 	}
+	checkSlurmHosts(top, s)
 	if err := d.Err(); err != nil {
 		return nil, err
 	}
@@ -367,8 +405,11 @@ func checkURI(s string) error {
 	case SimScheme:
 		_, err := ParseSimURI(s)
 		return err
+	case SlurmScheme:
+		_, err := SlurmNode(s)
+		return err
 	}
-	return fmt.Errorf("driver %q of %q is not supported (test, qemu, or sim for a simulated host)", driver, s)
+	return fmt.Errorf("driver %q of %q is not supported (test, qemu, slurm for a node of a Slurm site, or sim for a simulated host)", driver, s)
 }
 
 // migrationAddress is where other hosts reach h for a live migration.

@@ -117,7 +117,7 @@ var siteErrorCases = []struct{ name, yaml, want string }{
 	{"migration tls not a bool", siteOK + siteHost + "migration_tls: yes-please\n", "s.yaml: migration_tls: must be true or false"},
 	{"ports not numbers", siteOK + siteHost + "migration_ports: many\n", `migration_ports: must be a port range FROM-TO`},
 	{"host without uri", siteOK + "hosts:\n  - {name: h-0}\n", "s.yaml: hosts[0].uri: missing required field"},
-	{"bad uri", siteOK + "hosts:\n  - {name: h-0, uri: \"xen:///\"}\n", `s.yaml: hosts[0].uri: driver "xen" of "xen:///" is not supported (test, qemu, or sim for a simulated host)`},
+	{"bad uri", siteOK + "hosts:\n  - {name: h-0, uri: \"xen:///\"}\n", `s.yaml: hosts[0].uri: driver "xen" of "xen:///" is not supported (test, qemu, slurm for a node of a Slurm site, or sim for a simulated host)`},
 	{"bad sim uri", siteOK + "hosts:\n  - {name: h-0, uri: \"sim:///h-0?cpus=8\"}\n", `s.yaml: hosts[0].uri: "sim:///h-0?cpus=8": memory_mib: required`},
 	{"sim uri delay", siteOK + "hosts:\n  - {name: h-0, uri: \"sim:///h-0?cpus=8&memory_mib=1024&create=forever\"}\n", `hosts[0].uri: "sim:///h-0?cpus=8&memory_mib=1024&create=forever": create: must be a duration`},
 	{"not a uri", siteOK + "hosts:\n  - {name: h-0, uri: \"localhost\"}\n", `hosts[0].uri: must be a libvirt URI`},
@@ -158,6 +158,45 @@ var siteErrorCases = []struct{ name, yaml, want string }{
 	{"no cpus", siteOK + "hosts:\n  - {name: h-0, uri: \"test:///default\", cpus: 0}\n", `hosts[0].cpus: must be within 1 and 65536, not 0`},
 	{"cpus not a number", siteOK + "hosts:\n  - {name: h-0, uri: \"test:///default\", cpus: half}\n", `hosts[0].cpus: must be a number`},
 	{"negative memory", siteOK + "hosts:\n  - {name: h-0, uri: \"test:///default\", memory_mib: -512}\n", `hosts[0].memory_mib: must be within 1 and 1073741824, not -512`},
+	{"slurm node without block", siteOK + slurmHosts, `s.yaml: hosts: host n1 is a Slurm node (slurm:n1), but the site has no slurm block`},
+	{"slurm uri query", siteOK + "slurm: {partitions: {farm: batch}}\nhosts:\n  - {name: n1, uri: \"slurm:n1?x=1\"}\n", `hosts[0].uri: must be slurm:NODE for a node of the site's Slurm cluster, not "slurm:n1?x=1"`},
+	{"slurm uri path", siteOK + "slurm: {partitions: {farm: batch}}\nhosts:\n  - {name: n1, uri: \"slurm:///n1\"}\n", `hosts[0].uri: must be slurm:NODE`},
+	{"slurm bad node", siteOK + "slurm: {partitions: {farm: batch}}\nhosts:\n  - {name: n1, uri: \"slurm:n%201\"}\n", `hosts[0].uri: "slurm:n%201": "n%201" is not a Slurm node name`},
+	{"slurm without partitions", siteOK + "slurm: {conf: /etc/slurm/slurm.conf}\n" + slurmHosts, "s.yaml: slurm.partitions: missing required field"},
+	{"slurm empty partitions", siteOK + "slurm: {partitions: {}}\n" + slurmHosts, "s.yaml: slurm.partitions: must map at least one pool to its partition"},
+	{"slurm bad pool", siteOK + "slurm: {partitions: {Farm: batch}}\n" + slurmHosts, `s.yaml: slurm.partitions.Farm: must be keyed by a pool name (a-z, 0-9, -), not "Farm"`},
+	{"slurm bad partition", siteOK + "slurm: {partitions: {farm: \"bat ch\"}}\n" + slurmHosts, `s.yaml: slurm.partitions.farm: "bat ch" is not a Slurm partition name`},
+	{"slurm partition twice", siteOK + "slurm: {partitions: {farm: batch, render: batch}}\n" + slurmHosts, `s.yaml: slurm.partitions.render: partition "batch" is pool farm's already: a partition is one pool`},
+	{"slurm field", siteOK + "slurm: {partitions: {farm: batch}, jwt: x}\n" + slurmHosts, "s.yaml: slurm.jwt: unknown field"},
+	{"slurm bad timeout", siteOK + "slurm: {partitions: {farm: batch}, switch_timeout: 0s}\n" + slurmHosts, "s.yaml: slurm.switch_timeout: must be > 0"},
+	{"slurm relative bin", siteOK + "slurm: {partitions: {farm: batch}, bin: bin}\n" + slurmHosts, `s.yaml: slurm.bin: must be a clean absolute directory, not "bin"`},
+	{"slurm with a libvirt host", siteOK + "slurm: {partitions: {farm: batch}}\n" + siteHost, "a Slurm site's hosts are its nodes, slurm:NODE"},
+	{"slurm host pool", siteOK + "slurm: {partitions: {farm: batch}}\nhosts:\n  - {name: n1, uri: \"slurm:n1\", pool: render}\n", "s.yaml: hosts: host n1: pool render has no partition in slurm.partitions"},
+	{"slurm with images", siteOK + "slurm: {partitions: {farm: batch}}\n" + slurmHosts + "images: {farm: /srv/img}\n", "s.yaml: images: does not apply to a Slurm site"},
+	{"slurm without hosts", siteOK + "grid: g.yaml\nslurm: {partitions: {farm: batch}}\n", "s.yaml: hosts: must list the Slurm nodes the site gives the grid"},
+}
+
+// slurmHosts are the hosts of a Slurm site.
+const slurmHosts = "hosts:\n  - {name: n1, uri: \"slurm:n1\"}\n  - {name: n2, uri: \"slurm:n2\", pool: farm}\n"
+
+// A Slurm site: its cluster, its pools' partitions and its nodes.
+func TestParseSlurmSite(t *testing.T) {
+	s, err := hp.ParseSite("/etc/ms/s.yaml", []byte(siteOK+"slurm:\n  conf: slurm/slurm.conf\n  bin: /opt/slurm/bin\n  partitions: {farm: batch, render: gfx}\n  switch_timeout: 5m\n"+slurmHosts))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &hp.SlurmSite{Conf: "/etc/ms/slurm/slurm.conf", Bin: "/opt/slurm/bin", Partitions: map[string]string{"farm": "batch", "render": "gfx"},
+		SwitchTimeout: 5 * time.Minute}
+	if diff := cmp.Diff(want, s.Slurm); diff != "" {
+		t.Errorf("slurm (-want +got):\n%s", diff)
+	}
+	if len(s.Hosts) != 2 || s.Hosts[0].URI != "slurm:n1" || s.Hosts[0].Pool != "" || s.Hosts[1].Pool != "farm" {
+		t.Errorf("hosts %+v", s.Hosts)
+	}
+	s, err = hp.ParseSite("s.yaml", []byte(siteOK+"slurm: {partitions: {farm: batch}}\n"+slurmHosts))
+	if err != nil || s.Slurm.SwitchTimeout != hp.DefaultSlurmSwitchTimeout || s.Slurm.Conf != "" {
+		t.Errorf("defaults: %+v, %v", s.Slurm, err)
+	}
 }
 
 func TestParseSiteErrors(t *testing.T) {

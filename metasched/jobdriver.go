@@ -573,7 +573,7 @@ func (d *Daemon) vmAddressesOnce(ctx context.Context, vms []executor.VM) error {
 		case vm.Address == "":
 			return fmt.Errorf("vm %s: site %s %w: the guest executor needs the site's network", v.Name, v.Site, errNoAddress)
 		}
-		vms[i].Address, vms[i].User = vm.Address, vm.User
+		vms[i].Address, vms[i].User, vms[i].Kind = vm.Address, vm.User, vm.Kind
 	}
 	return nil
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/metasched/metasched/graph"
 	hp "github.com/metasched/metasched/hypervisorproxy"
 	"github.com/metasched/metasched/hypervisorproxy/sim"
+	"github.com/metasched/metasched/hypervisorproxy/slurm"
 	"github.com/metasched/metasched/hypervisorproxy/virt"
 	"github.com/metasched/metasched/internal/httpx"
 	"github.com/metasched/metasched/internal/tlsx"
@@ -128,8 +129,15 @@ func (s *servedSite) start(ctx context.Context, log zerolog.Logger) error {
 		scheme = "http"
 		alog.Warn().Str("listen", s.site.Listen).Msg("insecure_http: the API is plain HTTP with a bearer token, on the loopback interface only; give tls to serve the grid")
 	}
+	if sl := s.site.Slurm; sl != nil {
+		// A controller out of reach, or a credential munge refuses, stops
+		// the agent here rather than leaving every node unreachable.
+		if err := slurm.Check(ctx, sl); err != nil {
+			return fmt.Errorf("%s: slurm: %w", s.config, err)
+		}
+	}
 	a, err := hp.New(ctx, hp.Config{Site: s.site, TLS: creds, Token: s.token, Grid: s.grid,
-		Connect: sim.Connector(virt.Connector(log)), Logger: alog})
+		Connect: slurm.Connector(s.site.Slurm, sim.Connector(virt.Connector(log))), Logger: alog})
 	if err != nil {
 		return err
 	}

@@ -319,6 +319,39 @@ func testRunner(t *testing.T, base *runner) {
 		}
 	})
 
+	t.Run("run returns once the program has ended", func(t *testing.T) {
+		r := base.in(t)
+		dir := filepath.Join(r.root, "run", "fg")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "command"), []byte(`sleep 0.3; echo "rank=$METASCHED_RANK"; exit 5`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		code, out := r.run([]string{"METASCHED_RANK=2"}, "run", dir, filepath.Join(r.root, "work", "fg"), "1000")
+		if code != 0 || out != "" {
+			t.Fatalf("run: exit %d: %q", code, out)
+		}
+		// Written before run returned: no wait.
+		data, err := os.ReadFile(filepath.Join(dir, "exit"))
+		if err != nil || strings.TrimSpace(string(data)) != "5" {
+			t.Errorf("exit file after run: %q, %v; want 5", data, err)
+		}
+		if got, _ := os.ReadFile(filepath.Join(dir, "output")); string(got) != "rank=2\n" {
+			t.Errorf("output %q", got)
+		}
+		if groupAlive(t, r.pid(dir)) {
+			t.Errorf("the program's group still runs after run returned")
+		}
+		// A DIR already run runs nothing again.
+		if code, out := r.run(nil, "run", dir, filepath.Join(r.root, "work", "fg"), "1000"); code != 0 {
+			t.Errorf("run again: exit %d: %s", code, out)
+		}
+		if got, _ := os.ReadFile(filepath.Join(dir, "output")); string(got) != "rank=2\n" {
+			t.Errorf("output after a second run %q", got)
+		}
+	})
+
 	t.Run("bad arguments", func(t *testing.T) {
 		r := base.in(t)
 		if code, out := r.run(nil, "stop", filepath.Join(r.root, "never")); code != 0 {
@@ -333,7 +366,8 @@ func testRunner(t *testing.T, base *runner) {
 			{[]string{"start", "/x", "y", "10"}, "WORKDIR: must be an absolute path, not 'y'"},
 			{[]string{"start", filepath.Join(r.root, "nocmd"), filepath.Join(r.root, "w"), "10"}, "/command: no such file"},
 			{[]string{"start", "/x"}, "usage: metasched-run start DIR WORKDIR MAXBYTES"},
-			{[]string{"run"}, "usage: metasched-run start"},
+			{[]string{"run"}, "usage: metasched-run run DIR WORKDIR MAXBYTES"},
+			{[]string{"rerun"}, "usage: metasched-run start DIR WORKDIR MAXBYTES | run DIR WORKDIR MAXBYTES | stop DIR"},
 		} {
 			code, out := r.run(nil, tc.args...)
 			if code == 0 || !strings.Contains(out, tc.msg) {

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -133,7 +134,12 @@ func (c *Cluster) SetPartition(ctx context.Context, partition string, nodes []st
 type AllocSpec struct {
 	Job       string   // metasched's job: the allocation is named AllocName(Job)
 	Partition string   // the pool's partition
-	Nodes     []string // the nodes planned, each whole
+	Nodes     []string // the nodes planned
+	// CPUs and MemoryMiB are what it takes of each node; 0 CPUs: each
+	// node whole (--exclusive).
+	CPUs, MemoryMiB int
+	// Comment is the job's comment (no newline).
+	Comment   string
 	TimeLimit time.Duration
 	// Wait bounds the wait for the nodes (0: the cluster's Timeout): an
 	// allocation not granted by then is withdrawn.
@@ -164,9 +170,23 @@ func (c *Cluster) Allocate(ctx context.Context, s AllocSpec) (Job, error) {
 	if wait <= 0 {
 		wait = 30 * time.Second
 	}
-	args := []string{"--no-shell", "--exclusive", "--job-name=" + AllocName(s.Job), "--partition=" + s.Partition,
+	if strings.ContainsAny(s.Comment, "\n\r") {
+		return Job{}, fmt.Errorf("slurm: allocate %s: the comment has a newline", s.Job)
+	}
+	args := []string{"--no-shell", "--job-name=" + AllocName(s.Job), "--partition=" + s.Partition,
 		"--nodes=" + strconv.Itoa(len(s.Nodes)), "--nodelist=" + strings.Join(s.Nodes, ","),
 		"--immediate=" + strconv.Itoa(max(1, int(wait.Seconds())))}
+	if s.CPUs > 0 {
+		args = append(args, "--ntasks-per-node=1", "--cpus-per-task="+strconv.Itoa(s.CPUs))
+	} else {
+		args = append(args, "--exclusive")
+	}
+	if s.MemoryMiB > 0 {
+		args = append(args, "--mem="+strconv.Itoa(s.MemoryMiB))
+	}
+	if s.Comment != "" {
+		args = append(args, "--comment="+s.Comment)
+	}
 	if s.TimeLimit > 0 {
 		args = append(args, "--time="+strconv.Itoa(max(1, int((s.TimeLimit+time.Minute-1)/time.Minute))))
 	}
@@ -217,11 +237,14 @@ type Command struct {
 	// variables: nothing of the agent's is passed on.
 	Env            []string
 	Argv           []string
+	Stdin          io.Reader // nil: no input
 	Stdout, Stderr io.Writer
 }
 
-// Run runs a command on one node of allocation id through srun, and
-// returns its exit code (an error when it could not be run).
+// Run runs a command on one node of allocation id through srun, as a
+// step that overlaps the allocation's other steps (a look at a file while
+// the job's command runs), and returns its exit code (an error when it
+// could not be run).
 func (c *Cluster) Run(ctx context.Context, id int, cmd Command) (int, error) {
 	if !hostName(cmd.Node) {
 		return -1, fmt.Errorf("slurm: run: %q is not a node name", cmd.Node)
@@ -230,7 +253,7 @@ func (c *Cluster) Run(ctx context.Context, id int, cmd Command) (int, error) {
 		return -1, errors.New("slurm: run: no command")
 	}
 	args := append([]string{"--jobid=" + strconv.Itoa(id), "--nodelist=" + cmd.Node, "--nodes=1", "--ntasks=1",
-		"--export=ALL", "--quiet", "--"}, cmd.Argv...)
+		"--overlap", "--export=ALL", "--quiet", "--"}, cmd.Argv...)
 	x := exec.CommandContext(ctx, c.bin("srun"), args...)
 	// The command's own PATH, if any, wins over the default (exec keeps
 	// the last of a name); SLURM_CONF is always the cluster's.
@@ -238,8 +261,19 @@ func (c *Cluster) Run(ctx context.Context, id int, cmd Command) (int, error) {
 	if c.Conf != "" {
 		x.Env = append(x.Env, "SLURM_CONF="+c.Conf)
 	}
-	x.Stdout, x.Stderr = cmd.Stdout, cmd.Stderr
+	x.Stdin, x.Stdout = cmd.Stdin, cmd.Stdout
+	var stderr *exitLineFilter
+	if cmd.Stderr != nil {
+		stderr = &exitLineFilter{w: cmd.Stderr, node: cmd.Node}
+		x.Stderr = stderr
+	}
+	// A process group of its own: srun, and so the step, outlive an
+	// agent stopped by a signal to its group.
+	x.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	err := x.Run()
+	if stderr != nil {
+		stderr.flush()
+	}
 	var ee *exec.ExitError
 	if errors.As(err, &ee) && ctx.Err() == nil {
 		return ee.ExitCode(), nil
@@ -248,4 +282,51 @@ func (c *Cluster) Run(ctx context.Context, id int, cmd Command) (int, error) {
 		return -1, fmt.Errorf("slurm: run on %s in allocation %d: %w", cmd.Node, id, err)
 	}
 	return 0, nil
+}
+
+// exitLineFilter passes a step's standard error on without the line srun
+// adds when the task exits non-zero ("srun: error: NODE: task 0: Exited
+// with exit code N"): the exit code is returned, and the program's own
+// error output stays its own.
+type exitLineFilter struct {
+	w       io.Writer
+	node    string
+	pending []byte
+}
+
+func (f *exitLineFilter) Write(p []byte) (int, error) {
+	f.pending = append(f.pending, p...)
+	for {
+		i := bytes.IndexByte(f.pending, '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		line := f.pending[:i+1]
+		if !f.exitLine(line) {
+			if _, err := f.w.Write(line); err != nil {
+				return len(p), err
+			}
+		}
+		f.pending = f.pending[i+1:]
+	}
+}
+
+func (f *exitLineFilter) exitLine(line []byte) bool {
+	rest, ok := bytes.CutPrefix(bytes.TrimSpace(line), []byte("srun: error: "+f.node+": task 0: Exited with exit code "))
+	if !ok || len(rest) == 0 {
+		return false
+	}
+	for _, c := range rest {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+func (f *exitLineFilter) flush() {
+	if len(f.pending) > 0 && !f.exitLine(f.pending) {
+		_, _ = f.w.Write(f.pending)
+	}
+	f.pending = nil
 }

@@ -31,10 +31,12 @@ type Node struct {
 // job.
 func (n Node) Drain() bool { return slices.Contains(n.Flags, "DRAIN") }
 
-// Down reports whether the node cannot run jobs: down, not responding or
-// in error.
+// Down reports whether the node cannot run jobs: down, in error, or not
+// yet known to the controller. A node only flagged NOT_RESPONDING is not
+// down: the controller sets the flag between its pings, and marks the
+// node down itself after its SlurmdTimeout.
 func (n Node) Down() bool {
-	return n.State == "down" || n.State == "error" || n.State == "unknown" || slices.Contains(n.Flags, "NOT_RESPONDING")
+	return n.State == "down" || n.State == "error" || n.State == "unknown"
 }
 
 // Busy reports whether some job holds part of the node.
@@ -54,6 +56,9 @@ type Job struct {
 	Nodes []string
 	// TimeLimitMinutes is its time limit, 0 for none.
 	TimeLimitMinutes int
+	// CPUs are the CPUs it holds in all, MemoryMiB its memory per node
+	// (0: not given).
+	CPUs, MemoryMiB int
 }
 
 // AllocPrefix starts the Slurm job name of every allocation metasched
@@ -119,6 +124,8 @@ type jsonJob struct {
 	Comment   string `json:"comment"`
 	Nodes     string `json:"nodes"`
 	TimeLimit *int   `json:"time_limit"`
+	CPUs      int    `json:"cpus"`
+	MemoryPN  *int   `json:"memory_per_node"`
 }
 
 func decode(what string, data []byte) (*document, error) {
@@ -224,6 +231,13 @@ func ParseJobs(data []byte) ([]Job, error) {
 			Partition: j.Partition, Comment: j.Comment, Nodes: nodes}
 		if j.TimeLimit != nil && *j.TimeLimit > 0 {
 			job.TimeLimitMinutes = *j.TimeLimit
+		}
+		if j.CPUs < 0 {
+			return nil, bad("cpus", "must be >= 0, got %d", j.CPUs)
+		}
+		job.CPUs = j.CPUs
+		if j.MemoryPN != nil && *j.MemoryPN > 0 {
+			job.MemoryMiB = *j.MemoryPN
 		}
 		jobs = append(jobs, job)
 	}

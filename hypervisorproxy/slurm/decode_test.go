@@ -49,7 +49,8 @@ func TestExpandHostlist(t *testing.T) {
 const nodesDoc = `{"meta": {"plugin": {"type": "openapi/v0.0.38"}}, "errors": [], "nodes": [
  {"name": "n1", "address": "10.0.0.1", "cpus": 4, "real_memory": 8000, "alloc_cpus": 2, "alloc_memory": 100,
   "state": "mixed", "state_flags": ["DRAIN"], "partitions": ["batch", "all"], "reason": "metasched: moving to x"},
- {"name": "n2", "address": "", "cpus": 2, "real_memory": 1000, "state": "down", "state_flags": ["not_responding"], "partitions": []}
+ {"name": "n2", "address": "", "cpus": 2, "real_memory": 1000, "state": "down", "state_flags": ["not_responding"], "partitions": []},
+ {"name": "n3", "cpus": 2, "real_memory": 1000, "state": "idle", "state_flags": ["NOT_RESPONDING"]}
 ]}`
 
 const jobsDoc = `{"meta": {"plugin": {"type": "openapi/v0.0.38"}}, "errors": [], "jobs": [
@@ -66,9 +67,13 @@ func TestParse(t *testing.T) {
 		{Name: "n1", Address: "10.0.0.1", CPUs: 4, MemoryMiB: 8000, AllocCPUs: 2, AllocMemoryMiB: 100, State: "mixed",
 			Flags: []string{"DRAIN"}, Partitions: []string{"batch", "all"}, Reason: "metasched: moving to x"},
 		{Name: "n2", Address: "n2", CPUs: 2, MemoryMiB: 1000, State: "down", Flags: []string{"NOT_RESPONDING"}, Partitions: []string{}},
+		{Name: "n3", Address: "n3", CPUs: 2, MemoryMiB: 1000, State: "idle", Flags: []string{"NOT_RESPONDING"}},
 	}
 	if diff := cmp.Diff(want, nodes); diff != "" {
 		t.Errorf("nodes (-want +got):\n%s", diff)
+	}
+	if nodes[2].Down() {
+		t.Errorf("an idle node only flagged NOT_RESPONDING is down")
 	}
 	if !nodes[0].Drain() || !nodes[0].Busy() || nodes[0].Down() || !nodes[1].Down() || nodes[1].Busy() {
 		t.Errorf("states: n1 drain %v busy %v down %v; n2 down %v busy %v", nodes[0].Drain(), nodes[0].Busy(), nodes[0].Down(), nodes[1].Down(), nodes[1].Busy())

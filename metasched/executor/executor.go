@@ -29,6 +29,11 @@ type VM struct {
 	// made by cloud-init): the guest executor runs the command as it.
 	// Empty: as root.
 	User string
+	// Kind is the agent's kind of VM: "slurm" for an allocation on a
+	// node of a Slurm site (hp.KindSlurm), whose files the guest executor
+	// keeps under a directory of the VM's own on the node (GuestNodeDir);
+	// empty for a VM.
+	Kind string
 }
 
 // Run is one run of a job: what an Executor needs to run it.

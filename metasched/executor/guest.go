@@ -50,6 +50,12 @@ const (
 	// GuestRunnerCopy is where the executor puts its own copy of the
 	// runner in a VM of a cloud image, which need not have one.
 	GuestRunnerCopy = "/run/metasched/metasched-run"
+	// GuestNodeDir holds, on a Slurm node, a directory per allocation
+	// of metasched's (by its VM name): the job's hostfile, variables,
+	// runner, run directory and working directory there. The node is
+	// shared (with Slurm's own jobs, and other allocations): nothing of
+	// the node's own, such as /etc/hosts, is written.
+	GuestNodeDir = "/tmp/metasched"
 	// guestHostKey is the guest's ssh host key that the job's VMs are
 	// told of (known_hosts): the Ed25519 one, which cloud-init makes.
 	guestHostKey = "/etc/ssh/ssh_host_ed25519_key.pub"
@@ -88,6 +94,9 @@ func GuestHome(user string) string { return path.Join("/home", user) }
 // workDir is the working directory of the job's command in vm: in its job
 // user's home on a cloud image, else root's.
 func (run *guestRun) workDir(vm *guestVM) string {
+	if vm.node() {
+		return path.Join(GuestNodeDir, vm.Name, "work")
+	}
 	if vm.User == "" {
 		return GuestWorkDir(run.r.JobID)
 	}
@@ -169,6 +178,34 @@ type guestState struct {
 }
 
 // guestVM is one VM of a run as the executor follows it.
+// node reports whether vm is an allocation on a Slurm node.
+func (vm *guestVM) node() bool { return vm.Kind == hp.KindSlurm }
+
+// dirOf is vm's run directory: the attempt's (GuestDir), or on a Slurm
+// node one of the VM's own.
+func (run *guestRun) dirOf(vm *guestVM) string {
+	if vm.node() {
+		return path.Join(GuestNodeDir, vm.Name, "run")
+	}
+	return run.gdir
+}
+
+// hostfileOf and jobFileOf are where vm has the job's hostfile and its
+// variables.
+func (run *guestRun) hostfileOf(vm *guestVM) string {
+	if vm.node() {
+		return path.Join(GuestNodeDir, vm.Name, "hostfile")
+	}
+	return GuestHostfile
+}
+
+func (run *guestRun) jobFileOf(vm *guestVM) string {
+	if vm.node() {
+		return path.Join(GuestNodeDir, vm.Name, "job")
+	}
+	return GuestJobFile
+}
+
 type guestVM struct {
 	VM
 	rank    int
@@ -253,7 +290,7 @@ func (g *Guest) Run(ctx context.Context, r Run) (Result, error) {
 	run.checkLost()
 	if r.Resume {
 		if _, err := run.retry(ctx, run.vms[0], "read the runner's pid", func(ctx context.Context) error {
-			_, err := run.vms[0].agent.GuestReadFile(ctx, run.vms[0].Name, path.Join(run.gdir, "pid"), 0, 64)
+			_, err := run.vms[0].agent.GuestReadFile(ctx, run.vms[0].Name, path.Join(run.dirOf(run.vms[0]), "pid"), 0, 64)
 			return err
 		}); err != nil {
 			if errors.Is(err, hp.ErrNotFound) {
@@ -392,6 +429,9 @@ func (run *guestRun) sshContext(ctx context.Context, c *guestContext) error {
 // (with the runner's copy, its ssh key and known hosts) on a cloud image,
 // as root with the image's runner on the bundled one.
 func (run *guestRun) startVM(ctx context.Context, vm *guestVM, c *guestContext) error {
+	if vm.node() {
+		return run.startNode(ctx, vm, c)
+	}
 	work := run.workDir(vm)
 	dirs := []string{"-p", path.Dir(GuestHostfile), run.gdir, work}
 	for _, in := range run.r.Job.Inputs {
@@ -399,12 +439,7 @@ func (run *guestRun) startVM(ctx context.Context, vm *guestVM, c *guestContext) 
 			dirs = append(dirs, path.Join(work, d))
 		}
 	}
-	type file struct {
-		path string
-		data []byte
-		mode os.FileMode
-	}
-	files := []file{
+	files := []guestFile{
 		{GuestHostfile, c.hostfile, 0o644},
 		{GuestHosts, c.hosts, 0o644},
 		{GuestJobFile, run.jobFile(vm), 0o644},
@@ -415,15 +450,43 @@ func (run *guestRun) startVM(ctx context.Context, vm *guestVM, c *guestContext) 
 		ssh := path.Join(GuestHome(vm.User), ".ssh")
 		dirs = append(dirs, ssh)
 		files = append(files,
-			file{path.Join(ssh, "id_ed25519"), c.key.Private, 0o600},
-			file{path.Join(ssh, "authorized_keys"), []byte(c.key.Authorized + "\n"), 0o600},
-			file{path.Join(ssh, "known_hosts"), c.knownHosts, 0o644},
-			file{GuestRunnerCopy, []byte(image.RunnerScript), 0o755})
+			guestFile{path.Join(ssh, "id_ed25519"), c.key.Private, 0o600},
+			guestFile{path.Join(ssh, "authorized_keys"), []byte(c.key.Authorized + "\n"), 0o600},
+			guestFile{path.Join(ssh, "known_hosts"), c.knownHosts, 0o644},
+			guestFile{GuestRunnerCopy, []byte(image.RunnerScript), 0o755})
 		owned = []string{ssh, run.gdir, work}
 	}
+	if err := run.writeFiles(ctx, vm, dirs, files); err != nil {
+		return err
+	}
+	args := []string{"start", run.gdir, work, c.maxBytes}
+	start := hp.GuestExec{Path: GuestRunner, Args: args, Env: run.env(vm)}
+	if vm.User != "" {
+		if err := run.execOK(ctx, vm, "give the job user its files", hp.GuestExec{Path: "/bin/chown",
+			Args: append([]string{"-R", vm.User + ":"}, owned...)}); err != nil {
+			return err
+		}
+		// runuser (util-linux) as found on the command's PATH: sh finds it.
+		start = hp.GuestExec{Path: "/bin/sh", Env: run.env(vm),
+			Args: append([]string{"-c", `exec runuser -u "$0" -- /bin/sh "$@"`, vm.User, GuestRunnerCopy}, args...)}
+	}
+	return run.execOK(ctx, vm, "start the runner", start)
+}
+
+// guestFile is a file the executor writes into a VM.
+type guestFile struct {
+	path string
+	data []byte
+	mode os.FileMode
+}
+
+// writeFiles makes dirs (mkdir's arguments) in vm, then writes the job's
+// inputs into its working directory and files.
+func (run *guestRun) writeFiles(ctx context.Context, vm *guestVM, dirs []string, files []guestFile) error {
 	if err := run.execOK(ctx, vm, "mkdir", hp.GuestExec{Path: "/bin/mkdir", Args: dirs}); err != nil {
 		return err
 	}
+	work := run.workDir(vm)
 	for _, in := range run.r.Job.Inputs {
 		p := path.Join(work, in.Path)
 		if _, err := run.retry(ctx, vm, "write the input "+in.Path, func(ctx context.Context) error {
@@ -439,18 +502,66 @@ func (run *guestRun) startVM(ctx context.Context, vm *guestVM, c *guestContext) 
 			return err
 		}
 	}
-	args := []string{"start", run.gdir, work, c.maxBytes}
-	start := hp.GuestExec{Path: GuestRunner, Args: args, Env: run.env(vm)}
-	if vm.User != "" {
-		if err := run.execOK(ctx, vm, "give the job user its files", hp.GuestExec{Path: "/bin/chown",
-			Args: append([]string{"-R", vm.User + ":"}, owned...)}); err != nil {
-			return err
+	return nil
+}
+
+// startNode starts the command on a Slurm node: its files in the VM's
+// own directory (GuestNodeDir), the executor's copy of the runner run in
+// the foreground (run), in a step of the allocation that lasts as long as
+// the command; it returns once the runner has written the command's pid,
+// or fails with what the runner said if it ends before.
+func (run *guestRun) startNode(ctx context.Context, vm *guestVM, c *guestContext) error {
+	base := path.Join(GuestNodeDir, vm.Name)
+	dir, work, runner := run.dirOf(vm), run.workDir(vm), path.Join(base, "metasched-run")
+	dirs := []string{"-p", dir, work}
+	for _, in := range run.r.Job.Inputs {
+		if d := path.Dir(in.Path); d != "." && !slices.Contains(dirs, path.Join(work, d)) {
+			dirs = append(dirs, path.Join(work, d))
 		}
-		// runuser (util-linux) as found on the command's PATH: sh finds it.
-		start = hp.GuestExec{Path: "/bin/sh", Env: run.env(vm),
-			Args: append([]string{"-c", `exec runuser -u "$0" -- /bin/sh "$@"`, vm.User, GuestRunnerCopy}, args...)}
 	}
-	return run.execOK(ctx, vm, "start the runner", start)
+	files := []guestFile{
+		{run.hostfileOf(vm), c.hostfile, 0o644},
+		{run.jobFileOf(vm), run.jobFile(vm), 0o644},
+		{path.Join(dir, "command"), c.command, 0o644},
+		{runner, []byte(image.RunnerScript), 0o755},
+	}
+	if err := run.writeFiles(ctx, vm, dirs, files); err != nil {
+		return err
+	}
+	what := "start the runner"
+	e := hp.GuestExec{Path: "/bin/sh", Args: []string{runner, "run", dir, work, c.maxBytes}, Env: run.env(vm), CaptureOutput: true}
+	var p hp.GuestProcess
+	if _, err := run.retry(ctx, vm, what, func(ctx context.Context) error {
+		var err error
+		p, err = vm.agent.GuestExec(ctx, vm.Name, e)
+		return err
+	}); err != nil {
+		return err
+	}
+	pause := 20 * time.Millisecond
+	for {
+		_, err := vm.agent.GuestReadFile(ctx, vm.Name, path.Join(dir, "pid"), 0, 64)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, hp.ErrNotFound) {
+			return fmt.Errorf("VM %s on %s: %s: %w", vm.Name, vm.Host, what, err)
+		}
+		st, err := vm.agent.GuestExecStatus(ctx, vm.Name, p.PID)
+		if err != nil {
+			return fmt.Errorf("VM %s on %s: %s: %w", vm.Name, vm.Host, what, err)
+		}
+		if st.Exited {
+			return fmt.Errorf("VM %s on %s: %s: the runner ended (exit status %d) before the command started: %s",
+				vm.Name, vm.Host, what, st.ExitCode, strings.TrimSpace(string(st.Stderr)))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-run.g.opt.Clock.After(pause):
+		}
+		pause = min(2*pause, run.g.opt.Poll)
+	}
 }
 
 // vars are the METASCHED_ variables of the command in vm.
@@ -471,7 +582,7 @@ func (run *guestRun) vars(vm *guestVM) [][2]string {
 		{"METASCHED_RANK", strconv.Itoa(vm.rank)},
 		{"METASCHED_MASTER", master.Name},
 		{"METASCHED_MASTER_ADDRESS", addr.Addr().String()},
-		{"METASCHED_HOSTFILE", GuestHostfile},
+		{"METASCHED_HOSTFILE", run.hostfileOf(vm)},
 	}
 }
 
@@ -655,7 +766,7 @@ func (run *guestRun) readExit(ctx context.Context, vm *guestVM) error {
 	var chunk hp.GuestFileChunk
 	_, err := run.retry(ctx, vm, "read the exit file", func(ctx context.Context) error {
 		var err error
-		chunk, err = vm.agent.GuestReadFile(ctx, vm.Name, path.Join(run.gdir, "exit"), 0, 64)
+		chunk, err = vm.agent.GuestReadFile(ctx, vm.Name, path.Join(run.dirOf(vm), "exit"), 0, 64)
 		return err
 	})
 	if errors.Is(err, hp.ErrNotFound) {
@@ -678,7 +789,7 @@ func (run *guestRun) fetchOutput(ctx context.Context, vm *guestVM, off int64, mo
 	var chunk hp.GuestFileChunk
 	_, err := run.retry(ctx, vm, "read the output", func(ctx context.Context) error {
 		var err error
-		chunk, err = vm.agent.GuestReadFile(ctx, vm.Name, path.Join(run.gdir, "output"), off, most)
+		chunk, err = vm.agent.GuestReadFile(ctx, vm.Name, path.Join(run.dirOf(vm), "output"), off, most)
 		return err
 	})
 	return chunk, err
@@ -899,7 +1010,11 @@ func (run *guestRun) stopAll(ctx context.Context) {
 func (run *guestRun) stopVM(ctx context.Context, vm *guestVM) {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), guestStopWait)
 	defer cancel()
-	if err := run.execOK(sctx, vm, "stop the runner", hp.GuestExec{Path: GuestRunner, Args: []string{"stop", run.gdir}}); err != nil {
+	stop := hp.GuestExec{Path: GuestRunner, Args: []string{"stop", run.dirOf(vm)}}
+	if vm.node() {
+		stop = hp.GuestExec{Path: "/bin/sh", Args: []string{path.Join(GuestNodeDir, vm.Name, "metasched-run"), "stop", run.dirOf(vm)}}
+	}
+	if err := run.execOK(sctx, vm, "stop the runner", stop); err != nil {
 		run.log.Warn().Err(err).Str("vm", vm.Name).Msg("cannot stop the command in the VM")
 	}
 }
