@@ -250,6 +250,8 @@ var agentBadRequests = []badRequest{
 	{"resize unknown vm", "POST", "/v1/vms/ghost/resize", `{"vcpus":2}`, "", 404, "resize vm ghost: not found"},
 	{"negative vcpus", "POST", "/v1/vms", `{"name":"x","vcpus":-1,"memory_mib":64}`, "", 400, "vcpus: must be >= 1, not -1"},
 	{"negative memory", "POST", "/v1/vms", `{"name":"x","vcpus":1,"memory_mib":-5}`, "", 400, "memory_mib: must be >= 1, not -5"},
+	{"negative walltime", "POST", "/v1/vms", `{"name":"x","vcpus":1,"memory_mib":64,"walltime_seconds":-1}`, "", 400, "walltime_seconds: must be from 0 (none) to 31622400, not -1"},
+	{"walltime over a year", "POST", "/v1/vms", `{"name":"x","vcpus":1,"memory_mib":64,"walltime_seconds":99999999}`, "", 400, "walltime_seconds: must be from 0 (none) to 31622400, not 99999999"},
 	{"negative resize", "POST", "/v1/vms/keep/resize", `{"vcpus":-2}`, "", 400, "vcpus: must be >= 1, not -2"},
 	{"empty resize", "POST", "/v1/vms/keep/resize", `{}`, "", 400, "give at least one"},
 	{"max below current", "POST", "/v1/vms", `{"name":"x","vcpus":4,"max_vcpus":2,"memory_mib":64}`, "", 400, "max_vcpus: must be >= vcpus (4), not 2"},

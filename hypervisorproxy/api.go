@@ -58,13 +58,19 @@ type VMSpec struct {
 	// user of a VM of a cloud-init image, put into its seed's user-data;
 	// a VM of another image ignores them.
 	SSHKeys []string `json:"ssh_authorized_keys,omitempty"`
+	// WalltimeSeconds is the job's walltime (0: none): on a Slurm site
+	// the allocation's time limit is that and a minute (it is made before
+	// the command starts), rounded up to Slurm's minutes, so that Slurm
+	// ends the job's share too; a VM ignores it.
+	WalltimeSeconds int64 `json:"walltime_seconds,omitempty"`
 }
 
 // Equal reports whether two specs are the same.
 func (s VMSpec) Equal(o VMSpec) bool {
 	return s.Name == o.Name && s.Host == o.Host && s.Pool == o.Pool && s.Job == o.Job &&
 		s.VCPUs == o.VCPUs && s.MemoryMiB == o.MemoryMiB && s.MaxVCPUs == o.MaxVCPUs &&
-		s.MaxMemoryMiB == o.MaxMemoryMiB && s.Image == o.Image && slices.Equal(s.SSHKeys, o.SSHKeys)
+		s.MaxMemoryMiB == o.MaxMemoryMiB && s.Image == o.Image && slices.Equal(s.SSHKeys, o.SSHKeys) &&
+		s.WalltimeSeconds == o.WalltimeSeconds
 }
 
 // VM is a VM of the site, as its host reports it.
@@ -270,6 +276,9 @@ type GuestFileChunk struct {
 	Data []byte `json:"data"`
 	EOF  bool   `json:"eof"`
 }
+
+// MaxWalltimeSeconds bounds VMSpec.WalltimeSeconds: a year.
+const MaxWalltimeSeconds = 366 * 24 * 3600
 
 // Bounds of the guest calls.
 const (

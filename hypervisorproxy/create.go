@@ -186,6 +186,9 @@ func checkSpec(s VMSpec) error {
 			bad("image: %s", msg)
 		}
 	}
+	if s.WalltimeSeconds < 0 || s.WalltimeSeconds > MaxWalltimeSeconds {
+		bad("walltime_seconds: must be from 0 (none) to %d, not %d", MaxWalltimeSeconds, s.WalltimeSeconds)
+	}
 	if s.MaxMemoryMiB < s.MemoryMiB && s.MemoryMiB >= 1 {
 		bad("max_memory_mib: must be >= memory_mib (%d), not %d", s.MemoryMiB, s.MaxMemoryMiB)
 	}

@@ -453,7 +453,8 @@ func (d *Daemon) createVMs(ctx context.Context, lj *liveJob, attempt int, vms []
 			vm := lj.spec.VM
 			_, err := s.agent.CreateVM(ctx, hp.VMSpec{Name: v.Name, Host: v.Host, Pool: lj.typ(), Job: lj.id(),
 				VCPUs: vm.VCPUs, MemoryMiB: vm.MemoryMiB, Image: d.imageOf(lj.typ()), SSHKeys: keys,
-				MaxVCPUs: vm.VCPUs + d.cfg.VMHeadroom.VCPUs, MaxMemoryMiB: vm.MemoryMiB + d.cfg.VMHeadroom.MemoryMiB})
+				MaxVCPUs: vm.VCPUs + d.cfg.VMHeadroom.VCPUs, MaxMemoryMiB: vm.MemoryMiB + d.cfg.VMHeadroom.MemoryMiB,
+				WalltimeSeconds: walltimeSeconds(lj.spec.Walltime)})
 			if err != nil {
 				errs[i] = fmt.Errorf("vm %s on %s: %w", v.Name, v.Host, err)
 				return
@@ -463,6 +464,12 @@ func (d *Daemon) createVMs(ctx context.Context, lj *liveJob, attempt int, vms []
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// walltimeSeconds is a job's walltime as a VM's spec gives it: whole
+// seconds, rounded up (0: none).
+func walltimeSeconds(w selection.Duration) int64 {
+	return int64((time.Duration(w) + time.Second - 1) / time.Second)
 }
 
 // imageOf is the image of a pool's VMs (its job type's), "" for none.

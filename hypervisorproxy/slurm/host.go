@@ -254,7 +254,8 @@ func (h *Host) Create(ctx context.Context, spec hp.VMSpec, _ hp.VMLimits) (hp.Do
 	}
 	defer h.cs.changed()
 	j, err := h.cs.c.Allocate(ctx, AllocSpec{Job: spec.Name, Partition: part, Nodes: []string{h.node},
-		CPUs: spec.VCPUs, MemoryMiB: spec.MemoryMiB, Comment: ownComment(spec.Job, spec.Pool)})
+		CPUs: spec.VCPUs, MemoryMiB: spec.MemoryMiB, Comment: ownComment(spec.Job, spec.Pool),
+		TimeLimit: allocTimeLimit(spec.WalltimeSeconds)})
 	if err != nil {
 		if j.ID > 0 {
 			_ = h.cs.c.Release(context.WithoutCancel(ctx), j.ID)
@@ -278,6 +279,16 @@ func (h *Host) address(ctx context.Context, n Node) string {
 		a = addrs[0]
 	}
 	return netip.PrefixFrom(a, a.BitLen()).String()
+}
+
+// allocTimeLimit is the time limit of an allocation for a job of that
+// walltime (0: none): the walltime and a minute, as the allocation is made
+// before the job's command starts, where metasched's walltime starts.
+func allocTimeLimit(walltimeSeconds int64) time.Duration {
+	if walltimeSeconds <= 0 {
+		return 0
+	}
+	return time.Duration(walltimeSeconds)*time.Second + time.Minute
 }
 
 // Destroy releases the VM's allocation. OwnJobs is never touched.

@@ -54,7 +54,7 @@ func TestSlurmSite(t *testing.T) {
 	}
 
 	// A VM of one CPU on n1: an allocation of metasched's.
-	vm, err := a.CreateVM(ctx, hp.VMSpec{Name: "j1-a1-m", Host: "n1", Job: "j1", VCPUs: 1, MemoryMiB: 200})
+	vm, err := a.CreateVM(ctx, hp.VMSpec{Name: "j1-a1-m", Host: "n1", Job: "j1", VCPUs: 1, MemoryMiB: 200, WalltimeSeconds: 90})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,8 +65,9 @@ func TestSlurmSite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(jobs) != 1 || jobs[0].Name != slurm.AllocName("j1-a1-m") || !slices.Equal(jobs[0].Nodes, []string{"n1"}) || jobs[0].CPUs != 1 {
-		t.Errorf("Slurm's jobs: %+v, want metasched's allocation of 1 CPU on n1", jobs)
+	if len(jobs) != 1 || jobs[0].Name != slurm.AllocName("j1-a1-m") || !slices.Equal(jobs[0].Nodes, []string{"n1"}) || jobs[0].CPUs != 1 ||
+		jobs[0].TimeLimitMinutes != 3 {
+		t.Errorf("Slurm's jobs: %+v, want metasched's allocation of 1 CPU on n1 for 3 minutes (the walltime of 90 s and a minute)", jobs)
 	}
 	if h := hostsOf(t, a)["n1"]; h.FreeVCPUs != 1 || len(h.VMs) != 1 || !h.VMs[0].Managed || h.VMs[0].State != hp.StateRunning {
 		t.Errorf("n1 with the vm: %+v", h)
