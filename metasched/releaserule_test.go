@@ -16,7 +16,8 @@ import (
 )
 
 // TestReleaseRule holds chooseReleaseLocked to the release rule: an idle
-// host first; then a host that costs no work (only workers of running
+// host first, one its hypervisor's own users do not use before one they
+// do; then a host that costs no work (only workers of running
 // elastic jobs that keep a worker elsewhere), the fewest worker VMs lost
 // first; then the old rule (fewest jobs to requeue, least work lost), with
 // the elastic jobs there losing their workers; never a host whose release
@@ -24,7 +25,8 @@ import (
 func TestReleaseRule(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	// job describes a live job: "ID STATE [elastic] [preempted] [ran=S] VM@HOST ...", the
-	// first VM its master.
+	// first VM its master; or "own HOST ...", hosts the hypervisor's own
+	// users use.
 	type job string
 	build := func(hosts []string, jobs []job) *Daemon {
 		d := &Daemon{clock: clockwork.NewFakeClockAt(t0), hv: hostBook{hosts: map[string]*gridHost{}}, jobs: jobBook{live: map[string]*liveJob{}, index: newJobIndex()},
@@ -35,6 +37,12 @@ func TestReleaseRule(t *testing.T) {
 		}
 		for _, spec := range jobs {
 			f := strings.Fields(string(spec))
+			if f[0] == "own" { // "own HOST...": the hypervisor's own users use them (not the agent's VMs)
+				for _, h := range f[1:] {
+					d.hv.hosts[h].inv.VMs = []hp.VM{{Name: "slurm-own-jobs", Host: h, State: hp.StateRunning, VCPUs: 1}}
+				}
+				continue
+			}
 			lj := newLiveJob(lifecycle.Job{ID: f[0], Type: "render", State: lifecycle.State(f[1]), Record: lifecycle.Record{Attempts: 1}},
 				&selection.Job{Name: f[0]}, "", t0)
 			started := t0.Add(-time.Minute)
@@ -97,6 +105,10 @@ func TestReleaseRule(t *testing.T) {
 			nil, "h2", []string{"o"}, []string{"e:e-w2"}, ""},
 		{"a job a switch stopped before protects its hosts, a lost worker does not",
 			[]job{"e running elastic preempted e-m@h0 e-w1@h1 e-w2@h2", "n running preempted n-m@h3 n-w1@h1"}, nil, "h2", nil, []string{"e:e-w2"}, ""},
+		{"an idle host its hypervisor's own users do not use first",
+			[]job{"own h0 h1"}, nil, "h2", nil, nil, ""},
+		{"then one they use, before a host that costs work",
+			[]job{"e running elastic e-m@h0 e-w1@h1 e-w2@h2", "own h3"}, nil, "h3", nil, nil, ""},
 		{"nothing but protected jobs to requeue: refused",
 			[]job{"e running elastic preempted e-m@h0 e-w1@h1", "n running preempted n-m@h2 n-w1@h3"}, nil, "", nil, nil,
 			"every host of pool render that could go runs a job a switch has stopped before (4 hosts), and no job is stopped twice"},

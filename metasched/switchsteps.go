@@ -154,7 +154,10 @@ func elasticLossLocked(j *liveJob, gone func(host string) bool) (vms []string, g
 //
 //  1. an idle host (no live job placed on it), the first in grid order,
 //     one the calibration does not measure on before one it does (whose
-//     measurement is then stopped);
+//     measurement is then stopped), and one its hypervisor's own users
+//     do not use (the jobs of a Slurm site's own users, in its inventory
+//     as VMs the agent does not manage, which the switch would wait for)
+//     before one they do;
 //  2. else a host that costs no work: every job on it is a running
 //     elastic job that has only workers there and keeps another worker
 //     elsewhere, so that each loses those workers and goes on; the one
@@ -174,7 +177,7 @@ func elasticLossLocked(j *liveJob, gone func(host string) bool) (vms []string, g
 func (d *Daemon) chooseReleaseLocked(pool string, exclude []string) (release, string) {
 	now := d.now()
 	var best, cheap release
-	bestLost, cheapVMs, calHost := 0.0, 0, ""
+	bestLost, cheapVMs, calHost, usedHost := 0.0, 0, "", ""
 	spared := 0
 	for _, name := range d.hv.order {
 		h := d.hv.hosts[name]
@@ -200,6 +203,10 @@ func (d *Daemon) chooseReleaseLocked(pool string, exclude []string) (release, st
 			if calHost == "" {
 				calHost = name
 			}
+		case len(r.requeue) == 0 && len(r.lose) == 0 && slices.ContainsFunc(h.inv.VMs, func(v hp.VM) bool { return !v.Managed }):
+			if usedHost == "" {
+				usedHost = name
+			}
 		case len(r.requeue) == 0 && len(r.lose) == 0:
 			return r, ""
 		case len(r.requeue) == 0:
@@ -215,6 +222,8 @@ func (d *Daemon) chooseReleaseLocked(pool string, exclude []string) (release, st
 	switch {
 	case calHost != "":
 		return release{host: calHost}, ""
+	case usedHost != "":
+		return release{host: usedHost}, ""
 	case cheap.host != "":
 		return cheap, ""
 	case best.host != "":

@@ -21,7 +21,7 @@ import (
 // its ID.
 func sbatch(t *testing.T, c *slurmtest.Cluster, args ...string) int {
 	t.Helper()
-	cmd := exec.Command("/usr/bin/sbatch", append([]string{"--parsable"}, args...)...)
+	cmd := exec.Command(c.Client("sbatch"), append([]string{"--parsable"}, args...)...)
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "SLURM_CONF=" + c.Conf}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -218,7 +218,7 @@ func TestCluster(t *testing.T) {
 		check(when)
 	}
 	reconcile("nothing lost", false)
-	cmd := exec.Command("/usr/bin/scontrol", "reconfigure")
+	cmd := exec.Command(c.Client("scontrol"), "reconfigure")
 	cmd.Env = []string{"SLURM_CONF=" + c.Conf}
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("scontrol reconfigure: %v\n%s", err, out)

@@ -133,7 +133,7 @@ func TestSlurmSite(t *testing.T) {
 
 	// Slurm forgets the move at a reconfigure; the agent's next look at
 	// its hosts puts it back.
-	cmd := exec.Command("/usr/bin/scontrol", "reconfigure")
+	cmd := exec.Command(c.Client("scontrol"), "reconfigure")
 	cmd.Env = []string{"SLURM_CONF=" + c.Conf}
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("scontrol reconfigure: %v\n%s", err, out)

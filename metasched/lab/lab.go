@@ -34,6 +34,7 @@ import (
 	hpclient "github.com/metasched/metasched/hypervisorproxy/client"
 	"github.com/metasched/metasched/hypervisorproxy/libvirtdtest"
 	"github.com/metasched/metasched/hypervisorproxy/netlab"
+	"github.com/metasched/metasched/hypervisorproxy/slurm/slurmtest"
 	"github.com/metasched/metasched/internal/etcdtest"
 	"github.com/metasched/metasched/internal/httpx"
 	"github.com/metasched/metasched/internal/tlsx"
@@ -67,6 +68,13 @@ type Site struct {
 	// file would; else every host offers the whole machine (they all run
 	// on it), and the VMs of several jobs may share a host.
 	Sized bool
+	// Slurm makes the site a cluster that runs Slurm (package
+	// slurmtest): its hosts are Slurm nodes of Cores CPUs and MemoryMiB
+	// (NAME-1 … NAME-N), each slurmd and slurmctld in a network namespace
+	// of its own on the site's bridge (at 10.77.(i+1).200 and on), a
+	// partition per pool of the same name, every node in the first. The
+	// jobs' commands run on the nodes, on this machine's system.
+	Slurm bool
 }
 
 // Spec describes a lab.
@@ -132,6 +140,7 @@ type Lab struct {
 	lab *tlsx.Source
 
 	Libvirt map[string]*libvirtdtest.Daemon // by host
+	Slurm   map[string]*slurmtest.Cluster   // by site, for its Slurm sites
 	Agents  map[string]*Agent               // by site
 	Daemon  *Proc
 	// Client talks to the daemon.
@@ -225,7 +234,8 @@ func (s Spec) gridFile() string {
 	return s.GridFile()
 }
 
-// Check reports why a lab cannot run on this machine.
+// Check reports why a lab cannot run on this machine (slurmtest's Check
+// too for a lab with a Slurm site).
 func Check() error {
 	return errors.Join(libvirtdtest.Check(), netlab.Check())
 }
@@ -240,10 +250,16 @@ func Start(ctx context.Context, spec Spec, opt Options) (*Lab, error) {
 	if err := Check(); err != nil {
 		return nil, err
 	}
+	if slices.ContainsFunc(spec.Sites, func(s Site) bool { return s.Slurm }) {
+		if err := slurmtest.Check(); err != nil {
+			return nil, err
+		}
+	}
 	if opt.Logf == nil {
 		opt.Logf = func(string, ...any) {}
 	}
-	l := &Lab{spec: spec, opt: opt, Libvirt: map[string]*libvirtdtest.Daemon{}, Agents: map[string]*Agent{}}
+	l := &Lab{spec: spec, opt: opt, Libvirt: map[string]*libvirtdtest.Daemon{}, Slurm: map[string]*slurmtest.Cluster{},
+		Agents: map[string]*Agent{}}
 	if err := l.start(ctx); err != nil {
 		return nil, errors.Join(err, l.Close())
 	}
@@ -270,7 +286,20 @@ func (l *Lab) start(ctx context.Context) error {
 		mu   sync.Mutex
 		errs []error
 	)
-	for _, s := range spec.Sites {
+	for i, s := range spec.Sites {
+		if s.Slurm {
+			wg.Go(func() {
+				c, err := l.startSlurm(ctx, i, s)
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					errs = append(errs, fmt.Errorf("site %s: %w", s.Name, err))
+					return
+				}
+				l.Slurm[s.Name] = c
+			})
+			continue
+		}
 		for i := 1; i <= s.Hosts; i++ {
 			h := fmt.Sprintf("%s-%d", s.Name, i)
 			wg.Go(func() {
@@ -388,6 +417,9 @@ func (l *Lab) files(name string) tlsx.Files {
 
 // writeSite writes site i's file.
 func (l *Lab) writeSite(i int, s Site) (*Agent, error) {
+	if s.Slurm {
+		return l.writeSlurmSite(s)
+	}
 	var hosts strings.Builder
 	for _, h := range s.hosts() {
 		line := s.hostLine(h, l.Libvirt[h].URI(), l.spec.Pools[0].Name)
@@ -656,6 +688,9 @@ func (l *Lab) Close() error {
 	}
 	if l.etcd != nil {
 		l.etcd.Stop()
+	}
+	for _, c := range l.Slurm {
+		c.Stop()
 	}
 	for h, d := range l.Libvirt {
 		if err := d.Stop(); err != nil {

@@ -30,7 +30,23 @@ type AgentOptions struct {
 // host, plain HTTP with the token file "token" beside it.
 func (c *Cluster) SiteFile(o AgentOptions) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "site: %s\ninsecure_http: true\ntoken_file: token\ndata_dir: data\nslurm:\n  conf: %s\n", o.Site, c.Conf)
+	fmt.Fprintf(&b, "site: %s\ninsecure_http: true\ntoken_file: token\ndata_dir: data\n%s", o.Site, c.SlurmBlock(o.Partitions, o.SwitchTimeout))
+	b.WriteString("hosts:\n")
+	for _, n := range c.spec.Nodes {
+		fmt.Fprintf(&b, "  - {name: %s, uri: \"slurm:%s\"}\n", n.Name, n.Name)
+	}
+	b.WriteString(o.Extra)
+	return b.String()
+}
+
+// SlurmBlock is a site file's slurm block for the cluster.
+func (c *Cluster) SlurmBlock(partitions map[string]string, switchTimeout time.Duration) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "slurm:\n  conf: %s\n", c.Conf)
+	if c.Cluster.Bin != "" {
+		fmt.Fprintf(&b, "  bin: %s\n", c.Cluster.Bin)
+	}
+	o := AgentOptions{Partitions: partitions, SwitchTimeout: switchTimeout}
 	if o.SwitchTimeout > 0 {
 		fmt.Fprintf(&b, "  switch_timeout: %s\n", o.SwitchTimeout)
 	}
@@ -41,11 +57,7 @@ func (c *Cluster) SiteFile(o AgentOptions) string {
 		}
 		fmt.Fprintf(&b, "%s: %s", pool, o.Partitions[pool])
 	}
-	b.WriteString("}\nhosts:\n")
-	for _, n := range c.spec.Nodes {
-		fmt.Fprintf(&b, "  - {name: %s, uri: \"slurm:%s\"}\n", n.Name, n.Name)
-	}
-	b.WriteString(o.Extra)
+	b.WriteString("}\n")
 	return b.String()
 }
 

@@ -7,6 +7,7 @@ package slurmtest
 
 import (
 	"bytes"
+	"net/netip"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -65,8 +66,20 @@ type PartitionSpec struct {
 type Spec struct {
 	Nodes      []NodeSpec
 	Partitions []PartitionSpec
-	// Address is every node's NodeAddr ("": 127.0.0.1).
-	Address string
+	// Network, when set, puts slurmctld and each slurmd in a network
+	// namespace of its own, joined to a bridge with an address of its
+	// own; else they all run on 127.0.0.1.
+	Network *Network
+}
+
+// Network places a cluster's daemons on a bridge.
+type Network struct {
+	// Namespace is the network namespace (a name under /run/netns) that
+	// holds Bridge.
+	Namespace, Bridge string
+	// Addresses are slurmctld's, then one per node, with their prefix
+	// length.
+	Addresses []netip.Prefix
 }
 
 // Cluster is a running test cluster.
@@ -74,6 +87,9 @@ type Cluster struct {
 	*slurm.Cluster
 	Dir  string
 	spec Spec
+	// netns are the network namespaces made for the daemons (Network),
+	// by daemon: "ctld" and the nodes.
+	netns map[string]string
 
 	mu    sync.Mutex
 	ctld  *proc
@@ -87,7 +103,8 @@ type proc struct {
 	err  error
 }
 
-func start(log string, name string, args ...string) (*proc, error) {
+func start(log string, argv ...string) (*proc, error) {
+	name, args := argv[0], argv[1:]
 	f, err := os.OpenFile(log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
@@ -147,7 +164,10 @@ func Start(ctx context.Context, dir string, spec Spec) (*Cluster, error) {
 	if err := Check(); err != nil {
 		return nil, err
 	}
-	c := &Cluster{Dir: dir, spec: spec, nodes: map[string]*proc{}}
+	if n := spec.Network; n != nil && len(n.Addresses) != 1+len(spec.Nodes) {
+		return nil, fmt.Errorf("slurmtest: network: %d addresses for slurmctld and %d nodes", len(n.Addresses), len(spec.Nodes))
+	}
+	c := &Cluster{Dir: dir, spec: spec, nodes: map[string]*proc{}, netns: map[string]string{}}
 	c.Cluster = &slurm.Cluster{Conf: filepath.Join(dir, "slurm.conf"), Timeout: 20 * time.Second}
 	if err := c.start(ctx); err != nil {
 		c.Stop()
@@ -184,6 +204,9 @@ func (c *Cluster) start(ctx context.Context) error {
 	if err := waitFile(ctx, sock, c.munge); err != nil {
 		return fmt.Errorf("slurmtest: munged: %w", err)
 	}
+	if err := c.makeNetwork(ctx); err != nil {
+		return err
+	}
 	ports, err := freePorts(1 + len(c.spec.Nodes))
 	if err != nil {
 		return err
@@ -200,8 +223,8 @@ func (c *Cluster) start(ctx context.Context) error {
 		}
 		// slurmd is the first process of a PID namespace of its own:
 		// when it ends, so does every job step it started.
-		p, err := start(filepath.Join(dir, "log/slurmd-"+n.Name+".out"), "/usr/bin/unshare", "--pid", "--fork", "--kill-child",
-			"/usr/sbin/slurmd", "-D", "-N", n.Name, "-f", c.Conf)
+		p, err := start(filepath.Join(dir, "log/slurmd-"+n.Name+".out"), c.in(n.Name, "/usr/bin/unshare", "--pid", "--fork", "--kill-child",
+			"/usr/sbin/slurmd", "-D", "-N", n.Name, "-f", c.Conf)...)
 		if err != nil {
 			return fmt.Errorf("slurmtest: slurmd %s: %w", n.Name, err)
 		}
@@ -214,14 +237,16 @@ func (c *Cluster) start(ctx context.Context) error {
 
 // conf is the cluster's slurm.conf.
 func (c *Cluster) conf(ports []int, sock string) string {
-	addr := c.spec.Address
-	if addr == "" {
-		addr = "127.0.0.1"
+	addr := func(i int) string { // daemon i: slurmctld, then the nodes
+		if c.spec.Network == nil {
+			return "127.0.0.1"
+		}
+		return c.spec.Network.Addresses[i].Addr().String()
 	}
 	d := c.Dir
 	var b strings.Builder
 	fmt.Fprintf(&b, `ClusterName=test
-SlurmctldHost=localhost(127.0.0.1)
+SlurmctldHost=localhost(`+addr(0)+`)
 SlurmctldPort=%d
 AuthType=auth/munge
 AuthInfo=socket=%s
@@ -258,7 +283,7 @@ KillWait=2
 			mem = 1000
 		}
 		fmt.Fprintf(&b, "NodeName=%s NodeHostname=localhost NodeAddr=%s Port=%d CPUs=%d RealMemory=%d State=UNKNOWN\n",
-			n.Name, addr, ports[1+i], cpus, mem)
+			n.Name, addr(1+i), ports[1+i], cpus, mem)
 	}
 	for _, p := range c.spec.Partitions {
 		def := "NO"
@@ -279,7 +304,7 @@ func (c *Cluster) startController(keep bool) error {
 	if keep {
 		args = append(args, "-R")
 	}
-	p, err := start(filepath.Join(c.Dir, "log/slurmctld.out"), "/usr/sbin/slurmctld", args...)
+	p, err := start(filepath.Join(c.Dir, "log/slurmctld.out"), c.in("ctld", append([]string{"/usr/sbin/slurmctld"}, args...)...)...)
 	if err != nil {
 		return fmt.Errorf("slurmtest: slurmctld: %w", err)
 	}
@@ -424,6 +449,7 @@ func (c *Cluster) Stop() {
 	wg.Wait()
 	ctld.stop(10 * time.Second)
 	munge.stop(10 * time.Second)
+	c.removeNetwork()
 }
 
 // StartT starts a cluster under the test's temporary directory, stopped
