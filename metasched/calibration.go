@@ -101,8 +101,13 @@ func calibratesWhy(s *siteAgent) string {
 	return ""
 }
 
-// bootsOn says whether a calibration VM on h boots its image.
+// bootsOn says whether a calibration VM on h boots its image. A Slurm
+// node boots none: its jobs run on its own system, which has no task farm
+// to measure with, and the grid file's figures stay its figures.
 func bootsOn(s *siteAgent, h *gridHost) bool {
+	if strings.HasPrefix(h.inv.URI, hp.SlurmScheme+":") {
+		return false
+	}
 	if _, ok := s.agent.(GuestBooter); ok {
 		return true // calibratesWhy asked it
 	}

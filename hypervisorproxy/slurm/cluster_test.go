@@ -5,7 +5,6 @@ import (
 	"errors"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -83,6 +82,7 @@ func waitFor(t *testing.T, what string, cond func() (bool, string)) {
 // the partitions put back after a reconfigure and after restarts of the
 // controller with and without -R; and nothing left running at the end.
 func TestCluster(t *testing.T) {
+	t.Parallel()
 	if err := slurmtest.Check(); err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +153,7 @@ func TestCluster(t *testing.T) {
 		"--wrap", "exec sleep "+sleep)
 	waitFor(t, "Slurm's own job running", func() (bool, string) {
 		j, _ := jobByID(t, c, user)
-		return j.State == "RUNNING" && len(running(sleep)) == 1, j.State
+		return j.State == "RUNNING" && len(slurmtest.Running(sleep)) == 1, j.State
 	})
 	want := map[string][]string{"batch": {"n1", "n2"}, "interactive": {"n3"}}
 	start = time.Now()
@@ -246,7 +246,7 @@ func TestCluster(t *testing.T) {
 		t.Errorf("%d daemons running before the stop, want munged, slurmctld and 3 slurmds", len(pids))
 	}
 	c.Stop()
-	if left := running(sleep); len(left) > 0 {
+	if left := slurmtest.Running(sleep); len(left) > 0 {
 		t.Errorf("Slurm's own job's process (PIDs %v) still runs after Stop", left)
 	}
 	for _, pid := range pids {
@@ -258,19 +258,37 @@ func TestCluster(t *testing.T) {
 	}
 }
 
-// running lists the processes whose command line has word: how a test
-// finds a job's process, whose PID in its slurmd's namespace is not ours.
-func running(word string) []string {
-	var out []string
-	dirs, _ := filepath.Glob("/proc/[0-9]*")
-	for _, d := range dirs {
-		b, err := os.ReadFile(filepath.Join(d, "cmdline"))
-		if err != nil || !slices.Contains(strings.Split(string(b), "\x00"), word) {
-			continue
-		}
-		if st, _ := os.ReadFile(filepath.Join(d, "stat")); !strings.Contains(string(st), ") Z ") {
-			out = append(out, filepath.Base(d))
+// A step that leaves a process behind (an orphan of its shell, killed
+// when the step ends) does not drain its node: the namespace's first
+// process reaps it, as a node's init does.
+func TestStepOrphansReaped(t *testing.T) {
+	t.Parallel()
+	c := slurmtest.StartT(t, slurmtest.Spec{Nodes: []slurmtest.NodeSpec{{Name: "n1"}},
+		Partitions: []slurmtest.PartitionSpec{{Name: "batch", Nodes: []string{"n1"}, Default: true}}})
+	ctx := t.Context()
+	alloc, err := c.Allocate(ctx, slurm.AllocSpec{Job: "j", Partition: "batch", Nodes: []string{"n1"}, CPUs: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if code, err := c.Run(ctx, alloc.ID, slurm.Command{Node: "n1", Argv: []string{"/bin/sh", "-c", "(sleep 30) </dev/null >/dev/null 2>&1 & exit 0"}}); err != nil || code != 0 {
+			t.Fatalf("run: exit %d, %v", code, err)
 		}
 	}
-	return out
+	if err := c.Release(ctx, alloc.ID); err != nil {
+		t.Fatal(err)
+	}
+	// The test cluster's UnkillableStepTimeout is 5 s: a node whose step
+	// left a process Slurm cannot see gone is drained by then.
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		nodes, err := c.Nodes(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if nodes[0].Drain() {
+			t.Fatalf("n1 drained: %s", nodes[0].Reason)
+		}
+		time.Sleep(time.Second)
+	}
 }

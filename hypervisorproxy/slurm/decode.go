@@ -46,9 +46,12 @@ func (n Node) Busy() bool {
 
 // Job is a Slurm job as squeue --json reports it.
 type Job struct {
-	ID        int
-	Name      string
-	State     string // PENDING, RUNNING, COMPLETING, …
+	ID    int
+	Name  string
+	State string // PENDING, RUNNING, COMPLETING, …
+	// Reason is why it is in its state (Slurm's state_reason: Resources,
+	// Priority, …), "" for none.
+	Reason    string
 	User      string
 	Partition string
 	Comment   string
@@ -119,6 +122,7 @@ type jsonJob struct {
 	ID        *int   `json:"job_id"`
 	Name      string `json:"name"`
 	State     string `json:"job_state"`
+	Reason    string `json:"state_reason"`
 	User      string `json:"user_name"`
 	Partition string `json:"partition"`
 	Comment   string `json:"comment"`
@@ -227,7 +231,11 @@ func ParseJobs(data []byte) ([]Job, error) {
 		if err != nil {
 			return nil, bad("nodes", "%v", err)
 		}
-		job := Job{ID: *j.ID, Name: j.Name, State: strings.ToUpper(j.State), User: j.User,
+		reason := j.Reason
+		if reason == "None" {
+			reason = ""
+		}
+		job := Job{ID: *j.ID, Name: j.Name, State: strings.ToUpper(j.State), Reason: reason, User: j.User,
 			Partition: j.Partition, Comment: j.Comment, Nodes: nodes}
 		if j.TimeLimit != nil && *j.TimeLimit > 0 {
 			job.TimeLimitMinutes = *j.TimeLimit

@@ -55,7 +55,7 @@ const nodesDoc = `{"meta": {"plugin": {"type": "openapi/v0.0.38"}}, "errors": []
 
 const jobsDoc = `{"meta": {"plugin": {"type": "openapi/v0.0.38"}}, "errors": [], "jobs": [
  {"job_id": 7, "name": "metasched:j1", "job_state": "RUNNING", "user_name": "root", "partition": "batch", "nodes": "n[1-2]", "time_limit": 5},
- {"job_id": 8, "name": "users-own", "job_state": "PENDING", "partition": "batch", "nodes": "", "time_limit": 0}
+ {"job_id": 8, "name": "users-own", "job_state": "PENDING", "state_reason": "Resources", "partition": "batch", "nodes": "", "time_limit": 0}
 ]}`
 
 func TestParse(t *testing.T) {
@@ -84,7 +84,7 @@ func TestParse(t *testing.T) {
 	}
 	wantJobs := []Job{
 		{ID: 7, Name: "metasched:j1", State: "RUNNING", User: "root", Partition: "batch", Nodes: []string{"n1", "n2"}, TimeLimitMinutes: 5},
-		{ID: 8, Name: "users-own", State: "PENDING", Partition: "batch"},
+		{ID: 8, Name: "users-own", State: "PENDING", Reason: "Resources", Partition: "batch"},
 	}
 	if diff := cmp.Diff(wantJobs, jobs); diff != "" {
 		t.Errorf("jobs (-want +got):\n%s", diff)

@@ -15,6 +15,7 @@ import (
 // program with its input, output, variables and exit status, and the
 // program forgotten once its exit has been read.
 func TestSlurmGuest(t *testing.T) {
+	t.Parallel()
 	c := slurmtest.StartT(t, slurmtest.Spec{Nodes: []slurmtest.NodeSpec{{Name: "n1"}},
 		Partitions: []slurmtest.PartitionSpec{{Name: "batch", Nodes: []string{"n1"}, Default: true}}})
 	a := c.StartAgent(t, slurmtest.AgentOptions{Site: "hpc", Partitions: map[string]string{"farm": "batch"}})

@@ -17,6 +17,7 @@ import (
 // wrappers that enter slurmctld's; a command run in an allocation on each
 // node finds its node's address, and reaches the other node.
 func TestClusterOnABridge(t *testing.T) {
+	t.Parallel()
 	if err := netlab.Check(); err != nil {
 		t.Fatal(err)
 	}

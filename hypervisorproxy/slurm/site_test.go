@@ -36,6 +36,7 @@ func hostsOf(t *testing.T, a *hp.Agent) map[string]hp.Host {
 // own job runs there; the agent puts back a move Slurm forgot at a
 // reconfigure; and a controller out of reach makes the hosts unreachable.
 func TestSlurmSite(t *testing.T) {
+	t.Parallel()
 	c := slurmtest.StartT(t, slurmtest.Spec{
 		Nodes: []slurmtest.NodeSpec{{Name: "n1", CPUs: 2}, {Name: "n2", CPUs: 2}, {Name: "n3", CPUs: 2}},
 		Partitions: []slurmtest.PartitionSpec{{Name: "batch", Nodes: []string{"n1", "n2"}, Default: true},

@@ -505,6 +505,28 @@ func (run *guestRun) writeFiles(ctx context.Context, vm *guestVM, dirs []string,
 	return nil
 }
 
+// cleanNodes removes the directory of each allocation on a Slurm node
+// once the job has ended or been stopped there (the node is shared:
+// nothing of the job's is left on it), even after a cancel; a failure is
+// logged.
+func (run *guestRun) cleanNodes(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), guestStopWait)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, vm := range run.vms {
+		if !vm.node() || vm.lost {
+			continue
+		}
+		wg.Go(func() {
+			if err := run.execOK(ctx, vm, "remove the job's directory", hp.GuestExec{Path: "/bin/rm",
+				Args: []string{"-rf", "--", path.Join(GuestNodeDir, vm.Name)}}); err != nil {
+				run.log.Warn().Err(err).Str("vm", vm.Name).Msg("the job's directory is left on the node")
+			}
+		})
+	}
+	wg.Wait()
+}
+
 // startNode starts the command on a Slurm node: its files in the VM's
 // own directory (GuestNodeDir), the executor's copy of the runner run in
 // the foreground (run), in a step of the allocation that lasts as long as
@@ -518,6 +540,11 @@ func (run *guestRun) startNode(ctx context.Context, vm *guestVM, c *guestContext
 		if d := path.Dir(in.Path); d != "." && !slices.Contains(dirs, path.Join(work, d)) {
 			dirs = append(dirs, path.Join(work, d))
 		}
+	}
+	// A directory of that name is an earlier daemon's (VM names repeat
+	// with a new data directory): an attempt starts afresh.
+	if err := run.execOK(ctx, vm, "clear the job's directory", hp.GuestExec{Path: "/bin/rm", Args: []string{"-rf", "--", base}}); err != nil {
+		return err
 	}
 	files := []guestFile{
 		{run.hostfileOf(vm), c.hostfile, 0o644},
@@ -899,6 +926,7 @@ func (run *guestRun) finish(ctx context.Context) (Result, error) {
 		wg.Go(func() { run.stopVM(ctx, vm) })
 	}
 	wg.Wait()
+	run.cleanNodes(ctx)
 	res := Result{ExitCode: run.vms[0].code}
 	if res.ExitCode != 0 {
 		res.Reason = fmt.Sprintf("exit status %d in the master VM %s", res.ExitCode, run.vms[0].Name)
@@ -1005,6 +1033,7 @@ func (run *guestRun) stopAll(ctx context.Context) {
 		}
 	}
 	wg.Wait()
+	run.cleanNodes(ctx)
 }
 
 func (run *guestRun) stopVM(ctx context.Context, vm *guestVM) {

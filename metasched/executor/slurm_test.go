@@ -64,6 +64,15 @@ func TestGuestOnSlurmNodes(t *testing.T) {
 			Command: []string{"sh", "-c", command}}, VMs: vms, Dir: t.TempDir(), Attempt: 1, Output: out})
 	}
 
+	// An earlier daemon's job of the same VM name left its directory,
+	// started and ended: the attempt starts afresh.
+	stale := filepath.Join(executor.GuestNodeDir, "j1-a1-w1", "run")
+	if err := os.MkdirAll(filepath.Join(stale, "started"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(stale, "exit"), []byte("143\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	out := newWatchWriter("")
 	res, err := run(ctx, "j1", `echo "role=$METASCHED_ROLE rank=$METASCHED_RANK node=$SLURMD_NODENAME master=$METASCHED_MASTER"; `+
 		`echo "hostfile=$METASCHED_HOSTFILE"; cat "$METASCHED_HOSTFILE"; pwd; [ "$METASCHED_ROLE" = master ] && exit 3; exit 0`, out)
@@ -86,8 +95,10 @@ func TestGuestOnSlurmNodes(t *testing.T) {
 			t.Errorf("the log has no %q:\n%s", want, log)
 		}
 	}
-	if got, err := os.ReadFile(filepath.Join(executor.GuestNodeDir, "j1-a1-w1", "hostfile")); err != nil || string(got) != hostfile {
-		t.Errorf("the worker's hostfile: %q, %v", got, err)
+	for _, vm := range []string{"j1-a1-m", "j1-a1-w1"} {
+		if _, err := os.Stat(filepath.Join(executor.GuestNodeDir, vm)); !os.IsNotExist(err) {
+			t.Errorf("%s's directory is left on its node: %v", vm, err)
+		}
 	}
 	if after, _ := os.ReadFile("/etc/hosts"); !slices.Equal(after, hostsBefore) {
 		t.Errorf("/etc/hosts changed:\n%s", after)
@@ -111,7 +122,7 @@ func TestGuestOnSlurmNodes(t *testing.T) {
 		t.Helper()
 		var n int
 		for range 600 {
-			if n = countProcs("777"); n == want {
+			if n = len(slurmtest.Running("777")); n == want {
 				return
 			}
 			time.Sleep(100 * time.Millisecond)
@@ -124,21 +135,9 @@ func TestGuestOnSlurmNodes(t *testing.T) {
 		t.Errorf("the cancelled run: %v, want stopped", err)
 	}
 	waitSleeps(0)
-}
-
-// countProcs counts the processes (not zombies) whose command line has
-// word as an argument.
-func countProcs(word string) int {
-	n := 0
-	dirs, _ := filepath.Glob("/proc/[0-9]*")
-	for _, d := range dirs {
-		b, err := os.ReadFile(filepath.Join(d, "cmdline"))
-		if err != nil || !slices.Contains(strings.Split(string(b), "\x00"), word) {
-			continue
-		}
-		if st, _ := os.ReadFile(filepath.Join(d, "stat")); !strings.Contains(string(st), ") Z ") {
-			n++
+	for _, vm := range []string{"j2-a1-m", "j2-a1-w1"} {
+		if _, err := os.Stat(filepath.Join(executor.GuestNodeDir, vm)); !os.IsNotExist(err) {
+			t.Errorf("%s's directory is left on its node after the cancel: %v", vm, err)
 		}
 	}
-	return n
 }

@@ -85,6 +85,16 @@ func (c *Cluster) makeNetwork(ctx context.Context) error {
 	return nil
 }
 
+// Namespaces are the network namespaces of the cluster's daemons (none
+// without a Network).
+func (c *Cluster) Namespaces() []string {
+	var out []string
+	for _, ns := range c.netns {
+		out = append(out, ns)
+	}
+	return out
+}
+
 // removeNetwork deletes the namespaces makeNetwork made (and so their
 // veth pairs).
 func (c *Cluster) removeNetwork() {

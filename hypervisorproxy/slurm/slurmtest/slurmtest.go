@@ -7,15 +7,16 @@ package slurmtest
 
 import (
 	"bytes"
-	"net/netip"
 	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -221,9 +222,13 @@ func (c *Cluster) start(ctx context.Context) error {
 		if err := os.MkdirAll(filepath.Join(dir, "spool", n.Name), 0o700); err != nil {
 			return err
 		}
-		// slurmd is the first process of a PID namespace of its own:
-		// when it ends, so does every job step it started.
+		// slurmd runs in a PID namespace of its own, so that every job
+		// step it started ends with it. The namespace's first process is
+		// bash, which reaps the orphans a step leaves (the init of a
+		// real node does; a zombie left would keep its step's process
+		// group alive, and Slurm drains the node: "Kill task failed").
 		p, err := start(filepath.Join(dir, "log/slurmd-"+n.Name+".out"), c.in(n.Name, "/usr/bin/unshare", "--pid", "--fork", "--kill-child",
+			"/bin/bash", "-c", `"$@" & c=$!; while kill -0 "$c" 2>/dev/null; do wait "$c"; done`, "slurmd-init",
 			"/usr/sbin/slurmd", "-D", "-N", n.Name, "-f", c.Conf)...)
 		if err != nil {
 			return fmt.Errorf("slurmtest: slurmd %s: %w", n.Name, err)
@@ -273,6 +278,7 @@ SlurmdTimeout=10
 InactiveLimit=0
 MinJobAge=2
 KillWait=2
+UnkillableStepTimeout=5
 `, ports[0], sock, d, d, d, d, d, d)
 	for i, n := range c.spec.Nodes {
 		cpus, mem := n.CPUs, n.MemoryMiB
@@ -482,4 +488,22 @@ func waitFile(ctx context.Context, path string, p *proc) error {
 			return fmt.Errorf("%s did not appear in 30 s", path)
 		}
 	}
+}
+
+// Running lists the PIDs of the processes (not zombies) whose command
+// line has word as an argument: how a test finds a job's process on a
+// node, whose PID in its slurmd's namespace is not this one's.
+func Running(word string) []string {
+	var out []string
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, d := range dirs {
+		b, err := os.ReadFile(filepath.Join(d, "cmdline"))
+		if err != nil || !slices.Contains(strings.Split(string(b), "\x00"), word) {
+			continue
+		}
+		if st, _ := os.ReadFile(filepath.Join(d, "stat")); !strings.Contains(string(st), ") Z ") {
+			out = append(out, filepath.Base(d))
+		}
+	}
+	return out
 }
