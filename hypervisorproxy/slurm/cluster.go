@@ -78,20 +78,28 @@ func (c *Cluster) run2(ctx context.Context, name string, args ...string) (stdout
 
 // Nodes lists the cluster's nodes.
 func (c *Cluster) Nodes(ctx context.Context) ([]Node, error) {
-	out, err := c.run(ctx, "sinfo", "--json")
-	if err != nil {
-		return nil, err
-	}
-	return ParseNodes(out)
+	return readJSON(ctx, c, "sinfo", ParseNodes)
 }
 
 // Jobs lists the cluster's jobs, pending and running.
 func (c *Cluster) Jobs(ctx context.Context) ([]Job, error) {
-	out, err := c.run(ctx, "squeue", "--json")
+	return readJSON(ctx, c, "squeue", ParseJobs)
+}
+
+// readJSON runs a reading command with --json and decodes its document;
+// a document that Slurm filled with an error comes with what the command
+// said on its standard error (munge's complaint, say).
+func readJSON[T any](ctx context.Context, c *Cluster, name string, parse func([]byte) (T, error)) (T, error) {
+	out, errOut, err := c.run2(ctx, name, "--json")
 	if err != nil {
-		return nil, err
+		var zero T
+		return zero, err
 	}
-	return ParseJobs(out)
+	v, err := parse(out)
+	if msg := strings.TrimSpace(string(errOut)); err != nil && msg != "" {
+		err = fmt.Errorf("%w; %s said: %s", err, name, msg)
+	}
+	return v, err
 }
 
 // Drain stops the node taking new jobs; the jobs on it run on.

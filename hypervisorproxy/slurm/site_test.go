@@ -3,7 +3,10 @@ package slurm_test
 import (
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -173,5 +176,43 @@ func TestSlurmSite(t *testing.T) {
 	})
 	if j, _ := jobByID(t, c, user); j.State != "RUNNING" {
 		t.Errorf("Slurm's own job at the end: %+v", j)
+	}
+}
+
+// The agent's start reads the cluster once: a munge socket that refuses,
+// a controller that is down and a partition Slurm does not have are each
+// an error that says so.
+func TestCheck(t *testing.T) {
+	t.Parallel()
+	c := slurmtest.StartT(t, slurmtest.Spec{Nodes: []slurmtest.NodeSpec{{Name: "n1"}},
+		Partitions: []slurmtest.PartitionSpec{{Name: "batch", Nodes: []string{"n1"}, Default: true}}})
+	ctx := t.Context()
+	site := func(conf string, parts map[string]string) *hp.SlurmSite {
+		return &hp.SlurmSite{Conf: conf, Bin: c.Cluster.Bin, Partitions: parts}
+	}
+	if err := slurm.Check(ctx, site(c.Conf, map[string]string{"farm": "batch"})); err != nil {
+		t.Fatalf("a cluster that answers: %v", err)
+	}
+	err := slurm.Check(ctx, site(c.Conf, map[string]string{"farm": "nope"}))
+	if err == nil || !strings.Contains(err.Error(), `partitions.farm: partition "nope"`) {
+		t.Errorf("a partition Slurm does not have: %v", err)
+	}
+	conf, err := os.ReadFile(c.Conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := filepath.Join(t.TempDir(), "slurm.conf")
+	re := regexp.MustCompile(`(?m)^AuthInfo=socket=.*$`)
+	if err := os.WriteFile(bad, re.ReplaceAll(conf, []byte("AuthInfo=socket="+filepath.Join(t.TempDir(), "no-munge"))), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err = slurm.Check(ctx, site(bad, map[string]string{"farm": "batch"}))
+	if err == nil || !strings.Contains(err.Error(), "cannot be read") || !strings.Contains(strings.ToLower(err.Error()), "munge") {
+		t.Errorf("munge out of reach: %v, want an error naming munge", err)
+	}
+	c.StopController()
+	err = slurm.Check(ctx, site(c.Conf, map[string]string{"farm": "batch"}))
+	if err == nil || !strings.Contains(err.Error(), "cannot be read") {
+		t.Errorf("the controller down: %v", err)
 	}
 }
