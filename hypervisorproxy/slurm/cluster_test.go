@@ -48,6 +48,18 @@ func members(t *testing.T, c *slurmtest.Cluster) map[string][]string {
 	return out
 }
 
+// checkMembers fails the test for each partition of want whose nodes
+// differ from want's.
+func checkMembers(t *testing.T, c *slurmtest.Cluster, want map[string][]string, when string) {
+	t.Helper()
+	got := members(t, c)
+	for p, w := range want {
+		if !slices.Equal(slices.Sorted(slices.Values(got[p])), w) {
+			t.Errorf("%s: partition %s has %v, want %v", when, p, got[p], w)
+		}
+	}
+}
+
 func jobByID(t *testing.T, c *slurmtest.Cluster, id int) (slurm.Job, bool) {
 	t.Helper()
 	jobs, err := c.Jobs(t.Context())
@@ -162,15 +174,7 @@ func TestCluster(t *testing.T) {
 	}
 	t.Logf("n2 moved from batch to interactive in %s", time.Since(start).Round(time.Millisecond))
 	wantAfter := map[string][]string{"batch": {"n1"}, "interactive": {"n2", "n3"}}
-	check := func(when string) {
-		t.Helper()
-		got := members(t, c)
-		for p, w := range wantAfter {
-			if !slices.Equal(slices.Sorted(slices.Values(got[p])), w) {
-				t.Errorf("%s: partition %s has %v, want %v", when, p, got[p], w)
-			}
-		}
-	}
+	check := func(when string) { t.Helper(); checkMembers(t, c, wantAfter, when) }
 	check("after the move")
 	for p, w := range wantAfter {
 		if !slices.Equal(slices.Sorted(slices.Values(want[p])), w) {

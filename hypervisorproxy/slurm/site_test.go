@@ -120,15 +120,7 @@ func TestSlurmSite(t *testing.T) {
 		t.Errorf("reconfigured %+v", r)
 	}
 	want := map[string][]string{"batch": {"n2"}, "gfx": {"n1", "n3"}}
-	check := func(when string) {
-		t.Helper()
-		got := members(t, c)
-		for p, w := range want {
-			if !slices.Equal(slices.Sorted(slices.Values(got[p])), w) {
-				t.Errorf("%s: partition %s has %v, want %v", when, p, got[p], w)
-			}
-		}
-	}
+	check := func(when string) { t.Helper(); checkMembers(t, c, want, when) }
 	check("after the switch")
 	waitFor(t, "the vm's allocation released", func() (bool, string) {
 		jobs, _ := c.Jobs(ctx)

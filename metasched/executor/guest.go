@@ -556,17 +556,12 @@ func (run *guestRun) startNode(ctx context.Context, vm *guestVM, c *guestContext
 		return err
 	}
 	what := "start the runner"
-	e := hp.GuestExec{Path: "/bin/sh", Args: []string{runner, "run", dir, work, c.maxBytes}, Env: run.env(vm), CaptureOutput: true}
-	var p hp.GuestProcess
-	if _, err := run.retry(ctx, vm, what, func(ctx context.Context) error {
-		var err error
-		p, err = vm.agent.GuestExec(ctx, vm.Name, e)
-		return err
-	}); err != nil {
+	p, err := run.startExec(ctx, vm, what, hp.GuestExec{Path: "/bin/sh", Args: []string{runner, "run", dir, work, c.maxBytes},
+		Env: run.env(vm), CaptureOutput: true})
+	if err != nil {
 		return err
 	}
-	pause := 20 * time.Millisecond
-	for {
+	for pause := 20 * time.Millisecond; ; {
 		_, err := vm.agent.GuestReadFile(ctx, vm.Name, path.Join(dir, "pid"), 0, 64)
 		if err == nil {
 			return nil
@@ -582,13 +577,33 @@ func (run *guestRun) startNode(ctx context.Context, vm *guestVM, c *guestContext
 			return fmt.Errorf("VM %s on %s: %s: the runner ended (exit status %d) before the command started: %s",
 				vm.Name, vm.Host, what, st.ExitCode, strings.TrimSpace(string(st.Stderr)))
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-run.g.opt.Clock.After(pause):
+		if err := run.backoff(ctx, &pause); err != nil {
+			return err
 		}
-		pause = min(2*pause, run.g.opt.Poll)
 	}
+}
+
+// startExec starts e in vm, trying again as retry does.
+func (run *guestRun) startExec(ctx context.Context, vm *guestVM, what string, e hp.GuestExec) (hp.GuestProcess, error) {
+	var p hp.GuestProcess
+	_, err := run.retry(ctx, vm, what, func(ctx context.Context) error {
+		var err error
+		p, err = vm.agent.GuestExec(ctx, vm.Name, e)
+		return err
+	})
+	return p, err
+}
+
+// backoff waits *pause, or until ctx ends, and doubles *pause up to the
+// poll: the pace of a wait for a program in a VM.
+func (run *guestRun) backoff(ctx context.Context, pause *time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-run.g.opt.Clock.After(*pause):
+	}
+	*pause = min(2**pause, run.g.opt.Poll)
+	return nil
 }
 
 // vars are the METASCHED_ variables of the command in vm.
@@ -1052,16 +1067,11 @@ func (run *guestRun) stopVM(ctx context.Context, vm *guestVM) {
 // error with its standard error.
 func (run *guestRun) execOK(ctx context.Context, vm *guestVM, what string, e hp.GuestExec) error {
 	e.CaptureOutput = true
-	var p hp.GuestProcess
-	if _, err := run.retry(ctx, vm, what, func(ctx context.Context) error {
-		var err error
-		p, err = vm.agent.GuestExec(ctx, vm.Name, e)
-		return err
-	}); err != nil {
+	p, err := run.startExec(ctx, vm, what, e)
+	if err != nil {
 		return err
 	}
-	pause := 20 * time.Millisecond
-	for {
+	for pause := 20 * time.Millisecond; ; {
 		var st hp.GuestExecStatus
 		if _, err := run.retry(ctx, vm, what, func(ctx context.Context) error {
 			var err error
@@ -1080,12 +1090,9 @@ func (run *guestRun) execOK(ctx context.Context, vm *guestVM, what string, e hp.
 			}
 			return nil
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-run.g.opt.Clock.After(pause):
+		if err := run.backoff(ctx, &pause); err != nil {
+			return err
 		}
-		pause = min(2*pause, run.g.opt.Poll)
 	}
 }
 
