@@ -92,6 +92,9 @@ type VM struct {
 	// Address is the VM's IPv4 address with its network's prefix length;
 	// empty when the site has no network.
 	Address string `json:"address,omitempty"`
+	// Kind is "slurm" for an allocation on a node of a Slurm site; empty
+	// for a VM.
+	Kind string `json:"kind,omitempty"`
 	// CPUQuota is the fraction of one host core each vCPU may use; 0: no
 	// limit.
 	CPUQuota float64 `json:"cpu_quota,omitempty"`

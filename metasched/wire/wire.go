@@ -131,7 +131,7 @@ func JobCounts(m map[lifecycle.State]int) map[api.State]int {
 func VM(v hp.VM) api.VM {
 	return api.VM{Name: v.Name, Host: v.Host, Pool: v.Pool, Job: v.Job, State: string(v.State), VCPUs: v.VCPUs,
 		MaxVCPUs: v.MaxVCPUs, MemoryMiB: v.MemoryMiB, MaxMemoryMiB: v.MaxMemoryMiB, Managed: v.Managed,
-		BootSeconds: v.BootSeconds, AgentSeconds: v.AgentSeconds, User: v.User, Address: v.Address, CPUQuota: v.CPUQuota}
+		BootSeconds: v.BootSeconds, AgentSeconds: v.AgentSeconds, User: v.User, Address: v.Address, Kind: v.Kind, CPUQuota: v.CPUQuota}
 }
 
 // VMs is VM of each VM.
