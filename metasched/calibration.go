@@ -9,6 +9,8 @@ import (
 	"io"
 	"math"
 	"os"
+	"path"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -101,17 +103,43 @@ func calibratesWhy(s *siteAgent) string {
 	return ""
 }
 
-// bootsOn says whether a calibration VM on h boots its image. A Slurm
-// node boots none: its jobs run on its own system, which has no task farm
-// to measure with, and the grid file's figures stay its figures.
-func bootsOn(s *siteAgent, h *gridHost) bool {
-	if strings.HasPrefix(h.inv.URI, hp.SlurmScheme+":") {
-		return false
+// bootsOn says whether a calibration VM on h boots its image, or, on a
+// Slurm node, whether the daemon has a task farm to copy there (its jobs
+// run on the node's own system, which has none).
+func (d *Daemon) bootsOn(s *siteAgent, h *gridHost) bool {
+	if slurmHost(h) {
+		return d.taskFarm != nil
 	}
 	if _, ok := s.agent.(GuestBooter); ok {
 		return true // calibratesWhy asked it
 	}
 	return !strings.HasPrefix(h.inv.URI, "test:")
+}
+
+// slurmHost says whether h is a node of a Slurm site.
+func slurmHost(h *gridHost) bool { return strings.HasPrefix(h.inv.URI, hp.SlurmScheme+":") }
+
+// loadTaskFarm reads the task farm the calibration copies onto Slurm
+// nodes: the configured one (an error when it cannot be used), else the
+// file taskfarm beside this program when it is there (else nil, and why
+// not).
+func loadTaskFarm(path string) ([]byte, string, error) {
+	if path != "" {
+		b, err := image.ReadTaskFarm(path)
+		if err != nil {
+			return nil, "", fmt.Errorf("calibration.taskfarm: %w", err)
+		}
+		return b, "", nil
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Sprintf("the daemon has no task farm to copy to them (calibration.taskfarm is not set and this program's path is unknown: %v)", err), nil
+	}
+	b, err := image.ReadTaskFarm(filepath.Join(filepath.Dir(exe), "taskfarm"))
+	if err != nil {
+		return nil, fmt.Sprintf("the daemon has no task farm to copy to them (calibration.taskfarm is not set, and %v)", err), nil
+	}
+	return b, "", nil
 }
 
 // anySiteCalibrates reports whether the calibration has a site to measure.
@@ -190,18 +218,27 @@ func (d *Daemon) calGridLocked() calibration.Grid {
 		at[c.Name] = len(g.Sites)
 		g.Sites = append(g.Sites, calibration.Site{Name: c.Name, Why: calibratesWhy(s), Perf: c.Perf, LANMbps: c.LANMbps})
 	}
+	nodes := make([]int, len(g.Sites)) // Slurm nodes, by site
 	for _, name := range d.hv.order {
 		h := d.hv.hosts[name]
 		i, ok := at[h.rec.Site]
 		if !ok || g.Sites[i].Why != "" {
 			continue
 		}
-		ch := calibration.Host{Name: name, Pool: h.rec.Pool, Reachable: h.reachable, Boots: bootsOn(d.site(h.rec.Site), h)}
+		if slurmHost(h) {
+			nodes[i]++
+		}
+		ch := calibration.Host{Name: name, Pool: h.rec.Pool, Reachable: h.reachable, Boots: d.bootsOn(d.site(h.rec.Site), h)}
 		if jt, _, ok := d.jobType(h.rec.Pool); ok {
 			ch.Image, ch.VCPUs, ch.MemoryMiB = jt.Image, jt.VCPUs, jt.MemoryMiB
 		}
 		ch.Idle = ch.Boots && d.calIdleLocked(h) && h.inv.FreeVCPUs >= ch.VCPUs && h.inv.FreeMemoryMiB >= ch.MemoryMiB
 		g.Sites[i].Hosts = append(g.Sites[i].Hosts, ch)
+	}
+	for i := range g.Sites {
+		if s := &g.Sites[i]; nodes[i] > 0 && nodes[i] == len(s.Hosts) && d.taskFarm == nil {
+			s.Why, s.Hosts = "its hosts are Slurm nodes and "+d.noTaskFarm+": its plans keep the grid file's figures", nil
+		}
 	}
 	for _, l := range d.grid.Links {
 		g.Links = append(g.Links, calibration.Link{Between: l.Between, Mbps: l.Mbps})
@@ -306,7 +343,9 @@ func (d *Daemon) measure(ctx context.Context, r calibration.Record, vms []calVM,
 	at := func(i int) string {
 		return fmt.Sprintf("site %s, VM %s on host %s", vms[i].site.name, vms[i].spec.Name, vms[i].spec.Host)
 	}
-	addrs, prefixes := make([]string, len(vms)), make([]string, len(vms))
+	guest := func(i int) executor.GuestAgent { return vms[i].site.agent.(executor.GuestAgent) }
+	addrs, prefixes, kinds := make([]string, len(vms)), make([]string, len(vms)), make([]string, len(vms))
+	farms := make([]string, len(vms)) // the task farm in each VM
 	for i, v := range vms {
 		c, cancel := context.WithTimeout(ctx, calibrationBoot)
 		vm, err := v.site.agent.CreateVM(c, v.spec)
@@ -316,14 +355,20 @@ func (d *Daemon) measure(ctx context.Context, r calibration.Record, vms []calVM,
 		}
 		created[i] = true
 		d.vmsCreated.Add(1)
-		prefixes[i] = vm.Address
+		prefixes[i], kinds[i] = vm.Address, vm.Kind
 		addrs[i], _, _ = strings.Cut(vm.Address, "/")
+		farms[i] = image.TaskFarmPath
+		if vm.Kind == hp.KindSlurm && r.Kind != api.CalibrationStart {
+			defer d.unstageTaskFarm(ctx, guest(i), v.spec.Name)
+			if farms[i], err = d.stageTaskFarm(ctx, guest(i), v.spec.Name); err != nil {
+				return 0, fmt.Errorf("%s: %w", at(i), err)
+			}
+		}
 	}
-	guest := func(i int) executor.GuestAgent { return vms[i].site.agent.(executor.GuestAgent) }
 	switch r.Kind {
 	case api.CalibrationPerf:
 		n := vms[0].spec.VCPUs
-		out, err := d.guestRun(ctx, guest(0), vms[0].spec.Name, time.Duration(2*d.cfg.Calibration.withDefaults().BenchSeconds)*time.Second+2*time.Minute,
+		out, err := d.guestRun(ctx, guest(0), vms[0].spec.Name, farms[0], time.Duration(2*d.cfg.Calibration.withDefaults().BenchSeconds)*time.Second+2*time.Minute,
 			"bench", "--seconds", strconv.Itoa(d.cfg.Calibration.withDefaults().BenchSeconds), "--procs", strconv.Itoa(n))
 		if err != nil {
 			return 0, fmt.Errorf("%s: taskfarm bench: %w", at(0), err)
@@ -340,7 +385,7 @@ func (d *Daemon) measure(ctx context.Context, r calibration.Record, vms []calVM,
 			return 0, fmt.Errorf("%s: the agent gave the VM no address: the calibration needs the site's network", at(1))
 		}
 		port := strconv.Itoa(calibrationSinkPort)
-		if _, err := guest(1).GuestExec(ctx, vms[1].spec.Name, hp.GuestExec{Path: image.TaskFarmPath, Args: []string{"sink", "--port", port}}); err != nil {
+		if _, err := guest(1).GuestExec(ctx, vms[1].spec.Name, hp.GuestExec{Path: farms[1], Args: []string{"sink", "--port", port}}); err != nil {
 			return 0, fmt.Errorf("%s: taskfarm sink: %w", at(1), err)
 		}
 		n := d.cfg.Calibration.withDefaults().ProbeBytes
@@ -352,7 +397,7 @@ func (d *Daemon) measure(ctx context.Context, r calibration.Record, vms []calVM,
 				}
 			}
 			var out []byte
-			out, err = d.guestRun(ctx, guest(0), vms[0].spec.Name, calibrationProbeTimeout,
+			out, err = d.guestRun(ctx, guest(0), vms[0].spec.Name, farms[0], calibrationProbeTimeout,
 				"probe", "--to", addrs[1]+":"+port, "--bytes", strconv.FormatInt(n, 10))
 			if err == nil {
 				v, err := parseProbe(out, n)
@@ -367,20 +412,21 @@ func (d *Daemon) measure(ctx context.Context, r calibration.Record, vms []calVM,
 		}
 		return 0, fmt.Errorf("%s: taskfarm probe to %s: %w", at(0), addrs[1], err)
 	case api.CalibrationStart:
-		return d.measureStart(ctx, vms, prefixes)
+		return d.measureStart(ctx, vms, prefixes, kinds)
 	}
 	return 0, fmt.Errorf("calibration: no kind %q", r.Kind)
 }
 
-// measureStart runs a job that does nothing in the VMs through the
-// daemon's executor, the first VM its master, and returns its run time:
-// what a job's start and end take beyond its program's run.
-func (d *Daemon) measureStart(ctx context.Context, vms []calVM, prefixes []string) (float64, error) {
+// measureStart runs a job that does nothing in the VMs (their addresses
+// and kinds as the agents gave them) through the daemon's executor, the
+// first VM its master, and returns its run time: what a job's start and
+// end take beyond its program's run.
+func (d *Daemon) measureStart(ctx context.Context, vms []calVM, prefixes, kinds []string) (float64, error) {
 	run := executor.Run{JobID: vms[0].spec.Name, Job: &selection.Job{Name: "calibration-start", Type: vms[0].spec.Pool, Tasks: 1,
 		Command: []string{"true"}}, Attempt: 1, Output: io.Discard}
 	for i, v := range vms {
 		run.VMs = append(run.VMs, executor.VM{Name: v.spec.Name, Site: v.site.name, Host: v.spec.Host, Master: i == 0,
-			VCPUs: v.spec.VCPUs, MemoryMiB: v.spec.MemoryMiB, Address: prefixes[i]})
+			VCPUs: v.spec.VCPUs, MemoryMiB: v.spec.MemoryMiB, Address: prefixes[i], Kind: kinds[i]})
 	}
 	dir, err := os.MkdirTemp("", "metasched-calibration-")
 	if err != nil {
@@ -414,10 +460,37 @@ func (d *Daemon) sleep(ctx context.Context, x time.Duration) error {
 	}
 }
 
-// guestRun runs the task farm's program in a VM to its end (at most
-// limit), polled every calibrationPoll on the daemon's clock.
-func (d *Daemon) guestRun(ctx context.Context, g executor.GuestAgent, vm string, limit time.Duration, args ...string) ([]byte, error) {
-	return executor.RunProgram(ctx, g, vm, executor.Program{Path: image.TaskFarmPath, Args: args, Limit: limit, Poll: calibrationPoll, Clock: d.clock})
+// guestRun runs the program at path in a VM to its end (at most limit),
+// polled every calibrationPoll on the daemon's clock.
+func (d *Daemon) guestRun(ctx context.Context, g executor.GuestAgent, vm, path string, limit time.Duration, args ...string) ([]byte, error) {
+	return executor.RunProgram(ctx, g, vm, executor.Program{Path: path, Args: args, Limit: limit, Poll: calibrationPoll, Clock: d.clock})
+}
+
+// stageTaskFarm copies the daemon's task farm into the allocation's own
+// directory on a Slurm node (executor.GuestNodeDir, as a job's runner)
+// and returns its path there.
+func (d *Daemon) stageTaskFarm(ctx context.Context, g executor.GuestAgent, vm string) (string, error) {
+	dir := path.Join(executor.GuestNodeDir, vm)
+	if _, err := d.guestRun(ctx, g, vm, "/bin/mkdir", time.Minute, "-p", "--", dir); err != nil {
+		return "", fmt.Errorf("make the task farm's directory %s: %w", dir, err)
+	}
+	p := path.Join(dir, "taskfarm")
+	if err := g.GuestWriteFile(ctx, vm, p, d.taskFarm, 0o755); err != nil {
+		return "", fmt.Errorf("copy the task farm to %s: %w", p, err)
+	}
+	return p, nil
+}
+
+// unstageTaskFarm removes what stageTaskFarm left on the node (the node
+// is shared: nothing of the calibration's stays), even after a stop; a
+// failure is logged.
+func (d *Daemon) unstageTaskFarm(ctx context.Context, g executor.GuestAgent, vm string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	dir := path.Join(executor.GuestNodeDir, vm)
+	if _, err := d.guestRun(ctx, g, vm, "/bin/rm", time.Minute, "-rf", "--", dir); err != nil {
+		d.log.Warn().Err(err).Str("vm", vm).Str("dir", dir).Msg("calibration: the task farm's directory is left on the node")
+	}
 }
 
 // lastLine is the last line of out that is not blank.

@@ -125,6 +125,7 @@ type VMHeadroom struct {
 //	  bench_seconds: 10    # how long the task farm's kernel runs (taskfarm bench --seconds)
 //	  probe_bytes: 8388608 # what a LAN or link measurement streams (taskfarm probe --bytes)
 //	  auto: true           # false: only on demand (metasched calibrate, POST /v1/calibrate)
+//	  taskfarm: /usr/local/lib/metasched/taskfarm  # copied onto Slurm nodes (default: beside this program)
 //
 // A zero field means its default (DefaultCalibration).
 type CalibrationConfig struct {
@@ -133,6 +134,10 @@ type CalibrationConfig struct {
 	ProbeBytes   int64
 	// OnDemand (auto: false) measures only what an operator asks for.
 	OnDemand bool
+	// TaskFarm is the static task farm binary the calibration copies
+	// onto the nodes of a Slurm site, whose own system has none ("": the
+	// file taskfarm beside the daemon's program, when it is there).
+	TaskFarm string
 }
 
 // DefaultCalibration is the calibration's configuration by default.
@@ -298,7 +303,7 @@ var (
 
 var (
 	configFields      = append([]string{"listen", "data_dir", "grid", "job_types", "agents", "policy", "executor", "switch_delay", "on_agent_loss", "agent_loss_grace", "min_pool_hosts", "hold_after", "idempotency_retention", "retention", "walltime", "calibration", "vm_headroom", "store", "advertise"}, slices.Concat(httpsrv.LimitFields, tlsx.Fields)...)
-	calibrationFields = []string{"max_age", "bench_seconds", "probe_bytes", "auto"}
+	calibrationFields = []string{"max_age", "bench_seconds", "probe_bytes", "auto", "taskfarm"}
 	retentionFields   = []string{"switches", "job_dirs"}
 	switchesFields    = []string{"max_age", "max_count"}
 	jobTypeFields     = []string{"name", "vm", "holding_cost", "image"}
@@ -621,7 +626,7 @@ func ParseConfig(file string, data []byte) (*Config, error) {
 	}
 	if v, ok := top.Get("calibration", false); ok {
 		if m, ok := v.Map(calibrationFields...); ok {
-			parseCalibration(m, &c.Calibration)
+			parseCalibration(m, &c.Calibration, dir)
 		}
 	}
 	c.Unproven = httpsrv.ParseLimits(top)
@@ -827,7 +832,7 @@ func parseRetention(m *yamlx.Map, r *RetentionConfig) {
 	}
 }
 
-func parseCalibration(m *yamlx.Map, c *CalibrationConfig) {
+func parseCalibration(m *yamlx.Map, c *CalibrationConfig, dir string) {
 	if v, ok := m.Get("max_age", false); ok {
 		if x, ok := durationField(v, MinCalibrationMaxAge, 0); ok {
 			c.MaxAge = x
@@ -850,6 +855,7 @@ func parseCalibration(m *yamlx.Map, c *CalibrationConfig) {
 	if b, ok := m.Bool("auto", false); ok {
 		c.OnDemand = !b
 	}
+	c.TaskFarm = m.File("taskfarm", false, dir)
 }
 
 func parsePolicy(m *yamlx.Map, p *PolicyConfig, abs func(string) string) {

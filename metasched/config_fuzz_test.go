@@ -177,6 +177,9 @@ func configFile(c *Config) map[string]any {
 		"calibration": map[string]any{"max_age": c.Calibration.MaxAge.String(), "bench_seconds": c.Calibration.BenchSeconds,
 			"probe_bytes": c.Calibration.ProbeBytes, "auto": !c.Calibration.OnDemand},
 	}
+	if c.Calibration.TaskFarm != "" {
+		out["calibration"].(map[string]any)["taskfarm"] = c.Calibration.TaskFarm
+	}
 	if c.TLS != nil {
 		out["tls"] = map[string]string{"cert_file": c.TLS.Cert, "key_file": c.TLS.Key, "ca_file": c.TLS.CA}
 	} else {

@@ -36,7 +36,7 @@ idempotency_retention: 72h
 retention:
   switches: {max_age: 0s, max_count: 500}
   job_dirs: 1h
-calibration: {max_age: 30m, bench_seconds: 5, probe_bytes: 1048576, auto: false}
+calibration: {max_age: 30m, bench_seconds: 5, probe_bytes: 1048576, auto: false, taskfarm: bin/taskfarm}
 vm_headroom: {vcpus: 2, memory_mib: 1024}
 `
 
@@ -59,7 +59,7 @@ func TestParseConfig(t *testing.T) {
 		Unproven:             httpsrv.Limits{MaxUnproven: 300, MaxUnprovenPerAddress: 30},
 		IdempotencyRetention: 72 * time.Hour,
 		Retention:            RetentionConfig{SwitchMaxAge: 0, SwitchMaxCount: 500, JobDirs: time.Hour},
-		Calibration:          CalibrationConfig{MaxAge: 30 * time.Minute, BenchSeconds: 5, ProbeBytes: 1 << 20, OnDemand: true},
+		Calibration:          CalibrationConfig{MaxAge: 30 * time.Minute, BenchSeconds: 5, ProbeBytes: 1 << 20, OnDemand: true, TaskFarm: "/etc/ms/bin/taskfarm"},
 		VMHeadroom:           VMHeadroom{VCPUs: 2, MemoryMiB: 1024},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -235,6 +235,7 @@ var configErrorCases = []struct{ name, yaml, want string }{
 	{"bad calibration age", configBase + "calibration: {max_age: often}\n", `calibration.max_age: not a duration like 2s or 1m: "often"`},
 	{"zero bench", configBase + "calibration: {bench_seconds: 0}\n", "calibration.bench_seconds: must be at least 1 and at most 600, not 0"},
 	{"long bench", configBase + "calibration: {bench_seconds: 3600}\n", "calibration.bench_seconds: must be at least 1 and at most 600, not 3600"},
+	{"empty taskfarm", configBase + "calibration: {taskfarm: ''}\n", "calibration.taskfarm: must not be empty"},
 	{"small probe", configBase + "calibration: {probe_bytes: 10}\n", "calibration.probe_bytes: must be at least 65536 and at most 1073741824, not 10"},
 	{"bad auto", configBase + "calibration: {auto: sometimes}\n", "calibration.auto:"},
 	{"store without engine", configBase + "store: {}\n", "c.yaml: store.etcd: missing required field"},

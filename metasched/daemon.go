@@ -193,6 +193,10 @@ type Daemon struct {
 	// (metasched/calibration, a subsystem with its own lock, taken after
 	// mu when both are held).
 	cal *calibration.Book
+	// taskFarm is the task farm the calibration copies onto Slurm nodes
+	// (nil: none, and noTaskFarm says why).
+	taskFarm   []byte
+	noTaskFarm string
 	// ledger is the capacity beside the inventories: promised to VMs on
 	// their way, VMs being created or destroyed, destroyed lately, missed
 	// (metasched/capacity, a subsystem with its own lock, a leaf).
@@ -244,6 +248,9 @@ func NewWithGrid(ctx context.Context, cfg *Config, grid *graph.Grid, opt Options
 		return nil, err
 	}
 	d.cal = d.newCalibration()
+	if d.taskFarm, d.noTaskFarm, err = loadTaskFarm(cfg.Calibration.TaskFarm); err != nil {
+		return nil, err
+	}
 	d.tuner = tuning.NewBook()
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("data_dir: %w", err)

@@ -51,10 +51,9 @@ type guestGrid struct {
 
 // buildGuestImage builds the bundled guest image with the task farm into
 // dir/image, beside the lab's files, and returns it.
-func buildGuestImage(t testing.TB, dir string) *image.Image {
+func buildGuestImage(t testing.TB, dir, taskfarm string) *image.Image {
 	t.Helper()
-	tf := buildTaskFarm(t, t.TempDir())
-	res, err := image.Build(context.Background(), image.Options{Out: filepath.Join(dir, "image"), TaskFarm: tf})
+	res, err := image.Build(context.Background(), image.Options{Out: filepath.Join(dir, "image"), TaskFarm: taskfarm})
 	if err != nil {
 		t.Fatalf("image: %v", err)
 	}
@@ -71,8 +70,10 @@ func startGuestLab(tb testing.TB, spec lab.Spec, extra func(img *image.Image, di
 	if err := lab.Check(); err != nil {
 		tb.Fatal(err)
 	}
+	// The task farm beside the daemon's program, as make build puts it:
+	// the image's, and the one the calibration copies onto Slurm nodes.
 	bin, dir := buildBinary(tb), tb.TempDir()
-	img := buildGuestImage(tb, dir)
+	img := buildGuestImage(tb, dir, buildTaskFarm(tb, filepath.Dir(bin)))
 	spec.Images = map[string]string{"guest": filepath.Join(dir, "image")}
 	if extra != nil {
 		maps.Copy(spec.Images, extra(img, dir))

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/metasched/metasched/hypervisorproxy/slurm/slurmtest"
 	"github.com/metasched/metasched/metasched/api"
 	"github.com/metasched/metasched/metasched/client"
+	"github.com/metasched/metasched/metasched/executor"
 	"github.com/metasched/metasched/metasched/lab"
 )
 
@@ -69,7 +71,7 @@ func TestSlurmGrid(t *testing.T) {
 		},
 		Pools: []lab.Pool{{Name: "farm", VCPUs: 1, MemoryMiB: 128, Image: "guest"},
 			{Name: "render", VCPUs: 1, MemoryMiB: 128, Image: "guest"}},
-		Serve: "calibration: {auto: false}\n",
+		Serve: "calibration: {auto: false, bench_seconds: 2, probe_bytes: 4194304}\nagent_loss_grace: 10s\n",
 	}
 	l := startGuestLab(t, spec, nil)
 	g := &guestGrid{t: t, lab: l, dir: l.Dir(), c: l.Client}
@@ -126,6 +128,15 @@ func TestSlurmGrid(t *testing.T) {
 			running.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
 		g.nothingLeft()
 	}
+
+	// The calibration on the Slurm nodes, with the task farm beside the
+	// daemon's program copied into allocations (after the small jobs: its
+	// figures change their plans): the nodes' speed, their
+	// LAN, a job's start and end, and the link to site a's VMs.
+	start = time.Now()
+	g.calibrateSlurm()
+	t.Logf("site b calibrated in %s", time.Since(start).Round(time.Millisecond))
+	g.nothingLeft()
 
 	// Slurm's own job on b-1; a switch from farm to render takes b-2.
 	cmd := exec.Command(sc.Client("sbatch"), "--parsable", "--partition=farm", "--nodelist=b-1", "--job-name=users-own",
@@ -210,6 +221,11 @@ func TestSlurmGrid(t *testing.T) {
 		t.Fatal(err)
 	}
 	g.nothingLeft()
+
+	// A Slurm node goes down under an elastic job: the job loses the
+	// worker there and goes on; its master (on the other Slurm node, which
+	// shares this machine's files) ends when the test says so.
+	g.nodeDown(sc)
 	pids, netns := sc.PIDs(), sc.Namespaces()
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
@@ -227,5 +243,126 @@ func TestSlurmGrid(t *testing.T) {
 	}
 	if left := slurmtest.Running("613"); len(left) > 0 {
 		t.Errorf("Slurm's own job's process (PIDs %v) still runs after the lab's end", left)
+	}
+}
+
+// calibrateSlurm asks for site b's figures (a Slurm site's) and checks
+// them once measured: each on Slurm nodes, the link's with a VM of site a,
+// each in the bounds this machine gives; nothing is left on the nodes.
+func (g *guestGrid) calibrateSlurm() {
+	t := g.t
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := g.c.Calibrate(ctx, "b"); err != nil {
+		t.Fatal(err)
+	}
+	var figs []api.CalibrationFigure
+	g.eventually(5*time.Minute, "site b's figures measured", func(ctx context.Context) (string, bool) {
+		cal, err := g.c.Calibration(ctx)
+		if err != nil {
+			return err.Error(), false
+		}
+		figs = nil
+		for _, f := range cal.Figures {
+			if f.Site != "b" && f.Peer != "b" {
+				continue
+			}
+			if f.State == api.CalibrationFailed {
+				t.Fatalf("%s failed: %s", f.Key, f.Error)
+			}
+			if f.State != api.CalibrationMeasured {
+				return f.Key + " " + f.State + " " + f.Waiting, false
+			}
+			figs = append(figs, f)
+		}
+		return fmt.Sprint(cal.Sites), len(figs) > 0
+	})
+	kinds := map[string]int{}
+	for _, f := range figs {
+		t.Logf("%s: %.4g %s (grid file: %.4g %s) on %v", f.Key, f.Value, f.Unit, f.Configured, f.ConfiguredUnit, f.Hosts)
+		kinds[f.Kind]++
+		for _, h := range f.Hosts {
+			if site := h[:1]; site != "b" && !(f.Kind == api.CalibrationLink && site == "a") {
+				t.Errorf("%s measured on %v: want site b's Slurm nodes", f.Key, f.Hosts)
+			}
+		}
+		switch f.Kind {
+		case api.CalibrationPerf:
+			if f.Value < 1e6 || f.Value > 1e11 {
+				t.Errorf("%s: %g ops/s per CPU", f.Key, f.Value)
+			}
+		case api.CalibrationLink: // shaped to 20 Mbit/s on the Ethernet frames
+			if f.Value < 2 || f.Value > 20 {
+				t.Errorf("%s: %g Mbit/s through a link shaped to 20", f.Key, f.Value)
+			}
+		case api.CalibrationLAN:
+			if f.Value < 20 {
+				t.Errorf("%s: %g Mbit/s between two nodes on one bridge", f.Key, f.Value)
+			}
+		case api.CalibrationStart:
+			if f.Value < 0.01 || f.Value > 300 || len(f.Hosts) != 2 {
+				t.Errorf("%s: %g s on %v to start and end a job that does nothing on two nodes", f.Key, f.Value, f.Hosts)
+			}
+		}
+	}
+	if kinds[api.CalibrationPerf] != 1 || kinds[api.CalibrationLAN] != 1 || kinds[api.CalibrationLink] != 1 || kinds[api.CalibrationStart] != 1 {
+		t.Errorf("site b's figures by kind %v: want its perf, LAN, start, and the link to a", kinds)
+	}
+	// The nodes share this machine's file system: a calibration VM's
+	// directory would be left here.
+	ents, err := os.ReadDir(executor.GuestNodeDir)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), "cal-") {
+			t.Errorf("a calibration's directory is left on the nodes: %s", filepath.Join(executor.GuestNodeDir, e.Name()))
+		}
+	}
+}
+
+// nodeDown runs an elastic job whose master is on a Slurm node of pool
+// farm and a worker on the other, stops that worker's slurmd (Slurm takes
+// the node down), and checks that the job loses the worker and ends done.
+func (g *guestGrid) nodeDown(sc *slurmtest.Cluster) {
+	t := g.t
+	mark := filepath.Join(t.TempDir(), "end")
+	j := g.submit(fmt.Sprintf(`name: node-down
+type: farm
+tasks: 4000
+task_ops: 1.0e10
+task_bytes: 1000
+master: b
+elastic: true
+walltime: 10m
+command: [/bin/sh, -c, 'if [ "$METASCHED_ROLE" = master ]; then until [ -e %s ]; do sleep 0.2; done; echo master ends; else echo "worker on $(hostname)"; exec sleep 619; fi']
+`, mark))
+	j = g.waitState(j.ID, 5*time.Minute, api.Running, api.Done, api.Failed)
+	var down api.JobVM
+	for _, vm := range j.VMs {
+		if vm.Site == "b" && !vm.Master {
+			down = vm
+		}
+	}
+	if j.State != api.Running || down.Name == "" {
+		t.Fatalf("job %s: %s, VMs %+v: want it running with a worker on a Slurm node\n%s", j.ID, j.State, j.VMs, g.jobLog(j.ID))
+	}
+	start := time.Now()
+	sc.StopNode(down.Host)
+	g.eventually(3*time.Minute, "the job to lose its worker on "+down.Host, func(ctx context.Context) (string, bool) {
+		j, err := g.job(ctx, j.ID)
+		if err != nil {
+			return err.Error(), false
+		}
+		return fmt.Sprintf("%s, lost %+v", j.State, j.LostWorkers), len(j.LostWorkers) == 1 && j.LostWorkers[0].Name == down.Name
+	})
+	t.Logf("node %s down: its worker lost after %s", down.Host, time.Since(start).Round(time.Millisecond))
+	if err := os.WriteFile(mark, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	j = g.waitState(j.ID, 5*time.Minute, api.Done, api.Failed)
+	log := g.jobLog(j.ID)
+	if j.State != api.Done || !strings.Contains(log, "worker VM "+down.Name+" lost") || !strings.Contains(log, "master ends") {
+		t.Fatalf("job %s: %s (%s), want done after losing %s:\n%s", j.ID, j.State, j.Reason, down.Name, log)
 	}
 }

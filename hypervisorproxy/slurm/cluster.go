@@ -270,20 +270,23 @@ func (c *Cluster) Run(ctx context.Context, id int, cmd Command) (int, error) {
 		x.Env = append(x.Env, "SLURM_CONF="+c.Conf)
 	}
 	x.Stdin, x.Stdout = cmd.Stdin, cmd.Stdout
-	var stderr *exitLineFilter
-	if cmd.Stderr != nil {
-		stderr = &exitLineFilter{w: cmd.Stderr, node: cmd.Node}
-		x.Stderr = stderr
+	stderr := &exitLineFilter{w: cmd.Stderr, node: cmd.Node}
+	if stderr.w == nil {
+		stderr.w = io.Discard
 	}
+	x.Stderr = stderr
 	// A process group of its own: srun, and so the step, outlive an
 	// agent stopped by a signal to its group.
 	x.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	err := x.Run()
-	if stderr != nil {
-		stderr.flush()
-	}
+	stderr.flush()
 	var ee *exec.ExitError
-	if errors.As(err, &ee) && ctx.Err() == nil {
+	switch {
+	case errors.As(err, &ee) && ctx.Err() == nil && stderr.own != "":
+		// srun's own error, not the program's exit: the step was not
+		// launched, or was lost with its node.
+		return -1, fmt.Errorf("slurm: run on %s in allocation %d: %s", cmd.Node, id, stderr.own)
+	case errors.As(err, &ee) && ctx.Err() == nil:
 		return ee.ExitCode(), nil
 	}
 	if err != nil {
@@ -295,11 +298,15 @@ func (c *Cluster) Run(ctx context.Context, id int, cmd Command) (int, error) {
 // exitLineFilter passes a step's standard error on without the line srun
 // adds when the task exits non-zero ("srun: error: NODE: task 0: Exited
 // with exit code N"): the exit code is returned, and the program's own
-// error output stays its own.
+// error output stays its own. It keeps the first error of srun's own
+// (an "srun: error: " line not about the task: "Task launch for StepId=…
+// failed on node …", "Unable to create step for job …", a node failure),
+// which says that srun's exit status is not the program's.
 type exitLineFilter struct {
 	w       io.Writer
 	node    string
 	pending []byte
+	own     string
 }
 
 func (f *exitLineFilter) Write(p []byte) (int, error) {
@@ -310,6 +317,7 @@ func (f *exitLineFilter) Write(p []byte) (int, error) {
 			return len(p), nil
 		}
 		line := f.pending[:i+1]
+		f.srunError(line)
 		if !f.exitLine(line) {
 			if _, err := f.w.Write(line); err != nil {
 				return len(p), err
@@ -332,7 +340,17 @@ func (f *exitLineFilter) exitLine(line []byte) bool {
 	return true
 }
 
+// srunError keeps line when it is the first error of srun's own.
+func (f *exitLineFilter) srunError(line []byte) {
+	rest, ok := bytes.CutPrefix(bytes.TrimSpace(line), []byte("srun: error: "))
+	if !ok || f.own != "" || bytes.HasPrefix(rest, []byte(f.node+": task ")) {
+		return
+	}
+	f.own = string(bytes.TrimSpace(line))
+}
+
 func (f *exitLineFilter) flush() {
+	f.srunError(f.pending)
 	if len(f.pending) > 0 && !f.exitLine(f.pending) {
 		_, _ = f.w.Write(f.pending)
 	}

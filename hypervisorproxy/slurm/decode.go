@@ -33,8 +33,9 @@ func (n Node) Drain() bool { return slices.Contains(n.Flags, "DRAIN") }
 
 // Down reports whether the node cannot run jobs: down, in error, or not
 // yet known to the controller. A node only flagged NOT_RESPONDING is not
-// down: the controller sets the flag between its pings, and marks the
-// node down itself after its SlurmdTimeout.
+// down: the controller sets the flag when its slurmd misses a ping (and
+// for a moment at every State=RESUME, until the node answers the ping
+// that follows), and marks the node down itself after its SlurmdTimeout.
 func (n Node) Down() bool {
 	return n.State == "down" || n.State == "error" || n.State == "unknown"
 }

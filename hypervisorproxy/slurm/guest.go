@@ -24,10 +24,14 @@ var _ hp.GuestAgentHypervisor = (*Host)(nil)
 // maxCaptured bounds each of a program's captured outputs.
 const maxCaptured = 1 << 20
 
-// guestProc is a program a Slurm host started.
+// guestProc is a program a Slurm host started in VM vm: its status once
+// done, or why srun could not run it (err), which every status call
+// reports until the VM is destroyed (as a guest agent that fails would).
 type guestProc struct {
+	vm     string
 	done   chan struct{}
 	status hp.GuestExecStatus
+	err    error
 }
 
 // procs are the programs of a host's allocations, by pid.
@@ -73,7 +77,7 @@ func (h *Host) StartGuestProcess(ctx context.Context, name string, e hp.GuestExe
 	if err != nil {
 		return 0, err
 	}
-	p := &guestProc{done: make(chan struct{})}
+	p := &guestProc{vm: name, done: make(chan struct{})}
 	h.procs.mu.Lock()
 	if h.procs.m == nil {
 		h.procs.m = map[int]*guestProc{}
@@ -92,11 +96,12 @@ func (h *Host) StartGuestProcess(ctx context.Context, name string, e hp.GuestExe
 	}
 	go func() {
 		code, err := h.cs.c.Run(context.Background(), j.ID, cmd)
-		st := hp.GuestExecStatus{Exited: true, ExitCode: code}
 		if err != nil {
-			st.ExitCode = 255
-			stderr.Write([]byte(err.Error() + "\n"))
+			p.err = fmt.Errorf("%w: %s on node %s: %v", hp.ErrGuestAgent, name, h.node, err)
+			close(p.done)
+			return
 		}
+		st := hp.GuestExecStatus{Exited: true, ExitCode: code}
 		if e.CaptureOutput {
 			st.Stdout, st.Stderr = stdout.b.Bytes(), stderr.b.Bytes()
 			st.Truncated = stdout.truncated || stderr.truncated
@@ -118,10 +123,25 @@ func (h *Host) GuestProcessStatus(_ context.Context, name string, pid int) (hp.G
 	}
 	select {
 	case <-p.done:
+		if p.err != nil {
+			return hp.GuestExecStatus{}, p.err
+		}
 		delete(h.procs.m, pid)
 		return p.status, nil
 	default:
 		return hp.GuestExecStatus{}, nil
+	}
+}
+
+// forget drops the programs of VM name (destroyed): those srun could not
+// run are kept until then.
+func (h *Host) forget(name string) {
+	h.procs.mu.Lock()
+	defer h.procs.mu.Unlock()
+	for pid, p := range h.procs.m {
+		if p.vm == name {
+			delete(h.procs.m, pid)
+		}
 	}
 }
 

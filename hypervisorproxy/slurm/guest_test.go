@@ -13,7 +13,8 @@ import (
 // The guest API of an allocation on a Slurm node, through the agent:
 // files written and read at an offset, a missing file or directory, a
 // program with its input, output, variables and exit status, and the
-// program forgotten once its exit has been read.
+// program forgotten once its exit has been read; a program srun cannot
+// launch (the node's slurmd gone) is the agent's failure.
 func TestSlurmGuest(t *testing.T) {
 	t.Parallel()
 	c := slurmtest.StartT(t, slurmtest.Spec{Nodes: []slurmtest.NodeSpec{{Name: "n1"}},
@@ -62,5 +63,33 @@ func TestSlurmGuest(t *testing.T) {
 	}
 	if _, err := a.GuestExec(ctx, "nope", hp.GuestExec{Path: "/bin/true"}); !errors.Is(err, hp.ErrNotFound) {
 		t.Errorf("a program in a VM that is not there: %v, want ErrNotFound", err)
+	}
+
+	// The node's slurmd gone: srun cannot launch the step. Its status is
+	// the agent's failure, not a program's exit status, at every call
+	// until the VM is destroyed.
+	c.StopNode("n1")
+	p, err = a.GuestExec(ctx, "j-a1-m", hp.GuestExec{Path: "/bin/true", CaptureOutput: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 1200 {
+		if st, err = a.GuestExecStatus(ctx, "j-a1-m", p.PID); err != nil || st.Exited {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !errors.Is(err, hp.ErrGuestAgent) || !strings.Contains(err.Error(), "srun: error: ") || st.Exited {
+		t.Fatalf("a program on a node whose slurmd is gone: %+v, %v; want the agent's failure with srun's error", st, err)
+	}
+	if _, err2 := a.GuestExecStatus(ctx, "j-a1-m", p.PID); !errors.Is(err2, hp.ErrGuestAgent) {
+		t.Errorf("asked again: %v, want the same failure", err2)
+	}
+	t.Logf("a program on a node whose slurmd is gone: %v", err)
+	if err := a.DestroyVM(ctx, "j-a1-m"); err != nil && !errors.Is(err, hp.ErrNotFound) {
+		t.Fatal(err)
+	}
+	if _, err := a.GuestExecStatus(ctx, "j-a1-m", p.PID); !errors.Is(err, hp.ErrNotFound) {
+		t.Errorf("the program after its VM was destroyed: %v, want ErrNotFound", err)
 	}
 }

@@ -310,6 +310,7 @@ func (h *Host) Destroy(ctx context.Context, name string) error {
 		}
 	}
 	h.cs.changed()
+	h.forget(name)
 	if !found {
 		return fmt.Errorf("%w: no allocation %s on node %s", hp.ErrNotFound, name, h.node)
 	}

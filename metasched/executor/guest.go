@@ -562,16 +562,23 @@ func (run *guestRun) startNode(ctx context.Context, vm *guestVM, c *guestContext
 		return err
 	}
 	for pause := 20 * time.Millisecond; ; {
-		_, err := vm.agent.GuestReadFile(ctx, vm.Name, path.Join(dir, "pid"), 0, 64)
+		_, err := run.retry(ctx, vm, what, func(ctx context.Context) error {
+			_, err := vm.agent.GuestReadFile(ctx, vm.Name, path.Join(dir, "pid"), 0, 64)
+			return err
+		})
 		if err == nil {
 			return nil
 		}
 		if !errors.Is(err, hp.ErrNotFound) {
-			return fmt.Errorf("VM %s on %s: %s: %w", vm.Name, vm.Host, what, err)
+			return err
 		}
-		st, err := vm.agent.GuestExecStatus(ctx, vm.Name, p.PID)
-		if err != nil {
-			return fmt.Errorf("VM %s on %s: %s: %w", vm.Name, vm.Host, what, err)
+		var st hp.GuestExecStatus
+		if _, err := run.retry(ctx, vm, what, func(ctx context.Context) error {
+			var err error
+			st, err = vm.agent.GuestExecStatus(ctx, vm.Name, p.PID)
+			return err
+		}); err != nil {
+			return err
 		}
 		if st.Exited {
 			return fmt.Errorf("VM %s on %s: %s: the runner ended (exit status %d) before the command started: %s",

@@ -122,7 +122,8 @@ func start(log string, argv ...string) (*proc, error) {
 	return p, nil
 }
 
-// stop ends the process by its PID: SIGTERM, then SIGKILL after grace.
+// stop ends the process by its PID: SIGTERM to its group, then SIGKILL
+// after grace.
 func (p *proc) stop(grace time.Duration) {
 	if p == nil {
 		return
@@ -132,7 +133,10 @@ func (p *proc) stop(grace time.Duration) {
 		return
 	default:
 	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	// Its process group: a slurmd's is unshare, the namespace's bash
+	// (which, as its namespace's first process, takes no SIGTERM) and
+	// slurmd itself, whose end ends the others.
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
 	select {
 	case <-p.done:
 	case <-time.After(grace):
