@@ -227,6 +227,7 @@ soak: test-deps
 	$(GO) test -count=1 -timeout 90m -run '^TestCloudImageSoak$$' -v ./hypervisorproxy -cloud-soak-boots 5
 	$(GO) test -count=1 -timeout 60m -run '^TestMPIGrid$$' -v ./cmd/metasched -mpi-hosts 3 -mpi-rounds 90
 	$(GO) test -count=1 -timeout 60m -run '^TestGuestGrid$$' -v ./cmd/metasched -elastic-tasks 150
+	$(GO) test -count=1 -timeout 30m -run '^TestSlurmGrid$$' -v ./cmd/metasched -slurm-requeue
 	$(GO) test -count=1 -timeout 60m -run '^TestDocsPolicySolveExamples$$' -v ./cmd/metasched -docs-solve-states 0
 	$(GO) test -count=1 -timeout 60m -run '^TestBuildDebianReproducible$$' -v ./hypervisorproxy/image -debian-rebuild
 

@@ -299,7 +299,9 @@ func (d *Daemon) refresh(ctx context.Context) {
 				if vm.State != hp.StateMissing {
 					present[vm.Name] = true
 				}
-				if vm.Managed && vm.Job != "" {
+				// A VM on a host out of reach cannot be destroyed now: an
+				// orphan there waits until the host answers again.
+				if vm.Managed && vm.Job != "" && h.reachable {
 					managed = append(managed, orphan{s, vm.Job, vm.Name})
 				}
 			}

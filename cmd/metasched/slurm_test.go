@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -225,7 +226,10 @@ func TestSlurmGrid(t *testing.T) {
 	// A Slurm node goes down under an elastic job: the job loses the
 	// worker there and goes on; its master (on the other Slurm node, which
 	// shares this machine's files) ends when the test says so.
-	g.nodeDown(sc)
+	g.nodeBack(sc, g.nodeDown(sc, true))
+	if *slurmRequeue {
+		g.nodeBack(sc, g.nodeDown(sc, false))
+	}
 	pids, netns := sc.PIDs(), sc.Namespaces()
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
@@ -321,10 +325,44 @@ func (g *guestGrid) calibrateSlurm() {
 	}
 }
 
-// nodeDown runs an elastic job whose master is on a Slurm node of pool
-// farm and a worker on the other, stops that worker's slurmd (Slurm takes
-// the node down), and checks that the job loses the worker and ends done.
-func (g *guestGrid) nodeDown(sc *slurmtest.Cluster) {
+// nodeBack starts the node's slurmd again (Slurm returns it to service
+// when it registers) and waits until the daemon has it reachable and
+// nothing is left: the allocation of the job on it, which Slurm ended,
+// is gone from the agent's record once the node answers.
+func (g *guestGrid) nodeBack(sc *slurmtest.Cluster, node string) {
+	t := g.t
+	start := time.Now()
+	if err := sc.StartNode(node); err != nil {
+		t.Fatal(err)
+	}
+	g.eventually(2*time.Minute, "every Slurm node reachable", func(ctx context.Context) (string, bool) {
+		hs, err := g.c.Hosts(ctx)
+		if err != nil {
+			return err.Error(), false
+		}
+		n := 0
+		for _, h := range hs {
+			if h.Site == "b" && h.State == api.HostIdle {
+				n++
+			}
+		}
+		return fmt.Sprint(hs), n == 3
+	})
+	g.nothingLeft()
+	t.Logf("node %s back, nothing of the job left, after %s", node, time.Since(start).Round(time.Millisecond))
+}
+
+// slurmRequeue adds to TestSlurmGrid a job that is not elastic whose
+// worker's node goes down: it is requeued and runs again (make soak).
+var slurmRequeue = flag.Bool("slurm-requeue", false, "TestSlurmGrid: also a job that is not elastic under a node going down (make soak)")
+
+// nodeDown runs a job whose master is on a Slurm node of pool farm and a
+// worker on the other, and stops that worker's slurmd (Slurm takes the
+// node down): an elastic job loses the worker and ends done; any other is
+// requeued (the daemon's on_agent_loss) and, run again on the hosts left,
+// ends done. The master (on a node, which shares this machine's files)
+// ends when the test says so. It returns the node it stopped.
+func (g *guestGrid) nodeDown(sc *slurmtest.Cluster, elastic bool) (downed string) {
 	t := g.t
 	mark := filepath.Join(t.TempDir(), "end")
 	j := g.submit(fmt.Sprintf(`name: node-down
@@ -333,10 +371,10 @@ tasks: 4000
 task_ops: 1.0e10
 task_bytes: 1000
 master: b
-elastic: true
+elastic: %v
 walltime: 10m
 command: [/bin/sh, -c, 'if [ "$METASCHED_ROLE" = master ]; then until [ -e %s ]; do sleep 0.2; done; echo master ends; else echo "worker on $(hostname)"; exec sleep 619; fi']
-`, mark))
+`, elastic, mark))
 	j = g.waitState(j.ID, 5*time.Minute, api.Running, api.Done, api.Failed)
 	var down api.JobVM
 	for _, vm := range j.VMs {
@@ -349,20 +387,52 @@ command: [/bin/sh, -c, 'if [ "$METASCHED_ROLE" = master ]; then until [ -e %s ];
 	}
 	start := time.Now()
 	sc.StopNode(down.Host)
-	g.eventually(3*time.Minute, "the job to lose its worker on "+down.Host, func(ctx context.Context) (string, bool) {
-		j, err := g.job(ctx, j.ID)
-		if err != nil {
-			return err.Error(), false
-		}
-		return fmt.Sprintf("%s, lost %+v", j.State, j.LostWorkers), len(j.LostWorkers) == 1 && j.LostWorkers[0].Name == down.Name
-	})
-	t.Logf("node %s down: its worker lost after %s", down.Host, time.Since(start).Round(time.Millisecond))
+	if elastic {
+		g.eventually(3*time.Minute, "the job to lose its worker on "+down.Host, func(ctx context.Context) (string, bool) {
+			j, err := g.job(ctx, j.ID)
+			if err != nil {
+				return err.Error(), false
+			}
+			if j.State == api.Failed {
+				t.Fatalf("job %s failed (%s)\n%s", j.ID, j.Reason, g.jobLog(j.ID))
+			}
+			return fmt.Sprintf("%s, lost %+v", j.State, j.LostWorkers), len(j.LostWorkers) == 1 && j.LostWorkers[0].Name == down.Name
+		})
+		t.Logf("node %s down: its worker lost after %s", down.Host, time.Since(start).Round(time.Millisecond))
+	} else {
+		g.eventually(3*time.Minute, "the job running again without "+down.Host, func(ctx context.Context) (string, bool) {
+			j, err := g.job(ctx, j.ID)
+			if err != nil {
+				return err.Error(), false
+			}
+			if j.State == api.Failed {
+				t.Fatalf("job %s failed (%s)\n%s", j.ID, j.Reason, g.jobLog(j.ID))
+			}
+			on := slices.ContainsFunc(j.VMs, func(vm api.JobVM) bool { return vm.Host == down.Host })
+			return fmt.Sprintf("%s, attempt %d, VMs %+v", j.State, j.Attempts, j.VMs), j.State == api.Running && j.Attempts == 2 && !on
+		})
+		t.Logf("node %s down: the job requeued and running again after %s", down.Host, time.Since(start).Round(time.Millisecond))
+	}
 	if err := os.WriteFile(mark, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	j = g.waitState(j.ID, 5*time.Minute, api.Done, api.Failed)
 	log := g.jobLog(j.ID)
-	if j.State != api.Done || !strings.Contains(log, "worker VM "+down.Name+" lost") || !strings.Contains(log, "master ends") {
-		t.Fatalf("job %s: %s (%s), want done after losing %s:\n%s", j.ID, j.State, j.Reason, down.Name, log)
+	if j.State != api.Done || !strings.Contains(log, "master ends") {
+		t.Fatalf("job %s: %s (%s), want done:\n%s", j.ID, j.State, j.Reason, log)
 	}
+	if elastic && !strings.Contains(log, "worker VM "+down.Name+" lost") {
+		t.Errorf("job %s's log does not say it lost %s:\n%s", j.ID, down.Name, log)
+	}
+	if !elastic && !slices.ContainsFunc(j.Transitions, func(tr api.Transition) bool {
+		return tr.To == api.Queued && strings.Contains(tr.Reason, "a host of the job became unreachable: "+down.Host)
+	}) {
+		t.Errorf("job %s: no requeue for %s in %+v", j.ID, down.Host, j.Transitions)
+	}
+	// The node kept the lost VM's directory (nothing could reach it): the
+	// nodes here are this machine.
+	if err := os.RemoveAll(filepath.Join(executor.GuestNodeDir, down.Name)); err != nil {
+		t.Error(err)
+	}
+	return down.Host
 }

@@ -30,6 +30,15 @@ type Cluster struct {
 // ErrCommand wraps every error of a Slurm command that ran and failed.
 var ErrCommand = errors.New("slurm command failed")
 
+// ErrNoAllocation: srun says the allocation it was to run in is gone
+// (released, or ended by its time limit).
+var ErrNoAllocation = errors.New("slurm: the allocation is gone")
+
+// allocationGone are what srun says of an allocation that is gone
+// (Slurm's ESLURM_INVALID_JOB_ID, ESLURM_ALREADY_DONE, and srun's own
+// check of the job).
+var allocationGone = []string{"Invalid job id specified", "already completing or completed", "has expired"}
+
 func (c *Cluster) bin(name string) string {
 	if c.Bin == "" {
 		return filepath.Join("/usr/bin", name)
@@ -285,6 +294,9 @@ func (c *Cluster) Run(ctx context.Context, id int, cmd Command) (int, error) {
 	case errors.As(err, &ee) && ctx.Err() == nil && stderr.own != "":
 		// srun's own error, not the program's exit: the step was not
 		// launched, or was lost with its node.
+		if slices.ContainsFunc(allocationGone, func(m string) bool { return strings.Contains(stderr.own, m) }) {
+			return -1, fmt.Errorf("%w: run on %s in allocation %d: %s", ErrNoAllocation, cmd.Node, id, stderr.own)
+		}
 		return -1, fmt.Errorf("slurm: run on %s in allocation %d: %s", cmd.Node, id, stderr.own)
 	case errors.As(err, &ee) && ctx.Err() == nil:
 		return ee.ExitCode(), nil

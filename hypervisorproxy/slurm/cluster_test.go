@@ -157,6 +157,12 @@ func TestCluster(t *testing.T) {
 		j, ok := jobByID(t, c, alloc.ID)
 		return !ok || !j.Active(), j.State
 	})
+	// A step in it now: srun's own error, the allocation gone, not an
+	// exit status of the program's.
+	var errOut bytes.Buffer
+	if code, err := c.Run(ctx, alloc.ID, slurm.Command{Node: "n1", Argv: []string{"/bin/true"}, Stderr: &errOut}); !errors.Is(err, slurm.ErrNoAllocation) {
+		t.Errorf("a step in a released allocation: exit %d, %v (stderr %q), want ErrNoAllocation", code, err, errOut.String())
+	}
 
 	// Slurm's own job on n1, writing its PID; n2 moves to interactive.
 	// Its sleep has a length of its own, to find it among the processes.

@@ -40,6 +40,10 @@ func (n Node) Down() bool {
 	return n.State == "down" || n.State == "error" || n.State == "unknown"
 }
 
+// Unreachable reports whether the controller cannot reach the node now:
+// down, or its slurmd not answering a ping (which may pass).
+func (n Node) Unreachable() bool { return n.Down() || slices.Contains(n.Flags, "NOT_RESPONDING") }
+
 // Busy reports whether some job holds part of the node.
 func (n Node) Busy() bool {
 	return n.AllocCPUs > 0 || n.State == "mixed" || n.State == "allocated" || slices.Contains(n.Flags, "COMPLETING")

@@ -3,6 +3,7 @@ package slurm
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -41,18 +42,34 @@ type procs struct {
 	m    map[int]*guestProc
 }
 
-// allocation finds the allocation of VM name on the node.
+// allocation finds the allocation of VM name on the node in the site's
+// last look at the cluster (at most lookTTL old), or in a fresh one when
+// that has none: the programs and files of every allocation cost the
+// controller one squeue a second, not one a call.
 func (h *Host) allocation(ctx context.Context, name string) (Job, error) {
-	jobs, err := h.cs.c.Jobs(ctx)
-	if err != nil {
-		return Job{}, fmt.Errorf("%w: slurm: %v", hp.ErrConnLost, err)
-	}
-	for _, j := range jobs {
-		if vm, own := j.Own(); own && vm == name && j.State == "RUNNING" {
-			return j, nil
+	for fresh := false; ; fresh = true {
+		if fresh {
+			h.cs.changed()
 		}
+		_, jobs, err := h.cs.look(ctx)
+		if err != nil {
+			return Job{}, err
+		}
+		for _, j := range jobs {
+			if vm, own := j.Own(); own && vm == name && j.State == "RUNNING" {
+				return j, nil
+			}
+		}
+		if !fresh {
+			continue
+		}
+		if n, err := h.nodeNow(ctx); err != nil || n.Unreachable() {
+			// Its allocations end with it: the agent cannot tell.
+			return Job{}, fmt.Errorf("%w: no running allocation %s on node %s, which does not answer Slurm (%s%s)",
+				hp.ErrConnLost, name, h.node, n.State, flags(n.Flags))
+		}
+		return Job{}, fmt.Errorf("%w: no running allocation %s on node %s", hp.ErrNotFound, name, h.node)
 	}
-	return Job{}, fmt.Errorf("%w: no running allocation %s on node %s", hp.ErrNotFound, name, h.node)
 }
 
 // capped keeps at most maxCaptured bytes of what is written to it.
@@ -97,7 +114,7 @@ func (h *Host) StartGuestProcess(ctx context.Context, name string, e hp.GuestExe
 	go func() {
 		code, err := h.cs.c.Run(context.Background(), j.ID, cmd)
 		if err != nil {
-			p.err = fmt.Errorf("%w: %s on node %s: %v", hp.ErrGuestAgent, name, h.node, err)
+			p.err = h.runError(name, err)
 			close(p.done)
 			return
 		}
@@ -145,6 +162,21 @@ func (h *Host) forget(name string) {
 	}
 }
 
+// runError is what a step of VM name that srun could not run answers:
+// the VM is gone when its allocation is and its node answers Slurm (the
+// last look forgotten); else the agent failed, as a guest agent whose host
+// is lost does: a node that stops answering ends its allocations, and
+// what that does to the job is the daemon's to decide (its grace).
+func (h *Host) runError(name string, err error) error {
+	if errors.Is(err, ErrNoAllocation) {
+		h.cs.changed()
+		if n, nerr := h.nodeNow(context.Background()); nerr == nil && !n.Unreachable() {
+			return fmt.Errorf("%w: %s on node %s: %v", hp.ErrNotFound, name, h.node, err)
+		}
+	}
+	return fmt.Errorf("%w: %s on node %s: %v", hp.ErrGuestAgent, name, h.node, err)
+}
+
 // runShort runs a short shell script in the VM's allocation with input,
 // and returns its output and exit code.
 func (h *Host) runShort(ctx context.Context, name, script string, input []byte, args ...string) ([]byte, int, error) {
@@ -160,7 +192,7 @@ func (h *Host) runShort(ctx context.Context, name, script string, input []byte, 
 	}
 	code, err := h.cs.c.Run(ctx, j.ID, cmd)
 	if err != nil {
-		return nil, 0, fmt.Errorf("%w: slurm: %v", hp.ErrGuestAgent, err)
+		return nil, 0, h.runError(name, err)
 	}
 	if code != 0 && code != exitNotFound {
 		return nil, code, fmt.Errorf("slurm: %s on node %s: exit %d: %s", name, h.node, code, bytes.TrimSpace(errOut.Bytes()))

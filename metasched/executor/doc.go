@@ -211,7 +211,9 @@
 // and with them the task-farm summary (taskfarm.SummaryFile) whenever the
 // master wrote one, listed or not. A cancel
 // stops the command in every VM and returns ctx's error; a cancel whose
-// cause is ErrDetached leaves them running.
+// cause is ErrDetached leaves them running. The stops, then the removal
+// of the job's directories on Slurm nodes but those of VMs it could not
+// stop, take at most guestStopWait (30 s) in all.
 //
 // How far the log took each VM's output is kept in the attempt's
 // directory on the daemon's side (Run.Dir/attempt-N/guest-state.json),

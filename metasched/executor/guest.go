@@ -506,15 +506,13 @@ func (run *guestRun) writeFiles(ctx context.Context, vm *guestVM, dirs []string,
 }
 
 // cleanNodes removes the directory of each allocation on a Slurm node
-// once the job has ended or been stopped there (the node is shared:
-// nothing of the job's is left on it), even after a cancel; a failure is
-// logged.
-func (run *guestRun) cleanNodes(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), guestStopWait)
-	defer cancel()
+// (but those of skip, which could not be reached) once the job has ended
+// or been stopped there (the node is shared: nothing of the job's is left
+// on it), within ctx; a failure is logged.
+func (run *guestRun) cleanNodes(ctx context.Context, skip map[*guestVM]bool) {
 	var wg sync.WaitGroup
 	for _, vm := range run.vms {
-		if !vm.node() || vm.lost {
+		if !vm.node() || vm.lost || skip[vm] {
 			continue
 		}
 		wg.Go(func() {
@@ -940,15 +938,15 @@ func (run *guestRun) finish(ctx context.Context) (Result, error) {
 		wg.Go(func() { errs[i] = run.readExit(ctx, vm) })
 	}
 	wg.Wait()
+	var stopping []*guestVM
 	for i, vm := range running {
 		if err := errs[i]; (err == nil && vm.exited) || run.dropIfLost(vm, err) {
 			continue
 		}
 		run.log.Info().Str("vm", vm.Name).Msg("the master ended: stopping the command in the worker VM")
-		wg.Go(func() { run.stopVM(ctx, vm) })
+		stopping = append(stopping, vm)
 	}
-	wg.Wait()
-	run.cleanNodes(ctx)
+	run.stopVMs(ctx, stopping)
 	res := Result{ExitCode: run.vms[0].code}
 	if res.ExitCode != 0 {
 		res.Reason = fmt.Sprintf("exit status %d in the master VM %s", res.ExitCode, run.vms[0].Name)
@@ -1044,30 +1042,51 @@ func (run *guestRun) copyOut(ctx context.Context, vm *guestVM, src, dst string) 
 	return int64(len(data)), cut, nil
 }
 
-// stopAll stops the command in every VM that may still run it, with a
-// context of its own (ctx may be done).
+// stopAll stops the command in every VM that may still run it.
 func (run *guestRun) stopAll(ctx context.Context) {
-	var wg sync.WaitGroup
 	run.checkLost()
+	var stopping []*guestVM
 	for _, vm := range run.vms {
 		if !vm.exited && !vm.lost {
-			wg.Go(func() { run.stopVM(ctx, vm) })
+			stopping = append(stopping, vm)
 		}
 	}
-	wg.Wait()
-	run.cleanNodes(ctx)
+	run.stopVMs(ctx, stopping)
 }
 
-func (run *guestRun) stopVM(ctx context.Context, vm *guestVM) {
+// stopVMs stops the command in vms, then removes the job's directories
+// on its Slurm nodes but those it could not reach: at most guestStopWait
+// in all, with a context of its own (ctx may be done), so that a host out
+// of reach holds the run's end for that long and no longer.
+func (run *guestRun) stopVMs(ctx context.Context, vms []*guestVM) {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), guestStopWait)
 	defer cancel()
+	failed := make([]bool, len(vms))
+	var wg sync.WaitGroup
+	for i, vm := range vms {
+		wg.Go(func() { failed[i] = !run.stopVM(sctx, vm) })
+	}
+	wg.Wait()
+	skip := map[*guestVM]bool{}
+	for i, vm := range vms {
+		if failed[i] {
+			skip[vm] = true
+		}
+	}
+	run.cleanNodes(sctx, skip)
+}
+
+// stopVM stops the command in vm, and says whether it could.
+func (run *guestRun) stopVM(ctx context.Context, vm *guestVM) bool {
 	stop := hp.GuestExec{Path: GuestRunner, Args: []string{"stop", run.dirOf(vm)}}
 	if vm.node() {
 		stop = hp.GuestExec{Path: "/bin/sh", Args: []string{path.Join(GuestNodeDir, vm.Name, "metasched-run"), "stop", run.dirOf(vm)}}
 	}
-	if err := run.execOK(sctx, vm, "stop the runner", stop); err != nil {
+	if err := run.execOK(ctx, vm, "stop the runner", stop); err != nil {
 		run.log.Warn().Err(err).Str("vm", vm.Name).Msg("cannot stop the command in the VM")
+		return false
 	}
+	return true
 }
 
 // execOK runs a program in vm and waits for it; a non-zero exit is an

@@ -226,22 +226,30 @@ func (c *Cluster) start(ctx context.Context) error {
 		if err := os.MkdirAll(filepath.Join(dir, "spool", n.Name), 0o700); err != nil {
 			return err
 		}
-		// slurmd runs in a PID namespace of its own, so that every job
-		// step it started ends with it. The namespace's first process is
-		// bash, which reaps the orphans a step leaves (the init of a
-		// real node does; a zombie left would keep its step's process
-		// group alive, and Slurm drains the node: "Kill task failed").
-		p, err := start(filepath.Join(dir, "log/slurmd-"+n.Name+".out"), c.in(n.Name, "/usr/bin/unshare", "--pid", "--fork", "--kill-child",
-			"/bin/bash", "-c", `"$@" & c=$!; while kill -0 "$c" 2>/dev/null; do wait "$c"; done`, "slurmd-init",
-			"/usr/sbin/slurmd", "-D", "-N", n.Name, "-f", c.Conf)...)
-		if err != nil {
-			return fmt.Errorf("slurmtest: slurmd %s: %w", n.Name, err)
+		if err := c.startNode(n.Name); err != nil {
+			return err
 		}
-		c.mu.Lock()
-		c.nodes[n.Name] = p
-		c.mu.Unlock()
 	}
 	return c.WaitIdle(ctx, time.Minute)
+}
+
+// startNode starts the node's slurmd.
+func (c *Cluster) startNode(name string) error {
+	// slurmd runs in a PID namespace of its own, so that every job step
+	// it started ends with it. The namespace's first process is bash,
+	// which reaps the orphans a step leaves (the init of a real node
+	// does; a zombie left would keep its step's process group alive, and
+	// Slurm drains the node: "Kill task failed").
+	p, err := start(filepath.Join(c.Dir, "log/slurmd-"+name+".out"), c.in(name, "/usr/bin/unshare", "--pid", "--fork", "--kill-child",
+		"/bin/bash", "-c", `"$@" & c=$!; while kill -0 "$c" 2>/dev/null; do wait "$c"; done`, "slurmd-init",
+		"/usr/sbin/slurmd", "-D", "-N", name, "-f", c.Conf)...)
+	if err != nil {
+		return fmt.Errorf("slurmtest: slurmd %s: %w", name, err)
+	}
+	c.mu.Lock()
+	c.nodes[name] = p
+	c.mu.Unlock()
+	return nil
 }
 
 // conf is the cluster's slurm.conf.
@@ -349,6 +357,22 @@ func (c *Cluster) StopNode(name string) {
 	p := c.nodes[name]
 	c.mu.Unlock()
 	p.stop(10 * time.Second)
+}
+
+// StartNode starts a stopped node's slurmd again: Slurm returns the node
+// to service when it registers (ReturnToService=2).
+func (c *Cluster) StartNode(name string) error {
+	c.mu.Lock()
+	p := c.nodes[name]
+	c.mu.Unlock()
+	if p != nil {
+		select {
+		case <-p.done:
+		default:
+			return fmt.Errorf("slurmtest: slurmd %s runs", name)
+		}
+	}
+	return c.startNode(name)
 }
 
 // waitAnswer waits until the controller answers.
