@@ -290,23 +290,9 @@ func (g *guestGrid) calibrateSlurm() {
 				t.Errorf("%s measured on %v: want site b's Slurm nodes", f.Key, f.Hosts)
 			}
 		}
-		switch f.Kind {
-		case api.CalibrationPerf:
-			if f.Value < 1e6 || f.Value > 1e11 {
-				t.Errorf("%s: %g ops/s per CPU", f.Key, f.Value)
-			}
-		case api.CalibrationLink: // shaped to 20 Mbit/s on the Ethernet frames
-			if f.Value < 2 || f.Value > 20 {
-				t.Errorf("%s: %g Mbit/s through a link shaped to 20", f.Key, f.Value)
-			}
-		case api.CalibrationLAN:
-			if f.Value < 20 {
-				t.Errorf("%s: %g Mbit/s between two nodes on one bridge", f.Key, f.Value)
-			}
-		case api.CalibrationStart:
-			if f.Value < 0.01 || f.Value > 300 || len(f.Hosts) != 2 {
-				t.Errorf("%s: %g s on %v to start and end a job that does nothing on two nodes", f.Key, f.Value, f.Hosts)
-			}
+		checkFigure(t, f)
+		if f.Kind == api.CalibrationStart && len(f.Hosts) != 2 {
+			t.Errorf("%s measured on %v, want two nodes", f.Key, f.Hosts)
 		}
 	}
 	if kinds[api.CalibrationPerf] != 1 || kinds[api.CalibrationLAN] != 1 || kinds[api.CalibrationLink] != 1 || kinds[api.CalibrationStart] != 1 {

@@ -570,12 +570,8 @@ func (run *guestRun) startNode(ctx context.Context, vm *guestVM, c *guestContext
 		if !errors.Is(err, hp.ErrNotFound) {
 			return err
 		}
-		var st hp.GuestExecStatus
-		if _, err := run.retry(ctx, vm, what, func(ctx context.Context) error {
-			var err error
-			st, err = vm.agent.GuestExecStatus(ctx, vm.Name, p.PID)
-			return err
-		}); err != nil {
+		st, err := run.status(ctx, vm, what, p.PID)
+		if err != nil {
 			return err
 		}
 		if st.Exited {
@@ -1098,12 +1094,8 @@ func (run *guestRun) execOK(ctx context.Context, vm *guestVM, what string, e hp.
 		return err
 	}
 	for pause := 20 * time.Millisecond; ; {
-		var st hp.GuestExecStatus
-		if _, err := run.retry(ctx, vm, what, func(ctx context.Context) error {
-			var err error
-			st, err = vm.agent.GuestExecStatus(ctx, vm.Name, p.PID)
-			return err
-		}); err != nil {
+		st, err := run.status(ctx, vm, what, p.PID)
+		if err != nil {
 			return err
 		}
 		if st.Exited {
@@ -1120,6 +1112,17 @@ func (run *guestRun) execOK(ctx context.Context, vm *guestVM, what string, e hp.
 			return err
 		}
 	}
+}
+
+// status is the state of program pid in vm, asked again as retry does.
+func (run *guestRun) status(ctx context.Context, vm *guestVM, what string, pid int) (hp.GuestExecStatus, error) {
+	var st hp.GuestExecStatus
+	_, err := run.retry(ctx, vm, what, func(ctx context.Context) error {
+		var err error
+		st, err = vm.agent.GuestExecStatus(ctx, vm.Name, pid)
+		return err
+	})
+	return st, err
 }
 
 // retry calls f until it succeeds, fails for good (ErrNotFound, ErrInvalid,
