@@ -29,7 +29,9 @@ import (
 // §3: "each time a cluster is added, virtual images are characterized and a
 // performance benchmark is done; the network links are monitored"). For every
 // site whose agent boots guests, the daemon measures in VMs on the site's
-// hosts, one measurement at a time across the grid:
+// hosts (on a Slurm site, in allocations on its nodes, from a copy of the
+// daemon's task farm: stageTaskFarm), one measurement at a time across
+// the grid:
 //
 //   - perf/SITE/IMAGE: for each image a pool of the site boots, a VM of the
 //     pool's shape on an idle host of the pool runs the task farm's kernel
