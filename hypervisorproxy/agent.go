@@ -140,7 +140,7 @@ func New(ctx context.Context, cfg Config) (*Agent, error) {
 	a.epoch = rec.LeaderEpoch
 	for _, hc := range hosts {
 		h := &host{cfg: hc, pool: hc.Pool, test: strings.HasPrefix(hc.URI, "test") || strings.HasPrefix(hc.URI, "sim:"),
-			slurm: strings.HasPrefix(hc.URI, SlurmScheme+":")}
+			slurm: IsSlurmURI(hc.URI)}
 		if p, ok := rec.Pools[hc.Name]; ok {
 			h.pool = p
 		}

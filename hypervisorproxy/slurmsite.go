@@ -18,6 +18,10 @@ const KindSlurm = "slurm"
 // slurmName is what Slurm accepts as a node or partition name here.
 var slurmName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,252}$`)
 
+// IsSlurmURI says whether uri names a Slurm node (slurm:NODE), well
+// formed or not.
+func IsSlurmURI(uri string) bool { return strings.HasPrefix(uri, SlurmScheme+":") }
+
 // SlurmNode returns the node of a Slurm host's URI, slurm:NODE.
 func SlurmNode(uri string) (string, error) {
 	u, err := url.Parse(uri)
@@ -94,7 +98,7 @@ func parseSlurm(v yamlx.Value, dir string) *SlurmSite {
 // every host is listed, with a slurm:NODE URI and a pool of the block's
 // partitions if it names one; without, no host is a Slurm node.
 func checkSlurmHosts(top *yamlx.Map, s *Site) {
-	slurmHost := func(h SiteHost) bool { return strings.HasPrefix(h.URI, SlurmScheme+":") }
+	slurmHost := func(h SiteHost) bool { return IsSlurmURI(h.URI) }
 	if s.Slurm == nil {
 		if i := slices.IndexFunc(s.Hosts, slurmHost); i >= 0 {
 			top.Errorf("hosts", "host %s is a Slurm node (%s), but the site has no slurm block", s.Hosts[i].Name, s.Hosts[i].URI)

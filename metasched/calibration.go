@@ -119,7 +119,7 @@ func (d *Daemon) bootsOn(s *siteAgent, h *gridHost) bool {
 }
 
 // slurmHost says whether h is a node of a Slurm site.
-func slurmHost(h *gridHost) bool { return strings.HasPrefix(h.inv.URI, hp.SlurmScheme+":") }
+func slurmHost(h *gridHost) bool { return hp.IsSlurmURI(h.inv.URI) }
 
 // loadTaskFarm reads the task farm the calibration copies onto Slurm
 // nodes: the configured one (an error when it cannot be used), else the
@@ -469,10 +469,10 @@ func (d *Daemon) guestRun(ctx context.Context, g executor.GuestAgent, vm, path s
 }
 
 // stageTaskFarm copies the daemon's task farm into the allocation's own
-// directory on a Slurm node (executor.GuestNodeDir, as a job's runner)
-// and returns its path there.
+// directory on a Slurm node (executor.NodeDir, as a job's runner) and
+// returns its path there.
 func (d *Daemon) stageTaskFarm(ctx context.Context, g executor.GuestAgent, vm string) (string, error) {
-	dir := path.Join(executor.GuestNodeDir, vm)
+	dir := executor.NodeDir(vm)
 	if _, err := d.guestRun(ctx, g, vm, "/bin/mkdir", time.Minute, "-p", "--", dir); err != nil {
 		return "", fmt.Errorf("make the task farm's directory %s: %w", dir, err)
 	}
@@ -489,7 +489,7 @@ func (d *Daemon) stageTaskFarm(ctx context.Context, g executor.GuestAgent, vm st
 func (d *Daemon) unstageTaskFarm(ctx context.Context, g executor.GuestAgent, vm string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
-	dir := path.Join(executor.GuestNodeDir, vm)
+	dir := executor.NodeDir(vm)
 	if _, err := d.guestRun(ctx, g, vm, "/bin/rm", time.Minute, "-rf", "--", dir); err != nil {
 		d.log.Warn().Err(err).Str("vm", vm).Str("dir", dir).Msg("calibration: the task farm's directory is left on the node")
 	}

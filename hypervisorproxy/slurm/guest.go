@@ -47,29 +47,34 @@ type procs struct {
 // that has none: the programs and files of every allocation cost the
 // controller one squeue a second, not one a call.
 func (h *Host) allocation(ctx context.Context, name string) (Job, error) {
-	for fresh := false; ; fresh = true {
-		if fresh {
-			h.cs.changed()
-		}
-		_, jobs, err := h.cs.look(ctx)
-		if err != nil {
-			return Job{}, err
-		}
-		for _, j := range jobs {
-			if vm, own := j.Own(); own && vm == name && j.State == "RUNNING" {
-				return j, nil
-			}
-		}
-		if !fresh {
-			continue
-		}
-		if n, err := h.nodeNow(ctx); err != nil || n.Unreachable() {
-			// Its allocations end with it: the agent cannot tell.
-			return Job{}, fmt.Errorf("%w: no running allocation %s on node %s, which does not answer Slurm (%s%s)",
-				hp.ErrConnLost, name, h.node, n.State, flags(n.Flags))
-		}
-		return Job{}, fmt.Errorf("%w: no running allocation %s on node %s", hp.ErrNotFound, name, h.node)
+	j, err := h.findAllocation(ctx, name)
+	if errors.Is(err, hp.ErrNotFound) {
+		h.cs.changed()
+		j, err = h.findAllocation(ctx, name)
 	}
+	if !errors.Is(err, hp.ErrNotFound) {
+		return j, err
+	}
+	if n, nerr := h.nodeNow(ctx); nerr != nil || n.Unreachable() {
+		// Its allocations end with it: the agent cannot tell.
+		return Job{}, fmt.Errorf("%w: no running allocation %s on node %s, which does not answer Slurm (%s%s)",
+			hp.ErrConnLost, name, h.node, n.State, flags(n.Flags))
+	}
+	return Job{}, err
+}
+
+// findAllocation finds the allocation of VM name in the last look.
+func (h *Host) findAllocation(ctx context.Context, name string) (Job, error) {
+	_, jobs, err := h.cs.look(ctx)
+	if err != nil {
+		return Job{}, err
+	}
+	for _, j := range jobs {
+		if vm, own := j.Own(); own && vm == name && j.State == "RUNNING" {
+			return j, nil
+		}
+	}
+	return Job{}, fmt.Errorf("%w: no running allocation %s on node %s", hp.ErrNotFound, name, h.node)
 }
 
 // capped keeps at most maxCaptured bytes of what is written to it.
@@ -114,7 +119,7 @@ func (h *Host) StartGuestProcess(ctx context.Context, name string, e hp.GuestExe
 	go func() {
 		code, err := h.cs.c.Run(context.Background(), j.ID, cmd)
 		if err != nil {
-			p.err = h.runError(name, err)
+			p.err = h.runError(context.Background(), name, err)
 			close(p.done)
 			return
 		}
@@ -167,10 +172,10 @@ func (h *Host) forget(name string) {
 // last look forgotten); else the agent failed, as a guest agent whose host
 // is lost does: a node that stops answering ends its allocations, and
 // what that does to the job is the daemon's to decide (its grace).
-func (h *Host) runError(name string, err error) error {
+func (h *Host) runError(ctx context.Context, name string, err error) error {
 	if errors.Is(err, ErrNoAllocation) {
 		h.cs.changed()
-		if n, nerr := h.nodeNow(context.Background()); nerr == nil && !n.Unreachable() {
+		if n, nerr := h.nodeNow(ctx); nerr == nil && !n.Unreachable() {
 			return fmt.Errorf("%w: %s on node %s: %v", hp.ErrNotFound, name, h.node, err)
 		}
 	}
@@ -192,7 +197,7 @@ func (h *Host) runShort(ctx context.Context, name, script string, input []byte, 
 	}
 	code, err := h.cs.c.Run(ctx, j.ID, cmd)
 	if err != nil {
-		return nil, 0, h.runError(name, err)
+		return nil, 0, h.runError(ctx, name, err)
 	}
 	if code != 0 && code != exitNotFound {
 		return nil, code, fmt.Errorf("slurm: %s on node %s: exit %d: %s", name, h.node, code, bytes.TrimSpace(errOut.Bytes()))

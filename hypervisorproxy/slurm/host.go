@@ -28,7 +28,7 @@ func Connector(site *hp.SlurmSite, next hp.Connector) hp.Connector {
 	}
 	cs := &clusterState{site: site, c: &Cluster{Conf: site.Conf, Bin: site.Bin}}
 	return func(ctx context.Context, uri string, onReconnect func()) (hp.Hypervisor, error) {
-		if !strings.HasPrefix(uri, hp.SlurmScheme+":") {
+		if !hp.IsSlurmURI(uri) {
 			return next(ctx, uri, onReconnect)
 		}
 		node, err := hp.SlurmNode(uri)

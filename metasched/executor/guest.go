@@ -69,6 +69,10 @@ const (
 	maxPendingLine = 64 << 10
 )
 
+// NodeDir is the directory of VM vm's own on a Slurm node, under
+// GuestNodeDir: what the executor (and the calibration) keep there.
+func NodeDir(vm string) string { return path.Join(GuestNodeDir, vm) }
+
 // Defaults of GuestOptions.
 const (
 	DefaultGuestPoll     = 500 * time.Millisecond
@@ -95,7 +99,7 @@ func GuestHome(user string) string { return path.Join("/home", user) }
 // user's home on a cloud image, else root's.
 func (run *guestRun) workDir(vm *guestVM) string {
 	if vm.node() {
-		return path.Join(GuestNodeDir, vm.Name, "work")
+		return path.Join(NodeDir(vm.Name), "work")
 	}
 	if vm.User == "" {
 		return GuestWorkDir(run.r.JobID)
@@ -185,7 +189,7 @@ func (vm *guestVM) node() bool { return vm.Kind == hp.KindSlurm }
 // node one of the VM's own.
 func (run *guestRun) dirOf(vm *guestVM) string {
 	if vm.node() {
-		return path.Join(GuestNodeDir, vm.Name, "run")
+		return path.Join(NodeDir(vm.Name), "run")
 	}
 	return run.gdir
 }
@@ -194,14 +198,14 @@ func (run *guestRun) dirOf(vm *guestVM) string {
 // variables.
 func (run *guestRun) hostfileOf(vm *guestVM) string {
 	if vm.node() {
-		return path.Join(GuestNodeDir, vm.Name, "hostfile")
+		return path.Join(NodeDir(vm.Name), "hostfile")
 	}
 	return GuestHostfile
 }
 
 func (run *guestRun) jobFileOf(vm *guestVM) string {
 	if vm.node() {
-		return path.Join(GuestNodeDir, vm.Name, "job")
+		return path.Join(NodeDir(vm.Name), "job")
 	}
 	return GuestJobFile
 }
@@ -517,7 +521,7 @@ func (run *guestRun) cleanNodes(ctx context.Context, skip map[*guestVM]bool) {
 		}
 		wg.Go(func() {
 			if err := run.execOK(ctx, vm, "remove the job's directory", hp.GuestExec{Path: "/bin/rm",
-				Args: []string{"-rf", "--", path.Join(GuestNodeDir, vm.Name)}}); err != nil {
+				Args: []string{"-rf", "--", NodeDir(vm.Name)}}); err != nil {
 				run.log.Warn().Err(err).Str("vm", vm.Name).Msg("the job's directory is left on the node")
 			}
 		})
@@ -531,7 +535,7 @@ func (run *guestRun) cleanNodes(ctx context.Context, skip map[*guestVM]bool) {
 // the command; it returns once the runner has written the command's pid,
 // or fails with what the runner said if it ends before.
 func (run *guestRun) startNode(ctx context.Context, vm *guestVM, c *guestContext) error {
-	base := path.Join(GuestNodeDir, vm.Name)
+	base := NodeDir(vm.Name)
 	dir, work, runner := run.dirOf(vm), run.workDir(vm), path.Join(base, "metasched-run")
 	dirs := []string{"-p", dir, work}
 	for _, in := range run.r.Job.Inputs {
@@ -1076,7 +1080,7 @@ func (run *guestRun) stopVMs(ctx context.Context, vms []*guestVM) {
 func (run *guestRun) stopVM(ctx context.Context, vm *guestVM) bool {
 	stop := hp.GuestExec{Path: GuestRunner, Args: []string{"stop", run.dirOf(vm)}}
 	if vm.node() {
-		stop = hp.GuestExec{Path: "/bin/sh", Args: []string{path.Join(GuestNodeDir, vm.Name, "metasched-run"), "stop", run.dirOf(vm)}}
+		stop = hp.GuestExec{Path: "/bin/sh", Args: []string{path.Join(NodeDir(vm.Name), "metasched-run"), "stop", run.dirOf(vm)}}
 	}
 	if err := run.execOK(ctx, vm, "stop the runner", stop); err != nil {
 		run.log.Warn().Err(err).Str("vm", vm.Name).Msg("cannot stop the command in the VM")
