@@ -321,7 +321,16 @@ func (g *guestGrid) nodeBack(sc *slurmtest.Cluster, node string) {
 	if err := sc.StartNode(node); err != nil {
 		t.Fatal(err)
 	}
-	g.eventually(2*time.Minute, "every Slurm node reachable", func(ctx context.Context) (string, bool) {
+	g.slurmNodesIdle()
+	g.nothingLeft()
+	t.Logf("node %s back, nothing of the job left, after %s", node, time.Since(start).Round(time.Millisecond))
+}
+
+// slurmNodesIdle waits until the daemon has every node of site b
+// reachable and idle (after a restart of Slurm's controller, or a node's
+// slurmd, the agent has them unreachable for a while).
+func (g *guestGrid) slurmNodesIdle() {
+	g.eventually(2*time.Minute, "every Slurm node reachable and idle", func(ctx context.Context) (string, bool) {
 		hs, err := g.c.Hosts(ctx)
 		if err != nil {
 			return err.Error(), false
@@ -334,8 +343,6 @@ func (g *guestGrid) nodeBack(sc *slurmtest.Cluster, node string) {
 		}
 		return fmt.Sprint(hs), n == 3
 	})
-	g.nothingLeft()
-	t.Logf("node %s back, nothing of the job left, after %s", node, time.Since(start).Round(time.Millisecond))
 }
 
 // slurmRequeue adds to TestSlurmGrid a job that is not elastic whose
@@ -350,6 +357,7 @@ var slurmRequeue = flag.Bool("slurm-requeue", false, "TestSlurmGrid: also a job 
 // ends when the test says so. It returns the node it stopped.
 func (g *guestGrid) nodeDown(sc *slurmtest.Cluster, elastic bool) (downed string) {
 	t := g.t
+	g.slurmNodesIdle() // a node out of reach would not be planned on
 	mark := filepath.Join(t.TempDir(), "end")
 	j := g.submit(fmt.Sprintf(`name: node-down
 type: farm
