@@ -616,7 +616,8 @@ func newBiCGStab(n int) *bicgstab {
 // the true one before stopping), and stops early when step returns an
 // error. It returns the last residual's sup-norm (the true residual's
 // when target was reached; NaN when the iteration broke down: not a
-// number, or a billion times the starting residual).
+// number, a billion times the starting residual, or stalled: no residual
+// under stallDrop of the least one so far in stallWindow iterations).
 func (b *bicgstab) solve(y linear, target float64, maxIter int, step func(it int, res float64) error) (float64, error) {
 	res := sysResidual(y, b.r, b.x)
 	b.start = res
@@ -626,6 +627,11 @@ func (b *bicgstab) solve(y linear, target float64, maxIter int, step func(it int
 	// A residual a billion times the starting one (or not a number) is a
 	// breakdown: the iteration is not going to come back.
 	limit := 1e9 * res
+	// A singular system whose right-hand side is not in its range (a
+	// policy whose chain splits in two closed classes: one gain cannot
+	// hold for both) need not blow up: its residual can stay where it is
+	// for ever, with each class's share of the inconsistency left in it.
+	best, bestAt := res, 0
 	restart := func() {
 		copy(b.r0, b.r)
 		clear(b.p)
@@ -638,7 +644,7 @@ func (b *bicgstab) solve(y linear, target float64, maxIter int, step func(it int
 	n := chunks(y.size())
 	sups, rhos := make([]float64, n), make([]float64, n)
 	for it := 1; it <= maxIter; it++ {
-		if !(res <= limit) {
+		if !(res <= limit) || it-bestAt > stallWindow {
 			return math.NaN(), nil
 		}
 		rho1 := next
@@ -703,12 +709,26 @@ func (b *bicgstab) solve(y linear, target float64, maxIter int, step func(it int
 			restart()
 			rho, alpha, omega = 1, 1, 1
 		}
+		if res < stallDrop*best {
+			best, bestAt = res, it
+		}
 		if err := step(it, res); err != nil {
 			return res, err
 		}
 	}
 	return res, nil
 }
+
+// A BiCGSTAB solve whose residual has not gone under stallDrop of its
+// least so far in stallWindow iterations has stalled. Evaluations that
+// converge take tens of iterations per tenfold drop (Figure 3 at N = 6:
+// 418 iterations in all for 19 policies); a policy whose chain splits kept
+// its residual at 6.04 for 3,700 iterations (Figure 3 at N = 3 priced
+// lower, J = 15/33 grown to 18/33, its seventh policy).
+const (
+	stallWindow = 500
+	stallDrop   = 0.9
+)
 
 // How exact the krylov method's evaluations are: the first to krylovFirst
 // of its starting residual; each later one to krylovFollow of the last
