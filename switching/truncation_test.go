@@ -164,21 +164,28 @@ func TestGrowTruncationLimits(t *testing.T) {
 }
 
 // The time limit stops a growth when it is spent, and before a solve that
-// would spend it at the last solve's time per state.
+// would spend it: at the last solve's time per state after one solve, and
+// with the time grown as the last two solves' grew after two.
 func TestGrowTruncationTime(t *testing.T) {
 	m := growModel() // J = 4: 20 configurations × 16 queue vectors
 	last := TruncationStep{Limits: []int{4, 4}, States: 320, Seconds: 10}
+	quadratic := &TruncationStep{Limits: []int{3, 3}, States: 160, Seconds: 2.5} // twice the states, four times the time
+	sublinear := &TruncationStep{Limits: []int{3, 3}, States: 160, Seconds: 9}
 	for _, tc := range []struct {
+		prev          *TruncationStep
 		next          []int
 		seconds, give float64
 		want          string
 	}{
-		{[]int{6, 6}, 10, 100, ""},                             // 720 states: about 22.5 s more, 32.5 in all
-		{[]int{6, 6}, 80, 100, "would take about 22.5 s more"}, // 102.5 > 100
-		{[]int{6, 4}, 80, 100, ""},                             // 480 states: 15 s more, 95 in all
-		{[]int{6, 6}, 100, 100, "the solves took 100 s, the time given was 100 s"},
+		{nil, []int{6, 6}, 10, 100, ""},                             // 720 states: about 22.5 s more, 32.5 in all
+		{nil, []int{6, 6}, 80, 100, "would take about 22.5 s more"}, // 102.5 > 100
+		{nil, []int{6, 4}, 80, 100, ""},                             // 480 states: 15 s more, 95 in all
+		{nil, []int{6, 6}, 100, 100, "the solves took 100 s, the time given was 100 s"},
+		{quadratic, []int{6, 6}, 40, 100, ""},                                                                        // 10·2.25² = 50.6 s more, 90.6 in all
+		{quadratic, []int{6, 6}, 60, 100, "would take about 50.6 s more"},                                            // 110.6 > 100
+		{sublinear, []int{6, 6}, 80, 100, "would take about 22.5 s more (the last one's time grown as states^1.00)"}, // never under the time per state
 	} {
-		got := overTime(last, tc.next, m, false, tc.seconds, tc.give)
+		got := overTime(tc.prev, last, tc.next, m, false, tc.seconds, tc.give)
 		if tc.want == "" && got != "" || !strings.Contains(got, tc.want) {
 			t.Errorf("J = %s after %g of %g s: %q, want %q", FormatLimits(tc.next), tc.seconds, tc.give, got, tc.want)
 		}
