@@ -78,9 +78,8 @@ func TestPolicyGainByHand(t *testing.T) {
 	if math.Abs(g.Cost-2.0/3) > 1e-10 || !g.Converged {
 		t.Errorf("gain %.15g (converged %v), want 2/3", g.Cost, g.Converged)
 	}
-	// Its system is singular and its residual does not blow up: it stays
-	// where it is, and the solve is stopped as stalled long before its
-	// cap of sweeps.
+	// Its system is singular: the evaluation breaks down (its residual
+	// blows up, or stalls) long before its cap of sweeps.
 	var sweeps int
 	g, err = PolicyGain(ctx, m, Never{}, SolveOptions{Tolerance: 1e-12, Progress: func(p Progress) { sweeps = p.Sweep }})
 	if !errors.Is(err, ErrSplitChain) || sweeps > 2*stallWindow {

@@ -724,7 +724,7 @@ func (b *bicgstab) solve(y linear, target float64, maxIter int, step func(it int
 // converge take tens of iterations per tenfold drop (Figure 3 at N = 6:
 // 418 iterations in all for 19 policies); a policy whose chain splits kept
 // its residual at 6.04 for 3,700 iterations (Figure 3 at N = 3 priced
-// lower, J = 15/33 grown to 18/33, its seventh policy).
+// lower, J = 15/33 grown to 18/41, its seventh policy).
 const (
 	stallWindow = 500
 	stallDrop   = 0.9
